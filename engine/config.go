@@ -1,0 +1,160 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/redlock-bench/redlock/multiplex"
+)
+
+// Defaults used by DefaultConfig and for zero fields.
+const (
+	// DefaultTTL is how long a lock lives on a master unless released or
+	// extended.
+	DefaultTTL = 10 * time.Second
+	// DefaultDriftFactor is the share of the TTL subtracted from validity
+	// for clock drift between this process and the masters.
+	DefaultDriftFactor = 0.01
+	// DriftFloor is added to the drift: it covers timer granularity on the
+	// masters, where a PX expiry can fire up to about a millisecond early.
+	DriftFloor = 2 * time.Millisecond
+	// DefaultNodeTimeoutDivisor: the default node timeout is TTL/100 (100 ms
+	// for the default TTL), far below the TTL so that a dead master costs
+	// little validity, and far above a loopback or LAN round trip.
+	DefaultNodeTimeoutDivisor = 100
+	// MinNodeTimeout bounds the default node timeout from below for short
+	// TTLs.
+	MinNodeTimeout = 5 * time.Millisecond
+	// DefaultRetryDelayMin and DefaultRetryDelayMax bound Lock's random
+	// delay between attempts. Random, so that competing clients drift
+	// apart instead of splitting the vote again.
+	DefaultRetryDelayMin = 5 * time.Millisecond
+	DefaultRetryDelayMax = 50 * time.Millisecond
+	// MaxMasters is the most masters a Locker accepts; the usual count is 5.
+	MaxMasters = 63
+)
+
+// Config configures a Locker. Build one with DefaultConfig, then change
+// fields; New fills remaining zero values and rejects bad ones.
+type Config struct {
+	// Masters are the independent Redis masters, host:port each. Required;
+	// an odd count (usually 5) wastes no node. No duplicates.
+	Masters []string
+	// TTL is the lock's lifetime on the masters. Must be > 0;
+	// DefaultConfig sets DefaultTTL.
+	TTL time.Duration
+	// DriftFactor times the TTL, plus DriftFloor, is subtracted from each
+	// lease's validity. Must be in [0, 1). Zero selects DefaultDriftFactor.
+	DriftFactor float64
+	// NodeTimeout bounds how long one attempt waits for the masters. Zero
+	// selects max(TTL/DefaultNodeTimeoutDivisor, MinNodeTimeout) at New, so
+	// it follows the TTL. Must be below TTL/2.
+	NodeTimeout time.Duration
+	// RetryDelayMin and RetryDelayMax bound Lock's random delay between
+	// attempts. Zero selects DefaultRetryDelayMin/Max.
+	RetryDelayMin, RetryDelayMax time.Duration
+	// KeyPrefix is prepended to every resource name to form the key.
+	// Default: none.
+	KeyPrefix string
+
+	// DialTimeout bounds connecting to each master at start-up. Zero
+	// selects multiplex.DefaultDialTimeout.
+	DialTimeout time.Duration
+	// ConnTimeout: a connection silent for this long is closed. Zero
+	// selects multiplex.DefaultConnTimeout.
+	ConnTimeout time.Duration
+	// MaxFlushDelay is rueidis's pause after each pipeline flush. Default 0.
+	MaxFlushDelay time.Duration
+	// PipelineMultiplex is rueidis's log2 of connections per master. Zero
+	// selects multiplex.DefaultPipelineMultiplex (one connection).
+	PipelineMultiplex int
+	// Tune may adjust each master's rueidis.ClientOption. Optional.
+	Tune func(*rueidis.ClientOption)
+}
+
+// DefaultConfig returns a Config for the given masters with every default
+// filled in.
+func DefaultConfig(masters ...string) Config {
+	c := Config{Masters: masters, TTL: DefaultTTL}
+	c.fill()
+	// Derived from the TTL at New, so that changing TTL afterwards keeps
+	// the node timeout in proportion.
+	c.NodeTimeout = 0
+	return c
+}
+
+func (c *Config) fill() {
+	if c.DriftFactor == 0 {
+		c.DriftFactor = DefaultDriftFactor
+	}
+	if c.NodeTimeout == 0 && c.TTL > 0 {
+		c.NodeTimeout = max(c.TTL/DefaultNodeTimeoutDivisor, MinNodeTimeout)
+	}
+	if c.RetryDelayMin == 0 {
+		c.RetryDelayMin = DefaultRetryDelayMin
+	}
+	if c.RetryDelayMax == 0 {
+		c.RetryDelayMax = max(DefaultRetryDelayMax, c.RetryDelayMin)
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = multiplex.DefaultDialTimeout
+	}
+	if c.ConnTimeout == 0 {
+		c.ConnTimeout = multiplex.DefaultConnTimeout
+	}
+	if c.PipelineMultiplex == 0 {
+		c.PipelineMultiplex = multiplex.DefaultPipelineMultiplex
+	}
+}
+
+// Validate reports the first bad field, naming it and its value. It does
+// not fill defaults; New does that first.
+func (c *Config) Validate() error {
+	switch {
+	case len(c.Masters) == 0:
+		return fmt.Errorf("engine: Config.Masters is empty: at least one master is needed")
+	case len(c.Masters) > MaxMasters:
+		return fmt.Errorf("engine: Config.Masters has %d masters, at most %d are supported", len(c.Masters), MaxMasters)
+	case c.TTL <= 0:
+		return fmt.Errorf("engine: Config.TTL must be > 0, got %s", c.TTL)
+	case c.TTL%time.Millisecond != 0:
+		return fmt.Errorf("engine: Config.TTL must be whole milliseconds (PX), got %s", c.TTL)
+	case math.IsNaN(c.DriftFactor) || c.DriftFactor < 0 || c.DriftFactor >= 1:
+		return fmt.Errorf("engine: Config.DriftFactor must be in [0, 1), got %v", c.DriftFactor)
+	case drift(c.TTL, c.DriftFactor) >= c.TTL:
+		return fmt.Errorf("engine: Config.TTL (%s) leaves no validity after drift (%s)", c.TTL, drift(c.TTL, c.DriftFactor))
+	case c.NodeTimeout < 0:
+		return fmt.Errorf("engine: Config.NodeTimeout must be > 0, got %s", c.NodeTimeout)
+	case c.NodeTimeout >= c.TTL/2:
+		return fmt.Errorf("engine: Config.NodeTimeout (%s) must be below half the TTL (%s)", c.NodeTimeout, c.TTL)
+	case c.RetryDelayMin < 0:
+		return fmt.Errorf("engine: Config.RetryDelayMin must be >= 0, got %s", c.RetryDelayMin)
+	case c.RetryDelayMax < c.RetryDelayMin:
+		return fmt.Errorf("engine: Config.RetryDelayMax (%s) is below RetryDelayMin (%s)", c.RetryDelayMax, c.RetryDelayMin)
+	case c.DialTimeout < 0:
+		return fmt.Errorf("engine: Config.DialTimeout must be >= 0, got %s", c.DialTimeout)
+	case c.ConnTimeout < 0:
+		return fmt.Errorf("engine: Config.ConnTimeout must be >= 0, got %s", c.ConnTimeout)
+	case c.MaxFlushDelay < 0:
+		return fmt.Errorf("engine: Config.MaxFlushDelay must be >= 0, got %s", c.MaxFlushDelay)
+	case c.PipelineMultiplex > rueidis.MaxPipelineMultiplex:
+		return fmt.Errorf("engine: Config.PipelineMultiplex must be <= %d, got %d", rueidis.MaxPipelineMultiplex, c.PipelineMultiplex)
+	}
+	seen := make(map[string]int, len(c.Masters))
+	for i, m := range c.Masters {
+		if j, dup := seen[m]; dup {
+			return fmt.Errorf("engine: Config.Masters[%d] %q duplicates Masters[%d]: masters must be distinct", i, m, j)
+		}
+		seen[m] = i
+		if err := checkAddr(m); err != nil {
+			return fmt.Errorf("engine: Config.Masters[%d] %q: %v", i, m, err)
+		}
+	}
+	return nil
+}
+
+func drift(ttl time.Duration, factor float64) time.Duration {
+	return time.Duration(float64(ttl)*factor) + DriftFloor
+}

@@ -1,0 +1,25 @@
+// Package engine is a Redlock distributed lock over N independent Redis
+// masters, built for latency-sensitive callers.
+//
+// A Locker acquires a resource by sending SET key value NX PX ttl to every
+// master at once (through package multiplex) and holds it iff a quorum of
+// N/2+1 said yes while the elapsed time, measured on the monotonic clock,
+// stayed below the TTL. The Lease it returns is valid for
+// TTL − elapsed − drift, where drift = TTL×DriftFactor + 2 ms. A failed
+// attempt is released on every master, including the ones that timed out,
+// and a yes that arrives after the attempt was decided is released as soon
+// as it arrives.
+//
+// Errors can be told apart with errors.Is: ErrNotAcquired (contention),
+// ErrNoQuorum (too many masters failed), ErrNotHeld, ErrLeaseExpired,
+// ErrWrongType, ErrClosed; *VotesError carries the per-node outcomes and
+// *NodeError each node's cause. Context errors are wrapped, never replaced.
+//
+// What is and is not guaranteed is set out in the repository README: the
+// masters must be independent (no replica failover behind an address), and
+// the lease's validity assumes bounded clock drift between this process and
+// the masters.
+//
+// engine imports only multiplex, rueidis and the standard library; it never
+// imports bench or results.
+package engine

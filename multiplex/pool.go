@@ -1,0 +1,454 @@
+package multiplex
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Defaults for Options fields left at zero.
+const (
+	// DefaultNodeTimeout bounds how long a round waits for the nodes. The
+	// engine normally sets NodeTimeout from its TTL instead.
+	DefaultNodeTimeout = 100 * time.Millisecond
+	// DefaultDialTimeout bounds connecting to one master at start-up, so
+	// that unreachable masters are reported within a few seconds.
+	DefaultDialTimeout = 2 * time.Second
+	// DefaultConnTimeout is how long a connection may go without answering
+	// before rueidis closes it and fails its in-flight commands. It bounds
+	// how long replies from a hung master are waited for after a round.
+	DefaultConnTimeout = 3 * time.Second
+	// DefaultPipelineMultiplex selects one connection per master (rueidis's
+	// -1): commands to a master stay in order, which the late-reply clean-up
+	// relies on, and batching per connection is largest.
+	DefaultPipelineMultiplex = -1
+	// DefaultReconnectInterval is how often a master that was down at
+	// start-up is dialled again.
+	DefaultReconnectInterval = 500 * time.Millisecond
+)
+
+// Errors a caller can branch on.
+var (
+	// ErrUnreachable: too many masters could not be reached at start-up for
+	// a quorum to be possible. The error text names each address and cause.
+	ErrUnreachable = errors.New("multiplex: too many masters unreachable for a quorum")
+	// ErrClosed: the pool was closed.
+	ErrClosed = errors.New("multiplex: pool closed")
+	// ErrNotConnected: the node has not been reached since start-up.
+	ErrNotConnected = errors.New("multiplex: node not connected")
+	// ErrTimeout: the node did not answer within the node timeout.
+	ErrTimeout = errors.New("multiplex: node timeout")
+)
+
+// Options configure a Pool. Zero values are replaced by the defaults above.
+type Options struct {
+	// Addrs are the masters, host:port each. Required, no duplicates.
+	Addrs []string
+	// NodeTimeout bounds how long a round waits for replies. Default:
+	// DefaultNodeTimeout.
+	NodeTimeout time.Duration
+	// DialTimeout bounds the first connection to each master. Default:
+	// DefaultDialTimeout.
+	DialTimeout time.Duration
+	// ConnTimeout is rueidis's ConnWriteTimeout: a connection that answers
+	// nothing for this long is closed. Default: DefaultConnTimeout.
+	ConnTimeout time.Duration
+	// MaxFlushDelay is rueidis's pause after each pipeline flush, which lets
+	// more commands join the next write. Default: 0 (flush at once).
+	MaxFlushDelay time.Duration
+	// PipelineMultiplex is rueidis's log2 of connections per master; -1 is
+	// one connection. Zero selects DefaultPipelineMultiplex (-1); use
+	// rueidis semantics for positive values (1 = 2 connections, ...).
+	PipelineMultiplex int
+	// Scripts are loaded on every node at connect.
+	Scripts []*Script
+	// ReconnectInterval: how often a master down at start-up is retried.
+	// Default: DefaultReconnectInterval.
+	ReconnectInterval time.Duration
+	// Tune, when set, may adjust each rueidis.ClientOption before dialling.
+	// Turning on retries or the client cache here breaks the guarantees
+	// documented in this package.
+	Tune func(*rueidis.ClientOption)
+}
+
+// Script is a Lua script sent by SHA; its body is kept for NOSCRIPT reloads.
+type Script struct {
+	Body string
+	SHA  string
+}
+
+// NewScript computes the script's SHA1, as SCRIPT LOAD does.
+func NewScript(body string) *Script {
+	sum := sha1.Sum([]byte(body))
+	return &Script{Body: body, SHA: hex.EncodeToString(sum[:])}
+}
+
+// Pool holds one rueidis client per master.
+type Pool struct {
+	nodes   []*Node
+	quorum  int
+	timeout time.Duration
+	scripts map[string]*Script
+	builder rueidis.Builder
+	rounds  sync.Pool
+
+	closed atomic.Bool
+	gate   sync.RWMutex // orders wg.Add in Fanout before wg.Wait in Close
+	stop   chan struct{}
+	wg     sync.WaitGroup // reconnect loops and node calls
+}
+
+// Node is one master.
+type Node struct {
+	Index int
+	Addr  string
+
+	client atomic.Pointer[rueidis.Client]
+	mu     sync.Mutex
+	err    error // why the node is not connected
+	info   ServerInfo
+
+	ok, refused, failed, timedOut atomic.Int64
+}
+
+// ServerInfo is what a node said about itself at connect.
+type ServerInfo struct {
+	Version string // redis_version
+	RunID   string
+	// Uptime is uptime_in_seconds at connect.
+	Uptime time.Duration
+}
+
+// Dial connects to every master at once. A minority may be down: those are
+// retried in the background. If a quorum cannot be reached, Dial fails with
+// ErrUnreachable naming every unreachable address and why.
+func Dial(ctx context.Context, o Options) (*Pool, error) {
+	if err := validateAddrs(o.Addrs); err != nil {
+		return nil, err
+	}
+	if o.NodeTimeout <= 0 {
+		o.NodeTimeout = DefaultNodeTimeout
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = DefaultDialTimeout
+	}
+	if o.ConnTimeout <= 0 {
+		o.ConnTimeout = DefaultConnTimeout
+	}
+	if o.PipelineMultiplex == 0 {
+		o.PipelineMultiplex = DefaultPipelineMultiplex
+	}
+	if o.PipelineMultiplex > rueidis.MaxPipelineMultiplex {
+		return nil, fmt.Errorf("multiplex: PipelineMultiplex %d exceeds %d", o.PipelineMultiplex, rueidis.MaxPipelineMultiplex)
+	}
+	if o.ReconnectInterval <= 0 {
+		o.ReconnectInterval = DefaultReconnectInterval
+	}
+	p := &Pool{
+		quorum:  len(o.Addrs)/2 + 1,
+		timeout: o.NodeTimeout,
+		scripts: make(map[string]*Script, len(o.Scripts)),
+		stop:    make(chan struct{}),
+	}
+	for _, s := range o.Scripts {
+		p.scripts[s.SHA] = s
+	}
+	p.nodes = make([]*Node, len(o.Addrs))
+	for i, a := range o.Addrs {
+		p.nodes[i] = &Node{Index: i, Addr: a}
+	}
+	n := len(p.nodes)
+	p.rounds.New = func() any { return newRound(n) }
+
+	var wg sync.WaitGroup
+	for _, node := range p.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			node.setErr(p.connect(ctx, node, o))
+		}()
+	}
+	wg.Wait()
+
+	var down []string
+	for _, node := range p.nodes {
+		if c := node.client.Load(); c != nil && !p.hasBuilder() {
+			p.builder = (*c).B()
+		}
+		if err := node.Err(); err != nil {
+			down = append(down, fmt.Sprintf("%s (%v)", node.Addr, err))
+		}
+	}
+	if len(down) > n-p.quorum {
+		p.Close()
+		return nil, fmt.Errorf("%w: %d of %d down, quorum needs %d: %s",
+			ErrUnreachable, len(down), n, p.quorum, strings.Join(down, "; "))
+	}
+	for _, node := range p.nodes {
+		if node.client.Load() == nil {
+			p.wg.Add(1)
+			go p.reconnect(node, o)
+		}
+	}
+	return p, nil
+}
+
+func (p *Pool) hasBuilder() bool { return p.builder != rueidis.Builder{} }
+
+func validateAddrs(addrs []string) error {
+	if len(addrs) == 0 {
+		return errors.New("multiplex: Addrs is empty: at least one master is needed")
+	}
+	seen := make(map[string]bool, len(addrs))
+	for _, a := range addrs {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || host == "" {
+			return fmt.Errorf("multiplex: address %q: want host:port", a)
+		}
+		if pn, err := strconv.Atoi(port); err != nil || pn <= 0 || pn > 65535 {
+			return fmt.Errorf("multiplex: address %q: port must be 1-65535", a)
+		}
+		if seen[a] {
+			return fmt.Errorf("multiplex: address %q given twice: masters must be distinct", a)
+		}
+		seen[a] = true
+	}
+	return nil
+}
+
+func (p *Pool) connect(ctx context.Context, node *Node, o Options) error {
+	opt := rueidis.ClientOption{
+		InitAddress:       []string{node.Addr},
+		ForceSingleClient: true,
+		DisableCache:      true,
+		DisableRetry:      true,
+		AlwaysPipelining:  true,
+		MaxFlushDelay:     o.MaxFlushDelay,
+		PipelineMultiplex: o.PipelineMultiplex,
+		ConnWriteTimeout:  o.ConnTimeout,
+		Dialer:            net.Dialer{Timeout: o.DialTimeout, KeepAlive: time.Second},
+		ClientName:        "redlock",
+		ClientSetInfo:     rueidis.DisableClientSetInfo,
+	}
+	if o.Tune != nil {
+		o.Tune(&opt)
+	}
+	dctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
+	defer cancel()
+	type result struct {
+		c   rueidis.Client
+		err error
+	}
+	ch := make(chan result, 1)
+	// rueidis.NewClient takes no context; the dialer timeout bounds it.
+	go func() {
+		c, err := rueidis.NewClient(opt)
+		ch <- result{c, err}
+	}()
+	var r result
+	select {
+	case r = <-ch:
+	case <-dctx.Done():
+		go func() {
+			if r := <-ch; r.c != nil {
+				r.c.Close()
+			}
+		}()
+		return fmt.Errorf("connect: %w", dctx.Err())
+	}
+	if r.err != nil {
+		return r.err
+	}
+	info, err := loadNode(dctx, r.c, o.Scripts)
+	if err != nil {
+		r.c.Close()
+		return err
+	}
+	node.mu.Lock()
+	node.info = info
+	node.mu.Unlock()
+	node.client.Store(&r.c)
+	return nil
+}
+
+func loadNode(ctx context.Context, c rueidis.Client, scripts []*Script) (ServerInfo, error) {
+	for _, s := range scripts {
+		sha, err := c.Do(ctx, c.B().ScriptLoad().Script(s.Body).Build()).ToString()
+		if err != nil {
+			return ServerInfo{}, fmt.Errorf("SCRIPT LOAD: %w", err)
+		}
+		if sha != s.SHA {
+			return ServerInfo{}, fmt.Errorf("SCRIPT LOAD returned %s, want %s", sha, s.SHA)
+		}
+	}
+	txt, err := c.Do(ctx, c.B().Info().Section("server").Build()).ToString()
+	if err != nil {
+		return ServerInfo{}, fmt.Errorf("INFO server: %w", err)
+	}
+	return ParseServerInfo(txt), nil
+}
+
+// ParseServerInfo reads redis_version, run_id and uptime_in_seconds from
+// the text of INFO server.
+func ParseServerInfo(txt string) ServerInfo {
+	var si ServerInfo
+	for _, line := range strings.Split(txt, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "redis_version":
+			si.Version = v
+		case "run_id":
+			si.RunID = v
+		case "uptime_in_seconds":
+			if s, err := strconv.ParseInt(v, 10, 64); err == nil {
+				si.Uptime = time.Duration(s) * time.Second
+			}
+		}
+	}
+	return si
+}
+
+func (p *Pool) reconnect(node *Node, o Options) {
+	defer p.wg.Done()
+	t := time.NewTicker(o.ReconnectInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-p.stop:
+			case <-ctx.Done():
+			}
+			cancel()
+		}()
+		err := p.connect(ctx, node, o)
+		cancel()
+		node.setErr(err)
+		if err == nil {
+			p.gate.Lock()
+			if p.closed.Load() { // lost the race with Close
+				if c := node.client.Swap(nil); c != nil {
+					(*c).Close()
+				}
+			}
+			p.gate.Unlock()
+			return
+		}
+	}
+}
+
+func (n *Node) setErr(err error) {
+	n.mu.Lock()
+	n.err = err
+	n.mu.Unlock()
+}
+
+// Err is why the node is not connected, or nil once it is.
+func (n *Node) Err() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.err
+}
+
+// Info is what the node reported at its last connect.
+func (n *Node) Info() ServerInfo {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.info
+}
+
+// Client returns the node's rueidis client, or nil while it is not
+// connected.
+func (n *Node) Client() rueidis.Client {
+	if c := n.client.Load(); c != nil {
+		return *c
+	}
+	return nil
+}
+
+// Counts returns the node's cumulative outcomes.
+func (n *Node) Counts() (ok, refused, failed, timedOut int64) {
+	return n.ok.Load(), n.refused.Load(), n.failed.Load(), n.timedOut.Load()
+}
+
+// Nodes returns the masters in the order they were given.
+func (p *Pool) Nodes() []*Node { return p.nodes }
+
+// Len is the number of masters.
+func (p *Pool) Len() int { return len(p.nodes) }
+
+// Quorum is N/2+1.
+func (p *Pool) Quorum() int { return p.quorum }
+
+// NodeTimeout is how long a round waits for replies.
+func (p *Pool) NodeTimeout() time.Duration { return p.timeout }
+
+// B returns a command builder. Commands are built once and sent to every
+// node; single-node clients ignore key slots.
+func (p *Pool) B() rueidis.Builder { return p.builder }
+
+// Close closes every connection. In-flight calls end with an error; it
+// waits for them, so no goroutine of the pool outlives Close.
+func (p *Pool) Close() {
+	p.gate.Lock()
+	already := p.closed.Swap(true)
+	p.gate.Unlock()
+	if already {
+		return
+	}
+	close(p.stop)
+	for _, n := range p.nodes {
+		if c := n.client.Swap(nil); c != nil {
+			(*c).Close()
+		}
+	}
+	p.wg.Wait()
+}
+
+// Do sends one command to one node and waits for its reply, reloading the
+// script on NOSCRIPT. ctx bounds only the wait: see rueidis.
+func (p *Pool) Do(ctx context.Context, node int, cmd rueidis.Completed) rueidis.RedisResult {
+	if p.closed.Load() {
+		return rueidis.NewErrorResult(ErrClosed)
+	}
+	return p.do(ctx, p.nodes[node], cmd)
+}
+
+func (p *Pool) do(ctx context.Context, node *Node, cmd rueidis.Completed) rueidis.RedisResult {
+	c := node.Client()
+	if c == nil {
+		err := node.Err()
+		if err == nil {
+			err = ErrClosed
+		}
+		return rueidis.NewErrorResult(fmt.Errorf("%w: %w", ErrNotConnected, err))
+	}
+	res := c.Do(ctx, cmd)
+	if re, ok := rueidis.IsRedisErr(res.Error()); ok && re.IsNoScript() {
+		args := cmd.Commands()
+		if len(args) >= 3 && strings.EqualFold(args[0], "EVALSHA") {
+			if s := p.scripts[args[1]]; s != nil {
+				res = c.Do(ctx, p.builder.Arbitrary("EVAL").Args(s.Body).Args(args[2:]...).Build())
+			}
+		}
+	}
+	return res
+}

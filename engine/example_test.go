@@ -1,0 +1,89 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/multiplex/redistest"
+)
+
+// exampleMasters is set by TestMain: Example functions cannot start servers
+// through a testing.T.
+var exampleMasters []string
+
+func TestMain(m *testing.M) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	c, err := redistest.Start(ctx, 5, redistest.Options{})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	exampleMasters = c.Addrs()
+	code := m.Run()
+	c.Stop()
+	os.Exit(code)
+}
+
+func Example() {
+	ctx := context.Background()
+	cfg := engine.DefaultConfig(exampleMasters...) // five independent masters
+	cfg.TTL = 5 * time.Second
+	locker, err := engine.New(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+
+	lease, err := locker.TryLock(ctx, "invoice:42")
+	switch {
+	case errors.Is(err, engine.ErrNotAcquired):
+		fmt.Println("someone else holds it")
+		return
+	case err != nil: // ErrNoQuorum: too many masters down
+		log.Fatal(err)
+	}
+	fmt.Println("held:", lease.Resource(), lease.Validity() > 4*time.Second)
+
+	// A second attempt, as another process would make, is refused.
+	_, err = locker.TryLock(ctx, "invoice:42")
+	fmt.Println("second attempt refused:", errors.Is(err, engine.ErrNotAcquired))
+
+	if err := lease.Extend(ctx, 10*time.Second); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("extended:", lease.Validity() > 9*time.Second)
+	if err := lease.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("released")
+	// Output:
+	// held: invoice:42 true
+	// second attempt refused: true
+	// extended: true
+	// released
+}
+
+func ExampleLocker_Lock() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	locker, err := engine.New(ctx, engine.DefaultConfig(exampleMasters...))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	// Lock retries with a random delay until it holds the lock or ctx ends.
+	lease, err := locker.Lock(ctx, "report:daily")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lease.Release(context.Background())
+	fmt.Println("holding", lease.Resource())
+	// Output: holding report:daily
+}

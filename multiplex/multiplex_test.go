@@ -1,0 +1,221 @@
+package multiplex_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/redlock-bench/redlock/multiplex"
+	"github.com/redlock-bench/redlock/multiplex/redistest"
+)
+
+var incrScript = multiplex.NewScript(`return redis.call("INCR", KEYS[1])`)
+
+func classifyInt(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
+	n, err := res.AsInt64()
+	if err != nil {
+		return multiplex.Failed, 0, err
+	}
+	if n > 0 {
+		return multiplex.OK, n, nil
+	}
+	return multiplex.Refused, n, nil
+}
+
+func dial(t *testing.T, c *redistest.Cluster, timeout time.Duration) *multiplex.Pool {
+	t.Helper()
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{
+		Addrs: c.Addrs(), NodeTimeout: timeout, Scripts: []*multiplex.Script{incrScript},
+	})
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func TestScriptSHAMatchesServer(t *testing.T) {
+	c := redistest.StartT(t, 1)
+	sha, err := redistest.Do(c.Nodes[0].Addr(), 2*time.Second, "SCRIPT", "LOAD", incrScript.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The reply is a bulk string: "$40" then the SHA on the next line, so
+	// only its length is on the first line.
+	if sha != "$40" {
+		t.Fatalf("SCRIPT LOAD reply %q", sha)
+	}
+	p := dial(t, c, time.Second)
+	cmd := p.B().Evalsha().Sha1(incrScript.SHA).Numkeys(1).Key("k").Build()
+	if n, err := p.Do(context.Background(), 0, cmd).AsInt64(); err != nil || n != 1 {
+		t.Fatalf("EVALSHA by our SHA: %d, %v", n, err)
+	}
+}
+
+func TestNoScriptReloads(t *testing.T) {
+	c := redistest.StartT(t, 3)
+	p := dial(t, c, time.Second)
+	for _, a := range c.Addrs() {
+		if _, err := redistest.Do(a, 2*time.Second, "SCRIPT", "FLUSH"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := p.B().Evalsha().Sha1(incrScript.SHA).Numkeys(1).Key("noscript").Build()
+	tally := p.Fanout(context.Background(), cmd, classifyInt, nil)
+	if tally.OK < tally.Quorum {
+		t.Fatalf("after SCRIPT FLUSH: %+v", tally)
+	}
+	for i, v := range tally.Votes {
+		if v.Outcome == multiplex.OK && v.Value != 1 {
+			t.Fatalf("node %d value %d", i, v.Value)
+		}
+	}
+}
+
+type lateCounter struct{ n atomic.Int32 }
+
+func (l *lateCounter) Late(int, multiplex.Vote) { l.n.Add(1) }
+
+func TestFanoutEarlyReturnAndLateReplies(t *testing.T) {
+	c := redistest.StartT(t, 5)
+	const timeout = 3 * time.Second
+	p := dial(t, c, timeout)
+	c.Nodes[0].Pause()
+	c.Nodes[1].Pause()
+	defer c.Nodes[0].Resume()
+	defer c.Nodes[1].Resume()
+
+	late := &lateCounter{}
+	start := time.Now()
+	cmd := p.B().Evalsha().Sha1(incrScript.SHA).Numkeys(1).Key("early").Build()
+	tally := p.Fanout(context.Background(), cmd, classifyInt, late)
+	if !tally.Reached() || tally.Pending != 2 {
+		t.Fatalf("want quorum with 2 pending, got %+v", tally)
+	}
+	if took := time.Since(start); took > timeout/2 {
+		t.Fatalf("waited %s for paused nodes", took)
+	}
+	c.Nodes[0].Resume()
+	c.Nodes[1].Resume()
+	deadline := time.Now().Add(5 * time.Second)
+	for late.n.Load() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("late replies seen: %d, want 2", late.n.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestFanoutStopsWhenQuorumImpossible(t *testing.T) {
+	c := redistest.StartT(t, 3)
+	const timeout = 3 * time.Second
+	p := dial(t, c, timeout)
+	c.Nodes[0].Kill()
+	c.Nodes[1].Pause()
+	defer c.Nodes[1].Resume()
+	// Node 2 refuses (INCR of a key decremented to -1 gives 0).
+	if _, err := redistest.Do(c.Nodes[2].Addr(), time.Second, "SET", "imp", "-1"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	cmd := p.B().Evalsha().Sha1(incrScript.SHA).Numkeys(1).Key("imp").Build()
+	tally := p.Fanout(context.Background(), cmd, classifyInt, nil)
+	if tally.Reached() || tally.Failed != 1 || tally.Refused != 1 || tally.Pending != 1 {
+		t.Fatalf("want 1 failed, 1 refused, 1 pending: %+v", tally)
+	}
+	if took := time.Since(start); took > timeout/2 {
+		t.Fatalf("waited %s although quorum was impossible", took)
+	}
+}
+
+func TestFanoutTimeoutAndContext(t *testing.T) {
+	c := redistest.StartT(t, 3)
+	p := dial(t, c, 150*time.Millisecond)
+	c.Nodes[0].Pause()
+	c.Nodes[1].Pause()
+	defer c.Nodes[0].Resume()
+	defer c.Nodes[1].Resume()
+	cmd := p.B().Evalsha().Sha1(incrScript.SHA).Numkeys(1).Key("to").Build()
+	tally := p.Fanout(context.Background(), cmd, classifyInt, nil)
+	if tally.Timeout != 2 || !errors.Is(tally.Votes[0].Err, multiplex.ErrTimeout) {
+		t.Fatalf("want 2 timeouts: %+v", tally)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cmd = p.B().Evalsha().Sha1(incrScript.SHA).Numkeys(1).Key("to").Build()
+	if tally := p.Fanout(ctx, cmd, classifyInt, nil); !errors.Is(tally.Err, context.Canceled) {
+		t.Fatalf("cancelled ctx: %+v", tally)
+	}
+}
+
+func TestDialMajorityUnreachableNamesAddresses(t *testing.T) {
+	c := redistest.StartT(t, 3)
+	c.Nodes[1].Kill()
+	c.Nodes[2].Kill()
+	_, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), DialTimeout: time.Second})
+	if !errors.Is(err, multiplex.ErrUnreachable) {
+		t.Fatalf("want ErrUnreachable, got %v", err)
+	}
+	for _, n := range c.Nodes[1:] {
+		if !strings.Contains(err.Error(), n.Addr()) || !strings.Contains(err.Error(), "refused") {
+			t.Fatalf("error should name %s and why: %v", n.Addr(), err)
+		}
+	}
+}
+
+func TestNodeDownAtStartIsReconnected(t *testing.T) {
+	c := redistest.StartT(t, 3)
+	c.Nodes[2].Kill()
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{
+		Addrs: c.Addrs(), ReconnectInterval: 20 * time.Millisecond, Scripts: []*multiplex.Script{incrScript},
+	})
+	if err != nil {
+		t.Fatalf("Dial with a minority down: %v", err)
+	}
+	defer p.Close()
+	if p.Nodes()[2].Err() == nil {
+		t.Fatal("node 2 should report why it is down")
+	}
+	if err := c.Nodes[2].Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Nodes()[2].Client() == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("node 2 not reconnected: %v", p.Nodes()[2].Err())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd := p.B().Evalsha().Sha1(incrScript.SHA).Numkeys(1).Key("re").Build()
+	if tally := p.Fanout(context.Background(), cmd, classifyInt, nil); tally.OK+tally.Pending != 3 {
+		t.Fatalf("after reconnect: %+v", tally)
+	}
+}
+
+func TestBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		addrs []string
+		want  string
+	}{
+		{nil, "Addrs is empty"},
+		{[]string{"nohost"}, `"nohost": want host:port`},
+		{[]string{"127.0.0.1:0"}, "port must be 1-65535"},
+		{[]string{"127.0.0.1:7", "127.0.0.1:7"}, "given twice"},
+	} {
+		_, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: tc.addrs})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want %q", tc.addrs, err, tc.want)
+		}
+	}
+}
+
+func TestParseServerInfo(t *testing.T) {
+	si := multiplex.ParseServerInfo("# Server\r\nredis_version:7.0.15\r\nrun_id:abc123\r\nuptime_in_seconds:42\r\n")
+	if si.Version != "7.0.15" || si.RunID != "abc123" || si.Uptime != 42*time.Second {
+		t.Fatalf("%+v", si)
+	}
+}

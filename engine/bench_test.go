@@ -2,17 +2,23 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redlock-bench/redlock/engine"
 )
 
 // benchLocker uses the five masters started by TestMain.
-func benchLocker(b *testing.B) *engine.Locker {
+func benchLocker(b *testing.B, mutate func(*engine.Config)) *engine.Locker {
 	b.Helper()
-	l, err := engine.New(context.Background(), engine.DefaultConfig(exampleMasters...))
+	cfg := engine.DefaultConfig(exampleMasters...)
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	l, err := engine.New(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -20,14 +26,19 @@ func benchLocker(b *testing.B) *engine.Locker {
 	return l
 }
 
+// runID keeps resource names unique across the repeated invocations of a
+// benchmark function, so no run meets a previous run's keys.
+var runID atomic.Int64
+
 // One TryLock+Release cycle on 5 masters, one caller at a time: the
 // latency floor (two round trips to the slowest of the quorum).
 func BenchmarkTryLockRelease(b *testing.B) {
-	l := benchLocker(b)
+	l := benchLocker(b, nil)
 	ctx := context.Background()
+	prefix := "bench:" + strconv.FormatInt(runID.Add(1), 10) + ":"
 	names := make([]string, 1024)
 	for i := range names {
-		names[i] = "bench:" + strconv.Itoa(i)
+		names[i] = prefix + strconv.Itoa(i)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -42,27 +53,35 @@ func BenchmarkTryLockRelease(b *testing.B) {
 	}
 }
 
-// The same cycle from many goroutines on distinct resources: throughput,
-// where auto-pipelining batches concurrent lockers' commands.
+// The same cycle from 128 goroutines on distinct resources: throughput,
+// where auto-pipelining batches concurrent lockers' commands. The
+// sub-benchmarks are the tuning knobs whose defaults were chosen here.
 func BenchmarkTryLockReleaseParallel(b *testing.B) {
-	l := benchLocker(b)
-	ctx := context.Background()
-	var seq atomic.Int64
-	b.ReportAllocs()
-	b.SetParallelism(64)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		name := "pbench:" + strconv.FormatInt(seq.Add(1), 10)
-		for pb.Next() {
-			le, err := l.TryLock(ctx, name)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			if err := le.Release(ctx); err != nil {
-				b.Error(err)
-				return
-			}
+	for _, pm := range []int{-1} {
+		for _, fd := range []time.Duration{0, 50 * time.Microsecond, 100 * time.Microsecond, 200 * time.Microsecond, 400 * time.Microsecond} {
+			b.Run(fmt.Sprintf("multiplex=%d/flush=%s", pm, fd), func(b *testing.B) {
+				l := benchLocker(b, func(c *engine.Config) { c.PipelineMultiplex, c.MaxFlushDelay = pm, fd })
+				ctx := context.Background()
+				prefix := "pbench:" + strconv.FormatInt(runID.Add(1), 10) + ":"
+				var seq atomic.Int64
+				b.ReportAllocs()
+				b.SetParallelism(64)
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					name := prefix + strconv.FormatInt(seq.Add(1), 10)
+					for pb.Next() {
+						le, err := l.TryLock(ctx, name)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if err := le.Release(ctx); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
 		}
-	})
+	}
 }

@@ -314,9 +314,20 @@ func TestPausedNodeDoesNotDelayAcquire(t *testing.T) {
 	}
 }
 
+// A late yes is cleaned up with one connection per master (ordering) and
+// with several (Lease.Late deletes it again).
 func TestLateYesIsReleased(t *testing.T) {
+	for _, pm := range []int{-1, 1} {
+		t.Run(fmt.Sprintf("PipelineMultiplex=%d", pm), func(t *testing.T) { testLateYes(t, pm) })
+	}
+}
+
+func testLateYes(t *testing.T, pipelineMultiplex int) {
 	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.NodeTimeout = 200 * time.Millisecond })
+	l := e.locker(func(c *engine.Config) {
+		c.NodeTimeout = 200 * time.Millisecond
+		c.PipelineMultiplex = pipelineMultiplex
+	})
 	const res = "late-yes"
 	e.set(0, res, "other-owner")
 	if err := e.cluster.Nodes[1].Pause(); err != nil {

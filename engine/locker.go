@@ -30,7 +30,7 @@ type Locker struct {
 	cfg    Config
 	pool   *multiplex.Pool
 	addrs  []string
-	ttlMS  int64
+	ttlStr string // TTL in ms, formatted once
 	drift  time.Duration
 	setGet bool // masters support SET NX GET (Redis >= 7.0)
 	closed atomic.Bool
@@ -62,7 +62,7 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		cfg:    cfg,
 		pool:   pool,
 		addrs:  cfg.Masters,
-		ttlMS:  cfg.TTL.Milliseconds(),
+		ttlStr: itoa(cfg.TTL.Milliseconds()),
 		drift:  drift(cfg.TTL, cfg.DriftFactor),
 		setGet: true,
 	}
@@ -90,7 +90,8 @@ func (l *Locker) Close() error {
 }
 
 // TryLock makes one attempt to acquire resource. On failure the attempt is
-// undone on every master, and the error says why (see VotesError).
+// undone on every master where it may have taken, and the error says why
+// (see VotesError).
 func (l *Locker) TryLock(ctx context.Context, resource string) (*Lease, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
@@ -103,42 +104,48 @@ func (l *Locker) TryLock(ctx context.Context, resource string) (*Lease, error) {
 		resource: resource,
 		key:      l.cfg.KeyPrefix + resource,
 		value:    newValue(),
-		ttl:      l.cfg.TTL,
 	}
-	b := l.pool.B()
-	var cmd rueidis.Completed
+	if n := l.pool.Len(); n <= len(le.voteBuf) {
+		le.votes = le.voteBuf[:n]
+	} else {
+		le.votes = make([]multiplex.Vote, n)
+	}
+	cmd := multiplex.Command{Name: "SET", Key: le.key}
 	classify := classifyAcquireGet
 	if l.setGet {
-		cmd = b.Set().Key(le.key).Value(le.value).Nx().Get().PxMilliseconds(l.ttlMS).Build()
+		cmd.Args, cmd.NArgs = [multiplex.MaxArgs]string{le.value, "NX", "GET", "PX", l.ttlStr}, 5
 	} else {
-		cmd = b.Set().Key(le.key).Value(le.value).Nx().PxMilliseconds(l.ttlMS).Build()
+		cmd.Args, cmd.NArgs = [multiplex.MaxArgs]string{le.value, "NX", "PX", l.ttlStr}, 4
 		classify = classifyAcquireSet
 	}
 	le.start = time.Now()
-	t := l.pool.Fanout(ctx, cmd, classify, le)
+	t := l.pool.Fanout(ctx, cmd, classify, le, le.votes)
 
 	le.mu.Lock()
+	for i, v := range t.Votes {
+		le.record(i, v)
+	}
 	if t.Reached() && t.Err == nil {
 		le.validUntil = le.start.Add(l.cfg.TTL - l.drift)
 		if time.Now().Before(le.validUntil) {
-			for i, v := range t.Votes {
-				if v.Outcome == multiplex.OK {
-					le.held |= 1 << i
-				}
-			}
 			le.mu.Unlock()
 			return le, nil
 		}
 	}
 	le.failed = true
+	undo := le.toRelease()
 	le.mu.Unlock()
-	// Undo on every master, including those that timed out: their SET may
-	// have succeeded with its reply lost or late.
-	l.undo(le)
-	return nil, l.acquireError(resource, t)
+	err := l.acquireError(resource, t)
+	if undo != 0 {
+		// Without waiting: the caller has its answer. Masters still to
+		// answer are released by Late when they do.
+		go l.pool.Fanout(context.Background(), le.releaseCommand(undo), classifyInt, nil, nil)
+	}
+	return nil, err
 }
 
 func (l *Locker) acquireError(resource string, t multiplex.Tally) error {
+	t.Votes = append([]multiplex.Vote(nil), t.Votes...)
 	e := &VotesError{Op: "acquire", Resource: resource, Tally: t, Addrs: l.addrs}
 	switch {
 	case t.Err != nil:
@@ -152,28 +159,25 @@ func (l *Locker) acquireError(resource string, t multiplex.Tally) error {
 	return e
 }
 
-// undo releases a failed attempt without waiting: the caller already has
-// its answer. Nodes whose reply is still pending are released again by
-// Lease.Late when that reply arrives.
-func (l *Locker) undo(le *Lease) {
-	cmd := l.pool.B().Evalsha().Sha1(releaseScript.SHA).Numkeys(1).Key(le.key).Arg(le.value).Build()
-	go l.pool.Fanout(context.Background(), cmd, classifyInt, nil)
-}
-
 // Lock acquires resource, retrying after a random delay between
 // RetryDelayMin and RetryDelayMax until it succeeds, ctx ends, or an error
 // other than contention or outage occurs. The last attempt's error is
 // returned with ctx's error.
 func (l *Locker) Lock(ctx context.Context, resource string) (*Lease, error) {
 	var timer *time.Timer
+	var last error // the last attempt that was decided, not cut short
 	for {
 		le, err := l.TryLock(ctx, resource)
 		if err == nil {
 			return le, nil
 		}
 		if ctx.Err() != nil {
-			return nil, errors.Join(err, ctx.Err())
+			if last == nil || errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrNoQuorum) {
+				last = err
+			}
+			return nil, errors.Join(last, ctx.Err())
 		}
+		last = err
 		if errors.Is(err, ErrWrongType) || !(errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrNoQuorum)) {
 			return nil, err
 		}
@@ -189,7 +193,7 @@ func (l *Locker) Lock(ctx context.Context, resource string) (*Lease, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return nil, errors.Join(err, ctx.Err())
+			return nil, errors.Join(last, ctx.Err())
 		case <-timer.C:
 		}
 	}

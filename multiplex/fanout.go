@@ -63,6 +63,29 @@ type LateHandler interface {
 	Late(node int, v Vote)
 }
 
+// MaxArgs is the most arguments a Command carries after its key.
+const MaxArgs = 6
+
+// Command is what a round sends. It is built afresh for every node from
+// rueidis's command pool, so that a round allocates nothing for commands.
+type Command struct {
+	// Script, when set, makes the command EVALSHA Script.SHA 1 Key Args...;
+	// a node that answers NOSCRIPT gets EVAL with the body instead.
+	Script *Script
+	// Name is the command when Script is nil, e.g. "SET".
+	Name string
+	Key  string
+	// Args are the arguments after the key: Args[:NArgs]. A fixed array,
+	// so that building a Command allocates nothing.
+	Args  [MaxArgs]string
+	NArgs int
+	// Nodes is the set of nodes to send to, as a bit set; 0 means every
+	// node. Nodes left out stay Pending in the Tally.
+	Nodes uint64
+}
+
+func (c *Command) sendsTo(i int) bool { return c.Nodes == 0 || c.Nodes&(1<<i) != 0 }
+
 // Tally is a decided round.
 type Tally struct {
 	// Votes has one entry per node, in node order. Nodes that had not
@@ -73,7 +96,8 @@ type Tally struct {
 	Quorum                                int
 	// Elapsed is from the start of the round to its decision.
 	Elapsed time.Duration
-	// Err is the context's error when ctx ended before a decision.
+	// Err is the context's error when ctx ended before a decision, or
+	// ErrClosed.
 	Err error
 }
 
@@ -81,11 +105,11 @@ type Tally struct {
 func (t *Tally) Reached() bool { return t.OK >= t.Quorum }
 
 // round is one command in flight to every node. It is shared by the caller
-// (the gatherer) and one goroutine per node, and recycled once the decision
-// is made and every node has answered or given up.
+// (the gatherer) and the node workers, and recycled once the decision is
+// made and every node has answered or given up.
 type round struct {
 	pool     *Pool
-	cmd      rueidis.Completed
+	cmd      Command
 	classify Classifier
 	late     LateHandler
 	start    time.Time
@@ -105,62 +129,73 @@ func newRound(n int) *round {
 	return &round{votes: make([]Vote, n), wake: make(chan struct{}, 1), timer: t}
 }
 
-// Fanout sends cmd to every node at once and gathers the outcomes. It
-// returns as soon as a quorum answered OK, as soon as a quorum can no longer
-// answer OK, when the node timeout runs out, or when ctx ends. Replies after
-// that are passed to late (which may be nil).
-//
-// cmd is sent to every node, so it is pinned and must not be reused.
-func (p *Pool) Fanout(ctx context.Context, cmd rueidis.Completed, classify Classifier, late LateHandler) Tally {
+// Fanout sends cmd to every node (or those in cmd.Nodes) at once and gathers
+// the outcomes into votes, which must have one entry per node (nil
+// allocates). It returns as soon as a quorum answered OK, as soon as a
+// quorum can no longer answer OK, when the node timeout runs out, or when
+// ctx ends. Replies after that are passed to late (which may be nil).
+func (p *Pool) Fanout(ctx context.Context, cmd Command, classify Classifier, late LateHandler, votes []Vote) Tally {
 	n := len(p.nodes)
+	if len(votes) != n {
+		votes = make([]Vote, n)
+	}
+	t := Tally{Votes: votes, Quorum: p.quorum}
 	p.gate.RLock()
 	if p.closed.Load() {
 		p.gate.RUnlock()
-		t := Tally{Votes: make([]Vote, n), Quorum: p.quorum, Err: ErrClosed, Failed: n}
-		for i := range t.Votes {
-			t.Votes[i] = Vote{Outcome: Failed, Err: ErrClosed}
+		for i := range votes {
+			votes[i] = Vote{Outcome: Failed, Err: ErrClosed}
 		}
+		t.Err, t.Failed = ErrClosed, n
 		return t
 	}
 	r := p.rounds.Get().(*round)
-	r.pool, r.cmd, r.classify, r.late = p, cmd.Pin(), classify, late
-	r.ok, r.decided, r.outstanding = 0, false, n
+	r.pool, r.cmd, r.classify, r.late = p, cmd, classify, late
+	r.ok, r.decided, r.outstanding = 0, false, 0
 	for i := range r.votes {
 		r.votes[i] = Vote{}
+		if cmd.sendsTo(i) {
+			r.outstanding++
+		}
 	}
 	r.start = time.Now()
-	p.wg.Add(n)
-	p.gate.RUnlock()
+	sent := r.outstanding
+	p.inflight.Add(sent)
 	for i := 0; i < n; i++ {
-		go r.send(i)
+		if cmd.sendsTo(i) {
+			p.submit(p.nodes[i], task{r, i})
+		}
 	}
+	p.gate.RUnlock()
 
-	r.timer.Reset(p.timeout)
 	timedOut := false
-	var ctxErr error
-	select {
-	case <-r.wake:
-	case <-r.timer.C:
-		timedOut = true
-	case <-ctx.Done():
-		ctxErr = ctx.Err()
+	// With fewer nodes than a quorum addressed, the answer is known now;
+	// the replies still arrive and reach late.
+	if sent >= p.quorum {
+		r.timer.Reset(p.timeout)
+		select {
+		case <-r.wake:
+		case <-r.timer.C:
+			timedOut = true
+		case <-ctx.Done():
+			t.Err = ctx.Err()
+		}
+		r.timer.Stop()
 	}
-	r.timer.Stop()
 
-	t := Tally{Votes: make([]Vote, n), Quorum: p.quorum, Err: ctxErr}
 	r.mu.Lock()
 	r.decided = true
 	t.Elapsed = time.Since(r.start)
-	copy(t.Votes, r.votes)
+	copy(votes, r.votes)
 	free := r.outstanding == 0
 	select { // a second node may have signalled before the decision
 	case <-r.wake:
 	default:
 	}
 	r.mu.Unlock()
-	for i := range t.Votes {
-		v := &t.Votes[i]
-		if v.Outcome == Pending && timedOut {
+	for i := range votes {
+		v := &votes[i]
+		if v.Outcome == Pending && timedOut && cmd.sendsTo(i) {
 			v.Outcome, v.Err = Timeout, ErrTimeout
 			p.nodes[i].timedOut.Add(1)
 		}
@@ -183,13 +218,13 @@ func (p *Pool) Fanout(ctx context.Context, cmd rueidis.Completed, classify Class
 	return t
 }
 
-func (r *round) send(i int) {
+func (r *round) run(i int) {
 	p := r.pool
-	defer p.wg.Done()
+	defer p.inflight.Done()
 	node := p.nodes[i]
 	// No deadline: the reply is read off the pipeline whenever it comes, so
 	// a late yes is seen. A hung node is bounded by ConnTimeout.
-	res := p.do(context.Background(), node, r.cmd)
+	res := p.send(context.Background(), node, &r.cmd)
 	var v Vote
 	v.Outcome, v.Value, v.Err = r.classify(res)
 	v.Latency = time.Since(r.start)
@@ -230,6 +265,55 @@ func (r *round) send(i int) {
 
 func (r *round) recycle() {
 	p := r.pool
-	r.pool, r.classify, r.late, r.cmd = nil, nil, nil, rueidis.Completed{}
+	r.pool, r.classify, r.late, r.cmd = nil, nil, nil, Command{}
 	p.rounds.Put(r)
+}
+
+// task is one node's share of a round.
+type task struct {
+	r *round
+	i int
+}
+
+// workerIdle is how long a node worker waits for work before it exits.
+const workerIdle = 2 * time.Second
+
+// submit hands a task to one of the node's workers. rueidis's Do blocks
+// until the reply, so a node needs as many workers as it has commands in
+// flight; they are started on demand and kept while busy, which costs no
+// goroutine start (and no allocation) per command in steady state.
+func (p *Pool) submit(n *Node, t task) {
+	if n.idle.Load() <= 0 {
+		p.workers.Add(1)
+		go p.worker(n)
+	}
+	n.tasks <- t
+}
+
+func (p *Pool) worker(n *Node) {
+	defer p.workers.Done()
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		n.idle.Add(1)
+		select {
+		case t := <-n.tasks:
+			n.idle.Add(-1)
+			t.r.run(t.i)
+			idle.Reset(workerIdle)
+		case <-idle.C:
+			n.idle.Add(-1)
+			return
+		case <-p.stop:
+			n.idle.Add(-1)
+			for { // finish what was queued before Close; clients are closed
+				select {
+				case t := <-n.tasks:
+					t.r.run(t.i)
+				default:
+					return
+				}
+			}
+		}
+	}
 }

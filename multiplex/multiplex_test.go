@@ -50,7 +50,7 @@ func TestScriptSHAMatchesServer(t *testing.T) {
 		t.Fatalf("SCRIPT LOAD reply %q", sha)
 	}
 	p := dial(t, c, time.Second)
-	cmd := p.B().Evalsha().Sha1(incrScript.SHA).Numkeys(1).Key("k").Build()
+	cmd := multiplex.Command{Script: incrScript, Key: "k"}
 	if n, err := p.Do(context.Background(), 0, cmd).AsInt64(); err != nil || n != 1 {
 		t.Fatalf("EVALSHA by our SHA: %d, %v", n, err)
 	}
@@ -64,8 +64,8 @@ func TestNoScriptReloads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmd := p.B().Evalsha().Sha1(incrScript.SHA).Numkeys(1).Key("noscript").Build()
-	tally := p.Fanout(context.Background(), cmd, classifyInt, nil)
+	cmd := multiplex.Command{Script: incrScript, Key: "noscript"}
+	tally := p.Fanout(context.Background(), cmd, classifyInt, nil, nil)
 	if tally.OK < tally.Quorum {
 		t.Fatalf("after SCRIPT FLUSH: %+v", tally)
 	}
@@ -91,8 +91,8 @@ func TestFanoutEarlyReturnAndLateReplies(t *testing.T) {
 
 	late := &lateCounter{}
 	start := time.Now()
-	cmd := p.B().Evalsha().Sha1(incrScript.SHA).Numkeys(1).Key("early").Build()
-	tally := p.Fanout(context.Background(), cmd, classifyInt, late)
+	cmd := multiplex.Command{Script: incrScript, Key: "early"}
+	tally := p.Fanout(context.Background(), cmd, classifyInt, late, nil)
 	if !tally.Reached() || tally.Pending != 2 {
 		t.Fatalf("want quorum with 2 pending, got %+v", tally)
 	}
@@ -122,8 +122,8 @@ func TestFanoutStopsWhenQuorumImpossible(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	cmd := p.B().Evalsha().Sha1(incrScript.SHA).Numkeys(1).Key("imp").Build()
-	tally := p.Fanout(context.Background(), cmd, classifyInt, nil)
+	cmd := multiplex.Command{Script: incrScript, Key: "imp"}
+	tally := p.Fanout(context.Background(), cmd, classifyInt, nil, nil)
 	if tally.Reached() || tally.Failed != 1 || tally.Refused != 1 || tally.Pending != 1 {
 		t.Fatalf("want 1 failed, 1 refused, 1 pending: %+v", tally)
 	}
@@ -139,15 +139,15 @@ func TestFanoutTimeoutAndContext(t *testing.T) {
 	c.Nodes[1].Pause()
 	defer c.Nodes[0].Resume()
 	defer c.Nodes[1].Resume()
-	cmd := p.B().Evalsha().Sha1(incrScript.SHA).Numkeys(1).Key("to").Build()
-	tally := p.Fanout(context.Background(), cmd, classifyInt, nil)
+	cmd := multiplex.Command{Script: incrScript, Key: "to"}
+	tally := p.Fanout(context.Background(), cmd, classifyInt, nil, nil)
 	if tally.Timeout != 2 || !errors.Is(tally.Votes[0].Err, multiplex.ErrTimeout) {
 		t.Fatalf("want 2 timeouts: %+v", tally)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	cmd = p.B().Evalsha().Sha1(incrScript.SHA).Numkeys(1).Key("to").Build()
-	if tally := p.Fanout(ctx, cmd, classifyInt, nil); !errors.Is(tally.Err, context.Canceled) {
+	cmd = multiplex.Command{Script: incrScript, Key: "to"}
+	if tally := p.Fanout(ctx, cmd, classifyInt, nil, nil); !errors.Is(tally.Err, context.Canceled) {
 		t.Fatalf("cancelled ctx: %+v", tally)
 	}
 }
@@ -190,8 +190,8 @@ func TestNodeDownAtStartIsReconnected(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	cmd := p.B().Evalsha().Sha1(incrScript.SHA).Numkeys(1).Key("re").Build()
-	if tally := p.Fanout(context.Background(), cmd, classifyInt, nil); tally.OK+tally.Pending != 3 {
+	cmd := multiplex.Command{Script: incrScript, Key: "re"}
+	if tally := p.Fanout(context.Background(), cmd, classifyInt, nil, nil); tally.OK+tally.Pending != 3 {
 		t.Fatalf("after reconnect: %+v", tally)
 	}
 }

@@ -102,10 +102,12 @@ type Pool struct {
 	builder rueidis.Builder
 	rounds  sync.Pool
 
-	closed atomic.Bool
-	gate   sync.RWMutex // orders wg.Add in Fanout before wg.Wait in Close
-	stop   chan struct{}
-	wg     sync.WaitGroup // reconnect loops and node calls
+	closed   atomic.Bool
+	gate     sync.RWMutex // orders inflight.Add in Fanout before Close
+	stop     chan struct{}
+	wg       sync.WaitGroup // reconnect loops
+	workers  sync.WaitGroup // node workers
+	inflight sync.WaitGroup // commands sent and not yet answered
 }
 
 // Node is one master.
@@ -117,6 +119,9 @@ type Node struct {
 	mu     sync.Mutex
 	err    error // why the node is not connected
 	info   ServerInfo
+
+	tasks chan task
+	idle  atomic.Int32
 
 	ok, refused, failed, timedOut atomic.Int64
 }
@@ -165,7 +170,7 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 	}
 	p.nodes = make([]*Node, len(o.Addrs))
 	for i, a := range o.Addrs {
-		p.nodes[i] = &Node{Index: i, Addr: a}
+		p.nodes[i] = &Node{Index: i, Addr: a, tasks: make(chan task, 4096)}
 	}
 	n := len(p.nodes)
 	p.rounds.New = func() any { return newRound(n) }
@@ -405,8 +410,10 @@ func (p *Pool) NodeTimeout() time.Duration { return p.timeout }
 // node; single-node clients ignore key slots.
 func (p *Pool) B() rueidis.Builder { return p.builder }
 
-// Close closes every connection. In-flight calls end with an error; it
-// waits for them, so no goroutine of the pool outlives Close.
+// Close closes every connection. Commands already sent (the tail of a
+// release that returned at quorum, say) get up to one node timeout to
+// finish; then the connections close and what is left ends with an error.
+// No goroutine of the pool outlives Close.
 func (p *Pool) Close() {
 	p.gate.Lock()
 	already := p.closed.Swap(true)
@@ -414,6 +421,14 @@ func (p *Pool) Close() {
 	if already {
 		return
 	}
+	drained := make(chan struct{})
+	go func() { p.inflight.Wait(); close(drained) }()
+	t := time.NewTimer(p.timeout)
+	select {
+	case <-drained:
+	case <-t.C:
+	}
+	t.Stop()
 	close(p.stop)
 	for _, n := range p.nodes {
 		if c := n.client.Swap(nil); c != nil {
@@ -421,18 +436,31 @@ func (p *Pool) Close() {
 		}
 	}
 	p.wg.Wait()
+	p.workers.Wait()
+	<-drained
 }
 
-// Do sends one command to one node and waits for its reply, reloading the
-// script on NOSCRIPT. ctx bounds only the wait: see rueidis.
-func (p *Pool) Do(ctx context.Context, node int, cmd rueidis.Completed) rueidis.RedisResult {
+// Do sends one command to one node and waits for its reply. ctx bounds
+// only the wait: see rueidis.
+func (p *Pool) Do(ctx context.Context, node int, cmd Command) rueidis.RedisResult {
 	if p.closed.Load() {
 		return rueidis.NewErrorResult(ErrClosed)
 	}
-	return p.do(ctx, p.nodes[node], cmd)
+	return p.send(ctx, p.nodes[node], &cmd)
 }
 
-func (p *Pool) do(ctx context.Context, node *Node, cmd rueidis.Completed) rueidis.RedisResult {
+func (p *Pool) build(c *Command, eval bool) rueidis.Completed {
+	b := p.builder
+	switch {
+	case c.Script == nil:
+		return b.Arbitrary(c.Name).Keys(c.Key).Args(c.Args[:c.NArgs]...).Build()
+	case eval:
+		return b.Arbitrary("EVAL", c.Script.Body, "1").Keys(c.Key).Args(c.Args[:c.NArgs]...).Build()
+	}
+	return b.Arbitrary("EVALSHA", c.Script.SHA, "1").Keys(c.Key).Args(c.Args[:c.NArgs]...).Build()
+}
+
+func (p *Pool) send(ctx context.Context, node *Node, cmd *Command) rueidis.RedisResult {
 	c := node.Client()
 	if c == nil {
 		err := node.Err()
@@ -441,13 +469,11 @@ func (p *Pool) do(ctx context.Context, node *Node, cmd rueidis.Completed) rueidi
 		}
 		return rueidis.NewErrorResult(fmt.Errorf("%w: %w", ErrNotConnected, err))
 	}
-	res := c.Do(ctx, cmd)
-	if re, ok := rueidis.IsRedisErr(res.Error()); ok && re.IsNoScript() {
-		args := cmd.Commands()
-		if len(args) >= 3 && strings.EqualFold(args[0], "EVALSHA") {
-			if s := p.scripts[args[1]]; s != nil {
-				res = c.Do(ctx, p.builder.Arbitrary("EVAL").Args(s.Body).Args(args[2:]...).Build())
-			}
+	res := c.Do(ctx, p.build(cmd, false))
+	if cmd.Script != nil {
+		if re, ok := rueidis.IsRedisErr(res.Error()); ok && re.IsNoScript() {
+			// The node restarted or flushed its scripts: EVAL loads it again.
+			res = c.Do(ctx, p.build(cmd, true))
 		}
 	}
 	return res

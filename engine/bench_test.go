@@ -15,6 +15,7 @@ import (
 func benchLocker(b *testing.B, mutate func(*engine.Config)) *engine.Locker {
 	b.Helper()
 	cfg := engine.DefaultConfig(exampleMasters...)
+	cfg.Quarantine = engine.QuarantineObserved
 	if mutate != nil {
 		mutate(&cfg)
 	}

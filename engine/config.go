@@ -55,6 +55,15 @@ type Config struct {
 	// RetryDelayMin and RetryDelayMax bound Lock's random delay between
 	// attempts. Zero selects DefaultRetryDelayMin/Max.
 	RetryDelayMin, RetryDelayMax time.Duration
+	// Quarantine is the restart policy (see multiplex.QuarantinePolicy):
+	// QuarantineOff, QuarantineObserved or QuarantineAlways. Zero selects
+	// QuarantineAlways: a master younger than MaxTTL is kept out of the
+	// vote until it is MaxTTL old, even when first seen, because this
+	// process cannot know which locks it forgot.
+	Quarantine QuarantinePolicy
+	// MaxTTL is the longest TTL any Locker uses on these masters (leases
+	// extended past TTL count too). Zero selects TTL.
+	MaxTTL time.Duration
 	// KeyPrefix is prepended to every resource name to form the key.
 	// Default: none.
 	KeyPrefix string
@@ -73,6 +82,16 @@ type Config struct {
 	// Tune may adjust each master's rueidis.ClientOption. Optional.
 	Tune func(*rueidis.ClientOption)
 }
+
+// QuarantinePolicy says when a restarted master's votes are ignored.
+type QuarantinePolicy = multiplex.QuarantinePolicy
+
+// The restart quarantine policies.
+const (
+	QuarantineOff      = multiplex.QuarantineOff
+	QuarantineObserved = multiplex.QuarantineObserved
+	QuarantineAlways   = multiplex.QuarantineAlways
+)
 
 // DefaultConfig returns a Config for the given masters with every default
 // filled in.
@@ -97,6 +116,12 @@ func (c *Config) fill() {
 	}
 	if c.RetryDelayMax == 0 {
 		c.RetryDelayMax = max(DefaultRetryDelayMax, c.RetryDelayMin)
+	}
+	if c.Quarantine == 0 {
+		c.Quarantine = QuarantineAlways
+	}
+	if c.MaxTTL == 0 {
+		c.MaxTTL = c.TTL
 	}
 	if c.DialTimeout == 0 {
 		c.DialTimeout = multiplex.DefaultDialTimeout
@@ -129,6 +154,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("engine: Config.NodeTimeout must be > 0, got %s", c.NodeTimeout)
 	case c.NodeTimeout >= c.TTL/2:
 		return fmt.Errorf("engine: Config.NodeTimeout (%s) must be below half the TTL (%s)", c.NodeTimeout, c.TTL)
+	case c.Quarantine > QuarantineAlways:
+		return fmt.Errorf("engine: Config.Quarantine %d is not a policy (off, observed, always)", c.Quarantine)
+	case c.MaxTTL < c.TTL && c.MaxTTL != 0:
+		return fmt.Errorf("engine: Config.MaxTTL (%s) is below TTL (%s)", c.MaxTTL, c.TTL)
 	case c.RetryDelayMin < 0:
 		return fmt.Errorf("engine: Config.RetryDelayMin must be >= 0, got %s", c.RetryDelayMin)
 	case c.RetryDelayMax < c.RetryDelayMin:

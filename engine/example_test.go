@@ -35,6 +35,10 @@ func Example() {
 	ctx := context.Background()
 	cfg := engine.DefaultConfig(exampleMasters...) // five independent masters
 	cfg.TTL = 5 * time.Second
+	// These masters were started a moment ago by the test and hold no
+	// locks. By default (QuarantineAlways) masters younger than the TTL
+	// are kept out of the vote until they are one TTL old.
+	cfg.Quarantine = engine.QuarantineObserved
 	locker, err := engine.New(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
@@ -73,7 +77,9 @@ func Example() {
 func ExampleLocker_Lock() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	locker, err := engine.New(ctx, engine.DefaultConfig(exampleMasters...))
+	cfg := engine.DefaultConfig(exampleMasters...)
+	cfg.Quarantine = engine.QuarantineObserved // fresh test masters, see Example
+	locker, err := engine.New(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -53,6 +53,8 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		MaxFlushDelay:     cfg.MaxFlushDelay,
 		PipelineMultiplex: cfg.PipelineMultiplex,
 		Scripts:           []*multiplex.Script{releaseScript, extendScript},
+		Quarantine:        cfg.Quarantine,
+		MaxTTL:            cfg.MaxTTL,
 		Tune:              cfg.Tune,
 	})
 	if err != nil {
@@ -79,6 +81,10 @@ func (l *Locker) Config() Config { return l.cfg }
 
 // Quorum is the number of masters that must agree: N/2+1.
 func (l *Locker) Quorum() int { return l.pool.Quorum() }
+
+// Nodes reports each master's state: up, down, or quarantined (and until
+// when), with its outcome counts.
+func (l *Locker) Nodes() []multiplex.NodeStatus { return l.pool.Status() }
 
 // Close releases the connections. Leases still held are left to expire.
 func (l *Locker) Close() error {

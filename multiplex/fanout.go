@@ -228,6 +228,15 @@ func (r *round) run(i int) {
 	var v Vote
 	v.Outcome, v.Value, v.Err = r.classify(res)
 	v.Latency = time.Since(r.start)
+	if v.Outcome == OK {
+		if err := p.countable(node); err != nil {
+			// The command ran, but a restarted node's yes proves nothing.
+			v.Outcome, v.Err = Failed, err
+		}
+	}
+	if down := res.NonRedisError() != nil; node.down.Load() != down {
+		node.down.Store(down)
+	}
 	switch v.Outcome {
 	case OK:
 		node.ok.Add(1)

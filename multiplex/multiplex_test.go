@@ -28,7 +28,7 @@ func classifyInt(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
 
 func dial(t *testing.T, c *redistest.Cluster, timeout time.Duration) *multiplex.Pool {
 	t.Helper()
-	p, err := multiplex.Dial(context.Background(), multiplex.Options{
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Quarantine: multiplex.QuarantineOff,
 		Addrs: c.Addrs(), NodeTimeout: timeout, Scripts: []*multiplex.Script{incrScript},
 	})
 	if err != nil {
@@ -156,7 +156,7 @@ func TestDialMajorityUnreachableNamesAddresses(t *testing.T) {
 	c := redistest.StartT(t, 3)
 	c.Nodes[1].Kill()
 	c.Nodes[2].Kill()
-	_, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), DialTimeout: time.Second})
+	_, err := multiplex.Dial(context.Background(), multiplex.Options{Quarantine: multiplex.QuarantineOff, Addrs: c.Addrs(), DialTimeout: time.Second})
 	if !errors.Is(err, multiplex.ErrUnreachable) {
 		t.Fatalf("want ErrUnreachable, got %v", err)
 	}
@@ -170,7 +170,7 @@ func TestDialMajorityUnreachableNamesAddresses(t *testing.T) {
 func TestNodeDownAtStartIsReconnected(t *testing.T) {
 	c := redistest.StartT(t, 3)
 	c.Nodes[2].Kill()
-	p, err := multiplex.Dial(context.Background(), multiplex.Options{
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Quarantine: multiplex.QuarantineOff,
 		Addrs: c.Addrs(), ReconnectInterval: 20 * time.Millisecond, Scripts: []*multiplex.Script{incrScript},
 	})
 	if err != nil {
@@ -206,7 +206,7 @@ func TestBadOptions(t *testing.T) {
 		{[]string{"127.0.0.1:0"}, "port must be 1-65535"},
 		{[]string{"127.0.0.1:7", "127.0.0.1:7"}, "given twice"},
 	} {
-		_, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: tc.addrs})
+		_, err := multiplex.Dial(context.Background(), multiplex.Options{Quarantine: multiplex.QuarantineOff, Addrs: tc.addrs})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: got %v, want %q", tc.addrs, err, tc.want)
 		}

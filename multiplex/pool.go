@@ -3,6 +3,7 @@ package multiplex
 import (
 	"context"
 	"crypto/sha1"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -75,6 +76,12 @@ type Options struct {
 	// ReconnectInterval: how often a master down at start-up is retried.
 	// Default: DefaultReconnectInterval.
 	ReconnectInterval time.Duration
+	// Quarantine is the restart policy. Default: QuarantineAlways.
+	Quarantine QuarantinePolicy
+	// MaxTTL is the longest lock TTL in use: a restarted node is ignored
+	// until it has been up this long. Required unless Quarantine is
+	// QuarantineOff.
+	MaxTTL time.Duration
 	// Tune, when set, may adjust each rueidis.ClientOption before dialling.
 	// Turning on retries or the client cache here breaks the guarantees
 	// documented in this package.
@@ -101,6 +108,9 @@ type Pool struct {
 	scripts map[string]*Script
 	builder rueidis.Builder
 	rounds  sync.Pool
+	policy  QuarantinePolicy
+	maxTTL  time.Duration
+	epoch   time.Time // quarantine deadlines are offsets from it (monotonic)
 
 	closed   atomic.Bool
 	gate     sync.RWMutex // orders inflight.Add in Fanout before Close
@@ -122,6 +132,12 @@ type Node struct {
 
 	tasks chan task
 	idle  atomic.Int32
+
+	ready      atomic.Bool  // first connection made
+	verified   atomic.Bool  // run_id checked on the current connection
+	down       atomic.Bool  // the last command failed on the connection
+	quarantine atomic.Int64 // deadline as nanoseconds since Pool.epoch
+	restarts   atomic.Int64
 
 	ok, refused, failed, timedOut atomic.Int64
 }
@@ -159,7 +175,19 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 	if o.ReconnectInterval <= 0 {
 		o.ReconnectInterval = DefaultReconnectInterval
 	}
+	if o.Quarantine == QuarantineDefault {
+		o.Quarantine = QuarantineAlways
+	}
+	if o.Quarantine > QuarantineAlways {
+		return nil, fmt.Errorf("multiplex: unknown Quarantine policy %d", o.Quarantine)
+	}
+	if o.Quarantine != QuarantineOff && o.MaxTTL <= 0 {
+		return nil, fmt.Errorf("multiplex: MaxTTL must be > 0 with Quarantine %s, got %s", o.Quarantine, o.MaxTTL)
+	}
 	p := &Pool{
+		policy:  o.Quarantine,
+		maxTTL:  o.MaxTTL,
+		epoch:   time.Now(),
 		quorum:  len(o.Addrs)/2 + 1,
 		timeout: o.NodeTimeout,
 		scripts: make(map[string]*Script, len(o.Scripts)),
@@ -245,6 +273,10 @@ func (p *Pool) connect(ctx context.Context, node *Node, o Options) error {
 		ClientName:        "redlock",
 		ClientSetInfo:     rueidis.DisableClientSetInfo,
 	}
+	dial := p.dialer(node)
+	opt.DialCtxFn = func(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
+		return dial(ctx, addr, d, tc)
+	}
 	if o.Tune != nil {
 		o.Tune(&opt)
 	}
@@ -282,7 +314,11 @@ func (p *Pool) connect(ctx context.Context, node *Node, o Options) error {
 	node.mu.Lock()
 	node.info = info
 	node.mu.Unlock()
+	p.firstSeen(node, info)
+	node.verified.Store(true)
+	node.down.Store(false)
 	node.client.Store(&r.c)
+	node.ready.Store(true)
 	return nil
 }
 

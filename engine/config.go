@@ -25,13 +25,18 @@ const (
 	// little validity, and far above a loopback or LAN round trip.
 	DefaultNodeTimeoutDivisor = 100
 	// MinNodeTimeout bounds the default node timeout from below for short
-	// TTLs.
-	MinNodeTimeout = 5 * time.Millisecond
+	// TTLs (but never above TTL/10): a loaded two-core host can take tens of
+	// milliseconds to answer.
+	MinNodeTimeout = 50 * time.Millisecond
 	// DefaultRetryDelayMin and DefaultRetryDelayMax bound Lock's random
 	// delay between attempts. Random, so that competing clients drift
 	// apart instead of splitting the vote again.
 	DefaultRetryDelayMin = 5 * time.Millisecond
 	DefaultRetryDelayMax = 50 * time.Millisecond
+	// DefaultFallbackMin and DefaultFallbackMax bound a Lock waiter's
+	// fallback retry when release notifications are on.
+	DefaultFallbackMin = 50 * time.Millisecond
+	DefaultFallbackMax = 250 * time.Millisecond
 	// MaxMasters is the most masters a Locker accepts; the usual count is 5.
 	MaxMasters = 63
 )
@@ -49,7 +54,7 @@ type Config struct {
 	// lease's validity. Must be in [0, 1). Zero selects DefaultDriftFactor.
 	DriftFactor float64
 	// NodeTimeout bounds how long one attempt waits for the masters. Zero
-	// selects max(TTL/DefaultNodeTimeoutDivisor, MinNodeTimeout) at New, so
+	// selects max(TTL/DefaultNodeTimeoutDivisor, min(MinNodeTimeout, TTL/10)) at New, so
 	// it follows the TTL. Must be below TTL/2.
 	NodeTimeout time.Duration
 	// RetryDelayMin and RetryDelayMax bound Lock's random delay between
@@ -64,6 +69,35 @@ type Config struct {
 	// MaxTTL is the longest TTL any Locker uses on these masters (leases
 	// extended past TTL count too). Zero selects TTL.
 	MaxTTL time.Duration
+	// AutoExtend makes every lease extend itself to TTL every ExtendEvery
+	// while it is held, so that work may take longer than the TTL; if an
+	// extension misses the quorum, the lease's Done channel closes at once.
+	// Default: off.
+	AutoExtend bool
+	// ExtendEvery is the auto-extension period. Zero selects TTL/3: two
+	// more tries remain before the validity runs out.
+	ExtendEvery time.Duration
+	// MaxExtensions caps auto-extensions per lease; 0 means no cap.
+	MaxExtensions int
+	// Fencing gives each lease a token that only increases per resource
+	// (Lease.Token), for the protected resource to reject stale holders.
+	// It costs one extra round trip per acquisition. Default: off.
+	Fencing bool
+	// DisableGate turns off the in-process gate: by default, goroutines of
+	// one Locker that Lock the same resource queue locally in FIFO order
+	// and only the head competes for it on the masters.
+	DisableGate bool
+	// DisableNotify turns off release notifications: by default a release
+	// PUBLISHes on the resource's channel, and Lock waiters subscribe to it
+	// and retry at once instead of polling.
+	DisableNotify bool
+	// FallbackMin and FallbackMax bound the random wait of a Lock waiter
+	// between attempts when the resource is held: the retry that covers a
+	// missed notification (or an expiry, which publishes nothing). Capped
+	// at the TTL. Zero selects 50ms and 250ms (the wait is usually ended
+	// by the notification long before); with DisableNotify, zero selects
+	// RetryDelayMin/Max.
+	FallbackMin, FallbackMax time.Duration
 	// KeyPrefix is prepended to every resource name to form the key.
 	// Default: none.
 	KeyPrefix string
@@ -99,8 +133,8 @@ func DefaultConfig(masters ...string) Config {
 	c := Config{Masters: masters, TTL: DefaultTTL}
 	c.fill()
 	// Derived from the TTL at New, so that changing TTL afterwards keeps
-	// the node timeout in proportion.
-	c.NodeTimeout = 0
+	// them in proportion.
+	c.NodeTimeout, c.ExtendEvery, c.MaxTTL = 0, 0, 0
 	return c
 }
 
@@ -109,7 +143,7 @@ func (c *Config) fill() {
 		c.DriftFactor = DefaultDriftFactor
 	}
 	if c.NodeTimeout == 0 && c.TTL > 0 {
-		c.NodeTimeout = max(c.TTL/DefaultNodeTimeoutDivisor, MinNodeTimeout)
+		c.NodeTimeout = max(c.TTL/DefaultNodeTimeoutDivisor, min(MinNodeTimeout, c.TTL/10))
 	}
 	if c.RetryDelayMin == 0 {
 		c.RetryDelayMin = DefaultRetryDelayMin
@@ -122,6 +156,21 @@ func (c *Config) fill() {
 	}
 	if c.MaxTTL == 0 {
 		c.MaxTTL = c.TTL
+	}
+	if c.ExtendEvery == 0 && c.TTL > 0 {
+		c.ExtendEvery = c.TTL / 3
+	}
+	if c.FallbackMin == 0 {
+		c.FallbackMin = DefaultFallbackMin
+		if c.DisableNotify {
+			c.FallbackMin = c.RetryDelayMin
+		}
+	}
+	if c.FallbackMax == 0 {
+		c.FallbackMax = max(DefaultFallbackMax, c.FallbackMin)
+		if c.DisableNotify {
+			c.FallbackMax = max(c.RetryDelayMax, c.FallbackMin)
+		}
 	}
 	if c.DialTimeout == 0 {
 		c.DialTimeout = multiplex.DefaultDialTimeout
@@ -162,6 +211,14 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("engine: Config.RetryDelayMin must be >= 0, got %s", c.RetryDelayMin)
 	case c.RetryDelayMax < c.RetryDelayMin:
 		return fmt.Errorf("engine: Config.RetryDelayMax (%s) is below RetryDelayMin (%s)", c.RetryDelayMax, c.RetryDelayMin)
+	case c.ExtendEvery < 0 || (c.AutoExtend && c.ExtendEvery >= c.TTL):
+		return fmt.Errorf("engine: Config.ExtendEvery (%s) must be in (0, TTL %s)", c.ExtendEvery, c.TTL)
+	case c.MaxExtensions < 0:
+		return fmt.Errorf("engine: Config.MaxExtensions must be >= 0, got %d", c.MaxExtensions)
+	case c.FallbackMin < 0:
+		return fmt.Errorf("engine: Config.FallbackMin must be >= 0, got %s", c.FallbackMin)
+	case c.FallbackMax < c.FallbackMin:
+		return fmt.Errorf("engine: Config.FallbackMax (%s) is below FallbackMin (%s)", c.FallbackMax, c.FallbackMin)
 	case c.DialTimeout < 0:
 		return fmt.Errorf("engine: Config.DialTimeout must be >= 0, got %s", c.DialTimeout)
 	case c.ConnTimeout < 0:

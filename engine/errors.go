@@ -25,6 +25,11 @@ var (
 	// ErrWrongType: the resource's key exists with a non-string type, so it
 	// cannot be a lock. Some other program uses the same key.
 	ErrWrongType = errors.New("engine: resource key holds the wrong type")
+	// ErrLockLost: an auto-extension missed the quorum, so the lock can no
+	// longer be trusted although its validity had not run out.
+	ErrLockLost = errors.New("engine: lock lost")
+	// ErrReleased: the lease was released.
+	ErrReleased = errors.New("engine: lease released")
 	// ErrClosed: the Locker was closed.
 	ErrClosed = errors.New("engine: locker closed")
 	// ErrEmptyResource: a resource name must not be empty.

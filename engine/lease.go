@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -18,6 +19,9 @@ type Lease struct {
 	key      string
 	value    string
 	start    time.Time
+	token    int64
+	wait     WaitInfo
+	gated    bool
 	// votes is scratch space for this lease's rounds, so that a cycle
 	// allocates no tally; opMu keeps Release and Extend from sharing it.
 	votes   []multiplex.Vote
@@ -33,6 +37,53 @@ type Lease struct {
 	held, unsure, answered uint64
 	failed                 bool // the attempt did not acquire
 	released               bool
+	endErr                 error // why the lease stopped being trustworthy
+	w                      *watch
+	extendTimer            *time.Timer
+	extensions             int
+}
+
+// watch is the lost-lock signal, started on first use of Done, Context or
+// Err, or by auto-extension, so that leases nobody watches cost no timer.
+type watch struct {
+	done   chan struct{}
+	expiry *time.Timer
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// WakeCause is what ended a Lock waiter's last wait before the attempt
+// that acquired.
+type WakeCause uint8
+
+const (
+	// WakeNone: acquired without waiting on the masters.
+	WakeNone WakeCause = iota
+	// WakeNotified: woken by the holder's release notification.
+	WakeNotified
+	// WakeFallback: woken by the fallback timer while the resource was held.
+	WakeFallback
+	// WakeBackoff: woken after backing off from a split vote or an outage.
+	WakeBackoff
+)
+
+func (c WakeCause) String() string {
+	return [...]string{"none", "notified", "fallback", "backoff"}[c]
+}
+
+// WaitInfo describes how Lock obtained a lease.
+type WaitInfo struct {
+	// Attempts is the number of attempts on the masters.
+	Attempts int
+	// Notified, Fallbacks and Backoffs count the waits by how they ended.
+	Notified, Fallbacks, Backoffs int
+	// Cause ended the last wait.
+	Cause WakeCause
+	// Gated is true if the caller queued behind another goroutine of this
+	// Locker at the in-process gate.
+	Gated bool
+	// Waited is the time from the Lock call to acquisition.
+	Waited time.Duration
 }
 
 // Resource is the name the lease was acquired for.
@@ -41,6 +92,21 @@ func (le *Lease) Resource() string { return le.resource }
 // Value is the lease's unique value (128 random bits), stored on the
 // masters as the key's value.
 func (le *Lease) Value() string { return le.value }
+
+// Token is the lease's fencing token: larger than that of every earlier
+// holder of the resource. Zero when Config.Fencing is off. Pass it to the
+// protected resource and have it reject tokens lower than one it has seen.
+func (le *Lease) Token() int64 { return le.token }
+
+// Wait tells how Lock obtained the lease (zero for TryLock).
+func (le *Lease) Wait() WaitInfo { return le.wait }
+
+// Extensions is the number of successful auto-extensions so far.
+func (le *Lease) Extensions() int {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	return le.extensions
+}
 
 // ValidUntil is when the lease stops being trustworthy: acquisition start +
 // TTL − drift, moved by each successful Extend. It carries a monotonic
@@ -54,6 +120,124 @@ func (le *Lease) ValidUntil() time.Time {
 // Validity is the time left before ValidUntil, or 0.
 func (le *Lease) Validity() time.Duration {
 	return max(time.Until(le.ValidUntil()), 0)
+}
+
+// Done is closed the moment the lease can no longer be trusted: its
+// validity ran out, an auto-extension missed the quorum, or it was
+// released. Err says which.
+func (le *Lease) Done() <-chan struct{} {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	return le.watchLocked().done
+}
+
+// Context returns a context that is cancelled when Done closes, with Err
+// as its cause (context.Cause). Pass it to the work the lock protects.
+func (le *Lease) Context() context.Context {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	w := le.watchLocked()
+	if w.ctx == nil {
+		w.ctx, w.cancel = context.WithCancelCause(context.Background())
+		if le.endErr != nil {
+			w.cancel(le.endErr)
+		}
+	}
+	return w.ctx
+}
+
+// Err is nil while the lease is trusted; then ErrReleased, ErrLeaseExpired
+// or ErrLockLost (wrapping the failed extension's error).
+func (le *Lease) Err() error {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	if le.endErr == nil && !time.Now().Before(le.validUntil) {
+		return ErrLeaseExpired
+	}
+	return le.endErr
+}
+
+func (le *Lease) watchLocked() *watch {
+	if le.w != nil {
+		return le.w
+	}
+	w := &watch{done: make(chan struct{})}
+	le.w = w
+	if le.endErr != nil {
+		close(w.done)
+		return w
+	}
+	w.expiry = time.AfterFunc(time.Until(le.validUntil), func() { le.end(ErrLeaseExpired, true) })
+	return w
+}
+
+// arm starts what a handed-out lease needs: auto-extension, and the
+// expiry watch of a gated lease, which must leave the gate even if its
+// holder never releases it.
+func (le *Lease) arm() {
+	cfg := &le.l.cfg
+	if !cfg.AutoExtend && !le.gated {
+		return
+	}
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	le.watchLocked()
+	if cfg.AutoExtend {
+		le.extendTimer = time.AfterFunc(cfg.ExtendEvery, le.autoExtend)
+	}
+}
+
+func (le *Lease) autoExtend() {
+	le.mu.Lock()
+	ended, until := le.endErr != nil, le.validUntil
+	le.mu.Unlock()
+	if ended {
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), until)
+	err := le.Extend(ctx, le.l.cfg.TTL)
+	cancel()
+	if err != nil {
+		if errors.Is(err, ErrReleased) {
+			return
+		}
+		le.end(fmt.Errorf("%w: %w", ErrLockLost, err), true)
+		return
+	}
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	le.extensions++
+	if le.endErr == nil && (le.l.cfg.MaxExtensions == 0 || le.extensions < le.l.cfg.MaxExtensions) {
+		le.extendTimer.Reset(le.l.cfg.ExtendEvery)
+	}
+}
+
+// end marks the lease untrustworthy once, fires Done, and hands the gate
+// on unless the caller will (Release does, after the delete).
+func (le *Lease) end(err error, leaveGate bool) {
+	le.mu.Lock()
+	if le.endErr != nil {
+		le.mu.Unlock()
+		return
+	}
+	le.endErr = err
+	if w := le.w; w != nil {
+		close(w.done)
+		if w.expiry != nil {
+			w.expiry.Stop()
+		}
+		if w.cancel != nil {
+			w.cancel(err)
+		}
+	}
+	if le.extendTimer != nil {
+		le.extendTimer.Stop()
+	}
+	gated := le.gated
+	le.mu.Unlock()
+	if gated && leaveGate {
+		le.l.gate.leave(le.resource)
+	}
 }
 
 // record notes the acquire's outcome on one master; it returns whether
@@ -76,7 +260,8 @@ func (le *Lease) record(node int, v multiplex.Vote) (undo bool) {
 }
 
 // mayHaveRun: an error that is not a reply from Redis (a dropped
-// connection) leaves it unknown whether the command ran.
+// connection, a quarantined node's discounted yes) leaves it open whether
+// the command ran.
 func mayHaveRun(err error) bool {
 	if err == nil {
 		return false
@@ -98,12 +283,16 @@ func (le *Lease) Late(node int, v multiplex.Vote) {
 }
 
 func (le *Lease) releaseCommand(nodes uint64) multiplex.Command {
-	return multiplex.Command{Script: releaseScript, Key: le.key, Args: [multiplex.MaxArgs]string{le.value}, NArgs: 1, Nodes: nodes}
+	s := releaseScript
+	if le.l.notify == nil {
+		s = releaseQuietScript
+	}
+	return multiplex.Command{Script: s, Key: le.key, Args: [multiplex.MaxArgs]string{le.value}, NArgs: 1, Nodes: nodes}
 }
 
-// toRelease returns the masters a release must go to now, and marks the
-// lease released (or failed) so that masters still to answer are handled
-// by Late. The caller holds le.mu.
+// toRelease returns the masters a release must go to now: those that took
+// the key or may have. Masters still to answer are handled by Late. The
+// caller holds le.mu.
 func (le *Lease) toRelease() uint64 {
 	return (le.held | le.unsure) & le.answered
 }
@@ -112,7 +301,7 @@ func (le *Lease) toRelease() uint64 {
 // nil if a quorum deleted it; otherwise a *VotesError whose Kind is
 // ErrLeaseExpired (validity had run out), ErrNotHeld (enough masters said
 // the key was gone or another owner's) or ErrNoQuorum (too many masters
-// failed to answer to tell).
+// failed to answer to tell). Done closes at once, with Err ErrReleased.
 func (le *Lease) Release(ctx context.Context) error {
 	le.opMu.Lock()
 	defer le.opMu.Unlock()
@@ -125,6 +314,11 @@ func (le *Lease) Release(ctx context.Context) error {
 	validUntil := le.validUntil
 	nodes := le.toRelease()
 	le.mu.Unlock()
+	le.end(ErrReleased, false)
+	if le.gated {
+		// After the delete, so that the next local waiter does not race it.
+		defer le.l.gate.leave(le.resource)
+	}
 	if le.l.closed.Load() {
 		return ErrClosed
 	}
@@ -152,7 +346,7 @@ func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	released, validUntil := le.released, le.validUntil
 	le.mu.Unlock()
 	if released {
-		return fmt.Errorf("engine: extend %q: %w: released", le.resource, ErrNotHeld)
+		return fmt.Errorf("engine: extend %q: %w", le.resource, ErrReleased)
 	}
 	start := time.Now()
 	if !start.Before(validUntil) {
@@ -168,6 +362,9 @@ func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		// A shorter ttl shortens the validity too: the masters now expire
 		// the key sooner.
 		le.validUntil = start.Add(ttl - drift(ttl, le.l.cfg.DriftFactor))
+		if w := le.w; w != nil && w.expiry != nil && le.endErr == nil {
+			w.expiry.Reset(time.Until(le.validUntil))
+		}
 		le.mu.Unlock()
 		return nil
 	}

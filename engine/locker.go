@@ -17,13 +17,6 @@ import (
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
-// The scripts compare the value before acting, so that a lease can only
-// touch its own key; extend never re-creates a missing key.
-var (
-	releaseScript = multiplex.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end`)
-	extendScript  = multiplex.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) else return 0 end`)
-)
-
 // Locker acquires leases on resources across the masters. It is safe for
 // concurrent use; one Locker per process is the intended use.
 type Locker struct {
@@ -33,7 +26,11 @@ type Locker struct {
 	ttlStr string // TTL in ms, formatted once
 	drift  time.Duration
 	setGet bool // masters support SET NX GET (Redis >= 7.0)
+	gate   *gate
+	notify *notifier
 	closed atomic.Bool
+	// waiting counts Lock callers blocked between attempts on the masters.
+	waiting atomic.Int32
 }
 
 // New validates cfg, connects to every master and loads the scripts. A
@@ -52,7 +49,7 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		ConnTimeout:       cfg.ConnTimeout,
 		MaxFlushDelay:     cfg.MaxFlushDelay,
 		PipelineMultiplex: cfg.PipelineMultiplex,
-		Scripts:           []*multiplex.Script{releaseScript, extendScript},
+		Scripts:           allScripts,
 		Quarantine:        cfg.Quarantine,
 		MaxTTL:            cfg.MaxTTL,
 		Tune:              cfg.Tune,
@@ -73,6 +70,12 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 			l.setGet = false
 		}
 	}
+	if !cfg.DisableGate {
+		l.gate = newGate()
+	}
+	if !cfg.DisableNotify {
+		l.notify = newNotifier(pool)
+	}
 	return l, nil
 }
 
@@ -86,10 +89,23 @@ func (l *Locker) Quorum() int { return l.pool.Quorum() }
 // when), with its outcome counts.
 func (l *Locker) Nodes() []multiplex.NodeStatus { return l.pool.Status() }
 
-// Close releases the connections. Leases still held are left to expire.
+// Subscriptions is the number of resources this Locker is subscribed to
+// for release notifications right now (one per resource with waiters).
+func (l *Locker) Subscriptions() int {
+	if l.notify == nil {
+		return 0
+	}
+	return l.notify.subscriptions()
+}
+
+// Close releases the connections. Leases still held are left to expire;
+// their Done channels close.
 func (l *Locker) Close() error {
 	if l.closed.Swap(true) {
 		return nil
+	}
+	if l.notify != nil {
+		l.notify.close()
 	}
 	l.pool.Close()
 	return nil
@@ -97,8 +113,17 @@ func (l *Locker) Close() error {
 
 // TryLock makes one attempt to acquire resource. On failure the attempt is
 // undone on every master where it may have taken, and the error says why
-// (see VotesError).
+// (see VotesError). TryLock does not queue at the in-process gate.
 func (l *Locker) TryLock(ctx context.Context, resource string) (*Lease, error) {
+	le, err := l.try(ctx, resource)
+	if err != nil {
+		return nil, err
+	}
+	le.arm()
+	return le, nil
+}
+
+func (l *Locker) try(ctx context.Context, resource string) (*Lease, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -118,9 +143,14 @@ func (l *Locker) TryLock(ctx context.Context, resource string) (*Lease, error) {
 	}
 	cmd := multiplex.Command{Name: "SET", Key: le.key}
 	classify := classifyAcquireGet
-	if l.setGet {
+	switch {
+	case l.cfg.Fencing:
+		cmd.Name, cmd.Script = "", acquireFenceScript
+		cmd.Args, cmd.NArgs = [multiplex.MaxArgs]string{le.value, l.ttlStr}, 2
+		classify = classifyFenced
+	case l.setGet:
 		cmd.Args, cmd.NArgs = [multiplex.MaxArgs]string{le.value, "NX", "GET", "PX", l.ttlStr}, 5
-	} else {
+	default:
 		cmd.Args, cmd.NArgs = [multiplex.MaxArgs]string{le.value, "NX", "PX", l.ttlStr}, 4
 		classify = classifyAcquireSet
 	}
@@ -131,23 +161,76 @@ func (l *Locker) TryLock(ctx context.Context, resource string) (*Lease, error) {
 	for i, v := range t.Votes {
 		le.record(i, v)
 	}
-	if t.Reached() && t.Err == nil {
+	ok := t.Reached() && t.Err == nil
+	le.mu.Unlock()
+	var err error
+	if ok && l.cfg.Fencing {
+		err = le.fence(ctx, t)
+	}
+	if ok && err == nil {
+		le.mu.Lock()
 		le.validUntil = le.start.Add(l.cfg.TTL - l.drift)
-		if time.Now().Before(le.validUntil) {
-			le.mu.Unlock()
+		valid := time.Now().Before(le.validUntil)
+		le.mu.Unlock()
+		if valid {
 			return le, nil
 		}
 	}
-	le.failed = true
-	undo := le.toRelease()
-	le.mu.Unlock()
-	err := l.acquireError(resource, t)
-	if undo != 0 {
-		// Without waiting: the caller has its answer. Masters still to
-		// answer are released by Late when they do.
-		go l.pool.Fanout(context.Background(), le.releaseCommand(undo), classifyInt, nil, nil)
+	if err == nil {
+		err = l.acquireError(resource, t)
 	}
+	l.undo(le)
 	return nil, err
+}
+
+// fence sets the lease's token to one more than the highest counter the
+// quorum reported, and raises the counter to it on a quorum before the
+// lease is handed out. Any later holder reads a quorum that overlaps this
+// one, so it sees at least this token and takes a higher one.
+func (le *Lease) fence(ctx context.Context, acquired multiplex.Tally) error {
+	var top int64
+	for _, v := range acquired.Votes {
+		if v.Outcome == multiplex.OK && v.Value > top {
+			top = v.Value
+		}
+	}
+	le.token = top + 1
+	tok := itoa(le.token)
+	cmd := multiplex.Command{Script: fenceScript, Key: le.key, Args: [multiplex.MaxArgs]string{tok}, NArgs: 1}
+	votes := make([]multiplex.Vote, len(le.votes))
+	want := le.token
+	t := le.l.pool.Fanout(ctx, cmd, func(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
+		n, err := res.AsInt64()
+		switch {
+		case err != nil:
+			return multiplex.Failed, 0, err
+		case n == want:
+			return multiplex.OK, n, nil
+		}
+		return multiplex.Refused, n, nil // a higher counter: our token is stale
+	}, nil, votes)
+	if t.Reached() && t.Err == nil {
+		return nil
+	}
+	e := &VotesError{Op: "fence", Resource: le.resource, Tally: t, Addrs: le.l.addrs, Kind: ErrNoQuorum}
+	if t.Refused > 0 {
+		e.Kind = ErrNotAcquired
+	}
+	return e
+}
+
+// undo releases a failed attempt without waiting: the caller has its
+// answer. Masters still to answer are released by Late when they do.
+func (l *Locker) undo(le *Lease) {
+	le.mu.Lock()
+	le.failed = true
+	nodes := le.toRelease()
+	le.mu.Unlock()
+	if nodes != 0 {
+		cmd := le.releaseCommand(nodes)
+		cmd.Script = releaseQuietScript // nobody waits on a failed attempt
+		go l.pool.Fanout(context.Background(), cmd, classifyInt, nil, nil)
+	}
 }
 
 func (l *Locker) acquireError(resource string, t multiplex.Tally) error {
@@ -165,15 +248,51 @@ func (l *Locker) acquireError(resource string, t multiplex.Tally) error {
 	return e
 }
 
-// Lock acquires resource, retrying after a random delay between
-// RetryDelayMin and RetryDelayMax until it succeeds, ctx ends, or an error
-// other than contention or outage occurs. The last attempt's error is
-// returned with ctx's error.
+// Lock acquires resource, waiting as long as ctx allows.
+//
+// Goroutines of this Locker that Lock the same resource queue at an
+// in-process gate in FIFO order; only the head asks the masters. When the
+// resource is held elsewhere, the head subscribes to its release channel
+// and retries the moment a release is published, or after a random
+// fallback delay (FallbackMin..FallbackMax, capped at the TTL) that covers
+// expiries and lost notifications. A split vote or an outage backs off for
+// a random RetryDelayMin..RetryDelayMax. Lease.Wait tells how the wait
+// went.
 func (l *Locker) Lock(ctx context.Context, resource string) (*Lease, error) {
-	var timer *time.Timer
-	var last error // the last attempt that was decided, not cut short
+	start := time.Now()
+	var w WaitInfo
+	gated := false
+	if l.gate != nil && resource != "" {
+		waited, err := l.gate.enter(ctx, resource)
+		if err != nil {
+			return nil, fmt.Errorf("engine: lock %q: waiting at the in-process gate: %w", resource, err)
+		}
+		gated, w.Gated = true, waited
+	}
+	le, err := l.lockRemote(ctx, resource, &w)
+	if err != nil {
+		if gated {
+			l.gate.leave(resource)
+		}
+		return nil, err
+	}
+	w.Waited = time.Since(start)
+	le.wait = w
+	le.gated = gated
+	le.arm()
+	return le, nil
+}
+
+func (l *Locker) lockRemote(ctx context.Context, resource string, w *WaitInfo) (*Lease, error) {
+	var (
+		sub   *subscription
+		timer *time.Timer
+		last  error // the last attempt that was decided, not cut short
+	)
+	defer func() { sub.close() }() // sub is set later
 	for {
-		le, err := l.TryLock(ctx, resource)
+		w.Attempts++
+		le, err := l.try(ctx, resource)
 		if err == nil {
 			return le, nil
 		}
@@ -187,9 +306,22 @@ func (l *Locker) Lock(ctx context.Context, resource string) (*Lease, error) {
 		if errors.Is(err, ErrWrongType) || !(errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrNoQuorum)) {
 			return nil, err
 		}
-		d := l.cfg.RetryDelayMin
-		if span := l.cfg.RetryDelayMax - l.cfg.RetryDelayMin; span > 0 {
-			d += mrand.N(span)
+		var ve *VotesError
+		held := errors.As(err, &ve) && ve.Kind == ErrNotAcquired && ve.Tally.Refused >= ve.Tally.Quorum
+		var d time.Duration
+		switch {
+		case held && l.notify != nil && sub == nil:
+			// Subscribe, then try again at once: the release may have come
+			// between the refusal and the subscription.
+			sub = l.notify.subscribe(ctx, l.cfg.KeyPrefix+resource)
+			continue
+		case held:
+			d = jitter(l.cfg.FallbackMin, min(l.cfg.FallbackMax, l.cfg.TTL))
+		default:
+			// A split vote or an outage: nobody may be holding it, so
+			// nothing will be published; back off so competitors drift
+			// apart.
+			d = jitter(l.cfg.RetryDelayMin, l.cfg.RetryDelayMax)
 		}
 		if timer == nil {
 			timer = time.NewTimer(d)
@@ -197,12 +329,36 @@ func (l *Locker) Lock(ctx context.Context, resource string) (*Lease, error) {
 		} else {
 			timer.Reset(d)
 		}
+		var notified <-chan struct{}
+		if sub != nil && held {
+			notified = sub.C
+		}
+		l.waiting.Add(1)
 		select {
 		case <-ctx.Done():
+			l.waiting.Add(-1)
 			return nil, errors.Join(last, ctx.Err())
+		case <-notified:
+			w.Notified++
+			w.Cause = WakeNotified
 		case <-timer.C:
+			if held {
+				w.Fallbacks++
+				w.Cause = WakeFallback
+			} else {
+				w.Backoffs++
+				w.Cause = WakeBackoff
+			}
 		}
+		l.waiting.Add(-1)
 	}
+}
+
+func jitter(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + mrand.N(hi-lo)
 }
 
 // newValue returns 128 random bits, base64url-encoded (22 bytes).
@@ -210,41 +366,6 @@ func newValue() string {
 	var b [16]byte
 	rand.Read(b[:]) // never fails on Linux (Go 1.24+ crashes instead)
 	return base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-func classifyAcquireGet(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
-	// SET NX GET answers nil when it set the key, and the holder's value
-	// when the key was taken; a non-string key is a WRONGTYPE error.
-	err := res.Error()
-	switch {
-	case err == nil:
-		return multiplex.Refused, 0, nil
-	case rueidis.IsRedisNil(err):
-		return multiplex.OK, 0, nil
-	}
-	return multiplex.Failed, 0, err
-}
-
-func classifyAcquireSet(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
-	err := res.Error()
-	switch {
-	case err == nil:
-		return multiplex.OK, 0, nil
-	case rueidis.IsRedisNil(err):
-		return multiplex.Refused, 0, nil
-	}
-	return multiplex.Failed, 0, err
-}
-
-func classifyInt(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
-	n, err := res.AsInt64()
-	switch {
-	case err != nil:
-		return multiplex.Failed, 0, err
-	case n > 0:
-		return multiplex.OK, n, nil
-	}
-	return multiplex.Refused, n, nil
 }
 
 func checkAddr(a string) error {

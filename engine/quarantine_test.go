@@ -53,6 +53,7 @@ func amnesia(t *testing.T, policy engine.QuarantinePolicy, secondBeforeRestart b
 		if !errors.Is(err, engine.ErrNotAcquired) && !errors.Is(err, engine.ErrNoQuorum) {
 			t.Fatalf("second client: %v", err)
 		}
+		t.Logf("attempt %d: %v", i, err)
 		time.Sleep(20 * time.Millisecond)
 	}
 	return false, second

@@ -133,8 +133,6 @@ type Node struct {
 	tasks chan task
 	idle  atomic.Int32
 
-	ready      atomic.Bool  // first connection made
-	verified   atomic.Bool  // run_id checked on the current connection
 	down       atomic.Bool  // the last command failed on the connection
 	quarantine atomic.Int64 // deadline as nanoseconds since Pool.epoch
 	restarts   atomic.Int64
@@ -312,13 +310,10 @@ func (p *Pool) connect(ctx context.Context, node *Node, o Options) error {
 		return err
 	}
 	node.mu.Lock()
-	node.info = info
+	node.info.Version = info.Version // run_id and uptime come from the dialer
 	node.mu.Unlock()
-	p.firstSeen(node, info)
-	node.verified.Store(true)
 	node.down.Store(false)
 	node.client.Store(&r.c)
-	node.ready.Store(true)
 	return nil
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -57,12 +59,10 @@ func ParseQuarantinePolicy(s string) (QuarantinePolicy, error) {
 	return 0, fmt.Errorf("quarantine policy %q: want off, observed or always", s)
 }
 
-// Errors reported as a node's vote while its yes cannot be counted.
+// ErrQuarantined is a node's vote while its yes cannot be counted.
 var (
 	// ErrQuarantined: the node restarted less than MaxTTL ago.
 	ErrQuarantined = errors.New("multiplex: node quarantined after restart")
-	// ErrUnverified: the node reconnected and its run_id is being checked.
-	ErrUnverified = errors.New("multiplex: node reconnected, restart check pending")
 )
 
 // NodeState is a node's condition as the pool sees it.
@@ -107,8 +107,6 @@ func (p *Pool) Status() []NodeStatus {
 			s.State = StateDown
 		case until.After(now):
 			s.State, s.QuarantinedUntil = StateQuarantined, until
-		case !n.verified.Load():
-			s.State = StateQuarantined
 		}
 		out[i] = s
 	}
@@ -127,9 +125,6 @@ func (p *Pool) quarantinedUntil(n *Node) time.Time {
 func (p *Pool) countable(n *Node) error {
 	if p.policy == QuarantineOff {
 		return nil
-	}
-	if !n.verified.Load() {
-		return ErrUnverified
 	}
 	if q := n.quarantine.Load(); q != 0 && int64(time.Since(p.epoch)) < q {
 		return ErrQuarantined
@@ -158,10 +153,10 @@ func (p *Pool) firstSeen(n *Node, info ServerInfo) {
 	}
 }
 
-// dialer wraps every connection a node's client opens. A connection after
-// the first may be to a restarted server: until INFO says whether run_id
-// changed, the node's yes does not count. The mark is set before the
-// connection carries any command, so no vote slips through.
+// dialer wraps every connection a node's client opens, and reads INFO
+// server on it before rueidis sends anything: a connection after the first
+// may reach a restarted server, and its run_id says so before any vote can
+// travel on it. The cost is one round trip per new connection.
 func (p *Pool) dialer(n *Node) func(ctx context.Context, addr string, d *net.Dialer, _ any) (net.Conn, error) {
 	return func(ctx context.Context, addr string, d *net.Dialer, _ any) (net.Conn, error) {
 		conn, err := d.DialContext(ctx, "tcp", addr)
@@ -169,48 +164,68 @@ func (p *Pool) dialer(n *Node) func(ctx context.Context, addr string, d *net.Dia
 			n.down.Store(true)
 			return nil, err
 		}
-		if n.ready.Load() && p.policy != QuarantineOff {
-			if n.verified.Swap(false) {
-				p.wg.Add(1)
-				go p.verify(n)
-			}
+		deadline := time.Now().Add(d.Timeout)
+		if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+			deadline = dl
 		}
+		info, err := rawInfo(conn, deadline)
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("INFO server on new connection: %w", err)
+		}
+		p.observe(n, info)
 		return conn, nil
 	}
 }
 
-// verify reads run_id on a node's new connection and quarantines the node
-// if it changed.
-func (p *Pool) verify(n *Node) {
-	defer p.wg.Done()
-	for attempt := 0; ; attempt++ {
-		select {
-		case <-p.stop:
-			return
-		default:
+// observe records what a new connection found. A changed run_id is a
+// restart; the first connection applies the policy to young nodes.
+func (p *Pool) observe(n *Node, info ServerInfo) {
+	n.mu.Lock()
+	first := n.info.RunID == ""
+	restarted := !first && info.RunID != n.info.RunID
+	n.info = info
+	n.mu.Unlock()
+	switch {
+	case restarted:
+		n.restarts.Add(1)
+		p.quarantineFor(n, p.maxTTL-info.Uptime)
+	case first:
+		p.firstSeen(n, info)
+	}
+}
+
+// rawInfo sends INFO server on a bare connection and parses the reply.
+func rawInfo(conn net.Conn, deadline time.Time) (ServerInfo, error) {
+	conn.SetDeadline(deadline)
+	defer conn.SetDeadline(time.Time{})
+	if _, err := conn.Write([]byte("*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")); err != nil {
+		return ServerInfo{}, err
+	}
+	// Read byte by byte up to the header, then exactly the payload, so
+	// that nothing meant for rueidis is consumed.
+	var hdr []byte
+	one := make([]byte, 1)
+	for len(hdr) < 32 {
+		if _, err := io.ReadFull(conn, one); err != nil {
+			return ServerInfo{}, err
 		}
-		if c := n.Client(); c != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), p.timeout*10)
-			txt, err := c.Do(ctx, c.B().Info().Section("server").Build()).ToString()
-			cancel()
-			if err == nil {
-				info := ParseServerInfo(txt)
-				n.mu.Lock()
-				restarted := info.RunID != n.info.RunID
-				n.info = info
-				n.mu.Unlock()
-				if restarted {
-					n.restarts.Add(1)
-					p.quarantineFor(n, p.maxTTL-info.Uptime)
-				}
-				n.verified.Store(true)
-				return
-			}
-		}
-		select {
-		case <-p.stop:
-			return
-		case <-time.After(min(time.Duration(attempt+1)*20*time.Millisecond, time.Second)):
+		hdr = append(hdr, one[0])
+		if one[0] == '\n' {
+			break
 		}
 	}
+	line := strings.TrimRight(string(hdr), "\r\n")
+	if strings.HasPrefix(line, "-") {
+		return ServerInfo{}, errors.New(line[1:])
+	}
+	size, err := strconv.Atoi(strings.TrimPrefix(line, "$"))
+	if !strings.HasPrefix(line, "$") || err != nil || size < 0 || size > 1<<20 {
+		return ServerInfo{}, fmt.Errorf("unexpected INFO reply %q", line)
+	}
+	body := make([]byte, size+2)
+	if _, err := io.ReadFull(conn, body); err != nil {
+		return ServerInfo{}, err
+	}
+	return ParseServerInfo(string(body[:size])), nil
 }

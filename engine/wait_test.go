@@ -1,0 +1,319 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/engine"
+)
+
+func TestWaiterWakesOnReleaseNotification(t *testing.T) {
+	e := newEnv(t, 5)
+	// A fallback far beyond the test's patience: only a notification can
+	// wake the waiter in time.
+	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second }
+	holderL, waiterL := e.locker(slow), e.locker(slow)
+	holder, err := holderL.TryLock(context.Background(), "notify")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *engine.Lease, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		le, err := waiterL.Lock(ctx, "notify")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- le
+	}()
+	eventually(t, 5*time.Second, "waiter subscribed and waiting", func() bool { return waiterL.Subscriptions() == 1 && waiterL.Waiting() == 1 })
+	if err := holder.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	le := <-got
+	if le == nil {
+		t.FailNow()
+	}
+	w := le.Wait()
+	if w.Cause != engine.WakeNotified || w.Notified < 1 || w.Fallbacks != 0 {
+		t.Fatalf("wait %+v: want woken by the release notification", w)
+	}
+	le.Release(context.Background())
+	eventually(t, 2*time.Second, "subscription dropped", func() bool { return waiterL.Subscriptions() == 0 })
+}
+
+func TestFallbackCoversExpiryWithoutNotification(t *testing.T) {
+	e := newEnv(t, 3)
+	holderL := e.locker(func(c *engine.Config) { c.TTL = 300 * time.Millisecond })
+	waiterL := e.locker(func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 20*time.Millisecond, 40*time.Millisecond })
+	if _, err := holderL.TryLock(context.Background(), "expiry"); err != nil {
+		t.Fatal(err)
+	}
+	// The holder never releases: the key expires, which publishes nothing.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	le, err := waiterL.Lock(ctx, "expiry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := le.Wait(); w.Cause != engine.WakeFallback {
+		t.Fatalf("wait %+v: want the fallback retry to find the expiry", w)
+	}
+}
+
+func TestGateIsFIFO(t *testing.T) {
+	e := newEnv(t, 3)
+	l := e.locker(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first, err := l.Lock(ctx, "fifo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			le, err := l.Lock(ctx, "fifo")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			if !le.Wait().Gated {
+				t.Errorf("waiter %d was not queued at the gate", i)
+			}
+			le.Release(ctx)
+		}()
+		// Queue them one at a time, so the arrival order is known.
+		eventually(t, 5*time.Second, fmt.Sprintf("waiter %d queued", i), func() bool { return l.GateWaiting("fifo") == i+1 })
+	}
+	first.Release(ctx)
+	wg.Wait()
+	for i, got := range order {
+		if got != i {
+			t.Fatalf("acquisition order %v, want 0..%d", order, n-1)
+		}
+	}
+	if len(order) != n {
+		t.Fatalf("only %d of %d waiters acquired", len(order), n)
+	}
+}
+
+func TestGateCanBeTurnedOff(t *testing.T) {
+	e := newEnv(t, 3)
+	l := e.locker(func(c *engine.Config) { c.DisableGate = true })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, err := l.Lock(ctx, "nogate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { time.Sleep(100 * time.Millisecond); first.Release(ctx) }()
+	le, err := l.Lock(ctx, "nogate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if le.Wait().Gated || le.Wait().Attempts < 2 || l.GateWaiting("nogate") != 0 {
+		t.Fatalf("with the gate off the waiter should compete remotely: %+v", le.Wait())
+	}
+}
+
+func TestAutoExtendOutlivesTTL(t *testing.T) {
+	e := newEnv(t, 5)
+	const ttl = 300 * time.Millisecond
+	l := e.locker(func(c *engine.Config) { c.TTL = ttl; c.AutoExtend = true })
+	other := e.locker(nil)
+	le, err := l.TryLock(context.Background(), "long-hold")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * ttl)
+	for time.Now().Before(deadline) {
+		if err := le.Err(); err != nil {
+			t.Fatalf("lease lost while auto-extending: %v", err)
+		}
+		if _, err := other.TryLock(context.Background(), "long-hold"); !errors.Is(err, engine.ErrNotAcquired) {
+			t.Fatalf("another locker got in while held: %v", err)
+		}
+		time.Sleep(ttl / 5)
+	}
+	if le.Extensions() < 10 {
+		t.Fatalf("%d extensions across 5 TTLs, want about 14", le.Extensions())
+	}
+	select {
+	case <-le.Done():
+		t.Fatal("Done closed while the lease was held")
+	default:
+	}
+	if err := le.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-le.Done()
+	if !errors.Is(le.Err(), engine.ErrReleased) || !errors.Is(context.Cause(le.Context()), engine.ErrReleased) {
+		t.Fatalf("after release: Err %v, cause %v", le.Err(), context.Cause(le.Context()))
+	}
+}
+
+func TestMaxExtensionsThenExpiry(t *testing.T) {
+	e := newEnv(t, 3)
+	l := e.locker(func(c *engine.Config) {
+		c.TTL = 200 * time.Millisecond
+		c.AutoExtend, c.MaxExtensions = true, 2
+	})
+	le, err := l.TryLock(context.Background(), "capped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-le.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done never closed after the extensions ran out")
+	}
+	if !errors.Is(le.Err(), engine.ErrLeaseExpired) || le.Extensions() != 2 {
+		t.Fatalf("Err %v after %d extensions, want expiry after 2", le.Err(), le.Extensions())
+	}
+}
+
+func TestPausedMajorityFiresDoneBeforeValidityEnds(t *testing.T) {
+	e := newEnv(t, 5)
+	const ttl = 3 * time.Second
+	l := e.locker(func(c *engine.Config) { c.TTL = ttl; c.AutoExtend = true; c.NodeTimeout = 100 * time.Millisecond })
+	le, err := l.TryLock(context.Background(), "paused-holder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := le.Context()
+	for _, i := range []int{0, 2, 4} {
+		if err := e.cluster.Nodes[i].Pause(); err != nil {
+			t.Fatal(err)
+		}
+		defer e.cluster.Nodes[i].Resume()
+	}
+	validUntil := le.ValidUntil()
+	select {
+	case <-le.Done():
+	case <-time.After(2 * ttl):
+		t.Fatal("Done did not fire with a majority paused")
+	}
+	if fired := time.Now(); !fired.Before(validUntil) {
+		t.Fatalf("Done fired at the validity's end, not at the failed extension (%s late)", fired.Sub(validUntil))
+	}
+	if !errors.Is(le.Err(), engine.ErrLockLost) || !errors.Is(le.Err(), engine.ErrNoQuorum) {
+		t.Fatalf("Err = %v, want ErrLockLost from a no-quorum extension", le.Err())
+	}
+	if !errors.Is(context.Cause(ctx), engine.ErrLockLost) {
+		t.Fatalf("context cause %v", context.Cause(ctx))
+	}
+}
+
+func TestFencingTokensStrictlyIncrease(t *testing.T) {
+	e := newEnv(t, 5)
+	const ttl = time.Second
+	fenced := func(c *engine.Config) {
+		c.Fencing = true
+		c.TTL = ttl
+		c.RetryDelayMin, c.RetryDelayMax = time.Millisecond, 5*time.Millisecond
+	}
+	lockers := []*engine.Locker{e.locker(fenced), e.locker(fenced), e.locker(fenced)}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var (
+		mu     sync.Mutex
+		tokens []int64
+		wg     sync.WaitGroup
+	)
+	hold := func(l *engine.Locker, rounds int) {
+		defer wg.Done()
+		for r := 0; r < rounds; r++ {
+			le, err := l.Lock(ctx, "fenced")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock() // inside the critical section: the order of holds
+			tokens = append(tokens, le.Token())
+			mu.Unlock()
+			le.Release(ctx)
+		}
+	}
+	run := func() {
+		for _, l := range lockers {
+			for g := 0; g < 3; g++ {
+				wg.Add(1)
+				go hold(l, 10)
+			}
+		}
+		wg.Wait()
+	}
+	run()
+	// A minority restarts without persistence and forgets its counters;
+	// the quarantine keeps those nodes out until they could not matter.
+	for _, i := range []int{1, 3} {
+		if err := e.cluster.Nodes[i].Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
+	if len(tokens) != 2*3*3*10 {
+		t.Fatalf("%d holds, want %d", len(tokens), 2*3*3*10)
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("token %d at hold %d after %d: not strictly increasing", tokens[i], i, tokens[i-1])
+		}
+	}
+	if tokens[0] < 1 {
+		t.Fatalf("first token %d", tokens[0])
+	}
+}
+
+func TestNoLeaksAfterCloseWithWaiters(t *testing.T) {
+	e := newEnv(t, 3)
+	base := runtime.NumGoroutine()
+	l := e.locker(func(c *engine.Config) { c.AutoExtend = true })
+	holder, err := l.TryLock(context.Background(), "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := e.locker(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			other.Lock(ctx, fmt.Sprintf("busy-%d", i%2)) // some get it, the rest wait
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); other.Lock(ctx, "busy") }()
+	}
+	eventually(t, 5*time.Second, "waiters subscribed", func() bool { return other.Subscriptions() >= 1 })
+	cancel()
+	wg.Wait()
+	eventually(t, 5*time.Second, "subscriptions gone", func() bool {
+		if n := other.Subscriptions(); n != 0 {
+			t.Logf("%d subscriptions", n)
+			return false
+		}
+		return true
+	})
+	holder.Release(context.Background())
+	l.Close()
+	other.Close()
+	eventually(t, 10*time.Second, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= base })
+}

@@ -59,7 +59,7 @@ func BenchmarkTryLockRelease(b *testing.B) {
 // sub-benchmarks are the tuning knobs whose defaults were chosen here.
 func BenchmarkTryLockReleaseParallel(b *testing.B) {
 	for _, pm := range []int{-1} {
-		for _, fd := range []time.Duration{0, 50 * time.Microsecond, 100 * time.Microsecond, 200 * time.Microsecond, 400 * time.Microsecond} {
+		for _, fd := range []time.Duration{-1, 50 * time.Microsecond, 100 * time.Microsecond, 200 * time.Microsecond, 400 * time.Microsecond} {
 			b.Run(fmt.Sprintf("multiplex=%d/flush=%s", pm, fd), func(b *testing.B) {
 				l := benchLocker(b, func(c *engine.Config) { c.PipelineMultiplex, c.MaxFlushDelay = pm, fd })
 				ctx := context.Background()

@@ -108,7 +108,9 @@ type Config struct {
 	// ConnTimeout: a connection silent for this long is closed. Zero
 	// selects multiplex.DefaultConnTimeout.
 	ConnTimeout time.Duration
-	// MaxFlushDelay is rueidis's pause after each pipeline flush. Default 0.
+	// MaxFlushDelay is rueidis's pause after each pipeline flush, so that
+	// concurrent lockers' commands share writes. Zero selects
+	// multiplex.DefaultMaxFlushDelay (100µs); negative flushes at once.
 	MaxFlushDelay time.Duration
 	// PipelineMultiplex is rueidis's log2 of connections per master. Zero
 	// selects multiplex.DefaultPipelineMultiplex (one connection).
@@ -223,8 +225,6 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("engine: Config.DialTimeout must be >= 0, got %s", c.DialTimeout)
 	case c.ConnTimeout < 0:
 		return fmt.Errorf("engine: Config.ConnTimeout must be >= 0, got %s", c.ConnTimeout)
-	case c.MaxFlushDelay < 0:
-		return fmt.Errorf("engine: Config.MaxFlushDelay must be >= 0, got %s", c.MaxFlushDelay)
 	case c.PipelineMultiplex > rueidis.MaxPipelineMultiplex:
 		return fmt.Errorf("engine: Config.PipelineMultiplex must be <= %d, got %d", rueidis.MaxPipelineMultiplex, c.PipelineMultiplex)
 	}

@@ -301,18 +301,24 @@ func (p *Pool) submit(n *Node, t task) {
 
 func (p *Pool) worker(n *Node) {
 	defer p.workers.Done()
-	idle := time.NewTimer(workerIdle)
+	// The idle check is a ticker, not a timer reset per task: resetting a
+	// timer on every command costs more than the command's own dispatch.
+	idle := time.NewTicker(workerIdle)
 	defer idle.Stop()
+	busy := false
 	for {
 		n.idle.Add(1)
 		select {
 		case t := <-n.tasks:
 			n.idle.Add(-1)
 			t.r.run(t.i)
-			idle.Reset(workerIdle)
+			busy = true
 		case <-idle.C:
 			n.idle.Add(-1)
-			return
+			if !busy {
+				return
+			}
+			busy = false
 		case <-p.stop:
 			n.idle.Add(-1)
 			for { // finish what was queued before Close; clients are closed

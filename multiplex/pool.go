@@ -33,6 +33,12 @@ const (
 	// -1): commands to a master stay in order, which the late-reply clean-up
 	// relies on, and batching per connection is largest.
 	DefaultPipelineMultiplex = -1
+	// DefaultMaxFlushDelay is rueidis's pause after each pipeline flush.
+	// On a 2-core host with 5 local masters, 100µs raised throughput of
+	// concurrent TryLock+Release cycles about 3× over no pause (see
+	// BenchmarkTryLockReleaseParallel in package engine) at the cost of at
+	// most 100µs per round trip when the pipeline is busy.
+	DefaultMaxFlushDelay = 100 * time.Microsecond
 	// DefaultReconnectInterval is how often a master that was down at
 	// start-up is dialled again.
 	DefaultReconnectInterval = 500 * time.Millisecond
@@ -65,7 +71,8 @@ type Options struct {
 	// nothing for this long is closed. Default: DefaultConnTimeout.
 	ConnTimeout time.Duration
 	// MaxFlushDelay is rueidis's pause after each pipeline flush, which lets
-	// more commands join the next write. Default: 0 (flush at once).
+	// more commands join the next write. Zero selects DefaultMaxFlushDelay;
+	// a negative value flushes at once.
 	MaxFlushDelay time.Duration
 	// PipelineMultiplex is rueidis's log2 of connections per master; -1 is
 	// one connection. Zero selects DefaultPipelineMultiplex (-1); use
@@ -169,6 +176,12 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 	}
 	if o.PipelineMultiplex > rueidis.MaxPipelineMultiplex {
 		return nil, fmt.Errorf("multiplex: PipelineMultiplex %d exceeds %d", o.PipelineMultiplex, rueidis.MaxPipelineMultiplex)
+	}
+	switch {
+	case o.MaxFlushDelay == 0:
+		o.MaxFlushDelay = DefaultMaxFlushDelay
+	case o.MaxFlushDelay < 0:
+		o.MaxFlushDelay = 0
 	}
 	if o.ReconnectInterval <= 0 {
 		o.ReconnectInterval = DefaultReconnectInterval

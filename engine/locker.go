@@ -235,17 +235,32 @@ func (l *Locker) undo(le *Lease) {
 
 func (l *Locker) acquireError(resource string, t multiplex.Tally) error {
 	t.Votes = append([]multiplex.Vote(nil), t.Votes...)
-	e := &VotesError{Op: "acquire", Resource: resource, Tally: t, Addrs: l.addrs}
+	e := &VotesError{Op: "acquire", Resource: resource, Tally: t, Addrs: l.addrs, Kind: acquireKind(&t)}
+	return e
+}
+
+// acquireKind tells contention from outage for a failed attempt. A round
+// decided early leaves some masters pending, so the known votes may not
+// settle it; then failures win, because waiting for a release that may
+// never come is the worse mistake.
+func acquireKind(t *multiplex.Tally) error {
+	n, spare := len(t.Votes), len(t.Votes)-t.Quorum
+	failed := t.Failed + t.Timeout
 	switch {
 	case t.Err != nil:
-	case t.Failed+t.Timeout > len(t.Votes)-t.Quorum || t.Reached():
-		// Reached but too slow counts here too: the masters were too slow
-		// for the TTL, which is not contention.
-		e.Kind = ErrNoQuorum
-	default:
-		e.Kind = ErrNotAcquired
+		return nil
+	case t.Reached():
+		// Reached but too slow: the masters were too slow for the TTL,
+		// which is not contention.
+		return ErrNoQuorum
+	case t.Refused >= t.Quorum:
+		return ErrNotAcquired // held elsewhere, whatever failed
+	case failed > spare, failed > 0 && failed+t.Pending > spare:
+		return ErrNoQuorum
+	case n == 0:
+		return ErrNoQuorum
 	}
-	return e
+	return ErrNotAcquired // a split vote
 }
 
 // Lock acquires resource, waiting as long as ctx allows.

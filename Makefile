@@ -20,8 +20,28 @@ test: deps
 benchmark: deps
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
+# bench runs the standard set, each run on five freshly started local
+# masters, and writes each under results/runs/<UTC timestamp>-<label>:
+#   uncontended  100k resources, try
+#   contended    1k resources, zipf:1.1, try
+#   hotkeys      10 resources, wait, hold 1ms
+# BENCH_DURATION sets the measured time of each run; BENCH_FLAGS adds flags
+# to every run (e.g. BENCH_FLAGS="--workers 256").
+BENCH_DURATION ?= 10s
+BENCH_FLAGS    ?=
 bench: deps
-	@echo "bench: not implemented yet" >&2; exit 1
+	@mkdir -p bin
+	$(GO) build -o bin/redlock-bench ./cmd/redlock-bench
+	@ts=$$(date -u +%Y%m%dT%H%M%SZ); dirs=""; status=0; \
+	one() { label=$$1; shift; dir=$(RUNS)/$$ts-$$label; dirs="$$dirs $$dir"; \
+		echo "== $$label: redlock-bench run $$* --duration $(BENCH_DURATION) $(BENCH_FLAGS)"; \
+		bin/redlock-bench run --label $$label --out $$dir --duration $(BENCH_DURATION) $(BENCH_FLAGS) "$$@" >/dev/null || status=1; }; \
+	one uncontended --resources 100000 --mode try; \
+	one contended --resources 1000 --distribution zipf:1.1 --mode try; \
+	one hotkeys --resources 10 --mode wait --hold 1ms; \
+	echo; echo "results (summary.txt, summary.json, *.hgrm, *.hlog in each):"; \
+	for d in $$dirs; do echo "  $$d"; grep -hE '^(throughput|safety)' $$d/summary.txt 2>/dev/null | sed 's/^/      /'; done; \
+	exit $$status
 
 lint: vet
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -1,0 +1,479 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config describes one run. Start from DefaultConfig: the zero value is not
+// valid. Each field corresponds to a flag of `redlock-bench run`, named in
+// its comment, and errors from Validate name that flag.
+type Config struct {
+	// Engine is the lock implementation (--engine). Default "redlock".
+	Engine string
+	// Masters are host:port addresses (--masters). Default: none, so
+	// LocalMasters servers are started for engines that need Redis.
+	Masters []string
+	// LocalMasters is how many redis-server to start when Masters is empty
+	// (--local-masters). Default 5.
+	LocalMasters int
+	// Workers is the number of concurrent goroutines (--workers). Default 64.
+	Workers int
+	// Clients is the number of independent engine instances, each with its
+	// own connections, shared round-robin by the workers (--clients).
+	// Default 1.
+	Clients int
+	// Resources is the number of distinct lock names (--resources).
+	// Default 1000.
+	Resources int
+	// Distribution picks which resource each operation locks
+	// (--distribution). Default uniform.
+	Distribution Distribution
+	// Mode is ModeTry (one attempt) or ModeWait (--mode). Default try.
+	Mode Mode
+	// WaitTimeout bounds each Lock in mode wait (--wait-timeout).
+	// Default 5s.
+	WaitTimeout time.Duration
+	// Hold is how long a lock is held before release (--hold). Default 0.
+	Hold Hold
+	// TTL is the lock TTL (--ttl). Default 10s.
+	TTL time.Duration
+	// Duration is the measured window (--duration), after Warmup.
+	// Default 10s. Ignored when Ops > 0.
+	Duration time.Duration
+	// Ops, when > 0, ends the run after this many acquire attempts in the
+	// measured window instead of after Duration (--ops). Default 0.
+	Ops int64
+	// Warmup runs before the measured window and is excluded from every
+	// figure except violations (--warmup). Default 1s.
+	Warmup time.Duration
+	// Rate is 0 for a closed loop, or the arrival rate in acquisitions per
+	// second of an open loop (--rate). Default 0.
+	Rate float64
+	// Check turns the safety oracle on (--check). Default true.
+	Check bool
+	// Label names the run (--label). Default: derived from the other
+	// fields by DeriveLabel.
+	Label string
+	// Seed seeds the per-worker random sources (--seed). Default 1.
+	Seed uint64
+	// KeyPrefix is prepended to every lock name (--key-prefix).
+	// Default "rlb:".
+	KeyPrefix string
+	// Quarantine is the engine's restart-quarantine policy: "off",
+	// "observed" or "always" (--quarantine). Default "": "observed" for
+	// local masters, which this process started empty, so that none of
+	// them can have forgotten a lock; the engine's own default ("always")
+	// for --masters, where a young master may be one that just restarted.
+	Quarantine string
+
+	// Progress receives a progress line once a second; nil for none.
+	Progress io.Writer
+	// ProgressInPlace rewrites the progress line in place; set it only when
+	// Progress is a terminal.
+	ProgressInPlace bool
+	// Log receives informational lines (masters started, ...); nil for none.
+	Log io.Writer
+	// IntervalLog receives the HdrHistogram interval log, one interval per
+	// second of the measured window; nil for none.
+	IntervalLog io.Writer
+}
+
+// Defaults of Config. The flag defaults of redlock-bench come from here.
+const (
+	DefaultEngine       = "redlock"
+	DefaultLocalMasters = 5
+	DefaultWorkers      = 64
+	DefaultClients      = 1
+	DefaultResources    = 1000
+	DefaultWaitTimeout  = 5 * time.Second
+	DefaultTTL          = 10 * time.Second
+	DefaultDuration     = 10 * time.Second
+	DefaultWarmup       = time.Second
+	DefaultSeed         = 1
+	DefaultKeyPrefix    = "rlb:"
+)
+
+// DefaultConfig returns a valid configuration: 64 workers on 1000 uniformly
+// chosen resources, one attempt each, for 10s after a 1s warm-up, against
+// five local masters, with the oracle on.
+func DefaultConfig() Config {
+	return Config{
+		Engine:       DefaultEngine,
+		LocalMasters: DefaultLocalMasters,
+		Workers:      DefaultWorkers,
+		Clients:      DefaultClients,
+		Resources:    DefaultResources,
+		Mode:         ModeTry,
+		WaitTimeout:  DefaultWaitTimeout,
+		TTL:          DefaultTTL,
+		Duration:     DefaultDuration,
+		Warmup:       DefaultWarmup,
+		Check:        true,
+		Seed:         DefaultSeed,
+		KeyPrefix:    DefaultKeyPrefix,
+	}
+}
+
+// ConfigError is a bad configuration value. Its message names the flag and
+// the value, e.g. "--workers: must be > 0, got 0".
+type ConfigError struct {
+	Flag   string // without the leading dashes
+	Value  string
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	v := e.Value
+	if v == "" || strings.ContainsAny(v, " \t\r\n\"") {
+		v = strconv.Quote(v)
+	}
+	return fmt.Sprintf("--%s: %s, got %s", e.Flag, e.Reason, v)
+}
+
+func cfgErr(flag string, value any, format string, a ...any) error {
+	return &ConfigError{Flag: flag, Value: fmt.Sprint(value), Reason: fmt.Sprintf(format, a...)}
+}
+
+// Validate checks every field and returns a *ConfigError for the first bad
+// one.
+func (c *Config) Validate() error {
+	if !knownEngine(c.Engine) {
+		return cfgErr("engine", c.Engine, "unknown engine (known: %s)", strings.Join(EngineNames(), ", "))
+	}
+	if len(c.Masters) > 0 {
+		if _, err := ParseMasters(strings.Join(c.Masters, ",")); err != nil {
+			return cfgErr("masters", strings.Join(c.Masters, ","), "%v", err)
+		}
+	} else if c.LocalMasters <= 0 {
+		return cfgErr("local-masters", c.LocalMasters, "must be > 0")
+	}
+	if c.Workers <= 0 {
+		return cfgErr("workers", c.Workers, "must be > 0")
+	}
+	if c.Clients <= 0 {
+		return cfgErr("clients", c.Clients, "must be > 0")
+	}
+	if c.Clients > c.Workers {
+		return cfgErr("clients", c.Clients, "must be <= --workers (%d): a client without a worker measures nothing", c.Workers)
+	}
+	if c.Resources <= 0 {
+		return cfgErr("resources", c.Resources, "must be > 0")
+	}
+	if err := c.Distribution.validate(); err != nil {
+		return cfgErr("distribution", c.Distribution, "%v", err)
+	}
+	if c.Mode != ModeTry && c.Mode != ModeWait {
+		return cfgErr("mode", c.Mode, "must be try or wait")
+	}
+	if c.WaitTimeout <= 0 {
+		return cfgErr("wait-timeout", c.WaitTimeout, "must be > 0")
+	}
+	if err := c.Hold.validate(); err != nil {
+		return cfgErr("hold", c.Hold, "%v", err)
+	}
+	if c.TTL <= 0 {
+		return cfgErr("ttl", c.TTL, "must be > 0")
+	}
+	if c.Ops < 0 {
+		return cfgErr("ops", c.Ops, "must be > 0")
+	}
+	if c.Ops == 0 && c.Duration <= 0 {
+		return cfgErr("duration", c.Duration, "must be > 0")
+	}
+	if c.Warmup < 0 {
+		return cfgErr("warmup", c.Warmup, "must be >= 0")
+	}
+	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
+		return cfgErr("rate", c.Rate, "must be 0 (closed loop) or a positive rate")
+	}
+	if c.Label != "" {
+		if err := ValidateLabel(c.Label); err != nil {
+			return cfgErr("label", c.Label, "%v", err)
+		}
+	}
+	switch c.Quarantine {
+	case "", "off", "observed", "always":
+	default:
+		return cfgErr("quarantine", c.Quarantine, "must be off, observed or always")
+	}
+	if strings.ContainsAny(c.KeyPrefix, " \r\n") {
+		return cfgErr("key-prefix", c.KeyPrefix, "must not contain spaces or line breaks")
+	}
+	return nil
+}
+
+// Mode is how an operation asks for the lock.
+type Mode string
+
+// Modes.
+const (
+	// ModeTry makes one attempt; a refusal counts as contended.
+	ModeTry Mode = "try"
+	// ModeWait blocks in Lock until acquired or WaitTimeout.
+	ModeWait Mode = "wait"
+)
+
+// ParseMode parses "try" or "wait".
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case ModeTry, ModeWait:
+		return m, nil
+	}
+	return "", errors.New("must be try or wait")
+}
+
+// Distribution says how operations pick a resource.
+type Distribution struct {
+	// Zipf is false for uniform. When true, resource i is chosen with a
+	// probability proportional to 1/(i+1)^S, so resource 0 is the hottest.
+	Zipf bool
+	// S is the Zipf exponent, > 1.
+	S float64
+}
+
+// ParseDistribution parses "uniform" or "zipf:S" with S > 1.
+func ParseDistribution(s string) (Distribution, error) {
+	if s == "uniform" {
+		return Distribution{}, nil
+	}
+	rest, ok := strings.CutPrefix(s, "zipf:")
+	if !ok {
+		return Distribution{}, errors.New("must be uniform or zipf:S with S > 1")
+	}
+	v, err := strconv.ParseFloat(rest, 64)
+	if err != nil {
+		return Distribution{}, fmt.Errorf("zipf exponent %q is not a number", rest)
+	}
+	d := Distribution{Zipf: true, S: v}
+	return d, d.validate()
+}
+
+func (d Distribution) validate() error {
+	if d.Zipf && !(d.S > 1 && d.S <= 1e6) {
+		return errors.New("zipf exponent S must be > 1 (and at most 1e6)")
+	}
+	return nil
+}
+
+// String is the inverse of ParseDistribution.
+func (d Distribution) String() string {
+	if !d.Zipf {
+		return "uniform"
+	}
+	return "zipf:" + strconv.FormatFloat(d.S, 'g', -1, 64)
+}
+
+// HoldKind is the shape of the hold-time distribution.
+type HoldKind uint8
+
+// Hold kinds.
+const (
+	// HoldFixed holds for exactly D (0: release at once).
+	HoldFixed HoldKind = iota
+	// HoldExp holds for an exponentially distributed time of mean D.
+	HoldExp
+	// HoldUniform holds for a time uniformly distributed in [Min, Max].
+	HoldUniform
+)
+
+// Hold is the time a lock is held before release.
+type Hold struct {
+	Kind HoldKind
+	// D is the fixed time (HoldFixed) or the mean (HoldExp).
+	D time.Duration
+	// Min and Max bound HoldUniform.
+	Min, Max time.Duration
+}
+
+// ParseHold parses "0", a duration ("1ms"), "exp:MEAN" or
+// "uniform:MIN-MAX".
+func ParseHold(s string) (Hold, error) {
+	var h Hold
+	switch {
+	case strings.HasPrefix(s, "exp:"):
+		d, err := parsePositive(s[len("exp:"):])
+		if err != nil {
+			return Hold{}, fmt.Errorf("exp mean: %v", err)
+		}
+		h = Hold{Kind: HoldExp, D: d}
+	case strings.HasPrefix(s, "uniform:"):
+		lo, hi, ok := strings.Cut(s[len("uniform:"):], "-")
+		if !ok {
+			return Hold{}, errors.New("want uniform:MIN-MAX, e.g. uniform:1ms-5ms")
+		}
+		min, err1 := time.ParseDuration(lo)
+		max, err2 := time.ParseDuration(hi)
+		if err1 != nil || err2 != nil {
+			return Hold{}, errors.New("want uniform:MIN-MAX with two durations, e.g. uniform:1ms-5ms")
+		}
+		h = Hold{Kind: HoldUniform, Min: min, Max: max}
+	default:
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return Hold{}, errors.New("want 0, a duration (1ms), exp:MEAN or uniform:MIN-MAX")
+		}
+		h = Hold{Kind: HoldFixed, D: d}
+	}
+	return h, h.validate()
+}
+
+func parsePositive(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration", s)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%s must be > 0", d)
+	}
+	return d, nil
+}
+
+func (h Hold) validate() error {
+	switch h.Kind {
+	case HoldFixed:
+		if h.D < 0 {
+			return errors.New("must be >= 0")
+		}
+	case HoldExp:
+		if h.D <= 0 {
+			return errors.New("exp mean must be > 0")
+		}
+	case HoldUniform:
+		if h.Min < 0 || h.Max < h.Min {
+			return errors.New("uniform bounds need 0 <= MIN <= MAX")
+		}
+	default:
+		return errors.New("unknown hold kind")
+	}
+	return nil
+}
+
+// String is the inverse of ParseHold.
+func (h Hold) String() string {
+	switch h.Kind {
+	case HoldExp:
+		return "exp:" + h.D.String()
+	case HoldUniform:
+		return "uniform:" + h.Min.String() + "-" + h.Max.String()
+	}
+	if h.D == 0 {
+		return "0"
+	}
+	return h.D.String()
+}
+
+// Zero reports whether locks are released at once.
+func (h Hold) Zero() bool { return h.Kind == HoldFixed && h.D == 0 }
+
+// ParseMasters parses a comma-separated list of host:port addresses. Each
+// needs a non-empty host and a port in 1..65535; duplicates are rejected,
+// since two votes from one server would fake a quorum.
+func ParseMasters(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("empty list")
+	}
+	parts := strings.Split(s, ",")
+	out := make([]string, 0, len(parts))
+	seen := make(map[string]bool, len(parts))
+	for _, p := range parts {
+		p = strings.TrimSpace(p)
+		host, port, err := net.SplitHostPort(p)
+		if err != nil {
+			return nil, fmt.Errorf("address %q: want host:port", p)
+		}
+		if host == "" || strings.ContainsAny(host, " /\t\r\n") {
+			return nil, fmt.Errorf("address %q: bad host", p)
+		}
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+			return nil, fmt.Errorf("address %q: port must be 1..65535", p)
+		}
+		addr := net.JoinHostPort(host, port)
+		if seen[addr] {
+			return nil, fmt.Errorf("address %q is listed twice", p)
+		}
+		seen[addr] = true
+		out = append(out, addr)
+	}
+	return out, nil
+}
+
+// ValidateLabel accepts labels made of letters, digits, '.', '_' and '-',
+// so that a label is always a safe directory name.
+func ValidateLabel(s string) error {
+	if s == "" || len(s) > 128 {
+		return errors.New("must be 1..128 characters")
+	}
+	if s[0] == '.' || s[0] == '-' {
+		return errors.New("must not start with '.' or '-'")
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return errors.New("may hold only letters, digits, '.', '_' and '-'")
+		}
+	}
+	return nil
+}
+
+// DeriveLabel names a run after what sets it apart, e.g.
+// "redlock-w64-r1000-zipf1.1-wait-hold1ms".
+func DeriveLabel(c Config) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s-w%d-r%d", c.Engine, c.Workers, c.Resources)
+	if c.Clients > 1 {
+		fmt.Fprintf(&b, "-c%d", c.Clients)
+	}
+	if c.Distribution.Zipf {
+		b.WriteString("-zipf" + strconv.FormatFloat(c.Distribution.S, 'g', -1, 64))
+	}
+	b.WriteString("-" + string(c.Mode))
+	if !c.Hold.Zero() {
+		b.WriteString("-hold" + strings.NewReplacer(":", "", "µ", "u").Replace(c.Hold.String()))
+	}
+	if c.Rate > 0 {
+		b.WriteString("-rate" + strconv.FormatFloat(c.Rate, 'g', -1, 64))
+	}
+	label := b.String()
+	// Anything the label alphabet lacks becomes '_' (a "+" in an exponent).
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
+			return r
+		}
+		return '_'
+	}, label)
+}
+
+// Flags returns every setting as it appears in summary.json's config:
+// keyed by flag name with '-' as '_', valued as the flag would be typed.
+func (c Config) Flags() map[string]any {
+	masters := strings.Join(c.Masters, ",")
+	return map[string]any{
+		"engine":        c.Engine,
+		"masters":       masters,
+		"local_masters": c.LocalMasters,
+		"workers":       c.Workers,
+		"clients":       c.Clients,
+		"resources":     c.Resources,
+		"distribution":  c.Distribution.String(),
+		"mode":          string(c.Mode),
+		"wait_timeout":  c.WaitTimeout.String(),
+		"hold":          c.Hold.String(),
+		"ttl":           c.TTL.String(),
+		"duration":      c.Duration.String(),
+		"ops":           c.Ops,
+		"warmup":        c.Warmup.String(),
+		"rate":          c.Rate,
+		"check":         c.Check,
+		"label":         c.Label,
+		"seed":          c.Seed,
+		"key_prefix":    c.KeyPrefix,
+		"quarantine":    c.Quarantine,
+	}
+}

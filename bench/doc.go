@@ -1,0 +1,15 @@
+// Package bench is the load generator behind redlock-bench: the workload
+// model (resources, key distribution, hold times, closed or open loop), the
+// workers that drive a lock engine, the recorder that feeds the results
+// package, and the safety oracle that checks mutual exclusion really held.
+// It also starts local Redis masters when none are given.
+//
+// The entry point is Run(ctx, Config). Engines are behind the small Engine
+// interface so that baselines (redsync, ...) can be measured the same way;
+// "redlock" drives package engine and "nolock" is a control that grants
+// every request, so that the oracle can be seen to fire.
+//
+// bench may import engine, multiplex/redistest and results. It must not
+// import cmd/..., and engine, multiplex and results must never import it.
+// It keeps no package-level state: everything lives in values Run owns.
+package bench

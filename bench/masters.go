@@ -1,0 +1,132 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redlock-bench/redlock/multiplex/redistest"
+)
+
+// probeTimeout bounds the pre-flight check of each master, so that an
+// unreachable master fails the run within a few seconds.
+const probeTimeout = 2 * time.Second
+
+// startLocalMasters starts n redis-server processes on free loopback ports,
+// each in its own temporary directory. The caller must Stop the cluster on
+// every exit path; the processes also die with this one (Pdeathsig).
+func startLocalMasters(ctx context.Context, n int) (*redistest.Cluster, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := redistest.Start(ctx, n, redistest.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("bench: start %d local masters: %w", n, err)
+	}
+	return c, nil
+}
+
+// probeMasters checks that every master answers and returns the server
+// versions found ("7.0.15", or "7.0.15,7.2.4" when they differ). It fails
+// naming every unreachable address.
+func probeMasters(ctx context.Context, addrs []string) (string, error) {
+	type answer struct {
+		version string
+		err     error
+	}
+	answers := make([]answer, len(addrs))
+	var wg sync.WaitGroup
+	for i, a := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := serverVersion(ctx, a, probeTimeout)
+			answers[i] = answer{v, err}
+		}()
+	}
+	wg.Wait()
+	var bad []string
+	seen := map[string]bool{}
+	var versions []string
+	for i, a := range answers {
+		if a.err != nil {
+			bad = append(bad, fmt.Sprintf("%s (%v)", addrs[i], a.err))
+			continue
+		}
+		if a.version != "" && !seen[a.version] {
+			seen[a.version] = true
+			versions = append(versions, a.version)
+		}
+	}
+	if len(bad) > 0 {
+		return "", fmt.Errorf("bench: %d of %d masters unreachable: %s", len(bad), len(addrs), strings.Join(bad, ", "))
+	}
+	sort.Strings(versions)
+	return strings.Join(versions, ","), nil
+}
+
+// serverVersion connects to addr and reads the version from INFO server.
+// A server that refuses INFO (authentication required, ...) is reachable:
+// its version is reported as "unknown".
+func serverVersion(ctx context.Context, addr string, timeout time.Duration) (string, error) {
+	d := net.Dialer{Timeout: timeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Err != nil {
+			err = op.Err
+		}
+		return "", err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(timeout))
+	if _, err := io.WriteString(conn, "INFO server\r\n"); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(conn)
+	head, err := r.ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("no reply: %w", err)
+	}
+	head = strings.TrimRight(head, "\r\n")
+	if !strings.HasPrefix(head, "$") {
+		return "unknown", nil
+	}
+	n, err := strconv.Atoi(head[1:])
+	if err != nil || n < 0 || n > 1<<20 {
+		return "unknown", nil
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return "", fmt.Errorf("short reply: %w", err)
+	}
+	return parseVersion(string(body)), nil
+}
+
+// parseVersion picks the server version out of INFO text. Valkey also
+// reports redis_version (for compatibility), so its own field wins.
+func parseVersion(info string) string {
+	var redis, valkey string
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "valkey_version:"); ok {
+			valkey = v
+		} else if v, ok := strings.CutPrefix(line, "redis_version:"); ok {
+			redis = v
+		}
+	}
+	switch {
+	case valkey != "":
+		return "valkey " + valkey
+	case redis != "":
+		return redis
+	}
+	return "unknown"
+}

@@ -1,0 +1,467 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlock-bench/redlock/results"
+)
+
+// Timeouts of the run's own housekeeping.
+const (
+	// connectTimeout bounds building each engine client.
+	connectTimeout = 5 * time.Second
+	// releaseGrace is how long in-flight releases may finish after the run
+	// stops, so that a stopped run leaves no locks behind.
+	releaseGrace = 3 * time.Second
+	// drainTimeout bounds the wait for workers to return after the stop.
+	drainTimeout = 10 * time.Second
+	// progressEvery is the interval of progress lines and interval logs.
+	progressEvery = time.Second
+)
+
+// Result is what a run produced: the summary and the histograms of the
+// measured window, ready for results.WriteRun.
+type Result struct {
+	Summary    *results.Summary
+	Histograms *results.Set
+}
+
+// Run validates cfg, starts local masters if needed, drives the engine
+// with cfg.Workers workers for the warm-up and the measured window, and
+// returns what it measured.
+//
+// Cancelling ctx stops the run promptly: the result is then partial and
+// Summary.Interrupted is set. Local masters are stopped before Run returns,
+// whatever happens. Violations are reported in the summary, not as an
+// error: the caller decides what they mean.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Label == "" {
+		cfg.Label = DeriveLabel(cfg)
+	}
+	logf := func(format string, a ...any) {
+		if cfg.Log != nil {
+			fmt.Fprintf(cfg.Log, format+"\n", a...)
+		}
+	}
+
+	masters := cfg.Masters
+	local := false
+	var redisVersion string
+	if needsRedis(cfg.Engine) {
+		if len(masters) == 0 {
+			cluster, err := startLocalMasters(ctx, cfg.LocalMasters)
+			if err != nil {
+				return nil, err
+			}
+			// Stopped on every return path; the signal handler only
+			// cancels ctx, which ends the run and lands here.
+			defer cluster.Stop()
+			masters, local = cluster.Addrs(), true
+			logf("started %d local redis-server: %s", len(masters), strings.Join(masters, ","))
+		}
+		if cfg.Quarantine == "" {
+			cfg.Quarantine = "always"
+			if local {
+				cfg.Quarantine = "observed"
+			}
+		}
+		v, err := probeMasters(ctx, masters)
+		if err != nil {
+			return nil, err
+		}
+		redisVersion = v
+	}
+
+	engines := make([]Engine, 0, cfg.Clients)
+	defer func() {
+		for _, e := range engines {
+			e.Close()
+		}
+	}()
+	for i := 0; i < cfg.Clients; i++ {
+		cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+		e, err := newEngine(cctx, cfg.Engine, masters, cfg)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("bench: %s client %d of %d: %w", cfg.Engine, i+1, cfg.Clients, err)
+		}
+		engines = append(engines, e)
+	}
+
+	r := newRunner(cfg, engines)
+	out, err := r.run(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := out.Summary
+	s.Masters = append([]string{}, masters...)
+	s.LocalMasters = local
+	s.Machine.RedisVersion = redisVersion
+	return out, nil
+}
+
+// machine describes this process's host.
+func machine() results.Machine {
+	host, _ := os.Hostname()
+	return results.Machine{
+		Hostname:   host,
+		OS:         runtime.GOOS,
+		Arch:       runtime.GOARCH,
+		CPUs:       runtime.NumCPU(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0),
+		GoVersion:  runtime.Version(),
+	}
+}
+
+// runner owns the workers, the recorder and the oracle of one run.
+type runner struct {
+	cfg     Config
+	engines []Engine
+	names   []string
+	rec     *recorder
+	oracle  *oracle // nil when the check is off
+	primary results.Kind
+
+	start time.Time
+	// perOp is the open loop's time between arrivals, as a float so that
+	// high rates keep their precision; 0 in a closed loop.
+	perOpNs float64
+	opsCap  int64
+
+	stopped   atomic.Bool
+	measuring atomic.Bool
+	tickets   atomic.Int64
+	// opsTaken counts measured operations claimed under --ops, opsDone
+	// those recorded; the run ends when opsDone reaches opsCap, so that
+	// no claimed operation is cut short.
+	opsTaken  atomic.Int64
+	opsDone   atomic.Int64
+	done      chan struct{}
+	limitHit  chan struct{}
+	limitOnce sync.Once
+
+	// errExamples keeps the first message of each error kind; only the
+	// first failures of a kind pay for formatting one.
+	errExamples [numErrKinds]atomic.Pointer[string]
+
+	// opCtx ends acquires when the run stops. It does not derive from the
+	// caller's ctx: the stop must come from the collector, which first
+	// marks the run stopped, so that aborted calls are not counted as
+	// errors.
+	opCtx     context.Context
+	cancelOps context.CancelFunc
+	// relCtx lets releases outlive the stop by releaseGrace.
+	relCtx        context.Context
+	cancelRelease context.CancelFunc
+
+	wg sync.WaitGroup
+}
+
+func newRunner(cfg Config, engines []Engine) *runner {
+	names := make([]string, cfg.Resources)
+	for i := range names {
+		names[i] = cfg.KeyPrefix + strconv.Itoa(i)
+	}
+	r := &runner{
+		cfg:      cfg,
+		engines:  engines,
+		names:    names,
+		rec:      newRecorder(shardCount(cfg.Workers), cfg.Workers),
+		primary:  results.Acquire,
+		opsCap:   cfg.Ops,
+		done:     make(chan struct{}),
+		limitHit: make(chan struct{}),
+	}
+	if cfg.Mode == ModeWait {
+		r.primary = results.Wait
+	}
+	if cfg.Rate > 0 {
+		r.perOpNs = 1e9 / cfg.Rate
+	}
+	r.opCtx, r.cancelOps = context.WithCancel(context.Background())
+	r.relCtx, r.cancelRelease = context.WithCancel(context.Background())
+	return r
+}
+
+func (r *runner) stop() {
+	if r.stopped.Swap(true) {
+		return
+	}
+	close(r.done)
+	r.cancelOps()
+}
+
+func (r *runner) limitReached() { r.limitOnce.Do(func() { close(r.limitHit) }) }
+
+// noteError keeps the first message of each error kind.
+func (r *runner) noteError(kind errKind, err error) {
+	if kind < numErrKinds && r.errExamples[kind].Load() == nil {
+		msg := err.Error()
+		r.errExamples[kind].CompareAndSwap(nil, &msg)
+	}
+}
+
+// run drives the workers and, on this goroutine, the collector: once a
+// second it swaps the shards' intervals out, logs them and prints progress.
+func (r *runner) run(ctx context.Context) (*Result, error) {
+	cfg := &r.cfg
+	var progress *results.ProgressWriter
+	if cfg.Progress != nil {
+		progress = results.NewProgressWriter(cfg.Progress, cfg.ProgressInPlace)
+	}
+
+	r.start = time.Now()
+	started := time.Now().UTC()
+	if cfg.Check {
+		r.oracle = newOracle(r.start, r.names)
+	}
+
+	var hlog *results.IntervalLog
+	startLog := func(at time.Time) error {
+		if cfg.IntervalLog == nil {
+			return nil
+		}
+		var err error
+		hlog, err = results.NewIntervalLog(cfg.IntervalLog, at,
+			fmt.Sprintf("redlock-bench %s label=%s mode=%s, one line per kind per interval", cfg.Engine, cfg.Label, cfg.Mode))
+		return err
+	}
+
+	nshards := len(r.rec.shards)
+	r.wg.Add(cfg.Workers)
+	for i := 0; i < cfg.Workers; i++ {
+		w := &worker{
+			id:  i,
+			r:   r,
+			eng: r.engines[i%len(r.engines)],
+			sh:  &r.rec.shards[i%nshards],
+			buf: &r.rec.buffers[i],
+			rng: newRand(cfg.Seed, i),
+		}
+		w.zipf = newZipf(w.rng, *cfg)
+		go w.loop()
+	}
+
+	var (
+		measured     = cfg.Warmup == 0
+		measureStart time.Time
+		end          time.Time
+		tick         = r.start
+		interrupted  bool
+		backlogMax   int64
+		logErr       error
+	)
+	warmEnd := r.start.Add(cfg.Warmup)
+	beginMeasuring := func(at time.Time) {
+		measured = true
+		measureStart, tick = at, at
+		end = at.Add(cfg.Duration)
+		r.rec.collect(true) // discards the warm-up's tail
+		r.measuring.Store(true)
+		if err := startLog(at); err != nil && logErr == nil {
+			logErr = err
+		}
+	}
+	if measured {
+		beginMeasuring(r.start)
+	}
+	kinds := r.loggedKinds()
+	logInterval := func(iv *interval, from, to time.Time) {
+		if hlog == nil || logErr != nil {
+			return
+		}
+		for _, k := range kinds {
+			if err := hlog.Write(k.String(), from, to, iv.hist[k]); err != nil {
+				logErr = err
+				return
+			}
+		}
+	}
+	backlog := func(now time.Time) int64 {
+		if r.perOpNs == 0 {
+			return 0
+		}
+		due := int64(float64(now.Sub(r.start).Nanoseconds()) / r.perOpNs)
+		return max(0, due-r.tickets.Load())
+	}
+	report := func(iv *interval, now time.Time, warm bool) {
+		if progress == nil {
+			return
+		}
+		p := results.Progress{Warmup: warm, OpenLoop: r.perOpNs > 0, Backlog: backlog(now)}
+		secs := now.Sub(tick).Seconds()
+		if secs > 0 {
+			p.AcquiredPerSec = float64(iv.c.acquired) / secs
+		}
+		if warm {
+			p.Elapsed = now.Sub(r.start)
+			p.P99Us = iv.hist[r.primary].ValueAtPercentile(99)
+			p.Errors = iv.c.errorTotal()
+		} else {
+			p.Elapsed = now.Sub(measureStart)
+			if cfg.Ops == 0 {
+				p.Total = cfg.Duration
+			}
+			p.P99Us = r.rec.total.hist[r.primary].ValueAtPercentile(99)
+			p.Errors = r.rec.total.c.errorTotal()
+		}
+		if r.oracle != nil {
+			p.Violations = r.oracle.count.Load()
+		}
+		progress.Update(p)
+	}
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+loop:
+	for {
+		var next time.Time
+		if !measured {
+			next = minTime(tick.Add(progressEvery), warmEnd)
+		} else {
+			next = tick.Add(progressEvery)
+			if cfg.Ops == 0 {
+				next = minTime(next, end)
+			}
+		}
+		timer.Reset(time.Until(next))
+		select {
+		case <-ctx.Done():
+			interrupted = true
+			break loop
+		case <-r.limitHit:
+			break loop
+		case <-timer.C:
+		}
+		now := time.Now()
+		if measured && cfg.Ops == 0 && !now.Before(end) {
+			// The last interval is collected once the workers have
+			// stopped, so that it ends exactly when the window does.
+			break
+		}
+		iv := r.rec.collect(measured)
+		if !measured {
+			report(iv, now, true)
+			tick = now
+			if !now.Before(warmEnd) {
+				beginMeasuring(now)
+			}
+			continue
+		}
+		r.rec.commit()
+		logInterval(iv, tick, now)
+		if r.perOpNs > 0 {
+			backlogMax = max(backlogMax, backlog(now))
+		}
+		report(iv, now, false)
+		tick = now
+	}
+
+	stopAt := time.Now()
+	backlogEnd := backlog(stopAt)
+	r.stop()
+	release := time.AfterFunc(releaseGrace, r.cancelRelease)
+	defer release.Stop()
+	defer r.cancelRelease()
+	if !r.drain() && cfg.Log != nil {
+		fmt.Fprintf(cfg.Log, "warning: workers did not stop within %s; results may miss their last operations\n", drainTimeout)
+	}
+	// Operations that ended after stopAt were not recorded: this interval
+	// is [tick, stopAt].
+	iv := r.rec.collect(measured)
+	var window time.Duration
+	if measured {
+		r.rec.commit()
+		logInterval(iv, tick, stopAt)
+		window = stopAt.Sub(measureStart)
+		backlogMax = max(backlogMax, backlogEnd)
+		report(iv, stopAt, false)
+	}
+	progress.Done()
+	if logErr != nil {
+		return nil, fmt.Errorf("bench: write interval log: %w", logErr)
+	}
+
+	tot := r.rec.total
+	s := &results.Summary{
+		Engine:      cfg.Engine,
+		Label:       cfg.Label,
+		Config:      cfg.Flags(),
+		Machine:     machine(),
+		StartedAt:   started,
+		WarmupS:     cfg.Warmup.Seconds(),
+		DurationS:   window.Seconds(),
+		Interrupted: interrupted,
+		Mode:        string(cfg.Mode),
+		LoadModel:   "closed",
+		Attempts:    tot.c.attempts,
+		Acquired:    tot.c.acquired,
+		Contended:   tot.c.contended,
+		LostLeases:  tot.c.lost,
+		Errors:      map[string]int64{},
+		Checked:     cfg.Check,
+	}
+	if !measured {
+		// Stopped during the warm-up: nothing was measured.
+		s.WarmupS = stopAt.Sub(r.start).Seconds()
+	}
+	if r.perOpNs > 0 {
+		s.LoadModel = "open"
+		s.BacklogMax, s.BacklogEnd = backlogMax, backlogEnd
+	}
+	s.ErrorExamples = map[string]string{}
+	for i, k := range results.ErrorKinds() {
+		s.Errors[k] = tot.c.errors[i]
+		if m := r.errExamples[i].Load(); m != nil {
+			s.ErrorExamples[k] = *m
+		}
+	}
+	if window > 0 {
+		s.AcquiredPerSec = math.Round(float64(s.Acquired)/window.Seconds()*10) / 10
+	}
+	if r.oracle != nil {
+		s.Violations, s.ViolationExamples = r.oracle.violations()
+	}
+	s.SetLatencies(tot.hist)
+	return &Result{Summary: s, Histograms: tot.hist}, nil
+}
+
+// loggedKinds are the histograms written to the interval log: wait only in
+// mode wait, acquire (successful tries) only in mode try.
+func (r *runner) loggedKinds() []results.Kind {
+	if r.cfg.Mode == ModeWait {
+		return []results.Kind{results.Wait, results.AcquireFail, results.Release, results.Hold}
+	}
+	return []results.Kind{results.Acquire, results.AcquireFail, results.Release, results.Hold}
+}
+
+// drain waits for the workers to return, up to drainTimeout.
+func (r *runner) drain() bool {
+	ok := make(chan struct{})
+	go func() { r.wg.Wait(); close(ok) }()
+	select {
+	case <-ok:
+		return true
+	case <-time.After(drainTimeout):
+		return false
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}

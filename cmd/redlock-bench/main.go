@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `redlock-bench drives a distributed lock under load and measures it.
+
+Usage:
+  redlock-bench run [flags]    run one benchmark and write its results
+  redlock-bench help           show this help
+
+Run 'redlock-bench run --help' for the flags of a run.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// After the first signal, restore the default handling: the run stops
+	// gracefully on the first Ctrl-C, and a second one kills at once.
+	go func() { <-ctx.Done(); stop() }()
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches to a subcommand and returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "run":
+		err = runCommand(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		err = usageErrorf("unknown command %q (known: run, help)", args[0])
+	}
+	return exitCode(err, stderr)
+}
+
+// usageError is bad input: a flag, a value or a command. Status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usageErrorf(format string, a ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, a...)}
+}
+
+// exitError carries a specific status, with a message (which may be empty).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// exitCode prints err as one line and maps it to a status.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	code := 1
+	var ue *usageError
+	var ee *exitError
+	switch {
+	case errors.As(err, &ue):
+		code = 2
+	case errors.As(err, &ee):
+		code = ee.code
+	}
+	if msg := err.Error(); msg != "" {
+		fmt.Fprintf(stderr, "redlock-bench: %s\n", msg)
+	}
+	return code
+}

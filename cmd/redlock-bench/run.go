@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/redlock-bench/redlock/bench"
+	"github.com/redlock-bench/redlock/results"
+)
+
+// runOptions are the flags of `redlock-bench run`. The flag names are a
+// contract: scripts and the Makefile use them.
+type runOptions struct {
+	masters      string
+	localMasters int
+	engine       string
+	workers      int
+	clients      int
+	resources    int
+	distribution string
+	mode         string
+	waitTimeout  time.Duration
+	hold         string
+	ttl          time.Duration
+	duration     time.Duration
+	ops          int64
+	warmup       time.Duration
+	rate         float64
+	out          string
+	label        string
+	check        bool
+	seed         uint64
+	keyPrefix    string
+	quarantine   string
+}
+
+func newRunFlags(o *runOptions) *pflag.FlagSet {
+	d := bench.DefaultConfig()
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.SetOutput(io.Discard) // errors are reported by exitCode, as one line
+	fs.StringVar(&o.masters, "masters", "", "Redis masters, host:port,host:port,... (default: start --local-masters locally)")
+	fs.IntVar(&o.localMasters, "local-masters", d.LocalMasters, "with no --masters: start this many redis-server on free 127.0.0.1 ports, stopped at exit")
+	fs.StringVar(&o.engine, "engine", d.Engine, "lock engine: "+strings.Join(bench.EngineNames(), ", ")+" (nolock grants everything without Redis: a control for the oracle)")
+	fs.IntVar(&o.workers, "workers", d.Workers, "concurrent workers (goroutines)")
+	fs.IntVar(&o.clients, "clients", d.Clients, "independent engine instances with their own connections, shared round-robin by the workers")
+	fs.IntVar(&o.resources, "resources", d.Resources, "number of distinct lock names")
+	fs.StringVar(&o.distribution, "distribution", d.Distribution.String(), "which resource each operation locks: uniform, or zipf:S (S > 1) for hot keys")
+	fs.StringVar(&o.mode, "mode", string(d.Mode), "try (one attempt) or wait (Lock until acquired or --wait-timeout)")
+	fs.DurationVar(&o.waitTimeout, "wait-timeout", d.WaitTimeout, "mode wait: give up on a Lock after this long")
+	fs.StringVar(&o.hold, "hold", d.Hold.String(), "time held before release: 0, a duration, exp:MEAN or uniform:MIN-MAX")
+	fs.DurationVar(&o.ttl, "ttl", d.TTL, "lock TTL")
+	fs.DurationVar(&o.duration, "duration", d.Duration, "measured duration, after the warm-up (or use --ops)")
+	fs.Int64Var(&o.ops, "ops", 0, "measure this many acquire attempts instead of a duration")
+	fs.DurationVar(&o.warmup, "warmup", d.Warmup, "warm-up before the measured window, excluded from the results")
+	fs.Float64Var(&o.rate, "rate", 0, "0: closed loop; R > 0: open loop at R acquisitions/s, latency from the intended start")
+	fs.StringVar(&o.out, "out", "", "results directory (default results/runs/<UTC timestamp>-<label>)")
+	fs.StringVar(&o.label, "label", "", "a name for the run (default: derived from the flags)")
+	fs.BoolVar(&o.check, "check", d.Check, "run the safety oracle (--check=false to turn it off)")
+	fs.Uint64Var(&o.seed, "seed", d.Seed, "seed of the workers' random choices")
+	fs.StringVar(&o.keyPrefix, "key-prefix", d.KeyPrefix, "prefix of every lock name")
+	fs.StringVar(&o.quarantine, "quarantine", "", "engine restart quarantine: off, observed or always (default: observed for local masters, always for --masters)")
+	return fs
+}
+
+// parseRunFlags turns the command line into a validated bench.Config. Every
+// error is a *usageError naming the flag and the value.
+func parseRunFlags(args []string) (bench.Config, runOptions, error) {
+	var o runOptions
+	fs := newRunFlags(&o)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return bench.Config{}, o, err
+		}
+		// pflag says `invalid argument "x" for "--workers" flag: strconv...`;
+		// say it in the same shape as every other bad value.
+		msg := err.Error()
+		valueErr := regexp.MustCompile(`^invalid argument "(.*)" for "(?:-\w, )?(--[\w-]+)" flag: (?:[\w.]+: )?(?:parsing "[^"]*": )?(.*)$`)
+		if m := valueErr.FindStringSubmatch(msg); m != nil {
+			want := m[3]
+			if f := fs.Lookup(strings.TrimPrefix(m[2], "--")); f != nil {
+				want = "want " + typeName(f.Value.Type())
+			}
+			msg = fmt.Sprintf("%s: %s, got %q", m[2], want, m[1])
+		}
+		return bench.Config{}, o, &usageError{msg: msg}
+	}
+	if fs.NArg() > 0 {
+		return bench.Config{}, o, usageErrorf("run: unexpected argument %q (flags only)", fs.Arg(0))
+	}
+	bad := func(flag, value, reason string) error {
+		return &usageError{msg: (&bench.ConfigError{Flag: flag, Value: value, Reason: reason}).Error()}
+	}
+
+	c := bench.DefaultConfig()
+	c.Engine = o.engine
+	c.LocalMasters = o.localMasters
+	c.Workers = o.workers
+	c.Clients = o.clients
+	c.Resources = o.resources
+	c.WaitTimeout = o.waitTimeout
+	c.TTL = o.ttl
+	c.Duration = o.duration
+	c.Warmup = o.warmup
+	c.Rate = o.rate
+	c.Check = o.check
+	c.Label = o.label
+	c.Seed = o.seed
+	c.KeyPrefix = o.keyPrefix
+	c.Quarantine = o.quarantine
+
+	if fs.Changed("masters") {
+		m, err := bench.ParseMasters(o.masters)
+		if err != nil {
+			return c, o, bad("masters", o.masters, err.Error())
+		}
+		if fs.Changed("local-masters") {
+			return c, o, bad("local-masters", strconv.Itoa(o.localMasters), "cannot be combined with --masters")
+		}
+		c.Masters = m
+	}
+	if fs.Changed("ops") {
+		if o.ops <= 0 {
+			return c, o, bad("ops", strconv.FormatInt(o.ops, 10), "must be > 0")
+		}
+		if fs.Changed("duration") {
+			return c, o, bad("duration", o.duration.String(), "cannot be combined with --ops")
+		}
+		c.Ops = o.ops
+	}
+	var err error
+	if c.Distribution, err = bench.ParseDistribution(o.distribution); err != nil {
+		return c, o, bad("distribution", o.distribution, err.Error())
+	}
+	if c.Mode, err = bench.ParseMode(o.mode); err != nil {
+		return c, o, bad("mode", o.mode, err.Error())
+	}
+	if c.Hold, err = bench.ParseHold(o.hold); err != nil {
+		return c, o, bad("hold", o.hold, err.Error())
+	}
+	if err := c.Validate(); err != nil {
+		return c, o, &usageError{msg: err.Error()}
+	}
+	if c.Label == "" {
+		c.Label = bench.DeriveLabel(c)
+	}
+	return c, o, nil
+}
+
+// typeName says in words what a flag of pflag type t accepts.
+func typeName(t string) string {
+	switch t {
+	case "int", "int64", "uint64":
+		return "an integer"
+	case "float64":
+		return "a number"
+	case "duration":
+		return "a duration such as 500ms or 10s"
+	case "bool":
+		return "true or false"
+	}
+	return "a " + t
+}
+
+// runCommand is `redlock-bench run`.
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, o, err := parseRunFlags(args)
+	if errors.Is(err, pflag.ErrHelp) {
+		fmt.Fprintf(stdout, "Usage: redlock-bench run [flags]\n\nFlags:\n%s", newRunFlags(&runOptions{}).FlagUsages())
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+
+	dir, created, err := makeRunDir(o.out, cfg.Label, time.Now())
+	if err != nil {
+		return err
+	}
+	hlogFile, err := os.Create(filepath.Join(dir, results.IntervalsLog))
+	if err != nil {
+		return fmt.Errorf("create interval log: %w", err)
+	}
+	hlog := bufio.NewWriter(hlogFile)
+
+	cfg.Progress = stderr
+	cfg.ProgressInPlace = isTerminal(stderr)
+	cfg.Log = prefixWriter{w: stderr}
+	cfg.IntervalLog = hlog
+
+	res, runErr := bench.Run(ctx, cfg)
+	flushErr := hlog.Flush()
+	closeErr := hlogFile.Close()
+	if runErr != nil {
+		if created {
+			os.RemoveAll(dir) // nothing worth keeping
+		}
+		if ctx.Err() != nil {
+			return &exitError{code: 130, msg: fmt.Sprintf("interrupted before the run started: %v", runErr)}
+		}
+		return runErr
+	}
+	if err := errors.Join(flushErr, closeErr); err != nil {
+		return fmt.Errorf("write interval log: %w", err)
+	}
+	s := res.Summary
+	if err := results.WriteRun(dir, s, res.Histograms); err != nil {
+		return err
+	}
+	if err := results.WriteText(stdout, s); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nresults: %s\n", dir)
+
+	switch {
+	case s.Violations > 0:
+		return &exitError{code: 1, msg: fmt.Sprintf("%d safety violations: two holders of one resource overlapped (see %s)",
+			s.Violations, filepath.Join(dir, results.SummaryText))}
+	case s.Interrupted:
+		return &exitError{code: 130, msg: "interrupted: partial results in " + dir}
+	}
+	return nil
+}
+
+// makeRunDir creates the results directory. Without --out it is
+// results/runs/<UTC timestamp>-<label> under the current directory, with a
+// numeric suffix if two runs start in the same second. An explicit --out
+// may exist but must not already hold a run.
+func makeRunDir(out, label string, now time.Time) (dir string, created bool, err error) {
+	if out != "" {
+		if _, err := os.Stat(filepath.Join(out, results.SummaryJSON)); err == nil {
+			return "", false, usageErrorf("--out: directory already holds a run, got %s", out)
+		}
+		_, statErr := os.Stat(out)
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return "", false, usageErrorf("--out: cannot create the directory (%v), got %s", err, out)
+		}
+		return out, os.IsNotExist(statErr), nil
+	}
+	parent := filepath.Join("results", "runs")
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", false, fmt.Errorf("create %s: %w", parent, err)
+	}
+	base := filepath.Join(parent, now.UTC().Format("20060102T150405Z")+"-"+label)
+	dir = base
+	for i := 2; ; i++ {
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			return dir, true, nil
+		}
+		if !os.IsExist(err) || i > 100 {
+			return "", false, fmt.Errorf("create %s: %w", dir, err)
+		}
+		dir = fmt.Sprintf("%s-%d", base, i)
+	}
+}
+
+// isTerminal reports whether w is a character device, where the progress
+// line can be rewritten in place.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// prefixWriter prefixes each informational line with the command's name.
+type prefixWriter struct{ w io.Writer }
+
+func (p prefixWriter) Write(b []byte) (int, error) {
+	if _, err := fmt.Fprintf(p.w, "redlock-bench: %s", b); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}

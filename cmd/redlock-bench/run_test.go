@@ -1,0 +1,401 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/bench"
+	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/results"
+)
+
+func TestParseRunFlagsGood(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		check func(bench.Config) bool
+	}{
+		{nil, func(c bench.Config) bool {
+			d := bench.DefaultConfig()
+			return c.Workers == d.Workers && c.Resources == d.Resources && c.Engine == "redlock" &&
+				c.Check && c.Duration == 10*time.Second && c.Label == "redlock-w64-r1000-try"
+		}},
+		{[]string{"--masters", "127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002"}, func(c bench.Config) bool { return len(c.Masters) == 3 }},
+		{[]string{"--engine", "nolock", "--workers", "8", "--clients", "2"}, func(c bench.Config) bool {
+			return c.Engine == "nolock" && c.Workers == 8 && c.Clients == 2
+		}},
+		{[]string{"--distribution", "zipf:1.2", "--mode", "wait", "--hold", "exp:1ms"}, func(c bench.Config) bool {
+			return c.Distribution.Zipf && c.Distribution.S == 1.2 && c.Mode == bench.ModeWait && c.Hold.Kind == bench.HoldExp
+		}},
+		{[]string{"--hold", "uniform:1ms-2ms", "--ttl", "2s", "--warmup", "0"}, func(c bench.Config) bool {
+			return c.Hold.Kind == bench.HoldUniform && c.TTL == 2*time.Second && c.Warmup == 0
+		}},
+		{[]string{"--ops", "1000"}, func(c bench.Config) bool { return c.Ops == 1000 }},
+		{[]string{"--rate", "5000", "--label", "my-run_1.0"}, func(c bench.Config) bool { return c.Rate == 5000 && c.Label == "my-run_1.0" }},
+		{[]string{"--check=false", "--local-masters", "3"}, func(c bench.Config) bool { return !c.Check && c.LocalMasters == 3 }},
+		{[]string{"--workers=10000", "--resources=1"}, func(c bench.Config) bool { return c.Workers == 10000 && c.Resources == 1 }},
+	} {
+		cfg, _, err := parseRunFlags(c.args)
+		if err != nil {
+			t.Errorf("%q: %v", c.args, err)
+			continue
+		}
+		if !c.check(cfg) {
+			t.Errorf("%q: unexpected config %+v", c.args, cfg)
+		}
+	}
+}
+
+func TestParseRunFlagsBad(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string // the whole error line
+	}{
+		{[]string{"--bogus"}, "unknown flag: --bogus"},
+		{[]string{"--workers", "0"}, "--workers: must be > 0, got 0"},
+		{[]string{"--workers", "-5"}, "--workers: must be > 0, got -5"},
+		{[]string{"--workers", "many"}, `--workers: want an integer, got "many"`},
+		{[]string{"--rate", "fast"}, `--rate: want a number, got "fast"`},
+		{[]string{"--check=maybe"}, `--check: want true or false, got "maybe"`},
+		{[]string{"--workers"}, "flag needs an argument: --workers"},
+		{[]string{"--clients", "0"}, "--clients: must be > 0, got 0"},
+		{[]string{"--resources", "0"}, "--resources: must be > 0, got 0"},
+		{[]string{"--local-masters", "0"}, "--local-masters: must be > 0, got 0"},
+		{[]string{"--ops", "0"}, "--ops: must be > 0, got 0"},
+		{[]string{"--ops", "-1"}, "--ops: must be > 0, got -1"},
+		{[]string{"--ops", "10", "--duration", "5s"}, "--duration: cannot be combined with --ops, got 5s"},
+		{[]string{"--duration", "0"}, "--duration: must be > 0, got 0s"},
+		{[]string{"--duration", "ten"}, `--duration: want a duration such as 500ms or 10s, got "ten"`},
+		{[]string{"--ttl", "-1s"}, "--ttl: must be > 0, got -1s"},
+		{[]string{"--warmup", "-1s"}, "--warmup: must be >= 0, got -1s"},
+		{[]string{"--rate", "-2"}, "--rate: must be 0 (closed loop) or a positive rate, got -2"},
+		{[]string{"--distribution", "zipf:0.9"}, "--distribution: zipf exponent S must be > 1 (and at most 1e6), got zipf:0.9"},
+		{[]string{"--distribution", "normal"}, "--distribution: must be uniform or zipf:S with S > 1, got normal"},
+		{[]string{"--hold", "forever"}, "--hold: want 0, a duration (1ms), exp:MEAN or uniform:MIN-MAX, got forever"},
+		{[]string{"--hold", "uniform:5ms-1ms"}, "--hold: uniform bounds need 0 <= MIN <= MAX, got uniform:5ms-1ms"},
+		{[]string{"--mode", "block"}, "--mode: must be try or wait, got block"},
+		{[]string{"--engine", "zk"}, "--engine: unknown engine (known: redlock, nolock), got zk"},
+		{[]string{"--masters", "localhost"}, `--masters: address "localhost": want host:port, got localhost`},
+		{[]string{"--masters", "a:1,a:1"}, `--masters: address "a:1" is listed twice, got a:1,a:1`},
+		{[]string{"--masters", "a:99999"}, `--masters: address "a:99999": port must be 1..65535, got a:99999`},
+		{[]string{"--masters", "a:1", "--local-masters", "3"}, "--local-masters: cannot be combined with --masters, got 3"},
+		{[]string{"--label", "../x"}, "--label: must not start with '.' or '-', got ../x"},
+		{[]string{"--label", "a b"}, `--label: may hold only letters, digits, '.', '_' and '-', got "a b"`},
+		{[]string{"--clients", "65"}, "--clients: must be <= --workers (64): a client without a worker measures nothing, got 65"},
+		{[]string{"extra"}, `run: unexpected argument "extra" (flags only)`},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), append([]string{"run"}, c.args...), &stdout, &stderr)
+		if code != 2 {
+			t.Errorf("%q: exit %d, want 2 (stderr %q)", c.args, code, stderr.String())
+		}
+		want := "redlock-bench: " + c.want + "\n"
+		if stderr.String() != want {
+			t.Errorf("%q:\n got %q\nwant %q", c.args, stderr.String(), want)
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("%q: wrote to stdout: %q", c.args, stdout.String())
+		}
+	}
+}
+
+func TestUsage(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"run", "--help"}, &stdout, &stderr); code != 0 {
+		t.Errorf("run --help: exit %d", code)
+	}
+	for _, f := range []string{"--masters", "--local-masters", "--engine", "--workers", "--clients", "--resources",
+		"--distribution", "--mode", "--hold", "--ttl", "--duration", "--ops", "--warmup", "--rate", "--out", "--label", "--check"} {
+		if !strings.Contains(stdout.String(), f) {
+			t.Errorf("run --help lacks %s", f)
+		}
+	}
+	stderr.Reset()
+	if code := run(context.Background(), []string{"frobnicate"}, &stdout, &stderr); code != 2 ||
+		stderr.String() != "redlock-bench: unknown command \"frobnicate\" (known: run, help)\n" {
+		t.Errorf("unknown command: exit %d, %q", code, stderr.String())
+	}
+	if code := run(context.Background(), nil, &stdout, &stderr); code != 2 {
+		t.Errorf("no command: exit %d", code)
+	}
+}
+
+func TestMakeRunDir(t *testing.T) {
+	t.Chdir(t.TempDir())
+	now := time.Date(2025, 6, 7, 8, 9, 10, 0, time.UTC)
+	a, created, err := makeRunDir("", "x", now)
+	if err != nil || !created || a != filepath.Join("results", "runs", "20250607T080910Z-x") {
+		t.Fatalf("makeRunDir = %q, %v, %v", a, created, err)
+	}
+	b, _, err := makeRunDir("", "x", now)
+	if err != nil || b != a+"-2" {
+		t.Errorf("second run in the same second: %q, %v", b, err)
+	}
+	os.WriteFile(filepath.Join(a, results.SummaryJSON), []byte("{}"), 0o644)
+	if _, _, err := makeRunDir(a, "x", now); err == nil {
+		t.Error("--out on a directory holding a run must be refused")
+	}
+}
+
+// The tests below run the built command as a separate process, the way a
+// person does.
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "redlock-bench-cmd-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "redlock-bench")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build redlock-bench:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func command(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = t.TempDir()
+	return cmd
+}
+
+func exitStatus(err error) int {
+	if err == nil {
+		return 0
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+func readSummary(t *testing.T, dir string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, results.SummaryJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestBadInputExitsTwoWithOneLine(t *testing.T) {
+	cmd := command(t, "run", "--workers", "0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if exitStatus(err) != 2 || stderr.String() != "redlock-bench: --workers: must be > 0, got 0\n" {
+		t.Errorf("exit %d, stderr %q", exitStatus(err), stderr.String())
+	}
+	if entries, _ := os.ReadDir(cmd.Dir); len(entries) != 0 {
+		t.Errorf("bad input left files behind: %v", entries)
+	}
+}
+
+func TestNolockRunWritesResultsAndFails(t *testing.T) {
+	cmd := command(t, "run", "--engine", "nolock", "--workers", "8", "--resources", "2", "--hold", "100us",
+		"--duration", "1s", "--warmup", "200ms", "--label", "control")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if exitStatus(err) != 1 {
+		t.Fatalf("nolock with contention: exit %d, want 1 (violations)\nstderr: %s", exitStatus(err), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "safety violations") {
+		t.Errorf("stderr does not report the violations: %s", stderr.String())
+	}
+	runs, _ := filepath.Glob(filepath.Join(cmd.Dir, "results", "runs", "*-control"))
+	if len(runs) != 1 {
+		t.Fatalf("run directories: %v", runs)
+	}
+	dir := runs[0]
+	for _, f := range []string{"summary.txt", "summary.json", "acquire.hgrm", "release.hgrm", "intervals.hlog", "histograms.hlog"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("missing %s", f)
+		}
+	}
+	s := readSummary(t, dir)
+	if s["violations"].(float64) == 0 || s["engine"] != "nolock" || s["label"] != "control" || s["interrupted"] != false {
+		t.Errorf("summary.json: %v", s)
+	}
+	if !strings.Contains(stdout.String(), "results: results/runs/") {
+		t.Errorf("stdout does not say where the results are:\n%s", stdout.String())
+	}
+	// Not a terminal: plain progress lines, no carriage returns.
+	if strings.Contains(stderr.String(), "\r") || !strings.Contains(stderr.String(), "acquired/s") {
+		t.Errorf("progress on a non-terminal:\n%q", stderr.String())
+	}
+	// The cumulative histograms on disk are the ones summarised.
+	f, _ := os.Open(filepath.Join(dir, results.HistogramsLog))
+	defer f.Close()
+	set, err := results.ReadSet(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := set[results.Acquire].TotalCount(), int64(s["acquired"].(float64)); got != want {
+		t.Errorf("histograms.hlog holds %d acquisitions, summary %d", got, want)
+	}
+}
+
+// Ctrl-C: the run stops promptly, writes partial results marked
+// interrupted, and leaves no redis-server behind.
+func TestInterruptStopsMastersAndWritesPartialResults(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	cmd := command(t, "run", "--local-masters", "3", "--workers", "8", "--duration", "1m", "--warmup", "0", "--out", out)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the first progress line: masters are up and load is running.
+	var masters []string
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	timeout := time.After(30 * time.Second)
+wait:
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("the run ended before making progress")
+			}
+			if rest, ok := strings.CutPrefix(l, "redlock-bench: started 3 local redis-server: "); ok {
+				masters = strings.Split(rest, ",")
+			}
+			if strings.Contains(l, "acquired/s") {
+				break wait
+			}
+		case <-timeout:
+			cmd.Process.Kill()
+			t.Fatal("no progress line within 30s")
+		}
+	}
+	if len(masters) != 3 {
+		t.Fatalf("masters not announced: %v", masters)
+	}
+	sent := time.Now()
+	cmd.Process.Signal(syscall.SIGINT)
+	go func() {
+		for range lines {
+		}
+	}()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if exitStatus(err) != 130 {
+			t.Errorf("exit %d after SIGINT, want 130", exitStatus(err))
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("still running 10s after SIGINT")
+	}
+	if d := time.Since(sent); d > 5*time.Second {
+		t.Errorf("took %s to stop after SIGINT", d)
+	}
+	s := readSummary(t, out)
+	if s["interrupted"] != true {
+		t.Errorf("summary.json interrupted = %v", s["interrupted"])
+	}
+	for _, a := range masters {
+		if err := redistest.Ping(a, 200*time.Millisecond); err == nil {
+			t.Errorf("master %s still answers after the run", a)
+		}
+		port := a[strings.LastIndexByte(a, ':')+1:]
+		if pids := serversOnPort(port); len(pids) > 0 {
+			t.Errorf("redis-server on port %s still running: pids %v", port, pids)
+		}
+	}
+}
+
+// serversOnPort finds redis-server processes started with --port port.
+func serversOnPort(port string) []string {
+	var pids []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) == 0 || !strings.Contains(args[0], "redis-server") {
+			continue
+		}
+		for i := 0; i+1 < len(args); i++ {
+			if args[i] == "--port" && args[i+1] == port {
+				pids = append(pids, filepath.Base(filepath.Dir(p)))
+			}
+		}
+	}
+	return pids
+}
+
+// deadAddrs returns n loopback addresses where nothing listens: ports that
+// were free a moment ago.
+func deadAddrs(t *testing.T, n int) []string {
+	var out []string
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l.Addr().String())
+		defer l.Close()
+	}
+	return out
+}
+
+func TestUnreachableMastersFailFast(t *testing.T) {
+	dead := deadAddrs(t, 3)
+	cmd := command(t, "run", "--masters", strings.Join(dead, ","), "--duration", "1s")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	err := cmd.Run()
+	if exitStatus(err) != 1 {
+		t.Errorf("exit %d, want 1", exitStatus(err))
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %s", d)
+	}
+	for _, a := range dead {
+		if !strings.Contains(stderr.String(), a) {
+			t.Errorf("error does not name %s: %s", a, stderr.String())
+		}
+	}
+	if runs, _ := filepath.Glob(filepath.Join(cmd.Dir, "results", "runs", "*")); len(runs) != 0 {
+		t.Errorf("a run that never started left %v", runs)
+	}
+}

@@ -263,7 +263,8 @@ func (le *Lease) record(node int, v multiplex.Vote) (undo bool) {
 // connection, a quarantined node's discounted yes) leaves it open whether
 // the command ran.
 func mayHaveRun(err error) bool {
-	if err == nil {
+	if err == nil || errors.Is(err, multiplex.ErrNotSent) || errors.Is(err, multiplex.ErrOverloaded) ||
+		errors.Is(err, multiplex.ErrNotConnected) || errors.Is(err, multiplex.ErrClosed) {
 		return false
 	}
 	_, isReply := rueidis.IsRedisErr(err)
@@ -355,7 +356,7 @@ func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if le.l.closed.Load() {
 		return ErrClosed
 	}
-	cmd := multiplex.Command{Script: extendScript, Key: le.key, Args: [multiplex.MaxArgs]string{le.value, itoa(ttl.Milliseconds())}, NArgs: 2}
+	cmd := multiplex.Command{Script: extendScript, Key: le.key, Args: [multiplex.MaxArgs]string{le.value, itoa(ttl.Milliseconds())}, NArgs: 2, SkipIfDecided: true}
 	t := le.l.pool.Fanout(ctx, cmd, classifyInt, nil, le.votes)
 	if t.Reached() && t.Err == nil && time.Now().Before(validUntil) {
 		le.mu.Lock()

@@ -82,6 +82,11 @@ type Command struct {
 	// Nodes is the set of nodes to send to, as a bit set; 0 means every
 	// node. Nodes left out stay Pending in the Tally.
 	Nodes uint64
+	// SkipIfDecided drops the command for nodes that have not been sent it
+	// by the time the round is decided (their vote is Failed with
+	// ErrNotSent). Right for acquires and extends, whose late effect is
+	// useless; wrong for releases, which must reach every node.
+	SkipIfDecided bool
 }
 
 func (c *Command) sendsTo(i int) bool { return c.Nodes == 0 || c.Nodes&(1<<i) != 0 }
@@ -140,6 +145,23 @@ func (p *Pool) Fanout(ctx context.Context, cmd Command, classify Classifier, lat
 		votes = make([]Vote, n)
 	}
 	t := Tally{Votes: votes, Quorum: p.quorum}
+	// Admission: past MaxRounds undecided rounds, callers queue here, so
+	// that an overload shows as waiting before the round rather than as
+	// node timeouts inside it.
+	select {
+	case p.admit <- struct{}{}:
+	default:
+		select {
+		case p.admit <- struct{}{}:
+		case <-ctx.Done():
+			for i := range votes {
+				votes[i] = Vote{}
+			}
+			t.Err, t.Pending = ctx.Err(), n
+			return t
+		}
+	}
+	defer func() { <-p.admit }()
 	p.gate.RLock()
 	if p.closed.Load() {
 		p.gate.RUnlock()
@@ -218,24 +240,35 @@ func (p *Pool) Fanout(ctx context.Context, cmd Command, classify Classifier, lat
 	return t
 }
 
-func (r *round) run(i int) {
-	p := r.pool
-	defer p.inflight.Done()
-	node := p.nodes[i]
-	// No deadline: the reply is read off the pipeline whenever it comes, so
-	// a late yes is seen. A hung node is bounded by ConnTimeout.
-	res := p.send(context.Background(), node, &r.cmd)
+func (r *round) isDecided() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.decided
+}
+
+// finish classifies node i's reply and records it.
+func (r *round) finish(i int, res rueidis.RedisResult) {
 	var v Vote
 	v.Outcome, v.Value, v.Err = r.classify(res)
 	v.Latency = time.Since(r.start)
+	r.deliver(i, v, &res)
+}
+
+// deliver records node i's vote; res is nil when nothing was sent.
+func (r *round) deliver(i int, v Vote, res *rueidis.RedisResult) {
+	p := r.pool
+	defer p.inflight.Done()
+	node := p.nodes[i]
 	if v.Outcome == OK {
 		if err := p.countable(node); err != nil {
 			// The command ran, but a restarted node's yes proves nothing.
 			v.Outcome, v.Err = Failed, err
 		}
 	}
-	if down := res.NonRedisError() != nil; node.down.Load() != down {
-		node.down.Store(down)
+	if res != nil {
+		if down := res.NonRedisError() != nil; node.down.Load() != down {
+			node.down.Store(down)
+		}
 	}
 	switch v.Outcome {
 	case OK:
@@ -291,27 +324,40 @@ const workerIdle = 2 * time.Second
 // until the reply, so a node needs as many workers as it has commands in
 // flight; they are started on demand and kept while busy, which costs no
 // goroutine start (and no allocation) per command in steady state.
+//
+// A node that stops answering ties up its workers until ConnTimeout; past
+// NodeWorkers workers and a full queue, its share of new rounds fails
+// at once with ErrOverloaded instead of blocking every caller.
 func (p *Pool) submit(n *Node, t task) {
-	if n.idle.Load() <= 0 {
+	if n.idle.Load() <= 0 && n.workers.Load() < p.nodeWorkers {
+		n.workers.Add(1)
 		p.workers.Add(1)
 		go p.worker(n)
 	}
-	n.tasks <- t
+	select {
+	case n.tasks <- t:
+	default:
+		t.r.deliver(t.i, Vote{Outcome: Failed, Err: ErrOverloaded}, nil)
+	}
 }
 
 func (p *Pool) worker(n *Node) {
 	defer p.workers.Done()
+	defer n.workers.Add(-1)
 	// The idle check is a ticker, not a timer reset per task: resetting a
 	// timer on every command costs more than the command's own dispatch.
 	idle := time.NewTicker(workerIdle)
 	defer idle.Stop()
+	b := &batch{}
 	busy := false
 	for {
 		n.idle.Add(1)
 		select {
 		case t := <-n.tasks:
 			n.idle.Add(-1)
-			t.r.run(t.i)
+			b.tasks = append(b.tasks[:0], t)
+			b.fill(n.tasks)
+			p.runBatch(n, b)
 			busy = true
 		case <-idle.C:
 			n.idle.Add(-1)
@@ -324,11 +370,80 @@ func (p *Pool) worker(n *Node) {
 			for { // finish what was queued before Close; clients are closed
 				select {
 				case t := <-n.tasks:
-					t.r.run(t.i)
+					b.tasks = append(b.tasks[:0], t)
+					p.runBatch(n, b)
 				default:
 					return
 				}
 			}
 		}
 	}
+}
+
+// maxBatch bounds how many queued commands one worker sends at once.
+const maxBatch = 64
+
+// batch is a worker's reusable scratch space.
+type batch struct {
+	tasks []task
+	cmds  []rueidis.Completed
+	sent  []task
+}
+
+// fill takes whatever else is already queued, without waiting.
+func (b *batch) fill(tasks chan task) {
+	for len(b.tasks) < maxBatch {
+		select {
+		case t := <-tasks:
+			b.tasks = append(b.tasks, t)
+		default:
+			return
+		}
+	}
+}
+
+// runBatch sends a worker's commands to its node. Under load a worker
+// finds many commands queued and sends them with one DoMulti: one hand-off
+// to rueidis's writer and one wake-up for all the replies, instead of one
+// each per command, which is most of the client's CPU at high rates.
+func (p *Pool) runBatch(n *Node, b *batch) {
+	b.cmds, b.sent = b.cmds[:0], b.sent[:0]
+	for _, t := range b.tasks {
+		if t.r.cmd.SkipIfDecided && t.r.isDecided() {
+			t.r.deliver(t.i, Vote{Outcome: Failed, Err: ErrNotSent, Latency: time.Since(t.r.start)}, nil)
+			continue
+		}
+		b.sent = append(b.sent, t)
+	}
+	switch {
+	case len(b.sent) == 0:
+		return
+	case len(b.sent) == 1:
+		t := b.sent[0]
+		t.r.finish(t.i, p.send(context.Background(), n, &t.r.cmd))
+		return
+	}
+	c := n.Client()
+	if c == nil {
+		for _, t := range b.sent {
+			t.r.finish(t.i, p.send(context.Background(), n, &t.r.cmd))
+		}
+		return
+	}
+	for _, t := range b.sent {
+		b.cmds = append(b.cmds, p.build(&t.r.cmd, false))
+	}
+	// No deadline: replies are read off the pipeline whenever they come,
+	// so a late yes is seen. A hung node is bounded by ConnTimeout.
+	res := c.DoMulti(context.Background(), b.cmds...)
+	for k, t := range b.sent {
+		r := res[k]
+		if t.r.cmd.Script != nil {
+			if re, ok := rueidis.IsRedisErr(r.Error()); ok && re.IsNoScript() {
+				r = c.Do(context.Background(), p.build(&t.r.cmd, true))
+			}
+		}
+		t.r.finish(t.i, r)
+	}
+	clear(b.cmds)
 }

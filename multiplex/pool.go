@@ -39,6 +39,16 @@ const (
 	// BenchmarkTryLockReleaseParallel in package engine) at the cost of at
 	// most 100µs per round trip when the pipeline is busy.
 	DefaultMaxFlushDelay = 100 * time.Microsecond
+	// DefaultMaxRounds: enough for hundreds of concurrent lockers to
+	// share the pipelines, few enough that a round's queueing stays well
+	// inside the node timeout on a small host.
+	DefaultMaxRounds = 1024
+	// DefaultNodeWorkers: each worker sends what is queued for its node as
+	// one DoMulti batch, so a few workers keep a pipeline full; fewer
+	// workers make bigger batches and fewer hand-offs.
+	DefaultNodeWorkers = 8
+	// nodeQueue is how many commands may wait for a node worker.
+	nodeQueue = 4096
 	// DefaultReconnectInterval is how often a master that was down at
 	// start-up is dialled again.
 	DefaultReconnectInterval = 500 * time.Millisecond
@@ -55,6 +65,13 @@ var (
 	ErrNotConnected = errors.New("multiplex: node not connected")
 	// ErrTimeout: the node did not answer within the node timeout.
 	ErrTimeout = errors.New("multiplex: node timeout")
+	// ErrNotSent: the round was decided before the command left, so it
+	// was dropped (Command.SkipIfDecided).
+	ErrNotSent = errors.New("multiplex: not sent: round already decided")
+	// ErrOverloaded: the node's workers are all busy and its queue is
+	// full (it has stopped answering, or is far behind); the command was
+	// not sent.
+	ErrOverloaded = errors.New("multiplex: node overloaded: too many commands in flight")
 )
 
 // Options configure a Pool. Zero values are replaced by the defaults above.
@@ -83,6 +100,12 @@ type Options struct {
 	// ReconnectInterval: how often a master down at start-up is retried.
 	// Default: DefaultReconnectInterval.
 	ReconnectInterval time.Duration
+	// MaxRounds bounds the rounds in flight (sent, not yet decided); more
+	// Fanout calls wait for a slot. Default: DefaultMaxRounds.
+	MaxRounds int
+	// NodeWorkers is how many goroutines send to one node, each a batch
+	// at a time. Default: DefaultNodeWorkers.
+	NodeWorkers int
 	// Quarantine is the restart policy. Default: QuarantineAlways.
 	Quarantine QuarantinePolicy
 	// MaxTTL is the longest lock TTL in use: a restarted node is ignored
@@ -109,15 +132,17 @@ func NewScript(body string) *Script {
 
 // Pool holds one rueidis client per master.
 type Pool struct {
-	nodes   []*Node
-	quorum  int
-	timeout time.Duration
-	scripts map[string]*Script
-	builder rueidis.Builder
-	rounds  sync.Pool
-	policy  QuarantinePolicy
-	maxTTL  time.Duration
-	epoch   time.Time // quarantine deadlines are offsets from it (monotonic)
+	nodes           []*Node
+	quorum          int
+	timeout         time.Duration
+	scripts         map[string]*Script
+	builder         rueidis.Builder
+	rounds          sync.Pool
+	admit           chan struct{}
+	nodeWorkers int32
+	policy          QuarantinePolicy
+	maxTTL          time.Duration
+	epoch           time.Time // quarantine deadlines are offsets from it (monotonic)
 
 	closed   atomic.Bool
 	gate     sync.RWMutex // orders inflight.Add in Fanout before Close
@@ -137,8 +162,9 @@ type Node struct {
 	err    error // why the node is not connected
 	info   ServerInfo
 
-	tasks chan task
-	idle  atomic.Int32
+	tasks   chan task
+	idle    atomic.Int32
+	workers atomic.Int32
 
 	down       atomic.Bool  // the last command failed on the connection
 	quarantine atomic.Int64 // deadline as nanoseconds since Pool.epoch
@@ -186,6 +212,12 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 	if o.ReconnectInterval <= 0 {
 		o.ReconnectInterval = DefaultReconnectInterval
 	}
+	if o.MaxRounds <= 0 {
+		o.MaxRounds = DefaultMaxRounds
+	}
+	if o.NodeWorkers <= 0 {
+		o.NodeWorkers = DefaultNodeWorkers
+	}
 	if o.Quarantine == QuarantineDefault {
 		o.Quarantine = QuarantineAlways
 	}
@@ -196,20 +228,22 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		return nil, fmt.Errorf("multiplex: MaxTTL must be > 0 with Quarantine %s, got %s", o.Quarantine, o.MaxTTL)
 	}
 	p := &Pool{
-		policy:  o.Quarantine,
-		maxTTL:  o.MaxTTL,
-		epoch:   time.Now(),
-		quorum:  len(o.Addrs)/2 + 1,
-		timeout: o.NodeTimeout,
-		scripts: make(map[string]*Script, len(o.Scripts)),
-		stop:    make(chan struct{}),
+		admit:           make(chan struct{}, o.MaxRounds),
+		nodeWorkers: int32(o.NodeWorkers),
+		policy:          o.Quarantine,
+		maxTTL:          o.MaxTTL,
+		epoch:           time.Now(),
+		quorum:          len(o.Addrs)/2 + 1,
+		timeout:         o.NodeTimeout,
+		scripts:         make(map[string]*Script, len(o.Scripts)),
+		stop:            make(chan struct{}),
 	}
 	for _, s := range o.Scripts {
 		p.scripts[s.SHA] = s
 	}
 	p.nodes = make([]*Node, len(o.Addrs))
 	for i, a := range o.Addrs {
-		p.nodes[i] = &Node{Index: i, Addr: a, tasks: make(chan task, 4096)}
+		p.nodes[i] = &Node{Index: i, Addr: a, tasks: make(chan task, nodeQueue)}
 	}
 	n := len(p.nodes)
 	p.rounds.New = func() any { return newRound(n) }

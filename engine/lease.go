@@ -356,7 +356,7 @@ func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if le.l.closed.Load() {
 		return ErrClosed
 	}
-	cmd := multiplex.Command{Script: extendScript, Key: le.key, Args: [multiplex.MaxArgs]string{le.value, itoa(ttl.Milliseconds())}, NArgs: 2, SkipIfDecided: true}
+	cmd := multiplex.Command{Script: extendScript, Key: le.key, Args: [multiplex.MaxArgs]string{le.value, itoa(ttl.Milliseconds())}, NArgs: 2, SkipIfFailed: true}
 	t := le.l.pool.Fanout(ctx, cmd, classifyInt, nil, le.votes)
 	if t.Reached() && t.Err == nil && time.Now().Before(validUntil) {
 		le.mu.Lock()

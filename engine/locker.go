@@ -141,7 +141,7 @@ func (l *Locker) try(ctx context.Context, resource string) (*Lease, error) {
 	} else {
 		le.votes = make([]multiplex.Vote, n)
 	}
-	cmd := multiplex.Command{Name: "SET", Key: le.key, SkipIfDecided: true}
+	cmd := multiplex.Command{Name: "SET", Key: le.key, SkipIfFailed: true}
 	classify := classifyAcquireGet
 	switch {
 	case l.cfg.Fencing:
@@ -196,7 +196,7 @@ func (le *Lease) fence(ctx context.Context, acquired multiplex.Tally) error {
 	}
 	le.token = top + 1
 	tok := itoa(le.token)
-	cmd := multiplex.Command{Script: fenceScript, Key: le.key, Args: [multiplex.MaxArgs]string{tok}, NArgs: 1, SkipIfDecided: true}
+	cmd := multiplex.Command{Script: fenceScript, Key: le.key, Args: [multiplex.MaxArgs]string{tok}, NArgs: 1, SkipIfFailed: true}
 	votes := make([]multiplex.Vote, len(le.votes))
 	want := le.token
 	t := le.l.pool.Fanout(ctx, cmd, func(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {

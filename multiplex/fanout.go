@@ -82,11 +82,13 @@ type Command struct {
 	// Nodes is the set of nodes to send to, as a bit set; 0 means every
 	// node. Nodes left out stay Pending in the Tally.
 	Nodes uint64
-	// SkipIfDecided drops the command for nodes that have not been sent it
-	// by the time the round is decided (their vote is Failed with
-	// ErrNotSent). Right for acquires and extends, whose late effect is
-	// useless; wrong for releases, which must reach every node.
-	SkipIfDecided bool
+	// SkipIfFailed drops the command for nodes that have not been sent it
+	// by the time the round is decided without a quorum (their vote is
+	// Failed with ErrNotSent). Right for acquires and extends, whose late
+	// effect would only be undone; wrong for releases, which must reach
+	// every node. A round that reached its quorum still goes to every node,
+	// so that a lease is held on as many masters as possible.
+	SkipIfFailed bool
 }
 
 func (c *Command) sendsTo(i int) bool { return c.Nodes == 0 || c.Nodes&(1<<i) != 0 }
@@ -126,6 +128,7 @@ type round struct {
 	ok          int
 	outstanding int
 	decided     bool
+	skipRest    bool // decided without a quorum, and the command allows skipping
 }
 
 func newRound(n int) *round {
@@ -173,7 +176,7 @@ func (p *Pool) Fanout(ctx context.Context, cmd Command, classify Classifier, lat
 	}
 	r := p.rounds.Get().(*round)
 	r.pool, r.cmd, r.classify, r.late = p, cmd, classify, late
-	r.ok, r.decided, r.outstanding = 0, false, 0
+	r.ok, r.decided, r.skipRest, r.outstanding = 0, false, false, 0
 	for i := range r.votes {
 		r.votes[i] = Vote{}
 		if cmd.sendsTo(i) {
@@ -207,6 +210,7 @@ func (p *Pool) Fanout(ctx context.Context, cmd Command, classify Classifier, lat
 
 	r.mu.Lock()
 	r.decided = true
+	r.skipRest = cmd.SkipIfFailed && r.ok < p.quorum
 	t.Elapsed = time.Since(r.start)
 	copy(votes, r.votes)
 	free := r.outstanding == 0
@@ -240,10 +244,10 @@ func (p *Pool) Fanout(ctx context.Context, cmd Command, classify Classifier, lat
 	return t
 }
 
-func (r *round) isDecided() bool {
+func (r *round) skippable() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.decided
+	return r.skipRest
 }
 
 // finish classifies node i's reply and records it.
@@ -409,7 +413,7 @@ func (b *batch) fill(tasks chan task) {
 func (p *Pool) runBatch(n *Node, b *batch) {
 	b.cmds, b.sent = b.cmds[:0], b.sent[:0]
 	for _, t := range b.tasks {
-		if t.r.cmd.SkipIfDecided && t.r.isDecided() {
+		if t.r.cmd.SkipIfFailed && t.r.skippable() {
 			t.r.deliver(t.i, Vote{Outcome: Failed, Err: ErrNotSent, Latency: time.Since(t.r.start)}, nil)
 			continue
 		}

@@ -65,9 +65,9 @@ var (
 	ErrNotConnected = errors.New("multiplex: node not connected")
 	// ErrTimeout: the node did not answer within the node timeout.
 	ErrTimeout = errors.New("multiplex: node timeout")
-	// ErrNotSent: the round was decided before the command left, so it
-	// was dropped (Command.SkipIfDecided).
-	ErrNotSent = errors.New("multiplex: not sent: round already decided")
+	// ErrNotSent: the round failed before the command left, so it was
+	// dropped (Command.SkipIfFailed).
+	ErrNotSent = errors.New("multiplex: not sent: round already failed")
 	// ErrOverloaded: the node's workers are all busy and its queue is
 	// full (it has stopped answering, or is far behind); the command was
 	// not sent.
@@ -132,17 +132,17 @@ func NewScript(body string) *Script {
 
 // Pool holds one rueidis client per master.
 type Pool struct {
-	nodes           []*Node
-	quorum          int
-	timeout         time.Duration
-	scripts         map[string]*Script
-	builder         rueidis.Builder
-	rounds          sync.Pool
-	admit           chan struct{}
+	nodes       []*Node
+	quorum      int
+	timeout     time.Duration
+	scripts     map[string]*Script
+	builder     rueidis.Builder
+	rounds      sync.Pool
+	admit       chan struct{}
 	nodeWorkers int32
-	policy          QuarantinePolicy
-	maxTTL          time.Duration
-	epoch           time.Time // quarantine deadlines are offsets from it (monotonic)
+	policy      QuarantinePolicy
+	maxTTL      time.Duration
+	epoch       time.Time // quarantine deadlines are offsets from it (monotonic)
 
 	closed   atomic.Bool
 	gate     sync.RWMutex // orders inflight.Add in Fanout before Close
@@ -228,15 +228,15 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		return nil, fmt.Errorf("multiplex: MaxTTL must be > 0 with Quarantine %s, got %s", o.Quarantine, o.MaxTTL)
 	}
 	p := &Pool{
-		admit:           make(chan struct{}, o.MaxRounds),
+		admit:       make(chan struct{}, o.MaxRounds),
 		nodeWorkers: int32(o.NodeWorkers),
-		policy:          o.Quarantine,
-		maxTTL:          o.MaxTTL,
-		epoch:           time.Now(),
-		quorum:          len(o.Addrs)/2 + 1,
-		timeout:         o.NodeTimeout,
-		scripts:         make(map[string]*Script, len(o.Scripts)),
-		stop:            make(chan struct{}),
+		policy:      o.Quarantine,
+		maxTTL:      o.MaxTTL,
+		epoch:       time.Now(),
+		quorum:      len(o.Addrs)/2 + 1,
+		timeout:     o.NodeTimeout,
+		scripts:     make(map[string]*Script, len(o.Scripts)),
+		stop:        make(chan struct{}),
 	}
 	for _, s := range o.Scripts {
 		p.scripts[s.SHA] = s

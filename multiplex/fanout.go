@@ -89,6 +89,11 @@ type Command struct {
 	// every node. A round that reached its quorum still goes to every node,
 	// so that a lease is held on as many masters as possible.
 	SkipIfFailed bool
+	// WaitAll makes the round wait for every node addressed (up to the
+	// node timeout) instead of returning at quorum. A release uses it, so
+	// that when it returns, a new acquire of the same resource by this
+	// process does not overtake the deletes still in flight.
+	WaitAll bool
 }
 
 func (c *Command) sendsTo(i int) bool { return c.Nodes == 0 || c.Nodes&(1<<i) != 0 }
@@ -292,7 +297,7 @@ func (r *round) deliver(i int, v Vote, res *rueidis.RedisResult) {
 		if v.Outcome == OK {
 			r.ok++
 		}
-		if r.ok >= p.quorum || r.ok+r.outstanding < p.quorum {
+		if (r.ok >= p.quorum && !r.cmd.WaitAll) || r.outstanding == 0 || r.ok+r.outstanding < p.quorum {
 			select {
 			case r.wake <- struct{}{}:
 			default:

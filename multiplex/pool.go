@@ -47,8 +47,10 @@ const (
 	// one DoMulti batch, so a few workers keep a pipeline full; fewer
 	// workers make bigger batches and fewer hand-offs.
 	DefaultNodeWorkers = 8
-	// nodeQueue is how many commands may wait for a node worker.
-	nodeQueue = 4096
+	// nodeQueue is how many commands may wait for a node's workers. Rounds
+	// decided at quorum leave their slower nodes' commands queued, so it is
+	// several times MaxRounds × 2; a node past it is stuck, not busy.
+	nodeQueue = 16384
 	// DefaultReconnectInterval is how often a master that was down at
 	// start-up is dialled again.
 	DefaultReconnectInterval = 500 * time.Millisecond

@@ -8,9 +8,11 @@ RUNS     := results/runs
 
 all: test
 
-# deps installs redis-server when it is missing.
+# deps installs redis-server when it is missing, and headless Chromium,
+# which the report test opens report.html in.
 deps:
 	@./.ci/ensure-redis
+	@./.ci/ensure-chromium
 
 test: deps
 	$(GO) vet $(PKGS)
@@ -41,6 +43,45 @@ bench: deps
 	one hotkeys --resources 10 --mode wait --hold 1ms; \
 	echo; echo "results (summary.txt, summary.json, *.hgrm, *.hlog in each):"; \
 	for d in $$dirs; do echo "  $$d"; grep -hE '^(throughput|safety)' $$d/summary.txt 2>/dev/null | sed 's/^/      /'; done; \
+	exit $$status
+
+# compare is the headline comparison: our engine against both redsync
+# baselines (redsync over rueidis, redsync over go-redis), uncontended
+# (100k resources, try), 256 workers, on five local masters started once,
+# alternating the engines for COMPARE_ROUNDS rounds of COMPARE_DURATION each,
+# then measuring the masters' pipelined ceiling (--limit). It prints the
+# median table and leaves it, with every run, under
+# results/runs/<UTC timestamp>-compare-uncontended/. COMPARE_FLAGS replaces
+# --limit (e.g. COMPARE_FLAGS="--limit --hold 1ms").
+COMPARE_DURATION ?= 5s
+COMPARE_ROUNDS   ?= 3
+COMPARE_FLAGS    ?= --limit
+compare: deps
+	@mkdir -p bin
+	$(GO) build -o bin/redlock-bench ./cmd/redlock-bench
+	bin/redlock-bench compare --label uncontended --engines redlock,redsync-rueidis,redsync-goredis \
+		--resources 100000 --mode try --workers 256 \
+		--rounds $(COMPARE_ROUNDS) --duration $(COMPARE_DURATION) $(COMPARE_FLAGS)
+
+# scenarios runs every failure-mode scenario of `redlock-bench scenario list`
+# with its defaults, plus the variants whose expected outcome differs:
+# restart-amnesia with --quarantine off and observed, paused-holder with
+# --fencing. Each writes under results/runs/; the target fails if any verdict
+# is wrong. SCENARIO_FLAGS adds flags to every scenario (e.g. --short).
+SCENARIO_FLAGS ?=
+scenarios: deps
+	@mkdir -p bin
+	$(GO) build -o bin/redlock-bench ./cmd/redlock-bench
+	@status=0; failed=""; \
+	one() { echo "== redlock-bench scenario $$* $(SCENARIO_FLAGS)"; \
+		out=$$(bin/redlock-bench scenario "$$@" $(SCENARIO_FLAGS) 2>&1); rc=$$?; \
+		echo "$$out" | grep -E '^(verdict|results):' | sed 's/^/   /'; \
+		if [ $$rc -ne 0 ]; then status=1; failed="$$failed\n  $$*"; echo "$$out" | tail -n 1 | sed 's/^/   /'; fi; }; \
+	for name in $$(bin/redlock-bench scenario list --names); do one $$name; done; \
+	one restart-amnesia --quarantine off; \
+	one restart-amnesia --quarantine observed; \
+	one paused-holder --fencing; \
+	if [ $$status -ne 0 ]; then printf "wrong verdicts:$$failed\n"; fi; \
 	exit $$status
 
 lint: vet

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redlock-bench/redlock/bench/fault"
 )
 
 // Config describes one run. Start from DefaultConfig: the zero value is not
@@ -72,6 +74,26 @@ type Config struct {
 	// them can have forgotten a lock; the engine's own default ("always")
 	// for --masters, where a young master may be one that just restarted.
 	Quarantine string
+	// Extend turns on the engine's auto-extension (--extend): a lease
+	// re-extends itself to the TTL every TTL/3 while it is held, so that a
+	// hold may outlast the TTL. Default off. Engines without it ignore it.
+	Extend bool
+	// Fencing gives every lease a fencing token (--fencing), and the oracle
+	// then also checks that tokens increase per resource. Default off.
+	// Engines without tokens ignore it.
+	Fencing bool
+	// DisableGate turns off the engine's in-process gate (--gate=false),
+	// DisableNotify its release notifications (--notify=false), so that
+	// their effect can be measured. Default: both on.
+	DisableGate, DisableNotify bool
+	// Faults are injected into the masters during the run (--fault). Every
+	// action needs masters this run started, except stall. Default: none.
+	Faults fault.Schedule
+	// StartAt, when set, is the wall-clock time at which the warm-up
+	// begins (--start-at), so that runs on several machines line up. The
+	// masters are started and connected before it. It must not be more
+	// than a second in the past. Default: start at once.
+	StartAt time.Time
 
 	// Progress receives a progress line once a second; nil for none.
 	Progress io.Writer
@@ -206,7 +228,37 @@ func (c *Config) Validate() error {
 	if strings.ContainsAny(c.KeyPrefix, " \r\n") {
 		return cfgErr("key-prefix", c.KeyPrefix, "must not contain spaces or line breaks")
 	}
+	if len(c.Faults) > 0 {
+		if !needsRedis(c.Engine) {
+			return cfgErr("fault", c.Faults, "engine %s uses no Redis masters to inject faults into", c.Engine)
+		}
+		n, local := len(c.Masters), len(c.Masters) == 0
+		if local {
+			n = c.LocalMasters
+		}
+		if err := c.Faults.Validate(n, local); err != nil {
+			var ie *fault.ItemError
+			if errors.As(err, &ie) {
+				return cfgErr("fault", c.Faults, "item %d %q: %s", ie.Pos, ie.Item, ie.Msg)
+			}
+			return cfgErr("fault", c.Faults, "%v", err)
+		}
+	}
+	if !c.StartAt.IsZero() && time.Until(c.StartAt) < -time.Second {
+		return cfgErr("start-at", c.StartAt.Format(time.RFC3339Nano), "is more than a second in the past (now %s)",
+			time.Now().UTC().Format(time.RFC3339))
+	}
 	return nil
+}
+
+// ParseStartAt parses --start-at: an RFC 3339 time such as
+// 2025-01-02T15:04:05Z (fractional seconds allowed).
+func ParseStartAt(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, errors.New("want an RFC 3339 time such as 2025-01-02T15:04:05Z")
+	}
+	return t, nil
 }
 
 // Mode is how an operation asks for the lock.
@@ -440,6 +492,14 @@ func DeriveLabel(c Config) string {
 	if c.Rate > 0 {
 		b.WriteString("-rate" + strconv.FormatFloat(c.Rate, 'g', -1, 64))
 	}
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{c.Extend, "-extend"}, {c.Fencing, "-fencing"}, {c.DisableGate, "-nogate"}, {c.DisableNotify, "-nonotify"}, {len(c.Faults) > 0, "-faults"}} {
+		if f.on {
+			b.WriteString(f.name)
+		}
+	}
 	label := b.String()
 	// Anything the label alphabet lacks becomes '_' (a "+" in an exponent).
 	return strings.Map(func(r rune) rune {
@@ -454,6 +514,10 @@ func DeriveLabel(c Config) string {
 // keyed by flag name with '-' as '_', valued as the flag would be typed.
 func (c Config) Flags() map[string]any {
 	masters := strings.Join(c.Masters, ",")
+	startAt := ""
+	if !c.StartAt.IsZero() {
+		startAt = c.StartAt.UTC().Format(time.RFC3339Nano)
+	}
 	return map[string]any{
 		"engine":        c.Engine,
 		"masters":       masters,
@@ -475,5 +539,11 @@ func (c Config) Flags() map[string]any {
 		"seed":          c.Seed,
 		"key_prefix":    c.KeyPrefix,
 		"quarantine":    c.Quarantine,
+		"extend":        c.Extend,
+		"fencing":       c.Fencing,
+		"gate":          !c.DisableGate,
+		"notify":        !c.DisableNotify,
+		"fault":         c.Faults.String(),
+		"start_at":      startAt,
 	}
 }

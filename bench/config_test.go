@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlock-bench/redlock/bench/fault"
 )
 
 func TestParseDistribution(t *testing.T) {
@@ -156,6 +158,12 @@ func TestDeriveLabel(t *testing.T) {
 	if err := ValidateLabel(got); err != nil {
 		t.Errorf("derived label %q is not a valid label: %v", got, err)
 	}
+	c.Rate = 0
+	c.Extend, c.Fencing, c.DisableGate, c.DisableNotify = true, true, true, true
+	c.Faults = fault.Schedule{{Action: fault.Pause, Node: 1, At: time.Second, For: time.Second}}
+	if got := DeriveLabel(c); got != "redlock-w64-r1000-c4-zipf1.1-wait-holduniform500us-1ms-extend-fencing-nogate-nonotify-faults" {
+		t.Errorf("label = %q", got)
+	}
 	c.Rate = 1e21
 	if err := ValidateLabel(DeriveLabel(c)); err != nil {
 		t.Errorf("derived label %q is not a valid label: %v", DeriveLabel(c), err)
@@ -166,7 +174,7 @@ func TestFlagsCoverEveryFlag(t *testing.T) {
 	f := DefaultConfig().Flags()
 	for _, k := range []string{"engine", "masters", "local_masters", "workers", "clients", "resources",
 		"distribution", "mode", "wait_timeout", "hold", "ttl", "duration", "ops", "warmup", "rate",
-		"check", "label", "seed", "key_prefix", "quarantine"} {
+		"check", "label", "seed", "key_prefix", "quarantine", "extend", "fencing", "gate", "notify", "fault", "start_at"} {
 		if _, ok := f[k]; !ok {
 			t.Errorf("Flags() lacks %q", k)
 		}

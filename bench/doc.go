@@ -9,7 +9,8 @@
 // "redlock" drives package engine and "nolock" is a control that grants
 // every request, so that the oracle can be seen to fire.
 //
-// bench may import engine, multiplex/redistest and results. It must not
-// import cmd/..., and engine, multiplex and results must never import it.
+// bench may import engine, multiplex/redistest, results and bench/fault
+// (the --fault injector, wired in faults.go). It must not import cmd/...,
+// and engine, multiplex and results must never import it.
 // It keeps no package-level state: everything lives in values Run owns.
 package bench

@@ -32,8 +32,11 @@ type Lease interface {
 	Release(ctx context.Context) error
 }
 
-// EngineNames lists the engines Run knows, for --engine.
-func EngineNames() []string { return []string{"redlock", "nolock"} }
+// EngineNames lists the engines Run knows, for --engine. The redsync-*
+// baselines are in redsync.go.
+func EngineNames() []string {
+	return []string{"redlock", "nolock", engineRedsyncRueidis, engineRedsyncGoredis}
+}
 
 func knownEngine(name string) bool {
 	for _, n := range EngineNames() {
@@ -54,6 +57,8 @@ func newEngine(ctx context.Context, name string, masters []string, cfg Config) (
 		return newNolock(cfg.TTL), nil
 	case "redlock":
 		return newRedlock(ctx, masters, cfg)
+	case engineRedsyncRueidis, engineRedsyncGoredis:
+		return newRedsync(ctx, name, masters, cfg)
 	}
 	return nil, &ConfigError{Flag: "engine", Value: name, Reason: "unknown engine"}
 }

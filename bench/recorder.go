@@ -27,6 +27,10 @@ const (
 type counters struct {
 	attempts, acquired, contended, lost int64
 	errors                              [numErrKinds]int64
+	// extensions sums auto-extensions; notified counts acquisitions woken
+	// by a release notification, gated those that queued at the gate;
+	// fallbacks and backoffs sum the waits ended that way.
+	extensions, notified, gated, fallbacks, backoffs int64
 }
 
 func (c *counters) add(o *counters) {
@@ -34,6 +38,11 @@ func (c *counters) add(o *counters) {
 	c.acquired += o.acquired
 	c.contended += o.contended
 	c.lost += o.lost
+	c.extensions += o.extensions
+	c.notified += o.notified
+	c.gated += o.gated
+	c.fallbacks += o.fallbacks
+	c.backoffs += o.backoffs
 	for i := range c.errors {
 		c.errors[i] += o.errors[i]
 	}
@@ -64,11 +73,15 @@ func (iv *interval) reset() {
 	iv.c = counters{}
 }
 
-// opRecord is one finished operation, as a worker buffers it: 16 bytes.
+// opRecord is one finished operation, as a worker buffers it: 24 bytes.
 type opRecord struct {
-	acquireUs, holdUs, releaseUs uint32
-	flags                        recFlags
-	kind                         errKind // failures only
+	acquireUs, holdUs, releaseUs, handoffUs uint32
+	// extensions, fallbacks and backoffs are the lease's auto-extensions
+	// and its Lock's waits ended by the fallback timer or a back-off,
+	// saturated at the uint16 range.
+	extensions, fallbacks, backoffs uint16
+	flags                           recFlags
+	kind                            errKind // failures only
 }
 
 type recFlags uint8
@@ -79,7 +92,21 @@ const (
 	recWait                               // acquired in mode wait
 	recLost                               // the lease was lost before release
 	recReleaseFailed                      // release failed (not a lost lease)
+	recHandoff                            // handoffUs is set: a waiter took the resource over
+	recNotified                           // the last wait ended with a release notification
+	recGated                              // queued at the engine's in-process gate
 )
+
+// sat16 saturates n to the range of a uint16.
+func sat16(n int) uint16 {
+	if n < 0 {
+		return 0
+	}
+	if n > 0xffff {
+		return 0xffff
+	}
+	return uint16(n)
+}
 
 // toUs converts a duration to whole microseconds, clamped to the
 // histograms' range so that it fits a uint32.
@@ -112,6 +139,18 @@ func (iv *interval) add(r *opRecord) {
 	iv.c.acquired++
 	if r.flags&recLost != 0 {
 		iv.c.lost++
+	}
+	iv.c.extensions += int64(r.extensions)
+	iv.c.fallbacks += int64(r.fallbacks)
+	iv.c.backoffs += int64(r.backoffs)
+	if r.flags&recNotified != 0 {
+		iv.c.notified++
+	}
+	if r.flags&recGated != 0 {
+		iv.c.gated++
+	}
+	if r.flags&recHandoff != 0 {
+		iv.hist.RecordUs(results.Handoff, int64(r.handoffUs))
 	}
 	if r.flags&recReleaseFailed != 0 {
 		iv.c.errors[errRelease]++

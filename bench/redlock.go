@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/results"
 )
 
 // redlock adapts *engine.Locker to Engine. *engine.Lease already has the
@@ -22,6 +23,12 @@ func newRedlock(ctx context.Context, masters []string, cfg Config) (Engine, erro
 	case "always":
 		ec.Quarantine = engine.QuarantineAlways
 	}
+	ec.AutoExtend = cfg.Extend
+	ec.Fencing = cfg.Fencing
+	ec.DisableGate = cfg.DisableGate
+	ec.DisableNotify = cfg.DisableNotify
+	// Each client is its own Locker: its own connections, gate and
+	// subscriptions, as separate processes would have.
 	l, err := engine.New(ctx, ec)
 	if err != nil {
 		return nil, err
@@ -47,6 +54,64 @@ func (e *redlock) Lock(ctx context.Context, resource string) (Lease, error) {
 }
 
 func (e *redlock) Close() error { return e.l.Close() }
+
+// Nodes is each master's state as this client sees it, in master order.
+func (e *redlock) Nodes() []results.Node {
+	st := e.l.Nodes()
+	out := make([]results.Node, len(st))
+	for i, n := range st {
+		out[i] = results.Node{
+			Addr: n.Addr, State: string(n.State), QuarantinedUntil: n.QuarantinedUntil,
+			RunID: n.RunID, Version: n.Version, Restarts: n.Restarts, Error: n.Err,
+			OK: n.OK, Refused: n.Refused, Failed: n.Failed, TimedOut: n.TimedOut,
+		}
+		if !n.QuarantinedUntil.IsZero() {
+			out[i].QuarantinedUntil = n.QuarantinedUntil.UTC().Round(0)
+		}
+	}
+	return out
+}
+
+// Subscriptions is the number of resources this client is subscribed to
+// for release notifications right now.
+func (e *redlock) Subscriptions() int { return e.l.Subscriptions() }
+
+// Optional capabilities. The worker and the runner use them where an
+// engine has them; baselines without them are measured all the same.
+type (
+	// detailedLease is a lease that tells how it was obtained and how it
+	// went: *engine.Lease.
+	detailedLease interface {
+		Lease
+		// Wait tells how Lock obtained the lease.
+		Wait() engine.WaitInfo
+		// Token is the fencing token; 0 without fencing.
+		Token() int64
+		// Extensions counts successful auto-extensions so far.
+		Extensions() int
+		// Err is non-nil once the lease can no longer be trusted.
+		Err() error
+	}
+	// nodeReporter reports each master's state.
+	nodeReporter interface{ Nodes() []results.Node }
+	// subscriptionCounter reports the release subscriptions held.
+	subscriptionCounter interface{ Subscriptions() int }
+)
+
+// ParseQuarantine maps "off", "observed" or "always" to the engine's
+// restart-quarantine policy, for the scenario command, which must not
+// import the engine itself.
+func ParseQuarantine(s string) (engine.QuarantinePolicy, error) {
+	switch s {
+	case "off":
+		return engine.QuarantineOff, nil
+	case "observed":
+		return engine.QuarantineObserved, nil
+	case "always":
+		return engine.QuarantineAlways, nil
+	}
+	return 0, errors.New("must be off, observed or always")
+}
 
 // classify sorts a failed acquire into a counter. Contention is checked
 // first: it is by far the most common failure under load. waitCtx is the

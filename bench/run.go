@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-bench/redlock/multiplex/redistest"
 	"github.com/redlock-bench/redlock/results"
 )
 
@@ -33,6 +34,9 @@ const (
 type Result struct {
 	Summary    *results.Summary
 	Histograms *results.Set
+	// Intervals are the run's seconds, warm-up included, for
+	// intervals.json.
+	Intervals []results.Interval
 }
 
 // Run validates cfg, starts local masters if needed, drives the engine
@@ -59,9 +63,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	masters := cfg.Masters
 	local := false
 	var redisVersion string
+	var cluster *redistest.Cluster
 	if needsRedis(cfg.Engine) {
 		if len(masters) == 0 {
-			cluster, err := startLocalMasters(ctx, cfg.LocalMasters)
+			var err error
+			cluster, err = startLocalMasters(ctx, cfg.LocalMasters)
 			if err != nil {
 				return nil, err
 			}
@@ -84,6 +90,23 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		redisVersion = v
 	}
 
+	var rig *faultRig
+	if len(cfg.Faults) > 0 {
+		var err error
+		if rig, err = newFaultRig(ctx, cfg.Faults, masters, cluster); err != nil {
+			return nil, err
+		}
+		if rig.proxies != nil {
+			// Closed after the engine (deferred later, so run earlier).
+			defer rig.proxies.Close()
+			logf("engine dials fault proxies %s in front of the masters", strings.Join(rig.proxies.Addrs(), ","))
+		}
+		if end, run := cfg.Faults.End(), cfg.Warmup+cfg.Duration; cfg.Ops == 0 && end > run {
+			logf("warning: the --fault schedule ends at %s, after the run (%s); faults still due are skipped", end, run)
+		}
+	}
+	dial := rig.dialAddrs(masters)
+
 	engines := make([]Engine, 0, cfg.Clients)
 	defer func() {
 		for _, e := range engines {
@@ -92,7 +115,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}()
 	for i := 0; i < cfg.Clients; i++ {
 		cctx, cancel := context.WithTimeout(ctx, connectTimeout)
-		e, err := newEngine(cctx, cfg.Engine, masters, cfg)
+		e, err := newEngine(cctx, cfg.Engine, dial, cfg)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("bench: %s client %d of %d: %w", cfg.Engine, i+1, cfg.Clients, err)
@@ -100,7 +123,22 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		engines = append(engines, e)
 	}
 
+	if !cfg.StartAt.IsZero() {
+		d := time.Until(cfg.StartAt)
+		logf("waiting %s, until %s, to start", d.Round(time.Millisecond), cfg.StartAt.UTC().Format(time.RFC3339Nano))
+		if d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, fmt.Errorf("bench: waiting for --start-at: %w", ctx.Err())
+			}
+		}
+	}
+
 	r := newRunner(cfg, engines)
+	r.faults = rig
 	out, err := r.run(ctx)
 	if err != nil {
 		return nil, err
@@ -109,6 +147,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	s.Masters = append([]string{}, masters...)
 	s.LocalMasters = local
 	s.Machine.RedisVersion = redisVersion
+	if nr, ok := engines[0].(nodeReporter); ok {
+		s.Nodes = nr.Nodes()
+		for i := range s.Nodes {
+			if i < len(masters) && dial[i] != masters[i] {
+				s.Nodes[i].Addr, s.Nodes[i].Via = masters[i], dial[i]
+			}
+		}
+	}
 	return out, nil
 }
 
@@ -133,6 +179,10 @@ type runner struct {
 	rec     *recorder
 	oracle  *oracle // nil when the check is off
 	primary results.Kind
+	// perWorker counts each worker's measured acquisitions, for fairness.
+	perWorker []workerCount
+	// faults injects the --fault schedule; nil without one.
+	faults *faultRig
 
 	start time.Time
 	// perOp is the open loop's time between arrivals, as a float so that
@@ -175,14 +225,15 @@ func newRunner(cfg Config, engines []Engine) *runner {
 		names[i] = cfg.KeyPrefix + strconv.Itoa(i)
 	}
 	r := &runner{
-		cfg:      cfg,
-		engines:  engines,
-		names:    names,
-		rec:      newRecorder(shardCount(cfg.Workers), cfg.Workers),
-		primary:  results.Acquire,
-		opsCap:   cfg.Ops,
-		done:     make(chan struct{}),
-		limitHit: make(chan struct{}),
+		cfg:       cfg,
+		engines:   engines,
+		names:     names,
+		rec:       newRecorder(shardCount(cfg.Workers), cfg.Workers),
+		perWorker: make([]workerCount, cfg.Workers),
+		primary:   results.Acquire,
+		opsCap:    cfg.Ops,
+		done:      make(chan struct{}),
+		limitHit:  make(chan struct{}),
 	}
 	if cfg.Mode == ModeWait {
 		r.primary = results.Wait
@@ -226,6 +277,22 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	started := time.Now().UTC()
 	if cfg.Check {
 		r.oracle = newOracle(r.start, r.names)
+	}
+	if r.faults != nil {
+		r.faults.start(r.start)
+	}
+	var (
+		intervals []results.Interval
+		subsPeak  int
+	)
+	subscriptions := func() int {
+		n := 0
+		for _, e := range r.engines {
+			if sc, ok := e.(subscriptionCounter); ok {
+				n += sc.Subscriptions()
+			}
+		}
+		return n
 	}
 
 	var hlog *results.IntervalLog
@@ -297,10 +364,29 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		return max(0, due-r.tickets.Load())
 	}
 	report := func(iv *interval, now time.Time, warm bool) {
+		fromS, toS := tick.Sub(r.start).Seconds(), now.Sub(r.start).Seconds()
+		active := r.faults.active(fromS, toS)
+		subs := subscriptions()
+		if !warm {
+			subsPeak = max(subsPeak, subs)
+		}
+		rec := results.Interval{
+			TS: math.Round(fromS*1e3) / 1e3, LengthS: math.Round((toS-fromS)*1e3) / 1e3, Warmup: warm,
+			Acquired: iv.c.acquired, P99Us: iv.hist[r.primary].ValueAtPercentile(99),
+			Contended: iv.c.contended, Errors: iv.c.errorTotal(), LostLeases: iv.c.lost,
+			Subscriptions: subs, FaultsActive: active,
+		}
+		if toS > fromS {
+			rec.AcquiredPerS = math.Round(float64(iv.c.acquired)/(toS-fromS)*10) / 10
+		}
+		if r.oracle != nil {
+			rec.Violations = r.oracle.count.Load()
+		}
+		intervals = append(intervals, rec)
 		if progress == nil {
 			return
 		}
-		p := results.Progress{Warmup: warm, OpenLoop: r.perOpNs > 0, Backlog: backlog(now)}
+		p := results.Progress{Warmup: warm, OpenLoop: r.perOpNs > 0, Backlog: backlog(now), Faults: active}
 		secs := now.Sub(tick).Seconds()
 		if secs > 0 {
 			p.AcquiredPerSec = float64(iv.c.acquired) / secs
@@ -378,6 +464,11 @@ loop:
 	if !r.drain() && cfg.Log != nil {
 		fmt.Fprintf(cfg.Log, "warning: workers did not stop within %s; results may miss their last operations\n", drainTimeout)
 	}
+	// Lift every fault still in effect; the engine closes after this.
+	var faultLog []results.FaultEvent
+	if r.faults != nil {
+		faultLog = r.faults.stop()
+	}
 	// Operations that ended after stopAt were not recorded: this interval
 	// is [tick, stopAt].
 	iv := r.rec.collect(measured)
@@ -388,6 +479,8 @@ loop:
 		window = stopAt.Sub(measureStart)
 		backlogMax = max(backlogMax, backlogEnd)
 		report(iv, stopAt, false)
+	} else {
+		report(iv, stopAt, true)
 	}
 	progress.Done()
 	if logErr != nil {
@@ -412,7 +505,20 @@ loop:
 		LostLeases:  tot.c.lost,
 		Errors:      map[string]int64{},
 		Checked:     cfg.Check,
+
+		Extensions:          tot.c.extensions,
+		WokenByNotification: tot.c.notified,
+		FallbackRetries:     tot.c.fallbacks,
+		BackoffRetries:      tot.c.backoffs,
+		Gated:               tot.c.gated,
+		SubscriptionsPeak:   subsPeak,
+		Faults:              faultLog,
 	}
+	counts := make([]int64, len(r.perWorker))
+	for i := range r.perWorker {
+		counts[i] = r.perWorker[i].n.Load()
+	}
+	s.Fairness = results.FairnessOf(counts)
 	if !measured {
 		// Stopped during the warm-up: nothing was measured.
 		s.WarmupS = stopAt.Sub(r.start).Seconds()
@@ -433,16 +539,17 @@ loop:
 	}
 	if r.oracle != nil {
 		s.Violations, s.ViolationExamples = r.oracle.violations()
+		s.TokensChecked, s.StaleTokens, s.StaleTokenExamples = r.oracle.staleTokens()
 	}
 	s.SetLatencies(tot.hist)
-	return &Result{Summary: s, Histograms: tot.hist}, nil
+	return &Result{Summary: s, Histograms: tot.hist, Intervals: intervals}, nil
 }
 
-// loggedKinds are the histograms written to the interval log: wait only in
-// mode wait, acquire (successful tries) only in mode try.
+// loggedKinds are the histograms written to the interval log: wait and
+// handoff only in mode wait, acquire (successful tries) only in mode try.
 func (r *runner) loggedKinds() []results.Kind {
 	if r.cfg.Mode == ModeWait {
-		return []results.Kind{results.Wait, results.AcquireFail, results.Release, results.Hold}
+		return []results.Kind{results.Wait, results.AcquireFail, results.Release, results.Hold, results.Handoff}
 	}
 	return []results.Kind{results.Acquire, results.AcquireFail, results.Release, results.Hold}
 }

@@ -5,7 +5,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"sync/atomic"
 	"time"
+
+	"github.com/redlock-bench/redlock/engine"
 )
 
 // worker is one goroutine of load. The loop allocates nothing of its own:
@@ -60,8 +63,12 @@ func (w *worker) loop() {
 			claimed = true
 		}
 		res := w.pick()
+		asked := t0
 		if r.perOpNs == 0 {
 			t0 = time.Now()
+			asked = t0
+		} else if wait {
+			asked = time.Now() // the call, not the intended start
 		}
 
 		var lease Lease
@@ -94,18 +101,38 @@ func (w *worker) loop() {
 		}
 
 		until := lease.ValidUntil()
+		dl, detailed := lease.(detailedLease)
+		var handoff time.Duration
+		handed := false
 		if r.oracle != nil {
-			r.oracle.acquire(res, w.id, t1, until)
+			h := holdSpec{start: t1, until: until}
+			if wait {
+				h.asked = asked
+			}
+			if detailed {
+				h.token = dl.Token()
+				if cfg.Extend {
+					h.live = lease
+				}
+			}
+			handoff, handed = r.oracle.begin(res, w.id, h)
 		}
 		t2 := t1
 		if !cfg.Hold.Zero() {
 			w.sleep(w.holdTime())
 			t2 = time.Now()
 		}
-		lost := !t2.Before(until)
+		lostSignal := false
+		if detailed && cfg.Extend {
+			// Auto-extension moved the validity; and a lease whose
+			// lost-lock signal fired is lost, whatever its validity said.
+			until = lease.ValidUntil()
+			lostSignal = dl.Err() != nil
+		}
+		lost := lostSignal || !t2.Before(until)
 		// Unregister before releasing: see oracle.
 		if r.oracle != nil {
-			r.oracle.release(res, w.id, t2)
+			r.oracle.release(res, w.id, minTime(t2, until))
 		}
 		rerr := lease.Release(r.relCtx)
 		t3 := time.Now()
@@ -134,9 +161,39 @@ func (w *worker) loop() {
 		if releaseFailed {
 			rec.flags |= recReleaseFailed
 		}
+		if handed {
+			rec.flags |= recHandoff
+			rec.handoffUs = toUs(handoff)
+		}
+		if detailed {
+			if wait {
+				wi := dl.Wait()
+				rec.fallbacks, rec.backoffs = sat16(wi.Fallbacks), sat16(wi.Backoffs)
+				if wi.Cause == engine.WakeNotified {
+					rec.flags |= recNotified
+				}
+				if wi.Gated {
+					rec.flags |= recGated
+				}
+			}
+			if cfg.Extend {
+				rec.extensions = sat16(dl.Extensions())
+			}
+		}
 		w.buf.record(w.sh, rec)
+		if measured {
+			r.perWorker[w.id].n.Add(1)
+		}
 		w.done(claimed)
 	}
+}
+
+// workerCount is one worker's count of measured acquisitions, alone on its
+// cache line: each worker bumps its own, and only the end of the run reads
+// them all.
+type workerCount struct {
+	n atomic.Int64
+	_ [56]byte
 }
 
 // yieldEvery is how many operations a worker runs between yields.

@@ -41,6 +41,11 @@ const (
 	Release
 	// Hold is the time a lock was actually held before release began.
 	Hold
+	// Handoff is the time from one holder's release to the next holder's
+	// acquisition of the same resource, when the next holder was already
+	// waiting for it (mode wait). Added after the others, so that the tags
+	// and indices of older kinds never change.
+	Handoff
 	// NumKinds is the number of kinds; it is not a kind.
 	NumKinds
 )
@@ -58,6 +63,8 @@ func (k Kind) String() string {
 		return "release"
 	case Hold:
 		return "hold"
+	case Handoff:
+		return "handoff"
 	}
 	return "unknown"
 }

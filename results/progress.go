@@ -3,6 +3,7 @@ package results
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -26,6 +27,9 @@ type Progress struct {
 	// OpenLoop shows Backlog, the operations due but not yet started.
 	OpenLoop bool
 	Backlog  int64
+	// Faults are the injected faults in effect during the interval, as
+	// written in the schedule ("pause:1@300ms+300ms"); empty for none.
+	Faults []string
 }
 
 // ProgressWriter prints Progress lines. On a terminal it rewrites one line
@@ -83,6 +87,9 @@ func FormatProgress(p Progress) string {
 	}
 	if p.OpenLoop {
 		s += fmt.Sprintf("  backlog %d", p.Backlog)
+	}
+	if len(p.Faults) > 0 {
+		s += "  faults " + strings.Join(p.Faults, ",")
 	}
 	return s
 }

@@ -60,8 +60,56 @@ func fixedSummary() *Summary {
 		ViolationExamples: []Violation{
 			{Resource: "rlb:7", FirstHolder: 3, SecondHolder: 9, AtS: 4.25, FirstRemainingUs: 812},
 		},
+		Extensions:    0,
+		Fairness:      Fairness{Jain: 0.9987, Min: 140, Max: 171},
+		TokensChecked: 10000,
+		StaleTokens:   1,
+		StaleTokenExamples: []StaleToken{
+			{Resource: "rlb:7", Worker: 9, Token: 41, Previous: 42, AtS: 4.25},
+		},
+		Faults: []FaultEvent{
+			{Fault: "pause:1@3s+2s", Action: "pause", Node: 1, AtS: 3, ForS: 2, AppliedS: 3.0004,
+				AppliedAt: time.Date(2025, 1, 2, 3, 4, 8, 400_000, time.UTC), EndedS: 5.0011, Ended: true},
+			{Fault: "kill:2@6s", Action: "kill", Node: 2, AtS: 6, AppliedS: 6.0002,
+				AppliedAt: time.Date(2025, 1, 2, 3, 4, 11, 200_000, time.UTC), EndedS: 6.0031, Ended: true},
+		},
+		Nodes: []Node{
+			{Addr: "127.0.0.1:7001", State: "up", RunID: "a1", Version: "7.0.15", OK: 9000, Refused: 900, Failed: 3, TimedOut: 2},
+			{Addr: "127.0.0.1:7002", State: "quarantined", QuarantinedUntil: time.Date(2025, 1, 2, 3, 4, 25, 0, time.UTC),
+				RunID: "b2", Version: "7.0.15", Restarts: 1, OK: 8000, Refused: 800, TimedOut: 40},
+			{Addr: "127.0.0.1:7003", State: "down", Error: "dial tcp 127.0.0.1:7003: connect: connection refused", OK: 5000, Refused: 500, Failed: 9},
+		},
 	}
 	s.SetLatencies(fixedSet())
+	return s
+}
+
+// fixedWaitSummary is a run in mode wait with auto-extension and the
+// figures that only mode wait has: waiting, handoff and subscriptions.
+func fixedWaitSummary() *Summary {
+	s := fixedSummary()
+	s.Label = "golden-wait"
+	s.Mode = "wait"
+	s.Config["mode"] = "wait"
+	s.Config["extend"] = true
+	s.Extensions = 23456
+	s.WokenByNotification = 5120
+	s.FallbackRetries = 17
+	s.BackoffRetries = 3
+	s.Gated = 4100
+	s.SubscriptionsPeak = 12
+	s.Faults, s.Nodes, s.StaleTokens, s.StaleTokenExamples, s.TokensChecked = nil, nil, 0, nil, 0
+	set := NewSet()
+	for i := 1; i <= 10000; i++ {
+		us := time.Duration(i*i/5000+200) * time.Microsecond
+		set.Record(Wait, us*3)
+		set.Record(Release, us/3)
+		set.Record(Hold, time.Millisecond+us/7)
+		if i%2 == 0 {
+			set.Record(Handoff, us/4)
+		}
+	}
+	s.SetLatencies(set)
 	return s
 }
 
@@ -91,6 +139,14 @@ func TestSummaryTextGolden(t *testing.T) {
 	golden(t, "summary.txt", b.Bytes())
 }
 
+func TestSummaryWaitTextGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteText(&b, fixedWaitSummary()); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "summary_wait.txt", b.Bytes())
+}
+
 func TestSummaryJSONGolden(t *testing.T) {
 	var b bytes.Buffer
 	if err := WriteJSON(&b, fixedSummary()); err != nil {
@@ -109,7 +165,10 @@ func TestSummaryJSONFieldsAndRoundTrip(t *testing.T) {
 		"redis_version", "masters", "started_at", "duration_s", "interrupted", "attempts", "acquired",
 		"contended", "errors", "acquired_per_sec", "violations", "acquire_latency_us",
 		"acquire_fail_latency_us", "wait_latency_us", "release_latency_us", "hold_us",
-		"count", "p50", "p90", "p99", "p999", "max", "mean"} {
+		"count", "p50", "p90", "p99", "p999", "max", "mean",
+		"handoff_latency_us", "woken_by_notification", "fallback_retries", "fairness", "jain", "min",
+		"extensions", "lost_leases", "stale_tokens", "faults", "applied_s", "ended_s", "nodes", "state",
+		"quarantined_until"} {
 		if !strings.Contains(b.String(), `"`+f+`":`) {
 			t.Errorf("summary.json lacks field %q", f)
 		}

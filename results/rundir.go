@@ -24,7 +24,8 @@ func HgrmFile(k Kind) string { return k.String() + hgrmFileSuffix }
 
 // WriteRun writes the end-of-run files into dir, which must exist:
 // summary.txt, summary.json, the .hgrm file of every kind (wait.hgrm only
-// when the run used mode wait or recorded waits), and histograms.hlog, the
+// when the run used mode wait or recorded waits, handoff.hgrm only when it
+// recorded handoffs), and histograms.hlog, the
 // full histograms of the measured window for merging. The interval log is
 // written while the run lasts and is not touched here.
 func WriteRun(dir string, s *Summary, set *Set) error {
@@ -43,6 +44,9 @@ func WriteRun(dir string, s *Summary, set *Set) error {
 	write(SummaryJSON, func(b *bytes.Buffer) error { return WriteJSON(b, s) })
 	for k := Kind(0); k < NumKinds; k++ {
 		if k == Wait && s.Mode != "wait" && set[k].TotalCount() == 0 {
+			continue
+		}
+		if k == Handoff && set[k].TotalCount() == 0 {
 			continue
 		}
 		write(HgrmFile(k), func(b *bytes.Buffer) error { return WriteHgrm(b, set[k]) })

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -55,9 +56,32 @@ type Summary struct {
 	// ErrorExamples holds the first error message seen of each kind that
 	// occurred, so that a failing run says why without a rerun.
 	ErrorExamples map[string]string `json:"error_examples"`
-	// LostLeases counts holds whose lease ran out before release began, or
-	// whose release found the lock no longer held.
+	// LostLeases counts holds whose lease ran out before release began,
+	// whose lost-lock signal (Done) fired before release, or whose release
+	// found the lock no longer held.
 	LostLeases int64 `json:"lost_leases"`
+	// Extensions counts the successful auto-extensions of every lease
+	// acquired in the window (--extend).
+	Extensions int64 `json:"extensions"`
+	// WokenByNotification counts acquisitions in mode wait whose last wait
+	// was ended by the holder's release notification.
+	WokenByNotification int64 `json:"woken_by_notification"`
+	// FallbackRetries counts the waits, summed over acquisitions in mode
+	// wait, that were ended by the fallback timer while the resource was
+	// held: notifications that did not come (an expiry, a lost message).
+	FallbackRetries int64 `json:"fallback_retries"`
+	// BackoffRetries counts the waits ended by a back-off after a split vote
+	// or an outage.
+	BackoffRetries int64 `json:"backoff_retries"`
+	// Gated counts acquisitions in mode wait that queued behind another
+	// worker of the same client at the engine's in-process gate.
+	Gated int64 `json:"gated"`
+	// Fairness is how evenly the acquisitions of the window were spread
+	// over the workers.
+	Fairness Fairness `json:"fairness"`
+	// SubscriptionsPeak is the most release-notification subscriptions the
+	// clients held at once, summed over clients, sampled once a second.
+	SubscriptionsPeak int `json:"subscriptions_peak"`
 	// AcquiredPerSec is Acquired divided by DurationS.
 	AcquiredPerSec float64 `json:"acquired_per_sec"`
 	// BacklogMax is the largest number of operations that were due but not
@@ -73,6 +97,21 @@ type Summary struct {
 	Violations int64 `json:"violations"`
 	// ViolationExamples are the first few violations found.
 	ViolationExamples []Violation `json:"violation_examples"`
+	// TokensChecked counts the fencing tokens the oracle compared with the
+	// previous holder's (--fencing), over the whole run.
+	TokensChecked int64 `json:"tokens_checked"`
+	// StaleTokens counts holds whose fencing token was not above the token
+	// of the hold of the same resource that began before it. Must be 0.
+	StaleTokens int64 `json:"stale_tokens"`
+	// StaleTokenExamples are the first few stale tokens found.
+	StaleTokenExamples []StaleToken `json:"stale_token_examples"`
+
+	// Faults are the injected faults (--fault) as they happened, in the
+	// order they were applied.
+	Faults []FaultEvent `json:"faults"`
+	// Nodes is each master's state at the end of the run, as the engine
+	// saw it (client 0's view when there are several clients).
+	Nodes []Node `json:"nodes"`
 
 	// The latency histograms, in microseconds.
 	AcquireLatencyUs     Stats `json:"acquire_latency_us"`
@@ -80,6 +119,184 @@ type Summary struct {
 	WaitLatencyUs        Stats `json:"wait_latency_us"`
 	ReleaseLatencyUs     Stats `json:"release_latency_us"`
 	HoldUs               Stats `json:"hold_us"`
+	// HandoffLatencyUs is the time from one holder's release to the next
+	// holder's acquisition of the same resource, when that holder was
+	// already waiting (mode wait).
+	HandoffLatencyUs Stats `json:"handoff_latency_us"`
+}
+
+// Fairness says how evenly acquisitions were spread over the workers.
+type Fairness struct {
+	// Jain is Jain's fairness index, (Σx)² / (n·Σx²) over the workers'
+	// acquisition counts: 1 when every worker got the same share, 1/n when
+	// one worker got everything; 0 when nothing was acquired.
+	Jain float64 `json:"jain"`
+	// Min and Max are the fewest and most acquisitions of one worker.
+	Min int64 `json:"min"`
+	Max int64 `json:"max"`
+}
+
+// FairnessOf computes Fairness from per-worker acquisition counts.
+func FairnessOf(counts []int64) Fairness {
+	if len(counts) == 0 {
+		return Fairness{}
+	}
+	f := Fairness{Min: counts[0], Max: counts[0]}
+	var sum, sq float64
+	for _, c := range counts {
+		f.Min, f.Max = min(f.Min, c), max(f.Max, c)
+		sum += float64(c)
+		sq += float64(c) * float64(c)
+	}
+	if sq > 0 {
+		f.Jain = math.Round(sum*sum/(float64(len(counts))*sq)*1e4) / 1e4
+	}
+	return f
+}
+
+// StaleToken is a fencing token that did not increase.
+type StaleToken struct {
+	Resource string `json:"resource"`
+	// Worker is the worker whose hold carried the stale token.
+	Worker int `json:"worker"`
+	// Token is the stale token; Previous is the token of the hold of the
+	// same resource that began just before (or, if the stale hold began
+	// first but registered later, just after) it.
+	Token    int64 `json:"token"`
+	Previous int64 `json:"previous"`
+	// AtS is when the stale hold began, in seconds since the run started.
+	AtS float64 `json:"at_s"`
+}
+
+// FaultEvent is one injected fault as it happened. It mirrors the fault
+// injector's event log (package bench/fault), whose JSON it shares, so that
+// results need not import the injector. Every *_s field is in seconds since
+// the run started, the origin of the intervals.
+type FaultEvent struct {
+	// Fault is the schedule item, e.g. "pause:3@10s+4s".
+	Fault string `json:"fault"`
+	// Action is kill, restart, pause, slow, cut or stall.
+	Action string `json:"action"`
+	// Node is the 0-based index of the master.
+	Node int `json:"node"`
+	// Arg is the added latency of slow; empty otherwise.
+	Arg string `json:"arg,omitempty"`
+	// AtS and ForS are the planned start and length.
+	AtS  float64 `json:"at_s"`
+	ForS float64 `json:"for_s"`
+	// AppliedS is when the fault was applied; AppliedAt the same on the
+	// wall clock.
+	AppliedS  float64   `json:"applied_s"`
+	AppliedAt time.Time `json:"applied_at"`
+	// EndedS is when it was lifted (or, for kill and restart, completed).
+	EndedS float64 `json:"ended_s"`
+	Ended  bool    `json:"ended"`
+	// Early: lifted before its planned end because the run stopped.
+	Early bool `json:"early,omitempty"`
+	// Via is the mechanism of a stall: "DEBUG SLEEP" or "CLIENT PAUSE".
+	Via string `json:"via,omitempty"`
+	// Error says what failed while applying or lifting it.
+	Error string `json:"error,omitempty"`
+}
+
+// During reports whether the fault was in effect at some time in
+// [fromS, toS); an instantaneous fault counts in the interval in which it
+// was applied or completed.
+func (e FaultEvent) During(fromS, toS float64) bool {
+	end := e.EndedS
+	if !e.Ended {
+		end = toS
+	}
+	return e.AppliedS < toS && end >= fromS
+}
+
+// Node is one master's state at the end of a run, as the engine saw it.
+type Node struct {
+	// Addr is the master's address; Via is the proxy the engine dialled
+	// instead, when faults needed one.
+	Addr string `json:"addr"`
+	Via  string `json:"via,omitempty"`
+	// State is "up", "down" or "quarantined".
+	State string `json:"state"`
+	// QuarantinedUntil is when a quarantined master's votes count again.
+	QuarantinedUntil time.Time `json:"quarantined_until,omitzero"`
+	RunID            string    `json:"run_id,omitempty"`
+	Version          string    `json:"version,omitempty"`
+	// Restarts counts the restarts the engine noticed (run_id changes).
+	Restarts int64 `json:"restarts"`
+	// Error is the node's last connection error, if any.
+	Error string `json:"error,omitempty"`
+	// OK, Refused, Failed and TimedOut count the node's votes by outcome.
+	OK       int64 `json:"ok"`
+	Refused  int64 `json:"refused"`
+	Failed   int64 `json:"failed"`
+	TimedOut int64 `json:"timed_out"`
+}
+
+// Interval is one second of a run, as written to intervals.json: enough to
+// see how throughput, latency and errors moved, and which faults were in
+// effect when they did.
+type Interval struct {
+	// TS is the interval's start and LengthS its length, in seconds since
+	// the run started (warm-up included): the origin of the faults' times.
+	TS      float64 `json:"t_s"`
+	LengthS float64 `json:"length_s"`
+	// Warmup marks an interval of the warm-up, excluded from the summary.
+	Warmup bool `json:"warmup"`
+	// Acquired and AcquiredPerS count the interval's acquisitions.
+	Acquired     int64   `json:"acquired"`
+	AcquiredPerS float64 `json:"acquired_per_s"`
+	// P99Us is the 99th percentile of the interval's acquire latency (wait
+	// latency in mode wait).
+	P99Us int64 `json:"p99_us"`
+	// Contended, Errors and LostLeases count the interval's operations.
+	Contended  int64 `json:"contended"`
+	Errors     int64 `json:"errors"`
+	LostLeases int64 `json:"lost_leases"`
+	// Violations is the oracle's count so far, over the whole run.
+	Violations int64 `json:"violations"`
+	// Subscriptions is the number of release-notification subscriptions
+	// held at the end of the interval, summed over clients.
+	Subscriptions int `json:"subscriptions"`
+	// FaultsActive are the faults in effect at some time in the interval.
+	FaultsActive []string `json:"faults_active"`
+}
+
+// IntervalsJSON is the name of the per-second intervals file in a run
+// directory.
+const IntervalsJSON = "intervals.json"
+
+// WriteIntervals writes intervals.json: a JSON array, one interval per
+// line.
+func WriteIntervals(w io.Writer, ivs []Interval) error {
+	var b strings.Builder
+	b.WriteString("[")
+	for i, iv := range ivs {
+		if iv.FaultsActive == nil {
+			iv.FaultsActive = []string{}
+		}
+		js, err := json.Marshal(iv)
+		if err != nil {
+			return fmt.Errorf("results: encode interval: %w", err)
+		}
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("\n  ")
+		b.Write(js)
+	}
+	b.WriteString("\n]\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// ReadIntervals reads intervals.json.
+func ReadIntervals(r io.Reader) ([]Interval, error) {
+	var ivs []Interval
+	if err := json.NewDecoder(r).Decode(&ivs); err != nil {
+		return nil, fmt.Errorf("results: read intervals: %w", err)
+	}
+	return ivs, nil
 }
 
 // Machine records the hardware and software a run used.
@@ -122,6 +339,7 @@ func (s *Summary) SetLatencies(set *Set) {
 	s.WaitLatencyUs = StatsOf(set[Wait])
 	s.ReleaseLatencyUs = StatsOf(set[Release])
 	s.HoldUs = StatsOf(set[Hold])
+	s.HandoffLatencyUs = StatsOf(set[Handoff])
 }
 
 // Latency returns the statistics of one kind.
@@ -137,6 +355,8 @@ func (s *Summary) Latency(k Kind) Stats {
 		return s.ReleaseLatencyUs
 	case Hold:
 		return s.HoldUs
+	case Handoff:
+		return s.HandoffLatencyUs
 	}
 	return Stats{}
 }
@@ -159,6 +379,15 @@ func WriteJSON(w io.Writer, s *Summary) error {
 	}
 	if c.ViolationExamples == nil {
 		c.ViolationExamples = []Violation{}
+	}
+	if c.StaleTokenExamples == nil {
+		c.StaleTokenExamples = []StaleToken{}
+	}
+	if c.Faults == nil {
+		c.Faults = []FaultEvent{}
+	}
+	if c.Nodes == nil {
+		c.Nodes = []Node{}
 	}
 	if c.Errors == nil {
 		c.Errors = map[string]int64{}
@@ -232,6 +461,9 @@ func WriteText(w io.Writer, s *Summary) error {
 	p("  acquired     %d%s\n", s.Acquired, pct(s.Acquired, s.Attempts))
 	p("  contended    %d%s\n", s.Contended, pct(s.Contended, s.Attempts))
 	p("  lost leases  %d\n", s.LostLeases)
+	if s.Extensions > 0 || s.Config["extend"] == true {
+		p("  extensions   %d (auto-extension)\n", s.Extensions)
+	}
 	var errs []string
 	for _, k := range ErrorKinds() {
 		errs = append(errs, fmt.Sprintf("%s %d", k, s.Errors[k]))
@@ -245,6 +477,21 @@ func WriteText(w io.Writer, s *Summary) error {
 	if s.LoadModel == "open" {
 		p("  backlog      max %d, at end %d\n", s.BacklogMax, s.BacklogEnd)
 	}
+	if s.Mode == "wait" {
+		p("\nwaiting      %d acquisitions woken by a release notification, %d fallback retries, %d back-offs;\n",
+			s.WokenByNotification, s.FallbackRetries, s.BackoffRetries)
+		p("             %d queued behind a worker of the same client (in-process gate)\n", s.Gated)
+		if s.SubscriptionsPeak > 0 {
+			p("             at most %d release subscriptions at once\n", s.SubscriptionsPeak)
+		}
+	}
+	if f := s.Fairness; f.Max > 0 {
+		workers := ""
+		if n, ok := s.Config["workers"]; ok {
+			workers = fmt.Sprintf(" over %v workers", n)
+		}
+		p("fairness     Jain %.4f%s (fewest %d, most %d acquisitions per worker)\n", f.Jain, workers, f.Min, f.Max)
+	}
 
 	p("\nlatency (µs)      %10s %10s %10s %10s %10s %10s %12s\n", "count", "p50", "p90", "p99", "p99.9", "max", "mean")
 	for _, row := range []struct {
@@ -256,7 +503,11 @@ func WriteText(w io.Writer, s *Summary) error {
 		{"wait", Wait},
 		{"release", Release},
 		{"hold", Hold},
+		{"handoff", Handoff},
 	} {
+		if row.k == Handoff && s.Mode != "wait" && s.HandoffLatencyUs.Count == 0 {
+			continue
+		}
 		st := s.Latency(row.k)
 		if st.Count == 0 {
 			p("  %-15s %10d %10s %10s %10s %10s %10s %12s\n", row.name, 0, "-", "-", "-", "-", "-", "-")
@@ -265,7 +516,8 @@ func WriteText(w io.Writer, s *Summary) error {
 		p("  %-15s %10d %10d %10d %10d %10d %10d %12.1f\n", row.name, st.Count, st.P50, st.P90, st.P99, st.P999, st.Max, st.Mean)
 	}
 	if s.Mode == "wait" {
-		p("  (mode wait: a successful Lock is counted under wait, not acquire)\n")
+		p("  (mode wait: a successful Lock is counted under wait, not acquire; handoff is from a release\n")
+		p("   to the next acquisition of that resource by a worker already waiting for it)\n")
 	}
 
 	p("\nsafety       ")
@@ -279,6 +531,55 @@ func WriteText(w io.Writer, s *Summary) error {
 		for _, v := range s.ViolationExamples {
 			p("  %s: worker %d acquired it at %.6f s while worker %d held it (for up to %d µs more)\n",
 				v.Resource, v.SecondHolder, v.AtS, v.FirstHolder, v.FirstRemainingUs)
+		}
+	}
+	if s.TokensChecked > 0 || s.StaleTokens > 0 {
+		p("fencing      ")
+		if s.StaleTokens == 0 {
+			p("OK: %d tokens checked, each above the previous holder's\n", s.TokensChecked)
+		} else {
+			p("VIOLATED: %d of %d tokens were not above the previous holder's\n", s.StaleTokens, s.TokensChecked)
+			for _, t := range s.StaleTokenExamples {
+				p("  %s: worker %d began at %.6f s with token %d, previous holder's token %d\n",
+					t.Resource, t.Worker, t.AtS, t.Token, t.Previous)
+			}
+		}
+	}
+
+	if len(s.Faults) > 0 {
+		p("\nfaults (seconds since the start of the run, warm-up included)\n")
+		for _, f := range s.Faults {
+			line := fmt.Sprintf("  %-24s applied %8.3f", f.Fault, f.AppliedS)
+			switch {
+			case f.Error != "":
+				line += fmt.Sprintf("  ended %8.3f  FAILED: %s", f.EndedS, f.Error)
+			case f.ForS > 0 || f.EndedS > f.AppliedS:
+				line += fmt.Sprintf("  ended %8.3f", f.EndedS)
+			}
+			if f.Early {
+				line += "  (lifted early: the run stopped)"
+			}
+			if f.Via != "" {
+				line += "  via " + f.Via
+			}
+			p("%s\n", line)
+		}
+	}
+	if len(s.Nodes) > 0 {
+		p("\nnodes at the end of the run\n")
+		for i, n := range s.Nodes {
+			more := ""
+			if !n.QuarantinedUntil.IsZero() {
+				more += ", quarantined until " + n.QuarantinedUntil.UTC().Format("2006-01-02T15:04:05.000Z")
+			}
+			if n.Via != "" {
+				more += ", dialled via proxy " + n.Via
+			}
+			p("  %d %-21s %-11s restarts %d, votes ok %d, refused %d, failed %d, timed out %d%s\n",
+				i, n.Addr, n.State, n.Restarts, n.OK, n.Refused, n.Failed, n.TimedOut, more)
+			if n.Error != "" {
+				p("    last error: %s\n", n.Error)
+			}
 		}
 	}
 	_, err := io.WriteString(w, b.String())

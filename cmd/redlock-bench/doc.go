@@ -7,6 +7,7 @@
 // them into a status: 2 for bad input, 1 for failures (violations
 // included), 130 for an interrupted run.
 //
-// It imports bench and results (and pflag); it must not import engine or
-// multiplex directly: engines are reached through bench.
+// It imports bench (with bench/fault for --fault and bench/scenario for
+// the scenario command) and results (and pflag); it must not import engine
+// or multiplex directly: engines are reached through bench.
 package main

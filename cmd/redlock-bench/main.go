@@ -14,6 +14,11 @@ const usage = `redlock-bench drives a distributed lock under load and measures i
 
 Usage:
   redlock-bench run [flags]    run one benchmark and write its results
+  redlock-bench scenario NAME  run a failure-mode scenario and judge it ('scenario list' names them)
+  redlock-bench sweep [flags]  runs at rising --workers or --rate on the same masters: knee, SLO
+  redlock-bench compare [flags]  engines alternating on one workload and the same masters: medians, ratios
+  redlock-bench report DIR...  report.html, charts and capacity.md from run, sweep or compare dirs
+  redlock-bench merge DIR...   combine runs taken at once on several load machines into one run
   redlock-bench help           show this help
 
 Run 'redlock-bench run --help' for the flags of a run.
@@ -39,10 +44,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		err = runCommand(ctx, args[1:], stdout, stderr)
+	case "scenario":
+		err = scenarioCommand(ctx, args[1:], stdout, stderr)
+	case "sweep":
+		err = sweepCommand(ctx, args[1:], stdout, stderr)
+	case "compare":
+		err = compareCommand(ctx, args[1:], stdout, stderr)
+	case "report":
+		err = reportCommand(ctx, args[1:], stdout, stderr)
+	case "merge":
+		err = mergeCommand(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usageErrorf("unknown command %q (known: run, help)", args[0])
+		err = usageErrorf("unknown command %q (known: run, scenario, sweep, compare, report, merge, help)", args[0])
 	}
 	return exitCode(err, stderr)
 }

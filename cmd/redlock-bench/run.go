@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/redlock-bench/redlock/bench"
+	"github.com/redlock-bench/redlock/bench/fault"
 	"github.com/redlock-bench/redlock/results"
 )
 
@@ -43,6 +46,13 @@ type runOptions struct {
 	seed         uint64
 	keyPrefix    string
 	quarantine   string
+	extend       bool
+	fencing      bool
+	gate         bool
+	notify       bool
+	fault        string
+	startAt      string
+	cpuProfile   string
 }
 
 func newRunFlags(o *runOptions) *pflag.FlagSet {
@@ -71,6 +81,14 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 	fs.Uint64Var(&o.seed, "seed", d.Seed, "seed of the workers' random choices")
 	fs.StringVar(&o.keyPrefix, "key-prefix", d.KeyPrefix, "prefix of every lock name")
 	fs.StringVar(&o.quarantine, "quarantine", "", "engine restart quarantine: off, observed or always (default: observed for local masters, always for --masters)")
+	fs.BoolVar(&o.extend, "extend", d.Extend, "auto-extend leases every TTL/3 while held, so that --hold may exceed --ttl (redlock)")
+	fs.BoolVar(&o.fencing, "fencing", d.Fencing, "fencing tokens; the oracle also checks they increase per resource (redlock)")
+	fs.BoolVar(&o.gate, "gate", !d.DisableGate, "in-process gate: a client's workers queue locally for a resource (--gate=false to compare; redlock)")
+	fs.BoolVar(&o.notify, "notify", !d.DisableNotify, "release notifications wake waiters (--notify=false: jittered polling only; redlock)")
+	fs.StringVar(&o.fault, "fault", "", "faults to inject, ACTION:NODE[=ARG]@AT[+FOR],... with AT from the start of the run: kill:2@5s, restart:2@6s, pause:3@10s+4s, slow:1=20ms@0s+10s, cut:4@15s+5s (local masters only), stall:0@3s+2s (also --masters)")
+	fs.StringVar(&o.startAt, "start-at", "", "wait until this RFC 3339 time (e.g. 2025-01-02T15:04:05Z) before the warm-up, to line up runs on several machines")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	_ = fs.MarkHidden("cpuprofile")
 	return fs
 }
 
@@ -119,6 +137,10 @@ func parseRunFlags(args []string) (bench.Config, runOptions, error) {
 	c.Seed = o.seed
 	c.KeyPrefix = o.keyPrefix
 	c.Quarantine = o.quarantine
+	c.Extend = o.extend
+	c.Fencing = o.fencing
+	c.DisableGate = !o.gate
+	c.DisableNotify = !o.notify
 
 	if fs.Changed("masters") {
 		m, err := bench.ParseMasters(o.masters)
@@ -148,6 +170,29 @@ func parseRunFlags(args []string) (bench.Config, runOptions, error) {
 	}
 	if c.Hold, err = bench.ParseHold(o.hold); err != nil {
 		return c, o, bad("hold", o.hold, err.Error())
+	}
+	if fs.Changed("fault") {
+		if c.Faults, err = fault.Parse(o.fault); err != nil {
+			var ie *fault.ItemError
+			if errors.As(err, &ie) {
+				return c, o, bad("fault", o.fault, fmt.Sprintf("item %d %q: %s", ie.Pos, ie.Item, ie.Msg))
+			}
+			return c, o, bad("fault", o.fault, err.Error())
+		}
+	}
+	if fs.Changed("start-at") {
+		if c.StartAt, err = bench.ParseStartAt(o.startAt); err != nil {
+			return c, o, bad("start-at", o.startAt, err.Error())
+		}
+	}
+	// The engine features exist in the redlock engine only; asking another
+	// engine for them is a mistake, not a no-op.
+	if c.Engine != "redlock" {
+		for _, f := range []string{"extend", "fencing", "gate", "notify"} {
+			if fs.Changed(f) {
+				return c, o, bad(f, fs.Lookup(f).Value.String(), "applies to --engine redlock only, not "+c.Engine)
+			}
+		}
 	}
 	if err := c.Validate(); err != nil {
 		return c, o, &usageError{msg: err.Error()}
@@ -199,7 +244,16 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	cfg.Log = prefixWriter{w: stderr}
 	cfg.IntervalLog = hlog
 
+	stopProfile, err := startCPUProfile(o.cpuProfile)
+	if err != nil {
+		hlogFile.Close()
+		if created {
+			os.RemoveAll(dir)
+		}
+		return err
+	}
 	res, runErr := bench.Run(ctx, cfg)
+	profErr := stopProfile()
 	flushErr := hlog.Flush()
 	closeErr := hlogFile.Close()
 	if runErr != nil {
@@ -209,13 +263,23 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if ctx.Err() != nil {
 			return &exitError{code: 130, msg: fmt.Sprintf("interrupted before the run started: %v", runErr)}
 		}
+		var ce *bench.ConfigError
+		if errors.As(runErr, &ce) {
+			return &usageError{msg: ce.Error()}
+		}
 		return runErr
 	}
 	if err := errors.Join(flushErr, closeErr); err != nil {
 		return fmt.Errorf("write interval log: %w", err)
 	}
+	if profErr != nil {
+		return fmt.Errorf("write CPU profile: %w", profErr)
+	}
 	s := res.Summary
 	if err := results.WriteRun(dir, s, res.Histograms); err != nil {
+		return err
+	}
+	if err := writeIntervals(filepath.Join(dir, results.IntervalsJSON), res.Intervals); err != nil {
 		return err
 	}
 	if err := results.WriteText(stdout, s); err != nil {
@@ -227,10 +291,46 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case s.Violations > 0:
 		return &exitError{code: 1, msg: fmt.Sprintf("%d safety violations: two holders of one resource overlapped (see %s)",
 			s.Violations, filepath.Join(dir, results.SummaryText))}
+	case s.StaleTokens > 0:
+		return &exitError{code: 1, msg: fmt.Sprintf("%d stale fencing tokens: a holder's token was not above the previous holder's (see %s)",
+			s.StaleTokens, filepath.Join(dir, results.SummaryText))}
 	case s.Interrupted:
 		return &exitError{code: 130, msg: "interrupted: partial results in " + dir}
 	}
 	return nil
+}
+
+// writeIntervals writes intervals.json, the run's seconds with the faults
+// active in each.
+func writeIntervals(path string, ivs []results.Interval) error {
+	var b bytes.Buffer
+	if err := results.WriteIntervals(&b, ivs); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write intervals: %w", err)
+	}
+	return nil
+}
+
+// startCPUProfile starts a CPU profile into path (--cpuprofile) and
+// returns the function that stops it; with no path it does nothing.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, usageErrorf("--cpuprofile: %v, got %s", err, path)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start CPU profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
 
 // makeRunDir creates the results directory. Without --out it is

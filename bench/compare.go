@@ -1,0 +1,396 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/redlock-bench/redlock/results"
+)
+
+// A comparison runs several engines on one workload, on the same masters,
+// alternating them run by run (A B C A B C ...). These machines are small
+// and noisy: two runs of the same engine a minute apart differ by tens of
+// percent, so comparing one run of A with one run of B measures the noise.
+// Alternating spreads the drift over every engine alike, and the median of
+// each engine's runs discards the odd run disturbed by something else.
+
+// Defaults of CompareConfig.
+const (
+	// DefaultCompareRounds is how many runs each engine gets by default.
+	DefaultCompareRounds = 3
+	// MinCompareRounds is the fewest rounds with a meaningful median.
+	MinCompareRounds = 3
+	// DefaultCeilingRequests is the number of requests of each
+	// redis-benchmark test on each master (--limit).
+	DefaultCeilingRequests = 200000
+)
+
+// DefaultCompareEngines are compared by default: ours, then the redsync
+// baselines, so that every ratio is against ours.
+func DefaultCompareEngines() []string {
+	return []string{"redlock", engineRedsyncRueidis, engineRedsyncGoredis}
+}
+
+// CompareConfig describes a comparison. Every run is Base with its own
+// Engine, Label and KeyPrefix.
+type CompareConfig struct {
+	// Base is the workload of every run. Its Engine is ignored. With no
+	// Masters, LocalMasters are started once for the whole comparison.
+	// Its Progress, Log and IntervalLog are replaced per run.
+	Base Config
+	// Engines run in this order in every round (--engines); the first is
+	// the reference of the ratios. Default DefaultCompareEngines.
+	Engines []string
+	// Rounds is how many times each engine runs (--rounds). Default 3, at
+	// least MinCompareRounds.
+	Rounds int
+	// Limit also measures the masters' pipelined ceiling with
+	// redis-benchmark after the rounds (--limit). Default false.
+	Limit bool
+	// CeilingRequests is the size of each redis-benchmark test on each
+	// master. Default DefaultCeilingRequests.
+	CeilingRequests int
+	// Dir is the comparison's directory, which must exist. Each run writes
+	// a normal run directory <round>-<engine> inside it; compare.json and
+	// compare.txt are rewritten after every run, so that an interrupted
+	// comparison keeps what it measured.
+	Dir string
+	// Label names the comparison; the runs are <label>-<round>-<engine>.
+	// Default: DeriveCompareLabel(Base).
+	Label string
+	// Progress receives the runs' progress lines, each prefixed with the
+	// round and the engine; nil for none.
+	Progress io.Writer
+	// ProgressInPlace rewrites the progress line in place (a terminal).
+	ProgressInPlace bool
+	// Log receives one line per run and informational lines; nil for none.
+	Log io.Writer
+
+	// run runs one engine's run; nil means Run. Tests replace it.
+	run func(context.Context, Config) (*Result, error)
+}
+
+// DeriveCompareLabel names a comparison after its workload, without the
+// engine: "w256-r100000-try".
+func DeriveCompareLabel(base Config) string {
+	return strings.TrimPrefix(DeriveLabel(base), base.Engine+"-")
+}
+
+// ParseEngines parses a comma-separated list of engine names, each known
+// and listed once.
+func ParseEngines(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("empty list")
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, e := range strings.Split(s, ",") {
+		e = strings.TrimSpace(e)
+		if !knownEngine(e) {
+			return nil, fmt.Errorf("unknown engine %q (known: %s)", e, strings.Join(EngineNames(), ", "))
+		}
+		if seen[e] {
+			return nil, fmt.Errorf("engine %q is listed twice", e)
+		}
+		seen[e] = true
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func (cc *CompareConfig) fill() {
+	if len(cc.Engines) == 0 {
+		cc.Engines = DefaultCompareEngines()
+	}
+	if cc.Rounds == 0 {
+		cc.Rounds = DefaultCompareRounds
+	}
+	if cc.CeilingRequests == 0 {
+		cc.CeilingRequests = DefaultCeilingRequests
+	}
+	if cc.Label == "" {
+		cc.Label = DeriveCompareLabel(cc.Base)
+	}
+}
+
+// Validate checks the comparison and the configuration of every run,
+// naming the flag and the value at fault. It fills the defaults first.
+// Dir is checked by RunCompare, so that bad flags are refused before a
+// directory is made.
+func (cc *CompareConfig) Validate() error {
+	cc.fill()
+	if _, err := ParseEngines(strings.Join(cc.Engines, ",")); err != nil {
+		return cfgErr("engines", strings.Join(cc.Engines, ","), "%v", err)
+	}
+	if cc.Rounds < MinCompareRounds {
+		return cfgErr("rounds", cc.Rounds, "must be >= %d: a median of fewer runs is one noisy run", MinCompareRounds)
+	}
+	if err := ValidateLabel(cc.Label); err != nil {
+		return cfgErr("label", cc.Label, "%v", err)
+	}
+	if cc.CeilingRequests < 0 {
+		return fmt.Errorf("bench: CompareConfig.CeilingRequests must be > 0, got %d", cc.CeilingRequests)
+	}
+	if cc.Limit {
+		redis := false
+		for _, e := range cc.Engines {
+			redis = redis || needsRedis(e)
+		}
+		if !redis {
+			return cfgErr("limit", true, "needs Redis masters, and none of --engines %s uses them", strings.Join(cc.Engines, ","))
+		}
+	}
+	for i, e := range cc.Engines {
+		c := cc.runConfig(1, i)
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("%s: %w", e, err)
+		}
+	}
+	return nil
+}
+
+// runConfig is the configuration of engine i's run in round (from 1).
+func (cc *CompareConfig) runConfig(round, i int) Config {
+	c := cc.Base
+	c.Engine = cc.Engines[i]
+	c.Label = fmt.Sprintf("%s-%d-%s", cc.Label, round, c.Engine)
+	// Each run locks names of its own, so that a key another run left
+	// behind (a late SET that outlived its release, a release cut short at
+	// the end) is not contention in this one. The prefix has the same
+	// length for every engine of a round.
+	c.KeyPrefix = fmt.Sprintf("%sc%d-%d:", cc.Base.KeyPrefix, round, i+1)
+	return c
+}
+
+// RunCompare runs every engine Rounds times, alternating, on the same
+// masters: with no Base.Masters, the local masters are started once and
+// stopped before it returns. Each run is written to its own directory, and
+// compare.json and compare.txt after every run; with Limit, the masters'
+// ceiling is measured after the last round.
+//
+// Cancelling ctx stops the current run (kept, marked interrupted, left out
+// of the medians) and the comparison, which is then written as it stands.
+// An error from a run ends the comparison with that error; the runs before
+// it are kept. Violations are in the result, not errors.
+func RunCompare(ctx context.Context, cc CompareConfig) (*results.Comparison, error) {
+	if err := cc.Validate(); err != nil {
+		return nil, err
+	}
+	if cc.Dir == "" {
+		return nil, errors.New("bench: CompareConfig.Dir is empty")
+	}
+	logf := func(format string, a ...any) {
+		if cc.Log != nil {
+			fmt.Fprintf(cc.Log, format+"\n", a...)
+		}
+	}
+	runFn := cc.run
+	if runFn == nil {
+		runFn = Run
+	}
+	var benchmark string
+	if cc.Limit {
+		var err error
+		if benchmark, err = findRedisBenchmark(); err != nil {
+			return nil, err
+		}
+	}
+
+	base := &cc.Base
+	local := false
+	redis := false
+	for _, e := range cc.Engines {
+		redis = redis || needsRedis(e)
+	}
+	if redis && len(base.Masters) == 0 {
+		cluster, err := startLocalMasters(ctx, base.LocalMasters)
+		if err != nil {
+			return nil, err
+		}
+		defer cluster.Stop()
+		base.Masters, local = cluster.Addrs(), true
+		logf("started %d local redis-server for the whole comparison: %s", len(base.Masters), strings.Join(base.Masters, ","))
+		if base.Quarantine == "" {
+			// As in Run: masters this process started hold no locks.
+			base.Quarantine = "observed"
+		}
+	}
+
+	cmp := &results.Comparison{
+		Kind:         "compare",
+		Label:        cc.Label,
+		Engines:      append([]string{}, cc.Engines...),
+		Rounds:       cc.Rounds,
+		Mode:         string(base.Mode),
+		LoadModel:    "closed",
+		Latency:      results.Acquire.String(),
+		Config:       base.Flags(),
+		LocalMasters: local,
+		StartedAt:    time.Now().UTC(),
+	}
+	if redis {
+		cmp.Masters = append([]string{}, base.Masters...)
+	}
+	latency := results.Acquire
+	if base.Mode == ModeWait {
+		latency = results.Wait
+		cmp.Latency = latency.String()
+	}
+	if base.Rate > 0 {
+		cmp.LoadModel = "open"
+	}
+	cmp.Config["engine"] = strings.Join(cc.Engines, ",")
+	cmp.Config["label"] = cc.Label
+	cmp.Config["rounds"] = cc.Rounds
+	cmp.Config["limit"] = cc.Limit
+	delete(cmp.Config, "key_prefix") // each run has its own; see its summary
+	cmp.Analyze()
+	if err := writeComparison(cc.Dir, cmp); err != nil {
+		return nil, err
+	}
+
+	total := cc.Rounds * len(cc.Engines)
+rounds:
+	for round := 1; round <= cc.Rounds; round++ {
+		for i, eng := range cc.Engines {
+			if ctx.Err() != nil {
+				cmp.Interrupted = true
+				break rounds
+			}
+			cfg := cc.runConfig(round, i)
+			name := fmt.Sprintf("%d-%s", round, eng)
+			n := (round-1)*len(cc.Engines) + i + 1
+			logf("run %d/%d: round %d/%d, %s: %s", n, total, round, cc.Rounds, eng, filepath.Join(cc.Dir, name))
+			if cc.Progress != nil {
+				cfg.Progress = &prefixLines{w: cc.Progress, prefix: fmt.Sprintf("round %d/%d %s | ", round, cc.Rounds, eng)}
+				cfg.ProgressInPlace = cc.ProgressInPlace
+			}
+			cfg.Log = cc.Log
+			res, err := runInto(ctx, runFn, cfg, filepath.Join(cc.Dir, name), local)
+			if err != nil {
+				cmp.Interrupted = ctx.Err() != nil
+				cmp.Analyze()
+				if werr := writeComparison(cc.Dir, cmp); werr != nil {
+					err = errors.Join(err, werr)
+				}
+				if ctx.Err() != nil {
+					return cmp, nil // interrupted before the run measured anything
+				}
+				return cmp, fmt.Errorf("bench: compare: round %d, %s: %w", round, eng, err)
+			}
+			s := res.Summary
+			if cmp.Machine.CPUs == 0 || (cmp.Machine.RedisVersion == "" && s.Machine.RedisVersion != "") {
+				cmp.Machine = s.Machine
+			}
+			cmp.Runs = append(cmp.Runs, results.CompareRunOf(round, eng, name, s, latency))
+			cmp.Interrupted = s.Interrupted
+			cmp.Analyze()
+			if err := writeComparison(cc.Dir, cmp); err != nil {
+				return cmp, err
+			}
+			if s.Interrupted {
+				break rounds
+			}
+		}
+	}
+
+	var limitErr error
+	if cc.Limit && !cmp.Interrupted {
+		logf("measuring the masters' ceiling: %s on each master at once", ceilingTool)
+		cmp.Ceiling, limitErr = measureCeiling(ctx, benchmark, cmp.Masters, cc.CeilingRequests, cc.Base.KeyPrefix+"limit:")
+		if limitErr != nil {
+			if ctx.Err() != nil {
+				cmp.Interrupted, limitErr = true, nil
+			} else {
+				limitErr = fmt.Errorf("bench: compare --limit: %w", limitErr)
+			}
+		}
+	}
+	cmp.Analyze()
+	return cmp, errors.Join(limitErr, writeComparison(cc.Dir, cmp))
+}
+
+// runInto runs one engine's run into dir, a new run directory, with its
+// interval log, and writes the run's files there. On an error before
+// anything was measured the directory is removed. local records that the
+// comparison started the masters the run was given.
+func runInto(ctx context.Context, runFn func(context.Context, Config) (*Result, error), cfg Config, dir string, local bool) (*Result, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	f, err := os.Create(filepath.Join(dir, results.IntervalsLog))
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	cfg.IntervalLog = w
+	res, runErr := runFn(ctx, cfg)
+	flushErr := w.Flush()
+	closeErr := f.Close()
+	if runErr != nil {
+		os.RemoveAll(dir)
+		return nil, runErr
+	}
+	if err := errors.Join(flushErr, closeErr); err != nil {
+		return nil, fmt.Errorf("bench: write interval log: %w", err)
+	}
+	res.Summary.LocalMasters = res.Summary.LocalMasters || (local && len(res.Summary.Masters) > 0)
+	if err := results.WriteRun(dir, res.Summary, res.Histograms); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// writeComparison writes compare.json and compare.txt, each through a
+// temporary file, so that a reader never sees half a file.
+func writeComparison(dir string, c *results.Comparison) error {
+	var js, txt bytes.Buffer
+	if err := results.WriteCompareJSON(&js, c); err != nil {
+		return err
+	}
+	if err := results.WriteCompareText(&txt, c); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		b    []byte
+	}{{results.CompareJSON, js.Bytes()}, {results.CompareText, txt.Bytes()}} {
+		tmp := filepath.Join(dir, "."+f.name+".tmp")
+		if err := os.WriteFile(tmp, f.b, 0o644); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, f.name)); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+	}
+	return nil
+}
+
+// prefixLines prefixes each progress line with the run's place in the
+// comparison. The progress writer sends each line in one Write, starting
+// with "\r" when it rewrites the line in place.
+type prefixLines struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p *prefixLines) Write(b []byte) (int, error) {
+	var err error
+	if rest, ok := bytes.CutPrefix(b, []byte("\r")); ok {
+		_, err = fmt.Fprintf(p.w, "\r%s%s", p.prefix, rest)
+	} else {
+		_, err = fmt.Fprintf(p.w, "%s%s", p.prefix, b)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}

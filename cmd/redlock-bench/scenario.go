@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/redlock-bench/redlock/bench"
+	"github.com/redlock-bench/redlock/bench/scenario"
+)
+
+// scenarioOptions are the flags of `redlock-bench scenario`.
+type scenarioOptions struct {
+	out        string
+	quarantine string
+	fencing    bool
+	short      bool
+	names      bool
+}
+
+func newScenarioFlags(o *scenarioOptions) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("scenario", pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.out, "out", "", "directory for scenario.json and scenario.txt (default results/runs/<UTC timestamp>-scenario-<name>)")
+	fs.StringVar(&o.quarantine, "quarantine", "", "restart-amnesia: the restart quarantine under test, off, observed or always (default always, the engine's)")
+	fs.BoolVar(&o.fencing, "fencing", false, "paused-holder: fencing tokens on, so that the stale holder's write is rejected")
+	fs.BoolVar(&o.short, "short", false, "shorten every phase (same verdicts, noisier figures)")
+	fs.BoolVar(&o.names, "names", false, "list: print the names only, one per line")
+	return fs
+}
+
+const scenarioUsage = `Usage:
+  redlock-bench scenario list [--names]
+  redlock-bench scenario NAME [--out DIR] [--quarantine off|observed|always] [--fencing] [--short]
+
+Runs a scripted, self-checking reproduction of a Redlock failure mode on
+masters it starts itself, prints the verdict and writes scenario.json and
+scenario.txt. Exit status 0 when the observed outcome is the expected one,
+1 when it is not or the scenario could not run, 2 for bad input.
+
+Flags:
+`
+
+// scenarioCommand is `redlock-bench scenario`.
+func scenarioCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o scenarioOptions
+	fs := newScenarioFlags(&o)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			fmt.Fprint(stdout, scenarioUsage+fs.FlagUsages())
+			return nil
+		}
+		return &usageError{msg: "scenario: " + err.Error()}
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf("scenario: want one scenario name or list, got %d arguments (see redlock-bench scenario --help)", fs.NArg())
+	}
+	name := fs.Arg(0)
+	if name == "list" {
+		return listScenarios(stdout, o.names)
+	}
+	if o.names {
+		return usageErrorf("--names: applies to scenario list only")
+	}
+	if !knownScenario(name) {
+		return usageErrorf("scenario: unknown scenario %q (known: %s)", name, strings.Join(scenarioNames(), ", "))
+	}
+	opts := scenario.Options{Fencing: o.fencing, Short: o.short, Log: prefixWriter{w: stderr}}
+	if fs.Changed("quarantine") {
+		q, err := bench.ParseQuarantine(o.quarantine)
+		if err != nil {
+			return usageErrorf("--quarantine: %v, got %s", err, o.quarantine)
+		}
+		opts.Quarantine = q
+	}
+	dir, err := scenarioDir(o.out, name, time.Now())
+	if err != nil {
+		return err
+	}
+	opts.Out = dir
+
+	r, runErr := scenario.Run(ctx, name, opts)
+	if r != nil {
+		if err := r.WriteText(stdout); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nresults: %s\n", dir)
+	}
+	verdict := "FAIL"
+	if r != nil && r.Passed {
+		verdict = "PASS"
+	}
+	fmt.Fprintf(stdout, "verdict: %s: %s\n", name, verdict)
+	switch {
+	case runErr != nil && ctx.Err() != nil:
+		return &exitError{code: 130, msg: fmt.Sprintf("interrupted: %v", runErr)}
+	case runErr != nil:
+		return runErr
+	case !r.Passed:
+		return &exitError{code: 1, msg: fmt.Sprintf("scenario %s: the observed outcome is not the expected one (see %s)",
+			name, filepath.Join(dir, "scenario.txt"))}
+	}
+	return nil
+}
+
+// listScenarios prints every scenario, what it does and what it expects,
+// with the variants whose expectation differs; or just the names.
+func listScenarios(w io.Writer, namesOnly bool) error {
+	var b strings.Builder
+	for i, s := range scenario.List() {
+		if namesOnly {
+			b.WriteString(s.Name + "\n")
+			continue
+		}
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "%s\n", s.Name)
+		fmt.Fprintf(&b, "  does    %s\n", s.Summary)
+		fmt.Fprintf(&b, "  expects %s\n", s.Expected(scenario.Options{}))
+		for _, opt := range s.Options {
+			switch opt {
+			case "Quarantine":
+				for _, q := range []string{"observed", "off"} {
+					p, _ := bench.ParseQuarantine(q)
+					fmt.Fprintf(&b, "  with --quarantine %s: %s\n", q, s.Expected(scenario.Options{Quarantine: p}))
+				}
+			case "Fencing":
+				fmt.Fprintf(&b, "  with --fencing: %s\n", s.Expected(scenario.Options{Fencing: true}))
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func scenarioNames() []string {
+	var names []string
+	for _, s := range scenario.List() {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+func knownScenario(name string) bool {
+	for _, n := range scenarioNames() {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// scenarioDir is --out, created, or results/runs/<UTC timestamp>-scenario-
+// <name> with a numeric suffix if two start in the same second. An
+// explicit --out must not already hold a scenario result.
+func scenarioDir(out, name string, now time.Time) (string, error) {
+	if out == "" {
+		dir, _, err := makeRunDir("", "scenario-"+name, now)
+		return dir, err
+	}
+	if _, err := os.Stat(filepath.Join(out, "scenario.json")); err == nil {
+		return "", usageErrorf("--out: directory already holds a scenario result, got %s", out)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", usageErrorf("--out: cannot create the directory (%v), got %s", err, out)
+	}
+	return out, nil
+}

@@ -1,0 +1,749 @@
+package results
+
+// The charts are drawn with gonum.org/v1/plot, the plotting library of the
+// Gonum project: maintained, pure Go (no cgo, no browser, no network), with
+// log axes, custom tickers, labels and polygons, and SVG and PNG back ends
+// that draw the same figure. The report embeds the SVG inline and writes
+// both files beside it. Hand-written SVG strings would be ours to maintain;
+// a JavaScript charting library would need a browser to render and would
+// have to be embedded; go-echarts and similar emit JavaScript too.
+//
+// Every text uses Liberation Sans, which gonum embeds in the binary: the
+// PNGs need no system fonts, and report.html embeds the same font once, so
+// that the SVGs render with the metrics they were laid out with.
+
+import (
+	"bytes"
+	"fmt"
+	"image/color"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// Chart is one figure of a report, with its SVG and PNG renderings.
+type Chart struct {
+	// ID names the chart: the HTML id and the base of its file names.
+	ID string
+	// Title is the figure's heading; Caption says how to read it.
+	Title   string
+	Caption string
+	// SVG is a standalone SVG document; PNG the same figure as an image.
+	SVG []byte
+	PNG []byte
+}
+
+// chartFont is the typeface of every text in the charts.
+var chartFont = font.Font{Typeface: "Liberation", Variant: "Sans"}
+
+// palette holds the series colours: the Tableau 10 palette, which stays
+// distinguishable for the common forms of colour blindness.
+var palette = []color.Color{
+	color.RGBA{0x4e, 0x79, 0xa7, 0xff}, color.RGBA{0xf2, 0x8e, 0x2b, 0xff},
+	color.RGBA{0xe1, 0x57, 0x59, 0xff}, color.RGBA{0x76, 0xb7, 0xb2, 0xff},
+	color.RGBA{0x59, 0xa1, 0x4f, 0xff}, color.RGBA{0xed, 0xc9, 0x48, 0xff},
+	color.RGBA{0xb0, 0x7a, 0xa1, 0xff}, color.RGBA{0xff, 0x9d, 0xa7, 0xff},
+	color.RGBA{0x9c, 0x75, 0x5f, 0xff}, color.RGBA{0xba, 0xb0, 0xac, 0xff},
+}
+
+func seriesColor(i int) color.Color { return palette[i%len(palette)] }
+
+var (
+	faultFill  = color.NRGBA{0xe1, 0x57, 0x59, 0x38}
+	faultLine  = color.RGBA{0xc0, 0x30, 0x30, 0xff}
+	markerDark = color.RGBA{0x20, 0x20, 0x20, 0xff}
+	gridColor  = color.Gray{Y: 0xe0}
+)
+
+// newPlot returns a plot with the report's fonts and a light grid.
+func newPlot(title, xlabel, ylabel string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.Title.TextStyle.Font = font.From(chartFont, 13)
+	p.X.Label.Text, p.Y.Label.Text = xlabel, ylabel
+	for _, a := range []*plot.Axis{&p.X, &p.Y} {
+		a.Label.TextStyle.Font = font.From(chartFont, 11)
+		a.Tick.Label.Font = font.From(chartFont, 9)
+	}
+	p.Legend.TextStyle.Font = font.From(chartFont, 9)
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Legend.XOffs = vg.Points(6)
+	p.Legend.YOffs = vg.Points(-4)
+	p.Legend.Padding = vg.Points(2.5)
+	p.Legend.ThumbnailWidth = vg.Points(22)
+	g := plotter.NewGrid()
+	g.Vertical.Color, g.Horizontal.Color = gridColor, gridColor
+	p.Add(g)
+	return p
+}
+
+// render draws the figure into SVG and PNG.
+func render(c *Chart, w, h vg.Length, drawTo func(draw.Canvas)) error {
+	sv := vgsvg.New(w, h)
+	drawTo(draw.New(sv))
+	var sb bytes.Buffer
+	if _, err := sv.WriteTo(&sb); err != nil {
+		return fmt.Errorf("results: chart %s: svg: %w", c.ID, err)
+	}
+	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110))
+	drawTo(draw.New(img))
+	var pb bytes.Buffer
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&pb); err != nil {
+		return fmt.Errorf("results: chart %s: png: %w", c.ID, err)
+	}
+	c.SVG, c.PNG = sb.Bytes(), pb.Bytes()
+	return nil
+}
+
+// renderPlot draws one plot.
+func renderPlot(c *Chart, p *plot.Plot, w, h vg.Length) error {
+	return render(c, w, h, func(dc draw.Canvas) { p.Draw(dc) })
+}
+
+// line adds a polyline with the given colour, width and dashes.
+func line(p *plot.Plot, xys plotter.XYs, clr color.Color, width float64, dashes ...vg.Length) (*plotter.Line, error) {
+	l, err := plotter.NewLine(xys)
+	if err != nil {
+		return nil, err
+	}
+	l.LineStyle.Color = clr
+	l.LineStyle.Width = vg.Points(width)
+	l.LineStyle.Dashes = dashes
+	p.Add(l)
+	return l, nil
+}
+
+// labels adds texts at points.
+func labels(p *plot.Plot, xys plotter.XYs, texts []string, clr color.Color, size float64, dx, dy vg.Length) error {
+	if len(xys) == 0 {
+		return nil
+	}
+	l, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: texts})
+	if err != nil {
+		return err
+	}
+	for i := range l.TextStyle {
+		l.TextStyle[i].Font = font.From(chartFont, vg.Length(size))
+		l.TextStyle[i].Color = clr
+	}
+	l.Offset = vg.Point{X: dx, Y: dy}
+	p.Add(l)
+	return nil
+}
+
+// DistPoint is one point of a latency distribution: the quantile q (0..1)
+// and its value in microseconds.
+type DistPoint struct {
+	Q  float64
+	Us float64
+}
+
+// DistSeries is one run's latency distribution.
+type DistSeries struct {
+	Name   string
+	Points []DistPoint
+}
+
+// distPointsPerDecade is how finely the distribution is sampled along the
+// 1/(1-q) axis.
+const distPointsPerDecade = 20
+
+// DistributionOf samples a histogram's distribution evenly on the
+// 1/(1-q) axis, up to the resolution its count allows, and ends at the max.
+func DistributionOf(h interface {
+	TotalCount() int64
+	ValueAtQuantile(float64) int64
+	Max() int64
+}) []DistPoint {
+	n := h.TotalCount()
+	if n == 0 {
+		return nil
+	}
+	var pts []DistPoint
+	limit := float64(n) // beyond 1/(1-q) = n the data says nothing
+	for k := 0; ; k++ {
+		x := math.Pow(10, float64(k)/distPointsPerDecade)
+		if x > limit {
+			break
+		}
+		q := 1 - 1/x
+		pts = append(pts, DistPoint{Q: q, Us: float64(h.ValueAtQuantile(q * 100))})
+	}
+	pts = append(pts, DistPoint{Q: 1 - 1/math.Max(limit, 1.0001), Us: float64(h.Max())})
+	return pts
+}
+
+// DistributionOfHgrm takes the distribution from a parsed .hgrm file
+// (values in milliseconds), for runs without histograms.hlog.
+func DistributionOfHgrm(g *Hgrm) []DistPoint {
+	var pts []DistPoint
+	for _, l := range g.Lines {
+		if l.Percentile >= 1 {
+			continue
+		}
+		pts = append(pts, DistPoint{Q: l.Percentile, Us: l.Value * HgrmScale})
+	}
+	if g.Max > 0 && g.TotalCount > 1 {
+		pts = append(pts, DistPoint{Q: 1 - 1/float64(g.TotalCount), Us: g.Max * HgrmScale})
+	}
+	return pts
+}
+
+// percentileTicks labels the 1/(1-q) axis with percentiles: 1 is 0%, 10
+// is 90%, 100 is 99%, 1000 is 99.9%, ...
+type percentileTicks struct{}
+
+func (percentileTicks) Ticks(min, max float64) []plot.Tick {
+	var ticks []plot.Tick
+	for d := 0; d <= 9; d++ {
+		v := math.Pow10(d)
+		if v > max*1.0001 {
+			break
+		}
+		label := "0%"
+		if d > 0 {
+			label = strings.TrimRight(strings.TrimRight(strconv.FormatFloat(100-100/v, 'f', d, 64), "0"), ".") + "%"
+		}
+		if v >= min/1.0001 {
+			ticks = append(ticks, plot.Tick{Value: v, Label: label})
+		}
+		for m := 2; m < 10; m++ {
+			if mv := v * float64(m); mv >= min && mv <= max {
+				ticks = append(ticks, plot.Tick{Value: mv})
+			}
+		}
+	}
+	return ticks
+}
+
+// latencyTicks labels a log axis of microseconds with units: 10µs, 1ms, 1s.
+type latencyTicks struct{}
+
+func (latencyTicks) Ticks(min, max float64) []plot.Tick {
+	min, max = math.Max(min, 0.1), math.Max(max, 1)
+	var ticks []plot.Tick
+	for d := math.Floor(math.Log10(min)); d <= math.Ceil(math.Log10(max)); d++ {
+		v := math.Pow(10, d)
+		for m := 1; m < 10; m++ {
+			mv := v * float64(m)
+			if mv < min/1.0001 || mv > max*1.0001 {
+				continue
+			}
+			t := plot.Tick{Value: mv}
+			if m == 1 || (m == 2 || m == 5) && math.Log10(max/min) < 2 {
+				t.Label = formatUsTick(mv)
+			}
+			ticks = append(ticks, t)
+		}
+	}
+	if len(ticks) < 2 { // a narrow range: linear ticks, in units
+		for _, t := range (plot.DefaultTicks{}).Ticks(min, max) {
+			if t.Label != "" {
+				t.Label = formatUsTick(t.Value)
+			}
+			ticks = append(ticks, t)
+		}
+	}
+	return ticks
+}
+
+// linearLatencyTicks labels a linear axis of microseconds with units.
+type linearLatencyTicks struct{}
+
+func (linearLatencyTicks) Ticks(min, max float64) []plot.Tick {
+	ticks := (plot.DefaultTicks{}).Ticks(min, max)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = formatUsTick(ticks[i].Value)
+		}
+	}
+	return ticks
+}
+
+// formatUsTick writes a tick of microseconds, keeping fractions that
+// FormatUs would round away.
+func formatUsTick(us float64) string {
+	switch {
+	case us == 0:
+		return "0"
+	case math.Abs(us) < 1000:
+		return strconv.FormatFloat(us, 'f', -1, 64) + "µs"
+	case math.Abs(us) < 1e6:
+		return strconv.FormatFloat(us/1e3, 'f', -1, 64) + "ms"
+	}
+	return strconv.FormatFloat(us/1e6, 'f', -1, 64) + "s"
+}
+
+// plainTicks are the default ticks, labelled without trailing zeros.
+type plainTicks struct{}
+
+func (plainTicks) Ticks(min, max float64) []plot.Tick {
+	ticks := (plot.DefaultTicks{}).Ticks(min, max)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'f', -1, 64)
+		}
+	}
+	return ticks
+}
+
+// countTicks labels throughput with thousands as k: 20k, 1.5M.
+type countTicks struct{ log bool }
+
+func (t countTicks) Ticks(min, max float64) []plot.Tick {
+	var ticks []plot.Tick
+	if t.log {
+		ticks = (plot.LogTicks{Prec: -1}).Ticks(math.Max(min, 1e-9), math.Max(max, 1e-9))
+	} else {
+		ticks = (plot.DefaultTicks{}).Ticks(min, max)
+	}
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = FormatCount(ticks[i].Value)
+		}
+	}
+	return ticks
+}
+
+// FormatCount writes a count or a rate compactly: 950, 12.5k, 1.2M.
+func FormatCount(v float64) string {
+	trim := func(f float64, unit string) string {
+		return strconv.FormatFloat(math.Round(f*10)/10, 'f', -1, 64) + unit
+	}
+	switch a := math.Abs(v); {
+	case a >= 1e6:
+		return trim(v/1e6, "M")
+	case a >= 1000:
+		return trim(v/1e3, "k")
+	}
+	return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64)
+}
+
+// logLatencyAxis reports whether values spread enough for a log axis.
+func logLatencyAxis(lo, hi float64) bool { return lo > 0 && hi/lo >= 20 }
+
+// DistributionChart overlays the latency distributions of several runs on
+// the usual percentile axis, 1/(1-q) on a log scale, as HdrHistogram's
+// plotter draws them.
+func DistributionChart(id, title, what string, series []DistSeries) (*Chart, error) {
+	c := &Chart{ID: id, Title: title,
+		Caption: "Latency against percentile on the 1/(1−p) axis: each step right is a factor of ten rarer (90%, 99%, 99.9%...). The last point of each line is the maximum. " + what}
+	p := newPlot(title, "percentile", "latency")
+	lo, hi := math.Inf(1), 0.0
+	for _, s := range series {
+		for _, pt := range s.Points {
+			lo, hi = math.Min(lo, math.Max(pt.Us, 1)), math.Max(hi, pt.Us)
+		}
+	}
+	logY := logLatencyAxis(lo, hi)
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = percentileTicks{}
+	if logY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = latencyTicks{}
+	} else {
+		p.Y.Tick.Marker = linearLatencyTicks{}
+		p.Y.Min = 0
+	}
+	n := 0
+	for i, s := range series {
+		var xys plotter.XYs
+		for _, pt := range s.Points {
+			x := 1 / math.Max(1-pt.Q, 1e-12)
+			y := pt.Us
+			if logY {
+				y = math.Max(y, 1)
+			}
+			xys = append(xys, plotter.XY{X: x, Y: y})
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		if len(xys) == 1 {
+			xys = append(xys, xys[0])
+		}
+		l, err := line(p, xys, seriesColor(i), 1.6)
+		if err != nil {
+			return nil, fmt.Errorf("results: chart %s: %w", id, err)
+		}
+		p.Legend.Add(s.Name, l)
+		n++
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	if p.X.Max < 10 {
+		p.X.Max = 10
+	}
+	p.X.Min = 1
+	return c, renderPlot(c, p, 9*vg.Inch, 4.6*vg.Inch)
+}
+
+// TimeSeries is one run's per-interval figures.
+type TimeSeries struct {
+	Name string
+	// Group, when set, colours the series by group (an engine of a
+	// comparison) and names only the group in the legend.
+	Group string
+	// AtS is each interval's middle, in seconds since the measured window
+	// began; PerSec and P99Us its throughput and 99th percentile.
+	AtS    []float64
+	PerSec []float64
+	P99Us  []float64
+	Faults []Fault
+}
+
+// TimeSeriesOf computes the per-interval throughput and p99 of tag from a
+// run's interval log, in seconds since origin; a zero origin is the run's
+// own measured window.
+func TimeSeriesOf(r *RunDir, tag string, origin time.Time) TimeSeries {
+	ts := TimeSeries{Name: r.Name()}
+	if origin.IsZero() {
+		origin = r.MeasureStart()
+	}
+	shift := r.MeasureStart().Sub(origin).Seconds()
+	for _, f := range r.Faults() {
+		f.FromS += shift
+		f.ToS += shift
+		ts.Faults = append(ts.Faults, f)
+	}
+	for _, t := range r.Intervals {
+		if t.Tag != tag {
+			continue
+		}
+		s, e := t.Histogram.StartTimeMs(), t.Histogram.EndTimeMs()
+		secs := float64(e-s) / 1000
+		if secs <= 0.05 { // a sliver at the end says nothing about a rate
+			continue
+		}
+		mid := float64(s+e)/2000 - float64(origin.UnixNano())/1e9
+		ts.AtS = append(ts.AtS, mid)
+		ts.PerSec = append(ts.PerSec, float64(t.Histogram.TotalCount())/secs)
+		ts.P99Us = append(ts.P99Us, float64(t.Histogram.ValueAtQuantile(99)))
+	}
+	return ts
+}
+
+// TimeSeriesChart draws throughput (top) and p99 (bottom) against time, one
+// line per run, with faults shaded where they were in effect. xlabel says
+// what time zero is.
+func TimeSeriesChart(id, title, xlabel string, series []TimeSeries, legendLeft bool) (*Chart, error) {
+	c := &Chart{ID: id, Title: title,
+		Caption: "Successful acquisitions per second (top) and their 99th percentile latency (bottom), per second of measurement (warm-ups are not shown). Shaded bands are injected faults, from when each was applied until it was lifted."}
+	top := newPlot(title, "", "acquisitions/s")
+	bottom := newPlot("", xlabel, "p99 latency")
+	top.Y.Tick.Marker = countTicks{}
+	top.Y.Min = 0
+	lo, hi := math.Inf(1), 0.0
+	for _, s := range series {
+		for _, v := range s.P99Us {
+			lo, hi = math.Min(lo, math.Max(v, 1)), math.Max(hi, v)
+		}
+	}
+	logY := logLatencyAxis(lo, hi)
+	if logY {
+		bottom.Y.Scale = plot.LogScale{}
+		bottom.Y.Tick.Marker = latencyTicks{}
+	} else {
+		bottom.Y.Tick.Marker = linearLatencyTicks{}
+		bottom.Y.Min = 0
+	}
+	n := 0
+	var faults []Fault
+	seen := map[string]bool{}
+	groups := map[string]int{}
+	for i, s := range series {
+		if len(s.AtS) == 0 {
+			continue
+		}
+		colour, name := i, s.Name
+		if s.Group != "" {
+			g, ok := groups[s.Group]
+			if !ok {
+				g = len(groups)
+				groups[s.Group] = g
+			}
+			colour, name = g, s.Group
+			if ok {
+				name = ""
+			}
+		}
+		var tp, lat plotter.XYs
+		for j := range s.AtS {
+			tp = append(tp, plotter.XY{X: s.AtS[j], Y: s.PerSec[j]})
+			y := s.P99Us[j]
+			if logY {
+				y = math.Max(y, 1)
+			}
+			lat = append(lat, plotter.XY{X: s.AtS[j], Y: y})
+		}
+		l, err := line(top, tp, seriesColor(colour), 1.4)
+		if err != nil {
+			return nil, fmt.Errorf("results: chart %s: %w", id, err)
+		}
+		if _, err := line(bottom, lat, seriesColor(colour), 1.4); err != nil {
+			return nil, fmt.Errorf("results: chart %s: %w", id, err)
+		}
+		if len(series) > 1 && name != "" {
+			top.Legend.Add(name, l)
+		}
+		for _, f := range s.Faults {
+			k := fmt.Sprintf("%s@%.3f", f.Name, f.FromS)
+			if !seen[k] {
+				seen[k] = true
+				faults = append(faults, f)
+			}
+		}
+		n++
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	top.Legend.Left = legendLeft
+	top.X.Tick.Marker, bottom.X.Tick.Marker = plainTicks{}, plainTicks{}
+	// Share the x range, so that the panels line up.
+	xmin, xmax := math.Min(top.X.Min, bottom.X.Min), math.Max(top.X.Max, bottom.X.Max)
+	for _, f := range faults {
+		xmin, xmax = math.Min(xmin, f.FromS), math.Max(xmax, f.ToS)
+	}
+	xmin = math.Min(xmin, 0)
+	top.X.Min, top.X.Max, bottom.X.Min, bottom.X.Max = xmin, xmax, xmin, xmax
+	top.Y.Max *= 1.12 // room for the fault labels
+	for _, pl := range []*plot.Plot{top, bottom} {
+		if err := shadeFaults(pl, faults, pl == top); err != nil {
+			return nil, fmt.Errorf("results: chart %s: %w", id, err)
+		}
+	}
+	return c, render(c, 9*vg.Inch, 6*vg.Inch, func(dc draw.Canvas) {
+		tiles := draw.Tiles{Rows: 2, Cols: 1, PadY: vg.Points(6), PadBottom: vg.Points(2), PadTop: vg.Points(2)}
+		cs := plot.Align([][]*plot.Plot{{top}, {bottom}}, tiles, dc)
+		top.Draw(cs[0][0])
+		bottom.Draw(cs[1][0])
+	})
+}
+
+// shadeFaults draws each fault as a band (or a line, for an instant) over
+// the plot's current y range, labelled on the top panel.
+func shadeFaults(p *plot.Plot, faults []Fault, label bool) error {
+	if len(faults) == 0 {
+		return nil
+	}
+	ylo, yhi := p.Y.Min, p.Y.Max
+	if math.IsInf(ylo, 0) || math.IsInf(yhi, 0) {
+		return nil
+	}
+	var at plotter.XYs
+	var texts []string
+	for _, f := range faults {
+		if f.ToS-f.FromS > 0.05 {
+			poly, err := plotter.NewPolygon(plotter.XYs{{X: f.FromS, Y: ylo}, {X: f.ToS, Y: ylo}, {X: f.ToS, Y: yhi}, {X: f.FromS, Y: yhi}})
+			if err != nil {
+				return err
+			}
+			poly.Color = faultFill
+			poly.LineStyle.Width = 0
+			p.Add(poly)
+		} else if _, err := line(p, plotter.XYs{{X: f.FromS, Y: ylo}, {X: f.FromS, Y: yhi}}, faultLine, 1, vg.Points(3), vg.Points(2)); err != nil {
+			return err
+		}
+		at = append(at, plotter.XY{X: f.FromS, Y: yhi})
+		texts = append(texts, f.Name)
+	}
+	if label {
+		return labels(p, at, texts, faultLine, 8, vg.Points(2), vg.Points(-10))
+	}
+	return nil
+}
+
+// SweepLatencyChart draws latency (p50, p99, p99.9) against throughput
+// across a sweep, marking the knee, the SLO limit and the SLO point.
+func SweepLatencyChart(id string, sw *Sweep) (*Chart, error) {
+	title := fmt.Sprintf("Latency against throughput: %s", sw.Label)
+	c := &Chart{ID: id, Title: title,
+		Caption: fmt.Sprintf("Each point is one step of the sweep (labelled with its %s); x is the throughput it achieved, y its %s latency. Where the lines turn upward, more load buys latency, not throughput.", sw.Param, sw.Latency)}
+	p := newPlot(title, "acquisitions/s", sw.Latency+" latency")
+	p.X.Tick.Marker = countTicks{}
+	var pts []SweepPoint
+	for _, pt := range sw.Points {
+		if pt.LatencyUs.Count > 0 {
+			pts = append(pts, pt)
+		}
+	}
+	if len(pts) == 0 {
+		return nil, nil
+	}
+	lo, hi := math.Inf(1), 0.0
+	for _, pt := range pts {
+		lo, hi = math.Min(lo, math.Max(float64(pt.LatencyUs.P50), 1)), math.Max(hi, float64(pt.LatencyUs.P999))
+	}
+	if sw.SLO != nil {
+		lo, hi = math.Min(lo, sw.SLO.LimitUs), math.Max(hi, sw.SLO.LimitUs)
+	}
+	logY := logLatencyAxis(lo, hi)
+	if logY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = latencyTicks{}
+	} else {
+		p.Y.Tick.Marker = linearLatencyTicks{}
+		p.Y.Min = 0
+	}
+	y := func(v int64) float64 {
+		if logY {
+			return math.Max(float64(v), 1)
+		}
+		return float64(v)
+	}
+	curves := []struct {
+		name string
+		get  func(Stats) int64
+	}{
+		{"p50", func(s Stats) int64 { return s.P50 }},
+		{"p99", func(s Stats) int64 { return s.P99 }},
+		{"p99.9", func(s Stats) int64 { return s.P999 }},
+	}
+	var p99 plotter.XYs
+	for i, cv := range curves {
+		var xys plotter.XYs
+		for _, pt := range pts {
+			xys = append(xys, plotter.XY{X: pt.AcquiredPerSec, Y: y(cv.get(pt.LatencyUs))})
+		}
+		l, err := line(p, xys, seriesColor(i), 1.6)
+		if err != nil {
+			return nil, fmt.Errorf("results: chart %s: %w", id, err)
+		}
+		sc, err := plotter.NewScatter(xys)
+		if err != nil {
+			return nil, fmt.Errorf("results: chart %s: %w", id, err)
+		}
+		sc.GlyphStyle = draw.GlyphStyle{Color: seriesColor(i), Radius: vg.Points(2.2), Shape: draw.CircleGlyph{}}
+		p.Add(sc)
+		p.Legend.Add(cv.name, l, sc)
+		if cv.name == "p99" {
+			p99 = xys
+		}
+	}
+	var names []string
+	for _, pt := range pts {
+		names = append(names, FormatSweepLabel(sw.Param, pt.Value))
+	}
+	if err := labels(p, p99, names, markerDark, 8, vg.Points(4), vg.Points(2)); err != nil {
+		return nil, fmt.Errorf("results: chart %s: %w", id, err)
+	}
+	if err := markSweep(p, sw, func(pt SweepPoint) plotter.XY {
+		return plotter.XY{X: pt.AcquiredPerSec, Y: y(pt.LatencyUs.P99)}
+	}); err != nil {
+		return nil, fmt.Errorf("results: chart %s: %w", id, err)
+	}
+	p.X.Min = 0
+	if sw.SLO != nil {
+		l, err := line(p, plotter.XYs{{X: 0, Y: sw.SLO.LimitUs}, {X: p.X.Max, Y: sw.SLO.LimitUs}}, faultLine, 1, vg.Points(5), vg.Points(3))
+		if err != nil {
+			return nil, fmt.Errorf("results: chart %s: %w", id, err)
+		}
+		p.Legend.Add("SLO "+sw.SLO.Text, l)
+	}
+	return c, renderPlot(c, p, 9*vg.Inch, 4.8*vg.Inch)
+}
+
+// SweepThroughputChart draws throughput against the swept value, marking
+// the knee and the SLO point.
+func SweepThroughputChart(id string, sw *Sweep) (*Chart, error) {
+	title := fmt.Sprintf("Throughput against %s: %s", sw.Param, sw.Label)
+	xl := "workers"
+	if sw.Param == "rate" {
+		xl = "offered rate (acquisitions/s)"
+	}
+	c := &Chart{ID: id, Title: title,
+		Caption: "Achieved throughput at each step. Below saturation it follows the load; past the knee it flattens (or falls, under contention)."}
+	p := newPlot(title, xl, "acquisitions/s")
+	p.Y.Tick.Marker = countTicks{}
+	p.Y.Min = 0
+	var xys plotter.XYs
+	lo, hi := math.Inf(1), 0.0
+	for _, pt := range sw.Points {
+		if pt.Value <= 0 {
+			continue
+		}
+		xys = append(xys, plotter.XY{X: pt.Value, Y: pt.AcquiredPerSec})
+		lo, hi = math.Min(lo, pt.Value), math.Max(hi, pt.Value)
+	}
+	if len(xys) == 0 {
+		return nil, nil
+	}
+	if lo > 0 && hi/lo >= 8 {
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = countTicks{log: true}
+	} else {
+		p.X.Tick.Marker = countTicks{}
+	}
+	l, err := line(p, xys, seriesColor(0), 1.6)
+	if err != nil {
+		return nil, fmt.Errorf("results: chart %s: %w", id, err)
+	}
+	sc, err := plotter.NewScatter(xys)
+	if err != nil {
+		return nil, fmt.Errorf("results: chart %s: %w", id, err)
+	}
+	sc.GlyphStyle = draw.GlyphStyle{Color: seriesColor(0), Radius: vg.Points(2.2), Shape: draw.CircleGlyph{}}
+	p.Add(sc)
+	p.Legend.Add("achieved", l, sc)
+	if sw.Param == "rate" {
+		ideal := plotter.XYs{{X: lo, Y: lo}, {X: hi, Y: hi}}
+		il, err := line(p, ideal, color.Gray{Y: 0x90}, 1, vg.Points(4), vg.Points(3))
+		if err != nil {
+			return nil, fmt.Errorf("results: chart %s: %w", id, err)
+		}
+		p.Legend.Add("offered", il)
+	}
+	if err := markSweep(p, sw, func(pt SweepPoint) plotter.XY { return plotter.XY{X: pt.Value, Y: pt.AcquiredPerSec} }); err != nil {
+		return nil, fmt.Errorf("results: chart %s: %w", id, err)
+	}
+	return c, renderPlot(c, p, 9*vg.Inch, 4.2*vg.Inch)
+}
+
+// markSweep rings the knee and the SLO point, with a legend entry each.
+func markSweep(p *plot.Plot, sw *Sweep, at func(SweepPoint) plotter.XY) error {
+	mark := func(pt SweepPoint, name string, shape draw.GlyphDrawer, clr color.Color, r float64) error {
+		sc, err := plotter.NewScatter(plotter.XYs{at(pt)})
+		if err != nil {
+			return err
+		}
+		sc.GlyphStyle = draw.GlyphStyle{Color: clr, Radius: vg.Points(r), Shape: shape}
+		p.Add(sc)
+		p.Legend.Add(name, sc)
+		return nil
+	}
+	if sw.Knee.Found {
+		for _, pt := range sw.Points {
+			if pt.Index == sw.Knee.Index {
+				if err := mark(pt, "knee: "+ParamValue(sw.Param, pt.Value), draw.RingGlyph{}, markerDark, 5.5); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if sw.SLOPoint != nil && sw.SLO != nil {
+		if err := mark(*sw.SLOPoint, "best within "+sw.SLO.Text+": "+ParamValue(sw.Param, sw.SLOPoint.Value), draw.SquareGlyph{}, color.RGBA{0x59, 0xa1, 0x4f, 0xff}, 4.5); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FormatSweepLabel is a short point label: "w64" or "5k/s".
+func FormatSweepLabel(param string, v float64) string {
+	if param == "workers" {
+		return "w" + strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return FormatCount(v) + "/s"
+}

@@ -1,0 +1,350 @@
+package results
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeReportFixtures writes one of each input a report reads: a sweep
+// with an SLO, a comparison of two engines, and a run with faults. It
+// returns their directories.
+func writeReportFixtures(t testing.TB, root string) (sweep, compare, run string) {
+	t.Helper()
+	slo, err := ParseSLO("p99<5ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweep = filepath.Join(root, "sweep")
+	writeSynthSweep(t, sweep, &slo)
+
+	compare = filepath.Join(root, "compare")
+	cmp := &Comparison{Kind: "compare", Label: "engines", Engines: []string{"redlock", "redsync"}, Rounds: 2,
+		Mode: "try", LoadModel: "closed", Latency: "acquire", StartedAt: synthStart}
+	for round := 1; round <= 2; round++ {
+		for i, e := range []struct {
+			engine string
+			perSec int64
+			meanUs float64
+		}{{"redlock", 30000, 900}, {"redsync", 12000, 2400}} {
+			dir := fmt.Sprintf("%d-%s", round, e.engine)
+			s := writeSynthRun(t, filepath.Join(compare, dir), synthRun{
+				label: fmt.Sprintf("engines-%d-%s", round, e.engine), engine: e.engine, workers: 64,
+				start: synthStart.Add(time.Duration((round-1)*2+i) * 10 * time.Second), warmupS: 1, seconds: 8,
+				perSec:    func(sec int) int64 { return e.perSec + int64(sec%3+round)*500 },
+				latencyUs: exponential(150, e.meanUs), holdUs: 1000,
+			})
+			cmp.Runs = append(cmp.Runs, CompareRunOf(round, e.engine, dir, s, Acquire))
+		}
+	}
+	cmp.Analyze()
+	var cb bytes.Buffer
+	if err := WriteCompareJSON(&cb, cmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(compare, CompareJSON), cb.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	run = filepath.Join(root, "run")
+	writeSynthRun(t, run, synthRun{
+		label: "redlock-w64-r1000-try-faults", workers: 64, start: synthStart, warmupS: 1, seconds: 12,
+		perSec: func(sec int) int64 {
+			if sec >= 3 && sec < 6 {
+				return 9000 // a master paused
+			}
+			return 25000
+		},
+		latencyUs: exponential(200, 700), holdUs: 500,
+		slowdown: func(sec int) float64 {
+			switch {
+			case sec >= 3 && sec < 6:
+				return 4 // the vote waits for a slower quorum
+			case sec == 8:
+				return 1.8
+			}
+			return 1 + 0.05*float64(sec%4)
+		},
+		faults: []map[string]any{
+			{"fault": "pause:2@4s+3s", "action": "pause", "node": 2, "at_s": 4, "for_s": 3, "applied_s": 4.001, "ended_s": 7.002, "ended": true},
+			{"fault": "kill:4@9s", "action": "kill", "node": 4, "at_s": 9, "for_s": 0, "applied_s": 9.0, "ended_s": 9.01, "ended": true,
+				"applied_at": synthStart.Add(9 * time.Second).Format(time.RFC3339Nano)},
+		},
+	})
+	return sweep, compare, run
+}
+
+func loadInputs(t testing.TB, dirs ...string) []*Input {
+	t.Helper()
+	var ins []*Input
+	for _, d := range dirs {
+		in, err := LoadInput(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ins = append(ins, in)
+	}
+	return ins
+}
+
+func TestLoadInputKinds(t *testing.T) {
+	t.Parallel()
+	sweep, compare, run := writeReportFixtures(t, t.TempDir())
+	ins := loadInputs(t, sweep, compare, run, filepath.Dir(run))
+	for i, want := range []struct {
+		kind string
+		runs int
+	}{{"sweep", 6}, {"compare", 4}, {"run", 1}, {"runs", 11}} {
+		if ins[i].Kind != want.kind || len(ins[i].Runs) != want.runs {
+			t.Errorf("%s: kind %s with %d runs, want %s with %d", ins[i].Dir, ins[i].Kind, len(ins[i].Runs), want.kind, want.runs)
+		}
+	}
+	if ins[1].Title != "compare engines" || ins[1].Comparison == nil || len(ins[1].Comparison.Results) != 2 {
+		t.Errorf("compare title %q, comparison %+v", ins[1].Title, ins[1].Comparison)
+	}
+	// A compare.json this version cannot read: the runs below still load.
+	os.WriteFile(filepath.Join(compare, CompareJSON), []byte(`{"kind":"compare","runs":"not a list"}`), 0o644)
+	if in, err := LoadInput(compare); err != nil || in.Kind != "compare" || len(in.Runs) != 4 || in.Comparison != nil || len(in.Notes) == 0 {
+		t.Errorf("unreadable compare.json: %v, %+v", err, in)
+	}
+	f := ins[2].Runs[0].Faults()
+	// applied_s is since the run started: the pause is 3 s into the
+	// measured window; the kill is placed by its wall-clock time.
+	if len(f) != 2 || f[0].Action != "pause" || f[0].FromS < 3 || f[0].FromS > 3.01 || f[0].ToS < 6 || f[1].FromS != 8 {
+		t.Errorf("faults %+v", f)
+	}
+	if _, err := LoadInput(t.TempDir()); err == nil {
+		t.Error("an empty directory loaded as an input")
+	}
+}
+
+func TestReportFiles(t *testing.T) {
+	t.Parallel()
+	sweep, compare, run := writeReportFixtures(t, t.TempDir())
+	out := t.TempDir()
+	written, err := WriteReport(out, loadInputs(t, sweep, compare, run), ReportOptions{Now: synthStart})
+	if err != nil {
+		t.Fatal(err)
+	}
+	html, err := os.ReadFile(filepath.Join(out, ReportHTML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := chartIDs(html)
+	// Sweep: latency/throughput, throughput, distribution, time; compare:
+	// distribution, time; run: distribution, time.
+	if len(ids) != 8 {
+		t.Fatalf("%d charts (%v), want 8", len(ids), ids)
+	}
+	for _, id := range ids {
+		for _, ext := range []string{".svg", ".png"} {
+			p := filepath.Join(out, ChartsDir, id+ext)
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ext == ".png" {
+				if _, err := png.Decode(bytes.NewReader(b)); err != nil {
+					t.Errorf("%s: %v", p, err)
+				}
+			} else if !bytes.Contains(b, []byte("<svg")) {
+				t.Errorf("%s is not an SVG", p)
+			}
+		}
+	}
+	if len(written) != 2+2*len(ids) {
+		t.Errorf("wrote %d files: %v", len(written), written)
+	}
+	// Offline: nothing to fetch. The only URLs are XML namespace names.
+	page := regexp.MustCompile(`xmlns(:xlink)?="http://www\.w3\.org/[^"]*"`).ReplaceAll(html, nil)
+	for _, bad := range []string{"http://", "https://", "<script", "<link", "@import", "src=\"//"} {
+		if bytes.Contains(page, []byte(bad)) {
+			t.Errorf("report.html contains %q: it must work offline", bad)
+		}
+	}
+	for _, want := range []string{"knee", "best within SLO", "compare engines", "redsync (2 runs)", "× redlock", "pause:2@4s+3s", "kill:4@9s", `id="comparison-table"`, "Capacity plan"} {
+		if !bytes.Contains(html, []byte(want)) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+	// Charts are inline SVG drawn by gonum, not images.
+	if n := bytes.Count(html, []byte("<svg ")); n != len(ids) {
+		t.Errorf("%d inline SVGs for %d charts", n, len(ids))
+	}
+	if bytes.Contains(html, []byte("<?xml")) {
+		t.Error("an XML prolog was left inside the page")
+	}
+}
+
+// chartIDs lists the data-chart ids of a report page.
+func chartIDs(html []byte) []string {
+	var ids []string
+	for _, m := range regexp.MustCompile(`data-chart="([^"]+)"`).FindAllSubmatch(html, -1) {
+		ids = append(ids, string(m[1]))
+	}
+	return ids
+}
+
+func TestCapacityGolden(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	sweep, compare, run := writeReportFixtures(t, root)
+	ins := loadInputs(t, sweep, compare, run)
+	// Directories as a reader would type them, not the test's temporary ones.
+	for i, d := range []string{"results/sweeps/20250102T030405Z-sweep-workers-redlock-r1000-try",
+		"results/runs/20250102T030405Z-compare-engines", "results/runs/20250102T030405Z-faults"} {
+		for _, r := range ins[i].Runs {
+			rel, _ := filepath.Rel(ins[i].Dir, r.Dir)
+			r.Dir = filepath.Join(d, rel)
+		}
+		ins[i].Dir = d
+	}
+	var b bytes.Buffer
+	if err := WriteCapacity(&b, ins, nil); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "capacity.md", b.Bytes())
+
+	// The same sweep judged against an SLO nothing meets.
+	slo, _ := ParseSLO("p99<1ms")
+	b.Reset()
+	if err := WriteCapacity(&b, ins[:1], &slo); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "capacity_slo_missed.md", b.Bytes())
+}
+
+// chromium finds headless Chromium, installing it with .ci/ensure-chromium
+// when it is missing; it skips the test, saying why, only when that fails.
+func chromium(t *testing.T) string {
+	t.Helper()
+	const bin = "/usr/bin/chromium"
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	script, _ := filepath.Abs(filepath.Join("..", ".ci", "ensure-chromium"))
+	out, err := exec.Command(script).CombinedOutput()
+	if err != nil {
+		t.Skipf("headless Chromium is not available and %s could not install it: %v\n%s", script, err, out)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("%s ran but %s is still missing", script, bin)
+	}
+	return bin
+}
+
+// runChromium runs headless Chromium on a page with the extra arguments and
+// returns its standard output (the DOM, with --dump-dom) and its log.
+func runChromium(t *testing.T, bin, page string, extra ...string) (stdout, log string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	args := []string{
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--no-default-browser-check",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions",
+		"--disable-dev-shm-usage", "--hide-scrollbars", "--mute-audio",
+		"--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0", "--log-level=0",
+	}
+	args = append(append(args, extra...), "file://"+page)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("chromium %v timed out:\n%s", extra, e.String())
+	}
+	if err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || o.Len() == 0 && !strings.Contains(strings.Join(extra, " "), "--screenshot") {
+			t.Fatalf("chromium %v: %v\n%s", extra, err, e.String())
+		}
+	}
+	return o.String(), e.String()
+}
+
+// consoleErrors picks the page's console errors and uncaught exceptions out
+// of Chromium's log.
+func consoleErrors(log string) []string {
+	var bad []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "CONSOLE") && (strings.Contains(l, ":ERROR:") || strings.Contains(l, "Uncaught") || strings.Contains(l, "rror")) ||
+			strings.Contains(l, "Uncaught") {
+			bad = append(bad, l)
+		}
+	}
+	return bad
+}
+
+// TestReportRendersInChromium opens report.html in headless Chromium: it
+// must render every chart with no console error, and a screenshot is kept
+// (its path is logged; REDLOCK_REPORT_DIR keeps the report and the
+// screenshot there too).
+func TestReportRendersInChromium(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: no browser")
+	}
+	t.Parallel()
+	bin := chromium(t)
+	out := t.TempDir()
+	if d := os.Getenv("REDLOCK_REPORT_DIR"); d != "" {
+		out = d
+	}
+	sweep, compare, run := writeReportFixtures(t, filepath.Join(out, "inputs"))
+	if _, err := WriteReport(out, loadInputs(t, sweep, compare, run), ReportOptions{Now: synthStart}); err != nil {
+		t.Fatal(err)
+	}
+	page, _ := filepath.Abs(filepath.Join(out, ReportHTML))
+	html, _ := os.ReadFile(page)
+	ids := chartIDs(html)
+
+	// The control: a page that does log an error must be caught, or the
+	// check below proves nothing.
+	bad := filepath.Join(t.TempDir(), "bad.html")
+	os.WriteFile(bad, []byte(`<!DOCTYPE html><html><body><p>x</p><script>console.error("control error"); undefinedFunction();</script></body></html>`), 0o644)
+	if _, log := runChromium(t, bin, bad, "--dump-dom"); len(consoleErrors(log)) == 0 {
+		t.Fatalf("the console check is blind: a page with console.error passed; log:\n%s", log)
+	}
+
+	dom, log := runChromium(t, bin, page, "--dump-dom", "--virtual-time-budget=2000")
+	if errs := consoleErrors(log); len(errs) > 0 {
+		t.Errorf("console errors while rendering report.html:\n%s", strings.Join(errs, "\n"))
+	}
+	if !strings.Contains(dom, "Comparison of runs") || !strings.Contains(dom, "<b>Recommended worker count: 16</b>") {
+		t.Fatalf("the DOM Chromium rendered is not the report:\n%.2000s", dom)
+	}
+	for _, id := range ids {
+		// Each chart's figure holds its SVG with drawn paths and text.
+		re := regexp.MustCompile(`(?s)data-chart="` + regexp.QuoteMeta(id) + `".*?<svg.*?<path.*?<text.*?</svg>`)
+		if !re.MatchString(dom) {
+			t.Errorf("chart %s is not in the rendered page", id)
+		}
+	}
+	if len(ids) != 8 {
+		t.Errorf("%d charts, want 8", len(ids))
+	}
+
+	shot := filepath.Join(out, "report-screenshot.png")
+	runChromium(t, bin, page, "--screenshot="+shot, "--window-size=1280,7000", "--virtual-time-budget=2000")
+	b, err := os.ReadFile(shot)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	// A blank page compresses to almost nothing; charts do not.
+	if img.Bounds().Dx() < 1000 || len(b) < 100_000 {
+		t.Errorf("screenshot %s: %v, %d bytes: looks blank", shot, img.Bounds(), len(b))
+	}
+	t.Logf("report %s, screenshot %s", page, shot)
+}

@@ -1,0 +1,446 @@
+package results
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SweepJSON is the file name of a sweep's summary inside its directory.
+const SweepJSON = "sweep.json"
+
+// SweepText is the file name of a sweep's summary for a person to read.
+const SweepText = "sweep.txt"
+
+// Sweep is a series of runs on the same masters that varies one load
+// parameter, and what it found: the saturation knee and, with an SLO, the
+// highest throughput that still met it. Its JSON form is sweep.json; the
+// names are a contract, as for Summary.
+type Sweep struct {
+	// Kind is always "sweep", so that a reader can tell the file apart.
+	Kind string `json:"kind"`
+	// Label names the sweep; its directory ends with it.
+	Label string `json:"label"`
+	// Param is the varied flag: "workers" (closed loop) or "rate" (open
+	// loop, acquisitions per second).
+	Param string `json:"param"`
+	// Values are the planned values of Param, in order.
+	Values []float64 `json:"values"`
+	// Engine, Mode and LoadModel are those of every step.
+	Engine    string `json:"engine"`
+	Mode      string `json:"mode"`
+	LoadModel string `json:"load_model"`
+	// Latency names the histogram the points' percentiles come from:
+	// "acquire" (successful attempts, mode try) or "wait" (mode wait).
+	Latency string `json:"latency"`
+	// Config is the configuration shared by every step, as in
+	// summary.json; the swept flag holds the list as typed.
+	Config map[string]any `json:"config"`
+	// Machine, Masters and LocalMasters are as in summary.json. The
+	// masters were started once for the whole sweep.
+	Machine      Machine  `json:"machine"`
+	Masters      []string `json:"masters"`
+	LocalMasters bool     `json:"local_masters"`
+	// StartedAt is when the first step began.
+	StartedAt time.Time `json:"started_at"`
+	// Interrupted reports that the sweep stopped before its last step.
+	Interrupted bool `json:"interrupted"`
+	// Points are the steps that ran, in order.
+	Points []SweepPoint `json:"points"`
+	// Knee is where throughput stopped growing while latency climbed.
+	Knee Knee `json:"knee"`
+	// SLO is the objective given with --slo, nil without one.
+	SLO *SLO `json:"slo,omitempty"`
+	// SLOPoint is the point of highest throughput that met the SLO; nil
+	// when no point did, or without an SLO.
+	SLOPoint *SweepPoint `json:"slo_point"`
+}
+
+// SweepPoint is one step of a sweep: one normal run.
+type SweepPoint struct {
+	// Index is the step's position, from 0.
+	Index int `json:"index"`
+	// Value is the swept parameter's value at this step.
+	Value float64 `json:"value"`
+	// Workers and Rate are the step's load, whichever was swept.
+	Workers int     `json:"workers"`
+	Rate    float64 `json:"rate"`
+	// Label is the step run's label.
+	Label string `json:"label"`
+	// Dir is the step's run directory, relative to the sweep directory.
+	Dir string `json:"dir"`
+	// AcquiredPerSec is the step's throughput.
+	AcquiredPerSec float64 `json:"acquired_per_sec"`
+	// Attempts, Acquired, Errors and Violations are the step's counters
+	// (Errors summed over kinds).
+	Attempts   int64 `json:"attempts"`
+	Acquired   int64 `json:"acquired"`
+	Errors     int64 `json:"errors"`
+	Violations int64 `json:"violations"`
+	// BacklogMax is the open loop's largest backlog (0 in a closed loop).
+	BacklogMax int64 `json:"backlog_max"`
+	// Interrupted marks a step stopped early; it counts for neither the
+	// knee nor the SLO.
+	Interrupted bool `json:"interrupted"`
+	// LatencyUs are the percentiles of the Sweep.Latency histogram.
+	LatencyUs Stats `json:"latency_us"`
+	// MeetsSLO says whether the step met the SLO (absent without one).
+	MeetsSLO *bool `json:"meets_slo,omitempty"`
+}
+
+// Knee is the saturation point of a sweep. See FindKnee for the rule.
+type Knee struct {
+	// Found is false when no step looked saturated; Reason says why.
+	Found bool `json:"found"`
+	// Index is the knee's point, -1 when not found.
+	Index int `json:"index"`
+	// Value, AcquiredPerSec and P99Us repeat the knee point's figures.
+	Value          float64 `json:"value"`
+	AcquiredPerSec float64 `json:"acquired_per_sec"`
+	P99Us          int64   `json:"p99_us"`
+	// Reason explains the finding in words.
+	Reason string `json:"reason"`
+}
+
+// Thresholds of FindKnee.
+const (
+	// KneeEfficiency: a step is saturated when less than this fraction
+	// of its added load (in log terms) became throughput.
+	KneeEfficiency = 0.5
+	// KneeLatencyGrowth: ... and its p99 grew by at least this factor.
+	KneeLatencyGrowth = 1.10
+)
+
+// PointFromSummary makes a sweep point from a step's summary. latency is
+// the histogram kind the points compare (Acquire or Wait).
+func PointFromSummary(index int, value float64, dir string, s *Summary, latency Kind) SweepPoint {
+	p := SweepPoint{
+		Index:          index,
+		Value:          value,
+		Label:          s.Label,
+		Dir:            dir,
+		AcquiredPerSec: s.AcquiredPerSec,
+		Attempts:       s.Attempts,
+		Acquired:       s.Acquired,
+		Errors:         s.ErrorTotal(),
+		Violations:     s.Violations,
+		BacklogMax:     s.BacklogMax,
+		Interrupted:    s.Interrupted,
+		LatencyUs:      s.Latency(latency),
+	}
+	p.Workers = configInt(s.Config, "workers")
+	p.Rate = configFloat(s.Config, "rate")
+	return p
+}
+
+// Analyze fills the knee, and with an SLO each point's MeetsSLO and the
+// SLO point.
+func (sw *Sweep) Analyze() {
+	sw.Knee = FindKnee(sw.Points, sw.Param)
+	sw.SLOPoint = nil
+	if sw.SLO == nil {
+		return
+	}
+	for i := range sw.Points {
+		met := usable(sw.Points[i]) && sw.SLO.Met(sw.Points[i].LatencyUs)
+		sw.Points[i].MeetsSLO = &met
+	}
+	if i, ok := BestUnderSLO(sw.Points, *sw.SLO); ok {
+		p := sw.Points[i]
+		sw.SLOPoint = &p
+	}
+}
+
+// usable reports whether a point may count for the knee or the SLO.
+func usable(p SweepPoint) bool {
+	return !p.Interrupted && p.Acquired > 0 && p.AcquiredPerSec > 0 && p.Value > 0
+}
+
+// FindKnee finds the saturation knee: the last point before throughput
+// stopped growing while latency climbed.
+//
+// The rule, step by step from one usable point to the next: the scaling
+// efficiency e = ln(T1/T0) / ln(V1/V0), where T is throughput and V the swept
+// value, says what share of the added load became throughput (1: all of it,
+// 0: none). A step is saturated when e < KneeEfficiency and p99 grew by at
+// least KneeLatencyGrowth. The knee is the point before the first saturated
+// step, provided the saturation holds: from the knee to every later point
+// the efficiency stays below KneeEfficiency too. Otherwise the flat step
+// was a dip (noise), and the search goes on. The ratios make the rule
+// the same for geometric (x2) and arithmetic (+STEP) sweeps, and for closed
+// (workers) and open (rate) loops.
+func FindKnee(points []SweepPoint, param string) Knee {
+	var use []SweepPoint
+	for _, p := range points {
+		if usable(p) {
+			use = append(use, p)
+		}
+	}
+	none := Knee{Index: -1}
+	if len(use) < 2 {
+		none.Reason = fmt.Sprintf("%d usable points: a knee needs at least two", len(use))
+		return none
+	}
+	flatNoClimb := -1
+	for i := 0; i+1 < len(use); i++ {
+		a, b := use[i], use[i+1]
+		if b.Value <= a.Value {
+			continue
+		}
+		eff := math.Log(b.AcquiredPerSec/a.AcquiredPerSec) / math.Log(b.Value/a.Value)
+		if eff >= KneeEfficiency {
+			continue
+		}
+		if recovers(a, use[i+1:]) {
+			continue // a dip, not a ceiling
+		}
+		climb := latencyGrowth(a, b)
+		if climb < KneeLatencyGrowth {
+			if flatNoClimb < 0 {
+				flatNoClimb = i
+			}
+			continue
+		}
+		k := Knee{
+			Found:          true,
+			Index:          a.Index,
+			Value:          a.Value,
+			AcquiredPerSec: a.AcquiredPerSec,
+			P99Us:          a.LatencyUs.P99,
+		}
+		gain := b.AcquiredPerSec/a.AcquiredPerSec - 1
+		k.Reason = fmt.Sprintf("from %s to %s, throughput %s by %.0f%% (%.0f%% of the added load became throughput) while p99 grew %.1fx, from %s to %s",
+			ParamValue(param, a.Value), ParamValue(param, b.Value), grewOrFell(gain), math.Abs(gain)*100, math.Max(eff, 0)*100,
+			climb, FormatUs(a.LatencyUs.P99), FormatUs(b.LatencyUs.P99))
+		if i == 0 {
+			k.Reason += "; the first point is already saturated: sweep lower values to see where it begins"
+		}
+		return k
+	}
+	last := use[len(use)-1]
+	if flatNoClimb >= 0 {
+		a := use[flatNoClimb]
+		none.Reason = fmt.Sprintf("throughput stopped growing after %s (%.0f/s) but p99 did not climb: the load generator, not the masters, may be the limit",
+			ParamValue(param, a.Value), a.AcquiredPerSec)
+		return none
+	}
+	none.Reason = fmt.Sprintf("throughput was still growing at the last point (%s, %.0f/s): sweep higher values to find the knee",
+		ParamValue(param, last.Value), last.AcquiredPerSec)
+	return none
+}
+
+// recovers reports whether some later point scales well from a: then a
+// flat step after a was a dip, not saturation.
+func recovers(a SweepPoint, later []SweepPoint) bool {
+	for _, c := range later {
+		if c.Value > a.Value && c.AcquiredPerSec > a.AcquiredPerSec &&
+			math.Log(c.AcquiredPerSec/a.AcquiredPerSec)/math.Log(c.Value/a.Value) >= KneeEfficiency {
+			return true
+		}
+	}
+	return false
+}
+
+func latencyGrowth(a, b SweepPoint) float64 {
+	if a.LatencyUs.P99 <= 0 {
+		if b.LatencyUs.P99 > 0 {
+			return math.Inf(1)
+		}
+		return 1
+	}
+	return float64(b.LatencyUs.P99) / float64(a.LatencyUs.P99)
+}
+
+func grewOrFell(gain float64) string {
+	if gain < 0 {
+		return "fell"
+	}
+	return "grew only"
+}
+
+// BestUnderSLO returns the index into points of the point of highest
+// throughput that meets slo, among points that ran to the end and
+// acquired something; false when none does.
+func BestUnderSLO(points []SweepPoint, slo SLO) (int, bool) {
+	best := -1
+	for i, p := range points {
+		if !usable(p) || !slo.Met(p.LatencyUs) {
+			continue
+		}
+		if best < 0 || p.AcquiredPerSec > points[best].AcquiredPerSec {
+			best = i
+		}
+	}
+	return best, best >= 0
+}
+
+// SLOMiss explains, in one line, why no point met slo: the best value of
+// the percentile seen, and where.
+func SLOMiss(sw *Sweep) string {
+	if sw.SLO == nil {
+		return ""
+	}
+	best := -1
+	for i, p := range sw.Points {
+		if !usable(p) {
+			continue
+		}
+		if best < 0 || sw.SLO.Value(p.LatencyUs) < sw.SLO.Value(sw.Points[best].LatencyUs) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return fmt.Sprintf("no point met the SLO %s: no step completed with acquisitions", sw.SLO.Text)
+	}
+	p := sw.Points[best]
+	return fmt.Sprintf("no point met the SLO %s: the lowest %s was %s, at %s (%.0f acquisitions/s)",
+		sw.SLO.Text, sw.SLO.Percentile, FormatUs(sw.SLO.Value(p.LatencyUs)), ParamValue(sw.Param, p.Value), p.AcquiredPerSec)
+}
+
+// ParamValue renders a swept value with its meaning: "64 workers" or
+// "5000/s offered".
+func ParamValue(param string, v float64) string {
+	s := strconv.FormatFloat(v, 'f', -1, 64)
+	switch param {
+	case "workers":
+		if v == 1 {
+			return "1 worker"
+		}
+		return s + " workers"
+	case "rate":
+		return s + "/s offered"
+	}
+	return param + " " + s
+}
+
+// WriteSweepJSON writes sw as indented JSON (sweep.json).
+func WriteSweepJSON(w io.Writer, sw *Sweep) error {
+	c := *sw
+	c.Kind = "sweep"
+	if c.Points == nil {
+		c.Points = []SweepPoint{}
+	}
+	if c.Masters == nil {
+		c.Masters = []string{}
+	}
+	if c.Config == nil {
+		c.Config = map[string]any{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(&c)
+}
+
+// ReadSweepJSON reads a sweep written by WriteSweepJSON.
+func ReadSweepJSON(r io.Reader) (*Sweep, error) {
+	var sw Sweep
+	if err := json.NewDecoder(r).Decode(&sw); err != nil {
+		return nil, fmt.Errorf("results: read sweep: %w", err)
+	}
+	if sw.Kind != "" && sw.Kind != "sweep" {
+		return nil, fmt.Errorf("results: read sweep: kind %q is not a sweep", sw.Kind)
+	}
+	return &sw, nil
+}
+
+// WriteSweepText writes the sweep as a table for a person (sweep.txt and
+// the end of `redlock-bench sweep`).
+func WriteSweepText(w io.Writer, sw *Sweep) error {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("redlock-bench sweep %q: %s over %d steps, %s loop, mode %s, engine %s\n",
+		sw.Label, sw.Param, len(sw.Values), sw.LoadModel, sw.Mode, sw.Engine)
+	if sw.Interrupted {
+		p("INTERRUPTED  the sweep stopped early; these are partial results\n")
+	}
+	p("latency is of %q (µs)\n\n", sw.Latency)
+	p("  %-4s %10s %12s %10s %10s %10s %10s %8s %6s  %s\n", "step", sw.Param, "acquired/s", "p50", "p90", "p99", "p99.9", "errors", "slo", "dir")
+	for _, pt := range sw.Points {
+		mark := ""
+		if sw.Knee.Found && pt.Index == sw.Knee.Index {
+			mark += " <- knee"
+		}
+		if sw.SLOPoint != nil && pt.Index == sw.SLOPoint.Index {
+			mark += " <- best within SLO"
+		}
+		if pt.Interrupted {
+			mark += " (interrupted)"
+		}
+		if pt.Violations > 0 {
+			mark += fmt.Sprintf(" VIOLATIONS %d", pt.Violations)
+		}
+		slo := "-"
+		if pt.MeetsSLO != nil {
+			slo = map[bool]string{true: "met", false: "missed"}[*pt.MeetsSLO]
+		}
+		st := pt.LatencyUs
+		p("  %-4d %10s %12.1f %10d %10d %10d %10d %8d %6s  %s%s\n", pt.Index+1, strconv.FormatFloat(pt.Value, 'f', -1, 64),
+			pt.AcquiredPerSec, st.P50, st.P90, st.P99, st.P999, pt.Errors, slo, pt.Dir, mark)
+	}
+	p("\nknee         ")
+	if sw.Knee.Found {
+		p("%s: %.1f acquisitions/s, p99 %s\n             %s\n", ParamValue(sw.Param, sw.Knee.Value), sw.Knee.AcquiredPerSec, FormatUs(sw.Knee.P99Us), sw.Knee.Reason)
+	} else {
+		p("not found: %s\n", sw.Knee.Reason)
+	}
+	if sw.SLO != nil {
+		p("slo          %s: ", sw.SLO.Text)
+		if sw.SLOPoint != nil {
+			sp := sw.SLOPoint
+			p("met up to %.1f acquisitions/s, at %s (%s %s)\n", sp.AcquiredPerSec, ParamValue(sw.Param, sp.Value),
+				sw.SLO.Percentile, FormatUs(sw.SLO.Value(sp.LatencyUs)))
+		} else {
+			p("%s\n", SLOMiss(sw))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// configInt reads an integer flag out of a summary's config, which JSON
+// decoding turns into float64.
+func configInt(c map[string]any, key string) int {
+	switch v := c[key].(type) {
+	case int:
+		return v
+	case int64:
+		return int(v)
+	case float64:
+		return int(v)
+	case json.Number:
+		n, _ := v.Int64()
+		return int(n)
+	}
+	return 0
+}
+
+func configFloat(c map[string]any, key string) float64 {
+	switch v := c[key].(type) {
+	case int:
+		return float64(v)
+	case int64:
+		return float64(v)
+	case float64:
+		return v
+	case json.Number:
+		f, _ := v.Float64()
+		return f
+	}
+	return 0
+}
+
+// configString reads a flag as text, whatever its JSON type.
+func configString(c map[string]any, key string) string {
+	v, ok := c[key]
+	if !ok || v == nil {
+		return ""
+	}
+	if f, ok := v.(float64); ok {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return fmt.Sprint(v)
+}

@@ -37,6 +37,8 @@ const (
 	// fallback retry when release notifications are on.
 	DefaultFallbackMin = 50 * time.Millisecond
 	DefaultFallbackMax = 250 * time.Millisecond
+	// DefaultMaxHandoffs bounds in-process hand-offs in a row.
+	DefaultMaxHandoffs = 16
 	// MaxMasters is the most masters a Locker accepts; the usual count is 5.
 	MaxMasters = 63
 )
@@ -87,6 +89,12 @@ type Config struct {
 	// one Locker that Lock the same resource queue locally in FIFO order
 	// and only the head competes for it on the masters.
 	DisableGate bool
+	// MaxHandoffs caps how many times in a row a lease is passed from one
+	// goroutine of this Locker to the next one queued at the gate, without
+	// a round trip to the masters. After that the lease is released on the
+	// masters, so that other processes get their turn. Zero selects
+	// DefaultMaxHandoffs; negative turns hand-offs off.
+	MaxHandoffs int
 	// DisableNotify turns off release notifications: by default a release
 	// PUBLISHes on the resource's channel, and Lock waiters subscribe to it
 	// and retry at once instead of polling.
@@ -152,6 +160,9 @@ func (c *Config) fill() {
 	}
 	if c.RetryDelayMax == 0 {
 		c.RetryDelayMax = max(DefaultRetryDelayMax, c.RetryDelayMin)
+	}
+	if c.MaxHandoffs == 0 {
+		c.MaxHandoffs = DefaultMaxHandoffs
 	}
 	if c.Quarantine == 0 {
 		c.Quarantine = QuarantineAlways

@@ -6,9 +6,10 @@ import (
 )
 
 // gate queues a Locker's own goroutines that Lock the same resource, in
-// FIFO order: only the head competes on the masters, and a release hands
-// the resource to the next goroutine in line without a round trip's worth
-// of polling. Without it, N goroutines of one process would each hammer the
+// FIFO order: only the head competes on the masters. A release hands the
+// resource to the next goroutine in line, either by passing the lease
+// itself (no round trip; see Lease.Release) or by letting it compete.
+// Without the gate, N goroutines of one process would each hammer the
 // masters for a lock only one of them can hold.
 type gate struct {
 	mu     sync.Mutex
@@ -16,64 +17,72 @@ type gate struct {
 }
 
 type gateQueue struct {
-	busy    bool // a goroutine is past the gate: competing or holding
-	waiters []chan struct{}
+	waiters []chan *Lease // each has room for one: the hand-off never blocks
 }
 
 func newGate() *gate { return &gate{queues: make(map[string]*gateQueue)} }
 
 // enter returns when the caller is at the head of resource's queue, with
-// whether it had to wait, or ctx's error.
-func (g *gate) enter(ctx context.Context, resource string) (waited bool, err error) {
+// whether it had to wait and, if its predecessor passed its lease on, that
+// lease; or ctx's error.
+func (g *gate) enter(ctx context.Context, resource string) (waited bool, inherited *Lease, err error) {
 	g.mu.Lock()
 	q := g.queues[resource]
 	if q == nil {
-		q = &gateQueue{}
-		g.queues[resource] = q
-	}
-	if !q.busy {
-		q.busy = true
+		g.queues[resource] = &gateQueue{}
 		g.mu.Unlock()
-		return false, nil
+		return false, nil, nil
 	}
-	ch := make(chan struct{})
+	ch := make(chan *Lease, 1)
 	q.waiters = append(q.waiters, ch)
 	g.mu.Unlock()
 	select {
-	case <-ch:
-		return true, nil
+	case le := <-ch:
+		return true, le, nil
 	case <-ctx.Done():
 		g.mu.Lock()
 		for i, w := range q.waiters {
 			if w == ch {
 				q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
 				g.mu.Unlock()
-				return true, ctx.Err()
+				return true, nil, ctx.Err()
 			}
 		}
 		g.mu.Unlock()
-		// Handed the head just as ctx ended: pass it on.
-		g.leave(resource)
-		return true, ctx.Err()
+		// Made head just as ctx ended: pass the turn (and any lease) on.
+		if le := <-ch; le != nil {
+			le.Release(context.Background())
+		} else {
+			g.leave(resource)
+		}
+		return true, nil, ctx.Err()
 	}
 }
 
-// leave hands resource's head to the next waiter, or forgets the queue.
+// leave hands resource's turn to the next waiter, who will compete on the
+// masters, or forgets the queue.
 func (g *gate) leave(resource string) {
+	g.pass(resource, nil)
+}
+
+// pass gives the next waiter the turn and the lease le (nil: compete).
+// It reports false, doing nothing, when le is not nil and nobody waits.
+func (g *gate) pass(resource string, le *Lease) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	q := g.queues[resource]
-	if q == nil {
-		return
-	}
-	if len(q.waiters) == 0 {
+	if q == nil || len(q.waiters) == 0 {
+		if le != nil {
+			return false
+		}
 		delete(g.queues, resource)
-		return
+		return true
 	}
 	next := q.waiters[0]
 	q.waiters[0] = nil
 	q.waiters = q.waiters[1:]
-	close(next)
+	next <- le
+	return true
 }
 
 // waiting is the number of goroutines queued behind the head.

@@ -22,6 +22,7 @@ type Lease struct {
 	token    int64
 	wait     WaitInfo
 	gated    bool
+	handoffs int // hand-offs in a row that led to this lease
 	// votes is scratch space for this lease's rounds, so that a cycle
 	// allocates no tally; opMu keeps Release and Extend from sharing it.
 	votes   []multiplex.Vote
@@ -37,7 +38,8 @@ type Lease struct {
 	held, unsure, answered uint64
 	failed                 bool // the attempt did not acquire
 	released               bool
-	endErr                 error // why the lease stopped being trustworthy
+	endErr                 error  // why the lease stopped being trustworthy
+	successor              *Lease // the lease was passed on: late replies go there
 	w                      *watch
 	extendTimer            *time.Timer
 	extensions             int
@@ -65,10 +67,13 @@ const (
 	WakeFallback
 	// WakeBackoff: woken after backing off from a split vote or an outage.
 	WakeBackoff
+	// WakeHandoff: handed the lease by the previous holder in this
+	// process, without asking the masters.
+	WakeHandoff
 )
 
 func (c WakeCause) String() string {
-	return [...]string{"none", "notified", "fallback", "backoff"}[c]
+	return [...]string{"none", "notified", "fallback", "backoff", "handoff"}[c]
 }
 
 // WaitInfo describes how Lock obtained a lease.
@@ -276,6 +281,11 @@ func mayHaveRun(err error) bool {
 // that master is sent its release now: the reply proves the SET ran first.
 func (le *Lease) Late(node int, v multiplex.Vote) {
 	le.mu.Lock()
+	if next := le.successor; next != nil {
+		le.mu.Unlock()
+		next.Late(node, v) // the keys now belong to the successor
+		return
+	}
 	undo := le.record(node, v)
 	le.mu.Unlock()
 	if undo {
@@ -311,6 +321,11 @@ func (le *Lease) Release(ctx context.Context) error {
 		le.mu.Unlock()
 		return fmt.Errorf("engine: release %q: %w: already released", le.resource, ErrNotHeld)
 	}
+	le.mu.Unlock()
+	if le.gated && le.handOff(ctx) {
+		return nil
+	}
+	le.mu.Lock()
 	le.released = true
 	validUntil := le.validUntil
 	nodes := le.toRelease()
@@ -331,6 +346,66 @@ func (le *Lease) Release(ctx context.Context) error {
 		return nil
 	}
 	return le.l.opError("release", le.resource, t, validUntil)
+}
+
+// handOff passes the lock to the next goroutine of this Locker queued at
+// the gate, keeping the keys on the masters: no delete, no new SET, no
+// round trip (one, to raise the fencing counter, with Fencing). It
+// declines when nobody waits, after MaxHandoffs in a row, or when less
+// than half the TTL of validity is left to give.
+//
+// Mutual exclusion holds because the keys stay ours throughout and this
+// lease ends (Done fires) before the successor exists; the successor's
+// validity is this lease's, measured from the same acquisition.
+func (le *Lease) handOff(ctx context.Context) bool {
+	l := le.l
+	if l.cfg.MaxHandoffs < 0 || le.handoffs >= l.cfg.MaxHandoffs || l.gate.waiting(le.resource) == 0 {
+		return false
+	}
+	le.mu.Lock()
+	validUntil := le.validUntil
+	le.mu.Unlock()
+	if time.Until(validUntil) < l.cfg.TTL/2 {
+		return false
+	}
+	next := &Lease{
+		l:        l,
+		resource: le.resource,
+		key:      le.key,
+		value:    le.value,
+		start:    le.start,
+		gated:    true,
+		handoffs: le.handoffs + 1,
+	}
+	next.votes = next.voteBuf[:len(le.votes)]
+	if len(le.votes) > len(next.voteBuf) {
+		next.votes = make([]multiplex.Vote, len(le.votes))
+	}
+	if l.cfg.Fencing {
+		// Nobody else could take a token while we held the lock, so the
+		// counters are at most ours: the successor's is one more.
+		ours := multiplex.Tally{Votes: []multiplex.Vote{{Outcome: multiplex.OK, Value: le.token}}}
+		if err := next.fence(ctx, ours); err != nil {
+			return false
+		}
+	}
+	le.mu.Lock()
+	if le.released || !time.Now().Before(le.validUntil) {
+		le.mu.Unlock()
+		return false
+	}
+	next.validUntil = le.validUntil
+	next.held, next.unsure, next.answered = le.held, le.unsure, le.answered
+	le.successor = next
+	le.released = true
+	le.mu.Unlock()
+	le.end(ErrReleased, false)
+	if !l.gate.pass(le.resource, next) {
+		// The waiter gave up in the meantime: release for real.
+		next.gated = true
+		next.Release(context.Background())
+	}
+	return true
 }
 
 // Extend sets the lock's TTL to ttl on every master where it is still ours,

@@ -278,9 +278,15 @@ func (l *Locker) Lock(ctx context.Context, resource string) (*Lease, error) {
 	var w WaitInfo
 	gated := false
 	if l.gate != nil && resource != "" {
-		waited, err := l.gate.enter(ctx, resource)
+		waited, inherited, err := l.gate.enter(ctx, resource)
 		if err != nil {
 			return nil, fmt.Errorf("engine: lock %q: waiting at the in-process gate: %w", resource, err)
+		}
+		if inherited != nil {
+			w.Gated, w.Cause, w.Waited = true, WakeHandoff, time.Since(start)
+			inherited.wait = w
+			inherited.arm()
+			return inherited, nil
 		}
 		gated, w.Gated = true, waited
 	}
@@ -322,7 +328,7 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, w *WaitInfo) (
 			return nil, err
 		}
 		var ve *VotesError
-		held := errors.As(err, &ve) && ve.Kind == ErrNotAcquired && ve.Tally.Refused >= ve.Tally.Quorum
+		held := errors.As(err, &ve) && ve.Kind == ErrNotAcquired && heldByOne(&ve.Tally)
 		var d time.Duration
 		switch {
 		case held && l.notify != nil && sub == nil:

@@ -32,6 +32,10 @@ type notifier struct {
 
 type topic struct {
 	waiters map[*subscription]struct{}
+	// last is the released value last delivered: every master publishes
+	// the same release, and waking the waiters once per master would send
+	// them racing to the masters N times for one release.
+	last string
 }
 
 // subscription wakes one waiter. C has room for one signal, so a release
@@ -194,6 +198,10 @@ func (n *notifier) deliver(m rueidis.PubSubMessage) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if t := n.topics[m.Channel]; t != nil {
+		if m.Message != "" && m.Message == t.last {
+			return
+		}
+		t.last = m.Message
 		for s := range t.waiters {
 			select {
 			case s.C <- struct{}{}:

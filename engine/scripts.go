@@ -17,10 +17,12 @@ const releasedPrefix = "redlock:released:"
 // The scripts compare the value before acting, so that a lease only ever
 // touches its own key; extend never re-creates a missing key.
 var (
-	// releaseScript deletes our key and tells waiters.
+	// releaseScript deletes our key and tells waiters which value was
+	// released, so that they count one release once, whatever the number
+	// of masters that announce it.
 	releaseScript = multiplex.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then
   redis.call("DEL", KEYS[1])
-  redis.call("PUBLISH", "` + releasedPrefix + `" .. KEYS[1], "")
+  redis.call("PUBLISH", "` + releasedPrefix + `" .. KEYS[1], ARGV[1])
   return 1
 end
 return 0`)
@@ -55,15 +57,52 @@ var allScripts = []*multiplex.Script{releaseScript, releaseQuietScript, extendSc
 
 func classifyAcquireGet(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
 	// SET NX GET answers nil when it set the key, and the holder's value
-	// when the key was taken; a non-string key is a WRONGTYPE error.
-	err := res.Error()
+	// when the key was taken; a non-string key is a WRONGTYPE error. A
+	// refusal carries a hash of the holder's value, so that a waiter can
+	// tell one holder with a quorum from a split vote.
+	v, err := res.ToString()
 	switch {
 	case err == nil:
-		return multiplex.Refused, 0, nil
+		return multiplex.Refused, holderHash(v), nil
 	case rueidis.IsRedisNil(err):
 		return multiplex.OK, 0, nil
 	}
 	return multiplex.Failed, 0, err
+}
+
+// holderHash is FNV-1a of a lock value, never 0 (0 means unknown).
+func holderHash(v string) int64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(v); i++ {
+		h ^= uint64(v[i])
+		h *= 1099511628211
+	}
+	return int64(h | 1)
+}
+
+// heldByOne reports whether one owner holds the resource on a quorum of
+// the refusing masters: then a release will come and is worth waiting
+// for. Otherwise the vote was split between attempts that each undo
+// theirs, and nobody will publish anything.
+func heldByOne(t *multiplex.Tally) bool {
+	if t.Refused < t.Quorum {
+		return false
+	}
+	for i, a := range t.Votes {
+		if a.Outcome != multiplex.Refused {
+			continue
+		}
+		same := 0
+		for _, b := range t.Votes[i:] {
+			if b.Outcome == multiplex.Refused && b.Value == a.Value {
+				same++
+			}
+		}
+		if same >= t.Quorum {
+			return true
+		}
+	}
+	return false
 }
 
 func classifyAcquireSet(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {

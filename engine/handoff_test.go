@@ -1,0 +1,133 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/engine"
+)
+
+func TestHandoffPassesTheLeaseInProcess(t *testing.T) {
+	e := newEnv(t, 5)
+	l := e.locker(func(c *engine.Config) { c.Fencing = true })
+	other := e.locker(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, err := l.Lock(ctx, "handoff")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *engine.Lease, 1)
+	go func() {
+		le, err := l.Lock(ctx, "handoff")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- le
+	}()
+	eventually(t, 5*time.Second, "second goroutine queued", func() bool { return l.GateWaiting("handoff") == 1 })
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-first.Done()
+	if !errors.Is(first.Err(), engine.ErrReleased) {
+		t.Fatalf("first lease after hand-off: %v", first.Err())
+	}
+	second := <-got
+	if second == nil {
+		t.FailNow()
+	}
+	if w := second.Wait(); w.Cause != engine.WakeHandoff || w.Attempts != 0 {
+		t.Fatalf("wait %+v: want a hand-off without asking the masters", w)
+	}
+	if second.Value() != first.Value() || second.Token() <= first.Token() {
+		t.Fatalf("successor value %q token %d, first %q token %d", second.Value(), second.Token(), first.Value(), first.Token())
+	}
+	if !second.ValidUntil().Equal(first.ValidUntil()) {
+		t.Fatal("the successor must inherit the validity, not extend it")
+	}
+	// The keys never left the masters, so another process is still shut out.
+	for i := 0; i < 5; i++ {
+		if v := e.get(i, "handoff"); v != first.Value() {
+			t.Fatalf("node %d holds %q during the hand-off", i, v)
+		}
+	}
+	if _, err := other.TryLock(ctx, "handoff"); !errors.Is(err, engine.ErrNotAcquired) {
+		t.Fatalf("another locker during the hand-off: %v", err)
+	}
+	if err := second.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if v := e.get(i, "handoff"); v != "" {
+			t.Fatalf("node %d still holds %q after the last release", i, v)
+		}
+	}
+}
+
+func TestHandoffsAreCapped(t *testing.T) {
+	e := newEnv(t, 3)
+	l := e.locker(func(c *engine.Config) { c.MaxHandoffs = 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	le, err := l.Lock(ctx, "capped-handoff")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 4
+	leases := make(chan *engine.Lease, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			got, err := l.Lock(ctx, "capped-handoff")
+			if err != nil {
+				t.Error(err)
+			}
+			leases <- got
+		}()
+		eventually(t, 5*time.Second, "queued", func() bool { return l.GateWaiting("capped-handoff") == i+1 })
+	}
+	var causes []engine.WakeCause
+	for i := 0; i < n; i++ {
+		le.Release(ctx)
+		le = <-leases
+		if le == nil {
+			t.FailNow()
+		}
+		causes = append(causes, le.Wait().Cause)
+	}
+	le.Release(ctx)
+	// Two hand-offs in a row, then a real release that the next waiter wins
+	// on the masters, which starts a new chain.
+	want := []engine.WakeCause{engine.WakeHandoff, engine.WakeHandoff, engine.WakeNone, engine.WakeHandoff}
+	for i := range want {
+		if causes[i] != want[i] {
+			t.Fatalf("causes %v, want %v", causes, want)
+		}
+	}
+}
+
+func TestNoHandoffOfAShortLease(t *testing.T) {
+	e := newEnv(t, 3)
+	const ttl = 400 * time.Millisecond
+	l := e.locker(func(c *engine.Config) { c.TTL = ttl })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, err := l.Lock(ctx, "short")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *engine.Lease, 1)
+	go func() {
+		le, _ := l.Lock(ctx, "short")
+		got <- le
+	}()
+	eventually(t, 5*time.Second, "queued", func() bool { return l.GateWaiting("short") == 1 })
+	time.Sleep(ttl * 6 / 10) // less than half the TTL of validity left
+	first.Release(ctx)
+	second := <-got
+	if second == nil || second.Wait().Cause == engine.WakeHandoff || second.Value() == first.Value() {
+		t.Fatalf("a lease with little validity left was handed on: %+v", second.Wait())
+	}
+}

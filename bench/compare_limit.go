@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/redlock-bench/redlock/engine"
 	"net"
 	"os/exec"
 	"regexp"
@@ -46,17 +47,9 @@ const (
 // ceilingTool names the measurement in compare.txt.
 const ceilingTool = "redis-benchmark -P 16 -c 50"
 
-// releaseScriptBody is the engine's release script (engine/scripts.go,
-// releaseScript, the one a Release with notifications uses), copied
-// because the engine does not export it. TestReleaseScriptIsTheEngines
-// fails if the engine's copy changes: it checks that a redlock client
-// loaded this very SHA on connect.
-const releaseScriptBody = `if redis.call("GET", KEYS[1]) == ARGV[1] then
-  redis.call("DEL", KEYS[1])
-  redis.call("PUBLISH", "redlock:released:" .. KEYS[1], "")
-  return 1
-end
-return 0`
+// releaseScriptBody is the engine's release script: the ceiling measures
+// the EVALSHA that every release costs the masters.
+var releaseScriptBody = engine.ReleaseScriptSource
 
 func releaseScriptSHA() string {
 	sum := sha1.Sum([]byte(releaseScriptBody))

@@ -53,6 +53,10 @@ end
 return c`)
 )
 
+// ReleaseScriptSource is the Lua every release runs on every master, for
+// tools that measure what the masters can sustain.
+var ReleaseScriptSource = releaseScript.Body
+
 var allScripts = []*multiplex.Script{releaseScript, releaseQuietScript, extendScript, acquireFenceScript, fenceScript}
 
 func classifyAcquireGet(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {

@@ -289,7 +289,7 @@ func (le *Lease) Late(node int, v multiplex.Vote) {
 	undo := le.record(node, v)
 	le.mu.Unlock()
 	if undo {
-		le.l.pool.Do(context.Background(), node, le.releaseCommand(0))
+		le.l.pool.Post(le.releaseCommand(1<<node), classifyInt)
 	}
 }
 

@@ -229,7 +229,8 @@ func (l *Locker) undo(le *Lease) {
 	if nodes != 0 {
 		cmd := le.releaseCommand(nodes)
 		cmd.Script = releaseQuietScript // nobody waits on a failed attempt
-		go l.pool.Fanout(context.Background(), cmd, classifyInt, nil, nil)
+		cmd.WaitAll = false
+		l.pool.Post(cmd, classifyInt)
 	}
 }
 

@@ -249,6 +249,42 @@ func (p *Pool) Fanout(ctx context.Context, cmd Command, classify Classifier, lat
 	return t
 }
 
+// Post sends cmd to the nodes in cmd.Nodes (0: every node) and returns at
+// once; the replies are read and dropped. It is for clean-up that nobody
+// waits on, such as deleting a late yes, and never blocks its caller on a
+// round trip: a late reply is handled on a node worker, which must not
+// wait.
+func (p *Pool) Post(cmd Command, classify Classifier) {
+	p.gate.RLock()
+	defer p.gate.RUnlock()
+	if p.closed.Load() {
+		return
+	}
+	r := p.rounds.Get().(*round)
+	r.pool, r.cmd, r.classify, r.late = p, cmd, classify, nil
+	r.ok, r.skipRest, r.outstanding = 0, false, 0
+	for i := range r.votes {
+		r.votes[i] = Vote{}
+		if cmd.sendsTo(i) {
+			r.outstanding++
+		}
+	}
+	// Decided from the start: every reply takes the late path, and the
+	// last one recycles the round.
+	r.decided = true
+	if r.outstanding == 0 {
+		r.recycle()
+		return
+	}
+	r.start = time.Now()
+	p.inflight.Add(r.outstanding)
+	for i := range p.nodes {
+		if cmd.sendsTo(i) {
+			p.submit(p.nodes[i], task{r, i})
+		}
+	}
+}
+
 func (r *round) skippable() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -50,7 +50,7 @@ const (
 	// nodeQueue is how many commands may wait for a node's workers. Rounds
 	// decided at quorum leave their slower nodes' commands queued, so it is
 	// several times MaxRounds × 2; a node past it is stuck, not busy.
-	nodeQueue = 16384
+	nodeQueue = 65536
 	// DefaultReconnectInterval is how often a master that was down at
 	// start-up is dialled again.
 	DefaultReconnectInterval = 500 * time.Millisecond

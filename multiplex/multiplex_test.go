@@ -219,3 +219,31 @@ func TestParseServerInfo(t *testing.T) {
 		t.Fatalf("%+v", si)
 	}
 }
+
+func TestPasswordProtectedMastersAndRestartCheck(t *testing.T) {
+	c := redistest.StartT(t, 3, redistest.Options{Args: []string{"--requirepass", "s3cret"}})
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{
+		Addrs: c.Addrs(), Quarantine: multiplex.QuarantineObserved, MaxTTL: 10 * time.Second,
+		Scripts: []*multiplex.Script{incrScript},
+		Tune:    func(o *rueidis.ClientOption) { o.Password = "s3cret" },
+	})
+	if err != nil {
+		t.Fatalf("Dial with a password: %v", err)
+	}
+	defer p.Close()
+	cmd := multiplex.Command{Script: incrScript, Key: "auth"}
+	if tally := p.Fanout(context.Background(), cmd, classifyInt, nil, nil); !tally.Reached() {
+		t.Fatalf("with a password: %+v", tally)
+	}
+	if err := c.Nodes[0].Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Status()[0].State != multiplex.StateQuarantined {
+		if time.Now().After(deadline) {
+			t.Fatalf("restart behind a password not detected: %+v", p.Status()[0])
+		}
+		p.Fanout(context.Background(), cmd, classifyInt, nil, nil)
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -3,7 +3,6 @@ package multiplex
 import (
 	"context"
 	"crypto/sha1"
-	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -320,13 +319,12 @@ func (p *Pool) connect(ctx context.Context, node *Node, o Options) error {
 		ClientName:        "redlock",
 		ClientSetInfo:     rueidis.DisableClientSetInfo,
 	}
-	dial := p.dialer(node)
-	opt.DialCtxFn = func(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
-		return dial(ctx, addr, d, tc)
-	}
 	if o.Tune != nil {
 		o.Tune(&opt)
 	}
+	// Set after Tune, so that the restart check cannot be tuned away; it
+	// reads TLS and credentials from the tuned options.
+	opt.DialCtxFn = p.dialer(node, &opt)
 	dctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
 	type result struct {

@@ -2,6 +2,7 @@ package multiplex
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/rueidis"
 )
 
 // QuarantinePolicy says when a restarted master's votes are ignored. A
@@ -157,9 +160,15 @@ func (p *Pool) firstSeen(n *Node, info ServerInfo) {
 // server on it before rueidis sends anything: a connection after the first
 // may reach a restarted server, and its run_id says so before any vote can
 // travel on it. The cost is one round trip per new connection.
-func (p *Pool) dialer(n *Node) func(ctx context.Context, addr string, d *net.Dialer, _ any) (net.Conn, error) {
-	return func(ctx context.Context, addr string, d *net.Dialer, _ any) (net.Conn, error) {
-		conn, err := d.DialContext(ctx, "tcp", addr)
+func (p *Pool) dialer(n *Node, opt *rueidis.ClientOption) func(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
+	return func(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
+		var conn net.Conn
+		var err error
+		if tc != nil {
+			conn, err = (&tls.Dialer{NetDialer: d, Config: tc}).DialContext(ctx, "tcp", addr)
+		} else {
+			conn, err = d.DialContext(ctx, "tcp", addr)
+		}
 		if err != nil {
 			n.down.Store(true)
 			return nil, err
@@ -168,7 +177,7 @@ func (p *Pool) dialer(n *Node) func(ctx context.Context, addr string, d *net.Dia
 		if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 			deadline = dl
 		}
-		info, err := rawInfo(conn, deadline)
+		info, err := rawInfo(conn, deadline, opt.Username, opt.Password)
 		if err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("INFO server on new connection: %w", err)
@@ -195,27 +204,35 @@ func (p *Pool) observe(n *Node, info ServerInfo) {
 	}
 }
 
-// rawInfo sends INFO server on a bare connection and parses the reply.
-func rawInfo(conn net.Conn, deadline time.Time) (ServerInfo, error) {
+// rawInfo sends INFO server on a bare connection, after AUTH when a
+// password is set, and parses the reply. rueidis authenticates the same
+// connection again with HELLO afterwards, which is harmless.
+func rawInfo(conn net.Conn, deadline time.Time, user, pass string) (ServerInfo, error) {
 	conn.SetDeadline(deadline)
 	defer conn.SetDeadline(time.Time{})
-	if _, err := conn.Write([]byte("*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")); err != nil {
-		return ServerInfo{}, err
-	}
-	// Read byte by byte up to the header, then exactly the payload, so
-	// that nothing meant for rueidis is consumed.
-	var hdr []byte
-	one := make([]byte, 1)
-	for len(hdr) < 32 {
-		if _, err := io.ReadFull(conn, one); err != nil {
+	if pass != "" {
+		args := []string{"AUTH", pass}
+		if user != "" {
+			args = []string{"AUTH", user, pass}
+		}
+		if _, err := conn.Write(respCommand(args...)); err != nil {
 			return ServerInfo{}, err
 		}
-		hdr = append(hdr, one[0])
-		if one[0] == '\n' {
-			break
+		line, err := readLine(conn)
+		if err != nil {
+			return ServerInfo{}, err
+		}
+		if strings.HasPrefix(line, "-") {
+			return ServerInfo{}, fmt.Errorf("AUTH: %s", line[1:])
 		}
 	}
-	line := strings.TrimRight(string(hdr), "\r\n")
+	if _, err := conn.Write(respCommand("INFO", "server")); err != nil {
+		return ServerInfo{}, err
+	}
+	line, err := readLine(conn)
+	if err != nil {
+		return ServerInfo{}, err
+	}
 	if strings.HasPrefix(line, "-") {
 		return ServerInfo{}, errors.New(line[1:])
 	}
@@ -228,4 +245,30 @@ func rawInfo(conn net.Conn, deadline time.Time) (ServerInfo, error) {
 		return ServerInfo{}, err
 	}
 	return ParseServerInfo(string(body[:size])), nil
+}
+
+// respCommand encodes a command as a RESP array of bulk strings.
+func respCommand(args ...string) []byte {
+	b := []byte("*" + strconv.Itoa(len(args)) + "\r\n")
+	for _, a := range args {
+		b = append(b, "$"+strconv.Itoa(len(a))+"\r\n"+a+"\r\n"...)
+	}
+	return b
+}
+
+// readLine reads one reply line byte by byte, so that nothing meant for
+// rueidis afterwards is consumed.
+func readLine(conn net.Conn) (string, error) {
+	var line []byte
+	one := make([]byte, 1)
+	for len(line) < 512 {
+		if _, err := io.ReadFull(conn, one); err != nil {
+			return "", err
+		}
+		line = append(line, one[0])
+		if one[0] == '\n' {
+			break
+		}
+	}
+	return strings.TrimRight(string(line), "\r\n"), nil
 }

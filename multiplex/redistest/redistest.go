@@ -344,7 +344,8 @@ func (n *Node) Restart(ctx context.Context) error {
 	return last
 }
 
-// Ping sends one inline PING over a fresh connection and expects +PONG.
+// Ping sends one inline PING over a fresh connection and expects +PONG
+// (or NOAUTH from a server that wants a password).
 func Ping(addr string, timeout time.Duration) error {
 	conn, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
@@ -359,7 +360,8 @@ func Ping(addr string, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	if !strings.HasPrefix(line, "+PONG") {
+	// A server with a password answers NOAUTH: it is up all the same.
+	if !strings.HasPrefix(line, "+PONG") && !strings.HasPrefix(line, "-NOAUTH") {
 		return fmt.Errorf("unexpected reply %q", strings.TrimSpace(line))
 	}
 	return nil

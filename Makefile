@@ -4,17 +4,20 @@ GO       ?= go
 PKGS     := ./...
 RUNS     := results/runs
 
-.PHONY: all test bench compare scenarios lint vet fmt cover benchmark clean deps
+.PHONY: all test bench compare scenarios lint vet fmt cover benchmark clean deps test-deps
 
 all: test
 
-# deps installs redis-server when it is missing, and headless Chromium,
-# which the report test opens report.html in.
+# deps installs redis-server (with redis-benchmark) when it is missing.
 deps:
 	@./.ci/ensure-redis
+
+# test-deps adds headless Chromium, which the report test opens
+# report.html in.
+test-deps: deps
 	@./.ci/ensure-chromium
 
-test: deps
+test: test-deps
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 12m $(PKGS)
 
@@ -93,7 +96,7 @@ vet:
 fmt:
 	gofmt -w .
 
-cover: deps
+cover: test-deps
 	$(GO) test -count=1 -coverprofile=coverage.out $(PKGS)
 	$(GO) tool cover -func=coverage.out | tail -1
 

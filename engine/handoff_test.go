@@ -131,3 +131,41 @@ func TestNoHandoffOfAShortLease(t *testing.T) {
 		t.Fatalf("a lease with little validity left was handed on: %+v", second.Wait())
 	}
 }
+
+// A gated lease that expires hands its turn on; releasing it afterwards
+// must not hand the turn on a second time.
+func TestExpiredGatedLeaseLeavesTheGateOnce(t *testing.T) {
+	e := newEnv(t, 3)
+	const ttl = 300 * time.Millisecond
+	l := e.locker(func(c *engine.Config) { c.TTL = ttl })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, err := l.Lock(ctx, "expire-gate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := make(chan *engine.Lease, 1)
+	go func() { le, _ := l.Lock(ctx, "expire-gate"); second <- le }()
+	eventually(t, 5*time.Second, "second queued", func() bool { return l.GateWaiting("expire-gate") == 1 })
+	third := make(chan *engine.Lease, 1)
+	go func() { le, _ := l.Lock(ctx, "expire-gate"); third <- le }()
+	eventually(t, 5*time.Second, "third queued", func() bool { return l.GateWaiting("expire-gate") == 2 })
+	<-first.Done() // expires: the turn goes to the second
+	s := <-second
+	if s == nil {
+		t.FailNow()
+	}
+	first.Release(ctx) // late: must not let the third in beside the second
+	select {
+	case le := <-third:
+		t.Fatalf("third got past the gate while the second held it: %+v", le.Wait())
+	case <-time.After(200 * time.Millisecond):
+	}
+	if l.GateWaiting("expire-gate") != 1 {
+		t.Fatalf("the third should still be queued, queue is %d", l.GateWaiting("expire-gate"))
+	}
+	s.Release(ctx)
+	if le := <-third; le == nil {
+		t.Fatal("third never got the lock")
+	}
+}

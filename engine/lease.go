@@ -40,6 +40,7 @@ type Lease struct {
 	released               bool
 	endErr                 error  // why the lease stopped being trustworthy
 	successor              *Lease // the lease was passed on: late replies go there
+	gateDone               bool   // this lease's turn at the gate was handed on
 	w                      *watch
 	extendTimer            *time.Timer
 	extensions             int
@@ -238,11 +239,22 @@ func (le *Lease) end(err error, leaveGate bool) {
 	if le.extendTimer != nil {
 		le.extendTimer.Stop()
 	}
-	gated := le.gated
+	leave := leaveGate && le.takeGateLocked()
 	le.mu.Unlock()
-	if gated && leaveGate {
+	if leave {
 		le.l.gate.leave(le.resource)
 	}
+}
+
+// takeGateLocked reports whether the caller should hand on this lease's
+// turn at the gate, at most once per lease: the expiry watch and a late
+// Release must not both do it. The caller holds le.mu.
+func (le *Lease) takeGateLocked() bool {
+	if !le.gated || le.gateDone {
+		return false
+	}
+	le.gateDone = true
+	return true
 }
 
 // record notes the acquire's outcome on one master; it returns whether
@@ -331,7 +343,10 @@ func (le *Lease) Release(ctx context.Context) error {
 	nodes := le.toRelease()
 	le.mu.Unlock()
 	le.end(ErrReleased, false)
-	if le.gated {
+	le.mu.Lock()
+	leave := le.takeGateLocked()
+	le.mu.Unlock()
+	if leave {
 		// After the delete, so that the next local waiter does not race it.
 		defer le.l.gate.leave(le.resource)
 	}
@@ -398,6 +413,7 @@ func (le *Lease) handOff(ctx context.Context) bool {
 	next.held, next.unsure, next.answered = le.held, le.unsure, le.answered
 	le.successor = next
 	le.released = true
+	le.gateDone = true // the turn goes to the successor with the lease
 	le.mu.Unlock()
 	le.end(ErrReleased, false)
 	if !l.gate.pass(le.resource, next) {

@@ -338,9 +338,23 @@ func startCPUProfile(path string) (stop func() error, err error) {
 // numeric suffix if two runs start in the same second. An explicit --out
 // may exist but must not already hold a run.
 func makeRunDir(out, label string, now time.Time) (dir string, created bool, err error) {
+	return makeOutDir(out, filepath.Join("results", "runs"), label, now, results.SummaryJSON)
+}
+
+// makeOutDir creates --out, refusing one that already holds any of the
+// given result files, or else parent/<UTC timestamp>-<label>, with a
+// numeric suffix if that exists. created reports whether the directory is
+// new, so that a failed command can remove what it made.
+func makeOutDir(out, parent, label string, now time.Time, holds ...string) (dir string, created bool, err error) {
 	if out != "" {
-		if _, err := os.Stat(filepath.Join(out, results.SummaryJSON)); err == nil {
-			return "", false, usageErrorf("--out: directory already holds a run, got %s", out)
+		for _, f := range holds {
+			if _, err := os.Stat(filepath.Join(out, f)); err == nil {
+				what := strings.TrimSuffix(f, ".json")
+				if f == results.SummaryJSON {
+					what = "run"
+				}
+				return "", false, usageErrorf("--out: directory already holds a %s, got %s", what, out)
+			}
 		}
 		_, statErr := os.Stat(out)
 		if err := os.MkdirAll(out, 0o755); err != nil {
@@ -348,7 +362,6 @@ func makeRunDir(out, label string, now time.Time) (dir string, created bool, err
 		}
 		return out, os.IsNotExist(statErr), nil
 	}
-	parent := filepath.Join("results", "runs")
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return "", false, fmt.Errorf("create %s: %w", parent, err)
 	}

@@ -244,32 +244,5 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // sweeps start in the same second. An explicit --out may exist but must not
 // already hold a sweep or a run.
 func makeSweepDir(out, label string, now time.Time) (dir string, created bool, err error) {
-	if out != "" {
-		for _, f := range []string{results.SweepJSON, results.SummaryJSON} {
-			if _, err := os.Stat(filepath.Join(out, f)); err == nil {
-				return "", false, usageErrorf("--out: directory already holds a %s, got %s", strings.TrimSuffix(f, ".json"), out)
-			}
-		}
-		_, statErr := os.Stat(out)
-		if err := os.MkdirAll(out, 0o755); err != nil {
-			return "", false, usageErrorf("--out: cannot create the directory (%v), got %s", err, out)
-		}
-		return out, os.IsNotExist(statErr), nil
-	}
-	parent := filepath.Join("results", "sweeps")
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return "", false, fmt.Errorf("create %s: %w", parent, err)
-	}
-	base := filepath.Join(parent, now.UTC().Format("20060102T150405Z")+"-"+label)
-	dir = base
-	for i := 2; ; i++ {
-		err := os.Mkdir(dir, 0o755)
-		if err == nil {
-			return dir, true, nil
-		}
-		if !os.IsExist(err) || i > 100 {
-			return "", false, fmt.Errorf("create %s: %w", dir, err)
-		}
-		dir = fmt.Sprintf("%s-%d", base, i)
-	}
+	return makeOutDir(out, filepath.Join("results", "sweeps"), label, now, results.SweepJSON, results.SummaryJSON)
 }

@@ -470,8 +470,9 @@ func (l *Locker) opError(op, resource string, t multiplex.Tally, validUntil time
 	case t.Err != nil:
 	case !time.Now().Before(validUntil):
 		e.Kind = ErrLeaseExpired
-	case t.Refused > len(t.Votes)-t.Quorum:
-		// The refusals alone prove the lock is not ours on a quorum.
+	case t.Refused > len(t.Votes)-t.Quorum, t.Refused > 0 && t.Failed+t.Timeout == 0:
+		// The refusals alone prove the lock is not ours on a quorum, or
+		// every master asked answered and some said it is not ours.
 		e.Kind = ErrNotHeld
 	default:
 		// Too few answers to tell: the masters failed us.

@@ -27,6 +27,12 @@ func amnesia(t *testing.T, policy engine.QuarantinePolicy, secondBeforeRestart b
 	if err != nil {
 		t.Fatalf("holder: %v", err)
 	}
+	// TryLock returned at quorum; wait until nodes 3 and 4 have refused
+	// the holder too, or the holder's SET could land after the delete.
+	eventually(t, 5*time.Second, "nodes 3 and 4 answered the holder", func() bool {
+		st := holder.Nodes()
+		return st[3].Refused == 1 && st[4].Refused == 1
+	})
 	e.del(3, res)
 	e.del(4, res)
 	mk := func() *engine.Locker { return e.locker(func(c *engine.Config) { c.Quarantine = policy }) }

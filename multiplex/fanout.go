@@ -90,7 +90,7 @@ type Command struct {
 	// so that a lease is held on as many masters as possible.
 	SkipIfFailed bool
 	// WaitAll makes the round wait for every node addressed (up to the
-	// node timeout) instead of returning at quorum. A release uses it, so
+	// node timeout) instead of returning at quorum or at impossibility. A release uses it, so
 	// that when it returns, a new acquire of the same resource by this
 	// process does not overtake the deletes still in flight.
 	WaitAll bool
@@ -333,7 +333,11 @@ func (r *round) deliver(i int, v Vote, res *rueidis.RedisResult) {
 		if v.Outcome == OK {
 			r.ok++
 		}
-		if (r.ok >= p.quorum && !r.cmd.WaitAll) || r.outstanding == 0 || r.ok+r.outstanding < p.quorum {
+		done := r.outstanding == 0
+		if !r.cmd.WaitAll {
+			done = done || r.ok >= p.quorum || r.ok+r.outstanding < p.quorum
+		}
+		if done {
 			select {
 			case r.wake <- struct{}{}:
 			default:

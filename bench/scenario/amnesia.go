@@ -149,6 +149,19 @@ func runRestartAmnesia(ctx context.Context, e *env) (outcome, error) {
 	}
 	got := time.Now()
 	or.acquire(amnesiaResource, "holder", got, lease.ValidUntil())
+	// TryLock returns at quorum. Wait until masters 3 and 4 have refused
+	// the holder as well: its SET could otherwise land after they are
+	// freed, and the holder would then hold more than a quorum.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		st := holder.Nodes()
+		if st[3].Refused >= 1 && st[4].Refused >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fail(fmt.Errorf("masters 3 and 4 never answered the holder: %+v", st))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 	for i, a := range addrs {
 		v, err := get(a, amnesiaResource)
 		if err != nil {

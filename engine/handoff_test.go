@@ -169,3 +169,29 @@ func TestExpiredGatedLeaseLeavesTheGateOnce(t *testing.T) {
 		t.Fatal("third never got the lock")
 	}
 }
+
+// More masters than the lease's inline tally holds: the hand-off must size
+// the successor's tally from the lease's.
+func TestHandoffWithSevenMasters(t *testing.T) {
+	e := newEnv(t, 7)
+	l := e.locker(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, err := l.Lock(ctx, "seven")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *engine.Lease, 1)
+	go func() { le, _ := l.Lock(ctx, "seven"); got <- le }()
+	eventually(t, 5*time.Second, "queued", func() bool { return l.GateWaiting("seven") == 1 })
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := <-got
+	if second == nil || second.Wait().Cause != engine.WakeHandoff {
+		t.Fatal("no hand-off with seven masters")
+	}
+	if err := second.Release(ctx); err != nil {
+		t.Fatalf("release after a hand-off on seven masters: %v", err)
+	}
+}

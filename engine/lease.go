@@ -92,6 +92,16 @@ type WaitInfo struct {
 	Waited time.Duration
 }
 
+// initVotes gives the lease its scratch tally for n masters, inside the
+// lease for the usual five.
+func (le *Lease) initVotes(n int) {
+	if n <= len(le.voteBuf) {
+		le.votes = le.voteBuf[:n]
+	} else {
+		le.votes = make([]multiplex.Vote, n)
+	}
+}
+
 // Resource is the name the lease was acquired for.
 func (le *Lease) Resource() string { return le.resource }
 
@@ -392,10 +402,7 @@ func (le *Lease) handOff(ctx context.Context) bool {
 		gated:    true,
 		handoffs: le.handoffs + 1,
 	}
-	next.votes = next.voteBuf[:len(le.votes)]
-	if len(le.votes) > len(next.voteBuf) {
-		next.votes = make([]multiplex.Vote, len(le.votes))
-	}
+	next.initVotes(len(le.votes))
 	if l.cfg.Fencing {
 		// Nobody else could take a token while we held the lock, so the
 		// counters are at most ours: the successor's is one more.

@@ -136,11 +136,7 @@ func (l *Locker) try(ctx context.Context, resource string) (*Lease, error) {
 		key:      l.cfg.KeyPrefix + resource,
 		value:    newValue(),
 	}
-	if n := l.pool.Len(); n <= len(le.voteBuf) {
-		le.votes = le.voteBuf[:n]
-	} else {
-		le.votes = make([]multiplex.Vote, n)
-	}
+	le.initVotes(l.pool.Len())
 	cmd := multiplex.Command{Name: "SET", Key: le.key, SkipIfFailed: true}
 	classify := classifyAcquireGet
 	switch {
@@ -157,24 +153,22 @@ func (l *Locker) try(ctx context.Context, resource string) (*Lease, error) {
 	le.start = time.Now()
 	t := l.pool.Fanout(ctx, cmd, classify, le, le.votes)
 
+	ok := t.Reached() && t.Err == nil
 	le.mu.Lock()
 	for i, v := range t.Votes {
 		le.record(i, v)
 	}
-	ok := t.Reached() && t.Err == nil
+	if ok {
+		le.validUntil = le.start.Add(l.cfg.TTL - l.drift)
+	}
 	le.mu.Unlock()
 	var err error
 	if ok && l.cfg.Fencing {
 		err = le.fence(ctx, t)
 	}
-	if ok && err == nil {
-		le.mu.Lock()
-		le.validUntil = le.start.Add(l.cfg.TTL - l.drift)
-		valid := time.Now().Before(le.validUntil)
-		le.mu.Unlock()
-		if valid {
-			return le, nil
-		}
+	// The lease is not handed out yet: nothing else writes validUntil.
+	if ok && err == nil && time.Now().Before(le.validUntil) {
+		return le, nil
 	}
 	if err == nil {
 		err = l.acquireError(resource, t)
@@ -229,7 +223,6 @@ func (l *Locker) undo(le *Lease) {
 	if nodes != 0 {
 		cmd := le.releaseCommand(nodes)
 		cmd.Script = releaseQuietScript // nobody waits on a failed attempt
-		cmd.WaitAll = false
 		l.pool.Post(cmd, classifyInt)
 	}
 }

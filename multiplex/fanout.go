@@ -486,13 +486,7 @@ func (p *Pool) runBatch(n *Node, b *batch) {
 	// so a late yes is seen. A hung node is bounded by ConnTimeout.
 	res := c.DoMulti(context.Background(), b.cmds...)
 	for k, t := range b.sent {
-		r := res[k]
-		if t.r.cmd.Script != nil {
-			if re, ok := rueidis.IsRedisErr(r.Error()); ok && re.IsNoScript() {
-				r = c.Do(context.Background(), p.build(&t.r.cmd, true))
-			}
-		}
-		t.r.finish(t.i, r)
+		t.r.finish(t.i, p.reloadOnNoScript(context.Background(), c, &t.r.cmd, res[k]))
 	}
 	clear(b.cmds)
 }

@@ -547,11 +547,15 @@ func (p *Pool) send(ctx context.Context, node *Node, cmd *Command) rueidis.Redis
 		}
 		return rueidis.NewErrorResult(fmt.Errorf("%w: %w", ErrNotConnected, err))
 	}
-	res := c.Do(ctx, p.build(cmd, false))
+	return p.reloadOnNoScript(ctx, c, cmd, c.Do(ctx, p.build(cmd, false)))
+}
+
+// reloadOnNoScript resends a script command as EVAL when the node answered
+// NOSCRIPT (it restarted, or its scripts were flushed); EVAL loads it again.
+func (p *Pool) reloadOnNoScript(ctx context.Context, c rueidis.Client, cmd *Command, res rueidis.RedisResult) rueidis.RedisResult {
 	if cmd.Script != nil {
 		if re, ok := rueidis.IsRedisErr(res.Error()); ok && re.IsNoScript() {
-			// The node restarted or flushed its scripts: EVAL loads it again.
-			res = c.Do(ctx, p.build(cmd, true))
+			return c.Do(ctx, p.build(cmd, true))
 		}
 	}
 	return res

@@ -187,11 +187,7 @@ func RunCompare(ctx context.Context, cc CompareConfig) (*results.Comparison, err
 	if cc.Dir == "" {
 		return nil, errors.New("bench: CompareConfig.Dir is empty")
 	}
-	logf := func(format string, a ...any) {
-		if cc.Log != nil {
-			fmt.Fprintf(cc.Log, format+"\n", a...)
-		}
-	}
+	logf := logger(cc.Log)
 	runFn := cc.run
 	if runFn == nil {
 		runFn = Run
@@ -211,17 +207,12 @@ func RunCompare(ctx context.Context, cc CompareConfig) (*results.Comparison, err
 		redis = redis || needsRedis(e)
 	}
 	if redis && len(base.Masters) == 0 {
-		cluster, err := startLocalMasters(ctx, base.LocalMasters)
+		cluster, err := shareLocalMasters(ctx, base, "comparison", logf)
 		if err != nil {
 			return nil, err
 		}
 		defer cluster.Stop()
-		base.Masters, local = cluster.Addrs(), true
-		logf("started %d local redis-server for the whole comparison: %s", len(base.Masters), strings.Join(base.Masters, ","))
-		if base.Quarantine == "" {
-			// As in Run: masters this process started hold no locks.
-			base.Quarantine = "observed"
-		}
+		local = true
 	}
 
 	cmp := &results.Comparison{

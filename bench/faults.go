@@ -105,16 +105,11 @@ func (rig *faultRig) stop() []results.FaultEvent {
 	}
 	rig.cancel()
 	<-rig.done
-	out := make([]results.FaultEvent, len(rig.events))
-	for i, e := range rig.events {
-		out[i] = faultEvent(e)
-	}
-	return out
+	return rig.events
 }
 
 // onEvent is the injector's callback: a fault took effect or ended.
-func (rig *faultRig) onEvent(ev fault.Event) {
-	e := faultEvent(ev)
+func (rig *faultRig) onEvent(e fault.Event) {
 	rig.mu.Lock()
 	defer rig.mu.Unlock()
 	for i := range rig.seen {
@@ -141,12 +136,4 @@ func (rig *faultRig) active(fromS, toS float64) []string {
 		}
 	}
 	return out
-}
-
-func faultEvent(e fault.Event) results.FaultEvent {
-	return results.FaultEvent{
-		Fault: e.Fault, Action: string(e.Action), Node: e.Node, Arg: e.Arg,
-		AtS: e.AtS, ForS: e.ForS, AppliedS: e.AppliedS, AppliedAt: e.AppliedAt,
-		EndedS: e.EndedS, Ended: e.Ended, Early: e.Early, Via: e.Via, Error: e.Error,
-	}
 }

@@ -33,6 +33,32 @@ func startLocalMasters(ctx context.Context, n int) (*redistest.Cluster, error) {
 	return c, nil
 }
 
+// shareLocalMasters starts the local masters once for a series of runs
+// (a sweep, a comparison) and points cfg at them; the caller stops the
+// cluster. As in Run, the quarantine defaults to observed: masters this
+// process started hold no locks.
+func shareLocalMasters(ctx context.Context, cfg *Config, series string, logf func(string, ...any)) (*redistest.Cluster, error) {
+	cluster, err := startLocalMasters(ctx, cfg.LocalMasters)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Masters = cluster.Addrs()
+	logf("started %d local redis-server for the whole %s: %s", len(cfg.Masters), series, strings.Join(cfg.Masters, ","))
+	if cfg.Quarantine == "" {
+		cfg.Quarantine = "observed"
+	}
+	return cluster, nil
+}
+
+// logger writes a line to w, or nothing when w is nil.
+func logger(w io.Writer) func(format string, a ...any) {
+	return func(format string, a ...any) {
+		if w != nil {
+			fmt.Fprintf(w, format+"\n", a...)
+		}
+	}
+}
+
 // probeMasters checks that every master answers and returns the server
 // versions found ("7.0.15", or "7.0.15,7.2.4" when they differ). It fails
 // naming every unreachable address.

@@ -54,11 +54,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Label == "" {
 		cfg.Label = DeriveLabel(cfg)
 	}
-	logf := func(format string, a ...any) {
-		if cfg.Log != nil {
-			fmt.Fprintf(cfg.Log, format+"\n", a...)
-		}
-	}
+	logf := logger(cfg.Log)
 
 	masters := cfg.Masters
 	local := false

@@ -159,26 +159,17 @@ func RunSweep(ctx context.Context, sc SweepConfig) (*results.Sweep, error) {
 	if sc.Dir == "" {
 		return nil, errors.New("bench: SweepConfig.Dir is empty")
 	}
-	logf := func(format string, a ...any) {
-		if sc.Log != nil {
-			fmt.Fprintf(sc.Log, format+"\n", a...)
-		}
-	}
+	logf := logger(sc.Log)
 
 	base := sc.Base
 	local := false
 	if needsRedis(base.Engine) && len(base.Masters) == 0 {
-		cluster, err := startLocalMasters(ctx, base.LocalMasters)
+		cluster, err := shareLocalMasters(ctx, &base, "sweep", logf)
 		if err != nil {
 			return nil, err
 		}
 		defer cluster.Stop()
-		base.Masters, local = cluster.Addrs(), true
-		logf("started %d local redis-server for the whole sweep: %s", len(base.Masters), strings.Join(base.Masters, ","))
-		if base.Quarantine == "" {
-			// As in Run: masters this process started hold no locks.
-			base.Quarantine = "observed"
-		}
+		local = true
 	}
 	sc.Base = base
 

@@ -168,10 +168,10 @@ type StaleToken struct {
 	AtS float64 `json:"at_s"`
 }
 
-// FaultEvent is one injected fault as it happened. It mirrors the fault
-// injector's event log (package bench/fault), whose JSON it shares, so that
-// results need not import the injector. Every *_s field is in seconds since
-// the run started, the origin of the intervals.
+// FaultEvent is one injected fault as it happened: the record the fault
+// injector (package bench/fault) logs, as it lands in summary.json. Every
+// *_s field is in seconds since the run started, the origin of the
+// intervals.
 type FaultEvent struct {
 	// Fault is the schedule item, e.g. "pause:3@10s+4s".
 	Fault string `json:"fault"`

@@ -24,8 +24,9 @@
 // Proxies.Close stops every listener and proxied connection. The masters'
 // processes belong to whoever started them.
 //
-// fault imports toxiproxy, zerolog (to silence toxiproxy's logger) and the
-// standard library. It must not import engine, multiplex, results or the
-// rest of bench: it acts on masters, not on locks, and it sees processes
-// only through the Process interface, which *redistest.Node satisfies.
+// fault imports toxiproxy, zerolog (to silence toxiproxy's logger), the
+// standard library, and results for the event record it logs. It must not
+// import engine, multiplex or the rest of bench: it acts on masters, not on
+// locks, and it sees processes only through the Process interface, which
+// *redistest.Node satisfies.
 package fault

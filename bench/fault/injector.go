@@ -182,7 +182,7 @@ func (in *Injector) run(ctx context.Context, start time.Time, f Fault) (ev Event
 	}
 	ev = Event{
 		Fault:  f.String(),
-		Action: f.Action,
+		Action: string(f.Action),
 		Node:   f.Node,
 		AtS:    f.At.Seconds(),
 		ForS:   f.For.Seconds(),

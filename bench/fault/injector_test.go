@@ -170,7 +170,7 @@ func TestNewRejects(t *testing.T) {
 
 func TestEventJSON(t *testing.T) {
 	e := Event{
-		Fault: "slow:1=20ms@0s+10s", Action: Slow, Node: 1, Arg: "20ms", ForS: 10,
+		Fault: "slow:1=20ms@0s+10s", Action: string(Slow), Node: 1, Arg: "20ms", ForS: 10,
 		AppliedS: 0.001, AppliedAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
 		EndedS: 10.002, Ended: true,
 	}

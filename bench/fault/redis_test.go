@@ -537,7 +537,7 @@ func TestProxiesUnderTraffic(t *testing.T) {
 func TestKillThenRestart(t *testing.T) {
 	c := redistest.StartT(t, 3)
 	done, events := startRun(t, context.Background(), mustParse(t, "kill:2@0s,restart:2@500ms"), Config{Addrs: c.Addrs(), Nodes: procs(c)})
-	if e := <-events; e.Action != Kill || !e.Ended {
+	if e := <-events; e.Action != string(Kill) || !e.Ended {
 		t.Fatalf("first event %+v, want the kill", e)
 	}
 	if err := redistest.Ping(c.Nodes[2].Addr(), 200*time.Millisecond); err == nil {

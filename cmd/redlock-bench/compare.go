@@ -138,15 +138,7 @@ func compareUsage() string {
 	b.WriteString(newCompareFlags(&compareOptions{}).FlagUsages())
 	b.WriteString("\nEvery flag of run but --engine, with the same meaning:\n")
 	own := newCompareFlags(&compareOptions{})
-	var ro runOptions
-	shown := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	shown.SortFlags = false
-	newRunFlags(&ro).VisitAll(func(f *pflag.Flag) {
-		if f.Name != "engine" && own.Lookup(f.Name) == nil {
-			shown.AddFlag(f)
-		}
-	})
-	b.WriteString(shown.FlagUsages())
+	b.WriteString(runFlagUsages(func(name string) bool { return name == "engine" || own.Lookup(name) != nil }))
 	return b.String()
 }
 
@@ -160,12 +152,7 @@ func compareCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	if o.out != "" {
-		if _, err := os.Stat(filepath.Join(o.out, results.CompareJSON)); err == nil {
-			return usageErrorf("--out: directory already holds a comparison, got %s", o.out)
-		}
-	}
-	dir, created, err := makeRunDir(o.out, "compare-"+cc.Label, time.Now())
+	dir, created, err := makeOutDir(o.out, filepath.Join("results", "runs"), "compare-"+cc.Label, time.Now(), results.CompareJSON, results.SummaryJSON)
 	if err != nil {
 		return err
 	}

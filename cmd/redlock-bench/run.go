@@ -333,6 +333,20 @@ func startCPUProfile(path string) (stop func() error, err error) {
 	}, nil
 }
 
+// runFlagUsages is the help text of run's flags but those skip names, for
+// the commands that take run's flags and replace some of them.
+func runFlagUsages(skip func(name string) bool) string {
+	var ro runOptions
+	shown := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	shown.SortFlags = false
+	newRunFlags(&ro).VisitAll(func(f *pflag.Flag) {
+		if !skip(f.Name) {
+			shown.AddFlag(f)
+		}
+	})
+	return shown.FlagUsages()
+}
+
 // makeRunDir creates the results directory. Without --out it is
 // results/runs/<UTC timestamp>-<label> under the current directory, with a
 // numeric suffix if two runs start in the same second. An explicit --out

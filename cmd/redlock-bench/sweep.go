@@ -169,16 +169,7 @@ func sweepUsage() string {
 	b.WriteString("END is always the last value.\n\nSweep flags:\n")
 	b.WriteString(newSweepFlags(&sweepOptions{}).FlagUsages())
 	b.WriteString("\nEvery flag of run, with the same meaning:\n")
-	var ro runOptions
-	run := newRunFlags(&ro)
-	shown := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	shown.SortFlags = false
-	run.VisitAll(func(f *pflag.Flag) {
-		if !isSweepFlag(f.Name) {
-			shown.AddFlag(f)
-		}
-	})
-	b.WriteString(shown.FlagUsages())
+	b.WriteString(runFlagUsages(isSweepFlag))
 	return b.String()
 }
 

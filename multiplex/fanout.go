@@ -435,7 +435,6 @@ const maxBatch = 64
 // batch is a worker's reusable scratch space.
 type batch struct {
 	tasks []task
-	cmds  []rueidis.Completed
 	sent  []task
 }
 
@@ -456,7 +455,7 @@ func (b *batch) fill(tasks chan task) {
 // to rueidis's writer and one wake-up for all the replies, instead of one
 // each per command, which is most of the client's CPU at high rates.
 func (p *Pool) runBatch(n *Node, b *batch) {
-	b.cmds, b.sent = b.cmds[:0], b.sent[:0]
+	b.sent = b.sent[:0]
 	for _, t := range b.tasks {
 		if t.r.cmd.SkipIfFailed && t.r.skippable() {
 			t.r.deliver(t.i, Vote{Outcome: Failed, Err: ErrNotSent, Latency: time.Since(t.r.start)}, nil)
@@ -479,14 +478,16 @@ func (p *Pool) runBatch(n *Node, b *batch) {
 		}
 		return
 	}
+	// A fresh slice per batch: when a connection breaks, DoMulti returns
+	// while rueidis's writer may still be reading the slice it was given.
+	cmds := make([]rueidis.Completed, 0, len(b.sent))
 	for _, t := range b.sent {
-		b.cmds = append(b.cmds, p.build(&t.r.cmd, false))
+		cmds = append(cmds, p.build(&t.r.cmd, false))
 	}
 	// No deadline: replies are read off the pipeline whenever they come,
 	// so a late yes is seen. A hung node is bounded by ConnTimeout.
-	res := c.DoMulti(context.Background(), b.cmds...)
+	res := c.DoMulti(context.Background(), cmds...)
 	for k, t := range b.sent {
 		t.r.finish(t.i, p.reloadOnNoScript(context.Background(), c, &t.r.cmd, res[k]))
 	}
-	clear(b.cmds)
 }

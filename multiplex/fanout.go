@@ -48,8 +48,6 @@ type Vote struct {
 	Err error
 	// Value is an integer the Classifier extracted from the reply.
 	Value int64
-	// Latency is from the start of the round to the reply.
-	Latency time.Duration
 }
 
 // Classifier turns a reply into an outcome. It must not keep res.
@@ -106,8 +104,6 @@ type Tally struct {
 	Votes                                 []Vote
 	OK, Refused, Failed, Timeout, Pending int
 	Quorum                                int
-	// Elapsed is from the start of the round to its decision.
-	Elapsed time.Duration
 	// Err is the context's error when ctx ended before a decision, or
 	// ErrClosed.
 	Err error
@@ -124,7 +120,6 @@ type round struct {
 	cmd      Command
 	classify Classifier
 	late     LateHandler
-	start    time.Time
 	wake     chan struct{}
 	timer    *time.Timer
 
@@ -188,7 +183,6 @@ func (p *Pool) Fanout(ctx context.Context, cmd Command, classify Classifier, lat
 			r.outstanding++
 		}
 	}
-	r.start = time.Now()
 	sent := r.outstanding
 	p.inflight.Add(sent)
 	for i := 0; i < n; i++ {
@@ -216,7 +210,6 @@ func (p *Pool) Fanout(ctx context.Context, cmd Command, classify Classifier, lat
 	r.mu.Lock()
 	r.decided = true
 	r.skipRest = cmd.SkipIfFailed && r.ok < p.quorum
-	t.Elapsed = time.Since(r.start)
 	copy(votes, r.votes)
 	free := r.outstanding == 0
 	select { // a second node may have signalled before the decision
@@ -276,7 +269,6 @@ func (p *Pool) Post(cmd Command, classify Classifier) {
 		r.recycle()
 		return
 	}
-	r.start = time.Now()
 	p.inflight.Add(r.outstanding)
 	for i := range p.nodes {
 		if cmd.sendsTo(i) {
@@ -295,7 +287,6 @@ func (r *round) skippable() bool {
 func (r *round) finish(i int, res rueidis.RedisResult) {
 	var v Vote
 	v.Outcome, v.Value, v.Err = r.classify(res)
-	v.Latency = time.Since(r.start)
 	r.deliver(i, v, &res)
 }
 
@@ -458,7 +449,7 @@ func (p *Pool) runBatch(n *Node, b *batch) {
 	b.sent = b.sent[:0]
 	for _, t := range b.tasks {
 		if t.r.cmd.SkipIfFailed && t.r.skippable() {
-			t.r.deliver(t.i, Vote{Outcome: Failed, Err: ErrNotSent, Latency: time.Since(t.r.start)}, nil)
+			t.r.deliver(t.i, Vote{Outcome: Failed, Err: ErrNotSent}, nil)
 			continue
 		}
 		b.sent = append(b.sent, t)

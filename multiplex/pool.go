@@ -527,15 +527,18 @@ func (p *Pool) Do(ctx context.Context, node int, cmd Command) rueidis.RedisResul
 	return p.send(ctx, p.nodes[node], &cmd)
 }
 
+// build makes the rueidis command. The key goes in as an argument, not
+// with Keys: Keys computes the key's cluster slot (a CRC16 per command),
+// which a client per master never uses.
 func (p *Pool) build(c *Command, eval bool) rueidis.Completed {
 	b := p.builder
 	switch {
 	case c.Script == nil:
-		return b.Arbitrary(c.Name).Keys(c.Key).Args(c.Args[:c.NArgs]...).Build()
+		return b.Arbitrary(c.Name).Args(c.Key).Args(c.Args[:c.NArgs]...).Build()
 	case eval:
-		return b.Arbitrary("EVAL", c.Script.Body, "1").Keys(c.Key).Args(c.Args[:c.NArgs]...).Build()
+		return b.Arbitrary("EVAL", c.Script.Body, "1", c.Key).Args(c.Args[:c.NArgs]...).Build()
 	}
-	return b.Arbitrary("EVALSHA", c.Script.SHA, "1").Keys(c.Key).Args(c.Args[:c.NArgs]...).Build()
+	return b.Arbitrary("EVALSHA", c.Script.SHA, "1", c.Key).Args(c.Args[:c.NArgs]...).Build()
 }
 
 func (p *Pool) send(ctx context.Context, node *Node, cmd *Command) rueidis.RedisResult {

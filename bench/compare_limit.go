@@ -32,9 +32,9 @@ import (
 // The SET is "SET key v PX 10000" on random keys (-r): a successful
 // acquire's write, with the expiry our keys carry. The EVALSHA runs the
 // engine's release script on the same key space with the same value, so
-// that it deletes and publishes for the keys the SET test wrote and
-// compares and returns for the others, as releases that lost their key
-// do. Every key expires within 10s: the test leaves nothing behind.
+// that it deletes the keys the SET test wrote and compares and returns for
+// the others, as releases that lost their key do. Those keys carry no
+// waiter's mark, so nothing is published: the uncontended release. Every key expires within 10s: the test leaves nothing behind.
 
 // ceilingPipeline and ceilingClients are redis-benchmark's -P and -c.
 const (

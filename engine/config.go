@@ -95,9 +95,10 @@ type Config struct {
 	// masters, so that other processes get their turn. Zero selects
 	// DefaultMaxHandoffs; negative turns hand-offs off.
 	MaxHandoffs int
-	// DisableNotify turns off release notifications: by default a release
-	// PUBLISHes on the resource's channel, and Lock waiters subscribe to it
-	// and retry at once instead of polling.
+	// DisableNotify turns off release notifications: by default Lock
+	// waiters subscribe to the resource's channel and mark the holder's
+	// value, its release PUBLISHes on the channel, and they retry at once
+	// instead of polling.
 	DisableNotify bool
 	// FallbackMin and FallbackMax bound the random wait of a Lock waiter
 	// between attempts when the resource is held: the retry that covers a

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/redlock-bench/redlock/multiplex"
@@ -59,5 +60,18 @@ func TestHeldByOne(t *testing.T) {
 		if got := heldByOne(&tally); got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestHolderHashIgnoresWaitMark(t *testing.T) {
+	v := newValue()
+	if holderHash(v) != holderHash(v+waitMark) {
+		t.Fatalf("%q and its marked form hash apart: one holder would look like a split vote", v)
+	}
+	if holderHash(v) == holderHash(newValue()) {
+		t.Fatal("two values hash alike")
+	}
+	if strings.Contains(v, waitMark) {
+		t.Fatalf("lock value %q contains the wait mark", v)
 	}
 }

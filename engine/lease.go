@@ -316,11 +316,7 @@ func (le *Lease) Late(node int, v multiplex.Vote) {
 }
 
 func (le *Lease) releaseCommand(nodes uint64) multiplex.Command {
-	s := releaseScript
-	if le.l.notify == nil {
-		s = releaseQuietScript
-	}
-	return multiplex.Command{Script: s, Key: le.key, Args: [multiplex.MaxArgs]string{le.value}, NArgs: 1, Nodes: nodes, WaitAll: true}
+	return multiplex.Command{Script: releaseScript, Key: le.key, Args: [multiplex.MaxArgs]string{le.value}, NArgs: 1, Nodes: nodes, WaitAll: true}
 }
 
 // toRelease returns the masters a release must go to now: those that took

@@ -115,7 +115,7 @@ func (l *Locker) Close() error {
 // undone on every master where it may have taken, and the error says why
 // (see VotesError). TryLock does not queue at the in-process gate.
 func (l *Locker) TryLock(ctx context.Context, resource string) (*Lease, error) {
-	le, err := l.try(ctx, resource)
+	le, err := l.try(ctx, resource, false)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +123,10 @@ func (l *Locker) TryLock(ctx context.Context, resource string) (*Lease, error) {
 	return le, nil
 }
 
-func (l *Locker) try(ctx context.Context, resource string) (*Lease, error) {
+// try makes one attempt. mark is for a waiter subscribed to the resource's
+// releases: where the key is taken, the attempt marks the holder's value,
+// which makes the holder's release publish.
+func (l *Locker) try(ctx context.Context, resource string, mark bool) (*Lease, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -142,8 +145,14 @@ func (l *Locker) try(ctx context.Context, resource string) (*Lease, error) {
 	switch {
 	case l.cfg.Fencing:
 		cmd.Name, cmd.Script = "", acquireFenceScript
-		cmd.Args, cmd.NArgs = [multiplex.MaxArgs]string{le.value, l.ttlStr}, 2
+		cmd.Args, cmd.NArgs = [multiplex.MaxArgs]string{le.value, l.ttlStr, "0"}, 3
+		if mark {
+			cmd.Args[2] = "1"
+		}
 		classify = classifyFenced
+	case mark:
+		cmd.Name, cmd.Script = "", acquireMarkScript
+		cmd.Args, cmd.NArgs = [multiplex.MaxArgs]string{le.value, l.ttlStr}, 2
 	case l.setGet:
 		cmd.Args, cmd.NArgs = [multiplex.MaxArgs]string{le.value, "NX", "GET", "PX", l.ttlStr}, 5
 	default:
@@ -221,9 +230,7 @@ func (l *Locker) undo(le *Lease) {
 	nodes := le.toRelease()
 	le.mu.Unlock()
 	if nodes != 0 {
-		cmd := le.releaseCommand(nodes)
-		cmd.Script = releaseQuietScript // nobody waits on a failed attempt
-		l.pool.Post(cmd, classifyInt)
+		l.pool.Post(le.releaseCommand(nodes), classifyInt)
 	}
 }
 
@@ -307,7 +314,7 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, w *WaitInfo) (
 	defer func() { sub.close() }() // sub is set later
 	for {
 		w.Attempts++
-		le, err := l.try(ctx, resource)
+		le, err := l.try(ctx, resource, sub != nil)
 		if err == nil {
 			return le, nil
 		}
@@ -326,8 +333,9 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, w *WaitInfo) (
 		var d time.Duration
 		switch {
 		case held && l.notify != nil && sub == nil:
-			// Subscribe, then try again at once: the release may have come
-			// between the refusal and the subscription.
+			// Subscribe, then try again at once, marking the holder's
+			// value: the release may have come between the refusal and
+			// the subscription, and an unmarked release publishes nothing.
 			sub = l.notify.subscribe(ctx, l.cfg.KeyPrefix+resource)
 			continue
 		case held:

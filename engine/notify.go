@@ -18,7 +18,9 @@ import (
 // release, while an invalidation also fires for every SET by a competitor
 // and for our own writes, waking waiters for nothing; pub/sub needs no
 // tracking table on the masters and no client cache. An expiry publishes
-// nothing, which the waiter's fallback retry covers.
+// nothing, which the waiter's fallback retry covers. A release publishes
+// only if a waiter marked the holder's value (see waitMark), so that the
+// many releases nobody waits for cost the masters no PUBLISH.
 type notifier struct {
 	pool *multiplex.Pool
 	stop chan struct{}
@@ -32,14 +34,17 @@ type notifier struct {
 
 type topic struct {
 	waiters map[*subscription]struct{}
-	// last is the released value last delivered: every master publishes
-	// the same release, and waking the waiters once per master would send
-	// them racing to the masters N times for one release.
-	last string
+	// ready closes when the masters have confirmed the subscription: a
+	// waiter marks the holder only after that, or the release it asks for
+	// could be published before anyone listens.
+	ready chan struct{}
 }
 
 // subscription wakes one waiter. C has room for one signal, so a release
-// between two waits is not lost.
+// between two waits is not lost, and the masters' messages for one release
+// wake a waiter at most twice: once, and once more if they came while it
+// was retrying. That second retry is needed: the first can reach a master
+// whose delete is still on its way, and be refused there.
 type subscription struct {
 	n       *notifier
 	channel string
@@ -70,13 +75,19 @@ func (n *notifier) subscribe(ctx context.Context, key string) *subscription {
 	t := n.topics[s.channel]
 	first := t == nil
 	if first {
-		t = &topic{waiters: make(map[*subscription]struct{})}
+		t = &topic{waiters: make(map[*subscription]struct{}), ready: make(chan struct{})}
 		n.topics[s.channel] = t
 	}
 	t.waiters[s] = struct{}{}
 	n.mu.Unlock()
 	if first {
 		n.send(ctx, true, s.channel)
+		close(t.ready)
+	} else {
+		select {
+		case <-t.ready:
+		case <-ctx.Done():
+		}
 	}
 	return s
 }
@@ -198,10 +209,6 @@ func (n *notifier) deliver(m rueidis.PubSubMessage) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if t := n.topics[m.Channel]; t != nil {
-		if m.Message != "" && m.Message == t.last {
-			return
-		}
-		t.last = m.Message
 		for s := range t.waiters {
 			select {
 			case s.C <- struct{}{}:

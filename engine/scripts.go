@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"strings"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/multiplex"
 )
@@ -14,31 +16,63 @@ const fencePrefix = "redlock:fence:"
 // retry at once instead of polling.
 const releasedPrefix = "redlock:released:"
 
+// waitMark is appended to a lock's value on a master by a waiter that
+// found it taken there (see acquireMarkScript). Lock values are base64url,
+// which has no '+', so a marked value is told from any lock value. It asks
+// the holder's release to publish: a release of an unmarked value, which
+// nobody waits for, publishes nothing, and PUBLISH (with its Lua call)
+// is a fifth of what a release costs a master.
+const waitMark = "+"
+
 // The scripts compare the value before acting, so that a lease only ever
-// touches its own key; extend never re-creates a missing key.
+// touches its own key, marked by a waiter or not; extend never re-creates a
+// missing key.
 var (
-	// releaseScript deletes our key and tells waiters which value was
-	// released, so that they count one release once, whatever the number
-	// of masters that announce it.
-	releaseScript = multiplex.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then
+	// releaseScript deletes our key; if a waiter marked it, it also tells
+	// the waiters which value was released, so that they count one release
+	// once, whatever the number of masters that announce it.
+	releaseScript = multiplex.NewScript(`local v = redis.call("GET", KEYS[1])
+if v == ARGV[1] then
+  return redis.call("DEL", KEYS[1])
+end
+if v == ARGV[1] .. "` + waitMark + `" then
   redis.call("DEL", KEYS[1])
   redis.call("PUBLISH", "` + releasedPrefix + `" .. KEYS[1], ARGV[1])
   return 1
 end
 return 0`)
-	// releaseQuietScript is for undoing a failed attempt (nobody waits on
-	// a split vote) and for Lockers with notifications off.
-	releaseQuietScript = multiplex.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end`)
-	extendScript       = multiplex.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) else return 0 end`)
+	extendScript = multiplex.NewScript(`local v = redis.call("GET", KEYS[1])
+if v == ARGV[1] or v == ARGV[1] .. "` + waitMark + `" then
+  return redis.call("PEXPIRE", KEYS[1], ARGV[2])
+end
+return 0`)
+	// acquireMarkScript is SET NX PX GET for a waiter already subscribed
+	// to the resource's releases: where the key is taken, it marks the
+	// holder's value, so that the holder's release publishes. Its answer
+	// is SET NX GET's: nil when it set the key, the holder's value (as it
+	// was before marking) when taken.
+	acquireMarkScript = multiplex.NewScript(`local v = redis.call("GET", KEYS[1])
+if not v then
+  redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+  return false
+end
+if string.sub(v, -1) ~= "` + waitMark + `" then
+  redis.call("APPEND", KEYS[1], "` + waitMark + `")
+end
+return v`)
 	// acquireFenceScript is SET NX PX that also reads the resource's
 	// fencing counter, so that fencing costs one extra round trip, not two.
 	// It answers the counter (>= 0) when it set the key, -1 when taken.
+	// ARGV[3] "1" marks a taken key, as acquireMarkScript does.
 	acquireFenceScript = multiplex.NewScript(`local t = redis.call("TYPE", KEYS[1]).ok
 if t ~= "none" and t ~= "string" then
   return redis.error_reply("WRONGTYPE Operation against a key holding the wrong kind of value")
 end
 if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
   return tonumber(redis.call("GET", "` + fencePrefix + `" .. KEYS[1]) or "0")
+end
+if ARGV[3] == "1" and string.sub(redis.call("GET", KEYS[1]), -1) ~= "` + waitMark + `" then
+  redis.call("APPEND", KEYS[1], "` + waitMark + `")
 end
 return -1`)
 	// fenceScript raises the counter to the token unless it is already
@@ -57,7 +91,7 @@ return c`)
 // tools that measure what the masters can sustain.
 var ReleaseScriptSource = releaseScript.Body
 
-var allScripts = []*multiplex.Script{releaseScript, releaseQuietScript, extendScript, acquireFenceScript, fenceScript}
+var allScripts = []*multiplex.Script{releaseScript, extendScript, acquireMarkScript, acquireFenceScript, fenceScript}
 
 func classifyAcquireGet(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
 	// SET NX GET answers nil when it set the key, and the holder's value
@@ -74,8 +108,10 @@ func classifyAcquireGet(res rueidis.RedisResult) (multiplex.Outcome, int64, erro
 	return multiplex.Failed, 0, err
 }
 
-// holderHash is FNV-1a of a lock value, never 0 (0 means unknown).
+// holderHash is FNV-1a of a lock value without its wait mark, never 0 (0
+// means unknown): one holder's value is marked on some masters only.
 func holderHash(v string) int64 {
+	v = strings.TrimSuffix(v, waitMark)
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(v); i++ {
 		h ^= uint64(v[i])

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -316,4 +318,99 @@ func TestNoLeaksAfterCloseWithWaiters(t *testing.T) {
 	l.Close()
 	other.Close()
 	eventually(t, 10*time.Second, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= base })
+}
+
+// publishes returns how many PUBLISH commands each master has run.
+func (e *env) publishes() []int {
+	e.t.Helper()
+	out := make([]int, len(e.direct))
+	for i, c := range e.direct {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		info, err := c.Do(ctx, c.B().Info().Section("commandstats").Build()).ToString()
+		cancel()
+		if err != nil {
+			e.t.Fatalf("INFO commandstats on node %d: %v", i, err)
+		}
+		if _, rest, ok := strings.Cut(info, "cmdstat_publish:calls="); ok {
+			out[i], _ = strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+		}
+	}
+	return out
+}
+
+// A release publishes only when a waiter marked the holder's value: the
+// uncontended path pays for no PUBLISH, and a waiter still wakes at once.
+func TestReleasePublishesOnlyForMarkedHolders(t *testing.T) {
+	for _, fencing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fencing=%v", fencing), func(t *testing.T) {
+			e := newEnv(t, 5)
+			cfg := func(c *engine.Config) {
+				c.Fencing = fencing
+				c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
+			}
+			holderL, waiterL := e.locker(cfg), e.locker(cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			for i := 0; i < 20; i++ {
+				le, err := holderL.TryLock(ctx, "quiet")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := le.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The releases that might come late (a late SET's undo) have
+			// had their replies: Release waits for every delete it sent.
+			if p := e.publishes(); p[0]+p[1]+p[2]+p[3]+p[4] != 0 {
+				t.Fatalf("publishes %v after releases nobody waited for, want none", p)
+			}
+
+			holder, err := holderL.TryLock(ctx, "marked")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan *engine.Lease, 1)
+			go func() {
+				le, err := waiterL.Lock(ctx, "marked")
+				if err != nil {
+					t.Error(err)
+				}
+				got <- le
+			}()
+			eventually(t, 5*time.Second, "waiter waiting", func() bool { return waiterL.Waiting() == 1 })
+			marked := 0
+			for i := range e.direct {
+				switch e.get(i, "marked") {
+				case holder.Value() + "+":
+					marked++
+				case holder.Value(), "":
+				default:
+					t.Fatalf("node %d holds %q, want the holder's value %q, marked or not", i, e.get(i, "marked"), holder.Value())
+				}
+			}
+			if marked < 3 {
+				t.Fatalf("the holder's value is marked on %d masters, want a quorum (the waiter was refused by one)", marked)
+			}
+			// A marked value is still the holder's: it extends and releases.
+			if err := holder.Extend(ctx, 10*time.Second); err != nil {
+				t.Fatalf("extend of a marked lease: %v", err)
+			}
+			if err := holder.Release(ctx); err != nil {
+				t.Fatalf("release of a marked lease: %v", err)
+			}
+			le := <-got
+			if le == nil {
+				t.FailNow()
+			}
+			if w := le.Wait(); w.Cause != engine.WakeNotified {
+				t.Fatalf("wait %+v: want woken by the release notification", w)
+			}
+			p := e.publishes()
+			if n := p[0] + p[1] + p[2] + p[3] + p[4]; n < 3 || n > 5 {
+				t.Fatalf("publishes %v for one release of a value marked on %d masters", p, marked)
+			}
+			le.Release(ctx)
+		})
+	}
 }

@@ -179,6 +179,9 @@ type runner struct {
 	perWorker []workerCount
 	// faults injects the --fault schedule; nil without one.
 	faults *faultRig
+	// sleeper times holds and open-loop starts; nil where the system has
+	// no high-resolution timer, or when nothing sleeps.
+	sleeper *sleeper
 
 	start time.Time
 	// perOp is the open loop's time between arrivals, as a float so that
@@ -302,6 +305,10 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		return err
 	}
 
+	if !cfg.Hold.Zero() || cfg.Rate > 0 {
+		r.sleeper = newSleeper()
+		defer r.sleeper.close()
+	}
 	nshards := len(r.rec.shards)
 	r.wg.Add(cfg.Workers)
 	for i := 0; i < cfg.Workers; i++ {

@@ -23,6 +23,8 @@ type worker struct {
 	rng   *rand.Rand
 	zipf  *rand.Zipf
 	timer *time.Timer
+	// wake receives the sleeper's signal (see sleeper.sleep).
+	wake chan struct{}
 }
 
 func (w *worker) loop() {
@@ -252,6 +254,12 @@ func (w *worker) holdTime() time.Duration {
 func (w *worker) sleep(d time.Duration) bool {
 	if d <= 0 {
 		return !w.r.stopped.Load()
+	}
+	if sl := w.r.sleeper; sl != nil {
+		if w.wake == nil {
+			w.wake = make(chan struct{}, 1)
+		}
+		return sl.sleep(d, w.wake, w.r.done)
 	}
 	if w.timer == nil {
 		w.timer = time.NewTimer(d)

@@ -120,22 +120,19 @@ type round struct {
 	cmd      Command
 	classify Classifier
 	late     LateHandler
-	wake     chan struct{}
-	timer    *time.Timer
+	// wake is the admission slot's channel while the gatherer waits.
+	wake chan struct{}
 
 	mu          sync.Mutex
 	votes       []Vote
 	ok          int
 	outstanding int
+	ready       bool // enough replies for a decision
 	decided     bool
 	skipRest    bool // decided without a quorum, and the command allows skipping
 }
 
-func newRound(n int) *round {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return &round{votes: make([]Vote, n), wake: make(chan struct{}, 1), timer: t}
-}
+func newRound(n int) *round { return &round{votes: make([]Vote, n)} }
 
 // Fanout sends cmd to every node (or those in cmd.Nodes) at once and gathers
 // the outcomes into votes, which must have one entry per node (nil
@@ -151,11 +148,12 @@ func (p *Pool) Fanout(ctx context.Context, cmd Command, classify Classifier, lat
 	// Admission: past MaxRounds undecided rounds, callers queue here, so
 	// that an overload shows as waiting before the round rather than as
 	// node timeouts inside it.
+	var slot int32
 	select {
-	case p.admit <- struct{}{}:
+	case slot = <-p.free:
 	default:
 		select {
-		case p.admit <- struct{}{}:
+		case slot = <-p.free:
 		case <-ctx.Done():
 			for i := range votes {
 				votes[i] = Vote{}
@@ -164,7 +162,8 @@ func (p *Pool) Fanout(ctx context.Context, cmd Command, classify Classifier, lat
 			return t
 		}
 	}
-	defer func() { <-p.admit }()
+	defer func() { p.free <- slot }()
+	sl := &p.slots[slot]
 	p.gate.RLock()
 	if p.closed.Load() {
 		p.gate.RUnlock()
@@ -175,8 +174,8 @@ func (p *Pool) Fanout(ctx context.Context, cmd Command, classify Classifier, lat
 		return t
 	}
 	r := p.rounds.Get().(*round)
-	r.pool, r.cmd, r.classify, r.late = p, cmd, classify, late
-	r.ok, r.decided, r.skipRest, r.outstanding = 0, false, false, 0
+	r.pool, r.cmd, r.classify, r.late, r.wake = p, cmd, classify, late, sl.wake
+	r.ok, r.ready, r.decided, r.skipRest, r.outstanding = 0, false, false, false, 0
 	for i := range r.votes {
 		r.votes[i] = Vote{}
 		if cmd.sendsTo(i) {
@@ -196,15 +195,7 @@ func (p *Pool) Fanout(ctx context.Context, cmd Command, classify Classifier, lat
 	// With fewer nodes than a quorum addressed, the answer is known now;
 	// the replies still arrive and reach late.
 	if sent >= p.quorum {
-		r.timer.Reset(p.timeout)
-		select {
-		case <-r.wake:
-		case <-r.timer.C:
-			timedOut = true
-		case <-ctx.Done():
-			t.Err = ctx.Err()
-		}
-		r.timer.Stop()
+		timedOut, t.Err = p.await(ctx, r, sl)
 	}
 
 	r.mu.Lock()
@@ -240,6 +231,76 @@ func (p *Pool) Fanout(ctx context.Context, cmd Command, classify Classifier, lat
 		r.recycle()
 	}
 	return t
+}
+
+// await waits for r's decision: enough replies, the node timeout, or the
+// end of ctx. The timeout is the watchdog's, not a timer per round (whose
+// set-up and tear-down cost more than the rest of the wait), so it ends up
+// to a quarter of the timeout late. Wake-ups may be stale, left in the
+// slot's channel by an earlier round; each is checked.
+func (p *Pool) await(ctx context.Context, r *round, sl *slot) (timedOut bool, err error) {
+	deadline := p.now() + int64(p.timeout)
+	sl.deadline.Store(deadline)
+	if p.waiting.Add(1) == 1 {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+	defer func() {
+		sl.deadline.Store(0)
+		p.waiting.Add(-1)
+	}()
+	for {
+		select {
+		case <-sl.wake:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+		r.mu.Lock()
+		ready := r.ready
+		r.mu.Unlock()
+		if ready {
+			return false, nil
+		}
+		if p.now() >= deadline {
+			return true, nil
+		}
+	}
+}
+
+// watchdog ends the waits that reached their node timeout. It scans the
+// admission slots a few times per timeout, and sleeps while no round waits.
+func (p *Pool) watchdog() {
+	defer p.wg.Done()
+	period := min(max(p.timeout/4, time.Millisecond), 25*time.Millisecond)
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		if p.waiting.Load() == 0 {
+			tick.Stop()
+			select {
+			case <-p.kick:
+			case <-p.stop:
+				return
+			}
+			tick.Reset(period)
+		}
+		select {
+		case <-tick.C:
+		case <-p.stop:
+			return
+		}
+		now := p.now()
+		for i := range p.slots {
+			if d := p.slots[i].deadline.Load(); d != 0 && now >= d {
+				select {
+				case p.slots[i].wake <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
 }
 
 // Post sends cmd to the nodes in cmd.Nodes (0: every node) and returns at
@@ -328,7 +389,8 @@ func (r *round) deliver(i int, v Vote, res *rueidis.RedisResult) {
 		if !r.cmd.WaitAll {
 			done = done || r.ok >= p.quorum || r.ok+r.outstanding < p.quorum
 		}
-		if done {
+		if done && !r.ready {
+			r.ready = true
 			select {
 			case r.wake <- struct{}{}:
 			default:
@@ -360,85 +422,88 @@ type task struct {
 // workerIdle is how long a node worker waits for work before it exits.
 const workerIdle = 2 * time.Second
 
-// submit hands a task to one of the node's workers. rueidis's Do blocks
-// until the reply, so a node needs as many workers as it has commands in
-// flight; they are started on demand and kept while busy, which costs no
+// submit hands a task to the node's workers. rueidis's DoMulti blocks
+// until the replies, so a node needs several workers to keep its pipeline
+// full; they are started on demand and kept while busy, which costs no
 // goroutine start (and no allocation) per command in steady state.
 //
 // A node that stops answering ties up its workers until ConnTimeout; past
-// NodeWorkers workers and a full queue, its share of new rounds fails
-// at once with ErrOverloaded instead of blocking every caller.
+// nodeQueue queued commands, its share of new rounds fails at once with
+// ErrOverloaded instead of queueing without bound.
 func (p *Pool) submit(n *Node, t task) {
-	if n.idle.Load() <= 0 && n.workers.Load() < p.nodeWorkers {
-		n.workers.Add(1)
+	n.qmu.Lock()
+	if len(n.queue) >= nodeQueue {
+		n.qmu.Unlock()
+		t.r.deliver(t.i, Vote{Outcome: Failed, Err: ErrOverloaded}, nil)
+		return
+	}
+	n.queue = append(n.queue, t)
+	wake := n.parked > 0
+	start := !wake && n.workers < p.nodeWorkers
+	if start {
+		n.workers++
+	}
+	n.qmu.Unlock()
+	switch {
+	case wake:
+		select {
+		case n.wakeup <- struct{}{}:
+		default: // enough signals are pending already
+		}
+	case start:
 		p.workers.Add(1)
 		go p.worker(n)
-	}
-	select {
-	case n.tasks <- t:
-	default:
-		t.r.deliver(t.i, Vote{Outcome: Failed, Err: ErrOverloaded}, nil)
 	}
 }
 
 func (p *Pool) worker(n *Node) {
 	defer p.workers.Done()
-	defer n.workers.Add(-1)
-	// The idle check is a ticker, not a timer reset per task: resetting a
-	// timer on every command costs more than the command's own dispatch.
+	// The idle check is a ticker, not a timer reset per batch: resetting a
+	// timer on every wait costs more than the wait's own hand-off.
 	idle := time.NewTicker(workerIdle)
 	defer idle.Stop()
 	b := &batch{}
 	busy := false
 	for {
-		n.idle.Add(1)
-		select {
-		case t := <-n.tasks:
-			n.idle.Add(-1)
-			b.tasks = append(b.tasks[:0], t)
-			b.fill(n.tasks)
+		n.qmu.Lock()
+		if len(n.queue) > 0 {
+			// Take the whole queue, and leave it our emptied slice.
+			b.tasks, n.queue = n.queue, b.tasks[:0]
+			n.qmu.Unlock()
 			p.runBatch(n, b)
+			clear(b.tasks) // drop the rounds, which are pooled
 			busy = true
+			continue
+		}
+		n.parked++
+		n.qmu.Unlock()
+		exit := false
+		select {
+		case <-n.wakeup:
 		case <-idle.C:
-			n.idle.Add(-1)
-			if !busy {
-				return
-			}
+			exit = !busy
 			busy = false
 		case <-p.stop:
-			n.idle.Add(-1)
-			for { // finish what was queued before Close; clients are closed
-				select {
-				case t := <-n.tasks:
-					b.tasks = append(b.tasks[:0], t)
-					p.runBatch(n, b)
-				default:
-					return
-				}
-			}
+			// Close waits for the commands in flight; what is queued was
+			// submitted before Close and is sent before the worker leaves
+			// (the clients are closed after, and fail them fast).
+			exit = true
 		}
+		n.qmu.Lock()
+		n.parked--
+		if exit && len(n.queue) == 0 {
+			n.workers--
+			n.qmu.Unlock()
+			return
+		}
+		n.qmu.Unlock()
 	}
 }
-
-// maxBatch bounds how many queued commands one worker sends at once.
-const maxBatch = 64
 
 // batch is a worker's reusable scratch space.
 type batch struct {
 	tasks []task
 	sent  []task
-}
-
-// fill takes whatever else is already queued, without waiting.
-func (b *batch) fill(tasks chan task) {
-	for len(b.tasks) < maxBatch {
-		select {
-		case t := <-tasks:
-			b.tasks = append(b.tasks, t)
-		default:
-			return
-		}
-	}
 }
 
 // runBatch sends a worker's commands to its node. Under load a worker

@@ -152,6 +152,35 @@ func TestFanoutTimeoutAndContext(t *testing.T) {
 	}
 }
 
+// A timed-out round leaves its slot to the next one, possibly with a stale
+// wake-up from the watchdog in it; no round may end before its own timeout
+// because of that, nor report a paused node as anything but timed out.
+func TestTimeoutsInAReusedSlot(t *testing.T) {
+	c := redistest.StartT(t, 3)
+	const timeout = 40 * time.Millisecond
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Quarantine: multiplex.QuarantineOff,
+		Addrs: c.Addrs(), NodeTimeout: timeout, Scripts: []*multiplex.Script{incrScript}, MaxRounds: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c.Nodes[0].Pause()
+	c.Nodes[1].Pause()
+	defer c.Nodes[0].Resume()
+	defer c.Nodes[1].Resume()
+	for i := 0; i < 10; i++ {
+		start := time.Now()
+		tally := p.Fanout(context.Background(), multiplex.Command{Script: incrScript, Key: "slot"}, classifyInt, nil, nil)
+		if took := time.Since(start); took < timeout {
+			t.Fatalf("round %d decided after %v, before its %v timeout: %+v", i, took, timeout, tally)
+		}
+		if tally.Timeout != 2 || tally.OK != 1 || tally.Pending != 0 {
+			t.Fatalf("round %d: want 2 timeouts and 1 ok, got %+v", i, tally)
+		}
+	}
+}
+
 func TestDialMajorityUnreachableNamesAddresses(t *testing.T) {
 	c := redistest.StartT(t, 3)
 	c.Nodes[1].Kill()

@@ -79,7 +79,9 @@ var (
 type Options struct {
 	// Addrs are the masters, host:port each. Required, no duplicates.
 	Addrs []string
-	// NodeTimeout bounds how long a round waits for replies. Default:
+	// NodeTimeout bounds how long a round waits for replies; a watchdog
+	// checks it every quarter of it (at most 25ms), so that a round ends
+	// up to that much after it. Default:
 	// DefaultNodeTimeout.
 	NodeTimeout time.Duration
 	// DialTimeout bounds the first connection to each master. Default:
@@ -133,13 +135,18 @@ func NewScript(body string) *Script {
 
 // Pool holds one rueidis client per master.
 type Pool struct {
-	nodes       []*Node
-	quorum      int
-	timeout     time.Duration
-	scripts     map[string]*Script
-	builder     rueidis.Builder
-	rounds      sync.Pool
-	admit       chan struct{}
+	nodes   []*Node
+	quorum  int
+	timeout time.Duration
+	scripts map[string]*Script
+	builder rueidis.Builder
+	rounds  sync.Pool
+	// Admission: a round takes a free slot, which holds its deadline for
+	// the watchdog and the channel its gatherer waits on.
+	slots       []slot
+	free        chan int32
+	waiting     atomic.Int32  // gatherers waiting in a slot
+	kick        chan struct{} // wakes the watchdog when waiting leaves 0
 	nodeWorkers int32
 	policy      QuarantinePolicy
 	maxTTL      time.Duration
@@ -153,6 +160,16 @@ type Pool struct {
 	inflight sync.WaitGroup // commands sent and not yet answered
 }
 
+// slot is an admission slot.
+type slot struct {
+	// deadline is the waiting round's node timeout, in nanoseconds since
+	// Pool.epoch; 0 when no round waits in the slot.
+	deadline atomic.Int64
+	wake     chan struct{}
+}
+
+func (p *Pool) now() int64 { return int64(time.Since(p.epoch)) }
+
 // Node is one master.
 type Node struct {
 	Index int
@@ -163,9 +180,14 @@ type Node struct {
 	err    error // why the node is not connected
 	info   ServerInfo
 
-	tasks   chan task
-	idle    atomic.Int32
-	workers atomic.Int32
+	// The node's work queue. A mutex and a slice, not a channel: a worker
+	// takes everything queued in one step, and a command costs an append
+	// instead of a channel send and receive.
+	qmu     sync.Mutex
+	queue   []task
+	parked  int           // workers waiting for work
+	workers int32         // workers running
+	wakeup  chan struct{} // signals parked workers; spurious signals are harmless
 
 	down       atomic.Bool  // the last command failed on the connection
 	quarantine atomic.Int64 // deadline as nanoseconds since Pool.epoch
@@ -229,7 +251,9 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		return nil, fmt.Errorf("multiplex: MaxTTL must be > 0 with Quarantine %s, got %s", o.Quarantine, o.MaxTTL)
 	}
 	p := &Pool{
-		admit:       make(chan struct{}, o.MaxRounds),
+		slots:       make([]slot, o.MaxRounds),
+		free:        make(chan int32, o.MaxRounds),
+		kick:        make(chan struct{}, 1),
 		nodeWorkers: int32(o.NodeWorkers),
 		policy:      o.Quarantine,
 		maxTTL:      o.MaxTTL,
@@ -242,9 +266,13 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 	for _, s := range o.Scripts {
 		p.scripts[s.SHA] = s
 	}
+	for i := range p.slots {
+		p.slots[i].wake = make(chan struct{}, 1)
+		p.free <- int32(i)
+	}
 	p.nodes = make([]*Node, len(o.Addrs))
 	for i, a := range o.Addrs {
-		p.nodes[i] = &Node{Index: i, Addr: a, tasks: make(chan task, nodeQueue)}
+		p.nodes[i] = &Node{Index: i, Addr: a, wakeup: make(chan struct{}, p.nodeWorkers)}
 	}
 	n := len(p.nodes)
 	p.rounds.New = func() any { return newRound(n) }
@@ -279,6 +307,8 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 			go p.reconnect(node, o)
 		}
 	}
+	p.wg.Add(1)
+	go p.watchdog()
 	return p, nil
 }
 

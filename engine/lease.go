@@ -311,12 +311,14 @@ func (le *Lease) Late(node int, v multiplex.Vote) {
 	undo := le.record(node, v)
 	le.mu.Unlock()
 	if undo {
-		le.l.pool.Post(le.releaseCommand(1<<node), classifyInt)
+		le.l.pool.Post(le.releaseCommand(1<<node, undoScript), classifyInt)
 	}
 }
 
-func (le *Lease) releaseCommand(nodes uint64) multiplex.Command {
-	return multiplex.Command{Script: releaseScript, Key: le.key, Args: [multiplex.MaxArgs]string{le.value}, NArgs: 1, Nodes: nodes, WaitAll: true}
+// releaseCommand deletes the lease's key on nodes with script: releaseScript
+// for a Release, undoScript for clean-up.
+func (le *Lease) releaseCommand(nodes uint64, script *multiplex.Script) multiplex.Command {
+	return multiplex.Command{Script: script, Key: le.key, Args: [multiplex.MaxArgs]string{le.value}, NArgs: 1, Nodes: nodes, WaitAll: true}
 }
 
 // toRelease returns the masters a release must go to now: those that took
@@ -362,7 +364,7 @@ func (le *Lease) Release(ctx context.Context) error {
 	if nodes == 0 { // every master still to answer: Late releases them
 		return le.l.opError("release", le.resource, multiplex.Tally{Votes: le.votes, Quorum: le.l.Quorum(), Pending: len(le.votes)}, validUntil)
 	}
-	t := le.l.pool.Fanout(ctx, le.releaseCommand(nodes), classifyInt, nil, le.votes)
+	t := le.l.pool.Fanout(ctx, le.releaseCommand(nodes, releaseScript), classifyInt, nil, le.votes)
 	if t.Reached() {
 		return nil
 	}

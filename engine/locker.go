@@ -230,7 +230,7 @@ func (l *Locker) undo(le *Lease) {
 	nodes := le.toRelease()
 	le.mu.Unlock()
 	if nodes != 0 {
-		l.pool.Post(le.releaseCommand(nodes), classifyInt)
+		l.pool.Post(le.releaseCommand(nodes, undoScript), classifyInt)
 	}
 }
 

@@ -414,3 +414,36 @@ func TestReleasePublishesOnlyForMarkedHolders(t *testing.T) {
 		})
 	}
 }
+
+// Keys of two owners on two masters each, none holding a quorum: a split
+// vote, which nobody will release with a publish. The waiter must back off
+// and retry, not wait for a notification (here, for a 20s fallback), with
+// fencing as without.
+func TestSplitVoteBacksOff(t *testing.T) {
+	for _, fencing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fencing=%v", fencing), func(t *testing.T) {
+			e := newEnv(t, 5)
+			l := e.locker(func(c *engine.Config) {
+				c.Fencing = fencing
+				c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
+				c.RetryDelayMin, c.RetryDelayMax = 10*time.Millisecond, 20*time.Millisecond
+			})
+			for i, owner := range []string{"splitownerAAAAAAAAAAAA", "splitownerAAAAAAAAAAAA", "splitownerBBBBBBBBBBBB", "splitownerBBBBBBBBBBBB"} {
+				c := e.direct[i]
+				if err := c.Do(context.Background(), c.B().Set().Key("split").Value(owner).Px(300*time.Millisecond).Build()).Error(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			le, err := l.Lock(ctx, "split")
+			if err != nil {
+				t.Fatalf("Lock after a split vote: %v", err)
+			}
+			defer le.Release(context.Background())
+			if w := le.Wait(); w.Backoffs < 1 || w.Fallbacks != 0 || w.Cause != engine.WakeBackoff {
+				t.Fatalf("wait %+v: want back-offs until the split keys expired, no fallback wait", w)
+			}
+		})
+	}
+}

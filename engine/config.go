@@ -55,9 +55,12 @@ type Config struct {
 	// DriftFactor times the TTL, plus DriftFloor, is subtracted from each
 	// lease's validity. Must be in [0, 1). Zero selects DefaultDriftFactor.
 	DriftFactor float64
-	// NodeTimeout bounds how long one attempt waits for the masters. Zero
-	// selects max(TTL/DefaultNodeTimeoutDivisor, min(MinNodeTimeout, TTL/10)) at New, so
-	// it follows the TTL. Must be below TTL/2.
+	// NodeTimeout bounds how long one attempt waits for the masters (it is
+	// checked every quarter of it, at most 25ms, so an attempt may end up
+	// to that much after it; validity is measured from the attempt's
+	// start all the same). Zero selects
+	// max(TTL/DefaultNodeTimeoutDivisor, min(MinNodeTimeout, TTL/10)) at
+	// New, so it follows the TTL. Must be below TTL/2.
 	NodeTimeout time.Duration
 	// RetryDelayMin and RetryDelayMax bound Lock's random delay between
 	// attempts. Zero selects DefaultRetryDelayMin/Max.

@@ -260,9 +260,16 @@ func TestNolockRunWritesResultsAndFails(t *testing.T) {
 	}
 }
 
-// Ctrl-C: the run stops promptly, writes partial results marked
-// interrupted, and leaves no redis-server behind.
+// Ctrl-C (or a SIGTERM from a supervisor): the run stops promptly, writes
+// partial results marked interrupted, exits 130, and leaves no
+// redis-server behind.
 func TestInterruptStopsMastersAndWritesPartialResults(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) { interruptRun(t, sig) })
+	}
+}
+
+func interruptRun(t *testing.T, sig syscall.Signal) {
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := command(t, "run", "--local-masters", "3", "--workers", "8", "--duration", "1m", "--warmup", "0", "--out", out)
 	stderr, err := cmd.StderrPipe()
@@ -306,7 +313,7 @@ wait:
 		t.Fatalf("masters not announced: %v", masters)
 	}
 	sent := time.Now()
-	cmd.Process.Signal(syscall.SIGINT)
+	cmd.Process.Signal(sig)
 	go func() {
 		for range lines {
 		}
@@ -316,14 +323,14 @@ wait:
 	select {
 	case err := <-done:
 		if exitStatus(err) != 130 {
-			t.Errorf("exit %d after SIGINT, want 130", exitStatus(err))
+			t.Errorf("exit %d after %v, want 130", exitStatus(err), sig)
 		}
 	case <-time.After(10 * time.Second):
 		cmd.Process.Kill()
-		t.Fatal("still running 10s after SIGINT")
+		t.Fatalf("still running 10s after %v", sig)
 	}
 	if d := time.Since(sent); d > 5*time.Second {
-		t.Errorf("took %s to stop after SIGINT", d)
+		t.Errorf("took %s to stop after %v", d, sig)
 	}
 	s := readSummary(t, out)
 	if s["interrupted"] != true {

@@ -384,6 +384,10 @@ func TestReleasePublishesOnlyForMarkedHolders(t *testing.T) {
 				switch e.get(i, "marked") {
 				case holder.Value() + "+":
 					marked++
+					c := e.direct[i]
+					if ttl, err := c.Do(ctx, c.B().Pttl().Key("marked").Build()).AsInt64(); err != nil || ttl <= 0 {
+						t.Fatalf("node %d: the marked key's PTTL is %d (%v): the mark must keep the expiry", i, ttl, err)
+					}
 				case holder.Value(), "":
 				default:
 					t.Fatalf("node %d holds %q, want the holder's value %q, marked or not", i, e.get(i, "marked"), holder.Value())

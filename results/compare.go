@@ -1,7 +1,6 @@
 package results
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -307,18 +306,12 @@ func WriteCompareJSON(w io.Writer, c *Comparison) error {
 	if cc.Config == nil {
 		cc.Config = map[string]any{}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(&cc)
+	return writeJSON(w, &cc)
 }
 
 // ReadCompareJSON reads a comparison written by WriteCompareJSON.
 func ReadCompareJSON(r io.Reader) (*Comparison, error) {
-	var c Comparison
-	if err := json.NewDecoder(r).Decode(&c); err != nil {
-		return nil, fmt.Errorf("results: read comparison: %w", err)
-	}
-	return &c, nil
+	return readJSON[Comparison](r, "comparison")
 }
 
 // WriteCompareText writes the comparison for a person to read

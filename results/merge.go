@@ -858,11 +858,7 @@ func WriteMerged(dir string, m *Merged) error {
 		}
 	}
 	indent := func(v any) func(*bytes.Buffer) error {
-		return func(b *bytes.Buffer) error {
-			enc := json.NewEncoder(b)
-			enc.SetIndent("", "  ")
-			return enc.Encode(v)
-		}
+		return func(b *bytes.Buffer) error { return writeJSON(b, v) }
 	}
 	write(SummaryJSON, indent(m.Raw))
 	write(SummaryText, func(b *bytes.Buffer) error {

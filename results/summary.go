@@ -292,11 +292,11 @@ func WriteIntervals(w io.Writer, ivs []Interval) error {
 
 // ReadIntervals reads intervals.json.
 func ReadIntervals(r io.Reader) ([]Interval, error) {
-	var ivs []Interval
-	if err := json.NewDecoder(r).Decode(&ivs); err != nil {
-		return nil, fmt.Errorf("results: read intervals: %w", err)
+	ivs, err := readJSON[[]Interval](r, "intervals")
+	if err != nil {
+		return nil, err
 	}
-	return ivs, nil
+	return *ivs, nil
 }
 
 // Machine records the hardware and software a run used.
@@ -398,19 +398,11 @@ func WriteJSON(w io.Writer, s *Summary) error {
 	if c.Config == nil {
 		c.Config = map[string]any{}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(&c)
+	return writeJSON(w, &c)
 }
 
 // ReadJSON reads a summary written by WriteJSON.
-func ReadJSON(r io.Reader) (*Summary, error) {
-	var s Summary
-	if err := json.NewDecoder(r).Decode(&s); err != nil {
-		return nil, fmt.Errorf("results: read summary: %w", err)
-	}
-	return &s, nil
-}
+func ReadJSON(r io.Reader) (*Summary, error) { return readJSON[Summary](r, "summary") }
 
 // WriteText writes the summary for a person to read (summary.txt).
 func WriteText(w io.Writer, s *Summary) error {

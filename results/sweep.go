@@ -330,21 +330,19 @@ func WriteSweepJSON(w io.Writer, sw *Sweep) error {
 	if c.Config == nil {
 		c.Config = map[string]any{}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(&c)
+	return writeJSON(w, &c)
 }
 
 // ReadSweepJSON reads a sweep written by WriteSweepJSON.
 func ReadSweepJSON(r io.Reader) (*Sweep, error) {
-	var sw Sweep
-	if err := json.NewDecoder(r).Decode(&sw); err != nil {
-		return nil, fmt.Errorf("results: read sweep: %w", err)
+	sw, err := readJSON[Sweep](r, "sweep")
+	if err != nil {
+		return nil, err
 	}
 	if sw.Kind != "" && sw.Kind != "sweep" {
 		return nil, fmt.Errorf("results: read sweep: kind %q is not a sweep", sw.Kind)
 	}
-	return &sw, nil
+	return sw, nil
 }
 
 // WriteSweepText writes the sweep as a table for a person (sweep.txt and

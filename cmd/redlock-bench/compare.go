@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -163,13 +162,7 @@ func compareCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 
 	cmp, runErr := bench.RunCompare(ctx, cc)
 	if cmp == nil {
-		if created {
-			os.RemoveAll(dir) // nothing worth keeping
-		}
-		if ctx.Err() != nil {
-			return &exitError{code: 130, msg: fmt.Sprintf("interrupted before the comparison started: %v", runErr)}
-		}
-		return runErr
+		return notStarted(ctx, "comparison", dir, created, runErr)
 	}
 	if err := results.WriteCompareText(stdout, cmp); err != nil {
 		return err
@@ -191,7 +184,7 @@ func compareCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		return &exitError{code: 1, msg: fmt.Sprintf("%d safety violations (%s): two holders of one resource overlapped (see %s)",
 			violations, strings.Join(bad, ", "), filepath.Join(dir, results.CompareText))}
 	case cmp.Interrupted:
-		return &exitError{code: 130, msg: "interrupted: partial results in " + dir}
+		return interrupted(dir)
 	}
 	return nil
 }

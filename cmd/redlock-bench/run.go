@@ -257,17 +257,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	flushErr := hlog.Flush()
 	closeErr := hlogFile.Close()
 	if runErr != nil {
-		if created {
-			os.RemoveAll(dir) // nothing worth keeping
-		}
-		if ctx.Err() != nil {
-			return &exitError{code: 130, msg: fmt.Sprintf("interrupted before the run started: %v", runErr)}
-		}
-		var ce *bench.ConfigError
-		if errors.As(runErr, &ce) {
-			return &usageError{msg: ce.Error()}
-		}
-		return runErr
+		return notStarted(ctx, "run", dir, created, runErr)
 	}
 	if err := errors.Join(flushErr, closeErr); err != nil {
 		return fmt.Errorf("write interval log: %w", err)
@@ -295,7 +285,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return &exitError{code: 1, msg: fmt.Sprintf("%d stale fencing tokens: a holder's token was not above the previous holder's (see %s)",
 			s.StaleTokens, filepath.Join(dir, results.SummaryText))}
 	case s.Interrupted:
-		return &exitError{code: 130, msg: "interrupted: partial results in " + dir}
+		return interrupted(dir)
 	}
 	return nil
 }
@@ -359,6 +349,29 @@ func makeRunDir(out, label string, now time.Time) (dir string, created bool, err
 // given result files, or else parent/<UTC timestamp>-<label>, with a
 // numeric suffix if that exists. created reports whether the directory is
 // new, so that a failed command can remove what it made.
+// notStarted is the error of a run, comparison or sweep that produced
+// nothing: its directory goes, an interruption exits 130, and a bad
+// configuration is a usage error.
+func notStarted(ctx context.Context, what, dir string, created bool, err error) error {
+	if created {
+		os.RemoveAll(dir) // nothing worth keeping
+	}
+	if ctx.Err() != nil {
+		return &exitError{code: 130, msg: fmt.Sprintf("interrupted before the %s started: %v", what, err)}
+	}
+	var ce *bench.ConfigError
+	if errors.As(err, &ce) {
+		return &usageError{msg: ce.Error()}
+	}
+	return err
+}
+
+// interrupted is the error of a run, comparison or sweep cut short, whose
+// partial results are in dir.
+func interrupted(dir string) error {
+	return &exitError{code: 130, msg: "interrupted: partial results in " + dir}
+}
+
 func makeOutDir(out, parent, label string, now time.Time, holds ...string) (dir string, created bool, err error) {
 	if out != "" {
 		for _, f := range holds {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -194,13 +193,7 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 	sw, runErr := bench.RunSweep(ctx, sc)
 	if runErr != nil && sw == nil {
-		if created {
-			os.RemoveAll(dir)
-		}
-		if ctx.Err() != nil {
-			return &exitError{code: 130, msg: fmt.Sprintf("interrupted before the sweep started: %v", runErr)}
-		}
-		return runErr
+		return notStarted(ctx, "sweep", dir, created, runErr)
 	}
 	if err := results.WriteSweepText(stdout, sw); err != nil {
 		return err
@@ -223,7 +216,7 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return &exitError{code: 1, msg: fmt.Sprintf("%d safety violations: two holders of one resource overlapped (see %s)",
 			violations, strings.Join(bad, ", "))}
 	case sw.Interrupted:
-		return &exitError{code: 130, msg: "interrupted: partial results in " + dir}
+		return interrupted(dir)
 	case sw.SLO != nil && sw.SLOPoint == nil:
 		return &exitError{code: 1, msg: results.SLOMiss(sw)}
 	}

@@ -21,6 +21,19 @@ import (
 // These tests run against real redis-server processes: each fault is
 // checked by its effect on a PING, never by the injector's own account.
 
+// proxied starts three masters with a proxy in front of each, both stopped
+// at the end of the test.
+func proxied(t *testing.T) (*redistest.Cluster, *Proxies) {
+	t.Helper()
+	c := redistest.StartT(t, 3)
+	px, err := NewProxies(context.Background(), c.Addrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close() })
+	return c, px
+}
+
 func procs(c *redistest.Cluster) []Process {
 	out := make([]Process, len(c.Nodes))
 	for i, n := range c.Nodes {
@@ -181,12 +194,7 @@ func TestPauseResume(t *testing.T) {
 }
 
 func TestRestartNewRunID(t *testing.T) {
-	c := redistest.StartT(t, 3)
-	px, err := NewProxies(context.Background(), c.Addrs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer px.Close()
+	c, px := proxied(t)
 	addr := c.Nodes[2].Addr()
 	before := runID(t, addr)
 	through := dial(t, px.Addrs()[2])
@@ -214,12 +222,7 @@ func TestRestartNewRunID(t *testing.T) {
 
 func TestSlow(t *testing.T) {
 	const latency = 150 * time.Millisecond
-	c := redistest.StartT(t, 3)
-	px, err := NewProxies(context.Background(), c.Addrs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer px.Close()
+	c, px := proxied(t)
 	open := dial(t, px.Addrs()[1])
 	if err := open.ping(time.Second); err != nil {
 		t.Fatal(err)
@@ -251,12 +254,7 @@ func TestSlow(t *testing.T) {
 }
 
 func TestCutHeal(t *testing.T) {
-	c := redistest.StartT(t, 3)
-	px, err := NewProxies(context.Background(), c.Addrs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer px.Close()
+	c, px := proxied(t)
 	open := dial(t, px.Addrs()[1])
 	if err := open.ping(time.Second); err != nil {
 		t.Fatal(err)
@@ -326,12 +324,7 @@ func TestStall(t *testing.T) {
 }
 
 func TestCancelHealsEverything(t *testing.T) {
-	c := redistest.StartT(t, 3)
-	px, err := NewProxies(context.Background(), c.Addrs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer px.Close()
+	c, px := proxied(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	spec := "pause:0@0s+1m,cut:1@0s+1m,slow:2=3s@0s+1m,kill:0@50s,stall:2@55s+1s"

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -846,17 +844,8 @@ func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 // run directory: summary.json (every field), summary.txt, the .hgrm of
 // each histogram, histograms.hlog and intervals.hlog, plus merge.json.
 func WriteMerged(dir string, m *Merged) error {
-	var errs []error
-	write := func(name string, fill func(*bytes.Buffer) error) {
-		var b bytes.Buffer
-		if err := fill(&b); err != nil {
-			errs = append(errs, fmt.Errorf("results: %s: %w", name, err))
-			return
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644); err != nil {
-			errs = append(errs, fmt.Errorf("results: %w", err))
-		}
-	}
+	dw := &dirWriter{dir: dir}
+	write := dw.write
 	indent := func(v any) func(*bytes.Buffer) error {
 		return func(b *bytes.Buffer) error { return writeJSON(b, v) }
 	}
@@ -912,5 +901,5 @@ func WriteMerged(dir string, m *Merged) error {
 		return nil
 	})
 	write(MergeJSON, indent(m.Info))
-	return errors.Join(errs...)
+	return errors.Join(dw.errs...)
 }

@@ -29,17 +29,8 @@ func HgrmFile(k Kind) string { return k.String() + hgrmFileSuffix }
 // full histograms of the measured window for merging. The interval log is
 // written while the run lasts and is not touched here.
 func WriteRun(dir string, s *Summary, set *Set) error {
-	var errs []error
-	write := func(name string, fill func(*bytes.Buffer) error) {
-		var b bytes.Buffer
-		if err := fill(&b); err != nil {
-			errs = append(errs, fmt.Errorf("results: %s: %w", name, err))
-			return
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644); err != nil {
-			errs = append(errs, fmt.Errorf("results: %w", err))
-		}
-	}
+	dw := &dirWriter{dir: dir}
+	write := dw.write
 	write(SummaryText, func(b *bytes.Buffer) error { return WriteText(b, s) })
 	write(SummaryJSON, func(b *bytes.Buffer) error { return WriteJSON(b, s) })
 	for k := Kind(0); k < NumKinds; k++ {
@@ -60,5 +51,23 @@ func WriteRun(dir string, s *Summary, set *Set) error {
 		}
 		return WriteSet(l, set, start, end)
 	})
-	return errors.Join(errs...)
+	return errors.Join(dw.errs...)
+}
+
+// dirWriter writes files into one directory, each filled in memory first,
+// and keeps every error so that one bad file does not stop the others.
+type dirWriter struct {
+	dir  string
+	errs []error
+}
+
+func (w *dirWriter) write(name string, fill func(*bytes.Buffer) error) {
+	var b bytes.Buffer
+	if err := fill(&b); err != nil {
+		w.errs = append(w.errs, fmt.Errorf("results: %s: %w", name, err))
+		return
+	}
+	if err := os.WriteFile(filepath.Join(w.dir, name), b.Bytes(), 0o644); err != nil {
+		w.errs = append(w.errs, fmt.Errorf("results: %w", err))
+	}
 }

@@ -95,9 +95,6 @@ func TestRedsyncLease(t *testing.T) {
 		if d := until.Sub(start); d > cfg.TTL || d < cfg.TTL*9/10 {
 			t.Errorf("%s: valid for %s of a %s TTL", name, d, cfg.TTL)
 		}
-		if _, err := e.TryLock(ctx, "lease:"+name); classify(err, nil) != kindContended {
-			t.Errorf("%s: second TryLock of a held resource: %v, classified %d", name, err, classify(err, nil))
-		}
 		if err := l.Release(ctx); err != nil {
 			t.Errorf("%s: release: %v", name, err)
 		}
@@ -105,6 +102,12 @@ func TestRedsyncLease(t *testing.T) {
 		if err != nil {
 			t.Errorf("%s: TryLock after release: %v", name, err)
 		} else {
+			// Contended last: a refused fail-fast attempt can leave an
+			// orphan SET on a slow master until the TTL (see redsync.go),
+			// which would refuse the TryLock above.
+			if _, err := e.TryLock(ctx, "lease:"+name); classify(err, nil) != kindContended {
+				t.Errorf("%s: second TryLock of a held resource: %v, classified %d", name, err, classify(err, nil))
+			}
 			l2.Release(ctx)
 		}
 		// A lease whose keys are gone is lost, not a failed release.

@@ -111,9 +111,10 @@ type Options struct {
 	NodeWorkers int
 	// Quarantine is the restart policy. Default: QuarantineAlways.
 	Quarantine QuarantinePolicy
-	// MaxTTL is the longest lock TTL in use: a restarted node is ignored
-	// until it has been up this long. Required unless Quarantine is
-	// QuarantineOff.
+	// MaxTTL is the longest lock TTL in use: a node whose run_id changes is
+	// ignored for this long from when the change is seen (and, with
+	// QuarantineAlways, a node first seen younger than this until it is
+	// this old). Required unless Quarantine is QuarantineOff.
 	MaxTTL time.Duration
 	// Tune, when set, may adjust each rueidis.ClientOption before dialling.
 	// Turning on retries or the client cache here breaks the guarantees
@@ -150,7 +151,8 @@ type Pool struct {
 	nodeWorkers int32
 	policy      QuarantinePolicy
 	maxTTL      time.Duration
-	epoch       time.Time // quarantine deadlines are offsets from it (monotonic)
+	epoch       time.Time  // quarantine deadlines are offsets from it (monotonic)
+	ids         sync.Mutex // orders run_id checks and updates across nodes
 
 	closed   atomic.Bool
 	gate     sync.RWMutex // orders inflight.Add in Fanout before Close
@@ -196,17 +198,44 @@ type Node struct {
 	ok, refused, failed, timedOut atomic.Int64
 }
 
-// ServerInfo is what a node said about itself at connect.
+// ServerInfo is what a node said about itself on its last new connection.
 type ServerInfo struct {
 	Version string // redis_version
 	RunID   string
 	// Uptime is uptime_in_seconds at connect.
 	Uptime time.Duration
+	// Role is INFO replication's role: "master" for a usable node, "slave"
+	// for a replica; empty when the server did not say.
+	Role string
+	// MasterAddr is a replica's master_host:master_port.
+	MasterAddr string
+	// ServerTime is server_time_usec (Redis 7.0 or later); zero when absent.
+	ServerTime time.Time
+	// ClockOffset is the server's wall clock minus this process's, taken
+	// against the middle of the round trip that read ServerTime, so it is
+	// off by at most half that round trip plus the server's processing.
+	// ClockKnown says whether it was measured; ParseServerInfo alone never
+	// sets it.
+	ClockOffset time.Duration
+	ClockKnown  bool
+}
+
+// measureClock sets ClockOffset from ServerTime, read on a request sent at
+// sent whose reply arrived at received.
+func (si *ServerInfo) measureClock(sent, received time.Time) {
+	if si.ServerTime.IsZero() {
+		return
+	}
+	mid := sent.Add(received.Sub(sent) / 2)
+	// ServerTime has no monotonic reading, so Sub compares wall clocks.
+	si.ClockOffset, si.ClockKnown = si.ServerTime.Sub(mid), true
 }
 
 // Dial connects to every master at once. A minority may be down: those are
 // retried in the background. If a quorum cannot be reached, Dial fails with
-// ErrUnreachable naming every unreachable address and why.
+// ErrUnreachable naming every unreachable address and why. If two addresses
+// reach the same server, or one reaches a replica, Dial fails with
+// ErrNotIndependent naming them.
 func Dial(ctx context.Context, o Options) (*Pool, error) {
 	if err := validateAddrs(o.Addrs); err != nil {
 		return nil, err
@@ -287,6 +316,17 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 	}
 	wg.Wait()
 
+	var dependent []string
+	for _, node := range p.nodes {
+		var de *dependenceError
+		if errors.As(node.Err(), &de) {
+			dependent = append(dependent, de.detail)
+		}
+	}
+	if len(dependent) > 0 {
+		p.Close()
+		return nil, fmt.Errorf("%w: %s", ErrNotIndependent, strings.Join(dependent, "; "))
+	}
 	var down []string
 	for _, node := range p.nodes {
 		if c := node.client.Load(); c != nil && !p.hasBuilder() {
@@ -379,6 +419,11 @@ func (p *Pool) connect(ctx context.Context, node *Node, o Options) error {
 		return fmt.Errorf("connect: %w", dctx.Err())
 	}
 	if r.err != nil {
+		// With ForceSingleClient, rueidis returns a client even when its
+		// first dial fails.
+		if r.c != nil {
+			r.c.Close()
+		}
 		return r.err
 	}
 	info, err := loadNode(dctx, r.c, o.Scripts)
@@ -387,7 +432,12 @@ func (p *Pool) connect(ctx context.Context, node *Node, o Options) error {
 		return err
 	}
 	node.mu.Lock()
-	node.info.Version = info.Version // run_id and uptime come from the dialer
+	// run_id, uptime and role come from the dialer, which decided whether
+	// the node may vote; the clock offset is refreshed.
+	node.info.Version = info.Version
+	if info.ClockKnown {
+		node.info.ServerTime, node.info.ClockOffset, node.info.ClockKnown = info.ServerTime, info.ClockOffset, true
+	}
 	node.mu.Unlock()
 	node.down.Store(false)
 	node.client.Store(&r.c)
@@ -404,16 +454,21 @@ func loadNode(ctx context.Context, c rueidis.Client, scripts []*Script) (ServerI
 			return ServerInfo{}, fmt.Errorf("SCRIPT LOAD returned %s, want %s", sha, s.SHA)
 		}
 	}
+	sent := time.Now()
 	txt, err := c.Do(ctx, c.B().Info().Section("server").Build()).ToString()
 	if err != nil {
 		return ServerInfo{}, fmt.Errorf("INFO server: %w", err)
 	}
-	return ParseServerInfo(txt), nil
+	info := ParseServerInfo(txt)
+	info.measureClock(sent, time.Now())
+	return info, nil
 }
 
-// ParseServerInfo reads redis_version, run_id and uptime_in_seconds from
-// the text of INFO server.
+// ParseServerInfo reads redis_version, run_id, uptime_in_seconds and
+// server_time_usec from the text of INFO server, and role, master_host and
+// master_port from INFO replication when the text includes it.
 func ParseServerInfo(txt string) ServerInfo {
+	var host, port string
 	var si ServerInfo
 	for _, line := range strings.Split(txt, "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
@@ -429,7 +484,20 @@ func ParseServerInfo(txt string) ServerInfo {
 			if s, err := strconv.ParseInt(v, 10, 64); err == nil {
 				si.Uptime = time.Duration(s) * time.Second
 			}
+		case "server_time_usec":
+			if us, err := strconv.ParseInt(v, 10, 64); err == nil && us > 0 {
+				si.ServerTime = time.UnixMicro(us)
+			}
+		case "role":
+			si.Role = v
+		case "master_host":
+			host = v
+		case "master_port":
+			port = v
 		}
+	}
+	if host != "" && port != "" {
+		si.MasterAddr = net.JoinHostPort(host, port)
 	}
 	return si
 }
@@ -474,14 +542,15 @@ func (n *Node) setErr(err error) {
 	n.mu.Unlock()
 }
 
-// Err is why the node is not connected, or nil once it is.
+// Err is why the node is not connected, or why its last new connection was
+// refused (ErrNotIndependent), or nil.
 func (n *Node) Err() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.err
 }
 
-// Info is what the node reported at its last connect.
+// Info is what the node reported on its last accepted connection.
 func (n *Node) Info() ServerInfo {
 	n.mu.Lock()
 	defer n.mu.Unlock()

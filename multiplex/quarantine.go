@@ -62,11 +62,25 @@ func ParseQuarantinePolicy(s string) (QuarantinePolicy, error) {
 	return 0, fmt.Errorf("quarantine policy %q: want off, observed or always", s)
 }
 
-// ErrQuarantined is a node's vote while its yes cannot be counted.
+// Errors about a node's identity.
 var (
-	// ErrQuarantined: the node restarted less than MaxTTL ago.
+	// ErrQuarantined is a node's vote while its yes cannot be counted: its
+	// run_id changed (or, with QuarantineAlways, it was young when first
+	// seen) less than MaxTTL ago.
 	ErrQuarantined = errors.New("multiplex: node quarantined after restart")
+	// ErrNotIndependent: two addresses reach the same server (they report
+	// the same run_id), or a master is a replica. Either would let one
+	// process, or one replication chain, cast several votes. Dial fails
+	// with it, naming the addresses; a node that connects later in that
+	// state is kept out, with the error in Node.Err.
+	ErrNotIndependent = errors.New("multiplex: masters not independent")
 )
+
+// dependenceError is ErrNotIndependent with the addresses at fault.
+type dependenceError struct{ detail string }
+
+func (e *dependenceError) Error() string { return ErrNotIndependent.Error() + ": " + e.detail }
+func (e *dependenceError) Unwrap() error { return ErrNotIndependent }
 
 // NodeState is a node's condition as the pool sees it.
 type NodeState string
@@ -85,6 +99,13 @@ type NodeStatus struct {
 	QuarantinedUntil time.Time `json:"quarantined_until,omitzero"`
 	RunID            string    `json:"run_id,omitempty"`
 	Version          string    `json:"version,omitempty"`
+	// Role is "master", or what INFO replication says instead.
+	Role string `json:"role,omitempty"`
+	// ClockOffsetMS is the master's wall clock minus this process's, in
+	// milliseconds, at the node's last new connection; meaningful only
+	// when ClockKnown (Redis 7.0 or later).
+	ClockOffsetMS float64 `json:"clock_offset_ms"`
+	ClockKnown    bool    `json:"clock_known"`
 	// Restarts counts run_id changes this pool observed.
 	Restarts int64  `json:"restarts"`
 	Err      string `json:"error,omitempty"`
@@ -100,7 +121,11 @@ func (p *Pool) Status() []NodeStatus {
 	now := time.Now()
 	for i, n := range p.nodes {
 		info := n.Info()
-		s := NodeStatus{Addr: n.Addr, State: StateUp, RunID: info.RunID, Version: info.Version, Restarts: n.restarts.Load()}
+		s := NodeStatus{Addr: n.Addr, State: StateUp, RunID: info.RunID, Version: info.Version, Role: info.Role,
+			ClockKnown: info.ClockKnown, Restarts: n.restarts.Load()}
+		if info.ClockKnown {
+			s.ClockOffsetMS = float64(info.ClockOffset) / float64(time.Millisecond)
+		}
 		s.OK, s.Refused, s.Failed, s.TimedOut = n.Counts()
 		if err := n.Err(); err != nil {
 			s.Err = err.Error()
@@ -157,9 +182,10 @@ func (p *Pool) firstSeen(n *Node, info ServerInfo) {
 }
 
 // dialer wraps every connection a node's client opens, and reads INFO
-// server on it before rueidis sends anything: a connection after the first
-// may reach a restarted server, and its run_id says so before any vote can
-// travel on it. The cost is one round trip per new connection.
+// server and replication on it before rueidis sends anything: a connection
+// after the first may reach a restarted server, another node's server or a
+// replica, and INFO says so before any vote can travel on it. The cost is
+// one round trip per new connection.
 func (p *Pool) dialer(n *Node, opt *rueidis.ClientOption) func(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
 	return func(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
 		var conn net.Conn
@@ -180,16 +206,49 @@ func (p *Pool) dialer(n *Node, opt *rueidis.ClientOption) func(ctx context.Conte
 		info, err := rawInfo(conn, deadline, opt.Username, opt.Password)
 		if err != nil {
 			conn.Close()
-			return nil, fmt.Errorf("INFO server on new connection: %w", err)
+			return nil, fmt.Errorf("INFO on new connection: %w", err)
 		}
-		p.observe(n, info)
+		if err := p.observe(n, info); err != nil {
+			conn.Close()
+			// A connected node's client redials on its next command, so
+			// the node stays out, and says why, until the address again
+			// reaches an independent master.
+			n.down.Store(true)
+			n.setErr(err)
+			return nil, err
+		}
+		if n.client.Load() != nil {
+			n.setErr(nil)
+		}
 		return conn, nil
 	}
 }
 
-// observe records what a new connection found. A changed run_id is a
-// restart; the first connection applies the policy to young nodes.
-func (p *Pool) observe(n *Node, info ServerInfo) {
+// observe records what a new connection found, or refuses it when the
+// server is not an independent master. Any run_id change quarantines the
+// node for a full MaxTTL: the server now at the address may have been up
+// for long, yet it never saw the locks the previous one granted (an
+// address moved by failover, a VIP or DNS). The first connection applies
+// the policy to young nodes.
+func (p *Pool) observe(n *Node, info ServerInfo) error {
+	if info.Role != "" && info.Role != "master" {
+		of := ""
+		if info.MasterAddr != "" {
+			of = " of " + info.MasterAddr
+		}
+		return &dependenceError{fmt.Sprintf("%s is a replica (role %s%s, run_id %s)", n.Addr, info.Role, of, info.RunID)}
+	}
+	// One lock across the check and the update, so that two nodes that
+	// connect at once to the same server cannot both pass.
+	p.ids.Lock()
+	defer p.ids.Unlock()
+	if info.RunID != "" {
+		for _, o := range p.nodes {
+			if o != n && o.Info().RunID == info.RunID {
+				return &dependenceError{fmt.Sprintf("%s and %s report the same run_id %s: one server under two addresses", n.Addr, o.Addr, info.RunID)}
+			}
+		}
+	}
 	n.mu.Lock()
 	first := n.info.RunID == ""
 	restarted := !first && info.RunID != n.info.RunID
@@ -198,15 +257,19 @@ func (p *Pool) observe(n *Node, info ServerInfo) {
 	switch {
 	case restarted:
 		n.restarts.Add(1)
-		p.quarantineFor(n, p.maxTTL-info.Uptime)
+		p.quarantineFor(n, p.maxTTL)
 	case first:
 		p.firstSeen(n, info)
 	}
+	return nil
 }
 
-// rawInfo sends INFO server on a bare connection, after AUTH when a
-// password is set, and parses the reply. rueidis authenticates the same
-// connection again with HELLO afterwards, which is harmless.
+// rawInfo sends INFO server and INFO replication (one section each, which
+// every server version accepts) in one write on a bare connection, after
+// AUTH when a password is set, and parses the replies. rueidis
+// authenticates the same connection again with HELLO afterwards, which is
+// harmless. The clock offset is taken against the middle of the first
+// reply's round trip.
 func rawInfo(conn net.Conn, deadline time.Time, user, pass string) (ServerInfo, error) {
 	conn.SetDeadline(deadline)
 	defer conn.SetDeadline(time.Time{})
@@ -226,25 +289,42 @@ func rawInfo(conn net.Conn, deadline time.Time, user, pass string) (ServerInfo, 
 			return ServerInfo{}, fmt.Errorf("AUTH: %s", line[1:])
 		}
 	}
-	if _, err := conn.Write(respCommand("INFO", "server")); err != nil {
+	sent := time.Now()
+	if _, err := conn.Write(append(respCommand("INFO", "server"), respCommand("INFO", "replication")...)); err != nil {
 		return ServerInfo{}, err
 	}
+	server, err := readBulk(conn)
+	if err != nil {
+		return ServerInfo{}, fmt.Errorf("INFO server: %w", err)
+	}
+	received := time.Now()
+	replication, err := readBulk(conn)
+	if err != nil {
+		return ServerInfo{}, fmt.Errorf("INFO replication: %w", err)
+	}
+	info := ParseServerInfo(server + "\r\n" + replication)
+	info.measureClock(sent, received)
+	return info, nil
+}
+
+// readBulk reads one bulk-string reply.
+func readBulk(conn net.Conn) (string, error) {
 	line, err := readLine(conn)
 	if err != nil {
-		return ServerInfo{}, err
+		return "", err
 	}
 	if strings.HasPrefix(line, "-") {
-		return ServerInfo{}, errors.New(line[1:])
+		return "", errors.New(line[1:])
 	}
 	size, err := strconv.Atoi(strings.TrimPrefix(line, "$"))
 	if !strings.HasPrefix(line, "$") || err != nil || size < 0 || size > 1<<20 {
-		return ServerInfo{}, fmt.Errorf("unexpected INFO reply %q", line)
+		return "", fmt.Errorf("unexpected reply %q", line)
 	}
 	body := make([]byte, size+2)
 	if _, err := io.ReadFull(conn, body); err != nil {
-		return ServerInfo{}, err
+		return "", err
 	}
-	return ParseServerInfo(string(body[:size])), nil
+	return string(body[:size]), nil
 }
 
 // respCommand encodes a command as a RESP array of bulk strings.

@@ -289,7 +289,7 @@ func TestLateDependentNodeIsKeptOut(t *testing.T) {
 // MaxTTL, that server never saw the locks granted through the address: the
 // node must be quarantined for a full MaxTTL all the same.
 func TestAddressMovedToLongRunningServerIsQuarantined(t *testing.T) {
-	const maxTTL = 2 * time.Second
+	const maxTTL = 3 * time.Second
 	c := redistest.StartT(t, 4) // 0: A, 1: B, 2-3: the other masters
 	// Let every server be up longer than MaxTTL, so that neither the first
 	// sight (QuarantineAlways) nor "MaxTTL - uptime" quarantines anything.

@@ -94,6 +94,10 @@ var table = []scenario{
 		Summary: "a client is cut off from 3 of 5 masters while holding an auto-extended lease, then healed"}, runPartition},
 	{Info{Name: "oom-node", expect: expectOOMNode,
 		Summary: "masters answer every write with an OOM error (maxmemory 1, noeviction): first one, then a majority"}, runOOMNode},
+	{Info{Name: "failover", Options: []string{"Quarantine"}, expect: expectFailover,
+		Summary: "a master acknowledges a lock, dies, and is replaced by a copy without it: a promoted asynchronous replica (single master), then an empty server (one of 5 Redlock masters)"}, runFailover},
+	{Info{Name: "clock-jump", Options: []string{"Fencing"}, expect: expectClockJump,
+		Summary: "the clock of one master in the holder's exact quorum jumps forward past the TTL, so its key expires early; a second client then asks for the resource"}, runClockJump},
 }
 
 // List returns every scenario, in a fixed order.

@@ -412,7 +412,7 @@ func TestReleaseOfExpiredOrForeignLockChangesNothing(t *testing.T) {
 
 func TestExtend(t *testing.T) {
 	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.TTL = 300 * time.Millisecond })
+	l := e.locker(func(c *engine.Config) { c.TTL = 300 * time.Millisecond; c.MaxTTL = 2 * time.Second })
 	ctx := context.Background()
 
 	le, err := l.TryLock(ctx, "extend")

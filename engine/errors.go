@@ -34,6 +34,10 @@ var (
 	ErrClosed = errors.New("engine: locker closed")
 	// ErrEmptyResource: a resource name must not be empty.
 	ErrEmptyResource = errors.New("engine: empty resource name")
+	// ErrReservedResource: the resource's key (KeyPrefix + name) starts
+	// with the engine's internal namespace ("\xffredlock:"), where the
+	// fencing counters live.
+	ErrReservedResource = errors.New("engine: resource key in the engine's reserved namespace")
 )
 
 // NodeError is one master's cause in a failed operation.

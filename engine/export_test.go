@@ -10,3 +10,10 @@ func (l *Locker) GateWaiting(resource string) int {
 
 // Waiting exposes the number of Lock callers between attempts.
 func (l *Locker) Waiting() int { return int(l.waiting.Load()) }
+
+// SkipHandoffEndCheck turns off, for the tests that prove the lifecycle
+// checks can fail, the rule that a lease that ended is never handed on.
+func SkipHandoffEndCheck(skip bool) { skipHandoffEndCheck.Store(skip) }
+
+// FenceKey is the internal key of a lock key's fencing counter.
+func FenceKey(key string) string { return fencePrefix + key }

@@ -25,7 +25,10 @@ func TestAcquireKind(t *testing.T) {
 		{"split vote with one failure", tally(2, 2, 1, 0, 0), ErrNotAcquired},
 		{"majority failed", tally(1, 1, 3, 0, 0), ErrNoQuorum},
 		{"majority timed out", tally(2, 0, 0, 3, 0), ErrNoQuorum},
-		{"failures and unknowns sink it", tally(0, 1, 2, 0, 2), ErrNoQuorum},
+		// Two failures of five leave a quorum possible: the refusal
+		// decided it, so it is contention.
+		{"failures with a refusal, decided early", tally(0, 1, 2, 0, 2), ErrNotAcquired},
+		{"failures alone sink it, decided early", tally(0, 0, 3, 0, 2), ErrNoQuorum},
 		{"reached too late", tally(3, 0, 0, 0, 2), ErrNoQuorum},
 		{"context ended", multiplex.Tally{Votes: make([]multiplex.Vote, 5), Quorum: 3, Pending: 5, Err: context.Canceled}, nil},
 	} {

@@ -5,11 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/multiplex"
 )
+
+// skipHandoffEndCheck is set only by tests, to show that the lifecycle
+// tests catch a lease that is handed on after it ended.
+var skipHandoffEndCheck atomic.Bool
 
 // Lease is a held lock on one resource. Its validity is measured on the
 // monotonic clock from the start of the attempt that acquired it.
@@ -36,14 +41,17 @@ type Lease struct {
 	// whose reply to the acquire has arrived; the others are sent their
 	// release only when it does, so that a delete never overtakes its SET.
 	held, unsure, answered uint64
-	failed                 bool // the attempt did not acquire
-	released               bool
-	endErr                 error  // why the lease stopped being trustworthy
-	successor              *Lease // the lease was passed on: late replies go there
-	gateDone               bool   // this lease's turn at the gate was handed on
-	w                      *watch
-	extendTimer            *time.Timer
-	extensions             int
+	// broken: unsure masters whose connection failed under the acquire;
+	// the SET may still run after a delete sent on a new connection.
+	broken      uint64
+	failed      bool // the attempt did not acquire
+	released    bool
+	endErr      error  // why the lease stopped being trustworthy
+	successor   *Lease // the lease was passed on: late replies go there
+	gateDone    bool   // this lease's turn at the gate was handed on
+	w           *watch
+	extendTimer *time.Timer
+	extensions  int
 }
 
 // watch is the lost-lock signal, started on first use of Done, Context or
@@ -133,44 +141,67 @@ func (le *Lease) ValidUntil() time.Time {
 	return le.validUntil
 }
 
-// Validity is the time left before ValidUntil, or 0.
+// Validity is the time left before ValidUntil, or 0 once the lease ended
+// for any reason.
 func (le *Lease) Validity() time.Duration {
-	return max(time.Until(le.ValidUntil()), 0)
+	var d time.Duration
+	le.inspect(func() {
+		if le.endErr == nil {
+			d = time.Until(le.validUntil)
+		}
+	})
+	return max(d, 0)
 }
 
 // Done is closed the moment the lease can no longer be trusted: its
-// validity ran out, an auto-extension missed the quorum, or it was
-// released. Err says which.
+// validity ran out, an extension found the lock gone or an auto-extension
+// missed the quorum, or it was released. Err says which. A first call
+// made after the validity ran out returns a closed channel.
 func (le *Lease) Done() <-chan struct{} {
-	le.mu.Lock()
-	defer le.mu.Unlock()
-	return le.watchLocked().done
+	var done chan struct{}
+	le.inspect(func() { done = le.watchLocked().done })
+	return done
 }
 
 // Context returns a context that is cancelled when Done closes, with Err
 // as its cause (context.Cause). Pass it to the work the lock protects.
 func (le *Lease) Context() context.Context {
-	le.mu.Lock()
-	defer le.mu.Unlock()
-	w := le.watchLocked()
-	if w.ctx == nil {
-		w.ctx, w.cancel = context.WithCancelCause(context.Background())
-		if le.endErr != nil {
-			w.cancel(le.endErr)
+	var ctx context.Context
+	le.inspect(func() {
+		w := le.watchLocked()
+		if w.ctx == nil {
+			w.ctx, w.cancel = context.WithCancelCause(context.Background())
+			if le.endErr != nil {
+				w.cancel(le.endErr)
+			}
 		}
-	}
-	return w.ctx
+		ctx = w.ctx
+	})
+	return ctx
 }
 
 // Err is nil while the lease is trusted; then ErrReleased, ErrLeaseExpired
 // or ErrLockLost (wrapping the failed extension's error).
 func (le *Lease) Err() error {
+	var err error
+	le.inspect(func() { err = le.endErr })
+	return err
+}
+
+// inspect runs f under le.mu after ending the lease if its validity ran
+// out, so that Validity, Done, Err and Context agree at every instant
+// instead of waiting for the expiry timer to fire.
+func (le *Lease) inspect(f func()) {
 	le.mu.Lock()
-	defer le.mu.Unlock()
+	leave := false
 	if le.endErr == nil && !time.Now().Before(le.validUntil) {
-		return ErrLeaseExpired
+		leave = le.endLocked(ErrLeaseExpired, true)
 	}
-	return le.endErr
+	f()
+	le.mu.Unlock()
+	if leave {
+		le.l.gate.leave(le.resource)
+	}
 }
 
 func (le *Lease) watchLocked() *watch {
@@ -199,7 +230,11 @@ func (le *Lease) arm() {
 	defer le.mu.Unlock()
 	le.watchLocked()
 	if cfg.AutoExtend {
-		le.extendTimer = time.AfterFunc(cfg.ExtendEvery, le.autoExtend)
+		// A handed-off lease has less validity than a fresh one: extend
+		// while as much is left as a fresh lease has at its first
+		// extension, or ExtendEvery could outlast it.
+		d := min(cfg.ExtendEvery, max(time.Until(le.validUntil)-(cfg.TTL-cfg.ExtendEvery), 0))
+		le.extendTimer = time.AfterFunc(d, le.autoExtend)
 	}
 }
 
@@ -232,9 +267,18 @@ func (le *Lease) autoExtend() {
 // on unless the caller will (Release does, after the delete).
 func (le *Lease) end(err error, leaveGate bool) {
 	le.mu.Lock()
+	leave := le.endLocked(err, leaveGate)
+	le.mu.Unlock()
+	if leave {
+		le.l.gate.leave(le.resource)
+	}
+}
+
+// endLocked is end under le.mu; it reports whether the caller must hand
+// on the gate once it has let go of le.mu.
+func (le *Lease) endLocked(err error, leaveGate bool) (leave bool) {
 	if le.endErr != nil {
-		le.mu.Unlock()
-		return
+		return false
 	}
 	le.endErr = err
 	if w := le.w; w != nil {
@@ -249,11 +293,7 @@ func (le *Lease) end(err error, leaveGate bool) {
 	if le.extendTimer != nil {
 		le.extendTimer.Stop()
 	}
-	leave := leaveGate && le.takeGateLocked()
-	le.mu.Unlock()
-	if leave {
-		le.l.gate.leave(le.resource)
-	}
+	return leaveGate && le.takeGateLocked()
 }
 
 // takeGateLocked reports whether the caller should hand on this lease's
@@ -280,22 +320,28 @@ func (le *Lease) record(node int, v multiplex.Vote) (undo bool) {
 	case multiplex.Failed:
 		if mayHaveRun(v.Err) {
 			le.unsure |= bit
+			if _, reply := rueidis.IsRedisErr(v.Err); !reply {
+				le.broken |= bit
+			}
 		}
 	}
 	le.answered |= bit
 	return (le.failed || le.released) && (le.held|le.unsure)&bit != 0
 }
 
-// mayHaveRun: an error that is not a reply from Redis (a dropped
-// connection, a quarantined node's discounted yes) leaves it open whether
-// the command ran.
+// mayHaveRun: any error but one that proves the command never left
+// leaves it open whether the command ran. A dropped connection may have
+// carried it; a quarantined node's discounted yes did run; and an error
+// reply from a script may come after the script wrote, since Redis does
+// not roll a script back.
 func mayHaveRun(err error) bool {
-	if err == nil || errors.Is(err, multiplex.ErrNotSent) || errors.Is(err, multiplex.ErrOverloaded) ||
-		errors.Is(err, multiplex.ErrNotConnected) || errors.Is(err, multiplex.ErrClosed) {
-		return false
-	}
-	_, isReply := rueidis.IsRedisErr(err)
-	return !isReply
+	return err != nil && !notSent(err)
+}
+
+// notSent: the command never left this process.
+func notSent(err error) bool {
+	return errors.Is(err, multiplex.ErrNotSent) || errors.Is(err, multiplex.ErrOverloaded) ||
+		errors.Is(err, multiplex.ErrNotConnected) || errors.Is(err, multiplex.ErrClosed)
 }
 
 // Late handles a master's reply to the acquire that arrived after the
@@ -311,7 +357,7 @@ func (le *Lease) Late(node int, v multiplex.Vote) {
 	undo := le.record(node, v)
 	le.mu.Unlock()
 	if undo {
-		le.l.pool.Post(le.releaseCommand(1<<node, undoScript), classifyInt)
+		le.l.undoNodes(le, 1<<node)
 	}
 }
 
@@ -333,7 +379,12 @@ func (le *Lease) toRelease() uint64 {
 // ErrLeaseExpired (validity had run out), ErrNotHeld (enough masters said
 // the key was gone or another owner's) or ErrNoQuorum (too many masters
 // failed to answer to tell). Done closes at once, with Err ErrReleased.
+// The deletes are sent even if ctx has ended; then Release does not wait
+// for them.
 func (le *Lease) Release(ctx context.Context) error {
+	if le == nil {
+		return fmt.Errorf("engine: release of a nil *Lease: %w", ErrNotHeld)
+	}
 	le.opMu.Lock()
 	defer le.opMu.Unlock()
 	le.mu.Lock()
@@ -364,7 +415,9 @@ func (le *Lease) Release(ctx context.Context) error {
 	if nodes == 0 { // every master still to answer: Late releases them
 		return le.l.opError("release", le.resource, multiplex.Tally{Votes: le.votes, Quorum: le.l.Quorum(), Pending: len(le.votes)}, validUntil)
 	}
-	t := le.l.pool.Fanout(ctx, le.releaseCommand(nodes, releaseScript), classifyInt, nil, le.votes)
+	cmd := le.releaseCommand(nodes, releaseScript)
+	cmd.MustSend = true
+	t := le.l.pool.Fanout(ctx, cmd, classifyInt, nil, le.votes)
 	if t.Reached() {
 		return nil
 	}
@@ -374,8 +427,10 @@ func (le *Lease) Release(ctx context.Context) error {
 // handOff passes the lock to the next goroutine of this Locker queued at
 // the gate, keeping the keys on the masters: no delete, no new SET, no
 // round trip (one, to raise the fencing counter, with Fencing). It
-// declines when nobody waits, after MaxHandoffs in a row, or when less
-// than half the TTL of validity is left to give.
+// declines when nobody waits, after MaxHandoffs in a row, when less than
+// half the TTL of validity is left to give, and always when the lease has
+// ended: a lease whose extension found the keys gone may already have a
+// successor elsewhere, and passing it on would make two holders.
 //
 // Mutual exclusion holds because the keys stay ours throughout and this
 // lease ends (Done fires) before the successor exists; the successor's
@@ -385,22 +440,21 @@ func (le *Lease) handOff(ctx context.Context) bool {
 	if l.cfg.MaxHandoffs < 0 || le.handoffs >= l.cfg.MaxHandoffs || l.gate.waiting(le.resource) == 0 {
 		return false
 	}
-	le.mu.Lock()
-	validUntil := le.validUntil
-	le.mu.Unlock()
-	if time.Until(validUntil) < l.cfg.TTL/2 {
+	if !le.canHandOff(l.cfg.TTL / 2) {
 		return false
 	}
 	next := &Lease{
-		l:        l,
-		resource: le.resource,
-		key:      le.key,
-		value:    le.value,
-		start:    le.start,
-		gated:    true,
-		handoffs: le.handoffs + 1,
+		l:          l,
+		resource:   le.resource,
+		key:        le.key,
+		value:      le.value,
+		start:      le.start,
+		gated:      true,
+		handoffs:   le.handoffs + 1,
+		validUntil: le.ValidUntil(),
 	}
 	next.initVotes(len(le.votes))
+	margin := time.Duration(0)
 	if l.cfg.Fencing {
 		// Nobody else could take a token while we held the lock, so the
 		// counters are at most ours: the successor's is one more.
@@ -408,42 +462,68 @@ func (le *Lease) handOff(ctx context.Context) bool {
 		if err := next.fence(ctx, ours); err != nil {
 			return false
 		}
+		margin = l.roundSpan()
 	}
 	le.mu.Lock()
-	if le.released || !time.Now().Before(le.validUntil) {
+	if le.released || !le.canHandOffLocked(margin) {
 		le.mu.Unlock()
 		return false
 	}
-	next.validUntil = le.validUntil
-	next.held, next.unsure, next.answered = le.held, le.unsure, le.answered
+	next.held, next.unsure, next.answered, next.broken = le.held, le.unsure, le.answered, le.broken
 	le.successor = next
 	le.released = true
 	le.gateDone = true // the turn goes to the successor with the lease
+	le.endLocked(ErrReleased, false)
 	le.mu.Unlock()
-	le.end(ErrReleased, false)
 	if !l.gate.pass(le.resource, next) {
 		// The waiter gave up in the meantime: release for real.
-		next.gated = true
 		next.Release(context.Background())
 	}
 	return true
 }
 
+func (le *Lease) canHandOff(left time.Duration) bool {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	return le.canHandOffLocked(left)
+}
+
+// canHandOffLocked: the lease is still trusted and keeps more than left
+// of its validity. The caller holds le.mu.
+func (le *Lease) canHandOffLocked(left time.Duration) bool {
+	if le.endErr != nil && !skipHandoffEndCheck.Load() {
+		return false
+	}
+	return time.Until(le.validUntil) > left
+}
+
 // Extend sets the lock's TTL to ttl on every master where it is still ours,
 // and never re-creates a key that is gone. It counts only if a quorum agreed
 // before the current validity ran out; then the validity becomes
-// start-of-extend + ttl − drift. On failure the validity is unchanged.
+// start-of-extend + ttl − drift. On failure the validity is unchanged,
+// except when enough masters said the key is no longer ours (ErrNotHeld):
+// the lease then ends with ErrLockLost. ttl may not exceed Config.MaxTTL,
+// which the restart quarantine relies on.
 func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+	if le == nil {
+		return fmt.Errorf("engine: extend of a nil *Lease: %w", ErrNotHeld)
+	}
 	if ttl <= 0 || ttl%time.Millisecond != 0 {
 		return fmt.Errorf("engine: extend %q: ttl must be > 0 and whole milliseconds, got %s", le.resource, ttl)
+	}
+	if ttl > le.l.cfg.MaxTTL {
+		return fmt.Errorf("engine: extend %q: ttl %s exceeds Config.MaxTTL %s, which bounds how long a restarted master is kept out of the vote", le.resource, ttl, le.l.cfg.MaxTTL)
 	}
 	le.opMu.Lock()
 	defer le.opMu.Unlock()
 	le.mu.Lock()
-	released, validUntil := le.released, le.validUntil
+	released, validUntil, ended := le.released, le.validUntil, le.endErr
 	le.mu.Unlock()
-	if released {
+	switch {
+	case released:
 		return fmt.Errorf("engine: extend %q: %w", le.resource, ErrReleased)
+	case ended != nil:
+		return fmt.Errorf("engine: extend %q: %w", le.resource, ended)
 	}
 	start := time.Now()
 	if !start.Before(validUntil) {
@@ -454,18 +534,32 @@ func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	cmd := multiplex.Command{Script: extendScript, Key: le.key, Args: [multiplex.MaxArgs]string{le.value, itoa(ttl.Milliseconds())}, NArgs: 2, SkipIfFailed: true}
 	t := le.l.pool.Fanout(ctx, cmd, classifyInt, nil, le.votes)
-	if t.Reached() && t.Err == nil && time.Now().Before(validUntil) {
+	if t.Reached() && t.Err == nil {
 		le.mu.Lock()
-		// A shorter ttl shortens the validity too: the masters now expire
-		// the key sooner.
-		le.validUntil = start.Add(ttl - drift(ttl, le.l.cfg.DriftFactor))
-		if w := le.w; w != nil && w.expiry != nil && le.endErr == nil {
-			w.expiry.Reset(time.Until(le.validUntil))
+		// The expiry timer may have fired during the round: an ended
+		// lease stays ended, whatever the masters said since.
+		if le.endErr == nil && time.Now().Before(le.validUntil) {
+			// A shorter ttl shortens the validity too: the masters now
+			// expire the key sooner.
+			le.validUntil = start.Add(ttl - drift(ttl, le.l.cfg.DriftFactor))
+			if w := le.w; w != nil && w.expiry != nil {
+				w.expiry.Reset(time.Until(le.validUntil))
+			}
+			le.mu.Unlock()
+			return nil
 		}
+		ended := le.endErr
 		le.mu.Unlock()
-		return nil
+		if ended == nil {
+			ended = ErrLeaseExpired
+		}
+		return fmt.Errorf("engine: extend %q: %w", le.resource, ended)
 	}
-	return le.l.opError("extend", le.resource, t, validUntil)
+	err := le.l.opError("extend", le.resource, t, validUntil)
+	if errors.Is(err, ErrNotHeld) {
+		le.end(fmt.Errorf("%w: %w", ErrLockLost, err), true)
+	}
+	return err
 }
 
 func (l *Locker) opError(op, resource string, t multiplex.Tally, validUntil time.Time) error {

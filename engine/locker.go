@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -130,8 +129,8 @@ func (l *Locker) try(ctx context.Context, resource string, mark bool) (*Lease, e
 	if l.closed.Load() {
 		return nil, ErrClosed
 	}
-	if resource == "" {
-		return nil, ErrEmptyResource
+	if err := l.checkResource(resource); err != nil {
+		return nil, err
 	}
 	le := &Lease{
 		l:        l,
@@ -186,52 +185,13 @@ func (l *Locker) try(ctx context.Context, resource string, mark bool) (*Lease, e
 	return nil, err
 }
 
-// fence sets the lease's token to one more than the highest counter the
-// quorum reported, and raises the counter to it on a quorum before the
-// lease is handed out. Any later holder reads a quorum that overlaps this
-// one, so it sees at least this token and takes a higher one.
-func (le *Lease) fence(ctx context.Context, acquired multiplex.Tally) error {
-	var top int64
-	for _, v := range acquired.Votes {
-		if v.Outcome == multiplex.OK && v.Value > top {
-			top = v.Value
-		}
+// checkResource refuses names that cannot be locks: the empty name, and
+// names whose key falls in the engine's internal namespace.
+func (l *Locker) checkResource(resource string) error {
+	if resource == "" {
+		return ErrEmptyResource
 	}
-	le.token = top + 1
-	tok := itoa(le.token)
-	cmd := multiplex.Command{Script: fenceScript, Key: le.key, Args: [multiplex.MaxArgs]string{tok}, NArgs: 1, SkipIfFailed: true}
-	votes := make([]multiplex.Vote, len(le.votes))
-	want := le.token
-	t := le.l.pool.Fanout(ctx, cmd, func(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
-		n, err := res.AsInt64()
-		switch {
-		case err != nil:
-			return multiplex.Failed, 0, err
-		case n == want:
-			return multiplex.OK, n, nil
-		}
-		return multiplex.Refused, n, nil // a higher counter: our token is stale
-	}, nil, votes)
-	if t.Reached() && t.Err == nil {
-		return nil
-	}
-	e := &VotesError{Op: "fence", Resource: le.resource, Tally: t, Addrs: le.l.addrs, Kind: ErrNoQuorum}
-	if t.Refused > 0 {
-		e.Kind = ErrNotAcquired
-	}
-	return e
-}
-
-// undo releases a failed attempt without waiting: the caller has its
-// answer. Masters still to answer are released by Late when they do.
-func (l *Locker) undo(le *Lease) {
-	le.mu.Lock()
-	le.failed = true
-	nodes := le.toRelease()
-	le.mu.Unlock()
-	if nodes != 0 {
-		l.pool.Post(le.releaseCommand(nodes, undoScript), classifyInt)
-	}
+	return checkKey(l.cfg.KeyPrefix + resource)
 }
 
 func (l *Locker) acquireError(resource string, t multiplex.Tally) error {
@@ -240,13 +200,12 @@ func (l *Locker) acquireError(resource string, t multiplex.Tally) error {
 	return e
 }
 
-// acquireKind tells contention from outage for a failed attempt. A round
-// decided early leaves some masters pending, so the known votes may not
-// settle it; then failures win, because waiting for a release that may
-// never come is the worse mistake.
+// acquireKind tells contention from outage for a failed attempt:
+// ErrNoQuorum only when failures alone made the quorum impossible, so
+// that a resource held elsewhere reads as contention even with a minority
+// of masters down.
 func acquireKind(t *multiplex.Tally) error {
-	n, spare := len(t.Votes), len(t.Votes)-t.Quorum
-	failed := t.Failed + t.Timeout
+	spare := len(t.Votes) - t.Quorum
 	switch {
 	case t.Err != nil:
 		return nil
@@ -254,14 +213,10 @@ func acquireKind(t *multiplex.Tally) error {
 		// Reached but too slow: the masters were too slow for the TTL,
 		// which is not contention.
 		return ErrNoQuorum
-	case t.Refused >= t.Quorum:
-		return ErrNotAcquired // held elsewhere, whatever failed
-	case failed > spare, failed > 0 && failed+t.Pending > spare:
-		return ErrNoQuorum
-	case n == 0:
+	case len(t.Votes) == 0, t.Failed+t.Timeout > spare:
 		return ErrNoQuorum
 	}
-	return ErrNotAcquired // a split vote
+	return ErrNotAcquired // refused by enough masters, or a split vote
 }
 
 // Lock acquires resource, waiting as long as ctx allows.
@@ -277,8 +232,11 @@ func acquireKind(t *multiplex.Tally) error {
 func (l *Locker) Lock(ctx context.Context, resource string) (*Lease, error) {
 	start := time.Now()
 	var w WaitInfo
+	if err := l.checkResource(resource); err != nil {
+		return nil, err
+	}
 	gated := false
-	if l.gate != nil && resource != "" {
+	if l.gate != nil {
 		waited, inherited, err := l.gate.enter(ctx, resource)
 		if err != nil {
 			return nil, fmt.Errorf("engine: lock %q: waiting at the in-process gate: %w", resource, err)

@@ -7,11 +7,6 @@ import (
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
-// fencePrefix names each resource's fencing counter. It lives beside the
-// lock key on every master and is never expired: tokens must keep growing
-// across holders.
-const fencePrefix = "redlock:fence:"
-
 // releasedPrefix names the channel a release publishes on, so that waiters
 // retry at once instead of polling.
 const releasedPrefix = "redlock:released:"
@@ -73,16 +68,27 @@ end
 return v`)
 	// acquireFenceScript is SET NX PX that also reads the resource's
 	// fencing counter, so that fencing costs one extra round trip, not two.
-	// It answers the counter (an integer) when it set the key, and the
-	// holder's value (a string) when taken, so that a waiter tells a hold
-	// from a split vote. ARGV[3] "1" marks a taken key, as
-	// acquireMarkScript does.
-	acquireFenceScript = multiplex.NewScript(`local t = redis.call("TYPE", KEYS[1]).ok
+	// It answers max(counter, this master's clock in µs) when it set the
+	// key (see fence.go), and the holder's value (a string) when taken, so
+	// that a waiter tells a hold from a split vote. ARGV[3] "1" marks a
+	// taken key, as acquireMarkScript does. Every check that can fail
+	// comes before the SET: Redis does not undo a script's writes when it
+	// fails half-way.
+	acquireFenceScript = multiplex.NewScript(`local c = tonumber(redis.call("GET", "` + fencePrefixLua + `" .. KEYS[1]) or "0")
+if not c then
+  return redis.error_reply("ERR redlock: the fencing counter of this key is not an integer")
+end
+local t = redis.call("TYPE", KEYS[1]).ok
 if t ~= "none" and t ~= "string" then
   return redis.error_reply("WRONGTYPE Operation against a key holding the wrong kind of value")
 end
 if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
-  return tonumber(redis.call("GET", "` + fencePrefix + `" .. KEYS[1]) or "0")
+  local now = redis.call("TIME")
+  local floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  if floor > c then
+    return floor
+  end
+  return c
 end
 local v = redis.call("GET", KEYS[1])
 if ARGV[3] == "1" and string.sub(v, -1) ~= "` + waitMark + `" then
@@ -91,7 +97,7 @@ end
 return v`)
 	// fenceScript raises the counter to the token unless it is already
 	// higher, and answers the counter's new value.
-	fenceScript = multiplex.NewScript(`local k = "` + fencePrefix + `" .. KEYS[1]
+	fenceScript = multiplex.NewScript(`local k = "` + fencePrefixLua + `" .. KEYS[1]
 local c = tonumber(redis.call("GET", k) or "0")
 local t = tonumber(ARGV[1])
 if t > c then

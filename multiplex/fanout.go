@@ -92,6 +92,12 @@ type Command struct {
 	// that when it returns, a new acquire of the same resource by this
 	// process does not overtake the deletes still in flight.
 	WaitAll bool
+	// MustSend sends the command even when ctx ends before the round is
+	// admitted: the round then returns ctx's error at once and the command
+	// goes out as Post would send it. A release uses it, because a lease
+	// already marked released whose deletes never leave would block
+	// everyone for a full TTL.
+	MustSend bool
 }
 
 func (c *Command) sendsTo(i int) bool { return c.Nodes == 0 || c.Nodes&(1<<i) != 0 }
@@ -159,6 +165,9 @@ func (p *Pool) Fanout(ctx context.Context, cmd Command, classify Classifier, lat
 				votes[i] = Vote{}
 			}
 			t.Err, t.Pending = ctx.Err(), n
+			if cmd.MustSend {
+				p.Post(cmd, classify, late)
+			}
 			return t
 		}
 	}
@@ -269,11 +278,20 @@ func (p *Pool) await(ctx context.Context, r *round, sl *slot) (timedOut bool, er
 	}
 }
 
+// watchdogPeriod is how often the watchdog checks the rounds' deadlines.
+func (p *Pool) watchdogPeriod() time.Duration {
+	return min(max(p.timeout/4, time.Millisecond), 25*time.Millisecond)
+}
+
+// MaxRoundSpan is the longest a round can go on counting votes: the node
+// timeout, plus up to one watchdog period before the timeout is noticed.
+func (p *Pool) MaxRoundSpan() time.Duration { return p.timeout + p.watchdogPeriod() }
+
 // watchdog ends the waits that reached their node timeout. It scans the
 // admission slots a few times per timeout, and sleeps while no round waits.
 func (p *Pool) watchdog() {
 	defer p.wg.Done()
-	period := min(max(p.timeout/4, time.Millisecond), 25*time.Millisecond)
+	period := p.watchdogPeriod()
 	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
@@ -304,18 +322,18 @@ func (p *Pool) watchdog() {
 }
 
 // Post sends cmd to the nodes in cmd.Nodes (0: every node) and returns at
-// once; the replies are read and dropped. It is for clean-up that nobody
-// waits on, such as deleting a late yes, and never blocks its caller on a
-// round trip: a late reply is handled on a node worker, which must not
-// wait.
-func (p *Pool) Post(cmd Command, classify Classifier) {
+// once; each reply goes to replies (which may be nil) as it arrives. It is
+// for clean-up that nobody waits on, such as deleting a late yes, and never
+// blocks its caller on a round trip: a late reply is handled on a node
+// worker, which must not wait.
+func (p *Pool) Post(cmd Command, classify Classifier, replies LateHandler) {
 	p.gate.RLock()
 	defer p.gate.RUnlock()
 	if p.closed.Load() {
 		return
 	}
 	r := p.rounds.Get().(*round)
-	r.pool, r.cmd, r.classify, r.late = p, cmd, classify, nil
+	r.pool, r.cmd, r.classify, r.late = p, cmd, classify, replies
 	r.ok, r.skipRest, r.outstanding = 0, false, 0
 	for i := range r.votes {
 		r.votes[i] = Vote{}

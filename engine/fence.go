@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/redlock-bench/redlock/multiplex"
+)
+
+// Fencing tokens only increase per resource, through any restarts of the
+// masters that the quarantine admits, without persistence on the masters:
+//
+//   - A token is one more than the highest value a quorum reported, and a
+//     second round raises the counters of a quorum to it before the lease
+//     is handed out. Two successive holders' quorums share a master, so
+//     while that master keeps its counter the later token is larger.
+//   - Each master reports max(counter, its clock in microseconds). If every
+//     shared master restarted (and forgot its counters) since the earlier
+//     token was written, each sat out MaxTTL in quarantine before its vote
+//     counted again, so the later acquisition reads clocks at least MaxTTL
+//     past the moment the earlier token was issued. The earlier token was
+//     at most the highest master clock then (plus one per acquisition
+//     faster than a microsecond, which a round trip rules out). So the
+//     later token is larger as long as the masters' clocks differ by less
+//     than MaxTTL and never step back by more: the clock assumption, which
+//     New checks (see Config.Fencing).
+//   - A round counts votes for up to NodeTimeout plus the watchdog's
+//     lateness. A later acquisition whose round began before this lease's
+//     counters were raised, and ended after its keys expired, could read
+//     only old counters and issue the same token. So a fenced lease is
+//     handed out only if more than that span of validity is left when the
+//     counters are raised.
+
+// internalPrefix starts every key the engine keeps besides the locks. A
+// lock key (KeyPrefix + resource) may not start with it, so that no
+// resource name reaches an internal key; 0xFF never occurs in UTF-8 text.
+const internalPrefix = "\xffredlock:"
+
+// fencePrefix names each resource's fencing counter, on every master,
+// never expired. fencePrefixLua is the same in a Lua string literal.
+const (
+	fencePrefix    = internalPrefix + "fence:"
+	fencePrefixLua = `\255redlock:fence:`
+)
+
+// roundSpan is the longest a round can go on counting votes.
+func (l *Locker) roundSpan() time.Duration { return l.pool.MaxRoundSpan() }
+
+// fence sets the lease's token to one more than the highest value the
+// quorum reported (counters, or the masters' clocks), and raises the
+// counter to it on a quorum before the lease is handed out.
+func (le *Lease) fence(ctx context.Context, acquired multiplex.Tally) error {
+	var top int64
+	for _, v := range acquired.Votes {
+		if v.Outcome == multiplex.OK && v.Value > top {
+			top = v.Value
+		}
+	}
+	le.token = top + 1
+	tok := itoa(le.token)
+	cmd := multiplex.Command{Script: fenceScript, Key: le.key, Args: [multiplex.MaxArgs]string{tok}, NArgs: 1, SkipIfFailed: true}
+	votes := make([]multiplex.Vote, len(le.votes))
+	want := le.token
+	t := le.l.pool.Fanout(ctx, cmd, func(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
+		n, err := res.AsInt64()
+		switch {
+		case err != nil:
+			return multiplex.Failed, 0, err
+		case n == want:
+			return multiplex.OK, n, nil
+		}
+		return multiplex.Refused, n, nil // a higher counter: our token is stale
+	}, nil, votes)
+	if !t.Reached() || t.Err != nil {
+		e := &VotesError{Op: "fence", Resource: le.resource, Tally: t, Addrs: le.l.addrs, Kind: ErrNoQuorum}
+		if t.Refused > 0 {
+			e.Kind = ErrNotAcquired
+		}
+		return e
+	}
+	le.mu.Lock()
+	until := le.validUntil
+	le.mu.Unlock()
+	if span := le.l.roundSpan(); !time.Now().Add(span).Before(until) {
+		return fmt.Errorf("engine: fence %q: %w: the counters were raised with less validity left than a round can last (%s); a competing round could have read the old ones", le.resource, ErrNoQuorum, span)
+	}
+	return nil
+}
+
+// checkKey refuses a lock key in the engine's internal namespace.
+func checkKey(key string) error {
+	if strings.HasPrefix(key, internalPrefix) {
+		return fmt.Errorf("engine: resource key %q: %w", key, ErrReservedResource)
+	}
+	return nil
+}

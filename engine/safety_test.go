@@ -1,0 +1,589 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/multiplex/redistest"
+)
+
+// closed reports whether ch is closed right now.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// checkEnded asserts what every ended lease must show at once.
+func checkEnded(t *testing.T, what string, le *engine.Lease) {
+	t.Helper()
+	if le.Err() == nil {
+		t.Errorf("%s: Err() is nil", what)
+	}
+	if !closed(le.Done()) {
+		t.Errorf("%s: Done() is not closed (Err %v)", what, le.Err())
+	}
+	if v := le.Validity(); v != 0 {
+		t.Errorf("%s: Validity() = %s after the lease ended (%v)", what, v, le.Err())
+	}
+}
+
+// A gated, auto-extending lease whose keys vanish ends with ErrLockLost;
+// the next goroutine in line then wins the lock on the masters. The lost
+// lease's Release must not hand it (old value, old validity) to the third.
+func TestLostLeaseIsNeverHandedOn(t *testing.T) {
+	e := newEnv(t, 3)
+	l := e.locker(func(c *engine.Config) {
+		c.TTL = 900 * time.Millisecond
+		c.AutoExtend = true
+		c.ExtendEvery = 150 * time.Millisecond
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const res = "lost-handoff"
+	g1, err := l.Lock(ctx, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		who string
+		le  *engine.Lease
+	}
+	leases := make(chan got, 2)
+	for _, who := range []string{"g2", "g3"} {
+		go func() {
+			le, err := l.Lock(ctx, res)
+			if err != nil {
+				t.Error(who, err)
+			}
+			leases <- got{who, le}
+		}()
+		n := map[string]int{"g2": 1, "g3": 2}[who]
+		eventually(t, 5*time.Second, who+" queued", func() bool { return l.GateWaiting(res) == n })
+	}
+	for i := 0; i < 3; i++ { // the keys vanish: eviction, FLUSHDB, a clock jump
+		e.del(i, res)
+	}
+	select {
+	case <-g1.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lost lease's Done did not close")
+	}
+	if !errors.Is(g1.Err(), engine.ErrLockLost) {
+		t.Fatalf("g1.Err() = %v, want ErrLockLost", g1.Err())
+	}
+	checkEnded(t, "g1 after its keys vanished", g1)
+	var g2 got
+	select {
+	case g2 = <-leases:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the next goroutine in line did not get the lock")
+	}
+	if g2.le == nil {
+		t.FailNow()
+	}
+	if g2.le.Value() == g1.Value() {
+		t.Fatal("the second holder got the lost lease's value")
+	}
+	// g1's owner saw Done and releases, as documented.
+	g1.Release(ctx)
+	select {
+	case g3 := <-leases:
+		if g3.le != nil && g2.le.Err() == nil && g3.le.Err() == nil {
+			t.Fatalf("%s got a lease (value %q, cause %v) while %s holds one (value %q): two holders",
+				g3.who, g3.le.Value(), g3.le.Wait().Cause, g2.who, g2.le.Value())
+		}
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := g2.le.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A manual Extend that finds the keys gone ends the lease.
+func TestFailedExtendEndsTheLease(t *testing.T) {
+	e := newEnv(t, 3)
+	l := e.locker(nil)
+	ctx := context.Background()
+	le, err := l.TryLock(ctx, "extend-lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		e.del(i, "extend-lost")
+	}
+	if err := le.Extend(ctx, time.Second); !errors.Is(err, engine.ErrNotHeld) {
+		t.Fatalf("Extend after the keys vanished: %v, want ErrNotHeld", err)
+	}
+	checkEnded(t, "after a failed Extend", le)
+	if !errors.Is(le.Err(), engine.ErrLockLost) {
+		t.Fatalf("Err() = %v, want ErrLockLost", le.Err())
+	}
+	if err := le.Extend(ctx, time.Second); err == nil {
+		t.Fatal("an ended lease extended")
+	}
+}
+
+// Done is closed already for a first call made after the validity ran
+// out, and Err, Validity and Context agree with it at that instant.
+func TestEndedLeaseAgreesAtOnce(t *testing.T) {
+	e := newEnv(t, 3)
+	l := e.locker(func(c *engine.Config) { c.TTL = 200 * time.Millisecond })
+	for i := 0; i < 20; i++ {
+		le, err := l.TryLock(context.Background(), "expires")
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(le.ValidUntil()) + time.Millisecond)
+		switch i % 3 {
+		case 0:
+			if !closed(le.Done()) {
+				t.Fatalf("round %d: Done() not closed at the first call after expiry", i)
+			}
+		case 1:
+			if le.Err() == nil {
+				t.Fatalf("round %d: Err() nil after expiry", i)
+			}
+		case 2:
+			if le.Context().Err() == nil {
+				t.Fatalf("round %d: Context() not cancelled at the first call after expiry", i)
+			}
+		}
+		checkEnded(t, "after expiry", le)
+		le.Release(context.Background())
+	}
+}
+
+// Restart every master in turn, each sitting out its quarantine, so that
+// every fencing counter is forgotten: the next token must still be
+// higher than the last one issued before.
+func TestFencingTokensSurviveARollingRestart(t *testing.T) {
+	e := newEnv(t, 3)
+	const ttl = 600 * time.Millisecond
+	mk := func() *engine.Locker {
+		return e.locker(func(c *engine.Config) {
+			c.Fencing = true
+			c.TTL = ttl
+			c.Quarantine = engine.QuarantineObserved
+		})
+	}
+	l := mk()
+	ctx := context.Background()
+	var last int64
+	for i := 0; i < 5; i++ {
+		le, err := l.TryLock(ctx, "rolling")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if le.Token() <= last {
+			t.Fatalf("token %d after %d", le.Token(), last)
+		}
+		last = le.Token()
+		if err := le.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range e.cluster.Nodes {
+		if err := e.cluster.Nodes[i].Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Wake the pool's connection so it sees the new run_id, then sit
+		// out the quarantine it imposes.
+		eventually(t, 10*time.Second, "the restart was noticed", func() bool {
+			l.TryLock(ctx, "probe")
+			return l.Nodes()[i].Restarts > 0
+		})
+		eventually(t, 10*time.Second, "the quarantine ended", func() bool {
+			return l.Nodes()[i].State == "up"
+		})
+	}
+	for i := range e.cluster.Nodes {
+		if v, _ := redistest.Do(e.cluster.Nodes[i].Addr(), time.Second, "EXISTS", engine.FenceKey("rolling")); v != ":0" {
+			t.Fatalf("node %d still has the counter (%q): the restart did not wipe it", i, v)
+		}
+	}
+	var le *engine.Lease
+	eventually(t, 10*time.Second, "a lock after the rolling restart", func() bool {
+		var err error
+		le, err = l.TryLock(ctx, "rolling")
+		return err == nil
+	})
+	if le.Token() <= last {
+		t.Fatalf("token %d after a rolling restart, but %d was issued before: tokens went backwards", le.Token(), last)
+	}
+	le.Release(ctx)
+	// A Locker started afterwards agrees.
+	le2, err := mk().TryLock(ctx, "rolling")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if le2.Token() <= le.Token() {
+		t.Fatalf("token %d after %d", le2.Token(), le.Token())
+	}
+}
+
+// A fenced acquire whose counter cannot be read fails before it writes:
+// no lock key is left behind to refuse everyone for a TTL.
+func TestFailedFencedAcquireLeavesNoKey(t *testing.T) {
+	e := newEnv(t, 3)
+	l := e.locker(func(c *engine.Config) { c.Fencing = true })
+	const res = "bad-counter"
+	for i := 0; i < 3; i++ {
+		if _, err := redistest.Do(e.cluster.Nodes[i].Addr(), time.Second, "HSET", engine.FenceKey(res), "f", "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := l.TryLock(context.Background(), res)
+	if err == nil {
+		t.Fatal("acquired with a counter of the wrong type")
+	}
+	time.Sleep(100 * time.Millisecond) // any undo is on its way
+	for i := 0; i < 3; i++ {
+		if v := e.get(i, res); v != "" {
+			t.Fatalf("node %d keeps the failed attempt's key %q: %v", i, v, err)
+		}
+	}
+	// A locker without fencing is not refused by a key left behind.
+	plain := e.locker(nil)
+	le, err := plain.TryLock(context.Background(), res)
+	if err != nil {
+		t.Fatalf("a plain locker after the failed fenced attempt: %v", err)
+	}
+	le.Release(context.Background())
+}
+
+// No resource name reaches a fencing counter: the old counter name is an
+// ordinary resource, and the internal namespace is refused by name.
+func TestResourceNamesCannotReachTheCounters(t *testing.T) {
+	e := newEnv(t, 3)
+	l := e.locker(func(c *engine.Config) { c.Fencing = true })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	le, err := l.Lock(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	le.Release(ctx)
+	for _, name := range []string{"redlock:fence:x", engine.FenceKey("x")} {
+		other, err := l.Lock(ctx, name)
+		switch {
+		case strings.HasPrefix(name, "\xff"):
+			if !errors.Is(err, engine.ErrReservedResource) {
+				t.Fatalf("Lock(%q) = %v, want ErrReservedResource", name, err)
+			}
+			if _, err := l.TryLock(ctx, name); !errors.Is(err, engine.ErrReservedResource) {
+				t.Fatalf("TryLock(%q) = %v, want ErrReservedResource", name, err)
+			}
+		case err != nil:
+			t.Fatalf("Lock(%q): %v", name, err)
+		default:
+			other.Release(ctx)
+		}
+	}
+	prefixed := e.locker(func(c *engine.Config) { c.KeyPrefix = "\xffredlock:" })
+	if _, err := prefixed.TryLock(ctx, "fence:x"); !errors.Is(err, engine.ErrReservedResource) {
+		t.Fatalf("a KeyPrefix into the namespace: %v, want ErrReservedResource", err)
+	}
+}
+
+// A handed-off successor inherits less validity than a fresh lease; its
+// first auto-extension must come before that runs out, whatever
+// ExtendEvery is.
+func TestHandedOffSuccessorIsExtendedInTime(t *testing.T) {
+	e := newEnv(t, 3)
+	l := e.locker(func(c *engine.Config) {
+		c.TTL = time.Second
+		c.AutoExtend = true
+		c.ExtendEvery = 700 * time.Millisecond
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, err := l.Lock(ctx, "successor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *engine.Lease, 1)
+	go func() {
+		le, err := l.Lock(ctx, "successor")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- le
+	}()
+	eventually(t, 5*time.Second, "second goroutine queued", func() bool { return l.GateWaiting("successor") == 1 })
+	// Hand off with a little over half the TTL left.
+	time.Sleep(time.Until(first.ValidUntil()) - 560*time.Millisecond)
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := <-got
+	if second == nil {
+		t.FailNow()
+	}
+	if second.Wait().Cause != engine.WakeHandoff {
+		t.Skipf("not handed off (%v): the hand-off window was missed on a slow host", second.Wait().Cause)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if err := second.Err(); err != nil {
+		t.Fatalf("the successor ended after %d extensions: %v", second.Extensions(), err)
+	}
+	if second.Extensions() == 0 {
+		t.Fatal("the successor was never extended")
+	}
+	second.Release(ctx)
+}
+
+func TestExtendRefusesATTLAboveMaxTTL(t *testing.T) {
+	e := newEnv(t, 3)
+	l := e.locker(func(c *engine.Config) { c.TTL = time.Second; c.MaxTTL = 2 * time.Second })
+	le, err := l.TryLock(context.Background(), "max-ttl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer le.Release(context.Background())
+	if err := le.Extend(context.Background(), 3*time.Second); err == nil || !strings.Contains(err.Error(), "MaxTTL") {
+		t.Fatalf("Extend past MaxTTL: %v", err)
+	}
+	if err := le.Extend(context.Background(), 2*time.Second); err != nil {
+		t.Fatalf("Extend to MaxTTL: %v", err)
+	}
+}
+
+// Releases go out even when the context has ended and every admission
+// slot is taken: the lease is already marked released, so keys left
+// behind would refuse everyone for a full TTL.
+func TestReleaseWithAnEndedContextStillDeletes(t *testing.T) {
+	e := newEnv(t, 3)
+	l := e.locker(func(c *engine.Config) { c.NodeTimeout = 2 * time.Second })
+	ctx := context.Background()
+	le, err := l.TryLock(ctx, "ended-release")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range e.cluster.Nodes {
+		if err := n.Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Fill every admission slot with rounds that wait on paused masters.
+	var wg sync.WaitGroup
+	for i := 0; i < 1100; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.TryLock(ctx, "filler")
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := le.Release(ended); err == nil {
+		t.Fatal("Release with an ended context reported success")
+	}
+	for _, n := range e.cluster.Nodes {
+		if err := n.Resume(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	eventually(t, 5*time.Second, "the released keys are deleted", func() bool {
+		for i := 0; i < 3; i++ {
+			if e.get(i, "ended-release") != "" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// Contention is not an outage: with a minority of masters down, a
+// resource held elsewhere reads as ErrNotAcquired, never ErrNoQuorum.
+func TestContentionWithAMinorityDownIsNotAcquired(t *testing.T) {
+	e := newEnv(t, 5)
+	holder := e.locker(nil)
+	le, err := holder.TryLock(context.Background(), "contended")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer le.Release(context.Background())
+	eventually(t, 5*time.Second, "every master answered the holder", func() bool {
+		n := 0
+		for _, st := range holder.Nodes() {
+			n += int(st.OK)
+		}
+		return n == 5
+	})
+	other := e.locker(nil)
+	e.cluster.Nodes[4].Kill()
+	if _, err := redistest.Do(e.cluster.Nodes[3].Addr(), time.Second, "DEL", "contended"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := redistest.Do(e.cluster.Nodes[3].Addr(), time.Second, "HSET", "contended", "f", "v"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 30; i++ {
+		_, err := other.TryLock(context.Background(), "contended")
+		if !errors.Is(err, engine.ErrNotAcquired) || errors.Is(err, engine.ErrNoQuorum) {
+			t.Fatalf("attempt %d with the resource held, one master down and one of the wrong type: %v", i, err)
+		}
+	}
+}
+
+func TestReleaseOfANilLease(t *testing.T) {
+	var le *engine.Lease
+	if err := le.Release(context.Background()); !errors.Is(err, engine.ErrNotHeld) {
+		t.Fatalf("Release on nil: %v", err)
+	}
+	if err := le.Extend(context.Background(), time.Second); !errors.Is(err, engine.ErrNotHeld) {
+		t.Fatalf("Extend on nil: %v", err)
+	}
+}
+
+// An acquire whose connection broke while its SET was still on its way is
+// undone even if the SET reaches the master after the first delete, sent
+// on a new connection, did.
+func TestUndoAfterABrokenConnectionIsRetried(t *testing.T) {
+	e := newEnv(t, 3)
+	const res = "broken-undo"
+	e.set(1, res, "someone")
+	e.set(2, res, "someone")
+	px := newStallProxy(t, e.cluster.Nodes[0].Addr())
+	l, err := engine.New(context.Background(), func() engine.Config {
+		c := engine.DefaultConfig(px.addr(), e.cluster.Nodes[1].Addr(), e.cluster.Nodes[2].Addr())
+		c.Quarantine = engine.QuarantineObserved
+		c.ConnTimeout = time.Second
+		return c
+	}())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	px.stall.Store(true)
+	if _, err := l.TryLock(context.Background(), res); !errors.Is(err, engine.ErrNotAcquired) {
+		t.Fatalf("TryLock: %v", err)
+	}
+	// The SET sits in the proxy. Break the client's connection: its reply
+	// is lost, so the attempt is undone on a new connection, which the
+	// proxy passes straight through, ahead of the SET.
+	px.stall.Store(false)
+	px.breakStalled()
+	eventually(t, 5*time.Second, "the undo overtook the SET", func() bool { return px.newConns.Load() > 0 })
+	time.Sleep(200 * time.Millisecond)
+	px.flushStalled()
+	eventually(t, 5*time.Second, "the SET that came after the first undo is undone", func() bool {
+		return e.get(0, res) == ""
+	})
+}
+
+// stallProxy forwards TCP to a master. While stall is set, a new
+// connection's bytes toward the master are held back; breakStalled closes
+// such connections on the client's side only, and flushStalled then
+// delivers what they held on their still-open master side.
+type stallProxy struct {
+	ln       net.Listener
+	target   string
+	stall    atomic.Bool
+	newConns atomic.Int32 // connections accepted after a break
+	mu       sync.Mutex
+	stalled  []*stalledConn
+	broken   bool
+}
+
+type stalledConn struct {
+	client, server net.Conn
+	held           []byte
+	mu             sync.Mutex
+	stalling       bool
+}
+
+func newStallProxy(t *testing.T, target string) *stallProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallProxy{ln: ln, target: target}
+	t.Cleanup(func() { ln.Close() })
+	go p.accept(t)
+	return p
+}
+
+func (p *stallProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *stallProxy) accept(t *testing.T) {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		t.Cleanup(func() { c.Close(); s.Close() })
+		sc := &stalledConn{client: c, server: s}
+		p.mu.Lock()
+		if p.broken {
+			p.newConns.Add(1)
+		}
+		p.stalled = append(p.stalled, sc)
+		p.mu.Unlock()
+		go io.Copy(c, s)
+		go func() {
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := c.Read(buf)
+				if n > 0 {
+					sc.mu.Lock()
+					if p.stall.Load() || sc.stalling {
+						sc.stalling = true
+						sc.held = append(sc.held, buf[:n]...)
+					} else {
+						s.Write(buf[:n])
+					}
+					sc.mu.Unlock()
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+func (p *stallProxy) breakStalled() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.broken = true
+	for _, sc := range p.stalled {
+		sc.mu.Lock()
+		if sc.stalling {
+			sc.client.Close()
+		}
+		sc.mu.Unlock()
+	}
+}
+
+func (p *stallProxy) flushStalled() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, sc := range p.stalled {
+		sc.mu.Lock()
+		if sc.stalling {
+			sc.server.Write(sc.held)
+			sc.held = nil
+		}
+		sc.mu.Unlock()
+	}
+}

@@ -10,8 +10,9 @@ import (
 )
 
 // notifier delivers release notifications to Lock waiters. It keeps one
-// dedicated pub/sub connection per master (opened on first use) and one
-// subscription per resource that has waiters, whatever their number.
+// dedicated pub/sub connection per master (opened on first use, each by a
+// goroutine of its own) and one subscription per resource that has
+// waiters, whatever their number.
 //
 // Why PUBLISH from the release script rather than client-side-caching
 // invalidations (as rueidislock does): a publish happens only on a real
@@ -23,21 +24,41 @@ import (
 // many releases nobody waits for cost the masters no PUBLISH.
 type notifier struct {
 	pool *multiplex.Pool
-	stop chan struct{}
+	// wait bounds how long a resource's first waiter waits for one master
+	// to confirm a new subscription (the node timeout): a slower master is
+	// left to the others and to the fallback retry.
+	wait time.Duration
+	ctx  context.Context // ends at close
+	stop context.CancelFunc
 	wg   sync.WaitGroup
 
+	// mu guards the fields below and the nodes' shared fields. Nothing
+	// waits for the network while holding it.
 	mu     sync.Mutex
 	topics map[string]*topic
-	conns  []*subConn
+	nodes  []*subNode
 	closed bool
 }
 
 type topic struct {
 	waiters map[*subscription]struct{}
-	// ready closes when the masters have confirmed the subscription: a
-	// waiter marks the holder only after that, or the release it asks for
-	// could be published before anyone listens.
-	ready chan struct{}
+	// awaited has bit i set while master i has yet to confirm the
+	// subscription or fail; ready closes when it is empty. A waiter marks
+	// the holder only after that (or after deadline), or the release it
+	// asks for could be published before anyone listens.
+	awaited  uint64
+	ready    chan struct{}
+	deadline time.Time
+}
+
+// done records that master i confirmed the subscription or cannot.
+func (t *topic) done(i int) {
+	if t.awaited&(1<<i) != 0 {
+		t.awaited &^= 1 << i
+		if t.awaited == 0 {
+			close(t.ready)
+		}
+	}
 }
 
 // subscription wakes one waiter. C has room for one signal, so a release
@@ -51,20 +72,42 @@ type subscription struct {
 	C       chan struct{}
 }
 
-type subConn struct {
-	node   int
-	c      rueidis.DedicatedClient
-	cancel func()
+// Connection states of a subNode.
+const (
+	nodeIdle       = iota // no goroutine yet
+	nodeConnecting        // first connection under way: new topics await it
+	nodeUp
+	nodeDown // failed; retried in the background, new topics do not await it
+)
+
+// subNode is one master's pub/sub connection. Only its own goroutine
+// (run) opens it and sends SUBSCRIBE and UNSUBSCRIBE on it, one batch at a
+// time, each batch computed from the topics as they are then: commands for
+// one channel reach the master in the order the topics changed, and the
+// master ends up subscribed to exactly the channels with waiters.
+type subNode struct {
+	i int
+	// Under notifier.mu.
+	state int
+	dirty map[string]struct{} // channels whose topic changed since the last batch
+	// kick wakes run when dirty gained a channel; room for one.
+	kick chan struct{}
 }
 
 func newNotifier(pool *multiplex.Pool) *notifier {
-	n := &notifier{pool: pool, stop: make(chan struct{}), topics: make(map[string]*topic)}
-	n.conns = make([]*subConn, pool.Len())
+	ctx, stop := context.WithCancel(context.Background())
+	n := &notifier{pool: pool, wait: pool.NodeTimeout(), ctx: ctx, stop: stop, topics: make(map[string]*topic)}
+	n.nodes = make([]*subNode, pool.Len())
+	for i := range n.nodes {
+		n.nodes[i] = &subNode{i: i, dirty: make(map[string]struct{}), kick: make(chan struct{}, 1)}
+	}
 	return n
 }
 
-// subscribe registers a waiter for resource key's releases. The caller
-// must close the subscription.
+// subscribe registers a waiter for resource key's releases, and returns
+// once the masters have confirmed the subscription, or ctx ended, or the
+// masters still silent were given the node timeout. The caller must close
+// the subscription.
 func (n *notifier) subscribe(ctx context.Context, key string) *subscription {
 	s := &subscription{n: n, channel: releasedPrefix + key, C: make(chan struct{}, 1)}
 	n.mu.Lock()
@@ -73,135 +116,222 @@ func (n *notifier) subscribe(ctx context.Context, key string) *subscription {
 		return s
 	}
 	t := n.topics[s.channel]
-	first := t == nil
-	if first {
-		t = &topic{waiters: make(map[*subscription]struct{}), ready: make(chan struct{})}
+	if t == nil {
+		t = &topic{waiters: make(map[*subscription]struct{}), ready: make(chan struct{}), deadline: time.Now().Add(n.wait)}
 		n.topics[s.channel] = t
+		for _, sn := range n.nodes {
+			if sn.state == nodeIdle {
+				sn.state = nodeConnecting
+				n.wg.Add(1)
+				go n.run(sn)
+			}
+			if sn.state != nodeDown {
+				t.awaited |= 1 << sn.i
+			}
+			n.touch(sn, s.channel)
+		}
+		if t.awaited == 0 {
+			close(t.ready)
+		}
 	}
 	t.waiters[s] = struct{}{}
 	n.mu.Unlock()
-	if first {
-		n.send(ctx, true, s.channel)
-		close(t.ready)
-	} else {
-		select {
-		case <-t.ready:
-		case <-ctx.Done():
-		}
+	select {
+	case <-t.ready:
+		return s // the hot path: already subscribed
+	default:
+	}
+	timer := time.NewTimer(time.Until(t.deadline))
+	defer timer.Stop()
+	select {
+	case <-t.ready:
+	case <-timer.C:
+	case <-ctx.Done():
 	}
 	return s
 }
 
+// touch marks channel for node sn's next batch. The caller holds n.mu.
+func (n *notifier) touch(sn *subNode, channel string) {
+	sn.dirty[channel] = struct{}{}
+	select {
+	case sn.kick <- struct{}{}:
+	default:
+	}
+}
+
+// close unregisters the waiter; the last one's leaving unsubscribes, in
+// the background.
 func (s *subscription) close() {
 	if s == nil {
 		return
 	}
 	n := s.n
 	n.mu.Lock()
-	t := n.topics[s.channel]
-	last := false
-	if t != nil {
-		delete(t.waiters, s)
-		if len(t.waiters) == 0 {
-			delete(n.topics, s.channel)
-			last = true
-		}
-	}
-	closed := n.closed
-	n.mu.Unlock()
-	if last && !closed {
-		ctx, cancel := context.WithTimeout(context.Background(), n.pool.NodeTimeout())
-		n.send(ctx, false, s.channel)
-		cancel()
-	}
-}
-
-// send subscribes or unsubscribes on every master's pub/sub connection at
-// once. A master without one is skipped: its releases are covered by the
-// other masters' and by the fallback retry.
-func (n *notifier) send(ctx context.Context, subscribe bool, channel string) {
-	var wg sync.WaitGroup
-	for i := range n.conns {
-		sc := n.conn(i)
-		if sc == nil {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			b := sc.c.B()
-			if subscribe {
-				sc.c.Do(ctx, b.Subscribe().Channel(channel).Build())
-			} else {
-				sc.c.Do(ctx, b.Unsubscribe().Channel(channel).Build())
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-// conn returns node i's pub/sub connection, opening it if needed.
-func (n *notifier) conn(i int) *subConn {
-	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.closed {
-		return nil
-	}
-	if sc := n.conns[i]; sc != nil {
-		return sc
-	}
-	client := n.pool.Nodes()[i].Client()
-	if client == nil {
-		return nil
-	}
-	dc, cancel := client.Dedicate()
-	sc := &subConn{node: i, c: dc, cancel: cancel}
-	errs := dc.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: n.deliver})
-	n.conns[i] = sc
-	n.wg.Add(1)
-	go n.watch(sc, errs)
-	return sc
-}
-
-// watch forgets a pub/sub connection that broke, and resubscribes the
-// current topics on a new one, so that a restarted master rejoins.
-func (n *notifier) watch(sc *subConn, errs <-chan error) {
-	defer n.wg.Done()
-	select {
-	case <-errs:
-	case <-n.stop:
-		sc.cancel()
+	t := n.topics[s.channel]
+	if t == nil {
 		return
 	}
-	sc.cancel()
-	n.mu.Lock()
-	if n.conns[sc.node] == sc {
-		n.conns[sc.node] = nil
-	}
-	n.mu.Unlock()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-		n.mu.Lock()
-		channels := make([]string, 0, len(n.topics))
-		for ch := range n.topics {
-			channels = append(channels, ch)
-		}
-		n.mu.Unlock()
-		if len(channels) == 0 {
-			return // reopened on the next subscribe
-		}
-		if nc := n.conn(sc.node); nc != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			err := nc.c.Do(ctx, nc.c.B().Subscribe().Channel(channels...).Build()).Error()
-			cancel()
-			if err == nil {
-				return
+	delete(t.waiters, s)
+	if len(t.waiters) == 0 {
+		delete(n.topics, s.channel)
+		if !n.closed {
+			for _, sn := range n.nodes {
+				n.touch(sn, s.channel)
 			}
 		}
+	}
+}
+
+// run owns node sn's pub/sub connection until close: it opens it, keeps
+// the master's subscriptions in step with the topics, and when the
+// connection cannot be opened or breaks, retries in the background. A
+// master without a connection is skipped: its releases are covered by the
+// other masters' and by the fallback retry.
+func (n *notifier) run(sn *subNode) {
+	defer n.wg.Done()
+	const minRetry, maxRetry = 100 * time.Millisecond, time.Second
+	retry := minRetry
+	for {
+		if dc, errs := n.open(sn); dc != nil {
+			if n.serve(sn, dc, errs) {
+				retry = minRetry // it worked for a while
+			}
+			dc.Close()
+		}
+		n.mu.Lock()
+		sn.state = nodeDown
+		for _, t := range n.topics {
+			t.done(sn.i) // nobody waits for this master any more
+		}
+		n.mu.Unlock()
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-time.After(retry):
+		}
+		retry = min(2*retry, maxRetry)
+		// Without waiters there is nothing to listen for: reopen when a
+		// waiter comes.
+		n.mu.Lock()
+		idle := len(n.topics) == 0
+		n.mu.Unlock()
+		if idle {
+			select {
+			case <-n.ctx.Done():
+				return
+			case <-sn.kick:
+			}
+		}
+	}
+}
+
+// open opens node sn's pub/sub connection, or returns nil. The dial runs
+// inside Dedicate, without a context, and lasts up to the dial timeout
+// when the master accepts connections but does not answer (a stopped
+// process); so it runs on a goroutine of its own that close does not wait
+// for, and that closes what it opened if the notifier closed meanwhile.
+func (n *notifier) open(sn *subNode) (rueidis.DedicatedClient, <-chan error) {
+	client := n.pool.Nodes()[sn.i].Client()
+	if client == nil {
+		return nil, nil // not connected; the pool reconnects it
+	}
+	type opened struct {
+		dc   rueidis.DedicatedClient
+		errs <-chan error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		dc, _ := client.Dedicate()
+		ch <- opened{dc, dc.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: n.deliver})}
+	}()
+	select {
+	case o := <-ch:
+		select {
+		case <-o.errs: // the dial failed: a dead connection reports at once
+			o.dc.Close()
+			return nil, nil
+		default:
+			return o.dc, o.errs
+		}
+	case <-n.ctx.Done():
+		go func() { (<-ch).dc.Close() }()
+		return nil, nil
+	}
+}
+
+// serve keeps the master's subscriptions on dc in step with the topics
+// until dc breaks or the notifier closes. It reports whether a batch
+// succeeded.
+func (n *notifier) serve(sn *subNode, dc rueidis.DedicatedClient, errs <-chan error) (worked bool) {
+	subscribed := make(map[string]bool) // on this connection, as confirmed
+	n.mu.Lock()
+	sn.state = nodeUp
+	for ch := range n.topics {
+		sn.dirty[ch] = struct{}{} // a new connection starts with none
+	}
+	n.mu.Unlock()
+	timeout := max(n.wait, time.Second)
+	for {
+		var subs, unsubs []string
+		var confirms []*topic
+		n.mu.Lock()
+		for ch := range sn.dirty {
+			t := n.topics[ch]
+			switch {
+			case t != nil && subscribed[ch]:
+				t.done(sn.i)
+			case t != nil:
+				subs, confirms = append(subs, ch), append(confirms, t)
+			case subscribed[ch]:
+				unsubs = append(unsubs, ch)
+			}
+		}
+		clear(sn.dirty)
+		n.mu.Unlock()
+		if len(subs)+len(unsubs) == 0 {
+			select {
+			case <-sn.kick:
+				continue
+			case <-errs:
+				return worked
+			case <-n.ctx.Done():
+				return worked
+			}
+		}
+		// One channel appears at most once in a batch, so the order of
+		// the two commands does not matter; the next batch goes after
+		// this one's replies.
+		var cmds rueidis.Commands
+		if len(subs) > 0 {
+			cmds = append(cmds, dc.B().Subscribe().Channel(subs...).Build())
+		}
+		if len(unsubs) > 0 {
+			cmds = append(cmds, dc.B().Unsubscribe().Channel(unsubs...).Build())
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, timeout)
+		res := dc.DoMulti(ctx, cmds...)
+		cancel()
+		for _, r := range res {
+			if r.Error() != nil {
+				// Unanswered commands stay queued on dc: it cannot be
+				// trusted to be in step any more.
+				return worked
+			}
+		}
+		worked = true
+		for _, ch := range subs {
+			subscribed[ch] = true
+		}
+		for _, ch := range unsubs {
+			delete(subscribed, ch)
+		}
+		n.mu.Lock()
+		for _, t := range confirms {
+			t.done(sn.i)
+		}
+		n.mu.Unlock()
 	}
 }
 
@@ -232,7 +362,7 @@ func (n *notifier) close() {
 		return
 	}
 	n.closed = true
-	close(n.stop)
+	n.stop()
 	n.mu.Unlock()
 	n.wg.Wait()
 }

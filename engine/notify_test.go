@@ -1,0 +1,214 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/engine"
+)
+
+// A stopped minority master accepts TCP connections but never answers, so
+// opening a pub/sub connection to it lasts the whole dial timeout. A Lock
+// waiter must not wait for that beyond its context, and other resources'
+// waiters of the same Locker must not wait behind it at all.
+func TestNotifyStoppedMasterBlocksNobody(t *testing.T) {
+	e := newEnv(t, 3)
+	const dialTimeout = 3 * time.Second
+	holderL := e.locker(nil)
+	waiterL := e.locker(func(c *engine.Config) {
+		c.DialTimeout = dialTimeout
+		// Only a notification can wake the waiter on S in time.
+		c.FallbackMin, c.FallbackMax = 8*time.Second, 8*time.Second
+	})
+	r, err := holderL.TryLock(context.Background(), "stopped-r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release(context.Background())
+	s, err := holderL.TryLock(context.Background(), "stopped-s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The waiter's Locker has no pub/sub connection yet: its first waiter
+	// opens them, one of them to the stopped master.
+	if err := e.cluster.Nodes[2].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer e.cluster.Nodes[2].Resume()
+
+	type result struct {
+		le   *engine.Lease
+		err  error
+		took time.Duration
+	}
+	rDone := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		le, err := waiterL.Lock(ctx, "stopped-r")
+		rDone <- result{le, err, time.Since(start)}
+	}()
+	time.Sleep(50 * time.Millisecond) // R's waiter is opening the connections
+	sDone := make(chan result, 1)
+	sStart := time.Now()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		le, err := waiterL.Lock(ctx, "stopped-s")
+		sDone <- result{le, err, time.Since(sStart)}
+	}()
+
+	rr := <-rDone
+	if rr.err == nil {
+		rr.le.Release(context.Background())
+		t.Fatal("Lock of a held resource succeeded")
+	}
+	if !errors.Is(rr.err, context.DeadlineExceeded) {
+		t.Errorf("Lock(R): want the context's error, got %v", rr.err)
+	}
+	if rr.took > 1500*time.Millisecond {
+		t.Errorf("Lock(R) with a 300ms context returned after %s (dial timeout %s)", rr.took, dialTimeout)
+	}
+
+	// S's waiter subscribes and marks the holder while R's dial may still
+	// be under way; its release must wake it at once.
+	deadline := time.Now().Add(1200 * time.Millisecond)
+	for waiterL.Waiting() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := s.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sr := <-sDone
+	if sr.err != nil {
+		t.Fatalf("Lock(S): %v", sr.err)
+	}
+	defer sr.le.Release(context.Background())
+	if w := sr.le.Wait(); w.Cause != engine.WakeNotified {
+		t.Errorf("Lock(S) wait %+v: want woken by S's release notification", w)
+	}
+	if sr.took > 2*time.Second {
+		t.Errorf("Lock(S) took %s: it waited behind the stopped master's dial (%s)", sr.took, dialTimeout)
+	}
+	t.Logf("Lock(R) returned after %s, Lock(S) after %s", rr.took, sr.took)
+}
+
+// numsub returns the number of subscribers of channel on node i.
+func (e *env) numsub(i int, channel string) int64 {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c := e.direct[i]
+	a, err := c.Do(ctx, c.B().PubsubNumsub().Channel(channel).Build()).ToArray()
+	if err != nil || len(a) != 2 {
+		e.t.Fatalf("PUBSUB NUMSUB %s on node %d: %v (%d elements)", channel, i, err, len(a))
+	}
+	n, err := a[1].AsInt64()
+	if err != nil {
+		e.t.Fatalf("PUBSUB NUMSUB %s on node %d: %v", channel, i, err)
+	}
+	return n
+}
+
+// With the gate off, a Locker's goroutines subscribe to and unsubscribe
+// from one channel over and over, from many goroutines. Each master must
+// keep the channel subscribed exactly while the notifier thinks so: a lost
+// subscription leaves waiters to the (here slow) fallback, and one left
+// behind after the last waiter is gone shows a reordering the other way.
+func TestNotifySubscribeOrderWithoutGate(t *testing.T) {
+	// One master: with more, a subscription lost on one of them is covered
+	// by the others' notifications and shows only on the masters.
+	e := newEnv(t, 1)
+	const fallback = 2 * time.Second
+	waiterL := e.locker(func(c *engine.Config) {
+		c.DisableGate = true
+		c.FallbackMin, c.FallbackMax = fallback, fallback
+		// Confirmations may be slow on a loaded machine: let waiters wait
+		// for them rather than mark before listening.
+		c.NodeTimeout = time.Second
+	})
+	holderL := e.locker(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	const resources, goroutines, rounds = 2, 3, 500
+	var (
+		notified, fallbacks, locks atomic.Int64
+		wg, holders                sync.WaitGroup
+		stop                       = make(chan struct{})
+	)
+	for r := 0; r < resources; r++ {
+		res := fmt.Sprintf("churn-%d", r)
+		// Another process takes the resource now and then, so that
+		// waiters subscribe, and the last of them unsubscribes, many
+		// times.
+		holders.Add(1)
+		go func() {
+			defer holders.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				le, err := holderL.Lock(ctx, res)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(time.Millisecond)
+				le.Release(ctx)
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		for g := 0; g < goroutines; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Stop at the first lost subscription: it stays lost
+				// while the resource has waiters, which here is long.
+				for i := 0; i < rounds && fallbacks.Load() == 0; i++ {
+					le, err := waiterL.Lock(ctx, res)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					w := le.Wait()
+					notified.Add(int64(w.Notified))
+					fallbacks.Add(int64(w.Fallbacks))
+					locks.Add(1)
+					le.Release(ctx)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(stop)
+	holders.Wait()
+	t.Logf("%d locks: %d notified wake-ups, %d fallbacks", locks.Load(), notified.Load(), fallbacks.Load())
+	if notified.Load() == 0 {
+		t.Fatal("no waiter was ever notified: the test did not exercise the subscriptions")
+	}
+	if f := fallbacks.Load(); f != 0 {
+		t.Errorf("%d waits ended by the %s fallback: a subscription was lost", f, fallback)
+	}
+	if n := waiterL.Subscriptions(); n != 0 {
+		t.Fatalf("%d subscriptions with no waiter left", n)
+	}
+	// The last unsubscribe may still be on its way; a subscription that
+	// outlives it never goes.
+	time.Sleep(200 * time.Millisecond)
+	for r := 0; r < resources; r++ {
+		for i := range e.direct {
+			if n := e.numsub(i, fmt.Sprintf("redlock:released:churn-%d", r)); n != 0 {
+				t.Errorf("node %d: %d subscribers to churn-%d after the last waiter left", i, n, r)
+			}
+		}
+	}
+}

@@ -212,3 +212,56 @@ func TestNotifySubscribeOrderWithoutGate(t *testing.T) {
 		}
 	}
 }
+
+// A master whose pub/sub connection could not be opened (stopped when the
+// first waiter came) or broke (restarted) is subscribed again in the
+// background once it answers, while the waiter keeps waiting.
+func TestNotifyMasterRejoins(t *testing.T) {
+	e := newEnv(t, 3)
+	holderL := e.locker(nil)
+	waiterL := e.locker(func(c *engine.Config) {
+		c.DialTimeout = time.Second
+		c.FallbackMin, c.FallbackMax = 30*time.Second, 30*time.Second
+	})
+	const res, channel = "rejoin", "redlock:released:rejoin"
+	holder, err := holderL.TryLock(context.Background(), res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cluster.Nodes[2].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer e.cluster.Nodes[2].Resume()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got := make(chan *engine.Lease, 1)
+	go func() {
+		le, err := waiterL.Lock(ctx, res)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- le
+	}()
+	subscribed := func(i int) func() bool { return func() bool { return e.numsub(i, channel) == 1 } }
+	eventually(t, 5*time.Second, "subscribed on masters 0 and 1", func() bool { return subscribed(0)() && subscribed(1)() })
+	if err := e.cluster.Nodes[2].Resume(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "subscribed on master 2 once resumed", subscribed(2))
+	if err := e.cluster.Nodes[1].Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "subscribed on master 1 after its restart", subscribed(1))
+	if waiterL.Waiting() != 1 {
+		t.Fatalf("%d waiting, want the one waiter still waiting", waiterL.Waiting())
+	}
+	holder.Release(context.Background()) // master 1 forgot the key: not all agree
+	le := <-got
+	if le == nil {
+		t.FailNow()
+	}
+	defer le.Release(context.Background())
+	if w := le.Wait(); w.Cause != engine.WakeNotified {
+		t.Fatalf("wait %+v: want woken by the release notification", w)
+	}
+}

@@ -90,6 +90,32 @@ func (le *Lease) fence(ctx context.Context, acquired multiplex.Tally) error {
 	return nil
 }
 
+// checkClocks holds the clock assumption of fencing (see the top of this
+// file) to a margin: the masters' wall clocks, as measured at connect,
+// must agree within MaxTTL/2, half of what the argument needs, leaving
+// the rest for drift while the Locker runs.
+func checkClocks(pool *multiplex.Pool, maxTTL time.Duration) error {
+	var lo, hi *multiplex.Node
+	var loOff, hiOff time.Duration
+	for _, n := range pool.Nodes() {
+		info := n.Info()
+		if !info.ClockKnown {
+			continue
+		}
+		if lo == nil || info.ClockOffset < loOff {
+			lo, loOff = n, info.ClockOffset
+		}
+		if hi == nil || info.ClockOffset > hiOff {
+			hi, hiOff = n, info.ClockOffset
+		}
+	}
+	if lo != nil && hiOff-loOff >= maxTTL/2 {
+		return fmt.Errorf("engine: Config.Fencing: the masters' clocks differ by %s (%s is %s from this host, %s is %s): fencing tokens need them within MaxTTL/2 (%s)",
+			hiOff-loOff, hi.Addr, hiOff, lo.Addr, loOff, maxTTL/2)
+	}
+	return nil
+}
+
 // checkKey refuses a lock key in the engine's internal namespace.
 func checkKey(key string) error {
 	if strings.HasPrefix(key, internalPrefix) {

@@ -69,6 +69,12 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 			l.setGet = false
 		}
 	}
+	if cfg.Fencing {
+		if err := checkClocks(pool, cfg.MaxTTL); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
 	if !cfg.DisableGate {
 		l.gate = newGate()
 	}

@@ -69,8 +69,8 @@ compare: deps
 # scenarios runs every failure-mode scenario of `redlock-bench scenario list`
 # with its defaults, plus the variants whose expected outcome differs:
 # restart-amnesia with --quarantine off and observed, paused-holder with
-# --fencing. Each writes under results/runs/; the target fails if any verdict
-# is wrong. SCENARIO_FLAGS adds flags to every scenario (e.g. --short).
+# --fencing, failover with --quarantine off, clock-jump with --fencing.
+# Each writes under results/runs/; the target fails if any verdict is wrong. SCENARIO_FLAGS adds flags to every scenario (e.g. --short).
 SCENARIO_FLAGS ?=
 scenarios: deps
 	@mkdir -p bin
@@ -84,6 +84,8 @@ scenarios: deps
 	one restart-amnesia --quarantine off; \
 	one restart-amnesia --quarantine observed; \
 	one paused-holder --fencing; \
+	one failover --quarantine off; \
+	one clock-jump --fencing; \
 	if [ $$status -ne 0 ]; then printf "wrong verdicts:$$failed\n"; fi; \
 	exit $$status
 

@@ -21,4 +21,6 @@ func ExampleList() {
 	// paused-holder [Fencing]
 	// partition []
 	// oom-node []
+	// failover [Quarantine]
+	// clock-jump [Fencing]
 }

@@ -17,6 +17,7 @@ Usage:
   redlock-bench scenario NAME  run a failure-mode scenario and judge it ('scenario list' names them)
   redlock-bench sweep [flags]  runs at rising --workers or --rate on the same masters: knee, SLO
   redlock-bench compare [flags]  engines alternating on one workload and the same masters: medians, ratios
+  redlock-bench chaos [flags]  a seeded nemesis soak: faults in or out of Redlock's model, every hold checked
   redlock-bench report DIR...  report.html, charts and capacity.md from run, sweep or compare dirs
   redlock-bench merge DIR...   combine runs taken at once on several load machines into one run
   redlock-bench help           show this help
@@ -50,6 +51,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = sweepCommand(ctx, args[1:], stdout, stderr)
 	case "compare":
 		err = compareCommand(ctx, args[1:], stdout, stderr)
+	case "chaos":
+		err = chaosCommand(ctx, args[1:], stdout, stderr)
 	case "report":
 		err = reportCommand(ctx, args[1:], stdout, stderr)
 	case "merge":
@@ -57,7 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usageErrorf("unknown command %q (known: run, scenario, sweep, compare, report, merge, help)", args[0])
+		err = usageErrorf("unknown command %q (known: run, scenario, sweep, compare, chaos, report, merge, help)", args[0])
 	}
 	return exitCode(err, stderr)
 }

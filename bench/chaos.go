@@ -1,0 +1,592 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlock-bench/redlock/bench/check"
+	"github.com/redlock-bench/redlock/bench/fault"
+	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/multiplex/redistest"
+)
+
+// The fault classes of the chaos soak.
+const (
+	// ChaosInModel faults are those Redlock claims to survive: a minority
+	// of masters killed and restarted without persistence (the quarantine
+	// covers the amnesia), stopped, slowed, cut off or dropping their
+	// connections, and clients frozen past their leases.
+	ChaosInModel = "in-model"
+	// ChaosOutOfModel faults break Redlock's assumptions: the keys deleted
+	// on a majority, a master's clock jumping forward. Redlock alone cannot
+	// prevent the overlap; fencing must reject every stale write.
+	ChaosOutOfModel = "out-of-model"
+)
+
+// ChaosConfig configures a chaos soak. Zero values take the defaults
+// named on each field.
+type ChaosConfig struct {
+	// Duration is how long the load and the faults run. Default 60s.
+	Duration time.Duration
+	// Seed drives the fault schedule and every worker's choices, so that a
+	// run can be replayed. Zero picks one at random (reported).
+	Seed uint64
+	// Clients is the number of lock clients, each its own engine.Locker
+	// with its own connections (and proxies). Default 3.
+	Clients int
+	// Workers is the number of goroutines per client. Default 4.
+	Workers int
+	// Resources is the number of hot resources all workers contend for.
+	// Default 3.
+	Resources int
+	// TTL is the lock TTL. Default 1s.
+	TTL time.Duration
+	// Class is ChaosInModel (default) or ChaosOutOfModel.
+	Class string
+	// Engine is "redlock" (default) or "nolock", the control that grants
+	// every request and must make the oracle fire.
+	Engine string
+	// Masters are masters to use instead of starting LocalMasters; on them
+	// only the faults that need no process control run (slow, cut, drop,
+	// client pauses, and the out-of-model ones).
+	Masters []string
+	// LocalMasters is how many masters to start when Masters is empty.
+	// Default 5.
+	LocalMasters int
+	// Quarantine is the restart policy: off, observed or always (default,
+	// the engine's).
+	Quarantine string
+	// Jump is how much a clock jump shortens every key's TTL on the master.
+	// Default TTL.
+	Jump time.Duration
+	// Log receives progress lines. Default: none.
+	Log io.Writer
+}
+
+// fill sets the defaults; Validate checks what is left.
+func (c *ChaosConfig) fill() {
+	if c.Duration == 0 {
+		c.Duration = 60 * time.Second
+	}
+	if c.Clients == 0 {
+		c.Clients = 3
+	}
+	if c.Workers == 0 {
+		c.Workers = 4
+	}
+	if c.Resources == 0 {
+		c.Resources = 3
+	}
+	if c.TTL == 0 {
+		c.TTL = time.Second
+	}
+	if c.Class == "" {
+		c.Class = ChaosInModel
+	}
+	if c.Engine == "" {
+		c.Engine = "redlock"
+	}
+	if c.LocalMasters == 0 && len(c.Masters) == 0 {
+		c.LocalMasters = 5
+	}
+	if c.Quarantine == "" {
+		c.Quarantine = "always"
+	}
+	if c.Jump == 0 {
+		c.Jump = c.TTL
+	}
+}
+
+// Validate fills the defaults and checks the configuration; errors are
+// *ConfigError naming the flag.
+func (c *ChaosConfig) Validate() error {
+	c.fill()
+	switch {
+	case c.Duration < 0:
+		return cfgErr("duration", c.Duration, "must be positive")
+	case c.Clients < 1 || c.Clients > 64:
+		return cfgErr("clients", c.Clients, "must be in 1..64")
+	case c.Workers < 1 || c.Workers > 256:
+		return cfgErr("workers", c.Workers, "must be in 1..256")
+	case c.Resources < 1 || c.Resources > 1000:
+		return cfgErr("resources", c.Resources, "must be in 1..1000")
+	case c.TTL < 50*time.Millisecond || c.TTL > time.Minute:
+		return cfgErr("ttl", c.TTL, "must be in 50ms..1m")
+	case c.Class != ChaosInModel && c.Class != ChaosOutOfModel:
+		return cfgErr("class", c.Class, "must be %s or %s", ChaosInModel, ChaosOutOfModel)
+	case c.Engine != "redlock" && c.Engine != "nolock":
+		return cfgErr("engine", c.Engine, "must be redlock or nolock")
+	case c.LocalMasters < 0 || c.LocalMasters > engine.MaxMasters:
+		return cfgErr("local-masters", c.LocalMasters, "must be in 1..%d", engine.MaxMasters)
+	case c.Jump < 0:
+		return cfgErr("jump", c.Jump, "must be positive")
+	}
+	if len(c.Masters) > 0 {
+		for _, m := range c.Masters {
+			if err := checkLoopbackOrHost(m); err != nil {
+				return cfgErr("masters", strings.Join(c.Masters, ","), "%v", err)
+			}
+		}
+	}
+	if _, err := ParseQuarantine(c.Quarantine); err != nil {
+		return cfgErr("quarantine", c.Quarantine, "%v", err)
+	}
+	return nil
+}
+
+// checkLoopbackOrHost checks that a master address is host:port.
+func checkLoopbackOrHost(a string) error {
+	i := strings.LastIndexByte(a, ':')
+	if i <= 0 {
+		return fmt.Errorf("%q is not host:port", a)
+	}
+	if p, err := strconv.Atoi(a[i+1:]); err != nil || p <= 0 || p > 65535 {
+		return fmt.Errorf("%q has no valid port", a)
+	}
+	return nil
+}
+
+// ChaosEvent is one line of the soak's history: an acquire, a write, a
+// Done, a release, or a fault applied or lifted.
+type ChaosEvent struct {
+	// AtMs is milliseconds since the soak started.
+	AtMs     float64 `json:"at_ms"`
+	Kind     string  `json:"kind"`
+	Who      string  `json:"who,omitempty"`
+	Resource string  `json:"resource,omitempty"`
+	Token    int64   `json:"token,omitempty"`
+	// ValidMs is, on an acquire, the validity left; on a release, the
+	// validity left at the release (negative: it had run out).
+	ValidMs float64 `json:"valid_ms,omitempty"`
+	Detail  string  `json:"detail,omitempty"`
+}
+
+// ChaosResult is what a soak found.
+type ChaosResult struct {
+	Seed      uint64   `json:"seed"`
+	Class     string   `json:"class"`
+	Engine    string   `json:"engine"`
+	Masters   []string `json:"masters"`
+	Clients   int      `json:"clients"`
+	Workers   int      `json:"workers"`
+	Resources int      `json:"resources"`
+	TTLMs     int64    `json:"ttl_ms"`
+	DurationS float64  `json:"duration_s"`
+	// Interrupted is set when the soak was cut short (Ctrl-C).
+	Interrupted bool `json:"interrupted,omitempty"`
+	// Schedule is the faults planned from the seed, in order.
+	Schedule []string `json:"schedule"`
+	// Faults counts the faults injected, by kind; FaultErrors those that
+	// failed to apply or lift.
+	Faults      map[string]int `json:"faults"`
+	FaultErrors []string       `json:"fault_errors,omitempty"`
+
+	Attempts   int64 `json:"attempts"`
+	Acquired   int64 `json:"locks_checked"`
+	Failed     int64 `json:"acquire_failed"`
+	Lost       int64 `json:"leases_lost"`
+	Handoffs   int64 `json:"handoffs"`
+	Extensions int64 `json:"extensions"`
+
+	Violations        int64              `json:"violations"`
+	ViolationExamples []check.Violation  `json:"violation_examples,omitempty"`
+	TokensChecked     int64              `json:"tokens_checked"`
+	StaleTokens       int64              `json:"stale_tokens"`
+	StaleExamples     []check.StaleToken `json:"stale_token_examples,omitempty"`
+	DoneLate          int64              `json:"done_late"`
+	DoneLateExamples  []check.DoneLate   `json:"done_late_examples,omitempty"`
+	Store             check.StoreCounts  `json:"store"`
+
+	// Expected states the outcome this class must show; Passed is whether
+	// it did.
+	Expected string `json:"expected"`
+	Passed   bool   `json:"passed"`
+	Verdict  string `json:"verdict"`
+	// Window is the stretch of history around the first failure (or, out
+	// of model, the first overlap), also written to history.jsonl.
+	Window       []ChaosEvent `json:"-"`
+	WindowFromMs float64      `json:"window_from_ms,omitempty"`
+	WindowToMs   float64      `json:"window_to_ms,omitempty"`
+	WindowReason string       `json:"window_reason,omitempty"`
+}
+
+// expected is the outcome a class must show.
+func chaosExpected(class string) string {
+	if class == ChaosOutOfModel {
+		return "Redlock alone cannot prevent overlapping holds when keys vanish from a majority or a master's clock jumps; " +
+			"fencing must reject every stale write: stale writes accepted = 0"
+	}
+	return "0 violations (no two holds of a resource overlap within reported validity), 0 stale tokens, 0 stale writes accepted"
+}
+
+// chaosLease is what a worker needs of a lease.
+type chaosLease interface {
+	ValidUntil() time.Time
+	Release(ctx context.Context) error
+	Token() int64
+	Done() <-chan struct{}
+	Err() error
+	Extensions() int
+	Wait() engine.WaitInfo
+}
+
+// nolockChaosLease is the control's lease: no token, no Done.
+type nolockChaosLease struct{ until time.Time }
+
+func (l nolockChaosLease) ValidUntil() time.Time       { return l.until }
+func (nolockChaosLease) Release(context.Context) error { return nil }
+
+func (nolockChaosLease) Token() int64          { return 0 }
+func (nolockChaosLease) Done() <-chan struct{} { return nil }
+func (nolockChaosLease) Err() error            { return nil }
+func (nolockChaosLease) Extensions() int       { return 0 }
+func (nolockChaosLease) Wait() engine.WaitInfo { return engine.WaitInfo{} }
+
+// chaosClient is one lock client: its Locker (or the control), and the
+// proxies its connections go through, so that it can be frozen alone.
+type chaosClient struct {
+	id      int
+	l       *engine.Locker
+	ttl     time.Duration
+	proxies *fault.Proxies
+	// frozenUntil, nanoseconds since the start, is set during a client
+	// pause: the client's goroutines do nothing until then.
+	frozenUntil atomic.Int64
+}
+
+func (c *chaosClient) lock(ctx context.Context, res string) (chaosLease, error) {
+	if c.l == nil {
+		return nolockChaosLease{until: time.Now().Add(c.ttl)}, nil
+	}
+	le, err := c.l.Lock(ctx, res)
+	if err != nil {
+		return nil, err
+	}
+	return le, nil
+}
+
+// chaos is one soak in progress.
+type chaos struct {
+	cfg     ChaosConfig
+	start   time.Time
+	names   []string
+	keys    []string
+	masters []string
+	cluster *redistest.Cluster
+	clients []*chaosClient
+	or      *check.Oracle
+	stores  []*check.Store
+
+	attempts, acquired, failed, lost, handoffs, extensions atomic.Int64
+
+	histMu  sync.Mutex
+	history []ChaosEvent
+
+	faultMu     sync.Mutex
+	faults      map[string]int
+	faultErrors []string
+	// cuts counts the reasons each client's link to each master is cut
+	// (a master cut, a client pause), so that one lifting does not heal
+	// the other.
+	cuts [][]int
+}
+
+// maxHistory bounds the events kept in memory.
+const maxHistory = 2_000_000
+
+func (ch *chaos) since(t time.Time) float64 { return float64(t.Sub(ch.start).Microseconds()) / 1e3 }
+
+func (ch *chaos) event(e ChaosEvent) {
+	ch.histMu.Lock()
+	if len(ch.history) < maxHistory {
+		ch.history = append(ch.history, e)
+	}
+	ch.histMu.Unlock()
+}
+
+func (ch *chaos) logf(format string, a ...any) {
+	if ch.cfg.Log != nil {
+		fmt.Fprintf(ch.cfg.Log, format+"\n", a...)
+	}
+}
+
+// Chaos runs a seeded nemesis soak: several clients lock a few hot
+// resources with every engine feature on, while a schedule drawn from the
+// seed injects faults, and the oracle (package check) judges every hold,
+// token and write. It returns the result (partial when ctx was cancelled)
+// and an error only when the soak could not run. Every master it started
+// is stopped before it returns.
+func Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = rand.Uint64()
+	}
+	ch := &chaos{cfg: cfg, faults: map[string]int{}}
+	for i := range cfg.Resources {
+		ch.names = append(ch.names, "r"+strconv.Itoa(i))
+		ch.keys = append(ch.keys, chaosKeyPrefix+"r"+strconv.Itoa(i))
+	}
+	ch.masters = cfg.Masters
+	if len(ch.masters) == 0 && cfg.Engine != "nolock" {
+		c, err := startLocalMasters(ctx, cfg.LocalMasters)
+		if err != nil {
+			return nil, err
+		}
+		ch.cluster = c
+		defer c.Stop()
+		ch.masters = c.Addrs()
+		ch.logf("started %d local redis-server: %s", len(ch.masters), strings.Join(ch.masters, ","))
+	}
+	if cfg.Engine != "nolock" {
+		if _, err := probeMasters(ctx, ch.masters); err != nil {
+			return nil, err
+		}
+	}
+	if err := ch.startClients(ctx); err != nil {
+		ch.closeClients()
+		return nil, err
+	}
+	sched := ch.plan()
+	res := &ChaosResult{Seed: cfg.Seed, Class: cfg.Class, Engine: cfg.Engine, Masters: ch.masters,
+		Clients: cfg.Clients, Workers: cfg.Workers, Resources: cfg.Resources, TTLMs: cfg.TTL.Milliseconds(),
+		Expected: chaosExpected(cfg.Class)}
+	for _, s := range sched {
+		res.Schedule = append(res.Schedule, s.String())
+	}
+
+	ch.start = time.Now()
+	ch.or = check.New(ch.start, ch.names)
+	for range ch.names {
+		ch.stores = append(ch.stores, check.NewStore(ch.start, false))
+	}
+	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	var nem sync.WaitGroup
+	for _, s := range sched {
+		nem.Add(1)
+		go func() {
+			defer nem.Done()
+			ch.inject(runCtx, s)
+		}()
+	}
+	var wg sync.WaitGroup
+	for _, c := range ch.clients {
+		for w := range cfg.Workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ch.work(runCtx, c, w)
+			}()
+		}
+	}
+	<-runCtx.Done()
+	wg.Wait()
+	nem.Wait() // every fault lifted
+	res.DurationS = time.Since(ch.start).Seconds()
+	res.Interrupted = ctx.Err() != nil
+	ch.closeClients()
+
+	ch.finish(res)
+	return res, nil
+}
+
+// chaosKeyPrefix keeps the soak's keys apart, so that the out-of-model
+// faults touch nothing else (the engine's fencing counters among them).
+const chaosKeyPrefix = "chaos:"
+
+func (ch *chaos) startClients(ctx context.Context) error {
+	ch.cuts = make([][]int, ch.cfg.Clients)
+	for i := range ch.cfg.Clients {
+		c := &chaosClient{id: i, ttl: ch.cfg.TTL}
+		ch.clients = append(ch.clients, c)
+		ch.cuts[i] = make([]int, len(ch.masters))
+		if ch.cfg.Engine == "nolock" {
+			continue
+		}
+		px, err := fault.NewProxies(ctx, ch.masters)
+		if err != nil {
+			return fmt.Errorf("bench: chaos: client %d: start proxies: %w", i, err)
+		}
+		c.proxies = px
+		ec := engine.DefaultConfig(px.Addrs()...)
+		ec.TTL = ch.cfg.TTL
+		ec.AutoExtend = true
+		ec.Fencing = true
+		ec.KeyPrefix = chaosKeyPrefix
+		ec.Quarantine, _ = ParseQuarantine(ch.cfg.Quarantine)
+		l, err := engine.New(ctx, ec)
+		if err != nil {
+			return fmt.Errorf("bench: chaos: client %d: %w", i, err)
+		}
+		c.l = l
+	}
+	return nil
+}
+
+// closeClients closes the engines, then their proxies (see fault.Proxies).
+func (ch *chaos) closeClients() {
+	for _, c := range ch.clients {
+		if c.l != nil {
+			c.l.Close()
+			c.l = nil
+		}
+	}
+	for _, c := range ch.clients {
+		if c.proxies != nil {
+			c.proxies.Close()
+			c.proxies = nil
+		}
+	}
+}
+
+// work is one worker: lock a random hot resource, write to the fenced
+// store, hold for a random time (now and then past the TTL, kept by
+// auto-extension), write again, let go.
+func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
+	ttl := ch.cfg.TTL
+	who := "c" + strconv.Itoa(c.id) + ".w" + strconv.Itoa(w)
+	id := c.id*ch.cfg.Workers + w
+	rng := rand.New(rand.NewPCG(ch.cfg.Seed, uint64(id)+1))
+	for ctx.Err() == nil {
+		ch.thaw(ctx, c)
+		r := rng.IntN(len(ch.names))
+		res := ch.names[r]
+		ch.attempts.Add(1)
+		wctx, cancel := context.WithTimeout(ctx, 2*ttl)
+		le, err := c.lock(wctx, res)
+		cancel()
+		t1 := time.Now()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			ch.failed.Add(1)
+			sleep(ctx, time.Duration(rng.Int64N(int64(ttl/20)+1)))
+			continue
+		}
+		ch.acquired.Add(1)
+		until := le.ValidUntil()
+		tok := le.Token()
+		done := le.Done()
+		if le.Wait().Cause == engine.WakeHandoff {
+			ch.handoffs.Add(1)
+		}
+		wr := ch.stores[r].Open(who, tok)
+		h := check.Hold{Start: t1, Until: until, Token: tok, Done: done}
+		if c.l != nil {
+			h.Live = le
+		}
+		ch.or.Begin(r, id, h)
+		ch.event(ChaosEvent{AtMs: ch.since(t1), Kind: "acquire", Who: who, Resource: res, Token: tok,
+			ValidMs: float64(until.Sub(t1).Microseconds()) / 1e3})
+		ch.write(wr, res)
+
+		// Done is watched as it happens: a hold ends when its holder is
+		// told, not when it next looks.
+		over := make(chan struct{})
+		var doneAt atomic.Int64
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			if done == nil {
+				return
+			}
+			select {
+			case <-done:
+				now := time.Now()
+				doneAt.Store(now.Sub(ch.start).Nanoseconds() + 1)
+				ch.event(ChaosEvent{AtMs: ch.since(now), Kind: "done", Who: who, Resource: res, Token: tok, Detail: errText(le.Err())})
+			case <-over:
+			}
+		}()
+
+		sleep(ctx, holdTime(rng, ttl))
+		// A frozen client's holder resumes where it stopped, past its
+		// lease, and writes: the store must refuse it.
+		ch.thaw(context.Background(), c)
+		ch.write(wr, res)
+
+		close(over)
+		<-watched
+		t2 := time.Now()
+		end := t2
+		if d := doneAt.Load(); d > 0 {
+			end = ch.start.Add(time.Duration(d - 1))
+			ch.lost.Add(1)
+		}
+		vu := le.ValidUntil()
+		ch.or.End(r, id, end)
+		ch.extensions.Add(int64(le.Extensions()))
+		ch.event(ChaosEvent{AtMs: ch.since(t2), Kind: "release", Who: who, Resource: res, Token: tok,
+			ValidMs: float64(vu.Sub(t2).Microseconds()) / 1e3})
+		rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		le.Release(rctx)
+		rcancel()
+	}
+}
+
+// holdTime draws a hold: mostly short, some up to half the TTL, and a few
+// past it, which only auto-extension keeps.
+func holdTime(rng *rand.Rand, ttl time.Duration) time.Duration {
+	switch p := rng.IntN(100); {
+	case p < 75:
+		return time.Duration(rng.Int64N(int64(ttl / 20)))
+	case p < 93:
+		return ttl/10 + time.Duration(rng.Int64N(int64(ttl*2/5)))
+	default:
+		return ttl + time.Duration(rng.Int64N(int64(ttl)))
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func (ch *chaos) write(wr *check.Writer, res string) {
+	w := wr.Write()
+	if w.Stale || !w.Accepted {
+		detail := "rejected"
+		if w.Accepted {
+			detail = "accepted"
+		}
+		if w.Stale {
+			detail = "stale, " + detail
+		}
+		ch.event(ChaosEvent{AtMs: w.AtMs, Kind: "write", Who: w.Who, Resource: res, Token: w.Token,
+			Detail: fmt.Sprintf("%s (highest seen %d)", detail, w.Highest)})
+	}
+}
+
+// thaw waits while the client is frozen.
+func (ch *chaos) thaw(ctx context.Context, c *chaosClient) {
+	if u := c.frozenUntil.Load(); u > 0 {
+		if d := time.Until(ch.start.Add(time.Duration(u))); d > 0 {
+			sleep(ctx, d)
+		}
+	}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,294 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redlock-bench/redlock/multiplex/redistest"
+)
+
+// The nemesis's fault kinds.
+const (
+	nemRestart     = "restart"      // kill a master, start it again empty after For
+	nemPause       = "pause"        // SIGSTOP for For, then SIGCONT
+	nemSlow        = "slow"         // add Latency to every reply, through every client's proxy
+	nemCut         = "cut"          // partition a master from every client
+	nemDrop        = "drop"         // close every client connection on a master
+	nemClientPause = "client-pause" // freeze a client past the TTL: its links cut, its goroutines stopped
+	nemDelete      = "delete-majority"
+	nemClockJump   = "clock-jump"
+)
+
+// nemStep is one fault of the soak's schedule.
+type nemStep struct {
+	Kind    string
+	At, For time.Duration
+	Nodes   []int // masters acted on
+	Client  int   // client-pause
+	Latency time.Duration
+}
+
+func (s nemStep) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s@%s", s.Kind, s.At.Round(time.Millisecond))
+	if s.For > 0 {
+		fmt.Fprintf(&b, "+%s", s.For.Round(time.Millisecond))
+	}
+	if s.Kind == nemClientPause {
+		fmt.Fprintf(&b, " client %d", s.Client)
+	} else {
+		ns := make([]string, len(s.Nodes))
+		for i, n := range s.Nodes {
+			ns[i] = strconv.Itoa(n)
+		}
+		fmt.Fprintf(&b, " master %s", strings.Join(ns, ","))
+	}
+	if s.Latency > 0 {
+		fmt.Fprintf(&b, " latency %s", s.Latency)
+	}
+	return b.String()
+}
+
+// plan draws the schedule from the seed. In model, at most a minority of
+// masters is faulted at any time (a restart counts until its master is back,
+// with a second's margin for the start), and one client at a time is frozen.
+// Out of model, the keys vanish from a majority, or a master's clock jumps.
+func (ch *chaos) plan() []nemStep {
+	if ch.cfg.Engine == "nolock" {
+		return nil // no masters to act on
+	}
+	rng := rand.New(rand.NewPCG(ch.cfg.Seed, 0x6e656d65))
+	ttl, n := ch.cfg.TTL, len(ch.masters)
+	minority := (n - 1) / 2
+	local := ch.cluster != nil
+	var steps []nemStep
+	busyUntil := make([]time.Duration, n) // per master
+	var clientBusy time.Duration
+	dur := func(lo, hi float64) time.Duration {
+		return time.Duration((lo + rng.Float64()*(hi-lo)) * float64(ttl))
+	}
+	for at := ttl + dur(0, 1); at < ch.cfg.Duration; at += dur(0.3, 1.2) {
+		if ch.cfg.Class == ChaosOutOfModel {
+			if rng.IntN(2) == 0 {
+				steps = append(steps, nemStep{Kind: nemDelete, At: at, Nodes: pick(rng, n, n/2+1, nil)})
+			} else {
+				steps = append(steps, nemStep{Kind: nemClockJump, At: at, Nodes: pick(rng, n, 1, nil)})
+			}
+			continue
+		}
+		kinds := []string{nemSlow, nemCut, nemDrop, nemClientPause}
+		if local {
+			kinds = append(kinds, nemRestart, nemRestart, nemPause, nemPause)
+		}
+		kind := kinds[rng.IntN(len(kinds))]
+		if kind == nemClientPause {
+			if clientBusy > at {
+				continue
+			}
+			s := nemStep{Kind: kind, At: at, For: dur(1.2, 2.5), Client: rng.IntN(ch.cfg.Clients)}
+			clientBusy = at + s.For + ttl
+			steps = append(steps, s)
+			continue
+		}
+		var busy, free []int
+		for i, u := range busyUntil {
+			if u > at {
+				busy = append(busy, i)
+			} else {
+				free = append(free, i)
+			}
+		}
+		if len(busy) >= minority || len(free) == 0 {
+			continue
+		}
+		node := free[rng.IntN(len(free))]
+		s := nemStep{Kind: kind, At: at, Nodes: []int{node}}
+		switch kind {
+		case nemRestart:
+			s.For = dur(0.2, 2)
+			busyUntil[node] = at + s.For + time.Second
+		case nemPause:
+			s.For = dur(0.2, 2)
+			busyUntil[node] = at + s.For + 100*time.Millisecond
+		case nemSlow:
+			s.For = dur(0.5, 3)
+			s.Latency = []time.Duration{5, 20, 50, 150}[rng.IntN(4)] * time.Millisecond
+			busyUntil[node] = at + s.For
+		case nemCut:
+			s.For = dur(0.3, 2)
+			busyUntil[node] = at + s.For
+		case nemDrop:
+			busyUntil[node] = at + 100*time.Millisecond
+		}
+		steps = append(steps, s)
+	}
+	return steps
+}
+
+// pick draws k distinct masters of n.
+func pick(rng *rand.Rand, n, k int, _ []int) []int {
+	p := rng.Perm(n)[:k]
+	sort.Ints(p)
+	return p
+}
+
+// inject applies one step at its time and lifts it after its length; a
+// cancelled ctx skips a step not yet due and lifts one in effect at once.
+// A restart in progress completes, so that no master is left down.
+func (ch *chaos) inject(ctx context.Context, s nemStep) {
+	if !waitUntilCtx(ctx, ch.start.Add(s.At)) {
+		return
+	}
+	ch.faultMu.Lock()
+	ch.faults[s.Kind]++
+	ch.faultMu.Unlock()
+	ch.event(ChaosEvent{AtMs: ch.since(time.Now()), Kind: "fault", Detail: s.String()})
+	var err error
+	switch s.Kind {
+	case nemRestart:
+		node := ch.cluster.Nodes[s.Nodes[0]]
+		err = node.Kill()
+		waitUntilCtx(ctx, ch.start.Add(s.At+s.For))
+		rctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		if rerr := node.Restart(rctx); rerr != nil && err == nil {
+			err = rerr
+		}
+		cancel()
+	case nemPause:
+		node := ch.cluster.Nodes[s.Nodes[0]]
+		err = node.Pause()
+		waitUntilCtx(ctx, ch.start.Add(s.At+s.For))
+		if rerr := node.Resume(); rerr != nil && err == nil {
+			err = rerr
+		}
+	case nemSlow:
+		for _, c := range ch.clients {
+			if e := c.proxies.Slow(s.Nodes[0], s.Latency); e != nil && err == nil {
+				err = e
+			}
+		}
+		waitUntilCtx(ctx, ch.start.Add(s.At+s.For))
+		for _, c := range ch.clients {
+			if e := c.proxies.Slow(s.Nodes[0], 0); e != nil && err == nil {
+				err = e
+			}
+		}
+	case nemCut:
+		var all []int
+		for i := range ch.clients {
+			all = append(all, i)
+		}
+		err = ch.cut(all, s.Nodes, +1)
+		waitUntilCtx(ctx, ch.start.Add(s.At+s.For))
+		if e := ch.cut(all, s.Nodes, -1); e != nil && err == nil {
+			err = e
+		}
+	case nemClientPause:
+		c := ch.clients[s.Client]
+		c.frozenUntil.Store(int64(s.At + s.For))
+		nodes := make([]int, len(ch.masters))
+		for i := range nodes {
+			nodes[i] = i
+		}
+		err = ch.cut([]int{s.Client}, nodes, +1)
+		waitUntilCtx(ctx, ch.start.Add(s.At+s.For))
+		if e := ch.cut([]int{s.Client}, nodes, -1); e != nil && err == nil {
+			err = e
+		}
+		c.frozenUntil.Store(0)
+	case nemDrop:
+		addr := ch.masters[s.Nodes[0]]
+		for _, typ := range []string{"normal", "pubsub"} {
+			if _, e := redistest.Do(addr, time.Second, "CLIENT", "KILL", "TYPE", typ); e != nil && err == nil {
+				err = e
+			}
+		}
+	case nemDelete:
+		for _, i := range s.Nodes {
+			args := append([]string{"DEL"}, ch.keys...)
+			if _, e := redistest.Do(ch.masters[i], time.Second, args...); e != nil && err == nil {
+				err = e
+			}
+		}
+	case nemClockJump:
+		args := append([]string{"EVAL", clockJumpScript, strconv.Itoa(len(ch.keys))}, ch.keys...)
+		args = append(args, strconv.FormatInt(ch.cfg.Jump.Milliseconds(), 10))
+		_, err = redistest.Do(ch.masters[s.Nodes[0]], time.Second, args...)
+	}
+	detail := "lifted: " + s.String()
+	if err != nil {
+		detail += ": " + err.Error()
+		ch.faultMu.Lock()
+		ch.faultErrors = append(ch.faultErrors, s.String()+": "+err.Error())
+		ch.faultMu.Unlock()
+	}
+	if s.For > 0 || err != nil {
+		ch.event(ChaosEvent{AtMs: ch.since(time.Now()), Kind: "heal", Detail: detail})
+	}
+}
+
+// clockJumpScript shortens every given key's remaining TTL by ARGV[1] ms,
+// to at least 1 ms: a master whose clock jumped forward by that much.
+const clockJumpScript = `local n = 0
+for _, k in ipairs(KEYS) do
+  local t = redis.call("PTTL", k)
+  if t > 0 then
+    redis.call("PEXPIRE", k, math.max(1, t - tonumber(ARGV[1])))
+    n = n + 1
+  end
+end
+return n`
+
+// cut raises (+1) or lowers (-1) the cut count of each client's link to
+// each master, cutting on 0 -> 1 and healing on 1 -> 0.
+func (ch *chaos) cut(clients, nodes []int, d int) error {
+	ch.faultMu.Lock()
+	defer ch.faultMu.Unlock()
+	var err error
+	for _, c := range clients {
+		for _, n := range nodes {
+			before := ch.cuts[c][n]
+			ch.cuts[c][n] = max(0, before+d)
+			var e error
+			switch {
+			case before == 0 && d > 0:
+				e = ch.clients[c].proxies.Cut(n)
+			case before == 1 && d < 0:
+				e = ch.clients[c].proxies.Heal(n)
+			}
+			if e != nil && err == nil {
+				err = e
+			}
+		}
+	}
+	return err
+}
+
+// waitUntilCtx sleeps until t; false when ctx ended first.
+func waitUntilCtx(ctx context.Context, t time.Time) bool {
+	if d := time.Until(t); d > 0 {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+	}
+	return ctx.Err() == nil
+}
+
+// faultKinds lists the kinds a result may count, in a stable order.
+func faultKinds(m map[string]int) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}

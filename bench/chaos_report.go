@@ -1,0 +1,202 @@
+package bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Files a chaos soak writes.
+const (
+	ChaosJSON    = "chaos.json"
+	ChaosText    = "chaos.txt"
+	ChaosHistory = "history.jsonl"
+)
+
+// finish fills the result from the oracle, the stores and the history,
+// and judges it.
+func (ch *chaos) finish(r *ChaosResult) {
+	r.Attempts, r.Acquired, r.Failed = ch.attempts.Load(), ch.acquired.Load(), ch.failed.Load()
+	r.Lost, r.Handoffs, r.Extensions = ch.lost.Load(), ch.handoffs.Load(), ch.extensions.Load()
+	r.Violations, r.ViolationExamples = ch.or.Violations()
+	r.TokensChecked, r.StaleTokens, r.StaleExamples = ch.or.StaleTokens()
+	r.DoneLate, r.DoneLateExamples = ch.or.DoneLate()
+	for _, s := range ch.stores {
+		n := s.Counts()
+		r.Store.Writes += n.Writes
+		r.Store.Rejected += n.Rejected
+		r.Store.Stale += n.Stale
+		r.Store.StaleAccepted += n.StaleAccepted
+		r.Store.FreshRejected += n.FreshRejected
+	}
+	ch.faultMu.Lock()
+	r.Faults = map[string]int{}
+	for k, v := range ch.faults {
+		r.Faults[k] = v
+	}
+	r.FaultErrors = append([]string(nil), ch.faultErrors...)
+	ch.faultMu.Unlock()
+
+	if r.Class == ChaosOutOfModel {
+		r.Passed = r.Store.StaleAccepted == 0
+	} else {
+		r.Passed = r.Violations == 0 && r.StaleTokens == 0 && r.Store.StaleAccepted == 0
+	}
+	r.Verdict = chaosVerdict(r)
+
+	// The window: around the first failure, or out of model around the
+	// first overlap, which is the hazard fencing answers.
+	ch.histMu.Lock()
+	hist := ch.history
+	ch.histMu.Unlock()
+	sort.SliceStable(hist, func(i, j int) bool { return hist[i].AtMs < hist[j].AtMs })
+	at, reason := -1.0, ""
+	if len(r.ViolationExamples) > 0 {
+		v := r.ViolationExamples[0]
+		at, reason = ms(v.At), fmt.Sprintf("violation on %s: %s acquired with %s of %s's hold left",
+			v.Resource, ch.holder(v.Second), v.FirstLeft.Round(time.Microsecond), ch.holder(v.First))
+	}
+	if len(r.StaleExamples) > 0 && (at < 0 || ms(r.StaleExamples[0].At) < at) {
+		s := r.StaleExamples[0]
+		at, reason = ms(s.At), fmt.Sprintf("stale token on %s: %s got %d after %d", s.Resource, ch.holder(s.Holder), s.Token, s.Previous)
+	}
+	for _, e := range hist {
+		if e.Kind == "write" && strings.HasPrefix(e.Detail, "stale, accepted") {
+			if at < 0 || e.AtMs < at {
+				at, reason = e.AtMs, fmt.Sprintf("stale write accepted on %s: %s with token %d", e.Resource, e.Who, e.Token)
+			}
+			break
+		}
+	}
+	if at >= 0 {
+		span := float64(ch.cfg.TTL.Milliseconds())
+		r.WindowFromMs, r.WindowToMs, r.WindowReason = at-3*span, at+span, reason
+		for _, e := range hist {
+			if e.AtMs >= r.WindowFromMs && e.AtMs <= r.WindowToMs {
+				r.Window = append(r.Window, e)
+			}
+		}
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+
+// holder names worker number id as the history does.
+func (ch *chaos) holder(id int) string {
+	return fmt.Sprintf("c%d.w%d", id/ch.cfg.Workers, id%ch.cfg.Workers)
+}
+
+func chaosVerdict(r *ChaosResult) string {
+	switch {
+	case r.Class == ChaosOutOfModel && r.Passed:
+		return fmt.Sprintf("PASS: fencing rejected every stale write (%d stale, 0 accepted); the lock itself let %d overlapping holds through, as expected out of model",
+			r.Store.Stale, r.Violations)
+	case r.Class == ChaosOutOfModel:
+		return fmt.Sprintf("FAIL: %d stale writes accepted by the fenced store", r.Store.StaleAccepted)
+	case r.Passed:
+		return "PASS: no overlapping holds, no stale tokens, no stale write accepted"
+	}
+	return fmt.Sprintf("FAIL: %d violations, %d stale tokens, %d stale writes accepted", r.Violations, r.StaleTokens, r.Store.StaleAccepted)
+}
+
+// WriteText writes the summary a person reads.
+func (r *ChaosResult) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "chaos %s, engine %s, seed %d\n", r.Class, r.Engine, r.Seed)
+	fmt.Fprintf(&b, "masters    %s\n", strings.Join(r.Masters, " "))
+	fmt.Fprintf(&b, "load       %d clients x %d workers on %d resources, ttl %dms, every feature on (gate, hand-off, auto-extend, fencing, notifications)\n",
+		r.Clients, r.Workers, r.Resources, r.TTLMs)
+	interrupted := ""
+	if r.Interrupted {
+		interrupted = " (interrupted: partial results)"
+	}
+	fmt.Fprintf(&b, "duration   %.1fs%s\n", r.DurationS, interrupted)
+	var fs []string
+	total := 0
+	for _, k := range faultKinds(r.Faults) {
+		fs = append(fs, fmt.Sprintf("%s %d", k, r.Faults[k]))
+		total += r.Faults[k]
+	}
+	fmt.Fprintf(&b, "faults     %d injected: %s\n", total, strings.Join(fs, ", "))
+	if len(r.FaultErrors) > 0 {
+		fmt.Fprintf(&b, "           %d failed to apply or lift, first: %s\n", len(r.FaultErrors), r.FaultErrors[0])
+	}
+	fmt.Fprintf(&b, "locks      %d checked of %d attempts (%d failed), %d lost (Done before release), %d handed off, %d extensions\n",
+		r.Acquired, r.Attempts, r.Failed, r.Lost, r.Handoffs, r.Extensions)
+	fmt.Fprintf(&b, "violations %d\n", r.Violations)
+	for _, v := range r.ViolationExamples {
+		fmt.Fprintf(&b, "           %s at %.1fms: holder %d acquired with %s of holder %d's hold left\n",
+			v.Resource, ms(v.At), v.Second, v.FirstLeft.Round(time.Microsecond), v.First)
+	}
+	fmt.Fprintf(&b, "tokens     %d checked, %d stale\n", r.TokensChecked, r.StaleTokens)
+	for _, s := range r.StaleExamples {
+		fmt.Fprintf(&b, "           %s at %.1fms: holder %d got %d after %d\n", s.Resource, ms(s.At), s.Holder, s.Token, s.Previous)
+	}
+	fmt.Fprintf(&b, "done-late  %d (validity ran out with Done still open when the next holder acquired)\n", r.DoneLate)
+	fmt.Fprintf(&b, "store      %d writes, %d rejected, %d stale, %d stale accepted, %d of the latest holder rejected\n",
+		r.Store.Writes, r.Store.Rejected, r.Store.Stale, r.Store.StaleAccepted, r.Store.FreshRejected)
+	fmt.Fprintf(&b, "expected   %s\n", r.Expected)
+	fmt.Fprintf(&b, "verdict    %s\n", r.Verdict)
+	if r.WindowReason != "" {
+		fmt.Fprintf(&b, "\nhistory %.1fms..%.1fms around the %s (%d events; all in %s):\n",
+			r.WindowFromMs, r.WindowToMs, r.WindowReason, len(r.Window), ChaosHistory)
+		shown := 0
+		for _, e := range r.Window {
+			if e.Kind == "fault" || e.Kind == "heal" || strings.Contains(r.WindowReason, " "+e.Resource+":") {
+				if shown++; shown > 200 {
+					fmt.Fprintf(&b, "  ...\n")
+					break
+				}
+				fmt.Fprintf(&b, "  %10.1fms %-8s %-8s %-4s token %-18d valid %8.1fms %s\n",
+					e.AtMs, e.Kind, e.Who, e.Resource, e.Token, e.ValidMs, e.Detail)
+			}
+		}
+	}
+	fmt.Fprintf(&b, "replay     --seed %d --class %s --engine %s --clients %d --workers %d --resources %d --ttl %dms --duration %.0fs\n",
+		r.Seed, r.Class, r.Engine, r.Clients, r.Workers, r.Resources, r.TTLMs, r.DurationS)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteChaos writes chaos.json, chaos.txt and, when there is a window,
+// history.jsonl into dir.
+func WriteChaos(dir string, r *ChaosResult) error {
+	j, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ChaosJSON), append(j, '\n'), 0o644); err != nil {
+		return fmt.Errorf("bench: write chaos result: %w", err)
+	}
+	var t strings.Builder
+	r.WriteText(&t)
+	if err := os.WriteFile(filepath.Join(dir, ChaosText), []byte(t.String()), 0o644); err != nil {
+		return fmt.Errorf("bench: write chaos result: %w", err)
+	}
+	if len(r.Window) == 0 {
+		return nil
+	}
+	f, err := os.Create(filepath.Join(dir, ChaosHistory))
+	if err != nil {
+		return fmt.Errorf("bench: write chaos history: %w", err)
+	}
+	bw := bufio.NewWriter(f)
+	enc := json.NewEncoder(bw)
+	for _, e := range r.Window {
+		if err := enc.Encode(e); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

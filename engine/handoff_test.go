@@ -28,6 +28,7 @@ func TestHandoffPassesTheLeaseInProcess(t *testing.T) {
 		got <- le
 	}()
 	eventually(t, 5*time.Second, "second goroutine queued", func() bool { return l.GateWaiting("handoff") == 1 })
+	firstUntil := first.ValidUntil()
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +46,11 @@ func TestHandoffPassesTheLeaseInProcess(t *testing.T) {
 	if second.Value() != first.Value() || second.Token() <= first.Token() {
 		t.Fatalf("successor value %q token %d, first %q token %d", second.Value(), second.Token(), first.Value(), first.Token())
 	}
-	if !second.ValidUntil().Equal(first.ValidUntil()) {
+	if !second.ValidUntil().Equal(firstUntil) {
 		t.Fatal("the successor must inherit the validity, not extend it")
+	}
+	if !first.ValidUntil().Before(firstUntil) {
+		t.Fatal("the handed-on lease's ValidUntil must tell when it ended")
 	}
 	// The keys never left the masters, so another process is still shut out.
 	for i := 0; i < 5; i++ {

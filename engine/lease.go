@@ -133,8 +133,9 @@ func (le *Lease) Extensions() int {
 }
 
 // ValidUntil is when the lease stops being trustworthy: acquisition start +
-// TTL − drift, moved by each successful Extend. It carries a monotonic
-// clock reading.
+// TTL − drift, moved by each successful Extend, or the moment it ended if
+// that came first (release, lost lock). It carries a monotonic clock
+// reading.
 func (le *Lease) ValidUntil() time.Time {
 	le.mu.Lock()
 	defer le.mu.Unlock()
@@ -281,6 +282,10 @@ func (le *Lease) endLocked(err error, leaveGate bool) (leave bool) {
 		return false
 	}
 	le.endErr = err
+	// ValidUntil then tells when the lease stopped being trustworthy.
+	if now := time.Now(); now.Before(le.validUntil) {
+		le.validUntil = now
+	}
 	if w := le.w; w != nil {
 		close(w.done)
 		if w.expiry != nil {

@@ -90,7 +90,7 @@ type subNode struct {
 	// Under notifier.mu.
 	state int
 	dirty map[string]struct{} // channels whose topic changed since the last batch
-	// kick wakes run when dirty gained a channel; room for one.
+	// kick wakes run when a topic changed; room for one.
 	kick chan struct{}
 }
 
@@ -151,9 +151,13 @@ func (n *notifier) subscribe(ctx context.Context, key string) *subscription {
 	return s
 }
 
-// touch marks channel for node sn's next batch. The caller holds n.mu.
+// touch marks channel for node sn's next batch, and wakes sn's goroutine.
+// The caller holds n.mu. Without a connection there is no batch to mark
+// for: a new connection starts from all the topics.
 func (n *notifier) touch(sn *subNode, channel string) {
-	sn.dirty[channel] = struct{}{}
+	if sn.state == nodeUp {
+		sn.dirty[channel] = struct{}{}
+	}
 	select {
 	case sn.kick <- struct{}{}:
 	default:
@@ -213,7 +217,11 @@ func (n *notifier) run(sn *subNode) {
 		}
 		retry = min(2*retry, maxRetry)
 		// Without waiters there is nothing to listen for: reopen when a
-		// waiter comes.
+		// waiter comes (its subscribe kicks after this check).
+		select {
+		case <-sn.kick:
+		default:
+		}
 		n.mu.Lock()
 		idle := len(n.topics) == 0
 		n.mu.Unlock()
@@ -268,6 +276,7 @@ func (n *notifier) serve(sn *subNode, dc rueidis.DedicatedClient, errs <-chan er
 	subscribed := make(map[string]bool) // on this connection, as confirmed
 	n.mu.Lock()
 	sn.state = nodeUp
+	clear(sn.dirty)
 	for ch := range n.topics {
 		sn.dirty[ch] = struct{}{} // a new connection starts with none
 	}

@@ -70,7 +70,7 @@ type ChaosConfig struct {
 	Log io.Writer
 }
 
-// fill sets the defaults; Validate checks what is left.
+// fill sets the defaults of zero fields.
 func (c *ChaosConfig) fill() {
 	if c.Duration == 0 {
 		c.Duration = 60 * time.Second
@@ -104,12 +104,11 @@ func (c *ChaosConfig) fill() {
 	}
 }
 
-// Validate fills the defaults and checks the configuration; errors are
-// *ConfigError naming the flag.
+// Validate checks the configuration as given (Chaos fills the defaults of
+// zero fields first); errors are *ConfigError naming the flag.
 func (c *ChaosConfig) Validate() error {
-	c.fill()
 	switch {
-	case c.Duration < 0:
+	case c.Duration <= 0:
 		return cfgErr("duration", c.Duration, "must be positive")
 	case c.Clients < 1 || c.Clients > 64:
 		return cfgErr("clients", c.Clients, "must be in 1..64")
@@ -123,9 +122,9 @@ func (c *ChaosConfig) Validate() error {
 		return cfgErr("class", c.Class, "must be %s or %s", ChaosInModel, ChaosOutOfModel)
 	case c.Engine != "redlock" && c.Engine != "nolock":
 		return cfgErr("engine", c.Engine, "must be redlock or nolock")
-	case c.LocalMasters < 0 || c.LocalMasters > engine.MaxMasters:
+	case len(c.Masters) == 0 && (c.LocalMasters < 1 || c.LocalMasters > engine.MaxMasters):
 		return cfgErr("local-masters", c.LocalMasters, "must be in 1..%d", engine.MaxMasters)
-	case c.Jump < 0:
+	case c.Jump <= 0:
 		return cfgErr("jump", c.Jump, "must be positive")
 	}
 	if len(c.Masters) > 0 {
@@ -324,6 +323,7 @@ func (ch *chaos) logf(format string, a ...any) {
 // and an error only when the soak could not run. Every master it started
 // is stopped before it returns.
 func Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
+	cfg.fill()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ func newChaosFlags(o *chaosOptions) *pflag.FlagSet {
 	fs.StringVar(&c.Engine, "engine", "redlock", "redlock, or nolock: the control that grants every request, which the oracle must catch")
 	fs.StringVar(&o.masters, "masters", "", "comma-separated host:port of masters to use instead of starting 5 local ones (no process faults then)")
 	fs.StringVar(&c.Quarantine, "quarantine", "always", "restart quarantine: off, observed or always")
-	fs.DurationVar(&c.Jump, "jump", 0, "out-of-model: how far a master's clock jumps, shortening every key's TTL (default the TTL)")
+	fs.DurationVar(&c.Jump, "jump", 0, "out-of-model: how far a master's clock jumps, shortening every key's TTL (0: the TTL)")
 	fs.StringVar(&o.out, "out", "", "directory for chaos.json, chaos.txt and history.jsonl (default results/runs/<UTC timestamp>-chaos)")
 	return fs
 }
@@ -85,8 +85,11 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if o.masters != "" {
 		cfg.Masters = strings.Split(o.masters, ",")
 	}
-	if fs.Changed("duration") && cfg.Duration <= 0 {
-		return usageErrorf("--duration: must be positive, got %s", cfg.Duration)
+	if len(cfg.Masters) == 0 {
+		cfg.LocalMasters = 5
+	}
+	if cfg.Jump == 0 {
+		cfg.Jump = cfg.TTL
 	}
 	if err := cfg.Validate(); err != nil {
 		return &usageError{msg: err.Error()}

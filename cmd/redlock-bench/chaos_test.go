@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/bench"
+	"github.com/redlock-bench/redlock/multiplex/redistest"
+)
+
+// runChaos runs the built command and returns its exit status, stdout and
+// chaos.json.
+func runChaos(t *testing.T, args ...string) (int, string, *bench.ChaosResult) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "chaos")
+	cmd := command(t, append([]string{"chaos", "--out", out}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := exitStatus(err)
+	b, rerr := os.ReadFile(filepath.Join(out, bench.ChaosJSON))
+	if rerr != nil {
+		t.Fatalf("exit %d, no chaos.json: %v\nstdout: %s\nstderr: %s", code, rerr, stdout.String(), stderr.String())
+	}
+	var r bench.ChaosResult
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if code == 1 {
+		if _, err := os.Stat(filepath.Join(out, bench.ChaosHistory)); err != nil {
+			t.Errorf("a failed soak must leave its history: %v", err)
+		}
+	}
+	return code, stdout.String(), &r
+}
+
+func totalFaults(r *bench.ChaosResult) int {
+	n := 0
+	for _, v := range r.Faults {
+		n += v
+	}
+	return n
+}
+
+// In model, under faults, the engine keeps every hold exclusive, every
+// token increasing, and the store refuses the frozen clients' late writes.
+// The seed is printed, recorded, and replays the same schedule.
+func TestChaosInModel(t *testing.T) {
+	code, stdout, r := runChaos(t, "--duration", "5s", "--seed", "7", "--ttl", "500ms")
+	if code != 0 || !r.Passed {
+		t.Fatalf("exit %d, verdict %s\n%s", code, r.Verdict, stdout)
+	}
+	if r.Violations != 0 || r.StaleTokens != 0 || r.Store.StaleAccepted != 0 {
+		t.Errorf("violations %d stale tokens %d stale accepted %d", r.Violations, r.StaleTokens, r.Store.StaleAccepted)
+	}
+	if r.Acquired < 20 || r.TokensChecked != r.Acquired || totalFaults(r) == 0 || len(r.FaultErrors) > 0 {
+		t.Errorf("too little was checked: %d locks, %d tokens, faults %v, errors %v", r.Acquired, r.TokensChecked, r.Faults, r.FaultErrors)
+	}
+	if !strings.HasPrefix(stdout, "seed: 7\n") || r.Seed != 7 || !strings.Contains(stdout, "--seed 7 ") {
+		t.Errorf("seed 7 not printed and recorded: seed %d\n%s", r.Seed, stdout)
+	}
+	// The same seed draws the same schedule: a shorter run's is a prefix.
+	_, _, again := runChaos(t, "--duration", "2s", "--seed", "7", "--ttl", "500ms")
+	if len(again.Schedule) == 0 || !slices.Equal(again.Schedule, r.Schedule[:len(again.Schedule)]) {
+		t.Errorf("seed 7 replayed a different schedule:\n%v\n%v", again.Schedule, r.Schedule)
+	}
+	// No seed: one is picked, printed and recorded.
+	_, stdout, picked := runChaos(t, "--duration", "1s", "--engine", "nolock")
+	if picked.Seed == 0 || !strings.HasPrefix(stdout, "seed: "+strconv.FormatUint(picked.Seed, 10)+"\n") {
+		t.Errorf("picked seed %d not printed first:\n%s", picked.Seed, stdout)
+	}
+}
+
+// The control: an engine that grants every request must be caught, in
+// model (overlaps) and out of it (stale writes accepted: no tokens).
+func TestChaosNolockFails(t *testing.T) {
+	for _, class := range []string{"in-model", "out-of-model"} {
+		code, stdout, r := runChaos(t, "--duration", "2s", "--engine", "nolock", "--class", class)
+		if code != 1 || r.Passed {
+			t.Errorf("%s: nolock exit %d passed %v, want 1\n%s", class, code, r.Passed, stdout)
+		}
+		if class == "in-model" && r.Violations == 0 {
+			t.Errorf("nolock: no violations in %d locks", r.Acquired)
+		}
+		if r.Store.StaleAccepted == 0 {
+			t.Errorf("%s: nolock: no stale write accepted (%+v)", class, r.Store)
+		}
+	}
+}
+
+// Out of model the lock lets holds overlap; fencing must still reject
+// every stale write, and there must have been stale writes to reject.
+func TestChaosOutOfModelFencing(t *testing.T) {
+	code, stdout, r := runChaos(t, "--duration", "6s", "--class", "out-of-model", "--ttl", "500ms", "--seed", "11")
+	if code != 0 || !r.Passed {
+		t.Fatalf("exit %d verdict %s\n%s", code, r.Verdict, stdout)
+	}
+	if r.Store.StaleAccepted != 0 || r.Store.Stale == 0 {
+		t.Errorf("store %+v: want stale writes, none accepted", r.Store)
+	}
+	if r.Faults["delete-majority"]+r.Faults["clock-jump"] == 0 {
+		t.Errorf("no out-of-model fault injected: %v", r.Faults)
+	}
+	if !strings.Contains(stdout, "expected   Redlock alone cannot prevent") {
+		t.Errorf("the expected outcome is not stated:\n%s", stdout)
+	}
+}
+
+func TestChaosBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--class", "sideways"}, "--class: must be in-model or out-of-model, got sideways"},
+		{[]string{"--engine", "redsync-rueidis"}, "--engine: must be redlock or nolock, got redsync-rueidis"},
+		{[]string{"--clients", "0"}, "--clients: must be in 1..64, got 0"},
+		{[]string{"--ttl", "1ms"}, "--ttl: must be in 50ms..1m, got 1ms"},
+		{[]string{"--duration", "0s"}, "--duration: must be positive, got 0s"},
+		{[]string{"--quarantine", "maybe"}, "--quarantine: must be off, observed or always, got maybe"},
+		{[]string{"--masters", "nohost"}, `--masters: "nohost" is not host:port, got nohost`},
+		{[]string{"--seed", "x"}, `chaos: invalid argument "x" for "--seed" flag: strconv.ParseUint: parsing "x": invalid syntax`},
+		{[]string{"--workers", "-1"}, "--workers: must be in 1..256, got -1"},
+		{[]string{"--jump", "-1s"}, "--jump: must be positive, got -1s"},
+		{[]string{"--bogus"}, "chaos: unknown flag: --bogus"},
+		{[]string{"extra"}, `chaos: unexpected argument "extra"`},
+	} {
+		var stdout, stderr bytes.Buffer
+		t.Chdir(t.TempDir())
+		start := time.Now()
+		code := run(context.Background(), append([]string{"chaos"}, c.args...), &stdout, &stderr)
+		if code != 2 || stderr.String() != "redlock-bench: "+c.want+"\n" {
+			t.Errorf("%q: exit %d, stderr %q, want %q", c.args, code, stderr.String(), c.want)
+		}
+		if stdout.Len() != 0 || time.Since(start) > time.Second {
+			t.Errorf("%q: bad flags must fail before anything starts: %s, stdout %q", c.args, time.Since(start), stdout.String())
+		}
+		if entries, _ := os.ReadDir("."); len(entries) != 0 {
+			t.Errorf("%q: bad flags left files behind: %v", c.args, entries)
+		}
+	}
+}
+
+// Ctrl-C stops the soak: partial results, status 130, no master left.
+func TestChaosInterrupt(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "chaos")
+	cmd := command(t, "chaos", "--duration", "1m", "--ttl", "500ms", "--out", out)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	var masters []string
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "redlock-bench: started 5 local redis-server: "); ok {
+			masters = strings.Split(rest, ",")
+			break
+		}
+	}
+	go io.Copy(io.Discard, stderr)
+	if len(masters) != 5 {
+		cmd.Process.Kill()
+		t.Fatalf("masters not announced: %v", masters)
+	}
+	time.Sleep(3 * time.Second) // the first faults are in
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if exitStatus(err) != 130 {
+			t.Errorf("exit %d after SIGINT, want 130", exitStatus(err))
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("still running 20s after SIGINT")
+	}
+	b, err := os.ReadFile(filepath.Join(out, bench.ChaosJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r bench.ChaosResult
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Interrupted || r.Acquired == 0 {
+		t.Errorf("partial result: interrupted %v, %d locks", r.Interrupted, r.Acquired)
+	}
+	for _, a := range masters {
+		if err := redistest.Ping(a, 200*time.Millisecond); err == nil {
+			t.Errorf("master %s still answers after the soak", a)
+		}
+		port := a[strings.LastIndexByte(a, ':')+1:]
+		if pids := serversOnPort(port); len(pids) > 0 {
+			t.Errorf("redis-server on port %s still running: pids %v", port, pids)
+		}
+	}
+}

@@ -76,9 +76,9 @@ func (ch *chaos) plan() []nemStep {
 	for at := ttl + dur(0, 1); at < ch.cfg.Duration; at += dur(0.3, 1.2) {
 		if ch.cfg.Class == ChaosOutOfModel {
 			if rng.IntN(2) == 0 {
-				steps = append(steps, nemStep{Kind: nemDelete, At: at, Nodes: pick(rng, n, n/2+1, nil)})
+				steps = append(steps, nemStep{Kind: nemDelete, At: at, Nodes: pick(rng, n, n/2+1)})
 			} else {
-				steps = append(steps, nemStep{Kind: nemClockJump, At: at, Nodes: pick(rng, n, 1, nil)})
+				steps = append(steps, nemStep{Kind: nemClockJump, At: at, Nodes: pick(rng, n, 1)})
 			}
 			continue
 		}
@@ -132,7 +132,7 @@ func (ch *chaos) plan() []nemStep {
 }
 
 // pick draws k distinct masters of n.
-func pick(rng *rand.Rand, n, k int, _ []int) []int {
+func pick(rng *rand.Rand, n, k int) []int {
 	p := rng.Perm(n)[:k]
 	sort.Ints(p)
 	return p

@@ -388,7 +388,7 @@ func Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
 			}()
 		}
 	}
-	<-runCtx.Done()
+	ch.progress(runCtx)
 	wg.Wait()
 	nem.Wait() // every fault lifted
 	res.DurationS = time.Since(ch.start).Seconds()
@@ -397,6 +397,36 @@ func Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
 
 	ch.finish(res)
 	return res, nil
+}
+
+// progress logs a line every 10s until ctx ends.
+func (ch *chaos) progress(ctx context.Context) {
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			ch.faultMu.Lock()
+			n := 0
+			for _, v := range ch.faults {
+				n += v
+			}
+			ch.faultMu.Unlock()
+			_, stale, _ := ch.or.StaleTokens()
+			ch.logf("chaos %4.0fs: %d locks checked, %d faults, %d violations, %d stale tokens, %d stale writes accepted",
+				time.Since(ch.start).Seconds(), ch.acquired.Load(), n, ch.or.Count(), stale, ch.staleAccepted())
+		}
+	}
+}
+
+func (ch *chaos) staleAccepted() int64 {
+	var n int64
+	for _, s := range ch.stores {
+		n += s.Counts().StaleAccepted
+	}
+	return n
 }
 
 // chaosKeyPrefix keeps the soak's keys apart, so that the out-of-model

@@ -46,7 +46,8 @@ type Lease struct {
 	broken      uint64
 	failed      bool // the attempt did not acquire
 	released    bool
-	endErr      error  // why the lease stopped being trustworthy
+	endErr      error // why the lease stopped being trustworthy
+	endedAt     time.Time
 	successor   *Lease // the lease was passed on: late replies go there
 	gateDone    bool   // this lease's turn at the gate was handed on
 	w           *watch
@@ -139,6 +140,9 @@ func (le *Lease) Extensions() int {
 func (le *Lease) ValidUntil() time.Time {
 	le.mu.Lock()
 	defer le.mu.Unlock()
+	if le.endErr != nil && le.endedAt.Before(le.validUntil) {
+		return le.endedAt
+	}
 	return le.validUntil
 }
 
@@ -282,10 +286,7 @@ func (le *Lease) endLocked(err error, leaveGate bool) (leave bool) {
 		return false
 	}
 	le.endErr = err
-	// ValidUntil then tells when the lease stopped being trustworthy.
-	if now := time.Now(); now.Before(le.validUntil) {
-		le.validUntil = now
-	}
+	le.endedAt = time.Now()
 	if w := le.w; w != nil {
 		close(w.done)
 		if w.expiry != nil {
@@ -449,15 +450,17 @@ func (le *Lease) handOff(ctx context.Context) bool {
 		return false
 	}
 	next := &Lease{
-		l:          l,
-		resource:   le.resource,
-		key:        le.key,
-		value:      le.value,
-		start:      le.start,
-		gated:      true,
-		handoffs:   le.handoffs + 1,
-		validUntil: le.ValidUntil(),
+		l:        l,
+		resource: le.resource,
+		key:      le.key,
+		value:    le.value,
+		start:    le.start,
+		gated:    true,
+		handoffs: le.handoffs + 1,
 	}
+	le.mu.Lock()
+	next.validUntil = le.validUntil
+	le.mu.Unlock()
 	next.initVotes(len(le.votes))
 	margin := time.Duration(0)
 	if l.cfg.Fencing {

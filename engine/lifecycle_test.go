@@ -340,13 +340,16 @@ func (m *lifecycle) close() {
 	}
 }
 
-func (m *lifecycle) fail(kind, format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	m.rt.Logf("VIOLATION %s: %s", kind, msg)
+// fail reports a violation: what it is, which stays the same from one
+// replay to the next (rapid shrinks only while the failure message does
+// not change), and the details of this occurrence, which are logged.
+func (m *lifecycle) fail(kind, what, format string, args ...any) {
+	detail := fmt.Sprintf(format, args...)
+	m.rt.Logf("VIOLATION %s: %s: %s", kind, what, detail)
 	if m.collect == nil {
-		m.rt.Fatalf("%s: %s", kind, msg)
+		m.rt.Fatalf("%s: %s (details in the log above)", kind, what)
 	}
-	*m.collect = append(*m.collect, lcViolation{kind, msg})
+	*m.collect = append(*m.collect, lcViolation{kind, what + ": " + detail})
 	m.failed = true
 }
 
@@ -549,13 +552,15 @@ func lostValues(lost map[string]bool) []string {
 // A restarted master counts as lost too (it forgot the key), but restarts
 // alone never compromise a lease: the quarantine is there for them.
 func (m *lifecycle) lose(v string, ri int) {
-	validUntil := time.Now().Add(lcTTL) // unknown lease: the longest validity
-	known := false
+	// The validity of the live lease with value v, if the machine holds
+	// it; otherwise the longest there can be: a lease the machine has
+	// not collected yet (a hand-off of one it released, say) may have it.
+	// An ended lease's ValidUntil is when it ended, so it does not count.
+	now := time.Now()
+	validUntil := now.Add(lcTTL)
 	for _, l := range m.leases {
-		if l.le.Value() == v {
-			if u := l.le.ValidUntil(); !known || u.After(validUntil) {
-				validUntil, known = u, true
-			}
+		if u := l.le.ValidUntil(); l.le.Value() == v && u.After(now) {
+			validUntil = u
 		}
 	}
 	held := 0
@@ -660,7 +665,7 @@ func (m *lifecycle) onResult(r lcResult) {
 	if r.le.Wait().Cause == engine.WakeHandoff {
 		l.via = "handoff"
 		if err, ok := m.endedAtRelease[v]; ok {
-			m.fail(lcHandoff, "%s (Lock#%d) was handed a lease whose holder had ended with %q before its Release", l, w.id, err)
+			m.fail(lcHandoff, "a hand-off carries the value of a lease that was lost before its Release", "%s (Lock#%d) was handed a lease whose holder had ended with %q before its Release", l, w.id, err)
 		}
 		// The hand-off happened inside the Release of the value's last
 		// holder, so the acquisition began no earlier.
@@ -680,7 +685,7 @@ func (m *lifecycle) add(b *lcLease) {
 		if a.res != b.res || !a.end.Before(b.begin) || a.le.Token() == 0 || b.le.Token() == 0 || a.le.Token() < b.le.Token() {
 			continue
 		}
-		m.fail(lcFencing, "%s was acquired %s after %s returned, but its token is not larger%s",
+		m.fail(lcFencing, "a lease acquired after another returned has no larger token", "%s was acquired %s after %s returned, but its token is not larger%s",
 			b, b.begin.Sub(a.end), a, m.outOfModel(a, b))
 	}
 	m.leases = append(m.leases, b)
@@ -707,13 +712,13 @@ func isClosed(ch <-chan struct{}) bool {
 // mustHaveEnded checks a lease that must have ended by now.
 func (m *lifecycle) mustHaveEnded(kind string, l *lcLease, when string) {
 	if err := l.le.Err(); err == nil {
-		m.fail(kind, "%s %s: Err() is nil", l, when)
+		m.fail(kind, "Err() is nil", "%s %s", l, when)
 	}
 	if v := l.le.Validity(); v != 0 {
-		m.fail(kind, "%s %s: Validity() = %s", l, when, v)
+		m.fail(kind, "Validity() > 0", "%s %s: Validity() = %s", l, when, v)
 	}
 	if !isClosed(l.le.Done()) {
-		m.fail(kind, "%s %s: Done() not closed", l, when)
+		m.fail(kind, "Done() not closed", "%s %s", l, when)
 	}
 }
 
@@ -725,22 +730,22 @@ func (m *lifecycle) agree(l *lcLease) {
 	if u := le.ValidUntil(); !time.Now().Before(u) {
 		// No extension can move ValidUntil once it has passed.
 		if !isClosed(le.Done()) {
-			m.fail(lcAgree, "%s: validity ran out %s ago but Done() is not closed at the call", l, time.Since(u))
+			m.fail(lcAgree, "validity ran out but Done() is not closed at the call", "%s: validity ran out %s ago", l, time.Since(u))
 		}
 		if le.Err() == nil || le.Validity() != 0 {
-			m.fail(lcAgree, "%s: validity ran out %s ago but Err() = %v, Validity() = %s", l, time.Since(u), le.Err(), le.Validity())
+			m.fail(lcAgree, "validity ran out but Err() is nil or Validity() > 0", "%s: validity ran out %s ago; Err() = %v, Validity() = %s", l, time.Since(u), le.Err(), le.Validity())
 		}
 	}
 	if err := le.Err(); err != nil {
 		if v := le.Validity(); v != 0 {
-			m.fail(lcAgree, "%s: Err() = %q but Validity() = %s", l, err, v)
+			m.fail(lcAgree, "Err() is set but Validity() > 0", "%s: Err() = %q, Validity() = %s", l, err, v)
 		}
 		if !isClosed(le.Done()) {
-			m.fail(lcAgree, "%s: Err() = %q but Done() is not closed", l, err)
+			m.fail(lcAgree, "Err() is set but Done() is not closed", "%s: Err() = %q", l, err)
 		}
 	} else if l.locker == 0 || l.via != "trylock" {
 		if isClosed(le.Done()) && le.Err() == nil {
-			m.fail(lcAgree, "%s: Done() is closed but Err() is nil", l)
+			m.fail(lcAgree, "Done() is closed but Err() is nil", "%s", l)
 		}
 	}
 	if l.released {
@@ -771,6 +776,6 @@ func (m *lifecycle) check(rt *rapid.T) {
 		for _, l := range ls {
 			desc = append(desc, fmt.Sprintf("%s validity %s", l, l.le.Validity()))
 		}
-		m.fail(lcExclusion, "r%d has %d live leases: %s", ri, len(ls), strings.Join(desc, "; "))
+		m.fail(lcExclusion, "two live leases on one resource", "r%d has %d live leases: %s", ri, len(ls), strings.Join(desc, "; "))
 	}
 }

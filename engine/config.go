@@ -79,8 +79,10 @@ type Config struct {
 	// extension misses the quorum, the lease's Done channel closes at once.
 	// Default: off.
 	AutoExtend bool
-	// ExtendEvery is the auto-extension period. Zero selects TTL/3: two
-	// more tries remain before the validity runs out.
+	// ExtendEvery is the auto-extension period. Zero selects TTL/3, which
+	// renews a lease while two thirds of its validity remain. The first
+	// extension that misses the quorum ends the lease (ErrLockLost) rather
+	// than trying again on a lock it can no longer vouch for.
 	ExtendEvery time.Duration
 	// MaxExtensions caps auto-extensions per lease; 0 means no cap.
 	MaxExtensions int

@@ -61,7 +61,7 @@ func (le *Lease) fence(ctx context.Context, acquired multiplex.Tally) error {
 	}
 	le.token = top + 1
 	tok := itoa(le.token)
-	cmd := multiplex.Command{Script: fenceScript, Key: le.key, Args: [multiplex.MaxArgs]string{tok}, NArgs: 1, SkipIfFailed: true}
+	cmd := multiplex.Command{Script: fenceScript, Key: le.key, Args: [multiplex.MaxArgs]string{tok, le.value}, NArgs: 2, SkipIfFailed: true}
 	votes := make([]multiplex.Vote, len(le.votes))
 	want := le.token
 	t := le.l.pool.Fanout(ctx, cmd, func(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {

@@ -14,17 +14,20 @@ import (
 type gate struct {
 	mu     sync.Mutex
 	queues map[string]*gateQueue
+	closed chan struct{} // closed by Locker.Close: waiters leave
 }
 
 type gateQueue struct {
 	waiters []chan *Lease // each has room for one: the hand-off never blocks
 }
 
-func newGate() *gate { return &gate{queues: make(map[string]*gateQueue)} }
+func newGate() *gate { return &gate{queues: make(map[string]*gateQueue), closed: make(chan struct{})} }
+
+func (g *gate) close() { close(g.closed) }
 
 // enter returns when the caller is at the head of resource's queue, with
 // whether it had to wait and, if its predecessor passed its lease on, that
-// lease; or ctx's error.
+// lease; or ctx's error, or ErrClosed once the Locker is closed.
 func (g *gate) enter(ctx context.Context, resource string) (waited bool, inherited *Lease, err error) {
 	g.mu.Lock()
 	q := g.queues[resource]
@@ -36,27 +39,31 @@ func (g *gate) enter(ctx context.Context, resource string) (waited bool, inherit
 	ch := make(chan *Lease, 1)
 	q.waiters = append(q.waiters, ch)
 	g.mu.Unlock()
+	var done error // why the caller leaves the queue
 	select {
 	case le := <-ch:
 		return true, le, nil
+	case <-g.closed:
+		done = ErrClosed
 	case <-ctx.Done():
-		g.mu.Lock()
-		for i, w := range q.waiters {
-			if w == ch {
-				q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
-				g.mu.Unlock()
-				return true, nil, ctx.Err()
-			}
-		}
-		g.mu.Unlock()
-		// Made head just as ctx ended: pass the turn (and any lease) on.
-		if le := <-ch; le != nil {
-			le.Release(context.Background())
-		} else {
-			g.leave(resource)
-		}
-		return true, nil, ctx.Err()
+		done = ctx.Err()
 	}
+	g.mu.Lock()
+	for i, w := range q.waiters {
+		if w == ch {
+			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+			g.mu.Unlock()
+			return true, nil, done
+		}
+	}
+	g.mu.Unlock()
+	// Made head just as we left: pass the turn (and any lease) on.
+	if le := <-ch; le != nil {
+		le.Release(context.Background())
+	} else {
+		g.leave(resource)
+	}
+	return true, nil, done
 }
 
 // leave hands resource's turn to the next waiter, who will compete on the

@@ -150,9 +150,9 @@ func (le *Lease) ValidUntil() time.Time {
 // for any reason.
 func (le *Lease) Validity() time.Duration {
 	var d time.Duration
-	le.inspect(func() {
+	le.inspectAt(func(now time.Time) {
 		if le.endErr == nil {
-			d = time.Until(le.validUntil)
+			d = le.validUntil.Sub(now)
 		}
 	})
 	return max(d, 0)
@@ -196,13 +196,18 @@ func (le *Lease) Err() error {
 // inspect runs f under le.mu after ending the lease if its validity ran
 // out, so that Validity, Done, Err and Context agree at every instant
 // instead of waiting for the expiry timer to fire.
-func (le *Lease) inspect(f func()) {
+func (le *Lease) inspect(f func()) { le.inspectAt(func(time.Time) { f() }) }
+
+// inspectAt is inspect with the instant it judged the lease at, so that a
+// caller reading the validity reads the same clock.
+func (le *Lease) inspectAt(f func(now time.Time)) {
 	le.mu.Lock()
 	leave := false
-	if le.endErr == nil && !time.Now().Before(le.validUntil) {
+	now := time.Now()
+	if le.endErr == nil && !now.Before(le.validUntil) {
 		leave = le.endLocked(ErrLeaseExpired, true)
 	}
-	f()
+	f(now)
 	le.mu.Unlock()
 	if leave {
 		le.l.gate.leave(le.resource)
@@ -251,13 +256,9 @@ func (le *Lease) autoExtend() {
 		return
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), until)
-	err := le.Extend(ctx, le.l.cfg.TTL)
+	err := le.extend(ctx, le.l.cfg.TTL, true)
 	cancel()
 	if err != nil {
-		if errors.Is(err, ErrReleased) {
-			return
-		}
-		le.end(fmt.Errorf("%w: %w", ErrLockLost, err), true)
 		return
 	}
 	le.mu.Lock()
@@ -424,6 +425,14 @@ func (le *Lease) Release(ctx context.Context) error {
 	cmd := le.releaseCommand(nodes, releaseScript)
 	cmd.MustSend = true
 	t := le.l.pool.Fanout(ctx, cmd, classifyInt, nil, le.votes)
+	le.mu.Lock()
+	broken := nodes & le.broken
+	le.mu.Unlock()
+	if broken != 0 {
+		// The SET may have been still on its way in the broken connection,
+		// and run after this delete.
+		le.l.undoNodes(le, broken)
+	}
 	if t.Reached() {
 		return nil
 	}
@@ -443,7 +452,7 @@ func (le *Lease) Release(ctx context.Context) error {
 // validity is this lease's, measured from the same acquisition.
 func (le *Lease) handOff(ctx context.Context) bool {
 	l := le.l
-	if l.cfg.MaxHandoffs < 0 || le.handoffs >= l.cfg.MaxHandoffs || l.gate.waiting(le.resource) == 0 {
+	if l.closed.Load() || l.cfg.MaxHandoffs < 0 || le.handoffs >= l.cfg.MaxHandoffs || l.gate.waiting(le.resource) == 0 {
 		return false
 	}
 	if !le.canHandOff(l.cfg.TTL / 2) {
@@ -513,6 +522,13 @@ func (le *Lease) canHandOffLocked(left time.Duration) bool {
 // the lease then ends with ErrLockLost. ttl may not exceed Config.MaxTTL,
 // which the restart quarantine relies on.
 func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+	return le.extend(ctx, ttl, false)
+}
+
+// extend is Extend; auto, for auto-extension, also ends the lease on any
+// failure but a release, before a Release can see it (under opMu): a lease
+// whose extension missed the quorum must not be handed on as sound.
+func (le *Lease) extend(ctx context.Context, ttl time.Duration, auto bool) (err error) {
 	if le == nil {
 		return fmt.Errorf("engine: extend of a nil *Lease: %w", ErrNotHeld)
 	}
@@ -524,6 +540,13 @@ func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	le.opMu.Lock()
 	defer le.opMu.Unlock()
+	if auto {
+		defer func() {
+			if err != nil && !errors.Is(err, ErrReleased) {
+				le.end(fmt.Errorf("%w: %w", ErrLockLost, err), true)
+			}
+		}()
+	}
 	le.mu.Lock()
 	released, validUntil, ended := le.released, le.validUntil, le.endErr
 	le.mu.Unlock()
@@ -563,7 +586,7 @@ func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		}
 		return fmt.Errorf("engine: extend %q: %w", le.resource, ended)
 	}
-	err := le.l.opError("extend", le.resource, t, validUntil)
+	err = le.l.opError("extend", le.resource, t, validUntil)
 	if errors.Is(err, ErrNotHeld) {
 		le.end(fmt.Errorf("%w: %w", ErrLockLost, err), true)
 	}

@@ -729,8 +729,10 @@ func (m *lifecycle) mustHaveEnded(kind string, l *lcLease, when string) {
 // first call after the validity ran out is the one checked.
 func (m *lifecycle) agree(l *lcLease) {
 	le := l.le
-	if u := le.ValidUntil(); !time.Now().Before(u) {
-		// No extension can move ValidUntil once it has passed.
+	// The clock is read before ValidUntil: an extension that commits in
+	// between shows in ValidUntil, and none can commit after it once the
+	// validity it reports has passed.
+	if now, u := time.Now(), le.ValidUntil(); !now.Before(u) {
 		if !isClosed(le.Done()) {
 			m.fail(lcAgree, "validity ran out but Done() is not closed at the call", "%s: validity ran out %s ago", l, time.Since(u))
 		}

@@ -109,6 +109,9 @@ func (l *Locker) Close() error {
 	if l.closed.Swap(true) {
 		return nil
 	}
+	if l.gate != nil {
+		l.gate.close()
+	}
 	if l.notify != nil {
 		l.notify.close()
 	}

@@ -97,6 +97,12 @@ func newDropProxy(t *testing.T, target string) *dropProxy {
 
 func (p *dropProxy) addr() string { return p.ln.Addr().String() }
 
+// Known violation (c): two holders, one after the other, get the same
+// fencing token; see successiveHolders.
+func TestReviewSuccessiveHoldersGetDistinctTokens(t *testing.T) {
+	successiveHolders(t, true)
+}
+
 // The same race with A's fence to m1 delivered: A raises m1's counter
 // before its release deletes the key there (one connection, in order), so
 // B reads it on m1 and its token is higher, although it read m2 before
@@ -210,5 +216,177 @@ func successiveHolders(t *testing.T, cutFence bool) {
 	// B is not released: m0 is cut off from it, and the servers go with the test.
 	if rb.le.Token() <= la.Token() {
 		t.Fatalf("B acquired after A released, yet B's token %d is not above A's %d", rb.le.Token(), la.Token())
+	}
+}
+
+// Known violation (b). Validity reads the clock twice: once in inspect,
+// which ends a lease whose validity ran out, and again for the time left.
+// Between the two, the validity can run out: Validity returns 0 while the
+// lease has not ended, so Done is open and Err nil at that instant (the
+// expiry timer closes Done later). A tight loop over the last
+// microseconds of a short lease hits the gap.
+func TestReviewValidityZeroMeansDone(t *testing.T) {
+	e := newEnv(t, 3)
+	l := e.locker(func(c *engine.Config) { c.TTL = 40 * time.Millisecond })
+	const res = "review-validity"
+	for try := 0; try < 25; try++ {
+		le, err := l.TryLock(context.Background(), res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := le.Done() // taken early, as a holder does
+		for {
+			v := le.Validity()
+			if v > 0 {
+				continue
+			}
+			// Validity said 0: the lease must already have ended. closed
+			// reads the channel without asking the lease anything.
+			if !closed(done) {
+				t.Fatalf("attempt %d: Validity() = 0 while Done() is open: the lease had not ended (Err now %v)", try, le.Err())
+			}
+			break
+		}
+		le.Release(context.Background())
+	}
+}
+
+// Suspected (d), liveness. A failed attempt's undo to a master whose
+// acquire reply arrived is posted once. If that connection breaks with
+// the delete on it, nothing sends it again (only an acquire whose own
+// connection broke gets the retried delete), and the key refuses
+// everyone on that master for the rest of its TTL.
+func TestReviewUndoLostWithItsConnectionIsResent(t *testing.T) {
+	e := newEnv(t, 3)
+	const res = "review-undo-lost"
+	addrs := e.cluster.Addrs()
+	e.set(1, res, "someone")
+	e.set(2, res, "someone")
+	dp := newDropProxy(t, addrs[0])
+	cfg := engine.DefaultConfig(dp.addr(), addrs[1], addrs[2])
+	cfg.Quarantine = engine.QuarantineObserved
+	cfg.TTL = 10 * time.Second
+	l, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	// The plain acquire is SET NX GET; the first script on this
+	// connection afterwards is the undo.
+	needle := []byte("EVALSHA")
+	dp.needle.Store(&needle)
+	if _, err := l.TryLock(context.Background(), res); err == nil {
+		t.Fatal("set-up: acquired a resource held on two of three masters")
+	}
+	eventually(t, 2*time.Second, "the undo was cut off", dp.dropped.Load)
+	eventually(t, 2*time.Second, "the failed attempt's key on m0 is deleted", func() bool { return e.get(0, res) == "" })
+}
+
+// Suspected (e). Close does not wake Lock callers queued at the gate:
+// they wait for the holder's lease to run out (a full TTL), then fail.
+func TestReviewCloseWakesGateWaiters(t *testing.T) {
+	e := newEnv(t, 3)
+	l := e.locker(func(c *engine.Config) { c.TTL = 10 * time.Second })
+	const res = "review-close-gate"
+	ctx := context.Background()
+	held, err := l.Lock(ctx, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		le, err := l.Lock(ctx, res)
+		if le != nil {
+			le.Release(ctx)
+		}
+		errc <- err
+	}()
+	eventually(t, 2*time.Second, "the waiter queued", func() bool { return l.GateWaiting(res) == 1 })
+	l.Close()
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("Lock succeeded after Close")
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatalf("a Lock queued at the gate still waits 2 s after Close (the holder's validity is %s)", held.Validity())
+	}
+}
+
+// Suspected (e). A Release after Close still hands the lease to a Lock
+// queued at the gate (the hand-off needs no round trip without fencing):
+// Lock returns a lease after Close, which can neither extend nor delete.
+func TestReviewNoHandoffAfterClose(t *testing.T) {
+	e := newEnv(t, 3)
+	l := e.locker(func(c *engine.Config) { c.TTL = 10 * time.Second })
+	const res = "review-close-handoff"
+	ctx := context.Background()
+	held, err := l.Lock(ctx, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		le  *engine.Lease
+		err error
+	}
+	gc := make(chan got, 1)
+	go func() {
+		le, err := l.Lock(ctx, res)
+		gc <- got{le, err}
+	}()
+	eventually(t, 2*time.Second, "the waiter queued", func() bool { return l.GateWaiting(res) == 1 })
+	l.Close()
+	held.Release(ctx)
+	select {
+	case g := <-gc:
+		if g.err == nil {
+			t.Fatalf("Lock returned a lease (cause %v, validity %s) after Close", g.le.Wait().Cause, g.le.Validity())
+		}
+	case <-time.After(12 * time.Second):
+		t.Fatal("the waiter never returned")
+	}
+}
+
+// Suspected (d), liveness. The retried delete that covers an acquire
+// whose connection broke with its SET on the way is used by undo only. A
+// lease that acquired on the other masters and is then released deletes
+// once on that master; the SET that was still on its way runs after the
+// delete and leaves the key there for a full TTL.
+func TestReviewReleaseAfterABrokenAcquireConnection(t *testing.T) {
+	e := newEnv(t, 3)
+	const res = "review-broken-release"
+	px := newStallProxy(t, e.cluster.Nodes[0].Addr())
+	cfg := engine.DefaultConfig(px.addr(), e.cluster.Nodes[1].Addr(), e.cluster.Nodes[2].Addr())
+	cfg.Quarantine = engine.QuarantineObserved
+	cfg.ConnTimeout = time.Second
+	l, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	px.stall.Store(true)
+	le, err := l.TryLock(context.Background(), res)
+	if err != nil {
+		t.Fatalf("set-up: TryLock with two of three masters: %v", err)
+	}
+	// The SET to m0 sits in the proxy; its connection breaks, so the
+	// lease counts m0 as unsure.
+	px.stall.Store(false)
+	px.breakStalled()
+	time.Sleep(100 * time.Millisecond) // the lease hears of the broken connection
+	if err := le.Release(context.Background()); err != nil {
+		t.Logf("Release: %v", err)
+	}
+	if px.newConns.Load() == 0 {
+		t.Fatal("set-up: the release did not reach m0 on a new connection")
+	}
+	px.flushStalled() // the SET reaches m0 after the delete did
+	deadline := time.Now().Add(2 * time.Second)
+	for v := e.get(0, res); v != ""; v = e.get(0, res) {
+		if time.Now().After(deadline) {
+			t.Fatalf("m0 keeps %q (the released lease's value is %q) 2 s after its late SET", v, le.Value())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

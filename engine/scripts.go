@@ -96,8 +96,15 @@ if ARGV[3] == "1" and string.sub(v, -1) ~= "` + waitMark + `" then
 end
 return v`)
 	// fenceScript raises the counter to the token unless it is already
-	// higher, and answers the counter's new value.
-	fenceScript = multiplex.NewScript(`local k = "` + fencePrefixLua + `" .. KEYS[1]
+	// higher, and answers the counter's new value; only where the key is
+	// still ours (else 0), so that every master in the quorum that raised
+	// it kept our key until after the raise, and any later holder's SET
+	// there reads the raised counter.
+	fenceScript = multiplex.NewScript(`local v = redis.call("GET", KEYS[1])
+if v ~= ARGV[2] and v ~= ARGV[2] .. "` + waitMark + `" then
+  return 0
+end
+local k = "` + fencePrefixLua + `" .. KEYS[1]
 local c = tonumber(redis.call("GET", k) or "0")
 local t = tonumber(ARGV[1])
 if t > c then

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -17,59 +18,53 @@ func (l *Locker) undo(le *Lease) {
 	l.undoNodes(le, nodes)
 }
 
-// undoNodes deletes le's key, if it is still ours, on nodes. Where the
-// acquire's connection broke, one delete is not
-// enough: the SET may still sit in the broken connection's socket and run
-// after a delete sent on a new connection, and the new connection may not
-// open at all. Those nodes get a delete that is retried until a master
-// answers it, and one more a little later for a SET that was behind it,
-// within the key's lifetime.
+// undoNodes deletes le's key, if it is still ours, on nodes, without
+// waiting. A delete that does not reach its master (its connection broke,
+// or none could be opened) is sent again until one is answered, within the
+// key's lifetime. Where the acquire's own connection broke, one answered
+// delete is not enough either: the SET may have been still on its way in
+// the broken connection and run after a delete sent on a new one, so those
+// masters get one more delete a little later.
 func (l *Locker) undoNodes(le *Lease, nodes uint64) {
 	if nodes == 0 {
 		return
 	}
 	le.mu.Lock()
-	unsure := nodes & le.broken
+	broken := nodes & le.broken
 	le.mu.Unlock()
-	if sure := nodes &^ unsure; sure != 0 {
-		l.pool.Post(le.releaseCommand(sure, undoScript), classifyInt, nil)
-	}
-	for i := 0; unsure != 0; i++ {
-		if unsure&(1<<i) != 0 {
-			unsure &^= 1 << i
-			u := &unsureUndo{le: le, node: i, until: time.Now().Add(l.cfg.TTL + l.cfg.ConnTimeout)}
-			u.send()
-		}
-	}
+	u := &retriedUndo{le: le, until: time.Now().Add(l.cfg.TTL + l.cfg.ConnTimeout), again: broken}
+	u.send(nodes)
 }
 
-// unsureUndo is the retried delete of one node's unsure acquire.
-type unsureUndo struct {
+// retriedUndo is one undo's deletes and their replies.
+type retriedUndo struct {
 	le    *Lease
-	node  int
 	until time.Time
-	again bool // the master answered once; this is the later pass
+	mu    sync.Mutex
+	again uint64 // nodes still owed the later pass
 }
 
-func (u *unsureUndo) send() {
-	u.le.l.pool.Post(u.le.releaseCommand(1<<u.node, undoScript), classifyInt, u)
+func (u *retriedUndo) send(nodes uint64) {
+	u.le.l.pool.Post(u.le.releaseCommand(nodes, undoScript), classifyInt, u)
 }
 
-// Late receives the delete's reply.
-func (u *unsureUndo) Late(_ int, v multiplex.Vote) {
+// Late receives each delete's reply.
+func (u *retriedUndo) Late(node int, v multiplex.Vote) {
 	l := u.le.l
 	if l.closed.Load() || !time.Now().Before(u.until) {
 		return
 	}
+	bit := uint64(1) << node
 	_, reply := rueidis.IsRedisErr(v.Err)
-	answered := v.Outcome == multiplex.OK || v.Outcome == multiplex.Refused || (v.Outcome == multiplex.Failed && reply)
-	switch {
-	case answered && u.again:
+	if v.Outcome == multiplex.OK || v.Outcome == multiplex.Refused || (v.Outcome == multiplex.Failed && reply) {
+		u.mu.Lock()
+		later := u.again&bit != 0
+		u.again &^= bit
+		u.mu.Unlock()
+		if later {
+			time.AfterFunc(min(l.cfg.ConnTimeout, l.cfg.TTL/2), func() { u.send(bit) })
+		}
 		return
-	case answered:
-		u.again = true
-		time.AfterFunc(min(l.cfg.ConnTimeout, l.cfg.TTL/2), u.send)
-	default:
-		time.AfterFunc(jitter(l.cfg.RetryDelayMin, l.cfg.RetryDelayMax)+l.cfg.NodeTimeout, u.send)
 	}
+	time.AfterFunc(jitter(l.cfg.RetryDelayMin, l.cfg.RetryDelayMax)+l.cfg.NodeTimeout, func() { u.send(bit) })
 }

@@ -15,8 +15,10 @@ import (
 //
 //   - A token is one more than the highest value a quorum reported, and a
 //     second round raises the counters of a quorum to it before the lease
-//     is handed out. Two successive holders' quorums share a master, so
-//     while that master keeps its counter the later token is larger.
+//     is handed out, only on masters where the key is still ours. A later
+//     holder's SET on such a master can succeed only after our key left it,
+//     so after the raise; its quorum shares a master with ours, and while
+//     that master keeps its counter the later token is larger.
 //   - Each master reports max(counter, its clock in microseconds). If every
 //     shared master restarted (and forgot its counters) since the earlier
 //     token was written, each sat out MaxTTL in quarantine before its vote
@@ -27,12 +29,10 @@ import (
 //     later token is larger as long as the masters' clocks differ by less
 //     than MaxTTL and never step back by more: the clock assumption, which
 //     New checks (see Config.Fencing).
-//   - A round counts votes for up to NodeTimeout plus the watchdog's
-//     lateness. A later acquisition whose round began before this lease's
-//     counters were raised, and ended after its keys expired, could read
-//     only old counters and issue the same token. So a fenced lease is
-//     handed out only if more than that span of validity is left when the
-//     counters are raised.
+//   - As a second line: a fenced lease is handed out only if more validity
+//     is left, once its counters are raised, than a round can go on
+//     counting votes (NodeTimeout plus the watchdog's lateness), so that no
+//     competing round spans both the raise and the expiry of our keys.
 
 // internalPrefix starts every key the engine keeps besides the locks. A
 // lock key (KeyPrefix + resource) may not start with it, so that no

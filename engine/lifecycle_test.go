@@ -78,8 +78,11 @@ var lcMain = lcOptions{resources: 2, actions: []string{"trylock", "lock", "lock"
 // lcControl is the machine of the control: one resource, the gated Locker
 // only; Lock (three times as often: two must queue behind the holder),
 // Release, Extend to the full TTL (a shorter one leaves too little
-// validity to hand on), key loss on a majority, and time passing.
-var lcControl = lcOptions{resources: 1, lockers: 1, minDelete: lcQuorum, minExtend: lcTTL,
+// validity to hand on), key loss on a majority, and time passing. Fencing
+// is off: the hand-off's fence round raises the counters only where the
+// key is still the lease's, so with fencing a lost lease is not handed on
+// even without the check under test.
+var lcControl = lcOptions{resources: 1, lockers: 1, minDelete: lcQuorum, minExtend: lcTTL, noFencing: true,
 	actions: []string{"lock", "lock", "lock", "release", "release", "extend", "delete", "sleep"}}
 
 // TestLeaseLifecycleCatchesHandoffOfEndedLease is the control: with the
@@ -192,6 +195,7 @@ type lcOptions struct {
 	actions   []string
 	minDelete int           // fewest masters a delete hits
 	minExtend time.Duration // shortest TTL a manual Extend asks for
+	noFencing bool          // the gated Locker does not fence
 }
 
 // lcLease is a lease the machine holds.
@@ -300,6 +304,7 @@ func newLifecycle(rt *rapid.T, e *lcEnv, opts lcOptions, collect *[]lcViolation)
 	// L0: gated (hand-offs), fenced, auto-extending. L1: fenced, plain.
 	c0 := base()
 	c0.AutoExtend, c0.ExtendEvery = true, lcExtendEvery
+	c0.Fencing = !opts.noFencing
 	for _, c := range []engine.Config{c0, base()} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		l, err := engine.New(ctx, c)

@@ -58,8 +58,9 @@ const (
 //
 //	go test -run TestLeaseLifecycle -rapid.seed=N ./engine/
 //
-// (timing makes some failures need a few tries). No fail file is written
-// unless -rapid.nofailfile=false is given.
+// ('TestLeaseLifecycle$' leaves out the control below; timing makes some
+// failures need a few tries). No fail file is written unless
+// -rapid.nofailfile=false is given; -rapid.v logs every step of every run.
 func TestLeaseLifecycle(t *testing.T) {
 	e := newLifecycleEnv(t)
 	lcRapidDefaults(t)

@@ -279,7 +279,6 @@ func newLifecycle(rt *rapid.T, e *lcEnv, opts lcOptions, collect *[]lcViolation)
 	}
 	m := &lifecycle{
 		rt: rt, e: e, opts: opts, collect: collect,
-		results:        make(chan lcResult, 1024),
 		compromised:    map[string]string{},
 		endedAtRelease: map[string]error{},
 		releasedAt:     map[string]time.Time{},
@@ -290,6 +289,8 @@ func newLifecycle(rt *rapid.T, e *lcEnv, opts lcOptions, collect *[]lcViolation)
 			m.maxStep = 2 * n
 		}
 	}
+	// One Lock per step at most: no goroutine ever blocks on its result.
+	m.results = make(chan lcResult, m.maxStep)
 	for i := 0; i < opts.resources; i++ {
 		m.names = append(m.names, fmt.Sprintf("lifecycle-%d-r%d", run, i))
 	}
@@ -302,7 +303,8 @@ func newLifecycle(rt *rapid.T, e *lcEnv, opts lcOptions, collect *[]lcViolation)
 		c.FallbackMin, c.FallbackMax = 10*time.Millisecond, 60*time.Millisecond
 		return c
 	}
-	// L0: gated (hand-offs), fenced, auto-extending. L1: fenced, plain.
+	// L0: fenced, auto-extending. L1: fenced, extended only by hand. Both
+	// gate their own Lock callers and hand leases on.
 	c0 := base()
 	c0.AutoExtend, c0.ExtendEvery = true, lcExtendEvery
 	c0.Fencing = !opts.noFencing

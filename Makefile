@@ -4,7 +4,7 @@ GO       ?= go
 PKGS     := ./...
 RUNS     := results/runs
 
-.PHONY: all test bench compare scenarios chaos lint vet fmt cover benchmark clean deps test-deps
+.PHONY: all test bench compare scenarios chaos controls lint vet fmt cover benchmark clean deps test-deps
 
 all: test
 
@@ -103,6 +103,17 @@ chaos: deps
 	@mkdir -p bin
 	$(GO) build -o bin/redlock-bench ./cmd/redlock-bench
 	bin/redlock-bench chaos --duration $(CHAOS_DURATION) $(CHAOS_FLAGS)
+
+# controls shows that the safety checks can fail: the lifecycle property
+# with the engine's hand-off check turned off, and chaos with the nolock
+# engine, which grants every request; the target fails if either passes.
+controls: deps
+	@mkdir -p bin
+	$(GO) build -o bin/redlock-bench ./cmd/redlock-bench
+	REDLOCK_CONTROLS=1 $(GO) test -count=1 -run 'Control|CatchesHandoff' ./engine/
+	@bin/redlock-bench chaos --engine nolock --duration 10s >/dev/null 2>&1; rc=$$?; \
+	if [ $$rc -ne 1 ]; then echo "chaos with the nolock engine exited $$rc, want 1 (violations found)"; exit 1; fi; \
+	echo "chaos with the nolock engine found violations, as it must"
 
 lint: vet
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

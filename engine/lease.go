@@ -336,13 +336,17 @@ func (le *Lease) record(node int, v multiplex.Vote) (undo bool) {
 	return (le.failed || le.released) && (le.held|le.unsure)&bit != 0
 }
 
-// mayHaveRun: any error but one that proves the command never left
-// leaves it open whether the command ran. A dropped connection may have
-// carried it; a quarantined node's discounted yes did run; and an error
-// reply from a script may come after the script wrote, since Redis does
-// not roll a script back.
+// mayHaveRun: an error that is not a reply from Redis (a dropped
+// connection, a quarantined node's discounted yes) leaves it open whether
+// the command ran. An error reply means it did not: the scripts check
+// everything that can fail before their first write, and a write refused
+// (OOM, READONLY) writes nothing, since Redis does not roll a script back.
 func mayHaveRun(err error) bool {
-	return err != nil && !notSent(err)
+	if err == nil || notSent(err) {
+		return false
+	}
+	_, isReply := rueidis.IsRedisErr(err)
+	return !isReply
 }
 
 // notSent: the command never left this process.

@@ -95,7 +95,15 @@ var lcControl = lcOptions{resources: 1, lockers: 1, minDelete: lcQuorum, minExte
 // what loses a gated lease and releases it while others queue (see
 // lcControl): with every action drawn alike, 100 runs did not meet that
 // sequence, while the narrowed machine met it within the first 20 seeds.
+//
+// Which seeds reach that sequence depends on timing, and on a loaded host
+// 60 seeds can miss it, so it runs only with REDLOCK_CONTROLS=1 (`make
+// controls`); TestLostLeaseIsNeverHandedOnControl is the deterministic
+// control that always runs.
 func TestLeaseLifecycleCatchesHandoffOfEndedLease(t *testing.T) {
+	if os.Getenv("REDLOCK_CONTROLS") == "" {
+		t.Skip("set REDLOCK_CONTROLS=1 (make controls) to run the lifecycle property's control")
+	}
 	e := newLifecycleEnv(t)
 	engine.SkipHandoffEndCheck(true)
 	defer engine.SkipHandoffEndCheck(false)

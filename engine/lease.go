@@ -43,7 +43,9 @@ type Lease struct {
 	held, unsure, answered uint64
 	// broken: unsure masters whose connection failed under the acquire;
 	// the SET may still run after a delete sent on a new connection.
-	broken      uint64
+	broken uint64
+	// undoReplies retries this lease's undo deletes (see undoNodes).
+	undoReplies retriedUndo
 	failed      bool // the attempt did not acquire
 	released    bool
 	endErr      error // why the lease stopped being trustworthy

@@ -30,16 +30,21 @@ func (l *Locker) undoNodes(le *Lease, nodes uint64) {
 		return
 	}
 	le.mu.Lock()
+	u := &le.undoReplies
+	u.le = le
 	broken := nodes & le.broken
 	le.mu.Unlock()
-	u := &retriedUndo{le: le, until: time.Now().Add(l.cfg.TTL + l.cfg.ConnTimeout), again: broken}
+	u.mu.Lock()
+	u.again |= broken
+	u.mu.Unlock()
 	u.send(nodes)
 }
 
-// retriedUndo is one undo's deletes and their replies.
+// retriedUndo receives the replies to a lease's undo deletes. It lives in
+// the Lease, so that the late replies of an uncontended cycle, which are
+// undone on every cycle, allocate nothing for it.
 type retriedUndo struct {
 	le    *Lease
-	until time.Time
 	mu    sync.Mutex
 	again uint64 // nodes still owed the later pass
 }
@@ -50,8 +55,10 @@ func (u *retriedUndo) send(nodes uint64) {
 
 // Late receives each delete's reply.
 func (u *retriedUndo) Late(node int, v multiplex.Vote) {
-	l := u.le.l
-	if l.closed.Load() || !time.Now().Before(u.until) {
+	le := u.le
+	l := le.l
+	// Past the key's lifetime a SET can no longer be waiting to run.
+	if l.closed.Load() || time.Since(le.start) > l.cfg.TTL+l.cfg.ConnTimeout {
 		return
 	}
 	bit := uint64(1) << node

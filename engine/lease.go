@@ -477,6 +477,7 @@ func (le *Lease) handOff(ctx context.Context) bool {
 	next.validUntil = le.validUntil
 	le.mu.Unlock()
 	next.initVotes(len(le.votes))
+	next.undoReplies.le = next
 	margin := time.Duration(0)
 	if l.cfg.Fencing {
 		// Nobody else could take a token while we held the lock, so the

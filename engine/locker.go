@@ -148,6 +148,7 @@ func (l *Locker) try(ctx context.Context, resource string, mark bool) (*Lease, e
 		value:    newValue(),
 	}
 	le.initVotes(l.pool.Len())
+	le.undoReplies.le = le
 	cmd := multiplex.Command{Name: "SET", Key: le.key, SkipIfFailed: true}
 	classify := classifyAcquireGet
 	switch {

@@ -30,10 +30,9 @@ func (l *Locker) undoNodes(le *Lease, nodes uint64) {
 		return
 	}
 	le.mu.Lock()
-	u := &le.undoReplies
-	u.le = le
 	broken := nodes & le.broken
 	le.mu.Unlock()
+	u := &le.undoReplies
 	u.mu.Lock()
 	u.again |= broken
 	u.mu.Unlock()
@@ -44,7 +43,7 @@ func (l *Locker) undoNodes(le *Lease, nodes uint64) {
 // the Lease, so that the late replies of an uncontended cycle, which are
 // undone on every cycle, allocate nothing for it.
 type retriedUndo struct {
-	le    *Lease
+	le    *Lease // set when the lease is made, read-only after
 	mu    sync.Mutex
 	again uint64 // nodes still owed the later pass
 }

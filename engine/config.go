@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -245,15 +246,15 @@ func (c *Config) Validate() error {
 	case c.PipelineMultiplex > rueidis.MaxPipelineMultiplex:
 		return fmt.Errorf("engine: Config.PipelineMultiplex must be <= %d, got %d", rueidis.MaxPipelineMultiplex, c.PipelineMultiplex)
 	}
-	seen := make(map[string]int, len(c.Masters))
-	for i, m := range c.Masters {
-		if j, dup := seen[m]; dup {
-			return fmt.Errorf("engine: Config.Masters[%d] %q duplicates Masters[%d]: masters must be distinct", i, m, j)
+	if err := multiplex.ValidateAddrs(c.Masters); err != nil {
+		var ae *multiplex.AddrError
+		switch {
+		case !errors.As(err, &ae):
+			return fmt.Errorf("engine: Config.Masters: %w", err)
+		case ae.First >= 0:
+			return fmt.Errorf("engine: Config.Masters[%d] %q duplicates Masters[%d]: masters must be distinct", ae.Index, ae.Addr, ae.First)
 		}
-		seen[m] = i
-		if err := checkAddr(m); err != nil {
-			return fmt.Errorf("engine: Config.Masters[%d] %q: %v", i, m, err)
-		}
+		return fmt.Errorf("engine: Config.Masters[%d] %q: %s", ae.Index, ae.Addr, ae.Reason)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
-	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -357,17 +356,6 @@ func newValue() string {
 	var b [16]byte
 	rand.Read(b[:]) // never fails on Linux (Go 1.24+ crashes instead)
 	return base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-func checkAddr(a string) error {
-	host, port, err := net.SplitHostPort(a)
-	if err != nil || host == "" {
-		return errors.New("want host:port")
-	}
-	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
-		return errors.New("port must be 1-65535")
-	}
-	return nil
 }
 
 // atLeast compares a "major.minor.patch" version.

@@ -237,7 +237,7 @@ func (si *ServerInfo) measureClock(sent, received time.Time) {
 // reach the same server, or one reaches a replica, Dial fails with
 // ErrNotIndependent naming them.
 func Dial(ctx context.Context, o Options) (*Pool, error) {
-	if err := validateAddrs(o.Addrs); err != nil {
+	if err := ValidateAddrs(o.Addrs); err != nil {
 		return nil, err
 	}
 	if o.NodeTimeout <= 0 {
@@ -354,23 +354,47 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 
 func (p *Pool) hasBuilder() bool { return p.builder != rueidis.Builder{} }
 
-func validateAddrs(addrs []string) error {
+// AddrError is a master address that cannot be used: not host:port with a
+// port in 1-65535, or listed twice (two votes from one server would fake a
+// quorum).
+type AddrError struct {
+	Index int // the address's position in the list
+	Addr  string
+	// First is the position of the address's first listing when this is a
+	// duplicate, else -1.
+	First int
+	// Reason is what is wrong, without the address: "want host:port",
+	// "port must be 1-65535", or "given twice".
+	Reason string
+}
+
+func (e *AddrError) Error() string {
+	if e.First >= 0 {
+		return fmt.Sprintf("multiplex: address %q given twice (Addrs[%d] and Addrs[%d]): masters must be distinct", e.Addr, e.First, e.Index)
+	}
+	return fmt.Sprintf("multiplex: address %q: %s", e.Addr, e.Reason)
+}
+
+// ValidateAddrs checks a list of master addresses as Dial does: at least
+// one, each host:port with a non-empty host and a port in 1-65535, none
+// twice. A bad address is reported as an *AddrError.
+func ValidateAddrs(addrs []string) error {
 	if len(addrs) == 0 {
 		return errors.New("multiplex: Addrs is empty: at least one master is needed")
 	}
-	seen := make(map[string]bool, len(addrs))
-	for _, a := range addrs {
+	seen := make(map[string]int, len(addrs))
+	for i, a := range addrs {
 		host, port, err := net.SplitHostPort(a)
 		if err != nil || host == "" {
-			return fmt.Errorf("multiplex: address %q: want host:port", a)
+			return &AddrError{Index: i, Addr: a, First: -1, Reason: "want host:port"}
 		}
 		if pn, err := strconv.Atoi(port); err != nil || pn <= 0 || pn > 65535 {
-			return fmt.Errorf("multiplex: address %q: port must be 1-65535", a)
+			return &AddrError{Index: i, Addr: a, First: -1, Reason: "port must be 1-65535"}
 		}
-		if seen[a] {
-			return fmt.Errorf("multiplex: address %q given twice: masters must be distinct", a)
+		if j, dup := seen[a]; dup {
+			return &AddrError{Index: i, Addr: a, First: j, Reason: "given twice"}
 		}
-		seen[a] = true
+		seen[a] = i
 	}
 	return nil
 }

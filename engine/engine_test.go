@@ -129,7 +129,7 @@ func TestQuorumEverySubsetPreoccupied(t *testing.T) {
 						t.Fatalf("mask %0*b: want ErrNotAcquired, got %v", n, mask, err)
 					}
 					var ve *engine.VotesError
-					if !errors.As(err, &ve) || ve.Tally.Refused+ve.Tally.Pending < busy-(n-quorum) {
+					if !errors.As(err, &ve) || ve.Refused+ve.Pending < busy-(n-quorum) {
 						t.Fatalf("mask %0*b: votes not carried: %v", n, mask, err)
 					}
 				} else if le.Validity() <= 0 || le.Resource() != res {
@@ -343,7 +343,7 @@ func testLateYes(t *testing.T, pipelineMultiplex int) {
 		t.Fatalf("want ErrNotAcquired, got %v", err)
 	}
 	var ve *engine.VotesError
-	if !errors.As(err, &ve) || ve.Tally.Votes[1].Outcome.String() != "timeout" {
+	if !errors.As(err, &ve) || ve.Votes[1].Outcome.String() != "timeout" {
 		t.Fatalf("node 1 should have timed out: %v", err)
 	}
 	if err := e.cluster.Nodes[1].Resume(); err != nil {

@@ -40,10 +40,45 @@ var (
 	ErrReservedResource = errors.New("engine: resource key in the engine's reserved namespace")
 )
 
+// ErrQuarantined is a master's vote while its yes cannot be counted (see
+// QuarantinePolicy); a *NodeError's Err matches it with errors.Is.
+var ErrQuarantined = multiplex.ErrQuarantined
+
+// Outcome is one master's answer in an operation.
+type Outcome uint8
+
+// The outcomes, numbered as multiplex numbers them, so that converting
+// one is free.
+const (
+	// OutcomePending: no reply yet when the operation was decided.
+	OutcomePending = Outcome(multiplex.Pending)
+	// OutcomeOK: the master did what was asked.
+	OutcomeOK = Outcome(multiplex.OK)
+	// OutcomeRefused: the master answered but declined (the key is held by
+	// someone else, or is no longer ours): contention, not failure.
+	OutcomeRefused = Outcome(multiplex.Refused)
+	// OutcomeFailed: an error reply or a connection error.
+	OutcomeFailed = Outcome(multiplex.Failed)
+	// OutcomeTimeout: no reply within the node timeout.
+	OutcomeTimeout = Outcome(multiplex.Timeout)
+)
+
+func (o Outcome) String() string { return multiplex.Outcome(o).String() }
+
+// Vote is one master's outcome.
+type Vote struct {
+	Outcome Outcome
+	// Err is the cause for OutcomeFailed and OutcomeTimeout.
+	Err error
+	// value is the integer the reply carried: for a refused acquire, a
+	// hash of the holder's value (see heldByOne).
+	value int64
+}
+
 // NodeError is one master's cause in a failed operation.
 type NodeError struct {
 	Addr    string
-	Outcome multiplex.Outcome
+	Outcome Outcome
 	Err     error
 }
 
@@ -61,13 +96,33 @@ func (e *NodeError) Unwrap() error { return e.Err }
 // the context ended, and ErrWrongType when a master reported it;
 // errors.As finds each *NodeError.
 type VotesError struct {
-	Op       string // "acquire", "release" or "extend"
+	Op       string // "acquire", "release", "extend" or "fence"
 	Resource string
 	// Kind is the category: ErrNotAcquired, ErrNoQuorum, ErrNotHeld or
 	// ErrLeaseExpired. It is nil when only the context ended.
-	Kind  error
-	Tally multiplex.Tally
+	Kind error
+	// Votes has one entry per master, in the order of Addrs. Masters that
+	// had not answered when the operation was decided are OutcomePending
+	// or, if the node timeout ran out, OutcomeTimeout.
+	Votes []Vote
+	// The number of votes of each outcome, and the quorum needed.
+	OK, Refused, Failed, Timeout, Pending int
+	Quorum                                int
+	// Err is the context's error when it ended before a decision, or the
+	// pool's when it was closed.
+	Err   error
 	Addrs []string
+}
+
+// newVotesError copies t, whose votes are often the lease's reused buffer.
+func newVotesError(op, resource string, kind error, t *multiplex.Tally, addrs []string) *VotesError {
+	votes := make([]Vote, len(t.Votes))
+	for i, v := range t.Votes {
+		votes[i] = Vote{Outcome: Outcome(v.Outcome), Err: v.Err, value: v.Value}
+	}
+	return &VotesError{Op: op, Resource: resource, Kind: kind, Votes: votes,
+		OK: t.OK, Refused: t.Refused, Failed: t.Failed, Timeout: t.Timeout, Pending: t.Pending,
+		Quorum: t.Quorum, Err: t.Err, Addrs: addrs}
 }
 
 func (e *VotesError) Error() string {
@@ -78,22 +133,21 @@ func (e *VotesError) Error() string {
 	switch {
 	case e.Kind != nil:
 		b.WriteString(strings.TrimPrefix(e.Kind.Error(), "engine: "))
-	case e.Tally.Err != nil:
-		b.WriteString(e.Tally.Err.Error())
+	case e.Err != nil:
+		b.WriteString(e.Err.Error())
 	}
-	if e.Kind != nil && e.Tally.Err != nil {
+	if e.Kind != nil && e.Err != nil {
 		b.WriteString(": ")
-		b.WriteString(e.Tally.Err.Error())
+		b.WriteString(e.Err.Error())
 	}
-	t := &e.Tally
 	fmt.Fprintf(&b, " (%d ok, %d refused, %d error, %d timeout, %d pending; quorum %d of %d)",
-		t.OK, t.Refused, t.Failed, t.Timeout, t.Pending, t.Quorum, len(t.Votes))
+		e.OK, e.Refused, e.Failed, e.Timeout, e.Pending, e.Quorum, len(e.Votes))
 	if e.wrongType() {
 		b.WriteString(": ")
 		b.WriteString(strings.TrimPrefix(ErrWrongType.Error(), "engine: "))
 	}
-	for i, v := range t.Votes {
-		if v.Outcome == multiplex.Failed || v.Outcome == multiplex.Timeout {
+	for i, v := range e.Votes {
+		if v.Outcome == OutcomeFailed || v.Outcome == OutcomeTimeout {
 			b.WriteString("; ")
 			b.WriteString((&NodeError{Addr: e.addr(i), Outcome: v.Outcome, Err: v.Err}).Error())
 		}
@@ -109,7 +163,7 @@ func (e *VotesError) addr(i int) string {
 }
 
 func (e *VotesError) wrongType() bool {
-	for _, v := range e.Tally.Votes {
+	for _, v := range e.Votes {
 		if isWrongType(v.Err) {
 			return true
 		}
@@ -120,22 +174,47 @@ func (e *VotesError) wrongType() bool {
 // Unwrap is built on demand, so that the contention path, which is hot under
 // load, allocates nothing for it.
 func (e *VotesError) Unwrap() []error {
-	errs := make([]error, 0, len(e.Tally.Votes)+3)
+	errs := make([]error, 0, len(e.Votes)+3)
 	if e.Kind != nil {
 		errs = append(errs, e.Kind)
 	}
-	if e.Tally.Err != nil {
-		errs = append(errs, e.Tally.Err)
+	if e.Err != nil {
+		errs = append(errs, e.Err)
 	}
 	if e.wrongType() {
 		errs = append(errs, ErrWrongType)
 	}
-	for i, v := range e.Tally.Votes {
-		if v.Outcome == multiplex.Failed || v.Outcome == multiplex.Timeout {
+	for i, v := range e.Votes {
+		if v.Outcome == OutcomeFailed || v.Outcome == OutcomeTimeout {
 			errs = append(errs, &NodeError{Addr: e.addr(i), Outcome: v.Outcome, Err: v.Err})
 		}
 	}
 	return errs
+}
+
+// heldByOne reports whether one owner holds the resource on a quorum of
+// the refusing masters: then a release will come and is worth waiting
+// for. Otherwise the vote was split between attempts that each undo
+// theirs, and nobody will publish anything.
+func (e *VotesError) heldByOne() bool {
+	if e.Refused < e.Quorum {
+		return false
+	}
+	for i, a := range e.Votes {
+		if a.Outcome != OutcomeRefused {
+			continue
+		}
+		same := 0
+		for _, b := range e.Votes[i:] {
+			if b.Outcome == OutcomeRefused && b.value == a.value {
+				same++
+			}
+		}
+		if same >= e.Quorum {
+			return true
+		}
+	}
+	return false
 }
 
 func isWrongType(err error) bool {

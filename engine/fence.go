@@ -75,11 +75,11 @@ func (le *Lease) fence(ctx context.Context, acquired multiplex.Tally) error {
 		return multiplex.Refused, n, nil // a higher counter: our token is stale
 	}, nil, votes)
 	if !t.Reached() || t.Err != nil {
-		e := &VotesError{Op: "fence", Resource: le.resource, Tally: t, Addrs: le.l.addrs, Kind: ErrNoQuorum}
+		kind := ErrNoQuorum
 		if t.Refused > 0 {
-			e.Kind = ErrNotAcquired
+			kind = ErrNotAcquired
 		}
-		return e
+		return newVotesError("fence", le.resource, kind, &t, le.l.addrs)
 	}
 	le.mu.Lock()
 	until := le.validUntil

@@ -39,28 +39,28 @@ func TestAcquireKind(t *testing.T) {
 }
 
 func TestHeldByOne(t *testing.T) {
-	v := func(o multiplex.Outcome, holder int64) multiplex.Vote {
-		return multiplex.Vote{Outcome: o, Value: holder}
+	v := func(o Outcome, holder int64) Vote {
+		return Vote{Outcome: o, value: holder}
 	}
-	r, ok := multiplex.Refused, multiplex.OK
+	r, ok := OutcomeRefused, OutcomeOK
 	for _, tc := range []struct {
 		name  string
-		votes []multiplex.Vote
+		votes []Vote
 		want  bool
 	}{
-		{"one holder everywhere", []multiplex.Vote{v(r, 7), v(r, 7), v(r, 7), v(r, 7), v(r, 7)}, true},
-		{"one holder on a quorum, leftovers elsewhere", []multiplex.Vote{v(r, 7), v(r, 9), v(r, 7), v(r, 9), v(r, 7)}, true},
-		{"split between two attempts", []multiplex.Vote{v(r, 7), v(r, 9), v(ok, 0), v(r, 9), v(r, 7)}, false},
-		{"three owners", []multiplex.Vote{v(r, 1), v(r, 2), v(r, 3), v(r, 1), v(r, 2)}, false},
-		{"too few refusals", []multiplex.Vote{v(r, 7), v(r, 7), v(ok, 0), v(ok, 0), v(multiplex.Failed, 0)}, false},
+		{"one holder everywhere", []Vote{v(r, 7), v(r, 7), v(r, 7), v(r, 7), v(r, 7)}, true},
+		{"one holder on a quorum, leftovers elsewhere", []Vote{v(r, 7), v(r, 9), v(r, 7), v(r, 9), v(r, 7)}, true},
+		{"split between two attempts", []Vote{v(r, 7), v(r, 9), v(ok, 0), v(r, 9), v(r, 7)}, false},
+		{"three owners", []Vote{v(r, 1), v(r, 2), v(r, 3), v(r, 1), v(r, 2)}, false},
+		{"too few refusals", []Vote{v(r, 7), v(r, 7), v(ok, 0), v(ok, 0), v(OutcomeFailed, 0)}, false},
 	} {
-		tally := multiplex.Tally{Votes: tc.votes, Quorum: 3}
+		e := &VotesError{Votes: tc.votes, Quorum: 3}
 		for _, x := range tc.votes {
 			if x.Outcome == r {
-				tally.Refused++
+				e.Refused++
 			}
 		}
-		if got := heldByOne(&tally); got != tc.want {
+		if got := e.heldByOne(); got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -357,14 +357,21 @@ func notSent(err error) bool {
 		errors.Is(err, multiplex.ErrNotConnected) || errors.Is(err, multiplex.ErrClosed)
 }
 
-// Late handles a master's reply to the acquire that arrived after the
+// acquireReplies is the Lease seen as the acquire's multiplex.LateHandler,
+// so that the handler is not part of the Lease's API. A conversion of the
+// pointer, it costs nothing.
+type acquireReplies Lease
+
+func (r *acquireReplies) Late(node int, v multiplex.Vote) { (*Lease)(r).late(node, v) }
+
+// late handles a master's reply to the acquire that arrived after the
 // attempt was decided. If the lease has failed or been released by then,
 // that master is sent its release now: the reply proves the SET ran first.
-func (le *Lease) Late(node int, v multiplex.Vote) {
+func (le *Lease) late(node int, v multiplex.Vote) {
 	le.mu.Lock()
 	if next := le.successor; next != nil {
 		le.mu.Unlock()
-		next.Late(node, v) // the keys now belong to the successor
+		next.late(node, v) // the keys now belong to the successor
 		return
 	}
 	undo := le.record(node, v)
@@ -381,7 +388,7 @@ func (le *Lease) releaseCommand(nodes uint64, script *multiplex.Script) multiple
 }
 
 // toRelease returns the masters a release must go to now: those that took
-// the key or may have. Masters still to answer are handled by Late. The
+// the key or may have. Masters still to answer are handled by late. The
 // caller holds le.mu.
 func (le *Lease) toRelease() uint64 {
 	return (le.held | le.unsure) & le.answered
@@ -425,7 +432,7 @@ func (le *Lease) Release(ctx context.Context) error {
 	if le.l.closed.Load() {
 		return ErrClosed
 	}
-	if nodes == 0 { // every master still to answer: Late releases them
+	if nodes == 0 { // every master still to answer: late releases them
 		return le.l.opError("release", le.resource, multiplex.Tally{Votes: le.votes, Quorum: le.l.Quorum(), Pending: len(le.votes)}, validUntil)
 	}
 	cmd := le.releaseCommand(nodes, releaseScript)
@@ -598,22 +605,4 @@ func (le *Lease) extend(ctx context.Context, ttl time.Duration, auto bool) (err 
 		le.end(fmt.Errorf("%w: %w", ErrLockLost, err), true)
 	}
 	return err
-}
-
-func (l *Locker) opError(op, resource string, t multiplex.Tally, validUntil time.Time) error {
-	t.Votes = append([]multiplex.Vote(nil), t.Votes...) // the lease reuses its buffer
-	e := &VotesError{Op: op, Resource: resource, Tally: t, Addrs: l.addrs}
-	switch {
-	case t.Err != nil:
-	case !time.Now().Before(validUntil):
-		e.Kind = ErrLeaseExpired
-	case t.Refused > len(t.Votes)-t.Quorum, t.Refused > 0 && t.Failed+t.Timeout == 0:
-		// The refusals alone prove the lock is not ours on a quorum, or
-		// every master asked answered and some said it is not ours.
-		e.Kind = ErrNotHeld
-	default:
-		// Too few answers to tell: the masters failed us.
-		e.Kind = ErrNoQuorum
-	}
-	return e
 }

@@ -91,7 +91,53 @@ func (l *Locker) Quorum() int { return l.pool.Quorum() }
 
 // Nodes reports each master's state: up, down, or quarantined (and until
 // when), with its outcome counts.
-func (l *Locker) Nodes() []multiplex.NodeStatus { return l.pool.Status() }
+func (l *Locker) Nodes() []NodeStatus {
+	st := l.pool.Status()
+	out := make([]NodeStatus, len(st))
+	for i, n := range st {
+		out[i] = nodeStatus(n)
+	}
+	return out
+}
+
+func nodeStatus(n multiplex.NodeStatus) NodeStatus {
+	return NodeStatus{Addr: n.Addr, State: NodeState(n.State), QuarantinedUntil: n.QuarantinedUntil,
+		RunID: n.RunID, Version: n.Version, Role: n.Role, ClockOffsetMS: n.ClockOffsetMS, ClockKnown: n.ClockKnown,
+		Restarts: n.Restarts, Err: n.Err, OK: n.OK, Refused: n.Refused, Failed: n.Failed, TimedOut: n.TimedOut}
+}
+
+// NodeState is a master's condition as the Locker sees it.
+type NodeState string
+
+const (
+	StateUp          = NodeState(multiplex.StateUp)
+	StateDown        = NodeState(multiplex.StateDown)
+	StateQuarantined = NodeState(multiplex.StateQuarantined)
+)
+
+// NodeStatus is a snapshot of one master, for operators and the bench.
+type NodeStatus struct {
+	Addr  string    `json:"addr"`
+	State NodeState `json:"state"`
+	// QuarantinedUntil is set while the master is quarantined.
+	QuarantinedUntil time.Time `json:"quarantined_until,omitzero"`
+	RunID            string    `json:"run_id,omitempty"`
+	Version          string    `json:"version,omitempty"`
+	// Role is "master", or what INFO replication says instead.
+	Role string `json:"role,omitempty"`
+	// ClockOffsetMS is the master's wall clock minus this process's, in
+	// milliseconds, at the master's last new connection; meaningful only
+	// when ClockKnown (Redis 7.0 or later).
+	ClockOffsetMS float64 `json:"clock_offset_ms"`
+	ClockKnown    bool    `json:"clock_known"`
+	// Restarts counts run_id changes this Locker observed.
+	Restarts int64  `json:"restarts"`
+	Err      string `json:"error,omitempty"`
+	OK       int64  `json:"ok"`
+	Refused  int64  `json:"refused"`
+	Failed   int64  `json:"failed"`
+	TimedOut int64  `json:"timed_out"`
+}
 
 // Subscriptions is the number of resources this Locker is subscribed to
 // for release notifications right now (one per resource with waiters).
@@ -168,7 +214,7 @@ func (l *Locker) try(ctx context.Context, resource string, mark bool) (*Lease, e
 		classify = classifyAcquireSet
 	}
 	le.start = time.Now()
-	t := l.pool.Fanout(ctx, cmd, classify, le, le.votes)
+	t := l.pool.Fanout(ctx, cmd, classify, (*acquireReplies)(le), le.votes)
 
 	ok := t.Reached() && t.Err == nil
 	le.mu.Lock()
@@ -204,9 +250,7 @@ func (l *Locker) checkResource(resource string) error {
 }
 
 func (l *Locker) acquireError(resource string, t multiplex.Tally) error {
-	t.Votes = append([]multiplex.Vote(nil), t.Votes...)
-	e := &VotesError{Op: "acquire", Resource: resource, Tally: t, Addrs: l.addrs, Kind: acquireKind(&t)}
-	return e
+	return newVotesError("acquire", resource, acquireKind(&t), &t, l.addrs)
 }
 
 // acquireKind tells contention from outage for a failed attempt:
@@ -226,6 +270,26 @@ func acquireKind(t *multiplex.Tally) error {
 		return ErrNoQuorum
 	}
 	return ErrNotAcquired // refused by enough masters, or a split vote
+}
+
+// opError is a failed release or extend, classified: ErrLeaseExpired once
+// the validity ran out, ErrNotHeld when the refusals prove the lock is not
+// ours, ErrNoQuorum when too few masters answered to tell.
+func (l *Locker) opError(op, resource string, t multiplex.Tally, validUntil time.Time) error {
+	var kind error
+	switch {
+	case t.Err != nil:
+	case !time.Now().Before(validUntil):
+		kind = ErrLeaseExpired
+	case t.Refused > len(t.Votes)-t.Quorum, t.Refused > 0 && t.Failed+t.Timeout == 0:
+		// The refusals alone prove the lock is not ours on a quorum, or
+		// every master asked answered and some said it is not ours.
+		kind = ErrNotHeld
+	default:
+		// Too few answers to tell: the masters failed us.
+		kind = ErrNoQuorum
+	}
+	return newVotesError(op, resource, kind, &t, l.addrs)
 }
 
 // Lock acquires resource, waiting as long as ctx allows.
@@ -296,7 +360,7 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, w *WaitInfo) (
 			return nil, err
 		}
 		var ve *VotesError
-		held := errors.As(err, &ve) && ve.Kind == ErrNotAcquired && heldByOne(&ve.Tally)
+		held := errors.As(err, &ve) && ve.Kind == ErrNotAcquired && ve.heldByOne()
 		var d time.Duration
 		switch {
 		case held && l.notify != nil && sub == nil:

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // amnesia sets up the reference's restart hazard: the holder has the lock
@@ -79,14 +78,14 @@ func TestRestartQuarantineObserved(t *testing.T) {
 		t.Fatal("double grant: the restarted node's vote was counted")
 	}
 	st := second.Nodes()[0]
-	if st.State != multiplex.StateQuarantined || st.Restarts != 1 {
+	if st.State != engine.StateQuarantined || st.Restarts != 1 {
 		t.Fatalf("node 0 status %+v, want quarantined after 1 restart", st)
 	}
 	if until := time.Until(st.QuarantinedUntil); until < 5*time.Second || until > 10*time.Second {
 		t.Fatalf("quarantined for %s more, want about the 10s TTL", until)
 	}
 	for i, s := range second.Nodes()[1:] {
-		if s.State != multiplex.StateUp {
+		if s.State != engine.StateUp {
 			t.Fatalf("node %d state %s, want up", i+1, s.State)
 		}
 	}

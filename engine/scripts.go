@@ -147,31 +147,6 @@ func holderHash(v string) int64 {
 	return int64(h | 1)
 }
 
-// heldByOne reports whether one owner holds the resource on a quorum of
-// the refusing masters: then a release will come and is worth waiting
-// for. Otherwise the vote was split between attempts that each undo
-// theirs, and nobody will publish anything.
-func heldByOne(t *multiplex.Tally) bool {
-	if t.Refused < t.Quorum {
-		return false
-	}
-	for i, a := range t.Votes {
-		if a.Outcome != multiplex.Refused {
-			continue
-		}
-		same := 0
-		for _, b := range t.Votes[i:] {
-			if b.Outcome == multiplex.Refused && b.Value == a.Value {
-				same++
-			}
-		}
-		if same >= t.Quorum {
-			return true
-		}
-	}
-	return false
-}
-
 func classifyAcquireSet(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
 	err := res.Error()
 	switch {

@@ -9,7 +9,7 @@ import (
 )
 
 // undo releases a failed attempt without waiting: the caller has its
-// answer. Masters still to answer are released by Late when they do.
+// answer. Masters still to answer are released by Lease.late when they do.
 func (l *Locker) undo(le *Lease) {
 	le.mu.Lock()
 	le.failed = true

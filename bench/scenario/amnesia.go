@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // restart-amnesia: the reference's restart hazard. The holder's lock sits
@@ -235,10 +234,10 @@ func runRestartAmnesia(ctx context.Context, e *env) (outcome, error) {
 			break
 		}
 		var ve *engine.VotesError
-		if errors.As(err, &ve) && amnesiaRestarted < len(ve.Tally.Votes) {
-			v := ve.Tally.Votes[amnesiaRestarted]
+		if errors.As(err, &ve) && amnesiaRestarted < len(ve.Votes) {
+			v := ve.Votes[amnesiaRestarted]
 			a.RestartedVote = describeVote(v)
-			if errors.Is(v.Err, multiplex.ErrQuarantined) && errors.Is(err, engine.ErrNotAcquired) {
+			if errors.Is(v.Err, engine.ErrQuarantined) && errors.Is(err, engine.ErrNotAcquired) {
 				decisive++
 			}
 		}
@@ -254,7 +253,7 @@ func runRestartAmnesia(ctx context.Context, e *env) (outcome, error) {
 	obs.DiscountedVotes = decisive
 	st := second.Nodes()[amnesiaRestarted]
 	obs.RestartedState = string(st.State)
-	if st.State == multiplex.StateQuarantined {
+	if st.State == engine.StateQuarantined {
 		obs.QuarantinedForMs = ms(time.Until(st.QuarantinedUntil))
 	}
 
@@ -293,7 +292,7 @@ func runRestartAmnesia(ctx context.Context, e *env) (outcome, error) {
 }
 
 // describeVote renders a master's vote for the figures.
-func describeVote(v multiplex.Vote) string {
+func describeVote(v engine.Vote) string {
 	s := v.Outcome.String()
 	if v.Err != nil {
 		s += ": " + strings.TrimPrefix(v.Err.Error(), "multiplex: ")

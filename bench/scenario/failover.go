@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
-	"github.com/redlock-bench/redlock/multiplex"
 	"github.com/redlock-bench/redlock/multiplex/redistest"
 )
 
@@ -386,10 +385,10 @@ func failoverRedlockPath(ctx context.Context, e *env, cluster *redistest.Cluster
 			break
 		}
 		var ve *engine.VotesError
-		if errors.As(err, &ve) && failoverNode < len(ve.Tally.Votes) {
-			v := ve.Tally.Votes[failoverNode]
+		if errors.As(err, &ve) && failoverNode < len(ve.Votes) {
+			v := ve.Votes[failoverNode]
 			a.FailedNodeVote = describeVote(v)
-			if errors.Is(v.Err, multiplex.ErrQuarantined) && errors.Is(err, engine.ErrNotAcquired) {
+			if errors.Is(v.Err, engine.ErrQuarantined) && errors.Is(err, engine.ErrNotAcquired) {
 				decisive++
 			}
 		}

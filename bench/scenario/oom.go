@@ -164,7 +164,7 @@ func namesOOM(err error) bool {
 	if !errors.As(err, &ve) {
 		return false
 	}
-	for _, v := range ve.Tally.Votes {
+	for _, v := range ve.Votes {
 		if v.Err != nil && strings.HasPrefix(v.Err.Error(), "OOM") {
 			return true
 		}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // minority-down and majority-down kill masters under a closed-loop load and
@@ -91,9 +90,9 @@ type outageObs struct {
 	// timeout plus scheduling slack (majority-down).
 	FailFastBoundMs float64 `json:"fail_fast_bound_ms,omitempty"`
 	// Nodes are the masters as the locker saw them at the end.
-	Nodes      []multiplex.NodeStatus `json:"nodes"`
-	Violations int                    `json:"violations"`
-	Overlaps   []Overlap              `json:"overlaps,omitempty"`
+	Nodes      []engine.NodeStatus `json:"nodes"`
+	Violations int                 `json:"violations"`
+	Overlaps   []Overlap           `json:"overlaps,omitempty"`
 }
 
 // outageRun is the shared script: load, kill, wait, restart, wait for the
@@ -191,9 +190,9 @@ func outageRun(ctx context.Context, e *env, killed []int, waitAll, disjoint bool
 	return obs, nil
 }
 
-func allUp(ns []multiplex.NodeStatus) bool {
+func allUp(ns []engine.NodeStatus) bool {
 	for _, n := range ns {
-		if n.State != multiplex.StateUp {
+		if n.State != engine.StateUp {
 			return false
 		}
 	}

@@ -35,6 +35,7 @@ func Example() {
 	ctx := context.Background()
 	cfg := engine.DefaultConfig(exampleMasters...) // five independent masters
 	cfg.TTL = 5 * time.Second
+	cfg.MaxTTL = 10 * time.Second // the longest Extend below
 	// These masters were started a moment ago by the test and hold no
 	// locks. By default (QuarantineAlways) masters younger than the TTL
 	// are kept out of the vote until they are one TTL old.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/bench/fault"
+	"github.com/redlock-bench/redlock/engine"
 )
 
 // Config describes one run. Start from DefaultConfig: the zero value is not
@@ -94,6 +95,11 @@ type Config struct {
 	// masters are started and connected before it. It must not be more
 	// than a second in the past. Default: start at once.
 	StartAt time.Time
+	// NoWaitQuarantine makes a run whose masters cannot yet form a quorum
+	// (the engine keeps young or restarted masters out of the vote) fail
+	// at start instead of waiting the quarantine out
+	// (--no-wait-quarantine). Default: wait, visibly, before the warm-up.
+	NoWaitQuarantine bool
 
 	// Progress receives a progress line once a second; nil for none.
 	Progress io.Writer
@@ -244,9 +250,92 @@ func (c *Config) Validate() error {
 			return cfgErr("fault", c.Faults, "%v", err)
 		}
 	}
+	if err := c.validateEngine(); err != nil {
+		return err
+	}
 	if !c.StartAt.IsZero() && time.Until(c.StartAt) < -time.Second {
 		return cfgErr("start-at", c.StartAt.Format(time.RFC3339Nano), "is more than a second in the past (now %s)",
 			time.Now().UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// engineConfig is the redlock engine's configuration for this run, on the
+// given master addresses.
+func (c *Config) engineConfig(masters []string) engine.Config {
+	ec := engine.DefaultConfig(masters...)
+	ec.TTL = c.TTL
+	if c.Quarantine != "" {
+		ec.Quarantine, _ = ParseQuarantine(c.Quarantine) // checked by Validate
+	}
+	ec.AutoExtend = c.Extend
+	ec.Fencing = c.Fencing
+	ec.DisableGate = c.DisableGate
+	ec.DisableNotify = c.DisableNotify
+	return ec
+}
+
+// validateEngine asks the redlock engine whether it would accept this
+// run's configuration, so that a TTL too short for the clock drift (and
+// every other rule the engine has) is refused at flag-parse time, before
+// any master starts, and the rules live in the engine alone. Local
+// masters' addresses are not known yet: placeholders stand in for them.
+func (c *Config) validateEngine() error {
+	if c.Engine != "redlock" {
+		return nil
+	}
+	masters, flag, value := c.Masters, "masters", any(strings.Join(c.Masters, ","))
+	if len(masters) == 0 {
+		flag, value = "local-masters", c.LocalMasters
+		for i := range c.LocalMasters {
+			masters = append(masters, net.JoinHostPort("127.0.0.1", strconv.Itoa(i+1)))
+		}
+	}
+	ec := c.engineConfig(masters)
+	err := ec.Validate()
+	if err == nil {
+		return nil
+	}
+	// Name the flag behind the engine field at fault; the TTL sets every
+	// duration the bench does not set itself.
+	msg := strings.TrimPrefix(err.Error(), "engine: ")
+	switch {
+	case strings.HasPrefix(msg, "Config.Masters"):
+	case strings.HasPrefix(msg, "Config.ExtendEvery") && c.Extend:
+		flag, value = "ttl", c.TTL
+		msg += " (with --extend)"
+	default:
+		flag, value = "ttl", c.TTL
+	}
+	// ConfigError adds the value itself.
+	msg = strings.TrimSuffix(msg, ", got "+fmt.Sprint(value))
+	return cfgErr(flag, value, "the engine refuses it: %s", msg)
+}
+
+// Warnings are the settings that are valid but make a run measure
+// something other than what it seems to: a hold longer than the TTL
+// without --extend loses every lease.
+func (c *Config) Warnings() []string {
+	if c.Extend {
+		return nil
+	}
+	var every, some bool
+	switch c.Hold.Kind {
+	case HoldFixed:
+		every = c.Hold.D >= c.TTL
+	case HoldUniform:
+		every, some = c.Hold.Min >= c.TTL, c.Hold.Max >= c.TTL
+	case HoldExp:
+		// An exponential hold exceeds the TTL with probability e^(-TTL/mean).
+		every, some = false, float64(c.TTL) < 5*float64(c.Hold.D)
+	}
+	switch {
+	case every:
+		return []string{fmt.Sprintf("--hold %s is not below --ttl %s and --extend is off: every lease expires before its release, so every one is counted lost; add --extend or raise --ttl",
+			c.Hold, c.TTL)}
+	case some:
+		return []string{fmt.Sprintf("--hold %s may reach --ttl %s and --extend is off: some leases expire before their release and are counted lost; add --extend or raise --ttl",
+			c.Hold, c.TTL)}
 	}
 	return nil
 }
@@ -545,5 +634,7 @@ func (c Config) Flags() map[string]any {
 		"notify":        !c.DisableNotify,
 		"fault":         c.Faults.String(),
 		"start_at":      startAt,
+
+		"no_wait_quarantine": c.NoWaitQuarantine,
 	}
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -233,4 +234,74 @@ func FuzzParseMasters(f *testing.F) {
 			t.Fatalf("ParseMasters(%q) = %q, parsed back %q, %v", s, m, back, err)
 		}
 	})
+}
+
+// The engine's own rules refuse what would fail only once the masters are
+// up: Validate asks the engine, so they are refused before anything starts.
+func TestValidateAsksTheEngine(t *testing.T) {
+	for _, c := range []struct {
+		change func(*Config)
+		want   string
+	}{
+		{func(c *Config) { c.TTL = time.Millisecond }, "--ttl: the engine refuses it: Config.TTL (1ms) leaves no validity after drift (2.01ms), got 1ms"},
+		{func(c *Config) { c.TTL = 2 * time.Millisecond }, "--ttl: the engine refuses it: Config.TTL (2ms) leaves no validity after drift"},
+		{func(c *Config) { c.TTL = 1500 * time.Microsecond }, "--ttl: the engine refuses it: Config.TTL must be whole milliseconds (PX), got 1.5ms"},
+		{func(c *Config) { c.LocalMasters = 64 }, "--local-masters: the engine refuses it: Config.Masters has 64 masters, at most 63 are supported, got 64"},
+		{func(c *Config) {
+			for i := range 64 {
+				c.Masters = append(c.Masters, fmt.Sprintf("10.0.0.1:%d", 7000+i))
+			}
+		}, "--masters: the engine refuses it: Config.Masters has 64 masters"},
+	} {
+		cfg := DefaultConfig()
+		c.change(&cfg)
+		err := cfg.Validate()
+		var ce *ConfigError
+		if !errors.As(err, &ce) || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("Validate() = %v, want a ConfigError starting %q", err, c.want)
+		}
+	}
+	// The other engines have rules of their own; a short TTL is theirs to judge.
+	cfg := DefaultConfig()
+	cfg.Engine, cfg.TTL = "nolock", time.Millisecond
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("nolock with --ttl 1ms: %v", err)
+	}
+	cfg = DefaultConfig()
+	cfg.TTL, cfg.Extend = 3*time.Millisecond, true
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("a TTL just above the drift: %v", err)
+	}
+}
+
+func TestWarningsNameHoldsBeyondTheTTL(t *testing.T) {
+	for _, c := range []struct {
+		hold   string
+		extend bool
+		want   string // "" for none
+	}{
+		{"2s", false, "--hold 2s is not below --ttl 1s and --extend is off: every lease expires"},
+		{"1s", false, "--hold 1s is not below --ttl 1s"},
+		{"2s", true, ""},
+		{"999ms", false, ""},
+		{"uniform:10ms-2s", false, "--hold uniform:10ms-2s may reach --ttl 1s and --extend is off: some leases"},
+		{"uniform:1s-2s", false, "every lease expires"},
+		{"exp:500ms", false, "some leases"},
+		{"exp:100ms", false, ""},
+		{"0", false, ""},
+	} {
+		cfg := DefaultConfig()
+		cfg.TTL, cfg.Extend = time.Second, c.extend
+		var err error
+		if cfg.Hold, err = ParseHold(c.hold); err != nil {
+			t.Fatal(err)
+		}
+		w := cfg.Warnings()
+		switch {
+		case c.want == "" && len(w) > 0:
+			t.Errorf("--hold %s extend %v: unexpected warning %q", c.hold, c.extend, w)
+		case c.want != "" && (len(w) != 1 || !strings.Contains(w[0], c.want) || !strings.Contains(w[0], "add --extend or raise --ttl")):
+			t.Errorf("--hold %s extend %v: warnings %q, want one with %q", c.hold, c.extend, w, c.want)
+		}
+	}
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/redlock-bench/redlock/multiplex/redistest"
 )
 
@@ -155,4 +157,75 @@ func parseVersion(info string) string {
 		return redis
 	}
 	return "unknown"
+}
+
+// deletePrefixed removes every key that starts with prefix from each
+// master (SCAN MATCH, then UNLINK), until ctx ends, and returns how many
+// it removed. The prefix's glob characters are escaped, so that no key
+// outside it matches.
+func deletePrefixed(ctx context.Context, masters []string, prefix string) (int64, error) {
+	pattern := globEscape(prefix) + "*"
+	var (
+		mu    sync.Mutex
+		total int64
+		errs  []error
+		wg    sync.WaitGroup
+	)
+	for _, addr := range masters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := deletePrefixedOn(ctx, addr, pattern)
+			mu.Lock()
+			defer mu.Unlock()
+			total += n
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+			}
+		}()
+	}
+	wg.Wait()
+	return total, errors.Join(errs...)
+}
+
+func deletePrefixedOn(ctx context.Context, addr, pattern string) (int64, error) {
+	c, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress: []string{addr}, ForceSingleClient: true, DisableCache: true,
+		Dialer: net.Dialer{Timeout: probeTimeout},
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	var removed int64
+	cursor := uint64(0)
+	for {
+		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			return removed, err
+		}
+		if len(e.Elements) > 0 {
+			n, err := c.Do(ctx, c.B().Unlink().Key(e.Elements...).Build()).AsInt64()
+			if err != nil {
+				return removed, err
+			}
+			removed += n
+		}
+		if e.Cursor == 0 {
+			return removed, nil
+		}
+		cursor = e.Cursor
+	}
+}
+
+// globEscape quotes the characters that SCAN MATCH reads as a pattern.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\^-`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

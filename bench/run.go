@@ -3,9 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +29,9 @@ const (
 	drainTimeout = 10 * time.Second
 	// progressEvery is the interval of progress lines and interval logs.
 	progressEvery = time.Second
+	// cleanupTimeout bounds the removal of the run's keys from the
+	// masters at the end.
+	cleanupTimeout = 5 * time.Second
 )
 
 // Result is what a run produced: the summary and the histograms of the
@@ -55,6 +60,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.Label = DeriveLabel(cfg)
 	}
 	logf := logger(cfg.Log)
+	for _, w := range cfg.Warnings() {
+		logf("warning: %s", w)
+	}
+	progress := newProgressOut(cfg.Progress, cfg.ProgressInPlace)
 
 	masters := cfg.Masters
 	local := false
@@ -104,11 +113,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	dial := rig.dialAddrs(masters)
 
 	engines := make([]Engine, 0, cfg.Clients)
-	defer func() {
+	closeEngines := func() {
 		for _, e := range engines {
 			e.Close()
 		}
-	}()
+		engines = nil
+	}
+	defer func() { closeEngines() }()
 	for i := 0; i < cfg.Clients; i++ {
 		cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 		e, err := newEngine(cctx, cfg.Engine, dial, cfg)
@@ -117,6 +128,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("bench: %s client %d of %d: %w", cfg.Engine, i+1, cfg.Clients, err)
 		}
 		engines = append(engines, e)
+	}
+	if err := awaitQuorum(ctx, cfg, engines, progress, logf); err != nil {
+		return nil, err
 	}
 
 	if !cfg.StartAt.IsZero() {
@@ -135,6 +149,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	r := newRunner(cfg, engines)
 	r.faults = rig
+	r.progress = progress
 	out, err := r.run(ctx)
 	if err != nil {
 		return nil, err
@@ -151,7 +166,38 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}
 	}
+	// The masters this run started are stopped with what they hold; on
+	// masters the user gave, the run's keys are removed once every
+	// release has been answered, so that none outlives the run by a TTL.
+	closeEngines()
+	if !local && needsRedis(cfg.Engine) {
+		cleanupKeys(masters, cfg, logf)
+	}
 	return out, nil
+}
+
+// cleanupKeys removes the keys under the run's prefix from the masters
+// (bounded by cleanupTimeout, even after an interruption), and says how
+// many it removed. Runs lined up with --start-at may share their keys
+// with runs on other machines that are still going: theirs are left.
+func cleanupKeys(masters []string, cfg Config, logf func(string, ...any)) {
+	if !cfg.StartAt.IsZero() {
+		logf("keys under %q left on the masters: with --start-at, runs on other machines may still hold them", cfg.KeyPrefix)
+		return
+	}
+	if cfg.KeyPrefix == "" {
+		logf("keys left on the masters: with an empty --key-prefix the run cannot tell its keys from others")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	n, err := deletePrefixed(ctx, masters, cfg.KeyPrefix)
+	switch {
+	case err != nil:
+		logf("warning: removing the run's keys (%q*) from the masters: removed %d, then: %v", cfg.KeyPrefix, n, err)
+	case n > 0:
+		logf("removed %d keys under %q left on the masters", n, cfg.KeyPrefix)
+	}
 }
 
 // machine describes this process's host.
@@ -182,6 +228,8 @@ type runner struct {
 	// sleeper times holds and open-loop starts; nil where the system has
 	// no high-resolution timer, or when nothing sleeps.
 	sleeper *sleeper
+	// progress receives the once-a-second line; nil for none.
+	progress *progressOut
 
 	start time.Time
 	// perOp is the open loop's time between arrivals, as a float so that
@@ -267,10 +315,8 @@ func (r *runner) noteError(kind errKind, err error) {
 // second it swaps the shards' intervals out, logs them and prints progress.
 func (r *runner) run(ctx context.Context) (*Result, error) {
 	cfg := &r.cfg
-	var progress *results.ProgressWriter
-	if cfg.Progress != nil {
-		progress = results.NewProgressWriter(cfg.Progress, cfg.ProgressInPlace)
-	}
+	progress := r.progress
+	var violationsShown int64
 
 	r.start = time.Now()
 	started := time.Now().UTC()
@@ -389,27 +435,24 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		if progress == nil {
 			return
 		}
-		p := results.Progress{Warmup: warm, OpenLoop: r.perOpNs > 0, Backlog: backlog(now), Faults: active}
-		secs := now.Sub(tick).Seconds()
-		if secs > 0 {
-			p.AcquiredPerSec = float64(iv.c.acquired) / secs
-		}
+		// Every figure is the interval's, so that a bad second shows as
+		// one; only the violations also give their running total.
+		p := progressLine{Warmup: warm, Interval: now.Sub(tick), OpenLoop: r.perOpNs > 0, Backlog: backlog(now), Faults: active,
+			Acquired: iv.c.acquired, P99Us: iv.hist[r.primary].ValueAtPercentile(99), Errors: iv.c.errorTotal()}
 		if warm {
 			p.Elapsed = now.Sub(r.start)
-			p.P99Us = iv.hist[r.primary].ValueAtPercentile(99)
-			p.Errors = iv.c.errorTotal()
 		} else {
 			p.Elapsed = now.Sub(measureStart)
 			if cfg.Ops == 0 {
 				p.Total = cfg.Duration
 			}
-			p.P99Us = r.rec.total.hist[r.primary].ValueAtPercentile(99)
-			p.Errors = r.rec.total.c.errorTotal()
 		}
 		if r.oracle != nil {
 			p.Violations = r.oracle.count.Load()
+			p.NewViolations = p.Violations - violationsShown
+			violationsShown = p.Violations
 		}
-		progress.Update(p)
+		progress.line(p.String())
 	}
 
 	timer := time.NewTimer(time.Hour)
@@ -485,7 +528,7 @@ loop:
 	} else {
 		report(iv, stopAt, true)
 	}
-	progress.Done()
+	progress.done()
 	if logErr != nil {
 		return nil, fmt.Errorf("bench: write interval log: %w", logErr)
 	}
@@ -574,4 +617,198 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// progressOut prints the progress lines: on a terminal one line rewritten
+// in place, elsewhere (a file, a CI log) one line per update, so that logs
+// stay readable. A nil *progressOut prints nothing.
+type progressOut struct {
+	w       io.Writer
+	inPlace bool
+	pending bool
+}
+
+func newProgressOut(w io.Writer, inPlace bool) *progressOut {
+	if w == nil {
+		return nil
+	}
+	return &progressOut{w: w, inPlace: inPlace}
+}
+
+func (p *progressOut) line(s string) {
+	if p == nil {
+		return
+	}
+	if p.inPlace {
+		// \r returns to column 0 and ESC[K clears what a longer line left.
+		fmt.Fprintf(p.w, "\r%s\x1b[K", s)
+		p.pending = true
+		return
+	}
+	fmt.Fprintln(p.w, s)
+}
+
+// done ends an in-place line, so that what follows starts on its own line.
+func (p *progressOut) done() {
+	if p != nil && p.pending {
+		fmt.Fprintln(p.w)
+		p.pending = false
+	}
+}
+
+// progressLine is one interval's figures, e.g.
+// "[   3s/10s] last 1s: acquired/s 8412  p99 1.50ms  errors 0".
+type progressLine struct {
+	// Elapsed is the time since the measured window began, or since the
+	// start during warm-up; Total the planned window (0 under --ops).
+	Elapsed, Total time.Duration
+	Warmup         bool
+	// Interval is the span the figures cover.
+	Interval time.Duration
+	// Acquired, P99Us (acquire, or wait in mode wait) and Errors are the
+	// interval's.
+	Acquired, P99Us, Errors int64
+	// NewViolations are the interval's, Violations the run's so far.
+	Violations, NewViolations int64
+	// OpenLoop shows Backlog, the operations due but not started now.
+	OpenLoop bool
+	Backlog  int64
+	// Faults are the injected faults in effect during the interval.
+	Faults []string
+}
+
+func (p progressLine) String() string {
+	var when string
+	switch {
+	case p.Warmup:
+		when = fmt.Sprintf("warm-up %4.0fs", p.Elapsed.Seconds())
+	case p.Total > 0:
+		when = fmt.Sprintf("%4.0fs/%.0fs", p.Elapsed.Seconds(), p.Total.Seconds())
+	default:
+		when = fmt.Sprintf("%4.0fs", p.Elapsed.Seconds())
+	}
+	rate := 0.0
+	if p.Interval > 0 {
+		rate = float64(p.Acquired) / p.Interval.Seconds()
+	}
+	p99 := "-"
+	if p.P99Us > 0 || p.Acquired > 0 {
+		p99 = results.FormatUs(p.P99Us)
+	}
+	s := fmt.Sprintf("[%s] last %s: acquired/s %.0f  p99 %s  errors %d", when, p.Interval.Round(100*time.Millisecond), rate, p99, p.Errors)
+	if p.Violations > 0 {
+		s += fmt.Sprintf("  VIOLATIONS %d (%d in all)", p.NewViolations, p.Violations)
+	}
+	if p.OpenLoop {
+		s += fmt.Sprintf("  backlog now %d", p.Backlog)
+	}
+	if len(p.Faults) > 0 {
+		s += "  faults " + strings.Join(p.Faults, ",")
+	}
+	return s
+}
+
+// awaitQuorum holds the run back while the engine keeps so many masters
+// out of the vote (quarantined: young when first seen, or restarted) that
+// no quorum can form: a measured window then would count nothing but
+// errors. It says why and until when, then waits with a line that counts
+// down, or, with cfg.NoWaitQuarantine, fails at once.
+func awaitQuorum(ctx context.Context, cfg Config, engines []Engine, progress *progressOut, logf func(string, ...any)) error {
+	announced := false
+	for {
+		w := quorumWait(engines, time.Now())
+		if w.readyAt.IsZero() {
+			if announced {
+				progress.done()
+				logf("quarantine over: a quorum of masters votes; starting the run")
+			}
+			return nil
+		}
+		left := time.Until(w.readyAt)
+		if !announced {
+			announced = true
+			msg := fmt.Sprintf("quorum in quarantine until %s (%s from now): %s",
+				w.readyAt.UTC().Format("15:04:05.000Z"), left.Round(100*time.Millisecond), w.why(cfg))
+			if cfg.NoWaitQuarantine {
+				return fmt.Errorf("bench: %s; not waiting (--no-wait-quarantine)", msg)
+			}
+			logf("%s; waiting before the warm-up (--no-wait-quarantine to stop instead)", msg)
+		}
+		progress.line(fmt.Sprintf("[quarantine] %s left before a quorum of masters votes", left.Round(time.Second)))
+		t := time.NewTimer(min(left, time.Second))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			progress.done()
+			return fmt.Errorf("bench: waiting for the masters' quarantine to end: %w", ctx.Err())
+		}
+	}
+}
+
+// quorumWaitInfo says when every client can form a quorum, and why it
+// cannot now.
+type quorumWaitInfo struct {
+	readyAt time.Time // zero: now
+	masters int
+	// young and restarted count the quarantined masters of the client
+	// that waits longest: never seen restarting (quarantined for their
+	// uptime), and seen restarting (a run_id change).
+	young, restarted int
+}
+
+// quorumWait reads each client's view of the masters. A client can vote
+// once a quorum is up; while too few are, it can once enough quarantined
+// ones come out. Masters that are down are not waited for: that is not
+// the quarantine's doing.
+func quorumWait(engines []Engine, now time.Time) quorumWaitInfo {
+	var w quorumWaitInfo
+	for _, e := range engines {
+		nr, ok := e.(nodeReporter)
+		if !ok {
+			continue
+		}
+		nodes := nr.Nodes()
+		quorum, up := len(nodes)/2+1, 0
+		var until []time.Time
+		young, restarted := 0, 0
+		for _, n := range nodes {
+			switch {
+			case n.State == "quarantined" && n.QuarantinedUntil.After(now):
+				until = append(until, n.QuarantinedUntil)
+				if n.Restarts > 0 {
+					restarted++
+				} else {
+					young++
+				}
+			case n.State == "up":
+				up++
+			}
+		}
+		need := quorum - up
+		if need <= 0 || need > len(until) {
+			continue
+		}
+		sort.Slice(until, func(i, j int) bool { return until[i].Before(until[j]) })
+		if at := until[need-1]; at.After(w.readyAt) {
+			w = quorumWaitInfo{readyAt: at, masters: len(nodes), young: young, restarted: restarted}
+		}
+	}
+	return w
+}
+
+// why explains a quarantine in the user's terms.
+func (w quorumWaitInfo) why(cfg Config) string {
+	var parts []string
+	if w.young > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d masters have been up for less than the TTL (%s); none of them was seen restarting, but "+
+			"with --quarantine always (the default for --masters) a master that young may have restarted and forgotten locks, "+
+			"so its votes count only once it is a TTL old (use --quarantine observed for masters you know were started empty)",
+			w.young, w.masters, cfg.TTL))
+	}
+	if w.restarted > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d masters restarted (their run_id changed) and are kept out of the vote for a TTL (%s)",
+			w.restarted, w.masters, cfg.TTL))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"net"
 	"runtime"
@@ -373,4 +374,155 @@ func BenchmarkNolockRun(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(res.Summary.AcquiredPerSec, "acq/s")
+}
+
+// Fresh masters under the default quarantine for --masters (always): every
+// one is younger than the TTL, so none votes yet. The run must say so, as
+// young masters and not restarts, wait it out visibly, and only then
+// measure: before, it measured a window of no_quorum errors.
+func TestFreshMastersQuarantineIsWaitedOut(t *testing.T) {
+	noLeaks(t)
+	c := redistest.StartT(t, 5)
+	cfg := shortConfig("redlock", c.Addrs())
+	cfg.Quarantine = "always"
+	cfg.TTL = 2 * time.Second
+	cfg.Workers, cfg.Resources, cfg.Hold = 4, 64, Hold{}
+	cfg.Duration, cfg.Warmup = 500*time.Millisecond, 0
+	var log, progress bytes.Buffer
+	cfg.Log, cfg.Progress = &log, &progress
+	start := time.Now()
+	s := run(t, cfg).Summary
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the run took %s with a 2s quarantine", d)
+	}
+	for _, want := range []string{"quorum in quarantine until", "5 of 5 masters have been up for less than the TTL (2s)",
+		"none of them was seen restarting", "quarantine over"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, log.String())
+		}
+	}
+	if strings.Contains(log.String(), "run_id changed") {
+		t.Errorf("log blames restarts that never happened:\n%s", log.String())
+	}
+	if !strings.Contains(progress.String(), "[quarantine] ") || !strings.Contains(progress.String(), " left before a quorum") {
+		t.Errorf("no countdown line:\n%s", progress.String())
+	}
+	if s.Acquired == 0 || s.Errors["no_quorum"] != 0 {
+		t.Errorf("after the wait: acquired %d, errors %v", s.Acquired, s.Errors)
+	}
+	for _, n := range s.Nodes {
+		if n.State != "up" || n.Restarts != 0 {
+			t.Errorf("node %s: state %s, restarts %d", n.Addr, n.State, n.Restarts)
+		}
+	}
+}
+
+// --no-wait-quarantine: the same masters stop the run at once, with the
+// reason and the time the quarantine ends.
+func TestNoWaitQuarantineStopsTheRun(t *testing.T) {
+	noLeaks(t)
+	c := redistest.StartT(t, 3)
+	cfg := shortConfig("redlock", c.Addrs())
+	cfg.Quarantine = "always"
+	cfg.TTL = 30 * time.Second
+	cfg.NoWaitQuarantine = true
+	start := time.Now()
+	_, err := Run(context.Background(), cfg)
+	if err == nil {
+		t.Fatal("a run on quarantined masters started")
+	}
+	for _, want := range []string{"quorum in quarantine until", "3 of 3 masters have been up for less than the TTL (30s)", "--no-wait-quarantine"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %s to refuse", d)
+	}
+}
+
+// The progress line's figures are the interval's, as intervals.json has
+// them, not running totals, and the line says so.
+func TestProgressFiguresArePerInterval(t *testing.T) {
+	noLeaks(t)
+	c := redistest.StartT(t, 3)
+	cfg := shortConfig("redlock", c.Addrs())
+	cfg.Duration, cfg.Warmup = 3*time.Second, 0
+	cfg.Hold = Hold{Kind: HoldUniform, Min: 0, Max: 2 * time.Millisecond}
+	var progress bytes.Buffer
+	cfg.Progress = &progress
+	res := run(t, cfg)
+	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
+	if len(lines) != len(res.Intervals) {
+		t.Fatalf("%d progress lines, %d intervals:\n%s", len(lines), len(res.Intervals), progress.String())
+	}
+	for i, l := range lines {
+		iv := res.Intervals[i]
+		if !strings.Contains(l, "] last ") {
+			t.Errorf("line %d does not say its span: %q", i, l)
+		}
+		if want := fmt.Sprintf("p99 %s  errors %d", results.FormatUs(iv.P99Us), iv.Errors); !strings.Contains(l, want) {
+			t.Errorf("line %d %q: want the interval's %q", i, l, want)
+		}
+	}
+}
+
+func TestProgressLineFormat(t *testing.T) {
+	p := progressLine{Elapsed: 3 * time.Second, Total: 10 * time.Second, Interval: time.Second,
+		Acquired: 8412, P99Us: 1200, Errors: 2, Violations: 5, NewViolations: 1, OpenLoop: true, Backlog: 7}
+	want := "[   3s/10s] last 1s: acquired/s 8412  p99 1.20ms  errors 2  VIOLATIONS 1 (5 in all)  backlog now 7"
+	if got := p.String(); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	p = progressLine{Warmup: true, Elapsed: time.Second, Interval: 400 * time.Millisecond, Acquired: 40}
+	if got, want := p.String(), "[warm-up    1s] last 400ms: acquired/s 100  p99 0µs  errors 0"; got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
+
+// A run on masters it did not start removes the keys under its prefix at
+// the end, even when interrupted, and leaves every other key alone, glob
+// characters in the prefix included.
+func TestRunRemovesItsKeysFromGivenMasters(t *testing.T) {
+	noLeaks(t)
+	c := redistest.StartT(t, 3)
+	cfg := shortConfig("redlock", c.Addrs())
+	cfg.KeyPrefix = "t*x:"
+	cfg.TTL = time.Hour
+	cfg.Hold = Hold{D: 50 * time.Millisecond}
+	cfg.Duration = time.Minute
+	var log bytes.Buffer
+	cfg.Log = &log
+	for _, a := range c.Addrs() {
+		for _, kv := range [][2]string{{"t*x:left-by-an-earlier-run", "v"}, {"tAx:1", "other"}, {"other", "other"}} {
+			if _, err := redistest.Do(a, time.Second, "SET", kv[0], kv[1], "PX", "3600000"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(800*time.Millisecond, cancel)
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Summary
+	if !s.Interrupted {
+		t.Fatal("not interrupted")
+	}
+	for _, a := range c.Addrs() {
+		for key, want := range map[string]string{"t*x:left-by-an-earlier-run": ":0", "tAx:1": ":1", "other": ":1"} {
+			got, err := redistest.Do(a, time.Second, "EXISTS", key)
+			if err != nil || got != want {
+				t.Errorf("%s EXISTS %s = %q, %v; want %s", a, key, got, err, want)
+			}
+		}
+		n, _ := redistest.Do(a, time.Second, "EVAL", "return #redis.call('KEYS', ARGV[1])", "0", `t\*x:*`)
+		if n != ":0" {
+			t.Errorf("%s: %s keys left under the prefix", a, n)
+		}
+	}
+	if !strings.Contains(log.String(), `keys under "t*x:" left on the masters`) || !strings.Contains(log.String(), "removed ") {
+		t.Errorf("log does not say what was removed:\n%s", log.String())
+	}
 }

@@ -46,6 +46,7 @@ type runOptions struct {
 	seed         uint64
 	keyPrefix    string
 	quarantine   string
+	noWait       bool
 	extend       bool
 	fencing      bool
 	gate         bool
@@ -81,6 +82,7 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 	fs.Uint64Var(&o.seed, "seed", d.Seed, "seed of the workers' random choices")
 	fs.StringVar(&o.keyPrefix, "key-prefix", d.KeyPrefix, "prefix of every lock name")
 	fs.StringVar(&o.quarantine, "quarantine", "", "engine restart quarantine: off, observed or always (default: observed for local masters, always for --masters)")
+	fs.BoolVar(&o.noWait, "no-wait-quarantine", d.NoWaitQuarantine, "when the engine keeps too many masters out of the vote for a quorum (young or restarted: see --quarantine), stop with an error instead of waiting before the warm-up")
 	fs.BoolVar(&o.extend, "extend", d.Extend, "auto-extend leases every TTL/3 while held, so that --hold may exceed --ttl (redlock)")
 	fs.BoolVar(&o.fencing, "fencing", d.Fencing, "fencing tokens; the oracle also checks they increase per resource (redlock)")
 	fs.BoolVar(&o.gate, "gate", !d.DisableGate, "in-process gate: a client's workers queue locally for a resource (--gate=false to compare; redlock)")
@@ -137,6 +139,7 @@ func parseRunFlags(args []string) (bench.Config, runOptions, error) {
 	c.Seed = o.seed
 	c.KeyPrefix = o.keyPrefix
 	c.Quarantine = o.quarantine
+	c.NoWaitQuarantine = o.noWait
 	c.Extend = o.extend
 	c.Fencing = o.fencing
 	c.DisableGate = !o.gate
@@ -287,7 +290,43 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case s.Interrupted:
 		return interrupted(dir)
 	}
+	if reason := measuredNothing(s); reason != "" {
+		return &exitError{code: 1, msg: fmt.Sprintf("%s (see %s)", reason, filepath.Join(dir, results.SummaryText))}
+	}
 	return nil
+}
+
+// measuredNothing says, in one line, why a finished run measured no lock
+// service: it acquired nothing, or half or more of its attempts were
+// errors. Empty for a run that measured what it was asked to.
+func measuredNothing(s *results.Summary) string {
+	errs := s.ErrorTotal()
+	var what string
+	switch {
+	case s.Attempts == 0:
+		return "the run made no attempt in its measured window"
+	case s.Acquired == 0:
+		what = fmt.Sprintf("the run acquired nothing in %d attempts", s.Attempts)
+		if errs == 0 {
+			return what + fmt.Sprintf(": all %d were refused (contended)", s.Contended)
+		}
+	case errs*2 >= s.Attempts:
+		what = fmt.Sprintf("%d of the run's %d attempts were errors", errs, s.Attempts)
+	default:
+		return ""
+	}
+	// The most frequent kind, with the first message seen of it.
+	top, n := "", int64(0)
+	for _, k := range results.ErrorKinds() {
+		if s.Errors[k] > n {
+			top, n = k, s.Errors[k]
+		}
+	}
+	what += fmt.Sprintf(": %d errors, most %s (%d)", errs, top, n)
+	if ex := s.ErrorExamples[top]; ex != "" {
+		what += ": " + ex
+	}
+	return what
 }
 
 // writeIntervals writes intervals.json, the run's seconds with the faults

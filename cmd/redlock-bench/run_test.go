@@ -94,6 +94,9 @@ func TestParseRunFlagsBad(t *testing.T) {
 		{[]string{"--label", "a b"}, `--label: may hold only letters, digits, '.', '_' and '-', got "a b"`},
 		{[]string{"--clients", "65"}, "--clients: must be <= --workers (64): a client without a worker measures nothing, got 65"},
 		{[]string{"extra"}, `run: unexpected argument "extra" (flags only)`},
+		{[]string{"--ttl", "1ms"}, "--ttl: the engine refuses it: Config.TTL (1ms) leaves no validity after drift (2.01ms), got 1ms"},
+		{[]string{"--ttl", "1500us"}, "--ttl: the engine refuses it: Config.TTL must be whole milliseconds (PX), got 1.5ms"},
+		{[]string{"--local-masters", "64"}, "--local-masters: the engine refuses it: Config.Masters has 64 masters, at most 63 are supported, got 64"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), append([]string{"run"}, c.args...), &stdout, &stderr)
@@ -405,4 +408,150 @@ func TestUnreachableMastersFailFast(t *testing.T) {
 	if runs, _ := filepath.Glob(filepath.Join(cmd.Dir, "results", "runs", "*")); len(runs) != 0 {
 		t.Errorf("a run that never started left %v", runs)
 	}
+}
+
+// A combination the engine refuses exits 2 with one line before any master
+// starts (before: five redis-server started, then exit 1).
+func TestEngineRefusalExitsTwoBeforeMastersStart(t *testing.T) {
+	cmd := command(t, "run", "--ttl", "1ms", "--duration", "1s")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	want := "redlock-bench: --ttl: the engine refuses it: Config.TTL (1ms) leaves no validity after drift (2.01ms), got 1ms\n"
+	if exitStatus(err) != 2 || stderr.String() != want {
+		t.Errorf("exit %d, stderr %q; want 2, %q", exitStatus(err), stderr.String(), want)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %s", d)
+	}
+	if entries, _ := os.ReadDir(cmd.Dir); len(entries) != 0 || stdout.Len() != 0 {
+		t.Errorf("a refused run left %v, stdout %q", entries, stdout.String())
+	}
+}
+
+// freshMasters starts masters the way a user does before a first run:
+// just now, so younger than any TTL.
+func freshMasters(t *testing.T, n int) *redistest.Cluster {
+	return redistest.StartT(t, n)
+}
+
+// A user starts masters and runs against them at once: the default
+// quarantine (always) keeps them all out of the vote for a TTL. Before,
+// every second showed acquired/s 0 and the run exited 0; now it says why
+// and until when, waits, and measures.
+func TestFreshMastersRunWaitsOutTheQuarantine(t *testing.T) {
+	c := freshMasters(t, 5)
+	out := filepath.Join(t.TempDir(), "run")
+	cmd := command(t, "run", "--masters", strings.Join(c.Addrs(), ","), "--ttl", "2s", "--duration", "1s", "--warmup", "0",
+		"--workers", "4", "--out", out)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("exit %d\nstderr: %s", exitStatus(err), stderr.String())
+	}
+	for _, want := range []string{"redlock-bench: quorum in quarantine until ", "5 of 5 masters have been up for less than the TTL (2s)",
+		"[quarantine] ", "redlock-bench: quarantine over"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if s := readSummary(t, out); s["acquired"].(float64) == 0 {
+		t.Errorf("acquired nothing after the quarantine:\n%s", stderr.String())
+	}
+}
+
+// --no-wait-quarantine: a clear one-line refusal, a non-zero exit, and
+// no results.
+func TestNoWaitQuarantineExitsNonZero(t *testing.T) {
+	c := freshMasters(t, 3)
+	cmd := command(t, "run", "--masters", strings.Join(c.Addrs(), ","), "--ttl", "20s", "--duration", "1s", "--no-wait-quarantine")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if exitStatus(err) != 1 {
+		t.Errorf("exit %d, want 1", exitStatus(err))
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	last := lines[len(lines)-1]
+	for _, want := range []string{"quorum in quarantine until", "3 of 3 masters have been up for less than the TTL (20s)", "not waiting (--no-wait-quarantine)"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("last line lacks %q: %q", want, last)
+		}
+	}
+	if runs, _ := filepath.Glob(filepath.Join(cmd.Dir, "results", "runs", "*")); len(runs) != 0 {
+		t.Errorf("a run that never started left %v", runs)
+	}
+}
+
+// A run that acquires nothing exits 1 with the reason in one line, and
+// still writes its results: here every resource is held by someone else,
+// so every attempt is refused.
+func TestRunThatAcquiresNothingExitsOne(t *testing.T) {
+	c := freshMasters(t, 3)
+	for _, a := range c.Addrs() {
+		for _, k := range []string{"rlb:0", "rlb:1"} {
+			if _, err := redistest.Do(a, time.Second, "SET", k, "someone-else", "PX", "60000"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	out := filepath.Join(t.TempDir(), "run")
+	cmd := command(t, "run", "--masters", strings.Join(c.Addrs(), ","), "--quarantine", "observed", "--resources", "2",
+		"--workers", "4", "--duration", "1s", "--warmup", "0", "--out", out)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	last := lastLine(stderr.String())
+	if exitStatus(err) != 1 || !strings.HasPrefix(last, "redlock-bench: the run acquired nothing in ") ||
+		!strings.Contains(last, "were refused (contended)") {
+		t.Errorf("exit %d, last line %q", exitStatus(err), last)
+	}
+	if s := readSummary(t, out); s["acquired"].(float64) != 0 || s["contended"].(float64) == 0 {
+		t.Errorf("summary: acquired %v contended %v", s["acquired"], s["contended"])
+	}
+}
+
+// A run whose attempts are errors exits 1 naming the commonest kind and
+// its first message: here the lock key is of the wrong type.
+func TestRunOfErrorsExitsOne(t *testing.T) {
+	c := freshMasters(t, 3)
+	for _, a := range c.Addrs() {
+		if _, err := redistest.Do(a, time.Second, "LPUSH", "rlb:0", "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "run")
+	cmd := command(t, "run", "--masters", strings.Join(c.Addrs(), ","), "--quarantine", "observed", "--resources", "1",
+		"--workers", "2", "--duration", "1s", "--warmup", "0", "--out", out)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	last := lastLine(stderr.String())
+	if exitStatus(err) != 1 || !strings.HasPrefix(last, "redlock-bench: the run acquired nothing in ") ||
+		!strings.Contains(last, " errors, most ") || !strings.Contains(last, "WRONGTYPE") {
+		t.Errorf("exit %d, last line %q", exitStatus(err), last)
+	}
+	if _, err := os.Stat(filepath.Join(out, results.SummaryText)); err != nil {
+		t.Errorf("results not written: %v", err)
+	}
+}
+
+// A hold beyond the TTL without --extend loses every lease: said at start.
+func TestHoldBeyondTTLWarnsAtStart(t *testing.T) {
+	cmd := command(t, "run", "--engine", "nolock", "--hold", "20ms", "--ttl", "10ms", "--workers", "2", "--duration", "300ms",
+		"--warmup", "0", "--resources", "100")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Run()
+	first := strings.SplitN(stderr.String(), "\n", 2)[0]
+	want := "redlock-bench: warning: --hold 20ms is not below --ttl 10ms and --extend is off: every lease expires before its release"
+	if !strings.HasPrefix(first, want) {
+		t.Errorf("first line %q, want %q...", first, want)
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }

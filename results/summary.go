@@ -573,6 +573,11 @@ func WriteText(w io.Writer, s *Summary) error {
 				p("    last error: %s\n", n.Error)
 			}
 		}
+		// The node counters are the engine's, per command: read alone,
+		// "failed 23" on a clean run looks like 23 errors.
+		p("  votes count every command sent to a master (acquires, extensions, releases, undos; warm-up included),\n" +
+			"  and a reply after its timeout counts twice; \"failed\" is not an error count: it also holds the sends\n" +
+			"  skipped once a vote was decided and the yeses of a quarantined master; the run's errors are under counters\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

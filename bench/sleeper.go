@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"container/heap"
 	"os"
 	"sync"
 	"time"
@@ -18,8 +19,8 @@ type sleeper struct {
 	wg sync.WaitGroup
 
 	mu   sync.Mutex
-	q    []sleepEntry // binary min-heap by at
-	next time.Time    // what the timer is armed for; zero when disarmed
+	q    sleepQueue
+	next time.Time // what the timer is armed for; zero when disarmed
 }
 
 type sleepEntry struct {
@@ -47,7 +48,7 @@ func newSleeper() *sleeper {
 func (s *sleeper) sleep(d time.Duration, c chan struct{}, stop <-chan struct{}) bool {
 	at := time.Now().Add(d)
 	s.mu.Lock()
-	s.push(sleepEntry{at: at, c: c})
+	s.q.push(sleepEntry{at: at, c: c})
 	if s.next.IsZero() || at.Before(s.next) {
 		s.arm(at)
 	}
@@ -72,7 +73,7 @@ func (s *sleeper) loop() {
 		// Never early: an entry is due only by the same clock it was set by.
 		for len(s.q) > 0 && !s.q[0].at.After(now) {
 			select {
-			case s.pop().c <- struct{}{}:
+			case s.q.pop().c <- struct{}{}:
 			default:
 			}
 		}
@@ -95,7 +96,7 @@ func (s *sleeper) arm(at time.Time) {
 		// rather than leave them asleep.
 		for len(s.q) > 0 {
 			select {
-			case s.pop().c <- struct{}{}:
+			case s.q.pop().c <- struct{}{}:
 			default:
 			}
 		}
@@ -113,37 +114,31 @@ func (s *sleeper) close() {
 	s.wg.Wait()
 }
 
-func (s *sleeper) push(e sleepEntry) {
-	s.q = append(s.q, e)
-	for i := len(s.q) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !s.q[i].at.Before(s.q[p].at) {
-			break
-		}
-		s.q[i], s.q[p] = s.q[p], s.q[i]
-		i = p
-	}
+// sleepQueue is a min-heap of entries by deadline, kept by container/heap.
+type sleepQueue []sleepEntry
+
+func (q sleepQueue) Len() int           { return len(q) }
+func (q sleepQueue) Less(i, j int) bool { return q[i].at.Before(q[j].at) }
+func (q sleepQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *sleepQueue) Push(x any)        { *q = append(*q, x.(sleepEntry)) }
+func (q *sleepQueue) Pop() any          { e := (*q)[len(*q)-1]; *q = (*q)[:len(*q)-1]; return e }
+
+// push and pop do what heap.Push and heap.Pop do (Push and Pop above only
+// complete heap.Interface) without boxing the entry in an interface, which
+// cost two allocations per sleep; heap.Fix does the sifting.
+func (q *sleepQueue) push(e sleepEntry) {
+	*q = append(*q, e)
+	heap.Fix(q, len(*q)-1)
 }
 
-func (s *sleeper) pop() sleepEntry {
-	top := s.q[0]
-	last := len(s.q) - 1
-	s.q[0] = s.q[last]
-	s.q[last] = sleepEntry{}
-	s.q = s.q[:last]
-	for i := 0; ; {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < last && s.q[l].at.Before(s.q[m].at) {
-			m = l
-		}
-		if r < last && s.q[r].at.Before(s.q[m].at) {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		s.q[i], s.q[m] = s.q[m], s.q[i]
-		i = m
+func (q *sleepQueue) pop() sleepEntry {
+	n := len(*q) - 1
+	q.Swap(0, n)
+	e := (*q)[n]
+	(*q)[n] = sleepEntry{} // let the channel be collected
+	*q = (*q)[:n]
+	if n > 0 {
+		heap.Fix(q, 0)
 	}
-	return top
+	return e
 }

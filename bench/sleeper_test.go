@@ -2,6 +2,8 @@ package bench
 
 import (
 	"math/rand/v2"
+	"slices"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -104,4 +106,30 @@ func BenchmarkHoldSleep(b *testing.B) {
 		stop := make(chan struct{})
 		run(b, func(c chan struct{}, _ *time.Timer) { s.sleep(d, c, stop) })
 	})
+}
+
+// TestSleepQueueOrder checks the heap without the clock: entries come out by
+// deadline, whatever order they went in and however pushes and pops mix.
+func TestSleepQueueOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	base := time.Now()
+	var q sleepQueue
+	var want []time.Time // what is in q, kept sorted
+	for i := 0; i < 2000; i++ {
+		if len(want) == 0 || rng.IntN(3) > 0 {
+			at := base.Add(time.Duration(rng.IntN(1000)) * time.Microsecond)
+			q.push(sleepEntry{at: at})
+			j := sort.Search(len(want), func(k int) bool { return want[k].After(at) })
+			want = slices.Insert(want, j, at)
+			continue
+		}
+		got := q.pop()
+		if !got.at.Equal(want[0]) {
+			t.Fatalf("step %d: pop gave %v, want the earliest %v", i, got.at.Sub(base), want[0].Sub(base))
+		}
+		want = want[1:]
+		if len(q) != len(want) {
+			t.Fatalf("step %d: %d entries left, want %d", i, len(q), len(want))
+		}
+	}
 }

@@ -226,10 +226,10 @@ func (c *Config) Validate() error {
 			return cfgErr("label", c.Label, "%v", err)
 		}
 	}
-	switch c.Quarantine {
-	case "", "off", "observed", "always":
-	default:
-		return cfgErr("quarantine", c.Quarantine, "must be off, observed or always")
+	if c.Quarantine != "" {
+		if _, err := ParseQuarantine(c.Quarantine); err != nil {
+			return cfgErr("quarantine", c.Quarantine, "%v", err)
+		}
 	}
 	if strings.ContainsAny(c.KeyPrefix, " \r\n") {
 		return cfgErr("key-prefix", c.KeyPrefix, "must not contain spaces or line breaks")

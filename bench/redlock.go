@@ -13,20 +13,7 @@ import (
 type redlock struct{ l *engine.Locker }
 
 func newRedlock(ctx context.Context, masters []string, cfg Config) (Engine, error) {
-	ec := engine.DefaultConfig(masters...)
-	ec.TTL = cfg.TTL
-	switch cfg.Quarantine {
-	case "off":
-		ec.Quarantine = engine.QuarantineOff
-	case "observed":
-		ec.Quarantine = engine.QuarantineObserved
-	case "always":
-		ec.Quarantine = engine.QuarantineAlways
-	}
-	ec.AutoExtend = cfg.Extend
-	ec.Fencing = cfg.Fencing
-	ec.DisableGate = cfg.DisableGate
-	ec.DisableNotify = cfg.DisableNotify
+	ec := cfg.engineConfig(masters)
 	// Each client is its own Locker: its own connections, gate and
 	// subscriptions, as separate processes would have.
 	l, err := engine.New(ctx, ec)
@@ -102,15 +89,11 @@ type (
 // restart-quarantine policy, for the scenario command, which must not
 // import the engine itself.
 func ParseQuarantine(s string) (engine.QuarantinePolicy, error) {
-	switch s {
-	case "off":
-		return engine.QuarantineOff, nil
-	case "observed":
-		return engine.QuarantineObserved, nil
-	case "always":
-		return engine.QuarantineAlways, nil
+	q, err := engine.ParseQuarantinePolicy(s)
+	if err != nil {
+		return 0, errors.New("must be off, observed or always")
 	}
-	return 0, errors.New("must be off, observed or always")
+	return q, nil
 }
 
 // classify sorts a failed acquire into a counter. Contention is checked

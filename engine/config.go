@@ -144,6 +144,11 @@ const (
 	QuarantineAlways   = multiplex.QuarantineAlways
 )
 
+// ParseQuarantinePolicy reads "off", "observed" or "always", in any case.
+func ParseQuarantinePolicy(s string) (QuarantinePolicy, error) {
+	return multiplex.ParseQuarantinePolicy(s)
+}
+
 // DefaultConfig returns a Config for the given masters with every default
 // filled in.
 func DefaultConfig(masters ...string) Config {

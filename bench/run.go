@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"runtime"
@@ -63,7 +62,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for _, w := range cfg.Warnings() {
 		logf("warning: %s", w)
 	}
-	progress := newProgressOut(cfg.Progress, cfg.ProgressInPlace)
+	progress := results.NewProgressWriter(cfg.Progress, cfg.ProgressInPlace)
 
 	masters := cfg.Masters
 	local := false
@@ -229,7 +228,7 @@ type runner struct {
 	// no high-resolution timer, or when nothing sleeps.
 	sleeper *sleeper
 	// progress receives the once-a-second line; nil for none.
-	progress *progressOut
+	progress *results.ProgressWriter
 
 	start time.Time
 	// perOp is the open loop's time between arrivals, as a float so that
@@ -435,9 +434,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		if progress == nil {
 			return
 		}
-		// Every figure is the interval's, so that a bad second shows as
-		// one; only the violations also give their running total.
-		p := progressLine{Warmup: warm, Interval: now.Sub(tick), OpenLoop: r.perOpNs > 0, Backlog: backlog(now), Faults: active,
+		p := results.Progress{Warmup: warm, Interval: now.Sub(tick), OpenLoop: r.perOpNs > 0, Backlog: backlog(now), Faults: active,
 			Acquired: iv.c.acquired, P99Us: iv.hist[r.primary].ValueAtPercentile(99), Errors: iv.c.errorTotal()}
 		if warm {
 			p.Elapsed = now.Sub(r.start)
@@ -452,7 +449,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			p.NewViolations = p.Violations - violationsShown
 			violationsShown = p.Violations
 		}
-		progress.line(p.String())
+		progress.Line(p.String())
 	}
 
 	timer := time.NewTimer(time.Hour)
@@ -528,7 +525,7 @@ loop:
 	} else {
 		report(iv, stopAt, true)
 	}
-	progress.done()
+	progress.Done()
 	if logErr != nil {
 		return nil, fmt.Errorf("bench: write interval log: %w", logErr)
 	}
@@ -619,107 +616,18 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-// progressOut prints the progress lines: on a terminal one line rewritten
-// in place, elsewhere (a file, a CI log) one line per update, so that logs
-// stay readable. A nil *progressOut prints nothing.
-type progressOut struct {
-	w       io.Writer
-	inPlace bool
-	pending bool
-}
-
-func newProgressOut(w io.Writer, inPlace bool) *progressOut {
-	if w == nil {
-		return nil
-	}
-	return &progressOut{w: w, inPlace: inPlace}
-}
-
-func (p *progressOut) line(s string) {
-	if p == nil {
-		return
-	}
-	if p.inPlace {
-		// \r returns to column 0 and ESC[K clears what a longer line left.
-		fmt.Fprintf(p.w, "\r%s\x1b[K", s)
-		p.pending = true
-		return
-	}
-	fmt.Fprintln(p.w, s)
-}
-
-// done ends an in-place line, so that what follows starts on its own line.
-func (p *progressOut) done() {
-	if p != nil && p.pending {
-		fmt.Fprintln(p.w)
-		p.pending = false
-	}
-}
-
-// progressLine is one interval's figures, e.g.
-// "[   3s/10s] last 1s: acquired/s 8412  p99 1.50ms  errors 0".
-type progressLine struct {
-	// Elapsed is the time since the measured window began, or since the
-	// start during warm-up; Total the planned window (0 under --ops).
-	Elapsed, Total time.Duration
-	Warmup         bool
-	// Interval is the span the figures cover.
-	Interval time.Duration
-	// Acquired, P99Us (acquire, or wait in mode wait) and Errors are the
-	// interval's.
-	Acquired, P99Us, Errors int64
-	// NewViolations are the interval's, Violations the run's so far.
-	Violations, NewViolations int64
-	// OpenLoop shows Backlog, the operations due but not started now.
-	OpenLoop bool
-	Backlog  int64
-	// Faults are the injected faults in effect during the interval.
-	Faults []string
-}
-
-func (p progressLine) String() string {
-	var when string
-	switch {
-	case p.Warmup:
-		when = fmt.Sprintf("warm-up %4.0fs", p.Elapsed.Seconds())
-	case p.Total > 0:
-		when = fmt.Sprintf("%4.0fs/%.0fs", p.Elapsed.Seconds(), p.Total.Seconds())
-	default:
-		when = fmt.Sprintf("%4.0fs", p.Elapsed.Seconds())
-	}
-	rate := 0.0
-	if p.Interval > 0 {
-		rate = float64(p.Acquired) / p.Interval.Seconds()
-	}
-	p99 := "-"
-	if p.P99Us > 0 || p.Acquired > 0 {
-		p99 = results.FormatUs(p.P99Us)
-	}
-	s := fmt.Sprintf("[%s] last %s: acquired/s %.0f  p99 %s  errors %d", when, p.Interval.Round(100*time.Millisecond), rate, p99, p.Errors)
-	if p.Violations > 0 {
-		s += fmt.Sprintf("  VIOLATIONS %d (%d in all)", p.NewViolations, p.Violations)
-	}
-	if p.OpenLoop {
-		s += fmt.Sprintf("  backlog now %d", p.Backlog)
-	}
-	if len(p.Faults) > 0 {
-		s += "  faults " + strings.Join(p.Faults, ",")
-	}
-	return s
-}
-
 // awaitQuorum holds the run back while the engine keeps so many masters
 // out of the vote (quarantined: young when first seen, or restarted) that
 // no quorum can form: a measured window then would count nothing but
 // errors. It says why and until when, then waits with a line that counts
 // down, or, with cfg.NoWaitQuarantine, fails at once.
-func awaitQuorum(ctx context.Context, cfg Config, engines []Engine, progress *progressOut, logf func(string, ...any)) error {
+func awaitQuorum(ctx context.Context, cfg Config, engines []Engine, progress *results.ProgressWriter, logf func(string, ...any)) error {
 	announced := false
 	for {
 		w := quorumWait(engines, time.Now())
 		if w.readyAt.IsZero() {
 			if announced {
-				progress.done()
+				progress.Done()
 				logf("quarantine over: a quorum of masters votes; starting the run")
 			}
 			return nil
@@ -734,13 +642,13 @@ func awaitQuorum(ctx context.Context, cfg Config, engines []Engine, progress *pr
 			}
 			logf("%s; waiting before the warm-up (--no-wait-quarantine to stop instead)", msg)
 		}
-		progress.line(fmt.Sprintf("[quarantine] %s left before a quorum of masters votes", left.Round(time.Second)))
+		progress.Line(fmt.Sprintf("[quarantine] %s left before a quorum of masters votes", left.Round(time.Second)))
 		t := time.NewTimer(min(left, time.Second))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			progress.done()
+			progress.Done()
 			return fmt.Errorf("bench: waiting for the masters' quarantine to end: %w", ctx.Err())
 		}
 	}

@@ -468,13 +468,13 @@ func TestProgressFiguresArePerInterval(t *testing.T) {
 }
 
 func TestProgressLineFormat(t *testing.T) {
-	p := progressLine{Elapsed: 3 * time.Second, Total: 10 * time.Second, Interval: time.Second,
+	p := results.Progress{Elapsed: 3 * time.Second, Total: 10 * time.Second, Interval: time.Second,
 		Acquired: 8412, P99Us: 1200, Errors: 2, Violations: 5, NewViolations: 1, OpenLoop: true, Backlog: 7}
 	want := "[   3s/10s] last 1s: acquired/s 8412  p99 1.20ms  errors 2  VIOLATIONS 1 (5 in all)  backlog now 7"
 	if got := p.String(); got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
-	p = progressLine{Warmup: true, Elapsed: time.Second, Interval: 400 * time.Millisecond, Acquired: 40}
+	p = results.Progress{Warmup: true, Elapsed: time.Second, Interval: 400 * time.Millisecond, Acquired: 40}
 	if got, want := p.String(), "[warm-up    1s] last 400ms: acquired/s 100  p99 0µs  errors 0"; got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}

@@ -7,24 +7,24 @@ import (
 	"time"
 )
 
-// Progress is what the once-a-second progress line shows.
+// Progress is one interval's figures for the once-a-second progress line.
+// Every figure is the interval's, so that a bad second shows as one; only
+// the violations also give their running total.
 type Progress struct {
 	// Elapsed is the time since the measured window began, or since the
-	// start during warm-up.
-	Elapsed time.Duration
-	// Total is the planned measured duration; zero when the run is bounded
-	// by a number of operations instead.
-	Total time.Duration
+	// start during warm-up; Total the planned window (0 when the run is
+	// bounded by a number of operations).
+	Elapsed, Total time.Duration
 	// Warmup marks a line from the warm-up, whose figures are discarded.
 	Warmup bool
-	// AcquiredPerSec is the rate over the last interval.
-	AcquiredPerSec float64
-	// P99Us is the 99th percentile of acquire (or wait) latency so far.
-	P99Us int64
-	// Errors is the number of errors so far; Violations likewise.
-	Errors     int64
-	Violations int64
-	// OpenLoop shows Backlog, the operations due but not yet started.
+	// Interval is the span the figures cover.
+	Interval time.Duration
+	// Acquired, P99Us (acquire, or wait in mode wait) and Errors are the
+	// interval's.
+	Acquired, P99Us, Errors int64
+	// NewViolations are the interval's, Violations the run's so far.
+	Violations, NewViolations int64
+	// OpenLoop shows Backlog, the operations due but not started now.
 	OpenLoop bool
 	Backlog  int64
 	// Faults are the injected faults in effect during the interval, as
@@ -32,46 +32,9 @@ type Progress struct {
 	Faults []string
 }
 
-// ProgressWriter prints Progress lines. On a terminal it rewrites one line
-// in place; elsewhere (a file, a CI log) it writes one line per update, so
-// that logs stay readable.
-type ProgressWriter struct {
-	w       io.Writer
-	inPlace bool
-	pending bool
-}
-
-// NewProgressWriter returns a writer to w; inPlace should be true only when
-// w is a terminal.
-func NewProgressWriter(w io.Writer, inPlace bool) *ProgressWriter {
-	return &ProgressWriter{w: w, inPlace: inPlace}
-}
-
-// Update prints p.
-func (pw *ProgressWriter) Update(p Progress) {
-	if pw == nil || pw.w == nil {
-		return
-	}
-	line := FormatProgress(p)
-	if pw.inPlace {
-		// \r returns to column 0 and ESC[K clears what a longer line left.
-		fmt.Fprintf(pw.w, "\r%s\x1b[K", line)
-		pw.pending = true
-		return
-	}
-	fmt.Fprintln(pw.w, line)
-}
-
-// Done ends an in-place line, so that what follows starts on its own line.
-func (pw *ProgressWriter) Done() {
-	if pw != nil && pw.pending {
-		fmt.Fprintln(pw.w)
-		pw.pending = false
-	}
-}
-
-// FormatProgress renders one progress line, without a line break.
-func FormatProgress(p Progress) string {
+// String renders the line, without a line break, e.g.
+// "[   3s/10s] last 1s: acquired/s 8412  p99 1.50ms  errors 0".
+func (p Progress) String() string {
 	var when string
 	switch {
 	case p.Warmup:
@@ -81,17 +44,65 @@ func FormatProgress(p Progress) string {
 	default:
 		when = fmt.Sprintf("%4.0fs", p.Elapsed.Seconds())
 	}
-	s := fmt.Sprintf("[%s] acquired/s %9.0f  p99 %s  errors %d", when, p.AcquiredPerSec, FormatUs(p.P99Us), p.Errors)
+	rate := 0.0
+	if p.Interval > 0 {
+		rate = float64(p.Acquired) / p.Interval.Seconds()
+	}
+	p99 := "-"
+	if p.P99Us > 0 || p.Acquired > 0 {
+		p99 = FormatUs(p.P99Us)
+	}
+	s := fmt.Sprintf("[%s] last %s: acquired/s %.0f  p99 %s  errors %d", when, p.Interval.Round(100*time.Millisecond), rate, p99, p.Errors)
 	if p.Violations > 0 {
-		s += fmt.Sprintf("  VIOLATIONS %d", p.Violations)
+		s += fmt.Sprintf("  VIOLATIONS %d (%d in all)", p.NewViolations, p.Violations)
 	}
 	if p.OpenLoop {
-		s += fmt.Sprintf("  backlog %d", p.Backlog)
+		s += fmt.Sprintf("  backlog now %d", p.Backlog)
 	}
 	if len(p.Faults) > 0 {
 		s += "  faults " + strings.Join(p.Faults, ",")
 	}
 	return s
+}
+
+// ProgressWriter prints progress lines. On a terminal it rewrites one line
+// in place; elsewhere (a file, a CI log) it writes one line per update, so
+// that logs stay readable. A nil *ProgressWriter prints nothing.
+type ProgressWriter struct {
+	w       io.Writer
+	inPlace bool
+	pending bool
+}
+
+// NewProgressWriter returns a writer to w, or nil when w is nil; inPlace
+// should be true only when w is a terminal.
+func NewProgressWriter(w io.Writer, inPlace bool) *ProgressWriter {
+	if w == nil {
+		return nil
+	}
+	return &ProgressWriter{w: w, inPlace: inPlace}
+}
+
+// Line prints s as the current progress line.
+func (pw *ProgressWriter) Line(s string) {
+	if pw == nil {
+		return
+	}
+	if pw.inPlace {
+		// \r returns to column 0 and ESC[K clears what a longer line left.
+		fmt.Fprintf(pw.w, "\r%s\x1b[K", s)
+		pw.pending = true
+		return
+	}
+	fmt.Fprintln(pw.w, s)
+}
+
+// Done ends an in-place line, so that what follows starts on its own line.
+func (pw *ProgressWriter) Done() {
+	if pw != nil && pw.pending {
+		fmt.Fprintln(pw.w)
+		pw.pending = false
+	}
 }
 
 // FormatUs renders microseconds with a unit a person reads at a glance.

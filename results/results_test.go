@@ -383,25 +383,25 @@ func TestWriteRunFiles(t *testing.T) {
 	}
 }
 
-func TestProgressLines(t *testing.T) {
-	p := Progress{Elapsed: 3 * time.Second, Total: 10 * time.Second, AcquiredPerSec: 12345, P99Us: 1500, Errors: 2}
-	if got, want := FormatProgress(p), "[   3s/10s] acquired/s     12345  p99 1.50ms  errors 2"; got != want {
-		t.Errorf("FormatProgress = %q, want %q", got, want)
-	}
+func TestProgressWriter(t *testing.T) {
+	line := Progress{Elapsed: 3 * time.Second, Total: 10 * time.Second, Interval: time.Second, Acquired: 5}.String()
 	var plain, tty bytes.Buffer
 	pw := NewProgressWriter(&plain, false)
-	pw.Update(p)
-	pw.Update(p)
+	pw.Line(line)
+	pw.Line(line)
 	pw.Done()
 	if n := strings.Count(plain.String(), "\n"); n != 2 || strings.Contains(plain.String(), "\r") {
 		t.Errorf("plain progress must be one line per update, got %q", plain.String())
 	}
 	tw := NewProgressWriter(&tty, true)
-	tw.Update(p)
-	tw.Update(p)
+	tw.Line(line)
+	tw.Line(line)
 	tw.Done()
 	if !strings.HasPrefix(tty.String(), "\r") || !strings.Contains(tty.String(), "\x1b[K") || strings.Count(tty.String(), "\n") != 1 {
 		t.Errorf("terminal progress must rewrite one line, got %q", tty.String())
+	}
+	if NewProgressWriter(nil, false) != nil {
+		t.Error("a writer to nowhere must be nil")
 	}
 }
 

@@ -3,115 +3,13 @@ package engine_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
 )
-
-// latencyProxy forwards TCP to target, delaying every chunk toward it by
-// delay (order kept), and may rewrite what comes back.
-type latencyProxy struct {
-	ln      net.Listener
-	target  string
-	delay   atomic.Int64
-	rewrite func([]byte) []byte
-}
-
-func newLatencyProxy(t *testing.T, target string, delay time.Duration, rewrite func([]byte) []byte) *latencyProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &latencyProxy{ln: ln, target: target, rewrite: rewrite}
-	p.delay.Store(int64(delay))
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, c, s)
-			mu.Unlock()
-			go p.up(c, s)
-			go p.down(s, c)
-		}
-	}()
-	return p
-}
-
-func (p *latencyProxy) addr() string { return p.ln.Addr().String() }
-
-type chunk struct {
-	at time.Time
-	b  []byte
-}
-
-func (p *latencyProxy) up(c, s net.Conn) {
-	q := make(chan chunk, 1024)
-	go func() {
-		defer s.Close()
-		for ch := range q {
-			time.Sleep(time.Until(ch.at))
-			if _, err := s.Write(ch.b); err != nil {
-				return
-			}
-		}
-	}()
-	defer close(q)
-	for {
-		buf := make([]byte, 32<<10)
-		n, err := c.Read(buf)
-		if n > 0 {
-			q <- chunk{time.Now().Add(time.Duration(p.delay.Load())), buf[:n]}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *latencyProxy) down(s, c net.Conn) {
-	defer c.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := s.Read(buf)
-		if n > 0 {
-			b := buf[:n]
-			if p.rewrite != nil {
-				b = p.rewrite(b)
-			}
-			if _, err := c.Write(b); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
 
 // A fenced lease is handed out only if more validity is left, once its
 // counters are raised, than a competing round can last: a round that

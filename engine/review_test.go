@@ -1,103 +1,15 @@
 package engine_test
 
 import (
-	"bytes"
 	"context"
-	"net"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
 )
 
-// dropProxy forwards TCP to a master. Once armed, the first chunk toward
-// the master that contains needle is dropped and its connection cut on
-// both sides: the command is lost with the connection, which the client
-// sees as broken, while later commands go out on a new connection.
-type dropProxy struct {
-	ln      net.Listener
-	target  string
-	needle  atomic.Pointer[[]byte]
-	dropped atomic.Bool
-}
-
-func newDropProxy(t *testing.T, target string) *dropProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &dropProxy{ln: ln, target: target}
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, c, s)
-			mu.Unlock()
-			go func() {
-				defer s.Close()
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := c.Read(buf)
-					if n > 0 {
-						if nd := p.needle.Load(); nd != nil && !p.dropped.Load() && bytes.Contains(buf[:n], *nd) {
-							p.dropped.Store(true)
-							c.Close()
-							return
-						}
-						if _, err := s.Write(buf[:n]); err != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := s.Read(buf)
-					if n > 0 {
-						if _, err := c.Write(buf[:n]); err != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return p
-}
-
-func (p *dropProxy) addr() string { return p.ln.Addr().String() }
-
-// Known violation (c): two holders, one after the other, get the same
+// Once a violation (c): two holders, one after the other, get the same
 // fencing token; see successiveHolders.
 func TestReviewSuccessiveHoldersGetDistinctTokens(t *testing.T) {
 	successiveHolders(t, true)
@@ -219,7 +131,7 @@ func successiveHolders(t *testing.T, cutFence bool) {
 	}
 }
 
-// Known violation (b). Validity reads the clock twice: once in inspect,
+// Once a violation (b). Validity reads the clock twice: once in inspect,
 // which ends a lease whose validity ran out, and again for the time left.
 // Between the two, the validity can run out: Validity returns 0 while the
 // lease has not ended, so Done is open and Err nil at that instant (the

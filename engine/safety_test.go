@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -506,106 +503,4 @@ func TestUndoAfterABrokenConnectionIsRetried(t *testing.T) {
 	eventually(t, 5*time.Second, "the SET that came after the first undo is undone", func() bool {
 		return e.get(0, res) == ""
 	})
-}
-
-// stallProxy forwards TCP to a master. While stall is set, a new
-// connection's bytes toward the master are held back; breakStalled closes
-// such connections on the client's side only, and flushStalled then
-// delivers what they held on their still-open master side.
-type stallProxy struct {
-	ln       net.Listener
-	target   string
-	stall    atomic.Bool
-	newConns atomic.Int32 // connections accepted after a break
-	mu       sync.Mutex
-	stalled  []*stalledConn
-	broken   bool
-}
-
-type stalledConn struct {
-	client, server net.Conn
-	held           []byte
-	mu             sync.Mutex
-	stalling       bool
-}
-
-func newStallProxy(t *testing.T, target string) *stallProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &stallProxy{ln: ln, target: target}
-	t.Cleanup(func() { ln.Close() })
-	go p.accept(t)
-	return p
-}
-
-func (p *stallProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *stallProxy) accept(t *testing.T) {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		t.Cleanup(func() { c.Close(); s.Close() })
-		sc := &stalledConn{client: c, server: s}
-		p.mu.Lock()
-		if p.broken {
-			p.newConns.Add(1)
-		}
-		p.stalled = append(p.stalled, sc)
-		p.mu.Unlock()
-		go io.Copy(c, s)
-		go func() {
-			buf := make([]byte, 64<<10)
-			for {
-				n, err := c.Read(buf)
-				if n > 0 {
-					sc.mu.Lock()
-					if p.stall.Load() || sc.stalling {
-						sc.stalling = true
-						sc.held = append(sc.held, buf[:n]...)
-					} else {
-						s.Write(buf[:n])
-					}
-					sc.mu.Unlock()
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
-	}
-}
-
-func (p *stallProxy) breakStalled() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.broken = true
-	for _, sc := range p.stalled {
-		sc.mu.Lock()
-		if sc.stalling {
-			sc.client.Close()
-		}
-		sc.mu.Unlock()
-	}
-}
-
-func (p *stallProxy) flushStalled() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, sc := range p.stalled {
-		sc.mu.Lock()
-		if sc.stalling {
-			sc.server.Write(sc.held)
-			sc.held = nil
-		}
-		sc.mu.Unlock()
-	}
 }

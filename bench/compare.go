@@ -1,13 +1,11 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -265,7 +263,7 @@ rounds:
 				cfg.ProgressInPlace = cc.ProgressInPlace
 			}
 			cfg.Log = cc.Log
-			res, err := runInto(ctx, runFn, cfg, filepath.Join(cc.Dir, name), local)
+			res, err := runNewDir(ctx, runFn, cfg, filepath.Join(cc.Dir, name), local)
 			if err != nil {
 				cmp.Interrupted = ctx.Err() != nil
 				cmp.Analyze()
@@ -309,60 +307,11 @@ rounds:
 	return cmp, errors.Join(limitErr, writeComparison(cc.Dir, cmp))
 }
 
-// runInto runs one engine's run into dir, a new run directory, with its
-// interval log, and writes the run's files there. On an error before
-// anything was measured the directory is removed. local records that the
-// comparison started the masters the run was given.
-func runInto(ctx context.Context, runFn func(context.Context, Config) (*Result, error), cfg Config, dir string, local bool) (*Result, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	f, err := os.Create(filepath.Join(dir, results.IntervalsLog))
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	w := bufio.NewWriter(f)
-	cfg.IntervalLog = w
-	res, runErr := runFn(ctx, cfg)
-	flushErr := w.Flush()
-	closeErr := f.Close()
-	if runErr != nil {
-		os.RemoveAll(dir)
-		return nil, runErr
-	}
-	if err := errors.Join(flushErr, closeErr); err != nil {
-		return nil, fmt.Errorf("bench: write interval log: %w", err)
-	}
-	res.Summary.LocalMasters = res.Summary.LocalMasters || (local && len(res.Summary.Masters) > 0)
-	if err := results.WriteRun(dir, res.Summary, res.Histograms); err != nil {
-		return nil, err
-	}
-	return res, nil
-}
-
-// writeComparison writes compare.json and compare.txt, each through a
-// temporary file, so that a reader never sees half a file.
+// writeComparison writes compare.json and compare.txt.
 func writeComparison(dir string, c *results.Comparison) error {
-	var js, txt bytes.Buffer
-	if err := results.WriteCompareJSON(&js, c); err != nil {
-		return err
-	}
-	if err := results.WriteCompareText(&txt, c); err != nil {
-		return err
-	}
-	for _, f := range []struct {
-		name string
-		b    []byte
-	}{{results.CompareJSON, js.Bytes()}, {results.CompareText, txt.Bytes()}} {
-		tmp := filepath.Join(dir, "."+f.name+".tmp")
-		if err := os.WriteFile(tmp, f.b, 0o644); err != nil {
-			return fmt.Errorf("bench: %w", err)
-		}
-		if err := os.Rename(tmp, filepath.Join(dir, f.name)); err != nil {
-			return fmt.Errorf("bench: %w", err)
-		}
-	}
-	return nil
+	return errors.Join(
+		results.WriteFile(dir, results.CompareJSON, func(b *bytes.Buffer) error { return results.WriteCompareJSON(b, c) }),
+		results.WriteFile(dir, results.CompareText, func(b *bytes.Buffer) error { return results.WriteCompareText(b, c) }))
 }
 
 // prefixLines prefixes each progress line with the run's place in the

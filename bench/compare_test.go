@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -35,7 +36,8 @@ func (f *fakeRuns) run(ctx context.Context, cfg Config) (*Result, error) {
 		AcquiredPerSec: float64(1000 * (n + 1)), Errors: map[string]int64{}, Checked: true,
 	}
 	s.Machine.CPUs = 2
-	r := &Result{Summary: s, Histograms: results.NewSet()}
+	ivs := []results.Interval{{TS: 0, LengthS: 1, Acquired: s.Acquired, AcquiredPerS: float64(s.Acquired)}}
+	r := &Result{Summary: s, Histograms: results.NewSet(), Intervals: ivs}
 	if f.hook != nil {
 		if err := f.hook(n, r); err != nil {
 			return nil, err
@@ -121,6 +123,47 @@ func TestCompareAlternatesOnSharedMasters(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cc.Dir, results.CompareText)); err != nil {
 		t.Error(err)
 	}
+}
+
+// Every round's run directory is a full run directory, the same as run
+// writes: its seconds (intervals.json) included.
+func TestCompareRunDirsHoldIntervals(t *testing.T) {
+	f := &fakeRuns{}
+	cc := compareConfig(t, f, "nolock")
+	cmp, err := RunCompare(context.Background(), cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cmp.Runs) != 3 {
+		t.Fatalf("%d runs, want 3", len(cmp.Runs))
+	}
+	for i, r := range cmp.Runs {
+		dir := filepath.Join(cc.Dir, r.Dir)
+		for _, name := range []string{results.SummaryJSON, results.SummaryText, results.IntervalsLog, results.HistogramsLog, results.IntervalsJSON} {
+			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+				t.Errorf("run %d: %v", i+1, err)
+			}
+		}
+		// The fake's run n acquired 90+n in its one second.
+		if ivs := readIntervalsFile(t, dir); len(ivs) != 1 || ivs[0].Acquired != int64(90+i) {
+			t.Errorf("run %d: intervals.json %+v, want one second with %d acquired", i+1, ivs, 90+i)
+		}
+	}
+}
+
+// readIntervalsFile reads dir's intervals.json.
+func readIntervalsFile(t *testing.T, dir string) []results.Interval {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, results.IntervalsJSON))
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	var ivs []results.Interval
+	if err := json.Unmarshal(b, &ivs); err != nil {
+		t.Errorf("%s: %v", filepath.Join(dir, results.IntervalsJSON), err)
+	}
+	return ivs
 }
 
 // Ctrl-C during a run: that run is kept, marked interrupted, and the

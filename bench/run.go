@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
@@ -33,15 +36,9 @@ const (
 	cleanupTimeout = 5 * time.Second
 )
 
-// Result is what a run produced: the summary and the histograms of the
-// measured window, ready for results.WriteRun.
-type Result struct {
-	Summary    *results.Summary
-	Histograms *results.Set
-	// Intervals are the run's seconds, warm-up included, for
-	// intervals.json.
-	Intervals []results.Interval
-}
+// Result is what a run produced: the summary, the histograms of the
+// measured window and the run's seconds, ready for results.Run.WriteDir.
+type Result = results.Run
 
 // Run validates cfg, starts local masters if needed, drives the engine
 // with cfg.Workers workers for the warm-up and the measured window, and
@@ -173,6 +170,51 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cleanupKeys(masters, cfg, logf)
 	}
 	return out, nil
+}
+
+// RunDir runs cfg (see Run) into the run directory dir, which must exist:
+// the interval log while the run lasts, then every other file of a run
+// directory (results.Run.WriteDir). When the run fails, RunDir returns its
+// error and no Result, and dir may hold a partial interval log; when the
+// run finished but a file could not be written, it returns the Result and
+// the error.
+func RunDir(ctx context.Context, cfg Config, dir string) (*Result, error) {
+	return runDir(ctx, Run, cfg, dir, false)
+}
+
+// runDir is RunDir with runFn in place of Run. sharedLocal says that the
+// caller (a sweep, a comparison) started the masters cfg names.
+func runDir(ctx context.Context, runFn func(context.Context, Config) (*Result, error), cfg Config, dir string, sharedLocal bool) (*Result, error) {
+	f, err := os.Create(filepath.Join(dir, results.IntervalsLog))
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	cfg.IntervalLog = w
+	res, runErr := runFn(ctx, cfg)
+	flushErr := w.Flush()
+	closeErr := f.Close()
+	if runErr != nil {
+		return nil, runErr
+	}
+	if err := errors.Join(flushErr, closeErr); err != nil {
+		return res, fmt.Errorf("bench: write interval log: %w", err)
+	}
+	res.Summary.LocalMasters = res.Summary.LocalMasters || (sharedLocal && len(res.Summary.Masters) > 0)
+	return res, res.WriteDir(dir)
+}
+
+// runNewDir makes dir and runs into it (runDir); a run that fails before
+// it measured anything leaves no directory.
+func runNewDir(ctx context.Context, runFn func(context.Context, Config) (*Result, error), cfg Config, dir string, sharedLocal bool) (*Result, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	res, err := runDir(ctx, runFn, cfg, dir, sharedLocal)
+	if res == nil && err != nil {
+		os.RemoveAll(dir)
+	}
+	return res, err
 }
 
 // cleanupKeys removes the keys under the run's prefix from the masters

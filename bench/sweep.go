@@ -1,13 +1,11 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -234,7 +232,7 @@ func RunSweep(ctx context.Context, sc SweepConfig) (*results.Sweep, error) {
 			cfg.ProgressInPlace = sc.ProgressInPlace
 		}
 		cfg.Log = sc.Log
-		res, err := runStep(ctx, cfg, dir, local)
+		res, err := runNewDir(ctx, Run, cfg, dir, local)
 		eta.end()
 		if err != nil {
 			sw.Interrupted = ctx.Err() != nil
@@ -270,56 +268,11 @@ func RunSweep(ctx context.Context, sc SweepConfig) (*results.Sweep, error) {
 	return sw, writeSweep(sc.Dir, sw)
 }
 
-// runStep runs one step into dir, a new run directory, with its interval
-// log. On an error before anything was measured the directory is removed.
-// local records that the sweep started the masters the step was given.
-func runStep(ctx context.Context, cfg Config, dir string, local bool) (*Result, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	f, err := os.Create(filepath.Join(dir, results.IntervalsLog))
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	w := bufio.NewWriter(f)
-	cfg.IntervalLog = w
-	res, runErr := Run(ctx, cfg)
-	flushErr := w.Flush()
-	closeErr := f.Close()
-	if runErr != nil {
-		os.RemoveAll(dir)
-		return nil, runErr
-	}
-	if err := errors.Join(flushErr, closeErr); err != nil {
-		return nil, fmt.Errorf("bench: write interval log: %w", err)
-	}
-	res.Summary.LocalMasters = res.Summary.LocalMasters || local
-	if err := results.WriteRun(dir, res.Summary, res.Histograms); err != nil {
-		return nil, err
-	}
-	return res, nil
-}
-
-// writeSweep writes sweep.json and sweep.txt, each through a temporary
-// file, so that a reader never sees half a file.
+// writeSweep writes sweep.json and sweep.txt.
 func writeSweep(dir string, sw *results.Sweep) error {
-	var js, txt bytes.Buffer
-	if err := results.WriteSweepJSON(&js, sw); err != nil {
-		return err
-	}
-	if err := results.WriteSweepText(&txt, sw); err != nil {
-		return err
-	}
-	for name, b := range map[string][]byte{results.SweepJSON: js.Bytes(), results.SweepText: txt.Bytes()} {
-		tmp := filepath.Join(dir, "."+name+".tmp")
-		if err := os.WriteFile(tmp, b, 0o644); err != nil {
-			return fmt.Errorf("bench: %w", err)
-		}
-		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-			return fmt.Errorf("bench: %w", err)
-		}
-	}
-	return nil
+	return errors.Join(
+		results.WriteFile(dir, results.SweepJSON, func(b *bytes.Buffer) error { return results.WriteSweepJSON(b, sw) }),
+		results.WriteFile(dir, results.SweepText, func(b *bytes.Buffer) error { return results.WriteSweepText(b, sw) }))
 }
 
 // plannedStep is how long a step should take, or 0 when bounded by --ops.

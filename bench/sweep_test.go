@@ -127,10 +127,20 @@ func TestSweepWritesARunPerStep(t *testing.T) {
 	}
 	for i, p := range sw.Points {
 		dir := filepath.Join(sc.Dir, p.Dir)
-		for _, f := range []string{results.SummaryJSON, results.SummaryText, results.IntervalsLog, results.HistogramsLog, "acquire.hgrm"} {
+		for _, f := range []string{results.SummaryJSON, results.SummaryText, results.IntervalsLog, results.HistogramsLog, "acquire.hgrm", results.IntervalsJSON} {
 			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 				t.Errorf("step %d: %v", i+1, err)
 			}
+		}
+		// A step's directory is a run's: its seconds are there too, and
+		// they add up to what its summary counted.
+		var acquired int64
+		ivs := readIntervalsFile(t, dir)
+		for _, iv := range ivs {
+			acquired += iv.Acquired
+		}
+		if len(ivs) == 0 || acquired == 0 {
+			t.Errorf("step %d: intervals.json holds %d seconds, %d acquired", i+1, len(ivs), acquired)
 		}
 		r, err := results.LoadRunDir(dir)
 		if err != nil {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -236,45 +234,29 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	hlogFile, err := os.Create(filepath.Join(dir, results.IntervalsLog))
-	if err != nil {
-		return fmt.Errorf("create interval log: %w", err)
-	}
-	hlog := bufio.NewWriter(hlogFile)
-
 	cfg.Progress = stderr
 	cfg.ProgressInPlace = isTerminal(stderr)
 	cfg.Log = prefixWriter{w: stderr}
-	cfg.IntervalLog = hlog
 
 	stopProfile, err := startCPUProfile(o.cpuProfile)
 	if err != nil {
-		hlogFile.Close()
 		if created {
 			os.RemoveAll(dir)
 		}
 		return err
 	}
-	res, runErr := bench.Run(ctx, cfg)
+	res, err := bench.RunDir(ctx, cfg, dir)
 	profErr := stopProfile()
-	flushErr := hlog.Flush()
-	closeErr := hlogFile.Close()
-	if runErr != nil {
-		return notStarted(ctx, "run", dir, created, runErr)
+	if res == nil {
+		return notStarted(ctx, "run", dir, created, err)
 	}
-	if err := errors.Join(flushErr, closeErr); err != nil {
-		return fmt.Errorf("write interval log: %w", err)
+	if err != nil {
+		return err
 	}
 	if profErr != nil {
 		return fmt.Errorf("write CPU profile: %w", profErr)
 	}
 	s := res.Summary
-	if err := results.WriteRun(dir, s, res.Histograms); err != nil {
-		return err
-	}
-	if err := writeIntervals(filepath.Join(dir, results.IntervalsJSON), res.Intervals); err != nil {
-		return err
-	}
 	if err := results.WriteText(stdout, s); err != nil {
 		return err
 	}
@@ -327,19 +309,6 @@ func measuredNothing(s *results.Summary) string {
 		what += ": " + ex
 	}
 	return what
-}
-
-// writeIntervals writes intervals.json, the run's seconds with the faults
-// active in each.
-func writeIntervals(path string, ivs []results.Interval) error {
-	var b bytes.Buffer
-	if err := results.WriteIntervals(&b, ivs); err != nil {
-		return err
-	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("write intervals: %w", err)
-	}
-	return nil
 }
 
 // startCPUProfile starts a CPU profile into path (--cpuprofile) and

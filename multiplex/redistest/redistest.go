@@ -1,118 +1,32 @@
-// Package redistest starts and controls real redis-server processes on free
-// loopback ports. Tests use it to exercise the lock against real masters and
-// to inject process faults (kill, pause, restart); the load generator uses it
-// to start local masters when none are given.
-//
-// Every process is started with Pdeathsig=SIGKILL, so it dies with the
-// process that started it even if that process is killed outright.
-// It imports only the standard library.
+// Package redistest is the tests' handle on real redis-server processes: it
+// starts them for one test and stops them when the test ends. The processes
+// themselves are managed by internal/redisproc, which the load generator
+// shares; this package only adds what needs package testing, so that the
+// shipped binary does not link it. Only _test.go files import it.
 package redistest
 
 import (
-	"bufio"
 	"context"
-	"errors"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redlock-bench/redlock/internal/redisproc"
+)
+
+// The types are redisproc's, so that a test can hand a cluster to code that
+// takes a *redisproc.Cluster or *redisproc.Node.
+type (
+	Options = redisproc.Options
+	Cluster = redisproc.Cluster
+	Node    = redisproc.Node
 )
 
 // ErrNoServer reports that the redis-server binary could not be found.
-var ErrNoServer = errors.New("redistest: redis-server not found in PATH (install it: apt-get install -y redis-server)")
+var ErrNoServer = redisproc.ErrNoServer
 
-// Options configure the servers. The zero value is usable.
-type Options struct {
-	// Bin is the server binary. Default: "redis-server" from PATH.
-	Bin string
-	// Host is the loopback address to bind. Default: 127.0.0.1. It must be
-	// in 127.0.0.0/8.
-	Host string
-	// Persistence turns on the append-only file, so that a restarted node
-	// remembers its keys. Default: off (--save "" --appendonly no), so that a
-	// restart forgets every lock, which is the dangerous case.
-	Persistence bool
-	// Args are appended to the server command line.
-	Args []string
-	// StartTimeout bounds the wait for each server to answer PING.
-	// Default: 10s.
-	StartTimeout time.Duration
-}
-
-func (o *Options) fill() error {
-	if o.Bin == "" {
-		o.Bin = "redis-server"
-	}
-	if o.Host == "" {
-		o.Host = "127.0.0.1"
-	}
-	if ip := net.ParseIP(o.Host); ip == nil || !ip.IsLoopback() || ip.To4() == nil {
-		return fmt.Errorf("redistest: Host %q is not an IPv4 loopback address", o.Host)
-	}
-	if o.StartTimeout <= 0 {
-		o.StartTimeout = 10 * time.Second
-	}
-	return nil
-}
-
-// Cluster is a set of independent masters (no replication between them).
-type Cluster struct {
-	Nodes []*Node
-	root  string
-}
-
-// Node is one redis-server process. Its address and data directory stay the
-// same across restarts.
-type Node struct {
-	opts Options
-	Port int
-	Dir  string
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
-	paused bool
-}
-
-// Start launches n servers, each on a free port in its own directory under a
-// fresh temporary root, and waits until each answers PING. On error every
-// server already started is stopped.
+// Start launches n servers; see redisproc.Start. The caller stops them.
 func Start(ctx context.Context, n int, opts Options) (*Cluster, error) {
-	if n <= 0 {
-		return nil, fmt.Errorf("redistest: need at least one server, got %d", n)
-	}
-	if err := opts.fill(); err != nil {
-		return nil, err
-	}
-	if _, err := exec.LookPath(opts.Bin); err != nil {
-		return nil, ErrNoServer
-	}
-	root, err := os.MkdirTemp("", "redistest-")
-	if err != nil {
-		return nil, fmt.Errorf("redistest: %w", err)
-	}
-	c := &Cluster{root: root}
-	for i := 0; i < n; i++ {
-		dir := filepath.Join(root, strconv.Itoa(i))
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			c.Stop()
-			return nil, fmt.Errorf("redistest: %w", err)
-		}
-		node := &Node{opts: opts, Dir: dir}
-		if err := node.startOnFreePort(ctx); err != nil {
-			c.Stop()
-			return nil, err
-		}
-		c.Nodes = append(c.Nodes, node)
-	}
-	return c, nil
+	return redisproc.Start(ctx, n, opts)
 }
 
 // StartT starts n servers for a test and stops them in t.Cleanup, whether or
@@ -125,7 +39,7 @@ func StartT(t testing.TB, n int, opts ...Options) *Cluster {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Start(ctx, n, o)
+	c, err := redisproc.Start(ctx, n, o)
 	if err != nil {
 		t.Fatalf("start %d redis-server: %v", n, err)
 	}
@@ -133,264 +47,14 @@ func StartT(t testing.TB, n int, opts ...Options) *Cluster {
 	return c
 }
 
-// Addrs returns the host:port of every node, in order.
-func (c *Cluster) Addrs() []string {
-	out := make([]string, len(c.Nodes))
-	for i, n := range c.Nodes {
-		out[i] = n.Addr()
-	}
-	return out
-}
+// Ping sends PING over a fresh connection and expects PONG (or NOAUTH from
+// a server that wants a password). A server that does not answer within
+// timeout gives an error that wraps os.ErrDeadlineExceeded.
+func Ping(addr string, timeout time.Duration) error { return redisproc.Ping(addr, timeout) }
 
-// Stop kills every server and removes the data directories. It is safe to
-// call more than once.
-func (c *Cluster) Stop() error {
-	var errs []error
-	for _, n := range c.Nodes {
-		if err := n.Kill(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if c.root != "" {
-		if err := os.RemoveAll(c.root); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// Addr is the node's host:port.
-func (n *Node) Addr() string { return net.JoinHostPort(n.opts.Host, strconv.Itoa(n.Port)) }
-
-// PID is the server's process id, or 0 when it is not running.
-func (n *Node) PID() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil || n.cmd.Process == nil || n.exitedLocked() {
-		return 0
-	}
-	return n.cmd.Process.Pid
-}
-
-// Running reports whether the process is alive (paused counts as alive).
-func (n *Node) Running() bool { return n.PID() != 0 }
-
-func (n *Node) exitedLocked() bool {
-	if n.exited == nil {
-		return true
-	}
-	select {
-	case <-n.exited:
-		return true
-	default:
-		return false
-	}
-}
-
-// The kernel may hand the same free port to two callers between our probe
-// and the server's bind, so a failed bind is retried on a new port.
-func (n *Node) startOnFreePort(ctx context.Context) error {
-	var last error
-	for attempt := 0; attempt < 5; attempt++ {
-		port, err := freePort(n.opts.Host)
-		if err != nil {
-			return err
-		}
-		n.Port = port
-		if last = n.launch(ctx); last == nil {
-			return nil
-		}
-	}
-	return last
-}
-
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("redistest: find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func (n *Node) args() []string {
-	a := []string{
-		"--port", strconv.Itoa(n.Port),
-		"--bind", n.opts.Host,
-		"--dir", n.Dir,
-		"--save", "",
-		"--daemonize", "no",
-		"--protected-mode", "no",
-		"--logfile", "redis.log",
-	}
-	if n.opts.Persistence {
-		a = append(a, "--appendonly", "yes", "--appendfsync", "always")
-	} else {
-		a = append(a, "--appendonly", "no")
-	}
-	return append(a, n.opts.Args...)
-}
-
-func (n *Node) launch(ctx context.Context) error {
-	cmd := exec.Command(n.opts.Bin, n.args()...)
-	cmd.Dir = n.Dir
-	// Own process group: a terminal's Ctrl-C reaches only the parent, which
-	// then stops the servers in order. Pdeathsig covers a parent that dies.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("redistest: start %s: %w", n.opts.Bin, err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	n.mu.Lock()
-	n.cmd, n.exited, n.paused = cmd, exited, false
-	n.mu.Unlock()
-
-	deadline := time.Now().Add(n.opts.StartTimeout)
-	for {
-		if err := Ping(n.Addr(), 200*time.Millisecond); err == nil {
-			return nil
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("redistest: redis-server on %s exited at start: %s", n.Addr(), n.logTail())
-		case <-ctx.Done():
-			n.Kill()
-			return fmt.Errorf("redistest: start %s: %w", n.Addr(), ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			n.Kill()
-			return fmt.Errorf("redistest: %s did not answer PING within %s", n.Addr(), n.opts.StartTimeout)
-		}
-	}
-}
-
-func (n *Node) logTail() string {
-	b, err := os.ReadFile(filepath.Join(n.Dir, "redis.log"))
-	if err != nil {
-		return "(no log)"
-	}
-	s := strings.TrimSpace(string(b))
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	return s
-}
-
-// Kill sends SIGKILL and waits for the process to exit. Killing a node that
-// is not running is not an error.
-func (n *Node) Kill() error {
-	n.mu.Lock()
-	cmd, exited := n.cmd, n.exited
-	n.mu.Unlock()
-	if cmd == nil || cmd.Process == nil || exited == nil {
-		return nil
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-exited:
-		return nil
-	case <-time.After(10 * time.Second):
-		return fmt.Errorf("redistest: %s (pid %d) did not exit after SIGKILL", n.Addr(), cmd.Process.Pid)
-	}
-}
-
-// Pause stops the process with SIGSTOP: its socket stays open but nothing is
-// answered, as in a long GC pause or a hung host.
-func (n *Node) Pause() error { return n.signal(syscall.SIGSTOP, true) }
-
-// Resume continues a paused process with SIGCONT.
-func (n *Node) Resume() error { return n.signal(syscall.SIGCONT, false) }
-
-// Paused reports whether Pause was called without a matching Resume.
-func (n *Node) Paused() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.paused
-}
-
-func (n *Node) signal(sig syscall.Signal, paused bool) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil || n.exitedLocked() {
-		return fmt.Errorf("redistest: %s is not running", n.Addr())
-	}
-	if err := n.cmd.Process.Signal(sig); err != nil {
-		return fmt.Errorf("redistest: signal %s: %w", n.Addr(), err)
-	}
-	n.paused = paused
-	return nil
-}
-
-// Restart kills the node if it runs and starts it again on the same port
-// and directory. Without persistence it comes back empty, with a new run_id.
-func (n *Node) Restart(ctx context.Context) error {
-	if err := n.Kill(); err != nil {
-		return err
-	}
-	var last error
-	// The old socket may linger briefly; retry the bind on the same port.
-	for attempt := 0; attempt < 20; attempt++ {
-		if last = n.launch(ctx); last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return last
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return last
-}
-
-// Ping sends one inline PING over a fresh connection and expects +PONG
-// (or NOAUTH from a server that wants a password).
-func Ping(addr string, timeout time.Duration) error {
-	conn, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(timeout))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	// A server with a password answers NOAUTH: it is up all the same.
-	if !strings.HasPrefix(line, "+PONG") && !strings.HasPrefix(line, "-NOAUTH") {
-		return fmt.Errorf("unexpected reply %q", strings.TrimSpace(line))
-	}
-	return nil
-}
-
-// Do sends one command over a fresh connection and returns the first reply
-// line. It is for test set-up (CONFIG SET, DEBUG SLEEP, ...), not for load.
+// Do sends one command over a fresh connection and returns the first line
+// of its reply (":0", "+OK", "$40"); see redisproc.Do. It is for test
+// set-up (CONFIG SET, DEBUG SLEEP, ...), not for load.
 func Do(addr string, timeout time.Duration, args ...string) (string, error) {
-	conn, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(timeout))
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := conn.Write([]byte(b.String())); err != nil {
-		return "", err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	line = strings.TrimRight(line, "\r\n")
-	if strings.HasPrefix(line, "-") {
-		return "", errors.New(line[1:])
-	}
-	return line, nil
+	return redisproc.Do(context.Background(), addr, timeout, args...)
 }

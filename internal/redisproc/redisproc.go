@@ -1,0 +1,317 @@
+package redisproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ErrNoServer reports that the redis-server binary could not be found.
+var ErrNoServer = errors.New("redisproc: redis-server not found in PATH (install it: apt-get install -y redis-server)")
+
+// Options configure the servers. The zero value is usable.
+type Options struct {
+	// Bin is the server binary. Default: "redis-server" from PATH.
+	Bin string
+	// Host is the loopback address to bind. Default: 127.0.0.1. It must be
+	// in 127.0.0.0/8.
+	Host string
+	// Persistence turns on the append-only file, so that a restarted node
+	// remembers its keys. Default: off (--save "" --appendonly no), so that a
+	// restart forgets every lock, which is the dangerous case.
+	Persistence bool
+	// Args are appended to the server command line.
+	Args []string
+	// StartTimeout bounds the wait for each server to answer PING.
+	// Default: 10s.
+	StartTimeout time.Duration
+}
+
+func (o *Options) fill() error {
+	if o.Bin == "" {
+		o.Bin = "redis-server"
+	}
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if ip := net.ParseIP(o.Host); ip == nil || !ip.IsLoopback() || ip.To4() == nil {
+		return fmt.Errorf("redisproc: Host %q is not an IPv4 loopback address", o.Host)
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 10 * time.Second
+	}
+	return nil
+}
+
+// Cluster is a set of independent masters (no replication between them).
+type Cluster struct {
+	Nodes []*Node
+	root  string
+}
+
+// Node is one redis-server process. Its address and data directory stay the
+// same across restarts.
+type Node struct {
+	opts Options
+	Port int
+	Dir  string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	paused bool
+}
+
+// Start launches n servers, each on a free port in its own directory under a
+// fresh temporary root, and waits until each answers PING. On error every
+// server already started is stopped.
+func Start(ctx context.Context, n int, opts Options) (*Cluster, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("redisproc: need at least one server, got %d", n)
+	}
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	if _, err := exec.LookPath(opts.Bin); err != nil {
+		return nil, ErrNoServer
+	}
+	root, err := os.MkdirTemp("", "redisproc-")
+	if err != nil {
+		return nil, fmt.Errorf("redisproc: %w", err)
+	}
+	c := &Cluster{root: root}
+	for i := 0; i < n; i++ {
+		dir := filepath.Join(root, strconv.Itoa(i))
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			c.Stop()
+			return nil, fmt.Errorf("redisproc: %w", err)
+		}
+		node := &Node{opts: opts, Dir: dir}
+		if err := node.startOnFreePort(ctx); err != nil {
+			c.Stop()
+			return nil, err
+		}
+		c.Nodes = append(c.Nodes, node)
+	}
+	return c, nil
+}
+
+// Addrs returns the host:port of every node, in order.
+func (c *Cluster) Addrs() []string {
+	out := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		out[i] = n.Addr()
+	}
+	return out
+}
+
+// Stop kills every server and removes the data directories. It is safe to
+// call more than once.
+func (c *Cluster) Stop() error {
+	var errs []error
+	for _, n := range c.Nodes {
+		if err := n.Kill(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.root != "" {
+		if err := os.RemoveAll(c.root); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Addr is the node's host:port.
+func (n *Node) Addr() string { return net.JoinHostPort(n.opts.Host, strconv.Itoa(n.Port)) }
+
+// PID is the server's process id, or 0 when it is not running.
+func (n *Node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil || n.exitedLocked() {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// Running reports whether the process is alive (paused counts as alive).
+func (n *Node) Running() bool { return n.PID() != 0 }
+
+func (n *Node) exitedLocked() bool {
+	if n.exited == nil {
+		return true
+	}
+	select {
+	case <-n.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// The kernel may hand the same free port to two callers between our probe
+// and the server's bind, so a failed bind is retried on a new port.
+func (n *Node) startOnFreePort(ctx context.Context) error {
+	var last error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort(n.opts.Host)
+		if err != nil {
+			return err
+		}
+		n.Port = port
+		if last = n.launch(ctx); last == nil {
+			return nil
+		}
+	}
+	return last
+}
+
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("redisproc: find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (n *Node) args() []string {
+	a := []string{
+		"--port", strconv.Itoa(n.Port),
+		"--bind", n.opts.Host,
+		"--dir", n.Dir,
+		"--save", "",
+		"--daemonize", "no",
+		"--protected-mode", "no",
+		"--logfile", "redis.log",
+	}
+	if n.opts.Persistence {
+		a = append(a, "--appendonly", "yes", "--appendfsync", "always")
+	} else {
+		a = append(a, "--appendonly", "no")
+	}
+	return append(a, n.opts.Args...)
+}
+
+func (n *Node) launch(ctx context.Context) error {
+	cmd := exec.Command(n.opts.Bin, n.args()...)
+	cmd.Dir = n.Dir
+	// Own process group: a terminal's Ctrl-C reaches only the parent, which
+	// then stops the servers in order. Pdeathsig covers a parent that dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redisproc: start %s: %w", n.opts.Bin, err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	n.mu.Lock()
+	n.cmd, n.exited, n.paused = cmd, exited, false
+	n.mu.Unlock()
+
+	deadline := time.Now().Add(n.opts.StartTimeout)
+	for {
+		if err := Ping(n.Addr(), 200*time.Millisecond); err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("redisproc: redis-server on %s exited at start: %s", n.Addr(), n.logTail())
+		case <-ctx.Done():
+			n.Kill()
+			return fmt.Errorf("redisproc: start %s: %w", n.Addr(), ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			n.Kill()
+			return fmt.Errorf("redisproc: %s did not answer PING within %s", n.Addr(), n.opts.StartTimeout)
+		}
+	}
+}
+
+func (n *Node) logTail() string {
+	b, err := os.ReadFile(filepath.Join(n.Dir, "redis.log"))
+	if err != nil {
+		return "(no log)"
+	}
+	s := strings.TrimSpace(string(b))
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
+
+// Kill sends SIGKILL and waits for the process to exit. Killing a node that
+// is not running is not an error.
+func (n *Node) Kill() error {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.mu.Unlock()
+	if cmd == nil || cmd.Process == nil || exited == nil {
+		return nil
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("redisproc: %s (pid %d) did not exit after SIGKILL", n.Addr(), cmd.Process.Pid)
+	}
+}
+
+// Pause stops the process with SIGSTOP: its socket stays open but nothing is
+// answered, as in a long GC pause or a hung host.
+func (n *Node) Pause() error { return n.signal(syscall.SIGSTOP, true) }
+
+// Resume continues a paused process with SIGCONT.
+func (n *Node) Resume() error { return n.signal(syscall.SIGCONT, false) }
+
+// Paused reports whether Pause was called without a matching Resume.
+func (n *Node) Paused() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.paused
+}
+
+func (n *Node) signal(sig syscall.Signal, paused bool) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.exitedLocked() {
+		return fmt.Errorf("redisproc: %s is not running", n.Addr())
+	}
+	if err := n.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("redisproc: signal %s: %w", n.Addr(), err)
+	}
+	n.paused = paused
+	return nil
+}
+
+// Restart kills the node if it runs and starts it again on the same port
+// and directory. Without persistence it comes back empty, with a new run_id.
+func (n *Node) Restart(ctx context.Context) error {
+	if err := n.Kill(); err != nil {
+		return err
+	}
+	var last error
+	// The old socket may linger briefly; retry the bind on the same port.
+	for attempt := 0; attempt < 20; attempt++ {
+		if last = n.launch(ctx); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return last
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return last
+}

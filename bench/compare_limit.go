@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/internal/redisproc"
 	"github.com/redlock-bench/redlock/results"
 )
 
@@ -72,7 +72,7 @@ func findRedisBenchmark() (string, error) {
 func measureCeiling(ctx context.Context, binary string, masters []string, requests int, keyPrefix string) (*results.Ceiling, error) {
 	sha := releaseScriptSHA()
 	for _, a := range masters {
-		reply, err := redistest.Do(a, probeTimeout, "SCRIPT", "LOAD", releaseScriptBody)
+		reply, err := redisproc.Do(ctx, a, probeTimeout, "SCRIPT", "LOAD", releaseScriptBody)
 		if err != nil {
 			return nil, fmt.Errorf("%s: SCRIPT LOAD: %w", a, err)
 		}

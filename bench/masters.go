@@ -1,21 +1,17 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/redis/rueidis"
-
-	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/internal/redisproc"
 )
 
 // probeTimeout bounds the pre-flight check of each master, so that an
@@ -25,10 +21,10 @@ const probeTimeout = 2 * time.Second
 // startLocalMasters starts n redis-server processes on free loopback ports,
 // each in its own temporary directory. The caller must Stop the cluster on
 // every exit path; the processes also die with this one (Pdeathsig).
-func startLocalMasters(ctx context.Context, n int) (*redistest.Cluster, error) {
+func startLocalMasters(ctx context.Context, n int) (*redisproc.Cluster, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, err := redistest.Start(ctx, n, redistest.Options{})
+	c, err := redisproc.Start(ctx, n, redisproc.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("bench: start %d local masters: %w", n, err)
 	}
@@ -39,7 +35,7 @@ func startLocalMasters(ctx context.Context, n int) (*redistest.Cluster, error) {
 // (a sweep, a comparison) and points cfg at them; the caller stops the
 // cluster. As in Run, the quarantine defaults to observed: masters this
 // process started hold no locks.
-func shareLocalMasters(ctx context.Context, cfg *Config, series string, logf func(string, ...any)) (*redistest.Cluster, error) {
+func shareLocalMasters(ctx context.Context, cfg *Config, series string, logf func(string, ...any)) (*redisproc.Cluster, error) {
 	cluster, err := startLocalMasters(ctx, cfg.LocalMasters)
 	if err != nil {
 		return nil, err
@@ -75,7 +71,13 @@ func probeMasters(ctx context.Context, addrs []string) (string, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v, err := serverVersion(ctx, a, probeTimeout)
+			v, err := redisproc.Version(ctx, a, probeTimeout)
+			// "connection refused" rather than "dial tcp <addr>: connect: ...":
+			// the message names the address already.
+			var op *net.OpError
+			if errors.As(err, &op) && op.Err != nil {
+				err = op.Err
+			}
 			answers[i] = answer{v, err}
 		}()
 	}
@@ -100,64 +102,9 @@ func probeMasters(ctx context.Context, addrs []string) (string, error) {
 	return strings.Join(versions, ","), nil
 }
 
-// serverVersion connects to addr and reads the version from INFO server.
-// A server that refuses INFO (authentication required, ...) is reachable:
-// its version is reported as "unknown".
-func serverVersion(ctx context.Context, addr string, timeout time.Duration) (string, error) {
-	d := net.Dialer{Timeout: timeout}
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		var op *net.OpError
-		if errors.As(err, &op) && op.Err != nil {
-			err = op.Err
-		}
-		return "", err
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(timeout))
-	if _, err := io.WriteString(conn, "INFO server\r\n"); err != nil {
-		return "", err
-	}
-	r := bufio.NewReader(conn)
-	head, err := r.ReadString('\n')
-	if err != nil {
-		return "", fmt.Errorf("no reply: %w", err)
-	}
-	head = strings.TrimRight(head, "\r\n")
-	if !strings.HasPrefix(head, "$") {
-		return "unknown", nil
-	}
-	n, err := strconv.Atoi(head[1:])
-	if err != nil || n < 0 || n > 1<<20 {
-		return "unknown", nil
-	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return "", fmt.Errorf("short reply: %w", err)
-	}
-	return parseVersion(string(body)), nil
-}
-
-// parseVersion picks the server version out of INFO text. Valkey also
-// reports redis_version (for compatibility), so its own field wins.
-func parseVersion(info string) string {
-	var redis, valkey string
-	for _, line := range strings.Split(info, "\n") {
-		line = strings.TrimSpace(line)
-		if v, ok := strings.CutPrefix(line, "valkey_version:"); ok {
-			valkey = v
-		} else if v, ok := strings.CutPrefix(line, "redis_version:"); ok {
-			redis = v
-		}
-	}
-	switch {
-	case valkey != "":
-		return "valkey " + valkey
-	case redis != "":
-		return redis
-	}
-	return "unknown"
-}
+// parseVersion is redisproc.ParseVersion, the one INFO version parser
+// outside multiplex.
+var parseVersion = redisproc.ParseVersion
 
 // deletePrefixed removes every key that starts with prefix from each
 // master (SCAN MATCH, then UNLINK), until ctx ends, and returns how many
@@ -189,10 +136,7 @@ func deletePrefixed(ctx context.Context, masters []string, prefix string) (int64
 }
 
 func deletePrefixedOn(ctx context.Context, addr, pattern string) (int64, error) {
-	c, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress: []string{addr}, ForceSingleClient: true, DisableCache: true,
-		Dialer: net.Dialer{Timeout: probeTimeout},
-	})
+	c, err := redisproc.NewClient(addr, probeTimeout)
 	if err != nil {
 		return 0, err
 	}

@@ -16,7 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/internal/redisproc"
 	"github.com/redlock-bench/redlock/results"
 )
 
@@ -64,7 +64,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	masters := cfg.Masters
 	local := false
 	var redisVersion string
-	var cluster *redistest.Cluster
+	var cluster *redisproc.Cluster
 	if needsRedis(cfg.Engine) {
 		if len(masters) == 0 {
 			var err error

@@ -30,30 +30,42 @@ const (
 // and the TTL headroom, with the configuration behind them; for runs, what
 // each shows at its own load. slo, when set, replaces the sweeps' own.
 func WriteCapacity(w io.Writer, inputs []*Input, slo *SLO) error {
-	var b strings.Builder
-	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	p("# Capacity plan\n\n")
-	var from []string
-	for _, in := range inputs {
-		from = append(from, fmt.Sprintf("`%s` (%s)", filepath.ToSlash(in.Dir), in.Kind))
+	return writeCapacity(w, capacityPlanOf(inputs, slo))
+}
+
+func writeCapacity(w io.Writer, plan *capacityPlan) error {
+	if err := capacityMarkdown.Execute(w, plan); err != nil {
+		return fmt.Errorf("results: %s: %w", CapacityFile, err)
 	}
-	p("Written by `redlock-bench report` from %s.\n", strings.Join(from, ", "))
-	p("Latency figures are of successful acquisitions (`acquire` in mode try, `wait` in mode wait); throughput counts successful acquisitions per second.\n")
+	return nil
+}
+
+// capacityPlanOf builds the capacity plan of the inputs, which both
+// capacity.md and the report page render.
+func capacityPlanOf(inputs []*Input, slo *SLO) *capacityPlan {
+	plan := &capacityPlan{}
+	from := text{}.p("Written by ").c("redlock-bench report").p(" from ")
+	for i, in := range inputs {
+		if i > 0 {
+			from = from.p(", ")
+		}
+		from = from.c(filepath.ToSlash(in.Dir)).p(" (%s)", in.Kind)
+	}
+	plan.Intro = []text{from.p("."), text{}.p("Latency figures are of successful acquisitions (").c("acquire").
+		p(" in mode try, ").c("wait").p(" in mode wait); throughput counts successful acquisitions per second.")}
 
 	var runs []*Input
 	for _, in := range inputs {
 		if in.Kind == "sweep" && in.Sweep != nil {
-			sw := analyzed(in.Sweep, slo)
-			capacitySweep(p, in, sw)
+			plan.Sections = append(plan.Sections, capacitySweep(in, analyzed(in.Sweep, slo)))
 		} else {
 			runs = append(runs, in)
 		}
 	}
 	if len(runs) > 0 {
-		capacityRuns(p, runs, slo)
+		plan.Sections = append(plan.Sections, capacityRuns(runs, slo))
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return plan
 }
 
 // analyzed returns sw analysed with slo (a copy), or sw itself.
@@ -69,213 +81,209 @@ func analyzed(sw *Sweep, slo *SLO) *Sweep {
 	return &c
 }
 
-type printer func(format string, a ...any)
-
-func capacitySweep(p printer, in *Input, sw *Sweep) {
-	p("\n## Sweep %s\n\n", sw.Label)
+func capacitySweep(in *Input, sw *Sweep) capacitySection {
 	var vals []string
 	for _, v := range sw.Values {
 		vals = append(vals, strconv.FormatFloat(v, 'f', -1, 64))
 	}
-	p("%s loop, mode %s, engine %s: %d of %d steps ran, %s %s.",
+	lead := text{}.p("%s loop, mode %s, engine %s: %d of %d steps ran, %s %s.",
 		capitalize(sw.LoadModel), sw.Mode, sw.Engine, len(sw.Points), len(sw.Values), sw.Param, strings.Join(vals, ", "))
 	if w := configString(sw.Config, "warmup"); w != "" {
-		p(" Each step measured for %s after a warm-up of %s.", configString(sw.Config, "duration"), w)
+		lead = lead.p(" Each step measured for %s after a warm-up of %s.", configString(sw.Config, "duration"), w)
 	}
 	if sw.Interrupted {
-		p(" **The sweep was interrupted: these figures are partial.**")
+		lead = lead.p(" ").b("The sweep was interrupted: these figures are partial.")
 	}
-	p("\n\n")
+	sec := capacitySection{Title: "Sweep " + sw.Label, Lead: lead}
+	add := func(t text) { sec.Items = append(sec.Items, capacityItem{Text: t}) }
 
-	byDir := map[string]*RunDir{}
+	slo, rec, why := sweepSLO(sw)
+	add(slo)
+	knee, rec, why := sweepKnee(sw, rec, why)
+	add(knee)
+	add(sweepRecommendation(sw, rec, why))
+	// TTL headroom and errors at the recommended point.
+	if rec != nil {
+		if r := pointRun(in, *rec); r != nil {
+			add(ttlHeadroom(r, "At "+ParamValue(sw.Param, rec.Value)))
+			if e := r.Summary.ErrorTotal(); e > 0 {
+				add(text{}.b("Errors at %s:", ParamValue(sw.Param, rec.Value)).p(" %d of %d attempts failed with an error, not contention (%s).",
+					e, r.Summary.Attempts, errorBreakdown(r.Summary)))
+			}
+		}
+	}
+	for _, t := range sweepSafety(sw) {
+		add(t)
+	}
+
+	sec.Config = text{}.p("Configuration behind these figures: %s Machine: %s.",
+		describeConfig(sw.Config, sw.Engine, sw.Masters, sw.LocalMasters, sw.Machine.RedisVersion), describeMachine(sw.Machine))
+	sec.Command = reproduce("sweep", sw.Config, sw.LocalMasters, sw.SLO)
+	return sec
+}
+
+// pointRun is the run directory of a sweep's step.
+func pointRun(in *Input, pt SweepPoint) *RunDir {
+	var run *RunDir
 	for _, r := range in.Runs {
-		byDir[filepath.Base(r.Dir)] = r
+		if filepath.Base(r.Dir) == filepath.Base(pt.Dir) {
+			run = r
+		}
 	}
-	pointRun := func(pt SweepPoint) *RunDir { return byDir[filepath.Base(pt.Dir)] }
+	return run
+}
 
-	// Sustainable throughput at the SLO.
-	var rec *SweepPoint
-	why := ""
+// sweepSLO says what throughput the SLO allows, and returns the step it
+// recommends for that (nil if none) and why.
+func sweepSLO(sw *Sweep) (t text, rec *SweepPoint, why string) {
 	switch {
 	case sw.SLO == nil:
-		best := highest(sw.Points)
-		p("- **No SLO was given** (pass `--slo 'p99<5ms'` to `sweep` or `report`).")
-		if best != nil {
-			p(" The highest throughput measured was %s acquisitions/s, at %s, with p99 %s.", thousands(best.AcquiredPerSec), ParamValue(sw.Param, best.Value), FormatUs(best.LatencyUs.P99))
+		t = text{}.b("No SLO was given").p(" (pass ").c("--slo 'p99<5ms'").p(" to ").c("sweep").p(" or ").c("report").p(").")
+		if best := highest(sw.Points); best != nil {
+			t = t.p(" The highest throughput measured was %s acquisitions/s, at %s, with p99 %s.",
+				thousands(best.AcquiredPerSec), ParamValue(sw.Param, best.Value), FormatUs(best.LatencyUs.P99))
 		}
-		p("\n")
+		return t, nil, ""
 	case sw.SLOPoint != nil:
 		sp := *sw.SLOPoint
-		rec, why = &sp, "the highest throughput that met the SLO"
-		p("- **Sustainable throughput at the SLO (%s): %s acquisitions/s**, at %s, where %s was %s.",
-			sw.SLO.Text, thousands(sp.AcquiredPerSec), ParamValue(sw.Param, sp.Value), sw.SLO.Percentile, FormatUs(sw.SLO.Value(sp.LatencyUs)))
+		t = text{}.b("Sustainable throughput at the SLO (%s): %s acquisitions/s", sw.SLO.Text, thousands(sp.AcquiredPerSec)).
+			p(", at %s, where %s was %s.", ParamValue(sw.Param, sp.Value), sw.SLO.Percentile, FormatUs(sw.SLO.Value(sp.LatencyUs)))
 		if next := nextMiss(sw, sp); next != nil {
-			p(" The next step, %s, missed it with %s %s.", ParamValue(sw.Param, next.Value), sw.SLO.Percentile, FormatUs(sw.SLO.Value(next.LatencyUs)))
+			t = t.p(" The next step, %s, missed it with %s %s.", ParamValue(sw.Param, next.Value), sw.SLO.Percentile, FormatUs(sw.SLO.Value(next.LatencyUs)))
 		}
-		p("\n")
-	default:
-		p("- **No step met the SLO (%s).** %s.\n", sw.SLO.Text, capitalize(strings.TrimPrefix(SLOMiss(sw), fmt.Sprintf("no point met the SLO %s: ", sw.SLO.Text))))
+		return t, &sp, "the highest throughput that met the SLO"
 	}
+	miss := strings.TrimPrefix(SLOMiss(sw), fmt.Sprintf("no point met the SLO %s: ", sw.SLO.Text))
+	return text{}.b("No step met the SLO (%s).", sw.SLO.Text).p(" %s.", capitalize(miss)), nil, ""
+}
 
-	// The knee.
+// sweepKnee describes the knee, and recommends it when the SLO did not
+// pick a step (or, with no SLO and no knee, the highest throughput);
+// otherwise it adds to why how the SLO's step relates to the knee.
+func sweepKnee(sw *Sweep, rec *SweepPoint, why string) (text, *SweepPoint, string) {
+	t := text{}.b("No saturation knee found:").p(" %s.", sw.Knee.Reason)
 	if sw.Knee.Found {
-		p("- **Saturation knee: %s, %s acquisitions/s** (p99 %s). %s.\n",
-			ParamValue(sw.Param, sw.Knee.Value), thousands(sw.Knee.AcquiredPerSec), FormatUs(sw.Knee.P99Us), capitalize(sw.Knee.Reason))
-		if rec == nil {
-			for _, pt := range sw.Points {
-				if pt.Index == sw.Knee.Index {
-					pt := pt
-					rec, why = &pt, "the knee: past it, more load adds latency, not throughput"
-				}
+		t = text{}.b("Saturation knee: %s, %s acquisitions/s", ParamValue(sw.Param, sw.Knee.Value), thousands(sw.Knee.AcquiredPerSec)).
+			p(" (p99 %s). %s.", FormatUs(sw.Knee.P99Us), capitalize(sw.Knee.Reason))
+	}
+	switch {
+	case !sw.Knee.Found:
+	case rec == nil:
+		for _, pt := range sw.Points {
+			if pt.Index == sw.Knee.Index {
+				pt := pt
+				rec, why = &pt, "the knee: past it, more load adds latency, not throughput"
 			}
-		} else if rec.Index == sw.Knee.Index {
-			why += ", and the knee"
-		} else if rec.Value > sw.Knee.Value {
-			why += "; it lies past the knee, so it buys its throughput with latency"
 		}
-	} else {
-		p("- **No saturation knee found:** %s.\n", sw.Knee.Reason)
+	case rec.Index == sw.Knee.Index:
+		why += ", and the knee"
+	case rec.Value > sw.Knee.Value:
+		why += "; it lies past the knee, so it buys its throughput with latency"
 	}
 	if rec == nil && sw.SLO == nil {
 		if best := highest(sw.Points); best != nil {
 			rec, why = best, "the highest throughput measured, since no knee was found"
 		}
 	}
+	return t, rec, why
+}
 
-	// Recommendation.
-	if rec != nil {
-		switch sw.Param {
-		case "workers":
-			p("- **Recommended worker count: %d** per load generator (%s).\n", rec.Workers, why)
-		default:
-			p("- **Recommended offered rate: at most %s acquisitions/s**, with %d workers (%s).\n",
-				thousands(rec.Value), rec.Workers, why)
-		}
-	} else {
-		p("- **No recommendation:** no step qualifies.\n")
+func sweepRecommendation(sw *Sweep, rec *SweepPoint, why string) text {
+	switch {
+	case rec == nil:
+		return text{}.b("No recommendation:").p(" no step qualifies.")
+	case sw.Param == "workers":
+		return text{}.b("Recommended worker count: %d", rec.Workers).p(" per load generator (%s).", why)
 	}
+	return text{}.b("Recommended offered rate: at most %s acquisitions/s", thousands(rec.Value)).
+		p(", with %d workers (%s).", rec.Workers, why)
+}
 
-	// TTL headroom and errors at the recommended point.
-	if rec != nil {
-		if r := pointRun(*rec); r != nil {
-			p("- %s\n", ttlHeadroom(r, "At "+ParamValue(sw.Param, rec.Value)))
-			if e := r.Summary.ErrorTotal(); e > 0 {
-				p("- **Errors at %s:** %d of %d attempts failed with an error, not contention (%s).\n",
-					ParamValue(sw.Param, rec.Value), e, r.Summary.Attempts, errorBreakdown(r.Summary))
-			}
-		}
-	}
-
-	// Safety and errors across the sweep.
+// sweepSafety sums the violations and errors across a sweep's steps.
+func sweepSafety(sw *Sweep) []text {
 	var viol, errs, attempts int64
 	for _, pt := range sw.Points {
 		viol += pt.Violations
 		errs += pt.Errors
 		attempts += pt.Attempts
 	}
-	checked := configString(sw.Config, "check") != "false"
+	var out []text
 	switch {
 	case viol > 0:
-		p("- **Safety: VIOLATED.** %d times two holders of one resource overlapped; see the steps' summary.txt.\n", viol)
-	case checked:
-		p("- **Safety:** the oracle found no overlapping holds in any step.\n")
+		out = append(out, text{}.b("Safety: VIOLATED.").p(" %d times two holders of one resource overlapped; see the steps' summary.txt.", viol))
+	case configString(sw.Config, "check") != "false":
+		out = append(out, text{}.b("Safety:").p(" the oracle found no overlapping holds in any step."))
 	default:
-		p("- **Safety:** not checked (`--check=false`).\n")
+		out = append(out, text{}.b("Safety:").p(" not checked (").c("--check=false").p(")."))
 	}
 	if errs > 0 {
-		p("- **Errors across the sweep:** %d of %d attempts failed with an error (not contention); see the steps' summaries.\n", errs, attempts)
+		out = append(out, text{}.b("Errors across the sweep:").
+			p(" %d of %d attempts failed with an error (not contention); see the steps' summaries.", errs, attempts))
 	}
-
-	p("\nConfiguration behind these figures: %s", describeConfig(sw.Config, sw.Engine, sw.Masters, sw.LocalMasters, sw.Machine.RedisVersion))
-	p(" Machine: %s.\n", describeMachine(sw.Machine))
-	p("\nTo reproduce:\n\n```sh\n%s\n```\n", reproduce("sweep", sw.Config, sw.LocalMasters, sw.SLO))
+	return out
 }
 
 // capacityRuns covers inputs that are not sweeps.
-func capacityRuns(p printer, ins []*Input, slo *SLO) {
-	p("\n## Runs\n\n")
-	p("A single load level shows no knee: each figure below holds for its own load. Run `redlock-bench sweep` to find the capacity.\n\n")
+func capacityRuns(ins []*Input, slo *SLO) capacitySection {
+	sec := capacitySection{Title: "Runs", Lead: text{}.
+		p("A single load level shows no knee: each figure below holds for its own load. Run ").
+		c("redlock-bench sweep").p(" to find the capacity.")}
 	for _, in := range ins {
 		if in.Comparison != nil {
-			capacityCompare(p, in, slo)
+			sec.Items = append(sec.Items, capacityCompare(in, slo))
 			continue
 		}
 		for _, r := range in.Runs {
-			s := r.Summary
-			st := s.Latency(primaryKind(s))
-			p("- **%s** (`%s`): %s acquisitions/s, %s, p99 %s, p99.9 %s.",
-				r.Name(), filepath.ToSlash(r.Dir), thousands(s.AcquiredPerSec), describeLoad(s), FormatUs(st.P99), FormatUs(st.P999))
-			if slo != nil {
-				verdict := "missed"
-				if slo.Met(st) {
-					verdict = "met"
-				}
-				p(" SLO %s %s (%s %s).", slo.Text, verdict, slo.Percentile, FormatUs(slo.Value(st)))
-			}
-			if s.Violations > 0 {
-				p(" **%d safety violations.**", s.Violations)
-			}
-			if e := s.ErrorTotal(); e > 0 {
-				p(" %d of %d attempts failed with an error (%s).", e, s.Attempts, errorBreakdown(s))
-			}
-			if _, ok := r.Raw["merged_from"]; ok {
-				p(" Merged from %d load generators.", len(r.Raw["merged_from"].([]any)))
-			}
-			p("\n  %s\n", ttlHeadroom(r, "Here"))
-			p("  Configuration: %s Machine: %s.\n", describeConfig(s.Config, s.Engine, s.Masters, s.LocalMasters, s.Machine.RedisVersion), describeMachine(s.Machine))
+			sec.Items = append(sec.Items, capacityRun(r, slo))
 		}
 	}
+	return sec
+}
+
+func capacityRun(r *RunDir, slo *SLO) capacityItem {
+	s := r.Summary
+	st := s.Latency(primaryKind(s))
+	t := text{}.b("%s", r.Name()).p(" (").c(filepath.ToSlash(r.Dir)).p("): %s acquisitions/s, %s, p99 %s, p99.9 %s.",
+		thousands(s.AcquiredPerSec), describeLoad(s), FormatUs(st.P99), FormatUs(st.P999))
+	if slo != nil {
+		verdict := "missed"
+		if slo.Met(st) {
+			verdict = "met"
+		}
+		t = t.p(" SLO %s %s (%s %s).", slo.Text, verdict, slo.Percentile, FormatUs(slo.Value(st)))
+	}
+	if s.Violations > 0 {
+		t = t.p(" ").b("%d safety violations.", s.Violations)
+	}
+	if e := s.ErrorTotal(); e > 0 {
+		t = t.p(" %d of %d attempts failed with an error (%s).", e, s.Attempts, errorBreakdown(s))
+	}
+	if _, ok := r.Raw["merged_from"]; ok {
+		t = t.p(" Merged from %d load generators.", len(r.Raw["merged_from"].([]any)))
+	}
+	return capacityItem{Text: t, More: []text{
+		ttlHeadroom(r, "Here"),
+		text{}.p("Configuration: %s Machine: %s.", describeConfig(s.Config, s.Engine, s.Masters, s.LocalMasters, s.Machine.RedisVersion), describeMachine(s.Machine)),
+	}}
 }
 
 // capacityCompare covers a comparison: one line per engine, from the
 // medians of its runs, with the TTL headroom of its slowest run.
-func capacityCompare(p printer, in *Input, slo *SLO) {
+func capacityCompare(in *Input, slo *SLO) capacityItem {
 	c := in.Comparison
-	p("- **Comparison %s** (`%s`): %d rounds alternating %s.\n", c.Label, filepath.ToSlash(in.Dir), c.Rounds, strings.Join(c.Engines, ", "))
-	byDir := map[string]*RunDir{}
-	for _, r := range in.Runs {
-		byDir[filepath.Clean(r.Dir)] = r
-	}
+	item := capacityItem{Text: text{}.b("Comparison %s", c.Label).p(" (").c(filepath.ToSlash(in.Dir)).
+		p("): %d rounds alternating %s.", c.Rounds, strings.Join(c.Engines, ", "))}
 	var first *RunDir
 	for _, res := range c.Results {
-		var slowest *RunDir
-		for _, cr := range c.Runs {
-			r := byDir[filepath.Clean(filepath.Join(in.Dir, cr.Dir))]
-			if cr.Engine != res.Engine || cr.Interrupted || r == nil {
-				continue
-			}
-			if slowest == nil || r.Summary.Latency(primaryKind(r.Summary)).P999 > slowest.Summary.Latency(primaryKind(slowest.Summary)).P999 {
-				slowest = r
-			}
-		}
+		slowest := slowestRun(in, res.Engine)
 		if res.Median == nil || slowest == nil {
-			p("  - **%s**: no complete run.\n", res.Engine)
+			item.Subs = append(item.Subs, capacityItem{Text: text{}.b("%s", res.Engine).p(": no complete run.")})
 			continue
 		}
 		if first == nil {
 			first = slowest
 		}
-		m := res.Median
-		p("  - **%s**: median %s acquisitions/s over %d runs, p99 %s, p99.9 %s",
-			res.Engine, thousands(m.AcquiredPerSec), res.Runs, FormatUs(int64(m.AcquireP99Us)), FormatUs(int64(m.AcquireP999Us)))
-		if res.Ratio != nil && res.Ratio.AcquiredPerSec != nil {
-			p(" (%.2f× %s's throughput)", *res.Ratio.AcquiredPerSec, c.Engines[0])
-		}
-		if slo != nil && slo.Percentile != "p90" { // the medians carry p50, p99 and p99.9
-			st := Stats{Count: 1, P50: int64(m.AcquireP50Us), P99: int64(m.AcquireP99Us), P999: int64(m.AcquireP999Us)}
-			verdict := "missed"
-			if slo.Met(st) {
-				verdict = "met"
-			}
-			p("; SLO %s %s by the medians", slo.Text, verdict)
-		}
-		if res.Violations > 0 {
-			p("; **%d safety violations**", res.Violations)
-		}
-		if m.Errors > 0 {
-			p("; %.0f errors per run (median)", m.Errors)
-		}
-		p(".\n    %s\n", ttlHeadroom(slowest, "In its slowest run ("+filepath.Base(slowest.Dir)+")"))
+		item.Subs = append(item.Subs, capacityEngine(c, res, slowest, slo))
 	}
 	if first != nil {
 		s := first.Summary
@@ -283,8 +291,55 @@ func capacityCompare(p printer, in *Input, slo *SLO) {
 		if len(cfg) == 0 {
 			cfg = s.Config
 		}
-		p("  Configuration: %s Machine: %s.\n", describeConfig(cfg, strings.Join(c.Engines, ", "), s.Masters, s.LocalMasters, s.Machine.RedisVersion), describeMachine(s.Machine))
+		item.More = append(item.More, text{}.p("Configuration: %s Machine: %s.",
+			describeConfig(cfg, strings.Join(c.Engines, ", "), s.Masters, s.LocalMasters, s.Machine.RedisVersion), describeMachine(s.Machine)))
 	}
+	return item
+}
+
+// slowestRun is the complete run of engine, in a comparison, with the
+// highest p99.9.
+func slowestRun(in *Input, engine string) *RunDir {
+	byDir := map[string]*RunDir{}
+	for _, r := range in.Runs {
+		byDir[filepath.Clean(r.Dir)] = r
+	}
+	var slowest *RunDir
+	for _, cr := range in.Comparison.Runs {
+		r := byDir[filepath.Clean(filepath.Join(in.Dir, cr.Dir))]
+		if cr.Engine != engine || cr.Interrupted || r == nil {
+			continue
+		}
+		if slowest == nil || r.Summary.Latency(primaryKind(r.Summary)).P999 > slowest.Summary.Latency(primaryKind(slowest.Summary)).P999 {
+			slowest = r
+		}
+	}
+	return slowest
+}
+
+// capacityEngine is one engine's line of a comparison.
+func capacityEngine(c *Comparison, res CompareResult, slowest *RunDir, slo *SLO) capacityItem {
+	m := res.Median
+	t := text{}.b("%s", res.Engine).p(": median %s acquisitions/s over %d runs, p99 %s, p99.9 %s",
+		thousands(m.AcquiredPerSec), res.Runs, FormatUs(int64(m.AcquireP99Us)), FormatUs(int64(m.AcquireP999Us)))
+	if res.Ratio != nil && res.Ratio.AcquiredPerSec != nil {
+		t = t.p(" (%.2f× %s's throughput)", *res.Ratio.AcquiredPerSec, c.Engines[0])
+	}
+	if slo != nil && slo.Percentile != "p90" { // the medians carry p50, p99 and p99.9
+		st := Stats{Count: 1, P50: int64(m.AcquireP50Us), P99: int64(m.AcquireP99Us), P999: int64(m.AcquireP999Us)}
+		verdict := "missed"
+		if slo.Met(st) {
+			verdict = "met"
+		}
+		t = t.p("; SLO %s %s by the medians", slo.Text, verdict)
+	}
+	if res.Violations > 0 {
+		t = t.p("; ").b("%d safety violations", res.Violations)
+	}
+	if m.Errors > 0 {
+		t = t.p("; %.0f errors per run (median)", m.Errors)
+	}
+	return capacityItem{Text: t.p("."), More: []text{ttlHeadroom(slowest, "In its slowest run ("+filepath.Base(slowest.Dir)+")")}}
 }
 
 func primaryKind(s *Summary) Kind {
@@ -295,45 +350,44 @@ func primaryKind(s *Summary) Kind {
 }
 
 // ttlHeadroom says how the TTL compares with acquire+hold at p99.9.
-func ttlHeadroom(r *RunDir, at string) string {
+func ttlHeadroom(r *RunDir, at string) text {
 	s := r.Summary
+	t := text{}.b("TTL headroom:")
 	ttl, err := time.ParseDuration(configString(s.Config, "ttl"))
 	if err != nil || ttl <= 0 {
-		return "**TTL headroom:** unknown (the run's configuration has no TTL)."
+		return t.p(" unknown (the run's configuration has no TTL).")
 	}
 	drift := time.Duration(float64(ttl)*capacityDriftFactor) + capacityDriftFixed
 	hold := s.HoldUs
 	acq := s.AcquireLatencyUs
-	note := ""
 	if s.Mode == "wait" {
 		acq = Stats{}
-		note = " In mode wait the acquire time includes queueing, which does not use up the TTL, so only the hold counts here."
 	}
 	used := time.Duration(acq.P999+hold.P999) * time.Microsecond
 	usedMax := time.Duration(acq.Max+hold.Max) * time.Microsecond
 	left := ttl - drift - used
-	var b strings.Builder
-	fmt.Fprintf(&b, "**TTL headroom:** TTL %s. %s, acquire p99.9 was %s and hold p99.9 %s: %s together",
-		ttl, at, FormatUs(acq.P999), FormatUs(hold.P999), fmtDur(used))
+	t = t.p(" TTL %s. %s, acquire p99.9 was %s and hold p99.9 %s: %s together", ttl, at, FormatUs(acq.P999), FormatUs(hold.P999), fmtDur(used))
 	if used > 0 {
-		fmt.Fprintf(&b, ", %s of the TTL (%s× headroom)", percentOf(used, ttl), thousands(math.Floor(float64(ttl)/float64(used))))
+		t = t.p(", %s of the TTL (%s× headroom)", percentOf(used, ttl), thousands(math.Floor(float64(ttl)/float64(used))))
 	}
-	fmt.Fprintf(&b, ". A lease is valid for the TTL less the acquire time and the drift allowance (1%% of the TTL + 2ms = %s), so 99.9%% of holds ended with %s to spare", fmtDur(drift), fmtDur(left))
+	t = t.p(". A lease is valid for the TTL less the acquire time and the drift allowance (1%% of the TTL + 2ms = %s), so 99.9%% of holds ended with %s to spare", fmtDur(drift), fmtDur(left))
 	if usedMax > 0 {
-		fmt.Fprintf(&b, "; the longest acquire + hold took %s", fmtDur(usedMax))
+		t = t.p("; the longest acquire + hold took %s", fmtDur(usedMax))
 	}
-	fmt.Fprintf(&b, ". Lost leases: %d.", s.LostLeases)
+	t = t.p(". Lost leases: %d.", s.LostLeases)
 	need := time.Duration((capacityHeadroom*float64(used) + float64(capacityDriftFixed)) / (1 - capacityDriftFactor))
 	need = need.Round(time.Millisecond) + time.Millisecond
 	switch {
 	case used == 0:
 	case ttl-drift < time.Duration(capacityHeadroom*float64(used)):
-		fmt.Fprintf(&b, " **The TTL is too short:** keep at least %.0f× headroom with a TTL of %s or more.", capacityHeadroom, fmtDur(need))
+		t = t.p(" ").b("The TTL is too short:").p(" keep at least %.0f× headroom with a TTL of %s or more.", capacityHeadroom, fmtDur(need))
 	default:
-		fmt.Fprintf(&b, " A TTL down to %s would still leave %.0f× headroom over acquire + hold at p99.9; a longer TTL only delays recovery when a holder dies.", fmtDur(need), capacityHeadroom)
+		t = t.p(" A TTL down to %s would still leave %.0f× headroom over acquire + hold at p99.9; a longer TTL only delays recovery when a holder dies.", fmtDur(need), capacityHeadroom)
 	}
-	b.WriteString(note)
-	return b.String()
+	if s.Mode == "wait" {
+		t = t.p(" In mode wait the acquire time includes queueing, which does not use up the TTL, so only the hold counts here.")
+	}
+	return t
 }
 
 // errorBreakdown lists the error kinds that occurred: "timeout 3, release 1".

@@ -57,8 +57,9 @@ func BuildReport(inputs []*Input, opts ReportOptions) (*Report, error) {
 		opts.Now = time.Now()
 	}
 	rep := &Report{}
+	plan := capacityPlanOf(inputs, opts.SLO)
 	var capacity bytes.Buffer
-	if err := WriteCapacity(&capacity, inputs, opts.SLO); err != nil {
+	if err := writeCapacity(&capacity, plan); err != nil {
 		return nil, err
 	}
 	rep.Capacity = capacity.Bytes()
@@ -66,7 +67,7 @@ func BuildReport(inputs []*Input, opts ReportOptions) (*Report, error) {
 	v := reportView{
 		Title:     opts.Title,
 		Generated: opts.Now.UTC().Format("2006-01-02 15:04:05 UTC"),
-		Capacity:  capacityHTML(string(rep.Capacity)),
+		Capacity:  plan,
 	}
 	if opts.SLO != nil {
 		v.SLO = opts.SLO.Text
@@ -358,7 +359,7 @@ type reportView struct {
 	Notes                 []string
 	Table                 []rowView
 	Sections              []sectionView
-	Capacity              template.HTML
+	Capacity              *capacityPlan
 	FontCSS               template.CSS
 	ChartIDs              []string
 }
@@ -512,7 +513,7 @@ func sweepTable(sw *Sweep) *sweepView {
 	return v
 }
 
-var reportTemplate = template.Must(template.New("report").Parse(`<!DOCTYPE html>
+var reportTemplate = template.Must(template.Must(template.New("report").Parse(capacityHTMLTemplates)).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -570,7 +571,7 @@ code{font:12px "Liberation Mono",Menlo,Consolas,monospace}
 
 <h2 id="capacity">Capacity plan</h2>
 <p class="muted">Also written beside this page as <code>capacity.md</code>.</p>
-<div class="capacity">{{.Capacity}}</div>
+<div class="capacity">{{template "capacity" .Capacity}}</div>
 
 {{range .Sections}}
 <h2>{{.Title}}</h2>

@@ -1,0 +1,79 @@
+package results
+
+import (
+	"bytes"
+	"html"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// One plan, two renderings: Markdown marks and HTML tags, with every text
+// escaped in the HTML and left alone in the Markdown.
+func TestCapacityRenderings(t *testing.T) {
+	plan := &capacityPlan{
+		Intro: []text{text{}.p("Intro ").c("x").p(" <b>"), text{}.p("more")},
+		Sections: []capacitySection{{
+			Title: "Sweep a<b",
+			Lead:  text{}.p("Lead."),
+			Items: []capacityItem{
+				{Text: text{}.b("one").p(": ").c("c"), More: []text{text{}.p("continued")}},
+				{Text: text{}.p("two"), Subs: []capacityItem{{Text: text{}.p("sub ").b("a"), More: []text{text{}.p("sub continued")}}, {Text: text{}.p("sub b")}},
+					More: []text{text{}.p("back in two")}},
+			},
+			Config:  text{}.p("Config."),
+			Command: "redlock-bench sweep --slo='p99<5ms'",
+		}},
+	}
+	var md bytes.Buffer
+	if err := writeCapacity(&md, plan); err != nil {
+		t.Fatal(err)
+	}
+	wantMD := "# Capacity plan\n\nIntro `x` <b>\nmore\n\n## Sweep a<b\n\nLead.\n\n- **one**: `c`\n  continued\n- two\n  - sub **a**\n    sub continued\n  - sub b\n  back in two\n\nConfig.\n\nTo reproduce:\n\n```sh\nredlock-bench sweep --slo='p99<5ms'\n```\n"
+	if md.String() != wantMD {
+		t.Errorf("markdown: got\n%s\nwant\n%s", md.String(), wantMD)
+	}
+	var h bytes.Buffer
+	if err := reportTemplate.ExecuteTemplate(&h, "capacity", plan); err != nil {
+		t.Fatal(err)
+	}
+	wantHTML := "<p>Intro <code>x</code> &lt;b&gt;\nmore\n</p>\n<h3>Sweep a&lt;b</h3>\n<p>Lead.</p>\n<ul>\n<li><b>one</b>: <code>c</code><div>continued</div></li>\n<li>two\n<ul>\n<li>sub <b>a</b><br>sub continued</li>\n<li>sub b</li>\n</ul><div>back in two</div></li>\n</ul>\n<p>Config.</p>\n<p>To reproduce:</p>\n<pre><code>redlock-bench sweep --slo=&#39;p99&lt;5ms&#39;</code></pre>\n"
+	if h.String() != wantHTML {
+		t.Errorf("html: got\n%s\nwant\n%s", h.String(), wantHTML)
+	}
+}
+
+// The page's capacity section says what capacity.md says, word for word,
+// on the report fixtures.
+func TestCapacityPageMatchesMarkdown(t *testing.T) {
+	t.Parallel()
+	sweep, compare, run := writeReportFixtures(t, t.TempDir())
+	slo, _ := ParseSLO("p99<5ms")
+	rep, err := BuildReport(loadInputs(t, sweep, compare, run), ReportOptions{SLO: &slo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(rep.HTML)
+	start := strings.Index(page, `<div class="capacity">`)
+	end := strings.Index(page[start:], "</div>\n\n")
+	if start < 0 || end < 0 {
+		t.Fatalf("no capacity section in the page")
+	}
+	// Blocks part words; inline marks do not.
+	section := regexp.MustCompile(`</?(p|h3|ul|li|div|br|pre)>`).ReplaceAllString(page[start:start+end], " ")
+	section = regexp.MustCompile(`<[^>]*>`).ReplaceAllString(section, "")
+	fromHTML := strings.Fields(html.UnescapeString(section))
+
+	md := strings.NewReplacer("# Capacity plan", "", "```sh", "", "```", "", "**", "", "`", "", "\n## ", "\n", "\n- ", "\n", "\n  - ", "\n").Replace(string(rep.Capacity))
+	fromMD := strings.Fields(md)
+	if len(fromMD) < 300 {
+		t.Fatalf("capacity.md has only %d words", len(fromMD))
+	}
+	if strings.Join(fromHTML, " ") != strings.Join(fromMD, " ") {
+		t.Errorf("the page's capacity plan differs from capacity.md:\npage: %s\nmd:   %s", strings.Join(fromHTML, " "), strings.Join(fromMD, " "))
+	}
+	if !strings.Contains(page, filepath.ToSlash(sweep)) {
+		t.Errorf("the page does not name the sweep %s", sweep)
+	}
+}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
-	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/internal/redisproc"
 )
 
 // clock-jump: Redlock assumes the masters' clocks run at about the rate of
@@ -167,7 +167,7 @@ func runClockJump(ctx context.Context, e *env) (outcome, error) {
 	w := res.write("holder", lease.Token())
 	e.step("holder wrote with token %d: accepted=%v", w.Token, w.Accepted)
 
-	line, err := redistest.Do(addrs[clockJumped], directTimeout, "EVAL", jumpScript, "0", fmt.Sprint(jump.Milliseconds()))
+	line, err := redisproc.Do(ctx, addrs[clockJumped], directTimeout, "EVAL", jumpScript, "0", fmt.Sprint(jump.Milliseconds()))
 	if err != nil {
 		return fail(fmt.Errorf("clock jump on master %d: %w", clockJumped, err))
 	}

@@ -5,7 +5,7 @@
 // majority, and a master that answers with errors (OOM).
 //
 // Each scenario starts its own masters (real redis-server processes, on
-// free 127.0.0.1 ports, through multiplex/redistest) and, where it acts on
+// free 127.0.0.1 ports, through internal/redisproc) and, where it acts on
 // the wire, in-process proxies (bench/fault), drives package engine against
 // them, and stops all of it on every path, context cancellation included.
 // Nothing that decides lock safety is mocked.
@@ -27,7 +27,7 @@
 //
 // The package owns the scenario table, the Result written to scenario.json
 // and scenario.txt, a small overlap oracle and a fenced resource. It
-// imports engine, multiplex (for vote outcomes), multiplex/redistest and
+// imports engine, multiplex (for vote outcomes), internal/redisproc and
 // bench/fault. engine, multiplex and results must never import it, nor
 // does it import the rest of bench: the CLI wires it in.
 package scenario

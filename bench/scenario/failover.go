@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
-	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/internal/redisproc"
 )
 
 // failover: the replication hazard. Two deployments face the same fault,
@@ -228,7 +228,7 @@ func (e *env) replicate(ctx context.Context, replica, master string, obs *failov
 // linkStatus reads master_link_status from a replica's INFO replication
 // ("none" on a master), in one status line.
 func linkStatus(addr string) (string, error) {
-	line, err := redistest.Do(addr, directTimeout, "EVAL",
+	line, err := redisproc.Do(context.Background(), addr, directTimeout, "EVAL",
 		"return {ok = string.match(redis.call('INFO', 'replication'), 'master_link_status:(%a+)') or 'none'}", "0")
 	if err != nil {
 		return "", fmt.Errorf("INFO replication on %s: %w", addr, err)
@@ -238,7 +238,7 @@ func linkStatus(addr string) (string, error) {
 
 // failoverSinglePath runs the single master with its replica: pair.Nodes[0]
 // is the master, [1] the replica.
-func failoverSinglePath(ctx context.Context, e *env, pair *redistest.Cluster, or *oracle, set func(*engine.Config), obs *failoverSingleObs) error {
+func failoverSinglePath(ctx context.Context, e *env, pair *redisproc.Cluster, or *oracle, set func(*engine.Config), obs *failoverSingleObs) error {
 	master, replica := pair.Nodes[0], pair.Nodes[1]
 	holder, err := e.locker(ctx, []string{master.Addr()}, set)
 	if err != nil {
@@ -257,7 +257,7 @@ func failoverSinglePath(ctx context.Context, e *env, pair *redistest.Cluster, or
 			replica.Resume()
 		}
 	}()
-	line, err := redistest.Do(master.Addr(), directTimeout, "CLIENT", "KILL", "TYPE", "replica")
+	line, err := redisproc.Do(ctx, master.Addr(), directTimeout, "CLIENT", "KILL", "TYPE", "replica")
 	if err != nil {
 		return fmt.Errorf("CLIENT KILL TYPE replica on %s: %w", master.Addr(), err)
 	}
@@ -332,7 +332,7 @@ func failoverSinglePath(ctx context.Context, e *env, pair *redistest.Cluster, or
 }
 
 // failoverRedlockPath runs the same fault against independent masters.
-func failoverRedlockPath(ctx context.Context, e *env, cluster *redistest.Cluster, or *oracle,
+func failoverRedlockPath(ctx context.Context, e *env, cluster *redisproc.Cluster, or *oracle,
 	set func(engine.QuarantinePolicy) func(*engine.Config), q engine.QuarantinePolicy, obs *failoverRedlockObs) error {
 	addrs := cluster.Addrs()
 	// The holder trusts the masters; the second client's policy is what

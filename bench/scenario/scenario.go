@@ -12,7 +12,7 @@ import (
 
 	"github.com/redlock-bench/redlock/bench/fault"
 	"github.com/redlock-bench/redlock/engine"
-	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/internal/redisproc"
 )
 
 // Options choose the variant of a scenario. The zero value runs every
@@ -219,10 +219,10 @@ func (e *env) timeline() []Step {
 
 // masters starts n local masters without persistence, so that a restart
 // forgets every lock. The caller must defer Stop.
-func (e *env) masters(ctx context.Context, n int) (*redistest.Cluster, error) {
+func (e *env) masters(ctx context.Context, n int) (*redisproc.Cluster, error) {
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, err := redistest.Start(sctx, n, redistest.Options{})
+	c, err := redisproc.Start(sctx, n, redisproc.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("start %d masters: %w", n, err)
 	}
@@ -287,7 +287,7 @@ const directTimeout = 2 * time.Second
 // direct sends one set-up command to a master over a fresh connection,
 // bypassing the engine.
 func direct(addr string, args ...string) error {
-	_, err := redistest.Do(addr, directTimeout, args...)
+	_, err := redisproc.Do(context.Background(), addr, directTimeout, args...)
 	if err != nil {
 		return fmt.Errorf("%s on %s: %w", strings.Join(args, " "), addr, err)
 	}
@@ -296,9 +296,9 @@ func direct(addr string, args ...string) error {
 
 // get reads a key on a master directly; "" when it is absent. The script
 // answers with a status reply, so that the value comes on the one line
-// redistest.Do reads.
+// redisproc.Do reads.
 func get(addr, key string) (string, error) {
-	line, err := redistest.Do(addr, directTimeout, "EVAL", "return {ok = redis.call('GET', KEYS[1]) or ''}", "1", key)
+	line, err := redisproc.Do(context.Background(), addr, directTimeout, "EVAL", "return {ok = redis.call('GET', KEYS[1]) or ''}", "1", key)
 	if err != nil {
 		return "", fmt.Errorf("GET %s on %s: %w", key, addr, err)
 	}

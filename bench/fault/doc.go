@@ -28,5 +28,5 @@
 // standard library, and results for the event record it logs. It must not
 // import engine, multiplex or the rest of bench: it acts on masters, not on
 // locks, and it sees processes only through the Process interface, which
-// *redistest.Node satisfies.
+// *redisproc.Node (internal/redisproc) satisfies.
 package fault

@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// Process controls one local master's process. *redistest.Node satisfies it;
-// the interface keeps this package free of the test tooling and lets the
+// Process controls one local master's process. *redisproc.Node satisfies it;
+// the interface keeps this package free of process management and lets the
 // injector's timing be tested without servers.
 type Process interface {
 	// Kill sends SIGKILL and waits for the process to exit.

@@ -320,7 +320,20 @@ func ReadCompareJSON(r io.Reader) (*Comparison, error) {
 func WriteCompareText(w io.Writer, c *Comparison) error {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	compareTextHeader(p, c)
+	compareTextMedians(p, c)
+	compareTextRounds(p, c)
+	compareTextCeiling(p, c)
+	compareTextSafety(p, c)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
 
+// printf is where WriteCompareText's parts write.
+type printf func(format string, a ...any)
+
+// compareTextHeader says what ran, where and how.
+func compareTextHeader(p printf, c *Comparison) {
 	complete := 0
 	for _, r := range c.Runs {
 		if !r.Interrupted {
@@ -350,7 +363,11 @@ func WriteCompareText(w io.Writer, c *Comparison) error {
 	if !c.StartedAt.IsZero() {
 		p("started      %s\n", c.StartedAt.UTC().Format(time.RFC3339))
 	}
+}
 
+// compareTextMedians writes the table of medians per engine and, with
+// more than one engine, their ratios to the first.
+func compareTextMedians(p printf, c *Comparison) {
 	acq := c.Latency
 	if acq == "" {
 		acq = "acquire"
@@ -373,67 +390,79 @@ func WriteCompareText(w io.Writer, c *Comparison) error {
 		}
 		p(" %6d %10d\n", r.Runs, r.Violations)
 	}
-
-	if len(c.Results) > 1 {
-		p("\nratio to %s (acq/s: above 1 is faster; latencies: above 1 is slower)\n", c.Engines[0])
-		head("engine")
-		p("\n")
-		for _, r := range c.Results[1:] {
-			p("%-16s", r.Engine)
-			if q := r.Ratio; q != nil {
-				p(" %12s %12s %8s %8s %12s %8s %10s %8s", fmtRatio(q.AcquiredPerSec), fmtRatio(q.AcquireP50Us),
-					fmtRatio(q.AcquireP99Us), fmtRatio(q.AcquireP999Us), fmtRatio(q.ReleaseP50Us),
-					fmtRatio(q.ReleaseP99Us), fmtRatio(q.ContendedPct), fmtRatio(q.Errors))
-			} else {
-				p(" %12s %12s %8s %8s %12s %8s %10s %8s", "-", "-", "-", "-", "-", "-", "-", "-")
-			}
-			p("\n")
-		}
+	if len(c.Results) < 2 {
+		return
 	}
+	p("\nratio to %s (acq/s: above 1 is faster; latencies: above 1 is slower)\n", c.Engines[0])
+	head("engine")
+	p("\n")
+	for _, r := range c.Results[1:] {
+		p("%-16s", r.Engine)
+		if q := r.Ratio; q != nil {
+			p(" %12s %12s %8s %8s %12s %8s %10s %8s", fmtRatio(q.AcquiredPerSec), fmtRatio(q.AcquireP50Us),
+				fmtRatio(q.AcquireP99Us), fmtRatio(q.AcquireP999Us), fmtRatio(q.ReleaseP50Us),
+				fmtRatio(q.ReleaseP99Us), fmtRatio(q.ContendedPct), fmtRatio(q.Errors))
+		} else {
+			p(" %12s %12s %8s %8s %12s %8s %10s %8s", "-", "-", "-", "-", "-", "-", "-", "-")
+		}
+		p("\n")
+	}
+}
 
+// compareTextRounds writes each run's throughput, engines by rounds.
+func compareTextRounds(p printf, c *Comparison) {
 	rounds := 0
 	for _, r := range c.Runs {
 		rounds = max(rounds, r.Round)
 	}
-	if rounds > 0 {
-		p("\nacquisitions/s of each run, in the order they ran (* interrupted, left out of the medians)\n")
-		p("%-16s", "engine")
+	if rounds == 0 {
+		return
+	}
+	p("\nacquisitions/s of each run, in the order they ran (* interrupted, left out of the medians)\n")
+	p("%-16s", "engine")
+	for i := 1; i <= rounds; i++ {
+		p(" %12s", fmt.Sprintf("round %d", i))
+	}
+	p("\n")
+	for _, e := range c.Engines {
+		p("%-16s", e)
 		for i := 1; i <= rounds; i++ {
-			p(" %12s", fmt.Sprintf("round %d", i))
-		}
-		p("\n")
-		for _, e := range c.Engines {
-			p("%-16s", e)
-			for i := 1; i <= rounds; i++ {
-				cell := "-"
-				for _, r := range c.Runs {
-					if r.Engine == e && r.Round == i {
-						cell = fmt.Sprintf("%.1f", r.Figures.AcquiredPerSec)
-						if r.Interrupted {
-							cell += "*"
-						}
+			cell := "-"
+			for _, r := range c.Runs {
+				if r.Engine == e && r.Round == i {
+					cell = fmt.Sprintf("%.1f", r.Figures.AcquiredPerSec)
+					if r.Interrupted {
+						cell += "*"
 					}
 				}
-				p(" %12s", cell)
 			}
-			p("\n")
+			p(" %12s", cell)
+		}
+		p("\n")
+	}
+}
+
+// compareTextCeiling writes the masters' ceiling, when it was measured.
+func compareTextCeiling(p printf, c *Comparison) {
+	cl := c.Ceiling
+	if cl == nil {
+		return
+	}
+	p("\nceiling of the masters (%s, %d requests per test, every master at once)\n", cl.Tool, cl.Requests)
+	p("%-22s %12s %12s %12s\n", "master", "SET/s", "EVALSHA/s", "cycles/s")
+	for _, m := range cl.Masters {
+		p("%-22s %12.1f %12.1f %12.1f\n", m.Addr, m.SetPerSec, m.EvalshaPerSec, m.CyclesPerSec)
+	}
+	p("ceiling      %.1f cycles/s, the slowest master's: every lock cycle runs on every master\n", cl.CyclesPerSec)
+	for _, r := range c.Results {
+		if r.OfCeiling != nil {
+			p("  %-16s %6.1f%% of the ceiling\n", r.Engine, 100**r.OfCeiling)
 		}
 	}
+}
 
-	if cl := c.Ceiling; cl != nil {
-		p("\nceiling of the masters (%s, %d requests per test, every master at once)\n", cl.Tool, cl.Requests)
-		p("%-22s %12s %12s %12s\n", "master", "SET/s", "EVALSHA/s", "cycles/s")
-		for _, m := range cl.Masters {
-			p("%-22s %12.1f %12.1f %12.1f\n", m.Addr, m.SetPerSec, m.EvalshaPerSec, m.CyclesPerSec)
-		}
-		p("ceiling      %.1f cycles/s, the slowest master's: every lock cycle runs on every master\n", cl.CyclesPerSec)
-		for _, r := range c.Results {
-			if r.OfCeiling != nil {
-				p("  %-16s %6.1f%% of the ceiling\n", r.Engine, 100**r.OfCeiling)
-			}
-		}
-	}
-
+// compareTextSafety writes the oracle's verdict and where the runs are.
+func compareTextSafety(p printf, c *Comparison) {
 	p("\nsafety       ")
 	var bad []string
 	for _, r := range c.Results {
@@ -452,8 +481,6 @@ func WriteCompareText(w io.Writer, c *Comparison) error {
 		p("VIOLATED: two holds of one resource overlapped (%s); see each run's summary.txt\n", strings.Join(bad, ", "))
 	}
 	p("runs         each in <round>-<engine>/ beside this file, a normal run directory (summary.txt, ...)\n")
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 func fmtRatio(r *float64) string {

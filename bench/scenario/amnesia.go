@@ -100,11 +100,25 @@ type amnesiaAttempt struct {
 	RestartedVote string `json:"restarted_node_vote"`
 }
 
+// amnesiaRun is one run of restart-amnesia: what its phases share.
+type amnesiaRun struct {
+	e     *env
+	q     engine.QuarantinePolicy
+	ttl   time.Duration
+	addrs []string
+	or    *oracle
+	obs   amnesiaObs
+}
+
+func (r *amnesiaRun) config(policy engine.QuarantinePolicy) func(*engine.Config) {
+	return func(c *engine.Config) { c.TTL, c.Quarantine = r.ttl, policy }
+}
+
 func runRestartAmnesia(ctx context.Context, e *env) (outcome, error) {
 	q, ttl := e.o.quarantine(), amnesiaTTL(e.o.Short)
-	obs := amnesiaObs{Quarantine: q.String(), TTLMs: ttl.Milliseconds(), Masters: amnesiaMasters,
-		Quorum: amnesiaMasters/2 + 1, RestartedNode: amnesiaRestarted}
-	fail := func(err error) (outcome, error) { return outcome{figures: obs}, err }
+	r := &amnesiaRun{e: e, q: q, ttl: ttl, or: newOracle(e.start), obs: amnesiaObs{Quarantine: q.String(), TTLMs: ttl.Milliseconds(),
+		Masters: amnesiaMasters, Quorum: amnesiaMasters/2 + 1, RestartedNode: amnesiaRestarted}}
+	fail := func(err error) (outcome, error) { return outcome{figures: r.obs}, err }
 
 	cluster, err := e.masters(ctx, amnesiaMasters)
 	if err != nil {
@@ -112,79 +126,30 @@ func runRestartAmnesia(ctx context.Context, e *env) (outcome, error) {
 	}
 	defer cluster.Stop()
 	started := time.Now()
-	addrs := cluster.Addrs()
-	or := newOracle(e.start)
-	setTTL := func(policy engine.QuarantinePolicy) func(*engine.Config) {
-		return func(c *engine.Config) { c.TTL, c.Quarantine = ttl, policy }
-	}
+	r.addrs = cluster.Addrs()
 
-	if q == engine.QuarantineAlways {
-		// The policy quarantines every master younger than MaxTTL when
-		// first seen. For the restarted master to be the only one kept out,
-		// the others must be older than that; uptime is whole seconds.
-		wait := ttl + time.Second - time.Since(started)
-		e.step("waiting %s for the masters to be older than MaxTTL, so that only the restarted one is young", wait.Round(time.Millisecond))
-		if err := sleep(ctx, wait); err != nil {
-			return fail(err)
-		}
-	}
-
-	// Pre-occupy 3 and 4, so that the holder gets exactly 0-2.
-	for _, i := range []int{3, 4} {
-		if err := direct(addrs[i], "SET", amnesiaResource, "someone-else"); err != nil {
-			return fail(err)
-		}
+	if err := r.waitOlderThanTTL(ctx, started); err != nil {
+		return fail(err)
 	}
 	// The holder trusts the fresh masters; the second client's policy is
 	// what is under test.
-	holder, err := e.locker(ctx, addrs, setTTL(engine.QuarantineObserved))
+	holder, err := e.locker(ctx, r.addrs, r.config(engine.QuarantineObserved))
 	if err != nil {
 		return fail(err)
 	}
 	defer holder.Close()
-	lease, err := holder.TryLock(ctx, amnesiaResource)
+	lease, err := r.holderOnQuorum(ctx, holder)
 	if err != nil {
-		return fail(fmt.Errorf("holder: %w", err))
+		return fail(err)
 	}
-	got := time.Now()
-	or.acquire(amnesiaResource, "holder", got, lease.ValidUntil())
-	// TryLock returns at quorum. Wait until masters 3 and 4 have refused
-	// the holder as well: its SET could otherwise land after they are
-	// freed, and the holder would then hold more than a quorum.
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		st := holder.Nodes()
-		if st[3].Refused >= 1 && st[4].Refused >= 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fail(fmt.Errorf("masters 3 and 4 never answered the holder: %+v", st))
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	for i, a := range addrs {
-		v, err := get(a, amnesiaResource)
-		if err != nil {
-			return fail(err)
-		}
-		if v == lease.Value() {
-			obs.HolderNodes = append(obs.HolderNodes, i)
-		}
-	}
-	e.step("holder acquired on masters %v, valid for %s", obs.HolderNodes, lease.Validity().Round(time.Millisecond))
-	for _, i := range []int{3, 4} {
-		if err := direct(addrs[i], "DEL", amnesiaResource); err != nil {
-			return fail(err)
-		}
-	}
-	e.step("freed masters 3 and 4")
 
 	var second *engine.Locker
 	connectSecond := func(when string) error {
-		l, err := e.locker(ctx, addrs, setTTL(q))
+		l, err := e.locker(ctx, r.addrs, r.config(q))
 		if err != nil {
 			return fmt.Errorf("second client: %w", err)
 		}
-		second, obs.SecondClient = l, when
+		second, r.obs.SecondClient = l, when
 		e.step("second client connected %s, quarantine %s", when, q)
 		return nil
 	}
@@ -203,8 +168,8 @@ func runRestartAmnesia(ctx context.Context, e *env) (outcome, error) {
 		return fail(fmt.Errorf("restart master %d: %w", amnesiaRestarted, err))
 	}
 	restarted := time.Now()
-	obs.Restarted, obs.RestartMs = true, ms(restarted.Sub(t0))
-	e.step("restarted master %d without persistence in %.1f ms: it forgot the holder's key", amnesiaRestarted, obs.RestartMs)
+	r.obs.Restarted, r.obs.RestartMs = true, ms(restarted.Sub(t0))
+	e.step("restarted master %d without persistence in %.1f ms: it forgot the holder's key", amnesiaRestarted, r.obs.RestartMs)
 	if q == engine.QuarantineAlways {
 		if err := connectSecond("after the restart"); err != nil {
 			return fail(err)
@@ -212,24 +177,97 @@ func runRestartAmnesia(ctx context.Context, e *env) (outcome, error) {
 		defer second.Close()
 	}
 
+	if err := r.secondAttempts(ctx, second, lease, restarted); err != nil {
+		return fail(err)
+	}
+	if err := r.afterRelease(ctx, second, lease); err != nil {
+		return fail(err)
+	}
+	r.obs.DoubleGrants, r.obs.Overlaps = r.or.result()
+
+	passed, why := judgeRestartAmnesia(r.obs, q)
+	return outcome{figures: r.obs, passed: passed, observed: why, violations: r.obs.DoubleGrants}, nil
+}
+
+// waitOlderThanTTL lets the masters, started at started, grow older than
+// MaxTTL under QuarantineAlways. The policy quarantines every master
+// younger than that when first seen; for the restarted master to be the
+// only one kept out, the others must be older. Uptime is whole seconds.
+func (r *amnesiaRun) waitOlderThanTTL(ctx context.Context, started time.Time) error {
+	if r.q != engine.QuarantineAlways {
+		return nil
+	}
+	wait := r.ttl + time.Second - time.Since(started)
+	r.e.step("waiting %s for the masters to be older than MaxTTL, so that only the restarted one is young", wait.Round(time.Millisecond))
+	return sleep(ctx, wait)
+}
+
+// holderOnQuorum has the holder acquire on exactly masters 0-2: 3 and 4
+// are pre-occupied while it acquires, and freed once they have refused it.
+func (r *amnesiaRun) holderOnQuorum(ctx context.Context, holder *engine.Locker) (*engine.Lease, error) {
+	for _, i := range []int{3, 4} {
+		if err := direct(r.addrs[i], "SET", amnesiaResource, "someone-else"); err != nil {
+			return nil, err
+		}
+	}
+	lease, err := holder.TryLock(ctx, amnesiaResource)
+	if err != nil {
+		return nil, fmt.Errorf("holder: %w", err)
+	}
+	r.or.acquire(amnesiaResource, "holder", time.Now(), lease.ValidUntil())
+	// TryLock returns at quorum. Wait until masters 3 and 4 have refused
+	// the holder as well: its SET could otherwise land after they are
+	// freed, and the holder would then hold more than a quorum.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		st := holder.Nodes()
+		if st[3].Refused >= 1 && st[4].Refused >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("masters 3 and 4 never answered the holder: %+v", st)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	for i, a := range r.addrs {
+		v, err := get(a, amnesiaResource)
+		if err != nil {
+			return nil, err
+		}
+		if v == lease.Value() {
+			r.obs.HolderNodes = append(r.obs.HolderNodes, i)
+		}
+	}
+	r.e.step("holder acquired on masters %v, valid for %s", r.obs.HolderNodes, lease.Validity().Round(time.Millisecond))
+	for _, i := range []int{3, 4} {
+		if err := direct(r.addrs[i], "DEL", amnesiaResource); err != nil {
+			return nil, err
+		}
+	}
+	r.e.step("freed masters 3 and 4")
+	return lease, nil
+}
+
+// secondAttempts has the second client try while the holder's lease is
+// valid, until it is granted or refused decisively by the quarantine.
+func (r *amnesiaRun) secondAttempts(ctx context.Context, second *engine.Locker, lease *engine.Lease, restarted time.Time) error {
 	// The first command after the restart may fail on the dead
 	// connection; further attempts ride the new one.
 	decisive := 0
-	for len(obs.Attempts) < amnesiaMaxAttempts && lease.Validity() > 0 {
+	for len(r.obs.Attempts) < amnesiaMaxAttempts && lease.Validity() > 0 {
 		le, err := second.TryLock(ctx, amnesiaResource)
 		at := time.Now()
 		if err != nil && ctx.Err() != nil {
-			return fail(ctx.Err())
+			return ctx.Err()
 		}
 		a := amnesiaAttempt{AtMs: ms(at.Sub(restarted)), Outcome: classify(err).String()}
 		if err == nil {
 			left := lease.ValidUntil().Sub(at)
-			or.acquire(amnesiaResource, "second", at, le.ValidUntil())
-			or.release(amnesiaResource, "second", time.Now())
-			obs.Granted, obs.HolderLeftMs = left > 0, ms(left)
+			r.or.acquire(amnesiaResource, "second", at, le.ValidUntil())
+			r.or.release(amnesiaResource, "second", time.Now())
+			r.obs.Granted, r.obs.HolderLeftMs = left > 0, ms(left)
 			a.RestartedVote = "ok (counted)"
-			obs.Attempts = append(obs.Attempts, a)
-			e.step("second client GRANTED with %.1f ms of the holder's validity left", obs.HolderLeftMs)
+			r.obs.Attempts = append(r.obs.Attempts, a)
+			r.e.step("second client GRANTED with %.1f ms of the holder's validity left", r.obs.HolderLeftMs)
 			le.Release(ctx)
 			break
 		}
@@ -241,54 +279,56 @@ func runRestartAmnesia(ctx context.Context, e *env) (outcome, error) {
 				decisive++
 			}
 		}
-		obs.Attempts = append(obs.Attempts, a)
-		e.step("second client attempt %d: %s (restarted master: %s)", len(obs.Attempts), a.Outcome, a.RestartedVote)
+		r.obs.Attempts = append(r.obs.Attempts, a)
+		r.e.step("second client attempt %d: %s (restarted master: %s)", len(r.obs.Attempts), a.Outcome, a.RestartedVote)
 		if decisive >= amnesiaDecisive {
 			break
 		}
 		if err := sleep(ctx, amnesiaRetryEvery); err != nil {
-			return fail(err)
+			return err
 		}
 	}
-	obs.DiscountedVotes = decisive
+	r.obs.DiscountedVotes = decisive
 	st := second.Nodes()[amnesiaRestarted]
-	obs.RestartedState = string(st.State)
+	r.obs.RestartedState = string(st.State)
 	if st.State == engine.StateQuarantined {
-		obs.QuarantinedForMs = ms(time.Until(st.QuarantinedUntil))
+		r.obs.QuarantinedForMs = ms(time.Until(st.QuarantinedUntil))
 	}
+	return nil
+}
 
-	// The holder lets go. The oracle's hold ends before the release is
-	// sent, as the rule says.
-	or.release(amnesiaResource, "holder", time.Now())
+// afterRelease has the holder let go and, with the quarantine on, the
+// second client acquire on the masters left.
+func (r *amnesiaRun) afterRelease(ctx context.Context, second *engine.Locker, lease *engine.Lease) error {
+	// The oracle's hold ends before the release is sent, as the rule says.
+	r.or.release(amnesiaResource, "holder", time.Now())
 	if err := lease.Release(ctx); err != nil {
-		e.step("holder released: %v (master %d had forgotten the key)", err, amnesiaRestarted)
+		r.e.step("holder released: %v (master %d had forgotten the key)", err, amnesiaRestarted)
 	} else {
-		e.step("holder released")
+		r.e.step("holder released")
 	}
-	if q != engine.QuarantineOff {
-		// The second client's failed attempts are undone in the background;
-		// a retry or two covers an undo still on its way.
-		for i := 0; i < 10; i++ {
-			le, err := second.TryLock(ctx, amnesiaResource)
-			if err == nil {
-				obs.AfterReleaseAcquired, obs.AfterRelease = true, "acquired"
-				le.Release(ctx)
-				break
-			}
-			obs.AfterRelease = err.Error()
-			if ctx.Err() != nil {
-				return fail(ctx.Err())
-			}
-			if err := sleep(ctx, amnesiaRetryEvery); err != nil {
-				return fail(err)
-			}
+	if r.q == engine.QuarantineOff {
+		return nil
+	}
+	// The second client's failed attempts are undone in the background;
+	// a retry or two covers an undo still on its way.
+	for i := 0; i < 10; i++ {
+		le, err := second.TryLock(ctx, amnesiaResource)
+		if err == nil {
+			r.obs.AfterReleaseAcquired, r.obs.AfterRelease = true, "acquired"
+			le.Release(ctx)
+			break
 		}
-		e.step("after the release, the second client: %s", obs.AfterRelease)
+		r.obs.AfterRelease = err.Error()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := sleep(ctx, amnesiaRetryEvery); err != nil {
+			return err
+		}
 	}
-	obs.DoubleGrants, obs.Overlaps = or.result()
-
-	passed, why := judgeRestartAmnesia(obs, q)
-	return outcome{figures: obs, passed: passed, observed: why, violations: obs.DoubleGrants}, nil
+	r.e.step("after the release, the second client: %s", r.obs.AfterRelease)
+	return nil
 }
 
 // describeVote renders a master's vote for the figures.

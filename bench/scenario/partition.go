@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redlock-bench/redlock/bench/fault"
 	"github.com/redlock-bench/redlock/engine"
 )
 
@@ -77,13 +78,22 @@ type partitionObs struct {
 	Overlaps         []Overlap `json:"overlaps,omitempty"`
 }
 
+// partitionRun is one run of partition: what its phases share.
+type partitionRun struct {
+	e   *env
+	ttl time.Duration
+	or  *oracle
+	obs partitionObs
+}
+
 func runPartition(ctx context.Context, e *env) (outcome, error) {
 	ttl := partitionTTL(e.o.Short)
-	obs := partitionObs{TTLMs: ttl.Milliseconds()}
+	r := &partitionRun{e: e, ttl: ttl, or: newOracle(e.start), obs: partitionObs{TTLMs: ttl.Milliseconds()}}
+	obs := &r.obs
 	for i := range partitionCutCount {
 		obs.Cut = append(obs.Cut, i)
 	}
-	fail := func(err error) (outcome, error) { return outcome{figures: obs}, err }
+	fail := func(err error) (outcome, error) { return outcome{figures: r.obs}, err }
 
 	cluster, err := e.masters(ctx, partitionMasters)
 	if err != nil {
@@ -115,30 +125,15 @@ func runPartition(ctx context.Context, e *env) (outcome, error) {
 	defer majority.Close()
 	cfg := isolated.Config()
 	obs.ExtendEveryMs, obs.NodeTimeoutMs = ms(cfg.ExtendEvery), ms(cfg.NodeTimeout)
-	or := newOracle(e.start)
 
 	lease, err := isolated.TryLock(ctx, partitionHeld)
 	if err != nil {
 		return fail(fmt.Errorf("cut-off client, before the cut: %w", err))
 	}
 	obs.Held = true
-	// The hold lasts until the client stops trusting it: auto-extension
-	// moves the validity, so the oracle hears of the end from Done.
-	or.acquire(partitionHeld, "cut-off", time.Now(), time.Now().Add(24*time.Hour))
-	done := lease.Done()
-	lost := make(chan time.Time, 1)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go func() {
-		select {
-		case <-done:
-			at := time.Now()
-			or.release(partitionHeld, "cut-off", at)
-			lost <- at
-		case <-watchCtx.Done():
-			close(lost)
-		}
-	}()
+	lost := r.watch(watchCtx, lease)
 	e.step("cut-off client acquired %q through the proxies, auto-extended every %.0f ms", partitionHeld, obs.ExtendEveryMs)
 
 	_, err = majority.TryLock(ctx, partitionHeld)
@@ -152,21 +147,66 @@ func runPartition(ctx context.Context, e *env) (outcome, error) {
 	}
 	cutAt := time.Now()
 	e.step("cut the client off from masters %v", obs.Cut)
+	r.cutOffAttempt(ctx, isolated)
+	if err := r.awaitLoss(ctx, lost, lease, cutAt); err != nil {
+		return fail(err)
+	}
+	if err := r.majorityTakes(ctx, majority, cutAt); err != nil {
+		return fail(err)
+	}
+	if err := r.healAndRecover(ctx, px, isolated); err != nil {
+		return fail(err)
+	}
+	stopWatch()
+	lease.Release(ctx)
+	obs.DoubleGrants, obs.Overlaps = r.or.result()
 
+	passed, why := judgePartition(r.obs)
+	return outcome{figures: r.obs, passed: passed, observed: why, violations: obs.DoubleGrants}, nil
+}
+
+// watch tells the oracle the cut-off client's hold began, and sends on
+// the channel it returns when the client stops trusting it (Done closes);
+// the channel is closed instead if ctx ends first.
+func (r *partitionRun) watch(ctx context.Context, lease *engine.Lease) <-chan time.Time {
+	// The hold lasts until the client stops trusting it: auto-extension
+	// moves the validity, so the oracle hears of the end from Done.
+	r.or.acquire(partitionHeld, "cut-off", time.Now(), time.Now().Add(24*time.Hour))
+	done := lease.Done()
+	lost := make(chan time.Time, 1)
+	go func() {
+		select {
+		case <-done:
+			at := time.Now()
+			r.or.release(partitionHeld, "cut-off", at)
+			lost <- at
+		case <-ctx.Done():
+			close(lost)
+		}
+	}()
+	return lost
+}
+
+// cutOffAttempt has the cut-off client try another resource.
+func (r *partitionRun) cutOffAttempt(ctx context.Context, isolated *engine.Locker) {
 	t0 := time.Now()
 	le, err := isolated.TryLock(ctx, partitionOther)
-	obs.CutOffMs, obs.CutOffOutcome = ms(time.Since(t0)), classify(err).String()
+	r.obs.CutOffMs, r.obs.CutOffOutcome = ms(time.Since(t0)), classify(err).String()
 	if err == nil {
 		le.Release(ctx)
 	} else {
-		obs.CutOffError = err.Error()
+		r.obs.CutOffError = err.Error()
 	}
-	e.step("cut-off client's attempt on %q: %s in %.1f ms", partitionOther, obs.CutOffOutcome, obs.CutOffMs)
+	r.e.step("cut-off client's attempt on %q: %s in %.1f ms", partitionOther, r.obs.CutOffOutcome, r.obs.CutOffMs)
+}
 
+// awaitLoss waits, up to TTL + 2s, for the held lease to report the loss.
+func (r *partitionRun) awaitLoss(ctx context.Context, lost <-chan time.Time, lease *engine.Lease, cutAt time.Time) error {
+	obs := &r.obs
 	select {
 	case at, ok := <-lost:
 		if !ok {
-			return fail(ctx.Err())
+			return ctx.Err()
 		}
 		obs.LeaseLost, obs.LostAfterCutMs = true, ms(at.Sub(cutAt))
 		obs.LostLeftMs = ms(lease.ValidUntil().Sub(at))
@@ -174,37 +214,46 @@ func runPartition(ctx context.Context, e *env) (outcome, error) {
 		obs.LostErr = fmt.Sprint(err)
 		obs.LostLockLost, obs.LostExpired = errors.Is(err, engine.ErrLockLost), errors.Is(err, engine.ErrLeaseExpired)
 		obs.Extensions = lease.Extensions()
-		e.step("held lease reported loss %.0f ms after the cut, %.0f ms before its validity end: %s", obs.LostAfterCutMs, obs.LostLeftMs, obs.LostErr)
-	case <-time.After(ttl + 2*time.Second):
-		e.step("held lease did not report loss within TTL + 2s")
+		r.e.step("held lease reported loss %.0f ms after the cut, %.0f ms before its validity end: %s", obs.LostAfterCutMs, obs.LostLeftMs, obs.LostErr)
+	case <-time.After(r.ttl + 2*time.Second):
+		r.e.step("held lease did not report loss within TTL + 2s")
 	case <-ctx.Done():
-		return fail(ctx.Err())
+		return ctx.Err()
 	}
+	return nil
+}
 
-	lctx, cancel := context.WithTimeout(ctx, 2*ttl+2*time.Second)
+// majorityTakes has the majority side wait for the held resource.
+func (r *partitionRun) majorityTakes(ctx context.Context, majority *engine.Locker, cutAt time.Time) error {
+	lctx, cancel := context.WithTimeout(ctx, 2*r.ttl+2*time.Second)
 	taken, err := majority.Lock(lctx, partitionHeld)
 	cancel()
-	if err == nil {
-		at := time.Now()
-		or.acquire(partitionHeld, "majority-side", at, taken.ValidUntil())
-		obs.MajorityAcquired, obs.MajorityAfterCutMs = true, ms(at.Sub(cutAt))
-		e.step("majority side acquired %q %.0f ms after the cut", partitionHeld, obs.MajorityAfterCutMs)
-		or.release(partitionHeld, "majority-side", time.Now())
-		taken.Release(ctx)
-	} else {
+	if err != nil {
 		if ctx.Err() != nil {
-			return fail(ctx.Err())
+			return ctx.Err()
 		}
-		e.step("majority side could not acquire: %v", err)
+		r.e.step("majority side could not acquire: %v", err)
+		return nil
 	}
+	at := time.Now()
+	r.or.acquire(partitionHeld, "majority-side", at, taken.ValidUntil())
+	r.obs.MajorityAcquired, r.obs.MajorityAfterCutMs = true, ms(at.Sub(cutAt))
+	r.e.step("majority side acquired %q %.0f ms after the cut", partitionHeld, r.obs.MajorityAfterCutMs)
+	r.or.release(partitionHeld, "majority-side", time.Now())
+	taken.Release(ctx)
+	return nil
+}
 
+// healAndRecover heals the cut and has the cut-off client acquire again.
+func (r *partitionRun) healAndRecover(ctx context.Context, px *fault.Proxies, isolated *engine.Locker) error {
+	obs := &r.obs
 	for _, i := range obs.Cut {
 		if err := px.Heal(i); err != nil {
-			return fail(err)
+			return err
 		}
 	}
 	healed := time.Now()
-	e.step("healed the cut")
+	r.e.step("healed the cut")
 	// The connections open across the cut were closed by the heal; the
 	// first attempts may still meet them.
 	for time.Since(healed) < 3*time.Second {
@@ -216,16 +265,11 @@ func runPartition(ctx context.Context, e *env) (outcome, error) {
 			break
 		}
 		if err := sleep(ctx, 20*time.Millisecond); err != nil {
-			return fail(err)
+			return err
 		}
 	}
-	e.step("cut-off client after the heal: recovered=%v in %d attempt(s), %.0f ms", obs.Recovered, obs.RecoveryAttempts, obs.RecoveryMs)
-	stopWatch()
-	lease.Release(ctx)
-	obs.DoubleGrants, obs.Overlaps = or.result()
-
-	passed, why := judgePartition(obs)
-	return outcome{figures: obs, passed: passed, observed: why, violations: obs.DoubleGrants}, nil
+	r.e.step("cut-off client after the heal: recovered=%v in %d attempt(s), %.0f ms", obs.Recovered, obs.RecoveryAttempts, obs.RecoveryMs)
+	return nil
 }
 
 // judgePartition decides partition.

@@ -61,115 +61,150 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	progress := results.NewProgressWriter(cfg.Progress, cfg.ProgressInPlace)
 
-	masters := cfg.Masters
-	local := false
-	var redisVersion string
+	site := runSite{masters: cfg.Masters}
 	var cluster *redisproc.Cluster
 	if needsRedis(cfg.Engine) {
-		if len(masters) == 0 {
+		if len(site.masters) == 0 {
 			var err error
-			cluster, err = startLocalMasters(ctx, cfg.LocalMasters)
-			if err != nil {
+			if cluster, err = startLocalMasters(ctx, cfg.LocalMasters); err != nil {
 				return nil, err
 			}
 			// Stopped on every return path; the signal handler only
 			// cancels ctx, which ends the run and lands here.
 			defer cluster.Stop()
-			masters, local = cluster.Addrs(), true
-			logf("started %d local redis-server: %s", len(masters), strings.Join(masters, ","))
+			site.masters, site.local = cluster.Addrs(), true
+			logf("started %d local redis-server: %s", len(site.masters), strings.Join(site.masters, ","))
 		}
-		if cfg.Quarantine == "" {
-			cfg.Quarantine = "always"
-			if local {
-				cfg.Quarantine = "observed"
-			}
-		}
-		v, err := probeMasters(ctx, masters)
-		if err != nil {
+		if err := site.probe(ctx, &cfg); err != nil {
 			return nil, err
 		}
-		redisVersion = v
 	}
+	rig, err := setUpFaults(ctx, cfg, site.masters, cluster, logf)
+	if err != nil {
+		return nil, err
+	}
+	if rig != nil && rig.proxies != nil {
+		// Closed after the engine (deferred later, so run earlier).
+		defer rig.proxies.Close()
+	}
+	site.dial = rig.dialAddrs(site.masters)
 
-	var rig *faultRig
-	if len(cfg.Faults) > 0 {
-		var err error
-		if rig, err = newFaultRig(ctx, cfg.Faults, masters, cluster); err != nil {
-			return nil, err
-		}
-		if rig.proxies != nil {
-			// Closed after the engine (deferred later, so run earlier).
-			defer rig.proxies.Close()
-			logf("engine dials fault proxies %s in front of the masters", strings.Join(rig.proxies.Addrs(), ","))
-		}
-		if end, run := cfg.Faults.End(), cfg.Warmup+cfg.Duration; cfg.Ops == 0 && end > run {
-			logf("warning: the --fault schedule ends at %s, after the run (%s); faults still due are skipped", end, run)
-		}
+	var cl clients
+	defer cl.close()
+	if err := cl.connect(ctx, cfg, site.dial); err != nil {
+		return nil, err
 	}
-	dial := rig.dialAddrs(masters)
+	if err := awaitQuorum(ctx, cfg, cl, progress, logf); err != nil {
+		return nil, err
+	}
+	if err := awaitStartAt(ctx, cfg.StartAt, logf); err != nil {
+		return nil, err
+	}
+	r := newRunner(cfg, cl)
+	r.faults, r.progress, r.site = rig, progress, site
+	out, err := r.run(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// The masters this run started are stopped with what they hold; on
+	// masters the user gave, the run's keys are removed once every
+	// release has been answered, so that none outlives the run by a TTL.
+	cl.close()
+	if !site.local && needsRedis(cfg.Engine) {
+		cleanupKeys(site.masters, cfg, logf)
+	}
+	return out, nil
+}
 
-	engines := make([]Engine, 0, cfg.Clients)
-	closeEngines := func() {
-		for _, e := range engines {
-			e.Close()
+// runSite is where a run's engine votes, as its summary records it.
+type runSite struct {
+	masters []string
+	// dial are the addresses the engine dials: the fault proxies in front
+	// of the masters, or the masters.
+	dial []string
+	// local: the run started the masters itself.
+	local        bool
+	redisVersion string
+}
+
+// probe settles the quarantine policy's default for the masters (observed
+// for masters the run started empty, always for others) and reads their
+// version.
+func (s *runSite) probe(ctx context.Context, cfg *Config) error {
+	if cfg.Quarantine == "" {
+		cfg.Quarantine = "always"
+		if s.local {
+			cfg.Quarantine = "observed"
 		}
-		engines = nil
 	}
-	defer func() { closeEngines() }()
+	v, err := probeMasters(ctx, s.masters)
+	s.redisVersion = v
+	return err
+}
+
+// setUpFaults prepares the --fault schedule on the masters; nil without
+// one.
+func setUpFaults(ctx context.Context, cfg Config, masters []string, cluster *redisproc.Cluster, logf func(string, ...any)) (*faultRig, error) {
+	if len(cfg.Faults) == 0 {
+		return nil, nil
+	}
+	rig, err := newFaultRig(ctx, cfg.Faults, masters, cluster)
+	if err != nil {
+		return nil, err
+	}
+	if rig.proxies != nil {
+		logf("engine dials fault proxies %s in front of the masters", strings.Join(rig.proxies.Addrs(), ","))
+	}
+	if end, run := cfg.Faults.End(), cfg.Warmup+cfg.Duration; cfg.Ops == 0 && end > run {
+		logf("warning: the --fault schedule ends at %s, after the run (%s); faults still due are skipped", end, run)
+	}
+	return rig, nil
+}
+
+// clients are a run's engine instances.
+type clients []Engine
+
+// connect builds cfg.Clients engine instances that dial dial, each within
+// connectTimeout.
+func (c *clients) connect(ctx context.Context, cfg Config, dial []string) error {
 	for i := 0; i < cfg.Clients; i++ {
 		cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 		e, err := newEngine(cctx, cfg.Engine, dial, cfg)
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("bench: %s client %d of %d: %w", cfg.Engine, i+1, cfg.Clients, err)
+			return fmt.Errorf("bench: %s client %d of %d: %w", cfg.Engine, i+1, cfg.Clients, err)
 		}
-		engines = append(engines, e)
+		*c = append(*c, e)
 	}
-	if err := awaitQuorum(ctx, cfg, engines, progress, logf); err != nil {
-		return nil, err
-	}
+	return nil
+}
 
-	if !cfg.StartAt.IsZero() {
-		d := time.Until(cfg.StartAt)
-		logf("waiting %s, until %s, to start", d.Round(time.Millisecond), cfg.StartAt.UTC().Format(time.RFC3339Nano))
-		if d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return nil, fmt.Errorf("bench: waiting for --start-at: %w", ctx.Err())
-			}
-		}
+// close closes every instance; a second close does nothing.
+func (c *clients) close() {
+	for _, e := range *c {
+		e.Close()
 	}
+	*c = nil
+}
 
-	r := newRunner(cfg, engines)
-	r.faults = rig
-	r.progress = progress
-	out, err := r.run(ctx)
-	if err != nil {
-		return nil, err
+// awaitStartAt waits until at (--start-at), unless it is zero.
+func awaitStartAt(ctx context.Context, at time.Time, logf func(string, ...any)) error {
+	if at.IsZero() {
+		return nil
 	}
-	s := out.Summary
-	s.Masters = append([]string{}, masters...)
-	s.LocalMasters = local
-	s.Machine.RedisVersion = redisVersion
-	if nr, ok := engines[0].(nodeReporter); ok {
-		s.Nodes = nr.Nodes()
-		for i := range s.Nodes {
-			if i < len(masters) && dial[i] != masters[i] {
-				s.Nodes[i].Addr, s.Nodes[i].Via = masters[i], dial[i]
-			}
-		}
+	d := time.Until(at)
+	logf("waiting %s, until %s, to start", d.Round(time.Millisecond), at.UTC().Format(time.RFC3339Nano))
+	if d <= 0 {
+		return nil
 	}
-	// The masters this run started are stopped with what they hold; on
-	// masters the user gave, the run's keys are removed once every
-	// release has been answered, so that none outlives the run by a TTL.
-	closeEngines()
-	if !local && needsRedis(cfg.Engine) {
-		cleanupKeys(masters, cfg, logf)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("bench: waiting for --start-at: %w", ctx.Err())
 	}
-	return out, nil
 }
 
 // RunDir runs cfg (see Run) into the run directory dir, which must exist:
@@ -305,6 +340,27 @@ type runner struct {
 	cancelRelease context.CancelFunc
 
 	wg sync.WaitGroup
+
+	// site is where the engine votes, for the summary.
+	site runSite
+
+	// The collector's state, touched by the run's goroutine only.
+	// measured: the measured window has begun, at measureStart; with no
+	// --ops it ends at measureEnd. tick is the start of the interval
+	// being collected; stopAt when the run stopped.
+	measured                 bool
+	warmEnd, measureStart    time.Time
+	measureEnd, tick, stopAt time.Time
+	interrupted              bool
+	// backlogMax and backlogEnd are the open loop's operations due but
+	// not started: the most at an interval's end, and at the stop.
+	backlogMax, backlogEnd int64
+	hlog                   *results.IntervalLog
+	logKinds               []results.Kind
+	logErr                 error
+	intervals              []results.Interval
+	subsPeak               int
+	violationsShown        int64
 }
 
 func newRunner(cfg Config, engines []Engine) *runner {
@@ -354,280 +410,323 @@ func (r *runner) noteError(kind errKind, err error) {
 
 // run drives the workers and, on this goroutine, the collector: once a
 // second it swaps the shards' intervals out, logs them and prints progress.
+// Then it stops the workers and builds the result.
 func (r *runner) run(ctx context.Context) (*Result, error) {
-	cfg := &r.cfg
-	progress := r.progress
-	var violationsShown int64
-
 	r.start = time.Now()
-	started := time.Now().UTC()
-	if cfg.Check {
+	if r.cfg.Check {
 		r.oracle = newOracle(r.start, r.names)
 	}
 	if r.faults != nil {
 		r.faults.start(r.start)
 	}
-	var (
-		intervals []results.Interval
-		subsPeak  int
-	)
-	subscriptions := func() int {
-		n := 0
-		for _, e := range r.engines {
-			if sc, ok := e.(subscriptionCounter); ok {
-				n += sc.Subscriptions()
-			}
-		}
-		return n
-	}
-
-	var hlog *results.IntervalLog
-	startLog := func(at time.Time) error {
-		if cfg.IntervalLog == nil {
-			return nil
-		}
-		var err error
-		hlog, err = results.NewIntervalLog(cfg.IntervalLog, at,
-			fmt.Sprintf("redlock-bench %s label=%s mode=%s, one line per kind per interval", cfg.Engine, cfg.Label, cfg.Mode))
-		return err
-	}
-
-	if !cfg.Hold.Zero() || cfg.Rate > 0 {
+	if !r.cfg.Hold.Zero() || r.cfg.Rate > 0 {
 		r.sleeper = newSleeper()
 		defer r.sleeper.close()
 	}
-	nshards := len(r.rec.shards)
-	r.wg.Add(cfg.Workers)
-	for i := 0; i < cfg.Workers; i++ {
-		w := &worker{
-			id:  i,
-			r:   r,
-			eng: r.engines[i%len(r.engines)],
-			sh:  &r.rec.shards[i%nshards],
-			buf: &r.rec.buffers[i],
-			rng: newRand(cfg.Seed, i),
-		}
-		w.zipf = newZipf(w.rng, *cfg)
-		go w.loop()
+	r.startWorkers()
+	r.warmEnd, r.tick = r.start.Add(r.cfg.Warmup), r.start
+	r.logKinds = r.loggedKinds()
+	if r.cfg.Warmup == 0 {
+		r.beginMeasuring(r.start)
 	}
+	r.collect(ctx)
 
-	var (
-		measured     = cfg.Warmup == 0
-		measureStart time.Time
-		end          time.Time
-		tick         = r.start
-		interrupted  bool
-		backlogMax   int64
-		logErr       error
-	)
-	warmEnd := r.start.Add(cfg.Warmup)
-	beginMeasuring := func(at time.Time) {
-		measured = true
-		measureStart, tick = at, at
-		end = at.Add(cfg.Duration)
-		r.rec.collect(true) // discards the warm-up's tail
-		r.measuring.Store(true)
-		if err := startLog(at); err != nil && logErr == nil {
-			logErr = err
-		}
-	}
-	if measured {
-		beginMeasuring(r.start)
-	}
-	kinds := r.loggedKinds()
-	logInterval := func(iv *interval, from, to time.Time) {
-		if hlog == nil || logErr != nil {
-			return
-		}
-		for _, k := range kinds {
-			if err := hlog.Write(k.String(), from, to, iv.hist[k]); err != nil {
-				logErr = err
-				return
-			}
-		}
-	}
-	backlog := func(now time.Time) int64 {
-		if r.perOpNs == 0 {
-			return 0
-		}
-		due := int64(float64(now.Sub(r.start).Nanoseconds()) / r.perOpNs)
-		return max(0, due-r.tickets.Load())
-	}
-	report := func(iv *interval, now time.Time, warm bool) {
-		fromS, toS := tick.Sub(r.start).Seconds(), now.Sub(r.start).Seconds()
-		active := r.faults.active(fromS, toS)
-		subs := subscriptions()
-		if !warm {
-			subsPeak = max(subsPeak, subs)
-		}
-		rec := results.Interval{
-			TS: math.Round(fromS*1e3) / 1e3, LengthS: math.Round((toS-fromS)*1e3) / 1e3, Warmup: warm,
-			Acquired: iv.c.acquired, P99Us: iv.hist[r.primary].ValueAtPercentile(99),
-			Contended: iv.c.contended, Errors: iv.c.errorTotal(), LostLeases: iv.c.lost,
-			Subscriptions: subs, FaultsActive: active,
-		}
-		if toS > fromS {
-			rec.AcquiredPerS = math.Round(float64(iv.c.acquired)/(toS-fromS)*10) / 10
-		}
-		if r.oracle != nil {
-			rec.Violations = r.oracle.count.Load()
-		}
-		intervals = append(intervals, rec)
-		if progress == nil {
-			return
-		}
-		p := results.Progress{Warmup: warm, Interval: now.Sub(tick), OpenLoop: r.perOpNs > 0, Backlog: backlog(now), Faults: active,
-			Acquired: iv.c.acquired, P99Us: iv.hist[r.primary].ValueAtPercentile(99), Errors: iv.c.errorTotal()}
-		if warm {
-			p.Elapsed = now.Sub(r.start)
-		} else {
-			p.Elapsed = now.Sub(measureStart)
-			if cfg.Ops == 0 {
-				p.Total = cfg.Duration
-			}
-		}
-		if r.oracle != nil {
-			p.Violations = r.oracle.count.Load()
-			p.NewViolations = p.Violations - violationsShown
-			violationsShown = p.Violations
-		}
-		progress.Line(p.String())
-	}
-
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-loop:
-	for {
-		var next time.Time
-		if !measured {
-			next = minTime(tick.Add(progressEvery), warmEnd)
-		} else {
-			next = tick.Add(progressEvery)
-			if cfg.Ops == 0 {
-				next = minTime(next, end)
-			}
-		}
-		timer.Reset(time.Until(next))
-		select {
-		case <-ctx.Done():
-			interrupted = true
-			break loop
-		case <-r.limitHit:
-			break loop
-		case <-timer.C:
-		}
-		now := time.Now()
-		if measured && cfg.Ops == 0 && !now.Before(end) {
-			// The last interval is collected once the workers have
-			// stopped, so that it ends exactly when the window does.
-			break
-		}
-		iv := r.rec.collect(measured)
-		if !measured {
-			report(iv, now, true)
-			tick = now
-			if !now.Before(warmEnd) {
-				beginMeasuring(now)
-			}
-			continue
-		}
-		r.rec.commit()
-		logInterval(iv, tick, now)
-		if r.perOpNs > 0 {
-			backlogMax = max(backlogMax, backlog(now))
-		}
-		report(iv, now, false)
-		tick = now
-	}
-
-	stopAt := time.Now()
-	backlogEnd := backlog(stopAt)
+	r.stopAt = time.Now()
+	r.backlogEnd = r.backlog(r.stopAt)
 	r.stop()
 	release := time.AfterFunc(releaseGrace, r.cancelRelease)
 	defer release.Stop()
 	defer r.cancelRelease()
-	if !r.drain() && cfg.Log != nil {
-		fmt.Fprintf(cfg.Log, "warning: workers did not stop within %s; results may miss their last operations\n", drainTimeout)
+	if !r.drain() && r.cfg.Log != nil {
+		fmt.Fprintf(r.cfg.Log, "warning: workers did not stop within %s; results may miss their last operations\n", drainTimeout)
 	}
 	// Lift every fault still in effect; the engine closes after this.
 	var faultLog []results.FaultEvent
 	if r.faults != nil {
 		faultLog = r.faults.stop()
 	}
-	// Operations that ended after stopAt were not recorded: this interval
-	// is [tick, stopAt].
-	iv := r.rec.collect(measured)
-	var window time.Duration
-	if measured {
-		r.rec.commit()
-		logInterval(iv, tick, stopAt)
-		window = stopAt.Sub(measureStart)
-		backlogMax = max(backlogMax, backlogEnd)
-		report(iv, stopAt, false)
-	} else {
-		report(iv, stopAt, true)
+	r.collectLast()
+	r.progress.Done()
+	if r.logErr != nil {
+		return nil, fmt.Errorf("bench: write interval log: %w", r.logErr)
 	}
-	progress.Done()
-	if logErr != nil {
-		return nil, fmt.Errorf("bench: write interval log: %w", logErr)
-	}
+	return &Result{Summary: r.summary(faultLog), Histograms: r.rec.total.hist, Intervals: r.intervals}, nil
+}
 
-	tot := r.rec.total
+// startWorkers starts cfg.Workers workers, sharing the engine instances
+// and the recorder's shards round-robin.
+func (r *runner) startWorkers() {
+	nshards := len(r.rec.shards)
+	r.wg.Add(r.cfg.Workers)
+	for i := 0; i < r.cfg.Workers; i++ {
+		w := &worker{
+			id:  i,
+			r:   r,
+			eng: r.engines[i%len(r.engines)],
+			sh:  &r.rec.shards[i%nshards],
+			buf: &r.rec.buffers[i],
+			rng: newRand(r.cfg.Seed, i),
+		}
+		w.zipf = newZipf(w.rng, r.cfg)
+		go w.loop()
+	}
+}
+
+// collect is the collector's loop, until the measured window ends, --ops
+// is reached or ctx is cancelled: each interval is swapped out of the
+// shards and reported, and a measured one is also kept and logged.
+func (r *runner) collect(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		timer.Reset(time.Until(r.nextTick()))
+		select {
+		case <-ctx.Done():
+			r.interrupted = true
+			return
+		case <-r.limitHit:
+			return
+		case <-timer.C:
+		}
+		now := time.Now()
+		if r.measured && r.cfg.Ops == 0 && !now.Before(r.measureEnd) {
+			// The last interval is collected once the workers have
+			// stopped, so that it ends exactly when the window does.
+			return
+		}
+		iv := r.rec.collect(r.measured)
+		if !r.measured {
+			r.report(iv, now, true)
+			r.tick = now
+			if !now.Before(r.warmEnd) {
+				r.beginMeasuring(now)
+			}
+			continue
+		}
+		r.rec.commit()
+		r.logInterval(iv, r.tick, now)
+		if r.perOpNs > 0 {
+			r.backlogMax = max(r.backlogMax, r.backlog(now))
+		}
+		r.report(iv, now, false)
+		r.tick = now
+	}
+}
+
+// nextTick is when the collector next wakes: a second after the last
+// interval, or earlier at the end of the warm-up or the measured window.
+func (r *runner) nextTick() time.Time {
+	next := r.tick.Add(progressEvery)
+	switch {
+	case !r.measured:
+		return minTime(next, r.warmEnd)
+	case r.cfg.Ops == 0:
+		return minTime(next, r.measureEnd)
+	}
+	return next
+}
+
+// collectLast collects the interval the stop ended. Operations that ended
+// after stopAt were not recorded: this interval is [tick, stopAt].
+func (r *runner) collectLast() {
+	iv := r.rec.collect(r.measured)
+	if !r.measured {
+		r.report(iv, r.stopAt, true)
+		return
+	}
+	r.rec.commit()
+	r.logInterval(iv, r.tick, r.stopAt)
+	r.backlogMax = max(r.backlogMax, r.backlogEnd)
+	r.report(iv, r.stopAt, false)
+}
+
+// beginMeasuring ends the warm-up at at: what the shards hold of it is
+// discarded, and the interval log starts.
+func (r *runner) beginMeasuring(at time.Time) {
+	r.measured = true
+	r.measureStart, r.tick = at, at
+	r.measureEnd = at.Add(r.cfg.Duration)
+	r.rec.collect(true) // discards the warm-up's tail
+	r.measuring.Store(true)
+	if r.cfg.IntervalLog == nil {
+		return
+	}
+	var err error
+	r.hlog, err = results.NewIntervalLog(r.cfg.IntervalLog, at,
+		fmt.Sprintf("redlock-bench %s label=%s mode=%s, one line per kind per interval", r.cfg.Engine, r.cfg.Label, r.cfg.Mode))
+	if err != nil && r.logErr == nil {
+		r.logErr = err
+	}
+}
+
+// logInterval writes the measured interval [from, to] to the interval
+// log; the first error stops the log and is returned by run.
+func (r *runner) logInterval(iv *interval, from, to time.Time) {
+	if r.hlog == nil || r.logErr != nil {
+		return
+	}
+	for _, k := range r.logKinds {
+		if err := r.hlog.Write(k.String(), from, to, iv.hist[k]); err != nil {
+			r.logErr = err
+			return
+		}
+	}
+}
+
+// backlog is the open loop's operations due by now but not started; 0 in
+// a closed loop.
+func (r *runner) backlog(now time.Time) int64 {
+	if r.perOpNs == 0 {
+		return 0
+	}
+	due := int64(float64(now.Sub(r.start).Nanoseconds()) / r.perOpNs)
+	return max(0, due-r.tickets.Load())
+}
+
+// subscriptions counts the release subscriptions the clients hold.
+func (r *runner) subscriptions() int {
+	n := 0
+	for _, e := range r.engines {
+		if sc, ok := e.(subscriptionCounter); ok {
+			n += sc.Subscriptions()
+		}
+	}
+	return n
+}
+
+// report keeps the interval [tick, now] for intervals.json and shows it on
+// the progress line.
+func (r *runner) report(iv *interval, now time.Time, warm bool) {
+	fromS, toS := r.tick.Sub(r.start).Seconds(), now.Sub(r.start).Seconds()
+	active := r.faults.active(fromS, toS)
+	subs := r.subscriptions()
+	if !warm {
+		r.subsPeak = max(r.subsPeak, subs)
+	}
+	rec := results.Interval{
+		TS: math.Round(fromS*1e3) / 1e3, LengthS: math.Round((toS-fromS)*1e3) / 1e3, Warmup: warm,
+		Acquired: iv.c.acquired, P99Us: iv.hist[r.primary].ValueAtPercentile(99),
+		Contended: iv.c.contended, Errors: iv.c.errorTotal(), LostLeases: iv.c.lost,
+		Subscriptions: subs, FaultsActive: active,
+	}
+	if toS > fromS {
+		rec.AcquiredPerS = math.Round(float64(iv.c.acquired)/(toS-fromS)*10) / 10
+	}
+	if r.oracle != nil {
+		rec.Violations = r.oracle.count.Load()
+	}
+	r.intervals = append(r.intervals, rec)
+	r.showProgress(iv, now, warm, active)
+}
+
+// showProgress prints the progress line of the interval [tick, now].
+func (r *runner) showProgress(iv *interval, now time.Time, warm bool, active []string) {
+	if r.progress == nil {
+		return
+	}
+	p := results.Progress{Warmup: warm, Interval: now.Sub(r.tick), OpenLoop: r.perOpNs > 0, Backlog: r.backlog(now), Faults: active,
+		Acquired: iv.c.acquired, P99Us: iv.hist[r.primary].ValueAtPercentile(99), Errors: iv.c.errorTotal()}
+	if warm {
+		p.Elapsed = now.Sub(r.start)
+	} else {
+		p.Elapsed = now.Sub(r.measureStart)
+		if r.cfg.Ops == 0 {
+			p.Total = r.cfg.Duration
+		}
+	}
+	if r.oracle != nil {
+		p.Violations = r.oracle.count.Load()
+		p.NewViolations = p.Violations - r.violationsShown
+		r.violationsShown = p.Violations
+	}
+	r.progress.Line(p.String())
+}
+
+// summary is the one builder of the run's summary: the configuration, the
+// measured window's totals and latencies, the oracle's findings, and the
+// masters the engine voted on, as its first client saw them.
+func (r *runner) summary(faultLog []results.FaultEvent) *results.Summary {
+	cfg, tot := &r.cfg, r.rec.total
 	s := &results.Summary{
-		Engine:      cfg.Engine,
-		Label:       cfg.Label,
-		Config:      cfg.Flags(),
-		Machine:     machine(),
-		StartedAt:   started,
-		WarmupS:     cfg.Warmup.Seconds(),
-		DurationS:   window.Seconds(),
-		Interrupted: interrupted,
-		Mode:        string(cfg.Mode),
-		LoadModel:   "closed",
-		Attempts:    tot.c.attempts,
-		Acquired:    tot.c.acquired,
-		Contended:   tot.c.contended,
-		LostLeases:  tot.c.lost,
-		Errors:      map[string]int64{},
-		Checked:     cfg.Check,
+		Engine:       cfg.Engine,
+		Label:        cfg.Label,
+		Config:       cfg.Flags(),
+		Machine:      machine(),
+		StartedAt:    r.start.UTC(),
+		WarmupS:      cfg.Warmup.Seconds(),
+		Interrupted:  r.interrupted,
+		Mode:         string(cfg.Mode),
+		LoadModel:    "closed",
+		Masters:      append([]string{}, r.site.masters...),
+		LocalMasters: r.site.local,
+		Nodes:        r.nodes(),
+		Attempts:     tot.c.attempts,
+		Acquired:     tot.c.acquired,
+		Contended:    tot.c.contended,
+		LostLeases:   tot.c.lost,
+		Checked:      cfg.Check,
 
 		Extensions:          tot.c.extensions,
 		WokenByNotification: tot.c.notified,
 		FallbackRetries:     tot.c.fallbacks,
 		BackoffRetries:      tot.c.backoffs,
 		Gated:               tot.c.gated,
-		SubscriptionsPeak:   subsPeak,
+		SubscriptionsPeak:   r.subsPeak,
 		Faults:              faultLog,
+	}
+	s.Machine.RedisVersion = r.site.redisVersion
+	if r.measured {
+		s.DurationS = r.stopAt.Sub(r.measureStart).Seconds()
+	} else {
+		// Stopped during the warm-up: nothing was measured.
+		s.WarmupS = r.stopAt.Sub(r.start).Seconds()
 	}
 	counts := make([]int64, len(r.perWorker))
 	for i := range r.perWorker {
 		counts[i] = r.perWorker[i].n.Load()
 	}
 	s.Fairness = results.FairnessOf(counts)
-	if !measured {
-		// Stopped during the warm-up: nothing was measured.
-		s.WarmupS = stopAt.Sub(r.start).Seconds()
-	}
 	if r.perOpNs > 0 {
 		s.LoadModel = "open"
-		s.BacklogMax, s.BacklogEnd = backlogMax, backlogEnd
+		s.BacklogMax, s.BacklogEnd = r.backlogMax, r.backlogEnd
 	}
-	s.ErrorExamples = map[string]string{}
+	s.Errors, s.ErrorExamples = map[string]int64{}, map[string]string{}
 	for i, k := range results.ErrorKinds() {
 		s.Errors[k] = tot.c.errors[i]
 		if m := r.errExamples[i].Load(); m != nil {
 			s.ErrorExamples[k] = *m
 		}
 	}
-	if window > 0 {
-		s.AcquiredPerSec = math.Round(float64(s.Acquired)/window.Seconds()*10) / 10
+	if s.DurationS > 0 {
+		s.AcquiredPerSec = math.Round(float64(s.Acquired)/s.DurationS*10) / 10
 	}
 	if r.oracle != nil {
 		s.Violations, s.ViolationExamples = r.oracle.violations()
 		s.TokensChecked, s.StaleTokens, s.StaleTokenExamples = r.oracle.staleTokens()
 	}
 	s.SetLatencies(tot.hist)
-	return &Result{Summary: s, Histograms: tot.hist, Intervals: intervals}, nil
+	return s
+}
+
+// nodes are the masters as the first client saw them (nil for an engine
+// that does not report them), each by the address the run was given, with
+// the fault proxy the engine dialled in front of it.
+func (r *runner) nodes() []results.Node {
+	if len(r.engines) == 0 {
+		return nil
+	}
+	nr, ok := r.engines[0].(nodeReporter)
+	if !ok {
+		return nil
+	}
+	nodes := nr.Nodes()
+	m, dial := r.site.masters, r.site.dial
+	for i := range nodes {
+		if i < len(m) && i < len(dial) && dial[i] != m[i] {
+			nodes[i].Addr, nodes[i].Via = m[i], dial[i]
+		}
+	}
+	return nodes
 }
 
 // loggedKinds are the histograms written to the interval log: wait and

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redlock-bench/redlock/bench/fault"
 	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/results"
 )
 
 // Config describes one run. Start from DefaultConfig: the zero value is not
@@ -599,42 +600,25 @@ func DeriveLabel(c Config) string {
 	}, label)
 }
 
-// Flags returns every setting as it appears in summary.json's config:
-// keyed by flag name with '-' as '_', valued as the flag would be typed.
-func (c Config) Flags() map[string]any {
-	masters := strings.Join(c.Masters, ",")
+// RunConfig returns every setting as it appears in summary.json's config.
+func (c Config) RunConfig() results.RunConfig {
 	startAt := ""
 	if !c.StartAt.IsZero() {
 		startAt = c.StartAt.UTC().Format(time.RFC3339Nano)
 	}
-	return map[string]any{
-		"engine":        c.Engine,
-		"masters":       masters,
-		"local_masters": c.LocalMasters,
-		"workers":       c.Workers,
-		"clients":       c.Clients,
-		"resources":     c.Resources,
-		"distribution":  c.Distribution.String(),
-		"mode":          string(c.Mode),
-		"wait_timeout":  c.WaitTimeout.String(),
-		"hold":          c.Hold.String(),
-		"ttl":           c.TTL.String(),
-		"duration":      c.Duration.String(),
-		"ops":           c.Ops,
-		"warmup":        c.Warmup.String(),
-		"rate":          c.Rate,
-		"check":         c.Check,
-		"label":         c.Label,
-		"seed":          c.Seed,
-		"key_prefix":    c.KeyPrefix,
-		"quarantine":    c.Quarantine,
-		"extend":        c.Extend,
-		"fencing":       c.Fencing,
-		"gate":          !c.DisableGate,
-		"notify":        !c.DisableNotify,
-		"fault":         c.Faults.String(),
-		"start_at":      startAt,
-
-		"no_wait_quarantine": c.NoWaitQuarantine,
+	return results.RunConfig{
+		Engine: c.Engine, Masters: strings.Join(c.Masters, ","), LocalMasters: c.LocalMasters,
+		Workers: c.Workers, Clients: c.Clients, Resources: c.Resources,
+		Distribution: c.Distribution.String(), Mode: string(c.Mode),
+		WaitTimeout: c.WaitTimeout.String(), Hold: c.Hold.String(), TTL: c.TTL.String(),
+		Duration: c.Duration.String(), Ops: c.Ops, Warmup: c.Warmup.String(), Rate: c.Rate,
+		Check: c.Check, Label: c.Label, Seed: c.Seed, KeyPrefix: c.KeyPrefix,
+		Quarantine: c.Quarantine, Extend: c.Extend, Fencing: c.Fencing,
+		Gate: !c.DisableGate, Notify: !c.DisableNotify, Fault: c.Faults.String(),
+		StartAt: startAt, NoWaitQuarantine: c.NoWaitQuarantine,
 	}
 }
+
+// Flags is RunConfig as a map keyed by flag name ('-' as '_'), for the
+// configs of sweeps and comparisons, which replace a setting by a list.
+func (c Config) Flags() map[string]any { return c.RunConfig().Map() }

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
-	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -24,28 +25,25 @@ const maxMergedExamples = 10
 // Merged is several runs taken at the same time on different load
 // machines, against the same masters, combined into one run.
 //
-// The rules, so that nothing is averaged:
+// The rules, so that nothing is averaged (see Summary.Merge and Close):
 //
 //   - Histograms are merged count by count from each run's full histograms
 //     (histograms.hlog), so every percentile is exact; tags this version
 //     does not know are merged too.
-//   - Counters are summed: attempts, acquired, contended, errors by kind,
-//     lost leases, violations, and any integer field of summary.json,
-//     including ones added after this code was written (by the type of the
-//     Summary field, or, for a field Summary does not have, when every
-//     source wrote a whole number). Integers named min or max (or ending
-//     in _min or _max) are extremes and merge as the least or greatest;
-//     backlog_max becomes the sum of the maxima, an upper bound.
+//   - Counters add; extremes (fairness min and max) take the least or
+//     greatest; backlog_max and subscriptions_peak become the sum of the
+//     maxima, an upper bound. CPUs add once per machine.
 //   - acquired_per_sec is recomputed: the acquisitions that fell inside
 //     the overlapping window (from intervals.hlog, prorated at its edges),
 //     over the window's length, which is also duration_s.
-//   - Other fields: booleans are true if any source's is (checked: if all
-//     are); equal strings and numbers are kept, different strings are
-//     joined with ","; lists are concatenated with duplicates dropped;
-//     objects are merged key by key with these rules. A non-integer
-//     number that differs (a ratio, a mean) cannot be merged without the
-//     raw data: it is left out and named in merge.json's notes, as are
-//     percentile objects that have no full histogram.
+//   - Settings that differ are joined ("a,b") or, for numbers, kept from
+//     the first run, and named in merge.json's notes; the load (workers,
+//     clients, rate) adds. Jain's index cannot be merged without the
+//     per-worker counts: it is left out, and said so.
+//   - Fields of summary.json this version does not know are merged by
+//     their values: whole numbers add (or, named min or max, take the
+//     extreme), a non-integer that differs or a percentile object without
+//     a full histogram is left out and noted.
 type Merged struct {
 	// Raw is the merged summary.json, every field included.
 	Raw map[string]any
@@ -114,58 +112,93 @@ var ErrNoOverlap = errors.New("results: the runs' measured windows do not overla
 // Merge combines runs; see Merged for the rules. Every run needs
 // histograms.hlog; engine, mode and load model must agree.
 func Merge(runs []*RunDir, opts MergeOptions) (*Merged, error) {
+	if err := checkMergeable(runs); err != nil {
+		return nil, err
+	}
+	m := &Merged{}
+	var err error
+	if m.Full, m.Tags, err = mergeFull(runs); err != nil {
+		return nil, err
+	}
+	if err := m.window(runs); err != nil {
+		return nil, err
+	}
+	m.Info.Kind = "merge"
+	m.Info.Label = opts.Label
+	if m.Info.Label == "" {
+		m.Info.Label = defaultMergeLabel(runs)
+	}
+	s := runs[0].Summary.clone()
+	for _, r := range runs[1:] {
+		m.Info.Notes = append(m.Info.Notes, s.Merge(r.Summary)...)
+	}
+	s.Label = m.Info.Label
+	s.Close(m.Base, m.Info.OverlapS, m.Info.AcquiredPerSec, m.Full)
+	m.Summary = s
+	if m.Raw, err = m.raw(runs); err != nil {
+		return nil, err
+	}
+	m.Intervals = mergeIntervals(runs, m.Base)
+	m.Info.Notes = dedupe(m.Info.Notes)
+	return m, nil
+}
+
+func checkMergeable(runs []*RunDir) error {
 	if len(runs) < 2 {
-		return nil, fmt.Errorf("results: merge needs at least two runs, got %d", len(runs))
+		return fmt.Errorf("results: merge needs at least two runs, got %d", len(runs))
 	}
 	first := runs[0].Summary
 	for _, r := range runs {
 		if r.Full == nil {
-			return nil, fmt.Errorf("results: %s has no %s: its histograms cannot be merged without loss", r.Dir, HistogramsLog)
+			return fmt.Errorf("results: %s has no %s: its histograms cannot be merged without loss", r.Dir, HistogramsLog)
 		}
 		s := r.Summary
 		for _, f := range []struct{ name, a, b string }{
 			{"engine", s.Engine, first.Engine}, {"mode", s.Mode, first.Mode}, {"load_model", s.LoadModel, first.LoadModel},
 		} {
 			if f.a != f.b {
-				return nil, fmt.Errorf("results: %s: %s is %q, but %s has %q: only runs of one workload merge", r.Dir, f.name, f.a, runs[0].Dir, f.b)
+				return fmt.Errorf("results: %s: %s is %q, but %s has %q: only runs of one workload merge", r.Dir, f.name, f.a, runs[0].Dir, f.b)
 			}
 		}
 	}
-	m := &Merged{Full: map[string]*hdrhistogram.Histogram{}}
-	m.Info.Kind = "merge"
-	notes := &m.Info.Notes
+	return nil
+}
 
-	// Histograms, by tag, count by count.
+// mergeFull merges the runs' full histograms tag by tag, count by count.
+func mergeFull(runs []*RunDir) (map[string]*hdrhistogram.Histogram, []string, error) {
+	full := map[string]*hdrhistogram.Histogram{}
+	var tags []string
 	for _, r := range runs {
 		for _, t := range r.Full {
 			if err := sameGeometry(t.Histogram); err != nil {
-				return nil, fmt.Errorf("results: %s: %s: %w", r.Dir, t.Tag, err)
+				return nil, nil, fmt.Errorf("results: %s: %s: %w", r.Dir, t.Tag, err)
 			}
-			h := m.Full[t.Tag]
+			h := full[t.Tag]
 			if h == nil {
 				h = NewHistogram()
-				m.Full[t.Tag] = h
-				m.Tags = append(m.Tags, t.Tag)
+				full[t.Tag] = h
+				tags = append(tags, t.Tag)
 			}
 			if dropped := h.Merge(t.Histogram); dropped > 0 {
-				return nil, fmt.Errorf("results: %s: %d values of %s out of range", r.Dir, dropped, t.Tag)
+				return nil, nil, fmt.Errorf("results: %s: %d values of %s out of range", r.Dir, dropped, t.Tag)
 			}
 		}
 	}
-	sortTags(m.Tags)
+	sortTags(tags)
+	return full, tags, nil
+}
 
-	// The overlapping window.
+// window finds the overlap of the runs' measured windows, each source's
+// acquisitions inside it, the merged throughput and the time origin (the
+// earliest measured window).
+func (m *Merged) window(runs []*RunDir) error {
 	ws, we := runs[0].MeasureStart(), runs[0].MeasureEnd()
+	m.Base = ws
 	for _, r := range runs[1:] {
-		if s := r.MeasureStart(); s.After(ws) {
-			ws = s
-		}
-		if e := r.MeasureEnd(); e.Before(we) {
-			we = e
-		}
+		ws, we, m.Base = latest(ws, r.MeasureStart()), earliest(we, r.MeasureEnd()), earliest(m.Base, r.MeasureStart())
 	}
 	if !we.After(ws) {
-		return nil, ErrNoOverlap
+		return ErrNoOverlap
 	}
 	overlap := we.Sub(ws).Seconds()
 	m.Info.WindowStart, m.Info.WindowEnd, m.Info.OverlapS = ws.UTC(), we.UTC(), round3(overlap)
@@ -177,10 +210,10 @@ func Merge(runs []*RunDir, opts MergeOptions) (*Merged, error) {
 		}
 		src.AcquiredInWindow, src.FromIntervals = acquiredIn(r, ws, we)
 		if !src.FromIntervals {
-			*notes = append(*notes, fmt.Sprintf("%s: no per-second %s counts in %s; its acquisitions in the window are prorated from the whole run", r.Dir, r.PrimaryTag(), IntervalsLog))
+			m.Info.Notes = append(m.Info.Notes, fmt.Sprintf("%s: no per-second %s counts in %s; its acquisitions in the window are prorated from the whole run", r.Dir, r.PrimaryTag(), IntervalsLog))
 		}
 		if d := r.Summary.DurationS; d > 0 && overlap < 0.9*d {
-			*notes = append(*notes, fmt.Sprintf("%s: the window covers only %.0f%% of its %.1f s; start the runs together (--start-at) with the same --duration", r.Dir, 100*overlap/d, d))
+			m.Info.Notes = append(m.Info.Notes, fmt.Sprintf("%s: the window covers only %.0f%% of its %.1f s; start the runs together (--start-at) with the same --duration", r.Dir, 100*overlap/d, d))
 		}
 		m.Info.Sources = append(m.Info.Sources, src)
 		m.Info.AcquiredInWindow += src.AcquiredInWindow
@@ -189,40 +222,32 @@ func Merge(runs []*RunDir, opts MergeOptions) (*Merged, error) {
 	m.Info.AcquiredInWindow = round3(m.Info.AcquiredInWindow)
 	m.Info.SumOfSourceRates = math.Round(m.Info.SumOfSourceRates*10) / 10
 	m.Info.AcquiredPerSec = math.Round(m.Info.AcquiredInWindow/overlap*10) / 10
+	return nil
+}
 
-	// The merged run's time origin: the earliest measured window.
-	m.Base = runs[0].MeasureStart()
-	for _, r := range runs[1:] {
-		if s := r.MeasureStart(); s.Before(m.Base) {
-			m.Base = s
+// dedupe drops repeated notes (each merged run repeats some), in order.
+func dedupe(notes []string) []string {
+	out := []string{}
+	for _, n := range notes {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
 		}
 	}
+	return out
+}
 
-	// The summary.
-	label := opts.Label
-	if label == "" {
-		label = defaultMergeLabel(runs)
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
 	}
-	m.Info.Label = label
-	raw, err := mergeSummaries(runs, m, label, notes)
-	if err != nil {
-		return nil, err
-	}
-	m.Raw = raw
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return nil, fmt.Errorf("results: merged summary: %w", err)
-	}
-	if m.Summary, err = ReadJSON(bytes.NewReader(b)); err != nil {
-		return nil, fmt.Errorf("results: merged summary: %w", err)
-	}
+	return a
+}
 
-	// The intervals, aligned on the wall clock.
-	m.Intervals = mergeIntervals(runs, m.Base)
-	if m.Info.Notes == nil {
-		m.Info.Notes = []string{}
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
 	}
-	return m, nil
+	return a
 }
 
 func sameGeometry(h *hdrhistogram.Histogram) error {
@@ -374,124 +399,232 @@ func defaultMergeLabel(runs []*RunDir) string {
 	return "merged-" + p
 }
 
-// mergeSummaries builds the merged summary.json.
-func mergeSummaries(runs []*RunDir, m *Merged, label string, notes *[]string) (map[string]any, error) {
-	raws := make([]map[string]any, len(runs))
-	for i, r := range runs {
-		raws[i] = r.Raw
-	}
-	var keys []string
-	seen := map[string]bool{}
-	for _, raw := range raws {
-		ks := make([]string, 0, len(raw))
-		for k := range raw {
-			ks = append(ks, k)
+// clone copies s deeply enough that merging into the copy leaves s alone.
+func (s *Summary) clone() *Summary {
+	c := *s
+	c.Config = maps.Clone(s.Config)
+	c.Errors = maps.Clone(s.Errors)
+	c.ErrorExamples = maps.Clone(s.ErrorExamples)
+	c.Masters = slices.Clone(s.Masters)
+	c.ViolationExamples = slices.Clone(s.ViolationExamples)
+	c.StaleTokenExamples = slices.Clone(s.StaleTokenExamples)
+	c.Faults = slices.Clone(s.Faults)
+	c.Nodes = slices.Clone(s.Nodes)
+	return &c
+}
+
+// Merge adds o, a run of the same workload measured at the same time on
+// another load machine, into s, as vegeta's Metrics.Add adds a result:
+// counters add, extremes take the least or greatest, examples and lists
+// concatenate, settings that differ are joined. What depends on the merged
+// window or on the raw samples (warm-up, duration, throughput, percentiles)
+// is Close's. It returns what could not be merged, for merge.json's notes.
+func (s *Summary) Merge(o *Summary) (notes []string) {
+	for i := range s.ViolationExamples {
+		if s.ViolationExamples[i].Source == "" {
+			s.ViolationExamples[i].Source = s.Label
 		}
-		sort.Strings(ks)
-		for _, k := range ks {
-			if !seen[k] {
-				seen[k] = true
-				keys = append(keys, k)
+	}
+	cfg := s.RunConfig()
+	notes = cfg.merge(o.RunConfig())
+	s.Config = cfg.Map()
+	s.Machine.merge(o.Machine)
+	if !sameSet(s.Masters, o.Masters) {
+		notes = append(notes, "the runs used different masters; a merged run should be one load on the same masters")
+	}
+	s.Masters = union(s.Masters, o.Masters)
+	s.LocalMasters = s.LocalMasters || o.LocalMasters
+	s.StartedAt = earliest(s.StartedAt, o.StartedAt)
+	s.Interrupted = s.Interrupted || o.Interrupted
+	s.Checked = s.Checked && o.Checked
+	for _, c := range []struct{ into, add *int64 }{
+		{&s.Attempts, &o.Attempts}, {&s.Acquired, &o.Acquired}, {&s.Contended, &o.Contended},
+		{&s.LostLeases, &o.LostLeases}, {&s.Extensions, &o.Extensions},
+		{&s.WokenByNotification, &o.WokenByNotification}, {&s.FallbackRetries, &o.FallbackRetries},
+		{&s.BackoffRetries, &o.BackoffRetries}, {&s.Gated, &o.Gated},
+		{&s.BacklogMax, &o.BacklogMax}, {&s.BacklogEnd, &o.BacklogEnd}, // maxima add: an upper bound
+		{&s.Violations, &o.Violations}, {&s.TokensChecked, &o.TokensChecked}, {&s.StaleTokens, &o.StaleTokens},
+	} {
+		*c.into += *c.add
+	}
+	s.SubscriptionsPeak += o.SubscriptionsPeak // an upper bound, as the backlog
+	if s.Errors == nil {
+		s.Errors = map[string]int64{}
+	}
+	for k, v := range o.Errors {
+		s.Errors[k] += v
+	}
+	for k, v := range o.ErrorExamples {
+		if _, ok := s.ErrorExamples[k]; !ok {
+			if s.ErrorExamples == nil {
+				s.ErrorExamples = map[string]string{}
 			}
+			s.ErrorExamples[k] = v
 		}
 	}
-	fields := jsonFields(reflect.TypeOf(Summary{}))
+	s.Fairness = Fairness{Min: min(s.Fairness.Min, o.Fairness.Min), Max: max(s.Fairness.Max, o.Fairness.Max)}
+	notes = append(notes, "fairness.jain: left out: Jain's index needs every worker's count, which the runs do not keep")
+	for _, v := range o.ViolationExamples {
+		if v.Source == "" {
+			v.Source = o.Label
+		}
+		s.ViolationExamples = append(s.ViolationExamples, v)
+	}
+	s.ViolationExamples = s.ViolationExamples[:min(len(s.ViolationExamples), maxMergedExamples)]
+	s.StaleTokenExamples = append(s.StaleTokenExamples, o.StaleTokenExamples...)
+	s.StaleTokenExamples = s.StaleTokenExamples[:min(len(s.StaleTokenExamples), maxMergedExamples)]
+	s.Faults = append(s.Faults, o.Faults...)
+	s.Nodes = mergeNodes(s.Nodes, o.Nodes)
+	return notes
+}
+
+// Close sets what Merge cannot add, as vegeta's Metrics.Close: the window
+// (its start base, the warm-up before it since the earliest start, its
+// length), the throughput over it, and the latency statistics of the
+// merged full histograms.
+func (s *Summary) Close(base time.Time, durationS, acquiredPerSec float64, full map[string]*hdrhistogram.Histogram) {
+	s.WarmupS = round3(base.Sub(s.StartedAt).Seconds())
+	s.DurationS = durationS
+	s.AcquiredPerSec = acquiredPerSec
+	set := NewSet()
+	for k := Kind(0); k < NumKinds; k++ {
+		set[k] = full[k.String()]
+	}
+	s.SetLatencies(set)
+}
+
+// merge adds another run's config: the load (workers, clients, rate)
+// adds, the per-machine settings (label, start_at) are dropped, strings
+// that differ are joined and other settings that differ keep the first
+// run's value; both are noted.
+func (c *RunConfig) merge(o RunConfig) (notes []string) {
+	c.Workers += o.Workers
+	c.Clients += o.Clients
+	c.Rate += o.Rate
+	c.Label, c.StartAt = "", ""
+	for _, f := range []struct {
+		name string
+		into *string
+		add  string
+	}{
+		{"engine", &c.Engine, o.Engine}, {"masters", &c.Masters, o.Masters}, {"distribution", &c.Distribution, o.Distribution},
+		{"mode", &c.Mode, o.Mode}, {"wait_timeout", &c.WaitTimeout, o.WaitTimeout}, {"hold", &c.Hold, o.Hold},
+		{"ttl", &c.TTL, o.TTL}, {"duration", &c.Duration, o.Duration}, {"warmup", &c.Warmup, o.Warmup},
+		{"key_prefix", &c.KeyPrefix, o.KeyPrefix}, {"quarantine", &c.Quarantine, o.Quarantine}, {"fault", &c.Fault, o.Fault},
+	} {
+		if *f.into != f.add {
+			*f.into = joinDistinct(*f.into, f.add)
+			notes = append(notes, fmt.Sprintf("config %s differs between runs: %s", f.name, *f.into))
+		}
+	}
+	for _, f := range []struct {
+		name      string
+		kept, add any
+	}{
+		{"local_masters", c.LocalMasters, o.LocalMasters}, {"resources", c.Resources, o.Resources}, {"ops", c.Ops, o.Ops},
+		{"check", c.Check, o.Check}, {"seed", c.Seed, o.Seed}, {"extend", c.Extend, o.Extend}, {"fencing", c.Fencing, o.Fencing},
+		{"gate", c.Gate, o.Gate}, {"notify", c.Notify, o.Notify}, {"no_wait_quarantine", c.NoWaitQuarantine, o.NoWaitQuarantine},
+	} {
+		if f.kept != f.add {
+			notes = append(notes, fmt.Sprintf("config %s differs between runs: %v, %v (kept %v)", f.name, f.kept, f.add, f.kept))
+		}
+	}
+	return notes
+}
+
+// merge adds another machine: names join, and the CPUs of a machine not
+// yet counted add (two runs on one host do not double its CPUs).
+func (m *Machine) merge(o Machine) {
+	if !slices.Contains(strings.Split(m.Hostname, ","), o.Hostname) {
+		m.CPUs += o.CPUs
+		m.GOMAXPROCS += o.GOMAXPROCS
+	}
+	m.Hostname = joinDistinct(m.Hostname, o.Hostname)
+	m.OS = joinDistinct(m.OS, o.OS)
+	m.Arch = joinDistinct(m.Arch, o.Arch)
+	m.GoVersion = joinDistinct(m.GoVersion, o.GoVersion)
+	m.RedisVersion = joinDistinct(m.RedisVersion, o.RedisVersion)
+}
+
+// mergeNodes merges the masters' views by address: votes and their
+// outcomes add, restarts take the most any load machine noticed, and
+// states that differ are joined.
+func mergeNodes(into, add []Node) []Node {
+	for _, n := range add {
+		i := slices.IndexFunc(into, func(x Node) bool { return x.Addr == n.Addr })
+		if i < 0 {
+			into = append(into, n)
+			continue
+		}
+		x := &into[i]
+		x.OK, x.Refused, x.Failed, x.TimedOut = x.OK+n.OK, x.Refused+n.Refused, x.Failed+n.Failed, x.TimedOut+n.TimedOut
+		x.Restarts = max(x.Restarts, n.Restarts)
+		x.State = joinDistinct(x.State, n.State)
+		x.Via = joinDistinct(x.Via, n.Via)
+		x.RunID = joinDistinct(x.RunID, n.RunID)
+		x.Version = joinDistinct(x.Version, n.Version)
+		x.QuarantinedUntil = latest(x.QuarantinedUntil, n.QuarantinedUntil)
+		if x.Error == "" {
+			x.Error = n.Error
+		}
+	}
+	return into
+}
+
+// joinDistinct joins comma-separated lists, each item once, in order.
+func joinDistinct(a, b string) string {
+	var parts []string
+	for _, p := range strings.Split(a+","+b, ",") {
+		if p != "" && !slices.Contains(parts, p) {
+			parts = append(parts, p)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// raw is the merged summary.json: the typed merged summary, without the
+// figures it could not compute, with the fields of the sources this
+// version does not know merged by their values, and what it merged.
+func (m *Merged) raw(runs []*RunDir) (map[string]any, error) {
+	var b bytes.Buffer
+	if err := WriteJSON(&b, m.Summary); err != nil {
+		return nil, fmt.Errorf("results: merged summary: %w", err)
+	}
 	out := map[string]any{}
-	for _, k := range keys {
+	dec := json.NewDecoder(&b)
+	dec.UseNumber()
+	if err := dec.Decode(&out); err != nil {
+		return nil, fmt.Errorf("results: merged summary: %w", err)
+	}
+	if f, ok := out["fairness"].(map[string]any); ok {
+		delete(f, "jain") // see Summary.Merge's note
+	}
+	for _, k := range unknownKeys(runs, out) {
 		var vals []any
-		for _, raw := range raws {
-			if v, ok := raw[k]; ok {
+		for _, r := range runs {
+			if v, ok := r.Raw[k]; ok {
 				vals = append(vals, v)
 			}
 		}
-		switch k {
-		case "label":
-			out[k] = label
-		case "config":
-			out[k] = mergeConfig(vals, notes)
-		case "started_at":
-			var earliest time.Time
-			for _, r := range runs {
-				if earliest.IsZero() || r.Summary.StartedAt.Before(earliest) {
-					earliest = r.Summary.StartedAt
-				}
-			}
-			out[k] = earliest.UTC().Format(time.RFC3339Nano)
-		case "warmup_s":
-			// From the earliest start to the earliest measured window,
-			// so that started_at + warmup_s is where intervals.hlog begins.
-			earliest := runs[0].Summary.StartedAt
-			for _, r := range runs[1:] {
-				if r.Summary.StartedAt.Before(earliest) {
-					earliest = r.Summary.StartedAt
-				}
-			}
-			out[k] = round3(m.Base.Sub(earliest).Seconds())
-		case "duration_s":
-			out[k] = m.Info.OverlapS
-		case "acquired_per_sec":
-			out[k] = m.Info.AcquiredPerSec
-		case "checked":
-			all := true
-			for _, r := range runs {
-				all = all && r.Summary.Checked
-			}
-			out[k] = all
-		case "masters":
-			v, _ := mergeValue(fields[k], vals, k, notes)
+		if v, ok := m.mergeUnknown(vals, k); ok {
 			out[k] = v
-			if !sameMasters(runs) {
-				*notes = append(*notes, "the runs used different masters; a merged run should be one load on the same masters")
-			}
-		case "error_examples":
-			ex := map[string]any{}
-			for _, v := range vals {
-				if mv, ok := v.(map[string]any); ok {
-					for kk, vv := range mv {
-						if _, dup := ex[kk]; !dup {
-							ex[kk] = vv
-						}
-					}
-				}
-			}
-			out[k] = ex
-		case "violation_examples":
-			var ex []any
-			for i, raw := range raws {
-				list, _ := raw[k].([]any)
-				for _, e := range list {
-					if em, ok := e.(map[string]any); ok && len(ex) < maxMergedExamples {
-						c := map[string]any{"source": runs[i].Summary.Label}
-						for kk, vv := range em {
-							c[kk] = vv
-						}
-						ex = append(ex, c)
-					}
-				}
-			}
-			if ex == nil {
-				ex = []any{}
-			}
-			out[k] = ex
-		default:
-			if isStats(fields[k], vals) {
-				if h := m.statsHistogram(k); h != nil {
-					out[k] = statsMap(StatsOf(h))
-				} else {
-					*notes = append(*notes, fmt.Sprintf("%s: left out: percentiles merge only from full histograms, and %s has none for it", k, HistogramsLog))
-				}
-				continue
-			}
-			if v, ok := mergeValue(fields[k], vals, k, notes); ok {
-				out[k] = v
-			}
-		}
-	}
-	// Stats of tags the sources' summaries lack but the histograms have.
-	for k := Kind(0); k < NumKinds; k++ {
-		key := statsKey(k)
-		if _, ok := out[key]; !ok {
-			out[key] = statsMap(StatsOf(m.Full[k.String()]))
 		}
 	}
 	srcs := make([]any, len(runs))
@@ -503,38 +636,132 @@ func mergeSummaries(runs []*RunDir, m *Merged, label string, notes *[]string) (m
 	return out, nil
 }
 
-// statsKey is the summary.json field of kind k's statistics.
-func statsKey(k Kind) string {
-	if k == Hold {
-		return "hold_us"
-	}
-	return k.String() + "_latency_us"
-}
-
-// statsHistogram finds the merged histogram behind a statistics field:
-// "acquire_latency_us" is tag acquire, "hold_us" is hold,
-// "handoff_latency_us" is handoff.
-func (m *Merged) statsHistogram(field string) *hdrhistogram.Histogram {
-	for _, suffix := range []string{"_latency_us", "_us"} {
-		if tag, ok := strings.CutSuffix(field, suffix); ok {
-			if h := m.Full[tag]; h != nil {
-				return h
+// unknownKeys are the sources' summary.json fields that Summary lacks, in
+// a stable order; merged_from and overlap_s are the merge's own.
+func unknownKeys(runs []*RunDir, known map[string]any) []string {
+	var keys []string
+	for _, r := range runs {
+		for k := range r.Raw {
+			if _, ok := known[k]; !ok && k != "merged_from" && k != "overlap_s" && !slices.Contains(keys, k) {
+				keys = append(keys, k)
 			}
 		}
 	}
-	return nil
+	slices.Sort(keys)
+	return keys
+}
+
+// mergeUnknown merges the values of a field this version does not know,
+// by what they are: whole numbers add (named min or max, or ending so,
+// they take the extreme), booleans or, strings join, lists concatenate,
+// objects merge key by key; a percentile object comes from the merged
+// histogram of its tag, if there is one. Anything else that differs is
+// left out (false) and noted.
+func (m *Merged) mergeUnknown(vals []any, path string) (any, bool) {
+	if len(vals) == 0 {
+		return nil, false
+	}
+	if isStats(vals) {
+		tag := strings.TrimSuffix(strings.TrimSuffix(path, "_latency_us"), "_us")
+		if h := m.Full[tag]; h != nil {
+			return statsMap(StatsOf(h)), true
+		}
+		m.note("%s: left out: percentiles merge only from full histograms, and %s has none for it", path, HistogramsLog)
+		return nil, false
+	}
+	switch vals[0].(type) {
+	case json.Number:
+		if v, ok := mergeWhole(vals, path); ok {
+			return v, true
+		}
+	case bool:
+		return slices.Contains(vals, any(true)), true
+	case string:
+		out := ""
+		for _, v := range vals {
+			out = joinDistinct(out, fmt.Sprint(v))
+		}
+		return out, true
+	case []any:
+		var out []any
+		for _, v := range vals {
+			list, _ := v.([]any)
+			out = append(out, list...)
+		}
+		return out, true
+	case map[string]any:
+		return m.mergeUnknownObjects(vals, path), true
+	}
+	if b0, _ := json.Marshal(vals[0]); slices.IndexFunc(vals, func(v any) bool { b, _ := json.Marshal(v); return !bytes.Equal(b, b0) }) < 0 {
+		return vals[0], true
+	}
+	m.note("%s: left out: the runs' values differ and a non-integer cannot be merged without the raw data", path)
+	return nil, false
+}
+
+func (m *Merged) mergeUnknownObjects(vals []any, path string) map[string]any {
+	out := map[string]any{}
+	var keys []string
+	for _, v := range vals {
+		for k := range v.(map[string]any) {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		var vs []any
+		for _, v := range vals {
+			if x, ok := v.(map[string]any)[k]; ok {
+				vs = append(vs, x)
+			}
+		}
+		if v, ok := m.mergeUnknown(vs, path+"."+k); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// mergeWhole adds whole numbers; false if one is not whole.
+func mergeWhole(vals []any, path string) (json.Number, bool) {
+	name := path[strings.LastIndex(path, ".")+1:]
+	var out int64
+	for i, v := range vals {
+		n, ok := v.(json.Number)
+		if !ok {
+			return "", false
+		}
+		x, err := n.Int64()
+		if err != nil {
+			return "", false
+		}
+		switch {
+		case i == 0:
+			out = x
+		case name == "min" || strings.HasSuffix(name, "_min"):
+			out = min(out, x)
+		case name == "max" || strings.HasSuffix(name, "_max"):
+			out = max(out, x)
+		default:
+			out += x
+		}
+	}
+	return json.Number(fmt.Sprint(out)), true
+}
+
+func (m *Merged) note(format string, a ...any) {
+	m.Info.Notes = append(m.Info.Notes, fmt.Sprintf(format, a...))
 }
 
 func statsMap(s Stats) map[string]any {
 	return map[string]any{"count": s.Count, "p50": s.P50, "p90": s.P90, "p99": s.P99, "p999": s.P999, "max": s.Max, "mean": s.Mean}
 }
 
-// isStats tells a percentile object: by its Go type, or for fields this
-// version does not know, by its keys.
-func isStats(t reflect.Type, vals []any) bool {
-	if t != nil {
-		return t == reflect.TypeOf(Stats{})
-	}
+// isStats tells a percentile object of a field this version does not
+// know, by its keys.
+func isStats(vals []any) bool {
 	for _, v := range vals {
 		mv, ok := v.(map[string]any)
 		if !ok {
@@ -546,296 +773,7 @@ func isStats(t reflect.Type, vals []any) bool {
 			return false
 		}
 	}
-	return len(vals) > 0
-}
-
-func sameMasters(runs []*RunDir) bool {
-	key := func(s []string) string {
-		c := append([]string{}, s...)
-		sort.Strings(c)
-		return strings.Join(c, ",")
-	}
-	k0 := key(runs[0].Summary.Masters)
-	for _, r := range runs[1:] {
-		if key(r.Summary.Masters) != k0 {
-			return false
-		}
-	}
 	return true
-}
-
-// mergeConfig keeps settings the runs share, sums the load (workers,
-// clients, rate), and writes settings that differ as "a,b".
-func mergeConfig(vals []any, notes *[]string) map[string]any {
-	out := map[string]any{}
-	var keys []string
-	seen := map[string]bool{}
-	for _, v := range vals {
-		mv, _ := v.(map[string]any)
-		for k := range mv {
-			if !seen[k] {
-				seen[k] = true
-				keys = append(keys, k)
-			}
-		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		var vs []any
-		for _, v := range vals {
-			if mv, ok := v.(map[string]any); ok {
-				if x, ok := mv[k]; ok {
-					vs = append(vs, x)
-				}
-			}
-		}
-		switch k {
-		case "workers", "clients", "rate":
-			sum := 0.0
-			for _, x := range vs {
-				sum += num(x)
-			}
-			out[k] = json.Number(formatNumber(sum))
-			continue
-		case "label", "start_at", "out":
-			continue // per machine, or replaced by the merged label
-		}
-		if allEqual(vs) {
-			out[k] = vs[0]
-			continue
-		}
-		var parts []string
-		for _, x := range vs {
-			s := fmt.Sprint(x)
-			if !contains(parts, s) {
-				parts = append(parts, s)
-			}
-		}
-		out[k] = strings.Join(parts, ",")
-		*notes = append(*notes, fmt.Sprintf("config %s differs between runs: %s", k, strings.Join(parts, ", ")))
-	}
-	return out
-}
-
-// formatNumber writes a number without exponent or trailing zeros.
-func formatNumber(v float64) string {
-	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.6f", v), "0"), ".")
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func allEqual(vs []any) bool {
-	if len(vs) == 0 {
-		return true
-	}
-	b0, _ := json.Marshal(vs[0])
-	for _, v := range vs[1:] {
-		b, _ := json.Marshal(v)
-		if !bytes.Equal(b, b0) {
-			return false
-		}
-	}
-	return true
-}
-
-// jsonFields maps the JSON names of a struct's fields to their types.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	out := map[string]reflect.Type{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		out[name] = f.Type
-	}
-	return out
-}
-
-var timeType = reflect.TypeOf(time.Time{})
-
-// mergeValue merges one field's values; t is its Go type in Summary (nil
-// when unknown). false means the field is left out (and noted).
-func mergeValue(t reflect.Type, vals []any, path string, notes *[]string) (any, bool) {
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if len(vals) == 0 {
-		return nil, false
-	}
-	if t == timeType {
-		return mergeStrings(vals), true
-	}
-	kind := reflect.Invalid
-	if t != nil {
-		kind = t.Kind()
-	}
-	switch {
-	case kind >= reflect.Int && kind <= reflect.Uint64:
-		return mergeIntegers(vals, path, notes)
-	case kind == reflect.Float32 || kind == reflect.Float64:
-		return mergeFloats(vals, path, notes)
-	case kind == reflect.Bool:
-		return anyTrue(vals), true
-	case kind == reflect.String:
-		return mergeStrings(vals), true
-	case kind == reflect.Slice || kind == reflect.Array:
-		return concatLists(vals), true
-	case kind == reflect.Map:
-		return mergeObjects(func(string) reflect.Type { return t.Elem() }, vals, path, notes), true
-	case kind == reflect.Struct:
-		fields := jsonFields(t)
-		return mergeObjects(func(k string) reflect.Type { return fields[k] }, vals, path, notes), true
-	}
-	// Unknown to this version, or an interface: go by the values.
-	switch vals[0].(type) {
-	case json.Number, float64:
-		return mergeIntegers(vals, path, notes)
-	case bool:
-		return anyTrue(vals), true
-	case string:
-		return mergeStrings(vals), true
-	case []any:
-		return concatLists(vals), true
-	case map[string]any:
-		if isStats(nil, vals) {
-			*notes = append(*notes, fmt.Sprintf("%s: left out: percentiles merge only from full histograms", path))
-			return nil, false
-		}
-		return mergeObjects(func(string) reflect.Type { return nil }, vals, path, notes), true
-	}
-	if allEqual(vals) {
-		return vals[0], true
-	}
-	*notes = append(*notes, fmt.Sprintf("%s: left out: the runs' values differ and cannot be merged", path))
-	return nil, false
-}
-
-// mergeIntegers sums counters. A field named min or max (or ending in
-// _min or _max) is an extreme, not a count: it merges as the least or the
-// greatest. Values that are not all whole numbers go to mergeFloats.
-func mergeIntegers(vals []any, path string, notes *[]string) (any, bool) {
-	ints := make([]int64, 0, len(vals))
-	for _, v := range vals {
-		n, ok := v.(json.Number)
-		if !ok {
-			return mergeFloats(vals, path, notes)
-		}
-		i, err := n.Int64()
-		if err != nil {
-			return mergeFloats(vals, path, notes)
-		}
-		ints = append(ints, i)
-	}
-	name := path[strings.LastIndex(path, ".")+1:]
-	out := ints[0]
-	for _, i := range ints[1:] {
-		switch {
-		case name == "backlog_max":
-			out += i // the sum of the maxima: an upper bound of the combined backlog
-		case name == "min" || strings.HasSuffix(name, "_min"):
-			out = min(out, i)
-		case name == "max" || strings.HasSuffix(name, "_max"):
-			out = max(out, i)
-		default:
-			out += i
-		}
-	}
-	return json.Number(fmt.Sprint(out)), true
-}
-
-func mergeFloats(vals []any, path string, notes *[]string) (any, bool) {
-	if allEqual(vals) {
-		return vals[0], true
-	}
-	*notes = append(*notes, fmt.Sprintf("%s: left out: the runs' values differ and a non-integer cannot be merged without the raw data", path))
-	return nil, false
-}
-
-func anyTrue(vals []any) bool {
-	for _, v := range vals {
-		if b, ok := v.(bool); ok && b {
-			return true
-		}
-	}
-	return false
-}
-
-func mergeStrings(vals []any) string {
-	var parts []string
-	for _, v := range vals {
-		s := fmt.Sprint(v)
-		for _, p := range strings.Split(s, ",") {
-			if p != "" && !contains(parts, p) {
-				parts = append(parts, p)
-			}
-		}
-	}
-	return strings.Join(parts, ",")
-}
-
-func concatLists(vals []any) []any {
-	out := []any{}
-	var seen []string
-	for _, v := range vals {
-		list, _ := v.([]any)
-		for _, e := range list {
-			b, _ := json.Marshal(e)
-			if contains(seen, string(b)) {
-				continue
-			}
-			seen = append(seen, string(b))
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func mergeObjects(typeOf func(string) reflect.Type, vals []any, path string, notes *[]string) map[string]any {
-	out := map[string]any{}
-	var keys []string
-	seen := map[string]bool{}
-	for _, v := range vals {
-		mv, _ := v.(map[string]any)
-		ks := make([]string, 0, len(mv))
-		for k := range mv {
-			ks = append(ks, k)
-		}
-		sort.Strings(ks)
-		for _, k := range ks {
-			if !seen[k] {
-				seen[k] = true
-				keys = append(keys, k)
-			}
-		}
-	}
-	for _, k := range keys {
-		var vs []any
-		for _, v := range vals {
-			if mv, ok := v.(map[string]any); ok {
-				if x, ok := mv[k]; ok {
-					vs = append(vs, x)
-				}
-			}
-		}
-		if v, ok := mergeValue(typeOf(k), vs, path+"."+k, notes); ok {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }

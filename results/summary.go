@@ -1,7 +1,9 @@
 package results
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -324,6 +326,8 @@ type Violation struct {
 	// already known, else until its validity ended. The two overlapped for
 	// at most this long.
 	FirstRemainingUs int64 `json:"first_remaining_us"`
+	// Source is the run that found it, in a merged summary.
+	Source string `json:"source,omitempty"`
 }
 
 // ErrorKinds are the keys of Summary.Errors, in report order:
@@ -596,3 +600,75 @@ func pct(n, of int64) string {
 	}
 	return fmt.Sprintf(" (%.1f%%)", 100*float64(n)/float64(of))
 }
+
+// RunConfig is every setting of a run, as summary.json's config holds it:
+// keyed by flag name with '-' as '_', valued as the flag would be typed.
+// The JSON names are the contract of the config object; add, never rename.
+type RunConfig struct {
+	Engine           string  `json:"engine"`
+	Masters          string  `json:"masters"`
+	LocalMasters     int     `json:"local_masters"`
+	Workers          int     `json:"workers"`
+	Clients          int     `json:"clients"`
+	Resources        int     `json:"resources"`
+	Distribution     string  `json:"distribution"`
+	Mode             string  `json:"mode"`
+	WaitTimeout      string  `json:"wait_timeout"`
+	Hold             string  `json:"hold"`
+	TTL              string  `json:"ttl"`
+	Duration         string  `json:"duration"`
+	Ops              int64   `json:"ops"`
+	Warmup           string  `json:"warmup"`
+	Rate             float64 `json:"rate"`
+	Check            bool    `json:"check"`
+	Label            string  `json:"label"`
+	Seed             uint64  `json:"seed"`
+	KeyPrefix        string  `json:"key_prefix"`
+	Quarantine       string  `json:"quarantine"`
+	Extend           bool    `json:"extend"`
+	Fencing          bool    `json:"fencing"`
+	Gate             bool    `json:"gate"`
+	Notify           bool    `json:"notify"`
+	Fault            string  `json:"fault"`
+	StartAt          string  `json:"start_at"`
+	NoWaitQuarantine bool    `json:"no_wait_quarantine"`
+}
+
+// Map is the config as the map that sweep.json and compare.json hold
+// (they replace a setting by the list of its values).
+func (c RunConfig) Map() map[string]any {
+	b, _ := json.Marshal(c)
+	var m map[string]any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	d.Decode(&m)
+	return m
+}
+
+// UnmarshalJSON reads a config leniently: a setting of another type (an
+// older merge wrote differing settings as "a,b") is left at its zero value
+// instead of failing the whole summary.
+func (c *RunConfig) UnmarshalJSON(b []byte) error {
+	type plain RunConfig
+	var p plain
+	err := json.Unmarshal(b, &p)
+	var te *json.UnmarshalTypeError
+	if err != nil && !errors.As(err, &te) {
+		return fmt.Errorf("results: read config: %w", err)
+	}
+	*c = RunConfig(p)
+	return nil
+}
+
+// RunConfigOf reads a config map (summary.json's, or one built in memory)
+// as a RunConfig; settings it lacks stay zero.
+func RunConfigOf(m map[string]any) RunConfig {
+	var c RunConfig
+	if b, err := json.Marshal(m); err == nil {
+		c.UnmarshalJSON(b)
+	}
+	return c
+}
+
+// RunConfig is the summary's config, typed.
+func (s *Summary) RunConfig() RunConfig { return RunConfigOf(s.Config) }

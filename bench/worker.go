@@ -28,16 +28,13 @@ type worker struct {
 }
 
 func (w *worker) loop() {
-	r := w.r
-	defer r.wg.Done()
+	defer w.r.wg.Done()
 	defer func() {
 		if w.timer != nil {
 			w.timer.Stop()
 		}
 	}()
-	cfg := &r.cfg
-	wait := cfg.Mode == ModeWait
-	for n := uint(1); !r.stopped.Load(); n++ {
+	for n := uint(1); !w.r.stopped.Load(); n++ {
 		if n%yieldEvery == 0 {
 			// A goroutine that never blocks (the nolock control never
 			// does) is only preempted after 10ms; with thousands of them
@@ -46,148 +43,214 @@ func (w *worker) loop() {
 			// queue moving.
 			runtime.Gosched()
 		}
-		var t0 time.Time
-		if r.perOpNs > 0 {
-			// Open loop: latency counts from when the operation was due,
-			// not from when a worker got to it (no coordinated omission).
-			n := r.tickets.Add(1) - 1
-			t0 = r.start.Add(time.Duration(float64(n) * r.perOpNs))
-			if d := time.Until(t0); d > 0 && !w.sleep(d) {
-				return
-			}
-		}
-		measured := r.measuring.Load()
-		claimed := false
-		if r.opsCap > 0 && measured {
-			if r.opsTaken.Add(1) > r.opsCap {
-				return // the others finish the last operations
-			}
-			claimed = true
-		}
-		res := w.pick()
-		asked := t0
-		if r.perOpNs == 0 {
-			t0 = time.Now()
-			asked = t0
-		} else if wait {
-			asked = time.Now() // the call, not the intended start
-		}
-
-		var lease Lease
-		var err error
-		var waitCtx context.Context
-		if wait {
-			var cancel context.CancelFunc
-			waitCtx, cancel = context.WithTimeout(r.opCtx, cfg.WaitTimeout)
-			lease, err = w.eng.Lock(waitCtx, r.names[res])
-			cancel()
-		} else {
-			lease, err = w.eng.TryLock(r.opCtx, r.names[res])
-		}
-		t1 := time.Now()
-		if err != nil {
-			if r.stopped.Load() {
-				return // cut short by the end of the run: not a failure
-			}
-			kind := classify(err, waitCtx)
-			if kind != kindContended {
-				r.noteError(kind, err)
-			}
-			rec := opRecord{acquireUs: toUs(t1.Sub(t0)), kind: kind}
-			if measured {
-				rec.flags = recMeasured
-			}
-			w.buf.record(w.sh, rec)
-			w.done(claimed)
-			continue
-		}
-
-		until := lease.ValidUntil()
-		dl, detailed := lease.(detailedLease)
-		var handoff time.Duration
-		handed := false
-		if r.oracle != nil {
-			h := holdSpec{start: t1, until: until}
-			if wait {
-				h.asked = asked
-			}
-			if detailed {
-				h.token = dl.Token()
-				if cfg.Extend {
-					h.live = lease
-				}
-			}
-			handoff, handed = r.oracle.begin(res, w.id, h)
-		}
-		t2 := t1
-		if !cfg.Hold.Zero() {
-			w.sleep(w.holdTime())
-			t2 = time.Now()
-		}
-		lostSignal := false
-		if detailed && cfg.Extend {
-			// Auto-extension moved the validity; and a lease whose
-			// lost-lock signal fired is lost, whatever its validity said.
-			until = lease.ValidUntil()
-			lostSignal = dl.Err() != nil
-		}
-		lost := lostSignal || !t2.Before(until)
-		// Unregister before releasing: see oracle.
-		if r.oracle != nil {
-			r.oracle.release(res, w.id, minTime(t2, until))
-		}
-		rerr := lease.Release(r.relCtx)
-		t3 := time.Now()
-		releaseFailed := false
-		if rerr != nil {
-			if leaseLost(rerr) {
-				lost = true
-			} else {
-				releaseFailed = true
-				r.noteError(errRelease, rerr)
-			}
-		}
-		if r.stopped.Load() {
+		if !w.operate() {
 			return
 		}
-		rec := opRecord{acquireUs: toUs(t1.Sub(t0)), holdUs: toUs(t2.Sub(t1)), releaseUs: toUs(t3.Sub(t2)), flags: recAcquired}
-		if measured {
-			rec.flags |= recMeasured
+	}
+}
+
+// op is one operation's place and times.
+type op struct {
+	res int
+	// measured: in the measured window; claimed: one of --ops's.
+	measured, claimed bool
+	// t0 is when the operation was due (open loop) or began; asked when
+	// the lock was asked for, which the oracle measures a handoff from;
+	// t1 when the acquire returned.
+	t0, asked, t1 time.Time
+}
+
+// operate runs one operation: acquire, hold, release, record. It reports
+// whether the worker goes on: not once the run stopped or --ops is
+// reached.
+func (w *worker) operate() bool {
+	o, ok := w.begin()
+	if !ok {
+		return false
+	}
+	lease, waitCtx, err := w.acquire(o.res)
+	o.t1 = time.Now()
+	if err != nil {
+		return w.failed(o, err, waitCtx)
+	}
+	h := w.hold(o, lease)
+	if w.r.stopped.Load() {
+		return false
+	}
+	w.recordAcquired(o, lease, h)
+	return true
+}
+
+// begin starts the next operation: in an open loop it waits until the
+// operation is due, under --ops it claims one of the measured operations,
+// and it picks the resource. ok is false when the run stops first or the
+// other workers have claimed the rest.
+func (w *worker) begin() (o op, ok bool) {
+	r := w.r
+	if r.perOpNs > 0 {
+		// Open loop: latency counts from when the operation was due,
+		// not from when a worker got to it (no coordinated omission).
+		n := r.tickets.Add(1) - 1
+		o.t0 = r.start.Add(time.Duration(float64(n) * r.perOpNs))
+		if d := time.Until(o.t0); d > 0 && !w.sleep(d) {
+			return o, false
 		}
-		if wait {
-			rec.flags |= recWait
+	}
+	o.measured = r.measuring.Load()
+	if r.opsCap > 0 && o.measured {
+		if r.opsTaken.Add(1) > r.opsCap {
+			return o, false // the others finish the last operations
 		}
-		if lost {
-			rec.flags |= recLost
-		}
-		if releaseFailed {
-			rec.flags |= recReleaseFailed
-		}
-		if handed {
-			rec.flags |= recHandoff
-			rec.handoffUs = toUs(handoff)
+		o.claimed = true
+	}
+	o.res = w.pick()
+	o.asked = o.t0
+	if r.perOpNs == 0 {
+		o.t0 = time.Now()
+		o.asked = o.t0
+	} else if r.cfg.Mode == ModeWait {
+		o.asked = time.Now() // the call, not the intended start
+	}
+	return o, true
+}
+
+// acquire asks for resource res: one attempt, or in mode wait until
+// acquired or --wait-timeout. waitCtx, the wait's context (nil in mode
+// try), tells a timeout from other failures.
+func (w *worker) acquire(res int) (lease Lease, waitCtx context.Context, err error) {
+	r := w.r
+	if r.cfg.Mode != ModeWait {
+		lease, err = w.eng.TryLock(r.opCtx, r.names[res])
+		return lease, nil, err
+	}
+	waitCtx, cancel := context.WithTimeout(r.opCtx, r.cfg.WaitTimeout)
+	defer cancel()
+	lease, err = w.eng.Lock(waitCtx, r.names[res])
+	return lease, waitCtx, err
+}
+
+// failed records an acquire that failed. It reports false when the run
+// has stopped: the stop cut the call short, which is not a failure.
+func (w *worker) failed(o op, err error, waitCtx context.Context) bool {
+	r := w.r
+	if r.stopped.Load() {
+		return false
+	}
+	kind := classify(err, waitCtx)
+	if kind != kindContended {
+		r.noteError(kind, err)
+	}
+	rec := opRecord{acquireUs: toUs(o.t1.Sub(o.t0)), kind: kind}
+	if o.measured {
+		rec.flags = recMeasured
+	}
+	w.buf.record(w.sh, rec)
+	w.done(o.claimed)
+	return true
+}
+
+// held is what became of an acquired lease.
+type held struct {
+	// t2 is when the hold ended, t3 when the release returned.
+	t2, t3 time.Time
+	// lost: the lease expired or was lost before its release.
+	lost, releaseFailed bool
+	// handed: the oracle saw the resource handed over from another
+	// holder, handoff after the lock was asked for.
+	handed  bool
+	handoff time.Duration
+}
+
+// hold holds the lease for the hold time, under the oracle's watch, then
+// releases it.
+func (w *worker) hold(o op, lease Lease) (h held) {
+	r, cfg := w.r, &w.r.cfg
+	until := lease.ValidUntil()
+	dl, detailed := lease.(detailedLease)
+	if r.oracle != nil {
+		spec := holdSpec{start: o.t1, until: until}
+		if cfg.Mode == ModeWait {
+			spec.asked = o.asked
 		}
 		if detailed {
-			if wait {
-				wi := dl.Wait()
-				rec.fallbacks, rec.backoffs = sat16(wi.Fallbacks), sat16(wi.Backoffs)
-				if wi.Cause == engine.WakeNotified {
-					rec.flags |= recNotified
-				}
-				if wi.Gated {
-					rec.flags |= recGated
-				}
-			}
+			spec.token = dl.Token()
 			if cfg.Extend {
-				rec.extensions = sat16(dl.Extensions())
+				spec.live = lease
 			}
 		}
-		w.buf.record(w.sh, rec)
-		if measured {
-			r.perWorker[w.id].n.Add(1)
-		}
-		w.done(claimed)
+		h.handoff, h.handed = r.oracle.begin(o.res, w.id, spec)
 	}
+	h.t2 = o.t1
+	if !cfg.Hold.Zero() {
+		w.sleep(w.holdTime())
+		h.t2 = time.Now()
+	}
+	lostSignal := false
+	if detailed && cfg.Extend {
+		// Auto-extension moved the validity; and a lease whose
+		// lost-lock signal fired is lost, whatever its validity said.
+		until = lease.ValidUntil()
+		lostSignal = dl.Err() != nil
+	}
+	h.lost = lostSignal || !h.t2.Before(until)
+	// Unregister before releasing: see oracle.
+	if r.oracle != nil {
+		r.oracle.release(o.res, w.id, minTime(h.t2, until))
+	}
+	rerr := lease.Release(r.relCtx)
+	h.t3 = time.Now()
+	if rerr != nil {
+		if leaseLost(rerr) {
+			h.lost = true
+		} else {
+			h.releaseFailed = true
+			r.noteError(errRelease, rerr)
+		}
+	}
+	return h
+}
+
+// recordAcquired records an operation that acquired its lease.
+func (w *worker) recordAcquired(o op, lease Lease, h held) {
+	r, cfg := w.r, &w.r.cfg
+	wait := cfg.Mode == ModeWait
+	rec := opRecord{acquireUs: toUs(o.t1.Sub(o.t0)), holdUs: toUs(h.t2.Sub(o.t1)), releaseUs: toUs(h.t3.Sub(h.t2)), flags: recAcquired}
+	if o.measured {
+		rec.flags |= recMeasured
+	}
+	if wait {
+		rec.flags |= recWait
+	}
+	if h.lost {
+		rec.flags |= recLost
+	}
+	if h.releaseFailed {
+		rec.flags |= recReleaseFailed
+	}
+	if h.handed {
+		rec.flags |= recHandoff
+		rec.handoffUs = toUs(h.handoff)
+	}
+	if dl, ok := lease.(detailedLease); ok {
+		if wait {
+			wi := dl.Wait()
+			rec.fallbacks, rec.backoffs = sat16(wi.Fallbacks), sat16(wi.Backoffs)
+			if wi.Cause == engine.WakeNotified {
+				rec.flags |= recNotified
+			}
+			if wi.Gated {
+				rec.flags |= recGated
+			}
+		}
+		if cfg.Extend {
+			rec.extensions = sat16(dl.Extensions())
+		}
+	}
+	w.buf.record(w.sh, rec)
+	if o.measured {
+		r.perWorker[w.id].n.Add(1)
+	}
+	w.done(o.claimed)
 }
 
 // workerCount is one worker's count of measured acquisitions, alone on its

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -411,8 +412,22 @@ func ReadJSON(r io.Reader) (*Summary, error) { return readJSON[Summary](r, "summ
 // WriteText writes the summary for a person to read (summary.txt).
 func WriteText(w io.Writer, s *Summary) error {
 	var b strings.Builder
-	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p := printer(func(format string, a ...any) { fmt.Fprintf(&b, format, a...) })
+	p.header(s)
+	p.config(s.Config)
+	p.counters(s)
+	p.latency(s)
+	p.safety(s)
+	p.faults(s.Faults)
+	p.nodes(s.Nodes)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
 
+// printer writes one section of summary.txt.
+type printer func(format string, a ...any)
+
+func (p printer) header(s *Summary) {
 	p("redlock-bench run %q\n\n", s.Label)
 	p("engine       %s\n", s.Engine)
 	p("started      %s\n", s.StartedAt.UTC().Format(time.RFC3339))
@@ -422,7 +437,7 @@ func WriteText(w io.Writer, s *Summary) error {
 	}
 	load := "closed loop (workers as fast as they can; measures capacity)"
 	if s.LoadModel == "open" {
-		load = fmt.Sprintf("open loop at %v acquisitions/s (latency from the intended start)", s.Config["rate"])
+		load = fmt.Sprintf("open loop at %s acquisitions/s (latency from the intended start)", strconv.FormatFloat(s.RunConfig().Rate, 'f', -1, 64))
 	}
 	p("load         %s, mode %s\n", load, s.Mode)
 	masters := "none (this engine uses no Redis)"
@@ -434,30 +449,32 @@ func WriteText(w io.Writer, s *Summary) error {
 	}
 	p("masters      %s\n", masters)
 	m := s.Machine
-	redis := m.RedisVersion
-	if redis == "" {
-		redis = "n/a"
-	}
 	p("machine      %s, %s/%s, %d CPUs, GOMAXPROCS %d, %s, redis %s\n",
-		orNA(m.Hostname), m.OS, m.Arch, m.CPUs, m.GOMAXPROCS, m.GoVersion, redis)
+		orNA(m.Hostname), m.OS, m.Arch, m.CPUs, m.GOMAXPROCS, m.GoVersion, orNA(m.RedisVersion))
+}
 
+// config lists every setting in the summary, by name.
+func (p printer) config(config map[string]any) {
 	p("\nconfig\n")
-	keys := make([]string, 0, len(s.Config))
-	for k := range s.Config {
+	keys := make([]string, 0, len(config))
+	for k := range config {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		p("  %-16s %v\n", k, s.Config[k])
+		p("  %-16s %v\n", k, config[k])
 	}
+}
 
+func (p printer) counters(s *Summary) {
+	cfg := s.RunConfig()
 	p("\nthroughput   %.1f acquisitions/s\n", s.AcquiredPerSec)
 	p("\ncounters\n")
 	p("  attempts     %d\n", s.Attempts)
 	p("  acquired     %d%s\n", s.Acquired, pct(s.Acquired, s.Attempts))
 	p("  contended    %d%s\n", s.Contended, pct(s.Contended, s.Attempts))
 	p("  lost leases  %d\n", s.LostLeases)
-	if s.Extensions > 0 || s.Config["extend"] == true {
+	if s.Extensions > 0 || cfg.Extend {
 		p("  extensions   %d (auto-extension)\n", s.Extensions)
 	}
 	var errs []string
@@ -483,12 +500,20 @@ func WriteText(w io.Writer, s *Summary) error {
 	}
 	if f := s.Fairness; f.Max > 0 {
 		workers := ""
-		if n, ok := s.Config["workers"]; ok {
-			workers = fmt.Sprintf(" over %v workers", n)
+		if cfg.Workers > 0 {
+			workers = fmt.Sprintf(" over %d workers", cfg.Workers)
 		}
-		p("fairness     Jain %.4f%s (fewest %d, most %d acquisitions per worker)\n", f.Jain, workers, f.Min, f.Max)
+		jain := fmt.Sprintf("%.4f", f.Jain)
+		if f.Jain == 0 {
+			// Never measured: a run that acquired anything has an index of
+			// at least 1/workers. A merged run cannot compute it.
+			jain = "n/a"
+		}
+		p("fairness     Jain %s%s (fewest %d, most %d acquisitions per worker)\n", jain, workers, f.Min, f.Max)
 	}
+}
 
+func (p printer) latency(s *Summary) {
 	p("\nlatency (µs)      %10s %10s %10s %10s %10s %10s %12s\n", "count", "p50", "p90", "p99", "p99.9", "max", "mean")
 	for _, row := range []struct {
 		name string
@@ -515,7 +540,9 @@ func WriteText(w io.Writer, s *Summary) error {
 		p("  (mode wait: a successful Lock is counted under wait, not acquire; handoff is from a release\n")
 		p("   to the next acquisition of that resource by a worker already waiting for it)\n")
 	}
+}
 
+func (p printer) safety(s *Summary) {
 	p("\nsafety       ")
 	switch {
 	case !s.Checked:
@@ -541,50 +568,55 @@ func WriteText(w io.Writer, s *Summary) error {
 			}
 		}
 	}
+}
 
-	if len(s.Faults) > 0 {
-		p("\nfaults (seconds since the start of the run, warm-up included)\n")
-		for _, f := range s.Faults {
-			line := fmt.Sprintf("  %-24s applied %8.3f", f.Fault, f.AppliedS)
-			switch {
-			case f.Error != "":
-				line += fmt.Sprintf("  ended %8.3f  FAILED: %s", f.EndedS, f.Error)
-			case f.ForS > 0 || f.EndedS > f.AppliedS:
-				line += fmt.Sprintf("  ended %8.3f", f.EndedS)
-			}
-			if f.Early {
-				line += "  (lifted early: the run stopped)"
-			}
-			if f.Via != "" {
-				line += "  via " + f.Via
-			}
-			p("%s\n", line)
+func (p printer) faults(faults []FaultEvent) {
+	if len(faults) == 0 {
+		return
+	}
+	p("\nfaults (seconds since the start of the run, warm-up included)\n")
+	for _, f := range faults {
+		line := fmt.Sprintf("  %-24s applied %8.3f", f.Fault, f.AppliedS)
+		switch {
+		case f.Error != "":
+			line += fmt.Sprintf("  ended %8.3f  FAILED: %s", f.EndedS, f.Error)
+		case f.ForS > 0 || f.EndedS > f.AppliedS:
+			line += fmt.Sprintf("  ended %8.3f", f.EndedS)
+		}
+		if f.Early {
+			line += "  (lifted early: the run stopped)"
+		}
+		if f.Via != "" {
+			line += "  via " + f.Via
+		}
+		p("%s\n", line)
+	}
+}
+
+func (p printer) nodes(nodes []Node) {
+	if len(nodes) == 0 {
+		return
+	}
+	p("\nnodes at the end of the run\n")
+	for i, n := range nodes {
+		more := ""
+		if !n.QuarantinedUntil.IsZero() {
+			more += ", quarantined until " + n.QuarantinedUntil.UTC().Format("2006-01-02T15:04:05.000Z")
+		}
+		if n.Via != "" {
+			more += ", dialled via proxy " + n.Via
+		}
+		p("  %d %-21s %-11s restarts %d, votes ok %d, refused %d, failed %d, timed out %d%s\n",
+			i, n.Addr, n.State, n.Restarts, n.OK, n.Refused, n.Failed, n.TimedOut, more)
+		if n.Error != "" {
+			p("    last error: %s\n", n.Error)
 		}
 	}
-	if len(s.Nodes) > 0 {
-		p("\nnodes at the end of the run\n")
-		for i, n := range s.Nodes {
-			more := ""
-			if !n.QuarantinedUntil.IsZero() {
-				more += ", quarantined until " + n.QuarantinedUntil.UTC().Format("2006-01-02T15:04:05.000Z")
-			}
-			if n.Via != "" {
-				more += ", dialled via proxy " + n.Via
-			}
-			p("  %d %-21s %-11s restarts %d, votes ok %d, refused %d, failed %d, timed out %d%s\n",
-				i, n.Addr, n.State, n.Restarts, n.OK, n.Refused, n.Failed, n.TimedOut, more)
-			if n.Error != "" {
-				p("    last error: %s\n", n.Error)
-			}
-		}
-		// The node counters are the engine's, per command: read alone,
-		// "failed 23" on a clean run looks like 23 errors.
-		p("  votes count every command sent to a master (acquires, extensions, releases, undos; warm-up included),\n" +
-			"  and a reply after its timeout counts twice; \"failed\" is not an error count: it also holds the sends\n" +
-			"  skipped once a vote was decided and the yeses of a quarantined master; the run's errors are under counters\n")
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	// The node counters are the engine's, per command: read alone,
+	// "failed 23" on a clean run looks like 23 errors.
+	p("  votes count every command sent to a master (acquires, extensions, releases, undos; warm-up included),\n" +
+		"  and a reply after its timeout counts twice; \"failed\" is not an error count: it also holds the sends\n" +
+		"  skipped once a vote was decided and the yeses of a quarantined master; the run's errors are under counters\n")
 }
 
 func orNA(s string) string {

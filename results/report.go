@@ -72,30 +72,6 @@ func BuildReport(inputs []*Input, opts ReportOptions) (*Report, error) {
 	if opts.SLO != nil {
 		v.SLO = opts.SLO.Text
 	}
-	n := 0
-	var addTo func(*sectionView, *Chart, error) error
-	addChart := func(sec *sectionView) func(*Chart, error) error {
-		return func(c *Chart, err error) error {
-			return addTo(sec, c, err)
-		}
-	}
-	addTo = func(sec *sectionView, c *Chart, err error) error {
-		if err != nil {
-			return err
-		}
-		if c == nil {
-			return nil
-		}
-		n++
-		c.ID = fmt.Sprintf("%02d-%s", n, c.ID)
-		rep.Charts = append(rep.Charts, c)
-		sec.Charts = append(sec.Charts, chartView{
-			ID: c.ID, Title: c.Title, Caption: c.Caption, SVG: inlineSVG(c.SVG),
-			Files: []string{filepath.ToSlash(filepath.Join(ChartsDir, c.ID+".svg")), filepath.ToSlash(filepath.Join(ChartsDir, c.ID+".png"))},
-		})
-		return nil
-	}
-
 	// Single runs share one section; sweeps, compares and run sets get
 	// their own.
 	var singles []*RunDir
@@ -111,13 +87,10 @@ func BuildReport(inputs []*Input, opts ReportOptions) (*Report, error) {
 			singleDirs = append(singleDirs, filepath.ToSlash(in.Dir))
 		}
 	}
+	b := &reportBuilder{rep: rep, slo: opts.SLO}
 	if len(singles) > 0 {
-		title := "Runs"
-		if len(singles) == 1 {
-			title = "Run " + singles[0].Name()
-		}
-		sec := sectionView{Title: title, Dir: strings.Join(singleDirs, ", "), Kind: "run"}
-		if err := runCharts(&sec, &Input{Kind: "run", Title: title, Runs: singles}, addChart); err != nil {
+		sec, err := b.runsSection(singles, singleDirs)
+		if err != nil {
 			return nil, err
 		}
 		v.Sections = append(v.Sections, sec)
@@ -126,42 +99,93 @@ func BuildReport(inputs []*Input, opts ReportOptions) (*Report, error) {
 		if in.Kind == "run" {
 			continue
 		}
-		sec := sectionView{Title: capitalize(in.Title), Dir: filepath.ToSlash(in.Dir), Kind: in.Kind}
-		if in.Kind == "sweep" && in.Sweep != nil {
-			sw := analyzed(in.Sweep, opts.SLO)
-			sec.Sweep = sweepTable(sw)
-			if err := addChart(&sec)(SweepLatencyChart("sweep-latency-throughput", sw)); err != nil {
-				return nil, err
-			}
-			if err := addChart(&sec)(SweepThroughputChart("sweep-throughput", sw)); err != nil {
-				return nil, err
-			}
-		}
-		if in.Comparison != nil {
-			sec.Compare = compareTable(in.Comparison)
-		}
-		if err := runCharts(&sec, in, addChart); err != nil {
+		sec, err := b.inputSection(in)
+		if err != nil {
 			return nil, err
 		}
 		v.Sections = append(v.Sections, sec)
 	}
+	if err := b.render(&v); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// reportBuilder numbers the report's charts and collects them.
+type reportBuilder struct {
+	rep *Report
+	slo *SLO
+	n   int
+}
+
+// addChart returns a function that adds a chart, when there is one, to
+// the report and to sec, or passes on the error drawing it.
+func (b *reportBuilder) addChart(sec *sectionView) func(*Chart, error) error {
+	return func(c *Chart, err error) error {
+		if err != nil || c == nil {
+			return err
+		}
+		b.n++
+		c.ID = fmt.Sprintf("%02d-%s", b.n, c.ID)
+		b.rep.Charts = append(b.rep.Charts, c)
+		sec.Charts = append(sec.Charts, chartView{
+			ID: c.ID, Title: c.Title, Caption: c.Caption, SVG: inlineSVG(c.SVG),
+			Files: []string{filepath.ToSlash(filepath.Join(ChartsDir, c.ID+".svg")), filepath.ToSlash(filepath.Join(ChartsDir, c.ID+".png"))},
+		})
+		return nil
+	}
+}
+
+// runsSection is the one section of all single runs.
+func (b *reportBuilder) runsSection(singles []*RunDir, dirs []string) (sectionView, error) {
+	title := "Runs"
+	if len(singles) == 1 {
+		title = "Run " + singles[0].Name()
+	}
+	sec := sectionView{Title: title, Dir: strings.Join(dirs, ", "), Kind: "run"}
+	err := runCharts(&sec, &Input{Kind: "run", Title: title, Runs: singles}, b.addChart)
+	return sec, err
+}
+
+// inputSection is the section of a sweep, a comparison or a run set.
+func (b *reportBuilder) inputSection(in *Input) (sectionView, error) {
+	sec := sectionView{Title: capitalize(in.Title), Dir: filepath.ToSlash(in.Dir), Kind: in.Kind}
+	if in.Kind == "sweep" && in.Sweep != nil {
+		sw := analyzed(in.Sweep, b.slo)
+		sec.Sweep = sweepTable(sw)
+		if err := b.addChart(&sec)(SweepLatencyChart("sweep-latency-throughput", sw)); err != nil {
+			return sec, err
+		}
+		if err := b.addChart(&sec)(SweepThroughputChart("sweep-throughput", sw)); err != nil {
+			return sec, err
+		}
+	}
+	if in.Comparison != nil {
+		sec.Compare = compareTable(in.Comparison)
+	}
+	err := runCharts(&sec, in, b.addChart)
+	return sec, err
+}
+
+// render completes v and executes the page's template into rep.HTML.
+func (b *reportBuilder) render(v *reportView) error {
 	for _, s := range v.Sections {
 		v.Notes = append(v.Notes, s.Notes...)
 	}
-	for _, c := range rep.Charts {
+	for _, c := range b.rep.Charts {
 		v.ChartIDs = append(v.ChartIDs, c.ID)
 	}
 	css, err := fontFaceCSS()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	v.FontCSS = css
 	var page bytes.Buffer
 	if err := reportTemplate.Execute(&page, v); err != nil {
-		return nil, fmt.Errorf("results: report: %w", err)
+		return fmt.Errorf("results: report: %w", err)
 	}
-	rep.HTML = page.Bytes()
-	return rep, nil
+	b.rep.HTML = page.Bytes()
+	return nil
 }
 
 // runCharts adds the latency distribution and the time series of an

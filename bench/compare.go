@@ -137,14 +137,8 @@ func (cc *CompareConfig) Validate() error {
 	if cc.CeilingRequests < 0 {
 		return fmt.Errorf("bench: CompareConfig.CeilingRequests must be > 0, got %d", cc.CeilingRequests)
 	}
-	if cc.Limit {
-		redis := false
-		for _, e := range cc.Engines {
-			redis = redis || needsRedis(e)
-		}
-		if !redis {
-			return cfgErr("limit", true, "needs Redis masters, and none of --engines %s uses them", strings.Join(cc.Engines, ","))
-		}
+	if cc.Limit && !cc.usesRedis() {
+		return cfgErr("limit", true, "needs Redis masters, and none of --engines %s uses them", strings.Join(cc.Engines, ","))
 	}
 	for i, e := range cc.Engines {
 		c := cc.runConfig(1, i)
@@ -185,10 +179,9 @@ func RunCompare(ctx context.Context, cc CompareConfig) (*results.Comparison, err
 	if cc.Dir == "" {
 		return nil, errors.New("bench: CompareConfig.Dir is empty")
 	}
-	logf := logger(cc.Log)
-	runFn := cc.run
-	if runFn == nil {
-		runFn = Run
+	c := &comparer{cc: &cc, runFn: cc.run, logf: logger(cc.Log)}
+	if c.runFn == nil {
+		c.runFn = Run
 	}
 	var benchmark string
 	if cc.Limit {
@@ -197,22 +190,56 @@ func RunCompare(ctx context.Context, cc CompareConfig) (*results.Comparison, err
 			return nil, err
 		}
 	}
-
-	base := &cc.Base
-	local := false
-	redis := false
-	for _, e := range cc.Engines {
-		redis = redis || needsRedis(e)
-	}
-	if redis && len(base.Masters) == 0 {
-		cluster, err := shareLocalMasters(ctx, base, "comparison", logf)
+	if cc.usesRedis() && len(cc.Base.Masters) == 0 {
+		cluster, err := shareLocalMasters(ctx, &cc.Base, "comparison", c.logf)
 		if err != nil {
 			return nil, err
 		}
 		defer cluster.Stop()
-		local = true
+		c.local = true
 	}
+	c.start()
+	if err := writeComparison(cc.Dir, c.cmp); err != nil {
+		return nil, err
+	}
+	if goOn, err := c.rounds(ctx); !goOn {
+		return c.cmp, err
+	}
+	limitErr := c.measureLimit(ctx, benchmark)
+	c.cmp.Analyze()
+	return c.cmp, errors.Join(limitErr, writeComparison(cc.Dir, c.cmp))
+}
 
+// usesRedis reports whether any of the engines compared needs masters.
+func (cc *CompareConfig) usesRedis() bool {
+	for _, e := range cc.Engines {
+		if needsRedis(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// comparer runs one comparison.
+type comparer struct {
+	cc    *CompareConfig
+	runFn func(context.Context, Config) (*Result, error)
+	// local: the comparison started the masters it shares.
+	local bool
+	logf  func(string, ...any)
+	cmp   *results.Comparison
+	// latency is the kind the comparison ranks by: acquire, or wait in
+	// mode wait.
+	latency results.Kind
+}
+
+// start makes the comparison, with no run yet.
+func (c *comparer) start() {
+	cc, base := c.cc, &c.cc.Base
+	c.latency = results.Acquire
+	if base.Mode == ModeWait {
+		c.latency = results.Wait
+	}
 	cmp := &results.Comparison{
 		Kind:         "compare",
 		Label:        cc.Label,
@@ -220,18 +247,13 @@ func RunCompare(ctx context.Context, cc CompareConfig) (*results.Comparison, err
 		Rounds:       cc.Rounds,
 		Mode:         string(base.Mode),
 		LoadModel:    "closed",
-		Latency:      results.Acquire.String(),
+		Latency:      c.latency.String(),
 		Config:       base.Flags(),
-		LocalMasters: local,
+		LocalMasters: c.local,
 		StartedAt:    time.Now().UTC(),
 	}
-	if redis {
+	if cc.usesRedis() {
 		cmp.Masters = append([]string{}, base.Masters...)
-	}
-	latency := results.Acquire
-	if base.Mode == ModeWait {
-		latency = results.Wait
-		cmp.Latency = latency.String()
 	}
 	if base.Rate > 0 {
 		cmp.LoadModel = "open"
@@ -242,69 +264,89 @@ func RunCompare(ctx context.Context, cc CompareConfig) (*results.Comparison, err
 	cmp.Config["limit"] = cc.Limit
 	delete(cmp.Config, "key_prefix") // each run has its own; see its summary
 	cmp.Analyze()
-	if err := writeComparison(cc.Dir, cmp); err != nil {
-		return nil, err
-	}
+	c.cmp = cmp
+}
 
-	total := cc.Rounds * len(cc.Engines)
-rounds:
-	for round := 1; round <= cc.Rounds; round++ {
-		for i, eng := range cc.Engines {
+// rounds runs every engine Rounds times, alternating. goOn is false when
+// the comparison ends here: a run failed (err), or ctx was cancelled
+// before a run measured anything (no error); the comparison is then
+// written as it stands.
+func (c *comparer) rounds(ctx context.Context) (goOn bool, err error) {
+	for round := 1; round <= c.cc.Rounds; round++ {
+		for i := range c.cc.Engines {
 			if ctx.Err() != nil {
-				cmp.Interrupted = true
-				break rounds
+				c.cmp.Interrupted = true
+				return true, nil
 			}
-			cfg := cc.runConfig(round, i)
-			name := fmt.Sprintf("%d-%s", round, eng)
-			n := (round-1)*len(cc.Engines) + i + 1
-			logf("run %d/%d: round %d/%d, %s: %s", n, total, round, cc.Rounds, eng, filepath.Join(cc.Dir, name))
-			if cc.Progress != nil {
-				cfg.Progress = &prefixLines{w: cc.Progress, prefix: fmt.Sprintf("round %d/%d %s | ", round, cc.Rounds, eng)}
-				cfg.ProgressInPlace = cc.ProgressInPlace
-			}
-			cfg.Log = cc.Log
-			res, err := runNewDir(ctx, runFn, cfg, filepath.Join(cc.Dir, name), local)
-			if err != nil {
-				cmp.Interrupted = ctx.Err() != nil
-				cmp.Analyze()
-				if werr := writeComparison(cc.Dir, cmp); werr != nil {
-					err = errors.Join(err, werr)
-				}
-				if ctx.Err() != nil {
-					return cmp, nil // interrupted before the run measured anything
-				}
-				return cmp, fmt.Errorf("bench: compare: round %d, %s: %w", round, eng, err)
-			}
-			s := res.Summary
-			if cmp.Machine.CPUs == 0 || (cmp.Machine.RedisVersion == "" && s.Machine.RedisVersion != "") {
-				cmp.Machine = s.Machine
-			}
-			cmp.Runs = append(cmp.Runs, results.CompareRunOf(round, eng, name, s, latency))
-			cmp.Interrupted = s.Interrupted
-			cmp.Analyze()
-			if err := writeComparison(cc.Dir, cmp); err != nil {
-				return cmp, err
-			}
-			if s.Interrupted {
-				break rounds
+			s, err := c.runOne(ctx, round, i)
+			switch {
+			case err != nil:
+				return false, err
+			case s == nil:
+				return false, nil
+			case s.Interrupted:
+				return true, nil
 			}
 		}
 	}
+	return true, nil
+}
 
-	var limitErr error
-	if cc.Limit && !cmp.Interrupted {
-		logf("measuring the masters' ceiling: %s on each master at once", ceilingTool)
-		cmp.Ceiling, limitErr = measureCeiling(ctx, benchmark, cmp.Masters, cc.CeilingRequests, cc.Base.KeyPrefix+"limit:")
-		if limitErr != nil {
-			if ctx.Err() != nil {
-				cmp.Interrupted, limitErr = true, nil
-			} else {
-				limitErr = fmt.Errorf("bench: compare --limit: %w", limitErr)
-			}
-		}
+// runOne runs engine i in round into its own run directory, adds the run
+// to the comparison and rewrites it. On a failed run it returns no
+// summary, and the run's error unless ctx was cancelled.
+func (c *comparer) runOne(ctx context.Context, round, i int) (*results.Summary, error) {
+	cc, cmp := c.cc, c.cmp
+	eng := cc.Engines[i]
+	cfg := cc.runConfig(round, i)
+	name := fmt.Sprintf("%d-%s", round, eng)
+	n := (round-1)*len(cc.Engines) + i + 1
+	c.logf("run %d/%d: round %d/%d, %s: %s", n, cc.Rounds*len(cc.Engines), round, cc.Rounds, eng, filepath.Join(cc.Dir, name))
+	if cc.Progress != nil {
+		cfg.Progress = &prefixLines{w: cc.Progress, prefix: fmt.Sprintf("round %d/%d %s | ", round, cc.Rounds, eng)}
+		cfg.ProgressInPlace = cc.ProgressInPlace
 	}
+	cfg.Log = cc.Log
+	res, err := runNewDir(ctx, c.runFn, cfg, filepath.Join(cc.Dir, name), c.local)
+	if err != nil {
+		cmp.Interrupted = ctx.Err() != nil
+		cmp.Analyze()
+		if werr := writeComparison(cc.Dir, cmp); werr != nil {
+			err = errors.Join(err, werr)
+		}
+		if ctx.Err() != nil {
+			return nil, nil // interrupted before the run measured anything
+		}
+		return nil, fmt.Errorf("bench: compare: round %d, %s: %w", round, eng, err)
+	}
+	s := res.Summary
+	if cmp.Machine.CPUs == 0 || (cmp.Machine.RedisVersion == "" && s.Machine.RedisVersion != "") {
+		cmp.Machine = s.Machine
+	}
+	cmp.Runs = append(cmp.Runs, results.CompareRunOf(round, eng, name, s, c.latency))
+	cmp.Interrupted = s.Interrupted
 	cmp.Analyze()
-	return cmp, errors.Join(limitErr, writeComparison(cc.Dir, cmp))
+	return s, writeComparison(cc.Dir, cmp)
+}
+
+// measureLimit measures the masters' pipelined ceiling (--limit), unless
+// the comparison was interrupted; an interruption during it is not an
+// error.
+func (c *comparer) measureLimit(ctx context.Context, benchmark string) error {
+	if !c.cc.Limit || c.cmp.Interrupted {
+		return nil
+	}
+	c.logf("measuring the masters' ceiling: %s on each master at once", ceilingTool)
+	var err error
+	c.cmp.Ceiling, err = measureCeiling(ctx, benchmark, c.cmp.Masters, c.cc.CeilingRequests, c.cc.Base.KeyPrefix+"limit:")
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		c.cmp.Interrupted = true
+		return nil
+	}
+	return fmt.Errorf("bench: compare --limit: %w", err)
 }
 
 // writeComparison writes compare.json and compare.txt.

@@ -353,7 +353,7 @@ func primaryKind(s *Summary) Kind {
 func ttlHeadroom(r *RunDir, at string) text {
 	s := r.Summary
 	t := text{}.b("TTL headroom:")
-	ttl, err := time.ParseDuration(configString(s.Config, "ttl"))
+	ttl, err := time.ParseDuration(s.RunConfig().TTL)
 	if err != nil || ttl <= 0 {
 		return t.p(" unknown (the run's configuration has no TTL).")
 	}
@@ -403,11 +403,11 @@ func errorBreakdown(s *Summary) string {
 
 // describeLoad says what load a run applied: "64 workers, closed loop".
 func describeLoad(s *Summary) string {
-	w := configInt(s.Config, "workers")
+	c := s.RunConfig()
 	if s.LoadModel == "open" {
-		return fmt.Sprintf("open loop at %s/s offered with %d workers", thousands(configFloat(s.Config, "rate")), w)
+		return fmt.Sprintf("open loop at %s/s offered with %d workers", thousands(c.Rate), c.Workers)
 	}
-	return fmt.Sprintf("%d workers, closed loop", w)
+	return fmt.Sprintf("%d workers, closed loop", c.Workers)
 }
 
 // describeConfig renders the settings that shape the figures.

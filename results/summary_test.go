@@ -92,3 +92,22 @@ func TestSummaryMerge(t *testing.T) {
 		t.Errorf("a second host not counted: %+v", s.Machine)
 	}
 }
+
+// A Jain index that was never measured (a merged run's) is not printed as
+// a measured 0.
+func TestWriteTextJainNotMeasured(t *testing.T) {
+	s := &Summary{Label: "m", Fairness: Fairness{Min: 1, Max: 9}, Config: RunConfig{Workers: 8}.Map()}
+	var b strings.Builder
+	if err := WriteText(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "fairness     Jain n/a over 8 workers (fewest 1, most 9") {
+		t.Errorf("summary.txt:\n%s", b.String())
+	}
+	s.Fairness.Jain = 0.5
+	b.Reset()
+	WriteText(&b, s)
+	if !strings.Contains(b.String(), "Jain 0.5000 over 8 workers") {
+		t.Errorf("summary.txt:\n%s", b.String())
+	}
+}

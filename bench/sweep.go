@@ -158,23 +158,43 @@ func RunSweep(ctx context.Context, sc SweepConfig) (*results.Sweep, error) {
 		return nil, errors.New("bench: SweepConfig.Dir is empty")
 	}
 	logf := logger(sc.Log)
-
-	base := sc.Base
 	local := false
-	if needsRedis(base.Engine) && len(base.Masters) == 0 {
-		cluster, err := shareLocalMasters(ctx, &base, "sweep", logf)
+	if needsRedis(sc.Base.Engine) && len(sc.Base.Masters) == 0 {
+		cluster, err := shareLocalMasters(ctx, &sc.Base, "sweep", logf)
 		if err != nil {
 			return nil, err
 		}
 		defer cluster.Stop()
 		local = true
 	}
-	sc.Base = base
-
-	primary := results.Acquire
-	if base.Mode == ModeWait {
-		primary = results.Wait
+	sw := sc.newSweep(local)
+	if err := writeSweep(sc.Dir, sw); err != nil {
+		return nil, err
 	}
+	eta := &sweepETA{steps: len(sc.Values), planned: plannedStep(sc.Base)}
+	for i := range sc.Values {
+		if ctx.Err() != nil {
+			sw.Interrupted = true
+			break
+		}
+		s, err := sc.runStep(ctx, sw, i, eta, local, logf)
+		if err != nil || s == nil {
+			return sw, err
+		}
+		if sw.Interrupted {
+			break
+		}
+	}
+	if len(sw.Points) < len(sc.Values) {
+		sw.Interrupted = true
+	}
+	sw.Analyze()
+	return sw, writeSweep(sc.Dir, sw)
+}
+
+// newSweep makes the sweep, with no step yet.
+func (sc *SweepConfig) newSweep(local bool) *results.Sweep {
+	base := sc.Base
 	sw := &results.Sweep{
 		Kind:         "sweep",
 		Label:        sc.Label,
@@ -183,7 +203,7 @@ func RunSweep(ctx context.Context, sc SweepConfig) (*results.Sweep, error) {
 		Engine:       base.Engine,
 		Mode:         string(base.Mode),
 		LoadModel:    "closed",
-		Latency:      primary.String(),
+		Latency:      sc.primary().String(),
 		Config:       sc.Config,
 		Masters:      append([]string{}, base.Masters...),
 		LocalMasters: local,
@@ -191,7 +211,7 @@ func RunSweep(ctx context.Context, sc SweepConfig) (*results.Sweep, error) {
 		StartedAt:    time.Now().UTC(),
 	}
 	if sw.Label == "" {
-		sw.Label = DeriveSweepLabel(sc.Base, sc.Param)
+		sw.Label = DeriveSweepLabel(base, sc.Param)
 	}
 	if sc.Param == SweepRate || base.Rate > 0 {
 		sw.LoadModel = "open"
@@ -208,64 +228,57 @@ func RunSweep(ctx context.Context, sc SweepConfig) (*results.Sweep, error) {
 	if sw.SLO != nil {
 		sw.Analyze() // so that an empty sweep.json already says so
 	}
-	if err := writeSweep(sc.Dir, sw); err != nil {
-		return nil, err
+	return sw
+}
+
+// primary is the latency the sweep plots: acquire, or wait in mode wait.
+func (sc *SweepConfig) primary() results.Kind {
+	if sc.Base.Mode == ModeWait {
+		return results.Wait
 	}
+	return results.Acquire
+}
 
-	eta := &sweepETA{steps: len(sc.Values), planned: plannedStep(base)}
-	for i := range sc.Values {
-		if ctx.Err() != nil {
-			sw.Interrupted = true
-			break
-		}
-		cfg := sc.stepConfig(i)
-		name := fmt.Sprintf("%02d-%s", i+1, cfg.Label)
-		dir := filepath.Join(sc.Dir, name)
-		stepName := fmt.Sprintf("step %d/%d %s=%s", i+1, len(sc.Values), sc.Param, FormatSweepValue(sc.Values[i]))
-		eta.begin(i)
-		logf("%s (sweep ETA %s): %s", stepName, eta.remaining(), dir)
-
-		if sc.Progress != nil {
-			cfg.Progress = &stepProgress{w: sc.Progress, prefix: func() string {
-				return fmt.Sprintf("%s, ETA %s | ", stepName, eta.remaining())
-			}}
-			cfg.ProgressInPlace = sc.ProgressInPlace
-		}
-		cfg.Log = sc.Log
-		res, err := runNewDir(ctx, Run, cfg, dir, local)
-		eta.end()
-		if err != nil {
-			sw.Interrupted = ctx.Err() != nil
-			sw.Analyze()
-			if werr := writeSweep(sc.Dir, sw); werr != nil {
-				err = errors.Join(err, werr)
-			}
-			if ctx.Err() != nil {
-				return sw, nil // interrupted before the step measured anything
-			}
-			return sw, fmt.Errorf("%w: %s: %w", ErrSweepStep, stepName, err)
-		}
-		s := res.Summary
-		if sw.Machine.Hostname == "" && sw.Machine.CPUs == 0 {
-			sw.Machine = s.Machine
-		}
-		sw.Points = append(sw.Points, results.PointFromSummary(i, sc.Values[i], name, s, primary))
-		if s.Interrupted {
-			sw.Interrupted = true
-		}
+// runStep runs step i into its own run directory, adds its point to the
+// sweep and rewrites sweep.json and sweep.txt. On a failed step it
+// returns no summary, and an ErrSweepStep error unless ctx was cancelled.
+func (sc *SweepConfig) runStep(ctx context.Context, sw *results.Sweep, i int, eta *sweepETA, local bool, logf func(string, ...any)) (*results.Summary, error) {
+	cfg := sc.stepConfig(i)
+	name := fmt.Sprintf("%02d-%s", i+1, cfg.Label)
+	dir := filepath.Join(sc.Dir, name)
+	stepName := fmt.Sprintf("step %d/%d %s=%s", i+1, len(sc.Values), sc.Param, FormatSweepValue(sc.Values[i]))
+	eta.begin(i)
+	logf("%s (sweep ETA %s): %s", stepName, eta.remaining(), dir)
+	if sc.Progress != nil {
+		cfg.Progress = &stepProgress{w: sc.Progress, prefix: func() string {
+			return fmt.Sprintf("%s, ETA %s | ", stepName, eta.remaining())
+		}}
+		cfg.ProgressInPlace = sc.ProgressInPlace
+	}
+	cfg.Log = sc.Log
+	res, err := runNewDir(ctx, Run, cfg, dir, local)
+	eta.end()
+	if err != nil {
+		sw.Interrupted = ctx.Err() != nil
 		sw.Analyze()
-		if err := writeSweep(sc.Dir, sw); err != nil {
-			return sw, err
+		if werr := writeSweep(sc.Dir, sw); werr != nil {
+			err = errors.Join(err, werr)
 		}
-		if sw.Interrupted {
-			break
+		if ctx.Err() != nil {
+			return nil, nil // interrupted before the step measured anything
 		}
+		return nil, fmt.Errorf("%w: %s: %w", ErrSweepStep, stepName, err)
 	}
-	if len(sw.Points) < len(sc.Values) {
+	s := res.Summary
+	if sw.Machine.Hostname == "" && sw.Machine.CPUs == 0 {
+		sw.Machine = s.Machine
+	}
+	sw.Points = append(sw.Points, results.PointFromSummary(i, sc.Values[i], name, s, sc.primary()))
+	if s.Interrupted {
 		sw.Interrupted = true
 	}
 	sw.Analyze()
-	return sw, writeSweep(sc.Dir, sw)
+	return s, writeSweep(sc.Dir, sw)
 }
 
 // writeSweep writes sweep.json and sweep.txt.

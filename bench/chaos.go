@@ -14,7 +14,7 @@ import (
 	"github.com/redlock-bench/redlock/bench/check"
 	"github.com/redlock-bench/redlock/bench/fault"
 	"github.com/redlock-bench/redlock/engine"
-	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/internal/redisproc"
 )
 
 // The fault classes of the chaos soak.
@@ -278,7 +278,7 @@ type chaos struct {
 	names   []string
 	keys    []string
 	masters []string
-	cluster *redistest.Cluster
+	cluster *redisproc.Cluster
 	clients []*chaosClient
 	or      *check.Oracle
 	stores  []*check.Store

@@ -9,7 +9,7 @@
 // "redlock" drives package engine and "nolock" is a control that grants
 // every request, so that the oracle can be seen to fire.
 //
-// bench may import engine, multiplex/redistest, results and bench/fault
+// bench may import engine, internal/redisproc, results and bench/fault
 // (the --fault injector, wired in faults.go). It must not import cmd/...,
 // and engine, multiplex and results must never import it.
 // It keeps no package-level state: everything lives in values Run owns.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/bench/fault"
-	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/internal/redisproc"
 	"github.com/redlock-bench/redlock/results"
 )
 
@@ -43,7 +43,7 @@ func needsProxies(s fault.Schedule) bool {
 // starts the proxies if s needs them: the caller must Close them after the
 // engine, on every path. It checks that every stalled master can be
 // stalled.
-func newFaultRig(ctx context.Context, s fault.Schedule, masters []string, cluster *redistest.Cluster) (*faultRig, error) {
+func newFaultRig(ctx context.Context, s fault.Schedule, masters []string, cluster *redisproc.Cluster) (*faultRig, error) {
 	rig := &faultRig{}
 	cfg := fault.Config{Addrs: masters, OnEvent: rig.onEvent}
 	if cluster != nil {

@@ -635,35 +635,37 @@ func pct(n, of int64) string {
 
 // RunConfig is every setting of a run, as summary.json's config holds it:
 // keyed by flag name with '-' as '_', valued as the flag would be typed.
-// The JSON names are the contract of the config object; add, never rename.
+// The JSON names are the contract of the config object; add, never
+// rename. The fields are in the order of their names, as summary.json has
+// always listed them.
 type RunConfig struct {
-	Engine           string  `json:"engine"`
-	Masters          string  `json:"masters"`
-	LocalMasters     int     `json:"local_masters"`
-	Workers          int     `json:"workers"`
-	Clients          int     `json:"clients"`
-	Resources        int     `json:"resources"`
-	Distribution     string  `json:"distribution"`
-	Mode             string  `json:"mode"`
-	WaitTimeout      string  `json:"wait_timeout"`
-	Hold             string  `json:"hold"`
-	TTL              string  `json:"ttl"`
-	Duration         string  `json:"duration"`
-	Ops              int64   `json:"ops"`
-	Warmup           string  `json:"warmup"`
-	Rate             float64 `json:"rate"`
 	Check            bool    `json:"check"`
-	Label            string  `json:"label"`
-	Seed             uint64  `json:"seed"`
-	KeyPrefix        string  `json:"key_prefix"`
-	Quarantine       string  `json:"quarantine"`
+	Clients          int     `json:"clients"`
+	Distribution     string  `json:"distribution"`
+	Duration         string  `json:"duration"`
+	Engine           string  `json:"engine"`
 	Extend           bool    `json:"extend"`
+	Fault            string  `json:"fault"`
 	Fencing          bool    `json:"fencing"`
 	Gate             bool    `json:"gate"`
-	Notify           bool    `json:"notify"`
-	Fault            string  `json:"fault"`
-	StartAt          string  `json:"start_at"`
+	Hold             string  `json:"hold"`
+	KeyPrefix        string  `json:"key_prefix"`
+	Label            string  `json:"label"`
+	LocalMasters     int     `json:"local_masters"`
+	Masters          string  `json:"masters"`
+	Mode             string  `json:"mode"`
 	NoWaitQuarantine bool    `json:"no_wait_quarantine"`
+	Notify           bool    `json:"notify"`
+	Ops              int64   `json:"ops"`
+	Quarantine       string  `json:"quarantine"`
+	Rate             float64 `json:"rate"`
+	Resources        int     `json:"resources"`
+	Seed             uint64  `json:"seed"`
+	StartAt          string  `json:"start_at"`
+	TTL              string  `json:"ttl"`
+	WaitTimeout      string  `json:"wait_timeout"`
+	Warmup           string  `json:"warmup"`
+	Workers          int     `json:"workers"`
 }
 
 // Map is the config as the map that sweep.json and compare.json hold

@@ -1,6 +1,7 @@
 package results
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,14 @@ func TestRunConfigReadsOldConfigs(t *testing.T) {
 	m := RunConfig{Workers: 3}.Map()
 	if len(m) != 27 || m["workers"] == nil || m["no_wait_quarantine"] == nil {
 		t.Errorf("Map() = %v", m)
+	}
+	// The struct writes its keys in the order a map of them always had,
+	// so summary.json does not change.
+	full := RunConfig{Workers: 3, Engine: "redlock", TTL: "1s", Seed: 1 << 60, Rate: 1e6, Check: true}
+	b1, _ := json.Marshal(full)
+	b2, _ := json.Marshal(full.Map())
+	if string(b1) != string(b2) {
+		t.Errorf("RunConfig writes\n%s\nits map writes\n%s", b1, b2)
 	}
 }
 

@@ -552,8 +552,12 @@ func (p printer) safety(s *Summary) {
 	default:
 		p("VIOLATED: %d times two holds of one resource overlapped\n", s.Violations)
 		for _, v := range s.ViolationExamples {
-			p("  %s: worker %d acquired it at %.6f s while worker %d held it (for up to %d µs more)\n",
-				v.Resource, v.SecondHolder, v.AtS, v.FirstHolder, v.FirstRemainingUs)
+			from := ""
+			if v.Source != "" {
+				from = " (run " + v.Source + ")" // a merged run's
+			}
+			p("  %s%s: worker %d acquired it at %.6f s while worker %d held it (for up to %d µs more)\n",
+				v.Resource, from, v.SecondHolder, v.AtS, v.FirstHolder, v.FirstRemainingUs)
 		}
 	}
 	if s.TokensChecked > 0 || s.StaleTokens > 0 {

@@ -87,6 +87,13 @@ func TestSummaryMerge(t *testing.T) {
 	if len(s.ViolationExamples) != 2 || s.ViolationExamples[0].Source != "one" || s.ViolationExamples[1].Source != "two" {
 		t.Errorf("violation examples %+v", s.ViolationExamples)
 	}
+	var txt strings.Builder
+	shown := *s
+	shown.Checked, shown.Violations = true, 2
+	WriteText(&txt, &shown)
+	if !strings.Contains(txt.String(), "r (run two): worker 0") {
+		t.Errorf("summary.txt does not say which run found a violation:\n%s", txt.String())
+	}
 	if !s.StartedAt.Equal(t0) {
 		t.Errorf("started %v, want the earliest %v", s.StartedAt, t0)
 	}

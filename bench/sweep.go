@@ -250,7 +250,7 @@ func (sc *SweepConfig) runStep(ctx context.Context, sw *results.Sweep, i int, et
 	eta.begin(i)
 	logf("%s (sweep ETA %s): %s", stepName, eta.remaining(), dir)
 	if sc.Progress != nil {
-		cfg.Progress = &stepProgress{w: sc.Progress, prefix: func() string {
+		cfg.Progress = &prefixLines{w: sc.Progress, prefix: func() string {
 			return fmt.Sprintf("%s, ETA %s | ", stepName, eta.remaining())
 		}}
 		cfg.ProgressInPlace = sc.ProgressInPlace
@@ -341,15 +341,16 @@ func (e *sweepETA) remaining() string {
 	return left.Round(time.Second).String()
 }
 
-// stepProgress prefixes each progress line with the step and the ETA. The
+// prefixLines prefixes each progress line with the place of the run in a
+// series (a sweep's step and ETA, a comparison's round and engine). The
 // progress writer sends each line in one Write, starting with "\r" when it
 // rewrites the line in place.
-type stepProgress struct {
+type prefixLines struct {
 	w      io.Writer
 	prefix func() string
 }
 
-func (p *stepProgress) Write(b []byte) (int, error) {
+func (p *prefixLines) Write(b []byte) (int, error) {
 	pre := p.prefix()
 	var err error
 	if rest, ok := bytes.CutPrefix(b, []byte("\r")); ok {

@@ -101,26 +101,56 @@ func parseRunFlags(args []string) (bench.Config, runOptions, error) {
 		if errors.Is(err, pflag.ErrHelp) {
 			return bench.Config{}, o, err
 		}
-		// pflag says `invalid argument "x" for "--workers" flag: strconv...`;
-		// say it in the same shape as every other bad value.
-		msg := err.Error()
-		valueErr := regexp.MustCompile(`^invalid argument "(.*)" for "(?:-\w, )?(--[\w-]+)" flag: (?:[\w.]+: )?(?:parsing "[^"]*": )?(.*)$`)
-		if m := valueErr.FindStringSubmatch(msg); m != nil {
-			want := m[3]
-			if f := fs.Lookup(strings.TrimPrefix(m[2], "--")); f != nil {
-				want = "want " + typeName(f.Value.Type())
-			}
-			msg = fmt.Sprintf("%s: %s, got %q", m[2], want, m[1])
-		}
-		return bench.Config{}, o, &usageError{msg: msg}
+		return bench.Config{}, o, flagValueError(fs, err)
 	}
 	if fs.NArg() > 0 {
 		return bench.Config{}, o, usageErrorf("run: unexpected argument %q (flags only)", fs.Arg(0))
 	}
-	bad := func(flag, value, reason string) error {
-		return &usageError{msg: (&bench.ConfigError{Flag: flag, Value: value, Reason: reason}).Error()}
+	c := o.config()
+	if err := o.parseValues(fs, &c); err != nil {
+		return c, o, err
 	}
+	// The engine features exist in the redlock engine only; asking another
+	// engine for them is a mistake, not a no-op.
+	if c.Engine != "redlock" {
+		for _, f := range []string{"extend", "fencing", "gate", "notify"} {
+			if fs.Changed(f) {
+				return c, o, badFlag(f, fs.Lookup(f).Value.String(), "applies to --engine redlock only, not "+c.Engine)
+			}
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return c, o, &usageError{msg: err.Error()}
+	}
+	if c.Label == "" {
+		c.Label = bench.DeriveLabel(c)
+	}
+	return c, o, nil
+}
 
+// flagValueError restates pflag's error, `invalid argument "x" for
+// "--workers" flag: strconv...`, in the same shape as every other bad
+// value.
+func flagValueError(fs *pflag.FlagSet, err error) error {
+	msg := err.Error()
+	valueErr := regexp.MustCompile(`^invalid argument "(.*)" for "(?:-\w, )?(--[\w-]+)" flag: (?:[\w.]+: )?(?:parsing "[^"]*": )?(.*)$`)
+	if m := valueErr.FindStringSubmatch(msg); m != nil {
+		want := m[3]
+		if f := fs.Lookup(strings.TrimPrefix(m[2], "--")); f != nil {
+			want = "want " + typeName(f.Value.Type())
+		}
+		msg = fmt.Sprintf("%s: %s, got %q", m[2], want, m[1])
+	}
+	return &usageError{msg: msg}
+}
+
+// badFlag is the usage error of a flag's bad value.
+func badFlag(flag, value, reason string) error {
+	return &usageError{msg: (&bench.ConfigError{Flag: flag, Value: value, Reason: reason}).Error()}
+}
+
+// config is the configuration of the flags that need no parsing.
+func (o *runOptions) config() bench.Config {
 	c := bench.DefaultConfig()
 	c.Engine = o.engine
 	c.LocalMasters = o.localMasters
@@ -142,66 +172,56 @@ func parseRunFlags(args []string) (bench.Config, runOptions, error) {
 	c.Fencing = o.fencing
 	c.DisableGate = !o.gate
 	c.DisableNotify = !o.notify
+	return c
+}
 
+// parseValues parses into c the flags whose values have a syntax of their
+// own, and those that exclude each other.
+func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 	if fs.Changed("masters") {
 		m, err := bench.ParseMasters(o.masters)
 		if err != nil {
-			return c, o, bad("masters", o.masters, err.Error())
+			return badFlag("masters", o.masters, err.Error())
 		}
 		if fs.Changed("local-masters") {
-			return c, o, bad("local-masters", strconv.Itoa(o.localMasters), "cannot be combined with --masters")
+			return badFlag("local-masters", strconv.Itoa(o.localMasters), "cannot be combined with --masters")
 		}
 		c.Masters = m
 	}
 	if fs.Changed("ops") {
 		if o.ops <= 0 {
-			return c, o, bad("ops", strconv.FormatInt(o.ops, 10), "must be > 0")
+			return badFlag("ops", strconv.FormatInt(o.ops, 10), "must be > 0")
 		}
 		if fs.Changed("duration") {
-			return c, o, bad("duration", o.duration.String(), "cannot be combined with --ops")
+			return badFlag("duration", o.duration.String(), "cannot be combined with --ops")
 		}
 		c.Ops = o.ops
 	}
 	var err error
 	if c.Distribution, err = bench.ParseDistribution(o.distribution); err != nil {
-		return c, o, bad("distribution", o.distribution, err.Error())
+		return badFlag("distribution", o.distribution, err.Error())
 	}
 	if c.Mode, err = bench.ParseMode(o.mode); err != nil {
-		return c, o, bad("mode", o.mode, err.Error())
+		return badFlag("mode", o.mode, err.Error())
 	}
 	if c.Hold, err = bench.ParseHold(o.hold); err != nil {
-		return c, o, bad("hold", o.hold, err.Error())
+		return badFlag("hold", o.hold, err.Error())
 	}
 	if fs.Changed("fault") {
 		if c.Faults, err = fault.Parse(o.fault); err != nil {
 			var ie *fault.ItemError
 			if errors.As(err, &ie) {
-				return c, o, bad("fault", o.fault, fmt.Sprintf("item %d %q: %s", ie.Pos, ie.Item, ie.Msg))
+				return badFlag("fault", o.fault, fmt.Sprintf("item %d %q: %s", ie.Pos, ie.Item, ie.Msg))
 			}
-			return c, o, bad("fault", o.fault, err.Error())
+			return badFlag("fault", o.fault, err.Error())
 		}
 	}
 	if fs.Changed("start-at") {
 		if c.StartAt, err = bench.ParseStartAt(o.startAt); err != nil {
-			return c, o, bad("start-at", o.startAt, err.Error())
+			return badFlag("start-at", o.startAt, err.Error())
 		}
 	}
-	// The engine features exist in the redlock engine only; asking another
-	// engine for them is a mistake, not a no-op.
-	if c.Engine != "redlock" {
-		for _, f := range []string{"extend", "fencing", "gate", "notify"} {
-			if fs.Changed(f) {
-				return c, o, bad(f, fs.Lookup(f).Value.String(), "applies to --engine redlock only, not "+c.Engine)
-			}
-		}
-	}
-	if err := c.Validate(); err != nil {
-		return c, o, &usageError{msg: err.Error()}
-	}
-	if c.Label == "" {
-		c.Label = bench.DeriveLabel(c)
-	}
-	return c, o, nil
+	return nil
 }
 
 // typeName says in words what a flag of pflag type t accepts.

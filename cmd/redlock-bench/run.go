@@ -307,10 +307,12 @@ func measuredNothing(s *results.Summary) string {
 	switch {
 	case s.Attempts == 0:
 		return "the run made no attempt in its measured window"
+	case s.Acquired == 0 && errs == 0:
+		return fmt.Sprintf("the run acquired nothing in %d attempts: all %d were refused (contended)", s.Attempts, s.Contended)
 	case s.Acquired == 0:
 		what = fmt.Sprintf("the run acquired nothing in %d attempts", s.Attempts)
-		if errs == 0 {
-			return what + fmt.Sprintf(": all %d were refused (contended)", s.Contended)
+		if s.Contended > 0 {
+			what += fmt.Sprintf(": %d were refused (contended)", s.Contended)
 		}
 	case errs*2 >= s.Attempts:
 		what = fmt.Sprintf("%d of the run's %d attempts were errors", errs, s.Attempts)
@@ -324,7 +326,11 @@ func measuredNothing(s *results.Summary) string {
 			top, n = k, s.Errors[k]
 		}
 	}
-	what += fmt.Sprintf(": %d errors, most %s (%d)", errs, top, n)
+	sep := ": "
+	if s.Acquired == 0 && s.Contended > 0 {
+		sep = ", "
+	}
+	what += fmt.Sprintf("%s%d errors, most %s (%d)", sep, errs, top, n)
 	if ex := s.ErrorExamples[top]; ex != "" {
 		what += ": " + ex
 	}

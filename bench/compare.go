@@ -248,7 +248,7 @@ func (c *comparer) start() {
 		Mode:         string(base.Mode),
 		LoadModel:    "closed",
 		Latency:      c.latency.String(),
-		Config:       base.Flags(),
+		Config:       base.Flags().Map(),
 		LocalMasters: c.local,
 		StartedAt:    time.Now().UTC(),
 	}
@@ -303,8 +303,7 @@ func (c *comparer) runOne(ctx context.Context, round, i int) (*results.Summary, 
 	n := (round-1)*len(cc.Engines) + i + 1
 	c.logf("run %d/%d: round %d/%d, %s: %s", n, cc.Rounds*len(cc.Engines), round, cc.Rounds, eng, filepath.Join(cc.Dir, name))
 	if cc.Progress != nil {
-		prefix := fmt.Sprintf("round %d/%d %s | ", round, cc.Rounds, eng)
-		cfg.Progress = &prefixLines{w: cc.Progress, prefix: func() string { return prefix }}
+		cfg.Progress = &prefixLines{w: cc.Progress, prefix: fmt.Sprintf("round %d/%d %s | ", round, cc.Rounds, eng)}
 		cfg.ProgressInPlace = cc.ProgressInPlace
 	}
 	cfg.Log = cc.Log
@@ -355,4 +354,25 @@ func writeComparison(dir string, c *results.Comparison) error {
 	return errors.Join(
 		results.WriteFile(dir, results.CompareJSON, func(b *bytes.Buffer) error { return results.WriteCompareJSON(b, c) }),
 		results.WriteFile(dir, results.CompareText, func(b *bytes.Buffer) error { return results.WriteCompareText(b, c) }))
+}
+
+// prefixLines prefixes each progress line with the run's place in the
+// comparison. The progress writer sends each line in one Write, starting
+// with "\r" when it rewrites the line in place.
+type prefixLines struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p *prefixLines) Write(b []byte) (int, error) {
+	var err error
+	if rest, ok := bytes.CutPrefix(b, []byte("\r")); ok {
+		_, err = fmt.Fprintf(p.w, "\r%s%s", p.prefix, rest)
+	} else {
+		_, err = fmt.Fprintf(p.w, "%s%s", p.prefix, b)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }

@@ -619,6 +619,5 @@ func (c Config) RunConfig() results.RunConfig {
 	}
 }
 
-// Flags is RunConfig as a map keyed by flag name ('-' as '_'), for the
-// configs of sweeps and comparisons, which replace a setting by a list.
-func (c Config) Flags() map[string]any { return c.RunConfig().Map() }
+// Flags is the run's config as summary.json holds it: RunConfig.
+func (c Config) Flags() results.RunConfig { return c.RunConfig() }

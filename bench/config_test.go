@@ -172,7 +172,7 @@ func TestDeriveLabel(t *testing.T) {
 }
 
 func TestFlagsCoverEveryFlag(t *testing.T) {
-	f := DefaultConfig().Flags()
+	f := DefaultConfig().Flags().Map()
 	for _, k := range []string{"engine", "masters", "local_masters", "workers", "clients", "resources",
 		"distribution", "mode", "wait_timeout", "hold", "ttl", "duration", "ops", "warmup", "rate",
 		"check", "label", "seed", "key_prefix", "quarantine", "extend", "fencing", "gate", "notify", "fault", "start_at"} {

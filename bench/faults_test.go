@@ -130,7 +130,7 @@ func TestStartAtWaits(t *testing.T) {
 	if d := s.StartedAt.Sub(at); d < 0 || d > 200*time.Millisecond {
 		t.Errorf("started at %s, asked for %s", s.StartedAt.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano))
 	}
-	if s.Config["start_at"] != at.UTC().Format(time.RFC3339Nano) {
-		t.Errorf("config start_at = %v", s.Config["start_at"])
+	if s.Config.StartAt != at.UTC().Format(time.RFC3339Nano) {
+		t.Errorf("config start_at = %v", s.Config.StartAt)
 	}
 }

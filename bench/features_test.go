@@ -161,7 +161,7 @@ func TestGateAndNotifyOff(t *testing.T) {
 	if s.FallbackRetries == 0 {
 		t.Errorf("without notifications, waiters must poll: fallback retries 0")
 	}
-	if s.Config["gate"] != false || s.Config["notify"] != false {
-		t.Errorf("config: gate %v notify %v", s.Config["gate"], s.Config["notify"])
+	if s.Config.Gate || s.Config.Notify {
+		t.Errorf("config: gate %v notify %v", s.Config.Gate, s.Config.Notify)
 	}
 }

@@ -217,7 +217,7 @@ func (sc *SweepConfig) newSweep(local bool) *results.Sweep {
 		sw.LoadModel = "open"
 	}
 	if sw.Config == nil {
-		sw.Config = base.Flags()
+		sw.Config = base.Flags().Map()
 		list := make([]string, len(sc.Values))
 		for i, v := range sc.Values {
 			list[i] = FormatSweepValue(v)
@@ -250,7 +250,7 @@ func (sc *SweepConfig) runStep(ctx context.Context, sw *results.Sweep, i int, et
 	eta.begin(i)
 	logf("%s (sweep ETA %s): %s", stepName, eta.remaining(), dir)
 	if sc.Progress != nil {
-		cfg.Progress = &prefixLines{w: sc.Progress, prefix: func() string {
+		cfg.Progress = &stepProgress{w: sc.Progress, prefix: func() string {
 			return fmt.Sprintf("%s, ETA %s | ", stepName, eta.remaining())
 		}}
 		cfg.ProgressInPlace = sc.ProgressInPlace
@@ -341,16 +341,15 @@ func (e *sweepETA) remaining() string {
 	return left.Round(time.Second).String()
 }
 
-// prefixLines prefixes each progress line with the place of the run in a
-// series (a sweep's step and ETA, a comparison's round and engine). The
+// stepProgress prefixes each progress line with the step and the ETA. The
 // progress writer sends each line in one Write, starting with "\r" when it
 // rewrites the line in place.
-type prefixLines struct {
+type stepProgress struct {
 	w      io.Writer
 	prefix func() string
 }
 
-func (p *prefixLines) Write(b []byte) (int, error) {
+func (p *stepProgress) Write(b []byte) (int, error) {
 	pre := p.prefix()
 	var err error
 	if rest, ok := bytes.CutPrefix(b, []byte("\r")); ok {

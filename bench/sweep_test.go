@@ -147,11 +147,11 @@ func TestSweepWritesARunPerStep(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := r.Summary
-		if s.Config["workers"] != float64(sc.Values[i]) || p.Workers != int(sc.Values[i]) || p.AcquiredPerSec <= 0 || p.LatencyUs.Count == 0 {
+		if float64(s.Config.Workers) != float64(sc.Values[i]) || p.Workers != int(sc.Values[i]) || p.AcquiredPerSec <= 0 || p.LatencyUs.Count == 0 {
 			t.Errorf("step %d: config %v, point %+v", i+1, s.Config, p)
 		}
-		if want := "rlb:s" + string(rune('1'+i)) + ":"; s.Config["key_prefix"] != want {
-			t.Errorf("step %d: key prefix %v, want %s", i+1, s.Config["key_prefix"], want)
+		if want := "rlb:s" + string(rune('1'+i)) + ":"; s.Config.KeyPrefix != want {
+			t.Errorf("step %d: key prefix %v, want %s", i+1, s.Config.KeyPrefix, want)
 		}
 	}
 	if sw.Points[0].Dir != "01-nolock-w1-r100000-try" {

@@ -263,7 +263,7 @@ func capacityRun(r *RunDir, slo *SLO) capacityItem {
 	}
 	return capacityItem{Text: t, More: []text{
 		ttlHeadroom(r, "Here"),
-		text{}.p("Configuration: %s Machine: %s.", describeConfig(s.Config, s.Engine, s.Masters, s.LocalMasters, s.Machine.RedisVersion), describeMachine(s.Machine)),
+		text{}.p("Configuration: %s Machine: %s.", describeConfig(s.Config.Map(), s.Engine, s.Masters, s.LocalMasters, s.Machine.RedisVersion), describeMachine(s.Machine)),
 	}}
 }
 
@@ -289,7 +289,7 @@ func capacityCompare(in *Input, slo *SLO) capacityItem {
 		s := first.Summary
 		cfg := c.Config
 		if len(cfg) == 0 {
-			cfg = s.Config
+			cfg = s.Config.Map()
 		}
 		item.More = append(item.More, text{}.p("Configuration: %s Machine: %s.",
 			describeConfig(cfg, strings.Join(c.Engines, ", "), s.Masters, s.LocalMasters, s.Machine.RedisVersion), describeMachine(s.Machine)))

@@ -402,7 +402,6 @@ func defaultMergeLabel(runs []*RunDir) string {
 // clone copies s deeply enough that merging into the copy leaves s alone.
 func (s *Summary) clone() *Summary {
 	c := *s
-	c.Config = maps.Clone(s.Config)
 	c.Errors = maps.Clone(s.Errors)
 	c.ErrorExamples = maps.Clone(s.ErrorExamples)
 	c.Masters = slices.Clone(s.Masters)
@@ -425,9 +424,7 @@ func (s *Summary) Merge(o *Summary) (notes []string) {
 			s.ViolationExamples[i].Source = s.Label
 		}
 	}
-	cfg := s.RunConfig()
-	notes = cfg.merge(o.RunConfig())
-	s.Config = cfg.Map()
+	notes = s.Config.merge(o.Config)
 	s.Machine.merge(o.Machine)
 	if !sameSet(s.Masters, o.Masters) {
 		notes = append(notes, "the runs used different masters; a merged run should be one load on the same masters")

@@ -42,7 +42,7 @@ func TestMergeHalvesEqualsWhole(t *testing.T) {
 			Attempts: acquired + 5, Acquired: acquired, Contended: 5, Errors: map[string]int64{"no_quorum": 1, "timeout": 0, "other": 2, "release": 0},
 			Violations: 1, ViolationExamples: []Violation{{Resource: "rlb:1", FirstHolder: 1, SecondHolder: 2, AtS: 3}},
 			Checked: true, Masters: []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"},
-			Config:  map[string]any{"workers": 64, "rate": 0, "ttl": "10s", "resources": 1000},
+			Config:  RunConfig{Workers: 64, Rate: 0, TTL: "10s", Resources: 1000},
 			Machine: Machine{Hostname: host, OS: "linux", Arch: "amd64", CPUs: 2, GOMAXPROCS: 2, GoVersion: "go1.26.0"},
 		}
 		s.AcquiredPerSec = float64(acquired) / 10
@@ -97,7 +97,7 @@ func TestMergeHalvesEqualsWhole(t *testing.T) {
 	if s.Label != "merged-pod" || s.Machine.Hostname != "load-a,load-b" || s.Machine.CPUs != 4 || !s.Checked {
 		t.Errorf("label %q machine %+v checked %v", s.Label, s.Machine, s.Checked)
 	}
-	if got := configInt(s.Config, "workers"); got != 128 {
+	if got := s.Config.Workers; got != 128 {
 		t.Errorf("merged workers %d, want 128", got)
 	}
 	// Unknown integer counters are summed; an unknown ratio is left out;

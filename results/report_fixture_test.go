@@ -115,13 +115,13 @@ func writeSynthRun(t testing.TB, dir string, r synthRun) *Summary {
 	s := &Summary{
 		Engine: r.engine,
 		Label:  r.label,
-		Config: map[string]any{
-			"engine": r.engine, "workers": r.workers, "rate": r.rate, "ttl": r.ttl, "mode": r.mode,
-			"duration": (time.Duration(r.seconds) * time.Second).String(), "warmup": (time.Duration(r.warmupS) * time.Second).String(),
-			"hold": "exp:1ms", "resources": 1000, "distribution": "uniform", "check": true, "seed": 1, "clients": 1,
-			"key_prefix": "rlb:", "quarantine": "observed", "masters": "", "local_masters": 5, "ops": 0, "label": r.label,
-			"wait_timeout": "5s",
+		Config: RunConfig{
+			Engine: r.engine, Workers: r.workers, Rate: r.rate, TTL: r.ttl, Mode: r.mode,
+			Duration: (time.Duration(r.seconds) * time.Second).String(), Warmup: (time.Duration(r.warmupS) * time.Second).String(),
+			Hold: "exp:1ms", Resources: 1000, Distribution: "uniform", Check: true, Seed: 1, Clients: 1,
+			KeyPrefix: "rlb:", Quarantine: "observed", LocalMasters: 5, Label: r.label, WaitTimeout: "5s",
 		},
+
 		Machine:      Machine{Hostname: r.hostname, OS: "linux", Arch: "amd64", CPUs: 2, GOMAXPROCS: 2, GoVersion: "go1.26.0", RedisVersion: "7.0.15"},
 		Masters:      []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:7004", "127.0.0.1:7005"},
 		LocalMasters: true,

@@ -32,10 +32,10 @@ func fixedSummary() *Summary {
 	s := &Summary{
 		Engine: "redlock",
 		Label:  "golden",
-		Config: map[string]any{
-			"engine": "redlock", "workers": 64, "resources": 1000, "distribution": "zipf:1.1",
-			"mode": "try", "hold": "exp:1ms", "ttl": "10s", "duration": "10s", "warmup": "1s",
-			"rate": 0, "check": true,
+		Config: RunConfig{
+			Engine: "redlock", Workers: 64, Resources: 1000, Distribution: "zipf:1.1",
+			Mode: "try", Hold: "exp:1ms", TTL: "10s", Duration: "10s", Warmup: "1s",
+			Rate: 0, Check: true,
 		},
 		Machine: Machine{
 			Hostname: "bench-1", OS: "linux", Arch: "amd64", CPUs: 2, GOMAXPROCS: 2,
@@ -90,8 +90,8 @@ func fixedWaitSummary() *Summary {
 	s := fixedSummary()
 	s.Label = "golden-wait"
 	s.Mode = "wait"
-	s.Config["mode"] = "wait"
-	s.Config["extend"] = true
+	s.Config.Mode = "wait"
+	s.Config.Extend = true
 	s.Extensions = 23456
 	s.WokenByNotification = 5120
 	s.FallbackRetries = 17

@@ -24,7 +24,7 @@ type Summary struct {
 	Label string `json:"label"`
 	// Config holds every flag of the run by name (dashes become
 	// underscores), with the value in effect, defaults included.
-	Config map[string]any `json:"config"`
+	Config RunConfig `json:"config"`
 	// Machine describes where the run took place.
 	Machine Machine `json:"machine"`
 	// Masters are the Redis masters used (empty for engines without Redis).
@@ -400,9 +400,6 @@ func WriteJSON(w io.Writer, s *Summary) error {
 	if c.ErrorExamples == nil {
 		c.ErrorExamples = map[string]string{}
 	}
-	if c.Config == nil {
-		c.Config = map[string]any{}
-	}
 	return writeJSON(w, &c)
 }
 
@@ -414,7 +411,7 @@ func WriteText(w io.Writer, s *Summary) error {
 	var b strings.Builder
 	p := printer(func(format string, a ...any) { fmt.Fprintf(&b, format, a...) })
 	p.header(s)
-	p.config(s.Config)
+	p.config(s.Config.Map())
 	p.counters(s)
 	p.latency(s)
 	p.safety(s)
@@ -698,15 +695,5 @@ func (c *RunConfig) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// RunConfigOf reads a config map (summary.json's, or one built in memory)
-// as a RunConfig; settings it lacks stay zero.
-func RunConfigOf(m map[string]any) RunConfig {
-	var c RunConfig
-	if b, err := json.Marshal(m); err == nil {
-		c.UnmarshalJSON(b)
-	}
-	return c
-}
-
-// RunConfig is the summary's config, typed.
-func (s *Summary) RunConfig() RunConfig { return RunConfigOf(s.Config) }
+// RunConfig is the summary's config.
+func (s *Summary) RunConfig() RunConfig { return s.Config }

@@ -52,7 +52,7 @@ func TestSummaryMerge(t *testing.T) {
 		return &Summary{
 			Label: label, StartedAt: start, Checked: true, Attempts: 10, Acquired: 8, Contended: 2,
 			BacklogMax: 5, Errors: map[string]int64{"timeout": 1},
-			Config:            RunConfig{Workers: 4, Clients: 1, Rate: 100, TTL: ttl, Seed: 1, Label: label}.Map(),
+			Config:            RunConfig{Workers: 4, Clients: 1, Rate: 100, TTL: ttl, Seed: 1, Label: label},
 			Machine:           Machine{Hostname: "host", CPUs: 2, GOMAXPROCS: 2},
 			Fairness:          Fairness{Jain: 0.9, Min: 1, Max: 3},
 			Masters:           []string{"a:1", "b:1"},
@@ -112,7 +112,7 @@ func TestSummaryMerge(t *testing.T) {
 // A Jain index that was never measured (a merged run's) is not printed as
 // a measured 0.
 func TestWriteTextJainNotMeasured(t *testing.T) {
-	s := &Summary{Label: "m", Fairness: Fairness{Min: 1, Max: 9}, Config: RunConfig{Workers: 8}.Map()}
+	s := &Summary{Label: "m", Fairness: Fairness{Min: 1, Max: 9}, Config: RunConfig{Workers: 8}}
 	var b strings.Builder
 	if err := WriteText(&b, s); err != nil {
 		t.Fatal(err)

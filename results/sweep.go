@@ -132,8 +132,8 @@ func PointFromSummary(index int, value float64, dir string, s *Summary, latency 
 		Interrupted:    s.Interrupted,
 		LatencyUs:      s.Latency(latency),
 	}
-	p.Workers = configInt(s.Config, "workers")
-	p.Rate = configFloat(s.Config, "rate")
+	p.Workers = s.Config.Workers
+	p.Rate = s.Config.Rate
 	return p
 }
 

@@ -410,10 +410,19 @@ func TestFreshMastersQuarantineIsWaitedOut(t *testing.T) {
 	if s.Acquired == 0 || s.Errors["no_quorum"] != 0 {
 		t.Errorf("after the wait: acquired %d, errors %v", s.Acquired, s.Errors)
 	}
+	// The wait ends when a quorum votes; a master started a little later
+	// may still sit out the rest of its own quarantine.
+	up := 0
 	for _, n := range s.Nodes {
-		if n.State != "up" || n.Restarts != 0 {
-			t.Errorf("node %s: state %s, restarts %d", n.Addr, n.State, n.Restarts)
+		if n.Restarts != 0 {
+			t.Errorf("node %s: restarts %d", n.Addr, n.Restarts)
 		}
+		if n.State == "up" {
+			up++
+		}
+	}
+	if up < len(s.Nodes)/2+1 {
+		t.Errorf("only %d of %d masters up after the wait: %+v", up, len(s.Nodes), s.Nodes)
 	}
 }
 

@@ -105,7 +105,11 @@ func (rig *faultRig) stop() []results.FaultEvent {
 	}
 	rig.cancel()
 	<-rig.done
-	return rig.events
+	out := make([]results.FaultEvent, len(rig.events))
+	for i, e := range rig.events {
+		out[i] = results.FaultEvent(e)
+	}
+	return out
 }
 
 // onEvent is the injector's callback: a fault took effect or ended.
@@ -114,11 +118,11 @@ func (rig *faultRig) onEvent(e fault.Event) {
 	defer rig.mu.Unlock()
 	for i := range rig.seen {
 		if rig.seen[i].Fault == e.Fault {
-			rig.seen[i] = e
+			rig.seen[i] = results.FaultEvent(e)
 			return
 		}
 	}
-	rig.seen = append(rig.seen, e)
+	rig.seen = append(rig.seen, results.FaultEvent(e))
 }
 
 // active names the faults in effect at some time in [fromS, toS), seconds

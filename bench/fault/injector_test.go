@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redlock-bench/redlock/results"
 )
 
 // fakeProc records the calls the injector makes, for tests of timing and
@@ -187,7 +189,7 @@ func TestEventJSON(t *testing.T) {
 		from, to float64
 		want     bool
 	}{{0, 1, true}, {9, 10, true}, {10, 11, true}, {11, 12, false}} {
-		if got := e.During(tt.from, tt.to); got != tt.want {
+		if got := results.FaultEvent(e).During(tt.from, tt.to); got != tt.want {
 			t.Errorf("During(%v, %v) = %v, want %v", tt.from, tt.to, got, tt.want)
 		}
 	}

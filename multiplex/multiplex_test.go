@@ -255,6 +255,10 @@ func TestParseServerInfo(t *testing.T) {
 			multiplex.ServerInfo{Version: "7.0.15", RunID: "f00d", Uptime: 7 * time.Second, Role: "slave",
 				MasterAddr: "127.0.0.1:6380", ServerTime: time.UnixMicro(1700000000123456)}},
 		{"master", "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n", multiplex.ServerInfo{Role: "master"}},
+		{"valkey", "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:8.0.1\r\nrun_id:v1\r\n",
+			multiplex.ServerInfo{Version: "8.0.1", Server: "valkey", RunID: "v1"}},
+		{"valkey, its version first", "valkey_version:8.1.0\r\nredis_version:7.2.4\r\n",
+			multiplex.ServerInfo{Version: "8.1.0", Server: "valkey"}},
 		{"bad numbers", "uptime_in_seconds:x\r\nserver_time_usec:-3\r\n", multiplex.ServerInfo{}},
 	} {
 		got := multiplex.ParseServerInfo(tc.txt)

@@ -200,8 +200,10 @@ type Node struct {
 
 // ServerInfo is what a node said about itself on its last new connection.
 type ServerInfo struct {
-	Version string // redis_version
-	RunID   string
+	Version string // redis_version, or valkey_version on Valkey
+	// Server is "valkey" on Valkey, empty on Redis.
+	Server string
+	RunID  string
 	// Uptime is uptime_in_seconds at connect.
 	Uptime time.Duration
 	// Role is INFO replication's role: "master" for a usable node, "slave"
@@ -501,7 +503,14 @@ func ParseServerInfo(txt string) ServerInfo {
 		}
 		switch k {
 		case "redis_version":
-			si.Version = v
+			if si.Server != "valkey" {
+				si.Version = v
+			}
+		case "valkey_version":
+			// Valkey also reports redis_version, frozen at 7.2.4 for
+			// compatibility; its own version is the one that says what
+			// it can do.
+			si.Server, si.Version = "valkey", v
 		case "run_id":
 			si.RunID = v
 		case "uptime_in_seconds":

@@ -286,13 +286,11 @@ func TestReviewReleaseAfterABrokenAcquireConnection(t *testing.T) {
 	// lease counts m0 as unsure.
 	px.stall.Store(false)
 	px.breakStalled()
-	time.Sleep(100 * time.Millisecond) // the lease hears of the broken connection
+	eventually(t, 5*time.Second, "the lease heard of the broken connection", func() bool { return l.Nodes()[0].Failed > 0 })
 	if err := le.Release(context.Background()); err != nil {
 		t.Logf("Release: %v", err)
 	}
-	if px.newConns.Load() == 0 {
-		t.Fatal("set-up: the release did not reach m0 on a new connection")
-	}
+	eventually(t, 5*time.Second, "set-up: the release reached m0 on a new connection", func() bool { return px.newConns.Load() > 0 })
 	px.flushStalled() // the SET reaches m0 after the delete did
 	deadline := time.Now().Add(2 * time.Second)
 	for v := e.get(0, res); v != ""; v = e.get(0, res) {

@@ -128,26 +128,12 @@ func (c *ChaosConfig) Validate() error {
 		return cfgErr("jump", c.Jump, "must be positive")
 	}
 	if len(c.Masters) > 0 {
-		for _, m := range c.Masters {
-			if err := checkLoopbackOrHost(m); err != nil {
-				return cfgErr("masters", strings.Join(c.Masters, ","), "%v", err)
-			}
+		if _, err := ParseMasters(strings.Join(c.Masters, ",")); err != nil {
+			return cfgErr("masters", strings.Join(c.Masters, ","), "%v", err)
 		}
 	}
 	if _, err := ParseQuarantine(c.Quarantine); err != nil {
 		return cfgErr("quarantine", c.Quarantine, "%v", err)
-	}
-	return nil
-}
-
-// checkLoopbackOrHost checks that a master address is host:port.
-func checkLoopbackOrHost(a string) error {
-	i := strings.LastIndexByte(a, ':')
-	if i <= 0 {
-		return fmt.Errorf("%q is not host:port", a)
-	}
-	if p, err := strconv.Atoi(a[i+1:]); err != nil || p <= 0 || p > 65535 {
-		return fmt.Errorf("%q has no valid port", a)
 	}
 	return nil
 }

@@ -128,7 +128,7 @@ func TestChaosBadFlags(t *testing.T) {
 		{[]string{"--ttl", "1ms"}, "--ttl: must be in 50ms..1m, got 1ms"},
 		{[]string{"--duration", "0s"}, "--duration: must be positive, got 0s"},
 		{[]string{"--quarantine", "maybe"}, "--quarantine: must be off, observed or always, got maybe"},
-		{[]string{"--masters", "nohost"}, `--masters: "nohost" is not host:port, got nohost`},
+		{[]string{"--masters", "nohost"}, `--masters: address "nohost": want host:port, got nohost`},
 		{[]string{"--seed", "x"}, `chaos: invalid argument "x" for "--seed" flag: strconv.ParseUint: parsing "x": invalid syntax`},
 		{[]string{"--workers", "-1"}, "--workers: must be in 1..256, got -1"},
 		{[]string{"--jump", "-1s"}, "--jump: must be positive, got -1s"},

@@ -32,7 +32,9 @@ func (f *fakeRuns) run(ctx context.Context, cfg Config) (*Result, error) {
 	f.mu.Unlock()
 	s := &results.Summary{
 		Engine: cfg.Engine, Label: cfg.Label, Config: cfg.Flags(), Mode: string(cfg.Mode),
-		Masters: cfg.Masters, DurationS: 1, Attempts: 100, Acquired: int64(90 + n), Contended: 10,
+		// As Run does: masters a sweep or comparison started count as local.
+		Masters: cfg.Masters, LocalMasters: cfg.sharedLocal && len(cfg.Masters) > 0,
+		DurationS: 1, Attempts: 100, Acquired: int64(90 + n), Contended: 10,
 		AcquiredPerSec: float64(1000 * (n + 1)), Errors: map[string]int64{}, Checked: true,
 	}
 	s.Machine.CPUs = 2

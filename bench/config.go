@@ -27,6 +27,9 @@ type Config struct {
 	// LocalMasters is how many redis-server to start when Masters is empty
 	// (--local-masters). Default 5.
 	LocalMasters int
+	// sharedLocal: the caller (a sweep, a comparison) started the masters
+	// named in Masters, so the summary counts them as local.
+	sharedLocal bool
 	// Workers is the number of concurrent goroutines (--workers). Default 64.
 	Workers int
 	// Clients is the number of independent engine instances, each with its

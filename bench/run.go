@@ -226,6 +226,7 @@ func runDir(ctx context.Context, runFn func(context.Context, Config) (*Result, e
 	}
 	w := bufio.NewWriter(f)
 	cfg.IntervalLog = w
+	cfg.sharedLocal = sharedLocal
 	res, runErr := runFn(ctx, cfg)
 	flushErr := w.Flush()
 	closeErr := f.Close()
@@ -235,7 +236,6 @@ func runDir(ctx context.Context, runFn func(context.Context, Config) (*Result, e
 	if err := errors.Join(flushErr, closeErr); err != nil {
 		return res, fmt.Errorf("bench: write interval log: %w", err)
 	}
-	res.Summary.LocalMasters = res.Summary.LocalMasters || (sharedLocal && len(res.Summary.Masters) > 0)
 	return res, res.WriteDir(dir)
 }
 
@@ -658,7 +658,7 @@ func (r *runner) summary(faultLog []results.FaultEvent) *results.Summary {
 		Mode:         string(cfg.Mode),
 		LoadModel:    "closed",
 		Masters:      append([]string{}, r.site.masters...),
-		LocalMasters: r.site.local,
+		LocalMasters: r.site.local || (cfg.sharedLocal && len(r.site.masters) > 0),
 		Nodes:        r.nodes(),
 		Attempts:     tot.c.attempts,
 		Acquired:     tot.c.acquired,

@@ -116,10 +116,16 @@ func checkClocks(pool *multiplex.Pool, maxTTL time.Duration) error {
 	return nil
 }
 
-// checkKey refuses a lock key in the engine's internal namespace.
-func checkKey(key string) error {
-	if strings.HasPrefix(key, internalPrefix) {
-		return fmt.Errorf("engine: resource key %q: %w", key, ErrReservedResource)
+// checkKey refuses a lock key (prefix + resource) in the engine's internal
+// namespace. It builds the key only for the error: attempts call it on
+// the hot path.
+func checkKey(prefix, resource string) error {
+	reserved := strings.HasPrefix(prefix, internalPrefix)
+	if !reserved && strings.HasPrefix(internalPrefix, prefix) {
+		reserved = strings.HasPrefix(resource, internalPrefix[len(prefix):])
+	}
+	if reserved {
+		return fmt.Errorf("engine: resource key %q: %w", prefix+resource, ErrReservedResource)
 	}
 	return nil
 }

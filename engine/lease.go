@@ -44,8 +44,9 @@ type Lease struct {
 	// broken: unsure masters whose connection failed under the acquire;
 	// the SET may still run after a delete sent on a new connection.
 	broken uint64
-	// undoReplies retries this lease's undo deletes (see undoNodes).
-	undoReplies retriedUndo
+	// undoAgain: masters still owed the later pass of an undo (see
+	// undoNodes).
+	undoAgain   uint64
 	failed      bool // the attempt did not acquire
 	released    bool
 	endErr      error // why the lease stopped being trustworthy
@@ -484,19 +485,17 @@ func (le *Lease) handOff(ctx context.Context) bool {
 	next.validUntil = le.validUntil
 	le.mu.Unlock()
 	next.initVotes(len(le.votes))
-	next.undoReplies.le = next
-	margin := time.Duration(0)
 	if l.cfg.Fencing {
 		// Nobody else could take a token while we held the lock, so the
 		// counters are at most ours: the successor's is one more.
 		ours := multiplex.Tally{Votes: []multiplex.Vote{{Outcome: multiplex.OK, Value: le.token}}}
+		// fence also keeps a round's span of validity in hand.
 		if err := next.fence(ctx, ours); err != nil {
 			return false
 		}
-		margin = l.roundSpan()
 	}
 	le.mu.Lock()
-	if le.released || !le.canHandOffLocked(margin) {
+	if le.released || !le.canHandOffLocked(0) {
 		le.mu.Unlock()
 		return false
 	}

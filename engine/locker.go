@@ -193,7 +193,6 @@ func (l *Locker) try(ctx context.Context, resource string, mark bool) (*Lease, e
 		value:    newValue(),
 	}
 	le.initVotes(l.pool.Len())
-	le.undoReplies.le = le
 	cmd := multiplex.Command{Name: "SET", Key: le.key, SkipIfFailed: true}
 	classify := classifyAcquireGet
 	switch {
@@ -246,7 +245,7 @@ func (l *Locker) checkResource(resource string) error {
 	if resource == "" {
 		return ErrEmptyResource
 	}
-	return checkKey(l.cfg.KeyPrefix + resource)
+	return checkKey(l.cfg.KeyPrefix, resource)
 }
 
 func (l *Locker) acquireError(resource string, t multiplex.Tally) error {

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -30,31 +29,25 @@ func (l *Locker) undoNodes(le *Lease, nodes uint64) {
 		return
 	}
 	le.mu.Lock()
-	broken := nodes & le.broken
+	le.undoAgain |= nodes & le.broken
 	le.mu.Unlock()
-	u := &le.undoReplies
-	u.mu.Lock()
-	u.again |= broken
-	u.mu.Unlock()
-	u.send(nodes)
+	(*undoReplies)(le).send(nodes)
 }
 
-// retriedUndo receives the replies to a lease's undo deletes. It lives in
-// the Lease, so that the late replies of an uncontended cycle, which are
-// undone on every cycle, allocate nothing for it.
-type retriedUndo struct {
-	le    *Lease // set when the lease is made, read-only after
-	mu    sync.Mutex
-	again uint64 // nodes still owed the later pass
-}
+// undoReplies is the Lease seen as the multiplex.LateHandler of its undo
+// deletes, as acquireReplies is for its acquire: a pointer conversion, so
+// that the late replies of an uncontended cycle, undone on every cycle,
+// allocate nothing for it.
+type undoReplies Lease
 
-func (u *retriedUndo) send(nodes uint64) {
-	u.le.l.pool.Post(u.le.releaseCommand(nodes, undoScript), classifyInt, u)
+func (u *undoReplies) send(nodes uint64) {
+	le := (*Lease)(u)
+	le.l.pool.Post(le.releaseCommand(nodes, undoScript), classifyInt, u)
 }
 
 // Late receives each delete's reply.
-func (u *retriedUndo) Late(node int, v multiplex.Vote) {
-	le := u.le
+func (u *undoReplies) Late(node int, v multiplex.Vote) {
+	le := (*Lease)(u)
 	l := le.l
 	// Past the key's lifetime a SET can no longer be waiting to run.
 	if l.closed.Load() || time.Since(le.start) > l.cfg.TTL+l.cfg.ConnTimeout {
@@ -63,10 +56,10 @@ func (u *retriedUndo) Late(node int, v multiplex.Vote) {
 	bit := uint64(1) << node
 	_, reply := rueidis.IsRedisErr(v.Err)
 	if v.Outcome == multiplex.OK || v.Outcome == multiplex.Refused || (v.Outcome == multiplex.Failed && reply) {
-		u.mu.Lock()
-		later := u.again&bit != 0
-		u.again &^= bit
-		u.mu.Unlock()
+		le.mu.Lock()
+		later := le.undoAgain&bit != 0
+		le.undoAgain &^= bit
+		le.mu.Unlock()
 		if later {
 			time.AfterFunc(min(l.cfg.ConnTimeout, l.cfg.TTL/2), func() { u.send(bit) })
 		}

@@ -1,10 +1,15 @@
 # Targets a newcomer would guess. Each installs what it needs (redis-server
 # from Debian's packages, as root) or stops with a clear message.
 GO       ?= go
-PKGS     := ./...
+# The library (engine, multiplex) is the root module, with only the
+# dependencies a service importing it must accept; the tools (bench,
+# results, cmd) are modules of their own, tied together by go.work.
+MODULES  := . bench results cmd
+PKGS     := $(patsubst %,./%/...,$(MODULES:.=))
+PKGS     := ./... $(PKGS)
 RUNS     := results/runs
 
-.PHONY: all test bench compare scenarios chaos controls lint vet fmt cover benchmark clean deps test-deps
+.PHONY: all modules test bench compare scenarios chaos controls lint vet fmt cover benchmark clean deps test-deps
 
 all: test
 
@@ -17,8 +22,14 @@ deps:
 test-deps: deps
 	@./.ci/ensure-chromium
 
-test: test-deps
-	$(GO) vet $(PKGS)
+# modules vets each module on its own go.mod, without
+# go.work, and that its go.mod and go.sum are tidy: the library module must
+# not pick up a tool's dependencies.
+modules:
+	@for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy -diff >/dev/null && GOWORK=off $(GO) vet ./...) || \
+		{ echo "module $$m does not build on its own go.mod, or is not tidy (run: cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done
+
+test: test-deps modules
 	$(GO) test -race -count=1 -timeout 12m $(PKGS)
 
 # benchmark runs the go test micro-benchmarks (one TryLock+Release cycle, ...).

@@ -1,0 +1,59 @@
+module github.com/redlock-bench/redlock/cmd
+
+go 1.26.0
+
+require (
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0 // indirect
+	github.com/Shopify/toxiproxy/v2 v2.12.0 // indirect
+	// redsync v4.18.0 is the baseline of bench/redsync.go; v4.18.1 differs
+	// only in wanting rueidiscompat v1.0.79, which the module proxy refuses
+	// (403), so rueidiscompat is pinned at v1.0.78.
+	github.com/go-redsync/redsync/v4 v4.18.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	github.com/redis/rueidis v1.0.79 // indirect
+	github.com/redis/rueidis/rueidiscompat v1.0.78 // indirect
+	github.com/rs/zerolog v1.33.0 // indirect
+	github.com/spf13/pflag v1.0.10
+)
+
+require (
+	codeberg.org/go-fonts/liberation v0.5.0 // indirect
+	codeberg.org/go-latex/latex v0.2.0 // indirect
+	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
+	git.sr.ht/~sbinet/gg v0.7.0 // indirect
+	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
+	github.com/gorilla/mux v1.8.1 // indirect
+	github.com/klauspost/compress v1.17.11 // indirect
+	github.com/mattn/go-colorable v0.1.13 // indirect
+	github.com/mattn/go-isatty v0.0.20 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_golang v1.21.1 // indirect
+	github.com/prometheus/client_model v0.6.1 // indirect
+	github.com/prometheus/common v0.62.0 // indirect
+	github.com/prometheus/procfs v0.15.1 // indirect
+	github.com/rs/xid v1.5.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/image v0.30.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+	gonum.org/v1/plot v0.17.0 // indirect
+	google.golang.org/protobuf v1.36.1 // indirect
+	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
+)
+
+require github.com/redlock-bench/redlock v0.0.0
+
+replace github.com/redlock-bench/redlock => ../
+
+require (
+	github.com/redlock-bench/redlock/bench v0.0.0
+	github.com/redlock-bench/redlock/results v0.0.0
+)
+
+replace (
+	github.com/redlock-bench/redlock/bench => ../bench
+	github.com/redlock-bench/redlock/results => ../results
+)

@@ -61,14 +61,17 @@ func (t *topic) done(i int) {
 	}
 }
 
-// subscription wakes one waiter. C has room for one signal, so a release
-// between two waits is not lost, and the masters' messages for one release
-// wake a waiter at most twice: once, and once more if they came while it
-// was retrying. That second retry is needed: the first can reach a master
+// subscription wakes one waiter, when a release names its id (see
+// releaseScript: a release wakes the waiter first in the resource's queue,
+// not every subscriber). C has room for one signal, so a release between
+// two waits is not lost, and the masters' messages for one release wake a
+// waiter at most twice: once, and once more if they came while it was
+// retrying. That second retry is needed: the first can reach a master
 // whose delete is still on its way, and be refused there.
 type subscription struct {
 	n       *notifier
 	channel string
+	id      string // the waiter's id in the resource's queue
 	C       chan struct{}
 }
 
@@ -104,12 +107,12 @@ func newNotifier(pool *multiplex.Pool) *notifier {
 	return n
 }
 
-// subscribe registers a waiter for resource key's releases, and returns
+// subscribe registers waiter id for resource key's releases, and returns
 // once the masters have confirmed the subscription, or ctx ended, or the
 // masters still silent were given the node timeout. The caller must close
 // the subscription.
-func (n *notifier) subscribe(ctx context.Context, key string) *subscription {
-	s := &subscription{n: n, channel: releasedPrefix + key, C: make(chan struct{}, 1)}
+func (n *notifier) subscribe(ctx context.Context, key, id string) *subscription {
+	s := &subscription{n: n, channel: releasedPrefix + key, id: id, C: make(chan struct{}, 1)}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -349,6 +352,9 @@ func (n *notifier) deliver(m rueidis.PubSubMessage) {
 	defer n.mu.Unlock()
 	if t := n.topics[m.Channel]; t != nil {
 		for s := range t.waiters {
+			if s.id != m.Message {
+				continue // the release named another waiter
+			}
 			select {
 			case s.C <- struct{}{}:
 			default:

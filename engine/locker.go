@@ -355,7 +355,10 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 		sub   *subscription
 		tk    *ticket
 		timer *time.Timer
-		last  error // the last attempt that was decided, not cut short
+		// settle bounds how long a woken waiter waits for the rest of the
+		// masters to give it the turn (see awaitTurns).
+		settle *time.Timer
+		last   error // the last attempt that was decided, not cut short
 	)
 	defer func() {
 		sub.close()
@@ -409,6 +412,11 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 		if timer == nil {
 			timer = time.NewTimer(d)
 			defer timer.Stop()
+			defer func() {
+				if settle != nil {
+					settle.Stop()
+				}
+			}()
 		} else {
 			timer.Reset(d)
 		}
@@ -426,6 +434,10 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 		case <-notified:
 			w.Notified++
 			w.Cause = WakeNotified
+			if !sub.awaitTurns(ctx, l.Quorum(), &settle) {
+				l.waiting.Add(-1)
+				return nil, errors.Join(last, ctx.Err())
+			}
 		case <-timer.C:
 			if held {
 				w.Fallbacks++

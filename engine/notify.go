@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -73,6 +74,42 @@ type subscription struct {
 	channel string
 	id      string // the waiter's id in the resource's queue
 	C       chan struct{}
+	// turns counts the masters that gave this waiter the turn since it
+	// last woke (see awaitTurns).
+	turns atomic.Int32
+}
+
+// settleTurns bounds how long a woken waiter waits for more masters to
+// give it the turn.
+const settleTurns = 2 * time.Millisecond
+
+// awaitTurns returns once quorum masters gave the waiter the turn since it
+// last woke, or settleTurns after the first did, so that its attempt does
+// not reach the masters whose release is still on its way, be refused
+// there, and take another round trip; false if ctx ended. settle is the
+// caller's timer, created on first use.
+func (s *subscription) awaitTurns(ctx context.Context, quorum int, settle **time.Timer) bool {
+	defer s.turns.Store(0)
+	if int(s.turns.Load()) >= quorum {
+		return true
+	}
+	if *settle == nil {
+		*settle = time.NewTimer(settleTurns)
+	} else {
+		(*settle).Reset(settleTurns)
+	}
+	for int(s.turns.Load()) < quorum {
+		select {
+		case <-s.C:
+		case <-(*settle).C:
+			return true
+		case <-ctx.Done():
+			(*settle).Stop()
+			return false
+		}
+	}
+	(*settle).Stop()
+	return true
 }
 
 // Connection states of a subNode.
@@ -355,6 +392,7 @@ func (n *notifier) deliver(m rueidis.PubSubMessage) {
 			if s.id != m.Message {
 				continue // the release named another waiter
 			}
+			s.turns.Add(1)
 			select {
 			case s.C <- struct{}{}:
 			default:

@@ -446,7 +446,7 @@ func ReadJSON(r io.Reader) (*Summary, error) {
 // SummarySchemaVersion.
 func CheckSchemaVersion(v int) error {
 	if v > SummarySchemaVersion {
-		return fmt.Errorf("results: summary.json has schema_version %d, newer than the %d this build reads: use a newer redlock-bench (%s)",
+		return fmt.Errorf("results: summary.json has schema_version %d, newer than the %d this build reads: use a newer redlock-bench (this one is %s)",
 			v, SummarySchemaVersion, version.Get().Version)
 	}
 	return nil

@@ -33,8 +33,8 @@ to COMMAND's process group, which gets SIGKILL if it has not exited after
 --grace (or at once on a second signal); then the lock is released.
 COMMAND runs in its own process group, so that its children get these
 signals too; it gets no signals from the terminal, and should not read from
-it. If redlock itself is killed with SIGKILL, COMMAND gets SIGTERM (not its
-children), and the lock's keys expire within --ttl.
+it. If redlock itself is killed with SIGKILL, COMMAND gets SIGTERM (on Linux;
+not its children), and the lock's keys expire within --ttl.
 
 Flags:
 %s
@@ -230,7 +230,7 @@ func acquireOrInterrupt(o *execOptions, sigs <-chan os.Signal) (*engine.Locker, 
 		cancel()
 		r := <-res
 		if r.le != nil {
-			release(r.le)
+			release(r.l, r.le)
 		}
 		if r.l != nil {
 			r.l.Close()
@@ -260,6 +260,7 @@ func acquire(ctx context.Context, o *execOptions) (*engine.Locker, *engine.Lease
 		return nil, nil, statusErrorf(exitConfig, "exec: masters cannot be used: %s", trimEngine(err))
 	}
 	var le *engine.Lease
+	base := answered(l)
 	if o.wait > 0 {
 		wctx, cancel := context.WithTimeout(ctx, o.wait)
 		le, err = l.Lock(wctx, o.resource)
@@ -270,6 +271,13 @@ func acquire(ctx context.Context, o *execOptions) (*engine.Locker, *engine.Lease
 	if err == nil {
 		return l, le, nil
 	}
+	// One attempt has one reply from each master to wait for; Lock made
+	// an unknown number.
+	want := int64(1)
+	if o.wait > 0 {
+		want = 0
+	}
+	settle(l, base, want)
 	l.Close()
 	var ve *engine.VotesError
 	detail := trimEngine(err)
@@ -314,11 +322,9 @@ func runHolding(o *execOptions, path string, l *engine.Locker, le *engine.Lease,
 	cmd.Args[0] = o.argv[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = commandEnv(os.Environ(), o.resource, le.Token(), o.fencing)
-	// Its own process group, so that the stop signals reach its children;
-	// the parent-death signal covers a redlock killed with SIGKILL.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = commandAttr()
 	if err := cmd.Start(); err != nil {
-		release(le)
+		release(l, le)
 		return statusErrorf(exitCannotRun, "exec: %s: %v", o.argv[0], err)
 	}
 	pgid := cmd.Process.Pid
@@ -385,7 +391,7 @@ loop:
 		}
 	}
 	status, desc := commandStatus(cmd, waitErr)
-	if err := release(le); err != nil && lost == nil {
+	if err := release(l, le); err != nil && lost == nil {
 		fmt.Fprintf(stderr, "redlock: release %q: %s (its keys expire within --ttl %s)\n", o.resource, trimEngine(err), o.ttl)
 	}
 	if lost != nil {
@@ -430,10 +436,15 @@ func commandStatus(cmd *exec.Cmd, waitErr error) (int, string) {
 	return ps.ExitCode(), fmt.Sprintf("exit status %d", ps.ExitCode())
 }
 
-func release(le *engine.Lease) error {
+// release releases le and waits for the deletes of masters that answer
+// after the quorum did, before the caller closes the Locker.
+func release(l *engine.Locker, le *engine.Lease) error {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	return le.Release(ctx)
+	base := answered(l)
+	err := le.Release(ctx)
+	settle(l, base, 1)
+	return err
 }
 
 func signalStatus(s os.Signal) int {

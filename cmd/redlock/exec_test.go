@@ -100,8 +100,14 @@ func start(t *testing.T, args ...string) *proc {
 		select {
 		case <-p.exited:
 		default:
-			p.cmd.Process.Kill()
-			<-p.exited
+			// A failed test: redlock stops its command as on Ctrl-C.
+			p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.exited:
+			case <-time.After(3 * time.Second):
+				p.cmd.Process.Kill()
+				<-p.exited
+			}
 		}
 	})
 	return p
@@ -400,11 +406,19 @@ func TestUnreachableMasters(t *testing.T) {
 }
 
 // Masters younger than the TTL are in the restart quarantine: no quorum.
+// The SETs ran all the same, the last reply after the attempt failed;
+// none may outlive redlock, or the next run finds the resource held for
+// the TTL (an hour here).
 func TestQuarantinedMastersAreNoQuorum(t *testing.T) {
 	t.Parallel()
-	status, _, stderr := runRedlock(t, "exec", "--masters", strings.Join(masters, ","), "--ttl", "1h", "quarantine", "--", "true")
-	if status != exitUnavailable || !strings.Contains(stderr, `no quorum for "quarantine"`) {
-		t.Errorf("status %d, want %d; stderr %q", status, exitUnavailable, stderr)
+	for i := 0; i < 3; i++ {
+		status, _, stderr := runRedlock(t, "exec", "--masters", strings.Join(masters, ","), "--ttl", "1h", "quarantine", "--", "true")
+		if status != exitUnavailable || !strings.Contains(stderr, `no quorum for "quarantine"`) {
+			t.Errorf("run %d: status %d, want %d; stderr %q", i, status, exitUnavailable, stderr)
+		}
+		if n := keys(t, "quarantine"); n != 0 {
+			t.Fatalf("run %d: the failed attempt's key is left on %d masters", i, n)
+		}
 	}
 }
 
@@ -465,4 +479,25 @@ func TestHelpListsExitStatuses(t *testing.T) {
 	if status != 0 {
 		t.Errorf("exec --help: status %d", status)
 	}
+}
+
+// Ctrl-C while waiting for the lock gives up at once: nothing runs, and
+// the holder keeps its lock.
+func TestInterruptWhileWaiting(t *testing.T) {
+	t.Parallel()
+	holder := start(t, exec1("waiting", "--", "sh", "-c", `echo ready; sleep 300`)...)
+	holder.waitOutput(t, "ready")
+	waiter := start(t, exec1("--wait", "20s", "waiting", "--", "sh", "-c", "echo must-not-run")...)
+	time.Sleep(300 * time.Millisecond)
+	waiter.cmd.Process.Signal(syscall.SIGINT)
+	status := waiter.wait(t, 5*time.Second)
+	if status != 128+int(syscall.SIGINT) || waiter.stdout.String() != "" ||
+		!strings.Contains(waiter.stderr.String(), `SIGINT while acquiring "waiting": COMMAND not run`) {
+		t.Errorf("status %d, stdout %q, stderr %q", status, waiter.stdout, waiter.stderr)
+	}
+	if n := keys(t, "waiting"); n != len(masters) {
+		t.Errorf("the holder's key is on %d masters, want %d", n, len(masters))
+	}
+	holder.cmd.Process.Signal(syscall.SIGINT)
+	holder.wait(t, 5*time.Second)
 }

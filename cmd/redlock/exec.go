@@ -30,7 +30,8 @@ If the lock is lost while COMMAND runs (an extension misses the quorum, or
 the lock's validity runs out), COMMAND's process group gets SIGTERM, and
 SIGKILL after --grace. SIGINT, SIGTERM and SIGHUP to redlock are forwarded
 to COMMAND's process group, which gets SIGKILL if it has not exited after
---grace (or at once on a second signal); then the lock is released.
+--grace (or at once on a second signal); then the lock is released. A
+signal redlock was started ignoring (nohup) stays ignored.
 COMMAND runs in its own process group, so that its children get these
 signals too; it gets no signals from the terminal, and should not read from
 it. If redlock itself is killed with SIGKILL, COMMAND gets SIGTERM (on Linux;
@@ -197,7 +198,13 @@ func execCommand(args []string, stdout, stderr io.Writer) error {
 	}
 
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		// A signal redlock was started ignoring (nohup, a background job
+		// of a script) stays ignored, for COMMAND too.
+		if !signal.Ignored(s) {
+			signal.Notify(sigs, s)
+		}
+	}
 	defer signal.Stop(sigs)
 
 	l, le, err := acquireOrInterrupt(o, sigs)

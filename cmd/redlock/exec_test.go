@@ -501,3 +501,21 @@ func TestInterruptWhileWaiting(t *testing.T) {
 	holder.cmd.Process.Signal(syscall.SIGINT)
 	holder.wait(t, 5*time.Second)
 }
+
+// Under nohup, SIGHUP stays ignored: redlock neither forwards it nor
+// stops, and the command runs to its end with the lock.
+func TestIgnoredHangupStaysIgnored(t *testing.T) {
+	t.Parallel()
+	p := &proc{cmd: exec.Command("nohup", append([]string{binary}, exec1("nohup", "--", "sh", "-c", `echo ready; sleep 0.5; echo end`)...)...),
+		stdout: &buffer{}, stderr: &buffer{}, exited: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	p.waitOutput(t, "ready")
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	if status := p.wait(t, 5*time.Second); status != 0 || !strings.Contains(p.stdout.String(), "end") {
+		t.Errorf("status %d, stdout %q, stderr %q", status, p.stdout, p.stderr)
+	}
+}

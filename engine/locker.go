@@ -207,8 +207,12 @@ func (l *Locker) try(ctx context.Context, resource string, tk *ticket) (*Lease, 
 		// The release finds the waiter's id in the value (see queuePrefix).
 		le.value = tk.id + idEnd + le.value
 	}
+	// A waiter's attempt goes to every master even once decided, so that
+	// it is queued on all of them: masters whose queues differ would each
+	// wake a different waiter.
+	skip := tk == nil
 	le.initVotes(l.pool.Len())
-	cmd := multiplex.Command{Name: "SET", Key: le.key, SkipIfFailed: true}
+	cmd := multiplex.Command{Name: "SET", Key: le.key, SkipIfFailed: skip}
 	classify := classifyAcquireGet
 	switch {
 	case l.cfg.Fencing:

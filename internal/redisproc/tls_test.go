@@ -39,8 +39,8 @@ func TestAuthAndTLSServers(t *testing.T) {
 			"WRONGPASS": {Password: "nope"},
 		}},
 		{"acl-user", redisproc.Options{User: "alice", Password: "pw2"}, map[string]redisproc.Conn{
-			"NOAUTH":    {},
-			"WRONGPASS": {Username: "bob", Password: "pw2"},
+			"NOAUTH":     {},
+			"WRONGPASS":  {Username: "bob", Password: "pw2"},
 			"WRONGPASS ": {Password: "pw2"}, // the default user is off
 		}},
 		{"mtls+password", redisproc.Options{Password: "pw3", TLS: mtls}, map[string]redisproc.Conn{

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/bench"
 	"github.com/redlock-bench/redlock/internal/redisproc"
 	"github.com/redlock-bench/redlock/multiplex/redistest"
 )
@@ -175,4 +177,34 @@ func TestRunAuthErrors(t *testing.T) {
 			noSecret(t, cmd.Dir, stdout.String(), stderr.String())
 		})
 	}
+}
+
+// A chaos soak on masters that want TLS and an ACL user: the engine
+// reaches them through its fault proxies (verifying the masters' host, not
+// the proxies'), the nemesis's own commands authenticate (no fault
+// errors), and the password is in none of its files.
+func TestChaosWithAuthAndTLS(t *testing.T) {
+	c, certs := tlsMasters(t)
+	out := filepath.Join(t.TempDir(), "chaos")
+	cmd := command(t, "chaos", "--masters", strings.Join(c.Addrs(), ","), "--duration", "2s", "--ttl", "500ms", "--seed", "3",
+		"--quarantine", "observed", "--out", out, "--user", "bench",
+		"--tls", "--cacert", certs.CAFile, "--cert", certs.ClientCert, "--key", certs.ClientKey)
+	cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+secret)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("exit %d: %s\n%s", exitStatus(err), stdout.String(), stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, bench.ChaosJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r bench.ChaosResult
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Passed || r.Acquired == 0 || totalFaults(&r) == 0 || len(r.FaultErrors) > 0 {
+		t.Errorf("verdict %s, %d acquired, faults %v, fault errors %v", r.Verdict, r.Acquired, r.Faults, r.FaultErrors)
+	}
+	noSecret(t, out, stdout.String(), stderr.String())
 }

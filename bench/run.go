@@ -148,7 +148,7 @@ func setUpFaults(ctx context.Context, cfg Config, masters []string, cluster *red
 	if len(cfg.Faults) == 0 {
 		return nil, nil
 	}
-	rig, err := newFaultRig(ctx, cfg.Faults, masters, cluster)
+	rig, err := newFaultRig(ctx, cfg.Faults, masters, cfg.conn(), cluster)
 	if err != nil {
 		return nil, err
 	}

@@ -87,6 +87,10 @@ func TestRunWithAuthAndTLS(t *testing.T) {
 			if !tc.env {
 				args = append(args, "-a", secret)
 			}
+			if tc.engine == "redlock" && tc.env {
+				// stall speaks to a master directly, with the credentials.
+				args = append(args, "--fault", "stall:0@200ms+200ms")
+			}
 			cmd := command(t, args...)
 			cmd.Env = append(os.Environ(), "REDISCLI_AUTH=")
 			if tc.env {
@@ -102,8 +106,14 @@ func TestRunWithAuthAndTLS(t *testing.T) {
 					t.Error(err)
 				}
 			}
-			if s := readSummary(t, out); s["acquired"].(float64) == 0 {
+			s := readSummary(t, out)
+			if s["acquired"].(float64) == 0 {
 				t.Errorf("acquired nothing: %v", s)
+			}
+			if tc.engine == "redlock" && tc.env {
+				if f, _ := s["faults"].([]any); len(f) != 1 || f[0].(map[string]any)["via"] != "CLIENT PAUSE" || f[0].(map[string]any)["error"] != nil {
+					t.Errorf("faults %v: want one stall by CLIENT PAUSE, without error", s["faults"])
+				}
 			}
 			for _, bad := range []string{"NOAUTH", "WRONGPASS", "tls:"} {
 				if strings.Contains(stderr.String(), bad) {

@@ -218,3 +218,24 @@ func TestChaosWithAuthAndTLS(t *testing.T) {
 	}
 	noSecret(t, out, stdout.String(), stderr.String())
 }
+
+// A comparison carries the credentials to every engine and run, and writes
+// the password in none of its files.
+func TestCompareWithAuthAndTLS(t *testing.T) {
+	c, certs := tlsMasters(t)
+	out := filepath.Join(t.TempDir(), "cmp")
+	cmd := command(t, "compare", "--engines", "redlock,redsync-goredis", "--masters", strings.Join(c.Addrs(), ","),
+		"--quarantine", "observed", "--workers", "4", "--duration", "250ms", "--warmup", "0", "--label", "auth", "--out", out,
+		"--user", "bench", "--tls", "--cacert", certs.CAFile, "--cert", certs.ClientCert, "--key", certs.ClientKey)
+	cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+secret)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("exit %d: %s", exitStatus(err), stderr.String())
+	}
+	runs, err := filepath.Glob(filepath.Join(out, "*", "summary.json"))
+	if err != nil || len(runs) < 2 {
+		t.Fatalf("run summaries %v, %v", runs, err)
+	}
+	noSecret(t, out, stdout.String(), stderr.String())
+}

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"crypto/tls"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -211,5 +212,75 @@ func TestAuthFailuresFailNew(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// aclCommands are the commands the README says a narrow ACL user needs.
+var aclCommands = []string{"hello", "auth", "info", "script|load", "evalsha", "eval", "set", "subscribe", "unsubscribe",
+	"get", "del", "append", "pexpire", "type", "time", "publish", "ping"}
+
+// An ACL user allowed only the commands the README lists can do
+// everything: lock, wait on a notification, extend, release, fence. The
+// control: without one of them (here DEL, which the release script calls)
+// the release fails.
+func TestNarrowACLUser(t *testing.T) {
+	rules := func(cmds []string) []string {
+		r := []string{"~*", "&*", "-@all"}
+		for _, c := range cmds {
+			r = append(r, "+"+c)
+		}
+		return r
+	}
+	ctx := context.Background()
+	creds := func(c *engine.Config) {
+		c.Username, c.Password = "narrow", "pw"
+		c.Fencing, c.AutoExtend = true, true
+		c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
+	}
+	c := redistest.StartT(t, 3, redistest.Options{User: "narrow", Password: "pw", UserRules: rules(aclCommands)})
+	holderL, waiterL := authLocker(t, c, creds), authLocker(t, c, creds)
+	holder, err := holderL.TryLock(ctx, "narrow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Extend(ctx, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *engine.Lease, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		le, err := waiterL.Lock(ctx, "narrow")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- le
+	}()
+	eventually(t, 5*time.Second, "waiter subscribed and waiting", func() bool {
+		return waiterL.Subscriptions() == 1 && waiterL.Waiting() == 1
+	})
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	le := <-got
+	if le == nil {
+		t.FailNow()
+	}
+	if w := le.Wait(); w.Cause != engine.WakeNotified || le.Token() <= holder.Token() {
+		t.Errorf("wait %+v, tokens %d then %d: want a notified wait and a larger token", w, holder.Token(), le.Token())
+	}
+	if err := le.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	without := redistest.StartT(t, 3, redistest.Options{User: "narrow", Password: "pw",
+		UserRules: rules(slices.DeleteFunc(slices.Clone(aclCommands), func(c string) bool { return c == "del" }))})
+	l := authLocker(t, without, creds)
+	le, err = l.TryLock(ctx, "narrow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := le.Release(ctx); err == nil || !strings.Contains(err.Error(), "can't run this command") {
+		t.Errorf("release without DEL: %v, want the ACL's refusal", err)
 	}
 }

@@ -39,6 +39,8 @@ type Options struct {
 	// (--requirepass) or, with User, that ACL user's (allowed every key,
 	// channel and command), the default user then turned off.
 	User, Password string
+	// UserRules are the ACL rules of User. Default: "~* &* +@all".
+	UserRules []string
 	// TLS, when set, makes the servers TLS-only (--port 0 --tls-port).
 	TLS *TLS
 }
@@ -242,7 +244,12 @@ func (n *Node) args() []string {
 	}
 	switch o := n.opts; {
 	case o.User != "":
-		a = append(a, "--user", o.User, "on", ">"+o.Password, "~*", "&*", "+@all", "--user", "default", "off")
+		rules := o.UserRules
+		if len(rules) == 0 {
+			rules = []string{"~*", "&*", "+@all"}
+		}
+		a = append(a, "--user", o.User, "on", ">"+o.Password)
+		a = append(append(a, rules...), "--user", "default", "off")
 	case o.Password != "":
 		a = append(a, "--requirepass", o.Password)
 	}

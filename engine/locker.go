@@ -53,6 +53,9 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		Scripts:           allScripts,
 		Quarantine:        cfg.Quarantine,
 		MaxTTL:            cfg.MaxTTL,
+		Username:          cfg.Username,
+		Password:          cfg.Password,
+		TLS:               cfg.TLS,
 		Tune:              cfg.Tune,
 	})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redlock-bench/redlock/bench"
 	"github.com/redlock-bench/redlock/bench/fault"
+	"github.com/redlock-bench/redlock/cmd/internal/connflags"
 	"github.com/redlock-bench/redlock/results"
 )
 
@@ -52,6 +53,7 @@ type runOptions struct {
 	fault        string
 	startAt      string
 	cpuProfile   string
+	conn         *connflags.Flags
 }
 
 func newRunFlags(o *runOptions) *pflag.FlagSet {
@@ -89,6 +91,7 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 	fs.StringVar(&o.startAt, "start-at", "", "wait until this RFC 3339 time (e.g. 2025-01-02T15:04:05Z) before the warm-up, to line up runs on several machines")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	_ = fs.MarkHidden("cpuprofile")
+	o.conn = connflags.Register(fs)
 	return fs
 }
 
@@ -231,6 +234,11 @@ func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 		}
 		c.Masters = m
 	}
+	conn, err := o.conn.Settings(fs.Changed("masters"))
+	if err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	c.Username, c.Password, c.TLS = conn.Username, conn.Password, conn.TLS
 	if fs.Changed("ops") {
 		if o.ops <= 0 {
 			return badFlag("ops", strconv.FormatInt(o.ops, 10), "must be > 0")
@@ -240,7 +248,6 @@ func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 		}
 		c.Ops = o.ops
 	}
-	var err error
 	if c.Distribution, err = bench.ParseDistribution(o.distribution); err != nil {
 		return badFlag("distribution", o.distribution, err.Error())
 	}

@@ -50,6 +50,7 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		Scripts:           allScripts,
 		Quarantine:        cfg.Quarantine,
 		MaxTTL:            cfg.MaxTTL,
+		DisableCoalesce:   cfg.DisableCoalesce,
 		Tune:              cfg.Tune,
 	})
 	if err != nil {

@@ -104,6 +104,14 @@ func subscribe(t *testing.T, addr string) func() []string {
 	}
 }
 
+// scriptCase is a script with one key's arguments and its classifier.
+type scriptCase struct {
+	name     string
+	s        *multiplex.Script
+	args     []string
+	classify multiplex.Classifier
+}
+
 // TestCoalescedScriptsMatchSingle runs every script on one master one key
 // at a time, and on another as one coalesced call over the same keys in
 // the same states: each key's reply (as its caller's classifier sees it),
@@ -137,12 +145,7 @@ func TestCoalescedScriptsMatchSingle(t *testing.T) {
 		{"fence-not-int", [][]string{{"SET", "F", "x"}}},
 		{"missing-fenced", [][]string{{"SET", "F", "9000000000000000"}}},
 	}
-	scripts := []struct {
-		name     string
-		s        *multiplex.Script
-		args     []string
-		classify multiplex.Classifier
-	}{
+	scripts := []scriptCase{
 		{"release", releaseScript, []string{v}, classifyInt},
 		{"undo", undoScript, []string{v}, classifyInt},
 		{"extend", extendScript, []string{v, "90000"}, classifyInt},
@@ -150,6 +153,11 @@ func TestCoalescedScriptsMatchSingle(t *testing.T) {
 		{"acquire-fence", acquireFenceScript, []string{v, "60000", "0"}, classifyFenced},
 		{"acquire-fence-mark", acquireFenceScript, []string{v, "60000", "1"}, classifyFenced},
 		{"fence", fenceScript, []string{"9000000000000005", v}, classifyInt},
+	}
+	for _, s := range allScripts {
+		if !slices.ContainsFunc(scripts, func(sc scriptCase) bool { return sc.s == s }) {
+			t.Errorf("a script is not compared here: %.60q", s.Body)
+		}
 	}
 	c := redistest.StartT(t, 2)
 	single, multi := direct(t, c.Nodes[0].Addr()), direct(t, c.Nodes[1].Addr())

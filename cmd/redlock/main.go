@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/redlock-bench/redlock/results/version"
 )
 
 const usage = `redlock runs commands under a distributed lock (Redlock) held on
@@ -15,6 +17,7 @@ independent Redis masters.
 Usage:
   redlock exec [flags] RESOURCE -- COMMAND [ARG...]   run COMMAND while holding RESOURCE
   redlock help                                        show this help
+  redlock --version                                   the version, VCS revision and Go version
 
 Run 'redlock exec --help' for its flags and exit statuses.
 `
@@ -43,6 +46,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
+	if wantsVersion(args) {
+		fmt.Fprintln(stdout, version.Get().Line("redlock"))
+		return 0
+	}
 	var err error
 	switch args[0] {
 	case "exec":
@@ -53,6 +60,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = usageErrorf("unknown command %q (known: exec, help)", args[0])
 	}
 	return exitCode(err, stderr)
+}
+
+// wantsVersion reports whether --version comes before the "--" that
+// starts the command, on any subcommand.
+func wantsVersion(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--version" || (a == "version" && a == args[0]) {
+			return true
+		}
+	}
+	return false
 }
 
 // statusError is an outcome with its exit status and a message, which may

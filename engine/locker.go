@@ -51,6 +51,9 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		Quarantine:        cfg.Quarantine,
 		MaxTTL:            cfg.MaxTTL,
 		DisableCoalesce:   cfg.DisableCoalesce,
+		Username:          cfg.Username,
+		Password:          cfg.Password,
+		TLS:               cfg.TLS,
 		Tune:              cfg.Tune,
 	})
 	if err != nil {

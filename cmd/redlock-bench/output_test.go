@@ -126,7 +126,7 @@ func TestRunJSONMatchesSchemaAndReportGates(t *testing.T) {
 
 	sch := summarySchema(t)
 	if err := validate(sch, stdout.Bytes()); err != nil {
-		t.Errorf("summary.json of a real run does not validate against results/summary.schema.json: %v", err)
+		t.Errorf("summary.json of a real run does not validate against results/summary.schema.json: %#v", err)
 	}
 	// The validator is not vacuous: a wrong type and a missing field fail.
 	for _, broken := range [][]byte{

@@ -46,7 +46,8 @@ func keyState(t *testing.T, c rueidis.Client, key string) string {
 	}
 	pttl, _ := c.Do(ctx, c.B().Pttl().Key(key).Build()).AsInt64()
 	fence, _ := c.Do(ctx, c.B().Get().Key(fencePrefix+key).Build()).ToString()
-	return fmt.Sprintf("%s expires=%v fence=%q", val, pttl > 0, fence)
+	queue, _ := c.Do(ctx, c.B().Zrange().Key(queuePrefix+key).Min("0").Max("-1").Build()).AsStrSlice()
+	return fmt.Sprintf("%s expires=%v fence=%q queue=%q", val, pttl > 0, fence, queue)
 }
 
 // outcome is a reply as a caller's classifier sees it. Error texts are
@@ -144,14 +145,19 @@ func TestCoalescedScriptsMatchSingle(t *testing.T) {
 		{"fenced", [][]string{{"SET", "K", "V", "PX", "60000"}, {"SET", "F", "9000000000000000"}}},
 		{"fence-not-int", [][]string{{"SET", "F", "x"}}},
 		{"missing-fenced", [][]string{{"SET", "F", "9000000000000000"}}},
+		// Waiters queued ("Q": the key's queue): a marked release or undo
+		// gives the turn to the first, whose token its acquire replaces.
+		{"marked-queued", [][]string{{"SET", "K", "V" + waitMark, "PX", "60000"}, {"ZADD", "Q", "1", "w:1", "2", "w:2"}}},
+		{"turn", [][]string{{"SET", "K", turnPrefix + "w:1", "PX", "60000"}, {"ZADD", "Q", "2", "w:2"}}},
+		{"their-turn", [][]string{{"SET", "K", turnPrefix + "w:2", "PX", "60000"}, {"ZADD", "Q", "1", "w:1"}}},
 	}
 	scripts := []scriptCase{
 		{"release", releaseScript, []string{v}, classifyInt},
 		{"undo", undoScript, []string{v}, classifyInt},
 		{"extend", extendScript, []string{v, "90000"}, classifyInt},
-		{"acquire-mark", acquireMarkScript, []string{v, "60000"}, classifyAcquireGet},
-		{"acquire-fence", acquireFenceScript, []string{v, "60000", "0"}, classifyFenced},
-		{"acquire-fence-mark", acquireFenceScript, []string{v, "60000", "1"}, classifyFenced},
+		{"acquire-mark", acquireMarkScript, []string{v, "60000", "1", "w:1"}, classifyAcquireGet},
+		{"acquire-fence", acquireFenceScript, []string{v, "60000", "0", "", ""}, classifyFenced},
+		{"acquire-fence-mark", acquireFenceScript, []string{v, "60000", "1", "1", "w:1"}, classifyFenced},
 		{"fence", fenceScript, []string{"9000000000000005", v}, classifyInt},
 	}
 	for _, s := range allScripts {
@@ -182,9 +188,12 @@ func TestCoalescedScriptsMatchSingle(t *testing.T) {
 					if strings.HasPrefix(cmd[2], "V") {
 						cmd[2] = ours(i) + cmd[2][1:]
 					}
-					if cmd[1] == "K" {
+					switch cmd[1] {
+					case "K":
 						cmd[1] = keys[i]
-					} else {
+					case "Q":
+						cmd[1] = queuePrefix + keys[i]
+					default:
 						cmd[1] = fencePrefix + keys[i]
 					}
 					must(t, cl, cmd...)
@@ -302,7 +311,7 @@ func TestCoalescedRoundsRouteEachReply(t *testing.T) {
 				if !off && calls >= n {
 					t.Errorf("node %d: %d EVALSHA for %d releases: nothing was coalesced", node, calls, n)
 				}
-				if k := prefix + "0"; keyState(t, cl, k) != `none expires=false fence=""` {
+				if k := prefix + "0"; keyState(t, cl, k) != `none expires=false fence="" queue=[]` {
 					t.Errorf("node %d: %s left: %s", node, k, keyState(t, cl, k))
 				}
 			}

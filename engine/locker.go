@@ -50,6 +50,7 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		Scripts:           allScripts,
 		Quarantine:        cfg.Quarantine,
 		MaxTTL:            cfg.MaxTTL,
+		DisableCoalesce:   cfg.DisableCoalesce,
 		Username:          cfg.Username,
 		Password:          cfg.Password,
 		TLS:               cfg.TLS,

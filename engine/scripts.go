@@ -114,6 +114,18 @@ end
 return c`)
 )
 
+// Each body above is one key's logic. It runs as it is for one key, and
+// once per key in a coalesced call over many (multiplex.Script.Coalesce),
+// so that a change to a body applies to both.
+func init() {
+	releaseScript.Coalesce(1)
+	undoScript.Coalesce(1)
+	extendScript.Coalesce(2)
+	acquireMarkScript.Coalesce(2)
+	acquireFenceScript.Coalesce(3)
+	fenceScript.Coalesce(2)
+}
+
 // ReleaseScriptSource is the Lua every release runs on every master, for
 // tools that measure what the masters can sustain.
 var ReleaseScriptSource = releaseScript.Body

@@ -221,11 +221,9 @@ func (l *Locker) try(ctx context.Context, resource string, tk *ticket) (*Lease, 
 	switch {
 	case l.cfg.Fencing:
 		cmd.Name, cmd.Script = "", acquireFenceScript
-		// Always five arguments, so that waiters' and others' acquires
-		// coalesce alike (see scripts.go).
-		cmd.Args, cmd.NArgs = [multiplex.MaxArgs]string{le.value, l.ttlStr, "0", "", ""}, 5
+		cmd.Args, cmd.NArgs = [multiplex.MaxArgs]string{le.value, l.ttlStr, "0"}, 3
 		if tk != nil {
-			cmd.Args[2], cmd.Args[3], cmd.Args[4] = "1", tk.score, tk.id
+			cmd.Args[2], cmd.Args[3], cmd.Args[4], cmd.NArgs = "1", tk.score, tk.id, 5
 		}
 		classify = classifyFenced
 	case tk != nil:

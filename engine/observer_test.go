@@ -24,9 +24,21 @@ type recorder struct {
 
 func (r *recorder) observer() *engine.Observer {
 	return &engine.Observer{
-		Acquire: func(_ context.Context, e engine.AcquireEvent) { r.mu.Lock(); r.acquires = append(r.acquires, e); r.mu.Unlock() },
-		Release: func(_ context.Context, e engine.ReleaseEvent) { r.mu.Lock(); r.releases = append(r.releases, e); r.mu.Unlock() },
-		Extend:  func(_ context.Context, e engine.ExtendEvent) { r.mu.Lock(); r.extends = append(r.extends, e); r.mu.Unlock() },
+		Acquire: func(_ context.Context, e engine.AcquireEvent) {
+			r.mu.Lock()
+			r.acquires = append(r.acquires, e)
+			r.mu.Unlock()
+		},
+		Release: func(_ context.Context, e engine.ReleaseEvent) {
+			r.mu.Lock()
+			r.releases = append(r.releases, e)
+			r.mu.Unlock()
+		},
+		Extend: func(_ context.Context, e engine.ExtendEvent) {
+			r.mu.Lock()
+			r.extends = append(r.extends, e)
+			r.mu.Unlock()
+		},
 		Wait:    func(e engine.WaitEvent) { r.mu.Lock(); r.waits = append(r.waits, e); r.mu.Unlock() },
 		Handoff: func(e engine.HandoffEvent) { r.mu.Lock(); r.handoffs = append(r.handoffs, e); r.mu.Unlock() },
 		Lost:    func(e engine.LostEvent) { r.mu.Lock(); r.lost = append(r.lost, e); r.mu.Unlock() },

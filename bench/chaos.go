@@ -68,6 +68,9 @@ type ChaosConfig struct {
 	Jump time.Duration
 	// Log receives progress lines. Default: none.
 	Log io.Writer
+	// Observer is set as every client's engine Config.Observer (see
+	// MetricsServer); nil for none.
+	Observer *engine.Observer
 }
 
 // fill sets the defaults of zero fields.
@@ -439,6 +442,7 @@ func (ch *chaos) startClients(ctx context.Context) error {
 		ec.Fencing = true
 		ec.KeyPrefix = chaosKeyPrefix
 		ec.Quarantine, _ = ParseQuarantine(ch.cfg.Quarantine)
+		ec.Observer = ch.cfg.Observer
 		l, err := engine.New(ctx, ec)
 		if err != nil {
 			return fmt.Errorf("bench: chaos: client %d: %w", i, err)

@@ -20,6 +20,8 @@ type chaosOptions struct {
 	cfg     bench.ChaosConfig
 	masters string
 	out     string
+
+	metricsAddr string // --metrics-addr
 }
 
 func newChaosFlags(o *chaosOptions) *pflag.FlagSet {
@@ -38,6 +40,7 @@ func newChaosFlags(o *chaosOptions) *pflag.FlagSet {
 	fs.StringVar(&o.masters, "masters", "", "comma-separated host:port of masters to use instead of starting 5 local ones (no process faults then)")
 	fs.StringVar(&c.Quarantine, "quarantine", "always", "restart quarantine: off, observed or always")
 	fs.DurationVar(&c.Jump, "jump", 0, "out-of-model: how far a master's clock jumps, shortening every key's TTL (0: the TTL)")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", metricsAddrUsage)
 	fs.StringVar(&o.out, "out", "", "directory for chaos.json, chaos.txt and history.jsonl (default results/runs/<UTC timestamp>-chaos)")
 	return fs
 }
@@ -97,6 +100,11 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if cfg.Seed == 0 {
 		cfg.Seed = newSeed()
 	}
+	stopMetrics, err := serveMetrics(o.metricsAddr, &cfg.Observer, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	dir, created, err := makeOutDir(o.out, filepath.Join("results", "runs"), "chaos", time.Now(), bench.ChaosJSON)
 	if err != nil {
 		return err

@@ -153,10 +153,10 @@ func New(opts ...Option) (*engine.Observer, error) {
 	o.acquisitions = counter("redlock.acquisitions", "{call}", "Lock and TryLock calls, by outcome.")
 	o.lost = counter("redlock.leases.lost", "{lease}", "Leases that ended without a release: lock lost or validity expired while held.")
 	o.handoffs = counter("redlock.handoffs", "{handoff}", "Leases passed to the next goroutine queued at the gate, without a round trip.")
-	state, err := m.Int64ObservableGauge("redlock.node.state", metric.WithUnit("1"),
+	state, err := m.Int64ObservableGauge("redlock.node.state", metric.WithUnit("{node}"),
 		metric.WithDescription("1 for each master's current state (up, down, quarantined), 0 for the others."))
 	errs = append(errs, err)
-	quarantined, err := m.Int64ObservableGauge("redlock.node.quarantined", metric.WithUnit("1"),
+	quarantined, err := m.Int64ObservableGauge("redlock.node.quarantined", metric.WithUnit("{node}"),
 		metric.WithDescription("1 while a master is quarantined after a restart: its votes do not count."))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {

@@ -3,6 +3,7 @@ package otelredlock_test
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/engine/otelredlock"
 )
+
+var runID atomic.Int64
 
 // adapters are the variants measured: no observer; the adapter on a real
 // SDK MeterProvider (its reader never collects during the run) with no
@@ -48,15 +51,19 @@ func BenchmarkTryLockRelease(b *testing.B) {
 			cfg := engine.DefaultConfig(exampleMasters...)
 			cfg.Quarantine = engine.QuarantineObserved
 			cfg.Observer = a.obs
+			cfg.NodeTimeout = time.Second // a loaded machine's stalls are not the cost measured
 			l, err := engine.New(context.Background(), cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer l.Close()
 			ctx := context.Background()
+			// Unique per invocation (-count), so no run meets an earlier
+			// run's keys.
+			prefix := "obench:" + strconv.FormatInt(runID.Add(1), 10) + ":"
 			names := make([]string, 1024)
 			for i := range names {
-				names[i] = "obench:" + a.name + ":" + strconv.Itoa(i)
+				names[i] = prefix + strconv.Itoa(i)
 			}
 			b.ReportAllocs()
 			b.ResetTimer()

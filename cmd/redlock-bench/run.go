@@ -94,11 +94,37 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 	return fs
 }
 
+// runOutput are the flags of run alone, not of the sweeps and comparisons
+// that take run's other flags: how the result is judged and printed.
+type runOutput struct {
+	slo        []string
+	objectives []results.Objective
+	json       bool
+	quiet      bool
+	version    bool
+}
+
+func addRunOutputFlags(fs *pflag.FlagSet, o *runOutput) {
+	fs.StringArrayVar(&o.slo, "slo", nil, "an objective the run must meet, else exit 3; repeat for several: 'p99<5ms', 'release.p99<=2ms', 'errors<0.1%', 'throughput>=10000/s', 'violations<1' (latency p50, p90, p99, p999, max, mean)")
+	fs.BoolVar(&o.json, "json", false, "print summary.json on stdout, and nothing else (the rest goes to stderr)")
+	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print one line: throughput and latency (progress only on a terminal)")
+	fs.BoolVar(&o.version, "version", false, "print the tool's version and exit")
+}
+
 // parseRunFlags turns the command line into a validated bench.Config. Every
 // error is a *usageError naming the flag and the value.
 func parseRunFlags(args []string) (bench.Config, runOptions, error) {
+	return parseRunFlagsWith(args, nil)
+}
+
+// parseRunFlagsWith is parseRunFlags with run's own output flags (out
+// non-nil), which it parses into out.
+func parseRunFlagsWith(args []string, out *runOutput) (bench.Config, runOptions, error) {
 	var o runOptions
 	fs := newRunFlags(&o)
+	if out != nil {
+		addRunOutputFlags(fs, out)
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return bench.Config{}, o, err
@@ -111,6 +137,11 @@ func parseRunFlags(args []string) (bench.Config, runOptions, error) {
 	c := o.config()
 	if err := o.parseValues(fs, &c); err != nil {
 		return c, o, err
+	}
+	if out != nil {
+		if err := out.parse(); err != nil {
+			return c, o, err
+		}
 	}
 	// The engine features exist in the redlock engine only; asking another
 	// engine for them is a mistake, not a no-op.
@@ -149,6 +180,18 @@ func flagValueError(fs *pflag.FlagSet, err error) error {
 // badFlag is the usage error of a flag's bad value.
 func badFlag(flag, value, reason string) error {
 	return &usageError{msg: (&bench.ConfigError{Flag: flag, Value: value, Reason: reason}).Error()}
+}
+
+// parse checks the output flags and reads the objectives.
+func (out *runOutput) parse() error {
+	if out.json && out.quiet {
+		return badFlag("quiet", "true", "cannot be combined with --json")
+	}
+	var err error
+	if out.objectives, err = results.ParseObjectives(out.slo); err != nil {
+		return usageErrorf("--slo: %v", err)
+	}
+	return nil
 }
 
 // config is the configuration of the flags that need no parsing.
@@ -243,9 +286,14 @@ func typeName(t string) string {
 
 // runCommand is `redlock-bench run`.
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, o, err := parseRunFlags(args)
+	var out runOutput
+	cfg, o, err := parseRunFlagsWith(args, &out)
 	if errors.Is(err, pflag.ErrHelp) {
-		fmt.Fprintf(stdout, "Usage: redlock-bench run [flags]\n\nFlags:\n%s", newRunFlags(&runOptions{}).FlagUsages())
+		var ro runOptions
+		var rout runOutput
+		fs := newRunFlags(&ro)
+		addRunOutputFlags(fs, &rout)
+		fmt.Fprintf(stdout, "Usage: redlock-bench run [flags]\n\nFlags:\n%s", fs.FlagUsages())
 		return nil
 	}
 	if err != nil {
@@ -263,6 +311,9 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	cfg.Progress = stderr
 	cfg.ProgressInPlace = isTerminal(stderr)
+	if out.quiet && !cfg.ProgressInPlace {
+		cfg.Progress = nil // one line is what was asked for; a terminal still sees the run move
+	}
 	cfg.Log = prefixWriter{w: stderr}
 
 	stopProfile, err := startCPUProfile(o.cpuProfile)
@@ -284,11 +335,25 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("write CPU profile: %w", profErr)
 	}
 	s := res.Summary
-	if err := results.WriteText(stdout, s); err != nil {
-		return err
+	switch {
+	case out.json:
+		if err := results.WriteJSON(stdout, s); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "redlock-bench: results: %s\n", dir)
+	case out.quiet:
+		fmt.Fprintln(stdout, quietLine(s))
+	default:
+		if err := results.WriteText(stdout, s); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nresults: %s\n", dir)
 	}
-	fmt.Fprintf(stdout, "\nresults: %s\n", dir)
 
+	// Every verdict is printed; the status is the gravest: violations,
+	// then an interruption, then a run that measured nothing, then a
+	// missed objective.
+	sloErr := checkObjectives(s, out.objectives, stderr)
 	switch {
 	case s.Violations > 0:
 		return &exitError{code: 1, msg: fmt.Sprintf("%d safety violations: two holders of one resource overlapped (see %s)",
@@ -302,7 +367,47 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if reason := measuredNothing(s); reason != "" {
 		return &exitError{code: 1, msg: fmt.Sprintf("%s (see %s)", reason, filepath.Join(dir, results.SummaryText))}
 	}
+	return sloErr
+}
+
+// checkObjectives prints one line per objective on stderr and returns the
+// SLO status when any was missed.
+func checkObjectives(s *results.Summary, objs []results.Objective, stderr io.Writer) error {
+	missed := 0
+	for _, r := range results.CheckObjectives(s, objs) {
+		verdict := "SLO met:    "
+		if !r.Met {
+			verdict = "SLO MISSED: "
+			missed++
+		}
+		fmt.Fprintf(stderr, "redlock-bench: %s%s\n", verdict, r.Why)
+	}
+	if missed > 0 {
+		return &exitError{code: exitSLOMissed, msg: fmt.Sprintf("%d of %d objectives missed", missed, len(objs))}
+	}
 	return nil
+}
+
+// quietLine is the one line of -q, as redis-benchmark -q prints it:
+// "redlock: 31234.5 acquisitions/s, p50=0.18 ms p99=0.57 ms", and what
+// went wrong, if anything did.
+func quietLine(s *results.Summary) string {
+	st := s.AcquireLatencyUs
+	if s.Mode == "wait" {
+		st = s.WaitLatencyUs
+	}
+	ms := func(us int64) string { return strconv.FormatFloat(float64(us)/1e3, 'f', 2, 64) }
+	line := fmt.Sprintf("%s: %.1f acquisitions/s, p50=%s ms p99=%s ms", s.Engine, s.AcquiredPerSec, ms(st.P50), ms(st.P99))
+	if n := s.ErrorTotal(); n > 0 {
+		line += fmt.Sprintf(", %d errors", n)
+	}
+	if s.Violations > 0 {
+		line += fmt.Sprintf(", %d VIOLATIONS", s.Violations)
+	}
+	if s.Interrupted {
+		line += " (interrupted)"
+	}
+	return line
 }
 
 // measuredNothing says, in one line, why a finished run measured no lock
@@ -398,7 +503,7 @@ func notStarted(ctx context.Context, what, dir string, created bool, err error) 
 		os.RemoveAll(dir) // nothing worth keeping
 	}
 	if ctx.Err() != nil {
-		return &exitError{code: 130, msg: fmt.Sprintf("interrupted before the %s started: %v", what, err)}
+		return &exitError{code: exitInterrupted, msg: fmt.Sprintf("interrupted before the %s started: %v", what, err)}
 	}
 	var ce *bench.ConfigError
 	if errors.As(err, &ce) {
@@ -410,7 +515,7 @@ func notStarted(ctx context.Context, what, dir string, created bool, err error) 
 // interrupted is the error of a run, comparison or sweep cut short, whose
 // partial results are in dir.
 func interrupted(dir string) error {
-	return &exitError{code: 130, msg: "interrupted: partial results in " + dir}
+	return &exitError{code: exitInterrupted, msg: "interrupted: partial results in " + dir}
 }
 
 func makeOutDir(out, parent, label string, now time.Time, holds ...string) (dir string, created bool, err error) {

@@ -27,6 +27,9 @@ import (
 //   - A function must not block: it runs on the lock's hot path. It must
 //     be safe for concurrent use. NodeState must not call Locker.Close,
 //     which waits for the watcher that calls it.
+//   - Events report what already happened: a lease's Done closes, and
+//     the caller of Lock may proceed, before its Lost or Acquire event
+//     has returned.
 //   - Events are values and cost the engine no allocation. Their Masters
 //     slice is the Locker's own: read it, never modify it.
 type Observer struct {

@@ -234,10 +234,12 @@ func TestObserverSeesAutoExtensionLoss(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the lease did not end")
 	}
-	eventually(t, time.Second, "the lost event", func() bool {
+	// Done closes as the lease ends; the events follow on the same
+	// goroutine.
+	eventually(t, 5*time.Second, "the lost and the failed extension's events", func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		return len(r.lost) == 1
+		return len(r.lost) == 1 && len(r.extends) > 0 && r.extends[len(r.extends)-1].Result != engine.ResultExtended
 	})
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -264,12 +266,15 @@ func TestObserverSeesAutoExtensionLoss(t *testing.T) {
 // An Observer whose functions do nothing adds no allocation to a
 // TryLock+Release cycle: events are values.
 func TestObserverAddsNoAllocation(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own: counts are noisy")
+	}
 	e := newEnv(t, 5)
 	ctx := context.Background()
 	cycle := func(l *engine.Locker) float64 {
 		names := []string{"alloc-a", "alloc-b", "alloc-c", "alloc-d"}
 		i := 0
-		return testing.AllocsPerRun(300, func() {
+		return testing.AllocsPerRun(100, func() {
 			le, err := l.TryLock(ctx, names[i&3])
 			i++
 			if err != nil {
@@ -285,11 +290,15 @@ func TestObserverAddsNoAllocation(t *testing.T) {
 		Release: func(context.Context, engine.ReleaseEvent) {},
 		Lost:    func(engine.LostEvent) {},
 	}
-	without := cycle(e.locker(nil))
-	with := cycle(e.locker(func(c *engine.Config) { c.Observer = nop }))
 	// AllocsPerRun counts every goroutine's allocations, the connections'
-	// included: allow a fraction of one for their noise.
-	if with > without+0.5 {
+	// included; their noise only adds, so the least of a few rounds is
+	// the cycle's own.
+	lw, lo := e.locker(nil), e.locker(func(c *engine.Config) { c.Observer = nop })
+	without, with := cycle(lw), cycle(lo)
+	for range 4 {
+		without, with = min(without, cycle(lw)), min(with, cycle(lo))
+	}
+	if with > without {
 		t.Fatalf("allocs per cycle: %.2f with a no-op observer, %.2f without", with, without)
 	}
 	t.Logf("allocs per cycle: %.2f with a no-op observer, %.2f without", with, without)

@@ -152,8 +152,15 @@ func TestMetricsAndSpansMatchWhatHappened(t *testing.T) {
 			t.Fatalf("want contention, got %v", err)
 		}
 	}
-	// One Lock that waits for the holder's release.
-	time.AfterFunc(50*time.Millisecond, func() { held.Release(context.Background()) })
+	// One Lock that waits for the holder's release: released a little
+	// after the Lock, refused, has subscribed to the release.
+	go func() {
+		for l.Subscriptions() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond)
+		held.Release(context.Background())
+	}()
 	le, err := l.Lock(ctx, "taken")
 	if err != nil {
 		t.Fatal(err)
@@ -190,8 +197,9 @@ func TestMetricsAndSpansMatchWhatHappened(t *testing.T) {
 			t.Errorf("%s %v = %d, want %d", w.name, w.attr, got, w.want)
 		}
 	}
-	if value(rm, "redlock.wait.duration", otelredlock.AttrWaitKind.String("retry")) == 0 {
-		t.Error("Lock's wait for the release was not recorded")
+	w := le.Wait()
+	if got, want := value(rm, "redlock.wait.duration", otelredlock.AttrWaitKind.String("retry")), int64(w.Notified+w.Fallbacks+w.Backoffs); got != want || want == 0 {
+		t.Errorf("%d waits recorded, want the Lock's %d (%+v)", got, want, w)
 	}
 
 	// Spans: one per call, with the votes.
@@ -266,9 +274,14 @@ func TestExpiredLeaseCountsAsLost(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the lease did not expire")
 	}
-	rm := tm.collect(t)
-	if got := value(rm, "redlock.leases.lost", otelredlock.AttrLostReason.String("expired")); got != 1 {
-		t.Fatalf("expired leases %d, want 1", got)
+	// Done closes as the lease ends; the event follows on the same
+	// goroutine.
+	deadline := time.Now().Add(5 * time.Second)
+	for value(tm.collect(t), "redlock.leases.lost", otelredlock.AttrLostReason.String("expired")) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("expired leases %d, want 1", value(tm.collect(t), "redlock.leases.lost"))
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	time.Sleep(100 * time.Millisecond) // past the keys' expiry on the masters too (drift)
 	if err := le.Release(context.Background()); !errors.Is(err, engine.ErrLeaseExpired) {

@@ -51,6 +51,9 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		Scripts:           allScripts,
 		Quarantine:        cfg.Quarantine,
 		MaxTTL:            cfg.MaxTTL,
+		Username:          cfg.Username,
+		Password:          cfg.Password,
+		TLS:               cfg.TLS,
 		Tune:              cfg.Tune,
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package multiplex
 import (
 	"context"
 	"crypto/sha1"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -116,8 +117,16 @@ type Options struct {
 	// QuarantineAlways, a node first seen younger than this until it is
 	// this old). Required unless Quarantine is QuarantineOff.
 	MaxTTL time.Duration
-	// Tune, when set, may adjust each rueidis.ClientOption before dialling.
-	// Turning on retries or the client cache here breaks the guarantees
+	// Username and Password authenticate every connection (AUTH, or
+	// HELLO AUTH): Password alone for requirepass or the default user,
+	// both for an ACL user. Default: none.
+	Username, Password string
+	// TLS, when set, makes every connection TLS with this configuration.
+	// Its ServerName defaults to each address's host. Default: plain TCP.
+	TLS *tls.Config
+	// Tune, when set, may adjust each rueidis.ClientOption before dialling
+	// (after Username, Password and TLS are set, so that it may override
+	// them). Turning on retries or the client cache here breaks the guarantees
 	// documented in this package.
 	Tune func(*rueidis.ClientOption)
 }
@@ -414,6 +423,9 @@ func (p *Pool) connect(ctx context.Context, node *Node, o Options) error {
 		Dialer:            net.Dialer{Timeout: o.DialTimeout, KeepAlive: time.Second},
 		ClientName:        "redlock",
 		ClientSetInfo:     rueidis.DisableClientSetInfo,
+		Username:          o.Username,
+		Password:          o.Password,
+		TLSConfig:         o.TLS,
 	}
 	if o.Tune != nil {
 		o.Tune(&opt)
@@ -442,13 +454,18 @@ func (p *Pool) connect(ctx context.Context, node *Node, o Options) error {
 				r.c.Close()
 			}
 		}()
-		return fmt.Errorf("connect: %w", dctx.Err())
+		r.err = fmt.Errorf("connect: %w", dctx.Err())
 	}
 	if r.err != nil {
 		// With ForceSingleClient, rueidis returns a client even when its
 		// first dial fails.
 		if r.c != nil {
 			r.c.Close()
+		}
+		if opt.TLSConfig != nil && errors.Is(r.err, context.DeadlineExceeded) && ctx.Err() == nil {
+			// A plain server waits for the end of a line that a TLS
+			// ClientHello seldom holds: the handshake just hangs.
+			return fmt.Errorf("%w (no TLS handshake within %s: does the master serve TLS on this port?)", r.err, o.DialTimeout)
 		}
 		return r.err
 	}

@@ -183,3 +183,25 @@ func TestReadJSONSchemaVersion(t *testing.T) {
 		t.Errorf("LoadRunDir of a newer summary: %v", err)
 	}
 }
+
+// FuzzParseObjective checks that the parser never panics and that what it
+// accepts reads back unchanged from its String.
+func FuzzParseObjective(f *testing.F) {
+	for _, s := range []string{"p99<5ms", "release.p99.9>=2ms", "errors<0.1%", "throughput>=1e4/s", "violations<1", "wait.errors<1%",
+		"max<=", ">5ms", "p99<5ms<6ms", "errors<%", "throughput>/s", "hold.mean>1.5s"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		o, err := ParseObjective(s)
+		if err != nil {
+			return
+		}
+		if o.Bound < 0 || o.Text != o.String() {
+			t.Fatalf("%q: %+v", s, o)
+		}
+		back, err := ParseObjective(o.String())
+		if err != nil || back != o {
+			t.Fatalf("%q: %q reads back as %+v, %v; want %+v", s, o.String(), back, err, o)
+		}
+	})
+}

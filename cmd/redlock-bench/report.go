@@ -26,7 +26,7 @@ func newReportFlags(o *reportOptions) *pflag.FlagSet {
 	fs.SortFlags = false
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.out, "out", "", "directory for report.html, capacity.md and charts/ (default: the first DIR)")
-	fs.StringArrayVar(&o.slo, "slo", nil, "an objective every run must meet, else exit 3 (a sweep: one of its steps); repeat for several, as run's --slo: 'p99<5ms', 'errors<0.1%', 'throughput>=10000/s'. The first percentile bound, such as p99<5ms, is also the report's SLO (default: a sweep's own --slo)")
+	fs.StringArrayVar(&o.slo, "slo", nil, "an `OBJECTIVE` every run must meet, else exit 3 (a sweep: one of its steps); repeat for several, as run's --slo: 'p99<5ms', 'errors<0.1%', 'throughput>=10000/s'. The first percentile bound, such as p99<5ms, is also the report's SLO (default: a sweep's own --slo)")
 	fs.StringVar(&o.title, "title", "", "the report's heading (default \"redlock-bench report\")")
 	fs.BoolVar(&o.version, "version", false, "print the tool's version and exit")
 	return fs

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redlock-bench/redlock/bench"
 	"github.com/redlock-bench/redlock/bench/fault"
+	"github.com/redlock-bench/redlock/cmd/internal/connflags"
 	"github.com/redlock-bench/redlock/results"
 )
 
@@ -53,6 +54,7 @@ type runOptions struct {
 	startAt      string
 	cpuProfile   string
 	metricsAddr  string
+	conn         *connflags.Flags
 }
 
 func newRunFlags(o *runOptions) *pflag.FlagSet {
@@ -91,6 +93,7 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", metricsAddrUsage)
 	_ = fs.MarkHidden("cpuprofile")
+	o.conn = connflags.Register(fs)
 	return fs
 }
 
@@ -105,7 +108,7 @@ type runOutput struct {
 }
 
 func addRunOutputFlags(fs *pflag.FlagSet, o *runOutput) {
-	fs.StringArrayVar(&o.slo, "slo", nil, "an objective the run must meet, else exit 3; repeat for several: 'p99<5ms', 'release.p99<=2ms', 'errors<0.1%', 'throughput>=10000/s', 'violations<1' (latency p50, p90, p99, p999, max, mean)")
+	fs.StringArrayVar(&o.slo, "slo", nil, "an `OBJECTIVE` the run must meet, else exit 3; repeat for several: 'p99<5ms', 'release.p99<=2ms', 'errors<0.1%', 'throughput>=10000/s', 'violations<1' (latency p50, p90, p99, p999, max, mean)")
 	fs.BoolVar(&o.json, "json", false, "print summary.json on stdout, and nothing else (the rest goes to stderr)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print one line: throughput and latency (progress only on a terminal)")
 	fs.BoolVar(&o.version, "version", false, "print the tool's version and exit")
@@ -233,6 +236,11 @@ func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 		}
 		c.Masters = m
 	}
+	conn, err := o.conn.Settings(fs.Changed("masters"))
+	if err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	c.Username, c.Password, c.TLS = conn.Username, conn.Password, conn.TLS
 	if fs.Changed("ops") {
 		if o.ops <= 0 {
 			return badFlag("ops", strconv.FormatInt(o.ops, 10), "must be > 0")
@@ -242,7 +250,6 @@ func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 		}
 		c.Ops = o.ops
 	}
-	var err error
 	if c.Distribution, err = bench.ParseDistribution(o.distribution); err != nil {
 		return badFlag("distribution", o.distribution, err.Error())
 	}

@@ -239,6 +239,15 @@ func TestMergeCommand(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("merged", results.MergeJSON)); err != nil {
 		t.Error(err)
 	}
+	// A merged summary.json is a summary.json: the schema holds for it too
+	// (it lacks fairness.jain and adds merged_from and overlap_s).
+	mb, err := os.ReadFile(filepath.Join("merged", results.SummaryJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validate(summarySchema(t), mb); err != nil {
+		t.Errorf("merged summary.json does not validate against results/summary.schema.json: %#v", err)
+	}
 	// A merged run is a run: the report reads it.
 	if code := run(context.Background(), []string{"report", "merged"}, &stdout, &stderr); code != 0 {
 		t.Errorf("report of a merged run: exit %d: %s", code, stderr.String())

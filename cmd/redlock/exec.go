@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redlock-bench/redlock/cmd/internal/connflags"
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/multiplex"
 	"github.com/spf13/pflag"
@@ -41,6 +42,8 @@ Flags:
 %s
 Environment:
   REDLOCK_MASTERS         the masters, when --masters is not given
+  REDISCLI_AUTH           the masters' password, when -a/--pass is not
+                          given (so that it stays out of ps)
   REDLOCK_RESOURCE        set for COMMAND: the resource it holds
   REDLOCK_FENCING_TOKEN   set for COMMAND with --fencing: the lock's fencing
                           token, larger than that of every earlier holder;
@@ -87,6 +90,7 @@ type execOptions struct {
 	extendEvery time.Duration
 	fencing     bool
 	quarantine  engine.QuarantinePolicy
+	conn        connflags.Settings
 	resource    string
 	argv        []string
 }
@@ -103,6 +107,7 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 	extendEvery := fs.Duration("extend-every", 0, "how often the lock is renewed (default TTL/3)")
 	fencing := fs.Bool("fencing", false, "give COMMAND a fencing token in $REDLOCK_FENCING_TOKEN")
 	quarantine := fs.String("quarantine", "always", "votes of a master younger than --ttl: always ignored until it is --ttl old, after an observed restart only (observed), or counted (off)")
+	conn := connflags.Register(fs)
 	fs.SetInterspersed(true)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -138,6 +143,9 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 	}
 	if o.quarantine, err = engine.ParseQuarantinePolicy(*quarantine); err != nil {
 		return nil, usageErrorf("exec: --quarantine: %v", err)
+	}
+	if o.conn, err = conn.Settings(true); err != nil {
+		return nil, usageErrorf("exec: %v", err)
 	}
 
 	rest, dash := fs.Args(), fs.ArgsLenAtDash()
@@ -253,6 +261,7 @@ func acquire(ctx context.Context, o *execOptions) (*engine.Locker, *engine.Lease
 	cfg.ExtendEvery = o.extendEvery
 	cfg.Fencing = o.fencing
 	cfg.Quarantine = o.quarantine
+	o.conn.Apply(&cfg)
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, usageErrorf("exec: %s", strings.TrimPrefix(err.Error(), "engine: "))
 	}

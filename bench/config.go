@@ -312,7 +312,7 @@ func (c *Config) conn() redisproc.Conn {
 // any master starts, and the rules live in the engine alone. Local
 // masters' addresses are not known yet: placeholders stand in for them.
 func (c *Config) validateEngine() error {
-	if c.Engine != "redlock" {
+	if !IsRedlock(c.Engine) {
 		return nil
 	}
 	masters, flag, value := c.Masters, "masters", any(strings.Join(c.Masters, ","))

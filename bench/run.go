@@ -686,6 +686,13 @@ func (r *runner) summary(faultLog []results.FaultEvent) *results.Summary {
 		counts[i] = r.perWorker[i].n.Load()
 	}
 	s.Fairness = results.FairnessOf(counts)
+	if n := len(r.engines); n > 1 {
+		perClient := make([]int64, n)
+		for i, c := range counts {
+			perClient[i%n] += c // worker i uses engine i%n
+		}
+		s.Fairness.JainClients = results.FairnessOf(perClient).Jain
+	}
 	if r.perOpNs > 0 {
 		s.LoadModel = "open"
 		s.BacklogMax, s.BacklogEnd = r.backlogMax, r.backlogEnd

@@ -135,6 +135,12 @@ type Config struct {
 	// PipelineMultiplex is rueidis's log2 of connections per master. Zero
 	// selects multiplex.DefaultPipelineMultiplex (one connection).
 	PipelineMultiplex int
+	// DisableCoalesce sends each release, extend, undo and waiter's
+	// acquire as its own script call. By default, those queued for a
+	// master at the same moment go as one call over many keys, with each
+	// key's outcome the same as alone, which costs the master several
+	// times less per key.
+	DisableCoalesce bool
 	// Username and Password authenticate every connection to the masters:
 	// the pool's, the release notifications' and the restart check's.
 	// Password alone is for requirepass (the default user); with Username

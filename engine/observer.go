@@ -340,7 +340,7 @@ type NodeStateEvent struct {
 // tryLockObserved is TryLock with an Observer.
 func (l *Locker) tryLockObserved(ctx context.Context, resource string) (*Lease, error) {
 	start := time.Now()
-	le, err := l.try(ctx, resource, false)
+	le, err := l.try(ctx, resource, nil)
 	if err == nil {
 		le.arm()
 	}

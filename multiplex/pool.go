@@ -117,6 +117,9 @@ type Options struct {
 	// QuarantineAlways, a node first seen younger than this until it is
 	// this old). Required unless Quarantine is QuarantineOff.
 	MaxTTL time.Duration
+	// DisableCoalesce sends every script command as its own EVALSHA, even
+	// when a node's queue holds several of the same script with a Multi.
+	DisableCoalesce bool
 	// Username and Password authenticate every connection (AUTH, or
 	// HELLO AUTH): Password alone for requirepass or the default user,
 	// both for an ACL user. Default: none.
@@ -135,6 +138,13 @@ type Options struct {
 type Script struct {
 	Body string
 	SHA  string
+	// Multi, when set, runs Body for each of many keys in one call (see
+	// Script.Coalesce); a node worker that finds several commands of
+	// this script queued sends them as one Multi call.
+	Multi *Script
+	// KeyArgs is how many arguments Body takes after its key: a command
+	// joins a Multi call only with NArgs == KeyArgs.
+	KeyArgs int
 }
 
 // NewScript computes the script's SHA1, as SCRIPT LOAD does.
@@ -145,12 +155,13 @@ func NewScript(body string) *Script {
 
 // Pool holds one rueidis client per master.
 type Pool struct {
-	nodes   []*Node
-	quorum  int
-	timeout time.Duration
-	scripts map[string]*Script
-	builder rueidis.Builder
-	rounds  sync.Pool
+	nodes    []*Node
+	coalesce bool
+	quorum   int
+	timeout  time.Duration
+	scripts  map[string]*Script
+	builder  rueidis.Builder
+	rounds   sync.Pool
 	// Admission: a round takes a free slot, which holds its deadline for
 	// the watchdog and the channel its gatherer waits on.
 	slots       []slot
@@ -299,6 +310,7 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		maxTTL:      o.MaxTTL,
 		epoch:       time.Now(),
 		quorum:      len(o.Addrs)/2 + 1,
+		coalesce:    !o.DisableCoalesce,
 		timeout:     o.NodeTimeout,
 		scripts:     make(map[string]*Script, len(o.Scripts)),
 		stop:        make(chan struct{}),
@@ -489,12 +501,14 @@ func (p *Pool) connect(ctx context.Context, node *Node, o Options) error {
 
 func loadNode(ctx context.Context, c rueidis.Client, scripts []*Script) (ServerInfo, error) {
 	for _, s := range scripts {
-		sha, err := c.Do(ctx, c.B().ScriptLoad().Script(s.Body).Build()).ToString()
-		if err != nil {
-			return ServerInfo{}, fmt.Errorf("SCRIPT LOAD: %w", err)
-		}
-		if sha != s.SHA {
-			return ServerInfo{}, fmt.Errorf("SCRIPT LOAD returned %s, want %s", sha, s.SHA)
+		for ; s != nil; s = s.Multi {
+			sha, err := c.Do(ctx, c.B().ScriptLoad().Script(s.Body).Build()).ToString()
+			if err != nil {
+				return ServerInfo{}, fmt.Errorf("SCRIPT LOAD: %w", err)
+			}
+			if sha != s.SHA {
+				return ServerInfo{}, fmt.Errorf("SCRIPT LOAD returned %s, want %s", sha, s.SHA)
+			}
 		}
 	}
 	sent := time.Now()

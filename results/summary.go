@@ -150,6 +150,11 @@ type Fairness struct {
 	// Min and Max are the fewest and most acquisitions of one worker.
 	Min int64 `json:"min"`
 	Max int64 `json:"max"`
+	// JainClients is Jain's index over the clients' (engine instances')
+	// acquisition counts, with more than one client: whether one process
+	// gets the hot keys at the others' expense, which Jain over workers
+	// hides when each client's workers share alike.
+	JainClients float64 `json:"jain_clients,omitempty"`
 }
 
 // FairnessOf computes Fairness from per-worker acquisition counts.
@@ -553,6 +558,9 @@ func (p printer) counters(s *Summary) {
 			jain = "n/a"
 		}
 		p("fairness     Jain %s%s (fewest %d, most %d acquisitions per worker)\n", jain, workers, f.Min, f.Max)
+		if f.JainClients > 0 {
+			p("             Jain %.4f over %d clients\n", f.JainClients, cfg.Clients)
+		}
 	}
 }
 

@@ -50,6 +50,7 @@ type runOptions struct {
 	fencing      bool
 	gate         bool
 	notify       bool
+	coalesce     bool
 	fault        string
 	startAt      string
 	cpuProfile   string
@@ -88,6 +89,7 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 	fs.BoolVar(&o.fencing, "fencing", d.Fencing, "fencing tokens; the oracle also checks they increase per resource (redlock)")
 	fs.BoolVar(&o.gate, "gate", !d.DisableGate, "in-process gate: a client's workers queue locally for a resource (--gate=false to compare; redlock)")
 	fs.BoolVar(&o.notify, "notify", !d.DisableNotify, "release notifications wake waiters (--notify=false: jittered polling only; redlock)")
+	fs.BoolVar(&o.coalesce, "coalesce", true, "send a master's queued script calls of one kind as one call over many keys (--coalesce=false is --engine "+bench.EnginePerCommand+")")
 	fs.StringVar(&o.fault, "fault", "", "faults to inject, ACTION:NODE[=ARG]@AT[+FOR],... with AT from the start of the run: kill:2@5s, restart:2@6s, pause:3@10s+4s, slow:1=20ms@0s+10s, cut:4@15s+5s (local masters only), stall:0@3s+2s (also --masters)")
 	fs.StringVar(&o.startAt, "start-at", "", "wait until this RFC 3339 time (e.g. 2025-01-02T15:04:05Z) before the warm-up, to line up runs on several machines")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -148,7 +150,13 @@ func parseRunFlagsWith(args []string, out *runOutput) (bench.Config, runOptions,
 	}
 	// The engine features exist in the redlock engine only; asking another
 	// engine for them is a mistake, not a no-op.
-	if c.Engine != "redlock" {
+	if !o.coalesce {
+		if c.Engine != "redlock" {
+			return c, o, badFlag("coalesce", "false", "applies to --engine redlock only, not "+c.Engine)
+		}
+		c.Engine = bench.EnginePerCommand
+	}
+	if !bench.IsRedlock(c.Engine) {
 		for _, f := range []string{"extend", "fencing", "gate", "notify"} {
 			if fs.Changed(f) {
 				return c, o, badFlag(f, fs.Lookup(f).Value.String(), "applies to --engine redlock only, not "+c.Engine)

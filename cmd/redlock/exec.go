@@ -53,8 +53,9 @@ Environment:
 Exit status:
   COMMAND's status, or 128+N if COMMAND died of signal N, or one of:
   64   usage: bad flags, arguments, addresses or TTL
-  69   unavailable: too many masters unreachable, failing or in restart
-       quarantine for a quorum (no lock taken)
+  69   unavailable: too many masters unreachable (down, or refusing the
+       credentials or TLS), failing or in restart quarantine for a quorum
+       (no lock taken)
   70   any other failure of redlock's own
   75   not acquired: RESOURCE is held by another owner (after --wait)
   78   the masters or the key cannot be used as configured: masters that

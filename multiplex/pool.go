@@ -143,9 +143,6 @@ type Script struct {
 	// Script.Coalesce); a node worker that finds several commands of
 	// this script queued sends them as one Multi call.
 	Multi *Script
-	// KeyArgs is how many arguments Body takes after its key: a command
-	// joins a Multi call only with NArgs == KeyArgs.
-	KeyArgs int
 }
 
 // NewScript computes the script's SHA1, as SCRIPT LOAD does.

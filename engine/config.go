@@ -117,6 +117,10 @@ type Config struct {
 	// KeyPrefix is prepended to every resource name to form the key.
 	// Default: none.
 	KeyPrefix string
+	// Observer receives every acquire, release, extend, wait, hand-off,
+	// lost lease and node state change, for metrics and traces (see
+	// Observer and package otelredlock). Default: none, which costs nothing.
+	Observer *Observer
 
 	// DialTimeout bounds connecting to each master at start-up. Zero
 	// selects multiplex.DefaultDialTimeout.
@@ -164,6 +168,11 @@ const (
 	QuarantineObserved = multiplex.QuarantineObserved
 	QuarantineAlways   = multiplex.QuarantineAlways
 )
+
+// ParseMasters reads a comma-separated list of master addresses, as a
+// command line or an environment variable gives them: host:port each,
+// none twice, checked as New checks Config.Masters.
+func ParseMasters(list string) ([]string, error) { return multiplex.ParseAddrs(list) }
 
 // ParseQuarantinePolicy reads "off", "observed" or "always", in any case.
 func ParseQuarantinePolicy(s string) (QuarantinePolicy, error) {

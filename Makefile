@@ -126,6 +126,12 @@ controls: deps
 	if [ $$rc -ne 1 ]; then echo "chaos with the nolock engine exited $$rc, want 1 (violations found)"; exit 1; fi; \
 	echo "chaos with the nolock engine found violations, as it must"
 
+# redlock builds bin/redlock, the distributed flock(1) (redlock exec).
+.PHONY: redlock
+redlock:
+	@mkdir -p bin
+	$(GO) build -o bin/redlock ./cmd/redlock
+
 lint: vet
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 

@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,6 +65,12 @@ type ChaosConfig struct {
 	// Quarantine is the restart policy: off, observed or always (default,
 	// the engine's).
 	Quarantine string
+	// Username, Password and TLS reach Masters, as in Config (local
+	// masters are plain). The engine dials the masters through local
+	// proxies, so a TLS config without ServerName verifies the masters'
+	// host, which must then be one for all.
+	Username, Password string
+	TLS                *tls.Config
 	// Jump is how much a clock jump shortens every key's TTL on the master.
 	// Default TTL.
 	Jump time.Duration
@@ -135,7 +143,36 @@ func (c *ChaosConfig) Validate() error {
 	if _, err := ParseQuarantine(c.Quarantine); err != nil {
 		return cfgErr("quarantine", c.Quarantine, "%v", err)
 	}
+	switch {
+	case len(c.Masters) == 0 && c.TLS != nil:
+		return cfgErr("tls", true, "applies to --masters only: local masters are plain TCP")
+	case len(c.Masters) == 0 && (c.Username != "" || c.Password != ""):
+		return cfgErr("pass", "(hidden)", "applies to --masters only: local masters want no password")
+	case c.TLS != nil && c.TLS.ServerName == "" && !c.TLS.InsecureSkipVerify:
+		if _, err := c.serverName(); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// serverName is the one host of the masters, which TLS verifies when no
+// ServerName is set: the engine dials the masters' proxies on 127.0.0.1.
+func (c *ChaosConfig) serverName() (string, error) {
+	var name string
+	for _, m := range c.Masters {
+		host, _, _ := net.SplitHostPort(m)
+		if name != "" && host != name {
+			return "", cfgErr("sni", "", "needed with --tls on masters of several hosts (%s, %s): the engine reaches them through local proxies", name, host)
+		}
+		name = host
+	}
+	return name, nil
+}
+
+// conn is how the soak's probes and faults reach the masters.
+func (ch *chaos) conn() redisproc.Conn {
+	return redisproc.Conn{Username: ch.cfg.Username, Password: ch.cfg.Password, TLS: ch.cfg.TLS}
 }
 
 // ChaosEvent is one line of the soak's history: an acquire, a write, a
@@ -265,6 +302,9 @@ type chaos struct {
 	keys    []string
 	masters []string
 	cluster *redisproc.Cluster
+	// tls is the engine's TLS set-up: ChaosConfig.TLS, verifying the
+	// masters' host through the proxies.
+	tls     *tls.Config
 	clients []*chaosClient
 	or      *check.Oracle
 	stores  []*check.Store
@@ -322,6 +362,11 @@ func Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
 		ch.keys = append(ch.keys, chaosKeyPrefix+"r"+strconv.Itoa(i))
 	}
 	ch.masters = cfg.Masters
+	if ch.tls = cfg.TLS; ch.tls != nil && ch.tls.ServerName == "" {
+		name, _ := cfg.serverName() // checked by Validate
+		ch.tls = ch.tls.Clone()
+		ch.tls.ServerName = name
+	}
 	if len(ch.masters) == 0 && cfg.Engine != "nolock" {
 		c, err := startLocalMasters(ctx, cfg.LocalMasters)
 		if err != nil {
@@ -333,7 +378,7 @@ func Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
 		ch.logf("started %d local redis-server: %s", len(ch.masters), strings.Join(ch.masters, ","))
 	}
 	if cfg.Engine != "nolock" {
-		if _, err := probeMasters(ctx, ch.masters); err != nil {
+		if _, err := probeMasters(ctx, ch.conn(), ch.masters); err != nil {
 			return nil, err
 		}
 	}
@@ -439,6 +484,7 @@ func (ch *chaos) startClients(ctx context.Context) error {
 		ec.Fencing = true
 		ec.KeyPrefix = chaosKeyPrefix
 		ec.Quarantine, _ = ParseQuarantine(ch.cfg.Quarantine)
+		ec.Username, ec.Password, ec.TLS = ch.cfg.Username, ch.cfg.Password, ch.tls
 		l, err := engine.New(ctx, ec)
 		if err != nil {
 			return fmt.Errorf("bench: chaos: client %d: %w", i, err)

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redlock-bench/redlock/internal/redisproc"
 )
 
 // The nemesis's fault kinds.
@@ -205,21 +203,21 @@ func (ch *chaos) inject(ctx context.Context, s nemStep) {
 	case nemDrop:
 		addr := ch.masters[s.Nodes[0]]
 		for _, typ := range []string{"normal", "pubsub"} {
-			if _, e := redisproc.Do(context.WithoutCancel(ctx), addr, time.Second, "CLIENT", "KILL", "TYPE", typ); e != nil && err == nil {
+			if _, e := ch.conn().Do(context.WithoutCancel(ctx), addr, time.Second, "CLIENT", "KILL", "TYPE", typ); e != nil && err == nil {
 				err = e
 			}
 		}
 	case nemDelete:
 		for _, i := range s.Nodes {
 			args := append([]string{"DEL"}, ch.keys...)
-			if _, e := redisproc.Do(context.WithoutCancel(ctx), ch.masters[i], time.Second, args...); e != nil && err == nil {
+			if _, e := ch.conn().Do(context.WithoutCancel(ctx), ch.masters[i], time.Second, args...); e != nil && err == nil {
 				err = e
 			}
 		}
 	case nemClockJump:
 		args := append([]string{"EVAL", clockJumpScript, strconv.Itoa(len(ch.keys))}, ch.keys...)
 		args = append(args, strconv.FormatInt(ch.cfg.Jump.Milliseconds(), 10))
-		_, err = redisproc.Do(context.WithoutCancel(ctx), ch.masters[s.Nodes[0]], time.Second, args...)
+		_, err = ch.conn().Do(context.WithoutCancel(ctx), ch.masters[s.Nodes[0]], time.Second, args...)
 	}
 	detail := "lifted: " + s.String()
 	if err != nil {

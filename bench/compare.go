@@ -140,6 +140,9 @@ func (cc *CompareConfig) Validate() error {
 	if cc.Limit && !cc.usesRedis() {
 		return cfgErr("limit", true, "needs Redis masters, and none of --engines %s uses them", strings.Join(cc.Engines, ","))
 	}
+	if b := cc.Base; cc.Limit && (b.TLS != nil || b.Username != "" || b.Password != "") {
+		return cfgErr("limit", true, "is not available with --user, --pass or --tls: redis-benchmark would need them on its command line")
+	}
 	for i, e := range cc.Engines {
 		c := cc.runConfig(1, i)
 		if err := c.Validate(); err != nil {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/redlock-bench/redlock/bench/fault"
 	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/redisproc"
 	"github.com/redlock-bench/redlock/results"
 )
 
@@ -99,6 +101,13 @@ type Config struct {
 	// masters are started and connected before it. It must not be more
 	// than a second in the past. Default: start at once.
 	StartAt time.Time
+	// Username and Password authenticate every connection to the masters
+	// (--user, -a/--pass or REDISCLI_AUTH), TLS makes them TLS (--tls and
+	// its files), for every engine: the redlock engine, the redsync
+	// baselines, and the run's own probes and clean-up. Only with Masters:
+	// local masters are plain. Never written to the results.
+	Username, Password string
+	TLS                *tls.Config
 	// NoWaitQuarantine makes a run whose masters cannot yet form a quorum
 	// (the engine keeps young or restarted masters out of the vote) fail
 	// at start instead of waiting the quarantine out
@@ -185,6 +194,14 @@ func (c *Config) Validate() error {
 		}
 	} else if c.LocalMasters <= 0 {
 		return cfgErr("local-masters", c.LocalMasters, "must be > 0")
+	} else {
+		switch {
+		case c.TLS != nil:
+			return cfgErr("tls", true, "applies to --masters only: local masters are plain TCP")
+		case c.Username != "" || c.Password != "":
+			// The value stays out of the message: it may be the password.
+			return cfgErr("pass", "(hidden)", "applies to --masters only: local masters want no password")
+		}
 	}
 	if c.Workers <= 0 {
 		return cfgErr("workers", c.Workers, "must be > 0")
@@ -276,7 +293,13 @@ func (c *Config) engineConfig(masters []string) engine.Config {
 	ec.Fencing = c.Fencing
 	ec.DisableGate = c.DisableGate
 	ec.DisableNotify = c.DisableNotify
+	ec.Username, ec.Password, ec.TLS = c.Username, c.Password, c.TLS
 	return ec
+}
+
+// conn is how the run's probes and clean-up reach the masters.
+func (c *Config) conn() redisproc.Conn {
+	return redisproc.Conn{Username: c.Username, Password: c.Password, TLS: c.TLS}
 }
 
 // validateEngine asks the redlock engine whether it would accept this
@@ -285,7 +308,7 @@ func (c *Config) engineConfig(masters []string) engine.Config {
 // any master starts, and the rules live in the engine alone. Local
 // masters' addresses are not known yet: placeholders stand in for them.
 func (c *Config) validateEngine() error {
-	if c.Engine != "redlock" {
+	if !IsRedlock(c.Engine) {
 		return nil
 	}
 	masters, flag, value := c.Masters, "masters", any(strings.Join(c.Masters, ","))

@@ -32,11 +32,20 @@ type Lease interface {
 	Release(ctx context.Context) error
 }
 
+// EnginePerCommand is the redlock engine with coalescing off: every
+// release, extend and waiter's acquire is its own script call. Compared
+// with "redlock" in one run, it shows what coalescing gains.
+const EnginePerCommand = "redlock-percmd"
+
 // EngineNames lists the engines Run knows, for --engine. The redsync-*
 // baselines are in redsync.go.
 func EngineNames() []string {
-	return []string{"redlock", "nolock", engineRedsyncRueidis, engineRedsyncGoredis}
+	return []string{"redlock", EnginePerCommand, "nolock", engineRedsyncRueidis, engineRedsyncGoredis}
 }
+
+// IsRedlock reports whether name is the redlock engine, in any variant:
+// its features (gate, notify, extend, fencing) apply.
+func IsRedlock(name string) bool { return name == "redlock" || name == EnginePerCommand }
 
 func knownEngine(name string) bool {
 	for _, n := range EngineNames() {
@@ -56,7 +65,9 @@ func newEngine(ctx context.Context, name string, masters []string, cfg Config) (
 	case "nolock":
 		return newNolock(cfg.TTL), nil
 	case "redlock":
-		return newRedlock(ctx, masters, cfg)
+		return newRedlock(ctx, masters, cfg, false)
+	case EnginePerCommand:
+		return newRedlock(ctx, masters, cfg, true)
 	case engineRedsyncRueidis, engineRedsyncGoredis:
 		return newRedsync(ctx, name, masters, cfg)
 	}

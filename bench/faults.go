@@ -38,14 +38,15 @@ func needsProxies(s fault.Schedule) bool {
 	return slices.ContainsFunc(s, func(f fault.Fault) bool { return f.Action == fault.Slow || f.Action == fault.Cut })
 }
 
-// newFaultRig builds the injector for s on masters. cluster holds the
-// masters' processes when this run started them, nil for --masters. It
-// starts the proxies if s needs them: the caller must Close them after the
-// engine, on every path. It checks that every stalled master can be
-// stalled.
-func newFaultRig(ctx context.Context, s fault.Schedule, masters []string, cluster *redisproc.Cluster) (*faultRig, error) {
+// newFaultRig builds the injector for s on masters, reached with conn
+// (stall speaks to them directly). cluster holds the masters' processes
+// when this run started them, nil for --masters. It starts the proxies if
+// s needs them: the caller must Close them after the engine, on every
+// path. It checks that every stalled master can be stalled.
+func newFaultRig(ctx context.Context, s fault.Schedule, masters []string, conn redisproc.Conn, cluster *redisproc.Cluster) (*faultRig, error) {
 	rig := &faultRig{}
 	cfg := fault.Config{Addrs: masters, OnEvent: rig.onEvent}
+	cfg.Username, cfg.Password, cfg.TLS = conn.Username, conn.Password, conn.TLS
 	if cluster != nil {
 		cfg.Nodes = make([]fault.Process, len(cluster.Nodes))
 		for i, n := range cluster.Nodes {

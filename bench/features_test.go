@@ -50,6 +50,11 @@ func TestWaitModeMeasuresHandoffAndNotifications(t *testing.T) {
 	if f.Jain <= 0 || f.Jain > 1 || f.Max < f.Min || f.Max == 0 {
 		t.Errorf("fairness %+v", f)
 	}
+	// Four clients: Jain over them is at least 1/4 (one client got
+	// everything), at most 1.
+	if f.JainClients < 0.25 || f.JainClients > 1 {
+		t.Errorf("Jain over 4 clients %v, want it in [1/4, 1]: %+v", f.JainClients, f)
+	}
 	var sum int64
 	if len(res.Intervals) == 0 {
 		t.Fatal("no intervals")

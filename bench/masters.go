@@ -60,7 +60,7 @@ func logger(w io.Writer) func(format string, a ...any) {
 // probeMasters checks that every master answers and returns the server
 // versions found ("7.0.15", or "7.0.15,7.2.4" when they differ). It fails
 // naming every unreachable address.
-func probeMasters(ctx context.Context, addrs []string) (string, error) {
+func probeMasters(ctx context.Context, conn redisproc.Conn, addrs []string) (string, error) {
 	type answer struct {
 		version string
 		err     error
@@ -71,7 +71,7 @@ func probeMasters(ctx context.Context, addrs []string) (string, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v, err := redisproc.Version(ctx, a, probeTimeout)
+			v, err := conn.Version(ctx, a, probeTimeout)
 			// "connection refused" rather than "dial tcp <addr>: connect: ...":
 			// the message names the address already.
 			var op *net.OpError
@@ -110,7 +110,7 @@ var parseVersion = redisproc.ParseVersion
 // master (SCAN MATCH, then UNLINK), until ctx ends, and returns how many
 // it removed. The prefix's glob characters are escaped, so that no key
 // outside it matches.
-func deletePrefixed(ctx context.Context, masters []string, prefix string) (int64, error) {
+func deletePrefixed(ctx context.Context, conn redisproc.Conn, masters []string, prefix string) (int64, error) {
 	pattern := globEscape(prefix) + "*"
 	var (
 		mu    sync.Mutex
@@ -122,7 +122,7 @@ func deletePrefixed(ctx context.Context, masters []string, prefix string) (int64
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n, err := deletePrefixedOn(ctx, addr, pattern)
+			n, err := deletePrefixedOn(ctx, conn, addr, pattern)
 			mu.Lock()
 			defer mu.Unlock()
 			total += n
@@ -135,8 +135,8 @@ func deletePrefixed(ctx context.Context, masters []string, prefix string) (int64
 	return total, errors.Join(errs...)
 }
 
-func deletePrefixedOn(ctx context.Context, addr, pattern string) (int64, error) {
-	c, err := redisproc.NewClient(addr, probeTimeout)
+func deletePrefixedOn(ctx context.Context, conn redisproc.Conn, addr, pattern string) (int64, error) {
+	c, err := conn.NewClient(addr, probeTimeout)
 	if err != nil {
 		return 0, err
 	}

@@ -12,8 +12,9 @@ import (
 // Lease methods, so a lease passes through without a wrapper.
 type redlock struct{ l *engine.Locker }
 
-func newRedlock(ctx context.Context, masters []string, cfg Config) (Engine, error) {
+func newRedlock(ctx context.Context, masters []string, cfg Config, perCommand bool) (Engine, error) {
 	ec := cfg.engineConfig(masters)
+	ec.DisableCoalesce = perCommand
 	// Each client is its own Locker: its own connections, gate and
 	// subscriptions, as separate processes would have.
 	l, err := engine.New(ctx, ec)

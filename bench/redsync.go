@@ -97,7 +97,8 @@ func newRedsync(ctx context.Context, name string, masters []string, cfg Config) 
 		case engineRedsyncRueidis:
 			// A plain client with rueidis's defaults (auto-pipelining);
 			// the client-side cache is off because nothing reads through it.
-			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true,
+				Username: cfg.Username, Password: cfg.Password, TLSConfig: cfg.TLS})
 			if err != nil {
 				e.Close()
 				return nil, fmt.Errorf("%s: connect %s: %w", name, addr, err)
@@ -106,7 +107,8 @@ func newRedsync(ctx context.Context, name string, masters []string, cfg Config) 
 			pool = redsyncrueidis.NewPool(rueidiscompat.NewAdapter(c))
 		case engineRedsyncGoredis:
 			c := goredis.NewClient(&goredis.Options{
-				Addr: addr,
+				Addr:     addr,
+				Username: cfg.Username, Password: cfg.Password, TLSConfig: cfg.TLS,
 				// Maintenance notifications are for Redis Enterprise and
 				// Redis Cloud; on other servers the handshake only adds noise.
 				MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},

@@ -137,7 +137,7 @@ func (s *runSite) probe(ctx context.Context, cfg *Config) error {
 			cfg.Quarantine = "observed"
 		}
 	}
-	v, err := probeMasters(ctx, s.masters)
+	v, err := probeMasters(ctx, cfg.conn(), s.masters)
 	s.redisVersion = v
 	return err
 }
@@ -148,7 +148,7 @@ func setUpFaults(ctx context.Context, cfg Config, masters []string, cluster *red
 	if len(cfg.Faults) == 0 {
 		return nil, nil
 	}
-	rig, err := newFaultRig(ctx, cfg.Faults, masters, cluster)
+	rig, err := newFaultRig(ctx, cfg.Faults, masters, cfg.conn(), cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +267,7 @@ func cleanupKeys(masters []string, cfg Config, logf func(string, ...any)) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	n, err := deletePrefixed(ctx, masters, cfg.KeyPrefix)
+	n, err := deletePrefixed(ctx, cfg.conn(), masters, cfg.KeyPrefix)
 	switch {
 	case err != nil:
 		logf("warning: removing the run's keys (%q*) from the masters: removed %d, then: %v", cfg.KeyPrefix, n, err)
@@ -686,6 +686,13 @@ func (r *runner) summary(faultLog []results.FaultEvent) *results.Summary {
 		counts[i] = r.perWorker[i].n.Load()
 	}
 	s.Fairness = results.FairnessOf(counts)
+	if n := len(r.engines); n > 1 {
+		perClient := make([]int64, n)
+		for i, c := range counts {
+			perClient[i%n] += c // worker i uses engine i%n
+		}
+		s.Fairness.JainClients = results.FairnessOf(perClient).Jain
+	}
 	if r.perOpNs > 0 {
 		s.LoadModel = "open"
 		s.BacklogMax, s.BacklogEnd = r.backlogMax, r.backlogEnd

@@ -51,6 +51,7 @@ replace github.com/redlock-bench/redlock => ../
 require (
 	github.com/redlock-bench/redlock/bench v0.0.0
 	github.com/redlock-bench/redlock/results v0.0.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 )
 
 replace (

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -132,7 +133,27 @@ type Config struct {
 	// PipelineMultiplex is rueidis's log2 of connections per master. Zero
 	// selects multiplex.DefaultPipelineMultiplex (one connection).
 	PipelineMultiplex int
-	// Tune may adjust each master's rueidis.ClientOption. Optional.
+	// DisableCoalesce sends each release, extend, undo and waiter's
+	// acquire as its own script call. By default, those queued for a
+	// master at the same moment go as one call over many keys, with each
+	// key's outcome the same as alone, which costs the master several
+	// times less per key.
+	DisableCoalesce bool
+	// Username and Password authenticate every connection to the masters:
+	// the pool's, the release notifications' and the restart check's.
+	// Password alone is for requirepass (the default user); with Username
+	// it is an ACL user's, which needs +@all or at least the commands the
+	// engine sends (EVALSHA, SCRIPT LOAD, INFO, TIME, SUBSCRIBE, ...).
+	// Default: none.
+	Username, Password string
+	// TLS, when set, makes every connection to the masters TLS with this
+	// configuration: RootCAs to verify the masters (nil: the system's),
+	// Certificates for a client certificate, ServerName to verify a name
+	// other than each master's host. Default: plain TCP.
+	TLS *tls.Config
+	// Tune may adjust each master's rueidis.ClientOption, for what has no
+	// field here; it runs after Username, Password and TLS are set.
+	// Optional.
 	Tune func(*rueidis.ClientOption)
 }
 

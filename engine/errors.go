@@ -195,16 +195,27 @@ func (e *VotesError) Unwrap() []error {
 // heldByOne reports whether one owner holds the resource on a quorum of
 // the refusing masters: then a release will come and is worth waiting
 // for. Otherwise the vote was split between attempts that each undo
-// theirs, and nobody will publish anything.
+// theirs, and nobody will publish anything. A turn token (see turnPrefix)
+// counts with any owner: it stands where a release just gave the resource
+// to a queued waiter, whose lock will take its place.
 func (e *VotesError) heldByOne() bool {
 	if e.Refused < e.Quorum {
 		return false
 	}
+	turns := 0
+	for _, a := range e.Votes {
+		if a.Outcome == OutcomeRefused && a.value == turnHash {
+			turns++
+		}
+	}
+	if turns >= e.Quorum {
+		return true
+	}
 	for i, a := range e.Votes {
-		if a.Outcome != OutcomeRefused {
+		if a.Outcome != OutcomeRefused || a.value == turnHash {
 			continue
 		}
-		same := 0
+		same := turns
 		for _, b := range e.Votes[i:] {
 			if b.Outcome == OutcomeRefused && b.value == a.value {
 				same++

@@ -52,7 +52,14 @@ func TestHeldByOne(t *testing.T) {
 		{"one holder everywhere", []Vote{v(r, 7), v(r, 7), v(r, 7), v(r, 7), v(r, 7)}, true},
 		{"one holder on a quorum, leftovers elsewhere", []Vote{v(r, 7), v(r, 9), v(r, 7), v(r, 9), v(r, 7)}, true},
 		{"split between two attempts", []Vote{v(r, 7), v(r, 9), v(ok, 0), v(r, 9), v(r, 7)}, false},
-		{"three owners", []Vote{v(r, 1), v(r, 2), v(r, 3), v(r, 1), v(r, 2)}, false},
+		{"three owners", []Vote{v(r, 1), v(r, 5), v(r, 3), v(r, 1), v(r, 5)}, false},
+		// A turn token stands where a release just gave the resource to a
+		// queued waiter: with the old holder still on the others, it is
+		// one hand-over under way, not a split.
+		{"holder and turn tokens", []Vote{v(r, 7), v(r, turnHash), v(r, 7), v(ok, 0), v(r, turnHash)}, true},
+		{"turn tokens on a quorum", []Vote{v(r, turnHash), v(r, turnHash), v(r, turnHash), v(ok, 0), v(ok, 0)}, true},
+		{"turn tokens and two owners", []Vote{v(r, 7), v(r, turnHash), v(r, 9), v(ok, 0), v(r, 9)}, true},
+		{"two owners, no quorum with the tokens", []Vote{v(r, 7), v(r, turnHash), v(r, 9), v(ok, 0), v(ok, 0)}, false},
 		{"too few refusals", []Vote{v(r, 7), v(r, 7), v(ok, 0), v(ok, 0), v(OutcomeFailed, 0)}, false},
 	} {
 		e := &VotesError{Votes: tc.votes, Quorum: 3}
@@ -75,7 +82,10 @@ func TestHolderHashIgnoresWaitMark(t *testing.T) {
 	if holderHash(v) == holderHash(newValue()) {
 		t.Fatal("two values hash alike")
 	}
-	if strings.Contains(v, waitMark) {
+	if holderHash(turnPrefix+"w:1") != turnHash || holderHash(turnPrefix+"w:1"+waitMark) != turnHash || holderHash(v)&1 == 0 {
+		t.Fatal("turn tokens must hash to turnHash, and lock values never")
+	}
+	if strings.Contains(v, waitMark) || strings.Contains(v, turnPrefix) {
 		t.Fatalf("lock value %q contains the wait mark", v)
 	}
 }

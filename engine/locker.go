@@ -29,6 +29,9 @@ type Locker struct {
 	closed atomic.Bool
 	// waiting counts Lock callers blocked between attempts on the masters.
 	waiting atomic.Int32
+	// id and seq name this Locker's waiters in the masters' queues.
+	id  string
+	seq atomic.Uint64
 }
 
 // New validates cfg, connects to every master and loads the scripts. A
@@ -50,6 +53,10 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		Scripts:           allScripts,
 		Quarantine:        cfg.Quarantine,
 		MaxTTL:            cfg.MaxTTL,
+		DisableCoalesce:   cfg.DisableCoalesce,
+		Username:          cfg.Username,
+		Password:          cfg.Password,
+		TLS:               cfg.TLS,
 		Tune:              cfg.Tune,
 	})
 	if err != nil {
@@ -62,6 +69,7 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		ttlStr: itoa(cfg.TTL.Milliseconds()),
 		drift:  drift(cfg.TTL, cfg.DriftFactor),
 		setGet: true,
+		id:     newValue()[:11],
 	}
 	for _, n := range pool.Nodes() {
 		if v := n.Info().Version; v != "" && !atLeast(v, 7, 0) {
@@ -168,7 +176,7 @@ func (l *Locker) Close() error {
 // undone on every master where it may have taken, and the error says why
 // (see VotesError). TryLock does not queue at the in-process gate.
 func (l *Locker) TryLock(ctx context.Context, resource string) (*Lease, error) {
-	le, err := l.try(ctx, resource, false)
+	le, err := l.try(ctx, resource, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -176,10 +184,17 @@ func (l *Locker) TryLock(ctx context.Context, resource string) (*Lease, error) {
 	return le, nil
 }
 
-// try makes one attempt. mark is for a waiter subscribed to the resource's
+// ticket is a waiter's place in the resource's queue on the masters (see
+// queuePrefix).
+type ticket struct {
+	score string // wall-clock µs at the start of Lock
+	id    string // unique among the waiters of every Locker
+}
+
+// try makes one attempt. tk is for a waiter subscribed to the resource's
 // releases: where the key is taken, the attempt marks the holder's value,
-// which makes the holder's release publish.
-func (l *Locker) try(ctx context.Context, resource string, mark bool) (*Lease, error) {
+// which makes the holder's release publish, and queues the waiter.
+func (l *Locker) try(ctx context.Context, resource string, tk *ticket) (*Lease, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -192,20 +207,28 @@ func (l *Locker) try(ctx context.Context, resource string, mark bool) (*Lease, e
 		key:      l.cfg.KeyPrefix + resource,
 		value:    newValue(),
 	}
+	if tk != nil {
+		// The release finds the waiter's id in the value (see queuePrefix).
+		le.value = tk.id + idEnd + le.value
+	}
+	// A waiter's attempt goes to every master even once decided, so that
+	// it is queued on all of them: masters whose queues differ would each
+	// wake a different waiter.
+	skip := tk == nil
 	le.initVotes(l.pool.Len())
-	cmd := multiplex.Command{Name: "SET", Key: le.key, SkipIfFailed: true}
+	cmd := multiplex.Command{Name: "SET", Key: le.key, SkipIfFailed: skip}
 	classify := classifyAcquireGet
 	switch {
 	case l.cfg.Fencing:
 		cmd.Name, cmd.Script = "", acquireFenceScript
 		cmd.Args, cmd.NArgs = [multiplex.MaxArgs]string{le.value, l.ttlStr, "0"}, 3
-		if mark {
-			cmd.Args[2] = "1"
+		if tk != nil {
+			cmd.Args[2], cmd.Args[3], cmd.Args[4], cmd.NArgs = "1", tk.score, tk.id, 5
 		}
 		classify = classifyFenced
-	case mark:
+	case tk != nil:
 		cmd.Name, cmd.Script = "", acquireMarkScript
-		cmd.Args, cmd.NArgs = [multiplex.MaxArgs]string{le.value, l.ttlStr}, 2
+		cmd.Args, cmd.NArgs = [multiplex.MaxArgs]string{le.value, l.ttlStr, tk.score, tk.id}, 4
 	case l.setGet:
 		cmd.Args, cmd.NArgs = [multiplex.MaxArgs]string{le.value, "NX", "GET", "PX", l.ttlStr}, 5
 	default:
@@ -321,7 +344,7 @@ func (l *Locker) Lock(ctx context.Context, resource string) (*Lease, error) {
 		}
 		gated, w.Gated = true, waited
 	}
-	le, err := l.lockRemote(ctx, resource, &w)
+	le, err := l.lockRemote(ctx, resource, start, &w)
 	if err != nil {
 		if gated {
 			l.gate.leave(resource)
@@ -335,17 +358,34 @@ func (l *Locker) Lock(ctx context.Context, resource string) (*Lease, error) {
 	return le, nil
 }
 
-func (l *Locker) lockRemote(ctx context.Context, resource string, w *WaitInfo) (*Lease, error) {
+func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Time, w *WaitInfo) (le *Lease, err error) {
 	var (
 		sub   *subscription
+		tk    *ticket
 		timer *time.Timer
-		last  error // the last attempt that was decided, not cut short
+		// settle bounds how long a woken waiter waits for the rest of the
+		// masters to give it the turn (see awaitTurns).
+		settle *time.Timer
+		last   error // the last attempt that was decided, not cut short
 	)
-	defer func() { sub.close() }() // sub is set later
+	defer func() {
+		sub.close()
+		if tk != nil && err != nil {
+			l.leaveQueue(resource, tk, uint64(1)<<l.pool.Len()-1)
+		}
+	}()
 	for {
 		w.Attempts++
-		le, err := l.try(ctx, resource, sub != nil)
+		le, err := l.try(ctx, resource, tk)
 		if err == nil {
+			if tk != nil {
+				// Masters where the attempt queued the waiter but did not
+				// set its key are not sent its release, which leaves it.
+				le.mu.Lock()
+				rest := (uint64(1)<<len(le.votes) - 1) &^ le.held
+				le.mu.Unlock()
+				l.leaveQueue(resource, tk, rest)
+			}
 			return le, nil
 		}
 		if ctx.Err() != nil {
@@ -366,7 +406,8 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, w *WaitInfo) (
 			// Subscribe, then try again at once, marking the holder's
 			// value: the release may have come between the refusal and
 			// the subscription, and an unmarked release publishes nothing.
-			sub = l.notify.subscribe(ctx, l.cfg.KeyPrefix+resource)
+			tk = &ticket{score: itoa(start.UnixMicro()), id: l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)}
+			sub = l.notify.subscribe(ctx, l.cfg.KeyPrefix+resource, tk.id)
 			continue
 		case held:
 			d = jitter(l.cfg.FallbackMin, min(l.cfg.FallbackMax, l.cfg.TTL))
@@ -379,11 +420,18 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, w *WaitInfo) (
 		if timer == nil {
 			timer = time.NewTimer(d)
 			defer timer.Stop()
+			defer func() {
+				if settle != nil {
+					settle.Stop()
+				}
+			}()
 		} else {
 			timer.Reset(d)
 		}
+		// A waiter in the queue also listens after a split vote: the
+		// undos of the split attempts wake the first waiter.
 		var notified <-chan struct{}
-		if sub != nil && held {
+		if sub != nil {
 			notified = sub.C
 		}
 		l.waiting.Add(1)
@@ -394,6 +442,10 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, w *WaitInfo) (
 		case <-notified:
 			w.Notified++
 			w.Cause = WakeNotified
+			if !sub.awaitTurns(ctx, l.Quorum(), &settle) {
+				l.waiting.Add(-1)
+				return nil, errors.Join(last, ctx.Err())
+			}
 		case <-timer.C:
 			if held {
 				w.Fallbacks++
@@ -405,6 +457,18 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, w *WaitInfo) (
 		}
 		l.waiting.Add(-1)
 	}
+}
+
+// leaveQueue takes a waiter that gives up or has acquired out of the
+// resource's queue on nodes (a bit set), without waiting:
+// otherwise a release would wake it instead of a waiter still there, who
+// would sleep until its fallback.
+func (l *Locker) leaveQueue(resource string, tk *ticket, nodes uint64) {
+	if l.closed.Load() || nodes == 0 {
+		return
+	}
+	key := queuePrefix + l.cfg.KeyPrefix + resource
+	l.pool.Post(multiplex.Command{Name: "ZREM", Key: key, Args: [multiplex.MaxArgs]string{tk.id}, NArgs: 1, Nodes: nodes}, classifyInt, nil)
 }
 
 func jitter(lo, hi time.Duration) time.Duration {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -61,15 +62,54 @@ func (t *topic) done(i int) {
 	}
 }
 
-// subscription wakes one waiter. C has room for one signal, so a release
-// between two waits is not lost, and the masters' messages for one release
-// wake a waiter at most twice: once, and once more if they came while it
-// was retrying. That second retry is needed: the first can reach a master
+// subscription wakes one waiter, when a release names its id (see
+// releaseScript: a release wakes the waiter first in the resource's queue,
+// not every subscriber). C has room for one signal, so a release between
+// two waits is not lost, and the masters' messages for one release wake a
+// waiter at most twice: once, and once more if they came while it was
+// retrying. That second retry is needed: the first can reach a master
 // whose delete is still on its way, and be refused there.
 type subscription struct {
 	n       *notifier
 	channel string
+	id      string // the waiter's id in the resource's queue
 	C       chan struct{}
+	// turns counts the masters that gave this waiter the turn since it
+	// last woke (see awaitTurns).
+	turns atomic.Int32
+}
+
+// settleTurns bounds how long a woken waiter waits for more masters to
+// give it the turn.
+const settleTurns = 2 * time.Millisecond
+
+// awaitTurns returns once quorum masters gave the waiter the turn since it
+// last woke, or settleTurns after the first did, so that its attempt does
+// not reach the masters whose release is still on its way, be refused
+// there, and take another round trip; false if ctx ended. settle is the
+// caller's timer, created on first use.
+func (s *subscription) awaitTurns(ctx context.Context, quorum int, settle **time.Timer) bool {
+	defer s.turns.Store(0)
+	if int(s.turns.Load()) >= quorum {
+		return true
+	}
+	if *settle == nil {
+		*settle = time.NewTimer(settleTurns)
+	} else {
+		(*settle).Reset(settleTurns)
+	}
+	for int(s.turns.Load()) < quorum {
+		select {
+		case <-s.C:
+		case <-(*settle).C:
+			return true
+		case <-ctx.Done():
+			(*settle).Stop()
+			return false
+		}
+	}
+	(*settle).Stop()
+	return true
 }
 
 // Connection states of a subNode.
@@ -104,12 +144,12 @@ func newNotifier(pool *multiplex.Pool) *notifier {
 	return n
 }
 
-// subscribe registers a waiter for resource key's releases, and returns
+// subscribe registers waiter id for resource key's releases, and returns
 // once the masters have confirmed the subscription, or ctx ended, or the
 // masters still silent were given the node timeout. The caller must close
 // the subscription.
-func (n *notifier) subscribe(ctx context.Context, key string) *subscription {
-	s := &subscription{n: n, channel: releasedPrefix + key, C: make(chan struct{}, 1)}
+func (n *notifier) subscribe(ctx context.Context, key, id string) *subscription {
+	s := &subscription{n: n, channel: releasedPrefix + key, id: id, C: make(chan struct{}, 1)}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -349,6 +389,10 @@ func (n *notifier) deliver(m rueidis.PubSubMessage) {
 	defer n.mu.Unlock()
 	if t := n.topics[m.Channel]; t != nil {
 		for s := range t.waiters {
+			if s.id != m.Message {
+				continue // the release named another waiter
+			}
+			s.turns.Add(1)
 			select {
 			case s.C <- struct{}{}:
 			default:

@@ -19,32 +19,94 @@ const releasedPrefix = "redlock:released:"
 // is a fifth of what a release costs a master.
 const waitMark = "+"
 
+// queuePrefix names each resource's queue of waiters, on every master: a
+// sorted set of waiter ids scored by ticket (the wall-clock µs at which
+// the waiter's Lock began), ties broken by id, so that every master orders
+// it the same way. A subscribed waiter joins it with each attempt; a
+// marked release takes its own waiter out (a waiter's lock value is its id,
+// idEnd, then the random part), pops the lowest and wakes only that
+// waiter. The queue is only a hint of who goes next: SET NX on a quorum
+// still decides who holds the lock, and a waiter that is not woken
+// retries after its fallback delay. The queue expires two TTLs after a
+// waiter last joined it, so that the entries of a waiter that died without
+// leaving go. queuePrefixLua is the same in a Lua string literal.
+const (
+	queuePrefix    = internalPrefix + "queue:"
+	queuePrefixLua = `\255redlock:queue:`
+	idEnd          = "." // the scripts' Lua patterns know it
+)
+
+// turnPrefix starts a turn token: the value a release (or undo) of a
+// marked key leaves in its place, "~" and the id of the waiter it wakes,
+// for turnGraceMS. Until it expires, only that waiter's attempt may
+// replace it (see acquireMarkScript); anyone else is refused as by a lock,
+// so a newcomer does not take the resource from under the waiter it was
+// given to, or split the vote with it. A token is not a lock: nobody holds
+// it, no lease value starts with "~" (they are base64url), and it is
+// replaced only where no lock is, so that a lock is still held where its
+// SET NX (or this replacement) set its value, on a quorum. If the waiter
+// is gone, the token expires, and the other waiters' fallback retries find
+// the key free.
+const (
+	turnPrefix  = "~"
+	turnGraceMS = "50"
+)
+
 // The scripts compare the value before acting, so that a lease only ever
 // touches its own key, marked by a waiter or not; extend never re-creates a
 // missing key.
 var (
-	// releaseScript deletes our key; if a waiter marked it, it also tells
-	// the waiters which value was released, so that they count one release
-	// once, whatever the number of masters that announce it.
+	// releaseScript deletes our key. If a waiter marked it, the release
+	// gives the turn to the waiter with the lowest ticket instead of
+	// leaving the key free for whoever comes first: it takes the releasing
+	// waiter out of the queue (a waiter's value starts with its id), pops
+	// the lowest id, replaces the key with that waiter's turn token (see
+	// turnPrefix) and publishes the id, which wakes that waiter only. So
+	// one release hands the resource to one waiter, instead of a crowd, or
+	// a newcomer, that splits the vote with it.
 	releaseScript = multiplex.NewScript(`local v = redis.call("GET", KEYS[1])
 if v == ARGV[1] then
   return redis.call("DEL", KEYS[1])
 end
 if v == ARGV[1] .. "` + waitMark + `" then
-  redis.call("DEL", KEYS[1])
-  redis.call("PUBLISH", "` + releasedPrefix + `" .. KEYS[1], ARGV[1])
+  local q = "` + queuePrefixLua + `" .. KEYS[1]
+  local id = string.match(ARGV[1], "^([^.]*)%.")
+  if id then
+    redis.call("ZREM", q, id)
+  end
+  local w = redis.call("ZPOPMIN", q)
+  if w[1] then
+    redis.call("SET", KEYS[1], "` + turnPrefix + `" .. w[1], "PX", ` + turnGraceMS + `)
+    redis.call("PUBLISH", "` + releasedPrefix + `" .. KEYS[1], w[1])
+  else
+    redis.call("DEL", KEYS[1])
+  end
   return 1
 end
 return 0`)
-	// undoScript deletes our key, marked or not, and publishes nothing.
-	// It cleans up after failed attempts and late replies: a waiter that
-	// marked such a key waits for the holder of the quorum, and waking it
-	// for each undo sent every waiter racing to the masters to fail again,
-	// undo again, and wake the others (a third of the throughput with
-	// fencing and 8 clients on 10 hot keys).
+	// undoScript deletes our key, marked or not. It cleans up after failed
+	// attempts and late replies. Where a waiter marked the key, it gives
+	// the turn to the first waiter, as a release does, or the waiters of a
+	// split vote would sleep until their back-off. If that is its own
+	// waiter, which is awake and stays in the queue, it leaves that
+	// waiter's turn token without waking it: the retry finds its turn kept
+	// from newcomers.
 	undoScript = multiplex.NewScript(`local v = redis.call("GET", KEYS[1])
-if v == ARGV[1] or v == ARGV[1] .. "` + waitMark + `" then
+if v == ARGV[1] then
   return redis.call("DEL", KEYS[1])
+end
+if v == ARGV[1] .. "` + waitMark + `" then
+  local q = "` + queuePrefixLua + `" .. KEYS[1]
+  local w = redis.call("ZRANGE", q, 0, 0)
+  if not w[1] then
+    return redis.call("DEL", KEYS[1])
+  end
+  if w[1] ~= string.match(ARGV[1], "^([^.]*)%.") then
+    redis.call("ZREM", q, w[1])
+    redis.call("PUBLISH", "` + releasedPrefix + `" .. KEYS[1], w[1])
+  end
+  redis.call("SET", KEYS[1], "` + turnPrefix + `" .. w[1], "PX", ` + turnGraceMS + `)
+  return 1
 end
 return 0`)
 	extendScript = multiplex.NewScript(`local v = redis.call("GET", KEYS[1])
@@ -53,13 +115,24 @@ if v == ARGV[1] or v == ARGV[1] .. "` + waitMark + `" then
 end
 return 0`)
 	// acquireMarkScript is SET NX PX GET for a waiter already subscribed
-	// to the resource's releases: where the key is taken, it marks the
-	// holder's value, so that the holder's release publishes. Its answer
-	// is SET NX GET's: nil when it set the key, the holder's value (as it
-	// was before marking) when taken.
+	// to the resource's releases, with ticket ARGV[3] and id ARGV[4] (its
+	// value starts with the id), that also takes the waiter's turn: it
+	// sets the key where it is free or holds this waiter's turn token. It
+	// queues the waiter on every master it reaches, keeping the first
+	// ticket it queued with, so that the masters' queues agree even after
+	// a split vote. Where the key is taken (by a lock or another waiter's
+	// turn), it marks it, so that its release gives the turn on; where it
+	// sets the key, it sets it marked, so that its own release leaves the
+	// queue and gives the turn to the next. Its answer is SET NX GET's:
+	// nil when it set the key, the value it found (before marking) when
+	// taken.
 	acquireMarkScript = multiplex.NewScript(`local v = redis.call("GET", KEYS[1])
-if not v then
-  redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+local q = "` + queuePrefixLua + `" .. KEYS[1]
+redis.call("ZADD", q, "NX", ARGV[3], ARGV[4])
+redis.call("PEXPIRE", q, 2 * ARGV[2])
+local turn = "` + turnPrefix + `" .. ARGV[4]
+if not v or v == turn or v == turn .. "` + waitMark + `" then
+  redis.call("SET", KEYS[1], ARGV[1] .. "` + waitMark + `", "PX", ARGV[2])
   return false
 end
 if string.sub(v, -1) ~= "` + waitMark + `" then
@@ -70,10 +143,10 @@ return v`)
 	// fencing counter, so that fencing costs one extra round trip, not two.
 	// It answers max(counter, this master's clock in µs) when it set the
 	// key (see fence.go), and the holder's value (a string) when taken, so
-	// that a waiter tells a hold from a split vote. ARGV[3] "1" marks a
-	// taken key, as acquireMarkScript does. Every check that can fail
-	// comes before the SET: Redis does not undo a script's writes when it
-	// fails half-way.
+	// that a waiter tells a hold from a split vote. ARGV[3] "1" is a
+	// waiter with ticket ARGV[4] and id ARGV[5], which queues and marks as
+	// acquireMarkScript does (the TYPE check comes first). Every check that can fail comes before the
+	// SET: Redis does not undo a script's writes when it fails half-way.
 	acquireFenceScript = multiplex.NewScript(`local c = tonumber(redis.call("GET", "` + fencePrefixLua + `" .. KEYS[1]) or "0")
 if not c then
   return redis.error_reply("ERR redlock: the fencing counter of this key is not an integer")
@@ -82,7 +155,21 @@ local t = redis.call("TYPE", KEYS[1]).ok
 if t ~= "none" and t ~= "string" then
   return redis.error_reply("WRONGTYPE Operation against a key holding the wrong kind of value")
 end
-if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+local m, nx = "", "NX"
+if ARGV[3] == "1" then
+  local q = "` + queuePrefixLua + `" .. KEYS[1]
+  redis.call("ZADD", q, "NX", ARGV[4], ARGV[5])
+  redis.call("PEXPIRE", q, 2 * ARGV[2])
+  m = "` + waitMark + `"
+  if t == "string" then
+    local turn = "` + turnPrefix + `" .. ARGV[5]
+    local v = redis.call("GET", KEYS[1])
+    if v == turn or v == turn .. "` + waitMark + `" then
+      nx = "XX"
+    end
+  end
+end
+if redis.call("SET", KEYS[1], ARGV[1] .. m, nx, "PX", ARGV[2]) then
   local now = redis.call("TIME")
   local floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
   if floor > c then
@@ -114,6 +201,18 @@ end
 return c`)
 )
 
+// Each body above is one key's logic. It runs as it is for one key, and
+// once per key in a coalesced call over many (multiplex.Script.Coalesce),
+// so that a change to a body applies to both.
+func init() {
+	releaseScript.Coalesce(1)
+	undoScript.Coalesce(1)
+	extendScript.Coalesce(2)
+	acquireMarkScript.Coalesce(2)
+	acquireFenceScript.Coalesce(3)
+	fenceScript.Coalesce(2)
+}
+
 // ReleaseScriptSource is the Lua every release runs on every master, for
 // tools that measure what the masters can sustain.
 var ReleaseScriptSource = releaseScript.Body
@@ -135,9 +234,16 @@ func classifyAcquireGet(res rueidis.RedisResult) (multiplex.Outcome, int64, erro
 	return multiplex.Failed, 0, err
 }
 
+// turnHash stands for every turn token in a refusal; holderHash never
+// returns it (its results are odd).
+const turnHash = 2
+
 // holderHash is FNV-1a of a lock value without its wait mark, never 0 (0
 // means unknown): one holder's value is marked on some masters only.
 func holderHash(v string) int64 {
+	if strings.HasPrefix(v, turnPrefix) {
+		return turnHash
+	}
 	v = strings.TrimSuffix(v, waitMark)
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(v); i++ {

@@ -9,7 +9,9 @@
 // gatherer stops waiting, but the command's reply is still read off the
 // pipeline and handed to a LateHandler. The client cache and rueidis's silent
 // retries are off. Lock scripts are loaded on every node at connect and
-// reloaded on NOSCRIPT.
+// reloaded on NOSCRIPT. Calls of one script queued for a node at the same
+// moment go as one call over many keys when the script has a Multi (see
+// Script.Coalesce), and each round gets its own key's reply.
 //
 // multiplex knows nothing of locks: what a reply means is decided by the
 // caller's Classifier. It imports only rueidis and the standard library

@@ -490,7 +490,7 @@ func (p *Pool) worker(n *Node) {
 			b.tasks, n.queue = n.queue, b.tasks[:0]
 			n.qmu.Unlock()
 			p.runBatch(n, b)
-			clear(b.tasks) // drop the rounds, which are pooled
+			b.release() // drop the rounds, which are pooled
 			busy = true
 			continue
 		}
@@ -523,12 +523,19 @@ func (p *Pool) worker(n *Node) {
 type batch struct {
 	tasks []task
 	sent  []task
+	// The send plan (see plan): at[k] is the k-th command sent, a task
+	// of sent or one of the first ngroups groups.
+	at      []int32
+	groups  []group
+	ngroups int
 }
 
 // runBatch sends a worker's commands to its node. Under load a worker
 // finds many commands queued and sends them with one DoMulti: one hand-off
 // to rueidis's writer and one wake-up for all the replies, instead of one
 // each per command, which is most of the client's CPU at high rates.
+// Commands of the same script go out as one call over many keys (see
+// Script.Coalesce), which spares the master a script call per key.
 func (p *Pool) runBatch(n *Node, b *batch) {
 	b.sent = b.sent[:0]
 	for _, t := range b.tasks {
@@ -553,16 +560,33 @@ func (p *Pool) runBatch(n *Node, b *batch) {
 		}
 		return
 	}
+	b.plan(p.coalesce)
 	// A fresh slice per batch: when a connection breaks, DoMulti returns
 	// while rueidis's writer may still be reading the slice it was given.
-	cmds := make([]rueidis.Completed, 0, len(b.sent))
-	for _, t := range b.sent {
-		cmds = append(cmds, p.build(&t.r.cmd, false))
+	cmds := make([]rueidis.Completed, 0, len(b.at))
+	for _, a := range b.at {
+		if a >= 0 {
+			cmds = append(cmds, p.build(&b.sent[a].r.cmd, false))
+		} else if g := &b.groups[-a-1]; len(g.tasks) == 1 {
+			cmds = append(cmds, p.build(&g.tasks[0].r.cmd, false))
+		} else {
+			cmds = append(cmds, p.buildMulti(g, false))
+		}
 	}
 	// No deadline: replies are read off the pipeline whenever they come,
 	// so a late yes is seen. A hung node is bounded by ConnTimeout.
-	res := c.DoMulti(context.Background(), cmds...)
-	for k, t := range b.sent {
-		t.r.finish(t.i, p.reloadOnNoScript(context.Background(), c, &t.r.cmd, res[k]))
+	ctx := context.Background()
+	res := c.DoMulti(ctx, cmds...)
+	for k, a := range b.at {
+		var t task
+		if a >= 0 {
+			t = b.sent[a]
+		} else if g := &b.groups[-a-1]; len(g.tasks) == 1 {
+			t = g.tasks[0]
+		} else {
+			p.finishMulti(ctx, c, g, res[k])
+			continue
+		}
+		t.r.finish(t.i, p.reloadOnNoScript(ctx, c, &t.r.cmd, res[k]))
 	}
 }

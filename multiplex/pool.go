@@ -3,6 +3,7 @@ package multiplex
 import (
 	"context"
 	"crypto/sha1"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -121,8 +122,19 @@ type Options struct {
 	// QuarantineAlways, a node first seen younger than this until it is
 	// this old). Required unless Quarantine is QuarantineOff.
 	MaxTTL time.Duration
-	// Tune, when set, may adjust each rueidis.ClientOption before dialling.
-	// Turning on retries or the client cache here breaks the guarantees
+	// DisableCoalesce sends every script command as its own EVALSHA, even
+	// when a node's queue holds several of the same script with a Multi.
+	DisableCoalesce bool
+	// Username and Password authenticate every connection (AUTH, or
+	// HELLO AUTH): Password alone for requirepass or the default user,
+	// both for an ACL user. Default: none.
+	Username, Password string
+	// TLS, when set, makes every connection TLS with this configuration.
+	// Its ServerName defaults to each address's host. Default: plain TCP.
+	TLS *tls.Config
+	// Tune, when set, may adjust each rueidis.ClientOption before dialling
+	// (after Username, Password and TLS are set, so that it may override
+	// them). Turning on retries or the client cache here breaks the guarantees
 	// documented in this package.
 	Tune func(*rueidis.ClientOption)
 }
@@ -131,6 +143,13 @@ type Options struct {
 type Script struct {
 	Body string
 	SHA  string
+	// Multi, when set, runs Body for each of many keys in one call (see
+	// Script.Coalesce); a node worker that finds several commands of
+	// this script queued sends them as one Multi call.
+	Multi *Script
+	// KeyArgs is how many arguments Body takes after its key: a command
+	// joins a Multi call only with NArgs == KeyArgs.
+	KeyArgs int
 }
 
 // NewScript computes the script's SHA1, as SCRIPT LOAD does.
@@ -141,12 +160,13 @@ func NewScript(body string) *Script {
 
 // Pool holds one rueidis client per master.
 type Pool struct {
-	nodes   []*Node
-	quorum  int
-	timeout time.Duration
-	scripts map[string]*Script
-	builder rueidis.Builder
-	rounds  sync.Pool
+	nodes    []*Node
+	coalesce bool
+	quorum   int
+	timeout  time.Duration
+	scripts  map[string]*Script
+	builder  rueidis.Builder
+	rounds   sync.Pool
 	// Admission: a round takes a free slot, which holds its deadline for
 	// the watchdog and the channel its gatherer waits on.
 	slots       []slot
@@ -295,6 +315,7 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		maxTTL:      o.MaxTTL,
 		epoch:       time.Now(),
 		quorum:      len(o.Addrs)/2 + 1,
+		coalesce:    !o.DisableCoalesce,
 		timeout:     o.NodeTimeout,
 		scripts:     make(map[string]*Script, len(o.Scripts)),
 		stop:        make(chan struct{}),
@@ -419,6 +440,9 @@ func (p *Pool) connect(ctx context.Context, node *Node, o Options) error {
 		Dialer:            net.Dialer{Timeout: o.DialTimeout, KeepAlive: time.Second},
 		ClientName:        "redlock",
 		ClientSetInfo:     rueidis.DisableClientSetInfo,
+		Username:          o.Username,
+		Password:          o.Password,
+		TLSConfig:         o.TLS,
 	}
 	if o.Tune != nil {
 		o.Tune(&opt)
@@ -447,13 +471,18 @@ func (p *Pool) connect(ctx context.Context, node *Node, o Options) error {
 				r.c.Close()
 			}
 		}()
-		return fmt.Errorf("connect: %w", dctx.Err())
+		r.err = fmt.Errorf("connect: %w", dctx.Err())
 	}
 	if r.err != nil {
 		// With ForceSingleClient, rueidis returns a client even when its
 		// first dial fails.
 		if r.c != nil {
 			r.c.Close()
+		}
+		if opt.TLSConfig != nil && errors.Is(r.err, context.DeadlineExceeded) && ctx.Err() == nil {
+			// A plain server waits for the end of a line that a TLS
+			// ClientHello seldom holds: the handshake just hangs.
+			return fmt.Errorf("%w (no TLS handshake within %s: does the master serve TLS on this port?)", r.err, o.DialTimeout)
 		}
 		return r.err
 	}
@@ -477,12 +506,14 @@ func (p *Pool) connect(ctx context.Context, node *Node, o Options) error {
 
 func loadNode(ctx context.Context, c rueidis.Client, scripts []*Script) (ServerInfo, error) {
 	for _, s := range scripts {
-		sha, err := c.Do(ctx, c.B().ScriptLoad().Script(s.Body).Build()).ToString()
-		if err != nil {
-			return ServerInfo{}, fmt.Errorf("SCRIPT LOAD: %w", err)
-		}
-		if sha != s.SHA {
-			return ServerInfo{}, fmt.Errorf("SCRIPT LOAD returned %s, want %s", sha, s.SHA)
+		for ; s != nil; s = s.Multi {
+			sha, err := c.Do(ctx, c.B().ScriptLoad().Script(s.Body).Build()).ToString()
+			if err != nil {
+				return ServerInfo{}, fmt.Errorf("SCRIPT LOAD: %w", err)
+			}
+			if sha != s.SHA {
+				return ServerInfo{}, fmt.Errorf("SCRIPT LOAD returned %s, want %s", sha, s.SHA)
+			}
 		}
 	}
 	sent := time.Now()

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -203,10 +204,30 @@ func (p *Pool) dialer(n *Node, opt *rueidis.ClientOption) func(ctx context.Conte
 		if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 			deadline = dl
 		}
-		info, err := rawInfo(conn, deadline, opt.Username, opt.Password)
+		user, pass := opt.Username, opt.Password
+		if opt.AuthCredentialsFn != nil {
+			cred, err := opt.AuthCredentialsFn(rueidis.AuthCredentialsContext{Address: conn.RemoteAddr()})
+			if err != nil {
+				conn.Close()
+				return nil, fmt.Errorf("credentials: %w", err)
+			}
+			user, pass = cred.Username, cred.Password
+		}
+		info, err := rawInfo(conn, deadline, user, pass)
 		if err != nil {
 			conn.Close()
-			return nil, fmt.Errorf("INFO on new connection: %w", err)
+			if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+				// A TLS-only port drops a connection that speaks plain
+				// RESP to it; a TLS 1.3 server drops one without the
+				// client certificate it wants only after the handshake.
+				switch {
+				case tc == nil:
+					err = fmt.Errorf("%w (does the master want TLS?)", err)
+				case len(tc.Certificates) == 0 && tc.GetClientCertificate == nil:
+					err = fmt.Errorf("%w (does the master want a client certificate?)", err)
+				}
+			}
+			return nil, err
 		}
 		if err := p.observe(n, info); err != nil {
 			conn.Close()
@@ -266,27 +287,32 @@ func (p *Pool) observe(n *Node, info ServerInfo) error {
 
 // rawInfo sends INFO server and INFO replication (one section each, which
 // every server version accepts) in one write on a bare connection, after
-// AUTH when a password is set, and parses the replies. rueidis
-// authenticates the same connection again with HELLO afterwards, which is
-// harmless. The clock offset is taken against the middle of the first
-// reply's round trip.
+// AUTH when credentials are set (as rueidis sends them: user and password
+// when a user is named, else the password alone), and parses the replies.
+// rueidis authenticates the same connection again with HELLO afterwards,
+// which is harmless. The clock offset is taken against the middle of the
+// first reply's round trip.
 func rawInfo(conn net.Conn, deadline time.Time, user, pass string) (ServerInfo, error) {
 	conn.SetDeadline(deadline)
 	defer conn.SetDeadline(time.Time{})
-	if pass != "" {
+	if user != "" || pass != "" {
 		args := []string{"AUTH", pass}
 		if user != "" {
 			args = []string{"AUTH", user, pass}
 		}
 		if _, err := conn.Write(respCommand(args...)); err != nil {
-			return ServerInfo{}, err
+			return ServerInfo{}, fmt.Errorf("AUTH: %w", err)
 		}
 		line, err := readLine(conn)
 		if err != nil {
-			return ServerInfo{}, err
+			return ServerInfo{}, fmt.Errorf("AUTH: %w", err)
 		}
 		if strings.HasPrefix(line, "-") {
-			return ServerInfo{}, fmt.Errorf("AUTH: %s", line[1:])
+			who := "the default user"
+			if user != "" {
+				who = "user " + strconv.Quote(user)
+			}
+			return ServerInfo{}, fmt.Errorf("AUTH as %s refused: %s", who, line[1:])
 		}
 	}
 	sent := time.Now()
@@ -295,6 +321,9 @@ func rawInfo(conn net.Conn, deadline time.Time, user, pass string) (ServerInfo, 
 	}
 	server, err := readBulk(conn)
 	if err != nil {
+		if user == "" && pass == "" && strings.HasPrefix(err.Error(), "NOAUTH") {
+			return ServerInfo{}, fmt.Errorf("INFO server: %w (the master wants a password: set one)", err)
+		}
 		return ServerInfo{}, fmt.Errorf("INFO server: %w", err)
 	}
 	received := time.Now()

@@ -2,7 +2,10 @@ module github.com/redlock-bench/redlock/results
 
 go 1.26.0
 
-require github.com/HdrHistogram/hdrhistogram-go v1.4.0
+require (
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
+	github.com/invopop/jsonschema v0.14.0
+)
 
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
@@ -16,6 +19,12 @@ require (
 	gonum.org/v1/plot v0.17.0
 )
 
-require github.com/stretchr/testify v1.12.1 // indirect
+require (
+	github.com/bahlo/generic-list-go v0.2.0 // indirect
+	github.com/buger/jsonparser v1.1.2 // indirect
+	github.com/pb33f/ordered-map/v2 v2.3.1 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
+	go.yaml.in/yaml/v4 v4.0.0-rc.2 // indirect
+)
 
 replace github.com/redlock-bench/redlock => ../

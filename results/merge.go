@@ -13,6 +13,8 @@ import (
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/redlock-bench/redlock/results/version"
 )
 
 // MergeJSON is the file that describes a merged run: its sources, the
@@ -133,6 +135,7 @@ func Merge(runs []*RunDir, opts MergeOptions) (*Merged, error) {
 		m.Info.Notes = append(m.Info.Notes, s.Merge(r.Summary)...)
 	}
 	s.Label = m.Info.Label
+	s.Tool = version.Get() // the merged file is this build's
 	s.Close(m.Base, m.Info.OverlapS, m.Info.AcquiredPerSec, m.Full)
 	m.Summary = s
 	if m.Raw, err = m.raw(runs); err != nil {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlock-bench/redlock/results/version"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -32,6 +34,7 @@ func fixedSummary() *Summary {
 	s := &Summary{
 		Engine: "redlock",
 		Label:  "golden",
+		Tool:   version.Info{Version: "v1.2.3", Revision: "0123456789abcdef0123456789abcdef01234567", GoVersion: "go1.26.8"},
 		Config: RunConfig{
 			Engine: "redlock", Workers: 64, Resources: 1000, Distribution: "zipf:1.1",
 			Mode: "try", Hold: "exp:1ms", TTL: "10s", Duration: "10s", Warmup: "1s",

@@ -11,13 +11,26 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redlock-bench/redlock/results/version"
 )
+
+// SummarySchemaVersion is the version of summary.json's format that this
+// package writes and the newest it reads. It rises only when a field
+// changes meaning or goes away, not when one is added (readers ignore
+// fields they do not know); summary.schema.json describes it.
+const SummarySchemaVersion = 1
 
 // Summary is everything one run measured, and enough about how it ran to
 // reproduce it. Its JSON form is summary.json; every field is documented in
 // SUMMARY_FIELDS.md, and the JSON names are a contract: add fields, never
 // rename them.
 type Summary struct {
+	// SchemaVersion is the version of this format (SummarySchemaVersion when
+	// written); summaries from before it was recorded have none (0).
+	SchemaVersion int `json:"schema_version"`
+	// Tool is the build of the tool that wrote the file.
+	Tool version.Info `json:"tool"`
 	// Engine is the lock implementation driven, e.g. "redlock" or "nolock".
 	Engine string `json:"engine"`
 	// Label names the run; it is also the suffix of the run directory.
@@ -137,6 +150,11 @@ type Fairness struct {
 	// Min and Max are the fewest and most acquisitions of one worker.
 	Min int64 `json:"min"`
 	Max int64 `json:"max"`
+	// JainClients is Jain's index over the clients' (engine instances')
+	// acquisition counts, with more than one client: whether one process
+	// gets the hot keys at the others' expense, which Jain over workers
+	// hides when each client's workers share alike.
+	JainClients float64 `json:"jain_clients,omitempty"`
 }
 
 // FairnessOf computes Fairness from per-worker acquisition counts.
@@ -400,11 +418,44 @@ func WriteJSON(w io.Writer, s *Summary) error {
 	if c.ErrorExamples == nil {
 		c.ErrorExamples = map[string]string{}
 	}
+	// The file is in this package's format, whatever its source said; a
+	// summary built without a tool was built by this binary.
+	c.SchemaVersion = SummarySchemaVersion
+	if c.Tool == (version.Info{}) {
+		c.Tool = version.Get()
+	}
 	return writeJSON(w, &c)
 }
 
-// ReadJSON reads a summary written by WriteJSON.
-func ReadJSON(r io.Reader) (*Summary, error) { return readJSON[Summary](r, "summary") }
+// ReadJSON reads a summary written by WriteJSON. It refuses one in a
+// newer format than this package knows, whose fields may mean something
+// else; older ones, without schema_version, are read as they are.
+func ReadJSON(r io.Reader) (*Summary, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("results: read summary: %w", err)
+	}
+	// The version first: a newer format may not even decode.
+	var head struct {
+		SchemaVersion int `json:"schema_version"`
+	}
+	if json.Unmarshal(b, &head) == nil {
+		if err := CheckSchemaVersion(head.SchemaVersion); err != nil {
+			return nil, err
+		}
+	}
+	return readJSON[Summary](bytes.NewReader(b), "summary")
+}
+
+// CheckSchemaVersion refuses a summary's schema_version newer than
+// SummarySchemaVersion.
+func CheckSchemaVersion(v int) error {
+	if v > SummarySchemaVersion {
+		return fmt.Errorf("results: summary.json has schema_version %d, newer than the %d this build reads: use a newer redlock-bench (this one is %s)",
+			v, SummarySchemaVersion, version.Get().Version)
+	}
+	return nil
+}
 
 // WriteText writes the summary for a person to read (summary.txt).
 func WriteText(w io.Writer, s *Summary) error {
@@ -507,6 +558,9 @@ func (p printer) counters(s *Summary) {
 			jain = "n/a"
 		}
 		p("fairness     Jain %s%s (fewest %d, most %d acquisitions per worker)\n", jain, workers, f.Min, f.Max)
+		if f.JainClients > 0 {
+			p("             Jain %.4f over %d clients\n", f.JainClients, cfg.Clients)
+		}
 	}
 }
 

@@ -29,24 +29,15 @@ var errSLOSyntax = errors.New("want PERCENTILE<LIMIT such as p99<5ms: percentile
 
 // ParseSLO parses an objective such as "p99<5ms", "p999 <= 800us" or
 // "p50<1.5s". Units are µs (or us), ms and s. Errors say what is expected.
+// It reads with ParseObjective's grammar, restricted to the objectives a
+// sweep can search for: a percentile of the acquisition latency below a
+// limit.
 func ParseSLO(s string) (SLO, error) {
-	in := strings.TrimSpace(s)
-	op := strings.IndexByte(in, '<')
-	if op < 0 {
+	name, op, value := splitObjective(s)
+	if op != "<" && op != "<=" {
 		return SLO{}, fmt.Errorf("slo %q: %w", s, errSLOSyntax)
 	}
-	name := strings.ToLower(strings.TrimSpace(in[:op]))
-	rest := in[op+1:]
-	inclusive := strings.HasPrefix(rest, "=")
-	if inclusive {
-		rest = rest[1:]
-	}
-	switch name {
-	case "p99.9":
-		name = "p999"
-	case "p50.0", "median":
-		name = "p50"
-	}
+	name = canonicalMetric(name)
 	known := false
 	for _, p := range sloPercentiles {
 		known = known || p == name
@@ -54,11 +45,11 @@ func ParseSLO(s string) (SLO, error) {
 	if !known {
 		return SLO{}, fmt.Errorf("slo %q: unknown percentile %q: %w", s, name, errSLOSyntax)
 	}
-	limit, err := parseLimitUs(strings.TrimSpace(rest))
+	limit, err := parseLimitUs(value)
 	if err != nil {
 		return SLO{}, fmt.Errorf("slo %q: %v: %w", s, err, errSLOSyntax)
 	}
-	o := SLO{Percentile: name, LimitUs: limit, Inclusive: inclusive}
+	o := SLO{Percentile: name, LimitUs: limit, Inclusive: op == "<="}
 	o.Text = o.String()
 	return o, nil
 }

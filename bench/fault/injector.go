@@ -2,6 +2,7 @@ package fault
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
@@ -58,6 +59,10 @@ type Config struct {
 	// StallGrace is added to a stall's length to bound the wait for the
 	// master's reply. Default: DefaultStallGrace.
 	StallGrace time.Duration
+	// Username, Password and TLS are how stall reaches the masters, as the
+	// engine does. Default: plain TCP without AUTH.
+	Username, Password string
+	TLS                *tls.Config
 }
 
 // Injector runs one schedule against one set of masters.
@@ -113,7 +118,7 @@ func (in *Injector) Check(ctx context.Context) error {
 		if f.Action != Stall {
 			continue
 		}
-		if _, err := probeStall(ctx, in.cfg.Addrs[f.Node]); err != nil {
+		if _, err := probeStall(ctx, &in.cfg, in.cfg.Addrs[f.Node]); err != nil {
 			return &ItemError{Item: f.String(), Pos: i + 1, Err: ErrStallRefused,
 				Msg: fmt.Sprintf("master %s cannot be stalled: %v", in.cfg.Addrs[f.Node], oneLine(err))}
 		}
@@ -218,7 +223,7 @@ func (in *Injector) run(ctx context.Context, start time.Time, f Fault) (ev Event
 			func() error { return px.Cut(i) },
 			func() error { return px.Heal(i) })
 	case Stall:
-		via, err := stall(ctx, in.cfg.Addrs[i], f.For, in.cfg.StallGrace, func(via string) {
+		via, err := stall(ctx, &in.cfg, in.cfg.Addrs[i], f.For, in.cfg.StallGrace, func(via string) {
 			ev.Via = via
 			in.notify(ev)
 		})

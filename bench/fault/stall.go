@@ -3,6 +3,7 @@ package fault
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -25,15 +26,13 @@ const (
 // called once the mechanism is known and the stall is under way. stall
 // returns once the master answers again, bounded by d+grace; ctx only
 // bounds the dial, since neither mechanism can be interrupted once sent.
-func stall(ctx context.Context, addr string, d, grace time.Duration, applied func(via string)) (string, error) {
-	dialer := net.Dialer{Timeout: 2 * time.Second}
-	conn, err := dialer.DialContext(ctx, "tcp", addr)
+func stall(ctx context.Context, cfg *Config, addr string, d, grace time.Duration, applied func(via string)) (string, error) {
+	c, err := dialMaster(ctx, cfg, addr)
 	if err != nil {
 		return "", fmt.Errorf("stall %s: %w", addr, err)
 	}
-	defer conn.Close()
-	c := respConn{conn: conn, r: bufio.NewReader(conn)}
-	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	defer c.conn.Close()
+	conn := c.conn
 
 	// DEBUG SLEEP 0 tells whether DEBUG is allowed before the stall begins,
 	// so the applied event can name the mechanism.
@@ -84,15 +83,12 @@ func stall(ctx context.Context, addr string, d, grace time.Duration, applied fun
 // probeStall reports which mechanism a stall of the master at addr would
 // use, or why neither is available, without stalling it: DEBUG SLEEP 0, and
 // failing that CLIENT PAUSE for 1ms, the shortest pause there is.
-func probeStall(ctx context.Context, addr string) (string, error) {
-	dialer := net.Dialer{Timeout: 2 * time.Second}
-	conn, err := dialer.DialContext(ctx, "tcp", addr)
+func probeStall(ctx context.Context, cfg *Config, addr string) (string, error) {
+	c, err := dialMaster(ctx, cfg, addr)
 	if err != nil {
 		return "", err
 	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(2 * time.Second))
-	c := respConn{conn: conn, r: bufio.NewReader(conn)}
+	defer c.conn.Close()
 	debugErr := c.do("DEBUG", "SLEEP", "0")
 	var refused serverError
 	if debugErr == nil {
@@ -105,6 +101,36 @@ func probeStall(ctx context.Context, addr string) (string, error) {
 		return "", fmt.Errorf("DEBUG refused (%v) and CLIENT PAUSE refused (%w)", debugErr, err)
 	}
 	return ViaClientPause, nil
+}
+
+// dialMaster connects to the master at addr, over TLS and authenticated
+// when cfg says so, with a 2s deadline set for what follows.
+func dialMaster(ctx context.Context, cfg *Config, addr string) (respConn, error) {
+	dialer := &net.Dialer{Timeout: 2 * time.Second}
+	var conn net.Conn
+	var err error
+	if cfg.TLS != nil {
+		conn, err = (&tls.Dialer{NetDialer: dialer, Config: cfg.TLS}).DialContext(ctx, "tcp", addr)
+	} else {
+		conn, err = dialer.DialContext(ctx, "tcp", addr)
+	}
+	if err != nil {
+		return respConn{}, err
+	}
+	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	c := respConn{conn: conn, r: bufio.NewReader(conn)}
+	if cfg.Username != "" || cfg.Password != "" {
+		args := []string{"AUTH", cfg.Password}
+		if cfg.Username != "" {
+			args = []string{"AUTH", cfg.Username, cfg.Password}
+		}
+		if err := c.do(args...); err != nil {
+			conn.Close()
+			// A refusal is not the master refusing a stall.
+			return respConn{}, fmt.Errorf("AUTH: %s", err.Error())
+		}
+	}
+	return c, nil
 }
 
 // serverError is an error reply from the server, as opposed to a network

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/redlock-bench/redlock/bench"
+	"github.com/redlock-bench/redlock/cmd/internal/connflags"
 )
 
 // chaosOptions are the flags of `redlock-bench chaos`.
@@ -20,6 +21,7 @@ type chaosOptions struct {
 	cfg     bench.ChaosConfig
 	masters string
 	out     string
+	conn    *connflags.Flags
 }
 
 func newChaosFlags(o *chaosOptions) *pflag.FlagSet {
@@ -39,6 +41,7 @@ func newChaosFlags(o *chaosOptions) *pflag.FlagSet {
 	fs.StringVar(&c.Quarantine, "quarantine", "always", "restart quarantine: off, observed or always")
 	fs.DurationVar(&c.Jump, "jump", 0, "out-of-model: how far a master's clock jumps, shortening every key's TTL (0: the TTL)")
 	fs.StringVar(&o.out, "out", "", "directory for chaos.json, chaos.txt and history.jsonl (default results/runs/<UTC timestamp>-chaos)")
+	o.conn = connflags.Register(fs)
 	return fs
 }
 
@@ -88,6 +91,11 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if len(cfg.Masters) == 0 {
 		cfg.LocalMasters = 5
 	}
+	conn, err := o.conn.Settings(len(cfg.Masters) > 0)
+	if err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	cfg.Username, cfg.Password, cfg.TLS = conn.Username, conn.Password, conn.TLS
 	if cfg.Jump == 0 {
 		cfg.Jump = cfg.TTL
 	}

@@ -54,7 +54,7 @@ func TestParseCompareFlagsBad(t *testing.T) {
 		{[]string{"--rounds", "2"}, "--rounds: must be >= 3: a median of fewer runs is one noisy run, got 2"},
 		{[]string{"--rounds", "x"}, `--rounds: want an integer, got "x"`},
 		{[]string{"--rounds"}, "flag needs an argument: --rounds"},
-		{[]string{"--engines", "redlock,zk"}, `--engines: unknown engine "zk" (known: redlock, nolock, redsync-rueidis, redsync-goredis), got redlock,zk`},
+		{[]string{"--engines", "redlock,zk"}, `--engines: unknown engine "zk" (known: redlock, redlock-percmd, nolock, redsync-rueidis, redsync-goredis), got redlock,zk`},
 		{[]string{"--engines", "redlock,redlock"}, `--engines: engine "redlock" is listed twice, got redlock,redlock`},
 		{[]string{"--engines="}, `--engines: empty list, got ""`},
 		{[]string{"--engine", "redlock"}, `--engine: compare takes --engines, a comma-separated list, got "redlock"`},

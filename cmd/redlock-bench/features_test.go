@@ -36,6 +36,9 @@ func TestParseRunFlagsFeatures(t *testing.T) {
 		{[]string{"--start-at", start.Format(time.RFC3339)}, func(c bench.Config) bool { return c.StartAt.Equal(start) }},
 		{[]string{"--quarantine", "off"}, func(c bench.Config) bool { return c.Quarantine == "off" }},
 		{[]string{"--cpuprofile", "cpu.out"}, func(c bench.Config) bool { return true }},
+		{nil, func(c bench.Config) bool { return c.Engine == "redlock" }},
+		{[]string{"--coalesce=false"}, func(c bench.Config) bool { return c.Engine == bench.EnginePerCommand }},
+		{[]string{"--engine", bench.EnginePerCommand, "--fencing"}, func(c bench.Config) bool { return c.Engine == bench.EnginePerCommand && c.Fencing }},
 	} {
 		cfg, _, err := parseRunFlags(c.args)
 		if err != nil {
@@ -65,6 +68,7 @@ func TestParseRunFlagsFeaturesBad(t *testing.T) {
 		{[]string{"--start-at", past}, "--start-at: is more than a second in the past"},
 		{[]string{"--fencing", "--engine", "nolock"}, "--fencing: applies to --engine redlock only, not nolock, got true"},
 		{[]string{"--gate=false", "--engine", "nolock"}, "--gate: applies to --engine redlock only, not nolock, got false"},
+		{[]string{"--coalesce=false", "--engine", "nolock"}, "--coalesce: applies to --engine redlock only, not nolock, got false"},
 		{[]string{"--notify=maybe"}, `--notify: want true or false, got "maybe"`},
 		{[]string{"--quarantine", "sometimes"}, "--quarantine: must be off, observed or always, got sometimes"},
 	} {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/redlock-bench/redlock/results/version"
 )
 
 const usage = `redlock-bench drives a distributed lock under load and measures it.
@@ -22,8 +24,24 @@ Usage:
   redlock-bench merge DIR...   combine runs taken at once on several load machines into one run
   redlock-bench help           show this help
 
+Every command also takes --version: the tool's version, VCS revision and Go version.
 Run 'redlock-bench run --help' for the flags of a run.
+
+Exit status: 0 success; 1 a failure, including safety violations and a run that
+measured nothing; 2 bad input (a flag, a value, a command); 3 a service-level
+objective (--slo) missed; 130 interrupted (Ctrl-C, SIGTERM).
 `
+
+// Exit statuses besides 0, 1 (a failure or a safety violation) and 2 (a
+// usageError). Scripts and CI depend on them.
+const (
+	// exitSLOMissed is the status of a run, sweep or report whose results
+	// miss an objective given with --slo: distinct from a failure, so that
+	// a build can tell "too slow" from "broken".
+	exitSLOMissed = 3
+	// exitInterrupted is the status of a command stopped by a signal.
+	exitInterrupted = 130
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -40,6 +58,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
+	}
+	if wantsVersion(args) {
+		fmt.Fprintln(stdout, version.Get().Line("redlock-bench"))
+		return 0
 	}
 	var err error
 	switch args[0] {
@@ -60,9 +82,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usageErrorf("unknown command %q (known: run, scenario, sweep, compare, chaos, report, merge, help)", args[0])
+		err = usageErrorf("unknown command %q (known: run, scenario, sweep, compare, chaos, report, merge, help, version)", args[0])
 	}
 	return exitCode(err, stderr)
+}
+
+// wantsVersion reports whether --version is among the arguments of any
+// command, before a "--" that ends the flags.
+func wantsVersion(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "--version", "-version", "version":
+			if a != "version" || a == args[0] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // usageError is bad input: a flag, a value or a command. Status 2.

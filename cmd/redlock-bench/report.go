@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -14,9 +15,10 @@ import (
 
 // reportOptions are the flags of `redlock-bench report`.
 type reportOptions struct {
-	out   string
-	slo   string
-	title string
+	out     string
+	slo     []string
+	title   string
+	version bool
 }
 
 func newReportFlags(o *reportOptions) *pflag.FlagSet {
@@ -24,12 +26,13 @@ func newReportFlags(o *reportOptions) *pflag.FlagSet {
 	fs.SortFlags = false
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.out, "out", "", "directory for report.html, capacity.md and charts/ (default: the first DIR)")
-	fs.StringVar(&o.slo, "slo", "", "latency objective to check every run against, e.g. 'p99<5ms' (default: a sweep's own --slo)")
+	fs.StringArrayVar(&o.slo, "slo", nil, "an `OBJECTIVE` every run must meet, else exit 3 (a sweep: one of its steps); repeat for several, as run's --slo: 'p99<5ms', 'errors<0.1%', 'throughput>=10000/s'. The first percentile bound, such as p99<5ms, is also the report's SLO (default: a sweep's own --slo)")
 	fs.StringVar(&o.title, "title", "", "the report's heading (default \"redlock-bench report\")")
+	fs.BoolVar(&o.version, "version", false, "print the tool's version and exit")
 	return fs
 }
 
-const reportUsageHead = `Usage: redlock-bench report DIR... [--out DIR] [--slo OBJECTIVE]
+const reportUsageHead = `Usage: redlock-bench report DIR... [--out DIR] [--slo OBJECTIVE]...
 
 Writes one self-contained report.html (no network needed to view it), the
 same charts as SVG and PNG files in charts/, and capacity.md, from run,
@@ -55,12 +58,15 @@ func reportCommand(_ context.Context, args []string, stdout, stderr io.Writer) e
 		return usageErrorf("report: give at least one run, sweep or compare directory")
 	}
 	opts := results.ReportOptions{Title: o.title}
-	if fs.Changed("slo") {
-		slo, err := results.ParseSLO(o.slo)
-		if err != nil {
-			return usageErrorf("--slo: %v", err)
+	objs, err := results.ParseObjectives(o.slo)
+	if err != nil {
+		return usageErrorf("--slo: %v", err)
+	}
+	for _, obj := range objs {
+		if slo, ok := obj.SLO(); ok {
+			opts.SLO = &slo
+			break
 		}
-		opts.SLO = &slo
 	}
 	var inputs []*results.Input
 	for _, d := range dirs {
@@ -85,5 +91,15 @@ func reportCommand(_ context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	fmt.Fprintf(stdout, "report:   %s\ncapacity: %s\ncharts:   %d files in %s\n",
 		filepath.Join(out, results.ReportHTML), filepath.Join(out, results.CapacityFile), len(written)-2, filepath.Join(out, results.ChartsDir))
+	var misses []string
+	for _, in := range inputs {
+		misses = append(misses, results.CheckInput(in, objs)...)
+	}
+	for _, m := range misses {
+		fmt.Fprintf(stderr, "redlock-bench: report: SLO MISSED: %s\n", m)
+	}
+	if len(misses) > 0 {
+		return &exitError{code: exitSLOMissed, msg: fmt.Sprintf("report: the results do not meet every objective (%s)", strings.Join(o.slo, ", "))}
+	}
 	return nil
 }

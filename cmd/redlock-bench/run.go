@@ -17,6 +17,7 @@ import (
 
 	"github.com/redlock-bench/redlock/bench"
 	"github.com/redlock-bench/redlock/bench/fault"
+	"github.com/redlock-bench/redlock/cmd/internal/connflags"
 	"github.com/redlock-bench/redlock/results"
 )
 
@@ -49,9 +50,11 @@ type runOptions struct {
 	fencing      bool
 	gate         bool
 	notify       bool
+	coalesce     bool
 	fault        string
 	startAt      string
 	cpuProfile   string
+	conn         *connflags.Flags
 }
 
 func newRunFlags(o *runOptions) *pflag.FlagSet {
@@ -85,18 +88,46 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 	fs.BoolVar(&o.fencing, "fencing", d.Fencing, "fencing tokens; the oracle also checks they increase per resource (redlock)")
 	fs.BoolVar(&o.gate, "gate", !d.DisableGate, "in-process gate: a client's workers queue locally for a resource (--gate=false to compare; redlock)")
 	fs.BoolVar(&o.notify, "notify", !d.DisableNotify, "release notifications wake waiters (--notify=false: jittered polling only; redlock)")
+	fs.BoolVar(&o.coalesce, "coalesce", true, "send a master's queued script calls of one kind as one call over many keys (--coalesce=false is --engine "+bench.EnginePerCommand+")")
 	fs.StringVar(&o.fault, "fault", "", "faults to inject, ACTION:NODE[=ARG]@AT[+FOR],... with AT from the start of the run: kill:2@5s, restart:2@6s, pause:3@10s+4s, slow:1=20ms@0s+10s, cut:4@15s+5s (local masters only), stall:0@3s+2s (also --masters)")
 	fs.StringVar(&o.startAt, "start-at", "", "wait until this RFC 3339 time (e.g. 2025-01-02T15:04:05Z) before the warm-up, to line up runs on several machines")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	_ = fs.MarkHidden("cpuprofile")
+	o.conn = connflags.Register(fs)
 	return fs
+}
+
+// runOutput are the flags of run alone, not of the sweeps and comparisons
+// that take run's other flags: how the result is judged and printed.
+type runOutput struct {
+	slo        []string
+	objectives []results.Objective
+	json       bool
+	quiet      bool
+	version    bool
+}
+
+func addRunOutputFlags(fs *pflag.FlagSet, o *runOutput) {
+	fs.StringArrayVar(&o.slo, "slo", nil, "an `OBJECTIVE` the run must meet, else exit 3; repeat for several: 'p99<5ms', 'release.p99<=2ms', 'errors<0.1%', 'throughput>=10000/s', 'violations<1' (latency p50, p90, p99, p999, max, mean)")
+	fs.BoolVar(&o.json, "json", false, "print summary.json on stdout, and nothing else (the rest goes to stderr)")
+	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print one line: throughput and latency (progress only on a terminal)")
+	fs.BoolVar(&o.version, "version", false, "print the tool's version and exit")
 }
 
 // parseRunFlags turns the command line into a validated bench.Config. Every
 // error is a *usageError naming the flag and the value.
 func parseRunFlags(args []string) (bench.Config, runOptions, error) {
+	return parseRunFlagsWith(args, nil)
+}
+
+// parseRunFlagsWith is parseRunFlags with run's own output flags (out
+// non-nil), which it parses into out.
+func parseRunFlagsWith(args []string, out *runOutput) (bench.Config, runOptions, error) {
 	var o runOptions
 	fs := newRunFlags(&o)
+	if out != nil {
+		addRunOutputFlags(fs, out)
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return bench.Config{}, o, err
@@ -110,9 +141,20 @@ func parseRunFlags(args []string) (bench.Config, runOptions, error) {
 	if err := o.parseValues(fs, &c); err != nil {
 		return c, o, err
 	}
+	if out != nil {
+		if err := out.parse(); err != nil {
+			return c, o, err
+		}
+	}
 	// The engine features exist in the redlock engine only; asking another
 	// engine for them is a mistake, not a no-op.
-	if c.Engine != "redlock" {
+	if !o.coalesce {
+		if c.Engine != "redlock" {
+			return c, o, badFlag("coalesce", "false", "applies to --engine redlock only, not "+c.Engine)
+		}
+		c.Engine = bench.EnginePerCommand
+	}
+	if !bench.IsRedlock(c.Engine) {
 		for _, f := range []string{"extend", "fencing", "gate", "notify"} {
 			if fs.Changed(f) {
 				return c, o, badFlag(f, fs.Lookup(f).Value.String(), "applies to --engine redlock only, not "+c.Engine)
@@ -147,6 +189,18 @@ func flagValueError(fs *pflag.FlagSet, err error) error {
 // badFlag is the usage error of a flag's bad value.
 func badFlag(flag, value, reason string) error {
 	return &usageError{msg: (&bench.ConfigError{Flag: flag, Value: value, Reason: reason}).Error()}
+}
+
+// parse checks the output flags and reads the objectives.
+func (out *runOutput) parse() error {
+	if out.json && out.quiet {
+		return badFlag("quiet", "true", "cannot be combined with --json")
+	}
+	var err error
+	if out.objectives, err = results.ParseObjectives(out.slo); err != nil {
+		return usageErrorf("--slo: %v", err)
+	}
+	return nil
 }
 
 // config is the configuration of the flags that need no parsing.
@@ -188,6 +242,11 @@ func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 		}
 		c.Masters = m
 	}
+	conn, err := o.conn.Settings(fs.Changed("masters"))
+	if err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	c.Username, c.Password, c.TLS = conn.Username, conn.Password, conn.TLS
 	if fs.Changed("ops") {
 		if o.ops <= 0 {
 			return badFlag("ops", strconv.FormatInt(o.ops, 10), "must be > 0")
@@ -197,7 +256,6 @@ func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 		}
 		c.Ops = o.ops
 	}
-	var err error
 	if c.Distribution, err = bench.ParseDistribution(o.distribution); err != nil {
 		return badFlag("distribution", o.distribution, err.Error())
 	}
@@ -241,9 +299,14 @@ func typeName(t string) string {
 
 // runCommand is `redlock-bench run`.
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, o, err := parseRunFlags(args)
+	var out runOutput
+	cfg, o, err := parseRunFlagsWith(args, &out)
 	if errors.Is(err, pflag.ErrHelp) {
-		fmt.Fprintf(stdout, "Usage: redlock-bench run [flags]\n\nFlags:\n%s", newRunFlags(&runOptions{}).FlagUsages())
+		var ro runOptions
+		var rout runOutput
+		fs := newRunFlags(&ro)
+		addRunOutputFlags(fs, &rout)
+		fmt.Fprintf(stdout, "Usage: redlock-bench run [flags]\n\nFlags:\n%s", fs.FlagUsages())
 		return nil
 	}
 	if err != nil {
@@ -256,6 +319,9 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	cfg.Progress = stderr
 	cfg.ProgressInPlace = isTerminal(stderr)
+	if out.quiet && !cfg.ProgressInPlace {
+		cfg.Progress = nil // one line is what was asked for; a terminal still sees the run move
+	}
 	cfg.Log = prefixWriter{w: stderr}
 
 	stopProfile, err := startCPUProfile(o.cpuProfile)
@@ -277,11 +343,25 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("write CPU profile: %w", profErr)
 	}
 	s := res.Summary
-	if err := results.WriteText(stdout, s); err != nil {
-		return err
+	switch {
+	case out.json:
+		if err := results.WriteJSON(stdout, s); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "redlock-bench: results: %s\n", dir)
+	case out.quiet:
+		fmt.Fprintln(stdout, quietLine(s))
+	default:
+		if err := results.WriteText(stdout, s); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nresults: %s\n", dir)
 	}
-	fmt.Fprintf(stdout, "\nresults: %s\n", dir)
 
+	// Every verdict is printed; the status is the gravest: violations,
+	// then an interruption, then a run that measured nothing, then a
+	// missed objective.
+	sloErr := checkObjectives(s, out.objectives, stderr)
 	switch {
 	case s.Violations > 0:
 		return &exitError{code: 1, msg: fmt.Sprintf("%d safety violations: two holders of one resource overlapped (see %s)",
@@ -295,7 +375,47 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if reason := measuredNothing(s); reason != "" {
 		return &exitError{code: 1, msg: fmt.Sprintf("%s (see %s)", reason, filepath.Join(dir, results.SummaryText))}
 	}
+	return sloErr
+}
+
+// checkObjectives prints one line per objective on stderr and returns the
+// SLO status when any was missed.
+func checkObjectives(s *results.Summary, objs []results.Objective, stderr io.Writer) error {
+	missed := 0
+	for _, r := range results.CheckObjectives(s, objs) {
+		verdict := "SLO met:    "
+		if !r.Met {
+			verdict = "SLO MISSED: "
+			missed++
+		}
+		fmt.Fprintf(stderr, "redlock-bench: %s%s\n", verdict, r.Why)
+	}
+	if missed > 0 {
+		return &exitError{code: exitSLOMissed, msg: fmt.Sprintf("%d of %d objectives missed", missed, len(objs))}
+	}
 	return nil
+}
+
+// quietLine is the one line of -q, as redis-benchmark -q prints it:
+// "redlock: 31234.5 acquisitions/s, p50=0.18 ms p99=0.57 ms", and what
+// went wrong, if anything did.
+func quietLine(s *results.Summary) string {
+	st := s.AcquireLatencyUs
+	if s.Mode == "wait" {
+		st = s.WaitLatencyUs
+	}
+	ms := func(us int64) string { return strconv.FormatFloat(float64(us)/1e3, 'f', 2, 64) }
+	line := fmt.Sprintf("%s: %.1f acquisitions/s, p50=%s ms p99=%s ms", s.Engine, s.AcquiredPerSec, ms(st.P50), ms(st.P99))
+	if n := s.ErrorTotal(); n > 0 {
+		line += fmt.Sprintf(", %d errors", n)
+	}
+	if s.Violations > 0 {
+		line += fmt.Sprintf(", %d VIOLATIONS", s.Violations)
+	}
+	if s.Interrupted {
+		line += " (interrupted)"
+	}
+	return line
 }
 
 // measuredNothing says, in one line, why a finished run measured no lock
@@ -391,7 +511,7 @@ func notStarted(ctx context.Context, what, dir string, created bool, err error) 
 		os.RemoveAll(dir) // nothing worth keeping
 	}
 	if ctx.Err() != nil {
-		return &exitError{code: 130, msg: fmt.Sprintf("interrupted before the %s started: %v", what, err)}
+		return &exitError{code: exitInterrupted, msg: fmt.Sprintf("interrupted before the %s started: %v", what, err)}
 	}
 	var ce *bench.ConfigError
 	if errors.As(err, &ce) {
@@ -403,7 +523,7 @@ func notStarted(ctx context.Context, what, dir string, created bool, err error) 
 // interrupted is the error of a run, comparison or sweep cut short, whose
 // partial results are in dir.
 func interrupted(dir string) error {
-	return &exitError{code: 130, msg: "interrupted: partial results in " + dir}
+	return &exitError{code: exitInterrupted, msg: "interrupted: partial results in " + dir}
 }
 
 func makeOutDir(out, parent, label string, now time.Time, holds ...string) (dir string, created bool, err error) {

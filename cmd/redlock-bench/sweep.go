@@ -36,7 +36,7 @@ func newSweepFlags(o *sweepOptions) *pflag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.workers, "workers", "", "closed loop: the worker counts to sweep, e.g. 1,4,16,64,256,1024 or 1:1024:x4; a single number fixes the workers of a --rate sweep")
 	fs.StringVar(&o.rate, "rate", "", "open loop: the arrival rates to sweep (acquisitions/s), e.g. 1000:50000:x2, 1000:10000:+1000 or 1000,5000,20000")
-	fs.StringVar(&o.slo, "slo", "", "latency objective, e.g. 'p99<5ms' (p50, p90, p99, p999; µs, us, ms, s): report the highest throughput that meets it, exit 1 if none does")
+	fs.StringVar(&o.slo, "slo", "", "latency objective, e.g. 'p99<5ms' (p50, p90, p99, p999; µs, us, ms, s): report the highest throughput that meets it, exit 3 if none does")
 	fs.StringVar(&o.out, "out", "", "sweep directory, one run directory per step inside (default results/sweeps/<UTC timestamp>-<label>)")
 	fs.StringVar(&o.label, "label", "", "a name for the sweep; steps are named <label>-w<N> or <label>-rate<R> (default: derived from the flags)")
 	return fs
@@ -218,7 +218,7 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	case sw.Interrupted:
 		return interrupted(dir)
 	case sw.SLO != nil && sw.SLOPoint == nil:
-		return &exitError{code: 1, msg: results.SLOMiss(sw)}
+		return &exitError{code: exitSLOMissed, msg: results.SLOMiss(sw)}
 	}
 	return nil
 }

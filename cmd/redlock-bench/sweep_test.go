@@ -151,15 +151,15 @@ func TestSweepThenReport(t *testing.T) {
 	}
 }
 
-// No step meets an SLO below a Redis round trip: status 1 and one line that
+// No step meets an SLO below a Redis round trip: status 3 and one line that
 // says so.
 func TestSweepSLONeverMet(t *testing.T) {
 	t.Chdir(t.TempDir())
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"sweep", "--workers", "1,2", "--local-masters", "3", "--duration", "300ms",
 		"--warmup", "0", "--slo", "p50<1us", "--out", "s"}, &stdout, &stderr)
-	if code != 1 {
-		t.Fatalf("exit %d, want 1\n%s\n%s", code, stdout.String(), stderr.String())
+	if code != exitSLOMissed {
+		t.Fatalf("exit %d, want 3\n%s\n%s", code, stdout.String(), stderr.String())
 	}
 	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
 	last := lines[len(lines)-1]
@@ -238,6 +238,15 @@ func TestMergeCommand(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join("merged", results.MergeJSON)); err != nil {
 		t.Error(err)
+	}
+	// A merged summary.json is a summary.json: the schema holds for it too
+	// (it lacks fairness.jain and adds merged_from and overlap_s).
+	mb, err := os.ReadFile(filepath.Join("merged", results.SummaryJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validate(summarySchema(t), mb); err != nil {
+		t.Errorf("merged summary.json does not validate against results/summary.schema.json: %#v", err)
 	}
 	// A merged run is a run: the report reads it.
 	if code := run(context.Background(), []string{"report", "merged"}, &stdout, &stderr); code != 0 {

@@ -2,6 +2,7 @@ package redisproc
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,12 +15,26 @@ import (
 	"github.com/redis/rueidis"
 )
 
+// Conn is how to reach a server: the credentials every connection
+// authenticates with and, when TLS is set, its TLS client set-up. The zero
+// value is plain TCP without AUTH; the package-level NewClient, Do, Ping
+// and Version use it.
+type Conn struct {
+	Username, Password string
+	TLS                *tls.Config
+}
+
 // NewClient opens a rueidis client to one server, for set-up, probes and
 // clean-up rather than load: one connection, RESP2 (so that replies keep the
 // types redis-cli shows), no client-side cache, no retries, no CLIENT
 // SETINFO, and timeout bounding the dial and every write. The caller closes
 // it.
 func NewClient(addr string, timeout time.Duration) (rueidis.Client, error) {
+	return Conn{}.NewClient(addr, timeout)
+}
+
+// NewClient is the package-level NewClient with c's credentials and TLS.
+func (c Conn) NewClient(addr string, timeout time.Duration) (rueidis.Client, error) {
 	return rueidis.NewClient(rueidis.ClientOption{
 		InitAddress:       []string{addr},
 		ForceSingleClient: true,
@@ -29,6 +44,9 @@ func NewClient(addr string, timeout time.Duration) (rueidis.Client, error) {
 		ClientSetInfo:     rueidis.DisableClientSetInfo,
 		Dialer:            net.Dialer{Timeout: timeout},
 		ConnWriteTimeout:  timeout,
+		Username:          c.Username,
+		Password:          c.Password,
+		TLSConfig:         c.TLS,
 	})
 }
 
@@ -39,12 +57,17 @@ func NewClient(addr string, timeout time.Duration) (rueidis.Client, error) {
 // os.ErrDeadlineExceeded, as a net.Conn's deadline does. Do is for set-up
 // (CONFIG SET, DEBUG SLEEP, ...), not for load.
 func Do(ctx context.Context, addr string, timeout time.Duration, args ...string) (string, error) {
+	return Conn{}.Do(ctx, addr, timeout, args...)
+}
+
+// Do is the package-level Do with c's credentials and TLS.
+func (conn Conn) Do(ctx context.Context, addr string, timeout time.Duration, args ...string) (string, error) {
 	if len(args) == 0 {
 		return "", errors.New("redisproc: Do needs a command")
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c, err := NewClient(addr, timeout)
+	c, err := conn.NewClient(addr, timeout)
 	if err != nil {
 		return "", deadline(err, timeout)
 	}
@@ -99,8 +122,11 @@ func firstLine(m rueidis.RedisMessage) (string, error) {
 
 // Ping sends PING over a fresh connection and expects PONG. A server that
 // wants a password answers NOAUTH: it is up all the same.
-func Ping(addr string, timeout time.Duration) error {
-	reply, err := Do(context.Background(), addr, timeout, "PING")
+func Ping(addr string, timeout time.Duration) error { return Conn{}.Ping(addr, timeout) }
+
+// Ping is the package-level Ping with c's credentials and TLS.
+func (c Conn) Ping(addr string, timeout time.Duration) error {
+	reply, err := c.Do(context.Background(), addr, timeout, "PING")
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "NOAUTH") {
 			return nil
@@ -117,9 +143,14 @@ func Ping(addr string, timeout time.Duration) error {
 // connection ("7.0.15", "valkey 8.0.1"). A server that refuses INFO
 // (authentication required, ...) is reachable: its version is "unknown".
 func Version(ctx context.Context, addr string, timeout time.Duration) (string, error) {
+	return Conn{}.Version(ctx, addr, timeout)
+}
+
+// Version is the package-level Version with conn's credentials and TLS.
+func (conn Conn) Version(ctx context.Context, addr string, timeout time.Duration) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c, err := NewClient(addr, timeout)
+	c, err := conn.NewClient(addr, timeout)
 	if err != nil {
 		if _, ok := rueidis.IsRedisErr(err); ok {
 			return "unknown", nil

@@ -2,6 +2,7 @@ package redisproc
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -34,6 +35,30 @@ type Options struct {
 	// StartTimeout bounds the wait for each server to answer PING.
 	// Default: 10s.
 	StartTimeout time.Duration
+	// Password, when set, is required of every client: the default user's
+	// (--requirepass) or, with User, that ACL user's (allowed every key,
+	// channel and command), the default user then turned off.
+	User, Password string
+	// UserRules are the ACL rules of User. Default: "~* &* +@all".
+	UserRules []string
+	// TLS, when set, makes the servers TLS-only (--port 0 --tls-port).
+	TLS *TLS
+}
+
+// TLS is a server's TLS set-up, and how this package connects to it.
+type TLS struct {
+	// CertFile and KeyFile are the server's certificate and key, CAFile the
+	// CA that verifies client certificates (redis-server wants one even
+	// when it asks for none). Absolute paths: the server runs in its data
+	// directory.
+	CertFile, KeyFile, CAFile string
+	// AuthClients requires a client certificate signed by CAFile (mutual
+	// TLS).
+	AuthClients bool
+	// Client is how this package connects for the readiness check and
+	// Node.Conn: it must trust the server's certificate (and carry a
+	// client certificate with AuthClients).
+	Client *tls.Config
 }
 
 func (o *Options) fill() error {
@@ -48,6 +73,22 @@ func (o *Options) fill() error {
 	}
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 10 * time.Second
+	}
+	if o.User != "" && (o.Password == "" || strings.ContainsAny(o.User, " \t\r\n")) {
+		return fmt.Errorf("redisproc: User %q needs a Password and no spaces", o.User)
+	}
+	if strings.ContainsAny(o.Password, " \t\r\n") {
+		return errors.New("redisproc: Password must not contain spaces or line breaks")
+	}
+	if t := o.TLS; t != nil {
+		if t.CertFile == "" || t.KeyFile == "" || t.CAFile == "" || t.Client == nil {
+			return errors.New("redisproc: TLS needs CertFile, KeyFile, CAFile and Client")
+		}
+		for _, f := range []string{t.CertFile, t.KeyFile, t.CAFile} {
+			if !filepath.IsAbs(f) {
+				return fmt.Errorf("redisproc: TLS file %q must be an absolute path", f)
+			}
+		}
 	}
 	return nil
 }
@@ -134,6 +175,15 @@ func (c *Cluster) Stop() error {
 // Addr is the node's host:port.
 func (n *Node) Addr() string { return net.JoinHostPort(n.opts.Host, strconv.Itoa(n.Port)) }
 
+// Conn is how to reach the node: its credentials and TLS client set-up.
+func (n *Node) Conn() Conn {
+	c := Conn{Username: n.opts.User, Password: n.opts.Password}
+	if n.opts.TLS != nil {
+		c.TLS = n.opts.TLS.Client
+	}
+	return c
+}
+
 // PID is the server's process id, or 0 when it is not running.
 func (n *Node) PID() int {
 	n.mu.Lock()
@@ -186,15 +236,31 @@ func freePort(host string) (int, error) {
 }
 
 func (n *Node) args() []string {
-	a := []string{
-		"--port", strconv.Itoa(n.Port),
+	a := []string{"--port", strconv.Itoa(n.Port)}
+	if t := n.opts.TLS; t != nil {
+		a = []string{"--port", "0", "--tls-port", strconv.Itoa(n.Port),
+			"--tls-cert-file", t.CertFile, "--tls-key-file", t.KeyFile, "--tls-ca-cert-file", t.CAFile,
+			"--tls-auth-clients", map[bool]string{true: "yes", false: "no"}[t.AuthClients]}
+	}
+	switch o := n.opts; {
+	case o.User != "":
+		rules := o.UserRules
+		if len(rules) == 0 {
+			rules = []string{"~*", "&*", "+@all"}
+		}
+		a = append(a, "--user", o.User, "on", ">"+o.Password)
+		a = append(append(a, rules...), "--user", "default", "off")
+	case o.Password != "":
+		a = append(a, "--requirepass", o.Password)
+	}
+	a = append(a,
 		"--bind", n.opts.Host,
 		"--dir", n.Dir,
 		"--save", "",
 		"--daemonize", "no",
 		"--protected-mode", "no",
 		"--logfile", "redis.log",
-	}
+	)
 	if n.opts.Persistence {
 		a = append(a, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
@@ -220,7 +286,7 @@ func (n *Node) launch(ctx context.Context) error {
 
 	deadline := time.Now().Add(n.opts.StartTimeout)
 	for {
-		if err := Ping(n.Addr(), 200*time.Millisecond); err == nil {
+		if err := n.Conn().Ping(n.Addr(), 200*time.Millisecond); err == nil {
 			return nil
 		}
 		select {

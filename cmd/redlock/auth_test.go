@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/internal/redisproc"
+)
+
+// exec takes its lock on masters that want mutual TLS and an ACL user,
+// with the password from REDISCLI_AUTH; a wrong password or a missing key
+// file fail with the cause, and the password shows nowhere.
+func TestExecWithAuthAndTLS(t *testing.T) {
+	t.Parallel()
+	const secret = "pw-exec-Hq72-secret"
+	certs, err := redisproc.GenerateCerts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := certs.ServerTLS(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := redisproc.Start(context.Background(), 3, redisproc.Options{User: "job", Password: secret, TLS: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	base := []string{"exec", "--masters", strings.Join(c.Addrs(), ","), "--ttl", "1s", "--quarantine", "observed",
+		"--user", "job", "--tls", "--cacert", certs.CAFile, "--cert", certs.ClientCert}
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		env    string
+		status int
+		out    string // stdout, or the start of stderr on failure
+	}{
+		{"ok", append(base, "--key", certs.ClientKey, "nightly", "--", "sh", "-c", "echo held $REDLOCK_RESOURCE"), secret, 0, "held nightly\n"},
+		{"wrong password", append(base, "--key", certs.ClientKey, "nightly", "--", "true"), "wrong", exitUnavailable,
+			`redlock: exec: masters unreachable: `},
+		{"cert without key", append(base, "nightly", "--", "true"), secret, exitUsage, "redlock: exec: --cert: needs --key"},
+	} {
+		cmd := exec.Command(binary, tc.args...)
+		cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+tc.env)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		done := make(chan error, 1)
+		go func() { done <- cmd.Run() }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Fatalf("%s: still running after 20s", tc.name)
+		}
+		got := cmd.ProcessState.ExitCode()
+		if got != tc.status {
+			t.Errorf("%s: status %d, want %d; stderr %s", tc.name, got, tc.status, stderr.String())
+		}
+		if tc.status == 0 && stdout.String() != tc.out || tc.status != 0 && !strings.HasPrefix(stderr.String(), tc.out) {
+			t.Errorf("%s: stdout %q, stderr %q; want %q", tc.name, stdout.String(), stderr.String(), tc.out)
+		}
+		if tc.name == "wrong password" && !strings.Contains(stderr.String(), `AUTH as user "job" refused: WRONGPASS`) {
+			t.Errorf("%s: stderr %q does not say why", tc.name, stderr.String())
+		}
+		if strings.Contains(stdout.String()+stderr.String(), secret) {
+			t.Errorf("%s: the password is in the output", tc.name)
+		}
+	}
+}

@@ -1,0 +1,488 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redlock-bench/redlock/cmd/internal/connflags"
+	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/multiplex"
+	"github.com/spf13/pflag"
+)
+
+const execUsage = `Usage: redlock exec [flags] RESOURCE -- COMMAND [ARG...]
+
+Acquires the lock RESOURCE on a quorum of the masters, runs COMMAND while
+extending the lock, and releases it when COMMAND exits. A distributed
+flock(1): at most one COMMAND per RESOURCE runs at a time across every host
+that uses the same masters.
+
+If the lock is lost while COMMAND runs (an extension misses the quorum, or
+the lock's validity runs out), COMMAND's process group gets SIGTERM, and
+SIGKILL after --grace. SIGINT, SIGTERM and SIGHUP to redlock are forwarded
+to COMMAND's process group, which gets SIGKILL if it has not exited after
+--grace (or at once on a second signal); then the lock is released. A
+signal redlock was started ignoring (nohup) stays ignored.
+COMMAND runs in its own process group, so that its children get these
+signals too; it gets no signals from the terminal, and should not read from
+it. If redlock itself is killed with SIGKILL, COMMAND gets SIGTERM (on Linux;
+not its children), and the lock's keys expire within --ttl.
+
+Flags:
+%s
+Environment:
+  REDLOCK_MASTERS         the masters, when --masters is not given
+  REDISCLI_AUTH           the masters' password, when -a/--pass is not
+                          given (so that it stays out of ps)
+  REDLOCK_RESOURCE        set for COMMAND: the resource it holds
+  REDLOCK_FENCING_TOKEN   set for COMMAND with --fencing: the lock's fencing
+                          token, larger than that of every earlier holder;
+                          pass it to what the lock protects, and have that
+                          reject a token lower than one it has seen
+
+Exit status:
+  COMMAND's status, or 128+N if COMMAND died of signal N, or one of:
+  64   usage: bad flags, arguments, addresses or TTL
+  69   unavailable: too many masters unreachable (down, or refusing the
+       credentials or TLS), failing or in restart quarantine for a quorum
+       (no lock taken)
+  70   any other failure of redlock's own
+  75   not acquired: RESOURCE is held by another owner (after --wait)
+  78   the masters or the key cannot be used as configured: masters that
+       are not independent, clocks too far apart for --fencing, a key
+       holding another type
+  124  the lock was lost: COMMAND was stopped (or had finished after the
+       loss)
+  126  COMMAND cannot be run
+  127  COMMAND not found
+  128+N  redlock got signal N before COMMAND started
+
+Example (crontab: one run at a time across hosts, skipped while another runs):
+  */5 * * * * REDLOCK_MASTERS=r1:6379,r2:6379,r3:6379 redlock exec --ttl 30s backup -- /usr/local/bin/backup.sh
+`
+
+// Bounds of --ttl. Below the minimum, the default node timeout (TTL/10)
+// nears a loaded host's round trip; above the maximum, a redlock killed
+// with SIGKILL would block the resource for longer than a day.
+const (
+	minTTL = 100 * time.Millisecond
+	maxTTL = 24 * time.Hour
+)
+
+// releaseTimeout bounds the release at exit, beyond the node timeout that
+// bounds each master's reply.
+const releaseTimeout = 5 * time.Second
+
+type execOptions struct {
+	masters     []string
+	ttl         time.Duration
+	wait        time.Duration
+	grace       time.Duration
+	extendEvery time.Duration
+	fencing     bool
+	quarantine  engine.QuarantinePolicy
+	conn        connflags.Settings
+	resource    string
+	argv        []string
+}
+
+// parseExec reads the flags; it returns nil options after printing --help.
+func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
+	fs := pflag.NewFlagSet("redlock exec", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.SortFlags = false
+	masters := fs.String("masters", "", "comma-separated host:port of the independent Redis masters (default $REDLOCK_MASTERS)")
+	ttl := fs.Duration("ttl", 30*time.Second, "the lock's lifetime on the masters, renewed while COMMAND runs (100ms to 24h, whole milliseconds)")
+	wait := fs.Duration("wait", 0, "how long to wait for RESOURCE while it is held (0: one attempt)")
+	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM (or the forwarded signal) and SIGKILL")
+	extendEvery := fs.Duration("extend-every", 0, "how often the lock is renewed (default TTL/3)")
+	fencing := fs.Bool("fencing", false, "give COMMAND a fencing token in $REDLOCK_FENCING_TOKEN")
+	quarantine := fs.String("quarantine", "always", "votes of a master younger than --ttl: always ignored until it is --ttl old, after an observed restart only (observed), or counted (off)")
+	conn := connflags.Register(fs)
+	fs.SetInterspersed(true)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			fmt.Fprintf(stdout, execUsage, fs.FlagUsages())
+			return nil, nil
+		}
+		return nil, usageErrorf("exec: %v (see 'redlock exec --help')", err)
+	}
+	o := &execOptions{ttl: *ttl, wait: *wait, grace: *grace, extendEvery: *extendEvery, fencing: *fencing}
+
+	list, from := *masters, "--masters"
+	if !fs.Changed("masters") {
+		list, from = os.Getenv("REDLOCK_MASTERS"), "REDLOCK_MASTERS"
+		if strings.TrimSpace(list) == "" {
+			return nil, usageErrorf("exec: no masters: give --masters host:port,... or set REDLOCK_MASTERS")
+		}
+	}
+	var err error
+	if o.masters, err = parseMasters(list); err != nil {
+		return nil, usageErrorf("exec: %s: %v", from, err)
+	}
+	switch {
+	case o.ttl < minTTL || o.ttl > maxTTL:
+		return nil, usageErrorf("exec: --ttl %s is out of range: want 100ms to 24h", o.ttl)
+	case o.ttl%time.Millisecond != 0:
+		return nil, usageErrorf("exec: --ttl %s: want whole milliseconds", o.ttl)
+	case o.wait < 0:
+		return nil, usageErrorf("exec: --wait must be >= 0, got %s", o.wait)
+	case o.grace < 0:
+		return nil, usageErrorf("exec: --grace must be >= 0, got %s", o.grace)
+	case o.extendEvery < 0 || o.extendEvery >= o.ttl:
+		return nil, usageErrorf("exec: --extend-every %s: want more than 0 and less than --ttl %s", o.extendEvery, o.ttl)
+	}
+	if o.quarantine, err = engine.ParseQuarantinePolicy(*quarantine); err != nil {
+		return nil, usageErrorf("exec: --quarantine: %v", err)
+	}
+	if o.conn, err = conn.Settings(true); err != nil {
+		return nil, usageErrorf("exec: %v", err)
+	}
+
+	rest, dash := fs.Args(), fs.ArgsLenAtDash()
+	switch {
+	case dash < 0 && len(rest) == 0:
+		return nil, usageErrorf("exec: missing RESOURCE -- COMMAND (see 'redlock exec --help')")
+	case dash < 0:
+		return nil, usageErrorf("exec: missing -- between RESOURCE and COMMAND: redlock exec [flags] RESOURCE -- COMMAND [ARG...]")
+	case dash == 0:
+		return nil, usageErrorf("exec: missing RESOURCE before --")
+	case dash > 1:
+		return nil, usageErrorf("exec: one RESOURCE before --, got %d: %q", dash, rest[:dash])
+	case len(rest) == dash:
+		return nil, usageErrorf("exec: missing COMMAND after --")
+	}
+	o.resource, o.argv = rest[0], rest[dash:]
+	if o.resource == "" {
+		return nil, usageErrorf("exec: RESOURCE is empty")
+	}
+	return o, nil
+}
+
+// parseMasters reads "host:port,host:port", refusing what cannot be a
+// master: a vote counted twice would fake a quorum.
+func parseMasters(s string) ([]string, error) {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		host, port, err := net.SplitHostPort(p)
+		if err != nil || host == "" || strings.ContainsAny(host, " /\t") {
+			return nil, fmt.Errorf("address %q: want host:port", p)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+			return nil, fmt.Errorf("address %q: port must be 1 to 65535", p)
+		}
+		for _, q := range out {
+			if q == p {
+				return nil, fmt.Errorf("address %q is listed twice: masters must be distinct", p)
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func execCommand(args []string, stdout, stderr io.Writer) error {
+	o, err := parseExec(args, stdout)
+	if err != nil || o == nil {
+		return err
+	}
+	// Find COMMAND before taking the lock, as a shell would.
+	path, err := exec.LookPath(o.argv[0])
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return statusErrorf(exitNotFound, "exec: %s: command not found", o.argv[0])
+		}
+		return statusErrorf(exitCannotRun, "exec: %s: %v", o.argv[0], err)
+	}
+
+	sigs := make(chan os.Signal, 4)
+	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		// A signal redlock was started ignoring (nohup, a background job
+		// of a script) stays ignored, for COMMAND too.
+		if !signal.Ignored(s) {
+			signal.Notify(sigs, s)
+		}
+	}
+	defer signal.Stop(sigs)
+
+	l, le, err := acquireOrInterrupt(o, sigs)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	return runHolding(o, path, l, le, sigs, stderr)
+}
+
+// acquireOrInterrupt connects and takes the lock; a signal meanwhile
+// abandons the attempt, releasing whatever it took.
+func acquireOrInterrupt(o *execOptions, sigs <-chan os.Signal) (*engine.Locker, *engine.Lease, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		l   *engine.Locker
+		le  *engine.Lease
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		l, le, err := acquire(ctx, o)
+		res <- result{l, le, err}
+	}()
+	select {
+	case r := <-res:
+		return r.l, r.le, r.err
+	case s := <-sigs:
+		cancel()
+		r := <-res
+		if r.le != nil {
+			release(r.l, r.le)
+		}
+		if r.l != nil {
+			r.l.Close()
+		}
+		return nil, nil, statusErrorf(signalStatus(s), "exec: %s while acquiring %q: COMMAND not run", signalName(s), o.resource)
+	}
+}
+
+func acquire(ctx context.Context, o *execOptions) (*engine.Locker, *engine.Lease, error) {
+	cfg := engine.DefaultConfig(o.masters...)
+	cfg.TTL = o.ttl
+	cfg.AutoExtend = true
+	cfg.ExtendEvery = o.extendEvery
+	cfg.Fencing = o.fencing
+	cfg.Quarantine = o.quarantine
+	o.conn.Apply(&cfg)
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, usageErrorf("exec: %s", strings.TrimPrefix(err.Error(), "engine: "))
+	}
+	l, err := engine.New(ctx, cfg)
+	if err != nil {
+		switch {
+		case errors.Is(err, multiplex.ErrUnreachable):
+			return nil, nil, statusErrorf(exitUnavailable, "exec: masters unreachable: %s", trimEngine(err))
+		case ctx.Err() != nil:
+			return nil, nil, err // interrupted: the caller reports the signal
+		}
+		return nil, nil, statusErrorf(exitConfig, "exec: masters cannot be used: %s", trimEngine(err))
+	}
+	var le *engine.Lease
+	base := answered(l)
+	if o.wait > 0 {
+		wctx, cancel := context.WithTimeout(ctx, o.wait)
+		le, err = l.Lock(wctx, o.resource)
+		cancel()
+	} else {
+		le, err = l.TryLock(ctx, o.resource)
+	}
+	if err == nil {
+		return l, le, nil
+	}
+	// One attempt has one reply from each master to wait for; Lock made
+	// an unknown number.
+	want := int64(1)
+	if o.wait > 0 {
+		want = 0
+	}
+	settle(l, base, want)
+	l.Close()
+	var ve *engine.VotesError
+	detail := trimEngine(err)
+	if errors.As(err, &ve) {
+		detail = trimEngine(ve) // without the joined context error
+	}
+	waited := ""
+	if o.wait > 0 {
+		waited = fmt.Sprintf(" (waited %s)", o.wait)
+	}
+	switch {
+	case ctx.Err() != nil:
+		return nil, nil, err
+	case errors.Is(err, engine.ErrWrongType):
+		return nil, nil, statusErrorf(exitConfig, "exec: %q cannot be a lock: %s", o.resource, detail)
+	case errors.Is(err, engine.ErrNotAcquired):
+		return nil, nil, statusErrorf(exitNotAcquired, "exec: not acquired: %q is held by another owner%s", o.resource, waited)
+	case errors.Is(err, engine.ErrNoQuorum):
+		return nil, nil, statusErrorf(exitUnavailable, "exec: no quorum for %q%s: %s", o.resource, waited, detail)
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, nil, statusErrorf(exitUnavailable, "exec: no quorum answered for %q within --wait %s", o.resource, o.wait)
+	case errors.Is(err, engine.ErrReservedResource) || errors.Is(err, engine.ErrEmptyResource):
+		return nil, nil, usageErrorf("exec: RESOURCE %q: %s", o.resource, detail)
+	}
+	return nil, nil, fmt.Errorf("exec: acquire %q: %s", o.resource, detail)
+}
+
+// trimEngine drops the package prefixes from an engine error, which
+// nests them ("lock lost: engine: extend ...").
+func trimEngine(err error) string {
+	s := err.Error()
+	for _, p := range []string{"engine: ", "multiplex: "} {
+		s = strings.ReplaceAll(s, p, "")
+	}
+	return s
+}
+
+// runHolding runs COMMAND while le is held, stops it if le is lost or a
+// signal comes, and releases le.
+func runHolding(o *execOptions, path string, l *engine.Locker, le *engine.Lease, sigs <-chan os.Signal, stderr io.Writer) error {
+	cmd := exec.Command(path, o.argv[1:]...)
+	cmd.Args[0] = o.argv[0]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = commandEnv(os.Environ(), o.resource, le.Token(), o.fencing)
+	cmd.SysProcAttr = commandAttr()
+	if err := cmd.Start(); err != nil {
+		release(l, le)
+		return statusErrorf(exitCannotRun, "exec: %s: %v", o.argv[0], err)
+	}
+	pgid := cmd.Process.Pid
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	var (
+		lost     error       // why the lease ended while COMMAND ran
+		stopping bool        // COMMAND was sent a stop signal
+		kill     *time.Timer // SIGKILL after the grace period
+		killC    <-chan time.Time
+		killed   bool
+	)
+	stop := func(sig syscall.Signal) {
+		if stopping {
+			return
+		}
+		stopping = true
+		syscall.Kill(-pgid, sig)
+		kill = time.NewTimer(o.grace)
+		killC = kill.C
+	}
+	killGroup := func() {
+		killed = true
+		killC = nil
+		syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	done := le.Done()
+	var waitErr error
+loop:
+	for {
+		select {
+		case waitErr = <-exited:
+			break loop
+		case <-done:
+			done = nil
+			lost = le.Err()
+			fmt.Fprintf(stderr, "redlock: lock on %q lost (%s): stopping COMMAND with SIGTERM\n", o.resource, trimEngine(lost))
+			stop(syscall.SIGTERM)
+		case s := <-sigs:
+			if stopping {
+				killGroup()
+				continue
+			}
+			stop(s.(syscall.Signal))
+		case <-killC:
+			fmt.Fprintf(stderr, "redlock: COMMAND still running %s after the stop signal (--grace): sending SIGKILL\n", o.grace)
+			killGroup()
+		}
+	}
+	if kill != nil {
+		kill.Stop()
+	}
+	if stopping && !killed {
+		// Children that outlived COMMAND had the stop signal already.
+		syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	if lost == nil {
+		// Done may have closed together with COMMAND's exit, or the
+		// validity ran out with nobody watching: either way the end of
+		// COMMAND was not covered by the lock.
+		if err := le.Err(); err != nil {
+			lost = err
+		}
+	}
+	status, desc := commandStatus(cmd, waitErr)
+	if err := release(l, le); err != nil && lost == nil {
+		fmt.Fprintf(stderr, "redlock: release %q: %s (its keys expire within --ttl %s)\n", o.resource, trimEngine(err), o.ttl)
+	}
+	if lost != nil {
+		if !stopping {
+			return statusErrorf(exitLost, "exec: lock on %q lost (%s) before COMMAND finished (%s)", o.resource, trimEngine(lost), desc)
+		}
+		return statusErrorf(exitLost, "exec: lock on %q was lost: COMMAND stopped (%s)", o.resource, desc)
+	}
+	if status == 0 {
+		return nil
+	}
+	return &statusError{code: status}
+}
+
+// commandEnv is env with REDLOCK_RESOURCE and, with fencing, the token;
+// values inherited from an enclosing redlock are dropped.
+func commandEnv(env []string, resource string, token int64, fencing bool) []string {
+	out := make([]string, 0, len(env)+2)
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "REDLOCK_RESOURCE=") || strings.HasPrefix(kv, "REDLOCK_FENCING_TOKEN=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	out = append(out, "REDLOCK_RESOURCE="+resource)
+	if fencing {
+		out = append(out, "REDLOCK_FENCING_TOKEN="+strconv.FormatInt(token, 10))
+	}
+	return out
+}
+
+// commandStatus is COMMAND's exit status as a shell reports it, and how
+// it ended in words.
+func commandStatus(cmd *exec.Cmd, waitErr error) (int, string) {
+	ps := cmd.ProcessState
+	if ps == nil {
+		return exitSoftware, fmt.Sprintf("wait: %v", waitErr)
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return signalStatus(ws.Signal()), "killed by " + signalName(ws.Signal())
+	}
+	return ps.ExitCode(), fmt.Sprintf("exit status %d", ps.ExitCode())
+}
+
+// release releases le and waits for the deletes of masters that answer
+// after the quorum did, before the caller closes the Locker.
+func release(l *engine.Locker, le *engine.Lease) error {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	base := answered(l)
+	err := le.Release(ctx)
+	settle(l, base, 1)
+	return err
+}
+
+func signalStatus(s os.Signal) int {
+	if n, ok := s.(syscall.Signal); ok {
+		return 128 + int(n)
+	}
+	return exitSoftware
+}
+
+func signalName(s os.Signal) string {
+	names := map[syscall.Signal]string{
+		syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGKILL: "SIGKILL",
+		syscall.SIGTERM: "SIGTERM", syscall.SIGQUIT: "SIGQUIT", syscall.SIGABRT: "SIGABRT",
+		syscall.SIGSEGV: "SIGSEGV", syscall.SIGPIPE: "SIGPIPE", syscall.SIGUSR1: "SIGUSR1",
+		syscall.SIGUSR2: "SIGUSR2", syscall.SIGALRM: "SIGALRM",
+	}
+	if n, ok := s.(syscall.Signal); ok {
+		if name, ok := names[n]; ok {
+			return name
+		}
+		return fmt.Sprintf("signal %d", int(n))
+	}
+	return s.String()
+}

@@ -1,0 +1,521 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/internal/redisproc"
+)
+
+// The tests run the built binary, the way a cron job does, against real
+// masters started once for all of them; each test locks its own resource.
+
+var (
+	binary  string
+	masters []string
+)
+
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "redlock-cmd-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binary = filepath.Join(dir, "redlock")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build redlock:", err)
+		return 1
+	}
+	cluster, err := redisproc.Start(context.Background(), 3, redisproc.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer cluster.Stop()
+	masters = cluster.Addrs()
+	// The default restart quarantine ignores a master younger than the
+	// TTL (1s in most tests); uptime_in_seconds counts whole seconds.
+	time.Sleep(2 * time.Second)
+	return m.Run()
+}
+
+// buffer is an io.Writer that tests may read while the process writes.
+type buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+type proc struct {
+	cmd            *exec.Cmd
+	stdout, stderr *buffer
+	exited         chan struct{}
+	err            error
+	at             time.Time // when it exited
+}
+
+// start runs redlock with args; with masters set, --masters goes first.
+func start(t *testing.T, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(binary, args...), stdout: &buffer{}, stderr: &buffer{}, exited: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	p.cmd.Env = append(os.Environ(), "REDLOCK_MASTERS=")
+	p.cmd.WaitDelay = 2 * time.Second
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		p.at = time.Now()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			// A failed test: redlock stops its command as on Ctrl-C.
+			p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.exited:
+			case <-time.After(3 * time.Second):
+				p.cmd.Process.Kill()
+				<-p.exited
+			}
+		}
+	})
+	return p
+}
+
+// wait returns the exit status, failing the test after timeout.
+func (p *proc) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(timeout):
+		t.Fatalf("redlock still running after %s\nstdout: %s\nstderr: %s", timeout, p.stdout, p.stderr)
+	}
+	if ee, ok := p.err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	if p.err != nil {
+		t.Fatalf("redlock: %v", p.err)
+	}
+	return 0
+}
+
+// waitOutput waits until stdout holds s.
+func (p *proc) waitOutput(t *testing.T, s string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(p.stdout.String(), s) {
+		select {
+		case <-p.exited:
+			t.Fatalf("redlock exited (%v) before printing %q\nstdout: %s\nstderr: %s", p.err, s, p.stdout, p.stderr)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q on stdout after 10s\nstdout: %s\nstderr: %s", s, p.stdout, p.stderr)
+		}
+	}
+}
+
+func runRedlock(t *testing.T, args ...string) (status int, stdout, stderr string) {
+	t.Helper()
+	p := start(t, args...)
+	status = p.wait(t, 20*time.Second)
+	return status, p.stdout.String(), p.stderr.String()
+}
+
+func exec1(args ...string) []string {
+	return append([]string{"exec", "--masters", strings.Join(masters, ","), "--ttl", "1s"}, args...)
+}
+
+// keys counts the masters where key exists.
+func keys(t *testing.T, key string) int {
+	t.Helper()
+	n := 0
+	for _, a := range masters {
+		r, err := redisproc.Do(context.Background(), a, time.Second, "EXISTS", key)
+		if err != nil {
+			t.Fatalf("EXISTS on %s: %v", a, err)
+		}
+		if r == ":1" {
+			n++
+		}
+	}
+	return n
+}
+
+func TestStatusPassesThrough(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		script string
+		want   int
+	}{
+		{`test "$REDLOCK_RESOURCE" = pass && test -z "$REDLOCK_FENCING_TOKEN" && exit 7`, 7},
+		{`exit 0`, 0},
+		{`kill -USR1 $$`, 128 + int(syscall.SIGUSR1)},
+	} {
+		status, stdout, stderr := runRedlock(t, exec1("pass", "--", "sh", "-c", c.script)...)
+		if status != c.want {
+			t.Errorf("%s: status %d, want %d\nstdout: %s\nstderr: %s", c.script, status, c.want, stdout, stderr)
+		}
+		if stderr != "" {
+			t.Errorf("%s: stderr %q, want nothing", c.script, stderr)
+		}
+		if n := keys(t, "pass"); n != 0 {
+			t.Errorf("%s: the lock's key is left on %d masters", c.script, n)
+		}
+	}
+}
+
+func TestMastersFromEnvironment(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(binary, "exec", "--ttl", "1s", "env", "--", "sh", "-c", "echo held")
+	cmd.Env = append(os.Environ(), "REDLOCK_MASTERS="+strings.Join(masters, ","))
+	out, err := cmd.CombinedOutput()
+	if err != nil || string(out) != "held\n" {
+		t.Errorf("REDLOCK_MASTERS: %v, output %q", err, out)
+	}
+}
+
+func TestHeldByAnother(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "log")
+	first := start(t, exec1("held", "--", "sh", "-c",
+		`echo ready; while [ ! -e "$0/go" ]; do sleep 0.02; done; echo first >>"$0/log"`, dir)...)
+	first.waitOutput(t, "ready")
+
+	status, _, stderr := runRedlock(t, exec1("held", "--", "sh", "-c", "echo must-not-run >>"+log)...)
+	if status != exitNotAcquired || !strings.Contains(stderr, `not acquired: "held" is held by another owner`) {
+		t.Errorf("second exec while held: status %d, want %d; stderr %q", status, exitNotAcquired, stderr)
+	}
+	begin := time.Now()
+	status, _, stderr = runRedlock(t, exec1("--wait", "300ms", "held", "--", "sh", "-c", "echo must-not-run >>"+log)...)
+	if status != exitNotAcquired || !strings.Contains(stderr, "waited 300ms") || time.Since(begin) < 300*time.Millisecond {
+		t.Errorf("--wait 300ms while held: status %d after %s; stderr %q", status, time.Since(begin), stderr)
+	}
+
+	// A waiter runs once the first releases, not before.
+	waiter := start(t, exec1("--wait", "10s", "held", "--", "sh", "-c", "echo second >>"+log)...)
+	time.Sleep(300 * time.Millisecond)
+	if b, _ := os.ReadFile(log); len(b) != 0 {
+		t.Fatalf("ran while the lock was held: %q", b)
+	}
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+	if s := first.wait(t, 10*time.Second); s != 0 {
+		t.Errorf("first: status %d; stderr %s", s, first.stderr)
+	}
+	if s := waiter.wait(t, 10*time.Second); s != 0 {
+		t.Errorf("waiter: status %d; stderr %s", s, waiter.stderr)
+	}
+	if b, _ := os.ReadFile(log); string(b) != "first\nsecond\n" {
+		t.Errorf("log %q, want the first holder's line, then the waiter's", b)
+	}
+}
+
+// deleteKey deletes key on every master, as a majority losing its keys
+// would: the next extension misses the quorum.
+func deleteKey(t *testing.T, key string) {
+	t.Helper()
+	for _, a := range masters {
+		if _, err := redisproc.Do(context.Background(), a, time.Second, "DEL", key); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestLostLockStopsCommand(t *testing.T) {
+	t.Parallel()
+	p := start(t, exec1("--grace", "10s", "lost", "--", "sh", "-c",
+		`trap 'echo term; exit 3' TERM; echo ready; while :; do sleep 0.02; done`)...)
+	p.waitOutput(t, "ready")
+	deleteKey(t, "lost")
+	deleted := time.Now()
+	status := p.wait(t, 5*time.Second)
+	if status != exitLost || !strings.Contains(p.stdout.String(), "term") {
+		t.Errorf("status %d, want %d; stdout %q", status, exitLost, p.stdout)
+	}
+	// Extensions come every TTL/3; the command exits on SIGTERM, long
+	// before the grace period would end it.
+	if d := p.at.Sub(deleted); d > 3*time.Second {
+		t.Errorf("stopped %s after the keys were deleted", d)
+	}
+	if e := p.stderr.String(); !strings.Contains(e, `lock on "lost" lost`) || !strings.Contains(e, "COMMAND stopped (exit status 3)") || strings.Contains(e, "SIGKILL") {
+		t.Errorf("stderr: %s", e)
+	}
+}
+
+// A command that ignores SIGTERM, and a child of it that ignores SIGTERM
+// too, are killed after the grace period.
+func TestLostLockKillsAfterGrace(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := start(t, exec1("--grace", "500ms", "lostkill", "--", "sh", "-c",
+		`trap 'echo term' TERM
+		 sh -c 'trap "" TERM; exec sleep 300' >/dev/null 2>&1 &
+		 echo $! >"$0/child"; echo ready
+		 while :; do sleep 0.02; done`, dir)...)
+	p.waitOutput(t, "ready")
+	b, err := os.ReadFile(filepath.Join(dir, "child"))
+	child, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || child <= 0 {
+		t.Fatalf("child pid %q: %v", b, err)
+	}
+	deleteKey(t, "lostkill")
+	status := p.wait(t, 5*time.Second)
+	if status != exitLost {
+		t.Errorf("status %d, want %d; stderr %s", status, exitLost, p.stderr)
+	}
+	if e := p.stderr.String(); !strings.Contains(e, "sending SIGKILL") || !strings.Contains(e, "killed by SIGKILL") {
+		t.Errorf("stderr: %s", e)
+	}
+	if !strings.Contains(p.stdout.String(), "term") {
+		t.Errorf("the command did not see SIGTERM first: stdout %q", p.stdout)
+	}
+	waitGone(t, child)
+}
+
+// waitGone waits for pid to be gone or a zombie (nobody may reap an orphan
+// in a container).
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return
+		}
+		if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "Z" {
+			return
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the command's child %d outlived it: %s", pid, b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Ctrl-C reaches the command, and the lock is released at once, not left
+// to expire: the TTL is 10s.
+func TestInterruptStopsCommandAndReleases(t *testing.T) {
+	t.Parallel()
+	p := start(t, "exec", "--masters", strings.Join(masters, ","), "--ttl", "10s", "--quarantine", "observed",
+		"interrupt", "--", "sh", "-c", `echo ready; sleep 300`)
+	p.waitOutput(t, "ready")
+	if n := keys(t, "interrupt"); n != len(masters) {
+		t.Fatalf("held on %d masters, want all %d", n, len(masters))
+	}
+	p.cmd.Process.Signal(syscall.SIGINT)
+	if status := p.wait(t, 5*time.Second); status != 128+int(syscall.SIGINT) {
+		t.Errorf("status %d, want %d; stderr %s", status, 128+int(syscall.SIGINT), p.stderr)
+	}
+	if n := keys(t, "interrupt"); n != 0 {
+		t.Errorf("the lock's key is left on %d masters after Ctrl-C", n)
+	}
+}
+
+// SIGTERM to redlock is forwarded; a command that ignores it is killed
+// after the grace period, and the lock is released all the same.
+func TestTerminateKillsAfterGraceAndReleases(t *testing.T) {
+	t.Parallel()
+	p := start(t, "exec", "--masters", strings.Join(masters, ","), "--ttl", "10s", "--quarantine", "observed",
+		"--grace", "300ms", "terminate", "--", "sh", "-c", `trap 'echo term' TERM; echo ready; while :; do sleep 0.02; done`)
+	p.waitOutput(t, "ready")
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if status := p.wait(t, 5*time.Second); status != 128+int(syscall.SIGKILL) {
+		t.Errorf("status %d, want %d; stderr %s", status, 128+int(syscall.SIGKILL), p.stderr)
+	}
+	if !strings.Contains(p.stdout.String(), "term") {
+		t.Errorf("the command did not get the SIGTERM: stdout %q", p.stdout)
+	}
+	if n := keys(t, "terminate"); n != 0 {
+		t.Errorf("the lock's key is left on %d masters", n)
+	}
+}
+
+func TestFencingTokenIncreases(t *testing.T) {
+	t.Parallel()
+	var last int64
+	for i := 0; i < 3; i++ {
+		status, stdout, stderr := runRedlock(t, exec1("--fencing", "fenced", "--", "sh", "-c", `echo "$REDLOCK_FENCING_TOKEN"`)...)
+		token, err := strconv.ParseInt(strings.TrimSpace(stdout), 10, 64)
+		if status != 0 || err != nil {
+			t.Fatalf("status %d, token %q: %v; stderr %s", status, stdout, err, stderr)
+		}
+		if token <= last {
+			t.Errorf("run %d: token %d, not above the previous %d", i, token, last)
+		}
+		last = token
+	}
+}
+
+// closedAddr is a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func TestUnreachableMasters(t *testing.T) {
+	t.Parallel()
+	down := []string{closedAddr(t), closedAddr(t)}
+	status, stdout, stderr := runRedlock(t, "exec", "--masters", masters[0]+","+strings.Join(down, ","), "--ttl", "1s",
+		"unreachable", "--", "sh", "-c", "echo must-not-run")
+	if status != exitUnavailable || stdout != "" {
+		t.Errorf("status %d, want %d; stdout %q", status, exitUnavailable, stdout)
+	}
+	if !strings.HasPrefix(stderr, "redlock: exec: masters unreachable: ") || !strings.Contains(stderr, down[0]) ||
+		!strings.Contains(stderr, down[1]) || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("stderr %q: want one line naming both unreachable masters", stderr)
+	}
+}
+
+// Masters younger than the TTL are in the restart quarantine: no quorum.
+// The SETs ran all the same, the last reply after the attempt failed;
+// none may outlive redlock, or the next run finds the resource held for
+// the TTL (an hour here).
+func TestQuarantinedMastersAreNoQuorum(t *testing.T) {
+	t.Parallel()
+	for i := 0; i < 3; i++ {
+		status, _, stderr := runRedlock(t, "exec", "--masters", strings.Join(masters, ","), "--ttl", "1h", "quarantine", "--", "true")
+		if status != exitUnavailable || !strings.Contains(stderr, `no quorum for "quarantine"`) {
+			t.Errorf("run %d: status %d, want %d; stderr %q", i, status, exitUnavailable, stderr)
+		}
+		if n := keys(t, "quarantine"); n != 0 {
+			t.Fatalf("run %d: the failed attempt's key is left on %d masters", i, n)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	m := strings.Join(masters, ",")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"exec", "--masters", m, "r", "true"}, "missing -- between RESOURCE and COMMAND"},
+		{[]string{"exec", "--masters", m, "r", "--"}, "missing COMMAND after --"},
+		{[]string{"exec", "--masters", m, "--", "true"}, "missing RESOURCE before --"},
+		{[]string{"exec", "--masters", m, "a", "b", "--", "true"}, "one RESOURCE before --, got 2"},
+		{[]string{"exec", "--masters", m}, "missing RESOURCE -- COMMAND"},
+		{[]string{"exec", "r", "--", "true"}, "no masters: give --masters"},
+		{[]string{"exec", "--masters", "localhost", "r", "--", "true"}, `--masters: address "localhost": want host:port`},
+		{[]string{"exec", "--masters", "127.0.0.1:70000", "r", "--", "true"}, "port must be 1 to 65535"},
+		{[]string{"exec", "--masters", "a:1,a:1", "r", "--", "true"}, "listed twice"},
+		{[]string{"exec", "--masters", m, "--ttl", "0s", "r", "--", "true"}, "--ttl 0s is out of range"},
+		{[]string{"exec", "--masters", m, "--ttl", "48h", "r", "--", "true"}, "--ttl 48h0m0s is out of range"},
+		{[]string{"exec", "--masters", m, "--ttl", "1500100us", "r", "--", "true"}, "want whole milliseconds"},
+		{[]string{"exec", "--masters", m, "--extend-every", "1m", "r", "--", "true"}, "--extend-every 1m0s"},
+		{[]string{"exec", "--masters", m, "--grace", "-1s", "r", "--", "true"}, "--grace must be >= 0"},
+		{[]string{"exec", "--masters", m, "--quarantine", "never", "r", "--", "true"}, "--quarantine"},
+		{[]string{"exec", "--nope", "r", "--", "true"}, "unknown flag: --nope"},
+		{[]string{"exect"}, `unknown command "exect"`},
+	} {
+		status, stdout, stderr := runRedlock(t, c.args...)
+		if status != exitUsage || stdout != "" || !strings.HasPrefix(stderr, "redlock: ") ||
+			!strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%q: status %d, stdout %q, stderr %q; want %d and one line with %q", c.args, status, stdout, stderr, exitUsage, c.want)
+		}
+	}
+}
+
+func TestCommandNotFound(t *testing.T) {
+	t.Parallel()
+	status, _, stderr := runRedlock(t, exec1("nf", "--", "/nonexistent/cmd")...)
+	if status != exitNotFound || !strings.Contains(stderr, "/nonexistent/cmd: command not found") {
+		t.Errorf("status %d, want %d; stderr %q", status, exitNotFound, stderr)
+	}
+	status, _, stderr = runRedlock(t, exec1("nf", "--", "/dev/null")...)
+	if status != exitCannotRun {
+		t.Errorf("non-executable: status %d, want %d; stderr %q", status, exitCannotRun, stderr)
+	}
+}
+
+func TestHelpListsExitStatuses(t *testing.T) {
+	t.Parallel()
+	status, stdout, _ := runRedlock(t, "exec", "--help")
+	for _, s := range []string{"--masters", "--ttl", "--wait", "--grace", "--fencing", "REDLOCK_FENCING_TOKEN",
+		strconv.Itoa(exitNotAcquired), strconv.Itoa(exitUnavailable), strconv.Itoa(exitLost), strconv.Itoa(exitUsage)} {
+		if !strings.Contains(stdout, s) {
+			t.Errorf("exec --help does not mention %s", s)
+		}
+	}
+	if status != 0 {
+		t.Errorf("exec --help: status %d", status)
+	}
+}
+
+// Ctrl-C while waiting for the lock gives up at once: nothing runs, and
+// the holder keeps its lock.
+func TestInterruptWhileWaiting(t *testing.T) {
+	t.Parallel()
+	holder := start(t, exec1("waiting", "--", "sh", "-c", `echo ready; sleep 300`)...)
+	holder.waitOutput(t, "ready")
+	waiter := start(t, exec1("--wait", "20s", "waiting", "--", "sh", "-c", "echo must-not-run")...)
+	time.Sleep(300 * time.Millisecond)
+	waiter.cmd.Process.Signal(syscall.SIGINT)
+	status := waiter.wait(t, 5*time.Second)
+	if status != 128+int(syscall.SIGINT) || waiter.stdout.String() != "" ||
+		!strings.Contains(waiter.stderr.String(), `SIGINT while acquiring "waiting": COMMAND not run`) {
+		t.Errorf("status %d, stdout %q, stderr %q", status, waiter.stdout, waiter.stderr)
+	}
+	if n := keys(t, "waiting"); n != len(masters) {
+		t.Errorf("the holder's key is on %d masters, want %d", n, len(masters))
+	}
+	holder.cmd.Process.Signal(syscall.SIGINT)
+	holder.wait(t, 5*time.Second)
+}
+
+// Under nohup, SIGHUP stays ignored: redlock neither forwards it nor
+// stops, and the command runs to its end with the lock.
+func TestIgnoredHangupStaysIgnored(t *testing.T) {
+	t.Parallel()
+	p := &proc{cmd: exec.Command("nohup", append([]string{binary}, exec1("nohup", "--", "sh", "-c", `echo ready; sleep 0.5; echo end`)...)...),
+		stdout: &buffer{}, stderr: &buffer{}, exited: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	p.waitOutput(t, "ready")
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	if status := p.wait(t, 5*time.Second); status != 0 || !strings.Contains(p.stdout.String(), "end") {
+		t.Errorf("status %d, stdout %q, stderr %q", status, p.stdout, p.stderr)
+	}
+}

@@ -1,0 +1,370 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/redlock-bench/redlock/multiplex"
+	"github.com/redlock-bench/redlock/multiplex/redistest"
+)
+
+// direct opens a plain client to addr for set-up and inspection.
+func direct(t *testing.T, addr string) rueidis.Client {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true,
+		DisableCache: true, ClientSetInfo: rueidis.DisableClientSetInfo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func must(t *testing.T, c rueidis.Client, args ...string) {
+	t.Helper()
+	if err := c.Do(context.Background(), c.B().Arbitrary(args[0]).Args(args[1:]...).Build()).Error(); err != nil && !rueidis.IsRedisNil(err) {
+		t.Fatalf("%v: %v", args, err)
+	}
+}
+
+// keyState is what a script left behind on one key: the value (or type),
+// whether it expires, and its fencing counter.
+func keyState(t *testing.T, c rueidis.Client, key string) string {
+	t.Helper()
+	ctx := context.Background()
+	typ, _ := c.Do(ctx, c.B().Type().Key(key).Build()).ToString()
+	val := typ
+	if typ == "string" {
+		val, _ = c.Do(ctx, c.B().Get().Key(key).Build()).ToString()
+	}
+	pttl, _ := c.Do(ctx, c.B().Pttl().Key(key).Build()).AsInt64()
+	fence, _ := c.Do(ctx, c.B().Get().Key(fencePrefix+key).Build()).ToString()
+	return fmt.Sprintf("%s expires=%v fence=%q", val, pttl > 0, fence)
+}
+
+// outcome is a reply as a caller's classifier sees it. Error texts are
+// compared by their code: a script's own failure appends where it failed.
+func outcome(classify multiplex.Classifier, res rueidis.RedisResult, clock bool) string {
+	o, v, err := classify(res)
+	if clock && o == multiplex.OK && v > 1e15 {
+		v = 1 // a master's clock in µs: the two masters' differ
+	}
+	if err != nil {
+		re, reply := rueidis.IsRedisErr(err)
+		code := ""
+		if reply {
+			code, _, _ = strings.Cut(re.Error(), " ")
+		}
+		return fmt.Sprintf("%s reply=%v code=%s", o, reply, code)
+	}
+	return fmt.Sprintf("%s %d", o, v)
+}
+
+// subscribe collects what the master publishes on release channels.
+func subscribe(t *testing.T, addr string) func() []string {
+	t.Helper()
+	c := direct(t, addr)
+	var mu sync.Mutex
+	var got []string
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Receive(ctx, c.B().Psubscribe().Pattern(releasedPrefix+"*").Build(), func(m rueidis.PubSubMessage) {
+			mu.Lock()
+			got = append(got, m.Channel+"="+m.Message)
+			mu.Unlock()
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if n, _ := redistest.Do(addr, time.Second, "PUBSUB", "NUMPAT"); n == ":1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("subscription not confirmed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return func() []string {
+		// A PING on the subscriber's master orders after every publish.
+		time.Sleep(50 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		s := slices.Clone(got)
+		slices.Sort(s)
+		return s
+	}
+}
+
+// scriptCase is a script with one key's arguments and its classifier.
+type scriptCase struct {
+	name     string
+	s        *multiplex.Script
+	args     []string
+	classify multiplex.Classifier
+}
+
+// TestCoalescedScriptsMatchSingle runs every script on one master one key
+// at a time, and on another as one coalesced call over the same keys in
+// the same states: each key's reply (as its caller's classifier sees it),
+// what is left of the key and its fencing counter, and what was
+// published must be the same.
+func TestCoalescedScriptsMatchSingle(t *testing.T) {
+	// Each key has a value of its own, so that a key given another's
+	// arguments shows.
+	const v, other = "V", "theirs"
+	ours := func(i int) string { return "ours" + strconv.Itoa(i) }
+	keyArgs := func(args []string, i int) []string {
+		a := slices.Clone(args)
+		for j := range a {
+			if a[j] == v {
+				a[j] = ours(i)
+			}
+		}
+		return a
+	}
+	states := []struct {
+		name  string
+		setup [][]string // commands, with "K" for the key, "V" for the value
+	}{
+		{"ours", [][]string{{"SET", "K", "V", "PX", "60000"}}},
+		{"marked", [][]string{{"SET", "K", "V" + waitMark, "PX", "60000"}}},
+		{"theirs", [][]string{{"SET", "K", other, "PX", "60000"}}},
+		{"theirs-marked", [][]string{{"SET", "K", other + waitMark, "PX", "60000"}}},
+		{"missing", nil},
+		{"wrongtype", [][]string{{"HSET", "K", "f", "1"}}},
+		{"fenced", [][]string{{"SET", "K", "V", "PX", "60000"}, {"SET", "F", "9000000000000000"}}},
+		{"fence-not-int", [][]string{{"SET", "F", "x"}}},
+		{"missing-fenced", [][]string{{"SET", "F", "9000000000000000"}}},
+	}
+	scripts := []scriptCase{
+		{"release", releaseScript, []string{v}, classifyInt},
+		{"undo", undoScript, []string{v}, classifyInt},
+		{"extend", extendScript, []string{v, "90000"}, classifyInt},
+		{"acquire-mark", acquireMarkScript, []string{v, "60000"}, classifyAcquireGet},
+		{"acquire-fence", acquireFenceScript, []string{v, "60000", "0"}, classifyFenced},
+		{"acquire-fence-mark", acquireFenceScript, []string{v, "60000", "1"}, classifyFenced},
+		{"fence", fenceScript, []string{"9000000000000005", v}, classifyInt},
+	}
+	for _, s := range allScripts {
+		if !slices.ContainsFunc(scripts, func(sc scriptCase) bool { return sc.s == s }) {
+			t.Errorf("a script is not compared here: %.60q", s.Body)
+		}
+	}
+	c := redistest.StartT(t, 2)
+	single, multi := direct(t, c.Nodes[0].Addr()), direct(t, c.Nodes[1].Addr())
+	pubSingle, pubMulti := subscribe(t, c.Nodes[0].Addr()), subscribe(t, c.Nodes[1].Addr())
+	ctx := context.Background()
+	for _, s := range allScripts {
+		for _, body := range []string{s.Body, s.Multi.Body} {
+			must(t, single, "SCRIPT", "LOAD", body)
+			must(t, multi, "SCRIPT", "LOAD", body)
+		}
+	}
+	for _, sc := range scripts {
+		if sc.s.Multi == nil || sc.s.KeyArgs != len(sc.args) {
+			t.Fatalf("%s: not coalesced with %d args", sc.name, len(sc.args))
+		}
+		keys := make([]string, len(states))
+		for i, st := range states {
+			keys[i] = sc.name + ":" + st.name
+			for _, cl := range []rueidis.Client{single, multi} {
+				for _, cmd := range st.setup {
+					cmd = slices.Clone(cmd)
+					if strings.HasPrefix(cmd[2], "V") {
+						cmd[2] = ours(i) + cmd[2][1:]
+					}
+					if cmd[1] == "K" {
+						cmd[1] = keys[i]
+					} else {
+						cmd[1] = fencePrefix + keys[i]
+					}
+					must(t, cl, cmd...)
+				}
+			}
+		}
+		want := make([]string, len(keys))
+		for i, k := range keys {
+			res := single.Do(ctx, single.B().Evalsha().Sha1(sc.s.SHA).Numkeys(1).Key(k).Arg(keyArgs(sc.args, i)...).Build())
+			want[i] = outcome(sc.classify, res, true)
+		}
+		args := append([]string{sc.s.Multi.SHA, strconv.Itoa(len(keys))}, keys...)
+		for i := range keys {
+			args = append(args, keyArgs(sc.args, i)...)
+		}
+		res := multi.Do(ctx, multi.B().Arbitrary("EVALSHA").Args(args...).Build())
+		arr, err := res.ToArray()
+		if err != nil || len(arr) != len(keys) {
+			t.Fatalf("%s: coalesced call: %d replies, %v", sc.name, len(arr), err)
+		}
+		for i, k := range keys {
+			if got := outcome(sc.classify, rueidis.NewResult(arr[i], nil), true); got != want[i] {
+				t.Errorf("%s: reply %q coalesced, %q alone", k, got, want[i])
+			}
+			if got, want := keyState(t, multi, k), keyState(t, single, k); got != want {
+				t.Errorf("%s: left %q coalesced, %q alone", k, got, want)
+			}
+		}
+	}
+	got, want := pubMulti(), pubSingle()
+	if len(want) == 0 || !slices.Equal(got, want) {
+		t.Errorf("published %q coalesced, %q alone", got, want)
+	}
+}
+
+// commandCalls reads a command's calls from INFO commandstats.
+func commandCalls(t *testing.T, c rueidis.Client, cmd string) int {
+	t.Helper()
+	txt, err := c.Do(context.Background(), c.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(txt, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls="); ok {
+			n, _, _ := strings.Cut(rest, ",")
+			calls, _ := strconv.Atoi(n)
+			return calls
+		}
+	}
+	return 0
+}
+
+// TestCoalescedRoundsRouteEachReply sends many concurrent releases over
+// keys in different states through the pool: each caller must get its
+// own key's outcome on every master, and the masters must have seen fewer
+// script calls than releases. With coalescing off (the control) they see
+// one per release, so the count check can fail.
+func TestCoalescedRoundsRouteEachReply(t *testing.T) {
+	c := redistest.StartT(t, 3)
+	cls := make([]rueidis.Client, 3)
+	for i, a := range c.Addrs() {
+		cls[i] = direct(t, a)
+	}
+	for _, off := range []bool{false, true} {
+		t.Run(fmt.Sprintf("DisableCoalesce=%v", off), func(t *testing.T) {
+			p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
+				NodeTimeout: 2 * time.Second, Scripts: allScripts, DisableCoalesce: off})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			const n = 600
+			prefix := fmt.Sprintf("route%v:", off)
+			for _, cl := range cls {
+				must(t, cl, "CONFIG", "RESETSTAT")
+				for i := range n {
+					k := prefix + strconv.Itoa(i)
+					switch i % 3 {
+					case 0:
+						must(t, cl, "SET", k, "v"+strconv.Itoa(i), "PX", "60000")
+					case 1:
+						must(t, cl, "SET", k, "someone else", "PX", "60000")
+					case 2:
+						must(t, cl, "HSET", k, "f", "1")
+					}
+				}
+			}
+			var wg sync.WaitGroup
+			errs := make(chan error, n)
+			for i := range n {
+				wg.Go(func() {
+					le := &Lease{key: prefix + strconv.Itoa(i), value: "v" + strconv.Itoa(i)}
+					tl := p.Fanout(context.Background(), le.releaseCommand(0, releaseScript), classifyInt, nil, nil)
+					want := [...]multiplex.Outcome{multiplex.OK, multiplex.Refused, multiplex.Failed}[i%3]
+					for node, v := range tl.Votes {
+						_, reply := rueidis.IsRedisErr(v.Err)
+						if v.Outcome != want || (want == multiplex.Failed && (!reply || !strings.HasPrefix(v.Err.Error(), "WRONGTYPE"))) {
+							errs <- fmt.Errorf("release %d on node %d: %v %v, want %v", i, node, v.Outcome, v.Err, want)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			for node, cl := range cls {
+				calls := commandCalls(t, cl, "evalsha")
+				t.Logf("node %d: %d EVALSHA for %d releases", node, calls, n)
+				if off && calls != n {
+					t.Errorf("node %d: coalescing off, %d EVALSHA for %d releases", node, calls, n)
+				}
+				if !off && calls >= n {
+					t.Errorf("node %d: %d EVALSHA for %d releases: nothing was coalesced", node, calls, n)
+				}
+				if k := prefix + "0"; keyState(t, cl, k) != `none expires=false fence=""` {
+					t.Errorf("node %d: %s left: %s", node, k, keyState(t, cl, k))
+				}
+			}
+		})
+	}
+}
+
+// TestCoalescedReloadsAfterRestart restarts a master, which forgets its
+// scripts: a coalesced call there answers NOSCRIPT and must be sent again
+// with the script's body, with every caller getting its own outcome.
+func TestCoalescedReloadsAfterRestart(t *testing.T) {
+	c := redistest.StartT(t, 3)
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
+		NodeTimeout: 2 * time.Second, Scripts: allScripts, NodeWorkers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.Nodes[0].Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Until the pool has a connection to the restarted master again.
+	for {
+		v := p.Fanout(ctx, multiplex.Command{Name: "EXISTS", Key: "x", WaitAll: true}, classifyInt, nil, nil).Votes[0]
+		if v.Outcome == multiplex.Refused {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("restarted master not reached: %v", v.Err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	restarted := direct(t, c.Nodes[0].Addr())
+	const n = 400
+	for i := range n {
+		if i%2 == 0 {
+			must(t, restarted, "SET", "k"+strconv.Itoa(i), "v", "PX", "60000")
+		}
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wrong := 0
+	for i := range n {
+		wg.Go(func() {
+			le := &Lease{key: "k" + strconv.Itoa(i), value: "v"}
+			v := p.Fanout(ctx, le.releaseCommand(0, releaseScript), classifyInt, nil, nil).Votes[0]
+			if want := [...]multiplex.Outcome{multiplex.OK, multiplex.Refused}[i%2]; v.Outcome != want {
+				mu.Lock()
+				wrong++
+				if wrong < 5 {
+					t.Errorf("release %d on the restarted master: %v %v, want %v", i, v.Outcome, v.Err, want)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	eval, evalsha := commandCalls(t, restarted, "eval"), commandCalls(t, restarted, "evalsha")
+	t.Logf("restarted master: %d EVAL, %d EVALSHA for %d releases", eval, evalsha, n)
+	if eval == 0 || evalsha >= n {
+		t.Errorf("want a NOSCRIPT reload and coalesced calls: %d EVAL, %d EVALSHA for %d releases", eval, evalsha, n)
+	}
+}

@@ -1,0 +1,222 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/engine"
+)
+
+// sent is the number of commands l has sent to the masters (every vote
+// counted, whatever its outcome).
+func sent(l *engine.Locker) int64 {
+	var n int64
+	for _, s := range l.Nodes() {
+		n += s.OK + s.Refused + s.Failed + s.TimedOut
+	}
+	return n
+}
+
+// holdAndQueue has a holder take resource, then starts one waiter per
+// Locker in ls, in order (so that their tickets are in that order), and
+// returns once every one is subscribed and asleep. Each waiter's result
+// arrives on the returned channel, in the order they acquire.
+func holdAndQueue(t *testing.T, e *env, holderL *engine.Locker, ls []*engine.Locker, resource string, ctxs []context.Context) (*engine.Lease, chan result) {
+	t.Helper()
+	holder, err := holderL.TryLock(context.Background(), resource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan result, len(ls))
+	for i, l := range ls {
+		ctx := ctxs[i]
+		go func() {
+			le, err := l.Lock(ctx, resource)
+			got <- result{i, le, err, time.Now()}
+		}()
+		eventually(t, 5*time.Second, fmt.Sprintf("waiter %d subscribed and asleep", i), func() bool {
+			return l.Subscriptions() == 1 && l.Waiting() == 1
+		})
+	}
+	return holder, got
+}
+
+type result struct {
+	i   int
+	le  *engine.Lease
+	err error
+	at  time.Time
+}
+
+// A release of a resource that waiters of several Lockers (processes, in
+// production) wait for wakes one of them, not all: the others stay asleep
+// and send nothing. Waking them all made them race for the masters and
+// split the vote. The waiters' fallback is far beyond the test, so that
+// every attempt counted is a wake-up's.
+func TestReleaseWakesOneWaiterAcrossLockers(t *testing.T) {
+	for _, fencing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fencing=%v", fencing), func(t *testing.T) {
+			e := newEnv(t, 5)
+			cfg := func(c *engine.Config) {
+				c.Fencing = fencing
+				c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
+			}
+			holderL := e.locker(cfg)
+			var ls []*engine.Locker
+			var ctxs []context.Context
+			for range 5 {
+				ls = append(ls, e.locker(cfg))
+				ctxs = append(ctxs, context.Background())
+			}
+			holder, got := holdAndQueue(t, e, holderL, ls, "hot", ctxs)
+			before := make([]int64, len(ls))
+			for i, l := range ls {
+				before[i] = sent(l)
+			}
+			if err := holder.Release(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			r := <-got
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if r.i != 0 {
+				t.Errorf("waiter %d acquired first, want waiter 0, the lowest ticket", r.i)
+			}
+			if w := r.le.Wait(); w.Cause != engine.WakeNotified {
+				t.Errorf("first waiter's wait %+v: want woken by the release", w)
+			}
+			// Give a crowd woken by the same release time to show itself.
+			time.Sleep(300 * time.Millisecond)
+			// An attempt sends at least a quorum of commands (3) before it
+			// can be decided; a stray vote is a reply that came after its
+			// node timeout, which counts twice, on a loaded host.
+			for i, l := range ls {
+				d := sent(l) - before[i]
+				t.Logf("waiter %d sent %d commands after the release", i, d)
+				if i != r.i && d >= 3 {
+					t.Errorf("waiter %d, which the release did not choose, sent %d commands: the release woke it too", i, d)
+				}
+			}
+			if t.Failed() {
+				t.FailNow()
+			}
+			for i, l := range ls {
+				if i != r.i && l.Waiting() != 1 {
+					t.Fatalf("waiter %d is not asleep", i)
+				}
+			}
+			// The chain goes on: each release hands the resource to the next
+			// waiter in ticket order, woken by the release.
+			le := r.le
+			for want := 1; want < len(ls); want++ {
+				if err := le.Release(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				r := <-got
+				if r.err != nil {
+					t.Fatal(r.err)
+				}
+				if r.i != want || r.le.Wait().Cause != engine.WakeNotified {
+					t.Fatalf("waiter %d acquired (wait %+v), want waiter %d woken by the release", r.i, r.le.Wait(), want)
+				}
+				le = r.le
+			}
+			le.Release(context.Background())
+		})
+	}
+}
+
+// The waiter whose turn it is may be gone: its process killed (its Locker
+// closed, its place in the masters' queues left behind) or its Lock
+// cancelled. The others must still get the lock, within their fallback
+// delay (plus the turn token's life) when nobody can wake them.
+func TestWaitersOutliveTheFirstWaiter(t *testing.T) {
+	const fallback = 100 * time.Millisecond
+	const queue = "\xffredlock:queue:gone" // the resource's queue on each master
+	for _, how := range []string{"killed", "cancelled"} {
+		t.Run(how, func(t *testing.T) {
+			e := newEnv(t, 5)
+			cfg := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = fallback, fallback }
+			holderL := e.locker(cfg)
+			ls := []*engine.Locker{e.locker(cfg), e.locker(cfg), e.locker(cfg)}
+			firstCtx, cancelFirst := context.WithCancel(context.Background())
+			defer cancelFirst()
+			ctxs := []context.Context{firstCtx, context.Background(), context.Background()}
+			holder, got := holdAndQueue(t, e, holderL, ls, "gone", ctxs)
+			// Each waiter is queued on every master its attempts reached:
+			// at least a quorum (an attempt refused by a quorum is decided
+			// without the others).
+			queued := 0
+			for i := range e.direct {
+				c := e.direct[i]
+				n, err := c.Do(context.Background(), c.B().Zcard().Key(queue).Build()).AsInt64()
+				if err != nil {
+					t.Fatalf("node %d: %v", i, err)
+				}
+				queued += int(n)
+			}
+			if queued < 3*3 {
+				t.Fatalf("%d places in the masters' queues, want each of 3 waiters on a quorum of 5", queued)
+			}
+			// The first waiter has the lowest ticket wherever it is queued.
+			first := ""
+			for _, c := range e.direct {
+				if m, _ := c.Do(context.Background(), c.B().Zrange().Key(queue).Min("0").Max("0").Build()).AsStrSlice(); len(m) == 1 {
+					if first != "" && m[0] != first {
+						t.Fatalf("the masters' queues start with %s and %s: they must order the waiters alike", first, m[0])
+					}
+					first = m[0]
+				}
+			}
+			switch how {
+			case "killed":
+				ls[0].Close() // leaves its place in the queues, as a killed process would
+			case "cancelled":
+				cancelFirst()
+			}
+			if r := <-got; r.i != 0 || r.err == nil {
+				t.Fatalf("waiter %d returned %v first, want waiter 0's error", r.i, r.err)
+			}
+			if how == "cancelled" {
+				eventually(t, 5*time.Second, "the cancelled waiter left the queues", func() bool {
+					for _, c := range e.direct {
+						if err := c.Do(context.Background(), c.B().Zscore().Key(queue).Member(first).Build()).Error(); err == nil {
+							return false
+						}
+					}
+					return true
+				})
+			}
+			released := time.Now()
+			if err := holder.Release(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			// Killed: the release gives the turn to the dead waiter, whose
+			// token expires (50 ms); the others' fallback retries then find
+			// the key free. Cancelled: the waiter left the queue, and the
+			// release wakes the next one at once.
+			bound := fallback + 50*time.Millisecond + 500*time.Millisecond // scheduling slack on a loaded host
+			r := <-got
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if d := r.at.Sub(released); d > bound {
+				t.Fatalf("waiter %d acquired %s after the release, want within %s", r.i, d, bound)
+			}
+			w := r.le.Wait()
+			t.Logf("waiter %d acquired %s after the release: %+v", r.i, r.at.Sub(released).Round(time.Millisecond), w)
+			if how == "cancelled" && (r.i != 1 || w.Cause != engine.WakeNotified) {
+				t.Fatalf("waiter %d (wait %+v): want waiter 1 woken by the release, the cancelled waiter having left the queue", r.i, w)
+			}
+			r.le.Release(context.Background())
+			last := <-got
+			if last.err != nil {
+				t.Fatal(last.err)
+			}
+			last.le.Release(context.Background())
+		})
+	}
+}

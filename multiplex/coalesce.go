@@ -1,0 +1,159 @@
+package multiplex
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+)
+
+// MaxCoalesce is the most keys one coalesced script call carries. A call
+// runs its keys back to back on the master, which serves nobody else
+// meanwhile: at about a microsecond a key, 128 keys keep that pause
+// near a loopback round trip's tenth, while the script call's fixed cost
+// is already spread thin.
+const MaxCoalesce = 128
+
+// Coalesce gives s a Multi: its body run for each key of one call, so
+// that single and coalesced calls cannot drift apart, and returns s. The
+// body must use only KEYS[1] and ARGV[1..nargs]. Call it before s is
+// given to Dial.
+//
+// The Multi call takes n keys and then nargs arguments per key, in key
+// order, and answers an array of n replies, each what body answered for
+// that key alone (nil for false or nothing). Each key runs under pcall: an
+// error (a wrong-type key, say) becomes that key's error reply and the
+// other keys run as they would alone. As with separate calls, a key's
+// writes are not undone when a later key fails.
+func (s *Script) Coalesce(nargs int) *Script {
+	body := s.Body
+	s.KeyArgs = nargs
+	// KEYS and ARGV are the function's parameters, so that body reads
+	// the key's own share of the call's arguments under their usual names.
+	var b strings.Builder
+	b.WriteString("local function one(KEYS, ARGV)\n")
+	b.WriteString(body)
+	b.WriteString("\nend\nlocal n = ")
+	b.WriteString(strconv.Itoa(nargs))
+	b.WriteString(`
+local keys, argv, out = {}, {}, {}
+for i = 1, #KEYS do
+  keys[1] = KEYS[i]
+  for j = 1, n do
+    argv[j] = ARGV[(i - 1) * n + j]
+  end
+  local ok, r = pcall(one, keys, argv)
+  if not ok then
+    -- A failed redis.call's message starts with its code (WRONGTYPE,
+    -- OOM ...): keep it, as the single call's reply does.
+    if type(r) == "table" and r.err then
+    elseif string.find(tostring(r), "^%u+ ") then
+      r = {err = r}
+    else
+      r = {err = "ERR " .. tostring(r)}
+    end
+  elseif r == nil then
+    r = false
+  end
+  out[i] = r
+end
+return out`)
+	s.Multi = NewScript(b.String())
+	return s
+}
+
+// group is the commands of one batch that go out as one Multi call.
+type group struct {
+	s     *Script
+	tasks []task
+}
+
+// plan lays out a batch's commands: b.at[k] is the k-th command to send,
+// a task of b.sent (k >= 0) or the group -k-1. Commands of a script with a
+// Multi join the first group of that script with room, which goes out at
+// its first member's place; the others keep theirs. Within one node,
+// reordering script calls changes no outcome the lock relies on: a
+// release, extend or undo is sent only once its acquire has answered.
+func (b *batch) plan(coalesce bool) {
+	b.at = b.at[:0]
+	ng := 0
+	for k, t := range b.sent {
+		s := t.r.cmd.Script
+		if !coalesce || s == nil || s.Multi == nil || t.r.cmd.NArgs != s.KeyArgs {
+			b.at = append(b.at, int32(k))
+			continue
+		}
+		gi := -1
+		for j := 0; j < ng; j++ {
+			if g := &b.groups[j]; g.s == s && len(g.tasks) < MaxCoalesce {
+				gi = j
+				break
+			}
+		}
+		if gi < 0 {
+			gi = ng
+			ng++
+			if gi < len(b.groups) {
+				b.groups[gi].s = s
+			} else {
+				b.groups = append(b.groups, group{s: s})
+			}
+			b.at = append(b.at, int32(-gi-1))
+		}
+		b.groups[gi].tasks = append(b.groups[gi].tasks, t)
+	}
+	b.ngroups = ng
+}
+
+// release drops the batch's references to rounds, which are pooled.
+func (b *batch) release() {
+	for i := range b.ngroups {
+		g := &b.groups[i]
+		clear(g.tasks)
+		g.tasks, g.s = g.tasks[:0], nil
+	}
+	b.ngroups = 0
+	clear(b.tasks)
+}
+
+// buildMulti makes g's Multi call: its keys, then each key's arguments.
+func (p *Pool) buildMulti(g *group, eval bool) rueidis.Completed {
+	m := g.s.Multi
+	name, head := "EVALSHA", m.SHA
+	if eval {
+		name, head = "EVAL", m.Body
+	}
+	a := p.builder.Arbitrary(name, head, strconv.Itoa(len(g.tasks)))
+	for _, t := range g.tasks {
+		a = a.Args(t.r.cmd.Key)
+	}
+	for _, t := range g.tasks {
+		a = a.Args(t.r.cmd.Args[:t.r.cmd.NArgs]...)
+	}
+	return a.Build()
+}
+
+// finishMulti hands each member of g its share of the Multi call's reply
+// res, reloading the script first if the node answered NOSCRIPT. An
+// error for the whole call (a broken connection, BUSY) is every member's,
+// as it would have been for each of their own calls.
+func (p *Pool) finishMulti(ctx context.Context, c rueidis.Client, g *group, res rueidis.RedisResult) {
+	if re, ok := rueidis.IsRedisErr(res.Error()); ok && re.IsNoScript() {
+		res = c.Do(ctx, p.buildMulti(g, true))
+	}
+	arr, err := res.ToArray()
+	if err == nil && len(arr) != len(g.tasks) {
+		// Not a reply from Redis: the keys may or may not have been acted on.
+		res = rueidis.NewErrorResult(fmt.Errorf("multiplex: coalesced script answered %d replies for %d keys", len(arr), len(g.tasks)))
+		err = res.Error()
+	}
+	for j, t := range g.tasks {
+		if err != nil {
+			t.r.finish(t.i, res)
+		} else {
+			t.r.finish(t.i, rueidis.NewResult(arr[j], nil))
+		}
+	}
+}

@@ -46,7 +46,8 @@ func keyState(t *testing.T, c rueidis.Client, key string) string {
 	}
 	pttl, _ := c.Do(ctx, c.B().Pttl().Key(key).Build()).AsInt64()
 	fence, _ := c.Do(ctx, c.B().Get().Key(fencePrefix+key).Build()).ToString()
-	return fmt.Sprintf("%s expires=%v fence=%q", val, pttl > 0, fence)
+	queue, _ := c.Do(ctx, c.B().Zrange().Key(queuePrefix+key).Min("0").Max("-1").Withscores().Build()).AsStrSlice()
+	return fmt.Sprintf("%s expires=%v fence=%q queue=%q", val, pttl > 0, fence, queue)
 }
 
 // outcome is a reply as a caller's classifier sees it. Error texts are
@@ -115,28 +116,25 @@ type scriptCase struct {
 // TestCoalescedScriptsMatchSingle runs every script on one master one key
 // at a time, and on another as one coalesced call over the same keys in
 // the same states: each key's reply (as its caller's classifier sees it),
-// what is left of the key and its fencing counter, and what was
-// published must be the same.
+// what is left of the key, its fencing counter and its queue of waiters,
+// and what was published must be the same. A script whose arguments or
+// states change must have its cases here changed with it.
 func TestCoalescedScriptsMatchSingle(t *testing.T) {
-	// Each key has a value of its own, so that a key given another's
-	// arguments shows.
-	const v, other = "V", "theirs"
-	ours := func(i int) string { return "ours" + strconv.Itoa(i) }
-	keyArgs := func(args []string, i int) []string {
-		a := slices.Clone(args)
-		for j := range a {
-			if a[j] == v {
-				a[j] = ours(i)
-			}
-		}
-		return a
-	}
+	// Each key has a value and a waiter id of its own, so that a key
+	// given another's arguments shows.
+	const v, id, other = "V", "I", "theirs"
+	ids := func(i int) string { return "id" + strconv.Itoa(i) }
+	ours := func(i int) string { return ids(i) + idEnd + "ours" }
 	states := []struct {
 		name  string
-		setup [][]string // commands, with "K" for the key, "V" for the value
+		setup [][]string // commands on "K" the key, "F" its fencing counter, "Q" its queue; "V" and "I" as above
 	}{
 		{"ours", [][]string{{"SET", "K", "V", "PX", "60000"}}},
 		{"marked", [][]string{{"SET", "K", "V" + waitMark, "PX", "60000"}}},
+		{"marked-queued", [][]string{{"SET", "K", "V" + waitMark, "PX", "60000"}, {"ZADD", "Q", "5", "I", "7", "next", "9", "last"}}},
+		{"marked-queued-alone", [][]string{{"SET", "K", "V" + waitMark, "PX", "60000"}, {"ZADD", "Q", "5", "I"}}},
+		{"turn", [][]string{{"SET", "K", turnPrefix + "I", "PX", "60000"}, {"ZADD", "Q", "5", "I", "7", "next"}}},
+		{"their-turn", [][]string{{"SET", "K", turnPrefix + "next", "PX", "60000"}, {"ZADD", "Q", "5", "next"}}},
 		{"theirs", [][]string{{"SET", "K", other, "PX", "60000"}}},
 		{"theirs-marked", [][]string{{"SET", "K", other + waitMark, "PX", "60000"}}},
 		{"missing", nil},
@@ -144,14 +142,32 @@ func TestCoalescedScriptsMatchSingle(t *testing.T) {
 		{"fenced", [][]string{{"SET", "K", "V", "PX", "60000"}, {"SET", "F", "9000000000000000"}}},
 		{"fence-not-int", [][]string{{"SET", "F", "x"}}},
 		{"missing-fenced", [][]string{{"SET", "F", "9000000000000000"}}},
+		// Last, so that the keys before it leave their further arguments
+		// behind in a coalesced call: its own call has only the first.
+		{"first-arg-only", [][]string{{"SET", "K", "V", "PX", "60000"}}},
+	}
+	keyArgs := func(args []string, i int) []string {
+		a := slices.Clone(args)
+		if i == len(states)-1 {
+			a = a[:1]
+		}
+		for j := range a {
+			switch a[j] {
+			case v:
+				a[j] = ours(i)
+			case id:
+				a[j] = ids(i)
+			}
+		}
+		return a
 	}
 	scripts := []scriptCase{
 		{"release", releaseScript, []string{v}, classifyInt},
 		{"undo", undoScript, []string{v}, classifyInt},
 		{"extend", extendScript, []string{v, "90000"}, classifyInt},
-		{"acquire-mark", acquireMarkScript, []string{v, "60000"}, classifyAcquireGet},
+		{"acquire-mark", acquireMarkScript, []string{v, "60000", "6", id}, classifyAcquireGet},
 		{"acquire-fence", acquireFenceScript, []string{v, "60000", "0"}, classifyFenced},
-		{"acquire-fence-mark", acquireFenceScript, []string{v, "60000", "1"}, classifyFenced},
+		{"acquire-fence-mark", acquireFenceScript, []string{v, "60000", "1", "6", id}, classifyFenced},
 		{"fence", fenceScript, []string{"9000000000000005", v}, classifyInt},
 	}
 	for _, s := range allScripts {
@@ -170,8 +186,8 @@ func TestCoalescedScriptsMatchSingle(t *testing.T) {
 		}
 	}
 	for _, sc := range scripts {
-		if sc.s.Multi == nil || sc.s.KeyArgs != len(sc.args) {
-			t.Fatalf("%s: not coalesced with %d args", sc.name, len(sc.args))
+		if sc.s.Multi == nil {
+			t.Fatalf("%s: not coalesced", sc.name)
 		}
 		keys := make([]string, len(states))
 		for i, st := range states {
@@ -179,14 +195,15 @@ func TestCoalescedScriptsMatchSingle(t *testing.T) {
 			for _, cl := range []rueidis.Client{single, multi} {
 				for _, cmd := range st.setup {
 					cmd = slices.Clone(cmd)
-					if strings.HasPrefix(cmd[2], "V") {
-						cmd[2] = ours(i) + cmd[2][1:]
+					for j := 2; j < len(cmd); j++ {
+						switch {
+						case strings.HasPrefix(cmd[j], v):
+							cmd[j] = ours(i) + cmd[j][1:]
+						case strings.HasSuffix(cmd[j], id):
+							cmd[j] = cmd[j][:len(cmd[j])-1] + ids(i)
+						}
 					}
-					if cmd[1] == "K" {
-						cmd[1] = keys[i]
-					} else {
-						cmd[1] = fencePrefix + keys[i]
-					}
+					cmd[1] = map[string]string{"K": keys[i], "F": fencePrefix + keys[i], "Q": queuePrefix + keys[i]}[cmd[1]]
 					must(t, cl, cmd...)
 				}
 			}
@@ -198,7 +215,8 @@ func TestCoalescedScriptsMatchSingle(t *testing.T) {
 		}
 		args := append([]string{sc.s.Multi.SHA, strconv.Itoa(len(keys))}, keys...)
 		for i := range keys {
-			args = append(args, keyArgs(sc.args, i)...)
+			a := keyArgs(sc.args, i)
+			args = append(append(args, strconv.Itoa(len(a))), a...)
 		}
 		res := multi.Do(ctx, multi.B().Arbitrary("EVALSHA").Args(args...).Build())
 		arr, err := res.ToArray()
@@ -302,7 +320,7 @@ func TestCoalescedRoundsRouteEachReply(t *testing.T) {
 				if !off && calls >= n {
 					t.Errorf("node %d: %d EVALSHA for %d releases: nothing was coalesced", node, calls, n)
 				}
-				if k := prefix + "0"; keyState(t, cl, k) != `none expires=false fence=""` {
+				if k := prefix + "0"; keyState(t, cl, k) != `none expires=false fence="" queue=[]` {
 					t.Errorf("node %d: %s left: %s", node, k, keyState(t, cl, k))
 				}
 			}

@@ -205,12 +205,12 @@ return c`)
 // once per key in a coalesced call over many (multiplex.Script.Coalesce),
 // so that a change to a body applies to both.
 func init() {
-	releaseScript.Coalesce(1)
-	undoScript.Coalesce(1)
-	extendScript.Coalesce(2)
-	acquireMarkScript.Coalesce(2)
-	acquireFenceScript.Coalesce(3)
-	fenceScript.Coalesce(2)
+	releaseScript.Coalesce()
+	undoScript.Coalesce()
+	extendScript.Coalesce()
+	acquireMarkScript.Coalesce()
+	acquireFenceScript.Coalesce()
+	fenceScript.Coalesce()
 }
 
 // ReleaseScriptSource is the Lua every release runs on every master, for

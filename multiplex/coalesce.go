@@ -4,46 +4,46 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/redis/rueidis"
 )
 
 // MaxCoalesce is the most keys one coalesced script call carries. A call
 // runs its keys back to back on the master, which serves nobody else
-// meanwhile: at about a microsecond a key, 128 keys keep that pause
-// near a loopback round trip's tenth, while the script call's fixed cost
-// is already spread thin.
+// meanwhile: at under a microsecond a key, 128 keys keep that pause near
+// a tenth of a millisecond, while the script call's fixed cost is already
+// spread thin.
 const MaxCoalesce = 128
 
 // Coalesce gives s a Multi: its body run for each key of one call, so
 // that single and coalesced calls cannot drift apart, and returns s. The
-// body must use only KEYS[1] and ARGV[1..nargs]. Call it before s is
-// given to Dial.
+// body must use only KEYS[1] and ARGV. Call it before s is given to Dial.
 //
-// The Multi call takes n keys and then nargs arguments per key, in key
-// order, and answers an array of n replies, each what body answered for
-// that key alone (nil for false or nothing). Each key runs under pcall: an
-// error (a wrong-type key, say) becomes that key's error reply and the
-// other keys run as they would alone. As with separate calls, a key's
-// writes are not undone when a later key fails.
-func (s *Script) Coalesce(nargs int) *Script {
-	body := s.Body
-	s.KeyArgs = nargs
+// The Multi call takes n keys, then for each key in order the number of
+// its arguments and the arguments, and answers an array of n replies,
+// each what body answered for that key alone (nil for false or nothing).
+// Each key runs under pcall: an error (a wrong-type key, say) becomes
+// that key's error reply, and the other keys run as they would alone. As
+// with separate calls, a key's writes are not undone when a later key
+// fails.
+func (s *Script) Coalesce() *Script {
 	// KEYS and ARGV are the function's parameters, so that body reads
-	// the key's own share of the call's arguments under their usual names.
-	var b strings.Builder
-	b.WriteString("local function one(KEYS, ARGV)\n")
-	b.WriteString(body)
-	b.WriteString("\nend\nlocal n = ")
-	b.WriteString(strconv.Itoa(nargs))
-	b.WriteString(`
+	// the key's own share of the call's arguments under their usual names;
+	// body starts on the first line, so that its errors name the same line.
+	s.Multi = NewScript("local function one(KEYS, ARGV) " + s.Body + `
+end
 local keys, argv, out = {}, {}, {}
+local a, m = 1, 0
 for i = 1, #KEYS do
   keys[1] = KEYS[i]
+  local n = tonumber(ARGV[a])
   for j = 1, n do
-    argv[j] = ARGV[(i - 1) * n + j]
+    argv[j] = ARGV[a + j]
   end
+  for j = n + 1, m do
+    argv[j] = nil
+  end
+  a, m = a + n + 1, math.max(m, n)
   local ok, r = pcall(one, keys, argv)
   if not ok then
     -- A failed redis.call's message starts with its code (WRONGTYPE,
@@ -60,9 +60,16 @@ for i = 1, #KEYS do
   out[i] = r
 end
 return out`)
-	s.Multi = NewScript(b.String())
 	return s
 }
+
+// nargs are the argument counts as the Multi call takes them.
+var nargs = func() (s [MaxArgs + 1]string) {
+	for i := range s {
+		s[i] = strconv.Itoa(i)
+	}
+	return s
+}()
 
 // group is the commands of one batch that go out as one Multi call.
 type group struct {
@@ -81,7 +88,7 @@ func (b *batch) plan(coalesce bool) {
 	ng := 0
 	for k, t := range b.sent {
 		s := t.r.cmd.Script
-		if !coalesce || s == nil || s.Multi == nil || t.r.cmd.NArgs != s.KeyArgs {
+		if !coalesce || s == nil || s.Multi == nil {
 			b.at = append(b.at, int32(k))
 			continue
 		}
@@ -118,7 +125,8 @@ func (b *batch) release() {
 	clear(b.tasks)
 }
 
-// buildMulti makes g's Multi call: its keys, then each key's arguments.
+// buildMulti makes g's Multi call: its keys, then each key's count of
+// arguments and the arguments.
 func (p *Pool) buildMulti(g *group, eval bool) rueidis.Completed {
 	m := g.s.Multi
 	name, head := "EVALSHA", m.SHA
@@ -130,7 +138,7 @@ func (p *Pool) buildMulti(g *group, eval bool) rueidis.Completed {
 		a = a.Args(t.r.cmd.Key)
 	}
 	for _, t := range g.tasks {
-		a = a.Args(t.r.cmd.Args[:t.r.cmd.NArgs]...)
+		a = a.Args(nargs[t.r.cmd.NArgs]).Args(t.r.cmd.Args[:t.r.cmd.NArgs]...)
 	}
 	return a.Build()
 }

@@ -174,7 +174,7 @@ func (p *Pool) Fanout(ctx context.Context, cmd Command, classify Classifier, lat
 	defer func() { p.free <- slot }()
 	sl := &p.slots[slot]
 	p.gate.RLock()
-	if p.closed.Load() {
+	if p.closed.Load() || (p.closing.Load() && !cmd.MustSend) {
 		p.gate.RUnlock()
 		for i := range votes {
 			votes[i] = Vote{Outcome: Failed, Err: ErrClosed}
@@ -192,7 +192,7 @@ func (p *Pool) Fanout(ctx context.Context, cmd Command, classify Classifier, lat
 		}
 	}
 	sent := r.outstanding
-	p.inflight.Add(sent)
+	p.inflight.Add(int64(sent))
 	for i := 0; i < n; i++ {
 		if cmd.sendsTo(i) {
 			p.submit(p.nodes[i], task{r, i})
@@ -348,7 +348,7 @@ func (p *Pool) Post(cmd Command, classify Classifier, replies LateHandler) {
 		r.recycle()
 		return
 	}
-	p.inflight.Add(r.outstanding)
+	p.inflight.Add(int64(r.outstanding))
 	for i := range p.nodes {
 		if cmd.sendsTo(i) {
 			p.submit(p.nodes[i], task{r, i})
@@ -372,7 +372,7 @@ func (r *round) finish(i int, res rueidis.RedisResult) {
 // deliver records node i's vote; res is nil when nothing was sent.
 func (r *round) deliver(i int, v Vote, res *rueidis.RedisResult) {
 	p := r.pool
-	defer p.inflight.Done()
+	defer p.inflight.Add(-1)
 	node := p.nodes[i]
 	if v.Outcome == OK {
 		if err := p.countable(node); err != nil {

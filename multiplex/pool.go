@@ -147,9 +147,6 @@ type Script struct {
 	// Script.Coalesce); a node worker that finds several commands of
 	// this script queued sends them as one Multi call.
 	Multi *Script
-	// KeyArgs is how many arguments Body takes after its key: a command
-	// joins a Multi call only with NArgs == KeyArgs.
-	KeyArgs int
 }
 
 // NewScript computes the script's SHA1, as SCRIPT LOAD does.
@@ -179,12 +176,16 @@ type Pool struct {
 	epoch       time.Time  // quarantine deadlines are offsets from it (monotonic)
 	ids         sync.Mutex // orders run_id checks and updates across nodes
 
+	// Close has two phases: closing refuses new rounds but still takes
+	// clean-up (Post, MustSend) so that a late yes answered while Close
+	// drains is still deleted; closed refuses everything.
+	closing  atomic.Bool
 	closed   atomic.Bool
-	gate     sync.RWMutex // orders inflight.Add in Fanout before Close
+	gate     sync.RWMutex // orders inflight.Add before the phase changes of Close
 	stop     chan struct{}
 	wg       sync.WaitGroup // reconnect loops
 	workers  sync.WaitGroup // node workers
-	inflight sync.WaitGroup // commands sent and not yet answered
+	inflight atomic.Int64   // commands sent and not yet answered
 }
 
 // slot is an admission slot.
@@ -658,23 +659,24 @@ func (p *Pool) B() rueidis.Builder { return p.builder }
 
 // Close closes every connection. Commands already sent (the tail of a
 // release that returned at quorum, say) get up to one node timeout to
-// finish; then the connections close and what is left ends with an error.
-// No goroutine of the pool outlives Close.
+// finish, and so does the clean-up their replies post meanwhile (the delete
+// of a failed attempt's late yes); then the connections close and what is
+// left ends with an error. No goroutine of the pool outlives Close.
 func (p *Pool) Close() {
 	p.gate.Lock()
-	already := p.closed.Swap(true)
+	already := p.closing.Swap(true)
 	p.gate.Unlock()
 	if already {
 		return
 	}
-	drained := make(chan struct{})
-	go func() { p.inflight.Wait(); close(drained) }()
-	t := time.NewTimer(p.timeout)
-	select {
-	case <-drained:
-	case <-t.C:
+	// Polled rather than waited on: Post may add to inflight while it
+	// drains, which a WaitGroup does not allow once its Wait has begun.
+	for deadline := time.Now().Add(p.timeout); p.inflight.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
-	t.Stop()
+	p.gate.Lock()
+	p.closed.Store(true)
+	p.gate.Unlock()
 	close(p.stop)
 	for _, n := range p.nodes {
 		if c := n.client.Swap(nil); c != nil {
@@ -683,13 +685,17 @@ func (p *Pool) Close() {
 	}
 	p.wg.Wait()
 	p.workers.Wait()
-	<-drained
+	// The workers have sent what was queued; closed clients fail the rest
+	// at once.
+	for p.inflight.Load() > 0 {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Do sends one command to one node and waits for its reply. ctx bounds
 // only the wait: see rueidis.
 func (p *Pool) Do(ctx context.Context, node int, cmd Command) rueidis.RedisResult {
-	if p.closed.Load() {
+	if p.closing.Load() {
 		return rueidis.NewErrorResult(ErrClosed)
 	}
 	return p.send(ctx, p.nodes[node], &cmd)

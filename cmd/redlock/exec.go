@@ -246,7 +246,7 @@ func acquireOrInterrupt(o *execOptions, sigs <-chan os.Signal) (*engine.Locker, 
 		cancel()
 		r := <-res
 		if r.le != nil {
-			release(r.l, r.le)
+			release(r.le)
 		}
 		if r.l != nil {
 			r.l.Close()
@@ -277,7 +277,6 @@ func acquire(ctx context.Context, o *execOptions) (*engine.Locker, *engine.Lease
 		return nil, nil, statusErrorf(exitConfig, "exec: masters cannot be used: %s", trimEngine(err))
 	}
 	var le *engine.Lease
-	base := answered(l)
 	if o.wait > 0 {
 		wctx, cancel := context.WithTimeout(ctx, o.wait)
 		le, err = l.Lock(wctx, o.resource)
@@ -288,13 +287,7 @@ func acquire(ctx context.Context, o *execOptions) (*engine.Locker, *engine.Lease
 	if err == nil {
 		return l, le, nil
 	}
-	// One attempt has one reply from each master to wait for; Lock made
-	// an unknown number.
-	want := int64(1)
-	if o.wait > 0 {
-		want = 0
-	}
-	settle(l, base, want)
+	// Close waits for the masters still to answer, and deletes a late yes.
 	l.Close()
 	var ve *engine.VotesError
 	detail := trimEngine(err)
@@ -341,7 +334,7 @@ func runHolding(o *execOptions, path string, l *engine.Locker, le *engine.Lease,
 	cmd.Env = commandEnv(os.Environ(), o.resource, le.Token(), o.fencing)
 	cmd.SysProcAttr = commandAttr()
 	if err := cmd.Start(); err != nil {
-		release(l, le)
+		release(le)
 		return statusErrorf(exitCannotRun, "exec: %s: %v", o.argv[0], err)
 	}
 	pgid := cmd.Process.Pid
@@ -408,7 +401,7 @@ loop:
 		}
 	}
 	status, desc := commandStatus(cmd, waitErr)
-	if err := release(l, le); err != nil && lost == nil {
+	if err := release(le); err != nil && lost == nil {
 		fmt.Fprintf(stderr, "redlock: release %q: %s (its keys expire within --ttl %s)\n", o.resource, trimEngine(err), o.ttl)
 	}
 	if lost != nil {
@@ -453,15 +446,12 @@ func commandStatus(cmd *exec.Cmd, waitErr error) (int, string) {
 	return ps.ExitCode(), fmt.Sprintf("exit status %d", ps.ExitCode())
 }
 
-// release releases le and waits for the deletes of masters that answer
-// after the quorum did, before the caller closes the Locker.
-func release(l *engine.Locker, le *engine.Lease) error {
+// release releases le; the deletes of masters that answer after the
+// quorum did are waited for by the caller's Locker.Close.
+func release(le *engine.Lease) error {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	base := answered(l)
-	err := le.Release(ctx)
-	settle(l, base, 1)
-	return err
+	return le.Release(ctx)
 }
 
 func signalStatus(s os.Signal) int {

@@ -7,6 +7,11 @@
 // pause, restart). It is not part of the lock: engine and multiplex must
 // not import it.
 //
+// Servers may want a password (Options.Password), an ACL user
+// (Options.User) or TLS (Options.TLS, with certificates from
+// GenerateCerts); Node.Conn then says how to reach them, and the
+// package-level helpers have Conn methods that take the same credentials.
+//
 // Every process is started with Pdeathsig=SIGKILL, so it dies with the
 // process that started it even if that process is killed outright.
 //

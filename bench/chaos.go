@@ -136,7 +136,7 @@ func (c *ChaosConfig) Validate() error {
 		return cfgErr("jump", c.Jump, "must be positive")
 	}
 	if len(c.Masters) > 0 {
-		if _, err := ParseMasters(strings.Join(c.Masters, ",")); err != nil {
+		if _, err := engine.ParseMasters(strings.Join(c.Masters, ",")); err != nil {
 			return cfgErr("masters", strings.Join(c.Masters, ","), "%v", err)
 		}
 	}

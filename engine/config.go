@@ -167,6 +167,11 @@ const (
 	QuarantineAlways   = multiplex.QuarantineAlways
 )
 
+// ParseMasters reads a comma-separated list of master addresses, as a
+// command line or an environment variable gives them: host:port each,
+// none twice, checked as New checks Config.Masters.
+func ParseMasters(list string) ([]string, error) { return multiplex.ParseAddrs(list) }
+
 // ParseQuarantinePolicy reads "off", "observed" or "always", in any case.
 func ParseQuarantinePolicy(s string) (QuarantinePolicy, error) {
 	return multiplex.ParseQuarantinePolicy(s)

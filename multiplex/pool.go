@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -404,21 +405,31 @@ func (e *AddrError) Error() string {
 	return fmt.Sprintf("multiplex: address %q: %s", e.Addr, e.Reason)
 }
 
+// addrProblem is the one rule for a master's address: host:port with a
+// host free of spaces and slashes and a port written as a number in
+// 1-65535. It returns what is wrong, or "".
+func addrProblem(a string) string {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil || host == "" || strings.ContainsAny(host, " /\t\r\n") {
+		return "want host:port"
+	}
+	if pn, err := strconv.Atoi(port); err != nil || pn <= 0 || pn > 65535 || strconv.Itoa(pn) != port {
+		return "port must be 1-65535"
+	}
+	return ""
+}
+
 // ValidateAddrs checks a list of master addresses as Dial does: at least
-// one, each host:port with a non-empty host and a port in 1-65535, none
-// twice. A bad address is reported as an *AddrError.
+// one, each as addrProblem wants, none twice. A bad address is reported as
+// an *AddrError.
 func ValidateAddrs(addrs []string) error {
 	if len(addrs) == 0 {
 		return errors.New("multiplex: Addrs is empty: at least one master is needed")
 	}
 	seen := make(map[string]int, len(addrs))
 	for i, a := range addrs {
-		host, port, err := net.SplitHostPort(a)
-		if err != nil || host == "" {
-			return &AddrError{Index: i, Addr: a, First: -1, Reason: "want host:port"}
-		}
-		if pn, err := strconv.Atoi(port); err != nil || pn <= 0 || pn > 65535 {
-			return &AddrError{Index: i, Addr: a, First: -1, Reason: "port must be 1-65535"}
+		if why := addrProblem(a); why != "" {
+			return &AddrError{Index: i, Addr: a, First: -1, Reason: why}
 		}
 		if j, dup := seen[a]; dup {
 			return &AddrError{Index: i, Addr: a, First: j, Reason: "given twice"}
@@ -426,6 +437,29 @@ func ValidateAddrs(addrs []string) error {
 		seen[a] = i
 	}
 	return nil
+}
+
+// ParseAddrs reads a comma-separated list of master addresses, as command
+// lines and environment variables give them, with the rules of
+// ValidateAddrs. Its errors name the address without a package prefix, for
+// a flag's message.
+func ParseAddrs(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, errors.New("empty list")
+	}
+	parts := strings.Split(list, ",")
+	out := make([]string, 0, len(parts))
+	for _, a := range parts {
+		a = strings.TrimSpace(a)
+		if why := addrProblem(a); why != "" {
+			return nil, fmt.Errorf("address %q: %s", a, why)
+		}
+		if slices.Contains(out, a) {
+			return nil, fmt.Errorf("address %q is listed twice", a)
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 func (p *Pool) connect(ctx context.Context, node *Node, o Options) error {

@@ -18,6 +18,7 @@ import (
 	"github.com/redlock-bench/redlock/bench"
 	"github.com/redlock-bench/redlock/bench/fault"
 	"github.com/redlock-bench/redlock/cmd/internal/connflags"
+	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/results"
 )
 
@@ -233,7 +234,7 @@ func (o *runOptions) config() bench.Config {
 // own, and those that exclude each other.
 func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 	if fs.Changed("masters") {
-		m, err := bench.ParseMasters(o.masters)
+		m, err := engine.ParseMasters(o.masters)
 		if err != nil {
 			return badFlag("masters", o.masters, err.Error())
 		}

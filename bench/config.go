@@ -124,6 +124,9 @@ type Config struct {
 	// IntervalLog receives the HdrHistogram interval log, one interval per
 	// second of the measured window; nil for none.
 	IntervalLog io.Writer
+	// Observer is set as the redlock engine's Config.Observer (see
+	// MetricsServer, --metrics-addr); nil for none.
+	Observer *engine.Observer
 }
 
 // Defaults of Config. The flag defaults of redlock-bench come from here.
@@ -293,6 +296,7 @@ func (c *Config) engineConfig(masters []string) engine.Config {
 	ec.Fencing = c.Fencing
 	ec.DisableGate = c.DisableGate
 	ec.DisableNotify = c.DisableNotify
+	ec.Observer = c.Observer
 	ec.Username, ec.Password, ec.TLS = c.Username, c.Password, c.TLS
 	return ec
 }

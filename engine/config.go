@@ -117,6 +117,10 @@ type Config struct {
 	// KeyPrefix is prepended to every resource name to form the key.
 	// Default: none.
 	KeyPrefix string
+	// Observer receives every acquire, release, extend, wait, hand-off,
+	// lost lease and node state change, for metrics and traces (see
+	// Observer and package otelredlock). Default: none, which costs nothing.
+	Observer *Observer
 
 	// DialTimeout bounds connecting to each master at start-up. Zero
 	// selects multiplex.DefaultDialTimeout.

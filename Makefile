@@ -4,7 +4,7 @@ GO       ?= go
 # The library (engine, multiplex) is the root module, with only the
 # dependencies a service importing it must accept; the tools (bench,
 # results, cmd) are modules of their own, tied together by go.work.
-MODULES  := . bench results cmd
+MODULES  := . engine/otelredlock bench results cmd
 PKGS     := $(patsubst %,./%/...,$(MODULES:.=))
 PKGS     := ./... $(PKGS)
 RUNS     := results/runs

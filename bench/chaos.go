@@ -76,6 +76,9 @@ type ChaosConfig struct {
 	Jump time.Duration
 	// Log receives progress lines. Default: none.
 	Log io.Writer
+	// Observer is set as every client's engine Config.Observer (see
+	// MetricsServer); nil for none.
+	Observer *engine.Observer
 }
 
 // fill sets the defaults of zero fields.
@@ -136,7 +139,7 @@ func (c *ChaosConfig) Validate() error {
 		return cfgErr("jump", c.Jump, "must be positive")
 	}
 	if len(c.Masters) > 0 {
-		if _, err := ParseMasters(strings.Join(c.Masters, ",")); err != nil {
+		if _, err := engine.ParseMasters(strings.Join(c.Masters, ",")); err != nil {
 			return cfgErr("masters", strings.Join(c.Masters, ","), "%v", err)
 		}
 	}
@@ -484,6 +487,7 @@ func (ch *chaos) startClients(ctx context.Context) error {
 		ec.Fencing = true
 		ec.KeyPrefix = chaosKeyPrefix
 		ec.Quarantine, _ = ParseQuarantine(ch.cfg.Quarantine)
+		ec.Observer = ch.cfg.Observer
 		ec.Username, ec.Password, ec.TLS = ch.cfg.Username, ch.cfg.Password, ch.tls
 		l, err := engine.New(ctx, ec)
 		if err != nil {

@@ -124,6 +124,9 @@ type Config struct {
 	// IntervalLog receives the HdrHistogram interval log, one interval per
 	// second of the measured window; nil for none.
 	IntervalLog io.Writer
+	// Observer is set as the redlock engine's Config.Observer (see
+	// MetricsServer, --metrics-addr); nil for none.
+	Observer *engine.Observer
 }
 
 // Defaults of Config. The flag defaults of redlock-bench come from here.
@@ -189,7 +192,7 @@ func (c *Config) Validate() error {
 		return cfgErr("engine", c.Engine, "unknown engine (known: %s)", strings.Join(EngineNames(), ", "))
 	}
 	if len(c.Masters) > 0 {
-		if _, err := ParseMasters(strings.Join(c.Masters, ",")); err != nil {
+		if _, err := engine.ParseMasters(strings.Join(c.Masters, ",")); err != nil {
 			return cfgErr("masters", strings.Join(c.Masters, ","), "%v", err)
 		}
 	} else if c.LocalMasters <= 0 {
@@ -293,6 +296,7 @@ func (c *Config) engineConfig(masters []string) engine.Config {
 	ec.Fencing = c.Fencing
 	ec.DisableGate = c.DisableGate
 	ec.DisableNotify = c.DisableNotify
+	ec.Observer = c.Observer
 	ec.Username, ec.Password, ec.TLS = c.Username, c.Password, c.TLS
 	return ec
 }
@@ -539,39 +543,6 @@ func (h Hold) String() string {
 
 // Zero reports whether locks are released at once.
 func (h Hold) Zero() bool { return h.Kind == HoldFixed && h.D == 0 }
-
-// ParseMasters parses a comma-separated list of host:port addresses. Each
-// needs a non-empty host and a port in 1..65535; duplicates are rejected,
-// since two votes from one server would fake a quorum.
-func ParseMasters(s string) ([]string, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, errors.New("empty list")
-	}
-	parts := strings.Split(s, ",")
-	out := make([]string, 0, len(parts))
-	seen := make(map[string]bool, len(parts))
-	for _, p := range parts {
-		p = strings.TrimSpace(p)
-		host, port, err := net.SplitHostPort(p)
-		if err != nil {
-			return nil, fmt.Errorf("address %q: want host:port", p)
-		}
-		if host == "" || strings.ContainsAny(host, " /\t\r\n") {
-			return nil, fmt.Errorf("address %q: bad host", p)
-		}
-		n, err := strconv.Atoi(port)
-		if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
-			return nil, fmt.Errorf("address %q: port must be 1..65535", p)
-		}
-		addr := net.JoinHostPort(host, port)
-		if seen[addr] {
-			return nil, fmt.Errorf("address %q is listed twice", p)
-		}
-		seen[addr] = true
-		out = append(out, addr)
-	}
-	return out, nil
-}
 
 // ValidateLabel accepts labels made of letters, digits, '.', '_' and '-',
 // so that a label is always a safe directory name.

@@ -68,35 +68,6 @@ func TestParseHold(t *testing.T) {
 	}
 }
 
-func TestParseMasters(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want string
-		ok   bool
-	}{
-		{"127.0.0.1:6379", "127.0.0.1:6379", true},
-		{"a:1,b:2, c:3", "a:1,b:2,c:3", true},
-		{"[::1]:6379", "[::1]:6379", true},
-		{"redis.internal:7000", "redis.internal:7000", true},
-		{"", "", false},
-		{"127.0.0.1", "", false},
-		{"127.0.0.1:", "", false},
-		{":6379", "", false},
-		{"127.0.0.1:0", "", false},
-		{"127.0.0.1:65536", "", false},
-		{"127.0.0.1:http", "", false},
-		{"127.0.0.1:06379", "", false},
-		{"a:1,,b:2", "", false},
-		{"a:1,a:1", "", false},
-		{"a:1,", "", false},
-	} {
-		got, err := ParseMasters(c.in)
-		if (err == nil) != c.ok || (c.ok && strings.Join(got, ",") != c.want) {
-			t.Errorf("ParseMasters(%q) = %q, %v; want %q, ok=%v", c.in, got, err, c.want, c.ok)
-		}
-	}
-}
-
 func TestValidateNamesTheFlagAndValue(t *testing.T) {
 	for _, c := range []struct {
 		change func(*Config)
@@ -213,25 +184,6 @@ func FuzzParseDistribution(f *testing.F) {
 		back, err := ParseDistribution(d.String())
 		if err != nil || back != d {
 			t.Fatalf("ParseDistribution(%q) = %+v, printed %q, parsed back %+v, %v", s, d, d.String(), back, err)
-		}
-	})
-}
-
-func FuzzParseMasters(f *testing.F) {
-	for _, s := range []string{"127.0.0.1:6379", "a:1,b:2", "[::1]:1", "a:1,a:1", " a:1 , b:2 ", "x:0"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		m, err := ParseMasters(s)
-		if err != nil {
-			return
-		}
-		if len(m) == 0 {
-			t.Fatalf("ParseMasters(%q) accepted an empty list", s)
-		}
-		back, err := ParseMasters(strings.Join(m, ","))
-		if err != nil || strings.Join(back, ",") != strings.Join(m, ",") {
-			t.Fatalf("ParseMasters(%q) = %q, parsed back %q, %v", s, m, back, err)
 		}
 	})
 }

@@ -117,6 +117,10 @@ type Config struct {
 	// KeyPrefix is prepended to every resource name to form the key.
 	// Default: none.
 	KeyPrefix string
+	// Observer receives every acquire, release, extend, wait, hand-off,
+	// lost lease and node state change, for metrics and traces (see
+	// Observer and package otelredlock). Default: none, which costs nothing.
+	Observer *Observer
 
 	// DialTimeout bounds connecting to each master at start-up. Zero
 	// selects multiplex.DefaultDialTimeout.
@@ -124,9 +128,11 @@ type Config struct {
 	// ConnTimeout: a connection silent for this long is closed. Zero
 	// selects multiplex.DefaultConnTimeout.
 	ConnTimeout time.Duration
-	// MaxFlushDelay is rueidis's pause after each pipeline flush, so that
-	// concurrent lockers' commands share writes. Zero selects
-	// multiplex.DefaultMaxFlushDelay (100µs); negative flushes at once.
+	// MaxFlushDelay is rueidis's pause after a flush while several calls
+	// share a master's connection. Concurrent lockers' commands already
+	// share writes without it: each master has one batch in flight, and
+	// what arrives meanwhile leaves together as the next. Zero selects
+	// multiplex.DefaultMaxFlushDelay (none); negative flushes at once.
 	MaxFlushDelay time.Duration
 	// PipelineMultiplex is rueidis's log2 of connections per master. Zero
 	// selects multiplex.DefaultPipelineMultiplex (one connection).
@@ -164,6 +170,11 @@ const (
 	QuarantineObserved = multiplex.QuarantineObserved
 	QuarantineAlways   = multiplex.QuarantineAlways
 )
+
+// ParseMasters reads a comma-separated list of master addresses, as a
+// command line or an environment variable gives them: host:port each,
+// none twice, checked as New checks Config.Masters.
+func ParseMasters(list string) ([]string, error) { return multiplex.ParseAddrs(list) }
 
 // ParseQuarantinePolicy reads "off", "observed" or "always", in any case.
 func ParseQuarantinePolicy(s string) (QuarantinePolicy, error) {

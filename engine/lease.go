@@ -205,16 +205,17 @@ func (le *Lease) inspect(f func()) { le.inspectAt(func(time.Time) { f() }) }
 // caller reading the validity reads the same clock.
 func (le *Lease) inspectAt(f func(now time.Time)) {
 	le.mu.Lock()
-	leave := false
+	leave, expired := false, false
 	now := time.Now()
 	if le.endErr == nil && !now.Before(le.validUntil) {
-		leave = le.endLocked(ErrLeaseExpired, true)
+		leave, expired = le.endLocked(ErrLeaseExpired, true), true
 	}
 	f(now)
 	le.mu.Unlock()
 	if leave {
 		le.l.gate.leave(le.resource)
 	}
+	le.observeEnd(expired, ErrLeaseExpired)
 }
 
 func (le *Lease) watchLocked() *watch {
@@ -276,11 +277,13 @@ func (le *Lease) autoExtend() {
 // on unless the caller will (Release does, after the delete).
 func (le *Lease) end(err error, leaveGate bool) {
 	le.mu.Lock()
+	first := le.endErr == nil
 	leave := le.endLocked(err, leaveGate)
 	le.mu.Unlock()
 	if leave {
 		le.l.gate.leave(le.resource)
 	}
+	le.observeEnd(first, err)
 }
 
 // endLocked is end under le.mu; it reports whether the caller must hand
@@ -402,12 +405,15 @@ func (le *Lease) toRelease() uint64 {
 // failed to answer to tell). Done closes at once, with Err ErrReleased.
 // The deletes are sent even if ctx has ended; then Release does not wait
 // for them.
-func (le *Lease) Release(ctx context.Context) error {
+func (le *Lease) Release(ctx context.Context) (err error) {
 	if le == nil {
 		return fmt.Errorf("engine: release of a nil *Lease: %w", ErrNotHeld)
 	}
 	le.opMu.Lock()
 	defer le.opMu.Unlock()
+	if le.l.cfg.Observer != nil {
+		defer le.observeRelease(ctx, time.Now(), &err)
+	}
 	le.mu.Lock()
 	if le.released {
 		le.mu.Unlock()
@@ -508,6 +514,8 @@ func (le *Lease) handOff(ctx context.Context) bool {
 	if !l.gate.pass(le.resource, next) {
 		// The waiter gave up in the meantime: release for real.
 		next.Release(context.Background())
+	} else {
+		le.observeHandoff()
 	}
 	return true
 }
@@ -553,6 +561,9 @@ func (le *Lease) extend(ctx context.Context, ttl time.Duration, auto bool) (err 
 	}
 	le.opMu.Lock()
 	defer le.opMu.Unlock()
+	if le.l.cfg.Observer != nil {
+		defer le.observeExtend(ctx, auto, time.Now(), &err)
+	}
 	if auto {
 		defer func() {
 			if err != nil && !errors.Is(err, ErrReleased) {

@@ -29,6 +29,7 @@ type Locker struct {
 	closed atomic.Bool
 	// waiting counts Lock callers blocked between attempts on the masters.
 	waiting atomic.Int32
+	nodes   *nodeWatch // for Observer.NodeState
 	// id and seq name this Locker's waiters in the masters' queues.
 	id  string
 	seq atomic.Uint64
@@ -88,6 +89,7 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 	if !cfg.DisableNotify {
 		l.notify = newNotifier(pool)
 	}
+	l.nodes = l.watchNodes()
 	return l, nil
 }
 
@@ -168,6 +170,7 @@ func (l *Locker) Close() error {
 	if l.notify != nil {
 		l.notify.close()
 	}
+	l.nodes.close()
 	l.pool.Close()
 	return nil
 }
@@ -176,6 +179,9 @@ func (l *Locker) Close() error {
 // undone on every master where it may have taken, and the error says why
 // (see VotesError). TryLock does not queue at the in-process gate.
 func (l *Locker) TryLock(ctx context.Context, resource string) (*Lease, error) {
+	if l.cfg.Observer != nil {
+		return l.tryLockObserved(ctx, resource)
+	}
 	le, err := l.try(ctx, resource, nil)
 	if err != nil {
 		return nil, err
@@ -325,26 +331,34 @@ func (l *Locker) opError(op, resource string, t multiplex.Tally, validUntil time
 // a random RetryDelayMin..RetryDelayMax. Lease.Wait tells how the wait
 // went.
 func (l *Locker) Lock(ctx context.Context, resource string) (*Lease, error) {
-	start := time.Now()
+	if l.cfg.Observer != nil {
+		return l.lockObserved(ctx, resource)
+	}
 	var w WaitInfo
+	return l.lock(ctx, resource, &w)
+}
+
+func (l *Locker) lock(ctx context.Context, resource string, w *WaitInfo) (*Lease, error) {
+	start := time.Now()
 	if err := l.checkResource(resource); err != nil {
 		return nil, err
 	}
 	gated := false
 	if l.gate != nil {
 		waited, inherited, err := l.gate.enter(ctx, resource)
+		l.observeGate(resource, start, waited, inherited != nil, err)
 		if err != nil {
 			return nil, fmt.Errorf("engine: lock %q: waiting at the in-process gate: %w", resource, err)
 		}
 		if inherited != nil {
 			w.Gated, w.Cause, w.Waited = true, WakeHandoff, time.Since(start)
-			inherited.wait = w
+			inherited.wait = *w
 			inherited.arm()
 			return inherited, nil
 		}
 		gated, w.Gated = true, waited
 	}
-	le, err := l.lockRemote(ctx, resource, start, &w)
+	le, err := l.lockRemote(ctx, resource, start, w)
 	if err != nil {
 		if gated {
 			l.gate.leave(resource)
@@ -352,7 +366,7 @@ func (l *Locker) Lock(ctx context.Context, resource string) (*Lease, error) {
 		return nil, err
 	}
 	w.Waited = time.Since(start)
-	le.wait = w
+	le.wait = *w
 	le.gated = gated
 	le.arm()
 	return le, nil
@@ -435,15 +449,18 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 			notified = sub.C
 		}
 		l.waiting.Add(1)
+		asleep := l.waitStart()
 		select {
 		case <-ctx.Done():
 			l.waiting.Add(-1)
+			l.observeWait(resource, asleep, WakeNone, ctx.Err())
 			return nil, errors.Join(last, ctx.Err())
 		case <-notified:
 			w.Notified++
 			w.Cause = WakeNotified
 			if !sub.awaitTurns(ctx, l.Quorum(), &settle) {
 				l.waiting.Add(-1)
+				l.observeWait(resource, asleep, WakeNotified, ctx.Err())
 				return nil, errors.Join(last, ctx.Err())
 			}
 		case <-timer.C:
@@ -456,6 +473,7 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 			}
 		}
 		l.waiting.Add(-1)
+		l.observeWait(resource, asleep, w.Cause, nil)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,20 +34,23 @@ const (
 	// -1): commands to a master stay in order, which the late-reply clean-up
 	// relies on, and batching per connection is largest.
 	DefaultPipelineMultiplex = -1
-	// DefaultMaxFlushDelay is rueidis's pause after each pipeline flush.
-	// On a 2-core host with 5 local masters, 100µs raised throughput of
-	// concurrent TryLock+Release cycles about 3× over no pause (see
-	// BenchmarkTryLockReleaseParallel in package engine) at the cost of at
-	// most 100µs per round trip when the pipeline is busy.
-	DefaultMaxFlushDelay = 100 * time.Microsecond
+	// DefaultMaxFlushDelay: no pause after a flush. rueidis pauses only
+	// while several calls share a connection, and with one node worker
+	// (DefaultNodeWorkers) the node's queue does the batching instead; a
+	// pause would only be added to the round trip.
+	DefaultMaxFlushDelay = 0
 	// DefaultMaxRounds: enough for hundreds of concurrent lockers to
 	// share the pipelines, few enough that a round's queueing stays well
 	// inside the node timeout on a small host.
 	DefaultMaxRounds = 1024
-	// DefaultNodeWorkers: each worker sends what is queued for its node as
-	// one DoMulti batch, so a few workers keep a pipeline full; fewer
-	// workers make bigger batches and fewer hand-offs.
-	DefaultNodeWorkers = 8
+	// DefaultNodeWorkers: one batch in flight per master. The worker sends
+	// everything queued for its node as one DoMulti; what is submitted
+	// while that batch is out waits for it and leaves as the next batch.
+	// So a command leaves at once when the pipeline is idle, and batches
+	// grow with the load without a timer. With 8 workers, an open loop at
+	// 20,000/s sent most commands alone: five worker wake-ups per round,
+	// which filled the run queue and were most of the tail latency.
+	DefaultNodeWorkers = 1
 	// nodeQueue is how many commands may wait for a node's workers. Rounds
 	// decided at quorum leave their slower nodes' commands queued, so it is
 	// several times MaxRounds × 2; a node past it is stuck, not busy.
@@ -91,9 +95,10 @@ type Options struct {
 	// ConnTimeout is rueidis's ConnWriteTimeout: a connection that answers
 	// nothing for this long is closed. Default: DefaultConnTimeout.
 	ConnTimeout time.Duration
-	// MaxFlushDelay is rueidis's pause after each pipeline flush, which lets
-	// more commands join the next write. Zero selects DefaultMaxFlushDelay;
-	// a negative value flushes at once.
+	// MaxFlushDelay is rueidis's pause after a flush while several calls
+	// share a connection, which lets more commands join the next write;
+	// it matters only with NodeWorkers above 1. Zero selects
+	// DefaultMaxFlushDelay (none); a negative value flushes at once.
 	MaxFlushDelay time.Duration
 	// PipelineMultiplex is rueidis's log2 of connections per master; -1 is
 	// one connection. Zero selects DefaultPipelineMultiplex (-1); use
@@ -108,7 +113,8 @@ type Options struct {
 	// Fanout calls wait for a slot. Default: DefaultMaxRounds.
 	MaxRounds int
 	// NodeWorkers is how many goroutines send to one node, each a batch
-	// at a time. Default: DefaultNodeWorkers.
+	// at a time: the most batches in flight per node. Default:
+	// DefaultNodeWorkers (1).
 	NodeWorkers int
 	// Quarantine is the restart policy. Default: QuarantineAlways.
 	Quarantine QuarantinePolicy
@@ -399,21 +405,31 @@ func (e *AddrError) Error() string {
 	return fmt.Sprintf("multiplex: address %q: %s", e.Addr, e.Reason)
 }
 
+// addrProblem is the one rule for a master's address: host:port with a
+// host free of spaces and slashes and a port written as a number in
+// 1-65535. It returns what is wrong, or "".
+func addrProblem(a string) string {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil || host == "" || strings.ContainsAny(host, " /\t\r\n") {
+		return "want host:port"
+	}
+	if pn, err := strconv.Atoi(port); err != nil || pn <= 0 || pn > 65535 || strconv.Itoa(pn) != port {
+		return "port must be 1-65535"
+	}
+	return ""
+}
+
 // ValidateAddrs checks a list of master addresses as Dial does: at least
-// one, each host:port with a non-empty host and a port in 1-65535, none
-// twice. A bad address is reported as an *AddrError.
+// one, each as addrProblem wants, none twice. A bad address is reported as
+// an *AddrError.
 func ValidateAddrs(addrs []string) error {
 	if len(addrs) == 0 {
 		return errors.New("multiplex: Addrs is empty: at least one master is needed")
 	}
 	seen := make(map[string]int, len(addrs))
 	for i, a := range addrs {
-		host, port, err := net.SplitHostPort(a)
-		if err != nil || host == "" {
-			return &AddrError{Index: i, Addr: a, First: -1, Reason: "want host:port"}
-		}
-		if pn, err := strconv.Atoi(port); err != nil || pn <= 0 || pn > 65535 {
-			return &AddrError{Index: i, Addr: a, First: -1, Reason: "port must be 1-65535"}
+		if why := addrProblem(a); why != "" {
+			return &AddrError{Index: i, Addr: a, First: -1, Reason: why}
 		}
 		if j, dup := seen[a]; dup {
 			return &AddrError{Index: i, Addr: a, First: j, Reason: "given twice"}
@@ -421,6 +437,29 @@ func ValidateAddrs(addrs []string) error {
 		seen[a] = i
 	}
 	return nil
+}
+
+// ParseAddrs reads a comma-separated list of master addresses, as command
+// lines and environment variables give them, with the rules of
+// ValidateAddrs. Its errors name the address without a package prefix, for
+// a flag's message.
+func ParseAddrs(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, errors.New("empty list")
+	}
+	parts := strings.Split(list, ",")
+	out := make([]string, 0, len(parts))
+	for _, a := range parts {
+		a = strings.TrimSpace(a)
+		if why := addrProblem(a); why != "" {
+			return nil, fmt.Errorf("address %q: %s", a, why)
+		}
+		if slices.Contains(out, a) {
+			return nil, fmt.Errorf("address %q is listed twice", a)
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 func (p *Pool) connect(ctx context.Context, node *Node, o Options) error {

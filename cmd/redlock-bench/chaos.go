@@ -22,6 +22,8 @@ type chaosOptions struct {
 	masters string
 	out     string
 	conn    *connflags.Flags
+
+	metricsAddr string // --metrics-addr
 }
 
 func newChaosFlags(o *chaosOptions) *pflag.FlagSet {
@@ -40,6 +42,7 @@ func newChaosFlags(o *chaosOptions) *pflag.FlagSet {
 	fs.StringVar(&o.masters, "masters", "", "comma-separated host:port of masters to use instead of starting 5 local ones (no process faults then)")
 	fs.StringVar(&c.Quarantine, "quarantine", "always", "restart quarantine: off, observed or always")
 	fs.DurationVar(&c.Jump, "jump", 0, "out-of-model: how far a master's clock jumps, shortening every key's TTL (0: the TTL)")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", metricsAddrUsage)
 	fs.StringVar(&o.out, "out", "", "directory for chaos.json, chaos.txt and history.jsonl (default results/runs/<UTC timestamp>-chaos)")
 	o.conn = connflags.Register(fs)
 	return fs
@@ -105,6 +108,11 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if cfg.Seed == 0 {
 		cfg.Seed = newSeed()
 	}
+	stopMetrics, err := serveMetrics(o.metricsAddr, &cfg.Observer, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	dir, created, err := makeOutDir(o.out, filepath.Join("results", "runs"), "chaos", time.Now(), bench.ChaosJSON)
 	if err != nil {
 		return err

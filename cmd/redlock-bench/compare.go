@@ -26,6 +26,8 @@ type compareOptions struct {
 	limitN  int
 	out     string
 	label   string
+
+	metricsAddr string // --metrics-addr
 }
 
 func newCompareFlags(o *compareOptions) *pflag.FlagSet {
@@ -99,7 +101,8 @@ func parseCompareFlags(args []string) (bench.CompareConfig, compareOptions, erro
 			return cc, o, usageErrorf("--engine: compare takes --engines, a comma-separated list, got %q", value)
 		}
 	}
-	base, _, err := parseRunFlags(rest)
+	base, ro, err := parseRunFlags(rest)
+	o.metricsAddr = ro.metricsAddr
 	if err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) {
@@ -151,6 +154,11 @@ func compareCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
+	stopMetrics, err := serveMetrics(o.metricsAddr, &cc.Base.Observer, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	dir, created, err := makeOutDir(o.out, filepath.Join("results", "runs"), "compare-"+cc.Label, time.Now(), results.CompareJSON, results.SummaryJSON)
 	if err != nil {
 		return err

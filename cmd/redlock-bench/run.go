@@ -18,6 +18,7 @@ import (
 	"github.com/redlock-bench/redlock/bench"
 	"github.com/redlock-bench/redlock/bench/fault"
 	"github.com/redlock-bench/redlock/cmd/internal/connflags"
+	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/results"
 )
 
@@ -54,6 +55,7 @@ type runOptions struct {
 	fault        string
 	startAt      string
 	cpuProfile   string
+	metricsAddr  string
 	conn         *connflags.Flags
 }
 
@@ -92,6 +94,7 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 	fs.StringVar(&o.fault, "fault", "", "faults to inject, ACTION:NODE[=ARG]@AT[+FOR],... with AT from the start of the run: kill:2@5s, restart:2@6s, pause:3@10s+4s, slow:1=20ms@0s+10s, cut:4@15s+5s (local masters only), stall:0@3s+2s (also --masters)")
 	fs.StringVar(&o.startAt, "start-at", "", "wait until this RFC 3339 time (e.g. 2025-01-02T15:04:05Z) before the warm-up, to line up runs on several machines")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", metricsAddrUsage)
 	_ = fs.MarkHidden("cpuprofile")
 	o.conn = connflags.Register(fs)
 	return fs
@@ -233,7 +236,7 @@ func (o *runOptions) config() bench.Config {
 // own, and those that exclude each other.
 func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 	if fs.Changed("masters") {
-		m, err := bench.ParseMasters(o.masters)
+		m, err := engine.ParseMasters(o.masters)
 		if err != nil {
 			return badFlag("masters", o.masters, err.Error())
 		}
@@ -312,6 +315,11 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	stopMetrics, err := serveMetrics(o.metricsAddr, &cfg.Observer, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 
 	dir, created, err := makeRunDir(o.out, cfg.Label, time.Now())
 	if err != nil {

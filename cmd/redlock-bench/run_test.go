@@ -88,7 +88,7 @@ func TestParseRunFlagsBad(t *testing.T) {
 		{[]string{"--engine", "zk"}, "--engine: unknown engine (known: redlock, redlock-percmd, nolock, redsync-rueidis, redsync-goredis), got zk"},
 		{[]string{"--masters", "localhost"}, `--masters: address "localhost": want host:port, got localhost`},
 		{[]string{"--masters", "a:1,a:1"}, `--masters: address "a:1" is listed twice, got a:1,a:1`},
-		{[]string{"--masters", "a:99999"}, `--masters: address "a:99999": port must be 1..65535, got a:99999`},
+		{[]string{"--masters", "a:99999"}, `--masters: address "a:99999": port must be 1-65535, got a:99999`},
 		{[]string{"--masters", "a:1", "--local-masters", "3"}, "--local-masters: cannot be combined with --masters, got 3"},
 		{[]string{"--label", "../x"}, "--label: must not start with '.' or '-', got ../x"},
 		{[]string{"--label", "a b"}, `--label: may hold only letters, digits, '.', '_' and '-', got "a b"`},

@@ -24,6 +24,8 @@ type sweepOptions struct {
 	slo     string
 	out     string
 	label   string
+
+	metricsAddr string // --metrics-addr
 }
 
 // sweepFlagNames are the flags sweep takes out of the command line before
@@ -137,7 +139,8 @@ func parseSweepFlags(args []string) (bench.SweepConfig, sweepOptions, error) {
 		}
 	}
 
-	base, _, err := parseRunFlags(rest)
+	base, ro, err := parseRunFlags(rest)
+	o.metricsAddr = ro.metricsAddr
 	if err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) {
@@ -182,6 +185,11 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	stopMetrics, err := serveMetrics(o.metricsAddr, &sc.Base.Observer, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	dir, created, err := makeSweepDir(o.out, sc.Label, time.Now())
 	if err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -127,7 +126,7 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 		}
 	}
 	var err error
-	if o.masters, err = parseMasters(list); err != nil {
+	if o.masters, err = engine.ParseMasters(list); err != nil {
 		return nil, usageErrorf("exec: %s: %v", from, err)
 	}
 	switch {
@@ -167,29 +166,6 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 		return nil, usageErrorf("exec: RESOURCE is empty")
 	}
 	return o, nil
-}
-
-// parseMasters reads "host:port,host:port", refusing what cannot be a
-// master: a vote counted twice would fake a quorum.
-func parseMasters(s string) ([]string, error) {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		p = strings.TrimSpace(p)
-		host, port, err := net.SplitHostPort(p)
-		if err != nil || host == "" || strings.ContainsAny(host, " /\t") {
-			return nil, fmt.Errorf("address %q: want host:port", p)
-		}
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
-			return nil, fmt.Errorf("address %q: port must be 1 to 65535", p)
-		}
-		for _, q := range out {
-			if q == p {
-				return nil, fmt.Errorf("address %q is listed twice: masters must be distinct", p)
-			}
-		}
-		out = append(out, p)
-	}
-	return out, nil
 }
 
 func execCommand(args []string, stdout, stderr io.Writer) error {

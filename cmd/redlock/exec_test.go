@@ -436,7 +436,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"exec", "--masters", m}, "missing RESOURCE -- COMMAND"},
 		{[]string{"exec", "r", "--", "true"}, "no masters: give --masters"},
 		{[]string{"exec", "--masters", "localhost", "r", "--", "true"}, `--masters: address "localhost": want host:port`},
-		{[]string{"exec", "--masters", "127.0.0.1:70000", "r", "--", "true"}, "port must be 1 to 65535"},
+		{[]string{"exec", "--masters", "127.0.0.1:70000", "r", "--", "true"}, "port must be 1-65535"},
 		{[]string{"exec", "--masters", "a:1,a:1", "r", "--", "true"}, "listed twice"},
 		{[]string{"exec", "--masters", m, "--ttl", "0s", "r", "--", "true"}, "--ttl 0s is out of range"},
 		{[]string{"exec", "--masters", m, "--ttl", "48h", "r", "--", "true"}, "--ttl 48h0m0s is out of range"},

@@ -1,0 +1,305 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/engine"
+)
+
+// recorder keeps every event an Observer receives.
+type recorder struct {
+	mu       sync.Mutex
+	acquires []engine.AcquireEvent
+	releases []engine.ReleaseEvent
+	extends  []engine.ExtendEvent
+	waits    []engine.WaitEvent
+	handoffs []engine.HandoffEvent
+	lost     []engine.LostEvent
+	nodes    []engine.NodeStateEvent
+}
+
+func (r *recorder) observer() *engine.Observer {
+	return &engine.Observer{
+		Acquire: func(_ context.Context, e engine.AcquireEvent) {
+			r.mu.Lock()
+			r.acquires = append(r.acquires, e)
+			r.mu.Unlock()
+		},
+		Release: func(_ context.Context, e engine.ReleaseEvent) {
+			r.mu.Lock()
+			r.releases = append(r.releases, e)
+			r.mu.Unlock()
+		},
+		Extend: func(_ context.Context, e engine.ExtendEvent) {
+			r.mu.Lock()
+			r.extends = append(r.extends, e)
+			r.mu.Unlock()
+		},
+		Wait:    func(e engine.WaitEvent) { r.mu.Lock(); r.waits = append(r.waits, e); r.mu.Unlock() },
+		Handoff: func(e engine.HandoffEvent) { r.mu.Lock(); r.handoffs = append(r.handoffs, e); r.mu.Unlock() },
+		Lost:    func(e engine.LostEvent) { r.mu.Lock(); r.lost = append(r.lost, e); r.mu.Unlock() },
+		NodeState: func(e engine.NodeStateEvent) {
+			r.mu.Lock()
+			r.nodes = append(r.nodes, e)
+			r.mu.Unlock()
+		},
+	}
+}
+
+func (r *recorder) lastAcquire(t *testing.T) engine.AcquireEvent {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.acquires) == 0 {
+		t.Fatal("no acquire event")
+	}
+	return r.acquires[len(r.acquires)-1]
+}
+
+func TestObserverSeesWhatHappened(t *testing.T) {
+	e := newEnv(t, 5)
+	var r recorder
+	l := e.locker(func(c *engine.Config) {
+		c.Observer = r.observer()
+		c.NodeTimeout = 100 * time.Millisecond
+	})
+	ctx := context.Background()
+	r.mu.Lock()
+	if len(r.nodes) != 5 || r.nodes[0].State != engine.StateUp || r.nodes[0].Previous != "" {
+		t.Fatalf("New must report each master's first state: %+v", r.nodes)
+	}
+	r.mu.Unlock()
+
+	le, err := l.TryLock(ctx, "obs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := r.lastAcquire(t)
+	if a.Op != engine.OpTryLock || a.Result != engine.ResultAcquired || a.Resource != "obs" || a.Attempts != 1 ||
+		a.Votes.Count(engine.OutcomeOK) < a.Quorum || a.Quorum != 3 || len(a.Masters) != 5 || a.Duration <= 0 {
+		t.Fatalf("acquired: %+v", a)
+	}
+	// Contention: another owner holds it.
+	if _, err := l.TryLock(ctx, "obs"); !errors.Is(err, engine.ErrNotAcquired) {
+		t.Fatalf("second TryLock: %v", err)
+	}
+	if a := r.lastAcquire(t); a.Result != engine.ResultContended || a.Votes.Count(engine.OutcomeRefused) < 3 || a.Votes.Outcome(0) == engine.OutcomeOK {
+		t.Fatalf("contended: %+v", a)
+	}
+	if err := le.Extend(ctx, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := le.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A release of a released lease fails, and says so.
+	le.Release(ctx)
+	r.mu.Lock()
+	if len(r.extends) != 1 || r.extends[0].Result != engine.ResultExtended || r.extends[0].Auto ||
+		r.extends[0].Votes.Count(engine.OutcomeOK) < 3 {
+		t.Fatalf("extends: %+v", r.extends)
+	}
+	if len(r.releases) != 2 || r.releases[0].Result != engine.ResultReleased || r.releases[0].Held <= 0 ||
+		r.releases[0].Votes.Count(engine.OutcomeOK) < 3 || r.releases[1].Result != engine.ResultNotHeld {
+		t.Fatalf("releases: %+v", r.releases)
+	}
+	if len(r.lost) != 0 {
+		t.Fatalf("no lease was lost: %+v", r.lost)
+	}
+	r.mu.Unlock()
+
+	// Lock behind a holder in this process: a gate wait ended by the
+	// hand-off, and a hand-off event from the releasing goroutine.
+	first, err := l.Lock(ctx, "gated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *engine.Lease)
+	go func() {
+		le, err := l.Lock(ctx, "gated")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- le
+	}()
+	eventually(t, 5*time.Second, "second Lock queued", func() bool { return l.GateWaiting("gated") == 1 })
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := <-got
+	if a := r.lastAcquire(t); a.Op != engine.OpLock || a.Result != engine.ResultAcquired || !a.Handoff || a.Attempts != 0 ||
+		a.Votes.Count(engine.OutcomeOK) < 3 {
+		t.Fatalf("handed over: %+v", a)
+	}
+	r.mu.Lock()
+	if len(r.handoffs) != 1 || r.handoffs[0].InARow != 1 || r.handoffs[0].Validity <= 0 {
+		t.Fatalf("handoffs: %+v", r.handoffs)
+	}
+	if n := len(r.releases); r.releases[n-1].Result != engine.ResultHandedOff {
+		t.Fatalf("release by hand-off: %+v", r.releases[n-1])
+	}
+	if n := len(r.waits); n == 0 || r.waits[n-1].Kind != engine.WaitGate || r.waits[n-1].Cause != engine.WakeHandoff {
+		t.Fatalf("gate wait: %+v", r.waits)
+	}
+	r.mu.Unlock()
+
+	// Lock against a holder elsewhere: sleeps between attempts, each
+	// reported, then acquired once the holder released.
+	other := e.locker(nil)
+	held, err := other.TryLock(ctx, "waited")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(100*time.Millisecond, func() { held.Release(context.Background()) })
+	le, err = l.Lock(ctx, "waited")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a = r.lastAcquire(t)
+	if a.Result != engine.ResultAcquired || a.Attempts < 2 || a.Duration < 50*time.Millisecond {
+		t.Fatalf("waited: %+v", a)
+	}
+	r.mu.Lock()
+	if n := len(r.waits); r.waits[n-1].Kind != engine.WaitRetry || r.waits[n-1].Duration <= 0 {
+		t.Fatalf("retry wait: %+v", r.waits)
+	}
+	r.mu.Unlock()
+
+	// A lost lease: its keys are deleted behind its back, and its next
+	// extension finds them gone.
+	for i := range e.direct {
+		e.del(i, "waited")
+	}
+	if err := le.Extend(ctx, 5*time.Second); !errors.Is(err, engine.ErrNotHeld) {
+		t.Fatalf("extend of a lost lock: %v", err)
+	}
+	r.mu.Lock()
+	if len(r.lost) != 1 || !errors.Is(r.lost[0].Err, engine.ErrLockLost) || r.lost[0].Resource != "waited" {
+		t.Fatalf("lost: %+v", r.lost)
+	}
+	if n := len(r.extends); r.extends[n-1].Result != engine.ResultNotHeld {
+		t.Fatalf("failed extend: %+v", r.extends[n-1])
+	}
+	r.mu.Unlock()
+	second.Release(ctx)
+
+	// No quorum: three of five masters killed.
+	for _, i := range []int{0, 2, 4} {
+		e.cluster.Nodes[i].Kill()
+	}
+	if _, err := l.TryLock(ctx, "outage"); !errors.Is(err, engine.ErrNoQuorum) {
+		t.Fatalf("TryLock with 3 of 5 down: %v", err)
+	}
+	if a := r.lastAcquire(t); a.Result != engine.ResultNoQuorum || a.Votes.Count(engine.OutcomeFailed)+a.Votes.Count(engine.OutcomeTimeout) < 3 {
+		t.Fatalf("no quorum: %+v", a)
+	}
+	eventually(t, 5*time.Second, "the watcher reports the killed masters down", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		down := map[int]bool{}
+		for _, n := range r.nodes {
+			if n.State == engine.StateDown && n.Previous == engine.StateUp {
+				down[n.Node] = true
+			}
+		}
+		return len(down) == 3 && down[0] && down[2] && down[4]
+	})
+}
+
+// An auto-extension that finds the lock gone ends the lease: one Lost
+// event, from the timer goroutine, and an Extend event marked Auto.
+func TestObserverSeesAutoExtensionLoss(t *testing.T) {
+	e := newEnv(t, 3)
+	var r recorder
+	l := e.locker(func(c *engine.Config) {
+		c.Observer = r.observer()
+		c.TTL = 600 * time.Millisecond
+		c.AutoExtend = true
+		c.ExtendEvery = 100 * time.Millisecond
+	})
+	le, err := l.TryLock(context.Background(), "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "an auto-extension", func() bool { return le.Extensions() > 0 })
+	for i := range e.direct {
+		e.del(i, "auto")
+	}
+	select {
+	case <-le.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lease did not end")
+	}
+	// Done closes as the lease ends; the events follow on the same
+	// goroutine.
+	eventually(t, 5*time.Second, "the lost and the failed extension's events", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.lost) == 1 && len(r.extends) > 0 && r.extends[len(r.extends)-1].Result != engine.ResultExtended
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !errors.Is(r.lost[0].Err, engine.ErrLockLost) {
+		t.Fatalf("lost: %+v", r.lost[0])
+	}
+	var ok, failed int
+	for _, x := range r.extends {
+		if !x.Auto {
+			t.Fatalf("extension not marked auto: %+v", x)
+		}
+		switch x.Result {
+		case engine.ResultExtended:
+			ok++
+		case engine.ResultNotHeld:
+			failed++
+		}
+	}
+	if ok == 0 || failed != 1 {
+		t.Fatalf("auto extensions: %d ok, %d not held, want >0 and 1: %+v", ok, failed, r.extends)
+	}
+}
+
+// An Observer whose functions do nothing adds no allocation to a
+// TryLock+Release cycle: events are values.
+func TestObserverAddsNoAllocation(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own: counts are noisy")
+	}
+	e := newEnv(t, 5)
+	ctx := context.Background()
+	cycle := func(l *engine.Locker) float64 {
+		names := []string{"alloc-a", "alloc-b", "alloc-c", "alloc-d"}
+		i := 0
+		return testing.AllocsPerRun(100, func() {
+			le, err := l.TryLock(ctx, names[i&3])
+			i++
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := le.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	nop := &engine.Observer{
+		Acquire: func(context.Context, engine.AcquireEvent) {},
+		Release: func(context.Context, engine.ReleaseEvent) {},
+		Lost:    func(engine.LostEvent) {},
+	}
+	// AllocsPerRun counts every goroutine's allocations, the connections'
+	// included; their noise only adds, so the least of a few rounds is
+	// the cycle's own.
+	lw, lo := e.locker(nil), e.locker(func(c *engine.Config) { c.Observer = nop })
+	without, with := cycle(lw), cycle(lo)
+	for range 4 {
+		without, with = min(without, cycle(lw)), min(with, cycle(lo))
+	}
+	if with > without {
+		t.Fatalf("allocs per cycle: %.2f with a no-op observer, %.2f without", with, without)
+	}
+	t.Logf("allocs per cycle: %.2f with a no-op observer, %.2f without", with, without)
+}

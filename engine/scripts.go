@@ -87,10 +87,10 @@ return 0`)
 	// undoScript deletes our key, marked or not. It cleans up after failed
 	// attempts and late replies. Where a waiter marked the key, it gives
 	// the turn to the first waiter, as a release does, or the waiters of a
-	// split vote would sleep until their back-off. If that is its own
-	// waiter, which is awake and stays in the queue, it leaves that
-	// waiter's turn token without waking it: the retry finds its turn kept
-	// from newcomers.
+	// split vote would sleep until their back-off; unless that is its own
+	// waiter, which is awake and stays in the queue. (Keeping a turn token
+	// for its own waiter instead would also block, for the token's life,
+	// masters where that waiter had merely found the key free.)
 	undoScript = multiplex.NewScript(`local v = redis.call("GET", KEYS[1])
 if v == ARGV[1] then
   return redis.call("DEL", KEYS[1])
@@ -98,14 +98,13 @@ end
 if v == ARGV[1] .. "` + waitMark + `" then
   local q = "` + queuePrefixLua + `" .. KEYS[1]
   local w = redis.call("ZRANGE", q, 0, 0)
-  if not w[1] then
-    return redis.call("DEL", KEYS[1])
-  end
-  if w[1] ~= string.match(ARGV[1], "^([^.]*)%.") then
+  if w[1] and w[1] ~= string.match(ARGV[1], "^([^.]*)%.") then
     redis.call("ZREM", q, w[1])
+    redis.call("SET", KEYS[1], "` + turnPrefix + `" .. w[1], "PX", ` + turnGraceMS + `)
     redis.call("PUBLISH", "` + releasedPrefix + `" .. KEYS[1], w[1])
+  else
+    redis.call("DEL", KEYS[1])
   end
-  redis.call("SET", KEYS[1], "` + turnPrefix + `" .. w[1], "PX", ` + turnGraceMS + `)
   return 1
 end
 return 0`)

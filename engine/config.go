@@ -128,9 +128,11 @@ type Config struct {
 	// ConnTimeout: a connection silent for this long is closed. Zero
 	// selects multiplex.DefaultConnTimeout.
 	ConnTimeout time.Duration
-	// MaxFlushDelay is rueidis's pause after each pipeline flush, so that
-	// concurrent lockers' commands share writes. Zero selects
-	// multiplex.DefaultMaxFlushDelay (100µs); negative flushes at once.
+	// MaxFlushDelay is rueidis's pause after a flush while several calls
+	// share a master's connection. Concurrent lockers' commands already
+	// share writes without it: each master has one batch in flight, and
+	// what arrives meanwhile leaves together as the next. Zero selects
+	// multiplex.DefaultMaxFlushDelay (none); negative flushes at once.
 	MaxFlushDelay time.Duration
 	// PipelineMultiplex is rueidis's log2 of connections per master. Zero
 	// selects multiplex.DefaultPipelineMultiplex (one connection).

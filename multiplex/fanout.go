@@ -441,9 +441,10 @@ type task struct {
 const workerIdle = 2 * time.Second
 
 // submit hands a task to the node's workers. rueidis's DoMulti blocks
-// until the replies, so a node needs several workers to keep its pipeline
-// full; they are started on demand and kept while busy, which costs no
-// goroutine start (and no allocation) per command in steady state.
+// until the replies, so a task submitted while every worker waits on one
+// stays queued for the next batch (see DefaultNodeWorkers). Workers are
+// started on demand and kept while busy, which costs no goroutine start
+// (and no allocation) per command in steady state.
 //
 // A node that stops answering ties up its workers until ConnTimeout; past
 // nodeQueue queued commands, its share of new rounds fails at once with

@@ -34,20 +34,23 @@ const (
 	// -1): commands to a master stay in order, which the late-reply clean-up
 	// relies on, and batching per connection is largest.
 	DefaultPipelineMultiplex = -1
-	// DefaultMaxFlushDelay is rueidis's pause after each pipeline flush.
-	// On a 2-core host with 5 local masters, 100µs raised throughput of
-	// concurrent TryLock+Release cycles about 3× over no pause (see
-	// BenchmarkTryLockReleaseParallel in package engine) at the cost of at
-	// most 100µs per round trip when the pipeline is busy.
-	DefaultMaxFlushDelay = 100 * time.Microsecond
+	// DefaultMaxFlushDelay: no pause after a flush. rueidis pauses only
+	// while several calls share a connection, and with one node worker
+	// (DefaultNodeWorkers) the node's queue does the batching instead; a
+	// pause would only be added to the round trip.
+	DefaultMaxFlushDelay = 0
 	// DefaultMaxRounds: enough for hundreds of concurrent lockers to
 	// share the pipelines, few enough that a round's queueing stays well
 	// inside the node timeout on a small host.
 	DefaultMaxRounds = 1024
-	// DefaultNodeWorkers: each worker sends what is queued for its node as
-	// one DoMulti batch, so a few workers keep a pipeline full; fewer
-	// workers make bigger batches and fewer hand-offs.
-	DefaultNodeWorkers = 8
+	// DefaultNodeWorkers: one batch in flight per master. The worker sends
+	// everything queued for its node as one DoMulti; what is submitted
+	// while that batch is out waits for it and leaves as the next batch.
+	// So a command leaves at once when the pipeline is idle, and batches
+	// grow with the load without a timer. With 8 workers, an open loop at
+	// 20,000/s sent most commands alone: five worker wake-ups per round,
+	// which filled the run queue and were most of the tail latency.
+	DefaultNodeWorkers = 1
 	// nodeQueue is how many commands may wait for a node's workers. Rounds
 	// decided at quorum leave their slower nodes' commands queued, so it is
 	// several times MaxRounds × 2; a node past it is stuck, not busy.
@@ -92,9 +95,10 @@ type Options struct {
 	// ConnTimeout is rueidis's ConnWriteTimeout: a connection that answers
 	// nothing for this long is closed. Default: DefaultConnTimeout.
 	ConnTimeout time.Duration
-	// MaxFlushDelay is rueidis's pause after each pipeline flush, which lets
-	// more commands join the next write. Zero selects DefaultMaxFlushDelay;
-	// a negative value flushes at once.
+	// MaxFlushDelay is rueidis's pause after a flush while several calls
+	// share a connection, which lets more commands join the next write;
+	// it matters only with NodeWorkers above 1. Zero selects
+	// DefaultMaxFlushDelay (none); a negative value flushes at once.
 	MaxFlushDelay time.Duration
 	// PipelineMultiplex is rueidis's log2 of connections per master; -1 is
 	// one connection. Zero selects DefaultPipelineMultiplex (-1); use
@@ -109,7 +113,8 @@ type Options struct {
 	// Fanout calls wait for a slot. Default: DefaultMaxRounds.
 	MaxRounds int
 	// NodeWorkers is how many goroutines send to one node, each a batch
-	// at a time. Default: DefaultNodeWorkers.
+	// at a time: the most batches in flight per node. Default:
+	// DefaultNodeWorkers (1).
 	NodeWorkers int
 	// Quarantine is the restart policy. Default: QuarantineAlways.
 	Quarantine QuarantinePolicy

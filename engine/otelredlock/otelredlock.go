@@ -37,6 +37,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -115,6 +116,57 @@ type observer struct {
 
 	mu    sync.Mutex
 	nodes map[string]engine.NodeState // last state of each master seen
+
+	// The spans' slice attributes, built once: building one copies the
+	// slice through reflection. votes is keyed by the VoteSet (bounded:
+	// there are few outcome combinations), masters by the Locker's slice.
+	votesMu sync.RWMutex
+	votes   map[engine.VoteSet]attribute.KeyValue
+	masters atomic.Pointer[mastersAttr]
+}
+
+type mastersAttr struct {
+	first *string
+	n     int
+	kv    attribute.KeyValue
+}
+
+// maxVoteAttrs bounds the votes cache; past it, attributes are built per
+// span.
+const maxVoteAttrs = 4096
+
+var clientKind = trace.WithSpanKind(trace.SpanKindClient)
+
+func (o *observer) votesAttr(v engine.VoteSet) attribute.KeyValue {
+	o.votesMu.RLock()
+	kv, ok := o.votes[v]
+	o.votesMu.RUnlock()
+	if ok {
+		return kv
+	}
+	votes := make([]string, v.N)
+	for i := range votes {
+		votes[i] = v.Outcome(i).String()
+	}
+	kv = AttrVotes.StringSlice(votes)
+	o.votesMu.Lock()
+	if len(o.votes) < maxVoteAttrs {
+		o.votes[v] = kv
+	}
+	o.votesMu.Unlock()
+	return kv
+}
+
+func (o *observer) mastersAttr(m []string) attribute.KeyValue {
+	if len(m) == 0 {
+		return AttrMasters.StringSlice(nil)
+	}
+	if c := o.masters.Load(); c != nil && c.first == &m[0] && c.n == len(m) {
+		return c.kv
+	}
+	c := &mastersAttr{first: &m[0], n: len(m), kv: AttrMasters.StringSlice(m)}
+	o.masters.Store(c)
+	return c.kv
 }
 
 // New returns an Observer for engine.Config.Observer that records to the
@@ -130,7 +182,7 @@ func New(opts ...Option) (*engine.Observer, error) {
 	if c.tp == nil {
 		c.tp = otel.GetTracerProvider()
 	}
-	o := &observer{nodes: make(map[string]engine.NodeState)}
+	o := &observer{nodes: make(map[string]engine.NodeState), votes: make(map[engine.VoteSet]attribute.KeyValue)}
 	if _, off := c.tp.(noop.TracerProvider); !off {
 		o.tracer = c.tp.Tracer(ScopeName)
 	}
@@ -248,22 +300,18 @@ func (o *observer) span(ctx context.Context, e *engine.AcquireEvent) {
 	if e.Op == engine.OpLock {
 		name = "redlock.Lock"
 	}
-	_, sp := o.tracer.Start(ctx, name, trace.WithTimestamp(e.Start), trace.WithSpanKind(trace.SpanKindClient))
+	_, sp := o.tracer.Start(ctx, name, trace.WithTimestamp(e.Start), clientKind)
 	if sp.IsRecording() {
-		votes := make([]string, e.Votes.N)
-		for i := range votes {
-			votes[i] = e.Votes.Outcome(i).String()
-		}
 		sp.SetAttributes(
 			AttrResource.String(e.Resource),
 			AttrOutcome.String(e.Result.String()),
 			AttrAttempts.Int(e.Attempts),
 			AttrQuorum.Int(e.Quorum),
 			AttrHandoff.Bool(e.Handoff),
-			AttrVotes.StringSlice(votes),
+			o.votesAttr(e.Votes),
 			AttrVotesOK.Int(e.Votes.Count(engine.OutcomeOK)),
 			AttrVotesNo.Int(e.Votes.Count(engine.OutcomeRefused)),
-			AttrMasters.StringSlice(e.Masters),
+			o.mastersAttr(e.Masters),
 		)
 		if e.Token != 0 {
 			sp.SetAttributes(AttrToken.Int64(e.Token))

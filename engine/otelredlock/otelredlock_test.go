@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -214,6 +216,14 @@ func TestMetricsAndSpansMatchWhatHappened(t *testing.T) {
 		res, _ := attrs.Value(otelredlock.AttrOutcome)
 		if len(votes.AsStringSlice()) != 5 || !s.StartTime().Before(s.EndTime()) {
 			t.Fatalf("span %s: votes %v, %s..%s", s.Name(), votes.AsStringSlice(), s.StartTime(), s.EndTime())
+		}
+		ok, _ := attrs.Value(otelredlock.AttrVotesOK)
+		no, _ := attrs.Value(otelredlock.AttrVotesNo)
+		masters, _ := attrs.Value(otelredlock.AttrMasters)
+		if n := strings.Count(strings.Join(votes.AsStringSlice(), ","), "ok"); int64(n) != ok.AsInt64() ||
+			int64(strings.Count(strings.Join(votes.AsStringSlice(), ","), "refused")) != no.AsInt64() ||
+			!slices.Equal(masters.AsStringSlice(), c.Addrs()) {
+			t.Fatalf("span %s: votes %v, %d ok, %d refused, masters %v", s.Name(), votes.AsStringSlice(), ok.AsInt64(), no.AsInt64(), masters.AsStringSlice())
 		}
 		if res.AsString() == "contended" {
 			contended++

@@ -15,6 +15,18 @@
 // ErrWrongType, ErrClosed; *VotesError carries the per-node outcomes and
 // *NodeError each node's cause. Context errors are wrapped, never replaced.
 //
+// Waiters of one Locker queue at an in-process gate; waiters of different
+// Lockers (processes) queue by ticket on the masters, and a release gives
+// the turn to the first of them only. The queue orders wake-ups; SET NX on
+// a quorum alone decides who holds the lock.
+//
+// Config.Observer receives an event per acquire, release, extension, wait,
+// hand-off, lost lease and node state change; the module
+// github.com/redlock-bench/redlock/engine/otelredlock turns them into
+// OpenTelemetry metrics and spans, so that engine itself needs no
+// telemetry dependency. Config.Username, Password and TLS reach every
+// connection to the masters.
+//
 // What is and is not guaranteed is set out in the repository README: the
 // masters must be independent (no replica failover behind an address), and
 // the lease's validity assumes bounded clock drift between this process and

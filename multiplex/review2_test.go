@@ -1,0 +1,60 @@
+package multiplex_test
+
+import (
+	"context"
+
+	"github.com/redis/rueidis"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/multiplex"
+	"github.com/redlock-bench/redlock/multiplex/redistest"
+)
+
+// Commands for one key reach a master in the order they were submitted,
+// coalesced or not: a later command of script A must not run before an
+// earlier command of script B just because an even earlier A started a
+// group in the same batch.
+var disableCoalesce = os.Getenv("REVIEW_NOCOALESCE") != ""
+
+func TestReviewCoalescingKeepsPerKeyOrder(t *testing.T) {
+	a := multiplex.NewScript(`return redis.call("APPEND", KEYS[1], ARGV[1])`).Coalesce()
+	b := multiplex.NewScript(`return redis.call("APPEND", KEYS[1], ARGV[1]) + 0`).Coalesce()
+	c := redistest.StartT(t, 1)
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
+		NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{a, b}, NodeWorkers: 1, DisableCoalesce: disableCoalesce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// Keep the only worker's batch in flight, so that the next three
+	// commands queue up and go out as one batch.
+	busy := multiplex.Command{Name: "EVAL", Key: `local t = redis.call("TIME")
+local s = t[1] * 1000000 + t[2]
+while true do
+  t = redis.call("TIME")
+  if t[1] * 1000000 + t[2] - s > 200000 then return 1 end
+end`, Args: [multiplex.MaxArgs]string{"0"}, NArgs: 1}
+	p.Post(busy, anyReply, nil)
+	time.Sleep(50 * time.Millisecond)
+	p.Post(multiplex.Command{Script: a, Key: "other", Args: [multiplex.MaxArgs]string{"x"}, NArgs: 1}, anyReply, nil)
+	p.Post(multiplex.Command{Script: b, Key: "k", Args: [multiplex.MaxArgs]string{"1"}, NArgs: 1}, anyReply, nil)
+	p.Post(multiplex.Command{Script: a, Key: "k", Args: [multiplex.MaxArgs]string{"2"}, NArgs: 1}, anyReply, nil)
+	time.Sleep(400 * time.Millisecond)
+	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Addrs(), ForceSingleClient: true,
+		DisableCache: true, ClientSetInfo: rueidis.DisableClientSetInfo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got, err := cl.Do(context.Background(), cl.B().Get().Key("k").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != "12" {
+		t.Fatalf("key k is %q after APPEND 1 (script b) then APPEND 2 (script a): the later command ran first", got)
+	}
+}
+
+func anyReply(rueidis.RedisResult) (multiplex.Outcome, int64, error) { return multiplex.OK, 0, nil }

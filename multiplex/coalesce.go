@@ -75,26 +75,38 @@ var nargs = func() (s [MaxArgs + 1]string) {
 type group struct {
 	s     *Script
 	tasks []task
+	pos   int32 // its place in batch.at
 }
 
 // plan lays out a batch's commands: b.at[k] is the k-th command to send,
 // a task of b.sent (k >= 0) or the group -k-1. Commands of a script with a
 // Multi join the first group of that script with room, which goes out at
-// its first member's place; the others keep theirs. Within one node,
-// reordering script calls changes no outcome the lock relies on: a
-// release, extend or undo is sent only once its acquire has answered.
+// its first member's place; the others keep theirs. A command joins a
+// group only if no earlier command on its key comes after the group's
+// place, so that one key's commands keep their order on the master (an
+// undo of a waiter's attempt must run before its next attempt).
 func (b *batch) plan(coalesce bool) {
 	b.at = b.at[:0]
+	if b.last == nil {
+		b.last = make(map[string]int32)
+	}
+	clear(b.last)
 	ng := 0
 	for k, t := range b.sent {
 		s := t.r.cmd.Script
+		key := t.r.cmd.Key
 		if !coalesce || s == nil || s.Multi == nil {
+			b.last[key] = int32(len(b.at))
 			b.at = append(b.at, int32(k))
 			continue
 		}
+		// A group runs at its first member's place: join only one placed
+		// after every earlier command on this key, so that one key's
+		// commands still run in the order they were submitted.
+		after, seen := b.last[key]
 		gi := -1
 		for j := 0; j < ng; j++ {
-			if g := &b.groups[j]; g.s == s && len(g.tasks) < MaxCoalesce {
+			if g := &b.groups[j]; g.s == s && len(g.tasks) < MaxCoalesce && (!seen || g.pos >= after) {
 				gi = j
 				break
 			}
@@ -107,8 +119,10 @@ func (b *batch) plan(coalesce bool) {
 			} else {
 				b.groups = append(b.groups, group{s: s})
 			}
+			b.groups[gi].pos = int32(len(b.at))
 			b.at = append(b.at, int32(-gi-1))
 		}
+		b.last[key] = b.groups[gi].pos
 		b.groups[gi].tasks = append(b.groups[gi].tasks, t)
 	}
 	b.ngroups = ng

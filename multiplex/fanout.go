@@ -528,6 +528,7 @@ type batch struct {
 	at      []int32
 	groups  []group
 	ngroups int
+	last    map[string]int32 // plan: each key's last place in at
 }
 
 // runBatch sends a worker's commands to its node. Under load a worker

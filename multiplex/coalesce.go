@@ -87,23 +87,43 @@ type group struct {
 // undo of a waiter's attempt must run before its next attempt).
 func (b *batch) plan(coalesce bool) {
 	b.at = b.at[:0]
-	if b.last == nil {
-		b.last = make(map[string]int32)
+	// Commands of one script alone cannot be reordered by grouping: only
+	// a mixed batch pays for tracking keys.
+	mixed := false // set below, only when coalescing
+	for _, t := range b.sent[1:] {
+		if !coalesce {
+			break
+		}
+		if t.r.cmd.Script != b.sent[0].r.cmd.Script {
+			mixed = true
+			break
+		}
 	}
-	clear(b.last)
+	if mixed {
+		if b.last == nil {
+			b.last = make(map[string]int32)
+		}
+		clear(b.last)
+	}
 	ng := 0
 	for k, t := range b.sent {
 		s := t.r.cmd.Script
 		key := t.r.cmd.Key
 		if !coalesce || s == nil || s.Multi == nil {
-			b.last[key] = int32(len(b.at))
+			if mixed {
+				b.last[key] = int32(len(b.at))
+			}
 			b.at = append(b.at, int32(k))
 			continue
 		}
 		// A group runs at its first member's place: join only one placed
 		// after every earlier command on this key, so that one key's
 		// commands still run in the order they were submitted.
-		after, seen := b.last[key]
+		var after int32
+		var seen bool
+		if mixed {
+			after, seen = b.last[key]
+		}
 		gi := -1
 		for j := 0; j < ng; j++ {
 			if g := &b.groups[j]; g.s == s && len(g.tasks) < MaxCoalesce && (!seen || g.pos >= after) {
@@ -122,7 +142,9 @@ func (b *batch) plan(coalesce bool) {
 			b.groups[gi].pos = int32(len(b.at))
 			b.at = append(b.at, int32(-gi-1))
 		}
-		b.last[key] = b.groups[gi].pos
+		if mixed {
+			b.last[key] = b.groups[gi].pos
+		}
 		b.groups[gi].tasks = append(b.groups[gi].tasks, t)
 	}
 	b.ngroups = ng

@@ -58,3 +58,61 @@ end`, Args: [multiplex.MaxArgs]string{"0"}, NArgs: 1}
 }
 
 func anyReply(rueidis.RedisResult) (multiplex.Outcome, int64, error) { return multiplex.OK, 0, nil }
+
+// After a master restarts, a script must still run before a later command
+// of the same batch on its key. A script answered NOSCRIPT is sent again
+// as EVAL only after the batch, so the scripts are loaded on every new
+// connection before it carries a command. (Without that, this read "21".)
+func TestRestartedMasterKeepsPerKeyOrder(t *testing.T) {
+	a := multiplex.NewScript(`return redis.call("APPEND", KEYS[1], ARGV[1])`).Coalesce()
+	c := redistest.StartT(t, 1)
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
+		NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{a}, NodeWorkers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Nodes[0].Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Addrs(), ForceSingleClient: true,
+		DisableCache: true, ClientSetInfo: rueidis.DisableClientSetInfo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// The first command after the restart finds the connection broken and
+	// reconnects; the busy script then holds the only worker's batch, so
+	// that the next two leave together.
+	for p.Do(ctx, 0, multiplex.Command{Name: "PING"}).Error() != nil {
+		if ctx.Err() != nil {
+			t.Fatal("the restarted master did not answer PING within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.Post(busyCommand(), anyReply, nil)
+	time.Sleep(50 * time.Millisecond)
+	p.Post(multiplex.Command{Script: a, Key: "k", Args: [multiplex.MaxArgs]string{"1"}, NArgs: 1}, anyReply, nil)
+	p.Post(multiplex.Command{Name: "APPEND", Key: "k", Args: [multiplex.MaxArgs]string{"2"}, NArgs: 1}, anyReply, nil)
+	var got string
+	for deadline := time.Now().Add(3 * time.Second); len(got) < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("key k is %q: both APPENDs did not run within 3s", got)
+		}
+		got, _ = cl.Do(context.Background(), cl.B().Get().Key("k").Build()).ToString()
+	}
+	if got != "12" {
+		t.Fatalf("key k is %q after script APPEND 1 then plain APPEND 2: the script ran after the later command", got)
+	}
+}
+
+func busyCommand() multiplex.Command {
+	return multiplex.Command{Name: "EVAL", Key: `local t = redis.call("TIME")
+local s = t[1] * 1000000 + t[2]
+while true do
+  t = redis.call("TIME")
+  if t[1] * 1000000 + t[2] - s > 200000 then return 1 end
+end`, Args: [multiplex.MaxArgs]string{"0"}, NArgs: 1}
+}

@@ -163,8 +163,11 @@ type Pool struct {
 	quorum   int
 	timeout  time.Duration
 	scripts  map[string]*Script
-	builder  rueidis.Builder
-	rounds   sync.Pool
+	// scriptList is every script body, Multi ones included, loaded on
+	// each new connection.
+	scriptList []*Script
+	builder    rueidis.Builder
+	rounds     sync.Pool
 	// Admission: a round takes a free slot, which holds its deadline for
 	// the watchdog and the channel its gatherer waits on.
 	slots       []slot
@@ -324,6 +327,9 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 	}
 	for _, s := range o.Scripts {
 		p.scripts[s.SHA] = s
+		for ; s != nil; s = s.Multi {
+			p.scriptList = append(p.scriptList, s)
+		}
 	}
 	for i := range p.slots {
 		p.slots[i].wake = make(chan struct{}, 1)

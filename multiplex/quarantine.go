@@ -1,6 +1,7 @@
 package multiplex
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -229,6 +230,7 @@ func (p *Pool) dialer(n *Node, opt *rueidis.ClientOption) func(ctx context.Conte
 			}
 			return nil, err
 		}
+		prev := n.Info().RunID
 		if err := p.observe(n, info); err != nil {
 			conn.Close()
 			// A connected node's client redials on its next command, so
@@ -238,11 +240,62 @@ func (p *Pool) dialer(n *Node, opt *rueidis.ClientOption) func(ctx context.Conte
 			n.setErr(err)
 			return nil, err
 		}
+		// A master that restarted has forgotten the scripts, and rueidis
+		// reconnects on its own. Loaded here, before the connection carries
+		// a command, a script does not answer NOSCRIPT after a restart: its
+		// retry as EVAL would run after the commands sent behind it in the
+		// same batch, out of order on their keys. (The first connection
+		// loads them in connect.)
+		if prev != "" && info.RunID != prev {
+			if err := rawLoadScripts(conn, deadline, p.scriptList); err != nil {
+				conn.Close()
+				n.setErr(err)
+				return nil, err
+			}
+		}
 		if n.client.Load() != nil {
 			n.setErr(nil)
 		}
 		return conn, nil
 	}
+}
+
+// rawLoadScripts sends SCRIPT LOAD for each script, pipelined, on a new
+// connection, and checks each SHA.
+func rawLoadScripts(conn net.Conn, deadline time.Time, scripts []*Script) error {
+	if len(scripts) == 0 {
+		return nil
+	}
+	conn.SetDeadline(deadline)
+	defer conn.SetDeadline(time.Time{})
+	var out []byte
+	for _, s := range scripts {
+		out = append(out, respCommand("SCRIPT", "LOAD", s.Body)...)
+	}
+	if _, err := conn.Write(out); err != nil {
+		return fmt.Errorf("SCRIPT LOAD: %w", err)
+	}
+	var first error
+	for _, s := range scripts {
+		line, err := readLine(conn)
+		switch {
+		case err != nil:
+			return fmt.Errorf("SCRIPT LOAD: %w", err)
+		case strings.HasPrefix(line, "-"):
+			first = cmp.Or(first, fmt.Errorf("SCRIPT LOAD: %s", line[1:]))
+			continue
+		case line != "$40":
+			return fmt.Errorf("SCRIPT LOAD: unexpected reply %q", line)
+		}
+		sha, err := readLine(conn)
+		if err != nil {
+			return fmt.Errorf("SCRIPT LOAD: %w", err)
+		}
+		if sha != s.SHA && first == nil {
+			first = fmt.Errorf("SCRIPT LOAD returned %s, want %s", sha, s.SHA)
+		}
+	}
+	return first
 }
 
 // observe records what a new connection found, or refuses it when the

@@ -38,6 +38,12 @@ var (
 	// with the engine's internal namespace ("\xffredlock:"), where the
 	// fencing counters live.
 	ErrReservedResource = errors.New("engine: resource key in the engine's reserved namespace")
+	// ErrUnreachable: New could not reach enough masters for a quorum;
+	// the error names each address and its cause.
+	ErrUnreachable = multiplex.ErrUnreachable
+	// ErrNotIndependent: New found two addresses of one server, or a
+	// replica, among the masters, and names them.
+	ErrNotIndependent = multiplex.ErrNotIndependent
 )
 
 // ErrQuarantined is a master's vote while its yes cannot be counted (see

@@ -15,7 +15,6 @@ import (
 
 	"github.com/redlock-bench/redlock/cmd/internal/connflags"
 	"github.com/redlock-bench/redlock/engine"
-	"github.com/redlock-bench/redlock/multiplex"
 	"github.com/spf13/pflag"
 )
 
@@ -245,7 +244,7 @@ func acquire(ctx context.Context, o *execOptions) (*engine.Locker, *engine.Lease
 	l, err := engine.New(ctx, cfg)
 	if err != nil {
 		switch {
-		case errors.Is(err, multiplex.ErrUnreachable):
+		case errors.Is(err, engine.ErrUnreachable):
 			return nil, nil, statusErrorf(exitUnavailable, "exec: masters unreachable: %s", trimEngine(err))
 		case ctx.Err() != nil:
 			return nil, nil, err // interrupted: the caller reports the signal

@@ -228,6 +228,13 @@ func TestNotifyMasterRejoins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// TryLock returns at a quorum; the third SET may still be on its way.
+	// Had the waiter's first attempt overtaken it, the waiter would see a
+	// split vote (free on that master) and back off instead of waiting
+	// for a notification.
+	eventually(t, 5*time.Second, "the holder's key on every master", func() bool {
+		return e.get(0, res) == holder.Value() && e.get(1, res) == holder.Value() && e.get(2, res) == holder.Value()
+	})
 	if err := e.cluster.Nodes[2].Pause(); err != nil {
 		t.Fatal(err)
 	}

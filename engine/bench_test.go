@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/redlock-bench/redlock/engine"
 )
@@ -31,10 +30,8 @@ func benchLocker(b *testing.B, mutate func(*engine.Config)) *engine.Locker {
 // benchmark function, so no run meets a previous run's keys.
 var runID atomic.Int64
 
-// One TryLock+Release cycle on 5 masters, one caller at a time: the
-// latency floor (two round trips to the slowest of the quorum).
-func BenchmarkTryLockRelease(b *testing.B) {
-	l := benchLocker(b, nil)
+// cycleSerial runs b.N TryLock+Release cycles, one caller at a time.
+func cycleSerial(b *testing.B, l *engine.Locker) {
 	ctx := context.Background()
 	prefix := "bench:" + strconv.FormatInt(runID.Add(1), 10) + ":"
 	names := make([]string, 1024)
@@ -54,43 +51,58 @@ func BenchmarkTryLockRelease(b *testing.B) {
 	}
 }
 
-// The same cycle from 128 goroutines on distinct resources: throughput,
-// where auto-pipelining batches concurrent lockers' commands. The
-// sub-benchmarks are the tuning knobs whose defaults were chosen here.
-func BenchmarkTryLockReleaseParallel(b *testing.B) {
-	for _, pm := range []int{-1} {
-		for _, fd := range []time.Duration{-1, 50 * time.Microsecond, 100 * time.Microsecond, 200 * time.Microsecond, 400 * time.Microsecond} {
-			b.Run(fmt.Sprintf("multiplex=%d/flush=%s", pm, fd), func(b *testing.B) {
-				l := benchLocker(b, func(c *engine.Config) { c.PipelineMultiplex, c.MaxFlushDelay = pm, fd })
-				ctx := context.Background()
-				prefix := "pbench:" + strconv.FormatInt(runID.Add(1), 10) + ":"
-				var seq atomic.Int64
-				b.ReportAllocs()
-				b.SetParallelism(64)
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					// A ring of names per goroutine: re-locking the name just
-					// released can meet that lease's deletes still on their
-					// way when the masters are slow, which is not the cost
-					// measured here.
-					g := prefix + strconv.FormatInt(seq.Add(1), 10) + ":"
-					names := make([]string, 64)
-					for i := range names {
-						names[i] = g + strconv.Itoa(i)
-					}
-					for i := 0; pb.Next(); i++ {
-						le, err := l.TryLock(ctx, names[i&63])
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						if err := le.Release(ctx); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			})
+// cycleParallel runs the same cycles from parallelism × GOMAXPROCS
+// goroutines on distinct resources.
+func cycleParallel(b *testing.B, l *engine.Locker, parallelism int) {
+	ctx := context.Background()
+	prefix := "pbench:" + strconv.FormatInt(runID.Add(1), 10) + ":"
+	var seq atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(parallelism)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		// A ring of names per goroutine: re-locking the name just
+		// released can meet that lease's deletes still on their way when
+		// the masters are slow, which is not the cost measured here.
+		g := prefix + strconv.FormatInt(seq.Add(1), 10) + ":"
+		names := make([]string, 64)
+		for i := range names {
+			names[i] = g + strconv.Itoa(i)
 		}
+		for i := 0; pb.Next(); i++ {
+			le, err := l.TryLock(ctx, names[i&63])
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if err := le.Release(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// One TryLock+Release cycle on 5 masters, one caller at a time: the
+// latency floor (two round trips to the slowest of the quorum).
+func BenchmarkTryLockRelease(b *testing.B) { cycleSerial(b, benchLocker(b, nil)) }
+
+// The same cycle from 128 goroutines: throughput, where each master's
+// worker batches concurrent lockers' commands.
+func BenchmarkTryLockReleaseParallel(b *testing.B) {
+	cycleParallel(b, benchLocker(b, nil), 64)
+}
+
+// Cycles with each master's queued script calls coalesced into one call,
+// or sent one by one: from 256 goroutines, and from one (where nothing
+// queues, so both send the same commands and must cost the same).
+func BenchmarkTryLockReleaseCoalesce(b *testing.B) {
+	for _, off := range []bool{false, true} {
+		b.Run(fmt.Sprintf("parallel/DisableCoalesce=%v", off), func(b *testing.B) {
+			cycleParallel(b, benchLocker(b, func(c *engine.Config) { c.DisableCoalesce = off }), 128)
+		})
+		b.Run(fmt.Sprintf("serial/DisableCoalesce=%v", off), func(b *testing.B) {
+			cycleSerial(b, benchLocker(b, func(c *engine.Config) { c.DisableCoalesce = off }))
+		})
 	}
 }

@@ -137,6 +137,7 @@ func TestCoalescedScriptsMatchSingle(t *testing.T) {
 		{"their-turn", [][]string{{"SET", "K", turnPrefix + "next", "PX", "60000"}, {"ZADD", "Q", "5", "next"}}},
 		{"theirs", [][]string{{"SET", "K", other, "PX", "60000"}}},
 		{"theirs-marked", [][]string{{"SET", "K", other + waitMark, "PX", "60000"}}},
+		{"theirs-marked-queued", [][]string{{"SET", "K", other + waitMark, "PX", "60000"}, {"ZADD", "Q", "5", "I", "7", "next"}}},
 		{"missing", nil},
 		{"wrongtype", [][]string{{"HSET", "K", "f", "1"}}},
 		{"fenced", [][]string{{"SET", "K", "V", "PX", "60000"}, {"SET", "F", "9000000000000000"}}},
@@ -169,6 +170,7 @@ func TestCoalescedScriptsMatchSingle(t *testing.T) {
 		{"acquire-fence", acquireFenceScript, []string{v, "60000", "0"}, classifyFenced},
 		{"acquire-fence-mark", acquireFenceScript, []string{v, "60000", "1", "6", id}, classifyFenced},
 		{"fence", fenceScript, []string{"9000000000000005", v}, classifyInt},
+		{"leave", leaveScript, []string{id}, classifyInt},
 	}
 	for _, s := range allScripts {
 		if !slices.ContainsFunc(scripts, func(sc scriptCase) bool { return sc.s == s }) {
@@ -402,5 +404,48 @@ func testCoalescedReload(t *testing.T, restart bool) {
 		t.Errorf("a restarted master answered NOSCRIPT (%d EVAL): the scripts were not loaded on the new connection", eval)
 	case !restart && eval == 0:
 		t.Errorf("want a NOSCRIPT reload after SCRIPT FLUSH: 0 EVAL")
+	}
+}
+
+// TestLeaveScript: a waiter that acquired leaves a master's queue unless
+// a marked lock of someone else holds the key there, whose release (maybe
+// still on its way) will pop the queue and must pop this waiter, not wake
+// the next (see TestLateReleaseDoesNotWakeTheNextWaiter).
+func TestLeaveScript(t *testing.T) {
+	const id = "w0"
+	c := redistest.StartT(t, 1)
+	cl := direct(t, c.Nodes[0].Addr())
+	must(t, cl, "SCRIPT", "LOAD", leaveScript.Body)
+	for _, tc := range []struct {
+		name  string
+		setup []string // a command on the key, or nil
+		stays bool
+	}{
+		{"theirs-marked", []string{"SET", "K", "h" + idEnd + "v" + waitMark}, true},
+		{"plain-marked", []string{"SET", "K", "v" + waitMark}, true},
+		{"theirs-unmarked", []string{"SET", "K", "h" + idEnd + "v"}, false},
+		{"ours-marked", []string{"SET", "K", id + idEnd + "v" + waitMark}, false},
+		{"turn", []string{"SET", "K", turnPrefix + "w1"}, false},
+		{"turn-marked", []string{"SET", "K", turnPrefix + "w1" + waitMark}, false},
+		{"missing", nil, false},
+		{"wrongtype", []string{"HSET", "K", "f", "1"}, false},
+	} {
+		key := "leave:" + tc.name
+		if tc.setup != nil {
+			cmd := append([]string{tc.setup[0], key}, tc.setup[2:]...)
+			must(t, cl, cmd...)
+		}
+		must(t, cl, "ZADD", queuePrefix+key, "1", id, "2", "w1")
+		res := cl.Do(context.Background(), cl.B().Evalsha().Sha1(leaveScript.SHA).Numkeys(1).Key(key).Arg(id).Build())
+		if err := res.Error(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		err := cl.Do(context.Background(), cl.B().Zscore().Key(queuePrefix+key).Member(id).Build()).Error()
+		if stays := err == nil; stays != tc.stays {
+			t.Errorf("%s: waiter still queued %v, want %v", tc.name, stays, tc.stays)
+		}
+		if n, _ := cl.Do(context.Background(), cl.B().Zcard().Key(queuePrefix+key).Build()).AsInt64(); n < 1 {
+			t.Errorf("%s: the other waiter left the queue too", tc.name)
+		}
 	}
 }

@@ -385,7 +385,7 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 	defer func() {
 		sub.close()
 		if tk != nil && err != nil {
-			l.leaveQueue(resource, tk, uint64(1)<<l.pool.Len()-1)
+			l.leaveQueue(resource, tk, uint64(1)<<l.pool.Len()-1, false)
 		}
 	}()
 	for {
@@ -398,7 +398,7 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 				le.mu.Lock()
 				rest := (uint64(1)<<len(le.votes) - 1) &^ le.held
 				le.mu.Unlock()
-				l.leaveQueue(resource, tk, rest)
+				l.leaveQueue(resource, tk, rest, true)
 			}
 			return le, nil
 		}
@@ -478,15 +478,19 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 }
 
 // leaveQueue takes a waiter that gives up or has acquired out of the
-// resource's queue on nodes (a bit set), without waiting:
-// otherwise a release would wake it instead of a waiter still there, who
-// would sleep until its fallback.
-func (l *Locker) leaveQueue(resource string, tk *ticket, nodes uint64) {
+// resource's queue on nodes (a bit set), without waiting: otherwise a
+// release would wake it instead of a waiter still there, who would sleep
+// until its fallback. One that acquired stays where a release may still be
+// on its way to pop it (see leaveScript).
+func (l *Locker) leaveQueue(resource string, tk *ticket, nodes uint64, acquired bool) {
 	if l.closed.Load() || nodes == 0 {
 		return
 	}
-	key := queuePrefix + l.cfg.KeyPrefix + resource
-	l.pool.Post(multiplex.Command{Name: "ZREM", Key: key, Args: [multiplex.MaxArgs]string{tk.id}, NArgs: 1, Nodes: nodes}, classifyInt, nil)
+	cmd := multiplex.Command{Name: "ZREM", Key: queuePrefix + l.cfg.KeyPrefix + resource, Args: [multiplex.MaxArgs]string{tk.id}, NArgs: 1, Nodes: nodes}
+	if acquired {
+		cmd.Name, cmd.Script, cmd.Key = "", leaveScript, l.cfg.KeyPrefix+resource
+	}
+	l.pool.Post(cmd, classifyInt, nil)
 }
 
 func jitter(lo, hi time.Duration) time.Duration {

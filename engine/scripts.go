@@ -108,6 +108,20 @@ if v == ARGV[1] .. "` + waitMark + `" then
   return 1
 end
 return 0`)
+	// leaveScript takes a waiter that has acquired, id ARGV[1], out of the
+	// resource's queue on a master where its attempt did not set the key.
+	// Where a marked lock of someone else holds the key, it stays: that
+	// lock's release may still be on its way, and when it pops the queue it
+	// must pop this waiter (whose turn token then expires unused) rather
+	// than wake the next one, who would find the resource held on a quorum
+	// and split the vote for nothing. A lock that expires instead leaves
+	// the entry to the next release there, which spends one turn token on
+	// it. pcall: a key of another type is no lock.
+	leaveScript = multiplex.NewScript(`local v = redis.pcall("GET", KEYS[1])
+if type(v) == "string" and string.sub(v, -1) == "` + waitMark + `" and string.sub(v, 1, 1) ~= "` + turnPrefix + `" and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. "` + idEnd + `" then
+  return 0
+end
+return redis.call("ZREM", "` + queuePrefixLua + `" .. KEYS[1], ARGV[1])`)
 	extendScript = multiplex.NewScript(`local v = redis.call("GET", KEYS[1])
 if v == ARGV[1] or v == ARGV[1] .. "` + waitMark + `" then
   return redis.call("PEXPIRE", KEYS[1], ARGV[2])
@@ -207,6 +221,7 @@ func init() {
 	releaseScript.Coalesce()
 	undoScript.Coalesce()
 	extendScript.Coalesce()
+	leaveScript.Coalesce()
 	acquireMarkScript.Coalesce()
 	acquireFenceScript.Coalesce()
 	fenceScript.Coalesce()
@@ -216,7 +231,7 @@ func init() {
 // tools that measure what the masters can sustain.
 var ReleaseScriptSource = releaseScript.Body
 
-var allScripts = []*multiplex.Script{releaseScript, undoScript, extendScript, acquireMarkScript, acquireFenceScript, fenceScript}
+var allScripts = []*multiplex.Script{releaseScript, undoScript, extendScript, leaveScript, acquireMarkScript, acquireFenceScript, fenceScript}
 
 func classifyAcquireGet(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
 	// SET NX GET answers nil when it set the key, and the holder's value

@@ -39,6 +39,11 @@ const (
 	// fallback retry when release notifications are on.
 	DefaultFallbackMin = 50 * time.Millisecond
 	DefaultFallbackMax = 250 * time.Millisecond
+	// DefaultNotifyLinger: see Config.NotifyLinger.
+	DefaultNotifyLinger = time.Second
+	// MaxLingering bounds the subscriptions that outlive their waiters
+	// (Config.NotifyLinger), and so what they cost the masters.
+	MaxLingering = 1024
 	// DefaultMaxHandoffs bounds in-process hand-offs in a row.
 	DefaultMaxHandoffs = 16
 	// MaxMasters is the most masters a Locker accepts; the usual count is 5.
@@ -107,6 +112,13 @@ type Config struct {
 	// value, its release PUBLISHes on the channel, and they retry at once
 	// instead of polling.
 	DisableNotify bool
+	// NotifyLinger is how long a Locker stays subscribed to a resource's
+	// releases after its last waiter left, so that a resource waited for
+	// again and again is not subscribed and unsubscribed for every lock,
+	// and its next waiter queues on the masters at once. At most
+	// MaxLingering subscriptions linger. Zero selects DefaultNotifyLinger;
+	// negative unsubscribes at once.
+	NotifyLinger time.Duration
 	// FallbackMin and FallbackMax bound the random wait of a Lock waiter
 	// between attempts when the resource is held: the retry that covers a
 	// missed notification (or an expiry, which publishes nothing). Capped
@@ -207,6 +219,9 @@ func (c *Config) fill() {
 	}
 	if c.MaxHandoffs == 0 {
 		c.MaxHandoffs = DefaultMaxHandoffs
+	}
+	if c.NotifyLinger == 0 {
+		c.NotifyLinger = DefaultNotifyLinger
 	}
 	if c.Quarantine == 0 {
 		c.Quarantine = QuarantineAlways

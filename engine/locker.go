@@ -87,7 +87,7 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		l.gate = newGate()
 	}
 	if !cfg.DisableNotify {
-		l.notify = newNotifier(pool)
+		l.notify = newNotifier(pool, cfg.NotifyLinger)
 	}
 	l.nodes = l.watchNodes()
 	return l, nil
@@ -150,7 +150,8 @@ type NodeStatus struct {
 }
 
 // Subscriptions is the number of resources this Locker is subscribed to
-// for release notifications right now (one per resource with waiters).
+// for release notifications right now: one per resource with waiters, or
+// waited for within Config.NotifyLinger.
 func (l *Locker) Subscriptions() int {
 	if l.notify == nil {
 		return 0
@@ -388,6 +389,12 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 			l.leaveQueue(resource, tk, uint64(1)<<l.pool.Len()-1, false)
 		}
 	}()
+	// A resource this Locker waited for lately (its subscription lingers)
+	// is likely held: the first attempt already queues, which spares a
+	// plain attempt's round trip and a subscription.
+	if l.notify != nil && l.notify.listening(l.cfg.KeyPrefix+resource) {
+		tk, sub = l.queue(ctx, resource, start)
+	}
 	for {
 		w.Attempts++
 		le, err := l.try(ctx, resource, tk)
@@ -420,8 +427,7 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 			// Subscribe, then try again at once, marking the holder's
 			// value: the release may have come between the refusal and
 			// the subscription, and an unmarked release publishes nothing.
-			tk = &ticket{score: itoa(start.UnixMicro()), id: l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)}
-			sub = l.notify.subscribe(ctx, l.cfg.KeyPrefix+resource, tk.id)
+			tk, sub = l.queue(ctx, resource, start)
 			continue
 		case held:
 			d = jitter(l.cfg.FallbackMin, min(l.cfg.FallbackMax, l.cfg.TTL))
@@ -475,6 +481,13 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 		l.waiting.Add(-1)
 		l.observeWait(resource, asleep, w.Cause, nil)
 	}
+}
+
+// queue gives a waiter that began at start its ticket and subscribes it
+// to the resource's releases.
+func (l *Locker) queue(ctx context.Context, resource string, start time.Time) (*ticket, *subscription) {
+	tk := &ticket{score: itoa(start.UnixMicro()), id: l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)}
+	return tk, l.notify.subscribe(ctx, l.cfg.KeyPrefix+resource, tk.id)
 }
 
 // leaveQueue takes a waiter that gives up or has acquired out of the

@@ -39,6 +39,10 @@ type notifier struct {
 	topics map[string]*topic
 	nodes  []*subNode
 	closed bool
+	// linger is how long a topic outlives its last waiter (see
+	// Config.NotifyLinger); lingering counts the topics doing so.
+	linger    time.Duration
+	lingering int
 }
 
 type topic struct {
@@ -50,6 +54,11 @@ type topic struct {
 	awaited  uint64
 	ready    chan struct{}
 	deadline time.Time
+	// idleSince is when the last waiter left a lingering topic; expire,
+	// on timer idle, ends the topic once it has been idle for linger.
+	lingering bool
+	idleSince time.Time
+	idle      *time.Timer
 }
 
 // done records that master i confirmed the subscription or cannot.
@@ -134,9 +143,9 @@ type subNode struct {
 	kick chan struct{}
 }
 
-func newNotifier(pool *multiplex.Pool) *notifier {
+func newNotifier(pool *multiplex.Pool, linger time.Duration) *notifier {
 	ctx, stop := context.WithCancel(context.Background())
-	n := &notifier{pool: pool, wait: pool.NodeTimeout(), ctx: ctx, stop: stop, topics: make(map[string]*topic)}
+	n := &notifier{pool: pool, wait: pool.NodeTimeout(), ctx: ctx, stop: stop, topics: make(map[string]*topic), linger: linger}
 	n.nodes = make([]*subNode, pool.Len())
 	for i := range n.nodes {
 		n.nodes[i] = &subNode{i: i, dirty: make(map[string]struct{}), kick: make(chan struct{}, 1)}
@@ -173,6 +182,10 @@ func (n *notifier) subscribe(ctx context.Context, key, id string) *subscription 
 		if t.awaited == 0 {
 			close(t.ready)
 		}
+	}
+	if t.lingering {
+		t.lingering = false
+		n.lingering--
 	}
 	t.waiters[s] = struct{}{}
 	n.mu.Unlock()
@@ -218,14 +231,61 @@ func (s *subscription) close() {
 		return
 	}
 	delete(t.waiters, s)
-	if len(t.waiters) == 0 {
-		delete(n.topics, s.channel)
-		if !n.closed {
-			for _, sn := range n.nodes {
-				n.touch(sn, s.channel)
-			}
-		}
+	if len(t.waiters) > 0 {
+		return
 	}
+	if n.closed {
+		delete(n.topics, s.channel)
+		return
+	}
+	if n.linger > 0 && n.lingering < MaxLingering {
+		t.lingering, t.idleSince = true, time.Now()
+		n.lingering++
+		if t.idle == nil {
+			t.idle = time.AfterFunc(n.linger, func() { n.expire(s.channel, t) })
+		} else {
+			t.idle.Reset(n.linger)
+		}
+		return
+	}
+	n.drop(s.channel)
+}
+
+// expire ends topic t on channel once it has lingered without a waiter for
+// n.linger. A timer that fires for an earlier idle spell (a waiter came
+// and went since) finds the topic idle for less, and leaves it to the
+// timer's next run.
+func (n *notifier) expire(channel string, t *topic) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed || n.topics[channel] != t || !t.lingering {
+		return
+	}
+	if d := n.linger - time.Since(t.idleSince); d > 0 {
+		t.idle.Reset(d)
+		return
+	}
+	t.lingering = false
+	n.lingering--
+	n.drop(channel)
+}
+
+// drop ends the topic on channel: the masters are unsubscribed in the
+// background. The caller holds n.mu.
+func (n *notifier) drop(channel string) {
+	delete(n.topics, channel)
+	for _, sn := range n.nodes {
+		n.touch(sn, channel)
+	}
+}
+
+// listening reports whether this Locker is subscribed to key's releases
+// (for waiters, or lingering after them): a resource waited for lately,
+// whose next waiter queues at its first attempt.
+func (n *notifier) listening(key string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.topics[releasedPrefix+key] != nil
 }
 
 // run owns node sn's pub/sub connection until close: it opens it, keeps
@@ -401,7 +461,8 @@ func (n *notifier) deliver(m rueidis.PubSubMessage) {
 	}
 }
 
-// subscriptions is the number of resources with waiters.
+// subscriptions is the number of resources subscribed to: with waiters,
+// or lingering.
 func (n *notifier) subscriptions() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -416,6 +477,11 @@ func (n *notifier) close() {
 	}
 	n.closed = true
 	n.stop()
+	for _, t := range n.topics {
+		if t.idle != nil {
+			t.idle.Stop()
+		}
+	}
 	n.mu.Unlock()
 	n.wg.Wait()
 }

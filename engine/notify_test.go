@@ -121,19 +121,30 @@ func (e *env) numsub(i int, channel string) int64 {
 // keep the channel subscribed exactly while the notifier thinks so: a lost
 // subscription leaves waiters to the (here slow) fallback, and one left
 // behind after the last waiter is gone shows a reordering the other way.
+//
+// With NotifyLinger, a subscription outlives its waiters; at 1 ms, its
+// expiry races with the next waiter's subscribe.
 func TestNotifySubscribeOrderWithoutGate(t *testing.T) {
+	for _, linger := range []time.Duration{-1, time.Millisecond} {
+		t.Run(fmt.Sprintf("linger=%v", linger), func(t *testing.T) { testNotifySubscribeOrder(t, linger) })
+	}
+}
+
+func testNotifySubscribeOrder(t *testing.T, linger time.Duration) {
 	// One master: with more, a subscription lost on one of them is covered
 	// by the others' notifications and shows only on the masters.
 	e := newEnv(t, 1)
 	const fallback = 2 * time.Second
 	waiterL := e.locker(func(c *engine.Config) {
 		c.DisableGate = true
+		c.NotifyLinger = linger
 		c.FallbackMin, c.FallbackMax = fallback, fallback
 		// Confirmations may be slow on a loaded machine: let waiters wait
 		// for them rather than mark before listening.
 		c.NodeTimeout = time.Second
 	})
-	holderL := e.locker(nil)
+	// The holders' own waits must not leave a subscription behind either.
+	holderL := e.locker(func(c *engine.Config) { c.NotifyLinger = -1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -198,9 +209,7 @@ func TestNotifySubscribeOrderWithoutGate(t *testing.T) {
 	if f := fallbacks.Load(); f != 0 {
 		t.Errorf("%d waits ended by the %s fallback: a subscription was lost", f, fallback)
 	}
-	if n := waiterL.Subscriptions(); n != 0 {
-		t.Fatalf("%d subscriptions with no waiter left", n)
-	}
+	eventually(t, time.Second, "no subscription without waiters, once they stopped lingering", func() bool { return waiterL.Subscriptions() == 0 })
 	// The last unsubscribe may still be on its way; a subscription that
 	// outlives it never goes.
 	time.Sleep(200 * time.Millisecond)
@@ -271,4 +280,72 @@ func TestNotifyMasterRejoins(t *testing.T) {
 	if w := le.Wait(); w.Cause != engine.WakeNotified {
 		t.Fatalf("wait %+v: want woken by the release notification", w)
 	}
+}
+
+// A subscription outlives its last waiter by NotifyLinger: the next Lock
+// of a resource waited for lately queues at its first attempt (no plain
+// attempt, no new subscription), and the masters are unsubscribed once
+// the linger has passed.
+func TestSubscriptionLingers(t *testing.T) {
+	e := newEnv(t, 3)
+	const linger = 300 * time.Millisecond
+	const channel = "redlock:released:linger"
+	holderL := e.locker(nil)
+	waiterL := e.locker(func(c *engine.Config) {
+		c.NotifyLinger = linger
+		c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
+	})
+	wait := func(round int) engine.WaitInfo {
+		holder, err := holderL.TryLock(context.Background(), "linger")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *engine.Lease, 1)
+		go func() {
+			le, err := waiterL.Lock(context.Background(), "linger")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- le
+		}()
+		eventually(t, 5*time.Second, "waiter asleep", func() bool { return waiterL.Waiting() == 1 })
+		if err := holder.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		le := <-got
+		if le == nil {
+			t.FailNow()
+		}
+		w := le.Wait()
+		t.Logf("round %d: %+v", round, w)
+		if w.Cause != engine.WakeNotified {
+			t.Fatalf("round %d: wait %+v, want woken by the release", round, w)
+		}
+		if err := le.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	if w := wait(1); w.Attempts != 3 {
+		t.Errorf("first wait took %d attempts, want 3: a plain one, one that queues, the woken one", w.Attempts)
+	}
+	if n := waiterL.Subscriptions(); n != 1 {
+		t.Fatalf("%d subscriptions right after the last waiter left, want 1 lingering", n)
+	}
+	if w := wait(2); w.Attempts != 2 {
+		t.Errorf("second wait took %d attempts, want 2: the first already queues on the lingering subscription", w.Attempts)
+	}
+	left := time.Now()
+	eventually(t, 5*time.Second, "the subscription ends after the linger", func() bool { return waiterL.Subscriptions() == 0 })
+	if d := time.Since(left); d < linger*9/10 {
+		t.Errorf("the subscription ended %s after its last waiter, want after the %s linger", d, linger)
+	}
+	eventually(t, 5*time.Second, "the masters unsubscribed", func() bool {
+		for i := range e.direct {
+			if e.numsub(i, channel) != 0 {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -46,7 +46,12 @@ type Lease struct {
 	broken uint64
 	// undoAgain: masters still owed the later pass of an undo (see
 	// undoNodes).
-	undoAgain   uint64
+	undoAgain uint64
+	// kept: masters where the acquiring waiter (queue id queueID) stayed
+	// in the queue behind a marked lock of someone else (see leaveScript);
+	// the release takes it out there, in case no release there popped it.
+	kept        uint64
+	queueID     string
 	failed      bool // the attempt did not acquire
 	released    bool
 	endErr      error // why the lease stopped being trustworthy
@@ -427,6 +432,7 @@ func (le *Lease) Release(ctx context.Context) (err error) {
 	le.released = true
 	validUntil := le.validUntil
 	nodes := le.toRelease()
+	kept := le.kept
 	le.mu.Unlock()
 	le.end(ErrReleased, false)
 	le.mu.Lock()
@@ -438,6 +444,9 @@ func (le *Lease) Release(ctx context.Context) (err error) {
 	}
 	if le.l.closed.Load() {
 		return ErrClosed
+	}
+	if kept != 0 {
+		le.l.leaveQueue(le.resource, &ticket{id: le.queueID}, kept, false)
 	}
 	if nodes == 0 { // every master still to answer: late releases them
 		return le.l.opError("release", le.resource, multiplex.Tally{Votes: le.votes, Quorum: le.l.Quorum(), Pending: len(le.votes)}, validUntil)
@@ -506,6 +515,7 @@ func (le *Lease) handOff(ctx context.Context) bool {
 		return false
 	}
 	next.held, next.unsure, next.answered, next.broken = le.held, le.unsure, le.answered, le.broken
+	next.kept, next.queueID = le.kept, le.queueID
 	le.successor = next
 	le.released = true
 	le.gateDone = true // the turn goes to the successor with the lease

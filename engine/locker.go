@@ -404,6 +404,7 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 				// set its key are not sent its release, which leaves it.
 				le.mu.Lock()
 				rest := (uint64(1)<<len(le.votes) - 1) &^ le.held
+				le.kept, le.queueID = rest, tk.id
 				le.mu.Unlock()
 				l.leaveQueue(resource, tk, rest, true)
 			}

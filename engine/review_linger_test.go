@@ -2,7 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,5 +144,193 @@ func TestSplitVoteLeavesNoStaleQueueEntry(t *testing.T) {
 	}
 	if len(stale) > 0 {
 		t.Errorf("B, which acquired and released, is still queued on masters %v: a later release there gives B the turn", stale)
+	}
+}
+
+// lingerOn has l wait once for resource (held by holderL), so that its
+// subscription lingers afterwards.
+func lingerOn(t *testing.T, e *env, holderL, l *engine.Locker, resource string) {
+	t.Helper()
+	holder, got := holdAndQueue(t, e, holderL, []*engine.Locker{l}, resource, []context.Context{context.Background()})
+	if err := holder.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if err := r.le.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if l.Subscriptions() != 1 {
+		t.Fatalf("%d subscriptions, want 1 lingering", l.Subscriptions())
+	}
+}
+
+// The first attempt of a resource waited for lately queues: on a key of
+// another type it must still fail at once with ErrWrongType, and leave no
+// place in the queue; on a free key with fencing, tokens still rise.
+func TestLingeringFirstAttemptEdges(t *testing.T) {
+	for _, fencing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fencing=%v", fencing), func(t *testing.T) {
+			e := newEnv(t, 3)
+			cfg := func(c *engine.Config) {
+				c.Fencing = fencing
+				c.NotifyLinger = time.Minute
+				c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
+			}
+			holderL, l := e.locker(cfg), e.locker(cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+
+			lingerOn(t, e, holderL, l, "free")
+			var last int64
+			for i := range 3 {
+				le, err := l.Lock(ctx, "free")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if le.Wait().Attempts != 1 || waiterID(le) == "" {
+					t.Fatalf("lock %d: wait %+v value %q, want one queued attempt", i, le.Wait(), le.Value())
+				}
+				if fencing && le.Token() <= last {
+					t.Fatalf("lock %d: token %d after %d", i, le.Token(), last)
+				}
+				last = le.Token()
+				if err := le.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				for m := range e.direct {
+					if v := e.get(m, "free"); v != "" {
+						t.Fatalf("lock %d: master %d key %q after release with nobody waiting", i, m, v)
+					}
+					if q := e.queueOf(m, "free"); len(q) != 0 {
+						t.Fatalf("lock %d: master %d queue %v after release", i, m, q)
+					}
+				}
+			}
+
+			l = e.locker(cfg)
+			lingerOn(t, e, holderL, l, "wt")
+			for m := range e.direct {
+				if err := e.direct[m].Do(ctx, e.direct[m].B().Lpush().Key("wt").Element("x").Build()).Error(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
+			defer lcancel()
+			if _, err := l.Lock(lctx, "wt"); !errors.Is(err, engine.ErrWrongType) || lctx.Err() != nil {
+				t.Fatalf("queued first attempt on a wrong-type key: %v (ctx %v)", err, lctx.Err())
+			}
+			time.Sleep(50 * time.Millisecond)
+			for m := range e.direct {
+				if q := e.queueOf(m, "wt"); len(q) != 0 {
+					t.Errorf("master %d queue %v after a wrong-type Lock", m, q)
+				}
+			}
+		})
+	}
+}
+
+// Lockers whose subscriptions linger contend for one resource: at most one
+// holder at a time, fencing tokens rise in the order of the critical
+// sections, and no waiter sleeps until its fallback while the others keep
+// releasing.
+func TestLingeringContention(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		t.Run(fmt.Sprintf("masters=%d", n), func(t *testing.T) { testLingeringContention(t, n) })
+	}
+}
+
+func testLingeringContention(t *testing.T, n int) {
+	e := newEnv(t, n)
+	// Each Locker reaches each master with its own delay, so that
+	// releases arrive late on some masters and first attempts split.
+	delays := []time.Duration{0, 500 * time.Microsecond, 2 * time.Millisecond}
+	k := 0
+	cfg := func(c *engine.Config) {
+		c.Masters = nil
+		for _, a := range e.cluster.Addrs() {
+			c.Masters = append(c.Masters, newLatencyProxy(t, a, delays[k%len(delays)], nil).addr())
+			k++
+		}
+		k++
+		c.Fencing = true
+		c.DisableGate = true
+		c.TTL = 2 * time.Second
+		c.FallbackMin, c.FallbackMax = 5*time.Second, 5*time.Second
+	}
+	ls := []*engine.Locker{e.locker(cfg), e.locker(cfg), e.locker(cfg), e.locker(cfg)}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var (
+		mu                         sync.Mutex
+		inside                     bool
+		last                       int64
+		locks, fallbacks, notified int
+	)
+	deadline := time.Now().Add(2 * time.Second)
+	// A stall shows the masters' state while everyone sleeps.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		seen := -1
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Second):
+			}
+			mu.Lock()
+			now := locks
+			mu.Unlock()
+			if now == seen && time.Now().Before(deadline.Add(time.Second)) {
+				for i := range e.direct {
+					t.Logf("stalled: master %d key %q queue %v", i, e.get(i, "hot"), e.queueOf(i, "hot"))
+				}
+			}
+			seen = now
+		}
+	}()
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(deadline) {
+					le, err := l.Lock(ctx, "hot")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					if inside {
+						t.Errorf("two holders at once")
+					}
+					if le.Token() <= last {
+						t.Errorf("token %d after %d", le.Token(), last)
+					}
+					inside, last = true, le.Token()
+					locks++
+					fallbacks += le.Wait().Fallbacks
+					notified += le.Wait().Notified
+					mu.Unlock()
+					time.Sleep(time.Millisecond)
+					mu.Lock()
+					inside = false
+					mu.Unlock()
+					if err := le.Release(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	t.Logf("%d locks, %d notified waits, %d fallbacks", locks, notified, fallbacks)
+	if fallbacks > 0 {
+		t.Errorf("%d waits ended by the %s fallback while the resource kept being released", fallbacks, 5*time.Second)
 	}
 }

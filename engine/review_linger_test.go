@@ -200,6 +200,7 @@ func TestLingeringFirstAttemptEdges(t *testing.T) {
 				if err := le.Release(ctx); err != nil {
 					t.Fatal(err)
 				}
+				eventually(t, 5*time.Second, "no key left", func() bool { return e.get(0, "free")+e.get(1, "free")+e.get(2, "free") == "" })
 				for m := range e.direct {
 					if v := e.get(m, "free"); v != "" {
 						t.Fatalf("lock %d: master %d key %q after release with nobody waiting", i, m, v)
@@ -212,6 +213,8 @@ func TestLingeringFirstAttemptEdges(t *testing.T) {
 
 			l = e.locker(cfg)
 			lingerOn(t, e, holderL, l, "wt")
+			// A master whose acquire answered late is released when it does.
+			eventually(t, 5*time.Second, "no key left", func() bool { return e.get(0, "wt")+e.get(1, "wt")+e.get(2, "wt") == "" })
 			for m := range e.direct {
 				if err := e.direct[m].Do(ctx, e.direct[m].B().Lpush().Key("wt").Element("x").Build()).Error(); err != nil {
 					t.Fatal(err)

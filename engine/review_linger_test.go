@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -336,4 +337,30 @@ func testLingeringContention(t *testing.T, n int) {
 	if fallbacks > 0 {
 		t.Errorf("%d waits ended by the %s fallback while the resource kept being released", fallbacks, 5*time.Second)
 	}
+}
+
+// Close ends lingering subscriptions: their pub/sub goroutines and idle
+// timers do not outlive it, and Subscriptions says so.
+func TestNoGoroutineLeakAfterCloseWithLingering(t *testing.T) {
+	e := newEnv(t, 3)
+	base := runtime.NumGoroutine()
+	cfg := engine.DefaultConfig(e.cluster.Addrs()...)
+	cfg.Quarantine = engine.QuarantineObserved
+	cfg.NotifyLinger = time.Minute
+	var ls []*engine.Locker
+	for range 2 {
+		l, err := engine.New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	lingerOn(t, e, ls[0], ls[1], "leak")
+	for _, l := range ls {
+		l.Close()
+	}
+	if n := ls[1].Subscriptions(); n != 0 {
+		t.Errorf("%d subscriptions after Close", n)
+	}
+	eventually(t, 5*time.Second, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= base })
 }

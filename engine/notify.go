@@ -477,9 +477,12 @@ func (n *notifier) close() {
 	}
 	n.closed = true
 	n.stop()
-	for _, t := range n.topics {
+	for ch, t := range n.topics {
 		if t.idle != nil {
 			t.idle.Stop()
+		}
+		if len(t.waiters) == 0 {
+			delete(n.topics, ch) // lingering: nothing is subscribed any more
 		}
 	}
 	n.mu.Unlock()

@@ -200,6 +200,21 @@ func newStallProxy(t *testing.T, target string) *stallProxy {
 	return p
 }
 
+// holding reports whether a connection holds bytes back.
+func (p *stallProxy) holding() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, sc := range p.stalled {
+		sc.mu.Lock()
+		held := len(sc.held) > 0
+		sc.mu.Unlock()
+		if held {
+			return true
+		}
+	}
+	return false
+}
+
 func (p *stallProxy) breakStalled() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

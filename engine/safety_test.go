@@ -489,8 +489,20 @@ func TestUndoAfterABrokenConnectionIsRetried(t *testing.T) {
 	}
 	defer l.Close()
 	px.stall.Store(true)
-	if _, err := l.TryLock(context.Background(), res); !errors.Is(err, engine.ErrNotAcquired) {
-		t.Fatalf("TryLock: %v", err)
+	// The refusals of masters 1 and 2 decide the attempt, and the SET to
+	// master 0 is not sent if its turn had not come by then: try until
+	// the proxy holds one.
+	for attempt := 0; !px.holding(); attempt++ {
+		if attempt == 20 {
+			t.Fatal("no SET reached the proxy in 20 attempts")
+		}
+		if _, err := l.TryLock(context.Background(), res); !errors.Is(err, engine.ErrNotAcquired) {
+			t.Fatalf("TryLock: %v", err)
+		}
+		deadline := time.Now().Add(500 * time.Millisecond)
+		for !px.holding() && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 	// The SET sits in the proxy. Break the client's connection: its reply
 	// is lost, so the attempt is undone on a new connection, which the

@@ -208,12 +208,7 @@ func (e *VotesError) heldByOne() bool {
 	if e.Refused < e.Quorum {
 		return false
 	}
-	turns := 0
-	for _, a := range e.Votes {
-		if a.Outcome == OutcomeRefused && a.value == turnHash {
-			turns++
-		}
-	}
+	turns := e.turns()
 	if turns >= e.Quorum {
 		return true
 	}
@@ -233,6 +228,22 @@ func (e *VotesError) heldByOne() bool {
 	}
 	return false
 }
+
+// turns is the number of masters that refused with a turn token.
+func (e *VotesError) turns() int {
+	n := 0
+	for _, a := range e.Votes {
+		if a.Outcome == OutcomeRefused && a.value == turnHash {
+			n++
+		}
+	}
+	return n
+}
+
+// onlyTurns reports whether turn tokens alone refused a quorum: the
+// resource is being handed to queued waiters, and if none of them takes
+// it, the tokens expire and nobody publishes anything.
+func (e *VotesError) onlyTurns() bool { return e.turns() >= e.Quorum }
 
 func isWrongType(err error) bool {
 	if err == nil {

@@ -432,6 +432,12 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 			continue
 		case held:
 			d = jitter(l.cfg.FallbackMin, min(l.cfg.FallbackMax, l.cfg.TTL))
+			if ve.onlyTurns() {
+				// The waiters given the turn may be gone (a killed
+				// process): retry once their tokens have expired, rather
+				// than after the fallback, unless a release wakes us first.
+				d = min(d, turnGrace+jitter(l.cfg.RetryDelayMin, l.cfg.RetryDelayMax))
+			}
 		default:
 			// A split vote or an outage: nobody may be holding it, so
 			// nothing will be published; back off so competitors drift

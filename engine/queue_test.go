@@ -364,3 +364,31 @@ func TestNoGoroutineLeakAfterCloseWithLingering(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= base })
 }
+
+// Turn tokens alone refuse a waiter: a release gave the resource to
+// queued waiters of a process that died before taking it. Nobody will
+// publish; the tokens expire after 50 ms. The waiter retries once they
+// have, not after its (here long) fallback.
+func TestTurnTokensOfAGoneWaiterDoNotWaitForTheFallback(t *testing.T) {
+	e := newEnv(t, 3)
+	const fallback = 5 * time.Second
+	l := e.locker(func(c *engine.Config) { c.FallbackMin, c.FallbackMax = fallback, fallback })
+	for i, c := range e.direct {
+		if err := c.Do(context.Background(), c.B().Set().Key("gone-turn").Value("~ghost").PxMilliseconds(50).Build()).Error(); err != nil {
+			t.Fatalf("SET on node %d: %v", i, err)
+		}
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*fallback)
+	defer cancel()
+	le, err := l.Lock(ctx, "gone-turn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer le.Release(context.Background())
+	took := time.Since(start)
+	t.Logf("acquired after %s: %+v", took.Round(time.Millisecond), le.Wait())
+	if bound := time.Second; took > bound {
+		t.Fatalf("acquired after %s, want within %s: the waiter slept until its fallback (%s)", took, bound, fallback)
+	}
+}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/multiplex"
@@ -50,6 +51,7 @@ const (
 const (
 	turnPrefix  = "~"
 	turnGraceMS = "50"
+	turnGrace   = 50 * time.Millisecond
 )
 
 // The scripts compare the value before acting, so that a lease only ever

@@ -430,14 +430,15 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 			// the subscription, and an unmarked release publishes nothing.
 			tk, sub = l.queue(ctx, resource, start)
 			continue
+		case held && ve.onlyTurns():
+			// The waiters given the turn may be gone (a killed process):
+			// back off until their tokens have expired, rather than wait
+			// for the fallback, unless a release wakes us first. It counts
+			// as a back-off, not as a fallback.
+			d = min(turnGrace+jitter(l.cfg.RetryDelayMin, l.cfg.RetryDelayMax), jitter(l.cfg.FallbackMin, min(l.cfg.FallbackMax, l.cfg.TTL)))
+			held = false
 		case held:
 			d = jitter(l.cfg.FallbackMin, min(l.cfg.FallbackMax, l.cfg.TTL))
-			if ve.onlyTurns() {
-				// The waiters given the turn may be gone (a killed
-				// process): retry once their tokens have expired, rather
-				// than after the fallback, unless a release wakes us first.
-				d = min(d, turnGrace+jitter(l.cfg.RetryDelayMin, l.cfg.RetryDelayMax))
-			}
 		default:
 			// A split vote or an outage: nobody may be holding it, so
 			// nothing will be published; back off so competitors drift

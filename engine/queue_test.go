@@ -391,4 +391,7 @@ func TestTurnTokensOfAGoneWaiterDoNotWaitForTheFallback(t *testing.T) {
 	if bound := time.Second; took > bound {
 		t.Fatalf("acquired after %s, want within %s: the waiter slept until its fallback (%s)", took, bound, fallback)
 	}
+	if w := le.Wait(); w.Fallbacks != 0 || w.Backoffs == 0 {
+		t.Errorf("wait %+v: want the retry counted as a back-off, not a fallback", w)
+	}
 }

@@ -171,6 +171,7 @@ func TestCoalescedScriptsMatchSingle(t *testing.T) {
 		{"acquire-fence-mark", acquireFenceScript, []string{v, "60000", "1", "6", id}, classifyFenced},
 		{"fence", fenceScript, []string{"9000000000000005", v}, classifyInt},
 		{"leave", leaveScript, []string{id}, classifyInt},
+		{"quit", quitScript, []string{id}, classifyInt},
 	}
 	for _, s := range allScripts {
 		if !slices.ContainsFunc(scripts, func(sc scriptCase) bool { return sc.s == s }) {

@@ -386,7 +386,7 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 	defer func() {
 		sub.close()
 		if tk != nil && err != nil {
-			l.leaveQueue(resource, tk, uint64(1)<<l.pool.Len()-1, false)
+			l.quitQueue(resource, tk)
 		}
 	}()
 	// A resource this Locker waited for lately (its subscription lingers)
@@ -498,8 +498,8 @@ func (l *Locker) queue(ctx context.Context, resource string, start time.Time) (*
 	return tk, l.notify.subscribe(ctx, l.cfg.KeyPrefix+resource, tk.id)
 }
 
-// leaveQueue takes a waiter that gives up or has acquired out of the
-// resource's queue on nodes (a bit set), without waiting: otherwise a
+// leaveQueue takes a waiter that has acquired (or its released lease) out
+// of the resource's queue on nodes (a bit set), without waiting: otherwise a
 // release would wake it instead of a waiter still there, who would sleep
 // until its fallback. One that acquired stays where a release may still be
 // on its way to pop it (see leaveScript).
@@ -511,6 +511,17 @@ func (l *Locker) leaveQueue(resource string, tk *ticket, nodes uint64, acquired 
 	if acquired {
 		cmd.Name, cmd.Script, cmd.Key = "", leaveScript, l.cfg.KeyPrefix+resource
 	}
+	l.pool.Post(cmd, classifyInt, nil)
+}
+
+// quitQueue takes a waiter that gives up out of the resource's queue on
+// every master, and passes on a turn it may have been given (see
+// quitScript), without waiting.
+func (l *Locker) quitQueue(resource string, tk *ticket) {
+	if l.closed.Load() {
+		return
+	}
+	cmd := multiplex.Command{Script: quitScript, Key: l.cfg.KeyPrefix + resource, Args: [multiplex.MaxArgs]string{tk.id}, NArgs: 1, Nodes: uint64(1)<<l.pool.Len() - 1}
 	l.pool.Post(cmd, classifyInt, nil)
 }
 

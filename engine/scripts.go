@@ -124,6 +124,27 @@ if type(v) == "string" and string.sub(v, -1) == "` + waitMark + `" and string.su
   return 0
 end
 return redis.call("ZREM", "` + queuePrefixLua + `" .. KEYS[1], ARGV[1])`)
+	// quitScript takes a waiter that gives up, id ARGV[1], out of the
+	// resource's queue. Where the key is free or holds its turn token, it
+	// gives the turn to the next waiter, as a release does: the waiter may
+	// have been given the turn (or undone its own attempt, which wakes
+	// nobody while it is first in line), and the next one would otherwise
+	// sleep until its fallback. Where a lock holds the key, its release
+	// wakes the next. pcall: a key of another type is no lock.
+	quitScript = multiplex.NewScript(`local q = "` + queuePrefixLua + `" .. KEYS[1]
+redis.call("ZREM", q, ARGV[1])
+local v = redis.pcall("GET", KEYS[1])
+local turn = "` + turnPrefix + `" .. ARGV[1]
+if v == false or v == turn or v == turn .. "` + waitMark + `" then
+  local w = redis.call("ZPOPMIN", q)
+  if w[1] then
+    redis.call("SET", KEYS[1], "` + turnPrefix + `" .. w[1], "PX", ` + turnGraceMS + `)
+    redis.call("PUBLISH", "` + releasedPrefix + `" .. KEYS[1], w[1])
+  elseif v then
+    redis.call("DEL", KEYS[1])
+  end
+end
+return 1`)
 	extendScript = multiplex.NewScript(`local v = redis.call("GET", KEYS[1])
 if v == ARGV[1] or v == ARGV[1] .. "` + waitMark + `" then
   return redis.call("PEXPIRE", KEYS[1], ARGV[2])
@@ -224,6 +245,7 @@ func init() {
 	undoScript.Coalesce()
 	extendScript.Coalesce()
 	leaveScript.Coalesce()
+	quitScript.Coalesce()
 	acquireMarkScript.Coalesce()
 	acquireFenceScript.Coalesce()
 	fenceScript.Coalesce()
@@ -233,7 +255,7 @@ func init() {
 // tools that measure what the masters can sustain.
 var ReleaseScriptSource = releaseScript.Body
 
-var allScripts = []*multiplex.Script{releaseScript, undoScript, extendScript, leaveScript, acquireMarkScript, acquireFenceScript, fenceScript}
+var allScripts = []*multiplex.Script{releaseScript, undoScript, extendScript, leaveScript, quitScript, acquireMarkScript, acquireFenceScript, fenceScript}
 
 func classifyAcquireGet(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
 	// SET NX GET answers nil when it set the key, and the holder's value

@@ -125,17 +125,20 @@ if type(v) == "string" and string.sub(v, -1) == "` + waitMark + `" and string.su
 end
 return redis.call("ZREM", "` + queuePrefixLua + `" .. KEYS[1], ARGV[1])`)
 	// quitScript takes a waiter that gives up, id ARGV[1], out of the
-	// resource's queue. Where the key is free or holds its turn token, it
-	// gives the turn to the next waiter, as a release does: the waiter may
-	// have been given the turn (or undone its own attempt, which wakes
-	// nobody while it is first in line), and the next one would otherwise
-	// sleep until its fallback. Where a lock holds the key, its release
-	// wakes the next. pcall: a key of another type is no lock.
+	// resource's queue, and passes on a turn that may have been its own,
+	// as a release does: where the key holds its turn token, or is free
+	// and the waiter was first in line or already popped (its undo wakes
+	// nobody while it is first, see undoScript; a release that popped it
+	// woke it only). Otherwise the next waiter would sleep until its
+	// fallback while the resource is free. Where a lock holds the key, or
+	// a waiter is ahead, the turn is not this waiter's to pass. pcall: a
+	// key of another type is no lock.
 	quitScript = multiplex.NewScript(`local q = "` + queuePrefixLua + `" .. KEYS[1]
-redis.call("ZREM", q, ARGV[1])
+local first = redis.call("ZRANGE", q, 0, 0)[1] == ARGV[1]
+local queued = redis.call("ZREM", q, ARGV[1]) == 1
 local v = redis.pcall("GET", KEYS[1])
 local turn = "` + turnPrefix + `" .. ARGV[1]
-if v == false or v == turn or v == turn .. "` + waitMark + `" then
+if v == turn or v == turn .. "` + waitMark + `" or (v == false and (first or not queued)) then
   local w = redis.call("ZPOPMIN", q)
   if w[1] then
     redis.call("SET", KEYS[1], "` + turnPrefix + `" .. w[1], "PX", ` + turnGraceMS + `)

@@ -50,6 +50,32 @@ type result struct {
 	at  time.Time
 }
 
+// sentNow is what each Locker of ls has sent so far (see sent).
+func sentNow(ls []*engine.Locker) []int64 {
+	n := make([]int64, len(ls))
+	for i, l := range ls {
+		n[i] = sent(l)
+	}
+	return n
+}
+
+// releaseToFirst releases holder and returns the first waiter to acquire,
+// which must be waiter 0, the lowest ticket.
+func releaseToFirst(t *testing.T, holder *engine.Lease, got chan result) result {
+	t.Helper()
+	if err := holder.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.i != 0 {
+		t.Fatalf("waiter %d acquired first, want waiter 0, the lowest ticket", r.i)
+	}
+	return r
+}
+
 // onlyChosenSent fails t if a waiter other than chosen sent an attempt
 // since before. An attempt sends at least a quorum of commands (3) before
 // it can be decided; a stray vote is a reply that came after its node
@@ -110,20 +136,8 @@ func TestReleaseWakesOneWaiterAcrossLockers(t *testing.T) {
 				ctxs = append(ctxs, context.Background())
 			}
 			holder, got := holdAndQueue(t, e, holderL, ls, "hot", ctxs)
-			before := make([]int64, len(ls))
-			for i, l := range ls {
-				before[i] = sent(l)
-			}
-			if err := holder.Release(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			r := <-got
-			if r.err != nil {
-				t.Fatal(r.err)
-			}
-			if r.i != 0 {
-				t.Errorf("waiter %d acquired first, want waiter 0, the lowest ticket", r.i)
-			}
+			before := sentNow(ls)
+			r := releaseToFirst(t, holder, got)
 			if w := r.le.Wait(); w.Cause != engine.WakeNotified {
 				t.Errorf("first waiter's wait %+v: want woken by the release", w)
 			}
@@ -266,24 +280,12 @@ func TestLateReleaseDoesNotWakeTheNextWaiter(t *testing.T) {
 			ls := []*engine.Locker{e.locker(cfg), e.locker(cfg), e.locker(cfg)}
 			ctxs := []context.Context{context.Background(), context.Background(), context.Background()}
 			holder, got := holdAndQueue(t, e, holderL, ls, "late", ctxs)
-			before := make([]int64, len(ls))
-			for i, l := range ls {
-				before[i] = sent(l)
-			}
+			before := sentNow(ls)
 			const delay = 30 * time.Millisecond // below the node timeout, so that the release succeeds
 			for _, p := range slow {
 				p.delay.Store(int64(delay))
 			}
-			if err := holder.Release(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			r := <-got
-			if r.err != nil {
-				t.Fatal(r.err)
-			}
-			if r.i != 0 {
-				t.Fatalf("waiter %d acquired first, want waiter 0, the lowest ticket", r.i)
-			}
+			r := releaseToFirst(t, holder, got)
 			// The delayed releases have reached their masters by now.
 			time.Sleep(delay + 300*time.Millisecond)
 			onlyChosenSent(t, ls, before, r.i, "waiter 0 held the lock, yet the late release woke it")

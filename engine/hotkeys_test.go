@@ -50,6 +50,71 @@ type result struct {
 	at  time.Time
 }
 
+// sentNow is what each Locker of ls has sent so far (see sent).
+func sentNow(ls []*engine.Locker) []int64 {
+	n := make([]int64, len(ls))
+	for i, l := range ls {
+		n[i] = sent(l)
+	}
+	return n
+}
+
+// releaseToFirst releases holder and returns the first waiter to acquire,
+// which must be waiter 0, the lowest ticket.
+func releaseToFirst(t *testing.T, holder *engine.Lease, got chan result) result {
+	t.Helper()
+	if err := holder.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.i != 0 {
+		t.Fatalf("waiter %d acquired first, want waiter 0, the lowest ticket", r.i)
+	}
+	return r
+}
+
+// onlyChosenSent fails t if a waiter other than chosen sent an attempt
+// since before. An attempt sends at least a quorum of commands (3) before
+// it can be decided; a stray vote is a reply that came after its node
+// timeout, which counts twice, on a loaded host.
+func onlyChosenSent(t *testing.T, ls []*engine.Locker, before []int64, chosen int, why string) {
+	t.Helper()
+	for i, l := range ls {
+		d := sent(l) - before[i]
+		t.Logf("waiter %d sent %d commands after the release", i, d)
+		if i != chosen && d >= 3 {
+			t.Errorf("waiter %d sent %d commands: %s", i, d, why)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+// releaseInOrder releases le, then each waiter's lease as it comes from
+// got: waiters first+1.. must acquire in ticket order, each woken by the
+// release before it.
+func releaseInOrder(t *testing.T, le *engine.Lease, got chan result, first, n int) {
+	t.Helper()
+	for want := first + 1; want < n; want++ {
+		if err := le.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		r := <-got
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.i != want || r.le.Wait().Cause != engine.WakeNotified {
+			t.Fatalf("waiter %d acquired (wait %+v), want waiter %d woken by the release", r.i, r.le.Wait(), want)
+		}
+		le = r.le
+	}
+	le.Release(context.Background())
+}
+
 // A release of a resource that waiters of several Lockers (processes, in
 // production) wait for wakes one of them, not all: the others stay asleep
 // and send nothing. Waking them all made them race for the masters and
@@ -71,38 +136,14 @@ func TestReleaseWakesOneWaiterAcrossLockers(t *testing.T) {
 				ctxs = append(ctxs, context.Background())
 			}
 			holder, got := holdAndQueue(t, e, holderL, ls, "hot", ctxs)
-			before := make([]int64, len(ls))
-			for i, l := range ls {
-				before[i] = sent(l)
-			}
-			if err := holder.Release(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			r := <-got
-			if r.err != nil {
-				t.Fatal(r.err)
-			}
-			if r.i != 0 {
-				t.Errorf("waiter %d acquired first, want waiter 0, the lowest ticket", r.i)
-			}
+			before := sentNow(ls)
+			r := releaseToFirst(t, holder, got)
 			if w := r.le.Wait(); w.Cause != engine.WakeNotified {
 				t.Errorf("first waiter's wait %+v: want woken by the release", w)
 			}
 			// Give a crowd woken by the same release time to show itself.
 			time.Sleep(300 * time.Millisecond)
-			// An attempt sends at least a quorum of commands (3) before it
-			// can be decided; a stray vote is a reply that came after its
-			// node timeout, which counts twice, on a loaded host.
-			for i, l := range ls {
-				d := sent(l) - before[i]
-				t.Logf("waiter %d sent %d commands after the release", i, d)
-				if i != r.i && d >= 3 {
-					t.Errorf("waiter %d, which the release did not choose, sent %d commands: the release woke it too", i, d)
-				}
-			}
-			if t.Failed() {
-				t.FailNow()
-			}
+			onlyChosenSent(t, ls, before, r.i, "the release did not choose it, yet woke it too")
 			for i, l := range ls {
 				if i != r.i && l.Waiting() != 1 {
 					t.Fatalf("waiter %d is not asleep", i)
@@ -110,21 +151,7 @@ func TestReleaseWakesOneWaiterAcrossLockers(t *testing.T) {
 			}
 			// The chain goes on: each release hands the resource to the next
 			// waiter in ticket order, woken by the release.
-			le := r.le
-			for want := 1; want < len(ls); want++ {
-				if err := le.Release(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-				r := <-got
-				if r.err != nil {
-					t.Fatal(r.err)
-				}
-				if r.i != want || r.le.Wait().Cause != engine.WakeNotified {
-					t.Fatalf("waiter %d acquired (wait %+v), want waiter %d woken by the release", r.i, r.le.Wait(), want)
-				}
-				le = r.le
-			}
-			le.Release(context.Background())
+			releaseInOrder(t, r.le, got, r.i, len(ls))
 		})
 	}
 }
@@ -253,55 +280,20 @@ func TestLateReleaseDoesNotWakeTheNextWaiter(t *testing.T) {
 			ls := []*engine.Locker{e.locker(cfg), e.locker(cfg), e.locker(cfg)}
 			ctxs := []context.Context{context.Background(), context.Background(), context.Background()}
 			holder, got := holdAndQueue(t, e, holderL, ls, "late", ctxs)
-			before := make([]int64, len(ls))
-			for i, l := range ls {
-				before[i] = sent(l)
-			}
+			before := sentNow(ls)
 			const delay = 30 * time.Millisecond // below the node timeout, so that the release succeeds
 			for _, p := range slow {
 				p.delay.Store(int64(delay))
 			}
-			if err := holder.Release(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			r := <-got
-			if r.err != nil {
-				t.Fatal(r.err)
-			}
-			if r.i != 0 {
-				t.Fatalf("waiter %d acquired first, want waiter 0, the lowest ticket", r.i)
-			}
+			r := releaseToFirst(t, holder, got)
 			// The delayed releases have reached their masters by now.
 			time.Sleep(delay + 300*time.Millisecond)
-			for i, l := range ls {
-				d := sent(l) - before[i]
-				t.Logf("waiter %d sent %d commands after the release", i, d)
-				if i != r.i && d >= 3 {
-					t.Errorf("waiter %d sent %d commands while waiter 0 held the lock: the late release woke it", i, d)
-				}
-			}
-			if t.Failed() {
-				t.FailNow()
-			}
+			onlyChosenSent(t, ls, before, r.i, "waiter 0 held the lock, yet the late release woke it")
 			for _, p := range slow {
 				p.delay.Store(0)
 			}
 			// The rest of the queue still follows ticket order.
-			le := r.le
-			for want := 1; want < len(ls); want++ {
-				if err := le.Release(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-				r := <-got
-				if r.err != nil {
-					t.Fatal(r.err)
-				}
-				if r.i != want {
-					t.Fatalf("waiter %d acquired (wait %+v), want waiter %d", r.i, r.le.Wait(), want)
-				}
-				le = r.le
-			}
-			le.Release(context.Background())
+			releaseInOrder(t, r.le, got, r.i, len(ls))
 		})
 	}
 }

@@ -296,31 +296,9 @@ func TestSubscriptionLingers(t *testing.T) {
 		c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
 	})
 	wait := func(round int) engine.WaitInfo {
-		holder, err := holderL.TryLock(context.Background(), "linger")
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := make(chan *engine.Lease, 1)
-		go func() {
-			le, err := waiterL.Lock(context.Background(), "linger")
-			if err != nil {
-				t.Error(err)
-			}
-			got <- le
-		}()
-		eventually(t, 5*time.Second, "waiter asleep", func() bool { return waiterL.Waiting() == 1 })
-		if err := holder.Release(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		le := <-got
-		if le == nil {
-			t.FailNow()
-		}
+		le := wokenByRelease(t, holderL, waiterL, "linger")
 		w := le.Wait()
 		t.Logf("round %d: %+v", round, w)
-		if w.Cause != engine.WakeNotified {
-			t.Fatalf("round %d: wait %+v, want woken by the release", round, w)
-		}
 		if err := le.Release(context.Background()); err != nil {
 			t.Fatal(err)
 		}

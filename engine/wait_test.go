@@ -14,13 +14,12 @@ import (
 	"github.com/redlock-bench/redlock/engine"
 )
 
-func TestWaiterWakesOnReleaseNotification(t *testing.T) {
-	e := newEnv(t, 5)
-	// A fallback far beyond the test's patience: only a notification can
-	// wake the waiter in time.
-	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second }
-	holderL, waiterL := e.locker(slow), e.locker(slow)
-	holder, err := holderL.TryLock(context.Background(), "notify")
+// wokenByRelease has holderL take resource and waiterL wait for it, then
+// releases: the waiter must be woken by the release's notification. It
+// returns the waiter's lease.
+func wokenByRelease(t *testing.T, holderL, waiterL *engine.Locker, resource string) *engine.Lease {
+	t.Helper()
+	holder, err := holderL.TryLock(context.Background(), resource)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +27,7 @@ func TestWaiterWakesOnReleaseNotification(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		le, err := waiterL.Lock(ctx, "notify")
+		le, err := waiterL.Lock(ctx, resource)
 		if err != nil {
 			t.Error(err)
 		}
@@ -42,11 +41,19 @@ func TestWaiterWakesOnReleaseNotification(t *testing.T) {
 	if le == nil {
 		t.FailNow()
 	}
-	w := le.Wait()
-	if w.Cause != engine.WakeNotified || w.Notified < 1 || w.Fallbacks != 0 {
+	if w := le.Wait(); w.Cause != engine.WakeNotified || w.Notified < 1 || w.Fallbacks != 0 {
 		t.Fatalf("wait %+v: want woken by the release notification", w)
 	}
-	le.Release(context.Background())
+	return le
+}
+
+func TestWaiterWakesOnReleaseNotification(t *testing.T) {
+	e := newEnv(t, 5)
+	// A fallback far beyond the test's patience: only a notification can
+	// wake the waiter in time.
+	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second }
+	holderL, waiterL := e.locker(slow), e.locker(slow)
+	wokenByRelease(t, holderL, waiterL, "notify").Release(context.Background())
 	eventually(t, 2*time.Second, "subscription dropped", func() bool { return waiterL.Subscriptions() == 0 })
 }
 

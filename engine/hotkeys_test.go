@@ -50,6 +50,20 @@ type result struct {
 	at  time.Time
 }
 
+// withAndWithoutFencing runs f as a subtest with fencing off, then on.
+// cfg turns fencing on or off and sets a fallback far beyond the test, so
+// that only notifications wake waiters in time.
+func withAndWithoutFencing(t *testing.T, f func(t *testing.T, fencing bool, cfg func(*engine.Config))) {
+	for _, fencing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fencing=%v", fencing), func(t *testing.T) {
+			f(t, fencing, func(c *engine.Config) {
+				c.Fencing = fencing
+				c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
+			})
+		})
+	}
+}
+
 // sentNow is what each Locker of ls has sent so far (see sent).
 func sentNow(ls []*engine.Locker) []int64 {
 	n := make([]int64, len(ls))
@@ -121,39 +135,33 @@ func releaseInOrder(t *testing.T, le *engine.Lease, got chan result, first, n in
 // split the vote. The waiters' fallback is far beyond the test, so that
 // every attempt counted is a wake-up's.
 func TestReleaseWakesOneWaiterAcrossLockers(t *testing.T) {
-	for _, fencing := range []bool{false, true} {
-		t.Run(fmt.Sprintf("fencing=%v", fencing), func(t *testing.T) {
-			e := newEnv(t, 5)
-			cfg := func(c *engine.Config) {
-				c.Fencing = fencing
-				c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
+	withAndWithoutFencing(t, func(t *testing.T, fencing bool, cfg func(*engine.Config)) {
+		e := newEnv(t, 5)
+		holderL := e.locker(cfg)
+		var ls []*engine.Locker
+		var ctxs []context.Context
+		for range 5 {
+			ls = append(ls, e.locker(cfg))
+			ctxs = append(ctxs, context.Background())
+		}
+		holder, got := holdAndQueue(t, e, holderL, ls, "hot", ctxs)
+		before := sentNow(ls)
+		r := releaseToFirst(t, holder, got)
+		if w := r.le.Wait(); w.Cause != engine.WakeNotified {
+			t.Errorf("first waiter's wait %+v: want woken by the release", w)
+		}
+		// Give a crowd woken by the same release time to show itself.
+		time.Sleep(300 * time.Millisecond)
+		onlyChosenSent(t, ls, before, r.i, "the release did not choose it, yet woke it too")
+		for i, l := range ls {
+			if i != r.i && l.Waiting() != 1 {
+				t.Fatalf("waiter %d is not asleep", i)
 			}
-			holderL := e.locker(cfg)
-			var ls []*engine.Locker
-			var ctxs []context.Context
-			for range 5 {
-				ls = append(ls, e.locker(cfg))
-				ctxs = append(ctxs, context.Background())
-			}
-			holder, got := holdAndQueue(t, e, holderL, ls, "hot", ctxs)
-			before := sentNow(ls)
-			r := releaseToFirst(t, holder, got)
-			if w := r.le.Wait(); w.Cause != engine.WakeNotified {
-				t.Errorf("first waiter's wait %+v: want woken by the release", w)
-			}
-			// Give a crowd woken by the same release time to show itself.
-			time.Sleep(300 * time.Millisecond)
-			onlyChosenSent(t, ls, before, r.i, "the release did not choose it, yet woke it too")
-			for i, l := range ls {
-				if i != r.i && l.Waiting() != 1 {
-					t.Fatalf("waiter %d is not asleep", i)
-				}
-			}
-			// The chain goes on: each release hands the resource to the next
-			// waiter in ticket order, woken by the release.
-			releaseInOrder(t, r.le, got, r.i, len(ls))
-		})
-	}
+		}
+		// The chain goes on: each release hands the resource to the next
+		// waiter in ticket order, woken by the release.
+		releaseInOrder(t, r.le, got, r.i, len(ls))
+	})
 }
 
 // The waiter whose turn it is may be gone: its process killed (its Locker
@@ -264,36 +272,30 @@ func TestWaitersOutliveTheFirstWaiter(t *testing.T) {
 // nobody. The holder reaches two masters through proxies that delay its
 // release well past the waiter's attempt.
 func TestLateReleaseDoesNotWakeTheNextWaiter(t *testing.T) {
-	for _, fencing := range []bool{false, true} {
-		t.Run(fmt.Sprintf("fencing=%v", fencing), func(t *testing.T) {
-			e := newEnv(t, 5)
-			cfg := func(c *engine.Config) {
-				c.Fencing = fencing
-				c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
-			}
-			addrs := e.cluster.Addrs()
-			slow := []*latencyProxy{newLatencyProxy(t, addrs[3], 0, nil), newLatencyProxy(t, addrs[4], 0, nil)}
-			holderL := e.locker(func(c *engine.Config) {
-				cfg(c)
-				c.Masters = []string{addrs[0], addrs[1], addrs[2], slow[0].addr(), slow[1].addr()}
-			})
-			ls := []*engine.Locker{e.locker(cfg), e.locker(cfg), e.locker(cfg)}
-			ctxs := []context.Context{context.Background(), context.Background(), context.Background()}
-			holder, got := holdAndQueue(t, e, holderL, ls, "late", ctxs)
-			before := sentNow(ls)
-			const delay = 30 * time.Millisecond // below the node timeout, so that the release succeeds
-			for _, p := range slow {
-				p.delay.Store(int64(delay))
-			}
-			r := releaseToFirst(t, holder, got)
-			// The delayed releases have reached their masters by now.
-			time.Sleep(delay + 300*time.Millisecond)
-			onlyChosenSent(t, ls, before, r.i, "waiter 0 held the lock, yet the late release woke it")
-			for _, p := range slow {
-				p.delay.Store(0)
-			}
-			// The rest of the queue still follows ticket order.
-			releaseInOrder(t, r.le, got, r.i, len(ls))
+	withAndWithoutFencing(t, func(t *testing.T, fencing bool, cfg func(*engine.Config)) {
+		e := newEnv(t, 5)
+		addrs := e.cluster.Addrs()
+		slow := []*latencyProxy{newLatencyProxy(t, addrs[3], 0, nil), newLatencyProxy(t, addrs[4], 0, nil)}
+		holderL := e.locker(func(c *engine.Config) {
+			cfg(c)
+			c.Masters = []string{addrs[0], addrs[1], addrs[2], slow[0].addr(), slow[1].addr()}
 		})
-	}
+		ls := []*engine.Locker{e.locker(cfg), e.locker(cfg), e.locker(cfg)}
+		ctxs := []context.Context{context.Background(), context.Background(), context.Background()}
+		holder, got := holdAndQueue(t, e, holderL, ls, "late", ctxs)
+		before := sentNow(ls)
+		const delay = 30 * time.Millisecond // below the node timeout, so that the release succeeds
+		for _, p := range slow {
+			p.delay.Store(int64(delay))
+		}
+		r := releaseToFirst(t, holder, got)
+		// The delayed releases have reached their masters by now.
+		time.Sleep(delay + 300*time.Millisecond)
+		onlyChosenSent(t, ls, before, r.i, "waiter 0 held the lock, yet the late release woke it")
+		for _, p := range slow {
+			p.delay.Store(0)
+		}
+		// The rest of the queue still follows ticket order.
+		releaseInOrder(t, r.le, got, r.i, len(ls))
+	})
 }

@@ -172,68 +172,62 @@ func lingerOn(t *testing.T, e *env, holderL, l *engine.Locker, resource string) 
 // another type it must still fail at once with ErrWrongType, and leave no
 // place in the queue; on a free key with fencing, tokens still rise.
 func TestLingeringFirstAttemptEdges(t *testing.T) {
-	for _, fencing := range []bool{false, true} {
-		t.Run(fmt.Sprintf("fencing=%v", fencing), func(t *testing.T) {
-			e := newEnv(t, 3)
-			cfg := func(c *engine.Config) {
-				c.Fencing = fencing
-				c.NotifyLinger = time.Minute
-				c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
-			}
-			holderL, l := e.locker(cfg), e.locker(cfg)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+	withAndWithoutFencing(t, func(t *testing.T, fencing bool, base func(*engine.Config)) {
+		e := newEnv(t, 3)
+		cfg := func(c *engine.Config) { base(c); c.NotifyLinger = time.Minute }
+		holderL, l := e.locker(cfg), e.locker(cfg)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
 
-			lingerOn(t, e, holderL, l, "free")
-			var last int64
-			for i := range 3 {
-				le, err := l.Lock(ctx, "free")
-				if err != nil {
-					t.Fatal(err)
+		lingerOn(t, e, holderL, l, "free")
+		var last int64
+		for i := range 3 {
+			le, err := l.Lock(ctx, "free")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if le.Wait().Attempts != 1 || waiterID(le) == "" {
+				t.Fatalf("lock %d: wait %+v value %q, want one queued attempt", i, le.Wait(), le.Value())
+			}
+			if fencing && le.Token() <= last {
+				t.Fatalf("lock %d: token %d after %d", i, le.Token(), last)
+			}
+			last = le.Token()
+			if err := le.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 5*time.Second, "no key left", func() bool { return e.get(0, "free")+e.get(1, "free")+e.get(2, "free") == "" })
+			for m := range e.direct {
+				if v := e.get(m, "free"); v != "" {
+					t.Fatalf("lock %d: master %d key %q after release with nobody waiting", i, m, v)
 				}
-				if le.Wait().Attempts != 1 || waiterID(le) == "" {
-					t.Fatalf("lock %d: wait %+v value %q, want one queued attempt", i, le.Wait(), le.Value())
-				}
-				if fencing && le.Token() <= last {
-					t.Fatalf("lock %d: token %d after %d", i, le.Token(), last)
-				}
-				last = le.Token()
-				if err := le.Release(ctx); err != nil {
-					t.Fatal(err)
-				}
-				eventually(t, 5*time.Second, "no key left", func() bool { return e.get(0, "free")+e.get(1, "free")+e.get(2, "free") == "" })
-				for m := range e.direct {
-					if v := e.get(m, "free"); v != "" {
-						t.Fatalf("lock %d: master %d key %q after release with nobody waiting", i, m, v)
-					}
-					if q := e.queueOf(m, "free"); len(q) != 0 {
-						t.Fatalf("lock %d: master %d queue %v after release", i, m, q)
-					}
+				if q := e.queueOf(m, "free"); len(q) != 0 {
+					t.Fatalf("lock %d: master %d queue %v after release", i, m, q)
 				}
 			}
+		}
 
-			l = e.locker(cfg)
-			lingerOn(t, e, holderL, l, "wt")
-			// A master whose acquire answered late is released when it does.
-			eventually(t, 5*time.Second, "no key left", func() bool { return e.get(0, "wt")+e.get(1, "wt")+e.get(2, "wt") == "" })
-			for m := range e.direct {
-				if err := e.direct[m].Do(ctx, e.direct[m].B().Lpush().Key("wt").Element("x").Build()).Error(); err != nil {
-					t.Fatal(err)
-				}
+		l = e.locker(cfg)
+		lingerOn(t, e, holderL, l, "wt")
+		// A master whose acquire answered late is released when it does.
+		eventually(t, 5*time.Second, "no key left", func() bool { return e.get(0, "wt")+e.get(1, "wt")+e.get(2, "wt") == "" })
+		for m := range e.direct {
+			if err := e.direct[m].Do(ctx, e.direct[m].B().Lpush().Key("wt").Element("x").Build()).Error(); err != nil {
+				t.Fatal(err)
 			}
-			lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
-			defer lcancel()
-			if _, err := l.Lock(lctx, "wt"); !errors.Is(err, engine.ErrWrongType) || lctx.Err() != nil {
-				t.Fatalf("queued first attempt on a wrong-type key: %v (ctx %v)", err, lctx.Err())
+		}
+		lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer lcancel()
+		if _, err := l.Lock(lctx, "wt"); !errors.Is(err, engine.ErrWrongType) || lctx.Err() != nil {
+			t.Fatalf("queued first attempt on a wrong-type key: %v (ctx %v)", err, lctx.Err())
+		}
+		time.Sleep(50 * time.Millisecond)
+		for m := range e.direct {
+			if q := e.queueOf(m, "wt"); len(q) != 0 {
+				t.Errorf("master %d queue %v after a wrong-type Lock", m, q)
 			}
-			time.Sleep(50 * time.Millisecond)
-			for m := range e.direct {
-				if q := e.queueOf(m, "wt"); len(q) != 0 {
-					t.Errorf("master %d queue %v after a wrong-type Lock", m, q)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // Lockers whose subscriptions linger contend for one resource: at most one

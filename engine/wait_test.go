@@ -348,82 +348,76 @@ func (e *env) publishes() []int {
 // A release publishes only when a waiter marked the holder's value: the
 // uncontended path pays for no PUBLISH, and a waiter still wakes at once.
 func TestReleasePublishesOnlyForMarkedHolders(t *testing.T) {
-	for _, fencing := range []bool{false, true} {
-		t.Run(fmt.Sprintf("fencing=%v", fencing), func(t *testing.T) {
-			e := newEnv(t, 5)
-			cfg := func(c *engine.Config) {
-				c.Fencing = fencing
-				c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
-			}
-			holderL, waiterL := e.locker(cfg), e.locker(cfg)
-			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-			defer cancel()
-			for i := 0; i < 20; i++ {
-				le, err := holderL.TryLock(ctx, "quiet")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := le.Release(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			// The releases that might come late (a late SET's undo) have
-			// had their replies: Release waits for every delete it sent.
-			if p := e.publishes(); p[0]+p[1]+p[2]+p[3]+p[4] != 0 {
-				t.Fatalf("publishes %v after releases nobody waited for, want none", p)
-			}
-
-			holder, err := holderL.TryLock(ctx, "marked")
+	withAndWithoutFencing(t, func(t *testing.T, fencing bool, cfg func(*engine.Config)) {
+		e := newEnv(t, 5)
+		holderL, waiterL := e.locker(cfg), e.locker(cfg)
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		for i := 0; i < 20; i++ {
+			le, err := holderL.TryLock(ctx, "quiet")
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := make(chan *engine.Lease, 1)
-			go func() {
-				le, err := waiterL.Lock(ctx, "marked")
-				if err != nil {
-					t.Error(err)
+			if err := le.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The releases that might come late (a late SET's undo) have
+		// had their replies: Release waits for every delete it sent.
+		if p := e.publishes(); p[0]+p[1]+p[2]+p[3]+p[4] != 0 {
+			t.Fatalf("publishes %v after releases nobody waited for, want none", p)
+		}
+
+		holder, err := holderL.TryLock(ctx, "marked")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *engine.Lease, 1)
+		go func() {
+			le, err := waiterL.Lock(ctx, "marked")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- le
+		}()
+		eventually(t, 5*time.Second, "waiter waiting", func() bool { return waiterL.Waiting() == 1 })
+		marked := 0
+		for i := range e.direct {
+			switch e.get(i, "marked") {
+			case holder.Value() + "+":
+				marked++
+				c := e.direct[i]
+				if ttl, err := c.Do(ctx, c.B().Pttl().Key("marked").Build()).AsInt64(); err != nil || ttl <= 0 {
+					t.Fatalf("node %d: the marked key's PTTL is %d (%v): the mark must keep the expiry", i, ttl, err)
 				}
-				got <- le
-			}()
-			eventually(t, 5*time.Second, "waiter waiting", func() bool { return waiterL.Waiting() == 1 })
-			marked := 0
-			for i := range e.direct {
-				switch e.get(i, "marked") {
-				case holder.Value() + "+":
-					marked++
-					c := e.direct[i]
-					if ttl, err := c.Do(ctx, c.B().Pttl().Key("marked").Build()).AsInt64(); err != nil || ttl <= 0 {
-						t.Fatalf("node %d: the marked key's PTTL is %d (%v): the mark must keep the expiry", i, ttl, err)
-					}
-				case holder.Value(), "":
-				default:
-					t.Fatalf("node %d holds %q, want the holder's value %q, marked or not", i, e.get(i, "marked"), holder.Value())
-				}
+			case holder.Value(), "":
+			default:
+				t.Fatalf("node %d holds %q, want the holder's value %q, marked or not", i, e.get(i, "marked"), holder.Value())
 			}
-			if marked < 3 {
-				t.Fatalf("the holder's value is marked on %d masters, want a quorum (the waiter was refused by one)", marked)
-			}
-			// A marked value is still the holder's: it extends and releases.
-			if err := holder.Extend(ctx, 10*time.Second); err != nil {
-				t.Fatalf("extend of a marked lease: %v", err)
-			}
-			if err := holder.Release(ctx); err != nil {
-				t.Fatalf("release of a marked lease: %v", err)
-			}
-			le := <-got
-			if le == nil {
-				t.FailNow()
-			}
-			if w := le.Wait(); w.Cause != engine.WakeNotified {
-				t.Fatalf("wait %+v: want woken by the release notification", w)
-			}
-			p := e.publishes()
-			if n := p[0] + p[1] + p[2] + p[3] + p[4]; n < 3 || n > 5 {
-				t.Fatalf("publishes %v for one release of a value marked on %d masters", p, marked)
-			}
-			le.Release(ctx)
-		})
-	}
+		}
+		if marked < 3 {
+			t.Fatalf("the holder's value is marked on %d masters, want a quorum (the waiter was refused by one)", marked)
+		}
+		// A marked value is still the holder's: it extends and releases.
+		if err := holder.Extend(ctx, 10*time.Second); err != nil {
+			t.Fatalf("extend of a marked lease: %v", err)
+		}
+		if err := holder.Release(ctx); err != nil {
+			t.Fatalf("release of a marked lease: %v", err)
+		}
+		le := <-got
+		if le == nil {
+			t.FailNow()
+		}
+		if w := le.Wait(); w.Cause != engine.WakeNotified {
+			t.Fatalf("wait %+v: want woken by the release notification", w)
+		}
+		p := e.publishes()
+		if n := p[0] + p[1] + p[2] + p[3] + p[4]; n < 3 || n > 5 {
+			t.Fatalf("publishes %v for one release of a value marked on %d masters", p, marked)
+		}
+		le.Release(ctx)
+	})
 }
 
 // Keys of two owners on two masters each, none holding a quorum: a split

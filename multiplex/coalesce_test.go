@@ -84,12 +84,7 @@ return KEYS[1] .. "=" .. ARGV[1]`).Coalesce()
 	for err := range errs {
 		t.Error(err)
 	}
-	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Addrs(), ForceSingleClient: true,
-		DisableCache: true, ClientSetInfo: rueidis.DisableClientSetInfo})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := directClient(t, c.Addrs()[0])
 	stats, err := cl.Do(context.Background(), cl.B().Info().Section("commandstats").Build()).ToString()
 	if err != nil {
 		t.Fatal(err)

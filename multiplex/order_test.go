@@ -28,23 +28,32 @@ func TestCoalescingKeepsPerKeyOrder(t *testing.T) {
 	defer p.Close()
 	// Keep the only worker's batch in flight, so that the next three
 	// commands queue up and go out as one batch.
-	busy := multiplex.Command{Name: "EVAL", Key: `local t = redis.call("TIME")
-local s = t[1] * 1000000 + t[2]
-while true do
-  t = redis.call("TIME")
-  if t[1] * 1000000 + t[2] - s > 200000 then return 1 end
-end`, Args: [multiplex.MaxArgs]string{"0"}, NArgs: 1}
-	p.Post(busy, anyReply, nil)
+	p.Post(busyCommand(), anyReply, nil)
 	time.Sleep(50 * time.Millisecond)
 	p.Post(multiplex.Command{Script: a, Key: "other", Args: [multiplex.MaxArgs]string{"x"}, NArgs: 1}, anyReply, nil)
 	p.Post(multiplex.Command{Script: b, Key: "k", Args: [multiplex.MaxArgs]string{"1"}, NArgs: 1}, anyReply, nil)
 	p.Post(multiplex.Command{Script: a, Key: "k", Args: [multiplex.MaxArgs]string{"2"}, NArgs: 1}, anyReply, nil)
-	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Addrs(), ForceSingleClient: true,
+	if got := appended(t, directClient(t, c.Addrs()[0])); got != "12" {
+		t.Fatalf("key k is %q after APPEND 1 (script b) then APPEND 2 (script a): the later command ran first", got)
+	}
+}
+
+// directClient is a client of its own to addr, for reading what the
+// commands under test left, closed with the test.
+func directClient(t *testing.T, addr string) rueidis.Client {
+	t.Helper()
+	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true,
 		DisableCache: true, ClientSetInfo: rueidis.DisableClientSetInfo})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// appended waits until key k holds two appended bytes, and returns them.
+func appended(t *testing.T, cl rueidis.Client) string {
+	t.Helper()
 	var got string
 	for deadline := time.Now().Add(3 * time.Second); len(got) < 2; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -52,9 +61,7 @@ end`, Args: [multiplex.MaxArgs]string{"0"}, NArgs: 1}
 		}
 		got, _ = cl.Do(context.Background(), cl.B().Get().Key("k").Build()).ToString()
 	}
-	if got != "12" {
-		t.Fatalf("key k is %q after APPEND 1 (script b) then APPEND 2 (script a): the later command ran first", got)
-	}
+	return got
 }
 
 func anyReply(rueidis.RedisResult) (multiplex.Outcome, int64, error) { return multiplex.OK, 0, nil }
@@ -77,12 +84,7 @@ func TestRestartedMasterKeepsPerKeyOrder(t *testing.T) {
 	if err := c.Nodes[0].Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Addrs(), ForceSingleClient: true,
-		DisableCache: true, ClientSetInfo: rueidis.DisableClientSetInfo})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := directClient(t, c.Addrs()[0])
 	// The first command after the restart finds the connection broken and
 	// reconnects; the busy script then holds the only worker's batch, so
 	// that the next two leave together.
@@ -96,14 +98,7 @@ func TestRestartedMasterKeepsPerKeyOrder(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	p.Post(multiplex.Command{Script: a, Key: "k", Args: [multiplex.MaxArgs]string{"1"}, NArgs: 1}, anyReply, nil)
 	p.Post(multiplex.Command{Name: "APPEND", Key: "k", Args: [multiplex.MaxArgs]string{"2"}, NArgs: 1}, anyReply, nil)
-	var got string
-	for deadline := time.Now().Add(3 * time.Second); len(got) < 2; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("key k is %q: both APPENDs did not run within 3s", got)
-		}
-		got, _ = cl.Do(context.Background(), cl.B().Get().Key("k").Build()).ToString()
-	}
-	if got != "12" {
+	if got := appended(t, cl); got != "12" {
 		t.Fatalf("key k is %q after script APPEND 1 then plain APPEND 2: the script ran after the later command", got)
 	}
 }

@@ -54,6 +54,17 @@ const (
 	turnGrace   = 50 * time.Millisecond
 )
 
+// giveTurnLua hands the key to queued waiter w[1]: its turn token in
+// place of the lock, and a PUBLISH of its id, which wakes it only. It is
+// the one way the scripts (release, undo, quit) pass the turn on.
+const giveTurnLua = `    redis.call("SET", KEYS[1], "` + turnPrefix + `" .. w[1], "PX", ` + turnGraceMS + `)
+    redis.call("PUBLISH", "` + releasedPrefix + `" .. KEYS[1], w[1])
+`
+
+// ownIDLua is the waiter id a lock value ARGV[1] starts with (nil for a
+// value that was not queued).
+const ownIDLua = `string.match(ARGV[1], "^([^` + idEnd + `]*)%` + idEnd + `")`
+
 // The scripts compare the value before acting, so that a lease only ever
 // touches its own key, marked by a waiter or not; extend never re-creates a
 // missing key.
@@ -72,15 +83,13 @@ if v == ARGV[1] then
 end
 if v == ARGV[1] .. "` + waitMark + `" then
   local q = "` + queuePrefixLua + `" .. KEYS[1]
-  local id = string.match(ARGV[1], "^([^.]*)%.")
+  local id = ` + ownIDLua + `
   if id then
     redis.call("ZREM", q, id)
   end
   local w = redis.call("ZPOPMIN", q)
   if w[1] then
-    redis.call("SET", KEYS[1], "` + turnPrefix + `" .. w[1], "PX", ` + turnGraceMS + `)
-    redis.call("PUBLISH", "` + releasedPrefix + `" .. KEYS[1], w[1])
-  else
+` + giveTurnLua + `  else
     redis.call("DEL", KEYS[1])
   end
   return 1
@@ -100,11 +109,9 @@ end
 if v == ARGV[1] .. "` + waitMark + `" then
   local q = "` + queuePrefixLua + `" .. KEYS[1]
   local w = redis.call("ZRANGE", q, 0, 0)
-  if w[1] and w[1] ~= string.match(ARGV[1], "^([^.]*)%.") then
+  if w[1] and w[1] ~= ` + ownIDLua + ` then
     redis.call("ZREM", q, w[1])
-    redis.call("SET", KEYS[1], "` + turnPrefix + `" .. w[1], "PX", ` + turnGraceMS + `)
-    redis.call("PUBLISH", "` + releasedPrefix + `" .. KEYS[1], w[1])
-  else
+` + giveTurnLua + `  else
     redis.call("DEL", KEYS[1])
   end
   return 1
@@ -141,9 +148,7 @@ local turn = "` + turnPrefix + `" .. ARGV[1]
 if v == turn or v == turn .. "` + waitMark + `" or (v == false and (first or not queued)) then
   local w = redis.call("ZPOPMIN", q)
   if w[1] then
-    redis.call("SET", KEYS[1], "` + turnPrefix + `" .. w[1], "PX", ` + turnGraceMS + `)
-    redis.call("PUBLISH", "` + releasedPrefix + `" .. KEYS[1], w[1])
-  elseif v then
+` + giveTurnLua + `  elseif v then
     redis.call("DEL", KEYS[1])
   end
 end

@@ -423,6 +423,7 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 		var ve *VotesError
 		held := errors.As(err, &ve) && ve.Kind == ErrNotAcquired && ve.heldByOne()
 		var d time.Duration
+		timerCause := WakeBackoff // what the timer's end is counted as
 		switch {
 		case held && l.notify != nil && sub == nil:
 			// Subscribe, then try again at once, marking the holder's
@@ -433,12 +434,11 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 		case held && ve.onlyTurns():
 			// The waiters given the turn may be gone (a killed process):
 			// back off until their tokens have expired, rather than wait
-			// for the fallback, unless a release wakes us first. It counts
-			// as a back-off, not as a fallback.
+			// for the fallback, unless a release wakes us first.
 			d = min(turnGrace+jitter(l.cfg.RetryDelayMin, l.cfg.RetryDelayMax), jitter(l.cfg.FallbackMin, min(l.cfg.FallbackMax, l.cfg.TTL)))
-			held = false
 		case held:
 			d = jitter(l.cfg.FallbackMin, min(l.cfg.FallbackMax, l.cfg.TTL))
+			timerCause = WakeFallback
 		default:
 			// A split vote or an outage: nobody may be holding it, so
 			// nothing will be published; back off so competitors drift
@@ -478,12 +478,11 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 				return nil, errors.Join(last, ctx.Err())
 			}
 		case <-timer.C:
-			if held {
+			w.Cause = timerCause
+			if timerCause == WakeFallback {
 				w.Fallbacks++
-				w.Cause = WakeFallback
 			} else {
 				w.Backoffs++
-				w.Cause = WakeBackoff
 			}
 		}
 		l.waiting.Add(-1)

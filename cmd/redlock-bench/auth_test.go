@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-bench/redlock/bench"
 	"github.com/redlock-bench/redlock/internal/redisproc"
 	"github.com/redlock-bench/redlock/multiplex/redistest"
 )
@@ -205,15 +203,8 @@ func TestChaosWithAuthAndTLS(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("exit %d: %s\n%s", exitStatus(err), stdout.String(), stderr.String())
 	}
-	b, err := os.ReadFile(filepath.Join(out, bench.ChaosJSON))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r bench.ChaosResult
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatal(err)
-	}
-	if !r.Passed || r.Acquired == 0 || totalFaults(&r) == 0 || len(r.FaultErrors) > 0 {
+	r := readChaos(t, out)
+	if !r.Passed || r.Acquired == 0 || totalFaults(r) == 0 || len(r.FaultErrors) > 0 {
 		t.Errorf("verdict %s, %d acquired, faults %v, fault errors %v", r.Verdict, r.Acquired, r.Faults, r.FaultErrors)
 	}
 	noSecret(t, out, stdout.String(), stderr.String())

@@ -155,14 +155,7 @@ func TestChaosBadFlags(t *testing.T) {
 func TestChaosInterrupt(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "chaos")
 	cmd := command(t, "chaos", "--duration", "1m", "--ttl", "500ms", "--out", out)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stderr := start(t, cmd)
 	sc := bufio.NewScanner(stderr)
 	var masters []string
 	for sc.Scan() {
@@ -189,14 +182,7 @@ func TestChaosInterrupt(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatal("still running 20s after SIGINT")
 	}
-	b, err := os.ReadFile(filepath.Join(out, bench.ChaosJSON))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r bench.ChaosResult
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatal(err)
-	}
+	r := readChaos(t, out)
 	if !r.Interrupted || r.Acquired == 0 {
 		t.Errorf("partial result: interrupted %v, %d locks", r.Interrupted, r.Acquired)
 	}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,14 +156,7 @@ func TestCompareInterrupt(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "cmp")
 	cmd := command(t, "compare", "--engines", "redlock,redsync-goredis", "--local-masters", "3", "--workers", "8",
 		"--duration", "1m", "--warmup", "0", "--out", out)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stderr := start(t, cmd)
 	lines := make(chan string, 100)
 	go func() {
 		sc := bufio.NewScanner(stderr)

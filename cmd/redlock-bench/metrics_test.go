@@ -19,14 +19,7 @@ import (
 func TestRunServesLiveMetrics(t *testing.T) {
 	cmd := command(t, "run", "--local-masters", "3", "--workers", "4", "--resources", "2", "--duration", "4s", "--warmup", "0",
 		"--metrics-addr", "127.0.0.1:0", "--out", t.TempDir()+"/run")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stderr := start(t, cmd)
 	defer cmd.Process.Kill()
 	lines := bufio.NewScanner(stderr)
 	serving := regexp.MustCompile(`serving metrics at (http://(\S+)/metrics)`)

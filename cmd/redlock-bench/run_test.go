@@ -182,6 +182,34 @@ func command(t *testing.T, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// start starts cmd with its stdout discarded, and returns its stderr.
+func start(t *testing.T, cmd *exec.Cmd) io.Reader {
+	t.Helper()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return stderr
+}
+
+// readChaos reads the result a chaos run left in dir.
+func readChaos(t *testing.T, dir string) *bench.ChaosResult {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, bench.ChaosJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r bench.ChaosResult
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return &r
+}
+
 func exitStatus(err error) int {
 	if err == nil {
 		return 0
@@ -275,14 +303,7 @@ func TestInterruptStopsMastersAndWritesPartialResults(t *testing.T) {
 func interruptRun(t *testing.T, sig syscall.Signal) {
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := command(t, "run", "--local-masters", "3", "--workers", "8", "--duration", "1m", "--warmup", "0", "--out", out)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stderr := start(t, cmd)
 	// Wait for the first progress line: masters are up and load is running.
 	var masters []string
 	lines := make(chan string, 100)

@@ -42,7 +42,17 @@ func waiterID(le *engine.Lease) string {
 // anyone (the loser is first in line and awake). Nothing ever takes the
 // winner out of that queue but a later release there, which gives the
 // turn to a waiter that holds nothing and waits for nothing.
+//
+// With a hand-off, B passes its lease to another goroutine of its Locker
+// queued at the gate, and the successor's release must take B's place
+// out instead.
 func TestSplitVoteLeavesNoStaleQueueEntry(t *testing.T) {
+	for _, handoff := range []bool{false, true} {
+		t.Run(fmt.Sprintf("handoff=%v", handoff), func(t *testing.T) { testSplitVoteLeavesNoStaleQueueEntry(t, handoff) })
+	}
+}
+
+func testSplitVoteLeavesNoStaleQueueEntry(t *testing.T, handoff bool) {
 	const res = "split"
 	e := newEnv(t, 3)
 	addrs := e.cluster.Addrs()
@@ -116,6 +126,25 @@ func TestSplitVoteLeavesNoStaleQueueEntry(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // the leave went before the undo
 	for _, p := range slow {
 		p.delay.Store(0)
+	}
+	if handoff {
+		next := make(chan result, 1)
+		go func() {
+			le, err := lB.Lock(context.Background(), res)
+			next <- result{1, le, err, time.Now()}
+		}()
+		eventually(t, 5*time.Second, "a second goroutine of B queued at the gate", func() bool { return lB.GateWaiting(res) == 1 })
+		if err := b.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		n := <-next
+		if n.err != nil {
+			t.Fatal(n.err)
+		}
+		if w := n.le.Wait(); w.Cause != engine.WakeHandoff {
+			t.Fatalf("B's successor waited %+v: want the lease handed over at the gate", w)
+		}
+		b = n.le
 	}
 	if err := b.Release(context.Background()); err != nil {
 		t.Fatal(err)

@@ -17,15 +17,15 @@ import (
 //
 // Every event carries a duration and an outcome:
 //
-//	event      duration                                  outcome
-//	Acquire    Duration: the call, waits included        Result (and Err)
-//	Release    Duration: the call                        Result (and Err)
-//	Extend     Duration: the call or auto-extension      Result (and Err)
-//	Wait       Duration: the wait                        Cause, and Err if the context ended it
-//	Handoff    Held: since the keys were set, across      always passed on; Validity left to the successor
+//	event      duration                               outcome
+//	Acquire    Duration: the call, waits included     Result (and Err)
+//	Release    Duration: the call                     Result (and Err)
+//	Extend     Duration: the call or auto-extension   Result (and Err)
+//	Wait       Duration: the wait                     Cause, and Err if the context ended it
+//	Handoff    Held: since the keys were set, across  passed on; Validity: what the successor gets
 //	           the hand-offs in a row
-//	Lost       Held: since the keys were set             Result: ResultNotHeld (lock lost) or ResultExpired
-//	NodeState  Duration: time in the Previous state      State
+//	Lost       Held: since the keys were set          Result: ResultNotHeld (lock lost) or ResultExpired
+//	NodeState  Duration: time in the Previous state   State
 //
 // The contract:
 //   - Each function is called synchronously, on the goroutine that did the

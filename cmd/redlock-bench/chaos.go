@@ -87,6 +87,9 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if fs.NArg() > 0 {
 		return usageErrorf("chaos: unexpected argument %q", fs.Arg(0))
 	}
+	if err := checkMetricsAddr(o.metricsAddr); err != nil {
+		return err
+	}
 	cfg := o.cfg
 	if o.masters != "" {
 		cfg.Masters = strings.Split(o.masters, ",")

@@ -250,6 +250,9 @@ func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 		return &usageError{msg: err.Error()}
 	}
 	c.Username, c.Password, c.TLS = conn.Username, conn.Password, conn.TLS
+	if err := checkMetricsAddr(o.metricsAddr); err != nil {
+		return err
+	}
 	if fs.Changed("ops") {
 		if o.ops <= 0 {
 			return badFlag("ops", strconv.FormatInt(o.ops, 10), "must be > 0")

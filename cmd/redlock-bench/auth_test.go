@@ -70,11 +70,12 @@ func TestRunWithAuthAndTLS(t *testing.T) {
 	for _, tc := range []struct {
 		engine string
 		env    bool // the password from REDISCLI_AUTH rather than -a
+		hush   bool // --no-auth-warning
 	}{
-		{"redlock", false},
-		{"redlock", true},
-		{"redsync-rueidis", true},
-		{"redsync-goredis", false},
+		{"redlock", false, false},
+		{"redlock", true, false},
+		{"redsync-rueidis", true, false},
+		{"redsync-goredis", false, true},
 	} {
 		name := tc.engine + map[bool]string{true: "-env", false: "-flag"}[tc.env]
 		t.Run(name, func(t *testing.T) {
@@ -84,6 +85,9 @@ func TestRunWithAuthAndTLS(t *testing.T) {
 				"--out", out, "--user", "bench"}, tlsFlags...)
 			if !tc.env {
 				args = append(args, "-a", secret)
+			}
+			if tc.hush {
+				args = append(args, "--no-auth-warning")
 			}
 			if tc.engine == "redlock" && tc.env {
 				// stall speaks to a master directly, with the credentials.
@@ -117,6 +121,12 @@ func TestRunWithAuthAndTLS(t *testing.T) {
 				if strings.Contains(stderr.String(), bad) {
 					t.Errorf("stderr mentions %s: %s", bad, stderr.String())
 				}
+			}
+			// As redis-cli, a password on the command line is warned
+			// about, once, unless --no-auth-warning.
+			warned := strings.Count(stderr.String(), "redlock-bench: warning: a password given with -a/--pass")
+			if want := map[bool]int{true: 1, false: 0}[!tc.env && !tc.hush]; warned != want {
+				t.Errorf("%d warnings about -a, want %d: %s", warned, want, stderr.String())
 			}
 			noSecret(t, out, stdout.String(), stderr.String())
 		})

@@ -151,6 +151,11 @@ func TestRunAuthErrors(t *testing.T) {
 	}
 	masters := strings.Join(c.Addrs(), ",")
 	tlsFlags := []string{"--tls", "--cacert", certs.CAFile, "--cert", certs.ClientCert, "--key", certs.ClientKey}
+	// Masters that want the default user's password, and one plain master
+	// that wants none, beside two TLS ones: --tls on some masters only.
+	pw := redistest.StartT(t, 3, redistest.Options{Password: secret})
+	plain := redistest.StartT(t, 1)
+	mixed := strings.Join([]string{c.Addrs()[0], plain.Addrs()[0], c.Addrs()[1]}, ",")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -163,6 +168,16 @@ func TestRunAuthErrors(t *testing.T) {
 			1, []string{c.Addrs()[1], `AUTH as user "nobody" refused`}},
 		{"wrong CA", []string{"run", "--masters", masters, "--user", "bench", "-a", secret, "--tls", "--cacert", other.CAFile,
 			"--cert", certs.ClientCert, "--key", certs.ClientKey}, 1, []string{c.Addrs()[2], "certificate signed by unknown authority"}},
+		{"no password", []string{"run", "--masters", strings.Join(pw.Addrs(), ",")},
+			1, []string{"3 of 3 masters", pw.Addrs()[2], "the master wants a password: give -a/--pass or REDISCLI_AUTH"}},
+		{"no password, redsync", []string{"run", "--masters", strings.Join(pw.Addrs(), ","), "--engine", "redsync-goredis"},
+			1, []string{pw.Addrs()[0], "the master wants a password: give -a/--pass or REDISCLI_AUTH"}},
+		{"wrong requirepass", []string{"run", "--masters", strings.Join(pw.Addrs(), ","), "-a", "wrong-" + secret, "--engine", "redsync-rueidis"},
+			1, []string{pw.Addrs()[1], "AUTH as the default user refused: WRONGPASS"}},
+		{"plain to TLS", []string{"run", "--masters", masters, "--user", "bench", "-a", secret},
+			1, []string{"3 of 3 masters", c.Addrs()[0], "the master serves TLS on this port: add --tls"}},
+		{"TLS to plain", append([]string{"run", "--masters", mixed, "--user", "bench", "-a", secret}, tlsFlags...),
+			1, []string{"1 of 3 masters", plain.Addrs()[0], "the master serves plain TCP on this port, not TLS"}},
 		{"cert without key", []string{"run", "--masters", masters, "-a", secret, "--tls", "--cert", certs.ClientCert},
 			2, []string{"--cert: needs --key"}},
 		{"unreadable CA", []string{"run", "--masters", masters, "--tls", "--cacert", "/no/such/ca.pem"},

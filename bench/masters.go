@@ -80,12 +80,21 @@ func probeMasters(ctx context.Context, conn redisproc.Conn, addrs []string) (str
 		}()
 	}
 	wg.Wait()
-	var bad []string
+	// Masters failing for one cause are named together: with a wrong
+	// password or TLS setting, all of them usually are.
+	var causes []string
+	byCause := map[string][]string{}
+	nbad := 0
 	seen := map[string]bool{}
 	var versions []string
 	for i, a := range answers {
 		if a.err != nil {
-			bad = append(bad, fmt.Sprintf("%s (%v)", addrs[i], a.err))
+			cause := a.err.Error()
+			if byCause[cause] == nil {
+				causes = append(causes, cause)
+			}
+			byCause[cause] = append(byCause[cause], addrs[i])
+			nbad++
 			continue
 		}
 		if a.version != "" && !seen[a.version] {
@@ -93,8 +102,12 @@ func probeMasters(ctx context.Context, conn redisproc.Conn, addrs []string) (str
 			versions = append(versions, a.version)
 		}
 	}
-	if len(bad) > 0 {
-		return "", fmt.Errorf("bench: %d of %d masters unreachable: %s", len(bad), len(addrs), strings.Join(bad, ", "))
+	if nbad > 0 {
+		bad := make([]string, len(causes))
+		for i, c := range causes {
+			bad[i] = fmt.Sprintf("%s (%s)", strings.Join(byCause[c], ", "), c)
+		}
+		return "", fmt.Errorf("bench: %d of %d masters unreachable: %s", nbad, len(addrs), strings.Join(bad, "; "))
 	}
 	sort.Strings(versions)
 	return strings.Join(versions, ","), nil
@@ -109,6 +122,13 @@ func probeMaster(ctx context.Context, conn redisproc.Conn, addr string) (string,
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	c, err := conn.NewClient(addr, probeTimeout)
+	if _, ok := rueidis.IsRedisErr(err); ok && conn.Password != "" {
+		// The connection's one command is AUTH.
+		if strings.Contains(err.Error(), "without any password configured") {
+			return "", errors.New("the master wants no password: drop -a/--pass and REDISCLI_AUTH")
+		}
+		return "", authRefused(conn, err)
+	}
 	if err == nil {
 		var info string
 		info, err = c.Do(pctx, c.B().Info().Section("server").Build()).ToString()
@@ -122,11 +142,7 @@ func probeMaster(ctx context.Context, conn redisproc.Conn, addr string) (string,
 		case strings.HasPrefix(msg, "NOAUTH"):
 			return "", errors.New("the master wants a password: give -a/--pass or REDISCLI_AUTH (with --user for an ACL user)")
 		case strings.HasPrefix(msg, "WRONGPASS"):
-			who := "the default user"
-			if conn.Username != "" {
-				who = fmt.Sprintf("user %q", conn.Username)
-			}
-			return "", fmt.Errorf("AUTH as %s refused: %s", who, msg)
+			return "", authRefused(conn, err)
 		}
 		return "unknown", nil
 	}
@@ -151,6 +167,15 @@ func probeMaster(ctx context.Context, conn redisproc.Conn, addr string) (string,
 		return "", fmt.Errorf("%w: the master serves TLS on this port: add --tls", err)
 	}
 	return "", err
+}
+
+// authRefused is the error of a refused AUTH, naming the user.
+func authRefused(conn redisproc.Conn, err error) error {
+	who := "the default user"
+	if conn.Username != "" {
+		who = fmt.Sprintf("user %q", conn.Username)
+	}
+	return fmt.Errorf("AUTH as %s refused: %v", who, err)
 }
 
 // speaksPlain reports whether addr answers a plain-text PING with a RESP

@@ -111,6 +111,7 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if cfg.Seed == 0 {
 		cfg.Seed = newSeed()
 	}
+	warn(stderr, o.conn.Warning())
 	stopMetrics, err := serveMetrics(o.metricsAddr, &cfg.Observer, stderr)
 	if err != nil {
 		return err

@@ -182,7 +182,9 @@ func TestCloseKeepsALeaseJustAcquired(t *testing.T) {
 		if strings.HasPrefix(v, a.le.Value()) {
 			held++
 		}
-		if strings.HasPrefix(v, "~") {
+		// A's own token is a release that reached this master after A's
+		// attempt, which popped A there (see leaveScript).
+		if strings.HasPrefix(v, "~") && v != "~"+waiterID(a.le) {
 			t.Errorf("master %d: turn token %q while A's lease is valid", i, v)
 		}
 	}

@@ -27,10 +27,10 @@ that uses the same masters.
 
 If the lock is lost while COMMAND runs (an extension misses the quorum, or
 the lock's validity runs out), COMMAND's process group gets SIGTERM, and
-SIGKILL after --grace. SIGINT, SIGTERM and SIGHUP to redlock are forwarded
-to COMMAND's process group, which gets SIGKILL if it has not exited after
---grace (or at once on a second signal); then the lock is released. A
-signal redlock was started ignoring (nohup) stays ignored.
+SIGKILL after --grace. SIGINT, SIGTERM, SIGHUP and SIGQUIT to redlock are
+forwarded to COMMAND's process group, which gets SIGKILL if it has not
+exited after --grace (or at once on a second signal); then the lock is
+released. A signal redlock was started ignoring (nohup) stays ignored.
 COMMAND runs in its own process group, so that its children get these
 signals too; it gets no signals from the terminal, and should not read from
 it. If redlock itself is killed with SIGKILL, COMMAND gets SIGTERM (on Linux;
@@ -182,7 +182,9 @@ func execCommand(args []string, stdout, stderr io.Writer) error {
 	}
 
 	sigs := make(chan os.Signal, 4)
-	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+	// Unhandled, SIGQUIT (Ctrl-\) would dump redlock's goroutines and end
+	// it without a release, as the runtime does.
+	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
 		// A signal redlock was started ignoring (nohup, a background job
 		// of a script) stays ignored, for COMMAND too.
 		if !signal.Ignored(s) {

@@ -325,22 +325,27 @@ func waitGone(t *testing.T, pid int) {
 	}
 }
 
-// Ctrl-C reaches the command, and the lock is released at once, not left
-// to expire: the TTL is 10s.
-func TestInterruptStopsCommandAndReleases(t *testing.T) {
+// Ctrl-C, a hang-up and Ctrl-\ reach the command, and the lock is
+// released at once, not left to expire: the TTL is 10s. Unhandled, SIGQUIT
+// would make the Go runtime dump its goroutines and exit 2, leaving the
+// lock behind and the command's children running.
+func TestSignalStopsCommandAndReleases(t *testing.T) {
 	t.Parallel()
-	p := start(t, "exec", "--masters", strings.Join(masters, ","), "--ttl", "10s", "--quarantine", "observed",
-		"interrupt", "--", "sh", "-c", `echo ready; sleep 300`)
-	p.waitOutput(t, "ready")
-	if n := keys(t, "interrupt"); n != len(masters) {
-		t.Fatalf("held on %d masters, want all %d", n, len(masters))
-	}
-	p.cmd.Process.Signal(syscall.SIGINT)
-	if status := p.wait(t, 5*time.Second); status != 128+int(syscall.SIGINT) {
-		t.Errorf("status %d, want %d; stderr %s", status, 128+int(syscall.SIGINT), p.stderr)
-	}
-	if n := keys(t, "interrupt"); n != 0 {
-		t.Errorf("the lock's key is left on %d masters after Ctrl-C", n)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT} {
+		resource := "signal-" + signalName(sig)
+		p := start(t, "exec", "--masters", strings.Join(masters, ","), "--ttl", "10s", "--quarantine", "observed",
+			resource, "--", "sh", "-c", `echo ready; sleep 300`)
+		p.waitOutput(t, "ready")
+		if n := keys(t, resource); n != len(masters) {
+			t.Fatalf("%s: held on %d masters, want all %d", resource, n, len(masters))
+		}
+		p.cmd.Process.Signal(sig)
+		if status := p.wait(t, 5*time.Second); status != 128+int(sig) {
+			t.Errorf("%s: status %d, want %d; stderr %s", signalName(sig), status, 128+int(sig), p.stderr)
+		}
+		if n := keys(t, resource); n != 0 {
+			t.Errorf("the lock's key is left on %d masters after %s", n, signalName(sig))
+		}
 	}
 }
 

@@ -524,3 +524,82 @@ func TestIgnoredHangupStaysIgnored(t *testing.T) {
 		t.Errorf("status %d, stdout %q, stderr %q", status, p.stdout, p.stderr)
 	}
 }
+
+// procState is the state letter of pid in /proc ("" once it is gone).
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 {
+		return f[0]
+	}
+	return ""
+}
+
+// waitFor polls cond until it holds, failing the test after 5s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still not %s after 5s", what)
+		}
+	}
+}
+
+// readPid reads the pid the command wrote to file.
+func readPid(t *testing.T, file string) int {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		t.Fatalf("pid %q: %v", b, err)
+	}
+	return pid
+}
+
+// Ctrl-Z (SIGTSTP) stops redlock, which then extends nothing. The command,
+// in a process group of its own, gets no SIGTSTP from the terminal; it must
+// be stopped with redlock, or it runs on while the lock expires and
+// another redlock takes it. When redlock is continued with the lock lost,
+// the command gets SIGTERM (and SIGCONT, to act on it).
+func TestSuspendStopsCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := start(t, exec1("--grace", "10s", "suspend", "--", "sh", "-c",
+		`trap 'echo term; exit 3' TERM; echo $$ >"$0/pid"; echo ready; while :; do sleep 0.02; done`, dir)...)
+	p.waitOutput(t, "ready")
+	command := readPid(t, filepath.Join(dir, "pid"))
+	p.cmd.Process.Signal(syscall.SIGTSTP)
+	waitFor(t, "redlock stopped", func() bool { return procState(p.cmd.Process.Pid) == "T" })
+	waitFor(t, "the lock expired", func() bool { return keys(t, "suspend") == 0 })
+	if s := procState(command); s != "T" {
+		t.Errorf("the command is in state %q while its lock has expired, want T (stopped)", s)
+	}
+	p.cmd.Process.Signal(syscall.SIGCONT)
+	if status := p.wait(t, 5*time.Second); status != exitLost || !strings.Contains(p.stdout.String(), "term") {
+		t.Errorf("status %d, want %d; stdout %q; stderr %s", status, exitLost, p.stdout, p.stderr)
+	}
+}
+
+// A suspended redlock continued within the TTL keeps its lock, and
+// continues the command.
+func TestSuspendAndContinue(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := start(t, "exec", "--masters", strings.Join(masters, ","), "--ttl", "10s", "--quarantine", "observed",
+		"resume", "--", "sh", "-c", `echo $$ >"$0/pid"; echo ready; while [ ! -e "$0/go" ]; do sleep 0.02; done; echo end`, dir)
+	p.waitOutput(t, "ready")
+	command := readPid(t, filepath.Join(dir, "pid"))
+	p.cmd.Process.Signal(syscall.SIGTSTP)
+	waitFor(t, "redlock stopped", func() bool { return procState(p.cmd.Process.Pid) == "T" })
+	waitFor(t, "the command stopped", func() bool { return procState(command) == "T" })
+	p.cmd.Process.Signal(syscall.SIGCONT)
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+	if status := p.wait(t, 5*time.Second); status != 0 || !strings.Contains(p.stdout.String(), "end") {
+		t.Errorf("status %d; stdout %q; stderr %s", status, p.stdout, p.stderr)
+	}
+	if n := keys(t, "resume"); n != 0 {
+		t.Errorf("the lock's key is left on %d masters", n)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -601,5 +602,40 @@ func TestSuspendAndContinue(t *testing.T) {
 	}
 	if n := keys(t, "resume"); n != 0 {
 		t.Errorf("the lock's key is left on %d masters", n)
+	}
+}
+
+// A closed stderr (redlock exec ... 2>&1 | head -1, or a logger that
+// died) must not kill redlock with SIGPIPE when it reports the lost lock:
+// it still stops the command and exits with 124. The command's own SIGPIPE
+// stays at its default, not ignored (the command here writes no stderr,
+// or the shell's "Terminated" would end it with SIGPIPE).
+func TestClosedStderr(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	defer w.Close()
+	p := &proc{cmd: exec.Command(binary, exec1("--grace", "10s", "stderr", "--", "sh", "-c",
+		`exec 2>/dev/null; trap 'echo term; exit 3' TERM; grep SigIgn /proc/$$/status; echo ready; while :; do sleep 0.02; done`)...),
+		stdout: &buffer{}, exited: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, w
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		<-p.exited
+	})
+	p.waitOutput(t, "ready")
+	if !regexp.MustCompile(`SigIgn:\s+0+\n`).MatchString(p.stdout.String()) {
+		t.Errorf("the command ignores signals: %q", p.stdout)
+	}
+	deleteKey(t, "stderr")
+	if status := p.wait(t, 5*time.Second); status != exitLost || !strings.Contains(p.stdout.String(), "term") {
+		t.Errorf("status %d (%v), want %d; stdout %q", status, p.err, exitLost, p.stdout)
 	}
 }

@@ -2,14 +2,18 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/redlock-bench/redlock/internal/redisproc"
 )
@@ -71,23 +75,26 @@ func probeMasters(ctx context.Context, conn redisproc.Conn, addrs []string) (str
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v, err := conn.Version(ctx, a, probeTimeout)
-			// "connection refused" rather than "dial tcp <addr>: connect: ...":
-			// the message names the address already.
-			var op *net.OpError
-			if errors.As(err, &op) && op.Err != nil {
-				err = op.Err
-			}
+			v, err := probeMaster(ctx, conn, a)
 			answers[i] = answer{v, err}
 		}()
 	}
 	wg.Wait()
-	var bad []string
+	// Masters failing for one cause are named together: with a wrong
+	// password or TLS setting, all of them usually are.
+	var causes []string
+	byCause := map[string][]string{}
+	nbad := 0
 	seen := map[string]bool{}
 	var versions []string
 	for i, a := range answers {
 		if a.err != nil {
-			bad = append(bad, fmt.Sprintf("%s (%v)", addrs[i], a.err))
+			cause := a.err.Error()
+			if byCause[cause] == nil {
+				causes = append(causes, cause)
+			}
+			byCause[cause] = append(byCause[cause], addrs[i])
+			nbad++
 			continue
 		}
 		if a.version != "" && !seen[a.version] {
@@ -95,11 +102,116 @@ func probeMasters(ctx context.Context, conn redisproc.Conn, addrs []string) (str
 			versions = append(versions, a.version)
 		}
 	}
-	if len(bad) > 0 {
-		return "", fmt.Errorf("bench: %d of %d masters unreachable: %s", len(bad), len(addrs), strings.Join(bad, ", "))
+	if nbad > 0 {
+		bad := make([]string, len(causes))
+		for i, c := range causes {
+			bad[i] = fmt.Sprintf("%s (%s)", strings.Join(byCause[c], ", "), c)
+		}
+		return "", fmt.Errorf("bench: %d of %d masters unreachable: %s", nbad, len(addrs), strings.Join(bad, "; "))
 	}
 	sort.Strings(versions)
 	return strings.Join(versions, ","), nil
+}
+
+// probeMaster reads the server version of one master. When it cannot,
+// the error says why in terms of the flags: a password missing or refused,
+// or TLS on one side only, which would otherwise read as a timeout or a
+// reset connection. A master that refuses INFO (a narrow ACL user) is up:
+// its version is "unknown".
+func probeMaster(ctx context.Context, conn redisproc.Conn, addr string) (string, error) {
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	c, err := conn.NewClient(addr, probeTimeout)
+	if _, ok := rueidis.IsRedisErr(err); ok && conn.Password != "" {
+		// The connection's one command is AUTH.
+		if strings.Contains(err.Error(), "without any password configured") {
+			return "", errors.New("the master wants no password: drop -a/--pass and REDISCLI_AUTH")
+		}
+		return "", authRefused(conn, err)
+	}
+	if err == nil {
+		var info string
+		info, err = c.Do(pctx, c.B().Info().Section("server").Build()).ToString()
+		c.Close()
+		if err == nil {
+			return parseVersion(info), nil
+		}
+	}
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		switch msg := re.Error(); {
+		case strings.HasPrefix(msg, "NOAUTH"):
+			return "", errors.New("the master wants a password: give -a/--pass or REDISCLI_AUTH (with --user for an ACL user)")
+		case strings.HasPrefix(msg, "WRONGPASS"):
+			return "", authRefused(conn, err)
+		}
+		return "unknown", nil
+	}
+	if ctx.Err() != nil {
+		return "", err
+	}
+	timedOut := errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)
+	if timedOut {
+		err = fmt.Errorf("no reply within %s: %w", probeTimeout, os.ErrDeadlineExceeded)
+	}
+	// "connection refused" rather than "dial tcp <addr>: connect: ...":
+	// the message names the address already.
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		err = op.Err
+	}
+	var notTLS tls.RecordHeaderError
+	switch {
+	case conn.TLS != nil && (timedOut || errors.As(err, &notTLS)) && speaksPlain(ctx, addr):
+		return "", fmt.Errorf("no TLS handshake: the master serves plain TCP on this port, not TLS: drop --tls, or give its tls-port (%w)", err)
+	case conn.TLS == nil && !timedOut && speaksTLS(ctx, addr):
+		return "", fmt.Errorf("%w: the master serves TLS on this port: add --tls", err)
+	}
+	return "", err
+}
+
+// authRefused is the error of a refused AUTH, naming the user.
+func authRefused(conn redisproc.Conn, err error) error {
+	who := "the default user"
+	if conn.Username != "" {
+		who = fmt.Sprintf("user %q", conn.Username)
+	}
+	return fmt.Errorf("AUTH as %s refused: %v", who, err)
+}
+
+// speaksPlain reports whether addr answers a plain-text PING with a RESP
+// reply (PONG, or an error such as NOAUTH).
+func speaksPlain(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	deadline, _ := ctx.Deadline()
+	c.SetDeadline(deadline)
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	b := make([]byte, 1)
+	_, err = io.ReadFull(c, b)
+	return err == nil && (b[0] == '+' || b[0] == '-')
+}
+
+// speaksTLS reports whether addr completes a TLS handshake, without
+// verifying its certificate, or refuses this client's certificate (which
+// a TLS server alone can).
+func speaksTLS(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}} // only to tell TLS from plain; nothing is sent
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		c.Close()
+		return true
+	}
+	var alert tls.AlertError
+	return errors.As(err, &alert)
 }
 
 // parseVersion is redisproc.ParseVersion, the one INFO version parser

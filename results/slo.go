@@ -54,9 +54,19 @@ func splitObjective(s string) (name, op, value string) {
 	return strings.ToLower(strings.TrimSpace(in[:i])), op, strings.TrimSpace(value)
 }
 
-// canonicalMetric maps the aliases of a statistic to its name.
+// canonicalMetric maps the aliases of a statistic to its name, k6's
+// (p(99), avg, med) among them.
 func canonicalMetric(name string) string {
+	if p, ok := strings.CutPrefix(name, "p("); ok && strings.HasSuffix(p, ")") {
+		if k := "p" + strings.TrimSuffix(p, ")"); isLatencyMetric(canonicalMetric(k)) {
+			return canonicalMetric(k)
+		}
+	}
 	switch name {
+	case "avg":
+		return "mean"
+	case "med":
+		return "p50"
 	case "p99.9":
 		return "p999"
 	case "p50.0", "median":
@@ -86,6 +96,9 @@ func ParseObjective(s string) (Objective, error) {
 		}
 	}
 	o.Metric = canonicalMetric(name)
+	if value == "" && o.Metric != "" {
+		return fail("no value after %q", op)
+	}
 	var err error
 	switch {
 	case isLatencyMetric(o.Metric):

@@ -24,6 +24,11 @@ func TestParseObjective(t *testing.T) {
 		{"throughput>=10000/s", "throughput>=10000/s", "throughput", "", ">=", 10000},
 		{"throughput>2500.5", "throughput>2500.5/s", "throughput", "", ">", 2500.5},
 		{"violations<1", "violations<1", "violations", "", "<", 1},
+		// k6's names of the trend statistics.
+		{"p(99)<5ms", "p99<5ms", "p99", "", "<", 5000},
+		{"release.p(99.9)<5ms", "release.p999<5ms", "p999", "release", "<", 5000},
+		{"avg<1ms", "mean<1ms", "mean", "", "<", 1000},
+		{"med<=300us", "p50<=300µs", "p50", "", "<=", 300},
 	} {
 		o, err := ParseObjective(c.in)
 		if err != nil {
@@ -45,6 +50,11 @@ func TestParseObjective(t *testing.T) {
 		{"p95<5ms", `unknown metric "p95"`},
 		{"latency<5ms", `unknown metric "latency"`},
 		{"p99<5", `limit "5" has no unit`},
+		{"p99<", `no value after "<"`},
+		{"errors>=", `no value after ">="`},
+		{"release.max<1h", `limit "1h": unknown unit "h" (µs, us, ms or s)`},
+		{"p99<5sec", `limit "5sec": unknown unit "sec" (µs, us, ms or s)`},
+		{"p(95)<5ms", `unknown metric "p(95)"`},
 		{"p99<-5ms", "not a plain positive number"},
 		{"errors<0.1", "errors take a percentage such as 0.1%"},
 		{"errors<101%", "at most 100%"},

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // SLO is a latency objective on one percentile, such as "p99<5ms": the
@@ -70,6 +71,10 @@ func parseLimitUs(s string) (float64, error) {
 	case strings.HasSuffix(s, "s"):
 		num, scale = strings.TrimSuffix(s, "s"), 1e6
 	default:
+		num := strings.TrimRightFunc(s, unicode.IsLetter)
+		if unit := s[len(num):]; unit != "" && num != "" {
+			return 0, fmt.Errorf("limit %q: unknown unit %q (µs, us, ms or s)", s, unit)
+		}
 		return 0, fmt.Errorf("limit %q has no unit", s)
 	}
 	num = strings.TrimSpace(num)

@@ -70,11 +70,12 @@ func TestRunWithAuthAndTLS(t *testing.T) {
 	for _, tc := range []struct {
 		engine string
 		env    bool // the password from REDISCLI_AUTH rather than -a
+		hush   bool // --no-auth-warning
 	}{
-		{"redlock", false},
-		{"redlock", true},
-		{"redsync-rueidis", true},
-		{"redsync-goredis", false},
+		{"redlock", false, false},
+		{"redlock", true, false},
+		{"redsync-rueidis", true, false},
+		{"redsync-goredis", false, true},
 	} {
 		name := tc.engine + map[bool]string{true: "-env", false: "-flag"}[tc.env]
 		t.Run(name, func(t *testing.T) {
@@ -84,6 +85,9 @@ func TestRunWithAuthAndTLS(t *testing.T) {
 				"--out", out, "--user", "bench"}, tlsFlags...)
 			if !tc.env {
 				args = append(args, "-a", secret)
+			}
+			if tc.hush {
+				args = append(args, "--no-auth-warning")
 			}
 			if tc.engine == "redlock" && tc.env {
 				// stall speaks to a master directly, with the credentials.
@@ -118,6 +122,12 @@ func TestRunWithAuthAndTLS(t *testing.T) {
 					t.Errorf("stderr mentions %s: %s", bad, stderr.String())
 				}
 			}
+			// As redis-cli, a password on the command line is warned
+			// about, once, unless --no-auth-warning.
+			warned := strings.Count(stderr.String(), "redlock-bench: warning: a password given with -a/--pass")
+			if want := map[bool]int{true: 1, false: 0}[!tc.env && !tc.hush]; warned != want {
+				t.Errorf("%d warnings about -a, want %d: %s", warned, want, stderr.String())
+			}
 			noSecret(t, out, stdout.String(), stderr.String())
 		})
 	}
@@ -141,6 +151,11 @@ func TestRunAuthErrors(t *testing.T) {
 	}
 	masters := strings.Join(c.Addrs(), ",")
 	tlsFlags := []string{"--tls", "--cacert", certs.CAFile, "--cert", certs.ClientCert, "--key", certs.ClientKey}
+	// Masters that want the default user's password, and one plain master
+	// that wants none, beside two TLS ones: --tls on some masters only.
+	pw := redistest.StartT(t, 3, redistest.Options{Password: secret})
+	plain := redistest.StartT(t, 1)
+	mixed := strings.Join([]string{c.Addrs()[0], plain.Addrs()[0], c.Addrs()[1]}, ",")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -153,6 +168,18 @@ func TestRunAuthErrors(t *testing.T) {
 			1, []string{c.Addrs()[1], `AUTH as user "nobody" refused`}},
 		{"wrong CA", []string{"run", "--masters", masters, "--user", "bench", "-a", secret, "--tls", "--cacert", other.CAFile,
 			"--cert", certs.ClientCert, "--key", certs.ClientKey}, 1, []string{c.Addrs()[2], "certificate signed by unknown authority"}},
+		{"no password", []string{"run", "--masters", strings.Join(pw.Addrs(), ",")},
+			1, []string{"3 of 3 masters unreachable: " + strings.Join(pw.Addrs(), ", ") + " (the master wants a password: give -a/--pass or REDISCLI_AUTH"}},
+		{"no password, redsync", []string{"run", "--masters", strings.Join(pw.Addrs(), ","), "--engine", "redsync-goredis"},
+			1, []string{pw.Addrs()[0], "the master wants a password: give -a/--pass or REDISCLI_AUTH"}},
+		{"wrong requirepass", []string{"run", "--masters", strings.Join(pw.Addrs(), ","), "-a", "wrong-" + secret, "--engine", "redsync-rueidis"},
+			1, []string{pw.Addrs()[1], "AUTH as the default user refused: WRONGPASS"}},
+		{"password to a master without one", []string{"run", "--masters", plain.Addrs()[0], "-a", secret},
+			1, []string{plain.Addrs()[0], "the master wants no password: drop -a/--pass and " + "REDISCLI_AUTH"}},
+		{"plain to TLS", []string{"run", "--masters", masters, "--user", "bench", "-a", secret},
+			1, []string{"3 of 3 masters", c.Addrs()[0], "the master serves TLS on this port: add --tls"}},
+		{"TLS to plain", append([]string{"run", "--masters", mixed, "--user", "bench", "-a", secret}, tlsFlags...),
+			1, []string{"1 of 3 masters", plain.Addrs()[0], "the master serves plain TCP on this port, not TLS"}},
 		{"cert without key", []string{"run", "--masters", masters, "-a", secret, "--tls", "--cert", certs.ClientCert},
 			2, []string{"--cert: needs --key"}},
 		{"unreadable CA", []string{"run", "--masters", masters, "--tls", "--cacert", "/no/such/ca.pem"},

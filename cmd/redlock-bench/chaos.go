@@ -87,6 +87,9 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if fs.NArg() > 0 {
 		return usageErrorf("chaos: unexpected argument %q", fs.Arg(0))
 	}
+	if err := checkMetricsAddr(o.metricsAddr); err != nil {
+		return err
+	}
 	cfg := o.cfg
 	if o.masters != "" {
 		cfg.Masters = strings.Split(o.masters, ",")
@@ -108,6 +111,7 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if cfg.Seed == 0 {
 		cfg.Seed = newSeed()
 	}
+	warn(stderr, o.conn.Warning())
 	stopMetrics, err := serveMetrics(o.metricsAddr, &cfg.Observer, stderr)
 	if err != nil {
 		return err

@@ -132,6 +132,8 @@ func TestChaosBadFlags(t *testing.T) {
 		{[]string{"--seed", "x"}, `chaos: invalid argument "x" for "--seed" flag: strconv.ParseUint: parsing "x": invalid syntax`},
 		{[]string{"--workers", "-1"}, "--workers: must be in 1..256, got -1"},
 		{[]string{"--jump", "-1s"}, "--jump: must be positive, got -1s"},
+		{[]string{"--metrics-addr", "foo"}, "--metrics-addr: want [HOST]:PORT such as :9464 or 127.0.0.1:9464, got foo"},
+		{[]string{"--metrics-addr", "127.0.0.1:-1"}, "--metrics-addr: port must be 0-65535 (0: any free port), got 127.0.0.1:-1"},
 		{[]string{"--bogus"}, "chaos: unknown flag: --bogus"},
 		{[]string{"extra"}, `chaos: unexpected argument "extra"`},
 	} {

@@ -28,6 +28,7 @@ type compareOptions struct {
 	label   string
 
 	metricsAddr string // --metrics-addr
+	authWarning string // runOptions.authWarning
 }
 
 func newCompareFlags(o *compareOptions) *pflag.FlagSet {
@@ -102,7 +103,7 @@ func parseCompareFlags(args []string) (bench.CompareConfig, compareOptions, erro
 		}
 	}
 	base, ro, err := parseRunFlags(rest)
-	o.metricsAddr = ro.metricsAddr
+	o.metricsAddr, o.authWarning = ro.metricsAddr, ro.authWarning
 	if err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) {
@@ -154,6 +155,7 @@ func compareCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
+	warn(stderr, o.authWarning)
 	stopMetrics, err := serveMetrics(o.metricsAddr, &cc.Base.Observer, stderr)
 	if err != nil {
 		return err

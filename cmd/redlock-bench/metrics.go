@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	"github.com/redlock-bench/redlock/bench"
@@ -34,4 +35,21 @@ func serveMetrics(addr string, obs **engine.Observer, stderr io.Writer) (stop fu
 			fmt.Fprintf(prefixWriter{w: stderr}, "metrics server: %v\n", err)
 		}
 	}, nil
+}
+
+// checkMetricsAddr refuses a --metrics-addr that cannot be an address to
+// listen on, as bad input, before anything starts. A taken port is found
+// only when the server starts, and is a failure.
+func checkMetricsAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return badFlag("metrics-addr", addr, "want [HOST]:PORT such as :9464 or 127.0.0.1:9464")
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return badFlag("metrics-addr", addr, "port must be 0-65535 (0: any free port)")
+	}
+	return nil
 }

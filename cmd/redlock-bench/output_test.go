@@ -233,3 +233,30 @@ func TestViolationsOutrankAMissedObjective(t *testing.T) {
 		t.Errorf("exit %d, want 1\nstderr: %s", exitStatus(err), stderr.String())
 	}
 }
+
+// An objective the run cannot measure, by its configuration, is bad input,
+// as k6 refuses a threshold on a metric that does not exist: refused
+// before the run, not missed "for want of evidence" after it.
+func TestObjectiveTheRunCannotMeasure(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--slo", "wait.p99<5ms"}, "--slo: mode try measures no wait latency (--mode wait does), got wait.p99<5ms"},
+		{[]string{"--slo", "handoff.max<1s"}, "--slo: hand-offs are measured in mode wait only (--mode wait), got handoff.max<1s"},
+		{[]string{"--mode", "wait", "--check=false", "--slo", "handoff.p50<1s"}, "--slo: hand-offs are measured by the safety check (--check=false turned it off), got handoff.p50<1s"},
+		{[]string{"--mode", "wait", "--slo", "p99<1s", "--slo", "acquire.p99<1s"}, "--slo: mode wait measures the wait latency, not acquire (wait.p99, or p99 alone, is the acquisition latency), got acquire.p99<1s"},
+		{[]string{"--check=false", "--slo", "violations<1"}, "--slo: violations are counted by the safety check (--check=false turned it off), got violations<1"},
+	} {
+		cmd := command(t, append([]string{"run", "--engine", "nolock", "--duration", "300ms", "--warmup", "0", "--out", "r"}, c.args...)...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		if code := exitStatus(err); code != 2 || stderr.String() != "redlock-bench: "+c.want+"\n" {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", c.args, code, stderr.String(), c.want)
+		}
+		if entries, _ := os.ReadDir(cmd.Dir); stdout.Len() != 0 || len(entries) != 0 {
+			t.Errorf("%q: a refused objective left %v and stdout %q", c.args, entries, stdout.String())
+		}
+	}
+}

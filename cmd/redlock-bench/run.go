@@ -57,6 +57,9 @@ type runOptions struct {
 	cpuProfile   string
 	metricsAddr  string
 	conn         *connflags.Flags
+	// authWarning is the connection flags' Warning, for the command to
+	// print.
+	authWarning string
 }
 
 func newRunFlags(o *runOptions) *pflag.FlagSet {
@@ -148,6 +151,9 @@ func parseRunFlagsWith(args []string, out *runOutput) (bench.Config, runOptions,
 		if err := out.parse(); err != nil {
 			return c, o, err
 		}
+		if err := measurable(c, out.objectives); err != nil {
+			return c, o, err
+		}
 	}
 	// The engine features exist in the redlock engine only; asking another
 	// engine for them is a mistake, not a no-op.
@@ -206,6 +212,31 @@ func (out *runOutput) parse() error {
 	return nil
 }
 
+// measurable refuses an objective that a run of c cannot measure, as k6
+// refuses a threshold on a metric that does not exist: else the run would
+// go its whole length only to miss it for want of evidence.
+func measurable(c bench.Config, objs []results.Objective) error {
+	for _, o := range objs {
+		var why string
+		switch {
+		case o.Metric == "violations" && !c.Check:
+			why = "violations are counted by the safety check (--check=false turned it off)"
+		case o.Latency == results.Wait.String() && c.Mode != bench.ModeWait:
+			why = "mode try measures no wait latency (--mode wait does)"
+		case o.Latency == results.Handoff.String() && c.Mode != bench.ModeWait:
+			why = "hand-offs are measured in mode wait only (--mode wait)"
+		case o.Latency == results.Handoff.String() && !c.Check:
+			why = "hand-offs are measured by the safety check (--check=false turned it off)"
+		case o.Latency == results.Acquire.String() && c.Mode == bench.ModeWait:
+			why = "mode wait measures the wait latency, not acquire (wait." + o.Metric + ", or " + o.Metric + " alone, is the acquisition latency)"
+		}
+		if why != "" {
+			return badFlag("slo", o.Text, why)
+		}
+	}
+	return nil
+}
+
 // config is the configuration of the flags that need no parsing.
 func (o *runOptions) config() bench.Config {
 	c := bench.DefaultConfig()
@@ -250,6 +281,10 @@ func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 		return &usageError{msg: err.Error()}
 	}
 	c.Username, c.Password, c.TLS = conn.Username, conn.Password, conn.TLS
+	o.authWarning = o.conn.Warning()
+	if err := checkMetricsAddr(o.metricsAddr); err != nil {
+		return err
+	}
 	if fs.Changed("ops") {
 		if o.ops <= 0 {
 			return badFlag("ops", strconv.FormatInt(o.ops, 10), "must be > 0")
@@ -315,6 +350,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	warn(stderr, o.authWarning)
 	stopMetrics, err := serveMetrics(o.metricsAddr, &cfg.Observer, stderr)
 	if err != nil {
 		return err
@@ -577,6 +613,13 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// warn prints a warning line on stderr, if there is one.
+func warn(stderr io.Writer, warning string) {
+	if warning != "" {
+		fmt.Fprintln(prefixWriter{w: stderr}, warning)
+	}
 }
 
 // prefixWriter prefixes each informational line with the command's name.

@@ -26,6 +26,7 @@ type sweepOptions struct {
 	label   string
 
 	metricsAddr string // --metrics-addr
+	authWarning string // runOptions.authWarning
 }
 
 // sweepFlagNames are the flags sweep takes out of the command line before
@@ -140,7 +141,7 @@ func parseSweepFlags(args []string) (bench.SweepConfig, sweepOptions, error) {
 	}
 
 	base, ro, err := parseRunFlags(rest)
-	o.metricsAddr = ro.metricsAddr
+	o.metricsAddr, o.authWarning = ro.metricsAddr, ro.authWarning
 	if err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) {
@@ -185,6 +186,7 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	warn(stderr, o.authWarning)
 	stopMetrics, err := serveMetrics(o.metricsAddr, &sc.Base.Observer, stderr)
 	if err != nil {
 		return err

@@ -33,11 +33,14 @@ type Flags struct {
 	Key      string
 	SNI      string
 	Insecure bool
+	// NoAuthWarning hides Warning, as redis-cli's --no-auth-warning does.
+	NoAuthWarning bool
 
 	fs *pflag.FlagSet
 }
 
-// names are the flags Register adds, in the order they are checked.
+// names are the flags Register adds that say how to connect, in the order
+// they are checked (--no-auth-warning says nothing about that).
 var names = []string{"user", "pass", "tls", "cacert", "cert", "key", "sni", "insecure"}
 
 // Register adds the connection flags to fs.
@@ -51,7 +54,19 @@ func Register(fs *pflag.FlagSet) *Flags {
 	fs.StringVar(&f.Key, "key", "", "with --tls: PEM private key of --cert")
 	fs.StringVar(&f.SNI, "sni", "", "with --tls: server name to send and verify (default: each master's host)")
 	fs.BoolVar(&f.Insecure, "insecure", false, "with --tls: do not verify the masters' certificates")
+	fs.BoolVar(&f.NoAuthWarning, "no-auth-warning", false, "do not warn that a password given with -a/--pass may be seen by other users")
 	return f
+}
+
+// Warning is what to print on stderr, once, when the password is on the
+// command line, as redis-cli warns of -a; empty otherwise. The password
+// stays in ps and the shell's history, where other users can read it.
+func (f *Flags) Warning() string {
+	if !f.fs.Changed("pass") || f.NoAuthWarning {
+		return ""
+	}
+	return "warning: a password given with -a/--pass may be seen by other users (ps, shell history): prefer the environment variable " +
+		EnvPassword + " (--no-auth-warning hides this)"
 }
 
 // Settings is what the flags say about reaching the masters.

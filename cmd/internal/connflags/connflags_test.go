@@ -58,6 +58,17 @@ func TestSettings(t *testing.T) {
 		t.Errorf("local masters with %s set: %+v, %v", connflags.EnvPassword, s, err)
 	}
 
+	// -a is warned about, as redis-cli does, unless --no-auth-warning;
+	// REDISCLI_AUTH is not.
+	if w := parse(t, "-a", "pw").Warning(); !strings.Contains(w, "-a/--pass") || !strings.Contains(w, connflags.EnvPassword) || strings.Contains(w, "pw ") {
+		t.Errorf("warning of -a: %q", w)
+	}
+	for _, args := range [][]string{{"-a", "pw", "--no-auth-warning"}, {}, {"--user", "u"}} {
+		if w := parse(t, args...).Warning(); w != "" {
+			t.Errorf("%q: warning %q, want none", args, w)
+		}
+	}
+
 	var ec engine.Config
 	if err := parse(t, "--user", "u", "--tls", "--insecure").Apply(&ec); err != nil || ec.Username != "u" || ec.Password != "from-env" || ec.TLS == nil {
 		t.Errorf("Apply: %+v, %v", ec, err)

@@ -90,6 +90,9 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := checkMetricsAddr(o.metricsAddr); err != nil {
 		return err
 	}
+	if o.metricsAddr != "" && o.cfg.Engine != "redlock" {
+		return badFlag("metrics-addr", o.metricsAddr, "applies to --engine redlock only (its metrics are the engine's), not "+o.cfg.Engine)
+	}
 	cfg := o.cfg
 	if o.masters != "" {
 		cfg.Masters = strings.Split(o.masters, ",")

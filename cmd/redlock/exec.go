@@ -27,13 +27,16 @@ that uses the same masters.
 
 If the lock is lost while COMMAND runs (an extension misses the quorum, or
 the lock's validity runs out), COMMAND's process group gets SIGTERM, and
-SIGKILL after --grace. SIGINT, SIGTERM and SIGHUP to redlock are forwarded
-to COMMAND's process group, which gets SIGKILL if it has not exited after
---grace (or at once on a second signal); then the lock is released. A
-signal redlock was started ignoring (nohup) stays ignored.
+SIGKILL after --grace. SIGINT, SIGTERM, SIGHUP and SIGQUIT to redlock are
+forwarded to COMMAND's process group, which gets SIGKILL if it has not
+exited after --grace (or at once on a second signal); then the lock is
+released. A signal redlock was started ignoring (nohup) stays ignored.
 COMMAND runs in its own process group, so that its children get these
 signals too; it gets no signals from the terminal, and should not read from
-it. If redlock itself is killed with SIGKILL, COMMAND gets SIGTERM (on Linux;
+it. Ctrl-Z (SIGTSTP) stops COMMAND's process group (SIGSTOP) with redlock;
+once continued, COMMAND goes on if the lock is still held, and is stopped
+as above if it was lost meanwhile (SIGSTOP to redlock alone stops nothing
+else: COMMAND runs on while the lock expires). If redlock itself is killed with SIGKILL, COMMAND gets SIGTERM (on Linux;
 not its children), and the lock's keys expire within --ttl.
 
 Flags:
@@ -182,7 +185,9 @@ func execCommand(args []string, stdout, stderr io.Writer) error {
 	}
 
 	sigs := make(chan os.Signal, 4)
-	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+	// Unhandled, SIGQUIT (Ctrl-\) would dump redlock's goroutines and end
+	// it without a release, as the runtime does.
+	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
 		// A signal redlock was started ignoring (nohup, a background job
 		// of a script) stays ignored, for COMMAND too.
 		if !signal.Ignored(s) {
@@ -308,6 +313,16 @@ func runHolding(o *execOptions, path string, l *engine.Locker, le *engine.Lease,
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = commandEnv(os.Environ(), o.resource, le.Token(), o.fencing)
 	cmd.SysProcAttr = commandAttr()
+	// Ctrl-Z stops redlock's process group, not COMMAND's: redlock stops
+	// COMMAND with itself, or COMMAND would run on while the lease runs
+	// out unextended.
+	tstp, cont := make(chan os.Signal, 1), make(chan os.Signal, 1)
+	if !signal.Ignored(syscall.SIGTSTP) {
+		signal.Notify(tstp, syscall.SIGTSTP)
+		signal.Notify(cont, syscall.SIGCONT)
+		defer signal.Stop(tstp)
+		defer signal.Stop(cont)
+	}
 	if err := cmd.Start(); err != nil {
 		release(le)
 		return statusErrorf(exitCannotRun, "exec: %s: %v", o.argv[0], err)
@@ -329,6 +344,9 @@ func runHolding(o *execOptions, path string, l *engine.Locker, le *engine.Lease,
 		}
 		stopping = true
 		syscall.Kill(-pgid, sig)
+		// A stopped COMMAND (Ctrl-Z, or reading the terminal) acts on
+		// sig only once continued.
+		syscall.Kill(-pgid, syscall.SIGCONT)
 		kill = time.NewTimer(o.grace)
 		killC = kill.C
 	}
@@ -355,6 +373,24 @@ loop:
 				continue
 			}
 			stop(s.(syscall.Signal))
+		case <-tstp:
+			// SIGSTOP, which COMMAND cannot ignore as it may SIGTSTP;
+			// redlock's own SIGTSTP is caught, so it stops itself alike.
+			// Another thread may take the SIGSTOP, and this one run on
+			// for a moment: SIGCONT says redlock was stopped and is
+			// continued (fg, bg).
+			select {
+			case <-cont:
+			default:
+			}
+			syscall.Kill(-pgid, syscall.SIGSTOP)
+			syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			<-cont
+			// COMMAND goes on only under a lease still held; if it was
+			// lost meanwhile, done stops COMMAND.
+			if stopping || le.Err() == nil {
+				syscall.Kill(-pgid, syscall.SIGCONT)
+			}
 		case <-killC:
 			fmt.Fprintf(stderr, "redlock: COMMAND still running %s after the stop signal (--grace): sending SIGKILL\n", o.grace)
 			killGroup()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -325,22 +326,27 @@ func waitGone(t *testing.T, pid int) {
 	}
 }
 
-// Ctrl-C reaches the command, and the lock is released at once, not left
-// to expire: the TTL is 10s.
-func TestInterruptStopsCommandAndReleases(t *testing.T) {
+// Ctrl-C, a hang-up and Ctrl-\ reach the command, and the lock is
+// released at once, not left to expire: the TTL is 10s. Unhandled, SIGQUIT
+// would make the Go runtime dump its goroutines and exit 2, leaving the
+// lock behind and the command's children running.
+func TestSignalStopsCommandAndReleases(t *testing.T) {
 	t.Parallel()
-	p := start(t, "exec", "--masters", strings.Join(masters, ","), "--ttl", "10s", "--quarantine", "observed",
-		"interrupt", "--", "sh", "-c", `echo ready; sleep 300`)
-	p.waitOutput(t, "ready")
-	if n := keys(t, "interrupt"); n != len(masters) {
-		t.Fatalf("held on %d masters, want all %d", n, len(masters))
-	}
-	p.cmd.Process.Signal(syscall.SIGINT)
-	if status := p.wait(t, 5*time.Second); status != 128+int(syscall.SIGINT) {
-		t.Errorf("status %d, want %d; stderr %s", status, 128+int(syscall.SIGINT), p.stderr)
-	}
-	if n := keys(t, "interrupt"); n != 0 {
-		t.Errorf("the lock's key is left on %d masters after Ctrl-C", n)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT} {
+		resource := "signal-" + signalName(sig)
+		p := start(t, "exec", "--masters", strings.Join(masters, ","), "--ttl", "10s", "--quarantine", "observed",
+			resource, "--", "sh", "-c", `echo ready; sleep 300`)
+		p.waitOutput(t, "ready")
+		if n := keys(t, resource); n != len(masters) {
+			t.Fatalf("%s: held on %d masters, want all %d", resource, n, len(masters))
+		}
+		p.cmd.Process.Signal(sig)
+		if status := p.wait(t, 5*time.Second); status != 128+int(sig) {
+			t.Errorf("%s: status %d, want %d; stderr %s", signalName(sig), status, 128+int(sig), p.stderr)
+		}
+		if n := keys(t, resource); n != 0 {
+			t.Errorf("the lock's key is left on %d masters after %s", n, signalName(sig))
+		}
 	}
 }
 
@@ -517,5 +523,119 @@ func TestIgnoredHangupStaysIgnored(t *testing.T) {
 	p.cmd.Process.Signal(syscall.SIGHUP)
 	if status := p.wait(t, 5*time.Second); status != 0 || !strings.Contains(p.stdout.String(), "end") {
 		t.Errorf("status %d, stdout %q, stderr %q", status, p.stdout, p.stderr)
+	}
+}
+
+// procState is the state letter of pid in /proc ("" once it is gone).
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 {
+		return f[0]
+	}
+	return ""
+}
+
+// waitFor polls cond until it holds, failing the test after 5s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still not %s after 5s", what)
+		}
+	}
+}
+
+// readPid reads the pid the command wrote to file.
+func readPid(t *testing.T, file string) int {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		t.Fatalf("pid %q: %v", b, err)
+	}
+	return pid
+}
+
+// Ctrl-Z (SIGTSTP) stops redlock, which then extends nothing. The command,
+// in a process group of its own, gets no SIGTSTP from the terminal; it must
+// be stopped with redlock, or it runs on while the lock expires and
+// another redlock takes it. When redlock is continued with the lock lost,
+// the command gets SIGTERM (and SIGCONT, to act on it).
+func TestSuspendStopsCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := start(t, exec1("--grace", "10s", "suspend", "--", "sh", "-c",
+		`trap 'echo term; exit 3' TERM; echo $$ >"$0/pid"; echo ready; while :; do sleep 0.02; done`, dir)...)
+	p.waitOutput(t, "ready")
+	command := readPid(t, filepath.Join(dir, "pid"))
+	p.cmd.Process.Signal(syscall.SIGTSTP)
+	waitFor(t, "redlock stopped", func() bool { return procState(p.cmd.Process.Pid) == "T" })
+	waitFor(t, "the lock expired", func() bool { return keys(t, "suspend") == 0 })
+	if s := procState(command); s != "T" {
+		t.Errorf("the command is in state %q while its lock has expired, want T (stopped)", s)
+	}
+	p.cmd.Process.Signal(syscall.SIGCONT)
+	if status := p.wait(t, 5*time.Second); status != exitLost || !strings.Contains(p.stdout.String(), "term") {
+		t.Errorf("status %d, want %d; stdout %q; stderr %s", status, exitLost, p.stdout, p.stderr)
+	}
+}
+
+// A suspended redlock continued within the TTL keeps its lock, and
+// continues the command.
+func TestSuspendAndContinue(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := start(t, "exec", "--masters", strings.Join(masters, ","), "--ttl", "10s", "--quarantine", "observed",
+		"resume", "--", "sh", "-c", `echo $$ >"$0/pid"; echo ready; while [ ! -e "$0/go" ]; do sleep 0.02; done; echo end`, dir)
+	p.waitOutput(t, "ready")
+	command := readPid(t, filepath.Join(dir, "pid"))
+	p.cmd.Process.Signal(syscall.SIGTSTP)
+	waitFor(t, "redlock stopped", func() bool { return procState(p.cmd.Process.Pid) == "T" })
+	waitFor(t, "the command stopped", func() bool { return procState(command) == "T" })
+	p.cmd.Process.Signal(syscall.SIGCONT)
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+	if status := p.wait(t, 5*time.Second); status != 0 || !strings.Contains(p.stdout.String(), "end") {
+		t.Errorf("status %d; stdout %q; stderr %s", status, p.stdout, p.stderr)
+	}
+	if n := keys(t, "resume"); n != 0 {
+		t.Errorf("the lock's key is left on %d masters", n)
+	}
+}
+
+// A closed stderr (redlock exec ... 2>&1 | head -1, or a logger that
+// died) must not kill redlock with SIGPIPE when it reports the lost lock:
+// it still stops the command and exits with 124. The command's own SIGPIPE
+// stays at its default, not ignored (the command here writes no stderr,
+// or the shell's "Terminated" would end it with SIGPIPE).
+func TestClosedStderr(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	defer w.Close()
+	p := &proc{cmd: exec.Command(binary, exec1("--grace", "10s", "stderr", "--", "sh", "-c",
+		`exec 2>/dev/null; trap 'echo term; exit 3' TERM; grep SigIgn /proc/$$/status; echo ready; while :; do sleep 0.02; done`)...),
+		stdout: &buffer{}, exited: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, w
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		<-p.exited
+	})
+	p.waitOutput(t, "ready")
+	if !regexp.MustCompile(`SigIgn:\s+0+\n`).MatchString(p.stdout.String()) {
+		t.Errorf("the command ignores signals: %q", p.stdout)
+	}
+	deleteKey(t, "stderr")
+	if status := p.wait(t, 5*time.Second); status != exitLost || !strings.Contains(p.stdout.String(), "term") {
+		t.Errorf("status %d (%v), want %d; stdout %q", status, p.err, exitLost, p.stdout)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/redlock-bench/redlock/results/version"
 )
@@ -38,6 +40,10 @@ const (
 )
 
 func main() {
+	// With SIGPIPE caught, a write to a closed stderr fails instead of
+	// killing redlock with its lock held and COMMAND running; COMMAND
+	// starts with the default action, as every caught signal.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -12,8 +12,9 @@ import (
 )
 
 // exec takes its lock on masters that want mutual TLS and an ACL user,
-// with the password from REDISCLI_AUTH; a wrong password or a missing key
-// file fail with the cause, and the password shows nowhere.
+// with the password from REDISCLI_AUTH, which the command inherits as
+// documented; a wrong password or a missing key file fail with the cause,
+// and the password shows nowhere.
 func TestExecWithAuthAndTLS(t *testing.T) {
 	t.Parallel()
 	const secret = "pw-exec-Hq72-secret"
@@ -39,7 +40,7 @@ func TestExecWithAuthAndTLS(t *testing.T) {
 		status int
 		out    string // stdout, or the start of stderr on failure
 	}{
-		{"ok", append(base, "--key", certs.ClientKey, "nightly", "--", "sh", "-c", "echo held $REDLOCK_RESOURCE"), secret, 0, "held nightly\n"},
+		{"ok", append(base, "--key", certs.ClientKey, "nightly", "--", "sh", "-c", `test -n "$REDISCLI_AUTH" && echo held $REDLOCK_RESOURCE`), secret, 0, "held nightly\n"},
 		{"wrong password", append(base, "--key", certs.ClientKey, "nightly", "--", "true"), "wrong", exitUnavailable,
 			`redlock: exec: masters unreachable: `},
 		{"cert without key", append(base, "nightly", "--", "true"), secret, exitUsage, "redlock: exec: --cert: needs --key"},

@@ -23,7 +23,8 @@ const execUsage = `Usage: redlock exec [flags] RESOURCE -- COMMAND [ARG...]
 Acquires the lock RESOURCE on a quorum of the masters, runs COMMAND while
 extending the lock, and releases it when COMMAND exits. A distributed
 flock(1): at most one COMMAND per RESOURCE runs at a time across every host
-that uses the same masters.
+that uses the same masters. Processes that COMMAND leaves running in the
+background when it exits are not waited for: they run on without the lock.
 
 If the lock is lost while COMMAND runs (an extension misses the quorum, or
 the lock's validity runs out), COMMAND's process group gets SIGTERM, and
@@ -44,7 +45,9 @@ Flags:
 Environment:
   REDLOCK_MASTERS         the masters, when --masters is not given
   REDISCLI_AUTH           the masters' password, when -a/--pass is not
-                          given (so that it stays out of ps)
+                          given (so that it stays out of ps); COMMAND
+                          inherits it with the rest of the environment:
+                          withhold it with -- env -u REDISCLI_AUTH COMMAND
   REDLOCK_RESOURCE        set for COMMAND: the resource it holds
   REDLOCK_FENCING_TOKEN   set for COMMAND with --fencing: the lock's fencing
                           token, larger than that of every earlier holder;

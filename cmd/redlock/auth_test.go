@@ -72,4 +72,23 @@ func TestExecWithAuthAndTLS(t *testing.T) {
 			t.Errorf("%s: the password is in the output", tc.name)
 		}
 	}
+
+	// A password on the command line is warned about once, as redis-cli
+	// and redlock-bench do, unless --no-auth-warning.
+	for _, quiet := range []bool{false, true} {
+		args := append(append([]string{}, base...), "--key", certs.ClientKey, "-a", secret)
+		if quiet {
+			args = append(args, "--no-auth-warning")
+		}
+		cmd := exec.Command(binary, append(args, "nightly", "--", "true")...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("-a (quiet %v): %v; stderr %s", quiet, err, stderr.String())
+		}
+		want := "redlock: warning: a password given with -a/--pass may be seen by other users"
+		if quiet && stderr.String() != "" || !quiet && (!strings.HasPrefix(stderr.String(), want) || strings.Count(stderr.String(), "\n") != 1) {
+			t.Errorf("-a (--no-auth-warning %v): stderr %q, want %s", quiet, stderr.String(), map[bool]string{false: "one line " + want, true: "nothing"}[quiet])
+		}
+	}
 }

@@ -96,6 +96,7 @@ type execOptions struct {
 	fencing     bool
 	quarantine  engine.QuarantinePolicy
 	conn        connflags.Settings
+	authWarning string // printed before anything else (see connflags.Flags.Warning)
 	resource    string
 	argv        []string
 }
@@ -152,6 +153,7 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 	if o.conn, err = conn.Settings(true); err != nil {
 		return nil, usageErrorf("exec: %v", err)
 	}
+	o.authWarning = conn.Warning()
 
 	rest, dash := fs.Args(), fs.ArgsLenAtDash()
 	switch {
@@ -177,6 +179,9 @@ func execCommand(args []string, stdout, stderr io.Writer) error {
 	o, err := parseExec(args, stdout)
 	if err != nil || o == nil {
 		return err
+	}
+	if o.authWarning != "" {
+		fmt.Fprintf(stderr, "redlock: %s\n", o.authWarning)
 	}
 	// Find COMMAND before taking the lock, as a shell would.
 	path, err := exec.LookPath(o.argv[0])

@@ -90,6 +90,7 @@ const releaseTimeout = 5 * time.Second
 type execOptions struct {
 	masters     []string
 	ttl         time.Duration
+	maxTTL      time.Duration
 	wait        time.Duration
 	grace       time.Duration
 	extendEvery time.Duration
@@ -108,11 +109,12 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 	fs.SortFlags = false
 	masters := fs.String("masters", "", "comma-separated host:port of the independent Redis masters (default $REDLOCK_MASTERS)")
 	ttl := fs.Duration("ttl", 30*time.Second, "the lock's lifetime on the masters, renewed while COMMAND runs (100ms to 24h, whole milliseconds)")
+	longest := fs.Duration("max-ttl", 0, "the longest --ttl of any run on these masters, which the restart quarantine lasts (default --ttl)")
 	wait := fs.Duration("wait", 0, "how long to wait for RESOURCE while it is held (0: one attempt)")
 	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM (or the forwarded signal) and SIGKILL")
 	extendEvery := fs.Duration("extend-every", 0, "how often the lock is renewed (default TTL/3)")
 	fencing := fs.Bool("fencing", false, "give COMMAND a fencing token in $REDLOCK_FENCING_TOKEN")
-	quarantine := fs.String("quarantine", "always", "votes of a master younger than --ttl: always ignored until it is --ttl old, after an observed restart only (observed), or counted (off)")
+	quarantine := fs.String("quarantine", "always", "votes of a master younger than --max-ttl: always ignored until it is --max-ttl old, after an observed restart only (observed), or counted (off)")
 	conn := connflags.Register(fs)
 	fs.SetInterspersed(true)
 	if err := fs.Parse(args); err != nil {
@@ -122,7 +124,7 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 		}
 		return nil, usageErrorf("exec: %v (see 'redlock exec --help')", err)
 	}
-	o := &execOptions{ttl: *ttl, wait: *wait, grace: *grace, extendEvery: *extendEvery, fencing: *fencing}
+	o := &execOptions{ttl: *ttl, maxTTL: *longest, wait: *wait, grace: *grace, extendEvery: *extendEvery, fencing: *fencing}
 
 	list, from := *masters, "--masters"
 	if !fs.Changed("masters") {
@@ -140,6 +142,10 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 		return nil, usageErrorf("exec: --ttl %s is out of range: want 100ms to 24h", o.ttl)
 	case o.ttl%time.Millisecond != 0:
 		return nil, usageErrorf("exec: --ttl %s: want whole milliseconds", o.ttl)
+	case o.maxTTL != 0 && o.maxTTL < o.ttl:
+		return nil, usageErrorf("exec: --max-ttl %s is below --ttl %s", o.maxTTL, o.ttl)
+	case o.maxTTL > maxTTL:
+		return nil, usageErrorf("exec: --max-ttl %s is out of range: want --ttl to 24h", o.maxTTL)
 	case o.wait < 0:
 		return nil, usageErrorf("exec: --wait must be >= 0, got %s", o.wait)
 	case o.grace < 0:
@@ -246,6 +252,7 @@ func acquireOrInterrupt(o *execOptions, sigs <-chan os.Signal) (*engine.Locker, 
 func acquire(ctx context.Context, o *execOptions) (*engine.Locker, *engine.Lease, error) {
 	cfg := engine.DefaultConfig(o.masters...)
 	cfg.TTL = o.ttl
+	cfg.MaxTTL = o.maxTTL
 	cfg.AutoExtend = true
 	cfg.ExtendEvery = o.extendEvery
 	cfg.Fencing = o.fencing

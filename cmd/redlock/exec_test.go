@@ -515,7 +515,7 @@ func TestInterruptWhileWaiting(t *testing.T) {
 	holder := start(t, exec1("waiting", "--", "sh", "-c", `echo ready; sleep 300`)...)
 	holder.waitOutput(t, "ready")
 	waiter := start(t, exec1("--wait", "20s", "waiting", "--", "sh", "-c", "echo must-not-run")...)
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, "the waiter queued", func() bool { return keys(t, "\xffredlock:queue:waiting") == len(masters) })
 	waiter.cmd.Process.Signal(syscall.SIGINT)
 	status := waiter.wait(t, 5*time.Second)
 	if status != 128+int(syscall.SIGINT) || waiter.stdout.String() != "" ||
@@ -525,8 +525,16 @@ func TestInterruptWhileWaiting(t *testing.T) {
 	if n := keys(t, "waiting"); n != len(masters) {
 		t.Errorf("the holder's key is on %d masters, want %d", n, len(masters))
 	}
+	// The waiter left its place in the resource's queue (engine's
+	// queuePrefix), or the holder's release would hand the turn to it.
+	if n := keys(t, "\xffredlock:queue:waiting"); n != 0 {
+		t.Errorf("the waiter's queue is left on %d masters", n)
+	}
 	holder.cmd.Process.Signal(syscall.SIGINT)
 	holder.wait(t, 5*time.Second)
+	if n := keys(t, "waiting"); n != 0 {
+		t.Errorf("a key is left on %d masters", n)
+	}
 }
 
 // Under nohup, SIGHUP stays ignored: redlock neither forwards it nor

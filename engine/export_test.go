@@ -17,3 +17,6 @@ func SkipHandoffEndCheck(skip bool) { skipHandoffEndCheck.Store(skip) }
 
 // FenceKey is the internal key of a lock key's fencing counter.
 func FenceKey(key string) string { return fencePrefix + key }
+
+// QuitScriptBody is the Lua a waiter that gives up runs on every master.
+var QuitScriptBody = quitScript.Body

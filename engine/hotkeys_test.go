@@ -164,9 +164,9 @@ func TestReleaseWakesOneWaiterAcrossLockers(t *testing.T) {
 	})
 }
 
-// The waiter whose turn it is may be gone: its process killed (its Locker
-// closed, its place in the masters' queues left behind) or its Lock
-// cancelled. The others must still get the lock, within their fallback
+// The waiter whose turn it is may be gone: its process killed (its
+// connections cut, its place in the masters' queues left behind) or its
+// Lock cancelled. The others must still get the lock, within their fallback
 // delay (plus the turn token's life) when nobody can wake them.
 func TestWaitersOutliveTheFirstWaiter(t *testing.T) {
 	const fallback = 100 * time.Millisecond
@@ -176,7 +176,18 @@ func TestWaitersOutliveTheFirstWaiter(t *testing.T) {
 			e := newEnv(t, 5)
 			cfg := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = fallback, fallback }
 			holderL := e.locker(cfg)
-			ls := []*engine.Locker{e.locker(cfg), e.locker(cfg), e.locker(cfg)}
+			// The first waiter reaches the masters through proxies, which
+			// "killed" cuts.
+			var links []*latencyProxy
+			mortal := e.locker(func(c *engine.Config) {
+				cfg(c)
+				c.Masters = nil
+				for _, a := range e.cluster.Addrs() {
+					links = append(links, newLatencyProxy(t, a, 0, nil))
+					c.Masters = append(c.Masters, links[len(links)-1].addr())
+				}
+			})
+			ls := []*engine.Locker{mortal, e.locker(cfg), e.locker(cfg)}
 			firstCtx, cancelFirst := context.WithCancel(context.Background())
 			defer cancelFirst()
 			ctxs := []context.Context{firstCtx, context.Background(), context.Background()}
@@ -216,7 +227,10 @@ func TestWaitersOutliveTheFirstWaiter(t *testing.T) {
 			t.Logf("the masters' queues start with%s", heads)
 			switch how {
 			case "killed":
-				ls[0].Close() // leaves its place in the queues, as a killed process would
+				for _, p := range links {
+					p.kill()
+				}
+				ls[0].Close() // cannot reach the masters: its place in the queues stays
 			case "cancelled":
 				cancelFirst()
 			}

@@ -9,6 +9,7 @@ import (
 	mrand "math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,8 +28,20 @@ type Locker struct {
 	gate   *gate
 	notify *notifier
 	closed atomic.Bool
+	// done closes with Close: Lock callers asleep between attempts wake.
+	done chan struct{}
 	// waiting counts Lock callers blocked between attempts on the masters.
 	waiting atomic.Int32
+	// remote counts Lock callers past the gate (in lockRemote), whom Close
+	// waits for, bounded, so that their clean-up still reaches the masters.
+	remote atomic.Int32
+	// tickets are this Locker's waiters' places in the masters' queues,
+	// with their resources. Whoever takes a ticket out sends its leave (the
+	// waiter, or Close for a waiter it could not wait for), once, and while
+	// holding tmu: Close takes tmu before it closes the pool, which then
+	// drains what was posted.
+	tmu     sync.Mutex
+	tickets map[*ticket]string
 	nodes   *nodeWatch // for Observer.NodeState
 	// id and seq name this Locker's waiters in the masters' queues.
 	id  string
@@ -64,13 +77,15 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	l := &Locker{
-		cfg:    cfg,
-		pool:   pool,
-		addrs:  cfg.Masters,
-		ttlStr: itoa(cfg.TTL.Milliseconds()),
-		drift:  drift(cfg.TTL, cfg.DriftFactor),
-		setGet: true,
-		id:     newValue()[:11],
+		cfg:     cfg,
+		pool:    pool,
+		addrs:   cfg.Masters,
+		ttlStr:  itoa(cfg.TTL.Milliseconds()),
+		drift:   drift(cfg.TTL, cfg.DriftFactor),
+		setGet:  true,
+		id:      newValue()[:11],
+		done:    make(chan struct{}),
+		tickets: make(map[*ticket]string),
 	}
 	for _, n := range pool.Nodes() {
 		if v := n.Info().Version; v != "" && !atLeast(v, 7, 0) {
@@ -160,14 +175,32 @@ func (l *Locker) Subscriptions() int {
 }
 
 // Close releases the connections. Leases still held are left to expire;
-// their Done channels close.
+// their Done channels close then. Lock callers still waiting return
+// ErrClosed: Close wakes them and waits (at most a few node timeouts) for
+// them to undo an attempt that took the key after Close began and to leave
+// the masters' queues, passing on a turn that may have been theirs, so
+// that the waiters of other Lockers are woken by the next release instead
+// of their fallback.
 func (l *Locker) Close() error {
 	if l.closed.Swap(true) {
 		return nil
 	}
+	close(l.done)
 	if l.gate != nil {
 		l.gate.close()
 	}
+	// A waiter may be in an attempt (and its fencing round) or
+	// subscribing: each is bounded by a round's span.
+	deadline := time.Now().Add(3 * l.pool.MaxRoundSpan())
+	for l.remote.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	l.tmu.Lock()
+	for tk, resource := range l.tickets {
+		l.postQuit(resource, tk)
+	}
+	l.tickets = nil
+	l.tmu.Unlock()
 	if l.notify != nil {
 		l.notify.close()
 	}
@@ -374,6 +407,8 @@ func (l *Locker) lock(ctx context.Context, resource string, w *WaitInfo) (*Lease
 }
 
 func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Time, w *WaitInfo) (le *Lease, err error) {
+	l.remote.Add(1)
+	defer l.remote.Add(-1)
 	var (
 		sub   *subscription
 		tk    *ticket
@@ -398,6 +433,14 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 	for {
 		w.Attempts++
 		le, err := l.try(ctx, resource, tk)
+		if err == nil && l.closed.Load() {
+			// Close began during the attempt. The lease could not be
+			// released (Release after Close deletes nothing), so it would
+			// keep the resource, and the turn, for its TTL: undo it, and
+			// let the quit below pass the turn on.
+			l.undo(le)
+			return nil, fmt.Errorf("engine: lock %q: %w during the attempt, which was undone", resource, ErrClosed)
+		}
 		if err == nil {
 			if tk != nil {
 				// Masters where the attempt queued the waiter but did not
@@ -406,7 +449,12 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 				rest := (uint64(1)<<len(le.votes) - 1) &^ le.held
 				le.kept, le.queueID = rest, tk.id
 				le.mu.Unlock()
-				l.leaveQueue(resource, tk, rest, true)
+				l.tmu.Lock()
+				if _, ok := l.tickets[tk]; ok {
+					delete(l.tickets, tk)
+					l.leaveQueue(resource, tk, rest, true)
+				}
+				l.tmu.Unlock()
 			}
 			return le, nil
 		}
@@ -469,6 +517,10 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 			l.waiting.Add(-1)
 			l.observeWait(resource, asleep, WakeNone, ctx.Err())
 			return nil, errors.Join(last, ctx.Err())
+		case <-l.done:
+			l.waiting.Add(-1)
+			l.observeWait(resource, asleep, WakeNone, ErrClosed)
+			return nil, fmt.Errorf("engine: lock %q: %w", resource, ErrClosed)
 		case <-notified:
 			w.Notified++
 			w.Cause = WakeNotified
@@ -494,6 +546,11 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 // to the resource's releases.
 func (l *Locker) queue(ctx context.Context, resource string, start time.Time) (*ticket, *subscription) {
 	tk := &ticket{score: itoa(start.UnixMicro()), id: l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)}
+	l.tmu.Lock()
+	if l.tickets != nil {
+		l.tickets[tk] = resource
+	}
+	l.tmu.Unlock()
 	return tk, l.notify.subscribe(ctx, l.cfg.KeyPrefix+resource, tk.id)
 }
 
@@ -503,7 +560,7 @@ func (l *Locker) queue(ctx context.Context, resource string, start time.Time) (*
 // until its fallback. One that acquired stays where a release may still be
 // on its way to pop it (see leaveScript).
 func (l *Locker) leaveQueue(resource string, tk *ticket, nodes uint64, acquired bool) {
-	if l.closed.Load() || nodes == 0 {
+	if nodes == 0 {
 		return
 	}
 	cmd := multiplex.Command{Name: "ZREM", Key: queuePrefix + l.cfg.KeyPrefix + resource, Args: [multiplex.MaxArgs]string{tk.id}, NArgs: 1, Nodes: nodes}
@@ -515,11 +572,18 @@ func (l *Locker) leaveQueue(resource string, tk *ticket, nodes uint64, acquired 
 
 // quitQueue takes a waiter that gives up out of the resource's queue on
 // every master, and passes on a turn it may have been given (see
-// quitScript), without waiting.
+// quitScript), without waiting; unless Close has done so.
 func (l *Locker) quitQueue(resource string, tk *ticket) {
-	if l.closed.Load() {
-		return
+	l.tmu.Lock()
+	defer l.tmu.Unlock()
+	if _, ok := l.tickets[tk]; ok {
+		delete(l.tickets, tk)
+		l.postQuit(resource, tk)
 	}
+}
+
+// postQuit sends tk's quitScript to every master. The caller holds tmu.
+func (l *Locker) postQuit(resource string, tk *ticket) {
 	cmd := multiplex.Command{Script: quitScript, Key: l.cfg.KeyPrefix + resource, Args: [multiplex.MaxArgs]string{tk.id}, NArgs: 1, Nodes: uint64(1)<<l.pool.Len() - 1}
 	l.pool.Post(cmd, classifyInt, nil)
 }

@@ -13,7 +13,10 @@ import (
 // proxy forwards TCP from a free loopback port to a master. Each kind of
 // proxy below decides what happens to a connection's bytes; the proxy and
 // every connection it opened close with the test.
-type proxy struct{ ln net.Listener }
+type proxy struct {
+	ln  net.Listener
+	cut func()
+}
 
 // startProxy calls serve, on its own goroutine, with each accepted client
 // connection and a fresh connection to target.
@@ -25,14 +28,15 @@ func startProxy(t *testing.T, target string, serve func(client, server net.Conn)
 	}
 	var mu sync.Mutex
 	var conns []net.Conn
-	t.Cleanup(func() {
+	cut := func() {
 		ln.Close()
 		mu.Lock()
 		for _, c := range conns {
 			c.Close()
 		}
 		mu.Unlock()
-	})
+	}
+	t.Cleanup(cut)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -50,8 +54,12 @@ func startProxy(t *testing.T, target string, serve func(client, server net.Conn)
 			go serve(c, s)
 		}
 	}()
-	return &proxy{ln: ln}
+	return &proxy{ln: ln, cut: cut}
 }
+
+// kill cuts every connection and refuses new ones, as the death of the
+// process on the client's side would.
+func (p *proxy) kill() { p.cut() }
 
 func (p *proxy) addr() string { return p.ln.Addr().String() }
 

@@ -38,13 +38,17 @@ func ParseSLO(s string) (SLO, error) {
 	if op != "<" && op != "<=" {
 		return SLO{}, fmt.Errorf("slo %q: %w", s, errSLOSyntax)
 	}
+	typed := name
 	name = canonicalMetric(name)
 	known := false
 	for _, p := range sloPercentiles {
 		known = known || p == name
 	}
 	if !known {
-		return SLO{}, fmt.Errorf("slo %q: unknown percentile %q: %w", s, name, errSLOSyntax)
+		return SLO{}, fmt.Errorf("slo %q: unknown percentile %q: %w", s, typed, errSLOSyntax)
+	}
+	if value == "" {
+		return SLO{}, fmt.Errorf("slo %q: no value after %q: %w", s, op, errSLOSyntax)
 	}
 	limit, err := parseLimitUs(value)
 	if err != nil {

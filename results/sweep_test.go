@@ -225,6 +225,8 @@ func TestParseSLO(t *testing.T) {
 		{"p99", "want PERCENTILE<LIMIT"},
 		{"p99>5ms", "want PERCENTILE<LIMIT"},
 		{"p95<5ms", `unknown percentile "p95"`},
+		{"avg<5ms", `unknown percentile "avg"`},
+		{"p99<", `no value after "<"`},
 		{"p99<5", `limit "5" has no unit`},
 		{"p99<5min", `unknown unit "min"`},
 		{"p99<-5ms", "not a plain positive number"},

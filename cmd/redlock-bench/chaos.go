@@ -108,6 +108,9 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := cfg.Validate(); err != nil {
 		return &usageError{msg: err.Error()}
 	}
+	if o.metricsAddr != "" && cfg.Engine != "redlock" {
+		return badFlag("metrics-addr", o.metricsAddr, "applies to --engine redlock only (its metrics are the engine's), not "+cfg.Engine)
+	}
 	if cfg.Seed == 0 {
 		cfg.Seed = newSeed()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -113,6 +114,10 @@ func parseCompareFlags(args []string) (bench.CompareConfig, compareOptions, erro
 	}
 	if cc.Engines, err = bench.ParseEngines(o.engines); err != nil {
 		return cc, o, &usageError{msg: (&bench.ConfigError{Flag: "engines", Value: o.engines, Reason: err.Error()}).Error()}
+	}
+	if o.metricsAddr != "" && !slices.ContainsFunc(cc.Engines, bench.IsRedlock) {
+		return cc, o, &usageError{msg: (&bench.ConfigError{Flag: "metrics-addr", Value: o.metricsAddr,
+			Reason: "needs the redlock engine among --engines (its metrics are the engine's)"}).Error()}
 	}
 	base.Label = "" // each run is labelled <label>-<round>-<engine>
 	cc.Base = base

@@ -62,6 +62,8 @@ func TestParseCompareFlagsBad(t *testing.T) {
 		{[]string{"--limit-requests", "0"}, "--limit-requests: must be > 0, got 0"},
 		{[]string{"--label", "a/b"}, "--label: may hold only letters, digits, '.', '_' and '-', got a/b"},
 		{[]string{"--workers", "0"}, "--workers: must be > 0, got 0"},
+		{[]string{"--engines", "nolock", "--metrics-addr", "127.0.0.1:0", "--duration", "100ms", "--warmup", "0", "--out", t.TempDir() + "/c"},
+			"--metrics-addr: needs the redlock engine among --engines (its metrics are the engine's), got 127.0.0.1:0"},
 		{[]string{"--bogus"}, "unknown flag: --bogus"},
 		{[]string{"extra"}, `compare: unexpected argument "extra" (flags only)`},
 	} {

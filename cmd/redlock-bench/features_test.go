@@ -69,6 +69,12 @@ func TestParseRunFlagsFeaturesBad(t *testing.T) {
 		{[]string{"--fencing", "--engine", "nolock"}, "--fencing: applies to --engine redlock only, not nolock, got true"},
 		{[]string{"--gate=false", "--engine", "nolock"}, "--gate: applies to --engine redlock only, not nolock, got false"},
 		{[]string{"--coalesce=false", "--engine", "nolock"}, "--coalesce: applies to --engine redlock only, not nolock, got false"},
+		// The baselines have no metrics to serve: an empty page would pass
+		// for an idle engine.
+		{[]string{"--metrics-addr", "127.0.0.1:0", "--engine", "redsync-goredis", "--duration", "200ms", "--warmup", "0", "--out", t.TempDir() + "/r"},
+			"--metrics-addr: applies to --engine redlock only (its metrics are the engine's), not redsync-goredis, got 127.0.0.1:0"},
+		{[]string{"--metrics-addr", "127.0.0.1:0", "--engine", "nolock", "--duration", "200ms", "--warmup", "0", "--out", t.TempDir() + "/r"},
+			"--metrics-addr: applies to --engine redlock only (its metrics are the engine's), not nolock, got 127.0.0.1:0"},
 		{[]string{"--notify=maybe"}, `--notify: want true or false, got "maybe"`},
 		{[]string{"--quarantine", "sometimes"}, "--quarantine: must be off, observed or always, got sometimes"},
 	} {

@@ -164,6 +164,9 @@ func parseRunFlagsWith(args []string, out *runOutput) (bench.Config, runOptions,
 		c.Engine = bench.EnginePerCommand
 	}
 	if !bench.IsRedlock(c.Engine) {
+		if o.metricsAddr != "" {
+			return c, o, badFlag("metrics-addr", o.metricsAddr, "applies to --engine redlock only (its metrics are the engine's), not "+c.Engine)
+		}
 		for _, f := range []string{"extend", "fencing", "gate", "notify"} {
 			if fs.Changed(f) {
 				return c, o, badFlag(f, fs.Lookup(f).Value.String(), "applies to --engine redlock only, not "+c.Engine)

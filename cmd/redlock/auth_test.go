@@ -12,8 +12,9 @@ import (
 )
 
 // exec takes its lock on masters that want mutual TLS and an ACL user,
-// with the password from REDISCLI_AUTH; a wrong password or a missing key
-// file fail with the cause, and the password shows nowhere.
+// with the password from REDISCLI_AUTH, which the command inherits as
+// documented; a wrong password or a missing key file fail with the cause,
+// and the password shows nowhere.
 func TestExecWithAuthAndTLS(t *testing.T) {
 	t.Parallel()
 	const secret = "pw-exec-Hq72-secret"
@@ -39,7 +40,7 @@ func TestExecWithAuthAndTLS(t *testing.T) {
 		status int
 		out    string // stdout, or the start of stderr on failure
 	}{
-		{"ok", append(base, "--key", certs.ClientKey, "nightly", "--", "sh", "-c", "echo held $REDLOCK_RESOURCE"), secret, 0, "held nightly\n"},
+		{"ok", append(base, "--key", certs.ClientKey, "nightly", "--", "sh", "-c", `test -n "$REDISCLI_AUTH" && echo held $REDLOCK_RESOURCE`), secret, 0, "held nightly\n"},
 		{"wrong password", append(base, "--key", certs.ClientKey, "nightly", "--", "true"), "wrong", exitUnavailable,
 			`redlock: exec: masters unreachable: `},
 		{"cert without key", append(base, "nightly", "--", "true"), secret, exitUsage, "redlock: exec: --cert: needs --key"},
@@ -69,6 +70,25 @@ func TestExecWithAuthAndTLS(t *testing.T) {
 		}
 		if strings.Contains(stdout.String()+stderr.String(), secret) {
 			t.Errorf("%s: the password is in the output", tc.name)
+		}
+	}
+
+	// A password on the command line is warned about once, as redis-cli
+	// and redlock-bench do, unless --no-auth-warning.
+	for _, quiet := range []bool{false, true} {
+		args := append(append([]string{}, base...), "--key", certs.ClientKey, "-a", secret)
+		if quiet {
+			args = append(args, "--no-auth-warning")
+		}
+		cmd := exec.Command(binary, append(args, "nightly", "--", "true")...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("-a (quiet %v): %v; stderr %s", quiet, err, stderr.String())
+		}
+		want := "redlock: warning: a password given with -a/--pass may be seen by other users"
+		if quiet && stderr.String() != "" || !quiet && (!strings.HasPrefix(stderr.String(), want) || strings.Count(stderr.String(), "\n") != 1) {
+			t.Errorf("-a (--no-auth-warning %v): stderr %q, want %s", quiet, stderr.String(), map[bool]string{false: "one line " + want, true: "nothing"}[quiet])
 		}
 	}
 }

@@ -23,7 +23,8 @@ const execUsage = `Usage: redlock exec [flags] RESOURCE -- COMMAND [ARG...]
 Acquires the lock RESOURCE on a quorum of the masters, runs COMMAND while
 extending the lock, and releases it when COMMAND exits. A distributed
 flock(1): at most one COMMAND per RESOURCE runs at a time across every host
-that uses the same masters.
+that uses the same masters. Processes that COMMAND leaves running in the
+background when it exits are not waited for: they run on without the lock.
 
 If the lock is lost while COMMAND runs (an extension misses the quorum, or
 the lock's validity runs out), COMMAND's process group gets SIGTERM, and
@@ -44,7 +45,9 @@ Flags:
 Environment:
   REDLOCK_MASTERS         the masters, when --masters is not given
   REDISCLI_AUTH           the masters' password, when -a/--pass is not
-                          given (so that it stays out of ps)
+                          given (so that it stays out of ps); COMMAND
+                          inherits it with the rest of the environment:
+                          withhold it with -- env -u REDISCLI_AUTH COMMAND
   REDLOCK_RESOURCE        set for COMMAND: the resource it holds
   REDLOCK_FENCING_TOKEN   set for COMMAND with --fencing: the lock's fencing
                           token, larger than that of every earlier holder;
@@ -87,12 +90,14 @@ const releaseTimeout = 5 * time.Second
 type execOptions struct {
 	masters     []string
 	ttl         time.Duration
+	maxTTL      time.Duration
 	wait        time.Duration
 	grace       time.Duration
 	extendEvery time.Duration
 	fencing     bool
 	quarantine  engine.QuarantinePolicy
 	conn        connflags.Settings
+	authWarning string // printed before anything else (see connflags.Flags.Warning)
 	resource    string
 	argv        []string
 }
@@ -104,11 +109,12 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 	fs.SortFlags = false
 	masters := fs.String("masters", "", "comma-separated host:port of the independent Redis masters (default $REDLOCK_MASTERS)")
 	ttl := fs.Duration("ttl", 30*time.Second, "the lock's lifetime on the masters, renewed while COMMAND runs (100ms to 24h, whole milliseconds)")
+	longest := fs.Duration("max-ttl", 0, "the longest --ttl of any run on these masters, which the restart quarantine lasts (default --ttl)")
 	wait := fs.Duration("wait", 0, "how long to wait for RESOURCE while it is held (0: one attempt)")
 	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM (or the forwarded signal) and SIGKILL")
 	extendEvery := fs.Duration("extend-every", 0, "how often the lock is renewed (default TTL/3)")
 	fencing := fs.Bool("fencing", false, "give COMMAND a fencing token in $REDLOCK_FENCING_TOKEN")
-	quarantine := fs.String("quarantine", "always", "votes of a master younger than --ttl: always ignored until it is --ttl old, after an observed restart only (observed), or counted (off)")
+	quarantine := fs.String("quarantine", "always", "votes of a master younger than --max-ttl: always ignored until it is --max-ttl old, after an observed restart only (observed), or counted (off)")
 	conn := connflags.Register(fs)
 	fs.SetInterspersed(true)
 	if err := fs.Parse(args); err != nil {
@@ -116,9 +122,12 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 			fmt.Fprintf(stdout, execUsage, fs.FlagUsages())
 			return nil, nil
 		}
-		return nil, usageErrorf("exec: %v (see 'redlock exec --help')", err)
+		// pflag quotes no argument: one with a line break would split
+		// the message.
+		msg := strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace(err.Error())
+		return nil, usageErrorf("exec: %s (see 'redlock exec --help')", msg)
 	}
-	o := &execOptions{ttl: *ttl, wait: *wait, grace: *grace, extendEvery: *extendEvery, fencing: *fencing}
+	o := &execOptions{ttl: *ttl, maxTTL: *longest, wait: *wait, grace: *grace, extendEvery: *extendEvery, fencing: *fencing}
 
 	list, from := *masters, "--masters"
 	if !fs.Changed("masters") {
@@ -136,6 +145,10 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 		return nil, usageErrorf("exec: --ttl %s is out of range: want 100ms to 24h", o.ttl)
 	case o.ttl%time.Millisecond != 0:
 		return nil, usageErrorf("exec: --ttl %s: want whole milliseconds", o.ttl)
+	case o.maxTTL != 0 && o.maxTTL < o.ttl:
+		return nil, usageErrorf("exec: --max-ttl %s is below --ttl %s", o.maxTTL, o.ttl)
+	case o.maxTTL > maxTTL:
+		return nil, usageErrorf("exec: --max-ttl %s is out of range: want --ttl to 24h", o.maxTTL)
 	case o.wait < 0:
 		return nil, usageErrorf("exec: --wait must be >= 0, got %s", o.wait)
 	case o.grace < 0:
@@ -149,6 +162,7 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 	if o.conn, err = conn.Settings(true); err != nil {
 		return nil, usageErrorf("exec: %v", err)
 	}
+	o.authWarning = conn.Warning()
 
 	rest, dash := fs.Args(), fs.ArgsLenAtDash()
 	switch {
@@ -174,6 +188,9 @@ func execCommand(args []string, stdout, stderr io.Writer) error {
 	o, err := parseExec(args, stdout)
 	if err != nil || o == nil {
 		return err
+	}
+	if o.authWarning != "" {
+		fmt.Fprintf(stderr, "redlock: %s\n", o.authWarning)
 	}
 	// Find COMMAND before taking the lock, as a shell would.
 	path, err := exec.LookPath(o.argv[0])
@@ -238,6 +255,7 @@ func acquireOrInterrupt(o *execOptions, sigs <-chan os.Signal) (*engine.Locker, 
 func acquire(ctx context.Context, o *execOptions) (*engine.Locker, *engine.Lease, error) {
 	cfg := engine.DefaultConfig(o.masters...)
 	cfg.TTL = o.ttl
+	cfg.MaxTTL = o.maxTTL
 	cfg.AutoExtend = true
 	cfg.ExtendEvery = o.extendEvery
 	cfg.Fencing = o.fencing

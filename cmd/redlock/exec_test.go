@@ -243,6 +243,31 @@ func TestHeldByAnother(t *testing.T) {
 	}
 }
 
+// The lock is extended while the command runs: for several TTLs, every
+// other attempt finds it held, and the holder ends with its own status
+// (fails with auto-extension off: the lock expires after the 1s TTL).
+func TestHoldsPastTTL(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	holder := start(t, exec1("extended", "--", "sh", "-c",
+		`echo ready; while [ ! -e "$0/go" ]; do sleep 0.02; done`, dir)...)
+	holder.waitOutput(t, "ready")
+	probes := 0
+	// Paced, so that the probes do not starve the holder's extensions of
+	// CPU on a loaded machine (their node timeout is 50ms).
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); probes++ {
+		status, stdout, stderr := runRedlock(t, exec1("extended", "--", "echo", "must-not-run")...)
+		if status != exitNotAcquired || stdout != "" {
+			t.Fatalf("probe %d while held: status %d, stdout %q, stderr %q", probes, status, stdout, stderr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+	if status := holder.wait(t, 5*time.Second); status != 0 {
+		t.Errorf("holder: status %d after %d probes; stderr %s", status, probes, holder.stderr)
+	}
+}
+
 // deleteKey deletes key on every master, as a majority losing its keys
 // would: the next extension misses the quorum.
 func deleteKey(t *testing.T, key string) {
@@ -428,6 +453,25 @@ func TestQuarantinedMastersAreNoQuorum(t *testing.T) {
 	}
 }
 
+// The restart quarantine lasts --max-ttl, the longest TTL that any run on
+// the masters takes, so that a master that restarted and forgot a lock of
+// a longer TTL than this run's does not vote for this run meanwhile. The
+// masters here are seconds old: too young for --max-ttl 1h.
+func TestMaxTTLQuarantines(t *testing.T) {
+	t.Parallel()
+	status, _, stderr := runRedlock(t, exec1("maxttl", "--", "true")...)
+	if status != 0 {
+		t.Fatalf("--ttl 1s alone: status %d; stderr %q", status, stderr)
+	}
+	status, _, stderr = runRedlock(t, exec1("--max-ttl", "1h", "maxttl", "--", "true")...)
+	if status != exitUnavailable || !strings.Contains(stderr, `no quorum for "maxttl"`) {
+		t.Errorf("--max-ttl 1h: status %d, want %d; stderr %q", status, exitUnavailable, stderr)
+	}
+	if n := keys(t, "maxttl"); n != 0 {
+		t.Errorf("the lock's key is left on %d masters", n)
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	t.Parallel()
 	m := strings.Join(masters, ",")
@@ -449,6 +493,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"exec", "--masters", m, "--ttl", "1500100us", "r", "--", "true"}, "want whole milliseconds"},
 		{[]string{"exec", "--masters", m, "--extend-every", "1m", "r", "--", "true"}, "--extend-every 1m0s"},
 		{[]string{"exec", "--masters", m, "--grace", "-1s", "r", "--", "true"}, "--grace must be >= 0"},
+		{[]string{"exec", "--masters", m, "--max-ttl", "1s", "--ttl", "2s", "r", "--", "true"}, "--max-ttl 1s is below --ttl 2s"},
+		{[]string{"exec", "--masters", m, "--max-ttl", "25h", "r", "--", "true"}, "--max-ttl 25h0m0s is out of range"},
 		{[]string{"exec", "--masters", m, "--quarantine", "never", "r", "--", "true"}, "--quarantine"},
 		{[]string{"exec", "--nope", "r", "--", "true"}, "unknown flag: --nope"},
 		{[]string{"exect"}, `unknown command "exect"`},
@@ -494,7 +540,7 @@ func TestInterruptWhileWaiting(t *testing.T) {
 	holder := start(t, exec1("waiting", "--", "sh", "-c", `echo ready; sleep 300`)...)
 	holder.waitOutput(t, "ready")
 	waiter := start(t, exec1("--wait", "20s", "waiting", "--", "sh", "-c", "echo must-not-run")...)
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, "the waiter queued", func() bool { return keys(t, "\xffredlock:queue:waiting") == len(masters) })
 	waiter.cmd.Process.Signal(syscall.SIGINT)
 	status := waiter.wait(t, 5*time.Second)
 	if status != 128+int(syscall.SIGINT) || waiter.stdout.String() != "" ||
@@ -504,8 +550,16 @@ func TestInterruptWhileWaiting(t *testing.T) {
 	if n := keys(t, "waiting"); n != len(masters) {
 		t.Errorf("the holder's key is on %d masters, want %d", n, len(masters))
 	}
+	// The waiter left its place in the resource's queue (engine's
+	// queuePrefix), or the holder's release would hand the turn to it.
+	if n := keys(t, "\xffredlock:queue:waiting"); n != 0 {
+		t.Errorf("the waiter's queue is left on %d masters", n)
+	}
 	holder.cmd.Process.Signal(syscall.SIGINT)
 	holder.wait(t, 5*time.Second)
+	if n := keys(t, "waiting"); n != 0 {
+		t.Errorf("a key is left on %d masters", n)
+	}
 }
 
 // Under nohup, SIGHUP stays ignored: redlock neither forwards it nor

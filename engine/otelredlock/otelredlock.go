@@ -470,6 +470,7 @@ func (o *observer) span(ctx context.Context, e *engine.AcquireEvent, c code) {
 	s := scratchPool.Get().(*spanScratch)
 	s.start[0], s.start[1] = trace.WithTimestamp(e.Start), clientKind
 	_, sp := o.tracer.Start(ctx, name, s.start[:]...)
+	used := 0
 	if sp.IsRecording() {
 		a := append(s.attrs[:0],
 			AttrResource.String(e.Resource),
@@ -490,13 +491,16 @@ func (o *observer) span(ctx context.Context, e *engine.AcquireEvent, c code) {
 			a = append(a, AttrErrorType.String(t))
 		}
 		sp.SetAttributes(a...)
+		used = len(a)
 		if t != "" && e.Err != nil {
 			sp.RecordError(e.Err)
 			sp.SetStatus(codes.Error, e.Err.Error())
 		}
 	}
 	sp.End()
-	*s = spanScratch{} // keep no resource names alive in the pool
+	// Keep no resource name or time alive in the pool; only what was used.
+	s.start = [2]trace.SpanStartOption{}
+	clear(s.attrs[:used])
 	scratchPool.Put(s)
 }
 

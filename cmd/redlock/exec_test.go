@@ -693,3 +693,27 @@ func TestClosedStderr(t *testing.T) {
 		t.Errorf("status %d (%v), want %d; stdout %q", status, p.err, exitLost, p.stdout)
 	}
 }
+
+// A redlock killed with SIGKILL cannot release or stop anything itself:
+// the command gets SIGTERM from the parent-death signal, and the lock's
+// keys expire within the TTL.
+func TestKilledRedlockStopsCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := start(t, exec1("killed", "--", "sh", "-c",
+		`trap 'echo term >"$0/term"; exit 3' TERM; echo $$ >"$0/pid"; echo ready; while :; do sleep 0.02; done`, dir)...)
+	p.waitOutput(t, "ready")
+	command := readPid(t, filepath.Join(dir, "pid"))
+	t.Cleanup(func() {
+		if s := procState(command); s != "" && s != "Z" {
+			syscall.Kill(command, syscall.SIGKILL) // left running: the test failed
+		}
+	})
+	p.cmd.Process.Kill()
+	p.wait(t, 5*time.Second)
+	waitFor(t, "the command stopped", func() bool { s := procState(command); return s == "" || s == "Z" })
+	if b, err := os.ReadFile(filepath.Join(dir, "term")); err != nil || string(b) != "term\n" {
+		t.Errorf("the command did not get SIGTERM: %q, %v", b, err)
+	}
+	waitFor(t, "the lock expired", func() bool { return keys(t, "killed") == 0 })
+}

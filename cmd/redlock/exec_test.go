@@ -717,3 +717,20 @@ func TestKilledRedlockStopsCommand(t *testing.T) {
 	}
 	waitFor(t, "the lock expired", func() bool { return keys(t, "killed") == 0 })
 }
+
+// A stopped command (one that read the terminal from its background
+// process group, or was sent SIGSTOP) gets a forwarded signal with a
+// SIGCONT, so that it acts on it at once instead of being killed after
+// --grace.
+func TestSignalReachesStoppedCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := start(t, exec1("--grace", "10s", "stopped", "--", "sh", "-c", `echo $$ >"$0/pid"; echo ready; kill -STOP $$; echo resumed`, dir)...)
+	p.waitOutput(t, "ready")
+	command := readPid(t, filepath.Join(dir, "pid"))
+	waitFor(t, "the command stopped", func() bool { return procState(command) == "T" })
+	p.cmd.Process.Signal(syscall.SIGINT)
+	if status := p.wait(t, 5*time.Second); status != 128+int(syscall.SIGINT) || strings.Contains(p.stdout.String(), "resumed") {
+		t.Errorf("status %d, want %d; stdout %q; stderr %s", status, 128+int(syscall.SIGINT), p.stdout, p.stderr)
+	}
+}

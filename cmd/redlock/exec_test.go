@@ -492,6 +492,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"exec", "--masters", m, "--ttl", "48h", "r", "--", "true"}, "--ttl 48h0m0s is out of range"},
 		{[]string{"exec", "--masters", m, "--ttl", "1500100us", "r", "--", "true"}, "want whole milliseconds"},
 		{[]string{"exec", "--masters", m, "--extend-every", "1m", "r", "--", "true"}, "--extend-every 1m0s"},
+		{[]string{"exec", "--masters", m, "--ttl", "1s", "--extend-every", "1ns", "r", "--", "true"}, "--extend-every 1ns: want 10ms (--ttl/100) to less than --ttl 1s"},
 		{[]string{"exec", "--masters", m, "--grace", "-1s", "r", "--", "true"}, "--grace must be >= 0"},
 		{[]string{"exec", "--masters", m, "--max-ttl", "1s", "--ttl", "2s", "r", "--", "true"}, "--max-ttl 1s is below --ttl 2s"},
 		{[]string{"exec", "--masters", m, "--max-ttl", "25h", "r", "--", "true"}, "--max-ttl 25h0m0s is out of range"},

@@ -735,3 +735,26 @@ func TestSignalReachesStoppedCommand(t *testing.T) {
 		t.Errorf("status %d, want %d; stdout %q; stderr %s", status, 128+int(syscall.SIGINT), p.stdout, p.stderr)
 	}
 }
+
+// A key of another type at RESOURCE (some other program's list) is a
+// configuration error, not contention: 78, the command not run, and the
+// list left as it was.
+func TestWrongTypeKey(t *testing.T) {
+	t.Parallel()
+	for _, a := range masters {
+		if _, err := redisproc.Do(context.Background(), a, time.Second, "RPUSH", "wrongtype", "item"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { deleteKey(t, "wrongtype") })
+	status, stdout, stderr := runRedlock(t, exec1("wrongtype", "--", "echo", "must-not-run")...)
+	if status != exitConfig || stdout != "" || !strings.HasPrefix(stderr, `redlock: exec: "wrongtype" cannot be a lock: `) ||
+		!strings.Contains(stderr, "WRONGTYPE") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("status %d, want %d; stdout %q; stderr %q", status, exitConfig, stdout, stderr)
+	}
+	for _, a := range masters {
+		if r, err := redisproc.Do(context.Background(), a, time.Second, "LLEN", "wrongtype"); err != nil || r != ":1" {
+			t.Errorf("%s: the list is %q (%v), want it untouched", a, r, err)
+		}
+	}
+}

@@ -398,6 +398,10 @@ loop:
 		case <-done:
 			done = nil
 			lost = le.Err()
+			if stopping {
+				fmt.Fprintf(stderr, "redlock: lock on %q lost (%s) while COMMAND is being stopped\n", o.resource, trimEngine(lost))
+				continue
+			}
 			fmt.Fprintf(stderr, "redlock: lock on %q lost (%s): stopping COMMAND with SIGTERM\n", o.resource, trimEngine(lost))
 			stop(syscall.SIGTERM)
 		case s := <-sigs:

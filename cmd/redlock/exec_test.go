@@ -776,3 +776,23 @@ func TestWrongTypeKey(t *testing.T) {
 		}
 	}
 }
+
+// A lock lost while a forwarded signal is stopping the command says so,
+// instead of claiming a SIGTERM it does not send; the status is 124.
+func TestLostWhileStopping(t *testing.T) {
+	t.Parallel()
+	p := start(t, exec1("--grace", "10s", "lost-stopping", "--", "sh", "-c",
+		`trap 'echo term' TERM; echo ready; while :; do sleep 0.02; done`)...)
+	p.waitOutput(t, "ready")
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.waitOutput(t, "term")
+	deleteKey(t, "lost-stopping")
+	waitFor(t, "the loss reported", func() bool { return strings.Contains(p.stderr.String(), `lock on "lost-stopping" lost`) })
+	p.cmd.Process.Signal(syscall.SIGINT) // a second signal: SIGKILL at once
+	if status := p.wait(t, 5*time.Second); status != exitLost {
+		t.Errorf("status %d, want %d; stderr %s", status, exitLost, p.stderr)
+	}
+	if e := p.stderr.String(); strings.Contains(e, "stopping COMMAND with SIGTERM") || !strings.Contains(e, "while COMMAND is being stopped") {
+		t.Errorf("stderr: %s", e)
+	}
+}

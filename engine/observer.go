@@ -15,6 +15,18 @@ import (
 // Config.Observer; every field is optional. A Locker without an Observer
 // pays one nil check per operation and nothing else.
 //
+// Every event carries a duration and an outcome:
+//
+//	event      duration                               outcome
+//	Acquire    Duration: the call, waits included     Result (and Err)
+//	Release    Duration: the call                     Result (and Err)
+//	Extend     Duration: the call or auto-extension   Result (and Err)
+//	Wait       Duration: the wait                     Cause, and Err if the context ended it
+//	Handoff    Held: since the keys were set, across  passed on; Validity: what the successor gets
+//	           the hand-offs in a row
+//	Lost       Held: since the keys were set          Result: ResultNotHeld (lock lost) or ResultExpired
+//	NodeState  Duration: time in the Previous state   State
+//
 // The contract:
 //   - Each function is called synchronously, on the goroutine that did the
 //     work, after the work is done and before the call that did it
@@ -315,6 +327,10 @@ type HandoffEvent struct {
 	// InARow counts the hand-offs in a row, this one included (at most
 	// Config.MaxHandoffs).
 	InARow int
+	// Held is the time from the start of the acquisition that set the
+	// keys to the hand-off: the keys stay, so it spans every hand-off in
+	// the row.
+	Held time.Duration
 	// Validity is what is left of the lease's validity for the successor.
 	Validity time.Duration
 }
@@ -322,17 +338,22 @@ type HandoffEvent struct {
 // LostEvent reports a lease that ended without being released.
 type LostEvent struct {
 	Resource string
-	// Err is ErrLeaseExpired or wraps ErrLockLost.
-	Err error
+	// Result is ResultNotHeld (the lock was lost: Err wraps ErrLockLost)
+	// or ResultExpired (Err is ErrLeaseExpired).
+	Result Result
+	Err    error
 	// Held is the time from the acquisition's start to the loss.
 	Held time.Duration
 }
 
 // NodeStateEvent reports a master's state change.
 type NodeStateEvent struct {
-	Node             int // index in Config.Masters
-	Addr             string
-	State, Previous  NodeState
+	Node            int // index in Config.Masters
+	Addr            string
+	State, Previous NodeState
+	// Duration is how long the master was in Previous, as polled (to
+	// within NodeWatchInterval); 0 for the first event.
+	Duration         time.Duration
 	QuarantinedUntil time.Time // set while quarantined
 	Err              string    // the master's last error, if any
 }
@@ -446,7 +467,7 @@ func (le *Lease) observeHandoff() {
 		le.mu.Lock()
 		left := time.Until(le.validUntil)
 		le.mu.Unlock()
-		o.Handoff(HandoffEvent{Resource: le.resource, InARow: le.handoffs + 1, Validity: left})
+		o.Handoff(HandoffEvent{Resource: le.resource, InARow: le.handoffs + 1, Held: time.Since(le.start), Validity: left})
 	}
 }
 
@@ -460,7 +481,11 @@ func (le *Lease) observeEnd(first bool, err error) {
 
 func (le *Lease) observeLost(o *Observer, err error) {
 	if o.Lost != nil && !errors.Is(err, ErrReleased) {
-		o.Lost(LostEvent{Resource: le.resource, Err: err, Held: time.Since(le.start)})
+		r := ResultNotHeld
+		if errors.Is(err, ErrLeaseExpired) {
+			r = ResultExpired
+		}
+		o.Lost(LostEvent{Resource: le.resource, Result: r, Err: err, Held: time.Since(le.start)})
 	}
 }
 
@@ -477,11 +502,18 @@ func (l *Locker) watchNodes() *nodeWatch {
 	}
 	w := &nodeWatch{stop: make(chan struct{})}
 	prev := make([]NodeState, l.pool.Len())
+	since := make([]time.Time, l.pool.Len())
 	poll := func() {
+		now := time.Now()
 		for i, s := range l.pool.Status() {
 			if st := NodeState(s.State); st != prev[i] {
-				o.NodeState(NodeStateEvent{Node: i, Addr: s.Addr, State: st, Previous: prev[i], QuarantinedUntil: s.QuarantinedUntil, Err: s.Err})
-				prev[i] = st
+				var d time.Duration
+				if !since[i].IsZero() {
+					d = now.Sub(since[i])
+				}
+				o.NodeState(NodeStateEvent{Node: i, Addr: s.Addr, State: st, Previous: prev[i], Duration: d,
+					QuarantinedUntil: s.QuarantinedUntil, Err: s.Err})
+				prev[i], since[i] = st, now
 			}
 		}
 	}

@@ -63,13 +63,15 @@ func (r *recorder) lastAcquire(t *testing.T) engine.AcquireEvent {
 func TestObserverSeesWhatHappened(t *testing.T) {
 	e := newEnv(t, 5)
 	var r recorder
+	newStart := time.Now()
 	l := e.locker(func(c *engine.Config) {
 		c.Observer = r.observer()
 		c.NodeTimeout = 100 * time.Millisecond
 	})
+	newEnd := time.Now()
 	ctx := context.Background()
 	r.mu.Lock()
-	if len(r.nodes) != 5 || r.nodes[0].State != engine.StateUp || r.nodes[0].Previous != "" {
+	if len(r.nodes) != 5 || r.nodes[0].State != engine.StateUp || r.nodes[0].Previous != "" || r.nodes[0].Duration != 0 {
 		t.Fatalf("New must report each master's first state: %+v", r.nodes)
 	}
 	r.mu.Unlock()
@@ -114,10 +116,12 @@ func TestObserverSeesWhatHappened(t *testing.T) {
 
 	// Lock behind a holder in this process: a gate wait ended by the
 	// hand-off, and a hand-off event from the releasing goroutine.
+	firstStart := time.Now()
 	first, err := l.Lock(ctx, "gated")
 	if err != nil {
 		t.Fatal(err)
 	}
+	firstGot := time.Now()
 	got := make(chan *engine.Lease)
 	go func() {
 		le, err := l.Lock(ctx, "gated")
@@ -127,17 +131,20 @@ func TestObserverSeesWhatHappened(t *testing.T) {
 		got <- le
 	}()
 	eventually(t, 5*time.Second, "second Lock queued", func() bool { return l.GateWaiting("gated") == 1 })
+	heldAtLeast := time.Since(firstGot) // the keys were set before Lock returned
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+	heldAtMost := time.Since(firstStart)
 	second := <-got
 	if a := r.lastAcquire(t); a.Op != engine.OpLock || a.Result != engine.ResultAcquired || !a.Handoff || a.Attempts != 0 ||
 		a.Votes.Count(engine.OutcomeOK) < 3 {
 		t.Fatalf("handed over: %+v", a)
 	}
 	r.mu.Lock()
-	if len(r.handoffs) != 1 || r.handoffs[0].InARow != 1 || r.handoffs[0].Validity <= 0 {
-		t.Fatalf("handoffs: %+v", r.handoffs)
+	if len(r.handoffs) != 1 || r.handoffs[0].InARow != 1 || r.handoffs[0].Validity <= 0 || r.handoffs[0].Resource != "gated" ||
+		r.handoffs[0].Held < heldAtLeast || r.handoffs[0].Held > heldAtMost {
+		t.Fatalf("handoffs: %+v, want held in [%v, %v]", r.handoffs, heldAtLeast, heldAtMost)
 	}
 	if n := len(r.releases); r.releases[n-1].Result != engine.ResultHandedOff {
 		t.Fatalf("release by hand-off: %+v", r.releases[n-1])
@@ -178,7 +185,8 @@ func TestObserverSeesWhatHappened(t *testing.T) {
 		t.Fatalf("extend of a lost lock: %v", err)
 	}
 	r.mu.Lock()
-	if len(r.lost) != 1 || !errors.Is(r.lost[0].Err, engine.ErrLockLost) || r.lost[0].Resource != "waited" {
+	if len(r.lost) != 1 || !errors.Is(r.lost[0].Err, engine.ErrLockLost) || r.lost[0].Result != engine.ResultNotHeld ||
+		r.lost[0].Resource != "waited" || r.lost[0].Held <= 0 {
 		t.Fatalf("lost: %+v", r.lost)
 	}
 	if n := len(r.extends); r.extends[n-1].Result != engine.ResultNotHeld {
@@ -188,6 +196,7 @@ func TestObserverSeesWhatHappened(t *testing.T) {
 	second.Release(ctx)
 
 	// No quorum: three of five masters killed.
+	killed := time.Now()
 	for _, i := range []int{0, 2, 4} {
 		e.cluster.Nodes[i].Kill()
 	}
@@ -204,6 +213,10 @@ func TestObserverSeesWhatHappened(t *testing.T) {
 		for _, n := range r.nodes {
 			if n.State == engine.StateDown && n.Previous == engine.StateUp {
 				down[n.Node] = true
+				// Up from New's first poll until at least the kill.
+				if n.Duration < killed.Sub(newEnd) || n.Duration > time.Since(newStart) {
+					t.Fatalf("master %d was up %v, want between %v and %v", n.Node, n.Duration, killed.Sub(newEnd), time.Since(newStart))
+				}
 			}
 		}
 		return len(down) == 3 && down[0] && down[2] && down[4]
@@ -243,7 +256,7 @@ func TestObserverSeesAutoExtensionLoss(t *testing.T) {
 	})
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !errors.Is(r.lost[0].Err, engine.ErrLockLost) {
+	if !errors.Is(r.lost[0].Err, engine.ErrLockLost) || r.lost[0].Result != engine.ResultNotHeld || r.lost[0].Held <= 0 {
 		t.Fatalf("lost: %+v", r.lost[0])
 	}
 	var ok, failed int

@@ -65,12 +65,12 @@ func TestRunServesLiveMetrics(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	for _, name := range []string{"redlock_acquire_duration_seconds_bucket", "redlock_release_duration_seconds_count", `redlock_node_state{`, `redlock_node_quarantined{`} {
+	for _, name := range []string{"redlock_acquire_duration_seconds_bucket", "redlock_release_duration_seconds_count", `redlock_node_count{`, `redlock_node_quarantined{`} {
 		if !strings.Contains(body, name) {
 			t.Errorf("metrics lack %s", name)
 		}
 	}
-	if up := regexp.MustCompile(`(?m)^redlock_node_state\{[^}]*redlock_node_state="up"[^}]*\} 1$`).FindAllString(body, -1); len(up) != 3 {
+	if up := regexp.MustCompile(`(?m)^redlock_node_count\{[^}]*redlock_node_state="up"[^}]*\} 1$`).FindAllString(body, -1); len(up) != 3 {
 		t.Errorf("%d masters up in the gauges, want 3", len(up))
 	}
 	if err := cmd.Wait(); err != nil {

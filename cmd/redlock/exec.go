@@ -122,7 +122,10 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 			fmt.Fprintf(stdout, execUsage, fs.FlagUsages())
 			return nil, nil
 		}
-		return nil, usageErrorf("exec: %v (see 'redlock exec --help')", err)
+		// pflag quotes no argument: one with a line break would split
+		// the message.
+		msg := strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace(err.Error())
+		return nil, usageErrorf("exec: %s (see 'redlock exec --help')", msg)
 	}
 	o := &execOptions{ttl: *ttl, maxTTL: *longest, wait: *wait, grace: *grace, extendEvery: *extendEvery, fencing: *fencing}
 

@@ -243,6 +243,31 @@ func TestHeldByAnother(t *testing.T) {
 	}
 }
 
+// The lock is extended while the command runs: for several TTLs, every
+// other attempt finds it held, and the holder ends with its own status
+// (fails with auto-extension off: the lock expires after the 1s TTL).
+func TestHoldsPastTTL(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	holder := start(t, exec1("extended", "--", "sh", "-c",
+		`echo ready; while [ ! -e "$0/go" ]; do sleep 0.02; done`, dir)...)
+	holder.waitOutput(t, "ready")
+	probes := 0
+	// Paced, so that the probes do not starve the holder's extensions of
+	// CPU on a loaded machine (their node timeout is 50ms).
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); probes++ {
+		status, stdout, stderr := runRedlock(t, exec1("extended", "--", "echo", "must-not-run")...)
+		if status != exitNotAcquired || stdout != "" {
+			t.Fatalf("probe %d while held: status %d, stdout %q, stderr %q", probes, status, stdout, stderr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+	if status := holder.wait(t, 5*time.Second); status != 0 {
+		t.Errorf("holder: status %d after %d probes; stderr %s", status, probes, holder.stderr)
+	}
+}
+
 // deleteKey deletes key on every master, as a majority losing its keys
 // would: the next extension misses the quorum.
 func deleteKey(t *testing.T, key string) {

@@ -1,6 +1,6 @@
 // Package otelredlock reports an engine.Locker's operations to
-// OpenTelemetry: latency histograms, counters by outcome, gauges of the
-// masters' states, and a span per Lock and TryLock.
+// OpenTelemetry: latency histograms, counters by outcome, the masters'
+// states, and a span per Lock and TryLock.
 //
 // It is a module of its own, so that a service importing engine does not
 // take on OpenTelemetry unless it imports this package too:
@@ -9,33 +9,47 @@
 //	cfg := engine.DefaultConfig(masters...)
 //	cfg.Observer = obs
 //
-// Instruments (meter scope ScopeName; names follow OpenTelemetry's
-// semantic-convention style, durations in seconds):
+// Names follow OpenTelemetry's semantic conventions: a redlock.* namespace
+// for what is Redlock's own, the registry's attributes (error.type,
+// server.address, server.port) where they apply, durations in seconds,
+// counters pluralized with a {thing} unit. Instruments (meter scope
+// ScopeName):
 //
-//	redlock.acquire.duration   histogram  redlock.operation (lock, try_lock), redlock.outcome
-//	redlock.release.duration   histogram  redlock.outcome
-//	redlock.extend.duration    histogram  redlock.outcome, redlock.extend.auto
-//	redlock.wait.duration      histogram  redlock.wait.kind (gate, retry), redlock.wake.cause
-//	redlock.acquisitions       counter    redlock.operation, redlock.outcome (acquired, contended, no_quorum, error)
-//	redlock.leases.lost        counter    redlock.lost.reason (lock_lost, expired)
-//	redlock.handoffs           counter
-//	redlock.node.state         gauge      server.address, redlock.node.state: 1 for the master's state, 0 for the others
-//	redlock.node.quarantined   gauge      server.address: 1 while the master's votes are not counted
+//	redlock.acquire.duration   histogram, s           redlock.operation (lock, try_lock), redlock.outcome, error.type
+//	redlock.release.duration   histogram, s           redlock.outcome, error.type
+//	redlock.extend.duration    histogram, s           redlock.outcome, redlock.extend.auto, error.type
+//	redlock.wait.duration      histogram, s           redlock.wait.kind (gate, retry), redlock.wait.wake_cause, error.type
+//	redlock.acquisitions       counter, {acquisition} redlock.operation, redlock.outcome (acquired, contended, no_quorum, error), error.type
+//	redlock.lease.lost         counter, {lease}       redlock.lease.lost.reason (lock_lost, expired)
+//	redlock.handoffs           counter, {handoff}
+//	redlock.node.count         updowncounter, {node}  server.address, server.port, redlock.node.state (up, down, quarantined):
+//	                                                  1 for the master's current state, 0 for the others
+//	redlock.node.quarantined   updowncounter, {node}  server.address, server.port: 1 while the master's votes do not count
+//
+// error.type is set only when the operation failed, as the conventions
+// ask, with one of these values: no_quorum, not_held, expired, contended
+// (a Lock that gave up while the resource was held; a TryLock refused by a
+// holder did what it was asked and carries none), timeout and canceled
+// (the context ended), closed, wrong_type, reserved_resource, _OTHER.
 //
 // Spans: one per Lock and TryLock call, named "redlock.Lock" or
-// "redlock.TryLock", a client span child of the caller's context. It is
-// recorded when the call ends, with the call's start as its start time, so
-// the engine needs no tracing of its own. Attributes: redlock.resource,
+// "redlock.TryLock", of kind client, a child of the caller's context. It
+// is recorded when the call ends, with the call's start as its start
+// time, so the engine needs no tracing of its own; attributes are set
+// then, so samplers see none. Attributes: redlock.resource,
 // redlock.outcome, redlock.attempts, redlock.quorum, redlock.handoff,
-// redlock.votes (each master's outcome, in redlock.masters order),
-// redlock.votes.ok and .refused, redlock.masters, and
-// redlock.fencing.token when fencing is on. A span's status is Error for
-// no_quorum and error outcomes; contention is not an error.
+// redlock.masters, redlock.votes.outcomes (each master's outcome, in
+// redlock.masters order), redlock.votes.ok and redlock.votes.refused,
+// redlock.fencing.token when fencing is on, and error.type. A failed call
+// (error.type set) gets status Error with the error's message, and the
+// error as an exception event.
 package otelredlock
 
 import (
 	"context"
 	"errors"
+	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -43,6 +57,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -56,17 +71,19 @@ const ScopeName = "github.com/redlock-bench/redlock/engine/otelredlock"
 const (
 	AttrOperation  = attribute.Key("redlock.operation")
 	AttrOutcome    = attribute.Key("redlock.outcome")
+	AttrErrorType  = semconv.ErrorTypeKey
 	AttrAuto       = attribute.Key("redlock.extend.auto")
 	AttrWaitKind   = attribute.Key("redlock.wait.kind")
-	AttrWakeCause  = attribute.Key("redlock.wake.cause")
-	AttrLostReason = attribute.Key("redlock.lost.reason")
+	AttrWakeCause  = attribute.Key("redlock.wait.wake_cause")
+	AttrLostReason = attribute.Key("redlock.lease.lost.reason")
 	AttrNodeState  = attribute.Key("redlock.node.state")
-	AttrAddress    = attribute.Key("server.address")
+	AttrAddress    = semconv.ServerAddressKey
+	AttrPort       = semconv.ServerPortKey
 	AttrResource   = attribute.Key("redlock.resource")
 	AttrAttempts   = attribute.Key("redlock.attempts")
 	AttrQuorum     = attribute.Key("redlock.quorum")
 	AttrHandoff    = attribute.Key("redlock.handoff")
-	AttrVotes      = attribute.Key("redlock.votes")
+	AttrVotes      = attribute.Key("redlock.votes.outcomes")
 	AttrVotesOK    = attribute.Key("redlock.votes.ok")
 	AttrVotesNo    = attribute.Key("redlock.votes.refused")
 	AttrMasters    = attribute.Key("redlock.masters")
@@ -97,7 +114,84 @@ const (
 	nOps     = 3  // engine.AcquireOp values, 0 unused
 	nResults = 10 // engine.Result values, 0 unknown
 	nWake    = 5  // engine.WakeCause values
+	nWaitErr = 3  // how a wait ended: no error, timeout, canceled (see waitErr)
 )
+
+// A code is an engine.Result, refined for ResultError by the error's
+// class: codes past nResults are ResultError with errorSubtypes[code-nResults].
+type code uint8
+
+var errorSubtypes = [...]string{"timeout", "canceled", "closed", "wrong_type", "reserved_resource", "_OTHER"}
+
+const nCodes = nResults + len(errorSubtypes)
+
+// codeOf classifies an event's result; errors.Is runs only for
+// ResultError, off the hot path.
+func codeOf(r engine.Result, err error) code {
+	if int(r) >= nResults {
+		r = 0
+	}
+	if r != engine.ResultError {
+		return code(r)
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return nResults + 0
+	case errors.Is(err, context.Canceled):
+		return nResults + 1
+	case errors.Is(err, engine.ErrClosed):
+		return nResults + 2
+	case errors.Is(err, engine.ErrWrongType):
+		return nResults + 3
+	case errors.Is(err, engine.ErrReservedResource):
+		return nResults + 4
+	}
+	return nResults + 5
+}
+
+// result is c's engine.Result.
+func (c code) result() engine.Result {
+	if c >= nResults {
+		return engine.ResultError
+	}
+	return engine.Result(c)
+}
+
+// errorType is error.type for code c of operation op (0 for release and
+// extend), "" when the operation succeeded.
+func (c code) errorType(op engine.AcquireOp) string {
+	if c >= nResults {
+		return errorSubtypes[c-nResults]
+	}
+	switch engine.Result(c) {
+	case engine.ResultAcquired, engine.ResultReleased, engine.ResultHandedOff, engine.ResultExtended:
+		return ""
+	case engine.ResultContended:
+		if op == engine.OpLock {
+			return "contended"
+		}
+		return "" // a TryLock refused by a holder is an answer, not a failure
+	case engine.ResultNoQuorum:
+		return "no_quorum"
+	case engine.ResultNotHeld:
+		return "not_held"
+	case engine.ResultExpired:
+		return "expired"
+	}
+	return "_OTHER"
+}
+
+// waitErr is the row of waitRec for a wait's error, which is its
+// context's: 0 none, 1 timeout, 2 canceled.
+func waitErr(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, context.DeadlineExceeded):
+		return 1
+	}
+	return 2
+}
 
 // observer holds the instruments and, for every attribute combination,
 // its options built once, so that recording allocates nothing for them.
@@ -107,15 +201,15 @@ type observer struct {
 	acquire, release, extend, wait metric.Float64Histogram
 	acquisitions, lost, handoffs   metric.Int64Counter
 
-	acquireRec [nOps][nResults][]metric.RecordOption
-	acquireAdd [nOps][nResults][]metric.AddOption
-	releaseRec [nResults][]metric.RecordOption
-	extendRec  [2][nResults][]metric.RecordOption
-	waitRec    [3][nWake][]metric.RecordOption
+	acquireRec [nOps][nCodes][]metric.RecordOption
+	acquireAdd [nOps][nCodes][]metric.AddOption
+	releaseRec [nCodes][]metric.RecordOption
+	extendRec  [2][nCodes][]metric.RecordOption
+	waitRec    [3][nWake][nWaitErr][]metric.RecordOption
 	lostAdd    [2][]metric.AddOption
 
 	mu    sync.Mutex
-	nodes map[string]engine.NodeState // last state of each master seen
+	nodes map[string]*nodeAttrs // each master's last state and attributes
 
 	// The spans' slice attributes, built once: building one copies the
 	// slice through reflection. votes is keyed by the VoteSet (bounded:
@@ -123,6 +217,38 @@ type observer struct {
 	votesMu sync.RWMutex
 	votes   map[engine.VoteSet]attribute.KeyValue
 	masters atomic.Pointer[mastersAttr]
+}
+
+// nodeAttrs is a master's last state and its gauges' attribute options.
+type nodeAttrs struct {
+	state       engine.NodeState
+	byState     [3]metric.ObserveOption // up, down, quarantined
+	quarantined metric.ObserveOption
+}
+
+var nodeStates = [3]engine.NodeState{engine.StateUp, engine.StateDown, engine.StateQuarantined}
+
+// serverAttrs splits a master's address into server.address and
+// server.port, as the conventions want them.
+func serverAttrs(addr string) []attribute.KeyValue {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return []attribute.KeyValue{AttrAddress.String(addr)}
+	}
+	kv := []attribute.KeyValue{AttrAddress.String(host)}
+	if p, err := strconv.Atoi(port); err == nil {
+		kv = append(kv, AttrPort.Int(p))
+	}
+	return kv
+}
+
+func newNodeAttrs(addr string) *nodeAttrs {
+	server := serverAttrs(addr)
+	n := &nodeAttrs{quarantined: metric.WithAttributes(server...)}
+	for i, s := range nodeStates {
+		n.byState[i] = metric.WithAttributes(append(server[:len(server):len(server)], AttrNodeState.String(string(s)))...)
+	}
+	return n
 }
 
 type mastersAttr struct {
@@ -182,7 +308,7 @@ func New(opts ...Option) (*engine.Observer, error) {
 	if c.tp == nil {
 		c.tp = otel.GetTracerProvider()
 	}
-	o := &observer{nodes: make(map[string]engine.NodeState), votes: make(map[engine.VoteSet]attribute.KeyValue)}
+	o := &observer{nodes: make(map[string]*nodeAttrs), votes: make(map[engine.VoteSet]attribute.KeyValue)}
 	if _, off := c.tp.(noop.TracerProvider); !off {
 		o.tracer = c.tp.Tracer(ScopeName)
 	}
@@ -202,13 +328,16 @@ func New(opts ...Option) (*engine.Observer, error) {
 	o.release = hist("redlock.release.duration", "Duration of Release calls.")
 	o.extend = hist("redlock.extend.duration", "Duration of extensions, automatic or not.")
 	o.wait = hist("redlock.wait.duration", "Time Lock callers spent queued at the in-process gate or asleep between attempts.")
-	o.acquisitions = counter("redlock.acquisitions", "{call}", "Lock and TryLock calls, by outcome.")
-	o.lost = counter("redlock.leases.lost", "{lease}", "Leases that ended without a release: lock lost or validity expired while held.")
+	o.acquisitions = counter("redlock.acquisitions", "{acquisition}", "Lock and TryLock calls, by outcome.")
+	o.lost = counter("redlock.lease.lost", "{lease}", "Leases that ended without a release: lock lost or validity expired while held.")
 	o.handoffs = counter("redlock.handoffs", "{handoff}", "Leases passed to the next goroutine queued at the gate, without a round trip.")
-	state, err := m.Int64ObservableGauge("redlock.node.state", metric.WithUnit("{node}"),
-		metric.WithDescription("1 for each master's current state (up, down, quarantined), 0 for the others."))
+	// Up-down counters, as the conventions' hw.status and
+	// db.client.connection.count: summed over masters, they count the
+	// masters in each state.
+	state, err := m.Int64ObservableUpDownCounter("redlock.node.count", metric.WithUnit("{node}"),
+		metric.WithDescription("Masters in each state (up, down, quarantined): 1 for a master's current state, 0 for the others."))
 	errs = append(errs, err)
-	quarantined, err := m.Int64ObservableGauge("redlock.node.quarantined", metric.WithUnit("{node}"),
+	quarantined, err := m.Int64ObservableUpDownCounter("redlock.node.quarantined", metric.WithUnit("{node}"),
 		metric.WithDescription("1 while a master is quarantined after a restart: its votes do not count."))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
@@ -217,19 +346,19 @@ func New(opts ...Option) (*engine.Observer, error) {
 	if _, err := m.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		for addr, st := range o.nodes {
-			for _, s := range []engine.NodeState{engine.StateUp, engine.StateDown, engine.StateQuarantined} {
+		for _, n := range o.nodes {
+			for i, s := range nodeStates {
 				v := int64(0)
-				if s == st {
+				if s == n.state {
 					v = 1
 				}
-				ob.ObserveInt64(state, v, metric.WithAttributes(AttrAddress.String(addr), AttrNodeState.String(string(s))))
+				ob.ObserveInt64(state, v, n.byState[i])
 			}
 			q := int64(0)
-			if st == engine.StateQuarantined {
+			if n.state == engine.StateQuarantined {
 				q = 1
 			}
-			ob.ObserveInt64(quarantined, q, metric.WithAttributes(AttrAddress.String(addr)))
+			ob.ObserveInt64(quarantined, q, n.quarantined)
 		}
 		return nil
 	}, state, quarantined); err != nil {
@@ -248,33 +377,41 @@ func New(opts ...Option) (*engine.Observer, error) {
 }
 
 func (o *observer) buildOptions() {
-	rec := func(kv ...attribute.KeyValue) []metric.RecordOption {
-		return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
+	set := func(kv ...attribute.KeyValue) metric.MeasurementOption {
+		return metric.WithAttributeSet(attribute.NewSet(kv...))
 	}
-	add := func(kv ...attribute.KeyValue) []metric.AddOption {
-		return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
+	// outcome is a code's attributes: redlock.outcome, and error.type when
+	// the operation failed.
+	outcome := func(op engine.AcquireOp, c code, kv ...attribute.KeyValue) []attribute.KeyValue {
+		kv = append(kv, AttrOutcome.String(c.result().String()))
+		if t := c.errorType(op); t != "" {
+			kv = append(kv, AttrErrorType.String(t))
+		}
+		return kv
 	}
-	for op := range nOps {
-		opAttr := AttrOperation.String(engine.AcquireOp(op).String())
-		for r := range nResults {
-			res := AttrOutcome.String(engine.Result(r).String())
-			o.acquireRec[op][r] = rec(opAttr, res)
-			o.acquireAdd[op][r] = add(opAttr, res)
+	for op := range engine.AcquireOp(nOps) {
+		opAttr := AttrOperation.String(op.String())
+		for c := range code(nCodes) {
+			s := set(outcome(op, c, opAttr)...)
+			o.acquireRec[op][c] = []metric.RecordOption{s}
+			o.acquireAdd[op][c] = []metric.AddOption{s}
 		}
 	}
-	for r := range nResults {
-		res := AttrOutcome.String(engine.Result(r).String())
-		o.releaseRec[r] = rec(res)
-		o.extendRec[0][r] = rec(res, AttrAuto.Bool(false))
-		o.extendRec[1][r] = rec(res, AttrAuto.Bool(true))
+	for c := range code(nCodes) {
+		o.releaseRec[c] = []metric.RecordOption{set(outcome(0, c)...)}
+		o.extendRec[0][c] = []metric.RecordOption{set(outcome(0, c, AttrAuto.Bool(false))...)}
+		o.extendRec[1][c] = []metric.RecordOption{set(outcome(0, c, AttrAuto.Bool(true))...)}
 	}
-	for k := range 3 {
-		for c := range nWake {
-			o.waitRec[k][c] = rec(AttrWaitKind.String(engine.WaitKind(k).String()), AttrWakeCause.String(engine.WakeCause(c).String()))
+	for k := range engine.WaitKind(3) {
+		for w := range engine.WakeCause(nWake) {
+			base := []attribute.KeyValue{AttrWaitKind.String(k.String()), AttrWakeCause.String(w.String())}
+			o.waitRec[k][w][0] = []metric.RecordOption{set(base...)}
+			o.waitRec[k][w][1] = []metric.RecordOption{set(append(base, AttrErrorType.String("timeout"))...)}
+			o.waitRec[k][w][2] = []metric.RecordOption{set(append(base, AttrErrorType.String("canceled"))...)}
 		}
 	}
-	o.lostAdd[0] = add(AttrLostReason.String("expired"))
-	o.lostAdd[1] = add(AttrLostReason.String("lock_lost"))
+	o.lostAdd[0] = []metric.AddOption{set(AttrLostReason.String("expired"))}
+	o.lostAdd[1] = []metric.AddOption{set(AttrLostReason.String("lock_lost"))}
 }
 
 // bounded clamps an enum value into a table of n entries (0 is "unknown").
@@ -286,23 +423,36 @@ func bounded[T ~uint8](v T, n int) T {
 }
 
 func (o *observer) onAcquire(ctx context.Context, e engine.AcquireEvent) {
-	op, r := bounded(e.Op, nOps), bounded(e.Result, nResults)
-	o.acquire.Record(ctx, e.Duration.Seconds(), o.acquireRec[op][r]...)
-	o.acquisitions.Add(ctx, 1, o.acquireAdd[op][r]...)
+	op, c := bounded(e.Op, nOps), codeOf(e.Result, e.Err)
+	o.acquire.Record(ctx, e.Duration.Seconds(), o.acquireRec[op][c]...)
+	o.acquisitions.Add(ctx, 1, o.acquireAdd[op][c]...)
 	if o.tracer != nil {
-		o.span(ctx, &e)
+		o.span(ctx, &e, c)
 	}
 }
 
-// span records the call's span after the fact, from its start.
-func (o *observer) span(ctx context.Context, e *engine.AcquireEvent) {
+// spanScratch holds a span's option and attribute slices: the tracer's
+// methods are called through interfaces, so slices passed to them escape,
+// and the SDK copies what it keeps.
+type spanScratch struct {
+	start [2]trace.SpanStartOption
+	attrs [12]attribute.KeyValue
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(spanScratch) }}
+
+// span records the call's span after the fact, from its start. It ends
+// now, as the call returns: an end timestamp would cost an allocation.
+func (o *observer) span(ctx context.Context, e *engine.AcquireEvent, c code) {
 	name := "redlock.TryLock"
 	if e.Op == engine.OpLock {
 		name = "redlock.Lock"
 	}
-	_, sp := o.tracer.Start(ctx, name, trace.WithTimestamp(e.Start), clientKind)
+	s := scratchPool.Get().(*spanScratch)
+	s.start[0], s.start[1] = trace.WithTimestamp(e.Start), clientKind
+	_, sp := o.tracer.Start(ctx, name, s.start[:]...)
 	if sp.IsRecording() {
-		sp.SetAttributes(
+		a := append(s.attrs[:0],
 			AttrResource.String(e.Resource),
 			AttrOutcome.String(e.Result.String()),
 			AttrAttempts.Int(e.Attempts),
@@ -314,18 +464,25 @@ func (o *observer) span(ctx context.Context, e *engine.AcquireEvent) {
 			o.mastersAttr(e.Masters),
 		)
 		if e.Token != 0 {
-			sp.SetAttributes(AttrToken.Int64(e.Token))
+			a = append(a, AttrToken.Int64(e.Token))
 		}
-		if e.Result == engine.ResultNoQuorum || e.Result == engine.ResultError {
+		t := c.errorType(e.Op)
+		if t != "" {
+			a = append(a, AttrErrorType.String(t))
+		}
+		sp.SetAttributes(a...)
+		if t != "" && e.Err != nil {
 			sp.RecordError(e.Err)
-			sp.SetStatus(codes.Error, e.Result.String())
+			sp.SetStatus(codes.Error, e.Err.Error())
 		}
 	}
-	sp.End(trace.WithTimestamp(e.Start.Add(e.Duration)))
+	sp.End()
+	*s = spanScratch{} // keep no resource names alive in the pool
+	scratchPool.Put(s)
 }
 
 func (o *observer) onRelease(ctx context.Context, e engine.ReleaseEvent) {
-	o.release.Record(ctx, e.Duration.Seconds(), o.releaseRec[bounded(e.Result, nResults)]...)
+	o.release.Record(ctx, e.Duration.Seconds(), o.releaseRec[codeOf(e.Result, e.Err)]...)
 }
 
 func (o *observer) onExtend(ctx context.Context, e engine.ExtendEvent) {
@@ -333,11 +490,11 @@ func (o *observer) onExtend(ctx context.Context, e engine.ExtendEvent) {
 	if e.Auto {
 		auto = 1
 	}
-	o.extend.Record(ctx, e.Duration.Seconds(), o.extendRec[auto][bounded(e.Result, nResults)]...)
+	o.extend.Record(ctx, e.Duration.Seconds(), o.extendRec[auto][codeOf(e.Result, e.Err)]...)
 }
 
 func (o *observer) onWait(e engine.WaitEvent) {
-	o.wait.Record(context.Background(), e.Duration.Seconds(), o.waitRec[bounded(e.Kind, 3)][bounded(e.Cause, nWake)]...)
+	o.wait.Record(context.Background(), e.Duration.Seconds(), o.waitRec[bounded(e.Kind, 3)][bounded(e.Cause, nWake)][waitErr(e.Err)]...)
 }
 
 func (o *observer) onHandoff(engine.HandoffEvent) {
@@ -345,15 +502,20 @@ func (o *observer) onHandoff(engine.HandoffEvent) {
 }
 
 func (o *observer) onLost(e engine.LostEvent) {
-	reason := 0
-	if errors.Is(e.Err, engine.ErrLockLost) {
-		reason = 1
+	reason := 1 // lock_lost
+	if e.Result == engine.ResultExpired {
+		reason = 0
 	}
 	o.lost.Add(context.Background(), 1, o.lostAdd[reason]...)
 }
 
 func (o *observer) onNodeState(e engine.NodeStateEvent) {
 	o.mu.Lock()
-	o.nodes[e.Addr] = e.State
+	n := o.nodes[e.Addr]
+	if n == nil {
+		n = newNodeAttrs(e.Addr)
+		o.nodes[e.Addr] = n
+	}
+	n.state = e.State
 	o.mu.Unlock()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/engine/otelredlock"
@@ -79,6 +81,40 @@ func has(set attribute.Set, want []attribute.KeyValue) bool {
 	}
 	return true
 }
+
+// noErrorType reports whether no data point of metric name that carries
+// want has error.type: successes must not.
+func noErrorType(rm metricdata.ResourceMetrics, name string, want ...attribute.KeyValue) bool {
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			var sets []attribute.Set
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					sets = append(sets, p.Attributes)
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					sets = append(sets, p.Attributes)
+				}
+			}
+			for _, set := range sets {
+				if _, bad := set.Value(otelredlock.AttrErrorType); bad && has(set, want) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+func errorType(s string) attribute.KeyValue { return otelredlock.AttrErrorType.String(s) }
+
+// spanAttrs is a span's attributes as a set.
+func spanAttrs(s sdktrace.ReadOnlySpan) attribute.Set { return attribute.NewSet(s.Attributes()...) }
 
 // value sums the data points of metric name that carry want: counts for
 // a histogram, values for a counter or gauge.
@@ -190,13 +226,39 @@ func TestMetricsAndSpansMatchWhatHappened(t *testing.T) {
 		{"redlock.acquisitions", 0, []attribute.KeyValue{outcome("no_quorum")}},
 		{"redlock.acquire.duration", 7, nil},
 		{"redlock.release.duration", 4, []attribute.KeyValue{outcome("released")}},
-		{"redlock.extend.duration", 1, []attribute.KeyValue{outcome("not_held"), otelredlock.AttrAuto.Bool(false)}},
-		{"redlock.leases.lost", 1, []attribute.KeyValue{otelredlock.AttrLostReason.String("lock_lost")}},
-		{"redlock.node.state", 5, []attribute.KeyValue{otelredlock.AttrNodeState.String("up")}},
+		{"redlock.extend.duration", 1, []attribute.KeyValue{outcome("not_held"), errorType("not_held"), otelredlock.AttrAuto.Bool(false)}},
+		{"redlock.lease.lost", 1, []attribute.KeyValue{otelredlock.AttrLostReason.String("lock_lost")}},
+		{"redlock.node.count", 5, []attribute.KeyValue{otelredlock.AttrNodeState.String("up")}},
 		{"redlock.node.quarantined", 0, nil},
 	} {
 		if got := value(rm, w.name, w.attr...); got != w.want {
 			t.Errorf("%s %v = %d, want %d", w.name, w.attr, got, w.want)
+		}
+	}
+	checkInstruments(t, rm, "redlock.acquire.duration", "redlock.release.duration", "redlock.extend.duration", "redlock.wait.duration",
+		"redlock.acquisitions", "redlock.lease.lost", "redlock.node.count", "redlock.node.quarantined")
+	// Successes, and TryLocks refused by a holder, are not failures.
+	for _, w := range []struct {
+		name string
+		attr []attribute.KeyValue
+	}{
+		{"redlock.acquisitions", []attribute.KeyValue{outcome("acquired")}},
+		{"redlock.acquisitions", []attribute.KeyValue{try, outcome("contended")}},
+		{"redlock.acquire.duration", []attribute.KeyValue{try, outcome("contended")}},
+		{"redlock.release.duration", []attribute.KeyValue{outcome("released")}},
+	} {
+		if !noErrorType(rm, w.name, w.attr...) {
+			t.Errorf("%s %v carries error.type", w.name, w.attr)
+		}
+	}
+	// Each master by server.address and server.port, as the conventions
+	// split them.
+	for _, a := range c.Addrs() {
+		host, port, _ := strings.Cut(a, ":")
+		p, _ := strconv.Atoi(port)
+		if got := value(rm, "redlock.node.count", otelredlock.AttrAddress.String(host), otelredlock.AttrPort.Int(p),
+			otelredlock.AttrNodeState.String("up")); got != 1 {
+			t.Errorf("master %s: redlock.node.count up = %d, want 1", a, got)
 		}
 	}
 	w := le.Wait()
@@ -227,9 +289,15 @@ func TestMetricsAndSpansMatchWhatHappened(t *testing.T) {
 		}
 		if res.AsString() == "contended" {
 			contended++
-			if no, _ := attrs.Value(otelredlock.AttrVotesNo); no.AsInt64() < 3 || s.Status().Code == codes.Error {
-				t.Fatalf("contended span: refused %d, status %v", no.AsInt64(), s.Status())
+			if no, _ := attrs.Value(otelredlock.AttrVotesNo); no.AsInt64() < 3 || s.Status().Code != codes.Unset || attrs.HasValue(otelredlock.AttrErrorType) {
+				t.Fatalf("contended TryLock span: refused %d, status %v, attributes %v", no.AsInt64(), s.Status(), attrs.ToSlice())
 			}
+		}
+		if res.AsString() == "acquired" && (s.Status().Code != codes.Unset || attrs.HasValue(otelredlock.AttrErrorType)) {
+			t.Fatalf("acquired span: status %v, attributes %v", s.Status(), attrs.ToSlice())
+		}
+		if s.SpanKind() != trace.SpanKindClient || (s.Name() != "redlock.TryLock" && s.Name() != "redlock.Lock") {
+			t.Fatalf("span %q of kind %v", s.Name(), s.SpanKind())
 		}
 	}
 	if contended != 2 {
@@ -240,26 +308,36 @@ func TestMetricsAndSpansMatchWhatHappened(t *testing.T) {
 	for _, i := range []int{0, 1, 2} {
 		c.Nodes[i].Kill()
 	}
-	if _, err := l.TryLock(ctx, "outage"); !errors.Is(err, engine.ErrNoQuorum) {
-		t.Fatalf("want no quorum, got %v", err)
+	_, outage := l.TryLock(ctx, "outage")
+	if !errors.Is(outage, engine.ErrNoQuorum) {
+		t.Fatalf("want no quorum, got %v", outage)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		rm = tm.collect(t)
-		if value(rm, "redlock.node.state", otelredlock.AttrNodeState.String("down")) == 3 {
+		if value(rm, "redlock.node.count", otelredlock.AttrNodeState.String("down")) == 3 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("node gauges: %d down, want 3", value(rm, "redlock.node.state", otelredlock.AttrNodeState.String("down")))
+			t.Fatalf("node gauges: %d down, want 3", value(rm, "redlock.node.count", otelredlock.AttrNodeState.String("down")))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if got := value(rm, "redlock.acquisitions", try, outcome("no_quorum")); got != 1 {
+	if got := value(rm, "redlock.acquisitions", try, outcome("no_quorum"), errorType("no_quorum")); got != 1 {
 		t.Fatalf("no_quorum count %d, want 1", got)
 	}
+	if got := value(rm, "redlock.acquire.duration", try, outcome("no_quorum"), errorType("no_quorum")); got != 1 {
+		t.Fatalf("no_quorum durations %d, want 1", got)
+	}
+	// A failed call's span: status Error with the error's message,
+	// error.type as on the metrics, the error as an exception event.
 	spans = tm.spans.Ended()
-	if last := spans[len(spans)-1]; last.Status().Code != codes.Error {
-		t.Fatalf("no-quorum span status %v, want Error", last.Status())
+	last := spans[len(spans)-1]
+	lastAttrs := spanAttrs(last)
+	if et, _ := lastAttrs.Value(otelredlock.AttrErrorType); last.Status().Code != codes.Error ||
+		last.Status().Description != outage.Error() || et.AsString() != "no_quorum" ||
+		len(last.Events()) != 1 || last.Events()[0].Name != "exception" {
+		t.Fatalf("no-quorum span: status %v, error.type %q, events %v", last.Status(), et.AsString(), last.Events())
 	}
 }
 
@@ -287,9 +365,9 @@ func TestExpiredLeaseCountsAsLost(t *testing.T) {
 	// Done closes as the lease ends; the event follows on the same
 	// goroutine.
 	deadline := time.Now().Add(5 * time.Second)
-	for value(tm.collect(t), "redlock.leases.lost", otelredlock.AttrLostReason.String("expired")) != 1 {
+	for value(tm.collect(t), "redlock.lease.lost", otelredlock.AttrLostReason.String("expired")) != 1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("expired leases %d, want 1", value(tm.collect(t), "redlock.leases.lost"))
+			t.Fatalf("expired leases %d, want 1", value(tm.collect(t), "redlock.lease.lost"))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -299,5 +377,201 @@ func TestExpiredLeaseCountsAsLost(t *testing.T) {
 	}
 	if got := value(tm.collect(t), "redlock.release.duration", outcome("expired")); got != 1 {
 		t.Fatalf("expired releases %d, want 1", got)
+	}
+}
+
+// instruments are every instrument's kind and unit, as the package
+// documents them and OpenTelemetry's conventions want them: durations in
+// seconds, counters pluralized with a {thing} unit, masters counted by
+// state in up-down counters.
+var instruments = map[string]struct{ kind, unit string }{
+	"redlock.acquire.duration": {"histogram", "s"},
+	"redlock.release.duration": {"histogram", "s"},
+	"redlock.extend.duration":  {"histogram", "s"},
+	"redlock.wait.duration":    {"histogram", "s"},
+	"redlock.acquisitions":     {"counter", "{acquisition}"},
+	"redlock.lease.lost":       {"counter", "{lease}"},
+	"redlock.handoffs":         {"counter", "{handoff}"},
+	"redlock.node.count":       {"updowncounter", "{node}"},
+	"redlock.node.quarantined": {"updowncounter", "{node}"},
+}
+
+// checkInstruments checks the kind, unit and scope of every instrument in
+// rm (an instrument appears once it has a measurement), and that each
+// name in need appears.
+func checkInstruments(t *testing.T, rm metricdata.ResourceMetrics, need ...string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != otelredlock.ScopeName {
+			t.Errorf("scope %q", sm.Scope.Name)
+		}
+		for _, m := range sm.Metrics {
+			w, ok := instruments[m.Name]
+			if !ok {
+				t.Errorf("undocumented instrument %s", m.Name)
+				continue
+			}
+			seen[m.Name] = true
+			var k string
+			switch d := m.Data.(type) {
+			case metricdata.Histogram[float64]:
+				k = "histogram"
+			case metricdata.Sum[int64]:
+				k = "updowncounter"
+				if d.IsMonotonic {
+					k = "counter"
+				}
+			}
+			if k != w.kind || m.Unit != w.unit || m.Description == "" {
+				t.Errorf("%s: %s in %q (%q), want %s in %q", m.Name, k, m.Unit, m.Description, w.kind, w.unit)
+			}
+		}
+	}
+	for _, name := range need {
+		if !seen[name] {
+			t.Errorf("no %s recorded", name)
+		}
+	}
+}
+
+// A Lock that gives up while another owner holds the resource failed:
+// error.type contended on its metrics and span, status Error; its waits
+// ended by the context carry error.type timeout.
+func TestLockGivingUpIsAFailure(t *testing.T) {
+	tm := newTelemetry(t)
+	cfg := engine.DefaultConfig(exampleMasters...)
+	cfg.Quarantine = engine.QuarantineObserved
+	cfg.Observer = tm.obs
+	l, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	other, err := engine.New(context.Background(), engine.Config{Masters: exampleMasters, TTL: 5 * time.Second, Quarantine: engine.QuarantineObserved})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	held, err := other.TryLock(context.Background(), "given-up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	_, lockErr := l.Lock(ctx, "given-up")
+	if !errors.Is(lockErr, engine.ErrNotAcquired) || !errors.Is(lockErr, context.DeadlineExceeded) {
+		t.Fatalf("want contention until the deadline, got %v", lockErr)
+	}
+	rm := tm.collect(t)
+	lock := otelredlock.AttrOperation.String("lock")
+	if got := value(rm, "redlock.acquisitions", lock, outcome("contended"), errorType("contended")); got != 1 {
+		t.Errorf("gave-up Locks with error.type contended: %d, want 1", got)
+	}
+	if got := value(rm, "redlock.wait.duration", otelredlock.AttrWaitKind.String("retry"), errorType("timeout")); got != 1 {
+		t.Errorf("waits ended by the deadline: %d, want 1", got)
+	}
+	spans := tm.spans.Ended()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want 1", len(spans))
+	}
+	sp := spans[0]
+	attrs := spanAttrs(sp)
+	et, _ := attrs.Value(otelredlock.AttrErrorType)
+	attempts, _ := attrs.Value(otelredlock.AttrAttempts)
+	if sp.Name() != "redlock.Lock" || sp.Status().Code != codes.Error || sp.Status().Description != lockErr.Error() ||
+		et.AsString() != "contended" || attempts.AsInt64() < 2 {
+		t.Fatalf("span %s: status %v, error.type %q, attempts %d", sp.Name(), sp.Status(), et.AsString(), attempts.AsInt64())
+	}
+	// The span covers the call: from before the Lock to its deadline at least.
+	if d := sp.EndTime().Sub(sp.StartTime()); d < 150*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("span lasted %v, want the Lock's 150 ms or a little more", d)
+	}
+}
+
+// Hand-offs at the gate: the counter, the releases that handed off and
+// the gate waits ended by a hand-off agree, one per hand-off.
+func TestHandoffsAgree(t *testing.T) {
+	tm := newTelemetry(t)
+	cfg := engine.DefaultConfig(exampleMasters...)
+	cfg.Quarantine = engine.QuarantineObserved
+	cfg.Observer = tm.obs
+	l, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	// A second Lock queues at the gate behind the first holder; whether
+	// it is queued when the holder releases is up to the scheduler, so
+	// try until one hand-off happened.
+	for i := 0; i < 20 && value(tm.collect(t), "redlock.handoffs") == 0; i++ {
+		first, err := l.Lock(ctx, "handed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *engine.Lease)
+		go func() {
+			le, err := l.Lock(ctx, "handed")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- le
+		}()
+		time.Sleep(20 * time.Millisecond)
+		first.Release(ctx)
+		(<-got).Release(ctx)
+	}
+	rm := tm.collect(t)
+	checkInstruments(t, rm, "redlock.handoffs", "redlock.wait.duration")
+	n := value(rm, "redlock.handoffs")
+	if n == 0 {
+		t.Fatal("no hand-off in 20 tries")
+	}
+	if got := value(rm, "redlock.release.duration", outcome("handed_off")); got != n {
+		t.Errorf("%d releases handed off, %d hand-offs counted", got, n)
+	}
+	if got := value(rm, "redlock.wait.duration", otelredlock.AttrWaitKind.String("gate"), otelredlock.AttrWakeCause.String("handoff")); got != n {
+		t.Errorf("%d gate waits ended by a hand-off, %d hand-offs counted", got, n)
+	}
+	if got := value(rm, "redlock.acquisitions", otelredlock.AttrOperation.String("lock"), outcome("acquired")); got < 2*n {
+		t.Errorf("%d Locks acquired, want at least %d", got, 2*n)
+	}
+	if !noErrorType(rm, "redlock.release.duration", outcome("handed_off")) {
+		t.Error("a hand-off carries error.type")
+	}
+}
+
+// Masters younger than MaxTTL are quarantined under QuarantineAlways:
+// both gauges say so, per master.
+func TestQuarantinedMastersGauge(t *testing.T) {
+	c := redistest.StartT(t, 3)
+	tm := newTelemetry(t)
+	cfg := engine.DefaultConfig(c.Addrs()...)
+	cfg.Quarantine = engine.QuarantineAlways
+	cfg.TTL = time.Minute // the masters are seconds old
+	cfg.Observer = tm.obs
+	l, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rm := tm.collect(t)
+	for _, a := range c.Addrs() {
+		host, port, _ := strings.Cut(a, ":")
+		p, _ := strconv.Atoi(port)
+		server := []attribute.KeyValue{otelredlock.AttrAddress.String(host), otelredlock.AttrPort.Int(p)}
+		if got := value(rm, "redlock.node.quarantined", server...); got != 1 {
+			t.Errorf("%s: redlock.node.quarantined %d, want 1", a, got)
+		}
+		for state, want := range map[string]int64{"quarantined": 1, "up": 0, "down": 0} {
+			if got := value(rm, "redlock.node.count", append(server, otelredlock.AttrNodeState.String(state))...); got != want {
+				t.Errorf("%s: redlock.node.count %s %d, want %d", a, state, got, want)
+			}
+		}
+	}
+	if _, err := l.TryLock(context.Background(), "q"); !errors.Is(err, engine.ErrNoQuorum) {
+		t.Fatalf("TryLock with every master quarantined: %v", err)
 	}
 }

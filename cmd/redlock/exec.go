@@ -112,7 +112,7 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 	longest := fs.Duration("max-ttl", 0, "the longest --ttl of any run on these masters, which the restart quarantine lasts (default --ttl)")
 	wait := fs.Duration("wait", 0, "how long to wait for RESOURCE while it is held (0: one attempt)")
 	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM (or the forwarded signal) and SIGKILL")
-	extendEvery := fs.Duration("extend-every", 0, "how often the lock is renewed (default TTL/3)")
+	extendEvery := fs.Duration("extend-every", 0, "how often the lock is renewed, from TTL/100 (default TTL/3)")
 	fencing := fs.Bool("fencing", false, "give COMMAND a fencing token in $REDLOCK_FENCING_TOKEN")
 	quarantine := fs.String("quarantine", "always", "votes of a master younger than --max-ttl: always ignored until it is --max-ttl old, after an observed restart only (observed), or counted (off)")
 	conn := connflags.Register(fs)
@@ -155,6 +155,11 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 		return nil, usageErrorf("exec: --grace must be >= 0, got %s", o.grace)
 	case o.extendEvery < 0 || o.extendEvery >= o.ttl:
 		return nil, usageErrorf("exec: --extend-every %s: want more than 0 and less than --ttl %s", o.extendEvery, o.ttl)
+	case o.extendEvery != 0 && o.extendEvery < o.ttl/100:
+		// Each extension renews only what elapsed since the last one: a
+		// shorter period is load on the masters (tens of thousands of
+		// scripts a second at 1ns), not safety.
+		return nil, usageErrorf("exec: --extend-every %s: want %s (--ttl/100) to less than --ttl %s", o.extendEvery, o.ttl/100, o.ttl)
 	}
 	if o.quarantine, err = engine.ParseQuarantinePolicy(*quarantine); err != nil {
 		return nil, usageErrorf("exec: --quarantine: %v", err)

@@ -492,6 +492,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"exec", "--masters", m, "--ttl", "48h", "r", "--", "true"}, "--ttl 48h0m0s is out of range"},
 		{[]string{"exec", "--masters", m, "--ttl", "1500100us", "r", "--", "true"}, "want whole milliseconds"},
 		{[]string{"exec", "--masters", m, "--extend-every", "1m", "r", "--", "true"}, "--extend-every 1m0s"},
+		{[]string{"exec", "--masters", m, "--ttl", "1s", "--extend-every", "1ns", "r", "--", "true"}, "--extend-every 1ns: want 10ms (--ttl/100) to less than --ttl 1s"},
 		{[]string{"exec", "--masters", m, "--grace", "-1s", "r", "--", "true"}, "--grace must be >= 0"},
 		{[]string{"exec", "--masters", m, "--max-ttl", "1s", "--ttl", "2s", "r", "--", "true"}, "--max-ttl 1s is below --ttl 2s"},
 		{[]string{"exec", "--masters", m, "--max-ttl", "25h", "r", "--", "true"}, "--max-ttl 25h0m0s is out of range"},
@@ -691,5 +692,46 @@ func TestClosedStderr(t *testing.T) {
 	deleteKey(t, "stderr")
 	if status := p.wait(t, 5*time.Second); status != exitLost || !strings.Contains(p.stdout.String(), "term") {
 		t.Errorf("status %d (%v), want %d; stdout %q", status, p.err, exitLost, p.stdout)
+	}
+}
+
+// A redlock killed with SIGKILL cannot release or stop anything itself:
+// the command gets SIGTERM from the parent-death signal, and the lock's
+// keys expire within the TTL.
+func TestKilledRedlockStopsCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := start(t, exec1("killed", "--", "sh", "-c",
+		`trap 'echo term >"$0/term"; exit 3' TERM; echo $$ >"$0/pid"; echo ready; while :; do sleep 0.02; done`, dir)...)
+	p.waitOutput(t, "ready")
+	command := readPid(t, filepath.Join(dir, "pid"))
+	t.Cleanup(func() {
+		if s := procState(command); s != "" && s != "Z" {
+			syscall.Kill(command, syscall.SIGKILL) // left running: the test failed
+		}
+	})
+	p.cmd.Process.Kill()
+	p.wait(t, 5*time.Second)
+	waitFor(t, "the command stopped", func() bool { s := procState(command); return s == "" || s == "Z" })
+	if b, err := os.ReadFile(filepath.Join(dir, "term")); err != nil || string(b) != "term\n" {
+		t.Errorf("the command did not get SIGTERM: %q, %v", b, err)
+	}
+	waitFor(t, "the lock expired", func() bool { return keys(t, "killed") == 0 })
+}
+
+// A stopped command (one that read the terminal from its background
+// process group, or was sent SIGSTOP) gets a forwarded signal with a
+// SIGCONT, so that it acts on it at once instead of being killed after
+// --grace.
+func TestSignalReachesStoppedCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := start(t, exec1("--grace", "10s", "stopped", "--", "sh", "-c", `echo $$ >"$0/pid"; echo ready; kill -STOP $$; echo resumed`, dir)...)
+	p.waitOutput(t, "ready")
+	command := readPid(t, filepath.Join(dir, "pid"))
+	waitFor(t, "the command stopped", func() bool { return procState(command) == "T" })
+	p.cmd.Process.Signal(syscall.SIGINT)
+	if status := p.wait(t, 5*time.Second); status != 128+int(syscall.SIGINT) || strings.Contains(p.stdout.String(), "resumed") {
+		t.Errorf("status %d, want %d; stdout %q; stderr %s", status, 128+int(syscall.SIGINT), p.stdout, p.stderr)
 	}
 }

@@ -49,6 +49,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -64,8 +65,26 @@ import (
 	"github.com/redlock-bench/redlock/engine"
 )
 
-// ScopeName is the instrumentation scope of the meter and the tracer.
+// ScopeName is the instrumentation scope of the meter and the tracer,
+// whose schema URL is that of the semantic conventions the names follow
+// (semconv v1.43.0).
 const ScopeName = "github.com/redlock-bench/redlock/engine/otelredlock"
+
+// version is this module's version as the service's build recorded it
+// ("(devel)" inside this repository).
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/redlock-bench/redlock/engine/otelredlock" {
+				return d.Version
+			}
+		}
+		if bi.Main.Path == "github.com/redlock-bench/redlock/engine/otelredlock" {
+			return bi.Main.Version
+		}
+	}
+	return ""
+}
 
 // Attribute keys.
 const (
@@ -310,9 +329,9 @@ func New(opts ...Option) (*engine.Observer, error) {
 	}
 	o := &observer{nodes: make(map[string]*nodeAttrs), votes: make(map[engine.VoteSet]attribute.KeyValue)}
 	if _, off := c.tp.(noop.TracerProvider); !off {
-		o.tracer = c.tp.Tracer(ScopeName)
+		o.tracer = c.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(version()), trace.WithSchemaURL(semconv.SchemaURL))
 	}
-	m := c.mp.Meter(ScopeName)
+	m := c.mp.Meter(ScopeName, metric.WithInstrumentationVersion(version()), metric.WithSchemaURL(semconv.SchemaURL))
 	var errs []error
 	hist := func(name, desc string) metric.Float64Histogram {
 		h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(Buckets...))

@@ -296,8 +296,9 @@ func TestMetricsAndSpansMatchWhatHappened(t *testing.T) {
 		if res.AsString() == "acquired" && (s.Status().Code != codes.Unset || attrs.HasValue(otelredlock.AttrErrorType)) {
 			t.Fatalf("acquired span: status %v, attributes %v", s.Status(), attrs.ToSlice())
 		}
-		if s.SpanKind() != trace.SpanKindClient || (s.Name() != "redlock.TryLock" && s.Name() != "redlock.Lock") {
-			t.Fatalf("span %q of kind %v", s.Name(), s.SpanKind())
+		if s.SpanKind() != trace.SpanKindClient || (s.Name() != "redlock.TryLock" && s.Name() != "redlock.Lock") ||
+			s.InstrumentationScope().Name != otelredlock.ScopeName || s.InstrumentationScope().SchemaURL != schemaURL {
+			t.Fatalf("span %q of kind %v, scope %+v", s.Name(), s.SpanKind(), s.InstrumentationScope())
 		}
 	}
 	if contended != 2 {
@@ -380,6 +381,9 @@ func TestExpiredLeaseCountsAsLost(t *testing.T) {
 	}
 }
 
+// schemaURL is that of the semantic conventions the names follow.
+const schemaURL = "https://opentelemetry.io/schemas/1.43.0"
+
 // instruments are every instrument's kind and unit, as the package
 // documents them and OpenTelemetry's conventions want them: durations in
 // seconds, counters pluralized with a {thing} unit, masters counted by
@@ -403,8 +407,8 @@ func checkInstruments(t *testing.T, rm metricdata.ResourceMetrics, need ...strin
 	t.Helper()
 	seen := map[string]bool{}
 	for _, sm := range rm.ScopeMetrics {
-		if sm.Scope.Name != otelredlock.ScopeName {
-			t.Errorf("scope %q", sm.Scope.Name)
+		if sm.Scope.Name != otelredlock.ScopeName || sm.Scope.SchemaURL != schemaURL {
+			t.Errorf("scope %q, schema %q", sm.Scope.Name, sm.Scope.SchemaURL)
 		}
 		for _, m := range sm.Metrics {
 			w, ok := instruments[m.Name]

@@ -279,13 +279,22 @@ func acquire(ctx context.Context, o *execOptions) (*engine.Locker, *engine.Lease
 		}
 		return nil, nil, statusErrorf(exitConfig, "exec: masters cannot be used: %s", trimEngine(err))
 	}
-	var le *engine.Lease
-	if o.wait > 0 {
-		wctx, cancel := context.WithTimeout(ctx, o.wait)
-		le, err = l.Lock(wctx, o.resource)
-		cancel()
-	} else {
-		le, err = l.TryLock(ctx, o.resource)
+	// --wait bounds the wait for a holder, not the first attempt, which a
+	// --wait shorter than a round trip would cut short ("no quorum
+	// answered") however free the resource.
+	begin := time.Now()
+	le, err := l.TryLock(ctx, o.resource)
+	if err != nil && o.wait > 0 && ctx.Err() == nil && (errors.Is(err, engine.ErrNotAcquired) || errors.Is(err, engine.ErrNoQuorum)) {
+		if rest := o.wait - time.Since(begin); rest > 0 {
+			wctx, cancel := context.WithTimeout(ctx, rest)
+			lle, lerr := l.Lock(wctx, o.resource)
+			cancel()
+			// A Lock whose deadline came before any verdict says less
+			// than the first attempt did.
+			if lerr == nil || !errors.Is(lerr, context.DeadlineExceeded) || errors.Is(lerr, engine.ErrNotAcquired) || errors.Is(lerr, engine.ErrNoQuorum) {
+				le, err = lle, lerr
+			}
+		}
 	}
 	if err == nil {
 		return l, le, nil

@@ -219,6 +219,11 @@ func TestHeldByAnother(t *testing.T) {
 	if status != exitNotAcquired || !strings.Contains(stderr, `not acquired: "held" is held by another owner`) {
 		t.Errorf("second exec while held: status %d, want %d; stderr %q", status, exitNotAcquired, stderr)
 	}
+	// A --wait shorter than a round trip still makes the first attempt.
+	status, _, stderr = runRedlock(t, exec1("--wait", "1ns", "held", "--", "sh", "-c", "echo must-not-run >>"+log)...)
+	if status != exitNotAcquired || !strings.Contains(stderr, `not acquired: "held" is held by another owner`) {
+		t.Errorf("--wait 1ns while held: status %d, want %d; stderr %q", status, exitNotAcquired, stderr)
+	}
 	begin := time.Now()
 	status, _, stderr = runRedlock(t, exec1("--wait", "300ms", "held", "--", "sh", "-c", "echo must-not-run >>"+log)...)
 	if status != exitNotAcquired || !strings.Contains(stderr, "waited 300ms") || time.Since(begin) < 300*time.Millisecond {
@@ -265,6 +270,19 @@ func TestHoldsPastTTL(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
 	if status := holder.wait(t, 5*time.Second); status != 0 {
 		t.Errorf("holder: status %d after %d probes; stderr %s", status, probes, holder.stderr)
+	}
+}
+
+// --wait bounds the wait for a holder, not the first attempt: one shorter
+// than a round trip takes a free resource, instead of reporting the
+// masters unavailable.
+func TestTinyWaitOnFreeResource(t *testing.T) {
+	t.Parallel()
+	for _, wait := range []string{"1ns", "100us"} {
+		status, stdout, stderr := runRedlock(t, exec1("--wait", wait, "tinywait", "--", "echo", "ran")...)
+		if status != 0 || stdout != "ran\n" {
+			t.Errorf("--wait %s on a free resource: status %d, stdout %q, stderr %q", wait, status, stdout, stderr)
+		}
 	}
 }
 
@@ -733,5 +751,28 @@ func TestSignalReachesStoppedCommand(t *testing.T) {
 	p.cmd.Process.Signal(syscall.SIGINT)
 	if status := p.wait(t, 5*time.Second); status != 128+int(syscall.SIGINT) || strings.Contains(p.stdout.String(), "resumed") {
 		t.Errorf("status %d, want %d; stdout %q; stderr %s", status, 128+int(syscall.SIGINT), p.stdout, p.stderr)
+	}
+}
+
+// A key of another type at RESOURCE (some other program's list) is a
+// configuration error, not contention: 78, the command not run, and the
+// list left as it was.
+func TestWrongTypeKey(t *testing.T) {
+	t.Parallel()
+	for _, a := range masters {
+		if _, err := redisproc.Do(context.Background(), a, time.Second, "RPUSH", "wrongtype", "item"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { deleteKey(t, "wrongtype") })
+	status, stdout, stderr := runRedlock(t, exec1("wrongtype", "--", "echo", "must-not-run")...)
+	if status != exitConfig || stdout != "" || !strings.HasPrefix(stderr, `redlock: exec: "wrongtype" cannot be a lock: `) ||
+		!strings.Contains(stderr, "WRONGTYPE") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("status %d, want %d; stdout %q; stderr %q", status, exitConfig, stdout, stderr)
+	}
+	for _, a := range masters {
+		if r, err := redisproc.Do(context.Background(), a, time.Second, "LLEN", "wrongtype"); err != nil || r != ":1" {
+			t.Errorf("%s: the list is %q (%v), want it untouched", a, r, err)
+		}
 	}
 }

@@ -112,6 +112,12 @@ func TestRunWithAuthAndTLS(t *testing.T) {
 			if s["acquired"].(float64) == 0 {
 				t.Errorf("acquired nothing: %v", s)
 			}
+			// Enough to rerun, and to tell a TLS run's latency from a
+			// plain one's: the user and TLS are in the config, the
+			// password is not.
+			if cfg := s["config"].(map[string]any); cfg["tls"] != true || cfg["user"] != "bench" || cfg["insecure"] != false || cfg["sni"] != "" {
+				t.Errorf("config %v: want tls true, user bench, insecure false, sni empty", cfg)
+			}
 			if tc.engine == "redlock" && tc.env {
 				if f, _ := s["faults"].([]any); len(f) != 1 || f[0].(map[string]any)["via"] != "CLIENT PAUSE" || f[0].(map[string]any)["error"] != nil {
 					t.Errorf("faults %v: want one stall by CLIENT PAUSE, without error", s["faults"])

@@ -186,6 +186,8 @@ func TestRunAuthErrors(t *testing.T) {
 			1, []string{"3 of 3 masters", c.Addrs()[0], "the master serves TLS on this port: add --tls"}},
 		{"TLS to plain", append([]string{"run", "--masters", mixed, "--user", "bench", "-a", secret}, tlsFlags...),
 			1, []string{"1 of 3 masters", plain.Addrs()[0], "the master serves plain TCP on this port, not TLS"}},
+		{"no client certificate", []string{"run", "--masters", masters, "--user", "bench", "-a", secret, "--tls", "--cacert", certs.CAFile},
+			1, []string{"3 of 3 masters", c.Addrs()[0], "without a client certificate: give --cert and --key"}},
 		{"cert without key", []string{"run", "--masters", masters, "-a", secret, "--tls", "--cert", certs.ClientCert},
 			2, []string{"--cert: needs --key"}},
 		{"unreadable CA", []string{"run", "--masters", masters, "--tls", "--cacert", "/no/such/ca.pem"},

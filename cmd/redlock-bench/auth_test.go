@@ -242,6 +242,12 @@ func TestChaosWithAuthAndTLS(t *testing.T) {
 	if !r.Passed || r.Acquired == 0 || totalFaults(r) == 0 || len(r.FaultErrors) > 0 {
 		t.Errorf("verdict %s, %d acquired, faults %v, fault errors %v", r.Verdict, r.Acquired, r.Faults, r.FaultErrors)
 	}
+	// The replay runs on the same masters, as the same user, over TLS, with
+	// the same quarantine: on local masters it would draw other faults.
+	want := " --quarantine observed --masters " + strings.Join(c.Addrs(), ",") + " --user bench --tls"
+	if !strings.Contains(stdout.String(), want) {
+		t.Errorf("the replay line lacks %q:\n%s", want, stdout.String())
+	}
 	noSecret(t, out, stdout.String(), stderr.String())
 }
 

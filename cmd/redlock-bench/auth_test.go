@@ -170,6 +170,8 @@ func TestRunAuthErrors(t *testing.T) {
 	}{
 		{"wrong password", append([]string{"run", "--masters", masters, "--user", "bench", "-a", "wrong-" + secret}, tlsFlags...),
 			1, []string{c.Addrs()[0], `AUTH as user "bench" refused: WRONGPASS`}},
+		{"ACL user's password without --user", append([]string{"run", "--masters", masters, "-a", secret}, tlsFlags...),
+			1, []string{`AUTH as the default user refused: WRONGPASS`, "if the password is an ACL user's, give --user"}},
 		{"unknown user", append([]string{"run", "--masters", masters, "--user", "nobody", "-a", secret}, tlsFlags...),
 			1, []string{c.Addrs()[1], `AUTH as user "nobody" refused`}},
 		{"wrong CA", []string{"run", "--masters", masters, "--user", "bench", "-a", secret, "--tls", "--cacert", other.CAFile,

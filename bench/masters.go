@@ -179,11 +179,10 @@ func probeMaster(ctx context.Context, conn redisproc.Conn, addr string) (string,
 
 // authRefused is the error of a refused AUTH, naming the user.
 func authRefused(conn redisproc.Conn, err error) error {
-	who := "the default user"
-	if conn.Username != "" {
-		who = fmt.Sprintf("user %q", conn.Username)
+	if conn.Username == "" {
+		return fmt.Errorf("AUTH as the default user refused: %v: if the password is an ACL user's, give --user", err)
 	}
-	return fmt.Errorf("AUTH as %s refused: %v", who, err)
+	return fmt.Errorf("AUTH as user %q refused: %v", conn.Username, err)
 }
 
 // speaksPlain reports whether addr answers a plain-text PING with a RESP

@@ -204,6 +204,14 @@ type ChaosResult struct {
 	Resources int      `json:"resources"`
 	TTLMs     int64    `json:"ttl_ms"`
 	DurationS float64  `json:"duration_s"`
+	// LocalMasters is set when the soak started its masters; Quarantine,
+	// JumpMs (out of model), User and TLS are the rest of what a replay
+	// needs (the password and TLS files are given again).
+	LocalMasters bool   `json:"local_masters"`
+	Quarantine   string `json:"quarantine"`
+	JumpMs       int64  `json:"jump_ms,omitempty"`
+	User         string `json:"user,omitempty"`
+	TLS          bool   `json:"tls,omitempty"`
 	// Interrupted is set when the soak was cut short (Ctrl-C).
 	Interrupted bool `json:"interrupted,omitempty"`
 	// Schedule is the faults planned from the seed, in order.
@@ -392,7 +400,11 @@ func Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
 	sched := ch.plan()
 	res := &ChaosResult{Seed: cfg.Seed, Class: cfg.Class, Engine: cfg.Engine, Masters: ch.masters,
 		Clients: cfg.Clients, Workers: cfg.Workers, Resources: cfg.Resources, TTLMs: cfg.TTL.Milliseconds(),
+		LocalMasters: len(cfg.Masters) == 0, Quarantine: cfg.Quarantine, User: cfg.Username, TLS: cfg.TLS != nil,
 		Expected: chaosExpected(cfg.Class)}
+	if cfg.Class == ChaosOutOfModel {
+		res.JumpMs = cfg.Jump.Milliseconds()
+	}
 	for _, s := range sched {
 		res.Schedule = append(res.Schedule, s.String())
 	}

@@ -158,10 +158,33 @@ func (r *ChaosResult) WriteText(w io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(&b, "replay     --seed %d --class %s --engine %s --clients %d --workers %d --resources %d --ttl %dms --duration %.0fs\n",
-		r.Seed, r.Class, r.Engine, r.Clients, r.Workers, r.Resources, r.TTLMs, r.DurationS)
+	fmt.Fprintf(&b, "replay     %s\n", r.Replay())
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// Replay is the chaos command's flags that replay this soak's schedule.
+// On given masters it names them, and the user and --tls; the password
+// and the TLS files are to be given again.
+func (r *ChaosResult) Replay() string {
+	s := fmt.Sprintf("--seed %d --class %s --engine %s --clients %d --workers %d --resources %d --ttl %dms --duration %.0fs",
+		r.Seed, r.Class, r.Engine, r.Clients, r.Workers, r.Resources, r.TTLMs, r.DurationS)
+	if r.Quarantine != "" {
+		s += " --quarantine " + r.Quarantine
+	}
+	if r.JumpMs > 0 {
+		s += fmt.Sprintf(" --jump %dms", r.JumpMs)
+	}
+	if !r.LocalMasters && len(r.Masters) > 0 {
+		s += " --masters " + strings.Join(r.Masters, ",")
+		if r.User != "" {
+			s += " --user " + r.User
+		}
+		if r.TLS {
+			s += " --tls"
+		}
+	}
+	return s
 }
 
 // WriteChaos writes chaos.json, chaos.txt and, when there is a window,

@@ -603,6 +603,10 @@ func (c Config) RunConfig() results.RunConfig {
 	if !c.StartAt.IsZero() {
 		startAt = c.StartAt.UTC().Format(time.RFC3339Nano)
 	}
+	sni := ""
+	if c.TLS != nil {
+		sni = c.TLS.ServerName
+	}
 	return results.RunConfig{
 		Engine: c.Engine, Masters: strings.Join(c.Masters, ","), LocalMasters: c.LocalMasters,
 		Workers: c.Workers, Clients: c.Clients, Resources: c.Resources,
@@ -613,6 +617,8 @@ func (c Config) RunConfig() results.RunConfig {
 		Quarantine: c.Quarantine, Extend: c.Extend, Fencing: c.Fencing,
 		Gate: !c.DisableGate, Notify: !c.DisableNotify, Fault: c.Faults.String(),
 		StartAt: startAt, NoWaitQuarantine: c.NoWaitQuarantine,
+		User: c.Username, TLS: c.TLS != nil,
+		SNI: sni, Insecure: c.TLS != nil && c.TLS.InsecureSkipVerify,
 	}
 }
 

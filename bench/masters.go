@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -156,11 +157,18 @@ func probeMaster(ctx context.Context, conn redisproc.Conn, addr string) (string,
 	// "connection refused" rather than "dial tcp <addr>: connect: ...":
 	// the message names the address already.
 	var op *net.OpError
+	alert := false // the master sent a TLS alert ("remote error: tls: ...")
 	if errors.As(err, &op) && op.Err != nil {
+		alert = op.Op == "remote error"
 		err = op.Err
 	}
 	var notTLS tls.RecordHeaderError
+	closed := errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || alert
 	switch {
+	case conn.TLS != nil && len(conn.TLS.Certificates) == 0 && conn.TLS.GetClientCertificate == nil && closed:
+		// The handshake went through, then the master hung up: it
+		// wants a client certificate (mutual TLS, tls-auth-clients).
+		return "", fmt.Errorf("%w: the master closed the TLS connection without a client certificate: give --cert and --key", err)
 	case conn.TLS != nil && (timedOut || errors.As(err, &notTLS)) && speaksPlain(ctx, addr):
 		return "", fmt.Errorf("no TLS handshake: the master serves plain TCP on this port, not TLS: drop --tls, or give its tls-port (%w)", err)
 	case conn.TLS == nil && !timedOut && speaksTLS(ctx, addr):
@@ -171,11 +179,10 @@ func probeMaster(ctx context.Context, conn redisproc.Conn, addr string) (string,
 
 // authRefused is the error of a refused AUTH, naming the user.
 func authRefused(conn redisproc.Conn, err error) error {
-	who := "the default user"
-	if conn.Username != "" {
-		who = fmt.Sprintf("user %q", conn.Username)
+	if conn.Username == "" {
+		return fmt.Errorf("AUTH as the default user refused: %v: if the password is an ACL user's, give --user", err)
 	}
-	return fmt.Errorf("AUTH as %s refused: %v", who, err)
+	return fmt.Errorf("AUTH as user %q refused: %v", conn.Username, err)
 }
 
 // speaksPlain reports whether addr answers a plain-text PING with a RESP
@@ -210,8 +217,8 @@ func speaksTLS(ctx context.Context, addr string) bool {
 		c.Close()
 		return true
 	}
-	var alert tls.AlertError
-	return errors.As(err, &alert)
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "remote error"
 }
 
 // parseVersion is redisproc.ParseVersion, the one INFO version parser

@@ -548,9 +548,11 @@ func (le *Lease) canHandOffLocked(left time.Duration) bool {
 // Extend sets the lock's TTL to ttl on every master where it is still ours,
 // and never re-creates a key that is gone. It counts only if a quorum agreed
 // before the current validity ran out; then the validity becomes
-// start-of-extend + ttl − drift. On failure the validity is unchanged,
-// except when enough masters said the key is no longer ours (ErrNotHeld):
-// the lease then ends with ErrLockLost. ttl may not exceed Config.MaxTTL,
+// start-of-extend + ttl − drift. A ttl shorter than the validity left
+// shortens the validity at once, success or not: a master may run the
+// PEXPIRE and answer too late to count. Otherwise a failure leaves the
+// validity unchanged, except when enough masters said the key is no longer
+// ours (ErrNotHeld): the lease then ends with ErrLockLost. ttl may not exceed Config.MaxTTL,
 // which the restart quarantine relies on.
 func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	return le.extend(ctx, ttl, false)
@@ -597,6 +599,18 @@ func (le *Lease) extend(ctx context.Context, ttl time.Duration, auto bool) (err 
 	if le.l.closed.Load() {
 		return ErrClosed
 	}
+	until := start.Add(ttl - drift(ttl, le.l.cfg.DriftFactor))
+	if until.Before(validUntil) {
+		// A shorter ttl shortens the key on every master its PEXPIRE
+		// reaches, even one that answers too late to count, or in a
+		// round that fails: from now on only the shorter validity holds,
+		// whatever the round decides.
+		le.mu.Lock()
+		if le.endErr == nil && until.Before(le.validUntil) {
+			le.setValidUntil(until)
+		}
+		le.mu.Unlock()
+	}
 	cmd := multiplex.Command{Script: extendScript, Key: le.key, Args: [multiplex.MaxArgs]string{le.value, itoa(ttl.Milliseconds())}, NArgs: 2, SkipIfFailed: true}
 	t := le.l.pool.Fanout(ctx, cmd, classifyInt, nil, le.votes)
 	if t.Reached() && t.Err == nil {
@@ -604,12 +618,7 @@ func (le *Lease) extend(ctx context.Context, ttl time.Duration, auto bool) (err 
 		// The expiry timer may have fired during the round: an ended
 		// lease stays ended, whatever the masters said since.
 		if le.endErr == nil && time.Now().Before(le.validUntil) {
-			// A shorter ttl shortens the validity too: the masters now
-			// expire the key sooner.
-			le.validUntil = start.Add(ttl - drift(ttl, le.l.cfg.DriftFactor))
-			if w := le.w; w != nil && w.expiry != nil {
-				w.expiry.Reset(time.Until(le.validUntil))
-			}
+			le.setValidUntil(until)
 			le.mu.Unlock()
 			return nil
 		}
@@ -625,4 +634,13 @@ func (le *Lease) extend(ctx context.Context, ttl time.Duration, auto bool) (err 
 		le.end(fmt.Errorf("%w: %w", ErrLockLost, err), true)
 	}
 	return err
+}
+
+// setValidUntil moves the lease's validity, and its expiry watch with it.
+// The caller holds mu.
+func (le *Lease) setValidUntil(t time.Time) {
+	le.validUntil = t
+	if w := le.w; w != nil && w.expiry != nil {
+		w.expiry.Reset(time.Until(t))
+	}
 }

@@ -21,7 +21,7 @@ import (
 //	Acquire    Duration: the call, waits included     Result (and Err)
 //	Release    Duration: the call                     Result (and Err)
 //	Extend     Duration: the call or auto-extension   Result (and Err)
-//	Wait       Duration: the wait                     Cause, and Err if the context ended it
+//	Wait       Duration: the wait                     Cause, and Err if the context or Close ended it
 //	Handoff    Held: since the keys were set, across  passed on; Validity: what the successor gets
 //	           the hand-offs in a row
 //	Lost       Held: since the keys were set          Result: ResultNotHeld (lock lost) or ResultExpired
@@ -315,7 +315,8 @@ type WaitEvent struct {
 	Kind     WaitKind
 	// Cause ended the wait: WakeNotified, WakeFallback or WakeBackoff for
 	// WaitRetry; WakeHandoff or WakeNone (its turn to compete) for
-	// WaitGate. WakeNone with Err set: the context ended the wait.
+	// WaitGate. WakeNone with Err set: the context, or Close (ErrClosed),
+	// ended the wait.
 	Cause    WakeCause
 	Duration time.Duration
 	Err      error

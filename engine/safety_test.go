@@ -154,6 +154,56 @@ func TestFailedExtendEndsTheLease(t *testing.T) {
 	}
 }
 
+// An Extend to a TTL shorter than the validity left may shorten the keys
+// on masters that answer too late to count: their PEXPIRE still runs. The
+// lease must not trust its old validity then, whatever the round decided,
+// or another Locker takes the resource from under it.
+func TestFailedShorterExtendKeepsNoValidityBeyondTheKeys(t *testing.T) {
+	e := newEnv(t, 3)
+	addrs := e.cluster.Addrs()
+	slow := []*latencyProxy{newLatencyProxy(t, addrs[1], 0, nil), newLatencyProxy(t, addrs[2], 0, nil)}
+	lA := e.locker(func(c *engine.Config) {
+		c.Masters = []string{addrs[0], slow[0].addr(), slow[1].addr()}
+		c.TTL = 5 * time.Second
+		c.NodeTimeout = 100 * time.Millisecond
+	})
+	lB := e.locker(nil)
+	ctx := context.Background()
+	a, err := lA.TryLock(ctx, "shorter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range slow {
+		p.delay.Store(int64(300 * time.Millisecond))
+	}
+	const short = 50 * time.Millisecond
+	if err := a.Extend(ctx, short); err == nil {
+		t.Fatal("Extend reached a quorum through two 300 ms proxies with a 100 ms node timeout")
+	}
+	if v := a.Validity(); v > short {
+		t.Fatalf("after a failed Extend to %s the lease is trusted for %s more: the masters that ran its PEXPIRE expire the key sooner", short, v)
+	}
+	// End to end: once the late PEXPIREs have run and the keys expired,
+	// another Locker takes the resource, and A must not think it holds it.
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; i < 3; i++ {
+		for e.get(i, "shorter") != "" {
+			if time.Now().After(deadline) {
+				t.Fatalf("the key on master %d outlived the shortened TTL by seconds", i)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	b, err := lB.TryLock(ctx, "shorter")
+	if err != nil {
+		t.Fatalf("B, with the keys gone everywhere: %v", err)
+	}
+	defer b.Release(ctx)
+	if a.Err() == nil && a.Validity() > 0 {
+		t.Fatalf("two holders: A's lease is trusted for %s more (Err nil) while B holds the resource", a.Validity())
+	}
+}
+
 // Done is closed already for a first call made after the validity ran
 // out, and Err, Validity and Context agree with it at that instant.
 func TestEndedLeaseAgreesAtOnce(t *testing.T) {

@@ -422,6 +422,12 @@ func describeConfig(c map[string]any, engine string, masters []string, local boo
 	default:
 		parts = append(parts, fmt.Sprintf("%d masters (%s)", len(masters), strings.Join(masters, ", ")))
 	}
+	if configString(c, "tls") == "true" {
+		parts = append(parts, "over TLS")
+	}
+	if u := configString(c, "user"); u != "" {
+		parts[len(parts)-1] += " as user " + u
+	}
 	if redis != "" {
 		parts = append(parts, "redis "+redis)
 	}
@@ -484,6 +490,8 @@ func reproduce(cmd string, c map[string]any, local bool, slo *SLO) string {
 			continue
 		case v == "" || k == "ops" && v == "0":
 			continue
+		case (k == "tls" || k == "insecure") && v == "false":
+			continue // run refuses a connection flag, even false, without --masters
 		case k == "duration" && configString(c, "ops") != "0" && configString(c, "ops") != "":
 			continue
 		}

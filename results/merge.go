@@ -511,6 +511,7 @@ func (c *RunConfig) merge(o RunConfig) (notes []string) {
 		{"mode", &c.Mode, o.Mode}, {"wait_timeout", &c.WaitTimeout, o.WaitTimeout}, {"hold", &c.Hold, o.Hold},
 		{"ttl", &c.TTL, o.TTL}, {"duration", &c.Duration, o.Duration}, {"warmup", &c.Warmup, o.Warmup},
 		{"key_prefix", &c.KeyPrefix, o.KeyPrefix}, {"quarantine", &c.Quarantine, o.Quarantine}, {"fault", &c.Fault, o.Fault},
+		{"user", &c.User, o.User}, {"sni", &c.SNI, o.SNI},
 	} {
 		if *f.into != f.add {
 			*f.into = joinDistinct(*f.into, f.add)
@@ -524,6 +525,7 @@ func (c *RunConfig) merge(o RunConfig) (notes []string) {
 		{"local_masters", c.LocalMasters, o.LocalMasters}, {"resources", c.Resources, o.Resources}, {"ops", c.Ops, o.Ops},
 		{"check", c.Check, o.Check}, {"seed", c.Seed, o.Seed}, {"extend", c.Extend, o.Extend}, {"fencing", c.Fencing, o.Fencing},
 		{"gate", c.Gate, o.Gate}, {"notify", c.Notify, o.Notify}, {"no_wait_quarantine", c.NoWaitQuarantine, o.NoWaitQuarantine},
+		{"tls", c.TLS, o.TLS}, {"insecure", c.Insecure, o.Insecure},
 	} {
 		if f.kept != f.add {
 			notes = append(notes, fmt.Sprintf("config %s differs between runs: %v, %v (kept %v)", f.name, f.kept, f.add, f.kept))

@@ -77,3 +77,29 @@ func TestCapacityPageMatchesMarkdown(t *testing.T) {
 		t.Errorf("the page does not name the sweep %s", sweep)
 	}
 }
+
+// The command to reproduce a run names the connection flags only when they
+// were given: --tls=false on local masters is refused by run, as every
+// connection flag is without --masters.
+func TestReproduceConnectionFlags(t *testing.T) {
+	local := RunConfig{Workers: 8, LocalMasters: 5, Engine: "redlock", TTL: "10s", Check: true}
+	got := reproduce("run", local.Map(), true, nil)
+	for _, f := range []string{"--tls", "--insecure", "--user", "--sni"} {
+		if strings.Contains(got, f) {
+			t.Errorf("local run: %s names %s", got, f)
+		}
+	}
+	remote := RunConfig{Workers: 8, Masters: "a:1,b:1,c:1", Engine: "redlock", TTL: "10s", TLS: true, User: "bench", SNI: "redis.internal"}
+	got = reproduce("run", remote.Map(), false, nil)
+	for _, f := range []string{" --tls=true ", " --user=bench ", " --sni=redis.internal "} {
+		if !strings.Contains(got+" ", f) {
+			t.Errorf("TLS run: %s lacks %q", got, f)
+		}
+	}
+	if strings.Contains(got, "--insecure") {
+		t.Errorf("TLS run: %s names --insecure", got)
+	}
+	if d := describeConfig(remote.Map(), "redlock", []string{"a:1", "b:1", "c:1"}, false, ""); !strings.Contains(d, "over TLS as user bench") {
+		t.Errorf("configuration %q does not say TLS and the user", d)
+	}
+}

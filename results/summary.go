@@ -693,6 +693,10 @@ func pct(n, of int64) string {
 // The JSON names are the contract of the config object; add, never
 // rename. The fields are in the order of their names, as summary.json has
 // always listed them.
+//
+// The connection is recorded as far as it shapes the figures and a rerun:
+// user (--user), tls, sni and insecure; not the CA or certificate files,
+// and never the password.
 type RunConfig struct {
 	Check            bool    `json:"check"`
 	Clients          int     `json:"clients"`
@@ -704,6 +708,7 @@ type RunConfig struct {
 	Fencing          bool    `json:"fencing"`
 	Gate             bool    `json:"gate"`
 	Hold             string  `json:"hold"`
+	Insecure         bool    `json:"insecure"`
 	KeyPrefix        string  `json:"key_prefix"`
 	Label            string  `json:"label"`
 	LocalMasters     int     `json:"local_masters"`
@@ -716,8 +721,11 @@ type RunConfig struct {
 	Rate             float64 `json:"rate"`
 	Resources        int     `json:"resources"`
 	Seed             uint64  `json:"seed"`
+	SNI              string  `json:"sni"`
 	StartAt          string  `json:"start_at"`
+	TLS              bool    `json:"tls"`
 	TTL              string  `json:"ttl"`
+	User             string  `json:"user"`
 	WaitTimeout      string  `json:"wait_timeout"`
 	Warmup           string  `json:"warmup"`
 	Workers          int     `json:"workers"`

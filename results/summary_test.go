@@ -30,7 +30,7 @@ func TestRunConfigReadsOldConfigs(t *testing.T) {
 	// Map has exactly the JSON names, so sweep.json and compare.json keep
 	// their keys.
 	m := RunConfig{Workers: 3}.Map()
-	if len(m) != 27 || m["workers"] == nil || m["no_wait_quarantine"] == nil {
+	if len(m) != 31 || m["workers"] == nil || m["no_wait_quarantine"] == nil {
 		t.Errorf("Map() = %v", m)
 	}
 	// The struct writes its keys in the order a map of them always had,

@@ -112,6 +112,12 @@ func TestRunWithAuthAndTLS(t *testing.T) {
 			if s["acquired"].(float64) == 0 {
 				t.Errorf("acquired nothing: %v", s)
 			}
+			// Enough to rerun, and to tell a TLS run's latency from a
+			// plain one's: the user and TLS are in the config, the
+			// password is not.
+			if cfg := s["config"].(map[string]any); cfg["tls"] != true || cfg["user"] != "bench" || cfg["insecure"] != false || cfg["sni"] != "" {
+				t.Errorf("config %v: want tls true, user bench, insecure false, sni empty", cfg)
+			}
 			if tc.engine == "redlock" && tc.env {
 				if f, _ := s["faults"].([]any); len(f) != 1 || f[0].(map[string]any)["via"] != "CLIENT PAUSE" || f[0].(map[string]any)["error"] != nil {
 					t.Errorf("faults %v: want one stall by CLIENT PAUSE, without error", s["faults"])
@@ -164,6 +170,8 @@ func TestRunAuthErrors(t *testing.T) {
 	}{
 		{"wrong password", append([]string{"run", "--masters", masters, "--user", "bench", "-a", "wrong-" + secret}, tlsFlags...),
 			1, []string{c.Addrs()[0], `AUTH as user "bench" refused: WRONGPASS`}},
+		{"ACL user's password without --user", append([]string{"run", "--masters", masters, "-a", secret}, tlsFlags...),
+			1, []string{`AUTH as the default user refused: WRONGPASS`, "if the password is an ACL user's, give --user"}},
 		{"unknown user", append([]string{"run", "--masters", masters, "--user", "nobody", "-a", secret}, tlsFlags...),
 			1, []string{c.Addrs()[1], `AUTH as user "nobody" refused`}},
 		{"wrong CA", []string{"run", "--masters", masters, "--user", "bench", "-a", secret, "--tls", "--cacert", other.CAFile,
@@ -180,6 +188,8 @@ func TestRunAuthErrors(t *testing.T) {
 			1, []string{"3 of 3 masters", c.Addrs()[0], "the master serves TLS on this port: add --tls"}},
 		{"TLS to plain", append([]string{"run", "--masters", mixed, "--user", "bench", "-a", secret}, tlsFlags...),
 			1, []string{"1 of 3 masters", plain.Addrs()[0], "the master serves plain TCP on this port, not TLS"}},
+		{"no client certificate", []string{"run", "--masters", masters, "--user", "bench", "-a", secret, "--tls", "--cacert", certs.CAFile},
+			1, []string{"3 of 3 masters", c.Addrs()[0], "without a client certificate: give --cert and --key"}},
 		{"cert without key", []string{"run", "--masters", masters, "-a", secret, "--tls", "--cert", certs.ClientCert},
 			2, []string{"--cert: needs --key"}},
 		{"unreadable CA", []string{"run", "--masters", masters, "--tls", "--cacert", "/no/such/ca.pem"},
@@ -233,6 +243,12 @@ func TestChaosWithAuthAndTLS(t *testing.T) {
 	r := readChaos(t, out)
 	if !r.Passed || r.Acquired == 0 || totalFaults(r) == 0 || len(r.FaultErrors) > 0 {
 		t.Errorf("verdict %s, %d acquired, faults %v, fault errors %v", r.Verdict, r.Acquired, r.Faults, r.FaultErrors)
+	}
+	// The replay runs on the same masters, as the same user, over TLS, with
+	// the same quarantine: on local masters it would draw other faults.
+	want := " --quarantine observed --masters " + strings.Join(c.Addrs(), ",") + " --user bench --tls"
+	if !strings.Contains(stdout.String(), want) {
+		t.Errorf("the replay line lacks %q:\n%s", want, stdout.String())
 	}
 	noSecret(t, out, stdout.String(), stderr.String())
 }

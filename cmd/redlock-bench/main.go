@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/redlock-bench/redlock/results/version"
@@ -22,7 +24,7 @@ Usage:
   redlock-bench chaos [flags]  a seeded nemesis soak: faults in or out of Redlock's model, every hold checked
   redlock-bench report DIR...  report.html, charts and capacity.md from run, sweep or compare dirs
   redlock-bench merge DIR...   combine runs taken at once on several load machines into one run
-  redlock-bench help           show this help
+  redlock-bench help [COMMAND] show this help, or COMMAND's (as COMMAND --help)
 
 Every command also takes --version: the tool's version, VCS revision and Go version.
 Run 'redlock-bench run --help' for the flags of a run.
@@ -53,6 +55,9 @@ func main() {
 	os.Exit(code)
 }
 
+// commands are the subcommands, in the order the usage lists them.
+var commands = []string{"run", "scenario", "sweep", "compare", "chaos", "report", "merge"}
+
 // run dispatches to a subcommand and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -80,9 +85,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "merge":
 		err = mergeCommand(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
+		if len(args) > 1 && args[0] == "help" && args[1] != "help" {
+			if !slices.Contains(commands, args[1]) {
+				err = usageErrorf("help: unknown command %q (known: %s)", args[1], strings.Join(commands, ", "))
+				break
+			}
+			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 	default:
-		err = usageErrorf("unknown command %q (known: run, scenario, sweep, compare, chaos, report, merge, help, version)", args[0])
+		err = usageErrorf("unknown command %q (known: %s, help, version)", args[0], strings.Join(commands, ", "))
 	}
 	return exitCode(err, stderr)
 }

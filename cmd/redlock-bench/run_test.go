@@ -135,6 +135,22 @@ func TestUsage(t *testing.T) {
 	if code := run(context.Background(), nil, &stdout, &stderr); code != 2 {
 		t.Errorf("no command: exit %d", code)
 	}
+	// "help CMD" is CMD's help, as with go and git.
+	for _, cmd := range []string{"run", "sweep", "compare", "chaos", "report", "merge", "scenario"} {
+		var help, direct bytes.Buffer
+		if code := run(context.Background(), []string{"help", cmd}, &help, io.Discard); code != 0 {
+			t.Errorf("help %s: exit %d", cmd, code)
+		}
+		run(context.Background(), []string{cmd, "--help"}, &direct, io.Discard)
+		if help.String() != direct.String() || help.Len() == 0 {
+			t.Errorf("help %s:\n%s\nwant what %s --help prints:\n%s", cmd, help.String(), cmd, direct.String())
+		}
+	}
+	stderr.Reset()
+	if code := run(context.Background(), []string{"help", "frobnicate"}, io.Discard, &stderr); code != 2 ||
+		!strings.HasPrefix(stderr.String(), "redlock-bench: help: unknown command \"frobnicate\" (known: run, scenario, ") {
+		t.Errorf("help of an unknown command: exit %d, %q", code, stderr.String())
+	}
 }
 
 func TestMakeRunDir(t *testing.T) {

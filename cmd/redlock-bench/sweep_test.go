@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -251,5 +254,59 @@ func TestMergeCommand(t *testing.T) {
 	// A merged run is a run: the report reads it.
 	if code := run(context.Background(), []string{"report", "merged"}, &stdout, &stderr); code != 0 {
 		t.Errorf("report of a merged run: exit %d: %s", code, stderr.String())
+	}
+}
+
+// Ctrl-C in a sweep's first step: exit 130, sweep.json and the step's
+// summary marked interrupted, and the sweep's masters stopped.
+func TestSweepInterrupt(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "sw")
+	cmd := command(t, "sweep", "--workers", "1,2", "--local-masters", "3", "--duration", "1m", "--warmup", "0", "--out", out)
+	stderr := start(t, cmd)
+	sc := bufio.NewScanner(stderr)
+	var masters []string
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "redlock-bench: started 3 local redis-server for the whole sweep: "); ok {
+			masters = strings.Split(rest, ",")
+			break
+		}
+	}
+	go io.Copy(io.Discard, stderr)
+	if len(masters) != 3 {
+		cmd.Process.Kill()
+		t.Fatalf("masters not announced: %v", masters)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if exitStatus(err) != exitInterrupted {
+			t.Errorf("exit %d after SIGINT, want %d", exitStatus(err), exitInterrupted)
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("still running 20s after SIGINT")
+	}
+	f, err := os.Open(filepath.Join(out, results.SweepJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sw, err := results.ReadSweepJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sw.Interrupted || len(sw.Points) != 1 || !sw.Points[0].Interrupted {
+		t.Errorf("sweep.json: interrupted %v, points %+v", sw.Interrupted, sw.Points)
+	}
+	if s := readSummary(t, filepath.Join(out, sw.Points[0].Dir)); s["interrupted"] != true || s["acquired"].(float64) == 0 {
+		t.Errorf("the step's summary: interrupted %v, acquired %v", s["interrupted"], s["acquired"])
+	}
+	for _, a := range masters {
+		if pids := serversOnPort(a[strings.LastIndexByte(a, ':')+1:]); len(pids) > 0 {
+			t.Errorf("redis-server %s still running after the sweep: pids %v", a, pids)
+		}
 	}
 }

@@ -37,8 +37,9 @@ signals too; it gets no signals from the terminal, and should not read from
 it. Ctrl-Z (SIGTSTP) stops COMMAND's process group (SIGSTOP) with redlock;
 once continued, COMMAND goes on if the lock is still held, and is stopped
 as above if it was lost meanwhile (SIGSTOP to redlock alone stops nothing
-else: COMMAND runs on while the lock expires). If redlock itself is killed with SIGKILL, COMMAND gets SIGTERM (on Linux;
-not its children), and the lock's keys expire within --ttl.
+else: COMMAND runs on while the lock expires). If redlock itself is killed
+with SIGKILL, COMMAND gets SIGTERM (on Linux; not its children), and the
+lock's keys expire within --ttl.
 
 Flags:
 %s
@@ -112,7 +113,7 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 	longest := fs.Duration("max-ttl", 0, "the longest --ttl of any run on these masters, which the restart quarantine lasts (default --ttl)")
 	wait := fs.Duration("wait", 0, "how long to wait for RESOURCE while it is held (0: one attempt)")
 	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM (or the forwarded signal) and SIGKILL")
-	extendEvery := fs.Duration("extend-every", 0, "how often the lock is renewed (default TTL/3)")
+	extendEvery := fs.Duration("extend-every", 0, "how often the lock is renewed, from TTL/100 (default TTL/3)")
 	fencing := fs.Bool("fencing", false, "give COMMAND a fencing token in $REDLOCK_FENCING_TOKEN")
 	quarantine := fs.String("quarantine", "always", "votes of a master younger than --max-ttl: always ignored until it is --max-ttl old, after an observed restart only (observed), or counted (off)")
 	conn := connflags.Register(fs)
@@ -155,6 +156,11 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 		return nil, usageErrorf("exec: --grace must be >= 0, got %s", o.grace)
 	case o.extendEvery < 0 || o.extendEvery >= o.ttl:
 		return nil, usageErrorf("exec: --extend-every %s: want more than 0 and less than --ttl %s", o.extendEvery, o.ttl)
+	case o.extendEvery != 0 && o.extendEvery < o.ttl/100:
+		// Each extension renews only what elapsed since the last one: a
+		// shorter period is load on the masters (tens of thousands of
+		// scripts a second at 1ns), not safety.
+		return nil, usageErrorf("exec: --extend-every %s: want %s (--ttl/100) to less than --ttl %s", o.extendEvery, o.ttl/100, o.ttl)
 	}
 	if o.quarantine, err = engine.ParseQuarantinePolicy(*quarantine); err != nil {
 		return nil, usageErrorf("exec: --quarantine: %v", err)
@@ -274,13 +280,22 @@ func acquire(ctx context.Context, o *execOptions) (*engine.Locker, *engine.Lease
 		}
 		return nil, nil, statusErrorf(exitConfig, "exec: masters cannot be used: %s", trimEngine(err))
 	}
-	var le *engine.Lease
-	if o.wait > 0 {
-		wctx, cancel := context.WithTimeout(ctx, o.wait)
-		le, err = l.Lock(wctx, o.resource)
-		cancel()
-	} else {
-		le, err = l.TryLock(ctx, o.resource)
+	// --wait bounds the wait for a holder, not the first attempt, which a
+	// --wait shorter than a round trip would cut short ("no quorum
+	// answered") however free the resource.
+	begin := time.Now()
+	le, err := l.TryLock(ctx, o.resource)
+	if err != nil && o.wait > 0 && ctx.Err() == nil && (errors.Is(err, engine.ErrNotAcquired) || errors.Is(err, engine.ErrNoQuorum)) {
+		if rest := o.wait - time.Since(begin); rest > 0 {
+			wctx, cancel := context.WithTimeout(ctx, rest)
+			lle, lerr := l.Lock(wctx, o.resource)
+			cancel()
+			// A Lock whose deadline came before any verdict says less
+			// than the first attempt did.
+			if lerr == nil || !errors.Is(lerr, context.DeadlineExceeded) || errors.Is(lerr, engine.ErrNotAcquired) || errors.Is(lerr, engine.ErrNoQuorum) {
+				le, err = lle, lerr
+			}
+		}
 	}
 	if err == nil {
 		return l, le, nil
@@ -383,6 +398,10 @@ loop:
 		case <-done:
 			done = nil
 			lost = le.Err()
+			if stopping {
+				fmt.Fprintf(stderr, "redlock: lock on %q lost (%s) while COMMAND is being stopped\n", o.resource, trimEngine(lost))
+				continue
+			}
 			fmt.Fprintf(stderr, "redlock: lock on %q lost (%s): stopping COMMAND with SIGTERM\n", o.resource, trimEngine(lost))
 			stop(syscall.SIGTERM)
 		case s := <-sigs:

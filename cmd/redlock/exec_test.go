@@ -219,6 +219,11 @@ func TestHeldByAnother(t *testing.T) {
 	if status != exitNotAcquired || !strings.Contains(stderr, `not acquired: "held" is held by another owner`) {
 		t.Errorf("second exec while held: status %d, want %d; stderr %q", status, exitNotAcquired, stderr)
 	}
+	// A --wait shorter than a round trip still makes the first attempt.
+	status, _, stderr = runRedlock(t, exec1("--wait", "1ns", "held", "--", "sh", "-c", "echo must-not-run >>"+log)...)
+	if status != exitNotAcquired || !strings.Contains(stderr, `not acquired: "held" is held by another owner`) {
+		t.Errorf("--wait 1ns while held: status %d, want %d; stderr %q", status, exitNotAcquired, stderr)
+	}
 	begin := time.Now()
 	status, _, stderr = runRedlock(t, exec1("--wait", "300ms", "held", "--", "sh", "-c", "echo must-not-run >>"+log)...)
 	if status != exitNotAcquired || !strings.Contains(stderr, "waited 300ms") || time.Since(begin) < 300*time.Millisecond {
@@ -243,7 +248,7 @@ func TestHeldByAnother(t *testing.T) {
 	}
 }
 
-// The lock is extended while the command runs: for several TTLs, every
+// The lock is extended while the command runs: past its TTL, every
 // other attempt finds it held, and the holder ends with its own status
 // (fails with auto-extension off: the lock expires after the 1s TTL).
 func TestHoldsPastTTL(t *testing.T) {
@@ -255,7 +260,7 @@ func TestHoldsPastTTL(t *testing.T) {
 	probes := 0
 	// Paced, so that the probes do not starve the holder's extensions of
 	// CPU on a loaded machine (their node timeout is 50ms).
-	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); probes++ {
+	for end := time.Now().Add(1600 * time.Millisecond); time.Now().Before(end); probes++ {
 		status, stdout, stderr := runRedlock(t, exec1("extended", "--", "echo", "must-not-run")...)
 		if status != exitNotAcquired || stdout != "" {
 			t.Fatalf("probe %d while held: status %d, stdout %q, stderr %q", probes, status, stdout, stderr)
@@ -265,6 +270,19 @@ func TestHoldsPastTTL(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
 	if status := holder.wait(t, 5*time.Second); status != 0 {
 		t.Errorf("holder: status %d after %d probes; stderr %s", status, probes, holder.stderr)
+	}
+}
+
+// --wait bounds the wait for a holder, not the first attempt: one shorter
+// than a round trip takes a free resource, instead of reporting the
+// masters unavailable.
+func TestTinyWaitOnFreeResource(t *testing.T) {
+	t.Parallel()
+	for _, wait := range []string{"1ns", "100us"} {
+		status, stdout, stderr := runRedlock(t, exec1("--wait", wait, "tinywait", "--", "echo", "ran")...)
+		if status != 0 || stdout != "ran\n" {
+			t.Errorf("--wait %s on a free resource: status %d, stdout %q, stderr %q", wait, status, stdout, stderr)
+		}
 	}
 }
 
@@ -492,6 +510,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"exec", "--masters", m, "--ttl", "48h", "r", "--", "true"}, "--ttl 48h0m0s is out of range"},
 		{[]string{"exec", "--masters", m, "--ttl", "1500100us", "r", "--", "true"}, "want whole milliseconds"},
 		{[]string{"exec", "--masters", m, "--extend-every", "1m", "r", "--", "true"}, "--extend-every 1m0s"},
+		{[]string{"exec", "--masters", m, "--ttl", "1s", "--extend-every", "1ns", "r", "--", "true"}, "--extend-every 1ns: want 10ms (--ttl/100) to less than --ttl 1s"},
 		{[]string{"exec", "--masters", m, "--grace", "-1s", "r", "--", "true"}, "--grace must be >= 0"},
 		{[]string{"exec", "--masters", m, "--max-ttl", "1s", "--ttl", "2s", "r", "--", "true"}, "--max-ttl 1s is below --ttl 2s"},
 		{[]string{"exec", "--masters", m, "--max-ttl", "25h", "r", "--", "true"}, "--max-ttl 25h0m0s is out of range"},
@@ -691,5 +710,89 @@ func TestClosedStderr(t *testing.T) {
 	deleteKey(t, "stderr")
 	if status := p.wait(t, 5*time.Second); status != exitLost || !strings.Contains(p.stdout.String(), "term") {
 		t.Errorf("status %d (%v), want %d; stdout %q", status, p.err, exitLost, p.stdout)
+	}
+}
+
+// A redlock killed with SIGKILL cannot release or stop anything itself:
+// the command gets SIGTERM from the parent-death signal, and the lock's
+// keys expire within the TTL.
+func TestKilledRedlockStopsCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := start(t, exec1("killed", "--", "sh", "-c",
+		`trap 'echo term >"$0/term"; exit 3' TERM; echo $$ >"$0/pid"; echo ready; while :; do sleep 0.02; done`, dir)...)
+	p.waitOutput(t, "ready")
+	command := readPid(t, filepath.Join(dir, "pid"))
+	t.Cleanup(func() {
+		if s := procState(command); s != "" && s != "Z" {
+			syscall.Kill(command, syscall.SIGKILL) // left running: the test failed
+		}
+	})
+	p.cmd.Process.Kill()
+	p.wait(t, 5*time.Second)
+	waitFor(t, "the command stopped", func() bool { s := procState(command); return s == "" || s == "Z" })
+	if b, err := os.ReadFile(filepath.Join(dir, "term")); err != nil || string(b) != "term\n" {
+		t.Errorf("the command did not get SIGTERM: %q, %v", b, err)
+	}
+	waitFor(t, "the lock expired", func() bool { return keys(t, "killed") == 0 })
+}
+
+// A stopped command (one that read the terminal from its background
+// process group, or was sent SIGSTOP) gets a forwarded signal with a
+// SIGCONT, so that it acts on it at once instead of being killed after
+// --grace.
+func TestSignalReachesStoppedCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := start(t, exec1("--grace", "10s", "stopped", "--", "sh", "-c", `echo $$ >"$0/pid"; echo ready; kill -STOP $$; echo resumed`, dir)...)
+	p.waitOutput(t, "ready")
+	command := readPid(t, filepath.Join(dir, "pid"))
+	waitFor(t, "the command stopped", func() bool { return procState(command) == "T" })
+	p.cmd.Process.Signal(syscall.SIGINT)
+	if status := p.wait(t, 5*time.Second); status != 128+int(syscall.SIGINT) || strings.Contains(p.stdout.String(), "resumed") {
+		t.Errorf("status %d, want %d; stdout %q; stderr %s", status, 128+int(syscall.SIGINT), p.stdout, p.stderr)
+	}
+}
+
+// A key of another type at RESOURCE (some other program's list) is a
+// configuration error, not contention: 78, the command not run, and the
+// list left as it was.
+func TestWrongTypeKey(t *testing.T) {
+	t.Parallel()
+	for _, a := range masters {
+		if _, err := redisproc.Do(context.Background(), a, time.Second, "RPUSH", "wrongtype", "item"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { deleteKey(t, "wrongtype") })
+	status, stdout, stderr := runRedlock(t, exec1("wrongtype", "--", "echo", "must-not-run")...)
+	if status != exitConfig || stdout != "" || !strings.HasPrefix(stderr, `redlock: exec: "wrongtype" cannot be a lock: `) ||
+		!strings.Contains(stderr, "WRONGTYPE") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("status %d, want %d; stdout %q; stderr %q", status, exitConfig, stdout, stderr)
+	}
+	for _, a := range masters {
+		if r, err := redisproc.Do(context.Background(), a, time.Second, "LLEN", "wrongtype"); err != nil || r != ":1" {
+			t.Errorf("%s: the list is %q (%v), want it untouched", a, r, err)
+		}
+	}
+}
+
+// A lock lost while a forwarded signal is stopping the command says so,
+// instead of claiming a SIGTERM it does not send; the status is 124.
+func TestLostWhileStopping(t *testing.T) {
+	t.Parallel()
+	p := start(t, exec1("--grace", "10s", "lost-stopping", "--", "sh", "-c",
+		`trap 'echo term' TERM; echo ready; while :; do sleep 0.02; done`)...)
+	p.waitOutput(t, "ready")
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.waitOutput(t, "term")
+	deleteKey(t, "lost-stopping")
+	waitFor(t, "the loss reported", func() bool { return strings.Contains(p.stderr.String(), `lock on "lost-stopping" lost`) })
+	p.cmd.Process.Signal(syscall.SIGINT) // a second signal: SIGKILL at once
+	if status := p.wait(t, 5*time.Second); status != exitLost {
+		t.Errorf("status %d, want %d; stderr %s", status, exitLost, p.stderr)
+	}
+	if e := p.stderr.String(); strings.Contains(e, "stopping COMMAND with SIGTERM") || !strings.Contains(e, "while COMMAND is being stopped") {
+		t.Errorf("stderr: %s", e)
 	}
 }

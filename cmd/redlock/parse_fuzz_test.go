@@ -38,7 +38,8 @@ func FuzzParseExec(f *testing.F) {
 			}
 		default:
 			if o.resource == "" || len(o.argv) == 0 || len(o.masters) == 0 || o.ttl < minTTL || o.ttl > maxTTL ||
-				o.maxTTL != 0 && o.maxTTL < o.ttl || o.wait < 0 || o.grace < 0 || o.extendEvery < 0 || o.extendEvery >= o.ttl {
+				o.maxTTL != 0 && o.maxTTL < o.ttl || o.wait < 0 || o.grace < 0 || o.extendEvery < 0 || o.extendEvery >= o.ttl ||
+				o.extendEvery != 0 && o.extendEvery < o.ttl/100 {
 				t.Fatalf("%q: accepted %+v", line, *o)
 			}
 		}

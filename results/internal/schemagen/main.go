@@ -68,6 +68,14 @@ func generate() ([]byte, error) {
 		f.Required = slices.DeleteFunc(f.Required, func(n string) bool { return n == "jain" })
 	}
 
+	// Fields added to the config after files of schema_version 1 were
+	// written: such files lack them and are still valid.
+	if f, ok := s.Definitions["RunConfig"]; ok {
+		f.Required = slices.DeleteFunc(f.Required, func(n string) bool {
+			return slices.Contains([]string{"insecure", "sni", "tls", "user"}, n)
+		})
+	}
+
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")

@@ -57,9 +57,11 @@ func (g *gate) enter(ctx context.Context, resource string) (waited bool, inherit
 		}
 	}
 	g.mu.Unlock()
-	// Made head just as we left: pass the turn (and any lease) on.
+	// Made head just as we left: pass the turn (and any lease) on. The
+	// lease was handed on, and its Release returned, before we left: its
+	// keys must go even if Close has begun (it waits for Lock callers).
 	if le := <-ch; le != nil {
-		le.Release(context.Background())
+		le.release(context.Background(), true)
 	} else {
 		g.leave(resource)
 	}

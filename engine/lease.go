@@ -411,6 +411,13 @@ func (le *Lease) toRelease() uint64 {
 // The deletes are sent even if ctx has ended; then Release does not wait
 // for them.
 func (le *Lease) Release(ctx context.Context) (err error) {
+	return le.release(ctx, false)
+}
+
+// release is Release; force sends the deletes even once Close has begun,
+// for a lease that was being handed on when it did and that nobody holds:
+// its Release reported it released.
+func (le *Lease) release(ctx context.Context, force bool) (err error) {
 	if le == nil {
 		return fmt.Errorf("engine: release of a nil *Lease: %w", ErrNotHeld)
 	}
@@ -425,8 +432,10 @@ func (le *Lease) Release(ctx context.Context) (err error) {
 		return fmt.Errorf("engine: release %q: %w: already released", le.resource, ErrNotHeld)
 	}
 	le.mu.Unlock()
-	if le.gated && le.handOff(ctx) {
-		return nil
+	if le.gated {
+		if handed, err := le.handOff(ctx); handed {
+			return err
+		}
 	}
 	le.mu.Lock()
 	le.released = true
@@ -442,7 +451,7 @@ func (le *Lease) Release(ctx context.Context) (err error) {
 		// After the delete, so that the next local waiter does not race it.
 		defer le.l.gate.leave(le.resource)
 	}
-	if le.l.closed.Load() {
+	if le.l.closed.Load() && !force {
 		return ErrClosed
 	}
 	if kept != 0 {
@@ -479,13 +488,21 @@ func (le *Lease) Release(ctx context.Context) (err error) {
 // Mutual exclusion holds because the keys stay ours throughout and this
 // lease ends (Done fires) before the successor exists; the successor's
 // validity is this lease's, measured from the same acquisition.
-func (le *Lease) handOff(ctx context.Context) bool {
+//
+// It reports whether it took the lease off the caller's hands, with the
+// error of the release it made instead when the successor was gone.
+func (le *Lease) handOff(ctx context.Context) (bool, error) {
 	l := le.l
+	// Close waits for the hand-off (see Locker.remote): the successor may
+	// leave the gate with ErrClosed meanwhile, and then the keys, which
+	// nobody holds, must still be deleted before the pool closes.
+	l.remote.Add(1)
+	defer l.remote.Add(-1)
 	if l.closed.Load() || l.cfg.MaxHandoffs < 0 || le.handoffs >= l.cfg.MaxHandoffs || l.gate.waiting(le.resource) == 0 {
-		return false
+		return false, nil
 	}
 	if !le.canHandOff(l.cfg.TTL / 2) {
-		return false
+		return false, nil
 	}
 	next := &Lease{
 		l:        l,
@@ -506,13 +523,13 @@ func (le *Lease) handOff(ctx context.Context) bool {
 		ours := multiplex.Tally{Votes: []multiplex.Vote{{Outcome: multiplex.OK, Value: le.token}}}
 		// fence also keeps a round's span of validity in hand.
 		if err := next.fence(ctx, ours); err != nil {
-			return false
+			return false, nil
 		}
 	}
 	le.mu.Lock()
 	if le.released || !le.canHandOffLocked(0) {
 		le.mu.Unlock()
-		return false
+		return false, nil
 	}
 	next.held, next.unsure, next.answered, next.broken = le.held, le.unsure, le.answered, le.broken
 	next.kept, next.queueID = le.kept, le.queueID
@@ -522,12 +539,12 @@ func (le *Lease) handOff(ctx context.Context) bool {
 	le.endLocked(ErrReleased, false)
 	le.mu.Unlock()
 	if !l.gate.pass(le.resource, next) {
-		// The waiter gave up in the meantime: release for real.
-		next.Release(context.Background())
-	} else {
-		le.observeHandoff()
+		// The waiter gave up in the meantime, or Close made it leave:
+		// release for real.
+		return true, next.release(context.Background(), true)
 	}
-	return true
+	le.observeHandoff()
+	return true, nil
 }
 
 func (le *Lease) canHandOff(left time.Duration) bool {

@@ -32,8 +32,9 @@ type Locker struct {
 	done chan struct{}
 	// waiting counts Lock callers blocked between attempts on the masters.
 	waiting atomic.Int32
-	// remote counts Lock callers past the gate (in lockRemote), whom Close
-	// waits for, bounded, so that their clean-up still reaches the masters.
+	// remote counts Lock callers (at the gate or past it) and Releases
+	// handing their lease on, whom Close waits for, bounded, so that their
+	// clean-up still reaches the masters.
 	remote atomic.Int32
 	// tickets are this Locker's waiters' places in the masters' queues,
 	// with their resources. Whoever takes a ticket out sends its leave (the
@@ -373,6 +374,8 @@ func (l *Locker) Lock(ctx context.Context, resource string) (*Lease, error) {
 }
 
 func (l *Locker) lock(ctx context.Context, resource string, w *WaitInfo) (*Lease, error) {
+	l.remote.Add(1)
+	defer l.remote.Add(-1)
 	start := time.Now()
 	if err := l.checkResource(resource); err != nil {
 		return nil, err
@@ -407,8 +410,6 @@ func (l *Locker) lock(ctx context.Context, resource string, w *WaitInfo) (*Lease
 }
 
 func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Time, w *WaitInfo) (le *Lease, err error) {
-	l.remote.Add(1)
-	defer l.remote.Add(-1)
 	var (
 		sub   *subscription
 		tk    *ticket

@@ -1,0 +1,71 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/engine"
+)
+
+// A Release that hands its lease on at the gate while its Locker closes:
+// the goroutine it hands to leaves the gate (ErrClosed) while the hand-off
+// raises the fencing counters, a round on a slow link. Release must not
+// report the lock released while its keys stay on the masters for the TTL,
+// leaving the waiters of other processes to their fallback.
+func TestHandOffRacingCloseLeavesNoKey(t *testing.T) {
+	const res = "handoff-close"
+	const delay = 150 * time.Millisecond
+	e := newEnv(t, 3)
+	var slow []*latencyProxy
+	lA := e.locker(func(c *engine.Config) {
+		c.TTL = 10 * time.Second
+		c.NodeTimeout = 500 * time.Millisecond
+		c.Fencing = true
+		c.Masters = nil
+		for _, a := range e.cluster.Addrs() {
+			p := newLatencyProxy(t, a, 0, nil)
+			slow = append(slow, p)
+			c.Masters = append(c.Masters, p.addr())
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	a1, err := lA.Lock(ctx, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2 := make(chan result, 1)
+	go func() {
+		le, err := lA.Lock(ctx, res)
+		a2 <- result{1, le, err, time.Now()}
+	}()
+	eventually(t, 5*time.Second, "the second goroutine queued at the gate", func() bool { return lA.GateWaiting(res) == 1 })
+	for _, p := range slow {
+		p.delay.Store(int64(delay))
+	}
+	released := make(chan error, 1)
+	go func() { released <- a1.Release(context.Background()) }()
+	time.Sleep(delay / 3) // the hand-off's fencing round is on its way
+	lA.Close()
+	rerr := <-released
+	r := <-a2
+	t.Logf("Release: %v; the second goroutine's Lock: %v", rerr, r.err)
+	if r.le != nil {
+		t.Logf("the second goroutine got the lease (valid for %s): a lease held at Close", r.le.Validity())
+		return
+	}
+	if rerr != nil {
+		return // Release admits the keys were not deleted
+	}
+	var left []string
+	for i := range e.direct {
+		if v := e.get(i, res); v != "" {
+			left = append(left, fmt.Sprintf("master %d: %q", i, v))
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("Release returned nil and nobody holds the lease, but the key stays for its TTL: %v", left)
+	}
+}

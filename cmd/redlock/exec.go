@@ -37,8 +37,9 @@ signals too; it gets no signals from the terminal, and should not read from
 it. Ctrl-Z (SIGTSTP) stops COMMAND's process group (SIGSTOP) with redlock;
 once continued, COMMAND goes on if the lock is still held, and is stopped
 as above if it was lost meanwhile (SIGSTOP to redlock alone stops nothing
-else: COMMAND runs on while the lock expires). If redlock itself is killed with SIGKILL, COMMAND gets SIGTERM (on Linux;
-not its children), and the lock's keys expire within --ttl.
+else: COMMAND runs on while the lock expires). If redlock itself is killed
+with SIGKILL, COMMAND gets SIGTERM (on Linux; not its children), and the
+lock's keys expire within --ttl.
 
 Flags:
 %s
@@ -397,6 +398,10 @@ loop:
 		case <-done:
 			done = nil
 			lost = le.Err()
+			if stopping {
+				fmt.Fprintf(stderr, "redlock: lock on %q lost (%s) while COMMAND is being stopped\n", o.resource, trimEngine(lost))
+				continue
+			}
 			fmt.Fprintf(stderr, "redlock: lock on %q lost (%s): stopping COMMAND with SIGTERM\n", o.resource, trimEngine(lost))
 			stop(syscall.SIGTERM)
 		case s := <-sigs:

@@ -248,7 +248,7 @@ func TestHeldByAnother(t *testing.T) {
 	}
 }
 
-// The lock is extended while the command runs: for several TTLs, every
+// The lock is extended while the command runs: past its TTL, every
 // other attempt finds it held, and the holder ends with its own status
 // (fails with auto-extension off: the lock expires after the 1s TTL).
 func TestHoldsPastTTL(t *testing.T) {
@@ -260,7 +260,7 @@ func TestHoldsPastTTL(t *testing.T) {
 	probes := 0
 	// Paced, so that the probes do not starve the holder's extensions of
 	// CPU on a loaded machine (their node timeout is 50ms).
-	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); probes++ {
+	for end := time.Now().Add(1600 * time.Millisecond); time.Now().Before(end); probes++ {
 		status, stdout, stderr := runRedlock(t, exec1("extended", "--", "echo", "must-not-run")...)
 		if status != exitNotAcquired || stdout != "" {
 			t.Fatalf("probe %d while held: status %d, stdout %q, stderr %q", probes, status, stdout, stderr)
@@ -774,5 +774,25 @@ func TestWrongTypeKey(t *testing.T) {
 		if r, err := redisproc.Do(context.Background(), a, time.Second, "LLEN", "wrongtype"); err != nil || r != ":1" {
 			t.Errorf("%s: the list is %q (%v), want it untouched", a, r, err)
 		}
+	}
+}
+
+// A lock lost while a forwarded signal is stopping the command says so,
+// instead of claiming a SIGTERM it does not send; the status is 124.
+func TestLostWhileStopping(t *testing.T) {
+	t.Parallel()
+	p := start(t, exec1("--grace", "10s", "lost-stopping", "--", "sh", "-c",
+		`trap 'echo term' TERM; echo ready; while :; do sleep 0.02; done`)...)
+	p.waitOutput(t, "ready")
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.waitOutput(t, "term")
+	deleteKey(t, "lost-stopping")
+	waitFor(t, "the loss reported", func() bool { return strings.Contains(p.stderr.String(), `lock on "lost-stopping" lost`) })
+	p.cmd.Process.Signal(syscall.SIGINT) // a second signal: SIGKILL at once
+	if status := p.wait(t, 5*time.Second); status != exitLost {
+		t.Errorf("status %d, want %d; stderr %s", status, exitLost, p.stderr)
+	}
+	if e := p.stderr.String(); strings.Contains(e, "stopping COMMAND with SIGTERM") || !strings.Contains(e, "while COMMAND is being stopped") {
+		t.Errorf("stderr: %s", e)
 	}
 }

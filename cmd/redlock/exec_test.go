@@ -808,3 +808,28 @@ func TestLostWhileStopping(t *testing.T) {
 		t.Errorf("stderr: %s", e)
 	}
 }
+
+// A redlock started with SIGTSTP ignored (by a parent that wants no job
+// control stops) keeps it ignored: SIGTSTP stops neither it nor the
+// command. The Go runtime installs no handler for SIGTSTP on its own, so
+// only the process's own disposition tells.
+func TestIgnoredSuspendStaysIgnored(t *testing.T) {
+	t.Parallel()
+	args := append([]string{"-c", `trap '' TSTP; exec "$0" "$@"`, binary}, exec1("tstp-ignored", "--", "sh", "-c", `echo ready; sleep 0.5; echo end`)...)
+	p := &proc{cmd: exec.Command("sh", args...), stdout: &buffer{}, stderr: &buffer{}, exited: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Signal(syscall.SIGCONT)
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		<-p.exited
+	})
+	p.waitOutput(t, "ready")
+	p.cmd.Process.Signal(syscall.SIGTSTP)
+	if status := p.wait(t, 5*time.Second); status != 0 || !strings.Contains(p.stdout.String(), "end") {
+		t.Errorf("status %d, stdout %q, stderr %q", status, p.stdout, p.stderr)
+	}
+}

@@ -133,7 +133,7 @@ const (
 	nOps     = 3  // engine.AcquireOp values, 0 unused
 	nResults = 10 // engine.Result values, 0 unknown
 	nWake    = 5  // engine.WakeCause values
-	nWaitErr = 3  // how a wait ended: no error, timeout, canceled (see waitErr)
+	nWaitErr = 5  // how a wait ended: see waitErr
 )
 
 // A code is an engine.Result, refined for ResultError by the error's
@@ -200,16 +200,23 @@ func (c code) errorType(op engine.AcquireOp) string {
 	return "_OTHER"
 }
 
-// waitErr is the row of waitRec for a wait's error, which is its
-// context's: 0 none, 1 timeout, 2 canceled.
+// waitErrors are error.type's values for a wait's error (the context's,
+// or ErrClosed), index 0 none.
+var waitErrors = [nWaitErr]string{"", "timeout", "canceled", "closed", "_OTHER"}
+
+// waitErr is the index in waitErrors of a wait's error.
 func waitErr(err error) int {
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, context.DeadlineExceeded):
 		return 1
+	case errors.Is(err, context.Canceled):
+		return 2
+	case errors.Is(err, engine.ErrClosed):
+		return 3
 	}
-	return 2
+	return 4
 }
 
 // observer holds the instruments and, for every attribute combination,
@@ -425,8 +432,9 @@ func (o *observer) buildOptions() {
 		for w := range engine.WakeCause(nWake) {
 			base := []attribute.KeyValue{AttrWaitKind.String(k.String()), AttrWakeCause.String(w.String())}
 			o.waitRec[k][w][0] = []metric.RecordOption{set(base...)}
-			o.waitRec[k][w][1] = []metric.RecordOption{set(append(base, AttrErrorType.String("timeout"))...)}
-			o.waitRec[k][w][2] = []metric.RecordOption{set(append(base, AttrErrorType.String("canceled"))...)}
+			for i := 1; i < nWaitErr; i++ {
+				o.waitRec[k][w][i] = []metric.RecordOption{set(append(base[:2:2], AttrErrorType.String(waitErrors[i]))...)}
+			}
 		}
 	}
 	o.lostAdd[0] = []metric.AddOption{set(AttrLostReason.String("expired"))}
@@ -470,6 +478,7 @@ func (o *observer) span(ctx context.Context, e *engine.AcquireEvent, c code) {
 	s := scratchPool.Get().(*spanScratch)
 	s.start[0], s.start[1] = trace.WithTimestamp(e.Start), clientKind
 	_, sp := o.tracer.Start(ctx, name, s.start[:]...)
+	used := 0
 	if sp.IsRecording() {
 		a := append(s.attrs[:0],
 			AttrResource.String(e.Resource),
@@ -490,13 +499,16 @@ func (o *observer) span(ctx context.Context, e *engine.AcquireEvent, c code) {
 			a = append(a, AttrErrorType.String(t))
 		}
 		sp.SetAttributes(a...)
+		used = len(a)
 		if t != "" && e.Err != nil {
 			sp.RecordError(e.Err)
 			sp.SetStatus(codes.Error, e.Err.Error())
 		}
 	}
 	sp.End()
-	*s = spanScratch{} // keep no resource names alive in the pool
+	// Keep no resource name or time alive in the pool; only what was used.
+	s.start = [2]trace.SpanStartOption{}
+	clear(s.attrs[:used])
 	scratchPool.Put(s)
 }
 

@@ -579,3 +579,52 @@ func TestQuarantinedMastersGauge(t *testing.T) {
 		t.Fatalf("TryLock with every master quarantined: %v", err)
 	}
 }
+
+// Close ends a waiting Lock: its wait and the call carry error.type closed.
+func TestCloseEndsAWaitAsClosed(t *testing.T) {
+	tm := newTelemetry(t)
+	cfg := engine.DefaultConfig(exampleMasters...)
+	cfg.Quarantine = engine.QuarantineObserved
+	cfg.Observer = tm.obs
+	// After its refused attempt the Lock sleeps until a release is
+	// announced, which none is: Close finds it asleep.
+	cfg.FallbackMin, cfg.FallbackMax = 10*time.Second, 10*time.Second
+	l, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := engine.New(context.Background(), engine.Config{Masters: exampleMasters, TTL: 20 * time.Second, Quarantine: engine.QuarantineObserved})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	held, err := other.TryLock(context.Background(), "closing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Lock(context.Background(), "closing")
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for l.Subscriptions() == 0 { // refused, and waiting for the release
+		if time.Now().After(deadline) {
+			t.Fatal("the Lock did not wait")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // past the attempt, into the sleep
+	l.Close()
+	if err := <-done; !errors.Is(err, engine.ErrClosed) {
+		t.Fatalf("Lock ended by Close: %v", err)
+	}
+	rm := tm.collect(t)
+	if got := value(rm, "redlock.wait.duration", otelredlock.AttrWaitKind.String("retry"), errorType("closed")); got != 1 {
+		t.Errorf("waits ended by Close: %d, want 1", got)
+	}
+	if got := value(rm, "redlock.acquisitions", otelredlock.AttrOperation.String("lock"), outcome("error"), errorType("closed")); got != 1 {
+		t.Errorf("Locks ended by Close: %d, want 1", got)
+	}
+}

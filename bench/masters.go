@@ -163,7 +163,9 @@ func probeMaster(ctx context.Context, conn redisproc.Conn, addr string) (string,
 		err = op.Err
 	}
 	var notTLS tls.RecordHeaderError
-	closed := errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || alert
+	// A master that wants a client certificate resets the connection or
+	// sends an alert about it; other alerts (a TLS version) are not that.
+	closed := errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || alert && strings.Contains(err.Error(), "certificate")
 	switch {
 	case conn.TLS != nil && len(conn.TLS.Certificates) == 0 && conn.TLS.GetClientCertificate == nil && closed:
 		// The handshake went through, then the master hung up: it

@@ -198,7 +198,7 @@ func TestReadJSONSchemaVersion(t *testing.T) {
 // accepts reads back unchanged from its String.
 func FuzzParseObjective(f *testing.F) {
 	for _, s := range []string{"p99<5ms", "release.p99.9>=2ms", "errors<0.1%", "throughput>=1e4/s", "violations<1", "wait.errors<1%",
-		"max<=", ">5ms", "p99<5ms<6ms", "errors<%", "throughput>/s", "hold.mean>1.5s"} {
+		"max<=", ">5ms", "p99<5ms<6ms", "errors<%", "throughput>/s", "hold.mean>1.5s", "p(99.9)<1h", "release.avg<=1ms", "p(99<5ms"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

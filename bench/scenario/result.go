@@ -27,8 +27,11 @@ type Result struct {
 	// that overlapped (the oracle), and stale writes a resource accepted.
 	Violations int `json:"violations"`
 	// Error is set when the scenario could not run to its end.
-	Error   string     `json:"error,omitempty"`
-	Options RunOptions `json:"options"`
+	Error string `json:"error,omitempty"`
+	// Interrupted is set when a cancelled context (Ctrl-C) stopped it
+	// before its end: there is no verdict then, and Passed is false.
+	Interrupted bool       `json:"interrupted,omitempty"`
+	Options     RunOptions `json:"options"`
 	// Figures are the scenario's own measurements: the observation its
 	// judge read. Their type depends on the scenario.
 	Figures any `json:"figures,omitempty"`
@@ -85,16 +88,24 @@ func (r *Result) Write(dir string) error {
 	return nil
 }
 
+// Verdict is PASS, FAIL, or INTERRUPTED for a scenario stopped before its
+// end by a cancelled context, which judged nothing.
+func (r *Result) Verdict() string {
+	switch {
+	case r.Passed:
+		return "PASS"
+	case r.Interrupted:
+		return "INTERRUPTED"
+	}
+	return "FAIL"
+}
+
 // WriteText writes the result for people: the verdict first, then what
 // was expected and observed, the figures and the timeline.
 func (r *Result) WriteText(w io.Writer) error {
 	var b strings.Builder
-	verdict := "FAIL"
-	if r.Passed {
-		verdict = "PASS"
-	}
 	fmt.Fprintf(&b, "scenario   %s\n", r.Name)
-	fmt.Fprintf(&b, "verdict    %s\n", verdict)
+	fmt.Fprintf(&b, "verdict    %s\n", r.Verdict())
 	fmt.Fprintf(&b, "violations %d\n", r.Violations)
 	fmt.Fprintf(&b, "options    quarantine=%s fencing=%v short=%v\n", r.Options.Quarantine, r.Options.Fencing, r.Options.Short)
 	fmt.Fprintf(&b, "started    %s, took %.1fs\n", r.Started.Format(time.RFC3339), r.DurationS)

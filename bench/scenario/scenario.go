@@ -165,14 +165,11 @@ func run(ctx context.Context, name string, o Options) (*Result, *env, error) {
 		r.Error = err.Error()
 		r.Observed = "did not run to its end: " + err.Error()
 		r.Figures = out.figures
+		r.Interrupted = ctx.Err() != nil
 	} else {
 		r.Figures, r.Passed, r.Observed, r.Violations = out.figures, out.passed, out.observed, out.violations
 	}
-	verdict := "FAIL"
-	if r.Passed {
-		verdict = "PASS"
-	}
-	e.logf("%s: %s: %s", name, verdict, r.Observed)
+	e.logf("%s: %s: %s", name, r.Verdict(), r.Observed)
 	if o.Out != "" {
 		if werr := r.Write(o.Out); werr != nil {
 			err = errors.Join(err, werr)

@@ -20,6 +20,8 @@ func FuzzParseRunFlags(f *testing.F) {
 		"--masters 127.0.0.1:1,127.0.0.1:2 --fault stall:0@1s+1s",
 		"--fault kill:9@1s --quarantine sometimes",
 		"--start-at yesterday --duration -1s",
+		"--metrics-addr :99999",
+		"--metrics-addr 127.0.0.1:0 --engine redsync-goredis",
 		"--nonsense",
 	} {
 		f.Add(seed)

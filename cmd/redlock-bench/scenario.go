@@ -95,8 +95,10 @@ func scenarioCommand(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stdout, "\nresults: %s\n", dir)
 	}
 	verdict := "FAIL"
-	if r != nil && r.Passed {
-		verdict = "PASS"
+	if r != nil {
+		verdict = r.Verdict()
+	} else if ctx.Err() != nil {
+		verdict = "INTERRUPTED"
 	}
 	fmt.Fprintf(stdout, "verdict: %s: %s\n", name, verdict)
 	switch {

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/redlock-bench/redlock/bench/scenario"
 )
@@ -90,5 +94,52 @@ func TestScenarioRestartAmnesiaShort(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "scenario.txt")); err != nil {
 		t.Error(err)
+	}
+}
+
+// Ctrl-C in a scenario is an interruption, not a verdict: exit 130, and
+// neither stdout nor scenario.txt nor scenario.json says FAIL.
+func TestScenarioInterrupt(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "sc")
+	cmd := command(t, "scenario", "failover", "--out", out)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() && !strings.Contains(sc.Text(), "waiting") {
+	}
+	go io.Copy(io.Discard, stderr)
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if exitStatus(err) != exitInterrupted {
+			t.Errorf("exit %d after SIGINT, want %d", exitStatus(err), exitInterrupted)
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("still running 20s after SIGINT")
+	}
+	if !strings.Contains(stdout.String(), "verdict: failover: INTERRUPTED\n") || strings.Contains(stdout.String(), "FAIL") {
+		t.Errorf("stdout:\n%s", stdout.String())
+	}
+	txt, err := os.ReadFile(filepath.Join(out, "scenario.txt"))
+	if err != nil || !strings.Contains(string(txt), "verdict    INTERRUPTED\n") {
+		t.Errorf("scenario.txt (%v):\n%s", err, txt)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "scenario.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r map[string]any
+	if err := json.Unmarshal(b, &r); err != nil || r["interrupted"] != true || r["passed"] != false {
+		t.Errorf("scenario.json: interrupted %v, passed %v, %v", r["interrupted"], r["passed"], err)
 	}
 }

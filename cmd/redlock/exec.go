@@ -31,7 +31,9 @@ the lock's validity runs out), COMMAND's process group gets SIGTERM, and
 SIGKILL after --grace. SIGINT, SIGTERM, SIGHUP and SIGQUIT to redlock are
 forwarded to COMMAND's process group, which gets SIGKILL if it has not
 exited after --grace (or at once on a second signal); then the lock is
-released. A signal redlock was started ignoring (nohup) stays ignored.
+released. A SIGINT, SIGHUP or SIGTSTP redlock was started ignoring (nohup)
+stays ignored; the Go runtime catches SIGTERM and SIGQUIT whatever the
+parent did.
 COMMAND runs in its own process group, so that its children get these
 signals too; it gets no signals from the terminal, and should not read from
 it. Ctrl-Z (SIGTSTP) stops COMMAND's process group (SIGSTOP) with redlock;
@@ -211,8 +213,9 @@ func execCommand(args []string, stdout, stderr io.Writer) error {
 	// Unhandled, SIGQUIT (Ctrl-\) would dump redlock's goroutines and end
 	// it without a release, as the runtime does.
 	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
-		// A signal redlock was started ignoring (nohup, a background job
-		// of a script) stays ignored, for COMMAND too.
+		// A SIGINT or SIGHUP redlock was started ignoring (nohup, a
+		// background job of a script) stays ignored, for COMMAND too;
+		// the runtime took SIGTERM and SIGQUIT over before main.
 		if !signal.Ignored(s) {
 			signal.Notify(sigs, s)
 		}
@@ -348,9 +351,10 @@ func runHolding(o *execOptions, path string, l *engine.Locker, le *engine.Lease,
 	cmd.SysProcAttr = commandAttr()
 	// Ctrl-Z stops redlock's process group, not COMMAND's: redlock stops
 	// COMMAND with itself, or COMMAND would run on while the lease runs
-	// out unextended.
+	// out unextended. An inherited ignore stays (signal.Ignored cannot
+	// tell it for SIGTSTP).
 	tstp, cont := make(chan os.Signal, 1), make(chan os.Signal, 1)
-	if !signal.Ignored(syscall.SIGTSTP) {
+	if !startedIgnoring(syscall.SIGTSTP) {
 		signal.Notify(tstp, syscall.SIGTSTP)
 		signal.Notify(cont, syscall.SIGCONT)
 		defer signal.Stop(tstp)

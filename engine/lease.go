@@ -61,6 +61,11 @@ type Lease struct {
 	w           *watch
 	extendTimer *time.Timer
 	extensions  int
+	// capTTL, when set, is the shortest TTL of an Extend that a master
+	// did not answer: its PEXPIRE may still run, after a later, longer
+	// one (a connection that broke under it may deliver it late), so no
+	// later Extend is trusted for longer than capTTL from its start.
+	capTTL time.Duration
 }
 
 // watch is the lost-lock signal, started on first use of Done, Context or
@@ -569,7 +574,11 @@ func (le *Lease) canHandOffLocked(left time.Duration) bool {
 // shortens the validity at once, success or not: a master may run the
 // PEXPIRE and answer too late to count. Otherwise a failure leaves the
 // validity unchanged, except when enough masters said the key is no longer
-// ours (ErrNotHeld): the lease then ends with ErrLockLost. ttl may not exceed Config.MaxTTL,
+// ours (ErrNotHeld): the lease then ends with ErrLockLost. After an Extend
+// that a master had not answered when the round was decided, no later
+// Extend is trusted for longer than that one's ttl from its start: the
+// earlier PEXPIRE may still run after the later one, where a connection
+// broke under it. ttl may not exceed Config.MaxTTL,
 // which the restart quarantine relies on.
 func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	return le.extend(ctx, ttl, false)
@@ -601,7 +610,7 @@ func (le *Lease) extend(ctx context.Context, ttl time.Duration, auto bool) (err 
 		}()
 	}
 	le.mu.Lock()
-	released, validUntil, ended := le.released, le.validUntil, le.endErr
+	released, validUntil, ended, capTTL := le.released, le.validUntil, le.endErr, le.capTTL
 	le.mu.Unlock()
 	switch {
 	case released:
@@ -616,7 +625,11 @@ func (le *Lease) extend(ctx context.Context, ttl time.Duration, auto bool) (err 
 	if le.l.closed.Load() {
 		return ErrClosed
 	}
-	until := start.Add(ttl - drift(ttl, le.l.cfg.DriftFactor))
+	trusted := ttl
+	if capTTL > 0 && capTTL < ttl {
+		trusted = capTTL
+	}
+	until := start.Add(trusted - drift(trusted, le.l.cfg.DriftFactor))
 	if until.Before(validUntil) {
 		// A shorter ttl shortens the key on every master its PEXPIRE
 		// reaches, even one that answers too late to count, or in a
@@ -630,6 +643,13 @@ func (le *Lease) extend(ctx context.Context, ttl time.Duration, auto bool) (err 
 	}
 	cmd := multiplex.Command{Script: extendScript, Key: le.key, Args: [multiplex.MaxArgs]string{le.value, itoa(ttl.Milliseconds())}, NArgs: 2, SkipIfFailed: true}
 	t := le.l.pool.Fanout(ctx, cmd, classifyInt, nil, le.votes)
+	if unanswered(t.Votes) {
+		le.mu.Lock()
+		if le.capTTL == 0 || ttl < le.capTTL {
+			le.capTTL = ttl
+		}
+		le.mu.Unlock()
+	}
 	if t.Reached() && t.Err == nil {
 		le.mu.Lock()
 		// The expiry timer may have fired during the round: an ended
@@ -651,6 +671,17 @@ func (le *Lease) extend(ctx context.Context, ttl time.Duration, auto bool) (err 
 		le.end(fmt.Errorf("%w: %w", ErrLockLost, err), true)
 	}
 	return err
+}
+
+// unanswered: a master may still run the command later (no reply yet, a
+// timeout, or a connection that broke under it).
+func unanswered(votes []multiplex.Vote) bool {
+	for _, v := range votes {
+		if v.Outcome == multiplex.Pending || v.Outcome == multiplex.Timeout || (v.Outcome == multiplex.Failed && mayHaveRun(v.Err)) {
+			return true
+		}
+	}
+	return false
 }
 
 // setValidUntil moves the lease's validity, and its expiry watch with it.

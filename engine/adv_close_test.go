@@ -69,3 +69,46 @@ func TestHandOffRacingCloseLeavesNoKey(t *testing.T) {
 		t.Errorf("Release returned nil and nobody holds the lease, but the key stays for its TTL: %v", left)
 	}
 }
+
+// A TryLock on a slow link when its Locker closes: it must not hand out a
+// lease whose keys nobody can delete (Release after Close deletes
+// nothing), leaving them for the TTL.
+func TestTryLockRacingCloseLeavesNoKey(t *testing.T) {
+	const res = "trylock-close"
+	const delay = 150 * time.Millisecond
+	e := newEnv(t, 3)
+	var slow []*latencyProxy
+	lA := e.locker(func(c *engine.Config) {
+		c.TTL = 10 * time.Second
+		c.NodeTimeout = 500 * time.Millisecond
+		c.Masters = nil
+		for _, a := range e.cluster.Addrs() {
+			p := newLatencyProxy(t, a, 0, nil)
+			slow = append(slow, p)
+			c.Masters = append(c.Masters, p.addr())
+		}
+	})
+	for _, p := range slow {
+		p.delay.Store(int64(delay))
+	}
+	got := make(chan result, 1)
+	go func() {
+		le, err := lA.TryLock(context.Background(), res)
+		got <- result{0, le, err, time.Now()}
+	}()
+	time.Sleep(delay / 3) // the SETs are on their way
+	lA.Close()
+	r := <-got
+	t.Logf("TryLock: %v", r.err)
+	if r.le != nil {
+		t.Logf("Release: %v", r.le.Release(context.Background()))
+	}
+	eventually(t, 2*time.Second, "no key left", func() bool {
+		for i := range e.direct {
+			if e.get(i, res) != "" {
+				return false
+			}
+		}
+		return true
+	})
+}

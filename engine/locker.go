@@ -32,9 +32,9 @@ type Locker struct {
 	done chan struct{}
 	// waiting counts Lock callers blocked between attempts on the masters.
 	waiting atomic.Int32
-	// remote counts Lock callers (at the gate or past it) and Releases
-	// handing their lease on, whom Close waits for, bounded, so that their
-	// clean-up still reaches the masters.
+	// remote counts Lock callers (at the gate or past it), attempts and
+	// Releases handing their lease on, whom Close waits for, bounded, so
+	// that their clean-up still reaches the masters.
 	remote atomic.Int32
 	// tickets are this Locker's waiters' places in the masters' queues,
 	// with their resources. Whoever takes a ticket out sends its leave (the
@@ -181,7 +181,8 @@ func (l *Locker) Subscriptions() int {
 // them to undo an attempt that took the key after Close began and to leave
 // the masters' queues, passing on a turn that may have been theirs, so
 // that the waiters of other Lockers are woken by the next release instead
-// of their fallback.
+// of their fallback. A TryLock whose attempt succeeds after Close began
+// undoes it too, and returns ErrClosed.
 func (l *Locker) Close() error {
 	if l.closed.Swap(true) {
 		return nil
@@ -236,6 +237,10 @@ type ticket struct {
 // releases: where the key is taken, the attempt marks the holder's value,
 // which makes the holder's release publish, and queues the waiter.
 func (l *Locker) try(ctx context.Context, resource string, tk *ticket) (*Lease, error) {
+	// Close waits for attempts under way (see remote), so that the undo of
+	// one that succeeds after Close began reaches the masters.
+	l.remote.Add(1)
+	defer l.remote.Add(-1)
 	if l.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -294,7 +299,14 @@ func (l *Locker) try(ctx context.Context, resource string, tk *ticket) (*Lease, 
 	}
 	// The lease is not handed out yet: nothing else writes validUntil.
 	if ok && err == nil && time.Now().Before(le.validUntil) {
-		return le, nil
+		if !l.closed.Load() {
+			return le, nil
+		}
+		// Close began during the attempt. The lease could not be released
+		// (Release after Close deletes nothing), so it would keep the
+		// resource, and a waiter's turn, for its TTL: undo it (a waiter's
+		// quit then passes the turn on).
+		err = fmt.Errorf("engine: acquire %q: %w during the attempt, which was undone", resource, ErrClosed)
 	}
 	if err == nil {
 		err = l.acquireError(resource, t)
@@ -434,14 +446,6 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 	for {
 		w.Attempts++
 		le, err := l.try(ctx, resource, tk)
-		if err == nil && l.closed.Load() {
-			// Close began during the attempt. The lease could not be
-			// released (Release after Close deletes nothing), so it would
-			// keep the resource, and the turn, for its TTL: undo it, and
-			// let the quit below pass the turn on.
-			l.undo(le)
-			return nil, fmt.Errorf("engine: lock %q: %w during the attempt, which was undone", resource, ErrClosed)
-		}
 		if err == nil {
 			if tk != nil {
 				// Masters where the attempt queued the waiter but did not

@@ -102,3 +102,90 @@ func within(d time.Duration, cond func() bool) bool {
 		}
 	}
 }
+
+// The same across a hand-off at the gate: an Extend that two masters did
+// not answer, then the lease is handed to the next goroutine, whose longer
+// Extend succeeds on new connections before the stale PEXPIREs run. The
+// successor inherits the keys, and what may still reach them.
+func TestStaleExtendAfterAHandOff(t *testing.T) {
+	const ttl = time.Second
+	e := newEnv(t, 3)
+	addrs := e.cluster.Addrs()
+	lB := e.locker(nil)
+	ctx := context.Background()
+	pttl := func(i int, res string) int64 {
+		c := e.direct[i]
+		ms, _ := c.Do(ctx, c.B().Pttl().Key(res).Build()).AsInt64()
+		return ms
+	}
+	for try := 0; try < 3; try++ {
+		res := fmt.Sprintf("stale-handoff-%d", try)
+		sp := []*stallProxy{newStallProxy(t, addrs[1]), newStallProxy(t, addrs[2])}
+		lA := e.locker(func(c *engine.Config) {
+			c.Masters = []string{addrs[0], sp[0].addr(), sp[1].addr()}
+			c.TTL, c.MaxTTL = ttl, 3*ttl
+			c.NodeTimeout = 100 * time.Millisecond
+			c.ConnTimeout = time.Second
+		})
+		a1, err := lA.Lock(ctx, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a2c := make(chan result, 1)
+		go func() {
+			le, err := lA.Lock(ctx, res)
+			a2c <- result{1, le, err, time.Now()}
+		}()
+		eventually(t, 5*time.Second, "the second goroutine queued at the gate", func() bool { return lA.GateWaiting(res) == 1 })
+		for _, p := range sp {
+			p.stall.Store(true)
+		}
+		if err := a1.Extend(ctx, ttl); err == nil {
+			t.Fatal("set-up: Extend reached a quorum with two masters stalled")
+		}
+		if err := a1.Release(ctx); err != nil {
+			t.Fatalf("set-up: the hand-off: %v", err)
+		}
+		a2 := <-a2c
+		if a2.err != nil || a2.le.Wait().Cause != engine.WakeHandoff {
+			t.Fatalf("set-up: the second goroutine was not handed the lease: %v", a2.err)
+		}
+		for _, p := range sp {
+			p.stall.Store(false)
+			p.breakStalled()
+		}
+		eventually(t, 5*time.Second, "A on new connections to both masters", func() bool {
+			if le, err := lA.TryLock(ctx, "other"); err == nil {
+				le.Release(ctx)
+			}
+			return sp[0].newConns.Load() > 0 && sp[1].newConns.Load() > 0
+		})
+		if err := a2.le.Extend(ctx, 3*ttl); err != nil {
+			t.Fatalf("the successor's longer Extend, on new connections: %v", err)
+		}
+		if !within(time.Second, func() bool { return pttl(1, res) > 2000 && pttl(2, res) > 2000 }) {
+			t.Logf("set-up %d: the longer Extend went into a broken connection; again", try)
+			continue
+		}
+		for _, p := range sp {
+			p.flushStalled()
+		}
+		if !within(time.Second, func() bool { return pttl(1, res) <= 1000 && pttl(2, res) <= 1000 }) {
+			t.Logf("set-up %d: a stale PEXPIRE did not run after the longer one; again", try)
+			continue
+		}
+		eventually(t, 5*time.Second, "the keys of masters 1 and 2 expired", func() bool {
+			return e.get(1, res) == "" && e.get(2, res) == ""
+		})
+		b, err := lB.TryLock(ctx, res)
+		if err != nil {
+			t.Fatalf("B, with the keys gone on two masters: %v", err)
+		}
+		defer b.Release(ctx)
+		if a2.le.Err() == nil && a2.le.Validity() > 0 {
+			t.Fatalf("two holders: the successor's lease is trusted for %s more while B holds the resource", a2.le.Validity())
+		}
+		return
+	}
+	t.Fatal("set-up: the stale PEXPIREs never ran after the longer Extend")
+}

@@ -538,6 +538,7 @@ func (le *Lease) handOff(ctx context.Context) (bool, error) {
 	}
 	next.held, next.unsure, next.answered, next.broken = le.held, le.unsure, le.answered, le.broken
 	next.kept, next.queueID = le.kept, le.queueID
+	next.capTTL = le.capTTL // the keys, and what may still reach them, are the same
 	le.successor = next
 	le.released = true
 	le.gateDone = true // the turn goes to the successor with the lease

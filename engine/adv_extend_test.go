@@ -189,3 +189,35 @@ func TestStaleExtendAfterAHandOff(t *testing.T) {
 	}
 	t.Fatal("set-up: the stale PEXPIREs never ran after the longer Extend")
 }
+
+// The cap of an unanswered Extend must not catch a master that is merely
+// slower than the quorum: a longer Extend after a shorter one that every
+// master answered within the node timeout is trusted for its own TTL.
+func TestSlowMasterDoesNotCapLaterExtends(t *testing.T) {
+	e := newEnv(t, 5)
+	addrs := e.cluster.Addrs()
+	slow := []*latencyProxy{newLatencyProxy(t, addrs[3], 0, nil), newLatencyProxy(t, addrs[4], 0, nil)}
+	l := e.locker(func(c *engine.Config) {
+		c.Masters = []string{addrs[0], addrs[1], addrs[2], slow[0].addr(), slow[1].addr()}
+		c.TTL, c.MaxTTL = 2*time.Second, 10*time.Second
+		c.NodeTimeout = 500 * time.Millisecond
+	})
+	ctx := context.Background()
+	le, err := l.TryLock(ctx, "slow-cap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer le.Release(ctx)
+	for _, p := range slow {
+		p.delay.Store(int64(30 * time.Millisecond))
+	}
+	if err := le.Extend(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := le.Extend(ctx, 8*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if v := le.Validity(); v < 5*time.Second {
+		t.Fatalf("after Extend(1s) answered by every master, Extend(8s) is trusted for %s", v)
+	}
+}

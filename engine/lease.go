@@ -575,12 +575,13 @@ func (le *Lease) canHandOffLocked(left time.Duration) bool {
 // shortens the validity at once, success or not: a master may run the
 // PEXPIRE and answer too late to count. Otherwise a failure leaves the
 // validity unchanged, except when enough masters said the key is no longer
-// ours (ErrNotHeld): the lease then ends with ErrLockLost. After an Extend
-// that a master had not answered when the round was decided, no later
-// Extend is trusted for longer than that one's ttl from its start: the
-// earlier PEXPIRE may still run after the later one, where a connection
-// broke under it. ttl may not exceed Config.MaxTTL,
-// which the restart quarantine relies on.
+// ours (ErrNotHeld): the lease then ends with ErrLockLost. Extend waits
+// for every master, within the node timeout. After an Extend that a master
+// did not answer in that time (or whose connection broke under it), no
+// later Extend is trusted for longer than that one's ttl from its start:
+// the earlier PEXPIRE may still run after the later one, where a
+// connection broke under it. ttl may not exceed Config.MaxTTL, which the
+// restart quarantine relies on.
 func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	return le.extend(ctx, ttl, false)
 }
@@ -642,7 +643,10 @@ func (le *Lease) extend(ctx context.Context, ttl time.Duration, auto bool) (err 
 		}
 		le.mu.Unlock()
 	}
-	cmd := multiplex.Command{Script: extendScript, Key: le.key, Args: [multiplex.MaxArgs]string{le.value, itoa(ttl.Milliseconds())}, NArgs: 2, SkipIfFailed: true}
+	// WaitAll: a master still to answer at quorum would cap every later
+	// Extend (see capTTL); waiting for it, within the node timeout, leaves
+	// the cap to masters that really timed out or broke.
+	cmd := multiplex.Command{Script: extendScript, Key: le.key, Args: [multiplex.MaxArgs]string{le.value, itoa(ttl.Milliseconds())}, NArgs: 2, SkipIfFailed: true, WaitAll: true}
 	t := le.l.pool.Fanout(ctx, cmd, classifyInt, nil, le.votes)
 	if unanswered(t.Votes) {
 		le.mu.Lock()

@@ -576,11 +576,12 @@ func (le *Lease) canHandOffLocked(left time.Duration) bool {
 // PEXPIRE and answer too late to count. Otherwise a failure leaves the
 // validity unchanged, except when enough masters said the key is no longer
 // ours (ErrNotHeld): the lease then ends with ErrLockLost. Extend waits
-// for every master, within the node timeout. After an Extend that a master
-// did not answer in that time (or whose connection broke under it), no
-// later Extend is trusted for longer than that one's ttl from its start:
-// the earlier PEXPIRE may still run after the later one, where a
-// connection broke under it. ttl may not exceed Config.MaxTTL, which the
+// for every master, within the node timeout and short of the validity:
+// once a quorum agreed, a master hung past that does not fail it. After
+// an Extend that a master did not answer in that time (or whose
+// connection broke under it), no later Extend is trusted for longer than
+// that one's ttl from its start: the earlier PEXPIRE may still run after
+// the later one, where a connection broke under it. ttl may not exceed Config.MaxTTL, which the
 // restart quarantine relies on.
 func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	return le.extend(ctx, ttl, false)
@@ -647,7 +648,23 @@ func (le *Lease) extend(ctx context.Context, ttl time.Duration, auto bool) (err 
 	// Extend (see capTTL); waiting for it, within the node timeout, leaves
 	// the cap to masters that really timed out or broke.
 	cmd := multiplex.Command{Script: extendScript, Key: le.key, Args: [multiplex.MaxArgs]string{le.value, itoa(ttl.Milliseconds())}, NArgs: 2, SkipIfFailed: true, WaitAll: true}
-	t := le.l.pool.Fanout(ctx, cmd, classifyInt, nil, le.votes)
+	// But not until the validity runs out: a master hung for the node
+	// timeout would fail a round that a quorum answered in time. The wait
+	// stops with a tenth of the validity left; a master silent by then
+	// caps later Extends as one that timed out does.
+	rctx, limit := ctx, validUntil
+	if until.Before(limit) {
+		limit = until
+	}
+	if stop := limit.Add(-limit.Sub(start) / 10); stop.Before(start.Add(le.l.roundSpan())) {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithDeadline(ctx, stop)
+		defer cancel()
+	}
+	t := le.l.pool.Fanout(rctx, cmd, classifyInt, nil, le.votes)
+	if t.Err != nil && ctx.Err() == nil && t.Reached() {
+		t.Err = nil // only the wait for the rest was cut short
+	}
 	if unanswered(t.Votes) {
 		le.mu.Lock()
 		if le.capTTL == 0 || ttl < le.capTTL {

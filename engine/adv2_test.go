@@ -1,0 +1,174 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/engine"
+)
+
+// An Extend that a quorum answers at once, with one master hung (SIGSTOP)
+// and less validity left than the node timeout: waiting for the hung
+// master must not make it fail, nor end an auto-extended lease as lost.
+func TestHungMasterDoesNotFailAnExtendAQuorumAnswered(t *testing.T) {
+	e := newEnv(t, 5)
+	l := e.locker(func(c *engine.Config) {
+		c.TTL = time.Second
+		c.NodeTimeout = 400 * time.Millisecond
+		c.AutoExtend = true
+		c.ExtendEvery = 800 * time.Millisecond
+	})
+	ctx := context.Background()
+	le, err := l.TryLock(ctx, "hung-extend")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer le.Release(ctx)
+	if err := e.cluster.Nodes[4].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer e.cluster.Nodes[4].Resume()
+	// The first auto-extension comes with 200 ms of validity left, less
+	// than the node timeout.
+	time.Sleep(1100 * time.Millisecond)
+	if err := le.Err(); err != nil {
+		t.Fatalf("auto-extension with four of five masters answering at once: %v", err)
+	}
+	if n := le.Extensions(); n < 1 {
+		t.Fatalf("no auto-extension in 1.1 s")
+	}
+}
+
+// Release racing Close: a Release that reports success has deleted the
+// keys; one that did not may leave them, but must say so.
+func TestReleaseRacingClose(t *testing.T) {
+	const delay = 40 * time.Millisecond
+	e := newEnv(t, 3)
+	var slow []*latencyProxy
+	l := e.locker(func(c *engine.Config) {
+		c.TTL = 10 * time.Second
+		c.NodeTimeout = 300 * time.Millisecond
+		c.Masters = nil
+		for _, a := range e.cluster.Addrs() {
+			p := newLatencyProxy(t, a, 0, nil)
+			slow = append(slow, p)
+			c.Masters = append(c.Masters, p.addr())
+		}
+	})
+	ctx := context.Background()
+	const n = 20
+	var les []*engine.Lease
+	for i := 0; i < n; i++ {
+		le, err := l.TryLock(ctx, fmt.Sprintf("rel-close-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		les = append(les, le)
+	}
+	for _, p := range slow {
+		p.delay.Store(int64(delay))
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, le := range les {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(i) * delay / n)
+			errs[i] = le.Release(ctx)
+		}()
+	}
+	time.Sleep(delay / 2)
+	l.Close()
+	wg.Wait()
+	ok := 0
+	for i := range les {
+		if errs[i] != nil {
+			continue
+		}
+		ok++
+		for m := range e.direct {
+			if v := e.get(m, les[i].Resource()); v != "" {
+				t.Errorf("Release %d returned nil but master %d keeps %q", i, m, v)
+			}
+		}
+	}
+	t.Logf("%d of %d Releases succeeded", ok, n)
+}
+
+// Many goroutines Lock one resource (gate, fencing, a slow link) while the
+// Locker closes: every Lock returns, Close does not wait its full bound,
+// and unless a Lock handed out a lease, no key is left.
+func TestLockStormRacingClose(t *testing.T) {
+	const delay = 40 * time.Millisecond
+	const res = "storm-close"
+	e := newEnv(t, 3)
+	var slow []*latencyProxy
+	l := e.locker(func(c *engine.Config) {
+		c.TTL = 10 * time.Second
+		c.NodeTimeout = time.Second
+		c.Fencing = true
+		c.Masters = nil
+		for _, a := range e.cluster.Addrs() {
+			p := newLatencyProxy(t, a, 0, nil)
+			slow = append(slow, p)
+			c.Masters = append(c.Masters, p.addr())
+		}
+	})
+	other := e.locker(nil)
+	ctx := context.Background()
+	held, err := other.TryLock(ctx, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range slow {
+		p.delay.Store(int64(delay))
+	}
+	const n = 30
+	got := make(chan result, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			time.Sleep(time.Duration(i) * 3 * delay / n)
+			le, err := l.Lock(ctx, res)
+			got <- result{i, le, err, time.Now()}
+		}()
+	}
+	time.Sleep(delay)
+	held.Release(ctx) // a waiter is woken and attempts while Close begins
+	time.Sleep(delay + delay/2)
+	start := time.Now()
+	l.Close()
+	took := time.Since(start)
+	leases := 0
+	for i := 0; i < n; i++ {
+		select {
+		case r := <-got:
+			if r.err == nil {
+				leases++
+				t.Logf("Lock %d got a lease at Close; Release: %v", r.i, r.le.Release(ctx))
+			} else if !errors.Is(r.err, engine.ErrClosed) {
+				t.Logf("Lock %d: %v", r.i, r.err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("Lock calls still blocked 5 s after Close")
+		}
+	}
+	t.Logf("Close took %s; %d leases handed out", took, leases)
+	if took > 2*time.Second {
+		t.Errorf("Close took %s: it waited its full bound for Lock callers", took)
+	}
+	if leases == 0 {
+		eventually(t, 3*time.Second, "no key left", func() bool {
+			for m := range e.direct {
+				if v := e.get(m, res); v != "" {
+					return false
+				}
+			}
+			return true
+		})
+	}
+}

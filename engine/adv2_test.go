@@ -172,3 +172,37 @@ func TestLockStormRacingClose(t *testing.T) {
 		})
 	}
 }
+
+// An auto-extension that fires while an Extend of the holder's is under
+// way, with one master hung: it runs after that Extend moved the validity
+// on, and must not be cut short by the validity it saw before, which
+// would end a lease valid for another second as lost.
+func TestAutoExtensionAfterAnExtendWithAMasterHung(t *testing.T) {
+	e := newEnv(t, 5)
+	l := e.locker(func(c *engine.Config) {
+		c.TTL = time.Second
+		c.NodeTimeout = 450 * time.Millisecond
+		c.AutoExtend = true
+		c.ExtendEvery = 800 * time.Millisecond
+	})
+	ctx := context.Background()
+	le, err := l.TryLock(ctx, "auto-after-extend")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer le.Release(ctx)
+	if err := e.cluster.Nodes[4].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer e.cluster.Nodes[4].Resume()
+	// The auto-extension fires at 800 ms, during this Extend, which waits
+	// for the hung master until shortly before the validity (988 ms).
+	time.Sleep(760 * time.Millisecond)
+	if err := le.Extend(ctx, time.Second); err != nil {
+		t.Fatalf("Extend with four of five masters answering at once: %v", err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := le.Err(); err != nil {
+		t.Fatalf("the lease ended after an Extend that moved its validity on by a second: %v", err)
+	}
+}

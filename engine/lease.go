@@ -264,14 +264,15 @@ func (le *Lease) arm() {
 
 func (le *Lease) autoExtend() {
 	le.mu.Lock()
-	ended, until := le.endErr != nil, le.validUntil
+	ended := le.endErr != nil
 	le.mu.Unlock()
 	if ended {
 		return
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), until)
-	err := le.extend(ctx, le.l.cfg.TTL, true)
-	cancel()
+	// No deadline from the validity read here: an Extend of the holder's
+	// may move it on before this one gets opMu. extend bounds its round by
+	// the validity it finds then.
+	err := le.extend(context.Background(), le.l.cfg.TTL, true)
 	if err != nil {
 		return
 	}
@@ -651,12 +652,14 @@ func (le *Lease) extend(ctx context.Context, ttl time.Duration, auto bool) (err 
 	// But not until the validity runs out: a master hung for the node
 	// timeout would fail a round that a quorum answered in time. The wait
 	// stops with a tenth of the validity left; a master silent by then
-	// caps later Extends as one that timed out does.
+	// caps later Extends as one that timed out does. An auto-extension,
+	// which nobody waits on with a deadline, is bounded so even in the
+	// admission queue.
 	rctx, limit := ctx, validUntil
 	if until.Before(limit) {
 		limit = until
 	}
-	if stop := limit.Add(-limit.Sub(start) / 10); stop.Before(start.Add(le.l.roundSpan())) {
+	if stop := limit.Add(-limit.Sub(start) / 10); auto || stop.Before(start.Add(le.l.roundSpan())) {
 		var cancel context.CancelFunc
 		rctx, cancel = context.WithDeadline(ctx, stop)
 		defer cancel()

@@ -206,3 +206,33 @@ func TestAutoExtensionAfterAnExtendWithAMasterHung(t *testing.T) {
 		t.Fatalf("the lease ended after an Extend that moved its validity on by a second: %v", err)
 	}
 }
+
+// An Extend whose wait for a hung master is cut short by the validity,
+// without a quorum: the error must tell the outage it was (the hung master
+// timed out), not a context deadline the caller never set.
+func TestExtendCutShortByTheValidityIsNoQuorum(t *testing.T) {
+	const res = "cut-extend"
+	e := newEnv(t, 5)
+	l := e.locker(func(c *engine.Config) {
+		c.TTL = time.Second
+		c.NodeTimeout = 450 * time.Millisecond
+	})
+	ctx := context.Background()
+	le, err := l.TryLock(ctx, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer le.Release(ctx)
+	e.set(2, res, "someone-else")
+	e.set(3, res, "someone-else")
+	if err := e.cluster.Nodes[4].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer e.cluster.Nodes[4].Resume()
+	time.Sleep(700 * time.Millisecond) // less validity left than a round
+	err = le.Extend(ctx, time.Second)
+	t.Logf("Extend: %v", err)
+	if err == nil || !errors.Is(err, engine.ErrNoQuorum) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Extend with 2 ok, 2 refused and 1 hung master: %v; want ErrNoQuorum", err)
+	}
+}

@@ -582,8 +582,8 @@ func (le *Lease) canHandOffLocked(left time.Duration) bool {
 // an Extend that a master did not answer in that time (or whose
 // connection broke under it), no later Extend is trusted for longer than
 // that one's ttl from its start: the earlier PEXPIRE may still run after
-// the later one, where a connection broke under it. ttl may not exceed Config.MaxTTL, which the
-// restart quarantine relies on.
+// the later one, where a connection broke under it. ttl may not exceed
+// Config.MaxTTL, which the restart quarantine relies on.
 func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	return le.extend(ctx, ttl, false)
 }

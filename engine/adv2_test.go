@@ -48,16 +48,9 @@ func TestHungMasterDoesNotFailAnExtendAQuorumAnswered(t *testing.T) {
 func TestReleaseRacingClose(t *testing.T) {
 	const delay = 40 * time.Millisecond
 	e := newEnv(t, 3)
-	var slow []*latencyProxy
-	l := e.locker(func(c *engine.Config) {
+	l, slow := e.proxiedLocker(func(c *engine.Config) {
 		c.TTL = 10 * time.Second
 		c.NodeTimeout = 300 * time.Millisecond
-		c.Masters = nil
-		for _, a := range e.cluster.Addrs() {
-			p := newLatencyProxy(t, a, 0, nil)
-			slow = append(slow, p)
-			c.Masters = append(c.Masters, p.addr())
-		}
 	})
 	ctx := context.Background()
 	const n = 20
@@ -107,17 +100,10 @@ func TestLockStormRacingClose(t *testing.T) {
 	const delay = 40 * time.Millisecond
 	const res = "storm-close"
 	e := newEnv(t, 3)
-	var slow []*latencyProxy
-	l := e.locker(func(c *engine.Config) {
+	l, slow := e.proxiedLocker(func(c *engine.Config) {
 		c.TTL = 10 * time.Second
 		c.NodeTimeout = time.Second
 		c.Fencing = true
-		c.Masters = nil
-		for _, a := range e.cluster.Addrs() {
-			p := newLatencyProxy(t, a, 0, nil)
-			slow = append(slow, p)
-			c.Masters = append(c.Masters, p.addr())
-		}
 	})
 	other := e.locker(nil)
 	ctx := context.Background()

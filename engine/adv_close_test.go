@@ -18,17 +18,10 @@ func TestHandOffRacingCloseLeavesNoKey(t *testing.T) {
 	const res = "handoff-close"
 	const delay = 150 * time.Millisecond
 	e := newEnv(t, 3)
-	var slow []*latencyProxy
-	lA := e.locker(func(c *engine.Config) {
+	lA, slow := e.proxiedLocker(func(c *engine.Config) {
 		c.TTL = 10 * time.Second
 		c.NodeTimeout = 500 * time.Millisecond
 		c.Fencing = true
-		c.Masters = nil
-		for _, a := range e.cluster.Addrs() {
-			p := newLatencyProxy(t, a, 0, nil)
-			slow = append(slow, p)
-			c.Masters = append(c.Masters, p.addr())
-		}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -77,16 +70,9 @@ func TestTryLockRacingCloseLeavesNoKey(t *testing.T) {
 	const res = "trylock-close"
 	const delay = 150 * time.Millisecond
 	e := newEnv(t, 3)
-	var slow []*latencyProxy
-	lA := e.locker(func(c *engine.Config) {
+	lA, slow := e.proxiedLocker(func(c *engine.Config) {
 		c.TTL = 10 * time.Second
 		c.NodeTimeout = 500 * time.Millisecond
-		c.Masters = nil
-		for _, a := range e.cluster.Addrs() {
-			p := newLatencyProxy(t, a, 0, nil)
-			slow = append(slow, p)
-			c.Masters = append(c.Masters, p.addr())
-		}
 	})
 	for _, p := range slow {
 		p.delay.Store(int64(delay))

@@ -18,25 +18,13 @@ import (
 func TestStaleShorterExtendAfterALongerOne(t *testing.T) {
 	const short = 200 * time.Millisecond
 	e := newEnv(t, 3)
-	addrs := e.cluster.Addrs()
 	lB := e.locker(nil)
 	ctx := context.Background()
-	pttl := func(i int, res string) int64 {
-		c := e.direct[i]
-		ms, _ := c.Do(ctx, c.B().Pttl().Key(res).Build()).AsInt64()
-		return ms
-	}
 	// The stalled bytes sometimes miss the master they were held for (the
 	// proxy's timing): try the set-up a few times.
 	for try := 0; try < 3; try++ {
 		res := fmt.Sprintf("stale-extend-%d", try)
-		sp := []*stallProxy{newStallProxy(t, addrs[1]), newStallProxy(t, addrs[2])}
-		lA := e.locker(func(c *engine.Config) {
-			c.Masters = []string{addrs[0], sp[0].addr(), sp[1].addr()}
-			c.TTL = 5 * time.Second
-			c.NodeTimeout = 100 * time.Millisecond
-			c.ConnTimeout = time.Second
-		})
+		lA, sp := e.stalledLocker(5*time.Second, 0)
 		a, err := lA.TryLock(ctx, res)
 		if err != nil {
 			t.Fatal(err)
@@ -61,7 +49,7 @@ func TestStaleShorterExtendAfterALongerOne(t *testing.T) {
 		if err := a.Extend(ctx, 5*time.Second); err != nil {
 			t.Fatalf("the longer Extend, on new connections: %v", err)
 		}
-		if !within(time.Second, func() bool { return pttl(1, res) > 4000 && pttl(2, res) > 4000 }) {
+		if !within(time.Second, func() bool { return e.pttl(1, res) > 4000 && e.pttl(2, res) > 4000 }) {
 			t.Logf("set-up %d: the longer Extend went into a broken connection; again", try)
 			continue
 		}
@@ -70,7 +58,7 @@ func TestStaleShorterExtendAfterALongerOne(t *testing.T) {
 			p.flushStalled()
 		}
 		if !within(time.Second, func() bool {
-			return pttl(1, res) <= int64(short/time.Millisecond) && pttl(2, res) <= int64(short/time.Millisecond)
+			return e.pttl(1, res) <= int64(short/time.Millisecond) && e.pttl(2, res) <= int64(short/time.Millisecond)
 		}) {
 			t.Logf("set-up %d: a stale PEXPIRE did not run after the longer one; again", try)
 			continue
@@ -89,6 +77,30 @@ func TestStaleShorterExtendAfterALongerOne(t *testing.T) {
 		return
 	}
 	t.Fatal("set-up: the stale PEXPIREs never ran after the longer Extend")
+}
+
+// stalledLocker is a Locker on e's three masters that reaches masters 1
+// and 2 through proxies that can hold its commands back and break the
+// connections under them (maxTTL 0 keeps the default).
+func (e *env) stalledLocker(ttl, maxTTL time.Duration) (*engine.Locker, []*stallProxy) {
+	addrs := e.cluster.Addrs()
+	sp := []*stallProxy{newStallProxy(e.t, addrs[1]), newStallProxy(e.t, addrs[2])}
+	return e.locker(func(c *engine.Config) {
+		c.Masters = []string{addrs[0], sp[0].addr(), sp[1].addr()}
+		c.TTL = ttl
+		if maxTTL > 0 {
+			c.MaxTTL = maxTTL
+		}
+		c.NodeTimeout = 100 * time.Millisecond
+		c.ConnTimeout = time.Second
+	}), sp
+}
+
+// pttl is the key's remaining time to live on node i, in milliseconds.
+func (e *env) pttl(i int, key string) int64 {
+	c := e.direct[i]
+	ms, _ := c.Do(context.Background(), c.B().Pttl().Key(key).Build()).AsInt64()
+	return ms
 }
 
 // within reports whether cond held at some point within d.
@@ -110,23 +122,11 @@ func within(d time.Duration, cond func() bool) bool {
 func TestStaleExtendAfterAHandOff(t *testing.T) {
 	const ttl = time.Second
 	e := newEnv(t, 3)
-	addrs := e.cluster.Addrs()
 	lB := e.locker(nil)
 	ctx := context.Background()
-	pttl := func(i int, res string) int64 {
-		c := e.direct[i]
-		ms, _ := c.Do(ctx, c.B().Pttl().Key(res).Build()).AsInt64()
-		return ms
-	}
 	for try := 0; try < 3; try++ {
 		res := fmt.Sprintf("stale-handoff-%d", try)
-		sp := []*stallProxy{newStallProxy(t, addrs[1]), newStallProxy(t, addrs[2])}
-		lA := e.locker(func(c *engine.Config) {
-			c.Masters = []string{addrs[0], sp[0].addr(), sp[1].addr()}
-			c.TTL, c.MaxTTL = ttl, 3*ttl
-			c.NodeTimeout = 100 * time.Millisecond
-			c.ConnTimeout = time.Second
-		})
+		lA, sp := e.stalledLocker(ttl, 3*ttl)
 		a1, err := lA.Lock(ctx, res)
 		if err != nil {
 			t.Fatal(err)
@@ -163,14 +163,14 @@ func TestStaleExtendAfterAHandOff(t *testing.T) {
 		if err := a2.le.Extend(ctx, 3*ttl); err != nil {
 			t.Fatalf("the successor's longer Extend, on new connections: %v", err)
 		}
-		if !within(time.Second, func() bool { return pttl(1, res) > 2000 && pttl(2, res) > 2000 }) {
+		if !within(time.Second, func() bool { return e.pttl(1, res) > 2000 && e.pttl(2, res) > 2000 }) {
 			t.Logf("set-up %d: the longer Extend went into a broken connection; again", try)
 			continue
 		}
 		for _, p := range sp {
 			p.flushStalled()
 		}
-		if !within(time.Second, func() bool { return pttl(1, res) <= 1000 && pttl(2, res) <= 1000 }) {
+		if !within(time.Second, func() bool { return e.pttl(1, res) <= 1000 && e.pttl(2, res) <= 1000 }) {
 			t.Logf("set-up %d: a stale PEXPIRE did not run after the longer one; again", try)
 			continue
 		}

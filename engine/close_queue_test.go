@@ -36,18 +36,11 @@ func testCloseLeavesTheQueue(t *testing.T, how string) {
 	const fallback = 5 * time.Second
 	e := newEnv(t, 3)
 	cfg := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = fallback, fallback }
-	var slow []*latencyProxy
 	recA, recB := &recorder{}, &recorder{}
-	lA := e.locker(func(c *engine.Config) {
+	lA, slow := e.proxiedLocker(func(c *engine.Config) {
 		cfg(c)
 		c.Observer = recA.observer()
 		c.NodeTimeout = time.Second
-		c.Masters = nil
-		for _, a := range e.cluster.Addrs() {
-			p := newLatencyProxy(t, a, 0, nil)
-			slow = append(slow, p)
-			c.Masters = append(c.Masters, p.addr())
-		}
 	})
 	lB := e.locker(func(c *engine.Config) { cfg(c); c.Observer = recB.observer() })
 	holderL := e.locker(cfg)

@@ -59,6 +59,24 @@ func (e *env) locker(mutate func(*engine.Config)) *engine.Locker {
 	return l
 }
 
+// proxiedLocker is a Locker (mutate as for e.locker) that reaches every
+// master through a latency proxy, returned in the masters' order.
+func (e *env) proxiedLocker(mutate func(*engine.Config)) (*engine.Locker, []*latencyProxy) {
+	var proxies []*latencyProxy
+	for _, a := range e.cluster.Addrs() {
+		proxies = append(proxies, newLatencyProxy(e.t, a, 0, nil))
+	}
+	return e.locker(func(c *engine.Config) {
+		if mutate != nil {
+			mutate(c)
+		}
+		c.Masters = nil
+		for _, p := range proxies {
+			c.Masters = append(c.Masters, p.addr())
+		}
+	}), proxies
+}
+
 // get returns the key's value on node i, or "" when absent.
 func (e *env) get(i int, key string) string {
 	e.t.Helper()

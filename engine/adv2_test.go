@@ -11,27 +11,35 @@ import (
 	"github.com/redlock-bench/redlock/engine"
 )
 
+// hungMasterLease is a lease on res on five masters, TTL 1 s, auto-extended
+// every 800 ms with the given node timeout, after which the fifth master
+// is stopped (SIGSTOP) until the test ends.
+func hungMasterLease(t *testing.T, nodeTimeout time.Duration, res string) *engine.Lease {
+	t.Helper()
+	e := newEnv(t, 5)
+	l := e.locker(func(c *engine.Config) {
+		c.TTL = time.Second
+		c.NodeTimeout = nodeTimeout
+		c.AutoExtend = true
+		c.ExtendEvery = 800 * time.Millisecond
+	})
+	le, err := l.TryLock(context.Background(), res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { le.Release(context.Background()) })
+	if err := e.cluster.Nodes[4].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.cluster.Nodes[4].Resume() })
+	return le
+}
+
 // An Extend that a quorum answers at once, with one master hung (SIGSTOP)
 // and less validity left than the node timeout: waiting for the hung
 // master must not make it fail, nor end an auto-extended lease as lost.
 func TestHungMasterDoesNotFailAnExtendAQuorumAnswered(t *testing.T) {
-	e := newEnv(t, 5)
-	l := e.locker(func(c *engine.Config) {
-		c.TTL = time.Second
-		c.NodeTimeout = 400 * time.Millisecond
-		c.AutoExtend = true
-		c.ExtendEvery = 800 * time.Millisecond
-	})
-	ctx := context.Background()
-	le, err := l.TryLock(ctx, "hung-extend")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer le.Release(ctx)
-	if err := e.cluster.Nodes[4].Pause(); err != nil {
-		t.Fatal(err)
-	}
-	defer e.cluster.Nodes[4].Resume()
+	le := hungMasterLease(t, 400*time.Millisecond, "hung-extend")
 	// The first auto-extension comes with 200 ms of validity left, less
 	// than the node timeout.
 	time.Sleep(1100 * time.Millisecond)
@@ -164,23 +172,8 @@ func TestLockStormRacingClose(t *testing.T) {
 // on, and must not be cut short by the validity it saw before, which
 // would end a lease valid for another second as lost.
 func TestAutoExtensionAfterAnExtendWithAMasterHung(t *testing.T) {
-	e := newEnv(t, 5)
-	l := e.locker(func(c *engine.Config) {
-		c.TTL = time.Second
-		c.NodeTimeout = 450 * time.Millisecond
-		c.AutoExtend = true
-		c.ExtendEvery = 800 * time.Millisecond
-	})
 	ctx := context.Background()
-	le, err := l.TryLock(ctx, "auto-after-extend")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer le.Release(ctx)
-	if err := e.cluster.Nodes[4].Pause(); err != nil {
-		t.Fatal(err)
-	}
-	defer e.cluster.Nodes[4].Resume()
+	le := hungMasterLease(t, 450*time.Millisecond, "auto-after-extend")
 	// The auto-extension fires at 800 ms, during this Extend, which waits
 	// for the hung master until shortly before the validity (988 ms).
 	time.Sleep(760 * time.Millisecond)

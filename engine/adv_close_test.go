@@ -29,12 +29,7 @@ func TestHandOffRacingCloseLeavesNoKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a2 := make(chan result, 1)
-	go func() {
-		le, err := lA.Lock(ctx, res)
-		a2 <- result{1, le, err, time.Now()}
-	}()
-	eventually(t, 5*time.Second, "the second goroutine queued at the gate", func() bool { return lA.GateWaiting(res) == 1 })
+	a2 := lockAtGate(t, ctx, lA, res)
 	for _, p := range slow {
 		p.delay.Store(int64(delay))
 	}
@@ -97,4 +92,18 @@ func TestTryLockRacingCloseLeavesNoKey(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// lockAtGate starts a Lock of res on l in another goroutine and waits
+// until it is queued at the gate, behind a holder in this process; its
+// result comes on the channel.
+func lockAtGate(t *testing.T, ctx context.Context, l *engine.Locker, res string) <-chan result {
+	t.Helper()
+	c := make(chan result, 1)
+	go func() {
+		le, err := l.Lock(ctx, res)
+		c <- result{1, le, err, time.Now()}
+	}()
+	eventually(t, 5*time.Second, "a second goroutine queued at the gate", func() bool { return l.GateWaiting(res) == 1 })
+	return c
 }

@@ -35,46 +35,14 @@ func TestStaleShorterExtendAfterALongerOne(t *testing.T) {
 		if err := a.Extend(ctx, short); err == nil {
 			t.Fatal("set-up: Extend reached a quorum with two masters stalled")
 		}
-		for _, p := range sp {
-			p.stall.Store(false)
-			p.breakStalled()
-		}
-		// Nothing more goes into the broken connections.
-		eventually(t, 5*time.Second, "A on new connections to both masters", func() bool {
-			if le, err := lA.TryLock(ctx, "other"); err == nil {
-				le.Release(ctx)
-			}
-			return sp[0].newConns.Load() > 0 && sp[1].newConns.Load() > 0
-		})
+		breakAndReconnect(t, lA, sp)
 		if err := a.Extend(ctx, 5*time.Second); err != nil {
 			t.Fatalf("the longer Extend, on new connections: %v", err)
 		}
-		if !within(time.Second, func() bool { return e.pttl(1, res) > 4000 && e.pttl(2, res) > 4000 }) {
-			t.Logf("set-up %d: the longer Extend went into a broken connection; again", try)
-			continue
+		if e.staleExtendRan(t, sp, lB, a, res, 4000, short.Milliseconds()) {
+			return
 		}
-		t.Logf("after the longer Extend: valid for %s", a.Validity())
-		for _, p := range sp {
-			p.flushStalled()
-		}
-		if !within(time.Second, func() bool {
-			return e.pttl(1, res) <= int64(short/time.Millisecond) && e.pttl(2, res) <= int64(short/time.Millisecond)
-		}) {
-			t.Logf("set-up %d: a stale PEXPIRE did not run after the longer one; again", try)
-			continue
-		}
-		eventually(t, 5*time.Second, "the keys of masters 1 and 2 expired", func() bool {
-			return e.get(1, res) == "" && e.get(2, res) == ""
-		})
-		b, err := lB.TryLock(ctx, res)
-		if err != nil {
-			t.Fatalf("B, with the keys gone on two masters: %v", err)
-		}
-		defer b.Release(ctx)
-		if a.Err() == nil && a.Validity() > 0 {
-			t.Fatalf("two holders: A's lease is trusted for %s more while B holds the resource", a.Validity())
-		}
-		return
+		t.Logf("set-up %d: the timing did not come about; again", try)
 	}
 	t.Fatal("set-up: the stale PEXPIREs never ran after the longer Extend")
 }
@@ -101,6 +69,59 @@ func (e *env) pttl(i int, key string) int64 {
 	c := e.direct[i]
 	ms, _ := c.Do(context.Background(), c.B().Pttl().Key(key).Build()).AsInt64()
 	return ms
+}
+
+// breakAndReconnect lets sp's connections go and breaks them under what
+// they held back, then waits until lA reaches both masters again on new
+// connections: nothing more goes into the broken ones.
+func breakAndReconnect(t *testing.T, lA *engine.Locker, sp []*stallProxy) {
+	t.Helper()
+	ctx := context.Background()
+	for _, p := range sp {
+		p.stall.Store(false)
+		p.breakStalled()
+	}
+	eventually(t, 5*time.Second, "A on new connections to both masters", func() bool {
+		if le, err := lA.TryLock(ctx, "other"); err == nil {
+			le.Release(ctx)
+		}
+		return sp[0].newConns.Load() > 0 && sp[1].newConns.Load() > 0
+	})
+}
+
+// staleExtendRan checks the end of the stale-PEXPIRE attacks: once a
+// longer Extend left more than longMS on masters 1 and 2, the shorter
+// PEXPIREs held back in sp are let through; once they ran (shortMS or
+// less left) and the keys expired there, lB takes res, and lease a must
+// not be trusted. It reports false when the set-up's timing did not come
+// about (a command went into a broken connection, or the stale ones did
+// not run last), to try again.
+func (e *env) staleExtendRan(t *testing.T, sp []*stallProxy, lB *engine.Locker, a *engine.Lease, res string, longMS, shortMS int64) bool {
+	t.Helper()
+	if !within(time.Second, func() bool { return e.pttl(1, res) > longMS && e.pttl(2, res) > longMS }) {
+		t.Log("the longer Extend went into a broken connection")
+		return false
+	}
+	for _, p := range sp {
+		p.flushStalled()
+	}
+	if !within(time.Second, func() bool { return e.pttl(1, res) <= shortMS && e.pttl(2, res) <= shortMS }) {
+		t.Log("a stale PEXPIRE did not run after the longer one")
+		return false
+	}
+	eventually(t, 5*time.Second, "the keys of masters 1 and 2 expired", func() bool {
+		return e.get(1, res) == "" && e.get(2, res) == ""
+	})
+	ctx := context.Background()
+	b, err := lB.TryLock(ctx, res)
+	if err != nil {
+		t.Fatalf("B, with the keys gone on two masters: %v", err)
+	}
+	defer b.Release(ctx)
+	if a.Err() == nil && a.Validity() > 0 {
+		t.Fatalf("two holders: the extended lease is trusted for %s more while B holds the resource", a.Validity())
+	}
+	return true
 }
 
 // within reports whether cond held at some point within d.
@@ -131,12 +152,7 @@ func TestStaleExtendAfterAHandOff(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a2c := make(chan result, 1)
-		go func() {
-			le, err := lA.Lock(ctx, res)
-			a2c <- result{1, le, err, time.Now()}
-		}()
-		eventually(t, 5*time.Second, "the second goroutine queued at the gate", func() bool { return lA.GateWaiting(res) == 1 })
+		a2c := lockAtGate(t, ctx, lA, res)
 		for _, p := range sp {
 			p.stall.Store(true)
 		}
@@ -150,42 +166,14 @@ func TestStaleExtendAfterAHandOff(t *testing.T) {
 		if a2.err != nil || a2.le.Wait().Cause != engine.WakeHandoff {
 			t.Fatalf("set-up: the second goroutine was not handed the lease: %v", a2.err)
 		}
-		for _, p := range sp {
-			p.stall.Store(false)
-			p.breakStalled()
-		}
-		eventually(t, 5*time.Second, "A on new connections to both masters", func() bool {
-			if le, err := lA.TryLock(ctx, "other"); err == nil {
-				le.Release(ctx)
-			}
-			return sp[0].newConns.Load() > 0 && sp[1].newConns.Load() > 0
-		})
+		breakAndReconnect(t, lA, sp)
 		if err := a2.le.Extend(ctx, 3*ttl); err != nil {
 			t.Fatalf("the successor's longer Extend, on new connections: %v", err)
 		}
-		if !within(time.Second, func() bool { return e.pttl(1, res) > 2000 && e.pttl(2, res) > 2000 }) {
-			t.Logf("set-up %d: the longer Extend went into a broken connection; again", try)
-			continue
+		if e.staleExtendRan(t, sp, lB, a2.le, res, 2000, 1000) {
+			return
 		}
-		for _, p := range sp {
-			p.flushStalled()
-		}
-		if !within(time.Second, func() bool { return e.pttl(1, res) <= 1000 && e.pttl(2, res) <= 1000 }) {
-			t.Logf("set-up %d: a stale PEXPIRE did not run after the longer one; again", try)
-			continue
-		}
-		eventually(t, 5*time.Second, "the keys of masters 1 and 2 expired", func() bool {
-			return e.get(1, res) == "" && e.get(2, res) == ""
-		})
-		b, err := lB.TryLock(ctx, res)
-		if err != nil {
-			t.Fatalf("B, with the keys gone on two masters: %v", err)
-		}
-		defer b.Release(ctx)
-		if a2.le.Err() == nil && a2.le.Validity() > 0 {
-			t.Fatalf("two holders: the successor's lease is trusted for %s more while B holds the resource", a2.le.Validity())
-		}
-		return
+		t.Logf("set-up %d: the timing did not come about; again", try)
 	}
 	t.Fatal("set-up: the stale PEXPIREs never ran after the longer Extend")
 }

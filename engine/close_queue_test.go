@@ -233,12 +233,7 @@ func TestCloseRacingAHandOff(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a2 := make(chan result, 1)
-			go func() {
-				le, err := lA.Lock(ctx, res)
-				a2 <- result{1, le, err, time.Now()}
-			}()
-			eventually(t, 5*time.Second, "A's second goroutine queued at the gate", func() bool { return lA.GateWaiting(res) == 1 })
+			a2 := lockAtGate(t, ctx, lA, res)
 			bGot := make(chan result, 1)
 			go func() {
 				le, err := lB.Lock(ctx, res)

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -174,18 +173,7 @@ func TestChaosInterrupt(t *testing.T) {
 		t.Fatalf("masters not announced: %v", masters)
 	}
 	time.Sleep(3 * time.Second) // the first faults are in
-	cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if exitStatus(err) != 130 {
-			t.Errorf("exit %d after SIGINT, want 130", exitStatus(err))
-		}
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("still running 20s after SIGINT")
-	}
+	interruptAndWait(t, cmd)
 	r := readChaos(t, out)
 	if !r.Interrupted || r.Acquired == 0 {
 		t.Errorf("partial result: interrupted %v, %d locks", r.Interrupted, r.Acquired)

@@ -229,6 +229,24 @@ func readChaos(t *testing.T, dir string) *bench.ChaosResult {
 	return &r
 }
 
+// interruptAndWait sends cmd SIGINT, as Ctrl-C does, and waits for it to
+// exit with the interrupted status, killing it after 20 s.
+func interruptAndWait(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if exitStatus(err) != exitInterrupted {
+			t.Errorf("exit %d after SIGINT, want %d", exitStatus(err), exitInterrupted)
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("still running 20s after SIGINT")
+	}
+}
+
 func exitStatus(err error) int {
 	if err == nil {
 		return 0

@@ -9,9 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/redlock-bench/redlock/bench/scenario"
 )
@@ -115,18 +113,7 @@ func TestScenarioInterrupt(t *testing.T) {
 	for sc.Scan() && !strings.Contains(sc.Text(), "waiting") {
 	}
 	go io.Copy(io.Discard, stderr)
-	cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if exitStatus(err) != exitInterrupted {
-			t.Errorf("exit %d after SIGINT, want %d", exitStatus(err), exitInterrupted)
-		}
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("still running 20s after SIGINT")
-	}
+	interruptAndWait(t, cmd)
 	if !strings.Contains(stdout.String(), "verdict: failover: INTERRUPTED\n") || strings.Contains(stdout.String(), "FAIL") {
 		t.Errorf("stdout:\n%s", stdout.String())
 	}

@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -277,18 +276,7 @@ func TestSweepInterrupt(t *testing.T) {
 		t.Fatalf("masters not announced: %v", masters)
 	}
 	time.Sleep(1500 * time.Millisecond)
-	cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if exitStatus(err) != exitInterrupted {
-			t.Errorf("exit %d after SIGINT, want %d", exitStatus(err), exitInterrupted)
-		}
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("still running 20s after SIGINT")
-	}
+	interruptAndWait(t, cmd)
 	f, err := os.Open(filepath.Join(out, results.SweepJSON))
 	if err != nil {
 		t.Fatal(err)

@@ -63,6 +63,35 @@ func newTelemetry(t testing.TB) *telemetry {
 	return tm
 }
 
+// locker is a Locker on the test masters observed by tm (mutate may
+// change its Config), closed when the test ends.
+func (tm *telemetry) locker(t *testing.T, mutate func(*engine.Config)) *engine.Locker {
+	t.Helper()
+	cfg := engine.DefaultConfig(exampleMasters...)
+	cfg.Quarantine = engine.QuarantineObserved
+	cfg.Observer = tm.obs
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	l, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// otherLocker is an unobserved Locker on the test masters, another owner.
+func otherLocker(t *testing.T, ttl time.Duration) *engine.Locker {
+	t.Helper()
+	l, err := engine.New(context.Background(), engine.Config{Masters: exampleMasters, TTL: ttl, Quarantine: engine.QuarantineObserved})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
 func (tm *telemetry) collect(t *testing.T) metricdata.ResourceMetrics {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
@@ -345,15 +374,7 @@ func TestMetricsAndSpansMatchWhatHappened(t *testing.T) {
 // A lease whose validity runs out while held counts as lost, expired.
 func TestExpiredLeaseCountsAsLost(t *testing.T) {
 	tm := newTelemetry(t)
-	cfg := engine.DefaultConfig(exampleMasters...)
-	cfg.Quarantine = engine.QuarantineObserved
-	cfg.TTL = 200 * time.Millisecond
-	cfg.Observer = tm.obs
-	l, err := engine.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := tm.locker(t, func(c *engine.Config) { c.TTL = 200 * time.Millisecond })
 	le, err := l.TryLock(context.Background(), "expiring")
 	if err != nil {
 		t.Fatal(err)
@@ -444,19 +465,8 @@ func checkInstruments(t *testing.T, rm metricdata.ResourceMetrics, need ...strin
 // ended by the context carry error.type timeout.
 func TestLockGivingUpIsAFailure(t *testing.T) {
 	tm := newTelemetry(t)
-	cfg := engine.DefaultConfig(exampleMasters...)
-	cfg.Quarantine = engine.QuarantineObserved
-	cfg.Observer = tm.obs
-	l, err := engine.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	other, err := engine.New(context.Background(), engine.Config{Masters: exampleMasters, TTL: 5 * time.Second, Quarantine: engine.QuarantineObserved})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	l := tm.locker(t, nil)
+	other := otherLocker(t, 5*time.Second)
 	held, err := other.TryLock(context.Background(), "given-up")
 	if err != nil {
 		t.Fatal(err)
@@ -498,14 +508,7 @@ func TestLockGivingUpIsAFailure(t *testing.T) {
 // the gate waits ended by a hand-off agree, one per hand-off.
 func TestHandoffsAgree(t *testing.T) {
 	tm := newTelemetry(t)
-	cfg := engine.DefaultConfig(exampleMasters...)
-	cfg.Quarantine = engine.QuarantineObserved
-	cfg.Observer = tm.obs
-	l, err := engine.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := tm.locker(t, nil)
 	ctx := context.Background()
 	// A second Lock queues at the gate behind the first holder; whether
 	// it is queued when the holder releases is up to the scheduler, so
@@ -583,21 +586,10 @@ func TestQuarantinedMastersGauge(t *testing.T) {
 // Close ends a waiting Lock: its wait and the call carry error.type closed.
 func TestCloseEndsAWaitAsClosed(t *testing.T) {
 	tm := newTelemetry(t)
-	cfg := engine.DefaultConfig(exampleMasters...)
-	cfg.Quarantine = engine.QuarantineObserved
-	cfg.Observer = tm.obs
 	// After its refused attempt the Lock sleeps until a release is
 	// announced, which none is: Close finds it asleep.
-	cfg.FallbackMin, cfg.FallbackMax = 10*time.Second, 10*time.Second
-	l, err := engine.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := engine.New(context.Background(), engine.Config{Masters: exampleMasters, TTL: 20 * time.Second, Quarantine: engine.QuarantineObserved})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	l := tm.locker(t, func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 10*time.Second, 10*time.Second })
+	other := otherLocker(t, 20*time.Second)
 	held, err := other.TryLock(context.Background(), "closing")
 	if err != nil {
 		t.Fatal(err)

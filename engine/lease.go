@@ -668,14 +668,7 @@ func (le *Lease) extend(ctx context.Context, ttl time.Duration, auto bool) (err 
 	if rctx != ctx && ctx.Err() == nil && errors.Is(t.Err, context.DeadlineExceeded) {
 		// Only the wait was cut short: the masters still silent count
 		// as timed out, not as having answered (see opError).
-		t.Err = nil
-		for i := range t.Votes {
-			if t.Votes[i].Outcome == multiplex.Pending {
-				t.Votes[i] = multiplex.Vote{Outcome: multiplex.Timeout, Err: multiplex.ErrTimeout}
-				t.Pending--
-				t.Timeout++
-			}
-		}
+		t.TimeOutPending()
 	}
 	if unanswered(t.Votes) {
 		le.mu.Lock()

@@ -118,6 +118,21 @@ type Tally struct {
 // Reached reports whether a quorum said OK.
 func (t *Tally) Reached() bool { return t.OK >= t.Quorum }
 
+// TimeOutPending ends a round that its caller stopped waiting for at a
+// deadline of its own (ctx's), as the node timeout would have: the nodes
+// still silent count as timed out, not as pending, and the context's
+// error is cleared. Only for a round whose command went to every node.
+func (t *Tally) TimeOutPending() {
+	t.Err = nil
+	for i := range t.Votes {
+		if t.Votes[i].Outcome == Pending {
+			t.Votes[i] = Vote{Outcome: Timeout, Err: ErrTimeout}
+			t.Pending--
+			t.Timeout++
+		}
+	}
+}
+
 // round is one command in flight to every node. It is shared by the caller
 // (the gatherer) and the node workers, and recycled once the decision is
 // made and every node has answered or given up.

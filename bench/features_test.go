@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/results"
 )
 

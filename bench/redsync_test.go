@@ -11,7 +11,7 @@ import (
 
 	"github.com/go-redsync/redsync/v4"
 
-	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
 var baselines = []string{engineRedsyncRueidis, engineRedsyncGoredis}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/redisproc"
-	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
 // authSetup is a way of protecting the masters, and the Config fields that

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/multiplex"
-	"github.com/redlock-bench/redlock/multiplex/redistest"
 )
 
 // direct opens a plain client to addr for set-up and inspection.

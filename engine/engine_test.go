@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/engine"
-	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
 // env is a set of real masters with a direct client to each, for set-up and

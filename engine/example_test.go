@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
-	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
 // exampleMasters is set by TestMain: Example functions cannot start servers

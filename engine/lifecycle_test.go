@@ -15,7 +15,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/engine"
-	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/internal/redistest"
 	"pgregory.net/rapid"
 )
 

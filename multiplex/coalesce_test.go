@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/multiplex"
-	"github.com/redlock-bench/redlock/multiplex/redistest"
 )
 
 // A mixed batch: two coalesced scripts, one taking one or two arguments,

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
 // orderedReplies keeps the values of the replies in the order they came.

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/multiplex"
-	"github.com/redlock-bench/redlock/multiplex/redistest"
 )
 
 // forwarder is a TCP relay on a free loopback port whose target can be

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/multiplex"
-	"github.com/redlock-bench/redlock/multiplex/redistest"
 )
 
 var incrScript = multiplex.NewScript(`return redis.call("INCR", KEYS[1])`)

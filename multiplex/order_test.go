@@ -7,8 +7,8 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/multiplex"
-	"github.com/redlock-bench/redlock/multiplex/redistest"
 )
 
 // Commands for one key reach a master in the order they were submitted,

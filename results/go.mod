@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/invopop/jsonschema v0.14.0
+	github.com/redlock-bench/redlock v0.0.0
 )
 
 require (

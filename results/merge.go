@@ -14,7 +14,7 @@ import (
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/redlock-bench/redlock/results/version"
+	"github.com/redlock-bench/redlock/internal/version"
 )
 
 // MergeJSON is the file that describes a merged run: its sources, the

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-bench/redlock/results/version"
+	"github.com/redlock-bench/redlock/internal/version"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlock-bench/redlock/results/version"
+	"github.com/redlock-bench/redlock/internal/version"
 )
 
 // SummarySchemaVersion is the version of summary.json's format that this

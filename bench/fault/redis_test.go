@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
 // These tests run against real redis-server processes: each fault is

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/internal/redisproc"
-	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
 // secret is the masters' password: long and odd enough that finding it in

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/bench"
-	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
 // runChaos runs the built command and returns its exit status, stdout and

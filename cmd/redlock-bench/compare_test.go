@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/bench"
-	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/results"
 )
 

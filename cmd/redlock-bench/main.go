@@ -11,7 +11,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/redlock-bench/redlock/results/version"
+	"github.com/redlock-bench/redlock/internal/version"
 )
 
 const usage = `redlock-bench drives a distributed lock under load and measures it.

@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/redlock-bench/redlock/results/version"
+	"github.com/redlock-bench/redlock/internal/version"
 )
 
 const usage = `redlock runs commands under a distributed lock (Redlock) held on

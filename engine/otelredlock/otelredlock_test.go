@@ -21,7 +21,7 @@ import (
 
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/engine/otelredlock"
-	"github.com/redlock-bench/redlock/multiplex/redistest"
+	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
 // exampleMasters is set by TestMain, for the examples and benchmarks.

@@ -2,7 +2,7 @@
 // free loopback ports, and talks to them for set-up and probes.
 //
 // The load generator (bench, bench/scenario) starts its local masters with
-// it, and the tests use it through the test-only wrapper multiplex/redistest
+// it, and the tests use it through the test-only wrapper internal/redistest
 // to run the lock against real masters and to inject process faults (kill,
 // pause, restart). It is not part of the lock: engine and multiplex must
 // not import it.

@@ -5,8 +5,8 @@
 //
 // A release build sets them with the linker:
 //
-//	go build -ldflags "-X github.com/redlock-bench/redlock/results/version.Version=v1.2.0 \
-//	    -X github.com/redlock-bench/redlock/results/version.Revision=$(git rev-parse HEAD)" ./cmd/redlock-bench
+//	go build -ldflags "-X github.com/redlock-bench/redlock/internal/version.Version=v1.2.0 \
+//	    -X github.com/redlock-bench/redlock/internal/version.Revision=$(git rev-parse HEAD)" ./cmd/redlock-bench
 package version
 
 import (

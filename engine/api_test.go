@@ -64,7 +64,7 @@ func TestVotesErrorCopiesVotes(t *testing.T) {
 	if e.Votes[0].Outcome != OutcomeRefused || e.Votes[0].value != 7 || e.Votes[1].Outcome != OutcomeFailed {
 		t.Fatalf("votes not carried over: %+v", e.Votes)
 	}
-	want := `engine: acquire "r": not acquired: held by another owner (0 ok, 1 refused, 1 error, 0 timeout, 1 pending; quorum 2 of 3); b:2: error: multiplex: node quarantined after restart`
+	want := `engine: acquire "r": not acquired: held by another owner (0 ok, 1 refused, 1 error, 0 timeout, 1 pending; quorum 2 of 3); b:2: error: quarantined`
 	if before != want {
 		t.Fatalf("Error():\n got %s\nwant %s", before, want)
 	}

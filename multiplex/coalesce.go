@@ -190,7 +190,7 @@ func (p *Pool) finishMulti(ctx context.Context, c rueidis.Client, g *group, res 
 	arr, err := res.ToArray()
 	if err == nil && len(arr) != len(g.tasks) {
 		// Not a reply from Redis: the keys may or may not have been acted on.
-		res = rueidis.NewErrorResult(fmt.Errorf("multiplex: coalesced script answered %d replies for %d keys", len(arr), len(g.tasks)))
+		res = rueidis.NewErrorResult(fmt.Errorf("coalesced script answered %d replies for %d keys", len(arr), len(g.tasks)))
 		err = res.Error()
 	}
 	for j, t := range g.tasks {

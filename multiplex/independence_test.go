@@ -320,6 +320,14 @@ func TestAddressMovedToLongRunningServerIsQuarantined(t *testing.T) {
 						time.Since(moved), tally, p.Status()[0])
 				}
 				if errors.Is(v.Err, multiplex.ErrQuarantined) && v.Outcome == multiplex.Failed {
+					// The vote's error says why and until when.
+					var qe *multiplex.QuarantineError
+					if !errors.As(v.Err, &qe) || !qe.Restarted || qe.MaxTTL != maxTTL || !strings.Contains(qe.Error(), "run_id changed") {
+						t.Fatalf("quarantined vote's error: %#v", v.Err)
+					}
+					if st := p.Status()[0]; !qe.Until.Equal(st.QuarantinedUntil) {
+						t.Fatalf("error says until %v, status %v", qe.Until, st.QuarantinedUntil)
+					}
 					break
 				}
 				if time.Since(moved) > maxTTL {

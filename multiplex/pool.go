@@ -60,24 +60,27 @@ const (
 	DefaultReconnectInterval = 500 * time.Millisecond
 )
 
-// Errors a caller can branch on.
+// Errors a caller can branch on. They carry no package prefix: they
+// appear inside a caller's messages, per node ("10.0.0.1:6379: timeout: no
+// reply within the node timeout"), and so do Dial's errors, which the
+// caller prefixes with its own name.
 var (
 	// ErrUnreachable: too many masters could not be reached at start-up for
 	// a quorum to be possible. The error text names each address and cause.
-	ErrUnreachable = errors.New("multiplex: too many masters unreachable for a quorum")
+	ErrUnreachable = errors.New("too many masters unreachable for a quorum")
 	// ErrClosed: the pool was closed.
-	ErrClosed = errors.New("multiplex: pool closed")
+	ErrClosed = errors.New("pool closed")
 	// ErrNotConnected: the node has not been reached since start-up.
-	ErrNotConnected = errors.New("multiplex: node not connected")
+	ErrNotConnected = errors.New("not connected")
 	// ErrTimeout: the node did not answer within the node timeout.
-	ErrTimeout = errors.New("multiplex: node timeout")
+	ErrTimeout = errors.New("no reply within the node timeout")
 	// ErrNotSent: the round failed before the command left, so it was
 	// dropped (Command.SkipIfFailed).
-	ErrNotSent = errors.New("multiplex: not sent: round already failed")
+	ErrNotSent = errors.New("not sent: the round had already failed")
 	// ErrOverloaded: the node's workers are all busy and its queue is
 	// full (it has stopped answering, or is far behind); the command was
 	// not sent.
-	ErrOverloaded = errors.New("multiplex: node overloaded: too many commands in flight")
+	ErrOverloaded = errors.New("overloaded: too many commands in flight")
 )
 
 // Options configure a Pool. Zero values are replaced by the defaults above.
@@ -223,6 +226,7 @@ type Node struct {
 
 	down       atomic.Bool  // the last command failed on the connection
 	quarantine atomic.Int64 // deadline as nanoseconds since Pool.epoch
+	qerr       atomic.Pointer[QuarantineError]
 	restarts   atomic.Int64
 
 	ok, refused, failed, timedOut atomic.Int64
@@ -285,7 +289,7 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		o.PipelineMultiplex = DefaultPipelineMultiplex
 	}
 	if o.PipelineMultiplex > rueidis.MaxPipelineMultiplex {
-		return nil, fmt.Errorf("multiplex: PipelineMultiplex %d exceeds %d", o.PipelineMultiplex, rueidis.MaxPipelineMultiplex)
+		return nil, fmt.Errorf("PipelineMultiplex %d exceeds %d", o.PipelineMultiplex, rueidis.MaxPipelineMultiplex)
 	}
 	switch {
 	case o.MaxFlushDelay == 0:
@@ -306,10 +310,10 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		o.Quarantine = QuarantineAlways
 	}
 	if o.Quarantine > QuarantineAlways {
-		return nil, fmt.Errorf("multiplex: unknown Quarantine policy %d", o.Quarantine)
+		return nil, fmt.Errorf("unknown Quarantine policy %d", o.Quarantine)
 	}
 	if o.Quarantine != QuarantineOff && o.MaxTTL <= 0 {
-		return nil, fmt.Errorf("multiplex: MaxTTL must be > 0 with Quarantine %s, got %s", o.Quarantine, o.MaxTTL)
+		return nil, fmt.Errorf("MaxTTL must be > 0 with Quarantine %s, got %s", o.Quarantine, o.MaxTTL)
 	}
 	p := &Pool{
 		slots:       make([]slot, o.MaxRounds),
@@ -363,19 +367,19 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		p.Close()
 		return nil, fmt.Errorf("%w: %s", ErrNotIndependent, strings.Join(dependent, "; "))
 	}
-	var down []string
+	var down []*Node
 	for _, node := range p.nodes {
 		if c := node.client.Load(); c != nil && !p.hasBuilder() {
 			p.builder = (*c).B()
 		}
-		if err := node.Err(); err != nil {
-			down = append(down, fmt.Sprintf("%s (%v)", node.Addr, err))
+		if node.Err() != nil {
+			down = append(down, node)
 		}
 	}
 	if len(down) > n-p.quorum {
 		p.Close()
 		return nil, fmt.Errorf("%w: %d of %d down, quorum needs %d: %s",
-			ErrUnreachable, len(down), n, p.quorum, strings.Join(down, "; "))
+			ErrUnreachable, len(down), n, p.quorum, causes(down))
 	}
 	for _, node := range p.nodes {
 		if node.client.Load() == nil {
@@ -389,6 +393,32 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 }
 
 func (p *Pool) hasBuilder() bool { return p.builder != rueidis.Builder{} }
+
+// causes lists nodes by why they are down, masters with the same cause
+// together ("a:1, b:2 (AUTH ... refused: WRONGPASS ...); c:3 (...)"), so
+// that five masters refusing one password read as one problem.
+func causes(nodes []*Node) string {
+	var order []string
+	byCause := make(map[string][]string)
+	for _, n := range nodes {
+		c := cause(n.Err(), n.Addr)
+		if byCause[c] == nil {
+			order = append(order, c)
+		}
+		byCause[c] = append(byCause[c], n.Addr)
+	}
+	parts := make([]string, len(order))
+	for i, c := range order {
+		parts[i] = strings.Join(byCause[c], ", ") + " (" + c + ")"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// cause is err's message without addr, which the list names already: a
+// dial error's text repeats it ("dial tcp 10.0.0.1:6379: connect: ...").
+func cause(err error, addr string) string {
+	return strings.Replace(err.Error(), "dial tcp "+addr+": ", "dial tcp: ", 1)
+}
 
 // AddrError is a master address that cannot be used: not host:port with a
 // port in 1-65535, or listed twice (two votes from one server would fake a
@@ -406,9 +436,9 @@ type AddrError struct {
 
 func (e *AddrError) Error() string {
 	if e.First >= 0 {
-		return fmt.Sprintf("multiplex: address %q given twice (Addrs[%d] and Addrs[%d]): masters must be distinct", e.Addr, e.First, e.Index)
+		return fmt.Sprintf("address %q given twice (Addrs[%d] and Addrs[%d]): masters must be distinct", e.Addr, e.First, e.Index)
 	}
-	return fmt.Sprintf("multiplex: address %q: %s", e.Addr, e.Reason)
+	return fmt.Sprintf("address %q: %s", e.Addr, e.Reason)
 }
 
 // addrProblem is the one rule for a master's address: host:port with a
@@ -430,7 +460,7 @@ func addrProblem(a string) string {
 // an *AddrError.
 func ValidateAddrs(addrs []string) error {
 	if len(addrs) == 0 {
-		return errors.New("multiplex: Addrs is empty: at least one master is needed")
+		return errors.New("Addrs is empty: at least one master is needed")
 	}
 	seen := make(map[string]int, len(addrs))
 	for i, a := range addrs {

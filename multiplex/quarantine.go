@@ -69,14 +69,39 @@ var (
 	// ErrQuarantined is a node's vote while its yes cannot be counted: its
 	// run_id changed (or, with QuarantineAlways, it was young when first
 	// seen) less than MaxTTL ago.
-	ErrQuarantined = errors.New("multiplex: node quarantined after restart")
+	// *QuarantineError says until when and why.
+	ErrQuarantined = errors.New("quarantined")
 	// ErrNotIndependent: two addresses reach the same server (they report
 	// the same run_id), or a master is a replica. Either would let one
 	// process, or one replication chain, cast several votes. Dial fails
 	// with it, naming the addresses; a node that connects later in that
 	// state is kept out, with the error in Node.Err.
-	ErrNotIndependent = errors.New("multiplex: masters not independent")
+	ErrNotIndependent = errors.New("masters not independent")
 )
+
+// QuarantineError is the vote of a quarantined node: it answered yes, but
+// its yes cannot count until Until. errors.Is matches ErrQuarantined.
+type QuarantineError struct {
+	// Until is when the node's votes count again.
+	Until time.Time
+	// Restarted: the pool saw the node's run_id change (a restart, a
+	// failover, or an address that moved to another server). Otherwise
+	// the node was younger than MaxTTL when first seen (QuarantineAlways),
+	// Uptime old.
+	Restarted bool
+	Uptime    time.Duration
+	MaxTTL    time.Duration
+}
+
+func (e *QuarantineError) Error() string {
+	until := e.Until.Round(0).Format("15:04:05.000")
+	if e.Restarted {
+		return "quarantined until " + until + ": its run_id changed (a restart or failover)"
+	}
+	return fmt.Sprintf("quarantined until %s: up %s when first seen, under MaxTTL %s", until, e.Uptime, e.MaxTTL)
+}
+
+func (e *QuarantineError) Is(target error) bool { return target == ErrQuarantined }
 
 // dependenceError is ErrNotIndependent with the addresses at fault.
 type dependenceError struct{ detail string }
@@ -151,35 +176,43 @@ func (p *Pool) quarantinedUntil(n *Node) time.Time {
 	return p.epoch.Add(time.Duration(q))
 }
 
-// countable reports whether a yes from n may count toward a quorum now.
+// countable reports whether a yes from n may count toward a quorum now:
+// nil, or n's *QuarantineError.
 func (p *Pool) countable(n *Node) error {
 	if p.policy == QuarantineOff {
 		return nil
 	}
 	if q := n.quarantine.Load(); q != 0 && int64(time.Since(p.epoch)) < q {
+		if e := n.qerr.Load(); e != nil {
+			return e
+		}
 		return ErrQuarantined
 	}
 	return nil
 }
 
-// quarantineFor keeps n out of the vote for d from now.
-func (p *Pool) quarantineFor(n *Node, d time.Duration) {
+// quarantineFor keeps n out of the vote for d from now; e says why, and
+// is what n's votes fail with meanwhile.
+func (p *Pool) quarantineFor(n *Node, d time.Duration, e QuarantineError) {
 	if d <= 0 || p.policy == QuarantineOff {
 		return
 	}
 	until := int64(time.Since(p.epoch) + d)
-	for {
-		old := n.quarantine.Load()
-		if old >= until || n.quarantine.CompareAndSwap(old, until) {
-			return
-		}
+	e.Until, e.MaxTTL = p.epoch.Add(time.Duration(until)), p.maxTTL
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.quarantine.Load() < until {
+		// The error first: a vote that sees the new deadline finds an
+		// error at least as late.
+		n.qerr.Store(&e)
+		n.quarantine.Store(until)
 	}
 }
 
 // firstSeen applies the policy to a node's first connection.
 func (p *Pool) firstSeen(n *Node, info ServerInfo) {
 	if p.policy == QuarantineAlways && info.Uptime < p.maxTTL {
-		p.quarantineFor(n, p.maxTTL-info.Uptime)
+		p.quarantineFor(n, p.maxTTL-info.Uptime, QuarantineError{Uptime: info.Uptime})
 	}
 }
 
@@ -331,7 +364,7 @@ func (p *Pool) observe(n *Node, info ServerInfo) error {
 	switch {
 	case restarted:
 		n.restarts.Add(1)
-		p.quarantineFor(n, p.maxTTL)
+		p.quarantineFor(n, p.maxTTL, QuarantineError{Restarted: true})
 	case first:
 		p.firstSeen(n, info)
 	}
@@ -365,7 +398,11 @@ func rawInfo(conn net.Conn, deadline time.Time, user, pass string) (ServerInfo, 
 			if user != "" {
 				who = "user " + strconv.Quote(user)
 			}
-			return ServerInfo{}, fmt.Errorf("AUTH as %s refused: %s", who, line[1:])
+			hint := ""
+			if strings.Contains(line, "without any password configured") {
+				hint = " (the master has no password: give none)"
+			}
+			return ServerInfo{}, fmt.Errorf("AUTH as %s refused: %s%s", who, line[1:], hint)
 		}
 	}
 	sent := time.Now()

@@ -3,41 +3,47 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
-// Sentinel errors, one per category a caller branches on.
+// Sentinel errors, one per category a caller branches on with errors.Is.
+// Their text carries no prefix: the engine's errors wrap them in one that
+// starts "engine: " and names the operation and resource once.
 var (
-	// ErrNotAcquired: the resource is held by someone else (contention).
-	// Enough masters answered; too many of them refused.
-	ErrNotAcquired = errors.New("engine: not acquired: held by another owner")
-	// ErrNoQuorum: too many masters failed or timed out for a quorum to be
-	// possible, whoever holds the resource (an outage, not contention).
-	ErrNoQuorum = errors.New("engine: no quorum: too many masters failed")
+	// ErrNotAcquired: the resource is held by someone else (contention),
+	// in another process or by another goroutine of this Locker. Enough
+	// masters answered; too many of them refused.
+	ErrNotAcquired = errors.New("not acquired: held by another owner")
+	// ErrNoQuorum: too many masters failed, timed out or were quarantined
+	// for a quorum to be possible, whoever holds the resource (an outage,
+	// not contention).
+	ErrNoQuorum = errors.New("no quorum: too many masters failed")
 	// ErrNotHeld: the lease is not (or no longer) held on a quorum: it was
 	// released, or its keys expired or were taken over.
-	ErrNotHeld = errors.New("engine: lease not held")
+	ErrNotHeld = errors.New("lease not held")
 	// ErrLeaseExpired: the lease's validity ran out before the operation.
-	ErrLeaseExpired = errors.New("engine: lease expired")
+	ErrLeaseExpired = errors.New("lease expired")
 	// ErrWrongType: the resource's key exists with a non-string type, so it
 	// cannot be a lock. Some other program uses the same key.
-	ErrWrongType = errors.New("engine: resource key holds the wrong type")
+	ErrWrongType = errors.New("resource key holds the wrong type: another program uses it")
 	// ErrLockLost: an auto-extension missed the quorum, so the lock can no
 	// longer be trusted although its validity had not run out.
-	ErrLockLost = errors.New("engine: lock lost")
+	ErrLockLost = errors.New("lock lost")
 	// ErrReleased: the lease was released.
-	ErrReleased = errors.New("engine: lease released")
+	ErrReleased = errors.New("lease released")
 	// ErrClosed: the Locker was closed.
-	ErrClosed = errors.New("engine: locker closed")
+	ErrClosed = errors.New("locker closed")
 	// ErrEmptyResource: a resource name must not be empty.
-	ErrEmptyResource = errors.New("engine: empty resource name")
+	ErrEmptyResource = errors.New("empty resource name")
 	// ErrReservedResource: the resource's key (KeyPrefix + name) starts
 	// with the engine's internal namespace ("\xffredlock:"), where the
 	// fencing counters live.
-	ErrReservedResource = errors.New("engine: resource key in the engine's reserved namespace")
+	ErrReservedResource = errors.New("resource key in the engine's reserved namespace")
 	// ErrUnreachable: New could not reach enough masters for a quorum;
 	// the error names each address and its cause.
 	ErrUnreachable = multiplex.ErrUnreachable
@@ -45,6 +51,34 @@ var (
 	// replica, among the masters, and names them.
 	ErrNotIndependent = multiplex.ErrNotIndependent
 )
+
+// opError is an error of the engine's: its own one-line message, and the
+// errors it stands for, for errors.Is and errors.As.
+type opError struct {
+	msg  string
+	errs []error
+}
+
+func (e *opError) Error() string   { return e.msg }
+func (e *opError) Unwrap() []error { return e.errs }
+
+// errorf makes an opError: "engine: " and the formatted message, in which
+// each error argument reads without its own "engine: " prefix and is
+// wrapped. Use %v for the errors.
+func errorf(format string, args ...any) error {
+	var errs []error
+	for i, a := range args {
+		if err, ok := a.(error); ok {
+			errs = append(errs, err)
+			args[i] = trimPrefix(err)
+		}
+	}
+	return &opError{msg: "engine: " + fmt.Sprintf(format, args...), errs: errs}
+}
+
+// trimPrefix is err's message without the "engine: " it starts with, for
+// an error embedded in another of the engine's.
+func trimPrefix(err error) string { return strings.TrimPrefix(err.Error(), "engine: ") }
 
 // ErrQuarantined is a master's vote while its yes cannot be counted (see
 // QuarantinePolicy); a *NodeError's Err matches it with errors.Is.
@@ -138,7 +172,7 @@ func (e *VotesError) Error() string {
 	fmt.Fprintf(&b, " %q: ", e.Resource)
 	switch {
 	case e.Kind != nil:
-		b.WriteString(strings.TrimPrefix(e.Kind.Error(), "engine: "))
+		b.WriteString(e.Kind.Error())
 	case e.Err != nil:
 		b.WriteString(e.Err.Error())
 	}
@@ -148,17 +182,67 @@ func (e *VotesError) Error() string {
 	}
 	fmt.Fprintf(&b, " (%d ok, %d refused, %d error, %d timeout, %d pending; quorum %d of %d)",
 		e.OK, e.Refused, e.Failed, e.Timeout, e.Pending, e.Quorum, len(e.Votes))
-	if e.wrongType() {
+	if e.Kind != ErrWrongType && e.wrongType() {
 		b.WriteString(": ")
-		b.WriteString(strings.TrimPrefix(ErrWrongType.Error(), "engine: "))
+		b.WriteString(ErrWrongType.Error())
 	}
+	var quarantined *multiplex.QuarantineError
 	for i, v := range e.Votes {
-		if v.Outcome == OutcomeFailed || v.Outcome == OutcomeTimeout {
-			b.WriteString("; ")
-			b.WriteString((&NodeError{Addr: e.addr(i), Outcome: v.Outcome, Err: v.Err}).Error())
+		if v.Outcome != OutcomeFailed && v.Outcome != OutcomeTimeout {
+			continue
 		}
+		b.WriteString("; ")
+		var qe *multiplex.QuarantineError
+		if errors.As(v.Err, &qe) {
+			// The why, and what to do, once for all of them below.
+			quarantined = qe
+			b.WriteString(e.addr(i) + ": quarantined")
+			continue
+		}
+		b.WriteString((&NodeError{Addr: e.addr(i), Outcome: v.Outcome, Err: v.Err}).Error())
+	}
+	if quarantined != nil {
+		b.WriteString(quarantineAdvice(quarantined, e.QuarantinedUntil()))
 	}
 	return b.String()
+}
+
+// quarantineAdvice says why masters are quarantined, until when, and how
+// to choose otherwise, for an error's message. qe is one of them; until
+// is when a quorum can vote again (zero when the quarantine alone did not
+// sink the quorum).
+func quarantineAdvice(qe *multiplex.QuarantineError, until time.Time) string {
+	var b strings.Builder
+	if !until.IsZero() {
+		fmt.Fprintf(&b, "; a quorum can vote again at %s", until.Round(0).Format("15:04:05.000"))
+	}
+	if qe.Restarted {
+		fmt.Fprintf(&b, "; a quarantined master restarted or failed over (its run_id changed) and may have forgotten the locks it granted, so its votes wait MaxTTL (%s)", qe.MaxTTL)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "; a quarantined master was up for less than MaxTTL (%s) when this Locker first saw it, and may have restarted and forgotten locks, so its votes wait until it is MaxTTL old (Config.Quarantine = QuarantineObserved trusts masters first seen young: right for masters just started that hold no locks)", qe.MaxTTL)
+	return b.String()
+}
+
+// QuarantinedUntil is when enough of the masters whose votes were
+// quarantined count again for the quorum to be possible, given the other
+// masters' answers; zero when the quarantine did not decide the failure.
+func (e *VotesError) QuarantinedUntil() time.Time {
+	var until []time.Time
+	for _, v := range e.Votes {
+		var qe *multiplex.QuarantineError
+		if v.Outcome == OutcomeFailed && errors.As(v.Err, &qe) {
+			until = append(until, qe.Until)
+		}
+	}
+	// The masters that may still say yes, besides the quarantined ones.
+	possible := len(e.Votes) - e.Failed - e.Timeout
+	need := e.Quorum - possible
+	if need <= 0 || need > len(until) {
+		return time.Time{}
+	}
+	slices.SortFunc(until, func(a, b time.Time) int { return a.Compare(b) })
+	return until[need-1]
 }
 
 func (e *VotesError) addr(i int) string {

@@ -124,23 +124,57 @@ func (le *Lease) initVotes(n int) {
 	}
 }
 
+// A nil *Lease, what a failed Lock or TryLock returns, is a lease that
+// is not held: its methods do not panic. Validity is 0, Done is closed,
+// Err and Context's cause are ErrNotHeld, Release and Extend fail with
+// ErrNotHeld.
+
+// errNilLease is a nil *Lease's Err.
+var errNilLease = fmt.Errorf("engine: nil *Lease: %w", ErrNotHeld)
+
+// closedChan is a nil *Lease's Done.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // Resource is the name the lease was acquired for.
-func (le *Lease) Resource() string { return le.resource }
+func (le *Lease) Resource() string {
+	if le == nil {
+		return ""
+	}
+	return le.resource
+}
 
 // Value is the lease's unique value (128 random bits), stored on the
 // masters as the key's value.
-func (le *Lease) Value() string { return le.value }
+func (le *Lease) Value() string {
+	if le == nil {
+		return ""
+	}
+	return le.value
+}
 
 // Token is the lease's fencing token: larger than that of every earlier
 // holder of the resource. Zero when Config.Fencing is off. Pass it to the
 // protected resource and have it reject tokens lower than one it has seen.
-func (le *Lease) Token() int64 { return le.token }
+func (le *Lease) Token() int64 {
+	if le == nil {
+		return 0
+	}
+	return le.token
+}
 
 // Wait tells how Lock obtained the lease (zero for TryLock).
-func (le *Lease) Wait() WaitInfo { return le.wait }
+func (le *Lease) Wait() WaitInfo {
+	if le == nil {
+		return WaitInfo{}
+	}
+	return le.wait
+}
 
 // Extensions is the number of successful auto-extensions so far.
 func (le *Lease) Extensions() int {
+	if le == nil {
+		return 0
+	}
 	le.mu.Lock()
 	defer le.mu.Unlock()
 	return le.extensions
@@ -151,6 +185,9 @@ func (le *Lease) Extensions() int {
 // that came first (release, lost lock). It carries a monotonic clock
 // reading.
 func (le *Lease) ValidUntil() time.Time {
+	if le == nil {
+		return time.Time{}
+	}
 	le.mu.Lock()
 	defer le.mu.Unlock()
 	if le.endErr != nil && le.endedAt.Before(le.validUntil) {
@@ -162,6 +199,9 @@ func (le *Lease) ValidUntil() time.Time {
 // Validity is the time left before ValidUntil, or 0 once the lease ended
 // for any reason.
 func (le *Lease) Validity() time.Duration {
+	if le == nil {
+		return 0
+	}
 	var d time.Duration
 	le.inspectAt(func(now time.Time) {
 		if le.endErr == nil {
@@ -176,6 +216,9 @@ func (le *Lease) Validity() time.Duration {
 // missed the quorum, or it was released. Err says which. A first call
 // made after the validity ran out returns a closed channel.
 func (le *Lease) Done() <-chan struct{} {
+	if le == nil {
+		return closedChan
+	}
 	var done chan struct{}
 	le.inspect(func() { done = le.watchLocked().done })
 	return done
@@ -184,6 +227,11 @@ func (le *Lease) Done() <-chan struct{} {
 // Context returns a context that is cancelled when Done closes, with Err
 // as its cause (context.Cause). Pass it to the work the lock protects.
 func (le *Lease) Context() context.Context {
+	if le == nil {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(errNilLease)
+		return ctx
+	}
 	var ctx context.Context
 	le.inspect(func() {
 		w := le.watchLocked()
@@ -201,6 +249,9 @@ func (le *Lease) Context() context.Context {
 // Err is nil while the lease is trusted; then ErrReleased, ErrLeaseExpired
 // or ErrLockLost (wrapping the failed extension's error).
 func (le *Lease) Err() error {
+	if le == nil {
+		return errNilLease
+	}
 	var err error
 	le.inspect(func() { err = le.endErr })
 	return err
@@ -458,7 +509,7 @@ func (le *Lease) release(ctx context.Context, force bool) (err error) {
 		defer le.l.gate.leave(le.resource)
 	}
 	if le.l.closed.Load() && !force {
-		return ErrClosed
+		return fmt.Errorf("engine: release %q: %w", le.resource, ErrClosed)
 	}
 	if kept != 0 {
 		le.l.leaveQueue(le.resource, &ticket{id: le.queueID}, kept, false)
@@ -609,7 +660,7 @@ func (le *Lease) extend(ctx context.Context, ttl time.Duration, auto bool) (err 
 	if auto {
 		defer func() {
 			if err != nil && !errors.Is(err, ErrReleased) {
-				le.end(fmt.Errorf("%w: %w", ErrLockLost, err), true)
+				le.end(errorf("%v: %v", ErrLockLost, err), true)
 			}
 		}()
 	}
@@ -620,14 +671,14 @@ func (le *Lease) extend(ctx context.Context, ttl time.Duration, auto bool) (err 
 	case released:
 		return fmt.Errorf("engine: extend %q: %w", le.resource, ErrReleased)
 	case ended != nil:
-		return fmt.Errorf("engine: extend %q: %w", le.resource, ended)
+		return errorf("extend %q: %v", le.resource, ended)
 	}
 	start := time.Now()
 	if !start.Before(validUntil) {
 		return fmt.Errorf("engine: extend %q: %w", le.resource, ErrLeaseExpired)
 	}
 	if le.l.closed.Load() {
-		return ErrClosed
+		return fmt.Errorf("engine: extend %q: %w", le.resource, ErrClosed)
 	}
 	trusted := ttl
 	if capTTL > 0 && capTTL < ttl {
@@ -691,11 +742,11 @@ func (le *Lease) extend(ctx context.Context, ttl time.Duration, auto bool) (err 
 		if ended == nil {
 			ended = ErrLeaseExpired
 		}
-		return fmt.Errorf("engine: extend %q: %w", le.resource, ended)
+		return errorf("extend %q: %v", le.resource, ended)
 	}
 	err = le.l.opError("extend", le.resource, t, validUntil)
 	if errors.Is(err, ErrNotHeld) {
-		le.end(fmt.Errorf("%w: %w", ErrLockLost, err), true)
+		le.end(errorf("%v: %v", ErrLockLost, err), true)
 	}
 	return err
 }

@@ -242,9 +242,9 @@ func (l *Locker) try(ctx context.Context, resource string, tk *ticket) (*Lease, 
 	l.remote.Add(1)
 	defer l.remote.Add(-1)
 	if l.closed.Load() {
-		return nil, ErrClosed
+		return nil, fmt.Errorf("engine: acquire %q: %w", resource, ErrClosed)
 	}
-	if err := l.checkResource(resource); err != nil {
+	if err := l.checkResource("acquire", resource); err != nil {
 		return nil, err
 	}
 	le := &Lease{
@@ -315,11 +315,11 @@ func (l *Locker) try(ctx context.Context, resource string, tk *ticket) (*Lease, 
 	return nil, err
 }
 
-// checkResource refuses names that cannot be locks: the empty name, and
-// names whose key falls in the engine's internal namespace.
-func (l *Locker) checkResource(resource string) error {
+// checkResource refuses names that cannot be locks, for op: the empty
+// name, and names whose key falls in the engine's internal namespace.
+func (l *Locker) checkResource(op, resource string) error {
 	if resource == "" {
-		return ErrEmptyResource
+		return fmt.Errorf("engine: %s: %w", op, ErrEmptyResource)
 	}
 	return checkKey(l.cfg.KeyPrefix, resource)
 }
@@ -331,7 +331,8 @@ func (l *Locker) acquireError(resource string, t multiplex.Tally) error {
 // acquireKind tells contention from outage for a failed attempt:
 // ErrNoQuorum only when failures alone made the quorum impossible, so
 // that a resource held elsewhere reads as contention even with a minority
-// of masters down.
+// of masters down; ErrWrongType when masters that answered that the key
+// is no lock are what made it impossible, which is neither.
 func acquireKind(t *multiplex.Tally) error {
 	spare := len(t.Votes) - t.Quorum
 	switch {
@@ -341,7 +342,18 @@ func acquireKind(t *multiplex.Tally) error {
 		// Reached but too slow: the masters were too slow for the TTL,
 		// which is not contention.
 		return ErrNoQuorum
-	case len(t.Votes) == 0, t.Failed+t.Timeout > spare:
+	case len(t.Votes) == 0:
+		return ErrNoQuorum
+	case t.Failed+t.Timeout > spare:
+		wrong := 0
+		for _, v := range t.Votes {
+			if v.Outcome == multiplex.Failed && isWrongType(v.Err) {
+				wrong++
+			}
+		}
+		if wrong > 0 && t.Failed-wrong+t.Timeout <= spare {
+			return ErrWrongType
+		}
 		return ErrNoQuorum
 	}
 	return ErrNotAcquired // refused by enough masters, or a split vote
@@ -389,15 +401,21 @@ func (l *Locker) lock(ctx context.Context, resource string, w *WaitInfo) (*Lease
 	l.remote.Add(1)
 	defer l.remote.Add(-1)
 	start := time.Now()
-	if err := l.checkResource(resource); err != nil {
+	if err := l.checkResource("lock", resource); err != nil {
 		return nil, err
 	}
 	gated := false
 	if l.gate != nil {
 		waited, inherited, err := l.gate.enter(ctx, resource)
 		l.observeGate(resource, start, waited, inherited != nil, err)
-		if err != nil {
-			return nil, fmt.Errorf("engine: lock %q: waiting at the in-process gate: %w", resource, err)
+		switch {
+		case errors.Is(err, ErrClosed):
+			return nil, fmt.Errorf("engine: lock %q: %w", resource, ErrClosed)
+		case err != nil:
+			// Held by another goroutine of this Locker until the context
+			// ended: contention, as when the holder is another process.
+			return nil, errorf("lock %q: %v: queued %s behind another goroutine of this Locker, which holds it or waits for it: %v",
+				resource, ErrNotAcquired, time.Since(start).Round(time.Millisecond), err)
 		}
 		if inherited != nil {
 			w.Gated, w.Cause, w.Waited = true, WakeHandoff, time.Since(start)
@@ -467,7 +485,7 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 			if last == nil || errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrNoQuorum) {
 				last = err
 			}
-			return nil, errors.Join(last, ctx.Err())
+			return nil, gaveUp(resource, ctx, w, last)
 		}
 		last = err
 		if errors.Is(err, ErrWrongType) || !(errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrNoQuorum)) {
@@ -521,7 +539,7 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 		case <-ctx.Done():
 			l.waiting.Add(-1)
 			l.observeWait(resource, asleep, WakeNone, ctx.Err())
-			return nil, errors.Join(last, ctx.Err())
+			return nil, gaveUp(resource, ctx, w, last)
 		case <-l.done:
 			l.waiting.Add(-1)
 			l.observeWait(resource, asleep, WakeNone, ErrClosed)
@@ -532,7 +550,7 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 			if !sub.awaitTurns(ctx, l.Quorum(), &settle) {
 				l.waiting.Add(-1)
 				l.observeWait(resource, asleep, WakeNotified, ctx.Err())
-				return nil, errors.Join(last, ctx.Err())
+				return nil, gaveUp(resource, ctx, w, last)
 			}
 		case <-timer.C:
 			w.Cause = timerCause
@@ -545,6 +563,16 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 		l.waiting.Add(-1)
 		l.observeWait(resource, asleep, w.Cause, nil)
 	}
+}
+
+// gaveUp is the error of a Lock whose context ended: one line, matching
+// both the context's error and the last attempt's (ErrNotAcquired for a
+// resource held until then).
+func gaveUp(resource string, ctx context.Context, w *WaitInfo, last error) error {
+	if last == nil {
+		return errorf("lock %q: gave up after %d attempts: %v", resource, w.Attempts, ctx.Err())
+	}
+	return errorf("lock %q: gave up after %d attempts (%v); the last: %v", resource, w.Attempts, ctx.Err(), last)
 }
 
 // queue gives a waiter that began at start its ticket and subscribes it

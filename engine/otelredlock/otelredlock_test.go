@@ -465,7 +465,9 @@ func checkInstruments(t *testing.T, rm metricdata.ResourceMetrics, need ...strin
 // ended by the context carry error.type timeout.
 func TestLockGivingUpIsAFailure(t *testing.T) {
 	tm := newTelemetry(t)
-	l := tm.locker(t, nil)
+	// A fallback longer than the deadline: the deadline ends a wait, not
+	// an attempt, however slow the machine.
+	l := tm.locker(t, func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 2*time.Second, 2*time.Second })
 	other := otherLocker(t, 5*time.Second)
 	held, err := other.TryLock(context.Background(), "given-up")
 	if err != nil {

@@ -1,0 +1,274 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/engine"
+)
+
+// checkMessage fails unless msg reads as one of the engine's errors: one
+// line, "engine: " once at the start, no other package's prefix.
+func checkMessage(t *testing.T, what string, err error) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: no error", what)
+	}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "\n"):
+		t.Errorf("%s: error spans lines: %q", what, msg)
+	case !strings.HasPrefix(msg, "engine: "), strings.Count(msg, "engine: ") != 1:
+		t.Errorf("%s: want one \"engine: \" prefix, at the start: %q", what, msg)
+	case strings.Contains(msg, "multiplex: "):
+		t.Errorf("%s: message carries multiplex's prefix: %q", what, msg)
+	}
+}
+
+// Every error a caller meets on the common paths is one line with one
+// prefix: a failed Lock, a double release, an Extend of a released lease,
+// a lost lock, a closed Locker, an unreachable quorum.
+func TestErrorMessagesReadAsOneLine(t *testing.T) {
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	l := e.locker(func(c *engine.Config) { c.TTL = 2 * time.Second })
+	other := e.locker(nil)
+
+	held, err := l.TryLock(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = other.TryLock(ctx, "r")
+	checkMessage(t, "TryLock held elsewhere", err)
+
+	lctx, cancel := context.WithTimeout(ctx, 80*time.Millisecond)
+	_, err = other.Lock(lctx, "r")
+	cancel()
+	checkMessage(t, "Lock until the deadline", err)
+	if !errors.Is(err, engine.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Lock until the deadline: want ErrNotAcquired and DeadlineExceeded, got %v", err)
+	}
+
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkMessage(t, "second Release", held.Release(ctx))
+	checkMessage(t, "Extend after Release", held.Extend(ctx, time.Second))
+
+	lost, err := l.TryLock(ctx, "lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		e.del(i, "lost")
+	}
+	err = lost.Extend(ctx, time.Second)
+	checkMessage(t, "Extend of a lock that is gone", err)
+	checkMessage(t, "Err of a lock lost", lost.Err())
+	if !errors.Is(lost.Err(), engine.ErrLockLost) || !errors.Is(lost.Err(), engine.ErrNotHeld) {
+		t.Errorf("lost lease: want ErrLockLost wrapping ErrNotHeld, got %v", lost.Err())
+	}
+
+	_, err = l.TryLock(ctx, "")
+	checkMessage(t, "empty resource", err)
+
+	closed := e.locker(nil)
+	closed.Close()
+	_, err = closed.TryLock(ctx, "r")
+	checkMessage(t, "TryLock after Close", err)
+
+	e.cluster.Nodes[1].Kill()
+	e.cluster.Nodes[2].Kill()
+	cfg := engine.DefaultConfig(e.cluster.Addrs()...)
+	cfg.DialTimeout = 500 * time.Millisecond
+	_, err = engine.New(ctx, cfg)
+	checkMessage(t, "New with a quorum down", err)
+	if !errors.Is(err, engine.ErrUnreachable) {
+		t.Errorf("New with a quorum down: want ErrUnreachable, got %v", err)
+	}
+}
+
+// Masters that all refuse one password are one problem, named once, with
+// every address.
+func TestUnreachableMastersGroupedByCause(t *testing.T) {
+	c := newEnv(t, 3).cluster
+	for _, n := range c.Nodes {
+		if _, err := n.Conn().Do(context.Background(), n.Addr(), 2*time.Second, "CONFIG", "SET", "requirepass", "right"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := engine.DefaultConfig(c.Addrs()...)
+	cfg.Password = "wrong"
+	_, err := engine.New(context.Background(), cfg)
+	checkMessage(t, "New with a wrong password", err)
+	msg := err.Error()
+	if n := strings.Count(msg, "WRONGPASS"); n != 1 {
+		t.Errorf("the cause appears %d times, want once: %s", n, msg)
+	}
+	for _, a := range c.Addrs() {
+		if !strings.Contains(msg, a) {
+			t.Errorf("%s not named: %s", a, msg)
+		}
+	}
+}
+
+// A key of another type on a quorum is not an outage: the masters
+// answered. It matches ErrWrongType and not ErrNoQuorum, whether most or
+// all of the masters hold it; on a minority, held elsewhere on the rest,
+// it is contention.
+func TestWrongTypeIsNotAnOutage(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		wrong     []int // masters where the key is a list
+		held      []int // masters where another owner holds it
+		kind      error
+		fencing   bool
+		notKinded []error
+	}{
+		{"all masters", []int{0, 1, 2}, nil, engine.ErrWrongType, false, []error{engine.ErrNoQuorum, engine.ErrNotAcquired}},
+		{"a quorum", []int{0, 1}, nil, engine.ErrWrongType, false, []error{engine.ErrNoQuorum, engine.ErrNotAcquired}},
+		{"a quorum, fencing", []int{0, 1}, nil, engine.ErrWrongType, true, []error{engine.ErrNoQuorum, engine.ErrNotAcquired}},
+		{"one master, held on the rest", []int{0}, []int{1, 2}, engine.ErrNotAcquired, false, []error{engine.ErrNoQuorum}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 3)
+			ctx := context.Background()
+			for _, i := range tc.wrong {
+				if err := e.direct[i].Do(ctx, e.direct[i].B().Lpush().Key("k").Element("x").Build()).Error(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, i := range tc.held {
+				e.set(i, "k", "someone")
+			}
+			l := e.locker(func(c *engine.Config) { c.Fencing = tc.fencing })
+			_, err := l.TryLock(ctx, "k")
+			checkMessage(t, "TryLock", err)
+			var ve *engine.VotesError
+			if !errors.As(err, &ve) || ve.Kind != tc.kind {
+				t.Fatalf("want Kind %v, got %v", tc.kind, err)
+			}
+			// Contention may be decided before the wrong-type master answers.
+			if tc.kind == engine.ErrWrongType && !errors.Is(err, engine.ErrWrongType) {
+				t.Errorf("want ErrWrongType among the causes: %v", err)
+			}
+			for _, not := range tc.notKinded {
+				if errors.Is(err, not) {
+					t.Errorf("matches %v: %v", not, err)
+				}
+			}
+		})
+	}
+}
+
+// On masters started moments ago, the default policy keeps their votes
+// out until they are MaxTTL old. The error says so: what it is, until
+// when, and how to choose otherwise; and at that moment the lock is free.
+func TestQuarantineOfFreshMastersIsExplained(t *testing.T) {
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	cfg := engine.DefaultConfig(e.cluster.Addrs()...)
+	cfg.TTL = 1500 * time.Millisecond
+	l, err := engine.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	before := time.Now()
+	_, err = l.TryLock(ctx, "fresh")
+	checkMessage(t, "TryLock on fresh masters", err)
+	if !errors.Is(err, engine.ErrNoQuorum) || !errors.Is(err, engine.ErrQuarantined) {
+		t.Fatalf("want ErrNoQuorum and ErrQuarantined, got %v", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"quarantined", "a quorum can vote again at", "MaxTTL", "QuarantineObserved"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q: %s", want, msg)
+		}
+	}
+	if strings.Count(msg, "first saw it") != 1 {
+		t.Errorf("the explanation should come once: %s", msg)
+	}
+	var ve *engine.VotesError
+	if !errors.As(err, &ve) {
+		t.Fatalf("not a VotesError: %v", err)
+	}
+	until := ve.QuarantinedUntil()
+	if until.Before(before) || until.After(before.Add(cfg.TTL)) {
+		t.Fatalf("QuarantinedUntil %v: want within MaxTTL (%v) of %v", until, cfg.TTL, before)
+	}
+	if !strings.Contains(msg, until.Format("15:04:05.000")) {
+		t.Errorf("message does not give the time %s: %s", until.Format("15:04:05.000"), msg)
+	}
+	time.Sleep(time.Until(until) + 10*time.Millisecond)
+	le, err := l.TryLock(ctx, "fresh")
+	if err != nil {
+		t.Fatalf("at QuarantinedUntil the quorum should vote: %v", err)
+	}
+	le.Release(ctx)
+}
+
+// A nil *Lease, what a failed TryLock returns, answers like a lease that
+// is not held instead of panicking.
+func TestNilLeaseIsNotHeld(t *testing.T) {
+	var le *engine.Lease
+	if le.Validity() != 0 || !le.ValidUntil().IsZero() || le.Token() != 0 || le.Resource() != "" || le.Value() != "" ||
+		le.Extensions() != 0 || le.Wait() != (engine.WaitInfo{}) {
+		t.Fatal("a nil lease reports a hold")
+	}
+	select {
+	case <-le.Done():
+	default:
+		t.Fatal("Done of a nil lease is not closed")
+	}
+	if !errors.Is(le.Err(), engine.ErrNotHeld) {
+		t.Fatalf("Err: %v", le.Err())
+	}
+	if ctx := le.Context(); ctx.Err() == nil || !errors.Is(context.Cause(ctx), engine.ErrNotHeld) {
+		t.Fatalf("Context: %v (cause %v)", ctx.Err(), context.Cause(ctx))
+	}
+	if err := le.Release(context.Background()); !errors.Is(err, engine.ErrNotHeld) {
+		t.Fatalf("Release: %v", err)
+	}
+	if err := le.Extend(context.Background(), time.Second); !errors.Is(err, engine.ErrNotHeld) {
+		t.Fatalf("Extend: %v", err)
+	}
+}
+
+// A Lock that gives up while the resource is held is contention, wherever
+// the holder lives: another goroutine of the same Locker (the in-process
+// gate) or another Locker. Both match ErrNotAcquired and the context's
+// error, and the observer counts both as contended.
+func TestContentionReadsTheSameWhereverTheHolderLives(t *testing.T) {
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	var rec recorder
+	l := e.locker(func(c *engine.Config) { c.Observer = rec.observer() })
+	other := e.locker(func(c *engine.Config) { c.Observer = rec.observer() })
+	// Lock, not TryLock: the holder takes the resource's turn at the gate.
+	held, err := l.Lock(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(ctx)
+	for _, tc := range []struct {
+		name string
+		l    *engine.Locker
+	}{{"same Locker", l}, {"other Locker", other}} {
+		t.Run(tc.name, func(t *testing.T) {
+			lctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer cancel()
+			_, err := tc.l.Lock(lctx, "r")
+			checkMessage(t, "Lock", err)
+			if !errors.Is(err, engine.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("want ErrNotAcquired and DeadlineExceeded, got %v", err)
+			}
+			if r := rec.lastAcquire(t).Result; r != engine.ResultContended {
+				t.Fatalf("observer counted %v, want contended", r)
+			}
+		})
+	}
+}

@@ -346,7 +346,7 @@ func TestCoalescedReloadsAfterRestart(t *testing.T) {
 func testCoalescedReload(t *testing.T, restart bool) {
 	c := redistest.StartT(t, 3)
 	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
-		NodeTimeout: 2 * time.Second, Scripts: allScripts, NodeWorkers: 1})
+		NodeTimeout: 2 * time.Second, Scripts: allScripts})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,18 +95,18 @@ func (le *Lease) fence(ctx context.Context, acquired multiplex.Tally) error {
 // must agree within MaxTTL/2, half of what the argument needs, leaving
 // the rest for drift while the Locker runs.
 func checkClocks(pool *multiplex.Pool, maxTTL time.Duration) error {
-	var lo, hi *multiplex.Node
+	var lo, hi *multiplex.NodeStatus
 	var loOff, hiOff time.Duration
-	for _, n := range pool.Nodes() {
-		info := n.Info()
-		if !info.ClockKnown {
+	for _, n := range pool.Status() {
+		if !n.ClockKnown {
 			continue
 		}
-		if lo == nil || info.ClockOffset < loOff {
-			lo, loOff = n, info.ClockOffset
+		off := time.Duration(n.ClockOffsetMS * float64(time.Millisecond))
+		if lo == nil || off < loOff {
+			lo, loOff = &n, off
 		}
-		if hi == nil || info.ClockOffset > hiOff {
-			hi, hiOff = n, info.ClockOffset
+		if hi == nil || off > hiOff {
+			hi, hiOff = &n, off
 		}
 	}
 	if lo != nil && hiOff-loOff >= maxTTL/2 {

@@ -419,8 +419,7 @@ func mayHaveRun(err error) bool {
 
 // notSent: the command never left this process.
 func notSent(err error) bool {
-	return errors.Is(err, multiplex.ErrNotSent) || errors.Is(err, multiplex.ErrOverloaded) ||
-		errors.Is(err, multiplex.ErrNotConnected) || errors.Is(err, multiplex.ErrClosed)
+	return errors.Is(err, multiplex.ErrNotSent) || errors.Is(err, multiplex.ErrClosed)
 }
 
 // acquireReplies is the Lease seen as the acquire's multiplex.LateHandler,

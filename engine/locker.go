@@ -88,8 +88,8 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		done:    make(chan struct{}),
 		tickets: make(map[*ticket]string),
 	}
-	for _, n := range pool.Nodes() {
-		if v := n.Info().Version; v != "" && !atLeast(v, 7, 0) {
+	for _, n := range pool.Status() {
+		if v := n.Version; v != "" && !atLeast(v, 7, 0) {
 			l.setGet = false
 		}
 	}
@@ -117,53 +117,20 @@ func (l *Locker) Quorum() int { return l.pool.Quorum() }
 
 // Nodes reports each master's state: up, down, or quarantined (and until
 // when), with its outcome counts.
-func (l *Locker) Nodes() []NodeStatus {
-	st := l.pool.Status()
-	out := make([]NodeStatus, len(st))
-	for i, n := range st {
-		out[i] = nodeStatus(n)
-	}
-	return out
-}
-
-func nodeStatus(n multiplex.NodeStatus) NodeStatus {
-	return NodeStatus{Addr: n.Addr, State: NodeState(n.State), QuarantinedUntil: n.QuarantinedUntil,
-		RunID: n.RunID, Version: n.Version, Role: n.Role, ClockOffsetMS: n.ClockOffsetMS, ClockKnown: n.ClockKnown,
-		Restarts: n.Restarts, Err: n.Err, OK: n.OK, Refused: n.Refused, Failed: n.Failed, TimedOut: n.TimedOut}
-}
+func (l *Locker) Nodes() []NodeStatus { return l.pool.Status() }
 
 // NodeState is a master's condition as the Locker sees it.
-type NodeState string
+type NodeState = multiplex.NodeState
 
+// The states of a master.
 const (
-	StateUp          = NodeState(multiplex.StateUp)
-	StateDown        = NodeState(multiplex.StateDown)
-	StateQuarantined = NodeState(multiplex.StateQuarantined)
+	StateUp          = multiplex.StateUp
+	StateDown        = multiplex.StateDown
+	StateQuarantined = multiplex.StateQuarantined
 )
 
 // NodeStatus is a snapshot of one master, for operators and the bench.
-type NodeStatus struct {
-	Addr  string    `json:"addr"`
-	State NodeState `json:"state"`
-	// QuarantinedUntil is set while the master is quarantined.
-	QuarantinedUntil time.Time `json:"quarantined_until,omitzero"`
-	RunID            string    `json:"run_id,omitempty"`
-	Version          string    `json:"version,omitempty"`
-	// Role is "master", or what INFO replication says instead.
-	Role string `json:"role,omitempty"`
-	// ClockOffsetMS is the master's wall clock minus this process's, in
-	// milliseconds, at the master's last new connection; meaningful only
-	// when ClockKnown (Redis 7.0 or later).
-	ClockOffsetMS float64 `json:"clock_offset_ms"`
-	ClockKnown    bool    `json:"clock_known"`
-	// Restarts counts run_id changes this Locker observed.
-	Restarts int64  `json:"restarts"`
-	Err      string `json:"error,omitempty"`
-	OK       int64  `json:"ok"`
-	Refused  int64  `json:"refused"`
-	Failed   int64  `json:"failed"`
-	TimedOut int64  `json:"timed_out"`
-}
+type NodeStatus = multiplex.NodeStatus
 
 // Subscriptions is the number of resources this Locker is subscribed to
 // for release notifications right now: one per resource with waiters, or

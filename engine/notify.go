@@ -341,7 +341,7 @@ func (n *notifier) run(sn *subNode) {
 // process); so it runs on a goroutine of its own that close does not wait
 // for, and that closes what it opened if the notifier closed meanwhile.
 func (n *notifier) open(sn *subNode) (rueidis.DedicatedClient, <-chan error) {
-	client := n.pool.Nodes()[sn.i].Client()
+	client := n.pool.Client(sn.i)
 	if client == nil {
 		return nil, nil // not connected; the pool reconnects it
 	}

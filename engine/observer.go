@@ -507,7 +507,7 @@ func (l *Locker) watchNodes() *nodeWatch {
 	poll := func() {
 		now := time.Now()
 		for i, s := range l.pool.Status() {
-			if st := NodeState(s.State); st != prev[i] {
+			if st := s.State; st != prev[i] {
 				var d time.Duration
 				if !since[i].IsZero() {
 					d = now.Sub(since[i])

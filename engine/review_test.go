@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -143,6 +144,11 @@ func TestReviewValidityZeroMeansDone(t *testing.T) {
 	const res = "review-validity"
 	for try := 0; try < 25; try++ {
 		le, err := l.TryLock(context.Background(), res)
+		if errors.Is(err, engine.ErrNoQuorum) {
+			// A loaded machine misses the 4 ms node timeout of this TTL
+			// now and then; the property is about a lease that was held.
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,13 +18,13 @@ func TestMeasureClock(t *testing.T) {
 		{sent.Add(705 * time.Millisecond), 700 * time.Millisecond},
 		{sent.Add(-2 * time.Second), -2005 * time.Millisecond},
 	} {
-		si := ServerInfo{ServerTime: tc.server}
+		si := serverInfo{ServerTime: tc.server}
 		si.measureClock(sent, received)
 		if !si.ClockKnown || si.ClockOffset != tc.want {
 			t.Errorf("server at %v: offset %v (known %v), want %v", tc.server.Sub(sent), si.ClockOffset, si.ClockKnown, tc.want)
 		}
 	}
-	var si ServerInfo
+	var si serverInfo
 	si.measureClock(sent, received)
 	if si.ClockKnown || si.ClockOffset != 0 {
 		t.Errorf("no server time: %+v", si)

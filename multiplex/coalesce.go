@@ -8,12 +8,12 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// MaxCoalesce is the most keys one coalesced script call carries. A call
+// maxCoalesce is the most keys one coalesced script call carries. A call
 // runs its keys back to back on the master, which serves nobody else
 // meanwhile: at under a microsecond a key, 128 keys keep that pause near
 // a tenth of a millisecond, while the script call's fixed cost is already
 // spread thin.
-const MaxCoalesce = 128
+const maxCoalesce = 128
 
 // Coalesce gives s a Multi: its body run for each key of one call, so
 // that single and coalesced calls cannot drift apart, and returns s. The
@@ -126,7 +126,7 @@ func (b *batch) plan(coalesce bool) {
 		}
 		gi := -1
 		for j := 0; j < ng; j++ {
-			if g := &b.groups[j]; g.s == s && len(g.tasks) < MaxCoalesce && (!seen || g.pos >= after) {
+			if g := &b.groups[j]; g.s == s && len(g.tasks) < maxCoalesce && (!seen || g.pos >= after) {
 				gi = j
 				break
 			}

@@ -457,18 +457,18 @@ const workerIdle = 2 * time.Second
 
 // submit hands a task to the node's workers. rueidis's DoMulti blocks
 // until the replies, so a task submitted while every worker waits on one
-// stays queued for the next batch (see DefaultNodeWorkers). Workers are
+// stays queued for the next batch (see defaultNodeWorkers). Workers are
 // started on demand and kept while busy, which costs no goroutine start
 // (and no allocation) per command in steady state.
 //
 // A node that stops answering ties up its workers until ConnTimeout; past
 // nodeQueue queued commands, its share of new rounds fails at once with
-// ErrOverloaded instead of queueing without bound.
-func (p *Pool) submit(n *Node, t task) {
+// errOverloaded instead of queueing without bound.
+func (p *Pool) submit(n *node, t task) {
 	n.qmu.Lock()
 	if len(n.queue) >= nodeQueue {
 		n.qmu.Unlock()
-		t.r.deliver(t.i, Vote{Outcome: Failed, Err: ErrOverloaded}, nil)
+		t.r.deliver(t.i, Vote{Outcome: Failed, Err: errOverloaded}, nil)
 		return
 	}
 	n.queue = append(n.queue, t)
@@ -490,7 +490,7 @@ func (p *Pool) submit(n *Node, t task) {
 	}
 }
 
-func (p *Pool) worker(n *Node) {
+func (p *Pool) worker(n *node) {
 	defer p.workers.Done()
 	// The idle check is a ticker, not a timer reset per batch: resetting a
 	// timer on every wait costs more than the wait's own hand-off.
@@ -552,11 +552,11 @@ type batch struct {
 // each per command, which is most of the client's CPU at high rates.
 // Commands of the same script go out as one call over many keys (see
 // Script.Coalesce), which spares the master a script call per key.
-func (p *Pool) runBatch(n *Node, b *batch) {
+func (p *Pool) runBatch(n *node, b *batch) {
 	b.sent = b.sent[:0]
 	for _, t := range b.tasks {
 		if t.r.cmd.SkipIfFailed && t.r.skippable() {
-			t.r.deliver(t.i, Vote{Outcome: Failed, Err: ErrNotSent}, nil)
+			t.r.deliver(t.i, Vote{Outcome: Failed, Err: errSkipped}, nil)
 			continue
 		}
 		b.sent = append(b.sent, t)

@@ -29,7 +29,7 @@ func (o *orderedReplies) got() []int64 {
 	return slices.Clone(o.values)
 }
 
-// The flush policy: a node has at most NodeWorkers batches in flight (one
+// The flush policy: a node has at most nodeWorkers batches in flight (one
 // by default). While they are out, what is submitted stays queued, and
 // leaves as one batch when a worker is back. The master is paused so that
 // the batches in flight cannot come back while the queue is looked at.
@@ -44,7 +44,7 @@ func TestBatchesInFlightPerNode(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		workers int // Options.NodeWorkers
+		workers int // Options.nodeWorkers
 		want    int // batches in flight
 	}{
 		{"default", 0, 1},
@@ -53,7 +53,7 @@ func TestBatchesInFlightPerNode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := redistest.StartT(t, 1)
 			p, err := Dial(context.Background(), Options{Addrs: c.Addrs(), Quarantine: QuarantineOff,
-				NodeTimeout: 5 * time.Second, Scripts: []*Script{incr}, NodeWorkers: tc.workers})
+				NodeTimeout: 5 * time.Second, Scripts: []*Script{incr}, nodeWorkers: tc.workers})
 			if err != nil {
 				t.Fatal(err)
 			}

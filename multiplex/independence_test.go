@@ -234,8 +234,8 @@ func TestLateDependentNodeIsKeptOut(t *testing.T) {
 	replicaOf(t, c.Nodes[2], c.Nodes[0].Addr())
 	fwd := startForwarder(t, deadAddr(t))
 	addrs := []string{c.Nodes[0].Addr(), c.Nodes[1].Addr(), fwd.Addr()}
-	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: addrs, Quarantine: multiplex.QuarantineOff,
-		ReconnectInterval: 20 * time.Millisecond, DialTimeout: time.Second, NodeTimeout: time.Second})
+	p, err := multiplex.Dial(context.Background(), multiplex.Tuned(multiplex.Options{Addrs: addrs, Quarantine: multiplex.QuarantineOff,
+		DialTimeout: time.Second, NodeTimeout: time.Second}, 20*time.Millisecond, 0, 0))
 	if err != nil {
 		t.Fatalf("Dial with node 2 down: %v", err)
 	}

@@ -158,9 +158,9 @@ func TestFanoutTimeoutAndContext(t *testing.T) {
 func TestTimeoutsInAReusedSlot(t *testing.T) {
 	c := redistest.StartT(t, 3)
 	const timeout = 40 * time.Millisecond
-	p, err := multiplex.Dial(context.Background(), multiplex.Options{Quarantine: multiplex.QuarantineOff,
-		Addrs: c.Addrs(), NodeTimeout: timeout, Scripts: []*multiplex.Script{incrScript}, MaxRounds: 1,
-	})
+	p, err := multiplex.Dial(context.Background(), multiplex.Tuned(multiplex.Options{Quarantine: multiplex.QuarantineOff,
+		Addrs: c.Addrs(), NodeTimeout: timeout, Scripts: []*multiplex.Script{incrScript},
+	}, 0, 1, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,9 +199,9 @@ func TestDialMajorityUnreachableNamesAddresses(t *testing.T) {
 func TestNodeDownAtStartIsReconnected(t *testing.T) {
 	c := redistest.StartT(t, 3)
 	c.Nodes[2].Kill()
-	p, err := multiplex.Dial(context.Background(), multiplex.Options{Quarantine: multiplex.QuarantineOff,
-		Addrs: c.Addrs(), ReconnectInterval: 20 * time.Millisecond, Scripts: []*multiplex.Script{incrScript},
-	})
+	p, err := multiplex.Dial(context.Background(), multiplex.Tuned(multiplex.Options{Quarantine: multiplex.QuarantineOff,
+		Addrs: c.Addrs(), Scripts: []*multiplex.Script{incrScript},
+	}, 20*time.Millisecond, 0, 0))
 	if err != nil {
 		t.Fatalf("Dial with a minority down: %v", err)
 	}
@@ -238,36 +238,6 @@ func TestBadOptions(t *testing.T) {
 		_, err := multiplex.Dial(context.Background(), multiplex.Options{Quarantine: multiplex.QuarantineOff, Addrs: tc.addrs})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: got %v, want %q", tc.addrs, err, tc.want)
-		}
-	}
-}
-
-func TestParseServerInfo(t *testing.T) {
-	for _, tc := range []struct {
-		name, txt string
-		want      multiplex.ServerInfo
-	}{
-		{"redis 6 server section", "# Server\r\nredis_version:6.2.14\r\nrun_id:abc123\r\nuptime_in_seconds:42\r\n",
-			multiplex.ServerInfo{Version: "6.2.14", RunID: "abc123", Uptime: 42 * time.Second}},
-		{"redis 7 with server time and replication",
-			"# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\nrun_id:f00d\r\nserver_time_usec:1700000000123456\r\n" +
-				"uptime_in_seconds:7\r\n\r\n# Replication\r\nrole:slave\r\nmaster_host:127.0.0.1\r\nmaster_port:6380\r\n",
-			multiplex.ServerInfo{Version: "7.0.15", RunID: "f00d", Uptime: 7 * time.Second, Role: "slave",
-				MasterAddr: "127.0.0.1:6380", ServerTime: time.UnixMicro(1700000000123456)}},
-		{"master", "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n", multiplex.ServerInfo{Role: "master"}},
-		{"valkey", "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:8.0.1\r\nrun_id:v1\r\n",
-			multiplex.ServerInfo{Version: "8.0.1", Server: "valkey", RunID: "v1"}},
-		{"valkey, its version first", "valkey_version:8.1.0\r\nredis_version:7.2.4\r\n",
-			multiplex.ServerInfo{Version: "8.1.0", Server: "valkey"}},
-		{"bad numbers", "uptime_in_seconds:x\r\nserver_time_usec:-3\r\n", multiplex.ServerInfo{}},
-	} {
-		got := multiplex.ParseServerInfo(tc.txt)
-		if !got.ServerTime.Equal(tc.want.ServerTime) {
-			t.Errorf("%s: server time %v, want %v", tc.name, got.ServerTime, tc.want.ServerTime)
-		}
-		got.ServerTime, tc.want.ServerTime = time.Time{}, time.Time{}
-		if got != tc.want {
-			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
 }

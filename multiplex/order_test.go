@@ -21,7 +21,7 @@ func TestCoalescingKeepsPerKeyOrder(t *testing.T) {
 	b := multiplex.NewScript(`return redis.call("APPEND", KEYS[1], ARGV[1]) + 0`).Coalesce()
 	c := redistest.StartT(t, 1)
 	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
-		NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{a, b}, NodeWorkers: 1})
+		NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{a, b}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestRestartedMasterKeepsPerKeyOrder(t *testing.T) {
 	a := multiplex.NewScript(`return redis.call("APPEND", KEYS[1], ARGV[1])`).Coalesce()
 	c := redistest.StartT(t, 1)
 	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
-		NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{a}, NodeWorkers: 1})
+		NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{a}})
 	if err != nil {
 		t.Fatal(err)
 	}

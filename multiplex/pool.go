@@ -36,28 +36,35 @@ const (
 	DefaultPipelineMultiplex = -1
 	// DefaultMaxFlushDelay: no pause after a flush. rueidis pauses only
 	// while several calls share a connection, and with one node worker
-	// (DefaultNodeWorkers) the node's queue does the batching instead; a
+	// (defaultNodeWorkers) the node's queue does the batching instead; a
 	// pause would only be added to the round trip.
 	DefaultMaxFlushDelay = 0
-	// DefaultMaxRounds: enough for hundreds of concurrent lockers to
+	// defaultMaxRounds: enough for hundreds of concurrent lockers to
 	// share the pipelines, few enough that a round's queueing stays well
 	// inside the node timeout on a small host.
-	DefaultMaxRounds = 1024
-	// DefaultNodeWorkers: one batch in flight per master. The worker sends
+	defaultMaxRounds = 1024
+	// defaultNodeWorkers: one batch in flight per master. The worker sends
 	// everything queued for its node as one DoMulti; what is submitted
 	// while that batch is out waits for it and leaves as the next batch.
 	// So a command leaves at once when the pipeline is idle, and batches
 	// grow with the load without a timer. With 8 workers, an open loop at
 	// 20,000/s sent most commands alone: five worker wake-ups per round,
 	// which filled the run queue and were most of the tail latency.
-	DefaultNodeWorkers = 1
+	defaultNodeWorkers = 1
 	// nodeQueue is how many commands may wait for a node's workers. Rounds
 	// decided at quorum leave their slower nodes' commands queued, so it is
 	// several times MaxRounds × 2; a node past it is stuck, not busy.
 	nodeQueue = 65536
-	// DefaultReconnectInterval is how often a master that was down at
+	// defaultReconnectInterval is how often a master that was down at
 	// start-up is dialled again.
-	DefaultReconnectInterval = 500 * time.Millisecond
+	defaultReconnectInterval = 500 * time.Millisecond
+)
+
+// The causes of ErrNotSent.
+var (
+	errSkipped      = fmt.Errorf("%w: the round had already failed", ErrNotSent)
+	errNotConnected = fmt.Errorf("%w: not connected", ErrNotSent)
+	errOverloaded   = fmt.Errorf("%w: overloaded, too many commands in flight", ErrNotSent)
 )
 
 // Errors a caller can branch on. They carry no package prefix: they
@@ -70,17 +77,13 @@ var (
 	ErrUnreachable = errors.New("too many masters unreachable for a quorum")
 	// ErrClosed: the pool was closed.
 	ErrClosed = errors.New("pool closed")
-	// ErrNotConnected: the node has not been reached since start-up.
-	ErrNotConnected = errors.New("not connected")
 	// ErrTimeout: the node did not answer within the node timeout.
 	ErrTimeout = errors.New("no reply within the node timeout")
-	// ErrNotSent: the round failed before the command left, so it was
-	// dropped (Command.SkipIfFailed).
-	ErrNotSent = errors.New("not sent: the round had already failed")
-	// ErrOverloaded: the node's workers are all busy and its queue is
-	// full (it has stopped answering, or is far behind); the command was
-	// not sent.
-	ErrOverloaded = errors.New("overloaded: too many commands in flight")
+	// ErrNotSent: the command never left this process, so it cannot have
+	// run: the round failed before its turn (Command.SkipIfFailed), the
+	// node is not connected, or its queue is full (it has stopped
+	// answering, or is far behind).
+	ErrNotSent = errors.New("not sent")
 )
 
 // Options configure a Pool. Zero values are replaced by the defaults above.
@@ -109,16 +112,6 @@ type Options struct {
 	PipelineMultiplex int
 	// Scripts are loaded on every node at connect.
 	Scripts []*Script
-	// ReconnectInterval: how often a master down at start-up is retried.
-	// Default: DefaultReconnectInterval.
-	ReconnectInterval time.Duration
-	// MaxRounds bounds the rounds in flight (sent, not yet decided); more
-	// Fanout calls wait for a slot. Default: DefaultMaxRounds.
-	MaxRounds int
-	// NodeWorkers is how many goroutines send to one node, each a batch
-	// at a time: the most batches in flight per node. Default:
-	// DefaultNodeWorkers (1).
-	NodeWorkers int
 	// Quarantine is the restart policy. Default: QuarantineAlways.
 	Quarantine QuarantinePolicy
 	// MaxTTL is the longest lock TTL in use: a node whose run_id changes is
@@ -141,6 +134,15 @@ type Options struct {
 	// them). Turning on retries or the client cache here breaks the guarantees
 	// documented in this package.
 	Tune func(*rueidis.ClientOption)
+
+	// Knobs that only tests turn; zero selects the defaults above.
+	// reconnectInterval: how often a master down at start-up is retried.
+	// maxRounds bounds the rounds in flight (sent, not yet decided); more
+	// Fanout calls wait for a slot. nodeWorkers is how many goroutines
+	// send to one node, each a batch at a time.
+	reconnectInterval time.Duration
+	maxRounds         int
+	nodeWorkers       int
 }
 
 // Script is a Lua script sent by SHA; its body is kept for NOSCRIPT reloads.
@@ -161,7 +163,7 @@ func NewScript(body string) *Script {
 
 // Pool holds one rueidis client per master.
 type Pool struct {
-	nodes    []*Node
+	nodes    []*node
 	coalesce bool
 	quorum   int
 	timeout  time.Duration
@@ -205,15 +207,15 @@ type slot struct {
 
 func (p *Pool) now() int64 { return int64(time.Since(p.epoch)) }
 
-// Node is one master.
-type Node struct {
+// node is one master.
+type node struct {
 	Index int
 	Addr  string
 
 	client atomic.Pointer[rueidis.Client]
 	mu     sync.Mutex
 	err    error // why the node is not connected
-	info   ServerInfo
+	info   serverInfo
 
 	// The node's work queue. A mutex and a slice, not a channel: a worker
 	// takes everything queued in one step, and a command costs an append
@@ -232,8 +234,8 @@ type Node struct {
 	ok, refused, failed, timedOut atomic.Int64
 }
 
-// ServerInfo is what a node said about itself on its last new connection.
-type ServerInfo struct {
+// serverInfo is what a node said about itself on its last new connection.
+type serverInfo struct {
 	Version string // redis_version, or valkey_version on Valkey
 	// Server is "valkey" on Valkey, empty on Redis.
 	Server string
@@ -250,7 +252,7 @@ type ServerInfo struct {
 	// ClockOffset is the server's wall clock minus this process's, taken
 	// against the middle of the round trip that read ServerTime, so it is
 	// off by at most half that round trip plus the server's processing.
-	// ClockKnown says whether it was measured; ParseServerInfo alone never
+	// ClockKnown says whether it was measured; parseServerInfo alone never
 	// sets it.
 	ClockOffset time.Duration
 	ClockKnown  bool
@@ -258,7 +260,7 @@ type ServerInfo struct {
 
 // measureClock sets ClockOffset from ServerTime, read on a request sent at
 // sent whose reply arrived at received.
-func (si *ServerInfo) measureClock(sent, received time.Time) {
+func (si *serverInfo) measureClock(sent, received time.Time) {
 	if si.ServerTime.IsZero() {
 		return
 	}
@@ -297,16 +299,16 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 	case o.MaxFlushDelay < 0:
 		o.MaxFlushDelay = 0
 	}
-	if o.ReconnectInterval <= 0 {
-		o.ReconnectInterval = DefaultReconnectInterval
+	if o.reconnectInterval <= 0 {
+		o.reconnectInterval = defaultReconnectInterval
 	}
-	if o.MaxRounds <= 0 {
-		o.MaxRounds = DefaultMaxRounds
+	if o.maxRounds <= 0 {
+		o.maxRounds = defaultMaxRounds
 	}
-	if o.NodeWorkers <= 0 {
-		o.NodeWorkers = DefaultNodeWorkers
+	if o.nodeWorkers <= 0 {
+		o.nodeWorkers = defaultNodeWorkers
 	}
-	if o.Quarantine == QuarantineDefault {
+	if o.Quarantine == quarantineDefault {
 		o.Quarantine = QuarantineAlways
 	}
 	if o.Quarantine > QuarantineAlways {
@@ -316,10 +318,10 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		return nil, fmt.Errorf("MaxTTL must be > 0 with Quarantine %s, got %s", o.Quarantine, o.MaxTTL)
 	}
 	p := &Pool{
-		slots:       make([]slot, o.MaxRounds),
-		free:        make(chan int32, o.MaxRounds),
+		slots:       make([]slot, o.maxRounds),
+		free:        make(chan int32, o.maxRounds),
 		kick:        make(chan struct{}, 1),
-		nodeWorkers: int32(o.NodeWorkers),
+		nodeWorkers: int32(o.nodeWorkers),
 		policy:      o.Quarantine,
 		maxTTL:      o.MaxTTL,
 		epoch:       time.Now(),
@@ -339,9 +341,9 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		p.slots[i].wake = make(chan struct{}, 1)
 		p.free <- int32(i)
 	}
-	p.nodes = make([]*Node, len(o.Addrs))
+	p.nodes = make([]*node, len(o.Addrs))
 	for i, a := range o.Addrs {
-		p.nodes[i] = &Node{Index: i, Addr: a, wakeup: make(chan struct{}, p.nodeWorkers)}
+		p.nodes[i] = &node{Index: i, Addr: a, wakeup: make(chan struct{}, p.nodeWorkers)}
 	}
 	n := len(p.nodes)
 	p.rounds.New = func() any { return newRound(n) }
@@ -367,7 +369,7 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		p.Close()
 		return nil, fmt.Errorf("%w: %s", ErrNotIndependent, strings.Join(dependent, "; "))
 	}
-	var down []*Node
+	var down []*node
 	for _, node := range p.nodes {
 		if c := node.client.Load(); c != nil && !p.hasBuilder() {
 			p.builder = (*c).B()
@@ -397,7 +399,7 @@ func (p *Pool) hasBuilder() bool { return p.builder != rueidis.Builder{} }
 // causes lists nodes by why they are down, masters with the same cause
 // together ("a:1, b:2 (AUTH ... refused: WRONGPASS ...); c:3 (...)"), so
 // that five masters refusing one password read as one problem.
-func causes(nodes []*Node) string {
+func causes(nodes []*node) string {
 	var order []string
 	byCause := make(map[string][]string)
 	for _, n := range nodes {
@@ -498,7 +500,7 @@ func ParseAddrs(list string) ([]string, error) {
 	return out, nil
 }
 
-func (p *Pool) connect(ctx context.Context, node *Node, o Options) error {
+func (p *Pool) connect(ctx context.Context, node *node, o Options) error {
 	opt := rueidis.ClientOption{
 		InitAddress:       []string{node.Addr},
 		ForceSingleClient: true,
@@ -575,34 +577,34 @@ func (p *Pool) connect(ctx context.Context, node *Node, o Options) error {
 	return nil
 }
 
-func loadNode(ctx context.Context, c rueidis.Client, scripts []*Script) (ServerInfo, error) {
+func loadNode(ctx context.Context, c rueidis.Client, scripts []*Script) (serverInfo, error) {
 	for _, s := range scripts {
 		for ; s != nil; s = s.Multi {
 			sha, err := c.Do(ctx, c.B().ScriptLoad().Script(s.Body).Build()).ToString()
 			if err != nil {
-				return ServerInfo{}, fmt.Errorf("SCRIPT LOAD: %w", err)
+				return serverInfo{}, fmt.Errorf("SCRIPT LOAD: %w", err)
 			}
 			if sha != s.SHA {
-				return ServerInfo{}, fmt.Errorf("SCRIPT LOAD returned %s, want %s", sha, s.SHA)
+				return serverInfo{}, fmt.Errorf("SCRIPT LOAD returned %s, want %s", sha, s.SHA)
 			}
 		}
 	}
 	sent := time.Now()
 	txt, err := c.Do(ctx, c.B().Info().Section("server").Build()).ToString()
 	if err != nil {
-		return ServerInfo{}, fmt.Errorf("INFO server: %w", err)
+		return serverInfo{}, fmt.Errorf("INFO server: %w", err)
 	}
-	info := ParseServerInfo(txt)
+	info := parseServerInfo(txt)
 	info.measureClock(sent, time.Now())
 	return info, nil
 }
 
-// ParseServerInfo reads redis_version, run_id, uptime_in_seconds and
+// parseServerInfo reads redis_version, run_id, uptime_in_seconds and
 // server_time_usec from the text of INFO server, and role, master_host and
 // master_port from INFO replication when the text includes it.
-func ParseServerInfo(txt string) ServerInfo {
+func parseServerInfo(txt string) serverInfo {
 	var host, port string
-	var si ServerInfo
+	var si serverInfo
 	for _, line := range strings.Split(txt, "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok {
@@ -642,9 +644,9 @@ func ParseServerInfo(txt string) ServerInfo {
 	return si
 }
 
-func (p *Pool) reconnect(node *Node, o Options) {
+func (p *Pool) reconnect(node *node, o Options) {
 	defer p.wg.Done()
-	t := time.NewTicker(o.ReconnectInterval)
+	t := time.NewTicker(o.reconnectInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -676,7 +678,7 @@ func (p *Pool) reconnect(node *Node, o Options) {
 	}
 }
 
-func (n *Node) setErr(err error) {
+func (n *node) setErr(err error) {
 	n.mu.Lock()
 	n.err = err
 	n.mu.Unlock()
@@ -684,14 +686,14 @@ func (n *Node) setErr(err error) {
 
 // Err is why the node is not connected, or why its last new connection was
 // refused (ErrNotIndependent), or nil.
-func (n *Node) Err() error {
+func (n *node) Err() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.err
 }
 
 // Info is what the node reported on its last accepted connection.
-func (n *Node) Info() ServerInfo {
+func (n *node) Info() serverInfo {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.info
@@ -699,7 +701,7 @@ func (n *Node) Info() ServerInfo {
 
 // Client returns the node's rueidis client, or nil while it is not
 // connected.
-func (n *Node) Client() rueidis.Client {
+func (n *node) Client() rueidis.Client {
 	if c := n.client.Load(); c != nil {
 		return *c
 	}
@@ -707,12 +709,14 @@ func (n *Node) Client() rueidis.Client {
 }
 
 // Counts returns the node's cumulative outcomes.
-func (n *Node) Counts() (ok, refused, failed, timedOut int64) {
+func (n *node) Counts() (ok, refused, failed, timedOut int64) {
 	return n.ok.Load(), n.refused.Load(), n.failed.Load(), n.timedOut.Load()
 }
 
-// Nodes returns the masters in the order they were given.
-func (p *Pool) Nodes() []*Node { return p.nodes }
+// Client returns master i's rueidis client, for commands outside rounds
+// (a dedicated pub/sub connection, say), or nil while it is not
+// connected. Masters are numbered in the order of Options.Addrs.
+func (p *Pool) Client(i int) rueidis.Client { return p.nodes[i].Client() }
 
 // Len is the number of masters.
 func (p *Pool) Len() int { return len(p.nodes) }
@@ -722,10 +726,6 @@ func (p *Pool) Quorum() int { return p.quorum }
 
 // NodeTimeout is how long a round waits for replies.
 func (p *Pool) NodeTimeout() time.Duration { return p.timeout }
-
-// B returns a command builder. Commands are built once and sent to every
-// node; single-node clients ignore key slots.
-func (p *Pool) B() rueidis.Builder { return p.builder }
 
 // Close closes every connection. Commands already sent (the tail of a
 // release that returned at quorum, say) get up to one node timeout to
@@ -762,15 +762,6 @@ func (p *Pool) Close() {
 	}
 }
 
-// Do sends one command to one node and waits for its reply. ctx bounds
-// only the wait: see rueidis.
-func (p *Pool) Do(ctx context.Context, node int, cmd Command) rueidis.RedisResult {
-	if p.closing.Load() {
-		return rueidis.NewErrorResult(ErrClosed)
-	}
-	return p.send(ctx, p.nodes[node], &cmd)
-}
-
 // build makes the rueidis command. The key goes in as an argument, not
 // with Keys: Keys computes the key's cluster slot (a CRC16 per command),
 // which a client per master never uses.
@@ -785,14 +776,14 @@ func (p *Pool) build(c *Command, eval bool) rueidis.Completed {
 	return b.Arbitrary("EVALSHA", c.Script.SHA, "1", c.Key).Args(c.Args[:c.NArgs]...).Build()
 }
 
-func (p *Pool) send(ctx context.Context, node *Node, cmd *Command) rueidis.RedisResult {
+func (p *Pool) send(ctx context.Context, node *node, cmd *Command) rueidis.RedisResult {
 	c := node.Client()
 	if c == nil {
 		err := node.Err()
 		if err == nil {
 			err = ErrClosed
 		}
-		return rueidis.NewErrorResult(fmt.Errorf("%w: %w", ErrNotConnected, err))
+		return rueidis.NewErrorResult(fmt.Errorf("%w: %w", errNotConnected, err))
 	}
 	return p.reloadOnNoScript(ctx, c, cmd, c.Do(ctx, p.build(cmd, false)))
 }

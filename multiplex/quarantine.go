@@ -25,8 +25,8 @@ import (
 type QuarantinePolicy uint8
 
 const (
-	// QuarantineDefault selects QuarantineAlways.
-	QuarantineDefault QuarantinePolicy = iota
+	// quarantineDefault selects QuarantineAlways.
+	quarantineDefault QuarantinePolicy = iota
 	// QuarantineOff counts every vote. Unsafe with masters that run without
 	// persistence; useful to show what goes wrong.
 	QuarantineOff
@@ -45,7 +45,7 @@ func (q QuarantinePolicy) String() string {
 		return "off"
 	case QuarantineObserved:
 		return "observed"
-	case QuarantineAlways, QuarantineDefault:
+	case QuarantineAlways, quarantineDefault:
 		return "always"
 	}
 	return fmt.Sprintf("QuarantinePolicy(%d)", uint8(q))
@@ -168,7 +168,7 @@ func (p *Pool) Status() []NodeStatus {
 	return out
 }
 
-func (p *Pool) quarantinedUntil(n *Node) time.Time {
+func (p *Pool) quarantinedUntil(n *node) time.Time {
 	q := n.quarantine.Load()
 	if q == 0 {
 		return time.Time{}
@@ -178,7 +178,7 @@ func (p *Pool) quarantinedUntil(n *Node) time.Time {
 
 // countable reports whether a yes from n may count toward a quorum now:
 // nil, or n's *QuarantineError.
-func (p *Pool) countable(n *Node) error {
+func (p *Pool) countable(n *node) error {
 	if p.policy == QuarantineOff {
 		return nil
 	}
@@ -193,7 +193,7 @@ func (p *Pool) countable(n *Node) error {
 
 // quarantineFor keeps n out of the vote for d from now; e says why, and
 // is what n's votes fail with meanwhile.
-func (p *Pool) quarantineFor(n *Node, d time.Duration, e QuarantineError) {
+func (p *Pool) quarantineFor(n *node, d time.Duration, e QuarantineError) {
 	if d <= 0 || p.policy == QuarantineOff {
 		return
 	}
@@ -210,7 +210,7 @@ func (p *Pool) quarantineFor(n *Node, d time.Duration, e QuarantineError) {
 }
 
 // firstSeen applies the policy to a node's first connection.
-func (p *Pool) firstSeen(n *Node, info ServerInfo) {
+func (p *Pool) firstSeen(n *node, info serverInfo) {
 	if p.policy == QuarantineAlways && info.Uptime < p.maxTTL {
 		p.quarantineFor(n, p.maxTTL-info.Uptime, QuarantineError{Uptime: info.Uptime})
 	}
@@ -221,7 +221,7 @@ func (p *Pool) firstSeen(n *Node, info ServerInfo) {
 // after the first may reach a restarted server, another node's server or a
 // replica, and INFO says so before any vote can travel on it. The cost is
 // one round trip per new connection.
-func (p *Pool) dialer(n *Node, opt *rueidis.ClientOption) func(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
+func (p *Pool) dialer(n *node, opt *rueidis.ClientOption) func(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
 	return func(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
 		var conn net.Conn
 		var err error
@@ -337,7 +337,7 @@ func rawLoadScripts(conn net.Conn, deadline time.Time, scripts []*Script) error 
 // for long, yet it never saw the locks the previous one granted (an
 // address moved by failover, a VIP or DNS). The first connection applies
 // the policy to young nodes.
-func (p *Pool) observe(n *Node, info ServerInfo) error {
+func (p *Pool) observe(n *node, info serverInfo) error {
 	if info.Role != "" && info.Role != "master" {
 		of := ""
 		if info.MasterAddr != "" {
@@ -378,7 +378,7 @@ func (p *Pool) observe(n *Node, info ServerInfo) error {
 // rueidis authenticates the same connection again with HELLO afterwards,
 // which is harmless. The clock offset is taken against the middle of the
 // first reply's round trip.
-func rawInfo(conn net.Conn, deadline time.Time, user, pass string) (ServerInfo, error) {
+func rawInfo(conn net.Conn, deadline time.Time, user, pass string) (serverInfo, error) {
 	conn.SetDeadline(deadline)
 	defer conn.SetDeadline(time.Time{})
 	if user != "" || pass != "" {
@@ -387,11 +387,11 @@ func rawInfo(conn net.Conn, deadline time.Time, user, pass string) (ServerInfo, 
 			args = []string{"AUTH", user, pass}
 		}
 		if _, err := conn.Write(respCommand(args...)); err != nil {
-			return ServerInfo{}, fmt.Errorf("AUTH: %w", err)
+			return serverInfo{}, fmt.Errorf("AUTH: %w", err)
 		}
 		line, err := readLine(conn)
 		if err != nil {
-			return ServerInfo{}, fmt.Errorf("AUTH: %w", err)
+			return serverInfo{}, fmt.Errorf("AUTH: %w", err)
 		}
 		if strings.HasPrefix(line, "-") {
 			who := "the default user"
@@ -402,26 +402,26 @@ func rawInfo(conn net.Conn, deadline time.Time, user, pass string) (ServerInfo, 
 			if strings.Contains(line, "without any password configured") {
 				hint = " (the master has no password: give none)"
 			}
-			return ServerInfo{}, fmt.Errorf("AUTH as %s refused: %s%s", who, line[1:], hint)
+			return serverInfo{}, fmt.Errorf("AUTH as %s refused: %s%s", who, line[1:], hint)
 		}
 	}
 	sent := time.Now()
 	if _, err := conn.Write(append(respCommand("INFO", "server"), respCommand("INFO", "replication")...)); err != nil {
-		return ServerInfo{}, err
+		return serverInfo{}, err
 	}
 	server, err := readBulk(conn)
 	if err != nil {
 		if user == "" && pass == "" && strings.HasPrefix(err.Error(), "NOAUTH") {
-			return ServerInfo{}, fmt.Errorf("INFO server: %w (the master wants a password: set one)", err)
+			return serverInfo{}, fmt.Errorf("INFO server: %w (the master wants a password: set one)", err)
 		}
-		return ServerInfo{}, fmt.Errorf("INFO server: %w", err)
+		return serverInfo{}, fmt.Errorf("INFO server: %w", err)
 	}
 	received := time.Now()
 	replication, err := readBulk(conn)
 	if err != nil {
-		return ServerInfo{}, fmt.Errorf("INFO replication: %w", err)
+		return serverInfo{}, fmt.Errorf("INFO replication: %w", err)
 	}
-	info := ParseServerInfo(server + "\r\n" + replication)
+	info := parseServerInfo(server + "\r\n" + replication)
 	info.measureClock(sent, received)
 	return info, nil
 }

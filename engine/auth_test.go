@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,23 @@ func authSetups(t *testing.T) (setups []authSetup, certs *redisproc.Certs) {
 	}, certs
 }
 
+// queuedOn reports whether resource's queue holds n waiters on every
+// master of c, asked with each master's own credentials.
+func queuedOn(t *testing.T, c *redistest.Cluster, resource string, n int) bool {
+	t.Helper()
+	for _, node := range c.Nodes {
+		// ZRANGE, which the narrow ACL user may run; "*n" is n members.
+		got, err := node.Conn().Do(context.Background(), node.Addr(), 2*time.Second, "ZRANGE", "\xffredlock:queue:"+resource, "0", "-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != "*"+strconv.Itoa(n) {
+			return false
+		}
+	}
+	return true
+}
+
 func authLocker(t *testing.T, c *redistest.Cluster, mutate ...func(*engine.Config)) *engine.Locker {
 	t.Helper()
 	cfg := engine.DefaultConfig(c.Addrs()...)
@@ -102,8 +120,8 @@ func TestAuthAndTLSMasters(t *testing.T) {
 				}
 				got <- le
 			}()
-			eventually(t, 5*time.Second, "waiter subscribed on every master and waiting", func() bool {
-				return waiterL.Subscriptions() == 1 && waiterL.Waiting() == 1
+			eventually(t, 5*time.Second, "waiter subscribed and queued on every master", func() bool {
+				return waiterL.Subscriptions() == 1 && queuedOn(t, c, "auth", 1)
 			})
 			if err := holder.Release(ctx); err != nil {
 				t.Fatal(err)
@@ -253,8 +271,8 @@ func TestNarrowACLUser(t *testing.T) {
 		}
 		got <- le
 	}()
-	eventually(t, 5*time.Second, "waiter subscribed and waiting", func() bool {
-		return waiterL.Subscriptions() == 1 && waiterL.Waiting() == 1
+	eventually(t, 5*time.Second, "waiter subscribed and queued on every master", func() bool {
+		return waiterL.Subscriptions() == 1 && queuedOn(t, c, "narrow", 1)
 	})
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)

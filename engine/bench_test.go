@@ -87,6 +87,20 @@ func cycleParallel(b *testing.B, l *engine.Locker, parallelism int) {
 // latency floor (two round trips to the slowest of the quorum).
 func BenchmarkTryLockRelease(b *testing.B) { cycleSerial(b, benchLocker(b, nil)) }
 
+// BenchmarkTryLockReleaseObserved is BenchmarkTryLockRelease with an
+// Observer whose hooks do nothing: what the engine adds to build and hand
+// out the events. Compare the two with -benchmem: the observer must add
+// no allocation per cycle (TestObserverEventsDoNotAllocate checks the
+// events alone, without the network's noise).
+func BenchmarkTryLockReleaseObserved(b *testing.B) {
+	nop := &engine.Observer{
+		Acquire: func(context.Context, engine.AcquireEvent) {},
+		Release: func(context.Context, engine.ReleaseEvent) {},
+		Lost:    func(engine.LostEvent) {},
+	}
+	cycleSerial(b, benchLocker(b, func(c *engine.Config) { c.Observer = nop }))
+}
+
 // The same cycle from 128 goroutines: throughput, where each master's
 // worker batches concurrent lockers' commands.
 func BenchmarkTryLockReleaseParallel(b *testing.B) {

@@ -12,8 +12,10 @@
 //
 // Errors can be told apart with errors.Is: ErrNotAcquired (contention),
 // ErrNoQuorum (too many masters failed), ErrNotHeld, ErrLeaseExpired,
-// ErrWrongType, ErrClosed; *VotesError carries the per-node outcomes and
-// *NodeError each node's cause. Context errors are wrapped, never replaced.
+// ErrLockLost, ErrReleased, ErrWrongType, ErrClosed; *VotesError carries
+// the per-node outcomes and *NodeError each node's cause. Context errors
+// are wrapped, never replaced. Every error is one line that starts
+// "engine: " once.
 //
 // Waiters of one Locker queue at an in-process gate; waiters of different
 // Lockers (processes) queue by ticket on the masters, and a release gives
@@ -27,10 +29,20 @@
 // telemetry dependency. Config.Username, Password and TLS reach every
 // connection to the masters.
 //
-// What is and is not guaranteed is set out in the repository README: the
-// masters must be independent (no replica failover behind an address), and
-// the lease's validity assumes bounded clock drift between this process and
-// the masters.
+// The files follow the paths a reader looks for: locker.go (New, Close),
+// acquire.go (TryLock, one attempt), wait.go (Lock's wait between
+// attempts), gate.go (the in-process queue), queue.go (the masters'
+// waiter queue), notify.go (release notifications), lease.go (a lease's
+// validity and its lost-lock signal), release.go (Release, hand-off, and
+// the undo of failed attempts), extend.go (Extend, auto-extension),
+// fence.go (fencing tokens), keys.go (the engine's keys on the masters),
+// errors.go, config.go, observer.go. Each Lua script sits beside the code
+// that sends it, and names its arguments in its first line.
+//
+// What is and is not guaranteed is set out in the repository's
+// docs/guarantees.md: the masters must be independent (no replica
+// failover behind an address), and the lease's validity assumes bounded
+// clock drift between this process and the masters.
 //
 // engine imports only multiplex, rueidis and the standard library; it never
 // imports bench or results.

@@ -52,17 +52,22 @@ var (
 	ErrNotIndependent = multiplex.ErrNotIndependent
 )
 
-// opError is an error of the engine's: its own one-line message, and the
+// ErrQuarantined is a master's vote while its yes cannot be counted (see
+// QuarantinePolicy); a *NodeError's Err matches it with errors.Is.
+var ErrQuarantined = multiplex.ErrQuarantined
+
+// engineError is an error of the engine's: its own one-line message, and the
 // errors it stands for, for errors.Is and errors.As.
-type opError struct {
+type engineError struct {
 	msg  string
 	errs []error
 }
 
-func (e *opError) Error() string   { return e.msg }
-func (e *opError) Unwrap() []error { return e.errs }
+func (e *engineError) Error() string { return e.msg }
 
-// errorf makes an opError: "engine: " and the formatted message, in which
+func (e *engineError) Unwrap() []error { return e.errs }
+
+// errorf makes an engineError: "engine: " and the formatted message, in which
 // each error argument reads without its own "engine: " prefix and is
 // wrapped. Use %v for the errors.
 func errorf(format string, args ...any) error {
@@ -73,16 +78,12 @@ func errorf(format string, args ...any) error {
 			args[i] = trimPrefix(err)
 		}
 	}
-	return &opError{msg: "engine: " + fmt.Sprintf(format, args...), errs: errs}
+	return &engineError{msg: "engine: " + fmt.Sprintf(format, args...), errs: errs}
 }
 
 // trimPrefix is err's message without the "engine: " it starts with, for
 // an error embedded in another of the engine's.
 func trimPrefix(err error) string { return strings.TrimPrefix(err.Error(), "engine: ") }
-
-// ErrQuarantined is a master's vote while its yes cannot be counted (see
-// QuarantinePolicy); a *NodeError's Err matches it with errors.Is.
-var ErrQuarantined = multiplex.ErrQuarantined
 
 // Outcome is one master's answer in an operation.
 type Outcome uint8
@@ -261,6 +262,13 @@ func (e *VotesError) wrongType() bool {
 	return false
 }
 
+// Is matches the error's category, the context's error and ErrWrongType
+// without building Unwrap's list, so that a caller (or an Observer)
+// classifying a refusal on the hot contention path allocates nothing.
+func (e *VotesError) Is(target error) bool {
+	return target != nil && (target == e.Kind || target == e.Err || (target == ErrWrongType && e.wrongType()))
+}
+
 // Unwrap is built on demand, so that the contention path, which is hot under
 // load, allocates nothing for it.
 func (e *VotesError) Unwrap() []error {
@@ -280,6 +288,71 @@ func (e *VotesError) Unwrap() []error {
 		}
 	}
 	return errs
+}
+
+func isWrongType(err error) bool {
+	if err == nil {
+		return false
+	}
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		return strings.Contains(re.Error(), "WRONGTYPE")
+	}
+	return false
+}
+
+func (l *Locker) acquireError(resource string, t multiplex.Tally) error {
+	return newVotesError("acquire", resource, acquireKind(&t), &t, l.addrs)
+}
+
+// acquireKind tells contention from outage for a failed attempt:
+// ErrNoQuorum only when failures alone made the quorum impossible, so
+// that a resource held elsewhere reads as contention even with a minority
+// of masters down; ErrWrongType when masters that answered that the key
+// is no lock are what made it impossible, which is neither.
+func acquireKind(t *multiplex.Tally) error {
+	spare := len(t.Votes) - t.Quorum
+	switch {
+	case t.Err != nil:
+		return nil
+	case t.Reached():
+		// Reached but too slow: the masters were too slow for the TTL,
+		// which is not contention.
+		return ErrNoQuorum
+	case len(t.Votes) == 0:
+		return ErrNoQuorum
+	case t.Failed+t.Timeout > spare:
+		wrong := 0
+		for _, v := range t.Votes {
+			if v.Outcome == multiplex.Failed && isWrongType(v.Err) {
+				wrong++
+			}
+		}
+		if wrong > 0 && t.Failed-wrong+t.Timeout <= spare {
+			return ErrWrongType
+		}
+		return ErrNoQuorum
+	}
+	return ErrNotAcquired // refused by enough masters, or a split vote
+}
+
+// leaseError is a failed release or extend, classified: ErrLeaseExpired once
+// the validity ran out, ErrNotHeld when the refusals prove the lock is not
+// ours, ErrNoQuorum when too few masters answered to tell.
+func (l *Locker) leaseError(op, resource string, t multiplex.Tally, validUntil time.Time) error {
+	var kind error
+	switch {
+	case t.Err != nil:
+	case !time.Now().Before(validUntil):
+		kind = ErrLeaseExpired
+	case t.Refused > len(t.Votes)-t.Quorum, t.Refused > 0 && t.Failed+t.Timeout == 0:
+		// The refusals alone prove the lock is not ours on a quorum, or
+		// every master asked answered and some said it is not ours.
+		kind = ErrNotHeld
+	default:
+		// Too few answers to tell: the masters failed us.
+		kind = ErrNoQuorum
+	}
+	return newVotesError(op, resource, kind, &t, l.addrs)
 }
 
 // heldByOne reports whether one owner holds the resource on a quorum of
@@ -328,13 +401,3 @@ func (e *VotesError) turns() int {
 // resource is being handed to queued waiters, and if none of them takes
 // it, the tokens expire and nobody publishes anything.
 func (e *VotesError) onlyTurns() bool { return e.turns() >= e.Quorum }
-
-func isWrongType(err error) bool {
-	if err == nil {
-		return false
-	}
-	if re, ok := rueidis.IsRedisErr(err); ok {
-		return strings.Contains(re.Error(), "WRONGTYPE")
-	}
-	return false
-}

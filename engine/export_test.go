@@ -8,9 +8,6 @@ func (l *Locker) GateWaiting(resource string) int {
 	return l.gate.waiting(resource)
 }
 
-// Waiting exposes the number of Lock callers between attempts.
-func (l *Locker) Waiting() int { return int(l.waiting.Load()) }
-
 // SkipHandoffEndCheck turns off, for the tests that prove the lifecycle
 // checks can fail, the rule that a lease that ended is never handed on.
 func SkipHandoffEndCheck(skip bool) { skipHandoffEndCheck.Store(skip) }

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -34,21 +33,6 @@ import (
 //     counting votes (NodeTimeout plus the watchdog's lateness), so that no
 //     competing round spans both the raise and the expiry of our keys.
 
-// internalPrefix starts every key the engine keeps besides the locks. A
-// lock key (KeyPrefix + resource) may not start with it, so that no
-// resource name reaches an internal key; 0xFF never occurs in UTF-8 text.
-const internalPrefix = "\xffredlock:"
-
-// fencePrefix names each resource's fencing counter, on every master,
-// never expired. fencePrefixLua is the same in a Lua string literal.
-const (
-	fencePrefix    = internalPrefix + "fence:"
-	fencePrefixLua = `\255redlock:fence:`
-)
-
-// roundSpan is the longest a round can go on counting votes.
-func (l *Locker) roundSpan() time.Duration { return l.pool.MaxRoundSpan() }
-
 // fence sets the lease's token to one more than the highest value the
 // quorum reported (counters, or the masters' clocks), and raises the
 // counter to it on a quorum before the lease is handed out.
@@ -61,7 +45,8 @@ func (le *Lease) fence(ctx context.Context, acquired multiplex.Tally) error {
 	}
 	le.token = top + 1
 	tok := itoa(le.token)
-	cmd := multiplex.Command{Script: fenceScript, Key: le.key, Args: [multiplex.MaxArgs]string{tok, le.value}, NArgs: 2, SkipIfFailed: true}
+	cmd := scriptCall(fenceScript, le.key, tok, le.value)
+	cmd.SkipIfFailed = true
 	votes := make([]multiplex.Vote, len(le.votes))
 	want := le.token
 	t := le.l.pool.Fanout(ctx, cmd, func(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
@@ -90,6 +75,25 @@ func (le *Lease) fence(ctx context.Context, acquired multiplex.Tally) error {
 	return nil
 }
 
+// fenceScript raises the counter to the token unless it is already
+// higher, and answers the counter's new value; only where the key is
+// still ours (else 0), so that every master in the quorum that raised
+// it kept our key until after the raise, and any later holder's SET
+// there reads the raised counter.
+var fenceScript = multiplex.NewScript(`local token, value = ARGV[1], ARGV[2]
+local v = redis.call("GET", KEYS[1])
+if v ~= value and v ~= value .. "` + waitMark + `" then
+  return 0
+end
+local k = "` + fencePrefixLua + `" .. KEYS[1]
+local c = tonumber(redis.call("GET", k) or "0")
+local t = tonumber(token)
+if t > c then
+  redis.call("SET", k, token)
+  return t
+end
+return c`).Coalesce()
+
 // checkClocks holds the clock assumption of fencing (see the top of this
 // file) to a margin: the masters' wall clocks, as measured at connect,
 // must agree within MaxTTL/2, half of what the argument needs, leaving
@@ -112,20 +116,6 @@ func checkClocks(pool *multiplex.Pool, maxTTL time.Duration) error {
 	if lo != nil && hiOff-loOff >= maxTTL/2 {
 		return fmt.Errorf("engine: Config.Fencing: the masters' clocks differ by %s (%s is %s from this host, %s is %s): fencing tokens need them within MaxTTL/2 (%s)",
 			hiOff-loOff, hi.Addr, hiOff, lo.Addr, loOff, maxTTL/2)
-	}
-	return nil
-}
-
-// checkKey refuses a lock key (prefix + resource) in the engine's internal
-// namespace. It builds the key only for the error: attempts call it on
-// the hot path.
-func checkKey(prefix, resource string) error {
-	reserved := strings.HasPrefix(prefix, internalPrefix)
-	if !reserved && strings.HasPrefix(internalPrefix, prefix) {
-		reserved = strings.HasPrefix(resource, internalPrefix[len(prefix):])
-	}
-	if reserved {
-		return fmt.Errorf("engine: resource key %q: %w", prefix+resource, ErrReservedResource)
 	}
 	return nil
 }

@@ -455,7 +455,7 @@ func (m *lifecycle) lock(rt *rapid.T) {
 	timeout := rapid.SampledFrom([]time.Duration{300 * time.Millisecond, time.Second, 2 * time.Second}).Draw(rt, "timeout")
 	l := m.lockers[li]
 	name := m.names[ri]
-	gated, waiting := l.GateWaiting(name), l.Waiting()
+	gated, subs := l.GateWaiting(name), l.Subscriptions()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	w := &lcWaiter{id: m.id(), locker: li, res: ri, cancel: cancel, called: time.Now()}
 	m.waiters = append(m.waiters, w)
@@ -471,7 +471,7 @@ func (m *lifecycle) lock(rt *rapid.T) {
 	// Let the goroutine queue at the gate or reach the masters, so that
 	// the next step meets it waiting.
 	for deadline := time.Now().Add(30 * time.Millisecond); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if w.returned.Load() || l.GateWaiting(name) > gated || l.Waiting() > waiting {
+		if w.returned.Load() || l.GateWaiting(name) > gated || l.Subscriptions() > subs {
 			break
 		}
 	}

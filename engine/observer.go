@@ -208,8 +208,8 @@ func votesOf(n int, err error, le *Lease, ok bool) VoteSet {
 // errVotes is err's votes; apart, because errors.As costs an allocation
 // that a success must not pay.
 func errVotes(n int, err error) VoteSet {
-	var ve *VotesError
-	if !errors.As(err, &ve) {
+	ve := findVotes(err)
+	if ve == nil {
 		return VoteSet{N: n}
 	}
 	v := VoteSet{N: len(ve.Votes)}
@@ -357,6 +357,22 @@ type NodeStateEvent struct {
 	Duration         time.Duration
 	QuarantinedUntil time.Time // set while quarantined
 	Err              string    // the master's last error, if any
+}
+
+// findVotes is errors.As for the engine's own errors, without the
+// allocation of As's target: the contention path is hot.
+func findVotes(err error) *VotesError {
+	switch e := err.(type) {
+	case *VotesError:
+		return e
+	case *engineError:
+		for _, x := range e.errs {
+			if v := findVotes(x); v != nil {
+				return v
+			}
+		}
+	}
+	return nil
 }
 
 // tryLockObserved is TryLock with an Observer.

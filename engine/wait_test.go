@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +15,7 @@ import (
 // wokenByRelease has holderL take resource and waiterL wait for it, then
 // releases: the waiter must be woken by the release's notification. It
 // returns the waiter's lease.
-func wokenByRelease(t *testing.T, holderL, waiterL *engine.Locker, resource string) *engine.Lease {
+func wokenByRelease(t *testing.T, e *env, holderL, waiterL *engine.Locker, resource string) *engine.Lease {
 	t.Helper()
 	holder, err := holderL.TryLock(context.Background(), resource)
 	if err != nil {
@@ -33,7 +31,7 @@ func wokenByRelease(t *testing.T, holderL, waiterL *engine.Locker, resource stri
 		}
 		got <- le
 	}()
-	eventually(t, 5*time.Second, "waiter subscribed and waiting", func() bool { return waiterL.Subscriptions() == 1 && waiterL.Waiting() == 1 })
+	eventually(t, 5*time.Second, "waiter subscribed and queued", func() bool { return waiterL.Subscriptions() == 1 && e.queued(resource, 1) })
 	if err := holder.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +51,7 @@ func TestWaiterWakesOnReleaseNotification(t *testing.T) {
 	// wake the waiter in time.
 	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second }
 	holderL, waiterL := e.locker(slow), e.locker(slow)
-	wokenByRelease(t, holderL, waiterL, "notify").Release(context.Background())
+	wokenByRelease(t, e, holderL, waiterL, "notify").Release(context.Background())
 	eventually(t, 2*time.Second, "subscription dropped", func() bool { return waiterL.Subscriptions() == 0 })
 }
 
@@ -330,24 +328,6 @@ func TestNoLeaksAfterCloseWithWaiters(t *testing.T) {
 	eventually(t, 10*time.Second, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= base })
 }
 
-// publishes returns how many PUBLISH commands each master has run.
-func (e *env) publishes() []int {
-	e.t.Helper()
-	out := make([]int, len(e.direct))
-	for i, c := range e.direct {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		info, err := c.Do(ctx, c.B().Info().Section("commandstats").Build()).ToString()
-		cancel()
-		if err != nil {
-			e.t.Fatalf("INFO commandstats on node %d: %v", i, err)
-		}
-		if _, rest, ok := strings.Cut(info, "cmdstat_publish:calls="); ok {
-			out[i], _ = strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-		}
-	}
-	return out
-}
-
 // A release publishes only when a waiter marked the holder's value: the
 // uncontended path pays for no PUBLISH, and a waiter still wakes at once.
 func TestReleasePublishesOnlyForMarkedHolders(t *testing.T) {
@@ -383,7 +363,7 @@ func TestReleasePublishesOnlyForMarkedHolders(t *testing.T) {
 			}
 			got <- le
 		}()
-		eventually(t, 5*time.Second, "waiter waiting", func() bool { return waiterL.Waiting() == 1 })
+		eventually(t, 5*time.Second, "waiter queued", func() bool { return e.queued("marked", 1) })
 		marked := 0
 		for i := range e.direct {
 			switch e.get(i, "marked") {

@@ -2,12 +2,156 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
 )
+
+func TestExtend(t *testing.T) {
+	e := newEnv(t, 3)
+	l := e.locker(func(c *engine.Config) { c.TTL = 300 * time.Millisecond; c.MaxTTL = 2 * time.Second })
+	ctx := context.Background()
+
+	le, err := l.TryLock(ctx, "extend")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := le.ValidUntil()
+	time.Sleep(50 * time.Millisecond)
+	if err := le.Extend(ctx, 2*time.Second); err != nil {
+		t.Fatalf("extend by holder: %v", err)
+	}
+	if !le.ValidUntil().After(before.Add(time.Second)) {
+		t.Fatalf("validity not moved: %s -> %s", before, le.ValidUntil())
+	}
+	for i := 0; i < 3; i++ {
+		// Extend returns at quorum; the last node may answer a little later.
+		eventually(t, 2*time.Second, fmt.Sprintf("node %d PTTL > 1s after extend", i), func() bool {
+			pttl, err := e.direct[i].Do(ctx, e.direct[i].B().Pttl().Key("extend").Build()).AsInt64()
+			return err == nil && pttl > 1000
+		})
+	}
+
+	// Deleted keys are never re-created.
+	for i := 0; i < 3; i++ {
+		e.del(i, "extend")
+	}
+	if err := le.Extend(ctx, 2*time.Second); !errors.Is(err, engine.ErrNotHeld) {
+		t.Fatalf("extend of deleted keys: want ErrNotHeld, got %v", err)
+	}
+	for i := 0; i < 3; i++ {
+		if v := e.get(i, "extend"); v != "" {
+			t.Fatalf("node %d: extend re-created the key (%q)", i, v)
+		}
+	}
+
+	// After expiry, extend fails without touching anything.
+	le2, err := l.TryLock(ctx, "extend-expired")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(350 * time.Millisecond)
+	if err := le2.Extend(ctx, time.Second); !errors.Is(err, engine.ErrLeaseExpired) {
+		t.Fatalf("extend after expiry: want ErrLeaseExpired, got %v", err)
+	}
+	for i := 0; i < 3; i++ {
+		if v := e.get(i, "extend-expired"); v != "" {
+			t.Fatalf("node %d: key %q exists after expiry and failed extend", i, v)
+		}
+	}
+}
+
+// hungMasterLease is a lease on res on five masters, TTL 1 s, auto-extended
+// every 800 ms with the given node timeout, after which the fifth master
+// is stopped (SIGSTOP) until the test ends.
+func hungMasterLease(t *testing.T, nodeTimeout time.Duration, res string) *engine.Lease {
+	t.Helper()
+	e := newEnv(t, 5)
+	l := e.locker(func(c *engine.Config) {
+		c.TTL = time.Second
+		c.NodeTimeout = nodeTimeout
+		c.AutoExtend = true
+		c.ExtendEvery = 800 * time.Millisecond
+	})
+	le, err := l.TryLock(context.Background(), res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { le.Release(context.Background()) })
+	if err := e.cluster.Nodes[4].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.cluster.Nodes[4].Resume() })
+	return le
+}
+
+// An Extend that a quorum answers at once, with one master hung (SIGSTOP)
+// and less validity left than the node timeout: waiting for the hung
+// master must not make it fail, nor end an auto-extended lease as lost.
+func TestHungMasterDoesNotFailAnExtendAQuorumAnswered(t *testing.T) {
+	le := hungMasterLease(t, 400*time.Millisecond, "hung-extend")
+	// The first auto-extension comes with 200 ms of validity left, less
+	// than the node timeout.
+	time.Sleep(1100 * time.Millisecond)
+	if err := le.Err(); err != nil {
+		t.Fatalf("auto-extension with four of five masters answering at once: %v", err)
+	}
+	if n := le.Extensions(); n < 1 {
+		t.Fatalf("no auto-extension in 1.1 s")
+	}
+}
+
+// An auto-extension that fires while an Extend of the holder's is under
+// way, with one master hung: it runs after that Extend moved the validity
+// on, and must not be cut short by the validity it saw before, which
+// would end a lease valid for another second as lost.
+func TestAutoExtensionAfterAnExtendWithAMasterHung(t *testing.T) {
+	ctx := context.Background()
+	le := hungMasterLease(t, 450*time.Millisecond, "auto-after-extend")
+	// The auto-extension fires at 800 ms, during this Extend, which waits
+	// for the hung master until shortly before the validity (988 ms).
+	time.Sleep(760 * time.Millisecond)
+	if err := le.Extend(ctx, time.Second); err != nil {
+		t.Fatalf("Extend with four of five masters answering at once: %v", err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := le.Err(); err != nil {
+		t.Fatalf("the lease ended after an Extend that moved its validity on by a second: %v", err)
+	}
+}
+
+// An Extend whose wait for a hung master is cut short by the validity,
+// without a quorum: the error must tell the outage it was (the hung master
+// timed out), not a context deadline the caller never set.
+func TestExtendCutShortByTheValidityIsNoQuorum(t *testing.T) {
+	const res = "cut-extend"
+	e := newEnv(t, 5)
+	l := e.locker(func(c *engine.Config) {
+		c.TTL = time.Second
+		c.NodeTimeout = 450 * time.Millisecond
+	})
+	ctx := context.Background()
+	le, err := l.TryLock(ctx, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer le.Release(ctx)
+	e.set(2, res, "someone-else")
+	e.set(3, res, "someone-else")
+	if err := e.cluster.Nodes[4].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer e.cluster.Nodes[4].Resume()
+	time.Sleep(700 * time.Millisecond) // less validity left than a round
+	err = le.Extend(ctx, time.Second)
+	t.Logf("Extend: %v", err)
+	if err == nil || !errors.Is(err, engine.ErrNoQuorum) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Extend with 2 ok, 2 refused and 1 hung master: %v; want ErrNoQuorum", err)
+	}
+}
 
 // An Extend to a shorter TTL whose commands to two of three masters sit in
 // connections that then break, to be run later (as a SET may, see
@@ -45,30 +189,6 @@ func TestStaleShorterExtendAfterALongerOne(t *testing.T) {
 		t.Logf("set-up %d: the timing did not come about; again", try)
 	}
 	t.Fatal("set-up: the stale PEXPIREs never ran after the longer Extend")
-}
-
-// stalledLocker is a Locker on e's three masters that reaches masters 1
-// and 2 through proxies that can hold its commands back and break the
-// connections under them (maxTTL 0 keeps the default).
-func (e *env) stalledLocker(ttl, maxTTL time.Duration) (*engine.Locker, []*stallProxy) {
-	addrs := e.cluster.Addrs()
-	sp := []*stallProxy{newStallProxy(e.t, addrs[1]), newStallProxy(e.t, addrs[2])}
-	return e.locker(func(c *engine.Config) {
-		c.Masters = []string{addrs[0], sp[0].addr(), sp[1].addr()}
-		c.TTL = ttl
-		if maxTTL > 0 {
-			c.MaxTTL = maxTTL
-		}
-		c.NodeTimeout = 100 * time.Millisecond
-		c.ConnTimeout = time.Second
-	}), sp
-}
-
-// pttl is the key's remaining time to live on node i, in milliseconds.
-func (e *env) pttl(i int, key string) int64 {
-	c := e.direct[i]
-	ms, _ := c.Do(context.Background(), c.B().Pttl().Key(key).Build()).AsInt64()
-	return ms
 }
 
 // breakAndReconnect lets sp's connections go and breaks them under what
@@ -122,18 +242,6 @@ func (e *env) staleExtendRan(t *testing.T, sp []*stallProxy, lB *engine.Locker, 
 		t.Fatalf("two holders: the extended lease is trusted for %s more while B holds the resource", a.Validity())
 	}
 	return true
-}
-
-// within reports whether cond held at some point within d.
-func within(d time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(d); ; time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
 }
 
 // The same across a hand-off at the gate: an Extend that two masters did

@@ -1,0 +1,57 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The engine's keys on the masters. A lock is the key KeyPrefix +
+// resource, holding the lease's value; everything else the engine keeps
+// lives under internalPrefix, which no lock key may start with (checkKey),
+// so that no resource name reaches it.
+
+// internalPrefix starts every key the engine keeps besides the locks. A
+// lock key (KeyPrefix + resource) may not start with it, so that no
+// resource name reaches an internal key; 0xFF never occurs in UTF-8 text.
+const internalPrefix = "\xffredlock:"
+
+// fencePrefix names each resource's fencing counter, on every master,
+// never expired. fencePrefixLua is the same in a Lua string literal.
+const (
+	fencePrefix    = internalPrefix + "fence:"
+	fencePrefixLua = `\255redlock:fence:`
+)
+
+// queuePrefix names each resource's queue of waiters, on every master: a
+// sorted set of waiter ids scored by ticket (the wall-clock µs at which
+// the waiter's Lock began), ties broken by id, so that every master orders
+// it the same way. A subscribed waiter joins it with each attempt; a
+// marked release takes its own waiter out (a waiter's lock value is its id,
+// idEnd, then the random part), pops the lowest and wakes only that
+// waiter. The queue is only a hint of who goes next: SET NX on a quorum
+// still decides who holds the lock, and a waiter that is not woken
+// retries after its fallback delay. The queue expires two TTLs after a
+// waiter last joined it, so that the entries of a waiter that died without
+// leaving go. queuePrefixLua is the same in a Lua string literal.
+const (
+	queuePrefix    = internalPrefix + "queue:"
+	queuePrefixLua = `\255redlock:queue:`
+)
+
+// releasedPrefix names the channel a release publishes on, so that waiters
+// retry at once instead of polling.
+const releasedPrefix = "redlock:released:"
+
+// checkKey refuses a lock key (prefix + resource) in the engine's internal
+// namespace. It builds the key only for the error: attempts call it on
+// the hot path.
+func checkKey(prefix, resource string) error {
+	reserved := strings.HasPrefix(prefix, internalPrefix)
+	if !reserved && strings.HasPrefix(internalPrefix, prefix) {
+		reserved = strings.HasPrefix(resource, internalPrefix[len(prefix):])
+	}
+	if reserved {
+		return fmt.Errorf("engine: resource key %q: %w", prefix+resource, ErrReservedResource)
+	}
+	return nil
+}

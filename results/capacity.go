@@ -157,28 +157,36 @@ func sweepSLO(sw *Sweep) (t text, rec *SweepPoint, why string) {
 	return text{}.b("No step met the SLO (%s).", sw.SLO.Text).p(" %s.", capitalize(miss)), nil, ""
 }
 
-// sweepKnee describes the knee, and recommends it when the SLO did not
-// pick a step (or, with no SLO and no knee, the highest throughput);
-// otherwise it adds to why how the SLO's step relates to the knee.
+// sweepKnee describes the knee and settles the recommendation: the SLO's
+// step (rec) when it lies at or before the knee; the knee when the SLO's
+// step lies past it (more load there buys latency, not throughput) or no
+// step met the SLO; with no SLO and no knee, the highest throughput.
 func sweepKnee(sw *Sweep, rec *SweepPoint, why string) (text, *SweepPoint, string) {
 	t := text{}.b("No saturation knee found:").p(" %s.", sw.Knee.Reason)
+	var knee *SweepPoint
 	if sw.Knee.Found {
 		t = text{}.b("Saturation knee: %s, %s acquisitions/s", ParamValue(sw.Param, sw.Knee.Value), thousands(sw.Knee.AcquiredPerSec)).
 			p(" (p99 %s). %s.", FormatUs(sw.Knee.P99Us), capitalize(sw.Knee.Reason))
-	}
-	switch {
-	case !sw.Knee.Found:
-	case rec == nil:
 		for _, pt := range sw.Points {
 			if pt.Index == sw.Knee.Index {
 				pt := pt
-				rec, why = &pt, "the knee: past it, more load adds latency, not throughput"
+				knee = &pt
 			}
 		}
-	case rec.Index == sw.Knee.Index:
+	}
+	switch {
+	case knee == nil:
+	case rec == nil:
+		rec, why = knee, "the knee: past it, more load adds latency, not throughput"
+	case rec.Index == knee.Index:
 		why += ", and the knee"
-	case rec.Value > sw.Knee.Value:
-		why += "; it lies past the knee, so it buys its throughput with latency"
+	case rec.Value > knee.Value:
+		why = fmt.Sprintf("the knee: the SLO holds up to %s, %s acquisitions/s, but past the knee more load adds latency, not throughput",
+			ParamValue(sw.Param, rec.Value), thousands(rec.AcquiredPerSec))
+		rec = knee
+	default:
+		why += fmt.Sprintf("; past it throughput still grows, up to the knee at %s, %s acquisitions/s, where %s was %s",
+			ParamValue(sw.Param, knee.Value), thousands(knee.AcquiredPerSec), sw.SLO.Percentile, FormatUs(sw.SLO.Value(knee.LatencyUs)))
 	}
 	if rec == nil && sw.SLO == nil {
 		if best := highest(sw.Points); best != nil {

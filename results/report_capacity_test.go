@@ -103,3 +103,50 @@ func TestReproduceConnectionFlags(t *testing.T) {
 		t.Errorf("configuration %q does not say TLS and the user", d)
 	}
 }
+
+// capacityOf renders the capacity plan of one sweep held in memory.
+func capacityOf(t *testing.T, sw *Sweep) string {
+	t.Helper()
+	sw.Analyze()
+	var b bytes.Buffer
+	if err := WriteCapacity(&b, []*Input{{Kind: "sweep", Dir: "sweep", Sweep: sw}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// A sweep whose throughput keeps growing, by less than the load but
+// steadily, within the SLO: no knee, and the recommendation is the
+// highest throughput within the SLO, not an early step "past the knee".
+func TestCapacityKneeWhileThroughputGrows(t *testing.T) {
+	slo, _ := ParseSLO("p99<5ms")
+	sw := &Sweep{Label: "growing", Param: "workers", Values: workers6, LoadModel: "closed", Mode: "try", Engine: "redlock", SLO: &slo,
+		Points: points(workers6, []float64{2000, 8000, 23000, 31000, 42000, 55600}, []int64{900, 950, 1100, 1900, 2800, 4100})}
+	md := capacityOf(t, sw)
+	for _, want := range []string{
+		"**No saturation knee found:** throughput was still growing at the last point (1024 workers, 55,600/s)",
+		"**Recommended worker count: 1024** per load generator (the highest throughput that met the SLO)",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("capacity.md lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "past the knee") || strings.Contains(md, "knee: 16") {
+		t.Errorf("capacity.md puts a knee where throughput still grew:\n%s", md)
+	}
+
+	// One more step that adds no throughput: the knee is 1024 workers,
+	// and the SLO's step beyond it is not recommended.
+	values := append(workers6[:len(workers6):len(workers6)], 4096)
+	sw = &Sweep{Label: "ceiling", Param: "workers", Values: values, LoadModel: "closed", Mode: "try", Engine: "redlock", SLO: &slo,
+		Points: points(values, []float64{2000, 8000, 23000, 31000, 42000, 55600, 56100}, []int64{900, 950, 1100, 1900, 2800, 4100, 4900})}
+	md = capacityOf(t, sw)
+	for _, want := range []string{
+		"**Saturation knee: 1024 workers, 55,600 acquisitions/s**",
+		"**Recommended worker count: 1024** per load generator (the knee: the SLO holds up to 4096 workers, 56,100 acquisitions/s, but past the knee more load adds latency, not throughput)",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("capacity.md lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -2,11 +2,15 @@ package results
 
 import (
 	"bytes"
+	"fmt"
 	"html"
+	"math"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // One plan, two renderings: Markdown marks and HTML tags, with every text
@@ -14,6 +18,7 @@ import (
 func TestCapacityRenderings(t *testing.T) {
 	plan := &capacityPlan{
 		Intro: []text{text{}.p("Intro ").c("x").p(" <b>"), text{}.p("more")},
+		TTL:   text{}.b("TTL").p(" rule."),
 		Sections: []capacitySection{{
 			Title: "Sweep a<b",
 			Lead:  text{}.p("Lead."),
@@ -30,7 +35,7 @@ func TestCapacityRenderings(t *testing.T) {
 	if err := writeCapacity(&md, plan); err != nil {
 		t.Fatal(err)
 	}
-	wantMD := "# Capacity plan\n\nIntro `x` <b>\nmore\n\n## Sweep a<b\n\nLead.\n\n- **one**: `c`\n  continued\n- two\n  - sub **a**\n    sub continued\n  - sub b\n  back in two\n\nConfig.\n\nTo reproduce:\n\n```sh\nredlock-bench sweep --slo='p99<5ms'\n```\n"
+	wantMD := "# Capacity plan\n\nIntro `x` <b>\nmore\n\n**TTL** rule.\n\n## Sweep a<b\n\nLead.\n\n- **one**: `c`\n  continued\n- two\n  - sub **a**\n    sub continued\n  - sub b\n  back in two\n\nConfig.\n\nTo reproduce:\n\n```sh\nredlock-bench sweep --slo='p99<5ms'\n```\n"
 	if md.String() != wantMD {
 		t.Errorf("markdown: got\n%s\nwant\n%s", md.String(), wantMD)
 	}
@@ -38,7 +43,7 @@ func TestCapacityRenderings(t *testing.T) {
 	if err := reportTemplate.ExecuteTemplate(&h, "capacity", plan); err != nil {
 		t.Fatal(err)
 	}
-	wantHTML := "<p>Intro <code>x</code> &lt;b&gt;\nmore\n</p>\n<h3>Sweep a&lt;b</h3>\n<p>Lead.</p>\n<ul>\n<li><b>one</b>: <code>c</code><div>continued</div></li>\n<li>two\n<ul>\n<li>sub <b>a</b><br>sub continued</li>\n<li>sub b</li>\n</ul><div>back in two</div></li>\n</ul>\n<p>Config.</p>\n<p>To reproduce:</p>\n<pre><code>redlock-bench sweep --slo=&#39;p99&lt;5ms&#39;</code></pre>\n"
+	wantHTML := "<p>Intro <code>x</code> &lt;b&gt;\nmore\n</p>\n<p><b>TTL</b> rule.</p>\n<h3>Sweep a&lt;b</h3>\n<p>Lead.</p>\n<ul>\n<li><b>one</b>: <code>c</code><div>continued</div></li>\n<li>two\n<ul>\n<li>sub <b>a</b><br>sub continued</li>\n<li>sub b</li>\n</ul><div>back in two</div></li>\n</ul>\n<p>Config.</p>\n<p>To reproduce:</p>\n<pre><code>redlock-bench sweep --slo=&#39;p99&lt;5ms&#39;</code></pre>\n"
 	if h.String() != wantHTML {
 		t.Errorf("html: got\n%s\nwant\n%s", h.String(), wantHTML)
 	}
@@ -145,6 +150,122 @@ func TestCapacityKneeWhileThroughputGrows(t *testing.T) {
 		"**Saturation knee: 1024 workers, 55,600 acquisitions/s**",
 		"**Recommended worker count: 1024** per load generator (the knee: the SLO holds up to 4096 workers, 56,100 acquisitions/s, but past the knee more load adds latency, not throughput)",
 	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("capacity.md lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// capacityOfRuns renders the capacity plan of run directories written by
+// writeSynthRun.
+func capacityOfRuns(t *testing.T, runs ...synthRun) string {
+	t.Helper()
+	root := t.TempDir()
+	var dirs []string
+	for i, r := range runs {
+		d := filepath.Join(root, fmt.Sprintf("run%d", i))
+		writeSynthRun(t, d, r)
+		dirs = append(dirs, d)
+	}
+	var b bytes.Buffer
+	if err := WriteCapacity(&b, loadInputs(t, dirs...), nil); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// The TTL advice follows one rule, stated once: the TTL less the drift
+// allowance is at least 3× acquire + hold at p99.9. Every item's shortest
+// TTL follows from its figures by that rule, and the top of the plan
+// names the TTL that satisfies it for every load in the report.
+func TestCapacityTTLRule(t *testing.T) {
+	t.Parallel()
+	sweep, compare, run := writeReportFixtures(t, t.TempDir())
+	var b bytes.Buffer
+	if err := WriteCapacity(&b, loadInputs(t, sweep, compare, run), nil); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	if n := strings.Count(md, "**TTL rule:**"); n != 1 {
+		t.Fatalf("the TTL rule is stated %d times, want once:\n%s", n, md)
+	}
+	if strings.Contains(md, "would still leave") {
+		t.Errorf("capacity.md still invites a TTL by another rule:\n%s", md)
+	}
+	// Each headroom: "...: X together; ... H× headroom ... a TTL of N or more".
+	item := regexp.MustCompile(`TTL (\S+)\. [^\n]*? p99\.9 was (\S+) and hold p99\.9 (\S+): (\S+) together[^\n]*? leaves ([0-9,.]+)× headroom[^\n]*?(?:holds here for a TTL of|needs a TTL of) (\S+) or more`)
+	all := item.FindAllStringSubmatch(md, -1)
+	if len(all) != 4 { // the sweep's step, two engines, the run
+		t.Fatalf("%d TTL headroom items with the rule's figures, want 4:\n%s", len(all), md)
+	}
+	var most time.Duration
+	for _, m := range all {
+		ttl, _ := time.ParseDuration(m[1])
+		used := parseFormatted(t, m[4])
+		drift := time.Duration(float64(ttl)*0.01) + 2*time.Millisecond
+		head, _ := strconv.ParseFloat(strings.ReplaceAll(m[5], ",", ""), 64)
+		if want := math.Floor(float64(ttl-drift) / float64(used)); math.Abs(head-want) > 1+want/200 { // used is rounded as printed
+			t.Errorf("%q: headroom %v×, want (TTL − drift)/used = %v×", m[0], head, want)
+		}
+		need := parseFormatted(t, m[6])
+		if needDrift := time.Duration(float64(need)*0.01) + 2*time.Millisecond; need-needDrift < 3*used || need-time.Millisecond-needDrift > 3*used {
+			t.Errorf("%q: a TTL of %s is not the shortest that leaves 3× %s after drift", m[0], need, used)
+		}
+		most = max(most, need)
+	}
+	if want := "By this rule, the loads below need a TTL of at least " + fmtDur(most); !strings.Contains(md, want) {
+		t.Errorf("capacity.md does not say %q:\n%s", want, md)
+	}
+}
+
+// parseFormatted reads a duration as fmtDur and FormatUs write it.
+func parseFormatted(t *testing.T, s string) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(strings.ReplaceAll(strings.TrimRight(s, ".,;"), "µs", "us"))
+	if err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	return d
+}
+
+// A TTL below the rule is called too short, in its item and at the top.
+func TestCapacityTTLTooShort(t *testing.T) {
+	t.Parallel()
+	md := capacityOfRuns(t, synthRun{label: "short-ttl", workers: 8, start: synthStart, warmupS: 1, seconds: 3,
+		perSec: func(int) int64 { return 1000 }, latencyUs: exponential(500, 1000), holdUs: 4000, ttl: "30ms"})
+	for _, want := range []string{"**The TTL is too short by this rule:**", "The TTL of redlock short-ttl, 30ms, is too short"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("capacity.md lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// In mode wait the acquire histogram is empty: the headroom must not read
+// "acquire p99.9 was 0µs", and must say what it counts instead.
+func TestCapacityWaitModeTTL(t *testing.T) {
+	t.Parallel()
+	md := capacityOfRuns(t, synthRun{label: "waiting", mode: "wait", workers: 8, start: synthStart, warmupS: 1, seconds: 3,
+		perSec: func(int) int64 { return 1000 }, latencyUs: exponential(500, 20000), holdUs: 1000})
+	if strings.Contains(md, "was 0µs") {
+		t.Errorf("the wait-mode headroom counts an empty histogram:\n%s", md)
+	}
+	for _, want := range []string{"one acquire round (release p99.9, as an estimate) was", "includes queueing"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("capacity.md lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// A comparison's plan gives the masters' ceiling, as compare.txt does.
+func TestCapacityCompareCeiling(t *testing.T) {
+	t.Parallel()
+	_, compare, _ := writeReportFixtures(t, t.TempDir())
+	var b bytes.Buffer
+	if err := WriteCapacity(&b, loadInputs(t, compare), nil); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	for _, want := range []string{"**Ceiling of the masters:** 66,667 lock cycles/s", "127.0.0.1:7003", "redlock reached 47% of it"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("capacity.md lacks %q:\n%s", want, md)
 		}

@@ -46,6 +46,11 @@ func writeReportFixtures(t testing.TB, root string) (sweep, compare, run string)
 			cmp.Runs = append(cmp.Runs, CompareRunOf(round, e.engine, dir, s, Acquire))
 		}
 	}
+	cmp.Ceiling = NewCeiling("redis-benchmark -P 16 -c 50", 200000, []CeilingMaster{
+		{Addr: "127.0.0.1:7001", SetPerSec: 250000, EvalshaPerSec: 150000},
+		{Addr: "127.0.0.1:7002", SetPerSec: 240000, EvalshaPerSec: 160000},
+		{Addr: "127.0.0.1:7003", SetPerSec: 200000, EvalshaPerSec: 100000},
+	})
 	cmp.Analyze()
 	var cb bytes.Buffer
 	if err := WriteCompareJSON(&cb, cmp); err != nil {

@@ -211,8 +211,8 @@ func runCharts(sec *sectionView, in *Input, add func(*sectionView) func(*Chart, 
 	var origin time.Time
 	if sequential {
 		for _, o := range shown {
-			if origin.IsZero() || o.MeasureStart().Before(origin) {
-				origin = o.MeasureStart()
+			if origin.IsZero() || o.Start().Before(origin) {
+				origin = o.Start()
 			}
 		}
 	}
@@ -243,9 +243,9 @@ func runCharts(sec *sectionView, in *Input, add func(*sectionView) func(*Chart, 
 	if err := add(sec)(DistributionChart("latency-distribution", "Latency distribution: "+title, what, dist)); err != nil {
 		return err
 	}
-	xlabel := "seconds since the measured window began"
+	xlabel := "seconds since the run started (the clock of --fault; the warm-up is shaded)"
 	if sequential {
-		xlabel = "seconds since the first step's measured window began (steps one after another)"
+		xlabel = "seconds since the first step started (steps one after another; warm-ups shaded)"
 	}
 	return add(sec)(TimeSeriesChart("over-time", "Over time: "+title, xlabel, ts, sequential))
 }

@@ -83,6 +83,7 @@ func writeReportFixtures(t testing.TB, root string) (sweep, compare, run string)
 			{"fault": "pause:2@4s+3s", "action": "pause", "node": 2, "at_s": 4, "for_s": 3, "applied_s": 4.001, "ended_s": 7.002, "ended": true},
 			{"fault": "kill:4@9s", "action": "kill", "node": 4, "at_s": 9, "for_s": 0, "applied_s": 9.0, "ended_s": 9.01, "ended": true,
 				"applied_at": synthStart.Add(9 * time.Second).Format(time.RFC3339Nano)},
+			{"fault": "restart:4@11s", "action": "restart", "node": 4, "at_s": 11, "for_s": 0, "applied_s": 11.0, "ended_s": 11.35, "ended": true},
 		},
 	})
 	return sweep, compare, run
@@ -122,9 +123,9 @@ func TestLoadInputKinds(t *testing.T) {
 		t.Errorf("unreadable compare.json: %v, %+v", err, in)
 	}
 	f := ins[2].Runs[0].Faults()
-	// applied_s is since the run started: the pause is 3 s into the
-	// measured window; the kill is placed by its wall-clock time.
-	if len(f) != 2 || f[0].Action != "pause" || f[0].FromS < 3 || f[0].FromS > 3.01 || f[0].ToS < 6 || f[1].FromS != 8 {
+	// Times are since the run started, as applied_s: the pause at 4 s;
+	// the kill is placed by its wall-clock time.
+	if len(f) != 3 || f[0].Action != "pause" || f[0].FromS < 4 || f[0].FromS > 4.01 || f[0].ToS < 7 || f[1].FromS != 9 {
 		t.Errorf("faults %+v", f)
 	}
 	if _, err := LoadInput(t.TempDir()); err == nil {
@@ -176,7 +177,7 @@ func TestReportFiles(t *testing.T) {
 			t.Errorf("report.html contains %q: it must work offline", bad)
 		}
 	}
-	for _, want := range []string{"knee", "best within SLO", "compare engines", "redsync (2 runs)", "× redlock", "pause:2@4s+3s", "kill:4@9s", `id="comparison-table"`, "Capacity plan"} {
+	for _, want := range []string{"knee", "best within SLO", "compare engines", "redsync (2 runs)", "× redlock", "pause:2@4s+3s", "kill:4@9s", "restart:4@11s", "master 4 down", "warm-up", `id="comparison-table"`, "Capacity plan"} {
 		if !bytes.Contains(html, []byte(want)) {
 			t.Errorf("report.html lacks %q", want)
 		}

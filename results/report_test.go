@@ -354,3 +354,83 @@ func TestReportRendersInChromium(t *testing.T) {
 	}
 	t.Logf("report %s, screenshot %s", page, shot)
 }
+
+// At 1280 px, as a laptop shows it, no table of report.html scrolls
+// sideways, and the comparison's p99, max, errors and violations columns
+// are on screen. A script added to a copy of the page measures the laid
+// out tables; report.html itself has no script.
+func TestReportFitsAt1280(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: no browser")
+	}
+	t.Parallel()
+	bin := chromium(t)
+	out := t.TempDir()
+	sweep, compare, run := writeReportFixtures(t, filepath.Join(out, "inputs"))
+	slo, _ := ParseSLO("p99<5ms")
+	if _, err := WriteReport(out, loadInputs(t, sweep, compare, run), ReportOptions{Now: synthStart, SLO: &slo}); err != nil {
+		t.Fatal(err)
+	}
+	html, err := os.ReadFile(filepath.Join(out, ReportHTML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const measure = `<script>
+window.onload = function () {
+  var out = [];
+  document.querySelectorAll("table").forEach(function (t, i) {
+    var box = t.parentElement;
+    out.push("table " + (t.id || t.className || i) + " " + box.scrollWidth + " " + box.clientWidth + " " + Math.round(t.getBoundingClientRect().right));
+  });
+  document.querySelectorAll("#comparison-table th").forEach(function (th) {
+    out.push("th " + Math.round(th.getBoundingClientRect().right) + " " + th.textContent.trim());
+  });
+  out.push("viewport " + document.documentElement.clientWidth);
+  var pre = document.createElement("pre");
+  pre.id = "layout";
+  pre.textContent = out.join("\n");
+  document.body.appendChild(pre);
+};
+</script></body>`
+	page := filepath.Join(out, "measure.html")
+	if err := os.WriteFile(page, bytes.Replace(html, []byte("</body>"), []byte(measure), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dom, _ := runChromium(t, bin, page, "--dump-dom", "--window-size=1280,900", "--virtual-time-budget=2000")
+	m := regexp.MustCompile(`(?s)<pre id="layout">(.*?)</pre>`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("the measuring script did not run:\n%.2000s", dom)
+	}
+	var viewport int
+	fmt.Sscanf(m[1][strings.LastIndex(m[1], "viewport "):], "viewport %d", &viewport)
+	if viewport < 1200 || viewport > 1280 {
+		t.Fatalf("viewport %d px wide, want about 1280:\n%s", viewport, m[1])
+	}
+	seen := map[string]bool{}
+	for _, l := range strings.Split(m[1], "\n") {
+		var name string
+		var a, b, c int
+		switch {
+		case strings.HasPrefix(l, "table "):
+			fmt.Sscanf(l, "table %s %d %d %d", &name, &a, &b, &c)
+			if a > b || c > viewport {
+				t.Errorf("at 1280 px, table %s is %d px wide in a box of %d (right edge at %d of %d): it scrolls sideways", name, a, b, c, viewport)
+			}
+		case strings.HasPrefix(l, "th "):
+			fmt.Sscanf(l, "th %d", &a)
+			name = strings.SplitN(l, " ", 3)[2]
+			seen[name] = true
+			if a > viewport {
+				t.Errorf("at 1280 px, the comparison's %q column ends at %d px, off screen", name, a)
+			}
+		}
+	}
+	for _, col := range []string{"p99", "max", "errors", "violations"} {
+		if !seen[col] {
+			t.Errorf("the comparison table has no %q column: %v", col, seen)
+		}
+	}
+	if t.Failed() {
+		t.Logf("layout:\n%s", m[1])
+	}
+}

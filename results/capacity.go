@@ -109,6 +109,9 @@ func capacitySweep(in *Input, sw *Sweep, needs *ttlNeeds) capacitySection {
 		if r := pointRun(in, *rec); r != nil {
 			at := ParamValue(sw.Param, rec.Value)
 			add(ttlHeadroom(r, "At "+at, fmt.Sprintf("sweep %s at %s", sw.Label, at), needs))
+			if f := faultNote(r); f != nil {
+				add(append(text{}.p("At %s:", at), f...))
+			}
 			if e := r.Summary.ErrorTotal(); e > 0 {
 				add(text{}.b("Errors at %s:", ParamValue(sw.Param, rec.Value)).p(" %d of %d attempts failed with an error, not contention (%s).",
 					e, r.Summary.Attempts, errorBreakdown(r.Summary)))
@@ -207,7 +210,7 @@ func sweepRecommendation(sw *Sweep, rec *SweepPoint, why string) text {
 		return text{}.b("Recommended worker count: %d", rec.Workers).p(" per load generator (%s).", why)
 	}
 	return text{}.b("Recommended offered rate: at most %s acquisitions/s", thousands(rec.Value)).
-		p(", with %d workers (%s).", rec.Workers, why)
+		p(", with %s (%s).", plural(rec.Workers, "worker"), why)
 }
 
 // sweepSafety sums the violations and errors across a sweep's steps.
@@ -268,6 +271,9 @@ func capacityRun(r *RunDir, slo *SLO, needs *ttlNeeds) capacityItem {
 	}
 	if e := s.ErrorTotal(); e > 0 {
 		t = t.p(" %d of %d attempts failed with an error (%s).", e, s.Attempts, errorBreakdown(s))
+	}
+	if f := faultNote(r); f != nil {
+		t = append(t, f...)
 	}
 	if _, ok := r.Raw["merged_from"]; ok {
 		t = t.p(" Merged from %d load generators.", len(r.Raw["merged_from"].([]any)))
@@ -495,6 +501,19 @@ func (n ttlNeeds) rule() text {
 	return t.p("; every TTL they ran with meets it.")
 }
 
+// faultNote says that faults were injected into a run, which then shows
+// their effect rather than what healthy masters give; nil if none were.
+func faultNote(r *RunDir) text {
+	var names []string
+	for _, f := range r.Faults() {
+		names = append(names, f.Name)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return text{}.p(" ").b("Faults were injected").p(" (%s): these figures include their effect, not only the load's.", strings.Join(names, ", "))
+}
+
 // errorBreakdown lists the error kinds that occurred: "timeout 3, release 1".
 func errorBreakdown(s *Summary) string {
 	var parts []string
@@ -510,9 +529,9 @@ func errorBreakdown(s *Summary) string {
 func describeLoad(s *Summary) string {
 	c := s.RunConfig()
 	if s.LoadModel == "open" {
-		return fmt.Sprintf("open loop at %s/s offered with %d workers", thousands(c.Rate), c.Workers)
+		return fmt.Sprintf("open loop at %s/s offered with %s", thousands(c.Rate), plural(c.Workers, "worker"))
 	}
-	return fmt.Sprintf("%d workers, closed loop", c.Workers)
+	return plural(c.Workers, "worker") + ", closed loop"
 }
 
 // describeConfig renders the settings that shape the figures.
@@ -546,7 +565,9 @@ func describeConfig(c map[string]any, engine string, masters []string, local boo
 	add("mode %s", "mode")
 	add("hold %s", "hold")
 	add("TTL %s", "ttl")
-	add("%s client(s)", "clients")
+	if n := configInt(c, "clients"); n > 0 {
+		parts = append(parts, plural(n, "client"))
+	}
 	add("quarantine %s", "quarantine")
 	if configString(c, "check") == "false" {
 		parts = append(parts, "oracle off")
@@ -671,6 +692,14 @@ func fmtDur(d time.Duration) string {
 		return strconv.FormatFloat(math.Round(float64(d)/1e4)/100, 'f', -1, 64) + "ms"
 	}
 	return strconv.FormatFloat(math.Round(float64(d)/1e6)/1000, 'f', -1, 64) + "s"
+}
+
+// plural writes a count and its noun: "1 worker", "64 workers".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func capitalize(s string) string {

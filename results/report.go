@@ -612,7 +612,7 @@ code{font:12px "Liberation Mono",Menlo,Consolas,monospace}
 <p class="muted">One row per run, by input. Latencies are of successful acquisitions: <code>acquire</code> in mode try, <code>wait</code> in mode wait. Hover over a run for its directory.</p>
 <div class="scroll"><table id="comparison-table"><thead><tr>
 <th class="l">run</th><th class="l">load</th><th>acquisitions/s</th><th title="throughput against the input's reference">× ref.</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th>
-<th>errors</th><th>lost leases</th><th>violations</th>{{if .SLO}}<th>SLO</th>{{end}}
+<th>errors</th><th>lost leases</th><th>violations</th>{{if .SLO}}<th>SLO {{.SLO}}</th>{{end}}
 </tr></thead>
 {{range .Groups}}<tbody><tr class="group"><th class="l" colspan="{{if $.SLO}}13{{else}}12{{end}}">{{.Input}}{{with .Ref}} <span class="muted">&middot; {{.}}</span>{{end}}</th></tr>
 {{range .Rows}}<tr{{if .Bad}} class="bad"{{end}}><td class="l name" title="{{.Dir}}">{{.Name}}<div class="sub">{{.Engine}} &middot; mode {{.Mode}} &middot; {{.Duration}} measured</div></td><td class="l load">{{.Load}}</td>

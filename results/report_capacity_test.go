@@ -271,3 +271,28 @@ func TestCapacityCompareCeiling(t *testing.T) {
 		}
 	}
 }
+
+// A run with injected faults says so: its throughput and latency are not
+// what healthy masters give. One worker is "1 worker", one client "1
+// client".
+func TestCapacityRunWithFaults(t *testing.T) {
+	t.Parallel()
+	_, _, run := writeReportFixtures(t, t.TempDir())
+	var b bytes.Buffer
+	if err := WriteCapacity(&b, loadInputs(t, run), nil); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	want := "**Faults were injected** (pause:2@4s+3s, kill:4@9s, restart:4@11s): these figures include their effect, not only the load's."
+	if !strings.Contains(md, want) {
+		t.Errorf("capacity.md lacks %q:\n%s", want, md)
+	}
+	if strings.Contains(md, "client(s)") {
+		t.Errorf("capacity.md says client(s):\n%s", md)
+	}
+	md = capacityOfRuns(t, synthRun{label: "single", workers: 1, start: synthStart, warmupS: 1, seconds: 2,
+		perSec: func(int) int64 { return 500 }, latencyUs: exponential(500, 1000), holdUs: 1000})
+	if !strings.Contains(md, "1 worker, closed loop") || !strings.Contains(md, "; 1 client;") {
+		t.Errorf("capacity.md of one worker and one client:\n%s", md)
+	}
+}

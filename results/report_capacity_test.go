@@ -128,14 +128,8 @@ func TestCapacityKneeWhileThroughputGrows(t *testing.T) {
 	sw := &Sweep{Label: "growing", Param: "workers", Values: workers6, LoadModel: "closed", Mode: "try", Engine: "redlock", SLO: &slo,
 		Points: points(workers6, []float64{2000, 8000, 23000, 31000, 42000, 55600}, []int64{900, 950, 1100, 1900, 2800, 4100})}
 	md := capacityOf(t, sw)
-	for _, want := range []string{
-		"**No saturation knee found:** throughput was still growing at the last point (1024 workers, 55,600/s)",
-		"**Recommended worker count: 1024** per load generator (the highest throughput that met the SLO)",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("capacity.md lacks %q:\n%s", want, md)
-		}
-	}
+	wantIn(t, md, "**No saturation knee found:** throughput was still growing at the last point (1024 workers, 55,600/s)",
+		"**Recommended worker count: 1024** per load generator (the highest throughput that met the SLO)")
 	if strings.Contains(md, "past the knee") || strings.Contains(md, "knee: 16") {
 		t.Errorf("capacity.md puts a knee where throughput still grew:\n%s", md)
 	}
@@ -145,15 +139,18 @@ func TestCapacityKneeWhileThroughputGrows(t *testing.T) {
 	values := append(workers6[:len(workers6):len(workers6)], 4096)
 	sw = &Sweep{Label: "ceiling", Param: "workers", Values: values, LoadModel: "closed", Mode: "try", Engine: "redlock", SLO: &slo,
 		Points: points(values, []float64{2000, 8000, 23000, 31000, 42000, 55600, 56100}, []int64{900, 950, 1100, 1900, 2800, 4100, 4900})}
-	md = capacityOf(t, sw)
-	for _, want := range []string{
-		"**Saturation knee: 1024 workers, 55,600 acquisitions/s**",
-		"**Recommended worker count: 1024** per load generator (the knee: the SLO holds up to 4096 workers, 56,100 acquisitions/s, but past the knee more load adds latency, not throughput)",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("capacity.md lacks %q:\n%s", want, md)
-		}
+	wantIn(t, capacityOf(t, sw), "**Saturation knee: 1024 workers, 55,600 acquisitions/s**",
+		"**Recommended worker count: 1024** per load generator (the knee: the SLO holds up to 4096 workers, 56,100 acquisitions/s, but past the knee more load adds latency, not throughput)")
+}
+
+// capacityOfDirs renders the capacity plan of input directories.
+func capacityOfDirs(t *testing.T, dirs ...string) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := WriteCapacity(&b, loadInputs(t, dirs...), nil); err != nil {
+		t.Fatal(err)
 	}
+	return b.String()
 }
 
 // capacityOfRuns renders the capacity plan of run directories written by
@@ -167,11 +164,17 @@ func capacityOfRuns(t *testing.T, runs ...synthRun) string {
 		writeSynthRun(t, d, r)
 		dirs = append(dirs, d)
 	}
-	var b bytes.Buffer
-	if err := WriteCapacity(&b, loadInputs(t, dirs...), nil); err != nil {
-		t.Fatal(err)
+	return capacityOfDirs(t, dirs...)
+}
+
+// wantIn reports each of wants that md lacks.
+func wantIn(t *testing.T, md string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(md, w) {
+			t.Errorf("capacity.md lacks %q:\n%s", w, md)
+		}
 	}
-	return b.String()
 }
 
 // The TTL advice follows one rule, stated once: the TTL less the drift
@@ -181,11 +184,7 @@ func capacityOfRuns(t *testing.T, runs ...synthRun) string {
 func TestCapacityTTLRule(t *testing.T) {
 	t.Parallel()
 	sweep, compare, run := writeReportFixtures(t, t.TempDir())
-	var b bytes.Buffer
-	if err := WriteCapacity(&b, loadInputs(t, sweep, compare, run), nil); err != nil {
-		t.Fatal(err)
-	}
-	md := b.String()
+	md := capacityOfDirs(t, sweep, compare, run)
 	if n := strings.Count(md, "**TTL rule:**"); n != 1 {
 		t.Fatalf("the TTL rule is stated %d times, want once:\n%s", n, md)
 	}
@@ -233,11 +232,7 @@ func TestCapacityTTLTooShort(t *testing.T) {
 	t.Parallel()
 	md := capacityOfRuns(t, synthRun{label: "short-ttl", workers: 8, start: synthStart, warmupS: 1, seconds: 3,
 		perSec: func(int) int64 { return 1000 }, latencyUs: exponential(500, 1000), holdUs: 4000, ttl: "30ms"})
-	for _, want := range []string{"**The TTL is too short by this rule:**", "The TTL of redlock short-ttl, 30ms, is too short"} {
-		if !strings.Contains(md, want) {
-			t.Errorf("capacity.md lacks %q:\n%s", want, md)
-		}
-	}
+	wantIn(t, md, "**The TTL is too short by this rule:**", "The TTL of redlock short-ttl, 30ms, is too short")
 }
 
 // In mode wait the acquire histogram is empty: the headroom must not read
@@ -249,27 +244,14 @@ func TestCapacityWaitModeTTL(t *testing.T) {
 	if strings.Contains(md, "was 0µs") {
 		t.Errorf("the wait-mode headroom counts an empty histogram:\n%s", md)
 	}
-	for _, want := range []string{"one acquire round (release p99.9, as an estimate) was", "includes queueing"} {
-		if !strings.Contains(md, want) {
-			t.Errorf("capacity.md lacks %q:\n%s", want, md)
-		}
-	}
+	wantIn(t, md, "one acquire round (release p99.9, as an estimate) was", "includes queueing")
 }
 
 // A comparison's plan gives the masters' ceiling, as compare.txt does.
 func TestCapacityCompareCeiling(t *testing.T) {
 	t.Parallel()
 	_, compare, _ := writeReportFixtures(t, t.TempDir())
-	var b bytes.Buffer
-	if err := WriteCapacity(&b, loadInputs(t, compare), nil); err != nil {
-		t.Fatal(err)
-	}
-	md := b.String()
-	for _, want := range []string{"**Ceiling of the masters:** 66,667 lock cycles/s", "127.0.0.1:7003", "redlock reached 47% of it"} {
-		if !strings.Contains(md, want) {
-			t.Errorf("capacity.md lacks %q:\n%s", want, md)
-		}
-	}
+	wantIn(t, capacityOfDirs(t, compare), "**Ceiling of the masters:** 66,667 lock cycles/s", "127.0.0.1:7003", "redlock reached 47% of it")
 }
 
 // A run with injected faults says so: its throughput and latency are not
@@ -278,15 +260,8 @@ func TestCapacityCompareCeiling(t *testing.T) {
 func TestCapacityRunWithFaults(t *testing.T) {
 	t.Parallel()
 	_, _, run := writeReportFixtures(t, t.TempDir())
-	var b bytes.Buffer
-	if err := WriteCapacity(&b, loadInputs(t, run), nil); err != nil {
-		t.Fatal(err)
-	}
-	md := b.String()
-	want := "**Faults were injected** (pause:2@4s+3s, kill:4@9s, restart:4@11s): these figures include their effect, not only the load's."
-	if !strings.Contains(md, want) {
-		t.Errorf("capacity.md lacks %q:\n%s", want, md)
-	}
+	md := capacityOfDirs(t, run)
+	wantIn(t, md, "**Faults were injected** (pause:2@4s+3s, kill:4@9s, restart:4@11s): these figures include their effect, not only the load's.")
 	if strings.Contains(md, "client(s)") {
 		t.Errorf("capacity.md says client(s):\n%s", md)
 	}

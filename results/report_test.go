@@ -230,9 +230,13 @@ func TestCapacityGolden(t *testing.T) {
 }
 
 // chromium finds headless Chromium, installing it with .ci/ensure-chromium
-// when it is missing; it skips the test, saying why, only when that fails.
+// when it is missing; it skips the test, saying why, with -short or when
+// that fails.
 func chromium(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: no browser")
+	}
 	const bin = "/usr/bin/chromium"
 	if _, err := os.Stat(bin); err == nil {
 		return bin
@@ -290,26 +294,34 @@ func consoleErrors(log string) []string {
 	return bad
 }
 
+// writeFixtureReport writes the report fixtures under out/inputs and their
+// report into out; it returns the page's absolute path and its content.
+func writeFixtureReport(t *testing.T, out string, opts ReportOptions) (page string, html []byte) {
+	t.Helper()
+	sweep, compare, run := writeReportFixtures(t, filepath.Join(out, "inputs"))
+	if _, err := WriteReport(out, loadInputs(t, sweep, compare, run), opts); err != nil {
+		t.Fatal(err)
+	}
+	page, _ = filepath.Abs(filepath.Join(out, ReportHTML))
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page, html
+}
+
 // TestReportRendersInChromium opens report.html in headless Chromium: it
 // must render every chart with no console error, and a screenshot is kept
 // (its path is logged; REDLOCK_REPORT_DIR keeps the report and the
 // screenshot there too).
 func TestReportRendersInChromium(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: no browser")
-	}
 	t.Parallel()
 	bin := chromium(t)
 	out := t.TempDir()
 	if d := os.Getenv("REDLOCK_REPORT_DIR"); d != "" {
 		out = d
 	}
-	sweep, compare, run := writeReportFixtures(t, filepath.Join(out, "inputs"))
-	if _, err := WriteReport(out, loadInputs(t, sweep, compare, run), ReportOptions{Now: synthStart}); err != nil {
-		t.Fatal(err)
-	}
-	page, _ := filepath.Abs(filepath.Join(out, ReportHTML))
-	html, _ := os.ReadFile(page)
+	page, html := writeFixtureReport(t, out, ReportOptions{Now: synthStart})
 	ids := chartIDs(html)
 
 	// The control: a page that does log an error must be caught, or the
@@ -360,21 +372,11 @@ func TestReportRendersInChromium(t *testing.T) {
 // are on screen. A script added to a copy of the page measures the laid
 // out tables; report.html itself has no script.
 func TestReportFitsAt1280(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: no browser")
-	}
 	t.Parallel()
 	bin := chromium(t)
 	out := t.TempDir()
-	sweep, compare, run := writeReportFixtures(t, filepath.Join(out, "inputs"))
 	slo, _ := ParseSLO("p99<5ms")
-	if _, err := WriteReport(out, loadInputs(t, sweep, compare, run), ReportOptions{Now: synthStart, SLO: &slo}); err != nil {
-		t.Fatal(err)
-	}
-	html, err := os.ReadFile(filepath.Join(out, ReportHTML))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, html := writeFixtureReport(t, out, ReportOptions{Now: synthStart, SLO: &slo})
 	const measure = `<script>
 window.onload = function () {
   var out = [];

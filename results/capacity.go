@@ -55,16 +55,18 @@ func capacityPlanOf(inputs []*Input, slo *SLO) *capacityPlan {
 		p(" in mode try, ").c("wait").p(" in mode wait); throughput counts successful acquisitions per second.")}
 
 	var runs []*Input
+	needs := &ttlNeeds{}
 	for _, in := range inputs {
 		if in.Kind == "sweep" && in.Sweep != nil {
-			plan.Sections = append(plan.Sections, capacitySweep(in, analyzed(in.Sweep, slo)))
+			plan.Sections = append(plan.Sections, capacitySweep(in, analyzed(in.Sweep, slo), needs))
 		} else {
 			runs = append(runs, in)
 		}
 	}
 	if len(runs) > 0 {
-		plan.Sections = append(plan.Sections, capacityRuns(runs, slo))
+		plan.Sections = append(plan.Sections, capacityRuns(runs, slo, needs))
 	}
+	plan.TTL = needs.rule()
 	return plan
 }
 
@@ -81,7 +83,7 @@ func analyzed(sw *Sweep, slo *SLO) *Sweep {
 	return &c
 }
 
-func capacitySweep(in *Input, sw *Sweep) capacitySection {
+func capacitySweep(in *Input, sw *Sweep, needs *ttlNeeds) capacitySection {
 	var vals []string
 	for _, v := range sw.Values {
 		vals = append(vals, strconv.FormatFloat(v, 'f', -1, 64))
@@ -105,7 +107,11 @@ func capacitySweep(in *Input, sw *Sweep) capacitySection {
 	// TTL headroom and errors at the recommended point.
 	if rec != nil {
 		if r := pointRun(in, *rec); r != nil {
-			add(ttlHeadroom(r, "At "+ParamValue(sw.Param, rec.Value)))
+			at := ParamValue(sw.Param, rec.Value)
+			add(ttlHeadroom(r, "At "+at, fmt.Sprintf("sweep %s at %s", sw.Label, at), needs))
+			if f := faultNote(r); f != nil {
+				add(append(text{}.p("At %s:", at), f...))
+			}
 			if e := r.Summary.ErrorTotal(); e > 0 {
 				add(text{}.b("Errors at %s:", ParamValue(sw.Param, rec.Value)).p(" %d of %d attempts failed with an error, not contention (%s).",
 					e, r.Summary.Attempts, errorBreakdown(r.Summary)))
@@ -157,28 +163,36 @@ func sweepSLO(sw *Sweep) (t text, rec *SweepPoint, why string) {
 	return text{}.b("No step met the SLO (%s).", sw.SLO.Text).p(" %s.", capitalize(miss)), nil, ""
 }
 
-// sweepKnee describes the knee, and recommends it when the SLO did not
-// pick a step (or, with no SLO and no knee, the highest throughput);
-// otherwise it adds to why how the SLO's step relates to the knee.
+// sweepKnee describes the knee and settles the recommendation: the SLO's
+// step (rec) when it lies at or before the knee; the knee when the SLO's
+// step lies past it (more load there buys latency, not throughput) or no
+// step met the SLO; with no SLO and no knee, the highest throughput.
 func sweepKnee(sw *Sweep, rec *SweepPoint, why string) (text, *SweepPoint, string) {
 	t := text{}.b("No saturation knee found:").p(" %s.", sw.Knee.Reason)
+	var knee *SweepPoint
 	if sw.Knee.Found {
 		t = text{}.b("Saturation knee: %s, %s acquisitions/s", ParamValue(sw.Param, sw.Knee.Value), thousands(sw.Knee.AcquiredPerSec)).
 			p(" (p99 %s). %s.", FormatUs(sw.Knee.P99Us), capitalize(sw.Knee.Reason))
-	}
-	switch {
-	case !sw.Knee.Found:
-	case rec == nil:
 		for _, pt := range sw.Points {
 			if pt.Index == sw.Knee.Index {
 				pt := pt
-				rec, why = &pt, "the knee: past it, more load adds latency, not throughput"
+				knee = &pt
 			}
 		}
-	case rec.Index == sw.Knee.Index:
+	}
+	switch {
+	case knee == nil:
+	case rec == nil:
+		rec, why = knee, "the knee: past it, more load adds latency, not throughput"
+	case rec.Index == knee.Index:
 		why += ", and the knee"
-	case rec.Value > sw.Knee.Value:
-		why += "; it lies past the knee, so it buys its throughput with latency"
+	case rec.Value > knee.Value:
+		why = fmt.Sprintf("the knee: the SLO holds up to %s, %s acquisitions/s, but past the knee more load adds latency, not throughput",
+			ParamValue(sw.Param, rec.Value), thousands(rec.AcquiredPerSec))
+		rec = knee
+	default:
+		why += fmt.Sprintf("; past it throughput still grows, up to the knee at %s, %s acquisitions/s, where %s was %s",
+			ParamValue(sw.Param, knee.Value), thousands(knee.AcquiredPerSec), sw.SLO.Percentile, FormatUs(sw.SLO.Value(knee.LatencyUs)))
 	}
 	if rec == nil && sw.SLO == nil {
 		if best := highest(sw.Points); best != nil {
@@ -196,7 +210,7 @@ func sweepRecommendation(sw *Sweep, rec *SweepPoint, why string) text {
 		return text{}.b("Recommended worker count: %d", rec.Workers).p(" per load generator (%s).", why)
 	}
 	return text{}.b("Recommended offered rate: at most %s acquisitions/s", thousands(rec.Value)).
-		p(", with %d workers (%s).", rec.Workers, why)
+		p(", with %s (%s).", plural(rec.Workers, "worker"), why)
 }
 
 // sweepSafety sums the violations and errors across a sweep's steps.
@@ -224,23 +238,23 @@ func sweepSafety(sw *Sweep) []text {
 }
 
 // capacityRuns covers inputs that are not sweeps.
-func capacityRuns(ins []*Input, slo *SLO) capacitySection {
+func capacityRuns(ins []*Input, slo *SLO, needs *ttlNeeds) capacitySection {
 	sec := capacitySection{Title: "Runs", Lead: text{}.
 		p("A single load level shows no knee: each figure below holds for its own load. Run ").
 		c("redlock-bench sweep").p(" to find the capacity.")}
 	for _, in := range ins {
 		if in.Comparison != nil {
-			sec.Items = append(sec.Items, capacityCompare(in, slo))
+			sec.Items = append(sec.Items, capacityCompare(in, slo, needs))
 			continue
 		}
 		for _, r := range in.Runs {
-			sec.Items = append(sec.Items, capacityRun(r, slo))
+			sec.Items = append(sec.Items, capacityRun(r, slo, needs))
 		}
 	}
 	return sec
 }
 
-func capacityRun(r *RunDir, slo *SLO) capacityItem {
+func capacityRun(r *RunDir, slo *SLO, needs *ttlNeeds) capacityItem {
 	s := r.Summary
 	st := s.Latency(primaryKind(s))
 	t := text{}.b("%s", r.Name()).p(" (").c(filepath.ToSlash(r.Dir)).p("): %s acquisitions/s, %s, p99 %s, p99.9 %s.",
@@ -258,18 +272,21 @@ func capacityRun(r *RunDir, slo *SLO) capacityItem {
 	if e := s.ErrorTotal(); e > 0 {
 		t = t.p(" %d of %d attempts failed with an error (%s).", e, s.Attempts, errorBreakdown(s))
 	}
+	if f := faultNote(r); f != nil {
+		t = append(t, f...)
+	}
 	if _, ok := r.Raw["merged_from"]; ok {
 		t = t.p(" Merged from %d load generators.", len(r.Raw["merged_from"].([]any)))
 	}
 	return capacityItem{Text: t, More: []text{
-		ttlHeadroom(r, "Here"),
+		ttlHeadroom(r, "Here", r.Name(), needs),
 		text{}.p("Configuration: %s Machine: %s.", describeConfig(s.Config.Map(), s.Engine, s.Masters, s.LocalMasters, s.Machine.RedisVersion), describeMachine(s.Machine)),
 	}}
 }
 
 // capacityCompare covers a comparison: one line per engine, from the
 // medians of its runs, with the TTL headroom of its slowest run.
-func capacityCompare(in *Input, slo *SLO) capacityItem {
+func capacityCompare(in *Input, slo *SLO, needs *ttlNeeds) capacityItem {
 	c := in.Comparison
 	item := capacityItem{Text: text{}.b("Comparison %s", c.Label).p(" (").c(filepath.ToSlash(in.Dir)).
 		p("): %d rounds alternating %s.", c.Rounds, strings.Join(c.Engines, ", "))}
@@ -283,8 +300,9 @@ func capacityCompare(in *Input, slo *SLO) capacityItem {
 		if first == nil {
 			first = slowest
 		}
-		item.Subs = append(item.Subs, capacityEngine(c, res, slowest, slo))
+		item.Subs = append(item.Subs, capacityEngine(c, res, slowest, slo, needs))
 	}
+	item.More = append(item.More, compareCeiling(c))
 	if first != nil {
 		s := first.Summary
 		cfg := c.Config
@@ -318,7 +336,7 @@ func slowestRun(in *Input, engine string) *RunDir {
 }
 
 // capacityEngine is one engine's line of a comparison.
-func capacityEngine(c *Comparison, res CompareResult, slowest *RunDir, slo *SLO) capacityItem {
+func capacityEngine(c *Comparison, res CompareResult, slowest *RunDir, slo *SLO, needs *ttlNeeds) capacityItem {
 	m := res.Median
 	t := text{}.b("%s", res.Engine).p(": median %s acquisitions/s over %d runs, p99 %s, p99.9 %s",
 		thousands(m.AcquiredPerSec), res.Runs, FormatUs(int64(m.AcquireP99Us)), FormatUs(int64(m.AcquireP999Us)))
@@ -339,7 +357,44 @@ func capacityEngine(c *Comparison, res CompareResult, slowest *RunDir, slo *SLO)
 	if m.Errors > 0 {
 		t = t.p("; %.0f errors per run (median)", m.Errors)
 	}
-	return capacityItem{Text: t.p("."), More: []text{ttlHeadroom(slowest, "In its slowest run ("+filepath.Base(slowest.Dir)+")")}}
+	return capacityItem{Text: t.p("."), More: []text{ttlHeadroom(slowest, "In its slowest run ("+filepath.Base(slowest.Dir)+")",
+		fmt.Sprintf("%s's slowest run in comparison %s", res.Engine, c.Label), needs)}}
+}
+
+// compareCeiling says what the masters can do at most, as compare.txt
+// does, or that it was not measured.
+func compareCeiling(c *Comparison) text {
+	cl := c.Ceiling
+	if cl == nil || cl.CyclesPerSec <= 0 || len(cl.Masters) == 0 {
+		return text{}.p("The masters' ceiling was not measured (").c("compare --limit").p(" measures it).")
+	}
+	slowest := cl.Masters[0]
+	for _, m := range cl.Masters {
+		if m.CyclesPerSec < slowest.CyclesPerSec {
+			slowest = m
+		}
+	}
+	t := text{}.b("Ceiling of the masters:").p(" %s lock cycles/s, the slowest master's (%s), measured with %s (%s requests per test, every master at once). "+
+		"Every lock cycle runs on every master, so no engine gets more", thousands(math.Round(cl.CyclesPerSec)), slowest.Addr, cl.Tool, thousands(float64(cl.Requests)))
+	var shares []string
+	for _, r := range c.Results {
+		if r.OfCeiling != nil {
+			shares = append(shares, fmt.Sprintf("%s %s", r.Engine, share(*r.OfCeiling)))
+		}
+	}
+	if len(shares) > 0 {
+		shares[0] = strings.Replace(shares[0], " ", " reached ", 1) + " of it"
+		t = t.p(": %s", strings.Join(shares, ", "))
+	}
+	return t.p(".")
+}
+
+// share writes a fraction as a percentage: 0.468 is "47%", 0.061 "6.1%".
+func share(f float64) string {
+	if f >= 0.1 {
+		return fmt.Sprintf("%.0f%%", 100*f)
+	}
+	return fmt.Sprintf("%.1f%%", 100*f)
 }
 
 func primaryKind(s *Summary) Kind {
@@ -349,45 +404,114 @@ func primaryKind(s *Summary) Kind {
 	return Acquire
 }
 
-// ttlHeadroom says how the TTL compares with acquire+hold at p99.9.
-func ttlHeadroom(r *RunDir, at string) text {
+// ttlHeadroom says how the TTL compares with acquire+hold at p99.9, by
+// the rule the plan states once (ttlNeeds.rule), and adds the TTL the rule
+// asks for to needs, under the name who.
+func ttlHeadroom(r *RunDir, at, who string, needs *ttlNeeds) text {
 	s := r.Summary
 	t := text{}.b("TTL headroom:")
 	ttl, err := time.ParseDuration(s.RunConfig().TTL)
 	if err != nil || ttl <= 0 {
 		return t.p(" unknown (the run's configuration has no TTL).")
 	}
-	drift := time.Duration(float64(ttl)*capacityDriftFactor) + capacityDriftFixed
-	hold := s.HoldUs
-	acq := s.AcquireLatencyUs
+	drift := ttlDrift(ttl)
+	// In mode wait the acquire histogram is empty and the wait one
+	// includes queueing, which does not use up the TTL: a release, one
+	// round to every master as the winning attempt is, stands for it.
+	acq, what, longest := s.AcquireLatencyUs, "acquire p99.9 was", "acquire + hold"
 	if s.Mode == "wait" {
-		acq = Stats{}
+		acq, what, longest = s.ReleaseLatencyUs, "one acquire round (release p99.9, as an estimate) was", "release + hold"
 	}
+	hold := s.HoldUs
 	used := time.Duration(acq.P999+hold.P999) * time.Microsecond
 	usedMax := time.Duration(acq.Max+hold.Max) * time.Microsecond
-	left := ttl - drift - used
-	t = t.p(" TTL %s. %s, acquire p99.9 was %s and hold p99.9 %s: %s together", ttl, at, FormatUs(acq.P999), FormatUs(hold.P999), fmtDur(used))
+	t = t.p(" TTL %s. %s, %s %s and hold p99.9 %s: %s together", ttl, at, what, FormatUs(acq.P999), FormatUs(hold.P999), fmtDur(used))
 	if used > 0 {
-		t = t.p(", %s of the TTL (%s× headroom)", percentOf(used, ttl), thousands(math.Floor(float64(ttl)/float64(used))))
+		t = t.p(", so the TTL less the drift allowance (%s) leaves %s× headroom, and 99.9%% of holds ended with %s of validity to spare",
+			fmtDur(drift), thousands(math.Floor(float64(ttl-drift)/float64(used))), fmtDur(ttl-drift-used))
 	}
-	t = t.p(". A lease is valid for the TTL less the acquire time and the drift allowance (1%% of the TTL + 2ms = %s), so 99.9%% of holds ended with %s to spare", fmtDur(drift), fmtDur(left))
 	if usedMax > 0 {
-		t = t.p("; the longest acquire + hold took %s", fmtDur(usedMax))
+		t = t.p("; the longest %s took %s", longest, fmtDur(usedMax))
 	}
 	t = t.p(". Lost leases: %d.", s.LostLeases)
-	need := time.Duration((capacityHeadroom*float64(used) + float64(capacityDriftFixed)) / (1 - capacityDriftFactor))
-	need = need.Round(time.Millisecond) + time.Millisecond
-	switch {
-	case used == 0:
-	case ttl-drift < time.Duration(capacityHeadroom*float64(used)):
-		t = t.p(" ").b("The TTL is too short:").p(" keep at least %.0f× headroom with a TTL of %s or more.", capacityHeadroom, fmtDur(need))
-	default:
-		t = t.p(" A TTL down to %s would still leave %.0f× headroom over acquire + hold at p99.9; a longer TTL only delays recovery when a holder dies.", fmtDur(need), capacityHeadroom)
+	if used > 0 {
+		need := ttlNeeded(used)
+		if ttl-drift < time.Duration(capacityHeadroom*float64(used)) {
+			t = t.p(" ").b("The TTL is too short by this rule:").p(" it needs a TTL of %s or more.", fmtDur(need))
+		} else {
+			t = t.p(" The rule holds here for a TTL of %s or more.", fmtDur(need))
+		}
+		*needs = append(*needs, ttlNeed{who: who, ttl: ttl, need: need})
 	}
 	if s.Mode == "wait" {
-		t = t.p(" In mode wait the acquire time includes queueing, which does not use up the TTL, so only the hold counts here.")
+		t = t.p(" In mode wait the winning attempt's time is not recorded on its own: the wait p99.9, %s, includes queueing, "+
+			"which does not use up the TTL (validity counts from the winning attempt's start).", FormatUs(s.WaitLatencyUs.P999))
 	}
 	return t
+}
+
+// ttlDrift is the engine's drift allowance for a TTL.
+func ttlDrift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*capacityDriftFactor) + capacityDriftFixed
+}
+
+// ttlNeeded is the shortest whole-millisecond TTL that, less its drift
+// allowance, leaves capacityHeadroom times used.
+func ttlNeeded(used time.Duration) time.Duration {
+	want := time.Duration(capacityHeadroom * float64(used))
+	need := time.Duration((float64(want+capacityDriftFixed) / (1 - capacityDriftFactor))).Truncate(time.Millisecond)
+	for need-ttlDrift(need) < want {
+		need += time.Millisecond
+	}
+	return need
+}
+
+// ttlNeed is the TTL the rule asks for at one load, and the TTL used.
+type ttlNeed struct {
+	who       string
+	ttl, need time.Duration
+}
+
+// ttlNeeds gathers the TTL headrooms of a plan, for its TTL paragraph.
+type ttlNeeds []ttlNeed
+
+// rule states the TTL rule once, with the TTL it asks for across the
+// plan's loads and the runs whose TTL falls short of it.
+func (n ttlNeeds) rule() text {
+	t := text{}.b("TTL rule:").p(" a lease is valid for the TTL less its acquire time and the drift allowance (1%% of the TTL + 2ms). "+
+		"This plan asks that the TTL less the drift allowance be at least %.0f× acquire + hold at p99.9: with less, a slow hold can outlive its lease; "+
+		"a longer TTL only delays recovery when a holder dies without releasing.", capacityHeadroom)
+	if len(n) == 0 {
+		return t
+	}
+	most := n[0]
+	var short []string
+	for _, x := range n {
+		if x.need > most.need {
+			most = x
+		}
+		if x.ttl < x.need {
+			short = append(short, fmt.Sprintf("the TTL of %s, %s, is too short", x.who, fmtDur(x.ttl)))
+		}
+	}
+	t = t.p(" By this rule, the loads below need a TTL of at least %s (the most, for %s): a floor for these loads, which a heavier load or a slower network raises", fmtDur(most.need), most.who)
+	if len(short) > 0 {
+		return t.p(". ").b("%s.", capitalize(strings.Join(short, "; ")))
+	}
+	return t.p("; every TTL they ran with meets it.")
+}
+
+// faultNote says that faults were injected into a run, which then shows
+// their effect rather than what healthy masters give; nil if none were.
+func faultNote(r *RunDir) text {
+	var names []string
+	for _, f := range r.Faults() {
+		names = append(names, f.Name)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return text{}.p(" ").b("Faults were injected").p(" (%s): these figures include their effect, not only the load's.", strings.Join(names, ", "))
 }
 
 // errorBreakdown lists the error kinds that occurred: "timeout 3, release 1".
@@ -405,9 +529,9 @@ func errorBreakdown(s *Summary) string {
 func describeLoad(s *Summary) string {
 	c := s.RunConfig()
 	if s.LoadModel == "open" {
-		return fmt.Sprintf("open loop at %s/s offered with %d workers", thousands(c.Rate), c.Workers)
+		return fmt.Sprintf("open loop at %s/s offered with %s", thousands(c.Rate), plural(c.Workers, "worker"))
 	}
-	return fmt.Sprintf("%d workers, closed loop", c.Workers)
+	return plural(c.Workers, "worker") + ", closed loop"
 }
 
 // describeConfig renders the settings that shape the figures.
@@ -441,7 +565,9 @@ func describeConfig(c map[string]any, engine string, masters []string, local boo
 	add("mode %s", "mode")
 	add("hold %s", "hold")
 	add("TTL %s", "ttl")
-	add("%s client(s)", "clients")
+	if n := configInt(c, "clients"); n > 0 {
+		parts = append(parts, plural(n, "client"))
+	}
 	add("quarantine %s", "quarantine")
 	if configString(c, "check") == "false" {
 		parts = append(parts, "oracle off")
@@ -568,15 +694,12 @@ func fmtDur(d time.Duration) string {
 	return strconv.FormatFloat(math.Round(float64(d)/1e6)/1000, 'f', -1, 64) + "s"
 }
 
-func percentOf(a, b time.Duration) string {
-	f := 100 * float64(a) / float64(b)
-	switch {
-	case f >= 10:
-		return fmt.Sprintf("%.0f%%", f)
-	case f >= 0.1:
-		return fmt.Sprintf("%.1f%%", f)
+// plural writes a count and its noun: "1 worker", "64 workers".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
 	}
-	return fmt.Sprintf("%.3f%%", f)
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func capitalize(s string) string {

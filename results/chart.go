@@ -58,8 +58,11 @@ var palette = []color.Color{
 func seriesColor(i int) color.Color { return palette[i%len(palette)] }
 
 var (
+	warmupFill = color.NRGBA{0x90, 0x90, 0x90, 0x28}
+	downFill   = color.NRGBA{0xb0, 0x7a, 0xa1, 0x40}
 	faultFill  = color.NRGBA{0xe1, 0x57, 0x59, 0x38}
 	faultLine  = color.RGBA{0xc0, 0x30, 0x30, 0xff}
+	downLine   = color.RGBA{0x7a, 0x4a, 0x6e, 0xff}
 	markerDark = color.RGBA{0x20, 0x20, 0x20, 0xff}
 	gridColor  = color.Gray{Y: 0xe0}
 )
@@ -240,7 +243,8 @@ func (latencyTicks) Ticks(min, max float64) []plot.Tick {
 				continue
 			}
 			t := plot.Tick{Value: mv}
-			if m == 1 || (m == 2 || m == 5) && math.Log10(max/min) < 2 {
+			ends := mv <= min*1.0001 || mv >= max/1.0001 // latencyRange puts 1-2-5 values there
+			if m == 1 || (m == 2 || m == 5) && (ends || math.Log10(max/min) < 3) {
 				t.Label = formatUsTick(mv)
 			}
 			ticks = append(ticks, t)
@@ -255,6 +259,51 @@ func (latencyTicks) Ticks(min, max float64) []plot.Tick {
 		}
 	}
 	return ticks
+}
+
+// latencyRange widens a latency axis to labelled values at both ends, so
+// that no line runs above the highest label or below the lowest: on a log
+// axis to 1-2-5 values (latencyTicks labels them), on a linear one to the
+// next labelled tick above.
+func latencyRange(a *plot.Axis, logScale bool) {
+	if a.Max <= a.Min || math.IsInf(a.Min, 0) || math.IsInf(a.Max, 0) {
+		return
+	}
+	if logScale {
+		a.Min, a.Max = oneTwoFive(math.Max(a.Min, 1), math.Floor), oneTwoFive(a.Max, math.Ceil)
+		return
+	}
+	var labelled []float64
+	for _, t := range (plot.DefaultTicks{}).Ticks(a.Min, a.Max) {
+		if t.Label != "" {
+			labelled = append(labelled, t.Value)
+		}
+	}
+	if n := len(labelled); n >= 2 && labelled[n-1] < a.Max {
+		step := labelled[n-1] - labelled[n-2]
+		a.Max = labelled[n-1] + step*math.Ceil((a.Max-labelled[n-1])/step-1e-9)
+	}
+}
+
+// oneTwoFive rounds v to a value 1, 2 or 5 times a power of ten: down with
+// math.Floor, up with math.Ceil.
+func oneTwoFive(v float64, round func(float64) float64) float64 {
+	d := math.Pow10(int(math.Floor(math.Log10(v))))
+	steps := []float64{1, 2, 5, 10}
+	if round(1.5) == 1 { // down
+		for i := len(steps) - 1; i >= 0; i-- {
+			if steps[i]*d <= v*1.0001 {
+				return steps[i] * d
+			}
+		}
+		return d
+	}
+	for _, m := range steps {
+		if m*d >= v/1.0001 {
+			return m * d
+		}
+	}
+	return 10 * d
 }
 
 // linearLatencyTicks labels a linear axis of microseconds with units.
@@ -284,15 +333,27 @@ func formatUsTick(us float64) string {
 	return strconv.FormatFloat(us/1e6, 'f', -1, 64) + "s"
 }
 
-// plainTicks are the default ticks, labelled without trailing zeros.
-type plainTicks struct{}
+// secondsTicks label a time axis in seconds every 1, 2 or 5 × 10^k, as
+// many as make 4 to 10 labels, with unlabelled ticks between.
+type secondsTicks struct{}
 
-func (plainTicks) Ticks(min, max float64) []plot.Tick {
-	ticks := (plot.DefaultTicks{}).Ticks(min, max)
-	for i := range ticks {
-		if ticks[i].Label != "" {
-			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'f', -1, 64)
+func (secondsTicks) Ticks(min, max float64) []plot.Tick {
+	if !(max > min) {
+		return nil
+	}
+	step := oneTwoFive((max-min)/10, math.Ceil)
+	minor := step / 5
+	if step/math.Pow10(int(math.Floor(math.Log10(step)))) == 2 {
+		minor = step / 4
+	}
+	var ticks []plot.Tick
+	for i := math.Ceil(min/minor - 1e-9); i*minor <= max+1e-9; i++ {
+		v := i * minor
+		t := plot.Tick{Value: v}
+		if r := math.Round(v / step); math.Abs(v/step-r) < 1e-6 {
+			t.Label = strconv.FormatFloat(r*step+0, 'f', -1, 64) // +0: no "-0"
 		}
+		ticks = append(ticks, t)
 	}
 	return ticks
 }
@@ -386,6 +447,7 @@ func DistributionChart(id, title, what string, series []DistSeries) (*Chart, err
 		p.X.Max = 10
 	}
 	p.X.Min = 1
+	latencyRange(&p.Y, logY)
 	return c, renderPlot(c, p, 9*vg.Inch, 4.6*vg.Inch)
 }
 
@@ -395,28 +457,41 @@ type TimeSeries struct {
 	// Group, when set, colours the series by group (an engine of a
 	// comparison) and names only the group in the legend.
 	Group string
-	// AtS is each interval's middle, in seconds since the measured window
-	// began; PerSec and P99Us its throughput and 99th percentile.
+	// AtS is each interval's middle, in seconds since the origin given to
+	// TimeSeriesOf (the run's start by default, the clock its --fault
+	// schedule is written in); PerSec and P99Us its throughput and 99th
+	// percentile.
 	AtS    []float64
 	PerSec []float64
 	P99Us  []float64
+	// Faults are the injected faults, and Down the spans when a master
+	// was down: from a kill until the restart that followed it completed,
+	// or until the end of the run. Same clock as AtS.
 	Faults []Fault
+	Down   []Fault
+	// WarmupFromS and WarmupToS bound the warm-up, which is not measured;
+	// EndS is when the measured window ended.
+	WarmupFromS, WarmupToS, EndS float64
 }
 
 // TimeSeriesOf computes the per-interval throughput and p99 of tag from a
 // run's interval log, in seconds since origin; a zero origin is the run's
-// own measured window.
+// start (warm-up included).
 func TimeSeriesOf(r *RunDir, tag string, origin time.Time) TimeSeries {
 	ts := TimeSeries{Name: r.Name()}
 	if origin.IsZero() {
-		origin = r.MeasureStart()
+		origin = r.Start()
 	}
-	shift := r.MeasureStart().Sub(origin).Seconds()
+	since := func(t time.Time) float64 { return t.Sub(origin).Seconds() }
+	shift := since(r.Start())
+	ts.WarmupFromS, ts.WarmupToS = shift, since(r.MeasureStart())
 	for _, f := range r.Faults() {
 		f.FromS += shift
 		f.ToS += shift
 		ts.Faults = append(ts.Faults, f)
 	}
+	ts.EndS = since(r.MeasureEnd())
+	ts.Down = downtime(ts.Faults, ts.EndS)
 	for _, t := range r.Intervals {
 		if t.Tag != tag {
 			continue
@@ -434,12 +509,37 @@ func TimeSeriesOf(r *RunDir, tag string, origin time.Time) TimeSeries {
 	return ts
 }
 
+// downtime pairs each kill that worked with the first restart of the same
+// master after it: the master was down from the kill until the restart
+// completed, or until end if none came.
+func downtime(faults []Fault, end float64) []Fault {
+	var down []Fault
+	for _, k := range faults {
+		if k.Action != "kill" || k.Error != "" {
+			continue
+		}
+		d := Fault{Name: fmt.Sprintf("master %d down", k.Node), Action: "down", Node: k.Node, FromS: k.FromS, ToS: math.Max(end, k.ToS)}
+		restarted := math.Inf(1)
+		for _, r := range faults {
+			if r.Action == "restart" && r.Node == k.Node && r.FromS >= k.FromS && r.FromS < restarted {
+				restarted, d.ToS = r.FromS, math.Max(r.ToS, k.ToS)
+			}
+		}
+		down = append(down, d)
+	}
+	return down
+}
+
 // TimeSeriesChart draws throughput (top) and p99 (bottom) against time, one
-// line per run, with faults shaded where they were in effect. xlabel says
-// what time zero is.
-func TimeSeriesChart(id, title, xlabel string, series []TimeSeries, legendLeft bool) (*Chart, error) {
+// line per run, with warm-ups, faults and masters' downtime shaded. xlabel
+// says what time zero is. sequential runs (a sweep's steps, one after
+// another) keep the legend on the left, and their faults are labelled
+// without the schedule's time, which is each step's own.
+func TimeSeriesChart(id, title, xlabel string, series []TimeSeries, sequential bool) (*Chart, error) {
 	c := &Chart{ID: id, Title: title,
-		Caption: "Successful acquisitions per second (top) and their 99th percentile latency (bottom), per second of measurement (warm-ups are not shown). Shaded bands are injected faults, from when each was applied until it was lifted."}
+		Caption: "Successful acquisitions per second (top) and their 99th percentile latency (bottom), per second of measurement. " +
+			"Grey: the warm-up, not measured. Red bands: injected faults, from when each was applied until it was lifted; " +
+			"dashed lines: instant ones, such as a kill. Purple: a master down, from its kill until its restart completed (or the end of the run)."}
 	top := newPlot(title, "", "acquisitions/s")
 	bottom := newPlot("", xlabel, "p99 latency")
 	top.Y.Tick.Marker = countTicks{}
@@ -459,8 +559,15 @@ func TimeSeriesChart(id, title, xlabel string, series []TimeSeries, legendLeft b
 		bottom.Y.Min = 0
 	}
 	n := 0
-	var faults []Fault
+	var faults, down, warmups []Fault
+	xEnd := math.Inf(-1)
 	seen := map[string]bool{}
+	once := func(list *[]Fault, f Fault) {
+		if k := fmt.Sprintf("%s %s@%.3f", f.Action, f.Name, f.FromS); !seen[k] {
+			seen[k] = true
+			*list = append(*list, f)
+		}
+	}
 	groups := map[string]int{}
 	for i, s := range series {
 		if len(s.AtS) == 0 {
@@ -498,29 +605,50 @@ func TimeSeriesChart(id, title, xlabel string, series []TimeSeries, legendLeft b
 			top.Legend.Add(name, l)
 		}
 		for _, f := range s.Faults {
-			k := fmt.Sprintf("%s@%.3f", f.Name, f.FromS)
-			if !seen[k] {
-				seen[k] = true
-				faults = append(faults, f)
+			if sequential {
+				f.Name, _, _ = strings.Cut(f.Name, "@")
 			}
+			once(&faults, f)
 		}
+		for _, f := range s.Down {
+			once(&down, f)
+		}
+		if s.WarmupToS > s.WarmupFromS {
+			once(&warmups, Fault{Name: "warm-up", Action: "warm-up", FromS: s.WarmupFromS, ToS: s.WarmupToS})
+		}
+		xEnd = math.Max(xEnd, s.EndS)
 		n++
 	}
 	if n == 0 {
 		return nil, nil
 	}
-	top.Legend.Left = legendLeft
-	top.X.Tick.Marker, bottom.X.Tick.Marker = plainTicks{}, plainTicks{}
+	top.Legend.Left = sequential
+	top.X.Tick.Marker, bottom.X.Tick.Marker = secondsTicks{}, secondsTicks{}
 	// Share the x range, so that the panels line up.
 	xmin, xmax := math.Min(top.X.Min, bottom.X.Min), math.Max(top.X.Max, bottom.X.Max)
-	for _, f := range faults {
+	for _, f := range append(append(append([]Fault{}, faults...), down...), warmups...) {
 		xmin, xmax = math.Min(xmin, f.FromS), math.Max(xmax, f.ToS)
 	}
-	xmin = math.Min(xmin, 0)
+	xmin, xmax = math.Min(xmin, 0), math.Max(xmax, xEnd)
 	top.X.Min, top.X.Max, bottom.X.Min, bottom.X.Max = xmin, xmax, xmin, xmax
-	top.Y.Max *= 1.12 // room for the fault labels
+	top.Y.Max *= 1.18 // room for the labels
+	latencyRange(&bottom.Y, logY)
 	for _, pl := range []*plot.Plot{top, bottom} {
-		if err := shadeFaults(pl, faults, pl == top); err != nil {
+		// Labels on the top panel only.
+		warmupText, downText, faultText := color.Color(nil), color.Color(nil), color.Color(nil)
+		if pl == top {
+			warmupText, downText, faultText = markerDark, downLine, faultLine
+		}
+		if sequential {
+			warmupText = nil // the legend is there; the caption says what grey is
+		}
+		if err := shade(pl, warmups, warmupFill, nil, warmupText, 1); err != nil {
+			return nil, fmt.Errorf("results: chart %s: %w", id, err)
+		}
+		if err := shade(pl, down, downFill, nil, downText, 2); err != nil {
+			return nil, fmt.Errorf("results: chart %s: %w", id, err)
+		}
+		if err := shade(pl, faults, faultFill, faultLine, faultText, 1); err != nil {
 			return nil, fmt.Errorf("results: chart %s: %w", id, err)
 		}
 	}
@@ -532,10 +660,12 @@ func TimeSeriesChart(id, title, xlabel string, series []TimeSeries, legendLeft b
 	})
 }
 
-// shadeFaults draws each fault as a band (or a line, for an instant) over
-// the plot's current y range, labelled on the top panel.
-func shadeFaults(p *plot.Plot, faults []Fault, label bool) error {
-	if len(faults) == 0 {
+// shade draws each span as a band of fill over the plot's current y range;
+// an instant one (under 50ms) as a dashed line of edge, or not at all
+// without one. With a text colour, the spans are named at their start, on
+// the given line from the top (1 or 2).
+func shade(p *plot.Plot, spans []Fault, fill, edge, text color.Color, row int) error {
+	if len(spans) == 0 {
 		return nil
 	}
 	ylo, yhi := p.Y.Min, p.Y.Max
@@ -544,25 +674,33 @@ func shadeFaults(p *plot.Plot, faults []Fault, label bool) error {
 	}
 	var at plotter.XYs
 	var texts []string
-	for _, f := range faults {
-		if f.ToS-f.FromS > 0.05 {
+	for i, f := range spans {
+		switch {
+		case f.ToS-f.FromS > 0.05:
 			poly, err := plotter.NewPolygon(plotter.XYs{{X: f.FromS, Y: ylo}, {X: f.ToS, Y: ylo}, {X: f.ToS, Y: yhi}, {X: f.FromS, Y: yhi}})
 			if err != nil {
 				return err
 			}
-			poly.Color = faultFill
+			poly.Color = fill
 			poly.LineStyle.Width = 0
 			p.Add(poly)
-		} else if _, err := line(p, plotter.XYs{{X: f.FromS, Y: ylo}, {X: f.FromS, Y: yhi}}, faultLine, 1, vg.Points(3), vg.Points(2)); err != nil {
-			return err
+		case edge != nil:
+			if _, err := line(p, plotter.XYs{{X: f.FromS, Y: ylo}, {X: f.FromS, Y: yhi}}, edge, 1, vg.Points(3), vg.Points(2)); err != nil {
+				return err
+			}
+		default:
+			continue
+		}
+		if f.Action == "warm-up" && i > 0 {
+			continue // one label says what the grey bands are
 		}
 		at = append(at, plotter.XY{X: f.FromS, Y: yhi})
 		texts = append(texts, f.Name)
 	}
-	if label {
-		return labels(p, at, texts, faultLine, 8, vg.Points(2), vg.Points(-10))
+	if text == nil {
+		return nil
 	}
-	return nil
+	return labels(p, at, texts, text, 8, vg.Points(2), vg.Points(-10*float64(row)))
 }
 
 // SweepLatencyChart draws latency (p50, p99, p99.9) against throughput
@@ -652,6 +790,7 @@ func SweepLatencyChart(id string, sw *Sweep) (*Chart, error) {
 		}
 		p.Legend.Add("SLO "+sw.SLO.Text, l)
 	}
+	latencyRange(&p.Y, logY)
 	return c, renderPlot(c, p, 9*vg.Inch, 4.8*vg.Inch)
 }
 

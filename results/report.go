@@ -79,9 +79,11 @@ func BuildReport(inputs []*Input, opts ReportOptions) (*Report, error) {
 	for _, in := range inputs {
 		v.Inputs = append(v.Inputs, inputView{Kind: in.Kind, Dir: filepath.ToSlash(in.Dir), Title: in.Title, Runs: len(in.Runs)})
 		v.Notes = append(v.Notes, in.Notes...)
+		g := tableGroup{Input: in.Title, Ref: ratioReference(in)}
 		for i, r := range in.Runs {
-			v.Table = append(v.Table, runRow(in, i, r, opts.SLO))
+			g.Rows = append(g.Rows, runRow(in, i, r, opts.SLO))
 		}
+		v.Groups = append(v.Groups, g)
 		if in.Kind == "run" {
 			singles = append(singles, in.Runs...)
 			singleDirs = append(singleDirs, filepath.ToSlash(in.Dir))
@@ -211,8 +213,8 @@ func runCharts(sec *sectionView, in *Input, add func(*sectionView) func(*Chart, 
 	var origin time.Time
 	if sequential {
 		for _, o := range shown {
-			if origin.IsZero() || o.MeasureStart().Before(origin) {
-				origin = o.MeasureStart()
+			if origin.IsZero() || o.Start().Before(origin) {
+				origin = o.Start()
 			}
 		}
 	}
@@ -243,9 +245,9 @@ func runCharts(sec *sectionView, in *Input, add func(*sectionView) func(*Chart, 
 	if err := add(sec)(DistributionChart("latency-distribution", "Latency distribution: "+title, what, dist)); err != nil {
 		return err
 	}
-	xlabel := "seconds since the measured window began"
+	xlabel := "seconds since the run started (the clock of --fault; the warm-up is shaded)"
 	if sequential {
-		xlabel = "seconds since the first step's measured window began (steps one after another)"
+		xlabel = "seconds since the first step started (steps one after another; warm-ups shaded)"
 	}
 	return add(sec)(TimeSeriesChart("over-time", "Over time: "+title, xlabel, ts, sequential))
 }
@@ -381,7 +383,7 @@ type reportView struct {
 	Title, Generated, SLO string
 	Inputs                []inputView
 	Notes                 []string
-	Table                 []rowView
+	Groups                []tableGroup // the comparison of runs, by input
 	Sections              []sectionView
 	Capacity              *capacityPlan
 	FontCSS               template.CSS
@@ -407,13 +409,31 @@ type chartView struct {
 	Files              []string
 }
 
+// tableGroup is one input's rows in the comparison of runs; Ref says what
+// their throughput ratio is against, when they have one.
+type tableGroup struct {
+	Input, Ref string
+	Rows       []rowView
+}
+
+// ratioReference says what a compare input's ratios are against.
+func ratioReference(in *Input) string {
+	if in.Kind != "compare" || len(in.Runs) == 0 {
+		return ""
+	}
+	if c := in.Comparison; c != nil && len(c.Results) > 0 && c.Results[0].Median != nil {
+		return fmt.Sprintf("× ref.: throughput against %s's median", c.Results[0].Engine)
+	}
+	return "× ref.: throughput against the first run's"
+}
+
 type rowView struct {
-	Input, Name, Dir, Engine, Mode, Load, Duration, Latency string
-	PerSec, VsFirst                                         string
-	P50, P90, P99, P999, Max                                string
-	Errors, Lost, Violations                                int64
-	SLO                                                     string
-	Bad                                                     bool
+	Name, Dir, Engine, Mode, Load, Duration string
+	PerSec, VsRef                           string
+	P50, P90, P99, P999, Max                string
+	Errors, Lost, Violations                int64
+	SLO                                     string
+	Bad                                     bool
 }
 
 type sweepView struct {
@@ -473,8 +493,8 @@ func runRow(in *Input, i int, r *RunDir, slo *SLO) rowView {
 	s := r.Summary
 	st := s.Latency(primaryKind(s))
 	row := rowView{
-		Input: in.Title, Name: r.Name(), Dir: filepath.ToSlash(r.Dir), Engine: s.Engine, Mode: s.Mode,
-		Load: describeLoad(s), Duration: strconv.FormatFloat(s.DurationS, 'f', 1, 64) + " s", Latency: primaryKind(s).String(),
+		Name: r.Name(), Dir: filepath.ToSlash(r.Dir), Engine: s.Engine, Mode: s.Mode,
+		Load: describeLoad(s), Duration: strconv.FormatFloat(s.DurationS, 'f', 1, 64) + " s",
 		PerSec: thousands(s.AcquiredPerSec),
 		P50:    FormatUs(st.P50), P90: FormatUs(st.P90), P99: FormatUs(st.P99), P999: FormatUs(st.P999), Max: FormatUs(st.Max),
 		Errors: s.ErrorTotal(), Lost: s.LostLeases, Violations: s.Violations,
@@ -486,7 +506,7 @@ func runRow(in *Input, i int, r *RunDir, slo *SLO) rowView {
 			ref = c.Results[0].Median.AcquiredPerSec
 		}
 		if ref > 0 && (i > 0 || in.Comparison != nil) {
-			row.VsFirst = fmt.Sprintf("%.2f×", s.AcquiredPerSec/ref)
+			row.VsRef = fmt.Sprintf("%.2f×", s.AcquiredPerSec/ref)
 		}
 	}
 	if slo != nil {
@@ -557,6 +577,11 @@ table{border-collapse:collapse;width:100%;font-size:13px;margin:8px 0 16px}
 th,td{border-bottom:1px solid var(--line);padding:4px 8px;text-align:right;white-space:nowrap}
 th{background:var(--panel);position:sticky;top:0}
 td.l,th.l{text-align:left}
+th{white-space:normal;vertical-align:bottom}
+td.name{white-space:normal;overflow-wrap:anywhere;min-width:12em}
+td.load{white-space:normal;min-width:8em}
+td .sub{font-size:11px;color:var(--muted)}
+tr.group th{background:none;position:static;font-size:13px;padding-top:12px;border-bottom:1px solid var(--muted)}
 tr.bad td{color:var(--bad)}
 .met{color:var(--good)}.missed{color:var(--bad)}
 .scroll{overflow-x:auto}
@@ -567,6 +592,7 @@ figcaption b{color:var(--fg)}
 div.capacity{background:var(--panel);border:1px solid var(--line);border-radius:6px;padding:4px 18px 8px;font-size:14px}
 div.capacity h3{margin-top:14px}
 div.capacity li{margin:4px 0}
+div.capacity li>div{margin-top:4px}
 div.capacity pre{white-space:pre-wrap;word-break:break-all;background:#fff;border:1px solid var(--line);border-radius:4px;padding:8px 10px}
 ul.notes{font-size:13px;color:var(--muted)}
 code{font:12px "Liberation Mono",Menlo,Consolas,monospace}
@@ -583,15 +609,17 @@ code{font:12px "Liberation Mono",Menlo,Consolas,monospace}
 {{end}}</tbody></table>
 
 <h2 id="comparison">Comparison of runs</h2>
+<p class="muted">One row per run, by input. Latencies are of successful acquisitions: <code>acquire</code> in mode try, <code>wait</code> in mode wait. Hover over a run for its directory.</p>
 <div class="scroll"><table id="comparison-table"><thead><tr>
-<th class="l">input</th><th class="l">run</th><th class="l">engine</th><th class="l">mode</th><th class="l">load</th><th>measured</th>
-<th>acquisitions/s</th><th>× first</th><th class="l">latency of</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th>
-<th>errors</th><th>lost leases</th><th>violations</th>{{if .SLO}}<th>SLO</th>{{end}}
-</tr></thead><tbody>
-{{range .Table}}<tr{{if .Bad}} class="bad"{{end}}><td class="l">{{.Input}}</td><td class="l" title="{{.Dir}}">{{.Name}}</td><td class="l">{{.Engine}}</td><td class="l">{{.Mode}}</td><td class="l">{{.Load}}</td><td>{{.Duration}}</td>
-<td>{{.PerSec}}</td><td>{{.VsFirst}}</td><td class="l">{{.Latency}}</td><td>{{.P50}}</td><td>{{.P90}}</td><td>{{.P99}}</td><td>{{.P999}}</td><td>{{.Max}}</td>
+<th class="l">run</th><th class="l">load</th><th>acquisitions/s</th><th title="throughput against the input's reference">× ref.</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th>
+<th>errors</th><th>lost leases</th><th>violations</th>{{if .SLO}}<th>SLO {{.SLO}}</th>{{end}}
+</tr></thead>
+{{range .Groups}}<tbody><tr class="group"><th class="l" colspan="{{if $.SLO}}13{{else}}12{{end}}">{{.Input}}{{with .Ref}} <span class="muted">&middot; {{.}}</span>{{end}}</th></tr>
+{{range .Rows}}<tr{{if .Bad}} class="bad"{{end}}><td class="l name" title="{{.Dir}}">{{.Name}}<div class="sub">{{.Engine}} &middot; mode {{.Mode}} &middot; {{.Duration}} measured</div></td><td class="l load">{{.Load}}</td>
+<td>{{.PerSec}}</td><td>{{.VsRef}}</td><td>{{.P50}}</td><td>{{.P90}}</td><td>{{.P99}}</td><td>{{.P999}}</td><td>{{.Max}}</td>
 <td>{{.Errors}}</td><td>{{.Lost}}</td><td>{{.Violations}}</td>{{if $.SLO}}<td class="{{.SLO}}">{{.SLO}}</td>{{end}}</tr>
-{{end}}</tbody></table></div>
+{{end}}</tbody>
+{{end}}</table></div>
 
 <h2 id="capacity">Capacity plan</h2>
 <p class="muted">Also written beside this page as <code>capacity.md</code>.</p>

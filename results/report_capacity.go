@@ -14,6 +14,7 @@ import (
 // capacityPlan is the content of a capacity plan.
 type capacityPlan struct {
 	Intro    []text // the opening paragraph, one line each
+	TTL      text   // the TTL rule, a paragraph of its own (optional)
 	Sections []capacitySection
 }
 
@@ -61,6 +62,9 @@ var capacityMarkdown = textTemplate.Must(textTemplate.Must(textTemplate.New(Capa
 
 {{range .Intro}}{{template "text" .}}
 {{end}}
+{{- with .TTL}}
+{{template "text" .}}
+{{end}}
 {{- range .Sections}}
 ## {{.Title}}
 
@@ -96,7 +100,8 @@ const capacityHTMLTemplates = `
 {{end}}
 {{define "capacity"}}<p>{{range .Intro}}{{template "capacityText" .}}
 {{end}}</p>
-{{range .Sections}}<h3>{{.Title}}</h3>
+{{with .TTL}}<p>{{template "capacityText" .}}</p>
+{{end}}{{range .Sections}}<h3>{{.Title}}</h3>
 <p>{{template "capacityText" .Lead}}</p>
 <ul>
 {{range .Items}}{{template "capacityItem" .}}{{end}}</ul>

@@ -2,11 +2,15 @@ package results
 
 import (
 	"bytes"
+	"fmt"
 	"html"
+	"math"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // One plan, two renderings: Markdown marks and HTML tags, with every text
@@ -14,6 +18,7 @@ import (
 func TestCapacityRenderings(t *testing.T) {
 	plan := &capacityPlan{
 		Intro: []text{text{}.p("Intro ").c("x").p(" <b>"), text{}.p("more")},
+		TTL:   text{}.b("TTL").p(" rule."),
 		Sections: []capacitySection{{
 			Title: "Sweep a<b",
 			Lead:  text{}.p("Lead."),
@@ -30,7 +35,7 @@ func TestCapacityRenderings(t *testing.T) {
 	if err := writeCapacity(&md, plan); err != nil {
 		t.Fatal(err)
 	}
-	wantMD := "# Capacity plan\n\nIntro `x` <b>\nmore\n\n## Sweep a<b\n\nLead.\n\n- **one**: `c`\n  continued\n- two\n  - sub **a**\n    sub continued\n  - sub b\n  back in two\n\nConfig.\n\nTo reproduce:\n\n```sh\nredlock-bench sweep --slo='p99<5ms'\n```\n"
+	wantMD := "# Capacity plan\n\nIntro `x` <b>\nmore\n\n**TTL** rule.\n\n## Sweep a<b\n\nLead.\n\n- **one**: `c`\n  continued\n- two\n  - sub **a**\n    sub continued\n  - sub b\n  back in two\n\nConfig.\n\nTo reproduce:\n\n```sh\nredlock-bench sweep --slo='p99<5ms'\n```\n"
 	if md.String() != wantMD {
 		t.Errorf("markdown: got\n%s\nwant\n%s", md.String(), wantMD)
 	}
@@ -38,7 +43,7 @@ func TestCapacityRenderings(t *testing.T) {
 	if err := reportTemplate.ExecuteTemplate(&h, "capacity", plan); err != nil {
 		t.Fatal(err)
 	}
-	wantHTML := "<p>Intro <code>x</code> &lt;b&gt;\nmore\n</p>\n<h3>Sweep a&lt;b</h3>\n<p>Lead.</p>\n<ul>\n<li><b>one</b>: <code>c</code><div>continued</div></li>\n<li>two\n<ul>\n<li>sub <b>a</b><br>sub continued</li>\n<li>sub b</li>\n</ul><div>back in two</div></li>\n</ul>\n<p>Config.</p>\n<p>To reproduce:</p>\n<pre><code>redlock-bench sweep --slo=&#39;p99&lt;5ms&#39;</code></pre>\n"
+	wantHTML := "<p>Intro <code>x</code> &lt;b&gt;\nmore\n</p>\n<p><b>TTL</b> rule.</p>\n<h3>Sweep a&lt;b</h3>\n<p>Lead.</p>\n<ul>\n<li><b>one</b>: <code>c</code><div>continued</div></li>\n<li>two\n<ul>\n<li>sub <b>a</b><br>sub continued</li>\n<li>sub b</li>\n</ul><div>back in two</div></li>\n</ul>\n<p>Config.</p>\n<p>To reproduce:</p>\n<pre><code>redlock-bench sweep --slo=&#39;p99&lt;5ms&#39;</code></pre>\n"
 	if h.String() != wantHTML {
 		t.Errorf("html: got\n%s\nwant\n%s", h.String(), wantHTML)
 	}
@@ -101,5 +106,168 @@ func TestReproduceConnectionFlags(t *testing.T) {
 	}
 	if d := describeConfig(remote.Map(), "redlock", []string{"a:1", "b:1", "c:1"}, false, ""); !strings.Contains(d, "over TLS as user bench") {
 		t.Errorf("configuration %q does not say TLS and the user", d)
+	}
+}
+
+// capacityOf renders the capacity plan of one sweep held in memory.
+func capacityOf(t *testing.T, sw *Sweep) string {
+	t.Helper()
+	sw.Analyze()
+	var b bytes.Buffer
+	if err := WriteCapacity(&b, []*Input{{Kind: "sweep", Dir: "sweep", Sweep: sw}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// A sweep whose throughput keeps growing, by less than the load but
+// steadily, within the SLO: no knee, and the recommendation is the
+// highest throughput within the SLO, not an early step "past the knee".
+func TestCapacityKneeWhileThroughputGrows(t *testing.T) {
+	slo, _ := ParseSLO("p99<5ms")
+	sw := &Sweep{Label: "growing", Param: "workers", Values: workers6, LoadModel: "closed", Mode: "try", Engine: "redlock", SLO: &slo,
+		Points: points(workers6, []float64{2000, 8000, 23000, 31000, 42000, 55600}, []int64{900, 950, 1100, 1900, 2800, 4100})}
+	md := capacityOf(t, sw)
+	wantIn(t, md, "**No saturation knee found:** throughput was still growing at the last point (1024 workers, 55,600/s)",
+		"**Recommended worker count: 1024** per load generator (the highest throughput that met the SLO)")
+	if strings.Contains(md, "past the knee") || strings.Contains(md, "knee: 16") {
+		t.Errorf("capacity.md puts a knee where throughput still grew:\n%s", md)
+	}
+
+	// One more step that adds no throughput: the knee is 1024 workers,
+	// and the SLO's step beyond it is not recommended.
+	values := append(workers6[:len(workers6):len(workers6)], 4096)
+	sw = &Sweep{Label: "ceiling", Param: "workers", Values: values, LoadModel: "closed", Mode: "try", Engine: "redlock", SLO: &slo,
+		Points: points(values, []float64{2000, 8000, 23000, 31000, 42000, 55600, 56100}, []int64{900, 950, 1100, 1900, 2800, 4100, 4900})}
+	wantIn(t, capacityOf(t, sw), "**Saturation knee: 1024 workers, 55,600 acquisitions/s**",
+		"**Recommended worker count: 1024** per load generator (the knee: the SLO holds up to 4096 workers, 56,100 acquisitions/s, but past the knee more load adds latency, not throughput)")
+}
+
+// capacityOfDirs renders the capacity plan of input directories.
+func capacityOfDirs(t *testing.T, dirs ...string) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := WriteCapacity(&b, loadInputs(t, dirs...), nil); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// capacityOfRuns renders the capacity plan of run directories written by
+// writeSynthRun.
+func capacityOfRuns(t *testing.T, runs ...synthRun) string {
+	t.Helper()
+	root := t.TempDir()
+	var dirs []string
+	for i, r := range runs {
+		d := filepath.Join(root, fmt.Sprintf("run%d", i))
+		writeSynthRun(t, d, r)
+		dirs = append(dirs, d)
+	}
+	return capacityOfDirs(t, dirs...)
+}
+
+// wantIn reports each of wants that md lacks.
+func wantIn(t *testing.T, md string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(md, w) {
+			t.Errorf("capacity.md lacks %q:\n%s", w, md)
+		}
+	}
+}
+
+// The TTL advice follows one rule, stated once: the TTL less the drift
+// allowance is at least 3× acquire + hold at p99.9. Every item's shortest
+// TTL follows from its figures by that rule, and the top of the plan
+// names the TTL that satisfies it for every load in the report.
+func TestCapacityTTLRule(t *testing.T) {
+	t.Parallel()
+	sweep, compare, run := writeReportFixtures(t, t.TempDir())
+	md := capacityOfDirs(t, sweep, compare, run)
+	if n := strings.Count(md, "**TTL rule:**"); n != 1 {
+		t.Fatalf("the TTL rule is stated %d times, want once:\n%s", n, md)
+	}
+	if strings.Contains(md, "would still leave") {
+		t.Errorf("capacity.md still invites a TTL by another rule:\n%s", md)
+	}
+	// Each headroom: "...: X together; ... H× headroom ... a TTL of N or more".
+	item := regexp.MustCompile(`TTL (\S+)\. [^\n]*? p99\.9 was (\S+) and hold p99\.9 (\S+): (\S+) together[^\n]*? leaves ([0-9,.]+)× headroom[^\n]*?(?:holds here for a TTL of|needs a TTL of) (\S+) or more`)
+	all := item.FindAllStringSubmatch(md, -1)
+	if len(all) != 4 { // the sweep's step, two engines, the run
+		t.Fatalf("%d TTL headroom items with the rule's figures, want 4:\n%s", len(all), md)
+	}
+	var most time.Duration
+	for _, m := range all {
+		ttl, _ := time.ParseDuration(m[1])
+		used := parseFormatted(t, m[4])
+		drift := time.Duration(float64(ttl)*0.01) + 2*time.Millisecond
+		head, _ := strconv.ParseFloat(strings.ReplaceAll(m[5], ",", ""), 64)
+		if want := math.Floor(float64(ttl-drift) / float64(used)); math.Abs(head-want) > 1+want/200 { // used is rounded as printed
+			t.Errorf("%q: headroom %v×, want (TTL − drift)/used = %v×", m[0], head, want)
+		}
+		need := parseFormatted(t, m[6])
+		if needDrift := time.Duration(float64(need)*0.01) + 2*time.Millisecond; need-needDrift < 3*used || need-time.Millisecond-needDrift > 3*used {
+			t.Errorf("%q: a TTL of %s is not the shortest that leaves 3× %s after drift", m[0], need, used)
+		}
+		most = max(most, need)
+	}
+	if want := "By this rule, the loads below need a TTL of at least " + fmtDur(most); !strings.Contains(md, want) {
+		t.Errorf("capacity.md does not say %q:\n%s", want, md)
+	}
+}
+
+// parseFormatted reads a duration as fmtDur and FormatUs write it.
+func parseFormatted(t *testing.T, s string) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(strings.ReplaceAll(strings.TrimRight(s, ".,;"), "µs", "us"))
+	if err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	return d
+}
+
+// A TTL below the rule is called too short, in its item and at the top.
+func TestCapacityTTLTooShort(t *testing.T) {
+	t.Parallel()
+	md := capacityOfRuns(t, synthRun{label: "short-ttl", workers: 8, start: synthStart, warmupS: 1, seconds: 3,
+		perSec: func(int) int64 { return 1000 }, latencyUs: exponential(500, 1000), holdUs: 4000, ttl: "30ms"})
+	wantIn(t, md, "**The TTL is too short by this rule:**", "The TTL of redlock short-ttl, 30ms, is too short")
+}
+
+// In mode wait the acquire histogram is empty: the headroom must not read
+// "acquire p99.9 was 0µs", and must say what it counts instead.
+func TestCapacityWaitModeTTL(t *testing.T) {
+	t.Parallel()
+	md := capacityOfRuns(t, synthRun{label: "waiting", mode: "wait", workers: 8, start: synthStart, warmupS: 1, seconds: 3,
+		perSec: func(int) int64 { return 1000 }, latencyUs: exponential(500, 20000), holdUs: 1000})
+	if strings.Contains(md, "was 0µs") {
+		t.Errorf("the wait-mode headroom counts an empty histogram:\n%s", md)
+	}
+	wantIn(t, md, "one acquire round (release p99.9, as an estimate) was", "includes queueing")
+}
+
+// A comparison's plan gives the masters' ceiling, as compare.txt does.
+func TestCapacityCompareCeiling(t *testing.T) {
+	t.Parallel()
+	_, compare, _ := writeReportFixtures(t, t.TempDir())
+	wantIn(t, capacityOfDirs(t, compare), "**Ceiling of the masters:** 66,667 lock cycles/s", "127.0.0.1:7003", "redlock reached 47% of it")
+}
+
+// A run with injected faults says so: its throughput and latency are not
+// what healthy masters give. One worker is "1 worker", one client "1
+// client".
+func TestCapacityRunWithFaults(t *testing.T) {
+	t.Parallel()
+	_, _, run := writeReportFixtures(t, t.TempDir())
+	md := capacityOfDirs(t, run)
+	wantIn(t, md, "**Faults were injected** (pause:2@4s+3s, kill:4@9s, restart:4@11s): these figures include their effect, not only the load's.")
+	if strings.Contains(md, "client(s)") {
+		t.Errorf("capacity.md says client(s):\n%s", md)
+	}
+	md = capacityOfRuns(t, synthRun{label: "single", workers: 1, start: synthStart, warmupS: 1, seconds: 2,
+		perSec: func(int) int64 { return 500 }, latencyUs: exponential(500, 1000), holdUs: 1000})
+	if !strings.Contains(md, "1 worker, closed loop") || !strings.Contains(md, "; 1 client;") {
+		t.Errorf("capacity.md of one worker and one client:\n%s", md)
 	}
 }

@@ -176,8 +176,9 @@ func exponential(baseUs, meanUs float64) func(q float64) float64 {
 var synthStart = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // writeSynthSweep writes a closed-loop sweep of workers 1..1024 over a
-// system that serves 2000 acquisitions/s per worker up to 40000/s: the
-// knee is at 16 workers, and p99 < 5ms holds up to 16 workers.
+// system that serves 2000 acquisitions/s per worker up to 40000/s:
+// throughput stops growing at 64 workers (the knee), and p99 < 5ms holds up
+// to 16 workers.
 func writeSynthSweep(t testing.TB, dir string, slo *SLO) *Sweep {
 	t.Helper()
 	values := []float64{1, 4, 16, 64, 256, 1024}

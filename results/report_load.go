@@ -138,6 +138,15 @@ func (r *RunDir) MeasureStart() time.Time {
 	return r.Summary.StartedAt.Add(time.Duration(r.Summary.WarmupS * float64(time.Second)))
 }
 
+// Start is when the run started, warm-up included: the origin of its
+// --fault schedule and of the faults' applied_s.
+func (r *RunDir) Start() time.Time {
+	if !r.Summary.StartedAt.IsZero() {
+		return r.Summary.StartedAt
+	}
+	return r.MeasureStart().Add(-time.Duration(r.Summary.WarmupS * float64(time.Second)))
+}
+
 // MeasureEnd is when the measured window ended.
 func (r *RunDir) MeasureEnd() time.Time {
 	return r.MeasureStart().Add(time.Duration(r.Summary.DurationS * float64(time.Second)))
@@ -173,18 +182,22 @@ func (r *RunDir) Name() string {
 }
 
 // Fault is one injected fault as the charts mark it: when it was in effect,
-// in seconds since the measured window began.
+// in seconds since the run started (warm-up included), the clock its
+// --fault schedule is written in.
 type Fault struct {
 	Name   string
 	Action string
 	Node   int
 	FromS  float64
 	ToS    float64
+	// Error says what failed applying or lifting it; a kill that failed
+	// took no master down.
+	Error string
 }
 
 // Faults reads the summary's "faults" field, if the run had any. Times
-// come from applied_at (wall clock) when present; otherwise from applied_s
-// and ended_s, seconds since the run started, warm-up included.
+// come from applied_at (wall clock) when present, against Start; otherwise
+// from applied_s and ended_s, seconds since the run started.
 func (r *RunDir) Faults() []Fault {
 	raw, ok := r.Raw["faults"].([]any)
 	if !ok {
@@ -196,7 +209,7 @@ func (r *RunDir) Faults() []Fault {
 		if !ok {
 			continue
 		}
-		f := Fault{Name: str(m["fault"]), Action: str(m["action"]), Node: int(num(m["node"]))}
+		f := Fault{Name: str(m["fault"]), Action: str(m["action"]), Node: int(num(m["node"])), Error: str(m["error"])}
 		applied, ended := num(m["applied_s"]), num(m["ended_s"])
 		if applied == 0 && ended == 0 {
 			applied = num(m["at_s"])
@@ -205,9 +218,9 @@ func (r *RunDir) Faults() []Fault {
 		if ended < applied {
 			ended = applied
 		}
-		from := applied - r.Summary.WarmupS
+		from := applied
 		if at, err := time.Parse(time.RFC3339Nano, str(m["applied_at"])); err == nil && !at.IsZero() {
-			from = at.Sub(r.MeasureStart()).Seconds()
+			from = at.Sub(r.Start()).Seconds()
 		}
 		f.FromS, f.ToS = from, from+(ended-applied)
 		if f.Name == "" {

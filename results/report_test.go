@@ -46,6 +46,11 @@ func writeReportFixtures(t testing.TB, root string) (sweep, compare, run string)
 			cmp.Runs = append(cmp.Runs, CompareRunOf(round, e.engine, dir, s, Acquire))
 		}
 	}
+	cmp.Ceiling = NewCeiling("redis-benchmark -P 16 -c 50", 200000, []CeilingMaster{
+		{Addr: "127.0.0.1:7001", SetPerSec: 250000, EvalshaPerSec: 150000},
+		{Addr: "127.0.0.1:7002", SetPerSec: 240000, EvalshaPerSec: 160000},
+		{Addr: "127.0.0.1:7003", SetPerSec: 200000, EvalshaPerSec: 100000},
+	})
 	cmp.Analyze()
 	var cb bytes.Buffer
 	if err := WriteCompareJSON(&cb, cmp); err != nil {
@@ -78,6 +83,7 @@ func writeReportFixtures(t testing.TB, root string) (sweep, compare, run string)
 			{"fault": "pause:2@4s+3s", "action": "pause", "node": 2, "at_s": 4, "for_s": 3, "applied_s": 4.001, "ended_s": 7.002, "ended": true},
 			{"fault": "kill:4@9s", "action": "kill", "node": 4, "at_s": 9, "for_s": 0, "applied_s": 9.0, "ended_s": 9.01, "ended": true,
 				"applied_at": synthStart.Add(9 * time.Second).Format(time.RFC3339Nano)},
+			{"fault": "restart:4@11s", "action": "restart", "node": 4, "at_s": 11, "for_s": 0, "applied_s": 11.0, "ended_s": 11.35, "ended": true},
 		},
 	})
 	return sweep, compare, run
@@ -117,9 +123,9 @@ func TestLoadInputKinds(t *testing.T) {
 		t.Errorf("unreadable compare.json: %v, %+v", err, in)
 	}
 	f := ins[2].Runs[0].Faults()
-	// applied_s is since the run started: the pause is 3 s into the
-	// measured window; the kill is placed by its wall-clock time.
-	if len(f) != 2 || f[0].Action != "pause" || f[0].FromS < 3 || f[0].FromS > 3.01 || f[0].ToS < 6 || f[1].FromS != 8 {
+	// Times are since the run started, as applied_s: the pause at 4 s;
+	// the kill is placed by its wall-clock time.
+	if len(f) != 3 || f[0].Action != "pause" || f[0].FromS < 4 || f[0].FromS > 4.01 || f[0].ToS < 7 || f[1].FromS != 9 {
 		t.Errorf("faults %+v", f)
 	}
 	if _, err := LoadInput(t.TempDir()); err == nil {
@@ -171,7 +177,7 @@ func TestReportFiles(t *testing.T) {
 			t.Errorf("report.html contains %q: it must work offline", bad)
 		}
 	}
-	for _, want := range []string{"knee", "best within SLO", "compare engines", "redsync (2 runs)", "× redlock", "pause:2@4s+3s", "kill:4@9s", `id="comparison-table"`, "Capacity plan"} {
+	for _, want := range []string{"knee", "best within SLO", "compare engines", "redsync (2 runs)", "× redlock", "pause:2@4s+3s", "kill:4@9s", "restart:4@11s", "master 4 down", "warm-up", `id="comparison-table"`, "Capacity plan"} {
 		if !bytes.Contains(html, []byte(want)) {
 			t.Errorf("report.html lacks %q", want)
 		}
@@ -224,9 +230,13 @@ func TestCapacityGolden(t *testing.T) {
 }
 
 // chromium finds headless Chromium, installing it with .ci/ensure-chromium
-// when it is missing; it skips the test, saying why, only when that fails.
+// when it is missing; it skips the test, saying why, with -short or when
+// that fails.
 func chromium(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: no browser")
+	}
 	const bin = "/usr/bin/chromium"
 	if _, err := os.Stat(bin); err == nil {
 		return bin
@@ -284,26 +294,34 @@ func consoleErrors(log string) []string {
 	return bad
 }
 
+// writeFixtureReport writes the report fixtures under out/inputs and their
+// report into out; it returns the page's absolute path and its content.
+func writeFixtureReport(t *testing.T, out string, opts ReportOptions) (page string, html []byte) {
+	t.Helper()
+	sweep, compare, run := writeReportFixtures(t, filepath.Join(out, "inputs"))
+	if _, err := WriteReport(out, loadInputs(t, sweep, compare, run), opts); err != nil {
+		t.Fatal(err)
+	}
+	page, _ = filepath.Abs(filepath.Join(out, ReportHTML))
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page, html
+}
+
 // TestReportRendersInChromium opens report.html in headless Chromium: it
 // must render every chart with no console error, and a screenshot is kept
 // (its path is logged; REDLOCK_REPORT_DIR keeps the report and the
 // screenshot there too).
 func TestReportRendersInChromium(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: no browser")
-	}
 	t.Parallel()
 	bin := chromium(t)
 	out := t.TempDir()
 	if d := os.Getenv("REDLOCK_REPORT_DIR"); d != "" {
 		out = d
 	}
-	sweep, compare, run := writeReportFixtures(t, filepath.Join(out, "inputs"))
-	if _, err := WriteReport(out, loadInputs(t, sweep, compare, run), ReportOptions{Now: synthStart}); err != nil {
-		t.Fatal(err)
-	}
-	page, _ := filepath.Abs(filepath.Join(out, ReportHTML))
-	html, _ := os.ReadFile(page)
+	page, html := writeFixtureReport(t, out, ReportOptions{Now: synthStart})
 	ids := chartIDs(html)
 
 	// The control: a page that does log an error must be caught, or the
@@ -347,4 +365,74 @@ func TestReportRendersInChromium(t *testing.T) {
 		t.Errorf("screenshot %s: %v, %d bytes: looks blank", shot, img.Bounds(), len(b))
 	}
 	t.Logf("report %s, screenshot %s", page, shot)
+}
+
+// At 1280 px, as a laptop shows it, no table of report.html scrolls
+// sideways, and the comparison's p99, max, errors and violations columns
+// are on screen. A script added to a copy of the page measures the laid
+// out tables; report.html itself has no script.
+func TestReportFitsAt1280(t *testing.T) {
+	t.Parallel()
+	bin := chromium(t)
+	out := t.TempDir()
+	slo, _ := ParseSLO("p99<5ms")
+	_, html := writeFixtureReport(t, out, ReportOptions{Now: synthStart, SLO: &slo})
+	const measure = `<script>
+window.onload = function () {
+  var out = [];
+  document.querySelectorAll("table").forEach(function (t, i) {
+    var box = t.parentElement;
+    out.push("table " + (t.id || t.className || i) + " " + box.scrollWidth + " " + box.clientWidth + " " + Math.round(t.getBoundingClientRect().right));
+  });
+  document.querySelectorAll("#comparison-table th").forEach(function (th) {
+    out.push("th " + Math.round(th.getBoundingClientRect().right) + " " + th.textContent.trim());
+  });
+  out.push("viewport " + document.documentElement.clientWidth);
+  var pre = document.createElement("pre");
+  pre.id = "layout";
+  pre.textContent = out.join("\n");
+  document.body.appendChild(pre);
+};
+</script></body>`
+	page := filepath.Join(out, "measure.html")
+	if err := os.WriteFile(page, bytes.Replace(html, []byte("</body>"), []byte(measure), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dom, _ := runChromium(t, bin, page, "--dump-dom", "--window-size=1280,900", "--virtual-time-budget=2000")
+	m := regexp.MustCompile(`(?s)<pre id="layout">(.*?)</pre>`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("the measuring script did not run:\n%.2000s", dom)
+	}
+	var viewport int
+	fmt.Sscanf(m[1][strings.LastIndex(m[1], "viewport "):], "viewport %d", &viewport)
+	if viewport < 1200 || viewport > 1280 {
+		t.Fatalf("viewport %d px wide, want about 1280:\n%s", viewport, m[1])
+	}
+	seen := map[string]bool{}
+	for _, l := range strings.Split(m[1], "\n") {
+		var name string
+		var a, b, c int
+		switch {
+		case strings.HasPrefix(l, "table "):
+			fmt.Sscanf(l, "table %s %d %d %d", &name, &a, &b, &c)
+			if a > b || c > viewport {
+				t.Errorf("at 1280 px, table %s is %d px wide in a box of %d (right edge at %d of %d): it scrolls sideways", name, a, b, c, viewport)
+			}
+		case strings.HasPrefix(l, "th "):
+			fmt.Sscanf(l, "th %d", &a)
+			name = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&").Replace(strings.SplitN(l, " ", 3)[2])
+			seen[name] = true
+			if a > viewport {
+				t.Errorf("at 1280 px, the comparison's %q column ends at %d px, off screen", name, a)
+			}
+		}
+	}
+	for _, col := range []string{"p99", "max", "errors", "violations", "SLO p99<5ms"} {
+		if !seen[col] {
+			t.Errorf("the comparison table has no %q column: %v", col, seen)
+		}
+	}
+	if t.Failed() {
+		t.Logf("layout:\n%s", m[1])
+	}
 }

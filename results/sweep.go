@@ -108,10 +108,19 @@ type Knee struct {
 
 // Thresholds of FindKnee.
 const (
-	// KneeEfficiency: a step is saturated when less than this fraction
-	// of its added load (in log terms) became throughput.
+	// KneeGain: a later step adds throughput over an earlier one when it
+	// achieved at least this much more (10%), or, for a step of less than
+	// double the load, KneeEfficiency of the added load: with +10% of
+	// load a step, +5% of throughput is still growth.
+	KneeGain       = 0.10
 	KneeEfficiency = 0.5
-	// KneeLatencyGrowth: ... and its p99 grew by at least this factor.
+	// KneeKeepUp: in an open loop, a step that achieved less than this
+	// share of its offered rate fell behind: its backlog grows without
+	// bound, so the knee is at the latest the step before it.
+	KneeKeepUp = 0.9
+	// KneeLatencyGrowth: past the knee, p99 must grow by at least this
+	// factor; flat throughput with flat latency is a limit of the load
+	// generator, not saturation of the masters.
 	KneeLatencyGrowth = 1.10
 )
 
@@ -160,23 +169,23 @@ func usable(p SweepPoint) bool {
 	return !p.Interrupted && p.Acquired > 0 && p.AcquiredPerSec > 0 && p.Value > 0
 }
 
-// FindKnee finds the saturation knee: the last point before throughput
-// stopped growing while latency climbed.
+// FindKnee finds the saturation knee: the step where throughput stopped
+// growing while latency climbed.
 //
-// The rule, step by step from one usable point to the next: the scaling
-// efficiency e = ln(T1/T0) / ln(V1/V0), where T is throughput and V the swept
-// value, says what share of the added load became throughput (1: all of it,
-// 0: none). A step is saturated when e < KneeEfficiency and p99 grew by at
-// least KneeLatencyGrowth. The knee is the point before the first saturated
-// step, provided the saturation holds: from the knee to every later point
-// the efficiency stays below KneeEfficiency too. Otherwise the flat step
-// was a dip (noise), and the search goes on. The ratios make the rule
-// the same for geometric (x2) and arithmetic (+STEP) sweeps, and for closed
-// (workers) and open (rate) loops.
+// The rule: the knee is the first usable step after which no later step
+// adds throughput, that is, achieves KneeGain (10%) more than it (or, for
+// a later step under twice its load, KneeEfficiency of the added load).
+// In an open loop, it is moreover no later than the last step before the
+// first that fell behind its offered rate (achieved less than KneeKeepUp
+// of it). Past the knee, p99 must grow by KneeLatencyGrowth at some step;
+// otherwise the load generator, not the masters, is the limit and there
+// is no knee. Throughput that keeps growing, even far less than the load,
+// is not a knee: a step that adds 30% with four times the workers still
+// buys throughput, and the SLO says whether its latency is acceptable.
 func FindKnee(points []SweepPoint, param string) Knee {
 	var use []SweepPoint
 	for _, p := range points {
-		if usable(p) {
+		if usable(p) && (len(use) == 0 || p.Value > use[len(use)-1].Value) {
 			use = append(use, p)
 		}
 	}
@@ -185,60 +194,79 @@ func FindKnee(points []SweepPoint, param string) Knee {
 		none.Reason = fmt.Sprintf("%d usable points: a knee needs at least two", len(use))
 		return none
 	}
-	flatNoClimb := -1
-	for i := 0; i+1 < len(use); i++ {
-		a, b := use[i], use[i+1]
-		if b.Value <= a.Value {
-			continue
+	k := -1
+	for i := 0; i+1 < len(use) && k < 0; i++ {
+		if !growsAfter(use[i], use[i+1:]) {
+			k = i
 		}
-		eff := math.Log(b.AcquiredPerSec/a.AcquiredPerSec) / math.Log(b.Value/a.Value)
-		if eff >= KneeEfficiency {
-			continue
-		}
-		if recovers(a, use[i+1:]) {
-			continue // a dip, not a ceiling
-		}
-		climb := latencyGrowth(a, b)
-		if climb < KneeLatencyGrowth {
-			if flatNoClimb < 0 {
-				flatNoClimb = i
-			}
-			continue
-		}
-		k := Knee{
-			Found:          true,
-			Index:          a.Index,
-			Value:          a.Value,
-			AcquiredPerSec: a.AcquiredPerSec,
-			P99Us:          a.LatencyUs.P99,
-		}
-		gain := b.AcquiredPerSec/a.AcquiredPerSec - 1
-		k.Reason = fmt.Sprintf("from %s to %s, throughput %s by %.0f%% (%.0f%% of the added load became throughput) while p99 grew %.1fx, from %s to %s",
-			ParamValue(param, a.Value), ParamValue(param, b.Value), grewOrFell(gain), math.Abs(gain)*100, math.Max(eff, 0)*100,
-			climb, FormatUs(a.LatencyUs.P99), FormatUs(b.LatencyUs.P99))
-		if i == 0 {
-			k.Reason += "; the first point is already saturated: sweep lower values to see where it begins"
-		}
-		return k
 	}
-	last := use[len(use)-1]
-	if flatNoClimb >= 0 {
-		a := use[flatNoClimb]
-		none.Reason = fmt.Sprintf("throughput stopped growing after %s (%.0f/s) but p99 did not climb: the load generator, not the masters, may be the limit",
-			ParamValue(param, a.Value), a.AcquiredPerSec)
+	behind := -1
+	if param == "rate" {
+		for i, p := range use {
+			if p.AcquiredPerSec < KneeKeepUp*p.Value {
+				behind = i
+				break
+			}
+		}
+	}
+	byRate := behind >= 0 && (k < 0 || behind <= k)
+	if byRate {
+		k = max(behind-1, 0)
+	}
+	if k < 0 {
+		last := use[len(use)-1]
+		none.Reason = fmt.Sprintf("throughput was still growing at the last point (%s, %s/s): sweep higher values to find the knee",
+			ParamValue(param, last.Value), thousands(last.AcquiredPerSec))
 		return none
 	}
-	none.Reason = fmt.Sprintf("throughput was still growing at the last point (%s, %.0f/s): sweep higher values to find the knee",
-		ParamValue(param, last.Value), last.AcquiredPerSec)
-	return none
+	a := use[k]
+	// p99's growth to the next step, or else the steepest past the knee.
+	at := use[k+1]
+	climb := latencyGrowth(a, at)
+	for _, c := range use[k+2:] {
+		if g := latencyGrowth(a, c); climb < KneeLatencyGrowth && g > climb {
+			climb, at = g, c
+		}
+	}
+	if climb < KneeLatencyGrowth {
+		none.Reason = fmt.Sprintf("throughput stopped growing after %s (%s/s) but p99 did not climb: the load generator, not the masters, may be the limit",
+			ParamValue(param, a.Value), thousands(a.AcquiredPerSec))
+		return none
+	}
+	knee := Knee{Found: true, Index: a.Index, Value: a.Value, AcquiredPerSec: a.AcquiredPerSec, P99Us: a.LatencyUs.P99}
+	lat := fmt.Sprintf("p99 grew %.1fx, from %s to %s at %s", climb, FormatUs(a.LatencyUs.P99), FormatUs(at.LatencyUs.P99), ParamValue(param, at.Value))
+	if byRate && behind > 0 {
+		b := use[behind]
+		knee.Reason = fmt.Sprintf("%s was the highest rate fully served: at %s the masters achieved %s/s (%.0f%% of it), and %s",
+			ParamValue(param, a.Value), ParamValue(param, b.Value), thousands(b.AcquiredPerSec), 100*b.AcquiredPerSec/b.Value, lat)
+	} else {
+		best := use[k+1]
+		for _, c := range use[k+1:] {
+			if c.AcquiredPerSec > best.AcquiredPerSec {
+				best = c
+			}
+		}
+		gain := best.AcquiredPerSec/a.AcquiredPerSec - 1
+		grew := fmt.Sprintf("grew by at most %.0f%%", gain*100)
+		if gain < 0.005 {
+			grew = "did not grow"
+		}
+		knee.Reason = fmt.Sprintf("past %s, throughput %s (the best later step: %s/s at %s) while %s",
+			ParamValue(param, a.Value), grew, thousands(best.AcquiredPerSec), ParamValue(param, best.Value), lat)
+	}
+	if k == 0 {
+		knee.Reason += "; the first point is already saturated: sweep lower values to see where it begins"
+	}
+	return knee
 }
 
-// recovers reports whether some later point scales well from a: then a
-// flat step after a was a dip, not saturation.
-func recovers(a SweepPoint, later []SweepPoint) bool {
+// growsAfter reports whether some later point adds throughput over a:
+// KneeGain more, or for less than double the load, KneeEfficiency of the
+// load it added.
+func growsAfter(a SweepPoint, later []SweepPoint) bool {
 	for _, c := range later {
-		if c.Value > a.Value && c.AcquiredPerSec > a.AcquiredPerSec &&
-			math.Log(c.AcquiredPerSec/a.AcquiredPerSec)/math.Log(c.Value/a.Value) >= KneeEfficiency {
+		need := math.Min(KneeGain, KneeEfficiency*(c.Value/a.Value-1))
+		if c.AcquiredPerSec >= a.AcquiredPerSec*(1+need) {
 			return true
 		}
 	}
@@ -253,13 +281,6 @@ func latencyGrowth(a, b SweepPoint) float64 {
 		return 1
 	}
 	return float64(b.LatencyUs.P99) / float64(a.LatencyUs.P99)
-}
-
-func grewOrFell(gain float64) string {
-	if gain < 0 {
-		return "fell"
-	}
-	return "grew only"
 }
 
 // BestUnderSLO returns the index into points of the point of highest

@@ -43,10 +43,12 @@ func TestFindKnee(t *testing.T) {
 			found:  false, inReason: "still growing",
 		},
 		{
+			// Throughput grows by a quarter from 16 to 64 workers, then
+			// stops: the knee is 64, where it stopped.
 			name: "clear knee", param: "workers", values: workers6,
 			perSec: []float64{2000, 8000, 32000, 40000, 40000, 38000},
 			p99:    []int64{2300, 2300, 2300, 7400, 29000, 120000},
-			found:  true, knee: 16, inReason: "from 16 workers to 64 workers",
+			found:  true, knee: 64, inReason: "past 64 workers, throughput did not grow (the best later step: 40,000/s at 256 workers) while p99 grew 3.9x, from 7.40ms to 29.00ms at 256 workers",
 		},
 		{
 			// Saturated from the first point: throughput flat, latency
@@ -86,6 +88,24 @@ func TestFindKnee(t *testing.T) {
 			found:  true, knee: 4800,
 		},
 		{
+			// Throughput keeps growing, less than the load but steadily,
+			// while p99 climbs within a 5ms SLO: no knee yet. The old rule
+			// put it at 16 workers, where growth per step first fell below
+			// half the added load.
+			name: "sublinear growth", param: "workers", values: workers6,
+			perSec: []float64{2000, 8000, 23000, 31000, 42000, 55600},
+			p99:    []int64{900, 950, 1100, 1900, 2800, 4100},
+			found:  false, inReason: "still growing at the last point (1024 workers",
+		},
+		{
+			// The same, then a step that adds load but no throughput: the
+			// knee is where the growth stopped.
+			name: "sublinear growth, then a ceiling", param: "workers", values: append(workers6[:len(workers6):len(workers6)], 4096),
+			perSec: []float64{2000, 8000, 23000, 31000, 42000, 55600, 56100},
+			p99:    []int64{900, 950, 1100, 1900, 2800, 4100, 16000},
+			found:  true, knee: 1024, inReason: "past 1024 workers",
+		},
+		{
 			name: "one point", param: "workers", values: []float64{8}, perSec: []float64{100}, p99: []int64{10},
 			found: false, inReason: "at least two",
 		},
@@ -107,11 +127,12 @@ func TestFindKnee(t *testing.T) {
 
 func TestFindKneeIgnoresInterruptedPoints(t *testing.T) {
 	pts := points(workers6, []float64{2000, 8000, 32000, 40000, 40000, 38000}, []int64{2300, 2300, 2300, 7400, 29000, 120000})
-	// An interrupted step with a tiny throughput would look like a collapse.
-	pts[2].Interrupted = true
-	pts[2].AcquiredPerSec = 10
+	// An interrupted step with a high throughput (a short burst) would
+	// look like growth past 64 workers.
+	pts[4].Interrupted = true
+	pts[4].AcquiredPerSec = 80000
 	k := FindKnee(pts, "workers")
-	if !k.Found || k.Value == 16 {
+	if !k.Found || k.Value != 64 {
 		t.Fatalf("knee %+v: the interrupted step must not count", k)
 	}
 }

@@ -48,6 +48,11 @@ func generate() ([]byte, error) {
 	if err := r.AddGoComments("github.com/redlock-bench/redlock/results", "./"); err != nil {
 		return nil, fmt.Errorf("read the comments of package results (run from results/): %w", err)
 	}
+	// Summary.Tool is a version.Info, which lives in the root module's
+	// internal/version; "../internal/version" joins the base to its path.
+	if err := r.AddGoComments("github.com/redlock-bench/redlock/results", "../internal/version"); err != nil {
+		return nil, fmt.Errorf("read the comments of package internal/version (run from results/): %w", err)
+	}
 	s := r.Reflect(&results.Summary{})
 	s.ID = "https://github.com/redlock-bench/redlock/results/summary.schema.json"
 	s.Title = "redlock-bench summary.json"

@@ -119,6 +119,8 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 	fencing := fs.Bool("fencing", false, "give COMMAND a fencing token in $REDLOCK_FENCING_TOKEN")
 	quarantine := fs.String("quarantine", "always", "votes of a master younger than --max-ttl: always ignored until it is --max-ttl old, after an observed restart only (observed), or counted (off)")
 	conn := connflags.Register(fs)
+	// Taken before the flags are parsed (see run); listed here.
+	fs.Bool("version", false, "print redlock's version and exit, whatever the other flags")
 	fs.SetInterspersed(true)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {

@@ -25,6 +25,8 @@ extending the lock, and releases it when COMMAND exits. A distributed
 flock(1): at most one COMMAND per RESOURCE runs at a time across every host
 that uses the same masters. Processes that COMMAND leaves running in the
 background when it exits are not waited for: they run on without the lock.
+The release waits at most 1s for the masters: what a stalled master still
+holds expires within --ttl.
 
 If the lock is lost while COMMAND runs (an extension misses the quorum, or
 the lock's validity runs out), COMMAND's process group gets SIGTERM, and
@@ -86,9 +88,12 @@ const (
 	maxTTL = 24 * time.Hour
 )
 
-// releaseTimeout bounds the release at exit, beyond the node timeout that
-// bounds each master's reply.
-const releaseTimeout = 5 * time.Second
+// releaseTimeout bounds what redlock does for the lock after COMMAND (or
+// a failed attempt): the release, and closing the connections, which
+// waits for the masters still to answer. A master stalled then would hold
+// redlock's exit for the connection timeout (3s); whatever it still holds
+// expires within --ttl.
+const releaseTimeout = time.Second
 
 type execOptions struct {
 	masters     []string
@@ -228,7 +233,6 @@ func execCommand(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer l.Close()
 	return runHolding(o, path, l, le, sigs, stderr)
 }
 
@@ -252,12 +256,8 @@ func acquireOrInterrupt(o *execOptions, sigs <-chan os.Signal) (*engine.Locker, 
 		return r.l, r.le, r.err
 	case s := <-sigs:
 		cancel()
-		r := <-res
-		if r.le != nil {
-			release(r.le)
-		}
-		if r.l != nil {
-			r.l.Close()
+		if r := <-res; r.l != nil {
+			finish(r.l, r.le)
 		}
 		return nil, nil, statusErrorf(signalStatus(s), "exec: %s while acquiring %q: COMMAND not run", signalName(s), o.resource)
 	}
@@ -306,7 +306,7 @@ func acquire(ctx context.Context, o *execOptions) (*engine.Locker, *engine.Lease
 		return l, le, nil
 	}
 	// Close waits for the masters still to answer, and deletes a late yes.
-	l.Close()
+	finish(l, nil)
 	var ve *engine.VotesError
 	detail := trimEngine(err)
 	if errors.As(err, &ve) {
@@ -363,7 +363,7 @@ func runHolding(o *execOptions, path string, l *engine.Locker, le *engine.Lease,
 		defer signal.Stop(cont)
 	}
 	if err := cmd.Start(); err != nil {
-		release(le)
+		finish(l, le)
 		return statusErrorf(exitCannotRun, "exec: %s: %v", o.argv[0], err)
 	}
 	pgid := cmd.Process.Pid
@@ -455,7 +455,7 @@ loop:
 		}
 	}
 	status, desc := commandStatus(cmd, waitErr)
-	if err := release(le); err != nil && lost == nil {
+	if err := finish(l, le); err != nil && lost == nil {
 		fmt.Fprintf(stderr, "redlock: release %q: %s (its keys expire within --ttl %s)\n", o.resource, trimEngine(err), o.ttl)
 	}
 	if lost != nil {
@@ -500,12 +500,26 @@ func commandStatus(cmd *exec.Cmd, waitErr error) (int, string) {
 	return ps.ExitCode(), fmt.Sprintf("exit status %d", ps.ExitCode())
 }
 
-// release releases le; the deletes of masters that answer after the
-// quorum did are waited for by the caller's Locker.Close.
-func release(le *engine.Lease) error {
+// finish releases le (when not nil) and closes l, within releaseTimeout
+// for both. The Close left running then is abandoned to redlock's exit,
+// which closes its connections.
+func finish(l *engine.Locker, le *engine.Lease) error {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	return le.Release(ctx)
+	var err error
+	if le != nil {
+		err = le.Release(ctx)
+	}
+	closed := make(chan struct{})
+	go func() {
+		l.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+	}
+	return err
 }
 
 func signalStatus(s os.Signal) int {

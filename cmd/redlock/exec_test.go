@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/internal/redisproc"
+	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
 // The tests run the built binary, the way a cron job does, against real
@@ -861,5 +862,43 @@ func TestIgnoredSuspendStaysIgnored(t *testing.T) {
 	p.cmd.Process.Signal(syscall.SIGTSTP)
 	if status := p.wait(t, 5*time.Second); status != 0 || !strings.Contains(p.stdout.String(), "end") {
 		t.Errorf("status %d, stdout %q, stderr %q", status, p.stdout, p.stderr)
+	}
+}
+
+// With the masters stalled (SIGSTOP) when the command ends, redlock does
+// not wait for them beyond releaseTimeout: the command's status comes
+// promptly, and the release's failure is reported, with the TTL that
+// bounds the keys' life. Before the bound, closing the connections to
+// stalled masters took the connection timeout (3s) on top of the release.
+func TestExitPromptlyWithStalledMasters(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartT(t, 3)
+	t.Cleanup(func() {
+		for _, n := range c.Nodes {
+			n.Resume()
+		}
+	})
+	dir := t.TempDir()
+	p := start(t, "exec", "--masters", strings.Join(c.Addrs(), ","), "--ttl", "30s", "--quarantine", "observed",
+		"stalled", "--", "sh", "-c", `echo ready; while [ ! -e "$0/go" ]; do sleep 0.02; done; echo done; exit 5`, dir)
+	p.waitOutput(t, "ready")
+	for _, n := range c.Nodes {
+		if err := n.Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+	p.waitOutput(t, "done")
+	ended := time.Now()
+	if status := p.wait(t, 10*time.Second); status != 5 {
+		t.Errorf("status %d, want the command's 5; stderr %s", status, p.stderr)
+	}
+	// releaseTimeout (1s), and a margin for a loaded machine.
+	if d := p.at.Sub(ended); d > 2*time.Second {
+		t.Errorf("redlock exited %s after its command, want about releaseTimeout (%s) at most", d, releaseTimeout)
+	}
+	if e := p.stderr.String(); !strings.Contains(e, `release "stalled"`) || !strings.Contains(e, "expire within --ttl 30s") ||
+		strings.Count(e, "\n") != 1 || strings.Contains(e, "engine: ") {
+		t.Errorf("stderr: want one line on the failed release; got %q", e)
 	}
 }

@@ -42,7 +42,7 @@ func TestExecWithAuthAndTLS(t *testing.T) {
 	}{
 		{"ok", append(base, "--key", certs.ClientKey, "nightly", "--", "sh", "-c", `test -n "$REDISCLI_AUTH" && echo held $REDLOCK_RESOURCE`), secret, 0, "held nightly\n"},
 		{"wrong password", append(base, "--key", certs.ClientKey, "nightly", "--", "true"), "wrong", exitUnavailable,
-			`redlock: exec: masters unreachable: `},
+			`redlock: exec: too many masters unreachable for a quorum: `},
 		{"cert without key", append(base, "nightly", "--", "true"), secret, exitUsage, "redlock: exec: --cert: needs --key"},
 	} {
 		cmd := exec.Command(binary, tc.args...)

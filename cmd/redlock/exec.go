@@ -116,6 +116,7 @@ type execOptions struct {
 	quarantine  engine.QuarantinePolicy
 	conn        connflags.Settings
 	authWarning string // printed before anything else (see connflags.Flags.Warning)
+	passFrom    string // where the password came from: "-a/--pass", "REDISCLI_AUTH" or ""
 	resource    string
 	argv        []string
 }
@@ -188,6 +189,12 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 		return nil, usageErrorf("exec: %v", err)
 	}
 	o.authWarning = conn.Warning()
+	switch {
+	case fs.Changed("pass"):
+		o.passFrom = "-a/--pass"
+	case o.conn.Password != "":
+		o.passFrom = connflags.EnvPassword
+	}
 
 	rest, dash := fs.Args(), fs.ArgsLenAtDash()
 	switch {
@@ -289,7 +296,11 @@ func acquire(ctx context.Context, o *execOptions, stderr io.Writer) (*engine.Loc
 	if err != nil {
 		switch {
 		case errors.Is(err, engine.ErrUnreachable):
-			return nil, nil, statusErrorf(exitUnavailable, "exec: %s", engineText(err))
+			msg := engineText(err)
+			if fix := connectionFix(msg, o.conn.Username, o.passFrom); fix != "" {
+				msg += "; " + fix
+			}
+			return nil, nil, statusErrorf(exitUnavailable, "exec: %s", msg)
 		case ctx.Err() != nil:
 			return nil, nil, err // interrupted: the caller reports the signal
 		}

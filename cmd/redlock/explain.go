@@ -160,3 +160,53 @@ func shortDuration(d time.Duration) string {
 	}
 	return s
 }
+
+// connectionFix is the fix, in exec's flags, of each credential or TLS
+// mistake that New's error names, once each, or "". The causes are those
+// multiplex gives when it connects (AUTH refused, NOAUTH, TLS errors);
+// passFrom is where the password came from ("" for none).
+func connectionFix(msg, user, passFrom string) string {
+	var fixes []string
+	has := func(s ...string) bool {
+		for _, x := range s {
+			if strings.Contains(msg, x) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("without any password configured") && passFrom == "REDISCLI_AUTH":
+		fixes = append(fixes, "the masters want no password: unset REDISCLI_AUTH (or run redlock under env -u REDISCLI_AUTH)")
+	case has("without any password configured"):
+		fixes = append(fixes, "the masters want no password: drop -a/--pass")
+	}
+	if has("NOAUTH") {
+		fixes = append(fixes, "the masters want a password: set REDISCLI_AUTH (or give -a/--pass), with --user for an ACL user's")
+	}
+	if has("AUTH as the default user refused: WRONGPASS") {
+		fixes = append(fixes, "the password from "+passFrom+" was refused: check it, and give --user if it is an ACL user's")
+	}
+	if has("AUTH as user ") {
+		fixes = append(fixes, fmt.Sprintf("--user %q with the password from %s was refused: check both", user, passFrom))
+	}
+	if has("does the master serve TLS on this port?", "first record does not look like a TLS handshake") {
+		fixes = append(fixes, "the masters do not answer TLS on these ports: drop --tls, or give their TLS ports")
+	}
+	if has("does the master want TLS?") {
+		fixes = append(fixes, "the masters close plain connections: if they serve TLS, add --tls")
+	}
+	if has("tls: certificate required", "does the master want a client certificate?") {
+		fixes = append(fixes, "the masters want a client certificate: give --cert and --key")
+	}
+	if has("certificate signed by unknown authority") {
+		fixes = append(fixes, "the masters' certificates are not signed by a CA that redlock trusts: give that CA's certificate with --cacert")
+	}
+	if has("remote error: tls: unknown certificate authority", "remote error: tls: bad certificate") {
+		fixes = append(fixes, "the masters refuse the client certificate: give with --cert and --key one signed by a CA they trust")
+	}
+	if has("x509: certificate is valid for") {
+		fixes = append(fixes, "the masters' certificates are not valid for the name redlock checks: give --sni with one they are valid for")
+	}
+	return strings.Join(fixes, "; ")
+}

@@ -12,13 +12,10 @@ import (
 	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
-// exec takes its lock on masters that want mutual TLS and an ACL user,
-// with the password from REDISCLI_AUTH, which the command inherits as
-// documented; a wrong password or a missing key file fail with the cause,
-// and the password shows nowhere.
-func TestExecWithAuthAndTLS(t *testing.T) {
-	t.Parallel()
-	const secret = "pw-exec-Hq72-secret"
+// mutualTLS is a new CA with its certificates, and the TLS set-up of
+// masters that want a client certificate signed by it.
+func mutualTLS(t *testing.T) (*redisproc.Certs, *redisproc.TLS) {
+	t.Helper()
 	certs, err := redisproc.GenerateCerts(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -27,6 +24,17 @@ func TestExecWithAuthAndTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return certs, st
+}
+
+// exec takes its lock on masters that want mutual TLS and an ACL user,
+// with the password from REDISCLI_AUTH, which the command inherits as
+// documented; a wrong password or a missing key file fail with the cause,
+// and the password shows nowhere.
+func TestExecWithAuthAndTLS(t *testing.T) {
+	t.Parallel()
+	const secret = "pw-exec-Hq72-secret"
+	certs, st := mutualTLS(t)
 	c, err := redisproc.Start(context.Background(), 3, redisproc.Options{User: "job", Password: secret, TLS: st})
 	if err != nil {
 		t.Fatal(err)
@@ -100,18 +108,8 @@ func TestExecWithAuthAndTLS(t *testing.T) {
 func TestConnectionMistakesNameTheFix(t *testing.T) {
 	t.Parallel()
 	const secret = "pw-mistake-Zk31-secret"
-	certs, err := redisproc.GenerateCerts(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	foreign, err := redisproc.GenerateCerts(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := certs.ServerTLS(true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	certs, st := mutualTLS(t)
+	foreign, _ := mutualTLS(t) // a client certificate of another CA
 	withPass := strings.Join(redistest.StartT(t, 3, redistest.Options{Password: secret}).Addrs(), ",")
 	withTLS := strings.Join(redistest.StartT(t, 3, redistest.Options{TLS: st}).Addrs(), ",")
 	plain := strings.Join(masters, ",")

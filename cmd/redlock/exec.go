@@ -102,7 +102,7 @@ const (
 // a failed attempt): the release, and closing the connections, which
 // waits for the masters still to answer. A master stalled then would hold
 // redlock's exit for the connection timeout (3s); whatever it still holds
-// expires within --ttl.
+// expires within --ttl. execUsage states it.
 const releaseTimeout = time.Second
 
 type execOptions struct {

@@ -9,15 +9,13 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/internal/redisproc"
+	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
-// exec takes its lock on masters that want mutual TLS and an ACL user,
-// with the password from REDISCLI_AUTH, which the command inherits as
-// documented; a wrong password or a missing key file fail with the cause,
-// and the password shows nowhere.
-func TestExecWithAuthAndTLS(t *testing.T) {
-	t.Parallel()
-	const secret = "pw-exec-Hq72-secret"
+// mutualTLS is a new CA with its certificates, and the TLS set-up of
+// masters that want a client certificate signed by it.
+func mutualTLS(t *testing.T) (*redisproc.Certs, *redisproc.TLS) {
+	t.Helper()
 	certs, err := redisproc.GenerateCerts(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -26,6 +24,17 @@ func TestExecWithAuthAndTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return certs, st
+}
+
+// exec takes its lock on masters that want mutual TLS and an ACL user,
+// with the password from REDISCLI_AUTH, which the command inherits as
+// documented; a wrong password or a missing key file fail with the cause,
+// and the password shows nowhere.
+func TestExecWithAuthAndTLS(t *testing.T) {
+	t.Parallel()
+	const secret = "pw-exec-Hq72-secret"
+	certs, st := mutualTLS(t)
 	c, err := redisproc.Start(context.Background(), 3, redisproc.Options{User: "job", Password: secret, TLS: st})
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +51,7 @@ func TestExecWithAuthAndTLS(t *testing.T) {
 	}{
 		{"ok", append(base, "--key", certs.ClientKey, "nightly", "--", "sh", "-c", `test -n "$REDISCLI_AUTH" && echo held $REDLOCK_RESOURCE`), secret, 0, "held nightly\n"},
 		{"wrong password", append(base, "--key", certs.ClientKey, "nightly", "--", "true"), "wrong", exitUnavailable,
-			`redlock: exec: masters unreachable: `},
+			`redlock: exec: too many masters unreachable for a quorum: `},
 		{"cert without key", append(base, "nightly", "--", "true"), secret, exitUsage, "redlock: exec: --cert: needs --key"},
 	} {
 		cmd := exec.Command(binary, tc.args...)
@@ -89,6 +98,55 @@ func TestExecWithAuthAndTLS(t *testing.T) {
 		want := "redlock: warning: a password given with -a/--pass may be seen by other users"
 		if quiet && stderr.String() != "" || !quiet && (!strings.HasPrefix(stderr.String(), want) || strings.Count(stderr.String(), "\n") != 1) {
 			t.Errorf("-a (--no-auth-warning %v): stderr %q, want %s", quiet, stderr.String(), map[bool]string{false: "one line " + want, true: "nothing"}[quiet])
+		}
+	}
+}
+
+// A credential or TLS mistake fails with 69 and one line that names the
+// masters once per cause and the fix once, in exec's flags; the password
+// shows nowhere.
+func TestConnectionMistakesNameTheFix(t *testing.T) {
+	t.Parallel()
+	const secret = "pw-mistake-Zk31-secret"
+	certs, st := mutualTLS(t)
+	foreign, _ := mutualTLS(t) // a client certificate of another CA
+	withPass := strings.Join(redistest.StartT(t, 3, redistest.Options{Password: secret}).Addrs(), ",")
+	withTLS := strings.Join(redistest.StartT(t, 3, redistest.Options{TLS: st}).Addrs(), ",")
+	plain := strings.Join(masters, ",")
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  string // REDISCLI_AUTH
+		fix  string
+	}{
+		{"no password", []string{"--masters", withPass}, "", "the masters want a password: set REDISCLI_AUTH (or give -a/--pass), with --user for an ACL user"},
+		{"wrong password", []string{"--masters", withPass}, "wrong", "the password from REDISCLI_AUTH was refused: check it, and give --user if it is an ACL user's"},
+		{"wrong -a", []string{"--masters", withPass, "-a", "wrong", "--no-auth-warning"}, "", "the password from -a/--pass was refused"},
+		{"unknown user", []string{"--masters", withPass, "--user", "nobody"}, secret, `--user "nobody" with the password from REDISCLI_AUTH was refused: check both`},
+		{"password to a master without", []string{"--masters", plain}, secret, "the masters want no password: unset REDISCLI_AUTH"},
+		{"-a to a master without", []string{"--masters", plain, "-a", secret, "--no-auth-warning"}, "", "the masters want no password: drop -a/--pass"},
+		{"--tls to plain", []string{"--masters", plain, "--tls"}, "", "the masters do not answer TLS on these ports: drop --tls, or give their TLS ports"},
+		{"plain to TLS", []string{"--masters", withTLS}, "", "the masters close plain connections: if they serve TLS, add --tls"},
+		{"no client certificate", []string{"--masters", withTLS, "--tls", "--cacert", certs.CAFile}, "", "the masters want a client certificate: give --cert and --key"},
+		{"unknown CA", []string{"--masters", withTLS, "--tls", "--cert", certs.ClientCert, "--key", certs.ClientKey}, "",
+			"the masters' certificates are not signed by a CA that redlock trusts: give that CA's certificate with --cacert"},
+		{"foreign client certificate", []string{"--masters", withTLS, "--tls", "--cacert", certs.CAFile, "--cert", foreign.ClientCert, "--key", foreign.ClientKey}, "",
+			"the masters refuse the client certificate: give with --cert and --key one signed by a CA they trust"},
+		{"wrong name", []string{"--masters", withTLS, "--tls", "--cacert", certs.CAFile, "--cert", certs.ClientCert, "--key", certs.ClientKey, "--sni", "example.com"}, "",
+			"the masters' certificates are not valid for the name redlock checks: give --sni with one they are valid for"},
+	} {
+		cmd := exec.Command(binary, append(append([]string{"exec", "--ttl", "1s", "--quarantine", "observed"}, tc.args...), "r", "--", "echo", "must-not-run")...)
+		cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+tc.env)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.Run()
+		e := stderr.String()
+		if status := cmd.ProcessState.ExitCode(); status != exitUnavailable || stdout.Len() != 0 {
+			t.Errorf("%s: status %d, stdout %q; want %d", tc.name, status, stdout.String(), exitUnavailable)
+		}
+		if !strings.HasPrefix(e, "redlock: exec: ") || strings.Count(e, "\n") != 1 || strings.Count(e, tc.fix) != 1 ||
+			strings.Contains(e, "engine: ") || strings.Contains(e, secret) {
+			t.Errorf("%s: stderr %q\nwant one line with, once: %s", tc.name, e, tc.fix)
 		}
 	}
 }

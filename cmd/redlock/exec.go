@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,8 @@ extending the lock, and releases it when COMMAND exits. A distributed
 flock(1): at most one COMMAND per RESOURCE runs at a time across every host
 that uses the same masters. Processes that COMMAND leaves running in the
 background when it exits are not waited for: they run on without the lock.
+The release waits at most 1s for the masters: what a stalled master still
+holds expires within --ttl.
 
 If the lock is lost while COMMAND runs (an extension misses the quorum, or
 the lock's validity runs out), COMMAND's process group gets SIGTERM, and
@@ -42,6 +45,14 @@ as above if it was lost meanwhile (SIGSTOP to redlock alone stops nothing
 else: COMMAND runs on while the lock expires). If redlock itself is killed
 with SIGKILL, COMMAND gets SIGTERM (on Linux; not its children), and the
 lock's keys expire within --ttl.
+
+A master that restarts without persistence forgets the locks it granted.
+redlock cannot tell a master started moments ago from one that restarted,
+so by default (--quarantine always) the votes of a master up for less than
+--max-ttl count only once it is that old: on masters started moments ago,
+exec fails with 69 and says until when. A --wait that covers it waits it
+out; --quarantine observed trusts masters that were just started and hold
+no locks.
 
 Flags:
 %s
@@ -62,7 +73,8 @@ Exit status:
   64   usage: bad flags, arguments, addresses or TTL
   69   unavailable: too many masters unreachable (down, or refusing the
        credentials or TLS), failing or in restart quarantine for a quorum
-       (no lock taken)
+       (no lock taken; the message says which, until when, and the flags
+       that change it)
   70   any other failure of redlock's own
   75   not acquired: RESOURCE is held by another owner (after --wait)
   78   the masters or the key cannot be used as configured: masters that
@@ -86,9 +98,12 @@ const (
 	maxTTL = 24 * time.Hour
 )
 
-// releaseTimeout bounds the release at exit, beyond the node timeout that
-// bounds each master's reply.
-const releaseTimeout = 5 * time.Second
+// releaseTimeout bounds what redlock does for the lock after COMMAND (or
+// a failed attempt): the release, and closing the connections, which
+// waits for the masters still to answer. A master stalled then would hold
+// redlock's exit for the connection timeout (3s); whatever it still holds
+// expires within --ttl. execUsage states it.
+const releaseTimeout = time.Second
 
 type execOptions struct {
 	masters     []string
@@ -101,6 +116,7 @@ type execOptions struct {
 	quarantine  engine.QuarantinePolicy
 	conn        connflags.Settings
 	authWarning string // printed before anything else (see connflags.Flags.Warning)
+	passFrom    string // where the password came from: "-a/--pass", "REDISCLI_AUTH" or ""
 	resource    string
 	argv        []string
 }
@@ -113,12 +129,14 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 	masters := fs.String("masters", "", "comma-separated host:port of the independent Redis masters (default $REDLOCK_MASTERS)")
 	ttl := fs.Duration("ttl", 30*time.Second, "the lock's lifetime on the masters, renewed while COMMAND runs (100ms to 24h, whole milliseconds)")
 	longest := fs.Duration("max-ttl", 0, "the longest --ttl of any run on these masters, which the restart quarantine lasts (default --ttl)")
-	wait := fs.Duration("wait", 0, "how long to wait for RESOURCE while it is held (0: one attempt)")
+	wait := fs.Duration("wait", 0, "how long to wait for RESOURCE while it is held, or for the masters' restart quarantine to end (0: one attempt)")
 	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM (or the forwarded signal) and SIGKILL")
 	extendEvery := fs.Duration("extend-every", 0, "how often the lock is renewed, from TTL/100 (default TTL/3)")
 	fencing := fs.Bool("fencing", false, "give COMMAND a fencing token in $REDLOCK_FENCING_TOKEN")
 	quarantine := fs.String("quarantine", "always", "votes of a master younger than --max-ttl: always ignored until it is --max-ttl old, after an observed restart only (observed), or counted (off)")
 	conn := connflags.Register(fs)
+	// Taken before the flags are parsed (see run); listed here.
+	fs.Bool("version", false, "print redlock's version and exit, whatever the other flags")
 	fs.SetInterspersed(true)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -171,6 +189,12 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 		return nil, usageErrorf("exec: %v", err)
 	}
 	o.authWarning = conn.Warning()
+	switch {
+	case fs.Changed("pass"):
+		o.passFrom = "-a/--pass"
+	case o.conn.Password != "":
+		o.passFrom = connflags.EnvPassword
+	}
 
 	rest, dash := fs.Args(), fs.ArgsLenAtDash()
 	switch {
@@ -222,17 +246,16 @@ func execCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	defer signal.Stop(sigs)
 
-	l, le, err := acquireOrInterrupt(o, sigs)
+	l, le, err := acquireOrInterrupt(o, sigs, stderr)
 	if err != nil {
 		return err
 	}
-	defer l.Close()
 	return runHolding(o, path, l, le, sigs, stderr)
 }
 
 // acquireOrInterrupt connects and takes the lock; a signal meanwhile
 // abandons the attempt, releasing whatever it took.
-func acquireOrInterrupt(o *execOptions, sigs <-chan os.Signal) (*engine.Locker, *engine.Lease, error) {
+func acquireOrInterrupt(o *execOptions, sigs <-chan os.Signal, stderr io.Writer) (*engine.Locker, *engine.Lease, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	type result struct {
@@ -242,7 +265,7 @@ func acquireOrInterrupt(o *execOptions, sigs <-chan os.Signal) (*engine.Locker, 
 	}
 	res := make(chan result, 1)
 	go func() {
-		l, le, err := acquire(ctx, o)
+		l, le, err := acquire(ctx, o, stderr)
 		res <- result{l, le, err}
 	}()
 	select {
@@ -250,18 +273,14 @@ func acquireOrInterrupt(o *execOptions, sigs <-chan os.Signal) (*engine.Locker, 
 		return r.l, r.le, r.err
 	case s := <-sigs:
 		cancel()
-		r := <-res
-		if r.le != nil {
-			release(r.le)
-		}
-		if r.l != nil {
-			r.l.Close()
+		if r := <-res; r.l != nil {
+			finish(r.l, r.le)
 		}
 		return nil, nil, statusErrorf(signalStatus(s), "exec: %s while acquiring %q: COMMAND not run", signalName(s), o.resource)
 	}
 }
 
-func acquire(ctx context.Context, o *execOptions) (*engine.Locker, *engine.Lease, error) {
+func acquire(ctx context.Context, o *execOptions, stderr io.Writer) (*engine.Locker, *engine.Lease, error) {
 	cfg := engine.DefaultConfig(o.masters...)
 	cfg.TTL = o.ttl
 	cfg.MaxTTL = o.maxTTL
@@ -271,32 +290,57 @@ func acquire(ctx context.Context, o *execOptions) (*engine.Locker, *engine.Lease
 	cfg.Quarantine = o.quarantine
 	o.conn.Apply(&cfg)
 	if err := cfg.Validate(); err != nil {
-		return nil, nil, usageErrorf("exec: %s", strings.TrimPrefix(err.Error(), "engine: "))
+		return nil, nil, usageErrorf("exec: %s", engineText(err))
 	}
 	l, err := engine.New(ctx, cfg)
 	if err != nil {
 		switch {
 		case errors.Is(err, engine.ErrUnreachable):
-			return nil, nil, statusErrorf(exitUnavailable, "exec: masters unreachable: %s", trimEngine(err))
+			msg := engineText(err)
+			if fix := connectionFix(msg, o.conn.Username, o.passFrom); fix != "" {
+				msg += "; " + fix
+			}
+			return nil, nil, statusErrorf(exitUnavailable, "exec: %s", msg)
 		case ctx.Err() != nil:
 			return nil, nil, err // interrupted: the caller reports the signal
 		}
-		return nil, nil, statusErrorf(exitConfig, "exec: masters cannot be used: %s", trimEngine(err))
+		return nil, nil, statusErrorf(exitConfig, "exec: masters cannot be used: %s", engineText(err))
 	}
 	// --wait bounds the wait for a holder, not the first attempt, which a
 	// --wait shorter than a round trip would cut short ("no quorum
 	// answered") however free the resource.
-	begin := time.Now()
+	deadline := time.Now().Add(o.wait)
+	waited := false // the wait went on past the first attempt
 	le, err := l.TryLock(ctx, o.resource)
+	var ve *engine.VotesError
 	if err != nil && o.wait > 0 && ctx.Err() == nil && (errors.Is(err, engine.ErrNotAcquired) || errors.Is(err, engine.ErrNoQuorum)) {
-		if rest := o.wait - time.Since(begin); rest > 0 {
-			wctx, cancel := context.WithTimeout(ctx, rest)
-			lle, lerr := l.Lock(wctx, o.resource)
-			cancel()
-			// A Lock whose deadline came before any verdict says less
-			// than the first attempt did.
-			if lerr == nil || !errors.Is(lerr, context.DeadlineExceeded) || errors.Is(lerr, engine.ErrNotAcquired) || errors.Is(lerr, engine.ErrNoQuorum) {
-				le, err = lle, lerr
+		until := time.Time{}
+		if errors.As(err, &ve) {
+			until = ve.QuarantinedUntil()
+		}
+		switch {
+		case !until.IsZero() && until.After(deadline) && onlyQuarantined(ve):
+			// Nothing can form a quorum before --wait ends: say so now.
+		case !until.IsZero():
+			// Lock would retry every few milliseconds meanwhile.
+			fmt.Fprintf(stderr, "redlock: exec: waiting until %s (%s from now) for the masters' restart quarantine (--max-ttl %s)\n",
+				until.Format("15:04:05.000"), time.Until(until).Round(100*time.Millisecond), shortDuration(cmp.Or(o.maxTTL, o.ttl)))
+			if deadline.Before(until) {
+				until = deadline
+			}
+			sleep(ctx, time.Until(until))
+			fallthrough
+		default:
+			waited = true
+			if rest := time.Until(deadline); rest > 0 && ctx.Err() == nil {
+				wctx, cancel := context.WithTimeout(ctx, rest)
+				lle, lerr := l.Lock(wctx, o.resource)
+				cancel()
+				// A Lock whose deadline came before any verdict says less
+				// than the first attempt did.
+				if lerr == nil || !errors.Is(lerr, context.DeadlineExceeded) || errors.Is(lerr, engine.ErrNotAcquired) || errors.Is(lerr, engine.ErrNoQuorum) {
+					le, err = lle, lerr
+				}
 			}
 		}
 	}
@@ -304,41 +348,42 @@ func acquire(ctx context.Context, o *execOptions) (*engine.Locker, *engine.Lease
 		return l, le, nil
 	}
 	// Close waits for the masters still to answer, and deletes a late yes.
-	l.Close()
-	var ve *engine.VotesError
-	detail := trimEngine(err)
+	finish(l, nil)
+	detail := engineText(err)
 	if errors.As(err, &ve) {
-		detail = trimEngine(ve) // without the joined context error
+		// Without the joined context error, and the engine's advice in
+		// terms of its Config.
+		detail = votesText(ve) + quarantineAdvice(ve, o.wait)
 	}
-	waited := ""
-	if o.wait > 0 {
-		waited = fmt.Sprintf(" (waited %s)", o.wait)
+	after := ""
+	if waited {
+		after = fmt.Sprintf(" (waited %s)", shortDuration(o.wait))
 	}
 	switch {
 	case ctx.Err() != nil:
 		return nil, nil, err
 	case errors.Is(err, engine.ErrWrongType):
-		return nil, nil, statusErrorf(exitConfig, "exec: %q cannot be a lock: %s", o.resource, detail)
+		return nil, nil, statusErrorf(exitConfig, "exec: %q cannot be a lock: %s", o.resource, engineText(err))
 	case errors.Is(err, engine.ErrNotAcquired):
-		return nil, nil, statusErrorf(exitNotAcquired, "exec: not acquired: %q is held by another owner%s", o.resource, waited)
+		return nil, nil, statusErrorf(exitNotAcquired, "exec: not acquired: %q is held by another owner%s", o.resource, after)
 	case errors.Is(err, engine.ErrNoQuorum):
-		return nil, nil, statusErrorf(exitUnavailable, "exec: no quorum for %q%s: %s", o.resource, waited, detail)
+		return nil, nil, statusErrorf(exitUnavailable, "exec: no quorum for %q%s: %s", o.resource, after, detail)
 	case errors.Is(err, context.DeadlineExceeded):
-		return nil, nil, statusErrorf(exitUnavailable, "exec: no quorum answered for %q within --wait %s", o.resource, o.wait)
+		return nil, nil, statusErrorf(exitUnavailable, "exec: no quorum answered for %q within --wait %s", o.resource, shortDuration(o.wait))
 	case errors.Is(err, engine.ErrReservedResource) || errors.Is(err, engine.ErrEmptyResource):
 		return nil, nil, usageErrorf("exec: RESOURCE %q: %s", o.resource, detail)
 	}
 	return nil, nil, fmt.Errorf("exec: acquire %q: %s", o.resource, detail)
 }
 
-// trimEngine drops the package prefixes from an engine error, which
-// nests them ("lock lost: engine: extend ...").
-func trimEngine(err error) string {
-	s := err.Error()
-	for _, p := range []string{"engine: ", "multiplex: "} {
-		s = strings.ReplaceAll(s, p, "")
+// sleep waits for d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
-	return s
 }
 
 // runHolding runs COMMAND while le is held, stops it if le is lost or a
@@ -361,7 +406,7 @@ func runHolding(o *execOptions, path string, l *engine.Locker, le *engine.Lease,
 		defer signal.Stop(cont)
 	}
 	if err := cmd.Start(); err != nil {
-		release(le)
+		finish(l, le)
 		return statusErrorf(exitCannotRun, "exec: %s: %v", o.argv[0], err)
 	}
 	pgid := cmd.Process.Pid
@@ -403,10 +448,10 @@ loop:
 			done = nil
 			lost = le.Err()
 			if stopping {
-				fmt.Fprintf(stderr, "redlock: lock on %q lost (%s) while COMMAND is being stopped\n", o.resource, trimEngine(lost))
+				fmt.Fprintf(stderr, "redlock: lock on %q lost while COMMAND is being stopped: %s\n", o.resource, endText(lost))
 				continue
 			}
-			fmt.Fprintf(stderr, "redlock: lock on %q lost (%s): stopping COMMAND with SIGTERM\n", o.resource, trimEngine(lost))
+			fmt.Fprintf(stderr, "redlock: lock on %q lost, stopping COMMAND with SIGTERM: %s\n", o.resource, endText(lost))
 			stop(syscall.SIGTERM)
 		case s := <-sigs:
 			if stopping {
@@ -453,12 +498,17 @@ loop:
 		}
 	}
 	status, desc := commandStatus(cmd, waitErr)
-	if err := release(le); err != nil && lost == nil {
-		fmt.Fprintf(stderr, "redlock: release %q: %s (its keys expire within --ttl %s)\n", o.resource, trimEngine(err), o.ttl)
+	if err := finish(l, le); err != nil && lost == nil {
+		why := engineText(err)
+		var ve *engine.VotesError
+		if errors.As(err, &ve) {
+			why = verdictText(ve)
+		}
+		fmt.Fprintf(stderr, "redlock: release of %q failed, its keys expire within --ttl %s: %s\n", o.resource, shortDuration(o.ttl), why)
 	}
 	if lost != nil {
 		if !stopping {
-			return statusErrorf(exitLost, "exec: lock on %q lost (%s) before COMMAND finished (%s)", o.resource, trimEngine(lost), desc)
+			return statusErrorf(exitLost, "exec: lock on %q lost before COMMAND finished (%s): %s", o.resource, desc, endText(lost))
 		}
 		return statusErrorf(exitLost, "exec: lock on %q was lost: COMMAND stopped (%s)", o.resource, desc)
 	}
@@ -498,12 +548,26 @@ func commandStatus(cmd *exec.Cmd, waitErr error) (int, string) {
 	return ps.ExitCode(), fmt.Sprintf("exit status %d", ps.ExitCode())
 }
 
-// release releases le; the deletes of masters that answer after the
-// quorum did are waited for by the caller's Locker.Close.
-func release(le *engine.Lease) error {
+// finish releases le (when not nil) and closes l, within releaseTimeout
+// for both. The Close left running then is abandoned to redlock's exit,
+// which closes its connections.
+func finish(l *engine.Locker, le *engine.Lease) error {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	return le.Release(ctx)
+	var err error
+	if le != nil {
+		err = le.Release(ctx)
+	}
+	closed := make(chan struct{})
+	go func() {
+		l.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+	}
+	return err
 }
 
 func signalStatus(s os.Signal) int {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/internal/redisproc"
+	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
 // The tests run the built binary, the way a cron job does, against real
@@ -455,7 +456,7 @@ func TestUnreachableMasters(t *testing.T) {
 	if status != exitUnavailable || stdout != "" {
 		t.Errorf("status %d, want %d; stdout %q", status, exitUnavailable, stdout)
 	}
-	if !strings.HasPrefix(stderr, "redlock: exec: masters unreachable: ") || !strings.Contains(stderr, down[0]) ||
+	if !strings.HasPrefix(stderr, "redlock: exec: too many masters unreachable for a quorum: ") || !strings.Contains(stderr, down[0]) ||
 		!strings.Contains(stderr, down[1]) || strings.Count(stderr, "\n") != 1 {
 		t.Errorf("stderr %q: want one line naming both unreachable masters", stderr)
 	}
@@ -861,5 +862,94 @@ func TestIgnoredSuspendStaysIgnored(t *testing.T) {
 	p.cmd.Process.Signal(syscall.SIGTSTP)
 	if status := p.wait(t, 5*time.Second); status != 0 || !strings.Contains(p.stdout.String(), "end") {
 		t.Errorf("status %d, stdout %q, stderr %q", status, p.stdout, p.stderr)
+	}
+}
+
+// With the masters stalled (SIGSTOP) when the command ends, redlock does
+// not wait for them beyond releaseTimeout: the command's status comes
+// promptly, and the release's failure is reported, with the TTL that
+// bounds the keys' life. Before the bound, closing the connections to
+// stalled masters took the connection timeout (3s) on top of the release.
+func TestExitPromptlyWithStalledMasters(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartT(t, 3)
+	t.Cleanup(func() {
+		for _, n := range c.Nodes {
+			n.Resume()
+		}
+	})
+	dir := t.TempDir()
+	p := start(t, "exec", "--masters", strings.Join(c.Addrs(), ","), "--ttl", "30s", "--quarantine", "observed",
+		"stalled", "--", "sh", "-c", `echo ready; while [ ! -e "$0/go" ]; do sleep 0.02; done; echo done; exit 5`, dir)
+	p.waitOutput(t, "ready")
+	for _, n := range c.Nodes {
+		if err := n.Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+	p.waitOutput(t, "done")
+	ended := time.Now()
+	if status := p.wait(t, 10*time.Second); status != 5 {
+		t.Errorf("status %d, want the command's 5; stderr %s", status, p.stderr)
+	}
+	// releaseTimeout (1s), and a margin for a loaded machine.
+	if d := p.at.Sub(ended); d > 2*time.Second {
+		t.Errorf("redlock exited %s after its command, want about releaseTimeout (%s) at most", d, releaseTimeout)
+	}
+	if e := p.stderr.String(); !strings.Contains(e, `release of "stalled" failed`) || !strings.Contains(e, "expire within --ttl 30s") ||
+		strings.Count(e, "\n") != 1 || strings.Contains(e, "engine: ") {
+		t.Errorf("stderr: want one line on the failed release; got %q", e)
+	}
+}
+
+// clockTime is a time of day as the quarantine messages give it.
+var clockTime = regexp.MustCompile(`\b\d\d:\d\d:\d\d\.\d\d\d\b`)
+
+// On masters younger than --max-ttl (seconds old, and an hour here), the
+// message says in exec's flags what holds the lock back, until when, and
+// how to choose otherwise: once, in one line, without the library's terms.
+// A --wait that ends before the quarantine does fails at once.
+func TestQuarantineSpeaksExecFlags(t *testing.T) {
+	t.Parallel()
+	for _, extra := range [][]string{nil, {"--wait", "1m"}} {
+		args := append([]string{"exec", "--masters", strings.Join(masters, ","), "--ttl", "1h"}, extra...)
+		p := start(t, append(args, "young", "--", "echo", "must-not-run")...)
+		// Well before --wait 1m ends.
+		status := p.wait(t, 20*time.Second)
+		e := p.stderr.String()
+		if status != exitUnavailable || p.stdout.String() != "" || strings.Count(e, "\n") != 1 || !strings.HasPrefix(e, `redlock: exec: no quorum for "young"`) {
+			t.Errorf("%q: status %d, stdout %q, stderr %q; want %d and one line", extra, status, p.stdout, e, exitUnavailable)
+		}
+		for _, want := range []string{"restart quarantine", "until " + clockTime.FindString(e), "--max-ttl 1h", "--quarantine observed", "--wait 1h"} {
+			if !clockTime.MatchString(e) || strings.Count(e, want) != 1 {
+				t.Errorf("%q: stderr %q: want %q once", extra, e, want)
+			}
+		}
+		for _, not := range []string{"engine: ", "Config.", "QuarantineObserved", "MaxTTL", "Locker"} {
+			if strings.Contains(e, not) {
+				t.Errorf("%q: stderr %q speaks of %q", extra, e, not)
+			}
+		}
+		if extra != nil && !strings.Contains(e, "--wait 1m ends before then") {
+			t.Errorf("%q: stderr %q: want it to say --wait ends before the quarantine", extra, e)
+		}
+	}
+}
+
+// A --wait that covers the quarantine of masters started moments ago
+// waits it out, saying once what it waits for and until when, then runs
+// the command.
+func TestWaitThroughQuarantine(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartT(t, 3)
+	status, stdout, stderr := runRedlock(t, "exec", "--masters", strings.Join(c.Addrs(), ","), "--ttl", "3s", "--wait", "15s",
+		"fresh", "--", "echo", "ran")
+	if status != 0 || stdout != "ran\n" {
+		t.Errorf("status %d, stdout %q; want 0 and the command's output; stderr %q", status, stdout, stderr)
+	}
+	if !strings.HasPrefix(stderr, `redlock: exec: waiting until `) || !clockTime.MatchString(stderr) ||
+		!strings.Contains(stderr, "restart quarantine") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("stderr %q: want one line saying it waits for the quarantine, and until when", stderr)
 	}
 }

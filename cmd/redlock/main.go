@@ -1,5 +1,5 @@
 // Command redlock runs commands under a Redlock lock: a distributed
-// flock(1). See 'redlock exec --help'.
+// flock(1). See 'redlock help exec'.
 package main
 
 import (
@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/redlock-bench/redlock/internal/version"
@@ -18,10 +20,12 @@ independent Redis masters.
 
 Usage:
   redlock exec [flags] RESOURCE -- COMMAND [ARG...]   run COMMAND while holding RESOURCE
-  redlock help                                        show this help
-  redlock --version                                   the version, VCS revision and Go version
+  redlock help [exec]                                 this help, or exec's
+  redlock version                                     the version, VCS revision and Go version
+                                                      (also --version, alone or among exec's flags)
 
-Run 'redlock exec --help' for its flags and exit statuses.
+Run 'redlock help exec' (or 'redlock exec --help') for exec's flags and exit
+statuses.
 `
 
 // Exit statuses of redlock's own outcomes. Everything else is the
@@ -52,30 +56,64 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
-	if wantsVersion(args) {
-		fmt.Fprintln(stdout, version.Get().Line("redlock"))
-		return 0
-	}
 	var err error
 	switch args[0] {
 	case "exec":
+		// --version among exec's flags wins over the rest, as --help
+		// does, so that a script can check the version with its usual
+		// flags.
+		if execWantsVersion(args[1:]) {
+			fmt.Fprintln(stdout, version.Get().Line("redlock"))
+			return 0
+		}
 		err = execCommand(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		err = help(args[1:], stdout)
+	case "version", "--version":
+		if len(args) > 1 {
+			err = usageErrorf("%s takes no arguments, got %s", args[0], quoteAll(args[1:]))
+			break
+		}
+		fmt.Fprintln(stdout, version.Get().Line("redlock"))
 	default:
-		err = usageErrorf("unknown command %q (known: exec, help)", args[0])
+		err = usageErrorf("unknown command %q (known: exec, help, version)", args[0])
 	}
 	return exitCode(err, stderr)
 }
 
-// wantsVersion reports whether --version comes before the "--" that
-// starts the command, on any subcommand.
-func wantsVersion(args []string) bool {
+// help prints the help on topic (none, "help" or "exec").
+func help(topic []string, stdout io.Writer) error {
+	switch {
+	case len(topic) > 1:
+		return usageErrorf("help takes one topic, got %s (see 'redlock help')", quoteAll(topic))
+	case len(topic) == 0 || topic[0] == "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	case topic[0] == "exec":
+		_, err := parseExec([]string{"--help"}, stdout)
+		return err
+	}
+	return usageErrorf("unknown help topic %q (known: exec)", topic[0])
+}
+
+// quoteAll quotes each argument, so that one with a space or a line
+// break reads as one.
+func quoteAll(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = strconv.Quote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+// execWantsVersion reports whether --version is among exec's arguments,
+// before the "--" that starts the command.
+func execWantsVersion(args []string) bool {
 	for _, a := range args {
 		if a == "--" {
 			return false
 		}
-		if a == "--version" || (a == "version" && a == args[0]) {
+		if a == "--version" {
 			return true
 		}
 	}

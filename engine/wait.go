@@ -181,9 +181,17 @@ func (w *waiter) nextWait(err error) (d time.Duration, cause WakeCause, now bool
 	case held:
 		return fallback, WakeFallback, false
 	}
+	backoff := jitter(cfg.RetryDelayMin, cfg.RetryDelayMax)
+	if ve != nil {
+		// Masters in the restart quarantine vote at a known time: wait
+		// until then instead of asking them every few milliseconds.
+		if until := ve.QuarantinedUntil(); !until.IsZero() {
+			return max(time.Until(until), 0) + backoff, WakeBackoff, false
+		}
+	}
 	// A split vote or an outage: nobody may be holding it, so nothing will
 	// be published; back off so competitors drift apart.
-	return jitter(cfg.RetryDelayMin, cfg.RetryDelayMax), WakeBackoff, false
+	return backoff, WakeBackoff, false
 }
 
 // sleep waits d, or until a release names the waiter (a waiter in the

@@ -435,3 +435,28 @@ func TestSplitVoteBacksOff(t *testing.T) {
 		})
 	}
 }
+
+// On masters started moments ago (the default quarantine keeps their
+// votes out until they are MaxTTL old), Lock waits until the quorum can
+// vote, and then acquires: a few attempts, not one every few
+// milliseconds for the whole quarantine.
+func TestLockWaitsOutTheQuarantine(t *testing.T) {
+	e := newEnv(t, 3)
+	cfg := engine.DefaultConfig(e.cluster.Addrs()...)
+	cfg.TTL = time.Second
+	l, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	le, err := l.Lock(ctx, "fresh")
+	if err != nil {
+		t.Fatalf("Lock through the quarantine: %v", err)
+	}
+	defer le.Release(context.Background())
+	if w := le.Wait(); w.Attempts > 3 {
+		t.Fatalf("%d attempts during a quarantine of at most %s, want at most 3 (%+v)", w.Attempts, cfg.TTL, w)
+	}
+}

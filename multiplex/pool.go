@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -403,7 +404,7 @@ func causes(nodes []*node) string {
 	var order []string
 	byCause := make(map[string][]string)
 	for _, n := range nodes {
-		c := cause(n.Err(), n.Addr)
+		c := cause(n.Err())
 		if byCause[c] == nil {
 			order = append(order, c)
 		}
@@ -416,11 +417,15 @@ func causes(nodes []*node) string {
 	return strings.Join(parts, "; ")
 }
 
-// cause is err's message without addr, which the list names already: a
-// dial error's text repeats it ("dial tcp 10.0.0.1:6379: connect: ...").
-func cause(err error, addr string) string {
-	return strings.Replace(err.Error(), "dial tcp "+addr+": ", "dial tcp: ", 1)
+// cause is err's message without the addresses, which the list names
+// already, so that masters failing alike group together: a network
+// error's text carries the address, and the local port too ("read tcp
+// 127.0.0.1:41234->10.0.0.1:6379: read: connection reset by peer").
+func cause(err error) string {
+	return netAddrs.ReplaceAllString(err.Error(), "$1 tcp: ")
 }
+
+var netAddrs = regexp.MustCompile(`(dial|read|write) tcp [^ ]+: `)
 
 // AddrError is a master address that cannot be used: not host:port with a
 // port in 1-65535, or listed twice (two votes from one server would fake a

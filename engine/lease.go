@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -45,11 +46,14 @@ type Lease struct {
 	// undoAgain: masters still owed the later pass of an undo (see
 	// undoNodes).
 	undoAgain uint64
-	// kept: masters where the acquiring waiter (queue id queueID) stayed
+	// tk is the lease's place in the masters' queue when a waiter
+	// acquired it, registered with the Locker until the lease is released
+	// or lost, so that it never outlives the lease there (see
+	// Locker.tickets). kept: masters where the acquiring waiter stayed
 	// in the queue behind a marked lock of someone else (see leaveScript);
 	// the release takes it out there, in case no release there popped it.
 	kept        uint64
-	queueID     string
+	tk          *ticket
 	failed      bool // the attempt did not acquire
 	released    bool
 	endErr      error // why the lease stopped being trustworthy
@@ -237,7 +241,7 @@ func (le *Lease) inspectAt(f func(now time.Time)) {
 	if leave {
 		le.l.gate.leave(le.resource)
 	}
-	le.observeEnd(expired, ErrLeaseExpired)
+	le.ended(expired, ErrLeaseExpired)
 }
 
 func (le *Lease) watchLocked() *watch {
@@ -284,7 +288,26 @@ func (le *Lease) end(err error, leaveGate bool) {
 	if leave {
 		le.l.gate.leave(le.resource)
 	}
-	le.observeEnd(first, err)
+	le.ended(first, err)
+}
+
+// ended does what follows the end of the lease, once (first): a lease
+// that expired or was lost leaves the masters' queue, where it could be
+// given the next turn (its holder may never call Release, and Release
+// after Close sends nothing); the Observer hears of it.
+func (le *Lease) ended(first bool, err error) {
+	if !first {
+		return
+	}
+	if !errors.Is(err, ErrReleased) {
+		le.mu.Lock()
+		tk := le.tk
+		le.mu.Unlock()
+		if tk != nil {
+			le.l.quitQueue(le.resource, tk)
+		}
+	}
+	le.observeEnd(true, err)
 }
 
 // endLocked is end under le.mu; it reports whether the caller must hand

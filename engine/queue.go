@@ -118,6 +118,16 @@ func (l *Locker) quitQueue(resource string, tk *ticket) {
 	}
 }
 
+// dropTicket forgets tk (nil: none), whose leave another path sends.
+func (l *Locker) dropTicket(tk *ticket) {
+	if tk == nil {
+		return
+	}
+	l.tmu.Lock()
+	delete(l.tickets, tk)
+	l.tmu.Unlock()
+}
+
 // postQuit sends tk's quitScript to every master. The caller holds tmu.
 func (l *Locker) postQuit(resource string, tk *ticket) {
 	cmd := scriptCall(quitScript, l.cfg.KeyPrefix+resource, tk.id)
@@ -152,9 +162,14 @@ return redis.call("ZREM", "` + queuePrefixLua + `" .. KEYS[1], id)`).Coalesce()
 // key of another type is no lock.
 var quitScript = multiplex.NewScript(`local id = ARGV[1]
 local q = "` + queuePrefixLua + `" .. KEYS[1]
-local first = redis.call("ZRANGE", q, 0, 0)[1] == id
-local queued = redis.call("ZREM", q, id) == 1
 local v = redis.pcall("GET", KEYS[1])
+` + quitLua + `return 1`).Coalesce()
+
+// quitLua takes waiter id out of queue q and passes on a turn that may
+// have been its own (see quitScript), v being the key's value. A release
+// of a lease that is no longer ours runs it too (see releaseScript).
+const quitLua = `local first = redis.call("ZRANGE", q, 0, 0)[1] == id
+local queued = redis.call("ZREM", q, id) == 1
 local turn = "` + turnPrefix + `" .. id
 if v == turn or v == turn .. "` + waitMark + `" or (v == false and (first or not queued)) then
   local w = redis.call("ZPOPMIN", q)
@@ -163,4 +178,4 @@ if v == turn or v == turn .. "` + waitMark + `" or (v == false and (first or not
     redis.call("DEL", KEYS[1])
   end
 end
-return 1`).Coalesce()
+`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -479,5 +480,148 @@ func TestWokenWaiterThatGivesUpPassesTheTurn(t *testing.T) {
 				t.Errorf("B slept %s, until its fallback (%s), while the resource was free", took, fallback)
 			}
 		}
+	}
+}
+
+// A waiter that acquired, whose work overran the TTL, releases late: its
+// Release fails (ErrLeaseExpired), but it must still leave the masters'
+// queues. Left there, it is a ghost: the next holder's release pops it and
+// gives it the turn, and the real waiter behind it sleeps until its
+// fallback although the resource is free.
+func TestExpiredLeaseLeavesTheQueueOnRelease(t *testing.T) {
+	withAndWithoutFencing(t, func(t *testing.T, fencing bool, cfg func(*engine.Config)) {
+		e := newEnv(t, 3)
+		ctx := context.Background()
+		const res = "ghost"
+		slow := func(c *engine.Config) {
+			cfg(c)
+			c.TTL = 300 * time.Millisecond
+			c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
+		}
+		holderL, aL, cL, dL := e.locker(slow), e.locker(slow), e.locker(slow), e.locker(slow)
+
+		// A waits for the holder and acquires through the queue.
+		held, err := holderL.TryLock(ctx, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		aGot := make(chan *engine.Lease, 1)
+		go func() {
+			le, err := aL.Lock(ctx, res)
+			if err != nil {
+				t.Error(err)
+			}
+			aGot <- le
+		}()
+		eventually(t, 5*time.Second, "A queued", func() bool { return e.queued(res, 1) })
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		a := <-aGot
+		if a == nil || waiterID(a) == "" {
+			t.Fatalf("set-up: A did not acquire through the queue: %v", a)
+		}
+
+		// A's work overruns its TTL; its deferred Release comes late.
+		eventually(t, 5*time.Second, "A's keys expired", func() bool {
+			for i := range e.direct {
+				if e.get(i, res) != "" {
+					return false
+				}
+			}
+			return true
+		})
+		if err := a.Release(ctx); !errors.Is(err, engine.ErrLeaseExpired) {
+			t.Fatalf("A's late Release: want ErrLeaseExpired, got %v", err)
+		}
+		for i := range e.direct {
+			if q := e.queueOf(i, res); slices.Contains(q, waiterID(a)) {
+				t.Fatalf("master %d: A is still in the queue after its Release: %v", i, q)
+			}
+		}
+
+		// The next holder's release wakes D, the real waiter.
+		c, err := cL.TryLock(ctx, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dGot := make(chan *engine.Lease, 1)
+		go func() {
+			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			le, err := dL.Lock(lctx, res)
+			if err != nil {
+				t.Error(err)
+			}
+			dGot <- le
+		}()
+		eventually(t, 5*time.Second, "D queued", func() bool { return e.queued(res, 1) })
+		if err := c.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case d := <-dGot:
+			if d == nil {
+				t.Fatal("D did not acquire")
+			}
+			if w := d.Wait(); w.Cause != engine.WakeNotified {
+				t.Errorf("D's wait %+v: want woken by the release", w)
+			}
+			d.Release(ctx)
+		case <-time.After(2 * time.Second):
+			t.Fatal("D still waits 2 s after the release of a free resource: the release woke a ghost")
+		}
+	})
+}
+
+// A lease acquired through the queue leaves the masters' queues when it
+// ends without a Release that reaches them: it expired and its holder
+// never released it, or its Locker closed while it was held. Either
+// way, left there, it would be given the next turn until the queue itself
+// expires, two TTLs after its last join.
+func TestEndedLeaseLeavesTheQueue(t *testing.T) {
+	for _, how := range []string{"expired, never released", "Locker closed"} {
+		t.Run(how, func(t *testing.T) {
+			e := newEnv(t, 3)
+			ctx := context.Background()
+			const res = "left"
+			const ttl = 2 * time.Second
+			cfg := func(c *engine.Config) { c.TTL = ttl }
+			holderL, aL := e.locker(cfg), e.locker(cfg)
+			held, err := holderL.TryLock(ctx, res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			aGot := make(chan *engine.Lease, 1)
+			go func() {
+				le, err := aL.Lock(ctx, res)
+				if err != nil {
+					t.Error(err)
+				}
+				aGot <- le
+			}()
+			eventually(t, 5*time.Second, "A queued", func() bool { return e.queued(res, 1) })
+			if err := held.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			a := <-aGot
+			if a == nil || waiterID(a) == "" {
+				t.Fatalf("set-up: A did not acquire through the queue: %v", a)
+			}
+			if how == "Locker closed" {
+				aL.Close()
+			} else {
+				<-a.Done()
+			}
+			// Well before the queue's own expiry.
+			eventually(t, time.Second, "A out of every master's queue", func() bool {
+				for i := range e.direct {
+					if slices.Contains(e.queueOf(i, res), waiterID(a)) {
+						return false
+					}
+				}
+				return true
+			})
+		})
 	}
 }

@@ -48,8 +48,11 @@ func (le *Lease) release(ctx context.Context, force bool) (err error) {
 	le.released = true
 	validUntil := le.validUntil
 	nodes := le.toRelease()
-	kept := le.kept
+	kept, tk := le.kept, le.tk
 	le.mu.Unlock()
+	// The release script takes the lease out of the queue, and passes on
+	// a turn it may hold where the key is no longer ours.
+	le.l.dropTicket(tk)
 	le.end(ErrReleased, false)
 	le.mu.Lock()
 	leave := le.takeGateLocked()
@@ -62,7 +65,7 @@ func (le *Lease) release(ctx context.Context, force bool) (err error) {
 		return fmt.Errorf("engine: release %q: %w", le.resource, ErrClosed)
 	}
 	if kept != 0 {
-		le.l.leaveQueue(le.resource, &ticket{id: le.queueID}, kept, false)
+		le.l.leaveQueue(le.resource, tk, kept, false)
 	}
 	if nodes == 0 { // every master still to answer: late releases them
 		return le.l.leaseError("release", le.resource, multiplex.Tally{Votes: le.votes, Quorum: le.l.Quorum(), Pending: len(le.votes)}, validUntil)
@@ -97,15 +100,18 @@ func (le *Lease) release(ctx context.Context, force bool) (err error) {
 // the lowest id, replaces the key with that waiter's turn token (see
 // turnPrefix) and publishes the id, which wakes that waiter only. So
 // one release hands the resource to one waiter, instead of a crowd, or
-// a newcomer, that splits the vote with it.
+// a newcomer, that splits the vote with it. Where the key is no longer
+// ours (the lease expired), a waiter's release still leaves the queue as
+// a waiter that gives up does (quitLua): left there, the next release
+// would give the turn to a waiter that waits for nothing.
 var releaseScript = multiplex.NewScript(`local value = ARGV[1]
 local v = redis.call("GET", KEYS[1])
 if v == value then
   return redis.call("DEL", KEYS[1])
 end
+local q = "` + queuePrefixLua + `" .. KEYS[1]
+local id = ` + ownIDLua + `
 if v == value .. "` + waitMark + `" then
-  local q = "` + queuePrefixLua + `" .. KEYS[1]
-  local id = ` + ownIDLua + `
   if id then
     redis.call("ZREM", q, id)
   end
@@ -116,6 +122,8 @@ if v == value .. "` + waitMark + `" then
   end
   return 1
 end
+if id then
+` + quitLua + `end
 return 0`).Coalesce()
 
 // undoScript deletes our key, marked or not. It cleans up after failed
@@ -217,7 +225,7 @@ func (le *Lease) handOff(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	next.held, next.unsure, next.answered, next.broken = le.held, le.unsure, le.answered, le.broken
-	next.kept, next.queueID = le.kept, le.queueID
+	next.kept, next.tk = le.kept, le.tk
 	next.capTTL = le.capTTL // the keys, and what may still reach them, are the same
 	le.successor = next
 	le.released = true

@@ -124,19 +124,19 @@ func (w *waiter) join() { w.tk, w.sub = w.l.queue(w.ctx, w.resource, w.start) }
 
 // acquired takes the waiter that holds le out of the queue on the masters
 // where its attempt queued it but did not set its key: they are not sent
-// its release, which would.
+// its release, which would. Its place stays registered with the lease
+// until the lease is released or lost (see Lease.tk).
 func (w *waiter) acquired(le *Lease) {
 	if w.tk == nil {
 		return
 	}
 	le.mu.Lock()
 	rest := (uint64(1)<<len(le.votes) - 1) &^ le.held
-	le.kept, le.queueID = rest, w.tk.id
+	le.kept, le.tk = rest, w.tk
 	le.mu.Unlock()
 	l := w.l
 	l.tmu.Lock()
 	if _, ok := l.tickets[w.tk]; ok {
-		delete(l.tickets, w.tk)
 		l.leaveQueue(w.resource, w.tk, rest, true)
 	}
 	l.tmu.Unlock()

@@ -235,9 +235,13 @@ return v`).Coalesce()
 // acquireMarkScript does (the TYPE check comes first). Every check that can fail comes before the
 // SET: Redis does not undo a script's writes when it fails half-way.
 var acquireFenceScript = multiplex.NewScript(`local value, ttl, waiter, ticket, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local c = tonumber(redis.call("GET", "` + fencePrefixLua + `" .. KEYS[1]) or "0")
+local c = redis.pcall("GET", "` + fencePrefixLua + `" .. KEYS[1])
+if type(c) == "table" then
+  return redis.error_reply("WRONGTYPE redlock: the fencing counter holds the wrong type")
+end
+c = tonumber(c or "0")
 if not c then
-  return redis.error_reply("ERR redlock: the fencing counter of this key is not an integer")
+  return redis.error_reply("ERR redlock: the fencing counter is not an integer")
 end
 local t = redis.call("TYPE", KEYS[1]).ok
 if t ~= "none" and t ~= "string" then

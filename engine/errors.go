@@ -30,7 +30,7 @@ var (
 	ErrLeaseExpired = errors.New("lease expired")
 	// ErrWrongType: the resource's key exists with a non-string type, so it
 	// cannot be a lock. Some other program uses the same key.
-	ErrWrongType = errors.New("resource key holds the wrong type: another program uses it")
+	ErrWrongType = errors.New("a key holds the wrong type: another program uses it")
 	// ErrLockLost: an auto-extension missed the quorum, so the lock can no
 	// longer be trusted although its validity had not run out.
 	ErrLockLost = errors.New("lock lost")
@@ -139,8 +139,9 @@ func (e *NodeError) Unwrap() error { return e.Err }
 type VotesError struct {
 	Op       string // "acquire", "release", "extend" or "fence"
 	Resource string
-	// Kind is the category: ErrNotAcquired, ErrNoQuorum, ErrNotHeld or
-	// ErrLeaseExpired. It is nil when only the context ended.
+	// Kind is the category: ErrNotAcquired, ErrNoQuorum, ErrWrongType,
+	// ErrNotHeld or ErrLeaseExpired. It is nil when only the context
+	// ended.
 	Kind error
 	// Votes has one entry per master, in the order of Addrs. Masters that
 	// had not answered when the operation was decided are OutcomePending
@@ -153,6 +154,7 @@ type VotesError struct {
 	// pool's when it was closed.
 	Err   error
 	Addrs []string
+	key   string // the resource's key, for an acquire
 }
 
 // newVotesError copies t, whose votes are often the lease's reused buffer.
@@ -183,9 +185,12 @@ func (e *VotesError) Error() string {
 	}
 	fmt.Fprintf(&b, " (%d ok, %d refused, %d error, %d timeout, %d pending; quorum %d of %d)",
 		e.OK, e.Refused, e.Failed, e.Timeout, e.Pending, e.Quorum, len(e.Votes))
-	if e.Kind != ErrWrongType && e.wrongType() {
-		b.WriteString(": ")
-		b.WriteString(ErrWrongType.Error())
+	if e.wrongType() {
+		if e.Kind != ErrWrongType {
+			b.WriteString(": ")
+			b.WriteString(ErrWrongType.Error())
+		}
+		b.WriteString(e.wrongKey())
 	}
 	var quarantined *multiplex.QuarantineError
 	for i, v := range e.Votes {
@@ -253,6 +258,17 @@ func (e *VotesError) addr(i int) string {
 	return fmt.Sprintf("node %d", i)
 }
 
+// wrongKey names the key of the wrong type, for the message: the
+// resource's own, or its fencing counter.
+func (e *VotesError) wrongKey() string {
+	for _, v := range e.Votes {
+		if isWrongType(v.Err) && strings.Contains(v.Err.Error(), "fencing counter") {
+			return fmt.Sprintf(" (the fencing counter %q)", fencePrefix+e.key)
+		}
+	}
+	return fmt.Sprintf(" (the resource's key %q)", e.key)
+}
+
 func (e *VotesError) wrongType() bool {
 	for _, v := range e.Votes {
 		if isWrongType(v.Err) {
@@ -301,7 +317,9 @@ func isWrongType(err error) bool {
 }
 
 func (l *Locker) acquireError(resource string, t multiplex.Tally) error {
-	return newVotesError("acquire", resource, acquireKind(&t), &t, l.addrs)
+	e := newVotesError("acquire", resource, acquireKind(&t), &t, l.addrs)
+	e.key = l.cfg.KeyPrefix + resource
+	return e
 }
 
 // acquireKind tells contention from outage for a failed attempt:

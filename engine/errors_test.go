@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +133,7 @@ func TestWrongTypeIsNotAnOutage(t *testing.T) {
 		{"a quorum", []int{0, 1}, nil, engine.ErrWrongType, false, []error{engine.ErrNoQuorum, engine.ErrNotAcquired}},
 		{"a quorum, fencing", []int{0, 1}, nil, engine.ErrWrongType, true, []error{engine.ErrNoQuorum, engine.ErrNotAcquired}},
 		{"one master, held on the rest", []int{0}, []int{1, 2}, engine.ErrNotAcquired, false, []error{engine.ErrNoQuorum}},
+		{"the fencing counter, a quorum", nil, nil, engine.ErrWrongType, true, []error{engine.ErrNoQuorum, engine.ErrNotAcquired}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 3)
@@ -144,6 +146,14 @@ func TestWrongTypeIsNotAnOutage(t *testing.T) {
 			for _, i := range tc.held {
 				e.set(i, "k", "someone")
 			}
+			counter := tc.wrong == nil
+			if counter {
+				for i := range 2 {
+					if err := e.direct[i].Do(ctx, e.direct[i].B().Lpush().Key(engine.FenceKey("k")).Element("x").Build()).Error(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 			l := e.locker(func(c *engine.Config) { c.Fencing = tc.fencing })
 			_, err := l.TryLock(ctx, "k")
 			checkMessage(t, "TryLock", err)
@@ -154,6 +164,14 @@ func TestWrongTypeIsNotAnOutage(t *testing.T) {
 			// Contention may be decided before the wrong-type master answers.
 			if tc.kind == engine.ErrWrongType && !errors.Is(err, engine.ErrWrongType) {
 				t.Errorf("want ErrWrongType among the causes: %v", err)
+			}
+			// The message names the key that is of the wrong type.
+			wantKey := `the resource's key "k"`
+			if counter {
+				wantKey = fmt.Sprintf("the fencing counter %q", engine.FenceKey("k"))
+			}
+			if tc.kind == engine.ErrWrongType && !strings.Contains(err.Error(), wantKey) {
+				t.Errorf("message does not name %s: %v", wantKey, err)
 			}
 			for _, not := range tc.notKinded {
 				if errors.Is(err, not) {

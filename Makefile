@@ -31,12 +31,15 @@ test-deps: deps
 # go.work, so that its dependencies never reach the library's build list.
 TOOLS        := internal/tools
 MODCHECK     := bin/modcheck
+STATICCHECK  := bin/staticcheck
 INSTALL_REV  ?= HEAD
 
 # Phony, so that go build, with its cache, decides whether they are stale.
-.PHONY: tidy install-check release-requires $(MODCHECK)
+.PHONY: tidy install-check release-requires $(MODCHECK) $(STATICCHECK)
 $(MODCHECK):
 	@mkdir -p bin && cd $(TOOLS) && GOWORK=off $(GO) build -o ../../$@ ./modcheck
+$(STATICCHECK):
+	@mkdir -p bin && cd $(TOOLS) && GOWORK=off $(GO) build -o ../../$@ honnef.co/go/tools/cmd/staticcheck
 
 # modules checks that each module of go.work is tidy (go.mod, and go.sum
 # but for the in-repo modules' lines, which it never carries) and passes
@@ -171,11 +174,16 @@ redlock:
 	@mkdir -p bin
 	$(GO) build -o bin/redlock ./cmd/redlock
 
-lint: vet
-	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+# lint: gofmt, go vet and staticcheck (pinned in $(TOOLS)/go.mod) over
+# every module, the tools module included.
+lint: vet $(STATICCHECK)
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed (run: make fmt):"; echo "$$out"; exit 1; fi
+	$(STATICCHECK) $(PKGS)
+	cd $(TOOLS) && GOWORK=off ../../$(STATICCHECK) ./...
 
 vet:
 	$(GO) vet $(PKGS)
+	cd $(TOOLS) && GOWORK=off $(GO) vet ./...
 
 fmt:
 	gofmt -w .

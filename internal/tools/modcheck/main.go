@@ -733,22 +733,38 @@ func requireVersion(goCmd, root, v string, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "%s: %s\n", filepath.Join(dir, "go.mod"), strings.Join(edits, " "))
 	}
-	var edits []string
+	// go.work is edited in place, keeping its layout: go work edit would
+	// drop the replace block and add a line for each.
+	replaced := map[string]bool{}
 	for _, rep := range work.Replace {
-		if _, own := dirs[rep.Old.Path]; own {
-			edits = append(edits, "-dropreplace="+rep.Old.Path+"@"+rep.Old.Version)
+		if _, own := dirs[rep.Old.Path]; !own || !required[rep.Old.Path] {
+			continue
+		}
+		replaced[rep.Old.Path] = true
+		if i := slices.Index(rep.Syntax.Token, rep.Old.Version); rep.Old.Version != "" && i >= 0 {
+			rep.Syntax.Token[i] = v
+		} else {
+			return fmt.Errorf("go.work replaces %s at all versions: replace %s %s => %s instead", rep.Old.Path, rep.Old.Path, v, rep.New.Path)
 		}
 	}
+	var missing []string
 	for p := range required {
+		if !replaced[p] {
+			missing = append(missing, p)
+		}
+	}
+	slices.Sort(missing)
+	for _, p := range missing {
 		dir := dirs[p]
 		if dir == "." {
 			dir = "./"
 		}
-		edits = append(edits, "-replace="+p+"@"+v+"="+dir)
+		if err := work.AddReplace(p, v, dir, ""); err != nil {
+			return err
+		}
 	}
-	edits = append(edits, filepath.Join(root, "go.work"))
-	if o, err := goRun(goCmd, root, nil, append([]string{"work", "edit"}, edits...)...); err != nil {
-		return fmt.Errorf("go work edit: %v\n%s", err, o)
+	if err := os.WriteFile(filepath.Join(root, "go.work"), modfile.Format(work.Syntax), 0o644); err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "go.work: replaces the in-repo modules at %s by their directories\n", v)
 	return nil

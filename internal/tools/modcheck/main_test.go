@@ -191,7 +191,7 @@ func TestRequireBumpsEveryModule(t *testing.T) {
 	for name, want := range map[string]string{
 		"cmd/go.mod":  "example.com/lib/tool v0.2.0",
 		"tool/go.mod": "require example.com/lib v0.2.0",
-		"go.work":     "example.com/lib/tool v0.2.0 => ./tool",
+		"go.work":     "replace (\n\texample.com/lib v0.2.0 => ./\n\texample.com/lib/tool v0.2.0 => ./tool\n)\n",
 	} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil || !strings.Contains(string(b), want) {

@@ -140,8 +140,14 @@ func run(o options, args []string, out io.Writer) error {
 		return err
 	}
 	// A module cache of its own: the user's must never hold the made-up
-	// versions, and one kept between runs would hold stale ones.
-	env, err := goEnv(goCmd, proxyDir, filepath.Join(tmp, "mod"), repo)
+	// versions, and one kept between runs would hold stale ones. proxy's
+	// is beside the proxy, which outlives this run; no module path starts
+	// with "modcache", which has no dot.
+	modCache := filepath.Join(tmp, "mod")
+	if args[0] == "proxy" {
+		modCache = filepath.Join(proxyDir, "modcache")
+	}
+	env, err := goEnv(goCmd, proxyDir, modCache, repo)
 	if err != nil {
 		return err
 	}
@@ -149,7 +155,8 @@ func run(o options, args []string, out io.Writer) error {
 	case "proxy":
 		fmt.Fprintf(out, "# %s: the in-repo modules at %s; use it with\n", proxyDir, repo.version)
 		for _, kv := range env {
-			fmt.Fprintf(out, "export %s\n", kv)
+			k, v, _ := strings.Cut(kv, "=")
+			fmt.Fprintf(out, "export %s='%s'\n", k, strings.ReplaceAll(v, "'", `'\''`))
 		}
 		return nil
 	case "check":

@@ -103,43 +103,50 @@ func TestInstallAtRequiredVersion(t *testing.T) {
 	}
 }
 
-func TestInstallLeanCommandNeedingToolModule(t *testing.T) {
-	files := fakeRepo()
-	files["cmd/hello/main.go"] = versionMain("hello", "example.com/lib/tool", "tool.Name()")
-	dir := writeRepo(t, files)
-	_, err := runIn(dir, "HEAD", "install")
-	if err == nil || !strings.Contains(err.Error(), "hello built from example.com/lib/tool: it must build from the library and the cmd module alone") {
-		t.Fatalf("install with hello importing the tool module: err = %v, want the lean check to fail", err)
-	}
-}
-
-func TestReplaceRefused(t *testing.T) {
-	files := fakeRepo()
-	files["cmd/go.mod"] += "\nreplace example.com/lib => ../\n"
-	dir := writeRepo(t, files)
-	_, err := runIn(dir, "HEAD", "install")
-	if err == nil || !strings.Contains(err.Error(), "cmd/go.mod has replace or exclude directives") {
-		t.Fatalf("install with a replace in cmd/go.mod: err = %v, want it refused", err)
-	}
-}
-
-func TestOneVersionForAll(t *testing.T) {
-	files := fakeRepo()
-	files["cmd/go.mod"] = strings.Replace(files["cmd/go.mod"], "tool v0.1.0", "tool v0.2.0", 1)
-	dir := writeRepo(t, files)
-	_, err := runIn(dir, "", "check")
-	if err == nil || !strings.Contains(err.Error(), "released together") {
-		t.Fatalf("check with tool at v0.2.0 and lib at v0.1.0: err = %v, want one version asked for", err)
-	}
-}
-
-func TestWorkspaceNeedsReplace(t *testing.T) {
-	files := fakeRepo()
-	files["go.work"] = "go 1.26.0\n\nuse (\n\t.\n\t./cmd\n\t./tool\n)\n"
-	dir := writeRepo(t, files)
-	_, err := runIn(dir, "", "check")
-	if err == nil || !strings.Contains(err.Error(), "go.work lacks 'replace example.com/lib v0.1.0 => ./'") {
-		t.Fatalf("check without go.work replaces: err = %v, want them asked for", err)
+// TestRefused breaks one rule of the layout at a time.
+func TestRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		edit    func(files map[string]string)
+		rev     string
+		command string
+		want    string
+	}{{
+		name: "lean command needing the tool module",
+		edit: func(f map[string]string) {
+			f["cmd/hello/main.go"] = versionMain("hello", "example.com/lib/tool", "tool.Name()")
+		},
+		rev:     "HEAD",
+		command: "install",
+		want:    "hello built from example.com/lib/tool: it must build from the library and the cmd module alone",
+	}, {
+		name:    "replace in a go.mod",
+		edit:    func(f map[string]string) { f["cmd/go.mod"] += "\nreplace example.com/lib => ../\n" },
+		rev:     "HEAD",
+		command: "install",
+		want:    "cmd/go.mod has replace or exclude directives",
+	}, {
+		name: "two versions",
+		edit: func(f map[string]string) {
+			f["cmd/go.mod"] = strings.Replace(f["cmd/go.mod"], "tool v0.1.0", "tool v0.2.0", 1)
+		},
+		command: "check",
+		want:    "released together",
+	}, {
+		name:    "go.work without replaces",
+		edit:    func(f map[string]string) { f["go.work"] = "go 1.26.0\n\nuse (\n\t.\n\t./cmd\n\t./tool\n)\n" },
+		command: "check",
+		want:    "go.work lacks 'replace example.com/lib v0.1.0 => ./'",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := fakeRepo()
+			tc.edit(files)
+			dir := writeRepo(t, files)
+			out, err := runIn(dir, tc.rev, tc.command)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%s: err = %v, want it to say %q\n%s", tc.command, err, tc.want, out)
+			}
+		})
 	}
 }
 

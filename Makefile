@@ -178,8 +178,10 @@ redlock:
 # every module, the tools module included.
 lint: vet $(STATICCHECK)
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed (run: make fmt):"; echo "$$out"; exit 1; fi
-	$(STATICCHECK) $(PKGS)
-	cd $(TOOLS) && GOWORK=off ../../$(STATICCHECK) ./...
+	@echo "staticcheck $(PKGS) $(TOOLS)/..."; status=0; \
+	$(STATICCHECK) $(PKGS) || status=1; \
+	(cd $(TOOLS) && GOWORK=off ../../$(STATICCHECK) ./...) || status=1; \
+	exit $$status
 
 vet:
 	$(GO) vet $(PKGS)

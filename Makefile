@@ -22,12 +22,54 @@ deps:
 test-deps: deps
 	@./.ci/ensure-chromium
 
-# modules vets each module on its own go.mod, without
-# go.work, and that its go.mod and go.sum are tidy: the library module must
-# not pick up a tool's dependencies.
-modules:
-	@for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy -diff >/dev/null && GOWORK=off $(GO) vet ./...) || \
-		{ echo "module $$m does not build on its own go.mod, or is not tidy (run: cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done
+# The in-repo modules require one another at the version the next release
+# tags (docs/releasing.md) and carry no replace directives, so that
+# `go install .../cmd/redlock@VERSION` works; go.work ties them together for
+# development. bin/modcheck (internal/tools/modcheck) checks them as the
+# module proxy will serve them, from a file-based proxy made of the tree.
+# The tools module (internal/tools: modcheck, staticcheck pinned) is not in
+# go.work, so that its dependencies never reach the library's build list.
+TOOLS        := internal/tools
+MODCHECK     := bin/modcheck
+STATICCHECK  := bin/staticcheck
+INSTALL_REV  ?= HEAD
+
+# Phony, so that go build, with its cache, decides whether they are stale.
+.PHONY: tidy install-check release-requires $(MODCHECK) $(STATICCHECK)
+$(MODCHECK):
+	@mkdir -p bin && cd $(TOOLS) && GOWORK=off $(GO) build -o ../../$@ ./modcheck
+$(STATICCHECK):
+	@mkdir -p bin && cd $(TOOLS) && GOWORK=off $(GO) build -o ../../$@ honnef.co/go/tools/cmd/staticcheck
+
+# modules checks that each module of go.work is tidy (go.mod, and go.sum
+# but for the in-repo modules' lines, which it never carries) and passes
+# go vet on its own go.mod, outside the workspace, resolving the in-repo
+# modules from the working tree zipped as the module proxy would serve
+# them; and that the tools module is tidy, vetted and passes its tests.
+modules: $(MODCHECK)
+	@cd $(TOOLS) && { GOWORK=off $(GO) mod tidy -diff >/dev/null && GOWORK=off $(GO) vet ./... && \
+		GOWORK=off $(GO) test -count=1 ./... >/dev/null; } || \
+		{ echo "module $(TOOLS) is not tidy or fails its checks (run: make tidy; cd $(TOOLS) && GOWORK=off go test ./...)"; exit 1; }
+	@$(MODCHECK) -go $(GO) check
+
+# tidy rewrites each module's go.mod and go.sum as modules wants them.
+tidy: $(MODCHECK)
+	cd $(TOOLS) && GOWORK=off $(GO) mod tidy
+	$(MODCHECK) -go $(GO) tidy
+
+# install-check runs what a user runs, `go install` of cmd/redlock and
+# cmd/redlock-bench at the required version, outside the repository, into
+# a temporary GOBIN, from the tree at INSTALL_REV (the last commit; empty
+# for the working tree), and checks each binary's --version; redlock must
+# not download bench's, results' or the otel adapter's code.
+install-check: $(MODCHECK)
+	$(MODCHECK) -go $(GO) -rev "$(INSTALL_REV)" install
+
+# release-requires VERSION=vX.Y.Z points every in-repo require, and
+# go.work's replaces, at VERSION (docs/releasing.md).
+release-requires: $(MODCHECK)
+	@test -n "$(VERSION)" || { echo "usage: make release-requires VERSION=vX.Y.Z"; exit 1; }
+	$(MODCHECK) -go $(GO) require $(VERSION)
 
 test: test-deps modules
 	$(GO) test -race -count=1 -timeout 12m $(PKGS)
@@ -132,11 +174,18 @@ redlock:
 	@mkdir -p bin
 	$(GO) build -o bin/redlock ./cmd/redlock
 
-lint: vet
-	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+# lint: gofmt, go vet and staticcheck (pinned in $(TOOLS)/go.mod) over
+# every module, the tools module included.
+lint: vet $(STATICCHECK)
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed (run: make fmt):"; echo "$$out"; exit 1; fi
+	@echo "staticcheck $(PKGS) $(TOOLS)/..."; status=0; \
+	$(STATICCHECK) $(PKGS) || status=1; \
+	(cd $(TOOLS) && GOWORK=off ../../$(STATICCHECK) ./...) || status=1; \
+	exit $$status
 
 vet:
 	$(GO) vet $(PKGS)
+	cd $(TOOLS) && GOWORK=off $(GO) vet ./...
 
 fmt:
 	gofmt -w .

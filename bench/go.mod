@@ -42,16 +42,12 @@ require (
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
 )
 
-require github.com/redlock-bench/redlock v0.0.0
+require github.com/redlock-bench/redlock v0.1.0
 
-require github.com/redlock-bench/redlock/engine/otelredlock v0.0.0
-
-replace github.com/redlock-bench/redlock/engine/otelredlock => ../engine/otelredlock
-
-replace github.com/redlock-bench/redlock => ../
+require github.com/redlock-bench/redlock/engine/otelredlock v0.1.0
 
 require (
-	github.com/redlock-bench/redlock/results v0.0.0
+	github.com/redlock-bench/redlock/results v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.69.0
 	go.opentelemetry.io/otel/sdk v1.47.0
@@ -68,5 +64,3 @@ require (
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 )
-
-replace github.com/redlock-bench/redlock/results => ../results

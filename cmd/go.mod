@@ -37,7 +37,7 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/redlock-bench/redlock/engine/otelredlock v0.0.0 // indirect
+	github.com/redlock-bench/redlock/engine/otelredlock v0.1.0 // indirect
 	github.com/rs/xid v1.5.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
@@ -56,19 +56,10 @@ require (
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
 )
 
-require github.com/redlock-bench/redlock v0.0.0
-
-replace github.com/redlock-bench/redlock => ../
-
-replace github.com/redlock-bench/redlock/engine/otelredlock => ../engine/otelredlock
+require github.com/redlock-bench/redlock v0.1.0
 
 require (
-	github.com/redlock-bench/redlock/bench v0.0.0
-	github.com/redlock-bench/redlock/results v0.0.0
+	github.com/redlock-bench/redlock/bench v0.1.0
+	github.com/redlock-bench/redlock/results v0.1.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
-)
-
-replace (
-	github.com/redlock-bench/redlock/bench => ../bench
-	github.com/redlock-bench/redlock/results => ../results
 )

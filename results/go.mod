@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/invopop/jsonschema v0.14.0
-	github.com/redlock-bench/redlock v0.0.0
+	github.com/redlock-bench/redlock v0.1.0
 )
 
 require (
@@ -27,5 +27,3 @@ require (
 	github.com/stretchr/testify v1.12.1 // indirect
 	go.yaml.in/yaml/v4 v4.0.0-rc.2 // indirect
 )
-
-replace github.com/redlock-bench/redlock => ../

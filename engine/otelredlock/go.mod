@@ -3,7 +3,7 @@ module github.com/redlock-bench/redlock/engine/otelredlock
 go 1.25.0
 
 require (
-	github.com/redlock-bench/redlock v0.0.0
+	github.com/redlock-bench/redlock v0.1.0
 	go.opentelemetry.io/otel v1.46.0
 	go.opentelemetry.io/otel/metric v1.46.0
 	go.opentelemetry.io/otel/sdk v1.46.0
@@ -20,5 +20,3 @@ require (
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 )
-
-replace github.com/redlock-bench/redlock => ../..

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,7 @@ import (
 func FuzzConfigValidate(f *testing.F) {
 	f.Add("127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", int64(10*time.Second), 0.01, int64(0), int64(0), int64(0), 0, uint8(0))
 	f.Add("", int64(-1), 1.5, int64(-1), int64(5), int64(1), -1, uint8(9))
-	f.Add("a:1,a:1", int64(time.Millisecond), -0.0, int64(time.Hour), int64(0), int64(0), 9, uint8(2))
+	f.Add("a:1,a:1", int64(time.Millisecond), math.Copysign(0, -1), int64(time.Hour), int64(0), int64(0), 9, uint8(2))
 	f.Fuzz(func(t *testing.T, masters string, ttl int64, drift float64, nodeTimeout, retryMin, retryMax int64, pm int, q uint8) {
 		c := Config{
 			TTL:               time.Duration(ttl),

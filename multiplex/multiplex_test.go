@@ -230,7 +230,7 @@ func TestBadOptions(t *testing.T) {
 		addrs []string
 		want  string
 	}{
-		{nil, "Addrs is empty"},
+		{nil, "no master addresses"},
 		{[]string{"nohost"}, `"nohost": want host:port`},
 		{[]string{"127.0.0.1:0"}, "port must be 1-65535"},
 		{[]string{"127.0.0.1:7", "127.0.0.1:7"}, "given twice"},

@@ -467,7 +467,7 @@ func addrProblem(a string) string {
 // an *AddrError.
 func ValidateAddrs(addrs []string) error {
 	if len(addrs) == 0 {
-		return errors.New("Addrs is empty: at least one master is needed")
+		return errors.New("no master addresses: at least one is needed")
 	}
 	seen := make(map[string]int, len(addrs))
 	for i, a := range addrs {

@@ -437,21 +437,6 @@ func configInt(c map[string]any, key string) int {
 	return 0
 }
 
-func configFloat(c map[string]any, key string) float64 {
-	switch v := c[key].(type) {
-	case int:
-		return float64(v)
-	case int64:
-		return float64(v)
-	case float64:
-		return v
-	case json.Number:
-		f, _ := v.Float64()
-		return f
-	}
-	return 0
-}
-
 // configString reads a flag as text, whatever its JSON type.
 func configString(c map[string]any, key string) string {
 	v, ok := c[key]

@@ -490,7 +490,7 @@ func (ch *chaos) startClients(ctx context.Context) error {
 		}
 		px, err := fault.NewProxies(ctx, ch.masters)
 		if err != nil {
-			return fmt.Errorf("bench: chaos: client %d: start proxies: %w", i, err)
+			return fmt.Errorf("chaos: client %d: start proxies: %w", i, err)
 		}
 		c.proxies = px
 		ec := engine.DefaultConfig(px.Addrs()...)
@@ -503,7 +503,7 @@ func (ch *chaos) startClients(ctx context.Context) error {
 		ec.Username, ec.Password, ec.TLS = ch.cfg.Username, ch.cfg.Password, ch.tls
 		l, err := engine.New(ctx, ec)
 		if err != nil {
-			return fmt.Errorf("bench: chaos: client %d: %w", i, err)
+			return fmt.Errorf("chaos: client %d: %w", i, err)
 		}
 		c.l = l
 	}

@@ -135,7 +135,7 @@ func (cc *CompareConfig) Validate() error {
 		return cfgErr("label", cc.Label, "%v", err)
 	}
 	if cc.CeilingRequests < 0 {
-		return fmt.Errorf("bench: CompareConfig.CeilingRequests must be > 0, got %d", cc.CeilingRequests)
+		return fmt.Errorf("CompareConfig.CeilingRequests must be > 0, got %d", cc.CeilingRequests)
 	}
 	if cc.Limit && !cc.usesRedis() {
 		return cfgErr("limit", true, "needs Redis masters, and none of --engines %s uses them", strings.Join(cc.Engines, ","))
@@ -180,7 +180,7 @@ func RunCompare(ctx context.Context, cc CompareConfig) (*results.Comparison, err
 		return nil, err
 	}
 	if cc.Dir == "" {
-		return nil, errors.New("bench: CompareConfig.Dir is empty")
+		return nil, errors.New("CompareConfig.Dir is empty")
 	}
 	c := &comparer{cc: &cc, runFn: cc.run, logf: logger(cc.Log)}
 	if c.runFn == nil {
@@ -320,7 +320,7 @@ func (c *comparer) runOne(ctx context.Context, round, i int) (*results.Summary, 
 		if ctx.Err() != nil {
 			return nil, nil // interrupted before the run measured anything
 		}
-		return nil, fmt.Errorf("bench: compare: round %d, %s: %w", round, eng, err)
+		return nil, fmt.Errorf("compare: round %d, %s: %w", round, eng, err)
 	}
 	s := res.Summary
 	if cmp.Machine.CPUs == 0 || (cmp.Machine.RedisVersion == "" && s.Machine.RedisVersion != "") {
@@ -349,7 +349,7 @@ func (c *comparer) measureLimit(ctx context.Context, benchmark string) error {
 		c.cmp.Interrupted = true
 		return nil
 	}
-	return fmt.Errorf("bench: compare --limit: %w", err)
+	return fmt.Errorf("compare --limit: %w", err)
 }
 
 // writeComparison writes compare.json and compare.txt.

@@ -55,7 +55,7 @@ func newFaultRig(ctx context.Context, s fault.Schedule, masters []string, conn r
 		if needsProxies(s) {
 			px, err := fault.NewProxies(ctx, masters)
 			if err != nil {
-				return nil, fmt.Errorf("bench: start fault proxies: %w", err)
+				return nil, fmt.Errorf("start fault proxies: %w", err)
 			}
 			rig.proxies, cfg.Proxies = px, px
 		}

@@ -31,7 +31,7 @@ func startLocalMasters(ctx context.Context, n int) (*redisproc.Cluster, error) {
 	defer cancel()
 	c, err := redisproc.Start(ctx, n, redisproc.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("bench: start %d local masters: %w", n, err)
+		return nil, fmt.Errorf("start %d local masters: %w", n, err)
 	}
 	return c, nil
 }
@@ -108,7 +108,7 @@ func probeMasters(ctx context.Context, conn redisproc.Conn, addrs []string) (str
 		for i, c := range causes {
 			bad[i] = fmt.Sprintf("%s (%s)", strings.Join(byCause[c], ", "), c)
 		}
-		return "", fmt.Errorf("bench: %d of %d masters unreachable: %s", nbad, len(addrs), strings.Join(bad, "; "))
+		return "", fmt.Errorf("%d of %d masters unreachable: %s", nbad, len(addrs), strings.Join(bad, "; "))
 	}
 	sort.Strings(versions)
 	return strings.Join(versions, ","), nil

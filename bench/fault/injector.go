@@ -79,18 +79,18 @@ type Injector struct {
 func New(s Schedule, cfg Config) (*Injector, error) {
 	n := len(cfg.Addrs)
 	if n == 0 {
-		return nil, errors.New("fault: Config.Addrs is empty")
+		return nil, errors.New("Config.Addrs is empty")
 	}
 	if cfg.Nodes != nil {
 		if len(cfg.Nodes) != n {
-			return nil, fmt.Errorf("fault: Config.Nodes has %d entries for %d masters", len(cfg.Nodes), n)
+			return nil, fmt.Errorf("Config.Nodes has %d entries for %d masters", len(cfg.Nodes), n)
 		}
 		if slices.Contains(cfg.Nodes, nil) {
-			return nil, errors.New("fault: Config.Nodes has a nil entry")
+			return nil, errors.New("Config.Nodes has a nil entry")
 		}
 	}
 	if cfg.Proxies != nil && len(cfg.Proxies.Addrs()) != n {
-		return nil, fmt.Errorf("fault: Config.Proxies has %d proxies for %d masters", len(cfg.Proxies.Addrs()), n)
+		return nil, fmt.Errorf("Config.Proxies has %d proxies for %d masters", len(cfg.Proxies.Addrs()), n)
 	}
 	if err := s.Validate(n, cfg.Nodes != nil); err != nil {
 		return nil, err

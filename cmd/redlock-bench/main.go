@@ -146,8 +146,20 @@ func exitCode(err error, stderr io.Writer) int {
 	case errors.As(err, &ee):
 		code = ee.code
 	}
-	if msg := err.Error(); msg != "" {
+	if msg := oneLine(err.Error()); msg != "" {
 		fmt.Fprintf(stderr, "redlock-bench: %s\n", msg)
 	}
 	return code
+}
+
+// oneLine joins the lines of msg with "; ", so that an error made of
+// several (errors.Join, an engine error that spans lines) is still the one
+// line a script reads.
+func oneLine(msg string) string {
+	lines := strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' })
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	lines = slices.DeleteFunc(lines, func(l string) bool { return l == "" })
+	return strings.Join(lines, "; ")
 }

@@ -626,10 +626,12 @@ func warn(stderr io.Writer, warning string) {
 }
 
 // prefixWriter prefixes each informational line with the command's name.
+// Each Write is one line: line breaks inside it (an error of several) are
+// joined as exitCode joins them.
 type prefixWriter struct{ w io.Writer }
 
 func (p prefixWriter) Write(b []byte) (int, error) {
-	if _, err := fmt.Fprintf(p.w, "redlock-bench: %s", b); err != nil {
+	if _, err := fmt.Fprintf(p.w, "redlock-bench: %s\n", oneLine(string(b))); err != nil {
 		return 0, err
 	}
 	return len(b), nil

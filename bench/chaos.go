@@ -121,6 +121,8 @@ func (c *ChaosConfig) Validate() error {
 	switch {
 	case c.Duration <= 0:
 		return cfgErr("duration", c.Duration, "must be positive")
+	case c.Duration > MaxTime:
+		return cfgErr("duration", c.Duration, "must be in 1ns..%s", MaxTime)
 	case c.Clients < 1 || c.Clients > 64:
 		return cfgErr("clients", c.Clients, "must be in 1..64")
 	case c.Workers < 1 || c.Workers > 256:
@@ -137,6 +139,8 @@ func (c *ChaosConfig) Validate() error {
 		return cfgErr("local-masters", c.LocalMasters, "must be in 1..%d", engine.MaxMasters)
 	case c.Jump <= 0:
 		return cfgErr("jump", c.Jump, "must be positive")
+	case c.Jump > MaxTime:
+		return cfgErr("jump", c.Jump, "must be in 1ns..%s", MaxTime)
 	}
 	if len(c.Masters) > 0 {
 		if _, err := engine.ParseMasters(strings.Join(c.Masters, ",")); err != nil {

@@ -131,11 +131,17 @@ func (cc *CompareConfig) Validate() error {
 	if cc.Rounds < MinCompareRounds {
 		return cfgErr("rounds", cc.Rounds, "must be >= %d: a median of fewer runs is one noisy run", MinCompareRounds)
 	}
+	if cc.Rounds > MaxCompareRounds {
+		return cfgErr("rounds", cc.Rounds, "must be at most %d", MaxCompareRounds)
+	}
 	if err := ValidateLabel(cc.Label); err != nil {
 		return cfgErr("label", cc.Label, "%v", err)
 	}
 	if cc.CeilingRequests < 0 {
 		return fmt.Errorf("CompareConfig.CeilingRequests must be > 0, got %d", cc.CeilingRequests)
+	}
+	if cc.CeilingRequests > MaxCeilingRequests {
+		return cfgErr("limit-requests", cc.CeilingRequests, "must be at most %d", MaxCeilingRequests)
 	}
 	if cc.Limit && !cc.usesRedis() {
 		return cfgErr("limit", true, "needs Redis masters, and none of --engines %s uses them", strings.Join(cc.Engines, ","))

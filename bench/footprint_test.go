@@ -3,6 +3,7 @@ package bench
 import (
 	"runtime"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/redlock-bench/redlock/results"
@@ -78,3 +79,25 @@ func TestRunnerFootprintPerWorker(t *testing.T) {
 }
 
 func mib(n uint64) float64 { return float64(n) / (1 << 20) }
+
+// A resource costs its name and the oracle's slot: MaxResources of them
+// must stay within the budget limits.go gives them (about 130 bytes each,
+// measured as RSS).
+func TestRunnerFootprintPerResource(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Engine = "nolock"
+	size := func(resources int) uint64 {
+		c := cfg
+		c.Resources = resources
+		return allocated(func() any {
+			r := newRunner(c, nil)
+			return newOracle(time.Now(), r.names)
+		})
+	}
+	a, b := size(1000), size(1_001_000)
+	per := (b - a) / 1_000_000
+	t.Logf("runner and oracle: %d bytes per resource; %d resources: %.0f MiB", per, MaxResources, mib(per*MaxResources))
+	if per > 130 {
+		t.Errorf("each resource costs %d bytes, want at most the 130 that MaxResources is chosen for", per)
+	}
+}

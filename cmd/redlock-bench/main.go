@@ -11,23 +11,26 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/spf13/pflag"
+
 	"github.com/redlock-bench/redlock/internal/version"
 )
 
 const usage = `redlock-bench drives a distributed lock under load and measures it.
 
 Usage:
-  redlock-bench run [flags]    run one benchmark and write its results
-  redlock-bench scenario NAME  run a failure-mode scenario and judge it ('scenario list' names them)
-  redlock-bench sweep [flags]  runs at rising --workers or --rate on the same masters: knee, SLO
+  redlock-bench run [flags]      run one benchmark and write its results
+  redlock-bench scenario NAME    run a failure-mode scenario and judge it ('scenario list' names them)
+  redlock-bench sweep [flags]    runs at rising --workers or --rate on the same masters: knee, SLO
   redlock-bench compare [flags]  engines alternating on one workload and the same masters: medians, ratios
-  redlock-bench chaos [flags]  a seeded nemesis soak: faults in or out of Redlock's model, every hold checked
-  redlock-bench report DIR...  report.html, charts and capacity.md from run, sweep or compare dirs
-  redlock-bench merge DIR...   combine runs taken at once on several load machines into one run
-  redlock-bench help [COMMAND] show this help, or COMMAND's (as COMMAND --help)
+  redlock-bench chaos [flags]    a seeded nemesis soak: faults in or out of Redlock's model, every hold checked
+  redlock-bench report DIR...    report.html, charts and capacity.md from run, sweep or compare dirs
+  redlock-bench merge DIR...     combine runs taken at once on several load machines into one run
+  redlock-bench version          print the tool's version, VCS revision and Go version
+  redlock-bench help [COMMAND]   show this help, or COMMAND's (as COMMAND --help)
 
-Every command also takes --version: the tool's version, VCS revision and Go version.
-Run 'redlock-bench run --help' for the flags of a run.
+Every command also takes --version, which prints the version and exits, and
+-h/--help. Run 'redlock-bench run --help' for the flags of a run.
 
 Exit status: 0 success; 1 a failure, including safety violations and a run that
 measured nothing; 2 bad input (a flag, a value, a command); 3 a service-level
@@ -64,8 +67,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	if wantsVersion(args) {
-		fmt.Fprintln(stdout, version.Get().Line("redlock-bench"))
+	if wantsVersion(args) && !wantsHelp(args) {
+		printVersion(stdout)
 		return 0
 	}
 	var err error
@@ -84,13 +87,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = reportCommand(ctx, args[1:], stdout, stderr)
 	case "merge":
 		err = mergeCommand(ctx, args[1:], stdout, stderr)
+	case "version":
+		err = versionCommand(args[1:], stdout)
 	case "help", "-h", "--help":
-		if len(args) > 1 && args[0] == "help" && args[1] != "help" {
-			if !slices.Contains(commands, args[1]) {
-				err = usageErrorf("help: unknown command %q (known: %s)", args[1], strings.Join(commands, ", "))
+		// "help X" is X's help, as with go and git; "help", "help help"
+		// and "help --help" are this usage.
+		if rest := args[1:]; len(rest) > 0 && !isHelp(rest[0]) {
+			if !slices.Contains(commands, rest[0]) && rest[0] != "version" {
+				err = usageErrorf("help: unknown command %q (known: %s, version)", rest[0], strings.Join(commands, ", "))
 				break
 			}
-			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
+			return run(ctx, []string{rest[0], "--help"}, stdout, stderr)
 		}
 		fmt.Fprint(stdout, usage)
 	default:
@@ -102,17 +109,55 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // wantsVersion reports whether --version is among the arguments of any
 // command, before a "--" that ends the flags.
 func wantsVersion(args []string) bool {
+	return hasFlag(args, func(a string) bool { return a == "--version" || a == "-version" })
+}
+
+// wantsHelp reports whether -h or --help is among the arguments, before a
+// "--": help wins over --version.
+func wantsHelp(args []string) bool { return hasFlag(args, isHelp) }
+
+func isHelp(a string) bool { return a == "-h" || a == "--help" || a == "help" }
+
+func hasFlag(args []string, is func(string) bool) bool {
 	for _, a := range args {
-		switch a {
-		case "--":
+		if a == "--" {
 			return false
-		case "--version", "-version", "version":
-			if a != "version" || a == args[0] {
-				return true
-			}
+		}
+		if a != "help" && is(a) {
+			return true
 		}
 	}
 	return false
+}
+
+// addVersionFlag lists --version in a command's flags, so that every
+// command's help says what run decides before any command parses: the
+// flag prints the version and exits, wherever it stands.
+func addVersionFlag(fs *pflag.FlagSet) {
+	fs.Bool("version", false, "print the tool's version and exit")
+}
+
+func printVersion(stdout io.Writer) {
+	fmt.Fprintln(stdout, version.Get().Line("redlock-bench"))
+}
+
+const versionUsage = `Usage: redlock-bench version
+
+Prints the tool's version, its VCS revision and the Go version it was built
+with, on one line. Every command also takes --version, which does the same.
+`
+
+// versionCommand is `redlock-bench version`. It takes no arguments.
+func versionCommand(args []string, stdout io.Writer) error {
+	switch {
+	case wantsHelp(args):
+		fmt.Fprint(stdout, versionUsage)
+	case len(args) > 0:
+		return usageErrorf("version: takes no arguments, got %q", args[0])
+	default:
+		printVersion(stdout)
+	}
+	return nil
 }
 
 // usageError is bad input: a flag, a value or a command. Status 2.

@@ -27,6 +27,7 @@ func newMergeFlags(o *mergeOptions) *pflag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.out, "out", "", "directory of the merged run (default results/runs/<UTC timestamp>-<label>)")
 	fs.StringVar(&o.label, "label", "", "a name for the merged run (default merged-<the runs' common label prefix>)")
+	addVersionFlag(fs)
 	return fs
 }
 

@@ -15,10 +15,9 @@ import (
 
 // reportOptions are the flags of `redlock-bench report`.
 type reportOptions struct {
-	out     string
-	slo     []string
-	title   string
-	version bool
+	out   string
+	slo   []string
+	title string
 }
 
 func newReportFlags(o *reportOptions) *pflag.FlagSet {
@@ -28,7 +27,7 @@ func newReportFlags(o *reportOptions) *pflag.FlagSet {
 	fs.StringVar(&o.out, "out", "", "directory for report.html, capacity.md and charts/ (default: the first DIR)")
 	fs.StringArrayVar(&o.slo, "slo", nil, "an `OBJECTIVE` every run must meet, else exit 3 (a sweep: one of its steps); repeat for several, as run's --slo: 'p99<5ms', 'errors<0.1%', 'throughput>=10000/s'. The first percentile bound, such as p99<5ms, is also the report's SLO (default: a sweep's own --slo)")
 	fs.StringVar(&o.title, "title", "", "the report's heading (default \"redlock-bench report\")")
-	fs.BoolVar(&o.version, "version", false, "print the tool's version and exit")
+	addVersionFlag(fs)
 	return fs
 }
 

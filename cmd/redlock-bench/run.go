@@ -100,6 +100,7 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", metricsAddrUsage)
 	_ = fs.MarkHidden("cpuprofile")
 	o.conn = connflags.Register(fs)
+	addVersionFlag(fs)
 	return fs
 }
 
@@ -110,14 +111,12 @@ type runOutput struct {
 	objectives []results.Objective
 	json       bool
 	quiet      bool
-	version    bool
 }
 
 func addRunOutputFlags(fs *pflag.FlagSet, o *runOutput) {
 	fs.StringArrayVar(&o.slo, "slo", nil, "an `OBJECTIVE` the run must meet, else exit 3; repeat for several: 'p99<5ms', 'release.p99<=2ms', 'errors<0.1%', 'throughput>=10000/s', 'violations<1' (latency p50, p90, p99, p999, max, mean)")
 	fs.BoolVar(&o.json, "json", false, "print summary.json on stdout, and nothing else (the rest goes to stderr)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print one line: throughput and latency (progress only on a terminal)")
-	fs.BoolVar(&o.version, "version", false, "print the tool's version and exit")
 }
 
 // parseRunFlags turns the command line into a validated bench.Config. Every

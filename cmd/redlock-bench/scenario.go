@@ -34,6 +34,7 @@ func newScenarioFlags(o *scenarioOptions) *pflag.FlagSet {
 	fs.BoolVar(&o.fencing, "fencing", false, "paused-holder, clock-jump: fencing tokens on, so that the stale holder's writes are rejected")
 	fs.BoolVar(&o.short, "short", false, "shorten every phase (same verdicts, noisier figures)")
 	fs.BoolVar(&o.names, "names", false, "list: print the names only, one per line")
+	addVersionFlag(fs)
 	return fs
 }
 

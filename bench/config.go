@@ -410,6 +410,11 @@ func (c *Config) Warnings() []string {
 	return nil
 }
 
+// ParseMasters reads --masters, host:port,host:port,..., none twice, as
+// the engine checks its masters (engine.ParseMasters), so that the
+// command need not reach the engine itself.
+func ParseMasters(list string) ([]string, error) { return engine.ParseMasters(list) }
+
 // ParseStartAt parses --start-at: an RFC 3339 time such as
 // 2025-01-02T15:04:05Z (fractional seconds allowed).
 func ParseStartAt(s string) (time.Time, error) {

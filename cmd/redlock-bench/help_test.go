@@ -27,7 +27,7 @@ func TestHelpPaths(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want the usage", args, code, out, errOut)
 		}
 	}
-	for _, cmd := range append(append([]string{}, commands...), "version") {
+	for _, cmd := range commandNames() {
 		code, want, errOut := help(cmd, "--help")
 		if code != 0 || want == "" || errOut != "" || want == top {
 			t.Errorf("%s --help: exit %d, stdout %q, stderr %q", cmd, code, want, errOut)

@@ -58,10 +58,48 @@ func main() {
 	os.Exit(code)
 }
 
-// commands are the subcommands, in the order the usage lists them.
-var commands = []string{"run", "scenario", "sweep", "compare", "chaos", "report", "merge"}
+// subcommand is one command of redlock-bench: its help, and what it does. Only main exits:
+// a command returns an error, which exitCode turns into the status.
+type subcommand struct {
+	name  string
+	usage func() string
+	run   func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
 
-// run dispatches to a subcommand and returns the exit status.
+// commands are the subcommands, in the order the usage lists them.
+func commands() []subcommand {
+	return []subcommand{
+		{"run", runUsage, runCommand},
+		{"scenario", scenarioUsage, scenarioCommand},
+		{"sweep", sweepUsage, sweepCommand},
+		{"compare", compareUsage, compareCommand},
+		{"chaos", chaosUsage, chaosCommand},
+		{"report", reportUsage, reportCommand},
+		{"merge", mergeUsage, mergeCommand},
+		{"version", func() string { return versionUsage }, versionCommand},
+	}
+}
+
+func commandNames() []string {
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	return names
+}
+
+func lookup(name string) (subcommand, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return subcommand{}, false
+}
+
+// run dispatches to a subcommand and returns the exit status. It answers
+// --version and every command's help itself, before the command parses
+// anything.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -71,39 +109,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printVersion(stdout)
 		return 0
 	}
-	var err error
-	switch args[0] {
-	case "run":
-		err = runCommand(ctx, args[1:], stdout, stderr)
-	case "scenario":
-		err = scenarioCommand(ctx, args[1:], stdout, stderr)
-	case "sweep":
-		err = sweepCommand(ctx, args[1:], stdout, stderr)
-	case "compare":
-		err = compareCommand(ctx, args[1:], stdout, stderr)
-	case "chaos":
-		err = chaosCommand(ctx, args[1:], stdout, stderr)
-	case "report":
-		err = reportCommand(ctx, args[1:], stdout, stderr)
-	case "merge":
-		err = mergeCommand(ctx, args[1:], stdout, stderr)
-	case "version":
-		err = versionCommand(args[1:], stdout)
-	case "help", "-h", "--help":
+	name, rest := args[0], args[1:]
+	if isHelp(name) {
 		// "help X" is X's help, as with go and git; "help", "help help"
 		// and "help --help" are this usage.
-		if rest := args[1:]; len(rest) > 0 && !isHelp(rest[0]) {
-			if !slices.Contains(commands, rest[0]) && rest[0] != "version" {
-				err = usageErrorf("help: unknown command %q (known: %s, version)", rest[0], strings.Join(commands, ", "))
-				break
-			}
-			return run(ctx, []string{rest[0], "--help"}, stdout, stderr)
+		if len(rest) == 0 || isHelp(rest[0]) {
+			fmt.Fprint(stdout, usage)
+			return 0
 		}
-		fmt.Fprint(stdout, usage)
-	default:
-		err = usageErrorf("unknown command %q (known: %s, help, version)", args[0], strings.Join(commands, ", "))
+		c, ok := lookup(rest[0])
+		if !ok {
+			return exitCode(usageErrorf("help: unknown command %q (known: %s)", rest[0], strings.Join(commandNames(), ", ")), stderr)
+		}
+		fmt.Fprint(stdout, c.usage())
+		return 0
 	}
-	return exitCode(err, stderr)
+	c, ok := lookup(name)
+	if !ok {
+		return exitCode(usageErrorf("unknown command %q (known: %s, help)", name, strings.Join(commandNames(), ", ")), stderr)
+	}
+	if wantsHelp(rest) {
+		fmt.Fprint(stdout, c.usage())
+		return 0
+	}
+	return exitCode(c.run(ctx, rest, stdout, stderr), stderr)
 }
 
 // wantsVersion reports whether --version is among the arguments of any
@@ -148,15 +177,11 @@ with, on one line. Every command also takes --version, which does the same.
 `
 
 // versionCommand is `redlock-bench version`. It takes no arguments.
-func versionCommand(args []string, stdout io.Writer) error {
-	switch {
-	case wantsHelp(args):
-		fmt.Fprint(stdout, versionUsage)
-	case len(args) > 0:
+func versionCommand(_ context.Context, args []string, stdout, _ io.Writer) error {
+	if len(args) > 0 {
 		return usageErrorf("version: takes no arguments, got %q", args[0])
-	default:
-		printVersion(stdout)
 	}
+	printVersion(stdout)
 	return nil
 }
 

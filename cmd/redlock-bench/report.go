@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -21,9 +20,7 @@ type reportOptions struct {
 }
 
 func newReportFlags(o *reportOptions) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("report", pflag.ContinueOnError)
-	fs.SortFlags = false
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("report")
 	fs.StringVar(&o.out, "out", "", "directory for report.html, capacity.md and charts/ (default: the first DIR)")
 	fs.StringArrayVar(&o.slo, "slo", nil, "an `OBJECTIVE` every run must meet, else exit 3 (a sweep: one of its steps); repeat for several, as run's --slo: 'p99<5ms', 'errors<0.1%', 'throughput>=10000/s'. The first percentile bound, such as p99<5ms, is also the report's SLO (default: a sweep's own --slo)")
 	fs.StringVar(&o.title, "title", "", "the report's heading (default \"redlock-bench report\")")
@@ -41,16 +38,15 @@ is recognised by the files in it: sweep.json, compare.json or summary.json.
 Flags:
 `
 
+// reportUsage is report's help.
+func reportUsage() string { return reportUsageHead + newReportFlags(&reportOptions{}).FlagUsages() }
+
 // reportCommand is `redlock-bench report`.
 func reportCommand(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	var o reportOptions
 	fs := newReportFlags(&o)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprint(stdout, reportUsageHead+fs.FlagUsages())
-			return nil
-		}
-		return &usageError{msg: err.Error()}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	dirs := fs.Args()
 	if len(dirs) == 0 {

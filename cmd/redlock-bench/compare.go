@@ -39,6 +39,8 @@ func newCompareFlags(o *compareOptions) *pflag.FlagSet {
 	fs.IntVar(&o.limitN, "limit-requests", bench.DefaultCeilingRequests, fmt.Sprintf("--limit: requests of each redis-benchmark test on each master, at most %d", bench.MaxCeilingRequests))
 	fs.StringVar(&o.out, "out", "", "comparison directory, one run directory <round>-<engine> inside (default results/runs/<UTC timestamp>-compare-<label>)")
 	fs.StringVar(&o.label, "label", "", "a name for the comparison; runs are <label>-<round>-<engine> (default: derived from the workload flags)")
+	o.run.slo.register(fs, "an `OBJECTIVE` every run of the comparison must meet, as report --slo checks a comparison, else exit 3; repeat for several, as run's --slo: 'p99<5ms', 'errors<0.1%', 'throughput>=10000/s'")
+	o.run.output.register(fs, "compare.json", "print a line per engine: its medians of throughput, p50 and p99, its errors, its throughput's ratio to the first engine (progress only on a terminal)")
 	return fs
 }
 
@@ -62,6 +64,12 @@ func parseCompareFlags(args []string) (bench.CompareConfig, compareOptions, erro
 	}
 	base, err := o.run.build(fs)
 	if err != nil {
+		return cc, o, err
+	}
+	if err := o.run.output.check(); err != nil {
+		return cc, o, err
+	}
+	if err := o.run.slo.parse(base); err != nil {
 		return cc, o, err
 	}
 	if cc.Engines, err = bench.ParseEngines(o.engines); err != nil {
@@ -105,7 +113,8 @@ func compareCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	sess, err := openSession(stderr, sessionSpec{warning: o.run.authWarning, metricsAddr: o.run.metricsAddr,
-		out: o.out, parent: runsDir, label: "compare-" + cc.Label, holds: []string{results.CompareJSON, results.SummaryJSON}})
+		out: o.out, parent: runsDir, label: "compare-" + cc.Label, holds: []string{results.CompareJSON, results.SummaryJSON},
+		quiet: o.run.output.quiet || o.run.output.json})
 	if err != nil {
 		return err
 	}
@@ -120,13 +129,19 @@ func compareCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	if cmp == nil {
 		return sess.notStarted(ctx, "comparison", runErr)
 	}
-	if err := results.WriteCompareText(stdout, cmp); err != nil {
+	err = o.run.output.show(stdout, stderr, sess.dir, shown{
+		json:  func(w io.Writer) error { return results.WriteCompareJSON(w, cmp) },
+		lines: func() []string { return compareLines(cmp) },
+		text:  func(w io.Writer) error { return results.WriteCompareText(w, cmp) },
+	})
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\nresults: %s\n", sess.dir)
 	if runErr != nil {
 		return runErr
 	}
+	// Every verdict is printed; the status is the gravest.
+	sloErr := compareObjectives(sess.dir, o.run.slo, stderr)
 	var bad []string
 	var violations int64
 	for _, r := range cmp.Results {
@@ -141,5 +156,19 @@ func compareCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	case cmp.Interrupted:
 		return sess.interrupted()
 	}
-	return nil
+	return sloErr
+}
+
+// compareObjectives checks the objectives of --slo on every run of the
+// comparison in dir, as report --slo does, and prints each miss.
+func compareObjectives(dir string, slo sloFlags, stderr io.Writer) error {
+	if len(slo.objectives) == 0 {
+		return nil
+	}
+	in, err := results.LoadInput(dir)
+	if err != nil {
+		return err
+	}
+	return missedObjectives(stderr, "", results.CheckInput(in, slo.objectives),
+		fmt.Sprintf("the comparison's runs do not meet every objective (%s)", strings.Join(slo.texts, ", ")))
 }

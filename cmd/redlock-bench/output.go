@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -81,4 +83,98 @@ func (o *sloFlags) parse(c bench.Config) error {
 		return usageErrorf("--slo: %v", err)
 	}
 	return measurable(c, o.objectives)
+}
+
+// missedObjectives prints each objective missed (by the runs of a
+// comparison, or the inputs of a report) on stderr, and returns the SLO
+// status, with msg, when there was any.
+func missedObjectives(stderr io.Writer, prefix string, misses []string, msg string) error {
+	for _, m := range misses {
+		fmt.Fprintf(prefixWriter{w: stderr}, "%sSLO MISSED: %s\n", prefix, m)
+	}
+	if len(misses) == 0 {
+		return nil
+	}
+	return &exitError{code: exitSLOMissed, msg: msg}
+}
+
+// figures are what a compact line (-q) says of a run, a sweep's step or
+// an engine's medians.
+type figures struct {
+	name         string
+	perSec       float64
+	p50Us, p99Us float64
+	errors       int64
+	violations   int64
+	// notes go in parentheses at the end.
+	notes []string
+}
+
+// line is "redlock: 31234.5 acquisitions/s, p50=0.18 ms p99=0.57 ms", as
+// redis-benchmark -q prints a test, and what went wrong, if anything did.
+func (f figures) line() string {
+	ms := func(us float64) string { return strconv.FormatFloat(us/1e3, 'f', 2, 64) }
+	l := fmt.Sprintf("%s: %.1f acquisitions/s, p50=%s ms p99=%s ms", f.name, f.perSec, ms(f.p50Us), ms(f.p99Us))
+	if f.errors > 0 {
+		l += fmt.Sprintf(", %d errors", f.errors)
+	}
+	if f.violations > 0 {
+		l += fmt.Sprintf(", %d VIOLATIONS", f.violations)
+	}
+	if len(f.notes) > 0 {
+		l += " (" + strings.Join(f.notes, "; ") + ")"
+	}
+	return l
+}
+
+// sweepLines are sweep -q's lines: one per step, then the knee and the
+// SLO's verdict.
+func sweepLines(sw *results.Sweep) []string {
+	var out []string
+	for _, p := range sw.Points {
+		f := figures{name: fmt.Sprintf("step %d, %s", p.Index+1, results.ParamValue(sw.Param, p.Value)), perSec: p.AcquiredPerSec,
+			p50Us: float64(p.LatencyUs.P50), p99Us: float64(p.LatencyUs.P99), errors: p.Errors, violations: p.Violations}
+		if sw.Knee.Found && p.Index == sw.Knee.Index {
+			f.notes = append(f.notes, "knee")
+		}
+		if sw.SLOPoint != nil && p.Index == sw.SLOPoint.Index {
+			f.notes = append(f.notes, "best within the SLO")
+		}
+		if p.Interrupted {
+			f.notes = append(f.notes, "interrupted")
+		}
+		out = append(out, f.line())
+	}
+	if sw.Knee.Found {
+		out = append(out, fmt.Sprintf("knee: %s, %.1f acquisitions/s, p99 %s", results.ParamValue(sw.Param, sw.Knee.Value),
+			sw.Knee.AcquiredPerSec, results.FormatUs(sw.Knee.P99Us)))
+	} else {
+		out = append(out, "knee: not found: "+sw.Knee.Reason)
+	}
+	if sw.SLO != nil && sw.SLOPoint != nil {
+		sp := sw.SLOPoint
+		out = append(out, fmt.Sprintf("slo %s: met up to %.1f acquisitions/s, at %s", sw.SLO.Text, sp.AcquiredPerSec, results.ParamValue(sw.Param, sp.Value)))
+	} else if sw.SLO != nil {
+		out = append(out, "slo "+sw.SLO.Text+": "+results.SLOMiss(sw))
+	}
+	return out
+}
+
+// compareLines are compare -q's lines: one per engine, of its medians.
+func compareLines(c *results.Comparison) []string {
+	var out []string
+	for _, r := range c.Results {
+		m := r.Median
+		if m == nil {
+			out = append(out, r.Engine+": no complete run")
+			continue
+		}
+		f := figures{name: r.Engine, perSec: m.AcquiredPerSec, p50Us: m.AcquireP50Us, p99Us: m.AcquireP99Us,
+			errors: int64(m.Errors), violations: r.Violations, notes: []string{fmt.Sprintf("median of %d runs", r.Runs)}}
+		if r.Ratio != nil && r.Ratio.AcquiredPerSec != nil {
+			f.notes = append(f.notes, fmt.Sprintf("throughput x%.2f of %s", *r.Ratio.AcquiredPerSec, c.Engines[0]))
+		}
+		out = append(out, f.line())
+	}
+	return out
 }

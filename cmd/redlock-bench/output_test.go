@@ -36,8 +36,9 @@ func TestVersionOnEveryCommand(t *testing.T) {
 	}
 }
 
-// run's own output flags are not sweep's or compare's, which print
-// several runs; and a bad objective is bad input, named.
+// The output flags are checked before anything runs, for run as for
+// sweep and compare, which take them too; and a bad objective is bad
+// input, named.
 func TestOutputFlagsBad(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -47,8 +48,8 @@ func TestOutputFlagsBad(t *testing.T) {
 		{[]string{"run", "--slo", "p99<5ms", "--slo", "errors<1"}, `--slo: slo "errors<1": errors take a percentage such as 0.1%`},
 		{[]string{"run", "--slo", "p95<5ms"}, `unknown metric "p95"`},
 		{[]string{"run", "--json", "-q"}, "--quiet: cannot be combined with --json"},
-		{[]string{"compare", "--json"}, "unknown flag: --json"},
-		{[]string{"sweep", "--workers", "1,2", "-q"}, "unknown shorthand flag: 'q' in -q"},
+		{[]string{"compare", "-q", "--json"}, "--quiet: cannot be combined with --json"},
+		{[]string{"sweep", "--workers", "1,2", "-q", "--json"}, "--quiet: cannot be combined with --json"},
 		{[]string{"sweep", "--workers", "1,2", "--slo", "errors<1%"}, `--slo: slo "errors<1%": unknown percentile "errors": want PERCENTILE<LIMIT`},
 		{[]string{"report", "x", "--slo", "throughput>fast"}, `--slo: slo "throughput>fast": "fast" is not a plain positive number`},
 	} {

@@ -90,11 +90,6 @@ func reportCommand(_ context.Context, args []string, stdout, stderr io.Writer) e
 	for _, in := range inputs {
 		misses = append(misses, results.CheckInput(in, objs)...)
 	}
-	for _, m := range misses {
-		fmt.Fprintf(stderr, "redlock-bench: report: SLO MISSED: %s\n", m)
-	}
-	if len(misses) > 0 {
-		return &exitError{code: exitSLOMissed, msg: fmt.Sprintf("report: the results do not meet every objective (%s)", strings.Join(o.slo, ", "))}
-	}
-	return nil
+	return missedObjectives(stderr, "report: ", misses,
+		fmt.Sprintf("report: the results do not meet every objective (%s)", strings.Join(o.slo, ", ")))
 }

@@ -388,26 +388,19 @@ func checkObjectives(s *results.Summary, objs []results.Objective, stderr io.Wri
 	return nil
 }
 
-// quietLine is the one line of -q, as redis-benchmark -q prints it:
-// "redlock: 31234.5 acquisitions/s, p50=0.18 ms p99=0.57 ms", and what
-// went wrong, if anything did.
+// quietLine is run's one line of -q: "redlock: 31234.5 acquisitions/s,
+// p50=0.18 ms p99=0.57 ms", and what went wrong, if anything did.
 func quietLine(s *results.Summary) string {
 	st := s.AcquireLatencyUs
 	if s.Mode == "wait" {
 		st = s.WaitLatencyUs
 	}
-	ms := func(us int64) string { return strconv.FormatFloat(float64(us)/1e3, 'f', 2, 64) }
-	line := fmt.Sprintf("%s: %.1f acquisitions/s, p50=%s ms p99=%s ms", s.Engine, s.AcquiredPerSec, ms(st.P50), ms(st.P99))
-	if n := s.ErrorTotal(); n > 0 {
-		line += fmt.Sprintf(", %d errors", n)
-	}
-	if s.Violations > 0 {
-		line += fmt.Sprintf(", %d VIOLATIONS", s.Violations)
-	}
+	f := figures{name: s.Engine, perSec: s.AcquiredPerSec, p50Us: float64(st.P50), p99Us: float64(st.P99),
+		errors: s.ErrorTotal(), violations: s.Violations}
 	if s.Interrupted {
-		line += " (interrupted)"
+		f.notes = append(f.notes, "interrupted")
 	}
-	return line
+	return f.line()
 }
 
 // measuredNothing says, in one line, why a finished run measured no lock

@@ -35,6 +35,7 @@ func newSweepFlags(o *sweepOptions) *pflag.FlagSet {
 	fs.StringVar(&o.slo, "slo", "", "latency objective, e.g. 'p99<5ms' (p50, p90, p99, p999; µs, us, ms, s): report the highest throughput that meets it, exit 3 if none does")
 	fs.StringVar(&o.out, "out", "", "sweep directory, one run directory per step inside (default results/sweeps/<UTC timestamp>-<label>)")
 	fs.StringVar(&o.label, "label", "", "a name for the sweep; steps are named <label>-w<N> or <label>-rate<R> (default: derived from the flags)")
+	o.run.output.register(fs, "sweep.json", "print a line per step (throughput, p50, p99, errors), then the knee and the SLO's verdict (progress only on a terminal)")
 	return fs
 }
 
@@ -101,6 +102,9 @@ func parseSweepFlags(args []string) (bench.SweepConfig, sweepOptions, error) {
 	if err != nil {
 		return sc, o, err
 	}
+	if err := o.run.output.check(); err != nil {
+		return sc, o, err
+	}
 	base.Label = o.label
 	sc.Base = base
 	sc.Label = o.label
@@ -133,7 +137,8 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	sess, err := openSession(stderr, sessionSpec{warning: o.run.authWarning, metricsAddr: o.run.metricsAddr,
-		out: o.out, parent: sweepsDir, label: sc.Label, holds: []string{results.SweepJSON, results.SummaryJSON}})
+		out: o.out, parent: sweepsDir, label: sc.Label, holds: []string{results.SweepJSON, results.SummaryJSON},
+		quiet: o.run.output.quiet || o.run.output.json})
 	if err != nil {
 		return err
 	}
@@ -148,10 +153,15 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if runErr != nil && sw == nil {
 		return sess.notStarted(ctx, "sweep", runErr)
 	}
-	if err := results.WriteSweepText(stdout, sw); err != nil {
+	err = o.run.output.show(stdout, stderr, sess.dir, shown{
+		json:  func(w io.Writer) error { return results.WriteSweepJSON(w, sw) },
+		lines: func() []string { return sweepLines(sw) },
+		text:  func(w io.Writer) error { return results.WriteSweepText(w, sw) },
+		after: "report:  redlock-bench report " + sess.dir + "\n",
+	})
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\nresults: %s\nreport:  redlock-bench report %s\n", sess.dir, sess.dir)
 	if runErr != nil {
 		return runErr
 	}

@@ -105,27 +105,70 @@ type figures struct {
 	perSec       float64
 	p50Us, p99Us float64
 	errors       int64
-	violations   int64
+	// kinds are the errors by kind, "no_quorum 20, timeout 4"; empty
+	// when not known.
+	kinds string
+	lost  int64
+	// unchecked: no safety check ran, so violations are unknown.
+	unchecked         bool
+	violations, stale int64
 	// notes go in parentheses at the end.
 	notes []string
 }
 
-// line is "redlock: 31234.5 acquisitions/s, p50=0.18 ms p99=0.57 ms", as
-// redis-benchmark -q prints a test, and what went wrong, if anything did.
+// line is "redlock: 31234.5 acquisitions/s, p50=0.18 ms p99=0.57 ms, 0
+// errors, 0 violations", as redis-benchmark -q prints a test, with the
+// errors by kind, and a verdict when something went wrong: DEGRADED for
+// errors or leases lost (the figures include failed operations), UNSAFE
+// for overlapping holders or stale fencing tokens.
 func (f figures) line() string {
 	ms := func(us float64) string { return strconv.FormatFloat(us/1e3, 'f', 2, 64) }
-	l := fmt.Sprintf("%s: %.1f acquisitions/s, p50=%s ms p99=%s ms", f.name, f.perSec, ms(f.p50Us), ms(f.p99Us))
-	if f.errors > 0 {
-		l += fmt.Sprintf(", %d errors", f.errors)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %.1f acquisitions/s, p50=%s ms p99=%s ms, %d errors", f.name, f.perSec, ms(f.p50Us), ms(f.p99Us), f.errors)
+	if f.kinds != "" {
+		fmt.Fprintf(&b, " (%s)", f.kinds)
 	}
-	if f.violations > 0 {
-		l += fmt.Sprintf(", %d VIOLATIONS", f.violations)
+	if f.lost > 0 {
+		fmt.Fprintf(&b, ", %d leases lost", f.lost)
+	}
+	switch {
+	case f.unchecked:
+		b.WriteString(", safety unchecked (--check=false)")
+	case f.violations > 0:
+		fmt.Fprintf(&b, ", %d VIOLATIONS", f.violations)
+	default:
+		b.WriteString(", 0 violations")
+	}
+	if f.stale > 0 {
+		fmt.Fprintf(&b, ", %d STALE TOKENS", f.stale)
 	}
 	if len(f.notes) > 0 {
-		l += " (" + strings.Join(f.notes, "; ") + ")"
+		fmt.Fprintf(&b, " (%s)", strings.Join(f.notes, "; "))
 	}
-	return l
+	switch {
+	case f.violations > 0 || f.stale > 0:
+		b.WriteString(": UNSAFE")
+	case f.errors > 0 || f.lost > 0:
+		b.WriteString(": DEGRADED")
+	}
+	return b.String()
 }
+
+// errorKinds are a summary's errors by kind, "no_quorum 20, timeout 4",
+// the kinds that occurred only.
+func errorKinds(s *results.Summary) string {
+	var kinds []string
+	for _, k := range results.ErrorKinds() {
+		if n := s.Errors[k]; n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+		}
+	}
+	return strings.Join(kinds, ", ")
+}
+
+// unchecked reports whether a sweep's or comparison's configuration turned
+// the safety check off.
+func unchecked(config map[string]any) bool { return config["check"] == false }
 
 // sweepLines are sweep -q's lines: one per step, then the knee and the
 // SLO's verdict.
@@ -133,7 +176,8 @@ func sweepLines(sw *results.Sweep) []string {
 	var out []string
 	for _, p := range sw.Points {
 		f := figures{name: fmt.Sprintf("step %d, %s", p.Index+1, results.ParamValue(sw.Param, p.Value)), perSec: p.AcquiredPerSec,
-			p50Us: float64(p.LatencyUs.P50), p99Us: float64(p.LatencyUs.P99), errors: p.Errors, violations: p.Violations}
+			p50Us: float64(p.LatencyUs.P50), p99Us: float64(p.LatencyUs.P99), errors: p.Errors, violations: p.Violations,
+			unchecked: unchecked(sw.Config)}
 		if sw.Knee.Found && p.Index == sw.Knee.Index {
 			f.notes = append(f.notes, "knee")
 		}
@@ -170,7 +214,8 @@ func compareLines(c *results.Comparison) []string {
 			continue
 		}
 		f := figures{name: r.Engine, perSec: m.AcquiredPerSec, p50Us: m.AcquireP50Us, p99Us: m.AcquireP99Us,
-			errors: int64(m.Errors), violations: r.Violations, notes: []string{fmt.Sprintf("median of %d runs", r.Runs)}}
+			errors: int64(m.Errors), violations: r.Violations, unchecked: unchecked(c.Config),
+			notes: []string{fmt.Sprintf("median of %d runs", r.Runs)}}
 		if r.Ratio != nil && r.Ratio.AcquiredPerSec != nil {
 			f.notes = append(f.notes, fmt.Sprintf("throughput x%.2f of %s", *r.Ratio.AcquiredPerSec, c.Engines[0]))
 		}

@@ -113,7 +113,7 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 func runFlagSet(o *runOptions) *pflag.FlagSet {
 	fs := newRunFlags(o)
 	o.slo.register(fs, "an `OBJECTIVE` the run must meet, else exit 3; repeat for several: 'p99<5ms', 'release.p99<=2ms', 'errors<0.1%', 'throughput>=10000/s', 'violations<1' (latency p50, p90, p99, p999, max, mean)")
-	o.output.register(fs, "summary.json", "print one line: throughput and latency (progress only on a terminal)")
+	o.output.register(fs, "summary.json", "print one line: throughput, p50 and p99, the errors by kind, the violations, and DEGRADED (errors, leases lost) or UNSAFE (violations) (progress only on a terminal)")
 	return fs
 }
 
@@ -388,15 +388,15 @@ func checkObjectives(s *results.Summary, objs []results.Objective, stderr io.Wri
 	return nil
 }
 
-// quietLine is run's one line of -q: "redlock: 31234.5 acquisitions/s,
-// p50=0.18 ms p99=0.57 ms", and what went wrong, if anything did.
+// quietLine is run's one line of -q (see figures.line), which make bench
+// shows for each run.
 func quietLine(s *results.Summary) string {
 	st := s.AcquireLatencyUs
 	if s.Mode == "wait" {
 		st = s.WaitLatencyUs
 	}
 	f := figures{name: s.Engine, perSec: s.AcquiredPerSec, p50Us: float64(st.P50), p99Us: float64(st.P99),
-		errors: s.ErrorTotal(), violations: s.Violations}
+		errors: s.ErrorTotal(), kinds: errorKinds(s), lost: s.LostLeases, unchecked: !s.Checked, violations: s.Violations, stale: s.StaleTokens}
 	if s.Interrupted {
 		f.notes = append(f.notes, "interrupted")
 	}

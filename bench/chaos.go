@@ -146,6 +146,9 @@ func (c *ChaosConfig) Validate() error {
 		if _, err := engine.ParseMasters(strings.Join(c.Masters, ",")); err != nil {
 			return cfgErr("masters", strings.Join(c.Masters, ","), "%v", err)
 		}
+		if len(c.Masters) > MaxMasters {
+			return cfgErr("masters", len(c.Masters), "must name at most %d masters", MaxMasters)
+		}
 	}
 	if _, err := ParseQuarantine(c.Quarantine); err != nil {
 		return cfgErr("quarantine", c.Quarantine, "%v", err)

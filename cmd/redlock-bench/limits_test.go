@@ -48,6 +48,7 @@ func TestEverySizeIsBounded(t *testing.T) {
 		{[]string{"compare", "--workers", "100001"}, "--workers: must be at most 100000"},
 		{[]string{"chaos", "--duration", "25h"}, "--duration: must be in 1ns..24h0m0s, got 25h0m0s"},
 		{[]string{"chaos", "--jump", "25h"}, "--jump: must be in 1ns..24h0m0s, got 25h0m0s"},
+		{[]string{"chaos", "--masters", manyMasters()}, "--masters: must name at most 63 masters, got 64"},
 	} {
 		t.Chdir(t.TempDir())
 		var stdout, stderr bytes.Buffer

@@ -76,7 +76,7 @@ func mergeCommand(_ context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	for _, n := range m.Info.Notes {
-		fmt.Fprintf(stderr, "redlock-bench: merge: %s\n", n)
+		fmt.Fprintf(prefixWriter{w: stderr}, "merge: %s\n", n)
 	}
 	if err := results.WriteText(stdout, m.Summary); err != nil {
 		return err

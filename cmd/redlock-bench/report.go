@@ -81,7 +81,7 @@ func reportCommand(_ context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	for _, in := range inputs {
 		for _, n := range in.Notes {
-			fmt.Fprintf(stderr, "redlock-bench: report: %s\n", n)
+			fmt.Fprintf(prefixWriter{w: stderr}, "report: %s\n", n)
 		}
 	}
 	fmt.Fprintf(stdout, "report:   %s\ncapacity: %s\ncharts:   %d files in %s\n",

@@ -380,7 +380,7 @@ func checkObjectives(s *results.Summary, objs []results.Objective, stderr io.Wri
 			verdict = "SLO MISSED: "
 			missed++
 		}
-		fmt.Fprintf(stderr, "redlock-bench: %s%s\n", verdict, r.Why)
+		fmt.Fprintf(prefixWriter{w: stderr}, "%s%s\n", verdict, r.Why)
 	}
 	if missed > 0 {
 		return &exitError{code: exitSLOMissed, msg: fmt.Sprintf("%d of %d objectives missed", missed, len(objs))}

@@ -121,6 +121,8 @@ func (c *ChaosConfig) Validate() error {
 	switch {
 	case c.Duration <= 0:
 		return cfgErr("duration", c.Duration, "must be positive")
+	case c.Duration > MaxTime:
+		return cfgErr("duration", c.Duration, "must be in 1ns..%s", MaxTime)
 	case c.Clients < 1 || c.Clients > 64:
 		return cfgErr("clients", c.Clients, "must be in 1..64")
 	case c.Workers < 1 || c.Workers > 256:
@@ -137,10 +139,15 @@ func (c *ChaosConfig) Validate() error {
 		return cfgErr("local-masters", c.LocalMasters, "must be in 1..%d", engine.MaxMasters)
 	case c.Jump <= 0:
 		return cfgErr("jump", c.Jump, "must be positive")
+	case c.Jump > MaxTime:
+		return cfgErr("jump", c.Jump, "must be in 1ns..%s", MaxTime)
 	}
 	if len(c.Masters) > 0 {
 		if _, err := engine.ParseMasters(strings.Join(c.Masters, ",")); err != nil {
 			return cfgErr("masters", strings.Join(c.Masters, ","), "%v", err)
+		}
+		if len(c.Masters) > MaxMasters {
+			return cfgErr("masters", len(c.Masters), "must name at most %d masters", MaxMasters)
 		}
 	}
 	if _, err := ParseQuarantine(c.Quarantine); err != nil {
@@ -490,7 +497,7 @@ func (ch *chaos) startClients(ctx context.Context) error {
 		}
 		px, err := fault.NewProxies(ctx, ch.masters)
 		if err != nil {
-			return fmt.Errorf("bench: chaos: client %d: start proxies: %w", i, err)
+			return fmt.Errorf("chaos: client %d: start proxies: %w", i, err)
 		}
 		c.proxies = px
 		ec := engine.DefaultConfig(px.Addrs()...)
@@ -503,7 +510,7 @@ func (ch *chaos) startClients(ctx context.Context) error {
 		ec.Username, ec.Password, ec.TLS = ch.cfg.Username, ch.cfg.Password, ch.tls
 		l, err := engine.New(ctx, ec)
 		if err != nil {
-			return fmt.Errorf("bench: chaos: client %d: %w", i, err)
+			return fmt.Errorf("chaos: client %d: %w", i, err)
 		}
 		c.l = l
 	}

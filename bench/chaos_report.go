@@ -195,19 +195,19 @@ func WriteChaos(dir string, r *ChaosResult) error {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, ChaosJSON), append(j, '\n'), 0o644); err != nil {
-		return fmt.Errorf("bench: write chaos result: %w", err)
+		return fmt.Errorf("write chaos result: %w", err)
 	}
 	var t strings.Builder
 	r.WriteText(&t)
 	if err := os.WriteFile(filepath.Join(dir, ChaosText), []byte(t.String()), 0o644); err != nil {
-		return fmt.Errorf("bench: write chaos result: %w", err)
+		return fmt.Errorf("write chaos result: %w", err)
 	}
 	if len(r.Window) == 0 {
 		return nil
 	}
 	f, err := os.Create(filepath.Join(dir, ChaosHistory))
 	if err != nil {
-		return fmt.Errorf("bench: write chaos history: %w", err)
+		return fmt.Errorf("write chaos history: %w", err)
 	}
 	bw := bufio.NewWriter(f)
 	enc := json.NewEncoder(bw)

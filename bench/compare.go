@@ -131,11 +131,17 @@ func (cc *CompareConfig) Validate() error {
 	if cc.Rounds < MinCompareRounds {
 		return cfgErr("rounds", cc.Rounds, "must be >= %d: a median of fewer runs is one noisy run", MinCompareRounds)
 	}
+	if cc.Rounds > MaxCompareRounds {
+		return cfgErr("rounds", cc.Rounds, "must be at most %d", MaxCompareRounds)
+	}
 	if err := ValidateLabel(cc.Label); err != nil {
 		return cfgErr("label", cc.Label, "%v", err)
 	}
 	if cc.CeilingRequests < 0 {
-		return fmt.Errorf("bench: CompareConfig.CeilingRequests must be > 0, got %d", cc.CeilingRequests)
+		return fmt.Errorf("CompareConfig.CeilingRequests must be > 0, got %d", cc.CeilingRequests)
+	}
+	if cc.CeilingRequests > MaxCeilingRequests {
+		return cfgErr("limit-requests", cc.CeilingRequests, "must be at most %d", MaxCeilingRequests)
 	}
 	if cc.Limit && !cc.usesRedis() {
 		return cfgErr("limit", true, "needs Redis masters, and none of --engines %s uses them", strings.Join(cc.Engines, ","))
@@ -180,7 +186,7 @@ func RunCompare(ctx context.Context, cc CompareConfig) (*results.Comparison, err
 		return nil, err
 	}
 	if cc.Dir == "" {
-		return nil, errors.New("bench: CompareConfig.Dir is empty")
+		return nil, errors.New("CompareConfig.Dir is empty")
 	}
 	c := &comparer{cc: &cc, runFn: cc.run, logf: logger(cc.Log)}
 	if c.runFn == nil {
@@ -320,7 +326,7 @@ func (c *comparer) runOne(ctx context.Context, round, i int) (*results.Summary, 
 		if ctx.Err() != nil {
 			return nil, nil // interrupted before the run measured anything
 		}
-		return nil, fmt.Errorf("bench: compare: round %d, %s: %w", round, eng, err)
+		return nil, fmt.Errorf("compare: round %d, %s: %w", round, eng, err)
 	}
 	s := res.Summary
 	if cmp.Machine.CPUs == 0 || (cmp.Machine.RedisVersion == "" && s.Machine.RedisVersion != "") {
@@ -349,7 +355,7 @@ func (c *comparer) measureLimit(ctx context.Context, benchmark string) error {
 		c.cmp.Interrupted = true
 		return nil
 	}
-	return fmt.Errorf("bench: compare --limit: %w", err)
+	return fmt.Errorf("compare --limit: %w", err)
 }
 
 // writeComparison writes compare.json and compare.txt.

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/redlock-bench/redlock/engine"
 	"net"
 	"os/exec"
 	"regexp"
@@ -16,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/redisproc"
 	"github.com/redlock-bench/redlock/results"
 )
@@ -47,12 +47,12 @@ const (
 // ceilingTool names the measurement in compare.txt.
 const ceilingTool = "redis-benchmark -P 16 -c 50"
 
-// releaseScriptBody is the engine's release script: the ceiling measures
-// the EVALSHA that every release costs the masters.
-var releaseScriptBody = engine.ReleaseScript()
+// releaseScript is the engine's release script: the ceiling loads it on
+// the masters and measures the EVALSHA that every release costs them.
+func releaseScript() string { return engine.ReleaseScript() }
 
 func releaseScriptSHA() string {
-	sum := sha1.Sum([]byte(releaseScriptBody))
+	sum := sha1.Sum([]byte(releaseScript()))
 	return hex.EncodeToString(sum[:])
 }
 
@@ -72,7 +72,7 @@ func findRedisBenchmark() (string, error) {
 func measureCeiling(ctx context.Context, binary string, masters []string, requests int, keyPrefix string) (*results.Ceiling, error) {
 	sha := releaseScriptSHA()
 	for _, a := range masters {
-		reply, err := redisproc.Do(ctx, a, probeTimeout, "SCRIPT", "LOAD", releaseScriptBody)
+		reply, err := redisproc.Do(ctx, a, probeTimeout, "SCRIPT", "LOAD", releaseScript())
 		if err != nil {
 			return nil, fmt.Errorf("%s: SCRIPT LOAD: %w", a, err)
 		}

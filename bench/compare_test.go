@@ -245,7 +245,8 @@ func TestCompareValidate(t *testing.T) {
 }
 
 // The release script the ceiling runs is the engine's: a redlock client
-// loads its scripts on connect, so the SHA of our copy must be loaded.
+// loads its scripts on connect, so the SHA of what releaseScript returns
+// must be loaded.
 func TestReleaseScriptIsTheEngines(t *testing.T) {
 	noLeaks(t)
 	c := redistest.StartT(t, 1)
@@ -262,8 +263,8 @@ func TestReleaseScriptIsTheEngines(t *testing.T) {
 	}
 	defer e.Close()
 	if reply, err := redistest.Do(a, time.Second, "EVALSHA", sha, "1", "k", "v"); err != nil || reply != ":0" {
-		t.Errorf("EVALSHA of releaseScriptBody after a redlock client connected: %q, %v; "+
-			"the engine's release script changed, copy it into compare_limit.go", reply, err)
+		t.Errorf("EVALSHA of releaseScript() after a redlock client connected: %q, %v; "+
+			"releaseScript (compare_limit.go) no longer returns the script the engine loads", reply, err)
 	}
 }
 

@@ -197,6 +197,9 @@ func (c *Config) Validate() error {
 		}
 	} else if c.LocalMasters <= 0 {
 		return cfgErr("local-masters", c.LocalMasters, "must be > 0")
+	} else if c.LocalMasters > MaxMasters && !IsRedlock(c.Engine) {
+		// The redlock engine names its own limit, the same (validateEngine).
+		return cfgErr("local-masters", c.LocalMasters, "must be at most %d", MaxMasters)
 	} else {
 		switch {
 		case c.TLS != nil:
@@ -206,17 +209,29 @@ func (c *Config) Validate() error {
 			return cfgErr("pass", "(hidden)", "applies to --masters only: local masters want no password")
 		}
 	}
+	if len(c.Masters) > MaxMasters && !IsRedlock(c.Engine) {
+		return cfgErr("masters", len(c.Masters), "must name at most %d masters", MaxMasters)
+	}
 	if c.Workers <= 0 {
 		return cfgErr("workers", c.Workers, "must be > 0")
 	}
+	if c.Workers > MaxWorkers {
+		return cfgErr("workers", c.Workers, "must be at most %d (each worker costs about 12 KiB and a goroutine: %d take about 1.2 GiB)", MaxWorkers, MaxWorkers)
+	}
 	if c.Clients <= 0 {
 		return cfgErr("clients", c.Clients, "must be > 0")
+	}
+	if c.Clients > MaxClients {
+		return cfgErr("clients", c.Clients, "must be at most %d (each client is an engine with its own connections to every master, about 2.2 MiB)", MaxClients)
 	}
 	if c.Clients > c.Workers {
 		return cfgErr("clients", c.Clients, "must be <= --workers (%d): a client without a worker measures nothing", c.Workers)
 	}
 	if c.Resources <= 0 {
 		return cfgErr("resources", c.Resources, "must be > 0")
+	}
+	if c.Resources > MaxResources {
+		return cfgErr("resources", c.Resources, "must be at most %d (each resource costs about 130 bytes of names and oracle state: %d take about 650 MiB)", MaxResources, MaxResources)
 	}
 	if err := c.Distribution.validate(); err != nil {
 		return cfgErr("distribution", c.Distribution, "%v", err)
@@ -236,14 +251,28 @@ func (c *Config) Validate() error {
 	if c.Ops < 0 {
 		return cfgErr("ops", c.Ops, "must be > 0")
 	}
+	if c.Ops > MaxOps {
+		return cfgErr("ops", c.Ops, "must be at most %d", MaxOps)
+	}
 	if c.Ops == 0 && c.Duration <= 0 {
 		return cfgErr("duration", c.Duration, "must be > 0")
 	}
 	if c.Warmup < 0 {
 		return cfgErr("warmup", c.Warmup, "must be >= 0")
 	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"duration", c.Duration}, {"warmup", c.Warmup}, {"ttl", c.TTL}, {"wait-timeout", c.WaitTimeout}} {
+		if d.v > MaxTime {
+			return cfgErr(d.flag, d.v, "must be at most %s", MaxTime)
+		}
+	}
 	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
 		return cfgErr("rate", c.Rate, "must be 0 (closed loop) or a positive rate")
+	}
+	if c.Rate > MaxRate {
+		return cfgErr("rate", c.Rate, "must be at most %d acquisitions/s (ten times what the fastest engine does here)", MaxRate)
 	}
 	if c.Label != "" {
 		if err := ValidateLabel(c.Label); err != nil {
@@ -257,6 +286,12 @@ func (c *Config) Validate() error {
 	}
 	if strings.ContainsAny(c.KeyPrefix, " \r\n") {
 		return cfgErr("key-prefix", c.KeyPrefix, "must not contain spaces or line breaks")
+	}
+	if len(c.KeyPrefix) > MaxKeyPrefix {
+		return cfgErr("key-prefix", len(c.KeyPrefix), "must be at most %d bytes", MaxKeyPrefix)
+	}
+	if len(c.Faults) > MaxFaults {
+		return cfgErr("fault", len(c.Faults), "must have at most %d items", MaxFaults)
 	}
 	if len(c.Faults) > 0 {
 		if !needsRedis(c.Engine) {
@@ -280,6 +315,10 @@ func (c *Config) Validate() error {
 	if !c.StartAt.IsZero() && time.Until(c.StartAt) < -time.Second {
 		return cfgErr("start-at", c.StartAt.Format(time.RFC3339Nano), "is more than a second in the past (now %s)",
 			time.Now().UTC().Format(time.RFC3339))
+	}
+	if !c.StartAt.IsZero() && time.Until(c.StartAt) > MaxTime {
+		return cfgErr("start-at", c.StartAt.Format(time.RFC3339Nano), "must be at most %s ahead (now %s)",
+			MaxTime, time.Now().UTC().Format(time.RFC3339))
 	}
 	return nil
 }
@@ -370,6 +409,11 @@ func (c *Config) Warnings() []string {
 	}
 	return nil
 }
+
+// ParseMasters reads --masters, host:port,host:port,..., none twice, as
+// the engine checks its masters (engine.ParseMasters), so that the
+// command need not reach the engine itself.
+func ParseMasters(list string) ([]string, error) { return engine.ParseMasters(list) }
 
 // ParseStartAt parses --start-at: an RFC 3339 time such as
 // 2025-01-02T15:04:05Z (fractional seconds allowed).
@@ -513,13 +557,22 @@ func (h Hold) validate() error {
 		if h.D < 0 {
 			return errors.New("must be >= 0")
 		}
+		if h.D > MaxTime {
+			return fmt.Errorf("must be at most %s", MaxTime)
+		}
 	case HoldExp:
 		if h.D <= 0 {
 			return errors.New("exp mean must be > 0")
 		}
+		if h.D > MaxTime {
+			return fmt.Errorf("exp mean must be at most %s", MaxTime)
+		}
 	case HoldUniform:
 		if h.Min < 0 || h.Max < h.Min {
 			return errors.New("uniform bounds need 0 <= MIN <= MAX")
+		}
+		if h.Max > MaxTime {
+			return fmt.Errorf("uniform bounds must be at most %s", MaxTime)
 		}
 	default:
 		return errors.New("unknown hold kind")

@@ -30,7 +30,7 @@ type faultRig struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
-	events []fault.Event // the injector's log, once done is closed
+	events []results.FaultEvent // the injector's log, once done is closed
 }
 
 // needsProxies reports whether any fault of s acts on the wire.
@@ -55,7 +55,7 @@ func newFaultRig(ctx context.Context, s fault.Schedule, masters []string, conn r
 		if needsProxies(s) {
 			px, err := fault.NewProxies(ctx, masters)
 			if err != nil {
-				return nil, fmt.Errorf("bench: start fault proxies: %w", err)
+				return nil, fmt.Errorf("start fault proxies: %w", err)
 			}
 			rig.proxies, cfg.Proxies = px, px
 		}
@@ -106,24 +106,20 @@ func (rig *faultRig) stop() []results.FaultEvent {
 	}
 	rig.cancel()
 	<-rig.done
-	out := make([]results.FaultEvent, len(rig.events))
-	for i, e := range rig.events {
-		out[i] = results.FaultEvent(e)
-	}
-	return out
+	return rig.events
 }
 
 // onEvent is the injector's callback: a fault took effect or ended.
-func (rig *faultRig) onEvent(e fault.Event) {
+func (rig *faultRig) onEvent(e results.FaultEvent) {
 	rig.mu.Lock()
 	defer rig.mu.Unlock()
 	for i := range rig.seen {
 		if rig.seen[i].Fault == e.Fault {
-			rig.seen[i] = results.FaultEvent(e)
+			rig.seen[i] = e
 			return
 		}
 	}
-	rig.seen = append(rig.seen, results.FaultEvent(e))
+	rig.seen = append(rig.seen, e)
 }
 
 // active names the faults in effect at some time in [fromS, toS), seconds

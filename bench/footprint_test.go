@@ -3,6 +3,7 @@ package bench
 import (
 	"runtime"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/redlock-bench/redlock/results"
@@ -59,12 +60,8 @@ func TestRecorderHistogramsDoNotGrowWithWorkers(t *testing.T) {
 // The whole runner (names, per-worker counters, recorder) grows by a few
 // kilobytes per worker, not by histograms.
 func TestRunnerFootprintPerWorker(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Engine = "nolock"
 	size := func(workers int) uint64 {
-		c := cfg
-		c.Workers = workers
-		return allocated(func() any { return newRunner(c, nil) })
+		return runnerBytes(func(c *Config) { c.Workers = workers }, nil)
 	}
 	a, b := size(256), size(10000)
 	per := (b - a) / (10000 - 256)
@@ -78,3 +75,35 @@ func TestRunnerFootprintPerWorker(t *testing.T) {
 }
 
 func mib(n uint64) float64 { return float64(n) / (1 << 20) }
+
+// runnerBytes returns the bytes a runner allocates, for the default
+// configuration (engine nolock) changed by set, with what also builds on
+// it (nil for nothing).
+func runnerBytes(set func(*Config), also func(*runner) any) uint64 {
+	c := DefaultConfig()
+	c.Engine = "nolock"
+	set(&c)
+	return allocated(func() any {
+		r := newRunner(c, nil)
+		if also == nil {
+			return r
+		}
+		return []any{r, also(r)}
+	})
+}
+
+// A resource costs its name and the oracle's slot: MaxResources of them
+// must stay within the budget limits.go gives them (about 130 bytes each,
+// measured as RSS).
+func TestRunnerFootprintPerResource(t *testing.T) {
+	size := func(resources int) uint64 {
+		return runnerBytes(func(c *Config) { c.Resources = resources },
+			func(r *runner) any { return newOracle(time.Now(), r.names) })
+	}
+	a, b := size(1000), size(1_001_000)
+	per := (b - a) / 1_000_000
+	t.Logf("runner and oracle: %d bytes per resource; %d resources: %.0f MiB", per, MaxResources, mib(per*MaxResources))
+	if per > 130 {
+		t.Errorf("each resource costs %d bytes, want at most the 130 that MaxResources is chosen for", per)
+	}
+}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -31,7 +32,7 @@ func startLocalMasters(ctx context.Context, n int) (*redisproc.Cluster, error) {
 	defer cancel()
 	c, err := redisproc.Start(ctx, n, redisproc.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("bench: start %d local masters: %w", n, err)
+		return nil, fmt.Errorf("start %d local masters: %w", n, err)
 	}
 	return c, nil
 }
@@ -64,7 +65,7 @@ func logger(w io.Writer) func(format string, a ...any) {
 
 // probeMasters checks that every master answers and returns the server
 // versions found ("7.0.15", or "7.0.15,7.2.4" when they differ). It fails
-// naming every unreachable address.
+// naming every address that cannot be used, and why.
 func probeMasters(ctx context.Context, conn redisproc.Conn, addrs []string) (string, error) {
 	type answer struct {
 		version string
@@ -108,7 +109,7 @@ func probeMasters(ctx context.Context, conn redisproc.Conn, addrs []string) (str
 		for i, c := range causes {
 			bad[i] = fmt.Sprintf("%s (%s)", strings.Join(byCause[c], ", "), c)
 		}
-		return "", fmt.Errorf("bench: %d of %d masters unreachable: %s", nbad, len(addrs), strings.Join(bad, "; "))
+		return "", fmt.Errorf("%d of %d masters unreachable: %s", nbad, len(addrs), strings.Join(bad, "; "))
 	}
 	sort.Strings(versions)
 	return strings.Join(versions, ","), nil
@@ -166,6 +167,14 @@ func probeMaster(ctx context.Context, conn redisproc.Conn, addr string) (string,
 	// A master that wants a client certificate resets the connection or
 	// sends an alert about it; other alerts (a TLS version) are not that.
 	closed := errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || alert && strings.Contains(err.Error(), "certificate")
+	if !timedOut {
+		// Whatever else is wrong, a server that answers PING with
+		// something other than RESP is not a master at all: say so, with
+		// its answer, before any guess about TLS.
+		if reply := sniff(ctx, addr, conn.TLS); len(reply) > 0 && !isRESP(reply) && !isTLSRecord(reply) {
+			return "", notRedis(reply, conn.TLS != nil)
+		}
+	}
 	switch {
 	case conn.TLS != nil && len(conn.TLS.Certificates) == 0 && conn.TLS.GetClientCertificate == nil && closed:
 		// The handshake went through, then the master hung up: it
@@ -174,9 +183,76 @@ func probeMaster(ctx context.Context, conn redisproc.Conn, addr string) (string,
 	case conn.TLS != nil && (timedOut || errors.As(err, &notTLS)) && speaksPlain(ctx, addr):
 		return "", fmt.Errorf("no TLS handshake: the master serves plain TCP on this port, not TLS: drop --tls, or give its tls-port (%w)", err)
 	case conn.TLS == nil && !timedOut && speaksTLS(ctx, addr):
+		// TLS, but is it Redis behind it? An HTTPS server is TLS too.
+		if reply := sniff(ctx, addr, &tls.Config{InsecureSkipVerify: true}); len(reply) > 0 && !isRESP(reply) {
+			return "", notRedis(reply, true)
+		}
 		return "", fmt.Errorf("%w: the master serves TLS on this port: add --tls", err)
 	}
 	return "", err
+}
+
+// sniffTimeout bounds each of the probe's second looks at a master that
+// failed: a dial, a PING and the first bytes of the answer.
+const sniffTimeout = time.Second
+
+// sniff sends PING to addr, over TLS when tc is set, and returns the first
+// bytes of the answer (at most 64); nothing when the connection, the
+// handshake or the read failed.
+func sniff(ctx context.Context, addr string, tc *tls.Config) []byte {
+	ctx, cancel := context.WithTimeout(ctx, sniffTimeout)
+	defer cancel()
+	var c net.Conn
+	var err error
+	if tc != nil {
+		c, err = (&tls.Dialer{Config: tc}).DialContext(ctx, "tcp", addr)
+	} else {
+		c, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	}
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	deadline, _ := ctx.Deadline()
+	c.SetDeadline(deadline)
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return nil
+	}
+	b := make([]byte, 64)
+	n, _ := io.ReadAtLeast(c, b, 1)
+	return b[:n]
+}
+
+// isRESP reports whether b starts as a Redis reply does: with a RESP2 or
+// RESP3 type byte ("+PONG", "-NOAUTH ...", ...).
+func isRESP(b []byte) bool {
+	return len(b) > 0 && strings.IndexByte("+-:$*_,#!=(%~>|", b[0]) >= 0
+}
+
+// isTLSRecord reports whether b starts as a TLS record (an alert or a
+// handshake) does: what a TLS server may answer a plain-text PING with.
+func isTLSRecord(b []byte) bool {
+	return len(b) >= 2 && (b[0] == 0x15 || b[0] == 0x16) && b[1] == 0x03
+}
+
+// notRedis is the error of a server that answered PING with reply, which
+// is not Redis's protocol: its first line, and what kind of server says
+// that, when it is known.
+func notRedis(reply []byte, overTLS bool) error {
+	line, _, _ := bytes.Cut(reply, []byte("\n"))
+	line = bytes.TrimRight(line, "\r")
+	kind := ""
+	if bytes.HasPrefix(line, []byte("HTTP/")) {
+		kind = ", as an HTTP server does"
+		if overTLS {
+			kind = ", as an HTTPS server does"
+		}
+	}
+	did := "answered"
+	if overTLS {
+		did = "speaks TLS and answered"
+	}
+	return fmt.Errorf("not a Redis server: it %s PING with %q%s: check the address and port", did, line, kind)
 }
 
 // authRefused is the error of a refused AUTH, naming the user.
@@ -190,28 +266,14 @@ func authRefused(conn redisproc.Conn, err error) error {
 // speaksPlain reports whether addr answers a plain-text PING with a RESP
 // reply (PONG, or an error such as NOAUTH).
 func speaksPlain(ctx context.Context, addr string) bool {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	deadline, _ := ctx.Deadline()
-	c.SetDeadline(deadline)
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return false
-	}
-	b := make([]byte, 1)
-	_, err = io.ReadFull(c, b)
-	return err == nil && (b[0] == '+' || b[0] == '-')
+	return isRESP(sniff(ctx, addr, nil))
 }
 
 // speaksTLS reports whether addr completes a TLS handshake, without
 // verifying its certificate, or refuses this client's certificate (which
 // a TLS server alone can).
 func speaksTLS(ctx context.Context, addr string) bool {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	ctx, cancel := context.WithTimeout(ctx, sniffTimeout)
 	defer cancel()
 	d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}} // only to tell TLS from plain; nothing is sent
 	c, err := d.DialContext(ctx, "tcp", addr)

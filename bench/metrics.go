@@ -45,14 +45,14 @@ func StartMetrics(addr string) (*MetricsServer, error) {
 	reg := prometheus.NewRegistry()
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
 	if err != nil {
-		return nil, fmt.Errorf("bench: metrics exporter: %w", err)
+		return nil, fmt.Errorf("metrics exporter: %w", err)
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp),
 		sdkmetric.WithResource(resource.NewSchemaless(attribute.String("service.name", "redlock-bench"))))
 	obs, err := otelredlock.New(otelredlock.WithMeterProvider(mp), otelredlock.WithTracerProvider(noop.NewTracerProvider()))
 	if err != nil {
 		mp.Shutdown(context.Background())
-		return nil, fmt.Errorf("bench: metrics: %w", err)
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

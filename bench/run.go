@@ -172,7 +172,7 @@ func (c *clients) connect(ctx context.Context, cfg Config, dial []string) error 
 		e, err := newEngine(cctx, cfg.Engine, dial, cfg)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("bench: %s client %d of %d: %w", cfg.Engine, i+1, cfg.Clients, err)
+			return fmt.Errorf("%s client %d of %d: %w", cfg.Engine, i+1, cfg.Clients, err)
 		}
 		*c = append(*c, e)
 	}
@@ -203,7 +203,7 @@ func awaitStartAt(ctx context.Context, at time.Time, logf func(string, ...any)) 
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("bench: waiting for --start-at: %w", ctx.Err())
+		return fmt.Errorf("waiting for --start-at: %w", ctx.Err())
 	}
 }
 
@@ -222,7 +222,7 @@ func RunDir(ctx context.Context, cfg Config, dir string) (*Result, error) {
 func runDir(ctx context.Context, runFn func(context.Context, Config) (*Result, error), cfg Config, dir string, sharedLocal bool) (*Result, error) {
 	f, err := os.Create(filepath.Join(dir, results.IntervalsLog))
 	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	w := bufio.NewWriter(f)
 	cfg.IntervalLog = w
@@ -234,7 +234,7 @@ func runDir(ctx context.Context, runFn func(context.Context, Config) (*Result, e
 		return nil, runErr
 	}
 	if err := errors.Join(flushErr, closeErr); err != nil {
-		return res, fmt.Errorf("bench: write interval log: %w", err)
+		return res, fmt.Errorf("write interval log: %w", err)
 	}
 	return res, res.WriteDir(dir)
 }
@@ -243,7 +243,7 @@ func runDir(ctx context.Context, runFn func(context.Context, Config) (*Result, e
 // it measured anything leaves no directory.
 func runNewDir(ctx context.Context, runFn func(context.Context, Config) (*Result, error), cfg Config, dir string, sharedLocal bool) (*Result, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	res, err := runDir(ctx, runFn, cfg, dir, sharedLocal)
 	if res == nil && err != nil {
@@ -448,7 +448,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	r.collectLast()
 	r.progress.Done()
 	if r.logErr != nil {
-		return nil, fmt.Errorf("bench: write interval log: %w", r.logErr)
+		return nil, fmt.Errorf("write interval log: %w", r.logErr)
 	}
 	return &Result{Summary: r.summary(faultLog), Histograms: r.rec.total.hist, Intervals: r.intervals}, nil
 }
@@ -786,7 +786,7 @@ func awaitQuorum(ctx context.Context, cfg Config, engines []Engine, progress *re
 			msg := fmt.Sprintf("quorum in quarantine until %s (%s from now): %s",
 				w.readyAt.UTC().Format("15:04:05.000Z"), left.Round(100*time.Millisecond), w.why(cfg))
 			if cfg.NoWaitQuarantine {
-				return fmt.Errorf("bench: %s; not waiting (--no-wait-quarantine)", msg)
+				return fmt.Errorf("%s; not waiting (--no-wait-quarantine)", msg)
 			}
 			logf("%s; waiting before the warm-up (--no-wait-quarantine to stop instead)", msg)
 		}
@@ -797,7 +797,7 @@ func awaitQuorum(ctx context.Context, cfg Config, engines []Engine, progress *re
 		case <-ctx.Done():
 			t.Stop()
 			progress.Done()
-			return fmt.Errorf("bench: waiting for the masters' quarantine to end: %w", ctx.Err())
+			return fmt.Errorf("waiting for the masters' quarantine to end: %w", ctx.Err())
 		}
 	}
 }

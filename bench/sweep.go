@@ -63,7 +63,7 @@ type SweepConfig struct {
 
 // ErrSweepStep marks an error that ended a sweep during a step; the
 // sweep.json written so far holds the steps before it.
-var ErrSweepStep = errors.New("bench: sweep step failed")
+var ErrSweepStep = errors.New("sweep step failed")
 
 // DeriveSweepLabel names a sweep after its base configuration, without the
 // swept field: "sweep-workers-redlock-r1000-try", "sweep-rate-redlock-w64-r1000-try".
@@ -155,7 +155,7 @@ func RunSweep(ctx context.Context, sc SweepConfig) (*results.Sweep, error) {
 		return nil, err
 	}
 	if sc.Dir == "" {
-		return nil, errors.New("bench: SweepConfig.Dir is empty")
+		return nil, errors.New("SweepConfig.Dir is empty")
 	}
 	logf := logger(sc.Log)
 	local := false

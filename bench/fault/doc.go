@@ -9,7 +9,7 @@
 //     that redlock-bench started, through which slow (latency) and cut (a
 //     partition that drops traffic) act on the wire;
 //   - the Injector, which applies the schedule in time, lifts every fault
-//     when its window ends or the run stops, and returns the Event log that
+//     when its window ends or the run stops, and returns the log of results.FaultEvent that
 //     goes into summary.json and the per-second intervals.
 //
 // Nodes are 0-based, in the order of --masters (or of the masters started

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/redlock-bench/redlock/results"
 )
 
 // Process controls one local master's process. *redisproc.Node satisfies it;
@@ -53,7 +55,7 @@ type Config struct {
 	// per-second intervals can be marked as the run goes. Kill, restart and
 	// faults that failed to apply report only their end. It is called from
 	// several goroutines at once and must not block. Default: nil.
-	OnEvent func(Event)
+	OnEvent func(results.FaultEvent)
 	// RestartTimeout bounds each restart. Default: DefaultRestartTimeout.
 	RestartTimeout time.Duration
 	// StallGrace is added to a stall's length to bound the wait for the
@@ -77,18 +79,18 @@ type Injector struct {
 func New(s Schedule, cfg Config) (*Injector, error) {
 	n := len(cfg.Addrs)
 	if n == 0 {
-		return nil, errors.New("fault: Config.Addrs is empty")
+		return nil, errors.New("Config.Addrs is empty")
 	}
 	if cfg.Nodes != nil {
 		if len(cfg.Nodes) != n {
-			return nil, fmt.Errorf("fault: Config.Nodes has %d entries for %d masters", len(cfg.Nodes), n)
+			return nil, fmt.Errorf("Config.Nodes has %d entries for %d masters", len(cfg.Nodes), n)
 		}
 		if slices.Contains(cfg.Nodes, nil) {
-			return nil, errors.New("fault: Config.Nodes has a nil entry")
+			return nil, errors.New("Config.Nodes has a nil entry")
 		}
 	}
 	if cfg.Proxies != nil && len(cfg.Proxies.Addrs()) != n {
-		return nil, fmt.Errorf("fault: Config.Proxies has %d proxies for %d masters", len(cfg.Proxies.Addrs()), n)
+		return nil, fmt.Errorf("Config.Proxies has %d proxies for %d masters", len(cfg.Proxies.Addrs()), n)
 	}
 	if err := s.Validate(n, cfg.Nodes != nil); err != nil {
 		return nil, err
@@ -142,10 +144,10 @@ func oneLine(err error) string {
 // leaves a master half-way: a restart in progress completes, and a stall
 // runs to its end, because neither DEBUG SLEEP nor CLIENT PAUSE can be
 // interrupted; Run then returns at most the stall's remaining length later.
-func (in *Injector) Run(ctx context.Context, start time.Time) []Event {
+func (in *Injector) Run(ctx context.Context, start time.Time) []results.FaultEvent {
 	type entry struct {
 		pos int
-		ev  Event
+		ev  results.FaultEvent
 	}
 	var (
 		mu  sync.Mutex
@@ -173,7 +175,7 @@ func (in *Injector) Run(ctx context.Context, start time.Time) []Event {
 		}
 		return a.pos - b.pos
 	})
-	out := make([]Event, len(log))
+	out := make([]results.FaultEvent, len(log))
 	for i, e := range log {
 		out[i] = e.ev
 	}
@@ -181,11 +183,11 @@ func (in *Injector) Run(ctx context.Context, start time.Time) []Event {
 }
 
 // run applies one fault; ok is false when ctx ended before its time.
-func (in *Injector) run(ctx context.Context, start time.Time, f Fault) (ev Event, ok bool) {
+func (in *Injector) run(ctx context.Context, start time.Time, f Fault) (ev results.FaultEvent, ok bool) {
 	if !waitUntil(ctx, start.Add(f.At)) {
-		return Event{}, false
+		return results.FaultEvent{}, false
 	}
-	ev = Event{
+	ev = results.FaultEvent{
 		Fault:  f.String(),
 		Action: string(f.Action),
 		Node:   f.Node,
@@ -234,7 +236,7 @@ func (in *Injector) run(ctx context.Context, start time.Time, f Fault) (ev Event
 }
 
 // hold applies a timed fault, waits out its length or ctx, and lifts it.
-func (in *Injector) hold(ctx context.Context, ev *Event, start time.Time, f Fault, apply, lift func() error) {
+func (in *Injector) hold(ctx context.Context, ev *results.FaultEvent, start time.Time, f Fault, apply, lift func() error) {
 	if err := apply(); err != nil {
 		in.end(ev, start, err)
 		return
@@ -244,7 +246,7 @@ func (in *Injector) hold(ctx context.Context, ev *Event, start time.Time, f Faul
 	in.end(ev, start, lift())
 }
 
-func (in *Injector) end(ev *Event, start time.Time, err error) {
+func (in *Injector) end(ev *results.FaultEvent, start time.Time, err error) {
 	ev.EndedS = time.Since(start).Seconds()
 	ev.Ended = true
 	if err != nil {
@@ -253,7 +255,7 @@ func (in *Injector) end(ev *Event, start time.Time, err error) {
 	in.notify(*ev)
 }
 
-func (in *Injector) notify(ev Event) {
+func (in *Injector) notify(ev results.FaultEvent) {
 	if in.cfg.OnEvent != nil {
 		in.cfg.OnEvent(ev)
 	}

@@ -61,12 +61,12 @@ func TestRunOrderAndTimes(t *testing.T) {
 	p0, p1 := &fakeProc{}, &fakeProc{pauseErr: errors.New("no such process")}
 	var (
 		mu    sync.Mutex
-		calls []Event
+		calls []results.FaultEvent
 	)
 	in, err := New(mustParse(t, "restart:0@300ms,kill:0@100ms,pause:0@0s+200ms,pause:1@50ms+1s"), Config{
 		Addrs: []string{"127.0.0.1:1", "127.0.0.1:2"},
 		Nodes: []Process{p0, p1},
-		OnEvent: func(e Event) {
+		OnEvent: func(e results.FaultEvent) {
 			mu.Lock()
 			defer mu.Unlock()
 			calls = append(calls, e)
@@ -171,7 +171,7 @@ func TestNewRejects(t *testing.T) {
 }
 
 func TestEventJSON(t *testing.T) {
-	e := Event{
+	e := results.FaultEvent{
 		Fault: "slow:1=20ms@0s+10s", Action: string(Slow), Node: 1, Arg: "20ms", ForS: 10,
 		AppliedS: 0.001, AppliedAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
 		EndedS: 10.002, Ended: true,
@@ -189,7 +189,7 @@ func TestEventJSON(t *testing.T) {
 		from, to float64
 		want     bool
 	}{{0, 1, true}, {9, 10, true}, {10, 11, true}, {11, 12, false}} {
-		if got := results.FaultEvent(e).During(tt.from, tt.to); got != tt.want {
+		if got := e.During(tt.from, tt.to); got != tt.want {
 			t.Errorf("During(%v, %v) = %v, want %v", tt.from, tt.to, got, tt.want)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // ErrClosed reports a call on Proxies after Close.
-var ErrClosed = errors.New("fault: proxies closed")
+var ErrClosed = errors.New("proxies closed")
 
 // Toxic names; each proxy carries at most one of each.
 const (
@@ -61,7 +61,7 @@ type proxyNode struct {
 // proxy already started is stopped.
 func NewProxies(ctx context.Context, upstreams []string) (*Proxies, error) {
 	if len(upstreams) == 0 {
-		return nil, errors.New("fault: no upstream masters to proxy")
+		return nil, errors.New("no upstream masters to proxy")
 	}
 	// The API server is never listened on: toxiproxy's proxies only need it
 	// for their logger and metrics, both turned off.
@@ -70,7 +70,7 @@ func NewProxies(ctx context.Context, upstreams []string) (*Proxies, error) {
 	for i, up := range upstreams {
 		if err := ctx.Err(); err != nil {
 			p.Close()
-			return nil, fmt.Errorf("fault: start proxies: %w", err)
+			return nil, fmt.Errorf("start proxies: %w", err)
 		}
 		n := &proxyNode{name: "master" + strconv.Itoa(i), listen: "127.0.0.1:0", upstream: up}
 		if err := p.start(n); err != nil {
@@ -98,7 +98,7 @@ func (p *Proxies) start(n *proxyNode) error {
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-	return fmt.Errorf("fault: start proxy %s -> %s: %w", n.listen, n.upstream, err)
+	return fmt.Errorf("start proxy %s -> %s: %w", n.listen, n.upstream, err)
 }
 
 // Addrs returns the address to dial for each master, in the order given to
@@ -119,7 +119,7 @@ func (p *Proxies) node(i int) (*proxyNode, error) {
 		return nil, ErrClosed
 	}
 	if i < 0 || i >= len(p.nodes) {
-		return nil, fmt.Errorf("fault: node %d out of range: %d proxies (0-%d)", i, len(p.nodes), len(p.nodes)-1)
+		return nil, fmt.Errorf("node %d out of range: %d proxies (0-%d)", i, len(p.nodes), len(p.nodes)-1)
 	}
 	return p.nodes[i], nil
 }
@@ -135,10 +135,10 @@ func (p *Proxies) Slow(i int, d time.Duration) error {
 		return err
 	}
 	if d < 0 {
-		return fmt.Errorf("fault: node %d: negative latency %s", i, d)
+		return fmt.Errorf("node %d: negative latency %s", i, d)
 	}
 	if err := setLatency(n.proxy, d); err != nil {
-		return fmt.Errorf("fault: slow node %d: %w", i, err)
+		return fmt.Errorf("slow node %d: %w", i, err)
 	}
 	n.latency = d
 	return nil
@@ -186,7 +186,7 @@ func (p *Proxies) Cut(i int) error {
 		_, err := n.proxy.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
 			`{"name":%q,"type":"timeout","stream":%q,"toxicity":1,"attributes":{"timeout":0}}`, t.name, t.stream)))
 		if err != nil {
-			return fmt.Errorf("fault: cut node %d: %w", i, err)
+			return fmt.Errorf("cut node %d: %w", i, err)
 		}
 	}
 	n.cut = true
@@ -220,7 +220,7 @@ func (p *Proxies) Heal(i int) error {
 		return err
 	}
 	if err := setLatency(n.proxy, n.latency); err != nil {
-		return fmt.Errorf("fault: heal node %d: restore latency: %w", i, err)
+		return fmt.Errorf("heal node %d: restore latency: %w", i, err)
 	}
 	return nil
 }
@@ -243,7 +243,7 @@ func (p *Proxies) Close() error {
 		// close, rather than stranded in the latency toxic (see above).
 		if n.latency > 0 {
 			if err := setLatency(n.proxy, 0); err != nil {
-				errs = append(errs, fmt.Errorf("fault: close node %d: lift latency: %w", i, err))
+				errs = append(errs, fmt.Errorf("close node %d: lift latency: %w", i, err))
 			}
 		}
 		n.proxy.Stop()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/internal/redistest"
+	"github.com/redlock-bench/redlock/results"
 )
 
 // These tests run against real redis-server processes: each fault is
@@ -44,23 +45,23 @@ func procs(c *redistest.Cluster) []Process {
 
 // startRun runs the injector in the background and returns a channel of its
 // log and a channel that receives each event as OnEvent reports it.
-func startRun(t *testing.T, ctx context.Context, s Schedule, cfg Config) (<-chan []Event, <-chan Event) {
+func startRun(t *testing.T, ctx context.Context, s Schedule, cfg Config) (<-chan []results.FaultEvent, <-chan results.FaultEvent) {
 	t.Helper()
-	events := make(chan Event, 2*len(s))
-	cfg.OnEvent = func(e Event) { events <- e }
+	events := make(chan results.FaultEvent, 2*len(s))
+	cfg.OnEvent = func(e results.FaultEvent) { events <- e }
 	in, err := New(s, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan []Event, 1)
+	done := make(chan []results.FaultEvent, 1)
 	go func() { done <- in.Run(ctx, time.Now()) }()
 	return done, events
 }
 
 // waitApplied waits for n faults to report that they are in effect.
-func waitApplied(t *testing.T, events <-chan Event, n int) []Event {
+func waitApplied(t *testing.T, events <-chan results.FaultEvent, n int) []results.FaultEvent {
 	t.Helper()
-	var got []Event
+	var got []results.FaultEvent
 	timeout := time.After(10 * time.Second)
 	for len(got) < n {
 		select {
@@ -76,7 +77,7 @@ func waitApplied(t *testing.T, events <-chan Event, n int) []Event {
 	return got
 }
 
-func wait(t *testing.T, done <-chan []Event) []Event {
+func wait(t *testing.T, done <-chan []results.FaultEvent) []results.FaultEvent {
 	t.Helper()
 	select {
 	case log := <-done:

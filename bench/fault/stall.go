@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Mechanisms a stall may use, as recorded in Event.Via.
+// Mechanisms a stall may use, as recorded in results.FaultEvent.Via.
 const (
 	ViaDebugSleep  = "DEBUG SLEEP"
 	ViaClientPause = "CLIENT PAUSE"

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -27,16 +26,14 @@ type chaosOptions struct {
 }
 
 func newChaosFlags(o *chaosOptions) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("chaos", pflag.ContinueOnError)
-	fs.SortFlags = false
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("chaos")
 	c := &o.cfg
-	fs.DurationVar(&c.Duration, "duration", 60*time.Second, "how long the load and the faults run")
+	fs.DurationVar(&c.Duration, "duration", 60*time.Second, fmt.Sprintf("how long the load and the faults run, at most %s", bench.MaxTime))
 	fs.Uint64Var(&c.Seed, "seed", 0, "seed of the fault schedule and the workers' choices; 0 picks one (always printed, to replay a run)")
-	fs.IntVar(&c.Clients, "clients", 3, "lock clients, each its own engine.Locker with its own connections")
-	fs.IntVar(&c.Workers, "workers", 4, "goroutines per client")
-	fs.IntVar(&c.Resources, "resources", 3, "hot resources all workers contend for")
-	fs.DurationVar(&c.TTL, "ttl", time.Second, "lock TTL; some holds last longer, kept by auto-extension")
+	fs.IntVar(&c.Clients, "clients", 3, "lock clients, each its own engine.Locker with its own connections (1-64)")
+	fs.IntVar(&c.Workers, "workers", 4, "goroutines per client (1-256)")
+	fs.IntVar(&c.Resources, "resources", 3, "hot resources all workers contend for (1-1000)")
+	fs.DurationVar(&c.TTL, "ttl", time.Second, "lock TTL (50ms-1m); some holds last longer, kept by auto-extension")
 	fs.StringVar(&c.Class, "class", bench.ChaosInModel, "faults: in-model (Redlock must stay safe) or out-of-model (keys deleted on a majority, clock jumps: fencing must reject stale writes)")
 	fs.StringVar(&c.Engine, "engine", "redlock", "redlock, or nolock: the control that grants every request, which the oracle must catch")
 	fs.StringVar(&o.masters, "masters", "", "comma-separated host:port of masters to use instead of starting 5 local ones (no process faults then)")
@@ -45,10 +42,11 @@ func newChaosFlags(o *chaosOptions) *pflag.FlagSet {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", metricsAddrUsage)
 	fs.StringVar(&o.out, "out", "", "directory for chaos.json, chaos.txt and history.jsonl (default results/runs/<UTC timestamp>-chaos)")
 	o.conn = connflags.Register(fs)
+	addVersionFlag(fs)
 	return fs
 }
 
-const chaosUsage = `Usage:
+const chaosUsageHead = `Usage:
   redlock-bench chaos [flags]
 
 A seeded nemesis soak: several clients, every engine feature on (gate,
@@ -73,19 +71,18 @@ for bad flags, 130 when interrupted (partial results written).
 Flags:
 `
 
+// chaosUsage is chaos's help.
+func chaosUsage() string { return chaosUsageHead + newChaosFlags(&chaosOptions{}).FlagUsages() }
+
 // chaosCommand is `redlock-bench chaos`.
 func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o chaosOptions
 	fs := newChaosFlags(&o)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprint(stdout, chaosUsage+fs.FlagUsages())
-			return nil
-		}
-		return &usageError{msg: "chaos: " + err.Error()}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
-	if fs.NArg() > 0 {
-		return usageErrorf("chaos: unexpected argument %q", fs.Arg(0))
+	if err := noArgs(fs); err != nil {
+		return err
 	}
 	if err := checkMetricsAddr(o.metricsAddr); err != nil {
 		return err
@@ -99,14 +96,14 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	conn, err := o.conn.Settings(len(cfg.Masters) > 0)
 	if err != nil {
-		return &usageError{msg: err.Error()}
+		return asUsage(err)
 	}
 	cfg.Username, cfg.Password, cfg.TLS = conn.Username, conn.Password, conn.TLS
 	if cfg.Jump == 0 {
 		cfg.Jump = cfg.TTL
 	}
 	if err := cfg.Validate(); err != nil {
-		return &usageError{msg: err.Error()}
+		return asUsage(err)
 	}
 	if o.metricsAddr != "" && cfg.Engine != "redlock" {
 		return badFlag("metrics-addr", o.metricsAddr, "applies to --engine redlock only (its metrics are the engine's), not "+cfg.Engine)
@@ -114,34 +111,33 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if cfg.Seed == 0 {
 		cfg.Seed = newSeed()
 	}
-	warn(stderr, o.conn.Warning())
-	stopMetrics, err := serveMetrics(o.metricsAddr, &cfg.Observer, stderr)
+	sess, err := openSession(stderr, sessionSpec{warning: o.conn.Warning(), metricsAddr: o.metricsAddr,
+		out: o.out, parent: runsDir, label: "chaos", holds: []string{bench.ChaosJSON}})
 	if err != nil {
 		return err
 	}
-	defer stopMetrics()
-	dir, created, err := makeOutDir(o.out, filepath.Join("results", "runs"), "chaos", time.Now(), bench.ChaosJSON)
-	if err != nil {
-		return err
+	defer sess.close()
+	if m := sess.metrics; m != nil {
+		cfg.Observer = m.Observer
 	}
 	fmt.Fprintf(stdout, "seed: %d\n", cfg.Seed)
-	cfg.Log = prefixWriter{w: stderr}
+	cfg.Log = sess.log
 	r, err := bench.Chaos(ctx, cfg)
 	if err != nil {
-		return notStarted(ctx, "chaos soak", dir, created, err)
+		return sess.notStarted(ctx, "chaos soak", err)
 	}
-	if err := bench.WriteChaos(dir, r); err != nil {
+	if err := bench.WriteChaos(sess.dir, r); err != nil {
 		return err
 	}
 	if err := r.WriteText(stdout); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "results: %s\n", dir)
+	fmt.Fprintf(stdout, "results: %s\n", sess.dir)
 	switch {
 	case r.Interrupted:
-		return interrupted(dir)
+		return sess.interrupted()
 	case !r.Passed:
-		return &exitError{code: 1, msg: fmt.Sprintf("chaos: %s (seed %d; see %s)", r.Verdict, r.Seed, filepath.Join(dir, bench.ChaosText))}
+		return &exitError{code: 1, msg: fmt.Sprintf("chaos: %s (seed %d; see %s)", r.Verdict, r.Seed, filepath.Join(sess.dir, bench.ChaosText))}
 	}
 	return nil
 }

@@ -128,15 +128,15 @@ func TestChaosBadFlags(t *testing.T) {
 		{[]string{"--duration", "0s"}, "--duration: must be positive, got 0s"},
 		{[]string{"--quarantine", "maybe"}, "--quarantine: must be off, observed or always, got maybe"},
 		{[]string{"--masters", "nohost"}, `--masters: address "nohost": want host:port, got nohost`},
-		{[]string{"--seed", "x"}, `chaos: invalid argument "x" for "--seed" flag: strconv.ParseUint: parsing "x": invalid syntax`},
+		{[]string{"--seed", "x"}, `--seed: want an integer, got "x"`},
 		{[]string{"--workers", "-1"}, "--workers: must be in 1..256, got -1"},
 		{[]string{"--jump", "-1s"}, "--jump: must be positive, got -1s"},
 		{[]string{"--metrics-addr", "foo"}, "--metrics-addr: want [HOST]:PORT such as :9464 or 127.0.0.1:9464, got foo"},
 		{[]string{"--metrics-addr", "127.0.0.1:-1"}, "--metrics-addr: port must be 0-65535 (0: any free port), got 127.0.0.1:-1"},
 		{[]string{"--engine", "nolock", "--metrics-addr", "127.0.0.1:0", "--duration", "100ms"},
 			"--metrics-addr: applies to --engine redlock only (its metrics are the engine's), not nolock, got 127.0.0.1:0"},
-		{[]string{"--bogus"}, "chaos: unknown flag: --bogus"},
-		{[]string{"extra"}, `chaos: unexpected argument "extra"`},
+		{[]string{"--bogus"}, "unknown flag: --bogus"},
+		{[]string{"extra"}, `chaos: unexpected argument "extra" (flags only)`},
 	} {
 		var stdout, stderr bytes.Buffer
 		t.Chdir(t.TempDir())

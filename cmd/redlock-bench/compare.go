@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/pflag"
 
@@ -17,7 +15,7 @@ import (
 )
 
 // compareOptions are the flags of `redlock-bench compare` that are its own.
-// Every other flag is a flag of `run`, parsed by parseRunFlags, so that a
+// Every other flag is a flag of `run`, on the same flag set, so that a
 // comparison takes the same workload flags as a run, with the same
 // messages; --engine is replaced by --engines.
 type compareOptions struct {
@@ -28,96 +26,57 @@ type compareOptions struct {
 	out     string
 	label   string
 
-	metricsAddr string // --metrics-addr
-	authWarning string // runOptions.authWarning
+	run runOptions
 }
 
+// newCompareFlags is compare's own flags; parseCompareFlags adds run's.
 func newCompareFlags(o *compareOptions) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("compare", pflag.ContinueOnError)
-	fs.SortFlags = false
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("compare")
 	fs.StringVar(&o.engines, "engines", strings.Join(bench.DefaultCompareEngines(), ","),
 		"engines to compare, in the order they run each round; ratios are against the first (known: "+strings.Join(bench.EngineNames(), ", ")+")")
-	fs.IntVar(&o.rounds, "rounds", bench.DefaultCompareRounds, "runs of each engine, alternating A B C A B C ...; the figures are their medians (at least 3)")
+	fs.IntVar(&o.rounds, "rounds", bench.DefaultCompareRounds, fmt.Sprintf("runs of each engine, alternating A B C A B C ...; the figures are their medians (%d to %d)", bench.MinCompareRounds, bench.MaxCompareRounds))
 	fs.BoolVar(&o.limit, "limit", false, "also measure the masters' pipelined SET and EVALSHA ceiling with redis-benchmark -P 16, and each engine's share of it")
-	fs.IntVar(&o.limitN, "limit-requests", bench.DefaultCeilingRequests, "--limit: requests of each redis-benchmark test on each master")
+	fs.IntVar(&o.limitN, "limit-requests", bench.DefaultCeilingRequests, fmt.Sprintf("--limit: requests of each redis-benchmark test on each master, at most %d", bench.MaxCeilingRequests))
 	fs.StringVar(&o.out, "out", "", "comparison directory, one run directory <round>-<engine> inside (default results/runs/<UTC timestamp>-compare-<label>)")
 	fs.StringVar(&o.label, "label", "", "a name for the comparison; runs are <label>-<round>-<engine> (default: derived from the workload flags)")
+	o.run.slo.register(fs, "an `OBJECTIVE` every run of the comparison must meet, as report --slo checks a comparison, else exit 3; repeat for several, as run's --slo: 'p99<5ms', 'errors<0.1%', 'throughput>=10000/s'")
+	o.run.output.register(fs, "compare.json", "print a line per engine: its medians of throughput, p50 and p99, its errors, its throughput's ratio to the first engine (progress only on a terminal)")
 	return fs
-}
-
-// splitCompareArgs takes compare's own flags out of args and returns the
-// rest, for run's parser. It accepts --flag value and --flag=value, and a
-// bare --limit.
-func splitCompareArgs(args []string) (compareOptions, []string, error) {
-	o := compareOptions{}
-	fs := newCompareFlags(&o)
-	var rest []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			rest = append(rest, args[i:]...)
-			break
-		}
-		name, value, hasValue := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		f := fs.Lookup(name)
-		if !strings.HasPrefix(a, "--") || f == nil {
-			rest = append(rest, a)
-			continue
-		}
-		if !hasValue {
-			if f.NoOptDefVal != "" { // a bool: --limit alone means true
-				value = f.NoOptDefVal
-			} else if i+1 >= len(args) {
-				return o, nil, usageErrorf("flag needs an argument: --%s", name)
-			} else {
-				i++
-				value = args[i]
-			}
-		}
-		if err := fs.Set(name, value); err != nil {
-			return o, nil, usageErrorf("--%s: want %s, got %q", name, typeName(f.Value.Type()), value)
-		}
-	}
-	return o, rest, nil
 }
 
 // parseCompareFlags turns the command line into a validated comparison.
 // Every error is a *usageError naming the flag and the value.
 func parseCompareFlags(args []string) (bench.CompareConfig, compareOptions, error) {
 	var cc bench.CompareConfig
-	for _, a := range args {
-		if a == "-h" || a == "--help" {
-			return cc, compareOptions{}, pflag.ErrHelp
-		}
+	var o compareOptions
+	fs := newCompareFlags(&o)
+	addRunFlags(fs, &o.run)
+	// run's --engine stays, hidden, to say what compare takes instead.
+	_ = fs.MarkHidden("engine")
+	if err := parseFlags(fs, args); err != nil {
+		return cc, o, err
 	}
-	o, rest, err := splitCompareArgs(args)
+	if err := noArgs(fs); err != nil {
+		return cc, o, err
+	}
+	if fs.Changed("engine") {
+		return cc, o, usageErrorf("--engine: compare takes --engines, a comma-separated list, got %q", o.run.engine)
+	}
+	base, err := o.run.build(fs)
 	if err != nil {
 		return cc, o, err
 	}
-	for i, a := range rest {
-		if name, value, hasValue := strings.Cut(a, "="); name == "--engine" {
-			if !hasValue && i+1 < len(rest) {
-				value = rest[i+1]
-			}
-			return cc, o, usageErrorf("--engine: compare takes --engines, a comma-separated list, got %q", value)
-		}
+	if err := o.run.output.check(); err != nil {
+		return cc, o, err
 	}
-	base, ro, err := parseRunFlags(rest)
-	o.metricsAddr, o.authWarning = ro.metricsAddr, ro.authWarning
-	if err != nil {
-		var ue *usageError
-		if errors.As(err, &ue) {
-			ue.msg = strings.Replace(ue.msg, "run: unexpected argument", "compare: unexpected argument", 1)
-		}
+	if err := o.run.slo.parse(base); err != nil {
 		return cc, o, err
 	}
 	if cc.Engines, err = bench.ParseEngines(o.engines); err != nil {
-		return cc, o, &usageError{msg: (&bench.ConfigError{Flag: "engines", Value: o.engines, Reason: err.Error()}).Error()}
+		return cc, o, badFlag("engines", o.engines, err.Error())
 	}
-	if o.metricsAddr != "" && !slices.ContainsFunc(cc.Engines, bench.IsRedlock) {
-		return cc, o, &usageError{msg: (&bench.ConfigError{Flag: "metrics-addr", Value: o.metricsAddr,
-			Reason: "needs the redlock engine among --engines (its metrics are the engine's)"}).Error()}
+	if o.run.metricsAddr != "" && !slices.ContainsFunc(cc.Engines, bench.IsRedlock) {
+		return cc, o, badFlag("metrics-addr", o.run.metricsAddr, "needs the redlock engine among --engines (its metrics are the engine's)")
 	}
 	base.Label = "" // each run is labelled <label>-<round>-<engine>
 	cc.Base = base
@@ -128,10 +87,7 @@ func parseCompareFlags(args []string) (bench.CompareConfig, compareOptions, erro
 	}
 	cc.CeilingRequests = o.limitN
 	cc.Label = o.label
-	if err := cc.Validate(); err != nil {
-		return cc, o, &usageError{msg: err.Error()}
-	}
-	return cc, o, nil
+	return cc, o, asUsage(cc.Validate())
 }
 
 // compareUsage is the help text: compare's own flags, then run's, without
@@ -143,9 +99,9 @@ func compareUsage() string {
 	b.WriteString("A B C A B C ... for --rounds rounds, and reports the median of each figure per engine and\n")
 	b.WriteString("its ratio to the first engine. Each run is a normal run directory inside --out, beside\n")
 	b.WriteString("compare.txt and compare.json.\n\nCompare flags:\n")
-	b.WriteString(newCompareFlags(&compareOptions{}).FlagUsages())
-	b.WriteString("\nEvery flag of run but --engine, with the same meaning:\n")
 	own := newCompareFlags(&compareOptions{})
+	b.WriteString(own.FlagUsages())
+	b.WriteString("\nEvery flag of run but --engine, with the same meaning:\n")
 	b.WriteString(runFlagUsages(func(name string) bool { return name == "engine" || own.Lookup(name) != nil }))
 	return b.String()
 }
@@ -153,39 +109,39 @@ func compareUsage() string {
 // compareCommand is `redlock-bench compare`.
 func compareCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cc, o, err := parseCompareFlags(args)
-	if errors.Is(err, pflag.ErrHelp) {
-		fmt.Fprint(stdout, compareUsage())
-		return nil
-	}
 	if err != nil {
 		return err
 	}
-	warn(stderr, o.authWarning)
-	stopMetrics, err := serveMetrics(o.metricsAddr, &cc.Base.Observer, stderr)
+	sess, err := openSession(stderr, sessionSpec{warning: o.run.authWarning, metricsAddr: o.run.metricsAddr,
+		out: o.out, parent: runsDir, label: "compare-" + cc.Label, holds: []string{results.CompareJSON, results.SummaryJSON},
+		quiet: o.run.output.quiet || o.run.output.json})
 	if err != nil {
 		return err
 	}
-	defer stopMetrics()
-	dir, created, err := makeOutDir(o.out, filepath.Join("results", "runs"), "compare-"+cc.Label, time.Now(), results.CompareJSON, results.SummaryJSON)
-	if err != nil {
-		return err
+	defer sess.close()
+	if m := sess.metrics; m != nil {
+		cc.Base.Observer = m.Observer
 	}
-	cc.Dir = dir
-	cc.Progress = stderr
-	cc.ProgressInPlace = isTerminal(stderr)
-	cc.Log = prefixWriter{w: stderr}
+	cc.Dir = sess.dir
+	cc.Progress, cc.ProgressInPlace, cc.Log = sess.progress, sess.inPlace, sess.log
 
 	cmp, runErr := bench.RunCompare(ctx, cc)
 	if cmp == nil {
-		return notStarted(ctx, "comparison", dir, created, runErr)
+		return sess.notStarted(ctx, "comparison", runErr)
 	}
-	if err := results.WriteCompareText(stdout, cmp); err != nil {
+	err = o.run.output.show(stdout, stderr, sess.dir, shown{
+		json:  func(w io.Writer) error { return results.WriteCompareJSON(w, cmp) },
+		lines: func() []string { return compareLines(cmp) },
+		text:  func(w io.Writer) error { return results.WriteCompareText(w, cmp) },
+	})
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\nresults: %s\n", dir)
 	if runErr != nil {
 		return runErr
 	}
+	// Every verdict is printed; the status is the gravest.
+	sloErr := compareObjectives(sess.dir, o.run.slo, stderr)
 	var bad []string
 	var violations int64
 	for _, r := range cmp.Results {
@@ -196,10 +152,23 @@ func compareCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	switch {
 	case violations > 0:
-		return &exitError{code: 1, msg: fmt.Sprintf("%d safety violations (%s): two holders of one resource overlapped (see %s)",
-			violations, strings.Join(bad, ", "), filepath.Join(dir, results.CompareText))}
+		return violated(violations, strings.Join(bad, ", "), filepath.Join(sess.dir, results.CompareText))
 	case cmp.Interrupted:
-		return interrupted(dir)
+		return sess.interrupted()
 	}
-	return nil
+	return sloErr
+}
+
+// compareObjectives checks the objectives of --slo on every run of the
+// comparison in dir, as report --slo does, and prints each miss.
+func compareObjectives(dir string, slo sloFlags, stderr io.Writer) error {
+	if len(slo.objectives) == 0 {
+		return nil
+	}
+	in, err := results.LoadInput(dir)
+	if err != nil {
+		return err
+	}
+	return missedObjectives(stderr, "", results.CheckInput(in, slo.objectives),
+		fmt.Sprintf("the comparison's runs do not meet every objective (%s)", strings.Join(slo.texts, ", ")))
 }

@@ -11,23 +11,26 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/spf13/pflag"
+
 	"github.com/redlock-bench/redlock/internal/version"
 )
 
 const usage = `redlock-bench drives a distributed lock under load and measures it.
 
 Usage:
-  redlock-bench run [flags]    run one benchmark and write its results
-  redlock-bench scenario NAME  run a failure-mode scenario and judge it ('scenario list' names them)
-  redlock-bench sweep [flags]  runs at rising --workers or --rate on the same masters: knee, SLO
+  redlock-bench run [flags]      run one benchmark and write its results
+  redlock-bench scenario NAME    run a failure-mode scenario and judge it ('scenario list' names them)
+  redlock-bench sweep [flags]    runs at rising --workers or --rate on the same masters: knee, SLO
   redlock-bench compare [flags]  engines alternating on one workload and the same masters: medians, ratios
-  redlock-bench chaos [flags]  a seeded nemesis soak: faults in or out of Redlock's model, every hold checked
-  redlock-bench report DIR...  report.html, charts and capacity.md from run, sweep or compare dirs
-  redlock-bench merge DIR...   combine runs taken at once on several load machines into one run
-  redlock-bench help [COMMAND] show this help, or COMMAND's (as COMMAND --help)
+  redlock-bench chaos [flags]    a seeded nemesis soak: faults in or out of Redlock's model, every hold checked
+  redlock-bench report DIR...    report.html, charts and capacity.md from run, sweep or compare dirs
+  redlock-bench merge DIR...     combine runs taken at once on several load machines into one run
+  redlock-bench version          print the tool's version, VCS revision and Go version
+  redlock-bench help [COMMAND]   show this help, or COMMAND's (as COMMAND --help)
 
-Every command also takes --version: the tool's version, VCS revision and Go version.
-Run 'redlock-bench run --help' for the flags of a run.
+Every command also takes --version, which prints the version and exits, and
+-h/--help. Run 'redlock-bench run --help' for the flags of a run.
 
 Exit status: 0 success; 1 a failure, including safety violations and a run that
 measured nothing; 2 bad input (a flag, a value, a command); 3 a service-level
@@ -55,64 +58,131 @@ func main() {
 	os.Exit(code)
 }
 
-// commands are the subcommands, in the order the usage lists them.
-var commands = []string{"run", "scenario", "sweep", "compare", "chaos", "report", "merge"}
+// subcommand is one command of redlock-bench: its help, and what it does. Only main exits:
+// a command returns an error, which exitCode turns into the status.
+type subcommand struct {
+	name  string
+	usage func() string
+	run   func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
 
-// run dispatches to a subcommand and returns the exit status.
+// commands are the subcommands, in the order the usage lists them.
+func commands() []subcommand {
+	return []subcommand{
+		{"run", runUsage, runCommand},
+		{"scenario", scenarioUsage, scenarioCommand},
+		{"sweep", sweepUsage, sweepCommand},
+		{"compare", compareUsage, compareCommand},
+		{"chaos", chaosUsage, chaosCommand},
+		{"report", reportUsage, reportCommand},
+		{"merge", mergeUsage, mergeCommand},
+		{"version", func() string { return versionUsage }, versionCommand},
+	}
+}
+
+func commandNames() []string {
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	return names
+}
+
+func lookup(name string) (subcommand, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return subcommand{}, false
+}
+
+// run dispatches to a subcommand and returns the exit status. It answers
+// --version and every command's help itself, before the command parses
+// anything.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	if wantsVersion(args) {
-		fmt.Fprintln(stdout, version.Get().Line("redlock-bench"))
+	if wantsVersion(args) && !wantsHelp(args) {
+		printVersion(stdout)
 		return 0
 	}
-	var err error
-	switch args[0] {
-	case "run":
-		err = runCommand(ctx, args[1:], stdout, stderr)
-	case "scenario":
-		err = scenarioCommand(ctx, args[1:], stdout, stderr)
-	case "sweep":
-		err = sweepCommand(ctx, args[1:], stdout, stderr)
-	case "compare":
-		err = compareCommand(ctx, args[1:], stdout, stderr)
-	case "chaos":
-		err = chaosCommand(ctx, args[1:], stdout, stderr)
-	case "report":
-		err = reportCommand(ctx, args[1:], stdout, stderr)
-	case "merge":
-		err = mergeCommand(ctx, args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		if len(args) > 1 && args[0] == "help" && args[1] != "help" {
-			if !slices.Contains(commands, args[1]) {
-				err = usageErrorf("help: unknown command %q (known: %s)", args[1], strings.Join(commands, ", "))
-				break
-			}
-			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
+	name, rest := args[0], args[1:]
+	if isHelp(name) {
+		// "help X" is X's help, as with go and git; "help", "help help"
+		// and "help --help" are this usage.
+		if len(rest) == 0 || isHelp(rest[0]) {
+			fmt.Fprint(stdout, usage)
+			return 0
 		}
-		fmt.Fprint(stdout, usage)
-	default:
-		err = usageErrorf("unknown command %q (known: %s, help, version)", args[0], strings.Join(commands, ", "))
+		c, ok := lookup(rest[0])
+		if !ok {
+			return exitCode(usageErrorf("help: unknown command %q (known: %s)", rest[0], strings.Join(commandNames(), ", ")), stderr)
+		}
+		fmt.Fprint(stdout, c.usage())
+		return 0
 	}
-	return exitCode(err, stderr)
+	c, ok := lookup(name)
+	if !ok {
+		return exitCode(usageErrorf("unknown command %q (known: %s, help)", name, strings.Join(commandNames(), ", ")), stderr)
+	}
+	if wantsHelp(rest) {
+		fmt.Fprint(stdout, c.usage())
+		return 0
+	}
+	return exitCode(c.run(ctx, rest, stdout, stderr), stderr)
 }
 
 // wantsVersion reports whether --version is among the arguments of any
 // command, before a "--" that ends the flags.
 func wantsVersion(args []string) bool {
+	return hasFlag(args, func(a string) bool { return a == "--version" || a == "-version" })
+}
+
+// wantsHelp reports whether -h or --help is among the arguments, before a
+// "--": help wins over --version.
+func wantsHelp(args []string) bool { return hasFlag(args, isHelp) }
+
+func isHelp(a string) bool { return a == "-h" || a == "--help" || a == "help" }
+
+func hasFlag(args []string, is func(string) bool) bool {
 	for _, a := range args {
-		switch a {
-		case "--":
+		if a == "--" {
 			return false
-		case "--version", "-version", "version":
-			if a != "version" || a == args[0] {
-				return true
-			}
+		}
+		if a != "help" && is(a) {
+			return true
 		}
 	}
 	return false
+}
+
+// addVersionFlag lists --version in a command's flags, so that every
+// command's help says what run decides before any command parses: the
+// flag prints the version and exits, wherever it stands.
+func addVersionFlag(fs *pflag.FlagSet) {
+	fs.Bool("version", false, "print the tool's version and exit")
+}
+
+func printVersion(stdout io.Writer) {
+	fmt.Fprintln(stdout, version.Get().Line("redlock-bench"))
+}
+
+const versionUsage = `Usage: redlock-bench version
+
+Prints the tool's version, its VCS revision and the Go version it was built
+with, on one line. Every command also takes --version, which does the same.
+`
+
+// versionCommand is `redlock-bench version`. It takes no arguments.
+func versionCommand(_ context.Context, args []string, stdout, _ io.Writer) error {
+	if len(args) > 0 {
+		return usageErrorf("version: takes no arguments, got %q", args[0])
+	}
+	printVersion(stdout)
+	return nil
 }
 
 // usageError is bad input: a flag, a value or a command. Status 2.
@@ -146,8 +216,20 @@ func exitCode(err error, stderr io.Writer) int {
 	case errors.As(err, &ee):
 		code = ee.code
 	}
-	if msg := err.Error(); msg != "" {
+	if msg := oneLine(err.Error()); msg != "" {
 		fmt.Fprintf(stderr, "redlock-bench: %s\n", msg)
 	}
 	return code
+}
+
+// oneLine joins the lines of msg with "; ", so that an error made of
+// several (errors.Join, an engine error that spans lines) is still the one
+// line a script reads.
+func oneLine(msg string) string {
+	lines := strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' })
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	lines = slices.DeleteFunc(lines, func(l string) bool { return l == "" })
+	return strings.Join(lines, "; ")
 }

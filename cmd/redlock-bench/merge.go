@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -22,11 +20,10 @@ type mergeOptions struct {
 }
 
 func newMergeFlags(o *mergeOptions) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("merge", pflag.ContinueOnError)
-	fs.SortFlags = false
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("merge")
 	fs.StringVar(&o.out, "out", "", "directory of the merged run (default results/runs/<UTC timestamp>-<label>)")
 	fs.StringVar(&o.label, "label", "", "a name for the merged run (default merged-<the runs' common label prefix>)")
+	addVersionFlag(fs)
 	return fs
 }
 
@@ -40,16 +37,15 @@ recomputed from the acquisitions inside the runs' common window.
 Flags:
 `
 
+// mergeUsage is merge's help.
+func mergeUsage() string { return mergeUsageHead + newMergeFlags(&mergeOptions{}).FlagUsages() }
+
 // mergeCommand is `redlock-bench merge`.
 func mergeCommand(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	var o mergeOptions
 	fs := newMergeFlags(&o)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprint(stdout, mergeUsageHead+fs.FlagUsages())
-			return nil
-		}
-		return &usageError{msg: err.Error()}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	dirs := fs.Args()
 	if len(dirs) < 2 {
@@ -72,7 +68,7 @@ func mergeCommand(_ context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	dir, err := makeMergeDir(o.out, m.Info.Label, time.Now())
+	dir, _, err := makeRunDir(o.out, m.Info.Label, time.Now())
 	if err != nil {
 		return err
 	}
@@ -80,7 +76,7 @@ func mergeCommand(_ context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	for _, n := range m.Info.Notes {
-		fmt.Fprintf(stderr, "redlock-bench: merge: %s\n", n)
+		fmt.Fprintf(prefixWriter{w: stderr}, "merge: %s\n", n)
 	}
 	if err := results.WriteText(stdout, m.Summary); err != nil {
 		return err
@@ -91,20 +87,4 @@ func mergeCommand(_ context.Context, args []string, stdout, stderr io.Writer) er
 		return &exitError{code: 1, msg: fmt.Sprintf("%d safety violations in the merged runs (see %s)", v, filepath.Join(dir, results.SummaryText))}
 	}
 	return nil
-}
-
-// makeMergeDir creates the merged run's directory, as run does for its own:
-// an explicit --out must not already hold a run.
-func makeMergeDir(out, label string, now time.Time) (string, error) {
-	if out != "" {
-		if _, err := os.Stat(filepath.Join(out, results.SummaryJSON)); err == nil {
-			return "", usageErrorf("--out: directory already holds a run, got %s", out)
-		}
-		if err := os.MkdirAll(out, 0o755); err != nil {
-			return "", usageErrorf("--out: cannot create the directory (%v), got %s", err, out)
-		}
-		return out, nil
-	}
-	dir, _, err := makeRunDir("", label, now)
-	return dir, err
 }

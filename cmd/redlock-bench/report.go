@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -15,20 +14,17 @@ import (
 
 // reportOptions are the flags of `redlock-bench report`.
 type reportOptions struct {
-	out     string
-	slo     []string
-	title   string
-	version bool
+	out   string
+	slo   []string
+	title string
 }
 
 func newReportFlags(o *reportOptions) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("report", pflag.ContinueOnError)
-	fs.SortFlags = false
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("report")
 	fs.StringVar(&o.out, "out", "", "directory for report.html, capacity.md and charts/ (default: the first DIR)")
 	fs.StringArrayVar(&o.slo, "slo", nil, "an `OBJECTIVE` every run must meet, else exit 3 (a sweep: one of its steps); repeat for several, as run's --slo: 'p99<5ms', 'errors<0.1%', 'throughput>=10000/s'. The first percentile bound, such as p99<5ms, is also the report's SLO (default: a sweep's own --slo)")
 	fs.StringVar(&o.title, "title", "", "the report's heading (default \"redlock-bench report\")")
-	fs.BoolVar(&o.version, "version", false, "print the tool's version and exit")
+	addVersionFlag(fs)
 	return fs
 }
 
@@ -42,16 +38,15 @@ is recognised by the files in it: sweep.json, compare.json or summary.json.
 Flags:
 `
 
+// reportUsage is report's help.
+func reportUsage() string { return reportUsageHead + newReportFlags(&reportOptions{}).FlagUsages() }
+
 // reportCommand is `redlock-bench report`.
 func reportCommand(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	var o reportOptions
 	fs := newReportFlags(&o)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprint(stdout, reportUsageHead+fs.FlagUsages())
-			return nil
-		}
-		return &usageError{msg: err.Error()}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	dirs := fs.Args()
 	if len(dirs) == 0 {
@@ -86,7 +81,7 @@ func reportCommand(_ context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	for _, in := range inputs {
 		for _, n := range in.Notes {
-			fmt.Fprintf(stderr, "redlock-bench: report: %s\n", n)
+			fmt.Fprintf(prefixWriter{w: stderr}, "report: %s\n", n)
 		}
 	}
 	fmt.Fprintf(stdout, "report:   %s\ncapacity: %s\ncharts:   %d files in %s\n",
@@ -95,11 +90,6 @@ func reportCommand(_ context.Context, args []string, stdout, stderr io.Writer) e
 	for _, in := range inputs {
 		misses = append(misses, results.CheckInput(in, objs)...)
 	}
-	for _, m := range misses {
-		fmt.Fprintf(stderr, "redlock-bench: report: SLO MISSED: %s\n", m)
-	}
-	if len(misses) > 0 {
-		return &exitError{code: exitSLOMissed, msg: fmt.Sprintf("report: the results do not meet every objective (%s)", strings.Join(o.slo, ", "))}
-	}
-	return nil
+	return missedObjectives(stderr, "report: ", misses,
+		fmt.Sprintf("report: the results do not meet every objective (%s)", strings.Join(o.slo, ", ")))
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -18,12 +17,12 @@ import (
 	"github.com/redlock-bench/redlock/bench"
 	"github.com/redlock-bench/redlock/bench/fault"
 	"github.com/redlock-bench/redlock/cmd/internal/connflags"
-	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/results"
 )
 
 // runOptions are the flags of `redlock-bench run`. The flag names are a
-// contract: scripts and the Makefile use them.
+// contract: scripts and the Makefile use them. sweep and compare take them
+// too, but those they replace with their own.
 type runOptions struct {
 	masters      string
 	localMasters int
@@ -60,33 +59,38 @@ type runOptions struct {
 	// authWarning is the connection flags' Warning, for the command to
 	// print.
 	authWarning string
+
+	// output and slo are how run judges and prints its result: run's
+	// own, and compare's (sweep has an --slo of its own).
+	output outputFlags
+	slo    sloFlags
 }
 
+// newRunFlags is run's workload flags, without the output flags: what
+// sweep and compare take as they are.
 func newRunFlags(o *runOptions) *pflag.FlagSet {
 	d := bench.DefaultConfig()
-	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	fs.SortFlags = false
-	fs.SetOutput(io.Discard) // errors are reported by exitCode, as one line
+	fs := newFlagSet("run")
 	fs.StringVar(&o.masters, "masters", "", "Redis masters, host:port,host:port,... (default: start --local-masters locally)")
 	fs.IntVar(&o.localMasters, "local-masters", d.LocalMasters, "with no --masters: start this many redis-server on free 127.0.0.1 ports, stopped at exit")
 	fs.StringVar(&o.engine, "engine", d.Engine, "lock engine: "+strings.Join(bench.EngineNames(), ", ")+" (nolock grants everything without Redis: a control for the oracle)")
-	fs.IntVar(&o.workers, "workers", d.Workers, "concurrent workers (goroutines)")
-	fs.IntVar(&o.clients, "clients", d.Clients, "independent engine instances with their own connections, shared round-robin by the workers")
-	fs.IntVar(&o.resources, "resources", d.Resources, "number of distinct lock names")
+	fs.IntVar(&o.workers, "workers", d.Workers, fmt.Sprintf("concurrent workers (goroutines), at most %d", bench.MaxWorkers))
+	fs.IntVar(&o.clients, "clients", d.Clients, fmt.Sprintf("independent engine instances with their own connections, shared round-robin by the workers, at most %d", bench.MaxClients))
+	fs.IntVar(&o.resources, "resources", d.Resources, fmt.Sprintf("number of distinct lock names, at most %d", bench.MaxResources))
 	fs.StringVar(&o.distribution, "distribution", d.Distribution.String(), "which resource each operation locks: uniform, or zipf:S (S > 1) for hot keys")
 	fs.StringVar(&o.mode, "mode", string(d.Mode), "try (one attempt) or wait (Lock until acquired or --wait-timeout)")
 	fs.DurationVar(&o.waitTimeout, "wait-timeout", d.WaitTimeout, "mode wait: give up on a Lock after this long")
 	fs.StringVar(&o.hold, "hold", d.Hold.String(), "time held before release: 0, a duration, exp:MEAN or uniform:MIN-MAX")
 	fs.DurationVar(&o.ttl, "ttl", d.TTL, "lock TTL")
-	fs.DurationVar(&o.duration, "duration", d.Duration, "measured duration, after the warm-up (or use --ops)")
-	fs.Int64Var(&o.ops, "ops", 0, "measure this many acquire attempts instead of a duration")
+	fs.DurationVar(&o.duration, "duration", d.Duration, fmt.Sprintf("measured duration, after the warm-up (or use --ops); every duration is at most %s", bench.MaxTime))
+	fs.Int64Var(&o.ops, "ops", 0, fmt.Sprintf("measure this many acquire attempts instead of a duration, at most %d", bench.MaxOps))
 	fs.DurationVar(&o.warmup, "warmup", d.Warmup, "warm-up before the measured window, excluded from the results")
-	fs.Float64Var(&o.rate, "rate", 0, "0: closed loop; R > 0: open loop at R acquisitions/s, latency from the intended start")
+	fs.Float64Var(&o.rate, "rate", 0, fmt.Sprintf("0: closed loop; R > 0: open loop at R acquisitions/s (at most %d), latency from the intended start", bench.MaxRate))
 	fs.StringVar(&o.out, "out", "", "results directory (default results/runs/<UTC timestamp>-<label>)")
 	fs.StringVar(&o.label, "label", "", "a name for the run (default: derived from the flags)")
 	fs.BoolVar(&o.check, "check", d.Check, "run the safety oracle (--check=false to turn it off)")
 	fs.Uint64Var(&o.seed, "seed", d.Seed, "seed of the workers' random choices")
-	fs.StringVar(&o.keyPrefix, "key-prefix", d.KeyPrefix, "prefix of every lock name")
+	fs.StringVar(&o.keyPrefix, "key-prefix", d.KeyPrefix, fmt.Sprintf("prefix of every lock name, at most %d bytes", bench.MaxKeyPrefix))
 	fs.StringVar(&o.quarantine, "quarantine", "", "engine restart quarantine: off, observed or always (default: observed for local masters, always for --masters)")
 	fs.BoolVar(&o.noWait, "no-wait-quarantine", d.NoWaitQuarantine, "when the engine keeps too many masters out of the vote for a quorum (young or restarted: see --quarantine), stop with an error instead of waiting before the warm-up")
 	fs.BoolVar(&o.extend, "extend", d.Extend, "auto-extend leases every TTL/3 while held, so that --hold may exceed --ttl (redlock)")
@@ -94,125 +98,106 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 	fs.BoolVar(&o.gate, "gate", !d.DisableGate, "in-process gate: a client's workers queue locally for a resource (--gate=false to compare; redlock)")
 	fs.BoolVar(&o.notify, "notify", !d.DisableNotify, "release notifications wake waiters (--notify=false: jittered polling only; redlock)")
 	fs.BoolVar(&o.coalesce, "coalesce", true, "send a master's queued script calls of one kind as one call over many keys (--coalesce=false is --engine "+bench.EnginePerCommand+")")
-	fs.StringVar(&o.fault, "fault", "", "faults to inject, ACTION:NODE[=ARG]@AT[+FOR],... with AT from the start of the run: kill:2@5s, restart:2@6s, pause:3@10s+4s, slow:1=20ms@0s+10s, cut:4@15s+5s (local masters only), stall:0@3s+2s (also --masters)")
+	fs.StringVar(&o.fault, "fault", "", fmt.Sprintf("faults to inject, ACTION:NODE[=ARG]@AT[+FOR],... (at most %d) with AT from the start of the run: kill:2@5s, restart:2@6s, pause:3@10s+4s, slow:1=20ms@0s+10s, cut:4@15s+5s (local masters only), stall:0@3s+2s (also --masters)", bench.MaxFaults))
 	fs.StringVar(&o.startAt, "start-at", "", "wait until this RFC 3339 time (e.g. 2025-01-02T15:04:05Z) before the warm-up, to line up runs on several machines")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", metricsAddrUsage)
 	_ = fs.MarkHidden("cpuprofile")
 	o.conn = connflags.Register(fs)
+	addVersionFlag(fs)
 	return fs
 }
 
-// runOutput are the flags of run alone, not of the sweeps and comparisons
-// that take run's other flags: how the result is judged and printed.
-type runOutput struct {
-	slo        []string
-	objectives []results.Objective
-	json       bool
-	quiet      bool
-	version    bool
+// runFlagSet is every flag of run: the workload's, then how the result is
+// judged and printed.
+func runFlagSet(o *runOptions) *pflag.FlagSet {
+	fs := newRunFlags(o)
+	o.slo.register(fs, "an `OBJECTIVE` the run must meet, else exit 3; repeat for several: 'p99<5ms', 'release.p99<=2ms', 'errors<0.1%', 'throughput>=10000/s', 'violations<1' (latency p50, p90, p99, p999, max, mean)")
+	o.output.register(fs, "summary.json", "print one line: throughput, p50 and p99, the errors by kind, the violations, and DEGRADED (errors, leases lost) or UNSAFE (violations) (progress only on a terminal)")
+	return fs
 }
 
-func addRunOutputFlags(fs *pflag.FlagSet, o *runOutput) {
-	fs.StringArrayVar(&o.slo, "slo", nil, "an `OBJECTIVE` the run must meet, else exit 3; repeat for several: 'p99<5ms', 'release.p99<=2ms', 'errors<0.1%', 'throughput>=10000/s', 'violations<1' (latency p50, p90, p99, p999, max, mean)")
-	fs.BoolVar(&o.json, "json", false, "print summary.json on stdout, and nothing else (the rest goes to stderr)")
-	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print one line: throughput and latency (progress only on a terminal)")
-	fs.BoolVar(&o.version, "version", false, "print the tool's version and exit")
-}
-
-// parseRunFlags turns the command line into a validated bench.Config. Every
-// error is a *usageError naming the flag and the value.
-func parseRunFlags(args []string) (bench.Config, runOptions, error) {
-	return parseRunFlagsWith(args, nil)
-}
-
-// parseRunFlagsWith is parseRunFlags with run's own output flags (out
-// non-nil), which it parses into out.
-func parseRunFlagsWith(args []string, out *runOutput) (bench.Config, runOptions, error) {
-	var o runOptions
-	fs := newRunFlags(&o)
-	if out != nil {
-		addRunOutputFlags(fs, out)
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return bench.Config{}, o, err
+// addRunFlags adds run's flags to fs, in run's order, but those fs has
+// already: the command's own, which replace run's. Their values go to o.
+func addRunFlags(fs *pflag.FlagSet, o *runOptions) {
+	newRunFlags(o).VisitAll(func(f *pflag.Flag) {
+		if fs.Lookup(f.Name) == nil {
+			fs.AddFlag(f)
 		}
-		return bench.Config{}, o, flagValueError(fs, err)
+	})
+}
+
+// runUsage is run's help.
+func runUsage() string {
+	return "Usage: redlock-bench run [flags]\n\nFlags:\n" + runFlagSet(&runOptions{}).FlagUsages()
+}
+
+// runFlagUsages is the help text of run's flags but those skip names, for
+// the commands that take run's flags and replace some of them.
+func runFlagUsages(skip func(name string) bool) string {
+	var ro runOptions
+	shown := newFlagSet("run")
+	newRunFlags(&ro).VisitAll(func(f *pflag.Flag) {
+		if !skip(f.Name) {
+			shown.AddFlag(f)
+		}
+	})
+	return shown.FlagUsages()
+}
+
+// parseRunFlags turns run's command line into a validated bench.Config.
+// Every error is a *usageError naming the flag and the value.
+func parseRunFlags(args []string) (bench.Config, runOptions, error) {
+	var o runOptions
+	fs := runFlagSet(&o)
+	if err := parseFlags(fs, args); err != nil {
+		return bench.Config{}, o, err
 	}
-	if fs.NArg() > 0 {
-		return bench.Config{}, o, usageErrorf("run: unexpected argument %q (flags only)", fs.Arg(0))
+	if err := noArgs(fs); err != nil {
+		return bench.Config{}, o, err
 	}
-	c := o.config()
-	if err := o.parseValues(fs, &c); err != nil {
+	c, err := o.build(fs)
+	if err != nil {
 		return c, o, err
 	}
-	if out != nil {
-		if err := out.parse(); err != nil {
-			return c, o, err
-		}
-		if err := measurable(c, out.objectives); err != nil {
-			return c, o, err
-		}
+	if err := o.output.check(); err != nil {
+		return c, o, err
+	}
+	return c, o, o.slo.parse(c)
+}
+
+// build turns run's flags, parsed on fs (run's, or a sweep's or a
+// comparison's, which hold them), into a validated bench.Config.
+func (o *runOptions) build(fs *pflag.FlagSet) (bench.Config, error) {
+	c := o.config()
+	if err := o.parseValues(fs, &c); err != nil {
+		return c, err
 	}
 	// The engine features exist in the redlock engine only; asking another
 	// engine for them is a mistake, not a no-op.
 	if !o.coalesce {
 		if c.Engine != "redlock" {
-			return c, o, badFlag("coalesce", "false", "applies to --engine redlock only, not "+c.Engine)
+			return c, badFlag("coalesce", "false", "applies to --engine redlock only, not "+c.Engine)
 		}
 		c.Engine = bench.EnginePerCommand
 	}
 	if !bench.IsRedlock(c.Engine) {
 		if o.metricsAddr != "" {
-			return c, o, badFlag("metrics-addr", o.metricsAddr, "applies to --engine redlock only (its metrics are the engine's), not "+c.Engine)
+			return c, badFlag("metrics-addr", o.metricsAddr, "applies to --engine redlock only (its metrics are the engine's), not "+c.Engine)
 		}
 		for _, f := range []string{"extend", "fencing", "gate", "notify"} {
 			if fs.Changed(f) {
-				return c, o, badFlag(f, fs.Lookup(f).Value.String(), "applies to --engine redlock only, not "+c.Engine)
+				return c, badFlag(f, fs.Lookup(f).Value.String(), "applies to --engine redlock only, not "+c.Engine)
 			}
 		}
 	}
 	if err := c.Validate(); err != nil {
-		return c, o, &usageError{msg: err.Error()}
+		return c, asUsage(err)
 	}
 	if c.Label == "" {
 		c.Label = bench.DeriveLabel(c)
 	}
-	return c, o, nil
-}
-
-// flagValueError restates pflag's error, `invalid argument "x" for
-// "--workers" flag: strconv...`, in the same shape as every other bad
-// value.
-func flagValueError(fs *pflag.FlagSet, err error) error {
-	msg := err.Error()
-	valueErr := regexp.MustCompile(`^invalid argument "(.*)" for "(?:-\w, )?(--[\w-]+)" flag: (?:[\w.]+: )?(?:parsing "[^"]*": )?(.*)$`)
-	if m := valueErr.FindStringSubmatch(msg); m != nil {
-		want := m[3]
-		if f := fs.Lookup(strings.TrimPrefix(m[2], "--")); f != nil {
-			want = "want " + typeName(f.Value.Type())
-		}
-		msg = fmt.Sprintf("%s: %s, got %q", m[2], want, m[1])
-	}
-	return &usageError{msg: msg}
-}
-
-// badFlag is the usage error of a flag's bad value.
-func badFlag(flag, value, reason string) error {
-	return &usageError{msg: (&bench.ConfigError{Flag: flag, Value: value, Reason: reason}).Error()}
-}
-
-// parse checks the output flags and reads the objectives.
-func (out *runOutput) parse() error {
-	if out.json && out.quiet {
-		return badFlag("quiet", "true", "cannot be combined with --json")
-	}
-	var err error
-	if out.objectives, err = results.ParseObjectives(out.slo); err != nil {
-		return usageErrorf("--slo: %v", err)
-	}
-	return nil
+	return c, nil
 }
 
 // measurable refuses an objective that a run of c cannot measure, as k6
@@ -270,7 +255,7 @@ func (o *runOptions) config() bench.Config {
 // own, and those that exclude each other.
 func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 	if fs.Changed("masters") {
-		m, err := engine.ParseMasters(o.masters)
+		m, err := bench.ParseMasters(o.masters)
 		if err != nil {
 			return badFlag("masters", o.masters, err.Error())
 		}
@@ -323,65 +308,31 @@ func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 	return nil
 }
 
-// typeName says in words what a flag of pflag type t accepts.
-func typeName(t string) string {
-	switch t {
-	case "int", "int64", "uint64":
-		return "an integer"
-	case "float64":
-		return "a number"
-	case "duration":
-		return "a duration such as 500ms or 10s"
-	case "bool":
-		return "true or false"
-	}
-	return "a " + t
-}
-
 // runCommand is `redlock-bench run`.
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var out runOutput
-	cfg, o, err := parseRunFlagsWith(args, &out)
-	if errors.Is(err, pflag.ErrHelp) {
-		var ro runOptions
-		var rout runOutput
-		fs := newRunFlags(&ro)
-		addRunOutputFlags(fs, &rout)
-		fmt.Fprintf(stdout, "Usage: redlock-bench run [flags]\n\nFlags:\n%s", fs.FlagUsages())
-		return nil
-	}
+	cfg, o, err := parseRunFlags(args)
 	if err != nil {
 		return err
 	}
-	warn(stderr, o.authWarning)
-	stopMetrics, err := serveMetrics(o.metricsAddr, &cfg.Observer, stderr)
+	sess, err := openSession(stderr, sessionSpec{warning: o.authWarning, metricsAddr: o.metricsAddr,
+		out: o.out, parent: runsDir, label: cfg.Label, holds: []string{results.SummaryJSON}, quiet: o.output.quiet || o.output.json})
 	if err != nil {
 		return err
 	}
-	defer stopMetrics()
-
-	dir, created, err := makeRunDir(o.out, cfg.Label, time.Now())
-	if err != nil {
-		return err
+	defer sess.close()
+	if m := sess.metrics; m != nil {
+		cfg.Observer = m.Observer
 	}
-	cfg.Progress = stderr
-	cfg.ProgressInPlace = isTerminal(stderr)
-	if out.quiet && !cfg.ProgressInPlace {
-		cfg.Progress = nil // one line is what was asked for; a terminal still sees the run move
-	}
-	cfg.Log = prefixWriter{w: stderr}
+	cfg.Progress, cfg.ProgressInPlace, cfg.Log = sess.progress, sess.inPlace, sess.log
 
 	stopProfile, err := startCPUProfile(o.cpuProfile)
 	if err != nil {
-		if created {
-			os.RemoveAll(dir)
-		}
-		return err
+		return sess.notStarted(ctx, "run", err)
 	}
-	res, err := bench.RunDir(ctx, cfg, dir)
+	res, err := bench.RunDir(ctx, cfg, sess.dir)
 	profErr := stopProfile()
 	if res == nil {
-		return notStarted(ctx, "run", dir, created, err)
+		return sess.notStarted(ctx, "run", err)
 	}
 	if err != nil {
 		return err
@@ -390,37 +341,31 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("write CPU profile: %w", profErr)
 	}
 	s := res.Summary
-	switch {
-	case out.json:
-		if err := results.WriteJSON(stdout, s); err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "redlock-bench: results: %s\n", dir)
-	case out.quiet:
-		fmt.Fprintln(stdout, quietLine(s))
-	default:
-		if err := results.WriteText(stdout, s); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "\nresults: %s\n", dir)
+	err = o.output.show(stdout, stderr, sess.dir, shown{
+		json:  func(w io.Writer) error { return results.WriteJSON(w, s) },
+		lines: func() []string { return []string{quietLine(s)} },
+		text:  func(w io.Writer) error { return results.WriteText(w, s) },
+	})
+	if err != nil {
+		return err
 	}
 
 	// Every verdict is printed; the status is the gravest: violations,
 	// then an interruption, then a run that measured nothing, then a
 	// missed objective.
-	sloErr := checkObjectives(s, out.objectives, stderr)
+	sloErr := checkObjectives(s, o.slo.objectives, stderr)
+	summary := filepath.Join(sess.dir, results.SummaryText)
 	switch {
 	case s.Violations > 0:
-		return &exitError{code: 1, msg: fmt.Sprintf("%d safety violations: two holders of one resource overlapped (see %s)",
-			s.Violations, filepath.Join(dir, results.SummaryText))}
+		return violated(s.Violations, "", summary)
 	case s.StaleTokens > 0:
 		return &exitError{code: 1, msg: fmt.Sprintf("%d stale fencing tokens: a holder's token was not above the previous holder's (see %s)",
-			s.StaleTokens, filepath.Join(dir, results.SummaryText))}
+			s.StaleTokens, summary)}
 	case s.Interrupted:
-		return interrupted(dir)
+		return sess.interrupted()
 	}
 	if reason := measuredNothing(s); reason != "" {
-		return &exitError{code: 1, msg: fmt.Sprintf("%s (see %s)", reason, filepath.Join(dir, results.SummaryText))}
+		return &exitError{code: 1, msg: fmt.Sprintf("%s (see %s)", reason, summary)}
 	}
 	return sloErr
 }
@@ -435,7 +380,7 @@ func checkObjectives(s *results.Summary, objs []results.Objective, stderr io.Wri
 			verdict = "SLO MISSED: "
 			missed++
 		}
-		fmt.Fprintf(stderr, "redlock-bench: %s%s\n", verdict, r.Why)
+		fmt.Fprintf(prefixWriter{w: stderr}, "%s%s\n", verdict, r.Why)
 	}
 	if missed > 0 {
 		return &exitError{code: exitSLOMissed, msg: fmt.Sprintf("%d of %d objectives missed", missed, len(objs))}
@@ -443,26 +388,19 @@ func checkObjectives(s *results.Summary, objs []results.Objective, stderr io.Wri
 	return nil
 }
 
-// quietLine is the one line of -q, as redis-benchmark -q prints it:
-// "redlock: 31234.5 acquisitions/s, p50=0.18 ms p99=0.57 ms", and what
-// went wrong, if anything did.
+// quietLine is run's one line of -q (see figures.line), which make bench
+// shows for each run.
 func quietLine(s *results.Summary) string {
 	st := s.AcquireLatencyUs
 	if s.Mode == "wait" {
 		st = s.WaitLatencyUs
 	}
-	ms := func(us int64) string { return strconv.FormatFloat(float64(us)/1e3, 'f', 2, 64) }
-	line := fmt.Sprintf("%s: %.1f acquisitions/s, p50=%s ms p99=%s ms", s.Engine, s.AcquiredPerSec, ms(st.P50), ms(st.P99))
-	if n := s.ErrorTotal(); n > 0 {
-		line += fmt.Sprintf(", %d errors", n)
-	}
-	if s.Violations > 0 {
-		line += fmt.Sprintf(", %d VIOLATIONS", s.Violations)
-	}
+	f := figures{name: s.Engine, perSec: s.AcquiredPerSec, p50Us: float64(st.P50), p99Us: float64(st.P99),
+		errors: s.ErrorTotal(), kinds: errorKinds(s), lost: s.LostLeases, unchecked: !s.Checked, violations: s.Violations, stale: s.StaleTokens}
 	if s.Interrupted {
-		line += " (interrupted)"
+		f.notes = append(f.notes, "interrupted")
 	}
-	return line
+	return f.line()
 }
 
 // measuredNothing says, in one line, why a finished run measured no lock
@@ -522,115 +460,4 @@ func startCPUProfile(path string) (stop func() error, err error) {
 		pprof.StopCPUProfile()
 		return f.Close()
 	}, nil
-}
-
-// runFlagUsages is the help text of run's flags but those skip names, for
-// the commands that take run's flags and replace some of them.
-func runFlagUsages(skip func(name string) bool) string {
-	var ro runOptions
-	shown := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	shown.SortFlags = false
-	newRunFlags(&ro).VisitAll(func(f *pflag.Flag) {
-		if !skip(f.Name) {
-			shown.AddFlag(f)
-		}
-	})
-	return shown.FlagUsages()
-}
-
-// makeRunDir creates the results directory. Without --out it is
-// results/runs/<UTC timestamp>-<label> under the current directory, with a
-// numeric suffix if two runs start in the same second. An explicit --out
-// may exist but must not already hold a run.
-func makeRunDir(out, label string, now time.Time) (dir string, created bool, err error) {
-	return makeOutDir(out, filepath.Join("results", "runs"), label, now, results.SummaryJSON)
-}
-
-// makeOutDir creates --out, refusing one that already holds any of the
-// given result files, or else parent/<UTC timestamp>-<label>, with a
-// numeric suffix if that exists. created reports whether the directory is
-// new, so that a failed command can remove what it made.
-// notStarted is the error of a run, comparison or sweep that produced
-// nothing: its directory goes, an interruption exits 130, and a bad
-// configuration is a usage error.
-func notStarted(ctx context.Context, what, dir string, created bool, err error) error {
-	if created {
-		os.RemoveAll(dir) // nothing worth keeping
-	}
-	if ctx.Err() != nil {
-		return &exitError{code: exitInterrupted, msg: fmt.Sprintf("interrupted before the %s started: %v", what, err)}
-	}
-	var ce *bench.ConfigError
-	if errors.As(err, &ce) {
-		return &usageError{msg: ce.Error()}
-	}
-	return err
-}
-
-// interrupted is the error of a run, comparison or sweep cut short, whose
-// partial results are in dir.
-func interrupted(dir string) error {
-	return &exitError{code: exitInterrupted, msg: "interrupted: partial results in " + dir}
-}
-
-func makeOutDir(out, parent, label string, now time.Time, holds ...string) (dir string, created bool, err error) {
-	if out != "" {
-		for _, f := range holds {
-			if _, err := os.Stat(filepath.Join(out, f)); err == nil {
-				what := strings.TrimSuffix(f, ".json")
-				if f == results.SummaryJSON {
-					what = "run"
-				}
-				return "", false, usageErrorf("--out: directory already holds a %s, got %s", what, out)
-			}
-		}
-		_, statErr := os.Stat(out)
-		if err := os.MkdirAll(out, 0o755); err != nil {
-			return "", false, usageErrorf("--out: cannot create the directory (%v), got %s", err, out)
-		}
-		return out, os.IsNotExist(statErr), nil
-	}
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return "", false, fmt.Errorf("create %s: %w", parent, err)
-	}
-	base := filepath.Join(parent, now.UTC().Format("20060102T150405Z")+"-"+label)
-	dir = base
-	for i := 2; ; i++ {
-		err := os.Mkdir(dir, 0o755)
-		if err == nil {
-			return dir, true, nil
-		}
-		if !os.IsExist(err) || i > 100 {
-			return "", false, fmt.Errorf("create %s: %w", dir, err)
-		}
-		dir = fmt.Sprintf("%s-%d", base, i)
-	}
-}
-
-// isTerminal reports whether w is a character device, where the progress
-// line can be rewritten in place.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-// warn prints a warning line on stderr, if there is one.
-func warn(stderr io.Writer, warning string) {
-	if warning != "" {
-		fmt.Fprintln(prefixWriter{w: stderr}, warning)
-	}
-}
-
-// prefixWriter prefixes each informational line with the command's name.
-type prefixWriter struct{ w io.Writer }
-
-func (p prefixWriter) Write(b []byte) (int, error) {
-	if _, err := fmt.Fprintf(p.w, "redlock-bench: %s", b); err != nil {
-		return 0, err
-	}
-	return len(b), nil
 }

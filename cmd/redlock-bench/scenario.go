@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/pflag"
 
@@ -26,18 +23,17 @@ type scenarioOptions struct {
 }
 
 func newScenarioFlags(o *scenarioOptions) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("scenario", pflag.ContinueOnError)
-	fs.SortFlags = false
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("scenario")
 	fs.StringVar(&o.out, "out", "", "directory for scenario.json and scenario.txt (default results/runs/<UTC timestamp>-scenario-<name>)")
 	fs.StringVar(&o.quarantine, "quarantine", "", "restart-amnesia, failover: the restart quarantine under test, off, observed or always (default always, the engine's)")
 	fs.BoolVar(&o.fencing, "fencing", false, "paused-holder, clock-jump: fencing tokens on, so that the stale holder's writes are rejected")
 	fs.BoolVar(&o.short, "short", false, "shorten every phase (same verdicts, noisier figures)")
 	fs.BoolVar(&o.names, "names", false, "list: print the names only, one per line")
+	addVersionFlag(fs)
 	return fs
 }
 
-const scenarioUsage = `Usage:
+const scenarioUsageHead = `Usage:
   redlock-bench scenario list [--names]
   redlock-bench scenario NAME [--out DIR] [--quarantine off|observed|always] [--fencing] [--short]
 
@@ -49,16 +45,17 @@ scenario.txt. Exit status 0 when the observed outcome is the expected one,
 Flags:
 `
 
+// scenarioUsage is scenario's help.
+func scenarioUsage() string {
+	return scenarioUsageHead + newScenarioFlags(&scenarioOptions{}).FlagUsages()
+}
+
 // scenarioCommand is `redlock-bench scenario`.
 func scenarioCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o scenarioOptions
 	fs := newScenarioFlags(&o)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprint(stdout, scenarioUsage+fs.FlagUsages())
-			return nil
-		}
-		return &usageError{msg: "scenario: " + err.Error()}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() != 1 {
 		return usageErrorf("scenario: want one scenario name or list, got %d arguments (see redlock-bench scenario --help)", fs.NArg())
@@ -73,7 +70,7 @@ func scenarioCommand(ctx context.Context, args []string, stdout, stderr io.Write
 	if !knownScenario(name) {
 		return usageErrorf("scenario: unknown scenario %q (known: %s)", name, strings.Join(scenarioNames(), ", "))
 	}
-	opts := scenario.Options{Fencing: o.fencing, Short: o.short, Log: prefixWriter{w: stderr}}
+	opts := scenario.Options{Fencing: o.fencing, Short: o.short}
 	if fs.Changed("quarantine") {
 		q, err := bench.ParseQuarantine(o.quarantine)
 		if err != nil {
@@ -81,18 +78,19 @@ func scenarioCommand(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 		opts.Quarantine = q
 	}
-	dir, err := scenarioDir(o.out, name, time.Now())
+	sess, err := openSession(stderr, sessionSpec{out: o.out, parent: runsDir, label: "scenario-" + name, holds: []string{"scenario.json"}})
 	if err != nil {
 		return err
 	}
-	opts.Out = dir
+	defer sess.close()
+	opts.Out, opts.Log = sess.dir, sess.log
 
 	r, runErr := scenario.Run(ctx, name, opts)
 	if r != nil {
 		if err := r.WriteText(stdout); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "\nresults: %s\n", dir)
+		fmt.Fprintf(stdout, "\nresults: %s\n", sess.dir)
 	}
 	verdict := "FAIL"
 	if r != nil {
@@ -102,13 +100,15 @@ func scenarioCommand(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	fmt.Fprintf(stdout, "verdict: %s: %s\n", name, verdict)
 	switch {
+	case runErr != nil && r == nil:
+		return sess.notStarted(ctx, "scenario", runErr)
 	case runErr != nil && ctx.Err() != nil:
-		return &exitError{code: 130, msg: fmt.Sprintf("interrupted: %v", runErr)}
+		return &exitError{code: exitInterrupted, msg: fmt.Sprintf("interrupted: %v", runErr)}
 	case runErr != nil:
 		return runErr
 	case !r.Passed:
 		return &exitError{code: 1, msg: fmt.Sprintf("scenario %s: the observed outcome is not the expected one (see %s)",
-			name, filepath.Join(dir, "scenario.txt"))}
+			name, filepath.Join(sess.dir, "scenario.txt"))}
 	}
 	return nil
 }
@@ -159,21 +159,4 @@ func knownScenario(name string) bool {
 		}
 	}
 	return false
-}
-
-// scenarioDir is --out, created, or results/runs/<UTC timestamp>-scenario-
-// <name> with a numeric suffix if two start in the same second. An
-// explicit --out must not already hold a scenario result.
-func scenarioDir(out, name string, now time.Time) (string, error) {
-	if out == "" {
-		dir, _, err := makeRunDir("", "scenario-"+name, now)
-		return dir, err
-	}
-	if _, err := os.Stat(filepath.Join(out, "scenario.json")); err == nil {
-		return "", usageErrorf("--out: directory already holds a scenario result, got %s", out)
-	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return "", usageErrorf("--out: cannot create the directory (%v), got %s", err, out)
-	}
-	return out, nil
 }

@@ -56,6 +56,11 @@ var (
 // QuarantinePolicy); a *NodeError's Err matches it with errors.Is.
 var ErrQuarantined = multiplex.ErrQuarantined
 
+// ErrClockSkew is a master's vote while its clock is too far from the
+// others' for fencing tokens (see StateClockSkewed); a *NodeError's Err
+// matches it with errors.Is.
+var ErrClockSkew = multiplex.ErrClockSkew
+
 // engineError is an error of the engine's: its own one-line message, and the
 // errors it stands for, for errors.Is and errors.As.
 type engineError struct {

@@ -94,6 +94,19 @@ if t > c then
 end
 return c`).Coalesce()
 
+// maxClockSkew is how far a master's clock may be from the others' when
+// a new connection measures it (a restart, a reconnect), with Fencing:
+// MaxTTL/2, as New checks at start. Farther, its votes are kept out
+// until it comes back within: a restarted master forgot its counters, and
+// its clock alone then stands for them (see the top of this file).
+// Without fencing nothing depends on the masters' wall clocks.
+func maxClockSkew(cfg Config) time.Duration {
+	if !cfg.Fencing {
+		return 0
+	}
+	return cfg.MaxTTL / 2
+}
+
 // checkClocks holds the clock assumption of fencing (see the top of this
 // file) to a margin: the masters' wall clocks, as measured at connect,
 // must agree within MaxTTL/2, half of what the argument needs, leaving

@@ -3,8 +3,10 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -243,5 +245,93 @@ func successiveHolders(t *testing.T, cutFence bool) {
 	// B is not released: m0 is cut off from it, and the servers go with the test.
 	if rb.le.Token() <= la.Token() {
 		t.Fatalf("B acquired after A released, yet B's token %d is not above A's %d", rb.le.Token(), la.Token())
+	}
+}
+
+// A master that comes back (a restart, or here a reconnect) with its
+// clock far from the others' is kept out of the vote while fencing relies
+// on the clocks: its counters may be gone, and a clock behind by more
+// than MaxTTL would then hand out a token below an earlier one. Once a new
+// connection finds its clock back within MaxTTL/2 it votes again. Without
+// fencing the clocks do not matter, and it votes throughout.
+func TestMasterBackWithASkewedClockSitsOut(t *testing.T) {
+	for _, fencing := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fencing=%v", fencing), func(t *testing.T) {
+			e := newEnv(t, 3)
+			var shift atomic.Int64 // µs added to master 2's server_time_usec
+			behind := newLatencyProxy(t, e.cluster.Nodes[2].Addr(), 0, func(b []byte) []byte {
+				s := string(b)
+				i := strings.Index(s, "server_time_usec:")
+				if i < 0 || shift.Load() == 0 {
+					return b
+				}
+				j := i + len("server_time_usec:")
+				k := j + strings.IndexAny(s[j:], "\r\n")
+				us, err := strconv.ParseInt(s[j:k], 10, 64)
+				if err != nil {
+					return b
+				}
+				// Same number of digits, so the bulk length stays right.
+				return []byte(s[:j] + strconv.FormatInt(us+shift.Load(), 10) + s[k:])
+			})
+			l := e.locker(func(c *engine.Config) {
+				c.Fencing, c.TTL = fencing, 2*time.Second
+				c.Masters = []string{e.cluster.Nodes[0].Addr(), e.cluster.Nodes[1].Addr(), behind.addr()}
+			})
+			reconnect := func() {
+				t.Helper()
+				before := l.Nodes()[2].ClockOffsetMS
+				// The next command dials again, and reads INFO.
+				c := e.direct[2]
+				if err := c.Do(context.Background(), c.B().ClientKill().TypeNormal().Build()).Error(); err != nil {
+					t.Fatal(err)
+				}
+				eventually(t, 5*time.Second, "master 2 reconnected and measured", func() bool {
+					le, err := l.TryLock(context.Background(), "skew-probe")
+					if err == nil {
+						le.Release(context.Background())
+					}
+					return l.Nodes()[2].ClockOffsetMS != before
+				})
+			}
+			votes := func() engine.VotesError {
+				t.Helper()
+				// Masters 0 and 1 hold it elsewhere: master 2's vote decides.
+				e.set(0, "skew", "someone")
+				defer e.del(0, "skew")
+				le, err := l.TryLock(context.Background(), "skew")
+				if err == nil {
+					le.Release(context.Background())
+					return engine.VotesError{OK: 2}
+				}
+				var ve *engine.VotesError
+				if !errors.As(err, &ve) {
+					t.Fatalf("TryLock: %v", err)
+				}
+				return *ve
+			}
+			shift.Store(-time.Hour.Microseconds())
+			reconnect()
+			st := l.Nodes()[2]
+			ve := votes()
+			if fencing {
+				if st.State != engine.StateClockSkewed || !strings.Contains(st.Err, "clock") {
+					t.Fatalf("master 2 an hour behind: status %+v, want clock-skewed", st)
+				}
+				if ve.Failed == 0 || !errors.Is(&ve, engine.ErrClockSkew) {
+					t.Fatalf("master 2 an hour behind still voted: %+v", ve)
+				}
+			} else if st.State != engine.StateUp || ve.Failed != 0 {
+				t.Fatalf("without fencing, master 2 should vote: status %+v, votes %+v", st, ve)
+			}
+			shift.Store(0)
+			reconnect()
+			if st := l.Nodes()[2]; st.State != engine.StateUp {
+				t.Fatalf("master 2 back within the bound: status %+v", st)
+			}
+			if ve := votes(); ve.Failed != 0 {
+				t.Fatalf("master 2 back within the bound does not vote: %+v", ve)
+			}
+		})
 	}
 }

@@ -67,6 +67,7 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		Quarantine:        cfg.Quarantine,
 		MaxTTL:            cfg.MaxTTL,
 		DisableCoalesce:   cfg.DisableCoalesce,
+		MaxClockSkew:      maxClockSkew(cfg),
 		Username:          cfg.Username,
 		Password:          cfg.Password,
 		TLS:               cfg.TLS,
@@ -127,6 +128,10 @@ const (
 	StateUp          = multiplex.StateUp
 	StateDown        = multiplex.StateDown
 	StateQuarantined = multiplex.StateQuarantined
+	// StateClockSkewed: with Fencing, a master whose clock, measured on a
+	// new connection, is MaxTTL/2 or more from the others' is kept out of
+	// the vote until a new connection finds it within.
+	StateClockSkewed = multiplex.StateClockSkewed
 )
 
 // NodeStatus is a snapshot of one master, for operators and the bench.

@@ -120,6 +120,14 @@ type Options struct {
 	// QuarantineAlways, a node first seen younger than this until it is
 	// this old). Required unless Quarantine is QuarantineOff.
 	MaxTTL time.Duration
+	// MaxClockSkew, when set, keeps out of the vote a node whose wall
+	// clock, measured on a new connection (server_time_usec), is this far
+	// or more from the median of the other nodes' clocks: its yes votes
+	// fail with ErrClockSkew until a later connection finds it within. A
+	// master that restarted, or whose clock was stepped, with a clock far
+	// off, would break what callers derive from the masters' clocks
+	// (fencing tokens); only new connections are measured. Default: off.
+	MaxClockSkew time.Duration
 	// DisableCoalesce sends every script command as its own EVALSHA, even
 	// when a node's queue holds several of the same script with a Multi.
 	DisableCoalesce bool
@@ -183,6 +191,7 @@ type Pool struct {
 	nodeWorkers int32
 	policy      QuarantinePolicy
 	maxTTL      time.Duration
+	maxSkew     time.Duration
 	epoch       time.Time  // quarantine deadlines are offsets from it (monotonic)
 	ids         sync.Mutex // orders run_id checks and updates across nodes
 
@@ -230,6 +239,7 @@ type node struct {
 	down       atomic.Bool  // the last command failed on the connection
 	quarantine atomic.Int64 // deadline as nanoseconds since Pool.epoch
 	qerr       atomic.Pointer[QuarantineError]
+	skew       atomic.Pointer[error] // set while the node's clock is too far off (MaxClockSkew)
 	restarts   atomic.Int64
 
 	ok, refused, failed, timedOut atomic.Int64
@@ -325,6 +335,7 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		nodeWorkers: int32(o.nodeWorkers),
 		policy:      o.Quarantine,
 		maxTTL:      o.MaxTTL,
+		maxSkew:     o.MaxClockSkew,
 		epoch:       time.Now(),
 		quorum:      len(o.Addrs)/2 + 1,
 		coalesce:    !o.DisableCoalesce,

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -77,6 +78,9 @@ var (
 	// with it, naming the addresses; a node that connects later in that
 	// state is kept out, with the error in Node.Err.
 	ErrNotIndependent = errors.New("masters not independent")
+	// ErrClockSkew is the vote of a node whose clock, measured on its last
+	// new connection, is Options.MaxClockSkew or more from the others'.
+	ErrClockSkew = errors.New("clock too far from the other masters'")
 )
 
 // QuarantineError is the vote of a quarantined node: it answered yes, but
@@ -116,6 +120,8 @@ const (
 	StateUp          NodeState = "up"
 	StateDown        NodeState = "down"
 	StateQuarantined NodeState = "quarantined"
+	// StateClockSkewed: kept out of the vote by Options.MaxClockSkew.
+	StateClockSkewed NodeState = "clock-skewed"
 )
 
 // NodeStatus is a snapshot of one node, for operators and the bench.
@@ -162,6 +168,8 @@ func (p *Pool) Status() []NodeStatus {
 			s.State = StateDown
 		case until.After(now):
 			s.State, s.QuarantinedUntil = StateQuarantined, until
+		case n.skew.Load() != nil:
+			s.State, s.Err = StateClockSkewed, (*n.skew.Load()).Error()
 		}
 		out[i] = s
 	}
@@ -179,6 +187,9 @@ func (p *Pool) quarantinedUntil(n *node) time.Time {
 // countable reports whether a yes from n may count toward a quorum now:
 // nil, or n's *QuarantineError.
 func (p *Pool) countable(n *node) error {
+	if e := n.skew.Load(); e != nil {
+		return *e
+	}
 	if p.policy == QuarantineOff {
 		return nil
 	}
@@ -368,7 +379,39 @@ func (p *Pool) observe(n *node, info serverInfo) error {
 	case first:
 		p.firstSeen(n, info)
 	}
+	p.checkSkew(n, info)
 	return nil
+}
+
+// checkSkew keeps n out of the vote while its clock, as a new connection
+// measured it, is MaxClockSkew or more from the median of the other
+// nodes' (as their last connections measured them), and lets it back
+// once a new connection finds it within. The caller holds p.ids.
+func (p *Pool) checkSkew(n *node, info serverInfo) {
+	if p.maxSkew <= 0 || !info.ClockKnown {
+		return
+	}
+	var others []time.Duration
+	for _, o := range p.nodes {
+		if oi := o.Info(); o != n && oi.ClockKnown {
+			others = append(others, oi.ClockOffset)
+		}
+	}
+	if len(others) == 0 {
+		return
+	}
+	slices.Sort(others)
+	median := others[len(others)/2]
+	if len(others)%2 == 0 {
+		median = (others[len(others)/2-1] + median) / 2
+	}
+	d := info.ClockOffset - median
+	if d >= p.maxSkew || -d >= p.maxSkew {
+		err := fmt.Errorf("%w: its clock is %s from theirs (at most %s)", ErrClockSkew, d.Round(time.Millisecond), p.maxSkew)
+		n.skew.Store(&err)
+		return
+	}
+	n.skew.Store(nil)
 }
 
 // rawInfo sends INFO server and INFO replication (one section each, which

@@ -248,11 +248,11 @@ type observer struct {
 // nodeAttrs is a master's last state and its gauges' attribute options.
 type nodeAttrs struct {
 	state       engine.NodeState
-	byState     [3]metric.ObserveOption // up, down, quarantined
+	byState     [4]metric.ObserveOption // up, down, quarantined, clock-skewed
 	quarantined metric.ObserveOption
 }
 
-var nodeStates = [3]engine.NodeState{engine.StateUp, engine.StateDown, engine.StateQuarantined}
+var nodeStates = [4]engine.NodeState{engine.StateUp, engine.StateDown, engine.StateQuarantined, engine.StateClockSkewed}
 
 // serverAttrs splits a master's address into server.address and
 // server.port, as the conventions want them.

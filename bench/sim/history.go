@@ -44,7 +44,8 @@ type Grant struct {
 	Resource string
 	Client   int
 	Worker   int
-	Token    int64 // fencing token, 0 without fencing
+	Token    int64  // fencing token, 0 without fencing
+	Value    string // the lease's value on the masters
 	// Called is when the holder called Lock or TryLock, Granted when it
 	// returned the lease: the holder trusts it from Granted.
 	Called, Granted time.Duration
@@ -64,8 +65,8 @@ type Grant struct {
 }
 
 func (g Grant) String() string {
-	return fmt.Sprintf("lease#%d %s c%d/w%d token %d called %s granted %s valid until %s, ended %s at %s",
-		g.ID, g.Resource, g.Client, g.Worker, g.Token, fmtDur(g.Called), fmtDur(g.Granted), fmtDur(g.ValidUntil), g.Ended, fmtDur(g.End))
+	return fmt.Sprintf("lease#%d %s c%d/w%d value %s token %d called %s granted %s valid until %s, ended %s at %s",
+		g.ID, g.Resource, g.Client, g.Worker, g.Value, g.Token, fmtDur(g.Called), fmtDur(g.Granted), fmtDur(g.ValidUntil), g.Ended, fmtDur(g.End))
 }
 
 // History is everything a run's workers did, recorded as it happened.

@@ -205,7 +205,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 			}
 			wait = at
 		}
-		if len(in.queue) == 0 && in.closed {
+		if len(in.queue) == 0 && in.closed && !held {
 			p.mu.Unlock()
 			return 0, c.eof()
 		}

@@ -101,7 +101,8 @@ type Result struct {
 	Violations []Violation
 	// Virtual is the virtual time the run took, close included.
 	Virtual time.Duration
-	// Ops is the number of operations the workers made.
+	// Ops is the number of events the workers recorded: their operations,
+	// and leases that ended on their own.
 	Ops int
 	// Leftovers are the masters' keys once every client closed and every
 	// TTL ran out, other than fencing counters (which never expire), as
@@ -210,7 +211,7 @@ func Run(cfg Config) (*Result, error) {
 			wk := &worker{
 				client: c, id: w, l: l, h: h, ttl: cfg.TTL, resources: resources,
 				auto: autos[c], guard: !cfg.UnguardedLeaseOps,
-				rng: rand.New(rand.NewPCG(cfg.Seed, streamWorkers+uint64(c)<<8+uint64(w))),
+				rng: rand.New(rand.NewPCG(cfg.Seed, streamWorkers+uint64(c)<<16+uint64(w))),
 			}
 			wg.Go(func() {
 				wk.run(ctx, end)
@@ -225,7 +226,7 @@ func Run(cfg Config) (*Result, error) {
 		faults.Go(func() { cfg.Faults(ctx, rand.New(rand.NewPCG(cfg.Seed, streamFaults)), masters) })
 	}
 	// Stop the workers' waits at the end of the run; holds finish.
-	stop := time.AfterFunc(cfg.Duration, cancel)
+	stop := time.AfterFunc(time.Until(end), cancel)
 	wg.Wait()
 	stop.Stop()
 	cancel()
@@ -330,7 +331,7 @@ func (w *worker) run(ctx context.Context, end time.Time) {
 		}
 		id := -1
 		if err == nil {
-			g := Grant{Resource: resource, Client: w.client, Worker: w.id, Token: le.Token(),
+			g := Grant{Resource: resource, Client: w.client, Worker: w.id, Token: le.Token(), Value: le.Value(),
 				Called: w.h.since(called), Granted: w.h.since(time.Now()), ValidUntil: w.h.since(le.ValidUntil())}
 			if op == "lock" {
 				g.Wake = le.Wait().Cause.String()

@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -167,6 +169,14 @@ type Config struct {
 	// Certificates for a client certificate, ServerName to verify a name
 	// other than each master's host. Default: plain TCP.
 	TLS *tls.Config
+	// DialContext, when set, opens every connection to a master (the
+	// pool's, the release notifications', the restart check's) instead of
+	// TCP, for custom transports: SSH tunnels, unix sockets, in-memory
+	// connections for simulation. It gets the address from Masters and a
+	// ctx bounded by DialTimeout; TLS, when set, runs on top of the
+	// connection it returns, and the restart check reads INFO on it
+	// before any command, as on TCP. Default: nil, TCP.
+	DialContext func(ctx context.Context, addr string) (net.Conn, error)
 	// Tune may adjust each master's rueidis.ClientOption, for what has no
 	// field here; it runs after Username, Password and TLS are set.
 	// Optional.

@@ -71,6 +71,7 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		Username:          cfg.Username,
 		Password:          cfg.Password,
 		TLS:               cfg.TLS,
+		DialContext:       cfg.DialContext,
 		Tune:              cfg.Tune,
 	})
 	if err != nil {

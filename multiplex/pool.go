@@ -138,6 +138,14 @@ type Options struct {
 	// TLS, when set, makes every connection TLS with this configuration.
 	// Its ServerName defaults to each address's host. Default: plain TCP.
 	TLS *tls.Config
+	// DialContext, when set, opens every connection to a master instead
+	// of TCP, for custom transports: SSH tunnels, unix sockets, in-memory
+	// connections for simulation. It gets the master's address from Addrs
+	// and a ctx bounded by DialTimeout; TLS, when set, runs on top of the
+	// connection it returns. The restart check (INFO on the new
+	// connection, before any command) runs on it as on TCP. Default: nil,
+	// TCP.
+	DialContext func(ctx context.Context, addr string) (net.Conn, error)
 	// Tune, when set, may adjust each rueidis.ClientOption before dialling
 	// (after Username, Password and TLS are set, so that it may override
 	// them). Turning on retries or the client cache here breaks the guarantees
@@ -538,7 +546,7 @@ func (p *Pool) connect(ctx context.Context, node *node, o Options) error {
 	}
 	// Set after Tune, so that the restart check cannot be tuned away; it
 	// reads TLS and credentials from the tuned options.
-	opt.DialCtxFn = p.dialer(node, &opt)
+	opt.DialCtxFn = p.dialer(node, &opt, o.DialContext)
 	dctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
 	type result struct {

@@ -232,15 +232,9 @@ func (p *Pool) firstSeen(n *node, info serverInfo) {
 // after the first may reach a restarted server, another node's server or a
 // replica, and INFO says so before any vote can travel on it. The cost is
 // one round trip per new connection.
-func (p *Pool) dialer(n *node, opt *rueidis.ClientOption) func(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
+func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Context, string) (net.Conn, error)) func(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
 	return func(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
-		var conn net.Conn
-		var err error
-		if tc != nil {
-			conn, err = (&tls.Dialer{NetDialer: d, Config: tc}).DialContext(ctx, "tcp", addr)
-		} else {
-			conn, err = d.DialContext(ctx, "tcp", addr)
-		}
+		conn, err := dial(ctx, addr, d, tc, custom)
 		if err != nil {
 			n.down.Store(true)
 			return nil, err
@@ -302,6 +296,37 @@ func (p *Pool) dialer(n *node, opt *rueidis.ClientOption) func(ctx context.Conte
 		}
 		return conn, nil
 	}
+}
+
+// dial opens a connection to addr: through custom (Options.DialContext)
+// when set, with TLS on top when tc is set, else TCP or TLS.
+func dial(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config, custom func(context.Context, string) (net.Conn, error)) (net.Conn, error) {
+	switch {
+	case custom == nil && tc != nil:
+		return (&tls.Dialer{NetDialer: d, Config: tc}).DialContext(ctx, "tcp", addr)
+	case custom == nil:
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	if d.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.Timeout)
+		defer cancel()
+	}
+	conn, err := custom(ctx, addr)
+	if err != nil || tc == nil {
+		return conn, err
+	}
+	if tc.ServerName == "" {
+		// As tls.Dialer does: verify the address's host.
+		tc = tc.Clone()
+		tc.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	tconn := tls.Client(conn, tc)
+	if err := tconn.HandshakeContext(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return tconn, nil
 }
 
 // rawLoadScripts sends SCRIPT LOAD for each script, pipelined, on a new

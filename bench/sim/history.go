@@ -1,0 +1,207 @@
+package sim
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Event is one step of a worker, in virtual time.
+type Event struct {
+	// At is virtual time since the run started.
+	At     time.Duration
+	Client int
+	Worker int
+	// Seq orders one worker's events; with At, Client and Worker it gives
+	// the history an order that does not depend on how the scheduler
+	// interleaved workers at one instant.
+	Seq      int
+	Op       string // "lock", "trylock", "extend", "release", "done"
+	Resource string
+	// Result is "ok" or the error's class (see errClass).
+	Result string
+	// Grant is the lease an acquiring op returned, or the lease an op
+	// acted on: its index in History.Grants, or -1.
+	Grant int
+}
+
+func (e Event) String() string {
+	g := ""
+	if e.Grant >= 0 {
+		g = fmt.Sprintf(" lease#%d", e.Grant)
+	}
+	return fmt.Sprintf("%12s c%d/w%d %-8s %-4s %s%s", fmtDur(e.At), e.Client, e.Worker, e.Op, e.Resource, e.Result, g)
+}
+
+// Grant is one lease the engine handed out, as its holder saw it.
+type Grant struct {
+	ID       int
+	Resource string
+	Client   int
+	Worker   int
+	Token    int64  // fencing token, 0 without fencing
+	Value    string // the lease's value on the masters
+	// Called is when the holder called Lock or TryLock, Granted when it
+	// returned the lease: the holder trusts it from Granted.
+	Called, Granted time.Duration
+	// ValidUntil is the lease's validity as the engine trusted it when
+	// handed out; End is when the holder stopped trusting it: Lease's
+	// ValidUntil after the lease ended (the release began, it expired or
+	// was lost), the last validity it was given otherwise.
+	ValidUntil, End time.Duration
+	// Ended says how: "released", or the lease's Err class when it ended
+	// on its own.
+	Ended string
+	// Extensions: auto-extensions that succeeded.
+	Extensions int
+	// Wake is how Lock's last wait ended (engine.WakeCause: "none",
+	// "notified", "fallback", "backoff", "handoff"); empty for TryLock.
+	Wake string
+}
+
+func (g Grant) String() string {
+	return fmt.Sprintf("lease#%d %s c%d/w%d value %s token %d called %s granted %s valid until %s, ended %s at %s",
+		g.ID, g.Resource, g.Client, g.Worker, g.Value, g.Token, fmtDur(g.Called), fmtDur(g.Granted), fmtDur(g.ValidUntil), g.Ended, fmtDur(g.End))
+}
+
+// History is everything a run's workers did, recorded as it happened.
+// Safe for concurrent use.
+type History struct {
+	start  time.Time
+	mu     sync.Mutex
+	events []Event
+	grants []Grant
+}
+
+// NewHistory starts a history at the current virtual instant.
+func NewHistory() *History { return &History{start: time.Now()} }
+
+// since is virtual time since the run started.
+func (h *History) since(t time.Time) time.Duration { return t.Sub(h.start) }
+
+func (h *History) add(e Event) {
+	h.mu.Lock()
+	h.events = append(h.events, e)
+	h.mu.Unlock()
+}
+
+// grant records a new lease and returns its ID.
+func (h *History) grant(g Grant) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g.ID = len(h.grants)
+	h.grants = append(h.grants, g)
+	return g.ID
+}
+
+// end records how lease id ended.
+func (h *History) end(id int, end time.Duration, how string, extensions int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.grants[id].End, h.grants[id].Ended, h.grants[id].Extensions = end, how, extensions
+}
+
+// Events returns the events in canonical order: by instant, then client,
+// worker and the worker's own order.
+func (h *History) Events() []Event {
+	h.mu.Lock()
+	ev := slices.Clone(h.events)
+	h.mu.Unlock()
+	slices.SortFunc(ev, func(a, b Event) int {
+		return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.Client, b.Client), cmp.Compare(a.Worker, b.Worker), cmp.Compare(a.Seq, b.Seq))
+	})
+	return ev
+}
+
+// Grants returns every lease handed out, in the order they were.
+func (h *History) Grants() []Grant {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.grants)
+}
+
+// Hash is a digest of the canonical event log and the leases' times and
+// tokens: two runs with the same hash made the same choices at the same
+// virtual instants with the same outcomes. Lease values are left out:
+// they are random bytes, and their order depends on the schedule.
+func (h *History) Hash() uint64 {
+	d := fnv.New64a()
+	var b [8]byte
+	num := func(n int64) {
+		binary.LittleEndian.PutUint64(b[:], uint64(n))
+		d.Write(b[:])
+	}
+	for _, e := range h.Events() {
+		num(int64(e.At))
+		num(int64(e.Client<<16 | e.Worker))
+		d.Write([]byte(e.Op + "\x00" + e.Resource + "\x00" + e.Result + "\x00"))
+	}
+	gs := h.Grants()
+	slices.SortFunc(gs, func(a, b Grant) int {
+		return cmp.Or(cmp.Compare(a.Granted, b.Granted), cmp.Compare(a.Client, b.Client), cmp.Compare(a.Worker, b.Worker))
+	})
+	for _, g := range gs {
+		num(int64(g.Granted))
+		num(int64(g.End))
+		num(g.Token)
+	}
+	return d.Sum64()
+}
+
+// Window is the events from `from` to `to` (virtual time since the
+// start), at most max of them, the latest kept.
+func (h *History) Window(from, to time.Duration, max int) []Event {
+	var out []Event
+	for _, e := range h.Events() {
+		if e.At >= from && e.At <= to {
+			out = append(out, e)
+		}
+	}
+	if len(out) > max {
+		out = out[len(out)-max:]
+	}
+	return out
+}
+
+// FormatEvents lists events one a line.
+func FormatEvents(ev []Event) string {
+	var b strings.Builder
+	for _, e := range ev {
+		b.WriteString(e.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// fmtDur prints virtual time as seconds with microseconds, which reads
+// better in a column than Duration's String.
+func fmtDur(d time.Duration) string {
+	return fmt.Sprintf("%.6fs", d.Seconds())
+}
+
+// Tally counts the events by operation and result ("lock ok", "release
+// expired"), sorted by name, as "name=count" fields.
+func (h *History) Tally() string {
+	counts := make(map[string]int)
+	for _, e := range h.Events() {
+		counts[e.Op+":"+e.Result]++
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%d", k, counts[k])
+	}
+	return b.String()
+}

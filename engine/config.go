@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net"
 	"time"
 
@@ -131,6 +132,12 @@ type Config struct {
 	// KeyPrefix is prepended to every resource name to form the key.
 	// Default: none.
 	KeyPrefix string
+	// Rand, when set, is where Lock's random delays come from (the back-off
+	// after a split vote, the fallback retry, the undo's retry), so that a
+	// test or a simulation seeded once gets the same delays again. The
+	// engine serializes its use. Lease values come from crypto/rand
+	// whatever this is. Default: nil, math/rand/v2's global source.
+	Rand *rand.Rand
 	// Observer receives every acquire, release, extend, wait, hand-off,
 	// lost lease and node state change, for metrics and traces (see
 	// Observer and package otelredlock). Default: none, which costs nothing.

@@ -31,7 +31,7 @@ type Lease struct {
 	// allocates no tally; opMu keeps Release and Extend from sharing it.
 	votes   []multiplex.Vote
 	voteBuf [5]multiplex.Vote
-	opMu    sync.Mutex
+	opMu    opLock
 
 	mu         sync.Mutex
 	validUntil time.Time
@@ -68,6 +68,48 @@ type Lease struct {
 	// one (a connection that broke under it may deliver it late), so no
 	// later Extend is trusted for longer than capTTL from its start.
 	capTTL time.Duration
+}
+
+// opLock serializes a lease's Release and Extend, each of which holds it
+// across a round trip to the masters. It is a mutex whose waiters block
+// on a channel (made on the first contention) instead of in sync.Mutex:
+// a goroutine waiting on a sync.Mutex is not durably blocked in a
+// testing/synctest bubble, so a Release waiting for an auto-extension's
+// round would stop the simulator's virtual clock, and with it the round.
+type opLock struct {
+	mu      sync.Mutex // held only briefly, never across a wait
+	held    bool
+	waiters int
+	ch      chan struct{}
+}
+
+func (o *opLock) Lock() {
+	o.mu.Lock()
+	if !o.held {
+		o.held = true
+		o.mu.Unlock()
+		return
+	}
+	if o.ch == nil {
+		o.ch = make(chan struct{})
+	}
+	o.waiters++
+	ch := o.ch
+	o.mu.Unlock()
+	<-ch // the unlocker hands the lock over
+}
+
+func (o *opLock) Unlock() {
+	o.mu.Lock()
+	if o.waiters == 0 {
+		o.held = false
+		o.mu.Unlock()
+		return
+	}
+	o.waiters--
+	ch := o.ch
+	o.mu.Unlock()
+	ch <- struct{}{}
 }
 
 // watch is the lost-lock signal, started on first use of Done, Context or

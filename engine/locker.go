@@ -41,6 +41,7 @@ type Locker struct {
 	// drains what was posted.
 	tmu     sync.Mutex
 	tickets map[*ticket]string
+	randMu  sync.Mutex // Config.Rand is not safe for concurrent use
 	nodes   *nodeWatch // for Observer.NodeState
 	// id and seq name this Locker's waiters in the masters' queues.
 	id  string
@@ -214,11 +215,17 @@ func classifyInt(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
 	return multiplex.Refused, n, nil
 }
 
-func jitter(lo, hi time.Duration) time.Duration {
+// jitter is a random delay in [lo, hi), from Config.Rand if set.
+func (l *Locker) jitter(lo, hi time.Duration) time.Duration {
 	if hi <= lo {
 		return lo
 	}
-	return lo + mrand.N(hi-lo)
+	if l.cfg.Rand == nil {
+		return lo + mrand.N(hi-lo)
+	}
+	l.randMu.Lock()
+	defer l.randMu.Unlock()
+	return lo + time.Duration(l.cfg.Rand.Int64N(int64(hi-lo)))
 }
 
 // newValue returns 128 random bits, base64url-encoded (22 bytes).

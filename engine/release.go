@@ -314,7 +314,7 @@ func (u *undoReplies) Late(node int, v multiplex.Vote) {
 		}
 		return
 	}
-	time.AfterFunc(jitter(l.cfg.RetryDelayMin, l.cfg.RetryDelayMax)+l.cfg.NodeTimeout, func() { u.send(bit) })
+	time.AfterFunc(l.jitter(l.cfg.RetryDelayMin, l.cfg.RetryDelayMax)+l.cfg.NodeTimeout, func() { u.send(bit) })
 }
 
 // mayHaveRun: an error that is not a reply from Redis (a dropped

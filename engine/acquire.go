@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -234,7 +235,26 @@ return v`).Coalesce()
 // waiter with its ticket and id, which queues and marks as
 // acquireMarkScript does (the TYPE check comes first). Every check that can fail comes before the
 // SET: Redis does not undo a script's writes when it fails half-way.
-var acquireFenceScript = multiplex.NewScript(`local value, ttl, waiter, ticket, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+var acquireFenceScript = multiplex.NewScript(acquireFenceBody(true)).Coalesce()
+
+// acquireFenceScriptNoFloor answers the counter alone, without the
+// master's clock as a floor (mutation.FencingWithoutClockFloor).
+var acquireFenceScriptNoFloor = multiplex.NewScript(acquireFenceBody(false)).Coalesce()
+
+// acquireFenceBody is acquireFenceScript's Lua; floor: answer at least
+// the master's clock in µs.
+func acquireFenceBody(floor bool) string {
+	answer := "  return c\n"
+	if floor {
+		answer = `  local now = redis.call("TIME")
+  local floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  if floor > c then
+    return floor
+  end
+  return c
+`
+	}
+	return `local value, ttl, waiter, ticket, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local c = redis.pcall("GET", "` + fencePrefixLua + `" .. KEYS[1])
 if type(c) == "table" then
   return redis.error_reply("WRONGTYPE redlock: the fencing counter holds the wrong type")
@@ -262,26 +282,25 @@ if waiter == "1" then
   end
 end
 if redis.call("SET", KEYS[1], value .. m, nx, "PX", ttl) then
-  local now = redis.call("TIME")
-  local floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  if floor > c then
-    return floor
-  end
-  return c
-end
+` + answer + `end
 local v = redis.call("GET", KEYS[1])
 if waiter == "1" and string.sub(v, -1) ~= "` + waitMark + `" then
   redis.call("APPEND", KEYS[1], "` + waitMark + `")
 end
-return v`).Coalesce()
+return v`
+}
 
 // acquireFenceCall is acquireFenceScript's call on key for value and ttl
 // (ms); tk is a waiter's place in the queue, or nil.
 func acquireFenceCall(key, value, ttl string, tk *ticket) multiplex.Command {
-	if tk == nil {
-		return scriptCall(acquireFenceScript, key, value, ttl, "0")
+	script := acquireFenceScript
+	if mutation.FencingWithoutClockFloor.On() {
+		script = acquireFenceScriptNoFloor
 	}
-	return scriptCall(acquireFenceScript, key, value, ttl, "1", tk.score, tk.id)
+	if tk == nil {
+		return scriptCall(script, key, value, ttl, "0")
+	}
+	return scriptCall(script, key, value, ttl, "1", tk.score, tk.id)
 }
 
 // record notes the acquire's outcome on one master; it returns whether

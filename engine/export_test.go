@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/redlock-bench/redlock/internal/mutation"
+
 // GateWaiting exposes the gate's queue length to the tests.
 func (l *Locker) GateWaiting(resource string) int {
 	if l.gate == nil {
@@ -10,7 +12,7 @@ func (l *Locker) GateWaiting(resource string) int {
 
 // SkipHandoffEndCheck turns off, for the tests that prove the lifecycle
 // checks can fail, the rule that a lease that ended is never handed on.
-func SkipHandoffEndCheck(skip bool) { skipHandoffEndCheck.Store(skip) }
+func SkipHandoffEndCheck(skip bool) { mutation.HandOffEndedLease.Set(skip) }
 
 // FenceKey is the internal key of a lock key's fencing counter.
 func FenceKey(key string) string { return fencePrefix + key }

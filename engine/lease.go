@@ -5,15 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
-
-// skipHandoffEndCheck is set only by tests, to show that the lifecycle
-// tests catch a lease that is handed on after it ended.
-var skipHandoffEndCheck atomic.Bool
 
 // Lease is a held lock on one resource. Its validity is measured on the
 // monotonic clock from the start of the attempt that acquired it.
@@ -341,7 +337,7 @@ func (le *Lease) ended(first bool, err error) {
 	if !first {
 		return
 	}
-	if !errors.Is(err, ErrReleased) {
+	if !errors.Is(err, ErrReleased) && !mutation.GhostInQueue.On() {
 		le.mu.Lock()
 		tk := le.tk
 		le.mu.Unlock()

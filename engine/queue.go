@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -99,7 +100,7 @@ func (l *Locker) leaveQueue(resource string, tk *ticket, nodes uint64, acquired 
 		return
 	}
 	cmd := plainCall("ZREM", queuePrefix+l.cfg.KeyPrefix+resource, tk.id)
-	if acquired {
+	if acquired && !mutation.LateReleaseWakesNext.On() {
 		cmd = scriptCall(leaveScript, l.cfg.KeyPrefix+resource, tk.id)
 	}
 	cmd.Nodes = nodes
@@ -131,6 +132,9 @@ func (l *Locker) dropTicket(tk *ticket) {
 // postQuit sends tk's quitScript to every master. The caller holds tmu.
 func (l *Locker) postQuit(resource string, tk *ticket) {
 	cmd := scriptCall(quitScript, l.cfg.KeyPrefix+resource, tk.id)
+	if mutation.QuitKeepsTurn.On() {
+		cmd = plainCall("ZREM", queuePrefix+l.cfg.KeyPrefix+resource, tk.id)
+	}
 	cmd.Nodes = uint64(1)<<l.pool.Len() - 1
 	l.pool.Post(cmd, classifyInt, nil)
 }

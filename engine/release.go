@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -64,13 +65,17 @@ func (le *Lease) release(ctx context.Context, force bool) (err error) {
 	if le.l.closed.Load() && !force {
 		return fmt.Errorf("engine: release %q: %w", le.resource, ErrClosed)
 	}
-	if kept != 0 {
+	if kept != 0 && !mutation.SplitVoteStaleEntry.On() {
 		le.l.leaveQueue(le.resource, tk, kept, false)
 	}
 	if nodes == 0 { // every master still to answer: late releases them
 		return le.l.leaseError("release", le.resource, multiplex.Tally{Votes: le.votes, Quorum: le.l.Quorum(), Pending: len(le.votes)}, validUntil)
 	}
-	cmd := le.releaseCommand(nodes, releaseScript)
+	script := releaseScript
+	if mutation.GhostInQueue.On() {
+		script = releaseScriptGhost
+	}
+	cmd := le.releaseCommand(nodes, script)
 	cmd.MustSend = true
 	t := le.l.pool.Fanout(ctx, cmd, classifyInt, nil, le.votes)
 	le.mu.Lock()
@@ -104,7 +109,20 @@ func (le *Lease) release(ctx context.Context, force bool) (err error) {
 // ours (the lease expired), a waiter's release still leaves the queue as
 // a waiter that gives up does (quitLua): left there, the next release
 // would give the turn to a waiter that waits for nothing.
-var releaseScript = multiplex.NewScript(`local value = ARGV[1]
+var releaseScript = multiplex.NewScript(releaseBody(true)).Coalesce()
+
+// releaseScriptGhost is releaseScript without its queue leave where the
+// key is no longer ours (mutation.GhostInQueue).
+var releaseScriptGhost = multiplex.NewScript(releaseBody(false)).Coalesce()
+
+// releaseBody is releaseScript's Lua; quit: leave the queue where the key
+// is no longer ours.
+func releaseBody(quit bool) string {
+	tail := "return 0"
+	if quit {
+		tail = "if id then\n" + quitLua + "end\nreturn 0"
+	}
+	return `local value = ARGV[1]
 local v = redis.call("GET", KEYS[1])
 if v == value then
   return redis.call("DEL", KEYS[1])
@@ -122,9 +140,8 @@ if v == value .. "` + waitMark + `" then
   end
   return 1
 end
-if id then
-` + quitLua + `end
-return 0`).Coalesce()
+` + tail
+}
 
 // undoScript deletes our key, marked or not. It cleans up after failed
 // attempts and late replies. Where a waiter marked the key, it gives
@@ -250,7 +267,7 @@ func (le *Lease) canHandOff(left time.Duration) bool {
 // canHandOffLocked: the lease is still trusted and keeps more than left
 // of its validity. The caller holds le.mu.
 func (le *Lease) canHandOffLocked(left time.Duration) bool {
-	if le.endErr != nil && !skipHandoffEndCheck.Load() {
+	if le.endErr != nil && !mutation.HandOffEndedLease.On() {
 		return false
 	}
 	return time.Until(le.validUntil) > left

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redlock-bench/redlock/internal/mutation"
 )
 
 // Lock acquires resource, waiting as long as ctx allows.
@@ -138,6 +140,9 @@ func (w *waiter) acquired(le *Lease) {
 	l.tmu.Lock()
 	if _, ok := l.tickets[w.tk]; ok {
 		l.leaveQueue(w.resource, w.tk, rest, true)
+		if mutation.GhostInQueue.On() {
+			delete(l.tickets, w.tk) // Close then leaves the lease's place
+		}
 	}
 	l.tmu.Unlock()
 }

@@ -291,7 +291,11 @@ func TestMasterBackWithASkewedClockSitsOut(t *testing.T) {
 					if err == nil {
 						le.Release(context.Background())
 					}
-					return l.Nodes()[2].ClockOffsetMS != before
+					// Measured on the new connection, and a command has
+					// gone through it since (the one that found the old
+					// connection dead marked the master down).
+					st := l.Nodes()[2]
+					return st.ClockOffsetMS != before && st.State != engine.StateDown
 				})
 			}
 			votes := func() engine.VotesError {

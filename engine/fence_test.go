@@ -339,3 +339,69 @@ func TestMasterBackWithASkewedClockSitsOut(t *testing.T) {
 		})
 	}
 }
+
+// shiftedClockProxy is a proxy to addr that adds shift µs to the
+// server_time_usec the master reports, as a master whose clock is that far
+// off would.
+func shiftedClockProxy(t *testing.T, addr string, shift *atomic.Int64) *latencyProxy {
+	return newLatencyProxy(t, addr, 0, func(b []byte) []byte {
+		s := string(b)
+		i := strings.Index(s, "server_time_usec:")
+		if i < 0 || shift.Load() == 0 {
+			return b
+		}
+		j := i + len("server_time_usec:")
+		k := j + strings.IndexAny(s[j:], "\r\n")
+		us, err := strconv.ParseInt(s[j:k], 10, 64)
+		if err != nil {
+			return b
+		}
+		// Same number of digits, so the bulk length stays right.
+		return []byte(s[:j] + strconv.FormatInt(us+shift.Load(), 10) + s[k:])
+	})
+}
+
+// One master of three comes back with its clock an hour behind and sits
+// out. A healthy master that then reconnects must not be judged against
+// it: with three masters the others of the one measured are two, and
+// their median, the mean of the two, is half an hour off whenever one of
+// them is. The healthy master would sit out too, and the quorum with it,
+// until the bad clock is fixed.
+func TestOneSkewedMasterDoesNotKeepAHealthyOneOut(t *testing.T) {
+	e := newEnv(t, 3)
+	var shift atomic.Int64 // µs added to master 2's server_time_usec
+	behind := shiftedClockProxy(t, e.cluster.Nodes[2].Addr(), &shift)
+	l := e.locker(func(c *engine.Config) {
+		c.Fencing, c.TTL = true, 2*time.Second
+		c.Masters = []string{e.cluster.Nodes[0].Addr(), e.cluster.Nodes[1].Addr(), behind.addr()}
+	})
+	reconnect := func(i int) {
+		t.Helper()
+		before := l.Nodes()[i].ClockOffsetMS
+		c := e.direct[i]
+		if err := c.Do(context.Background(), c.B().ClientKill().TypeNormal().Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 5*time.Second, fmt.Sprintf("master %d reconnected and measured", i), func() bool {
+			le, err := l.TryLock(context.Background(), "skew-probe")
+			if err == nil {
+				le.Release(context.Background())
+			}
+			return l.Nodes()[i].ClockOffsetMS != before
+		})
+	}
+	shift.Store(-time.Hour.Microseconds())
+	reconnect(2)
+	if st := l.Nodes()[2]; st.State != engine.StateClockSkewed {
+		t.Fatalf("set-up: master 2 an hour behind: status %+v, want clock-skewed", st)
+	}
+	reconnect(1)
+	if st := l.Nodes()[1]; st.State != engine.StateUp {
+		t.Errorf("healthy master 1 after a reconnect: status %+v, want up", st)
+	}
+	le, err := l.TryLock(context.Background(), "skew")
+	if err != nil {
+		t.Fatalf("masters 0 and 1 agree, yet: %v", err)
+	}
+	le.Release(context.Background())
+}

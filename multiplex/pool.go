@@ -122,7 +122,8 @@ type Options struct {
 	MaxTTL time.Duration
 	// MaxClockSkew, when set, keeps out of the vote a node whose wall
 	// clock, measured on a new connection (server_time_usec), is this far
-	// or more from the median of the other nodes' clocks: its yes votes
+	// or more from the median of the other nodes' clocks (those not kept
+	// out for theirs): its yes votes
 	// fail with ErrClockSkew until a later connection finds it within. A
 	// master that restarted, or whose clock was stepped, with a clock far
 	// off, would break what callers derive from the masters' clocks

@@ -411,14 +411,18 @@ func (p *Pool) observe(n *node, info serverInfo) error {
 // checkSkew keeps n out of the vote while its clock, as a new connection
 // measured it, is MaxClockSkew or more from the median of the other
 // nodes' (as their last connections measured them), and lets it back
-// once a new connection finds it within. The caller holds p.ids.
+// once a new connection finds it within. Nodes kept out for their own
+// clocks are not among the others: with three masters the median of the
+// two others is their mean, and one bad clock would move it far enough
+// to keep out every healthy master that reconnects. The caller holds
+// p.ids.
 func (p *Pool) checkSkew(n *node, info serverInfo) {
 	if p.maxSkew <= 0 || !info.ClockKnown {
 		return
 	}
 	var others []time.Duration
 	for _, o := range p.nodes {
-		if oi := o.Info(); o != n && oi.ClockKnown {
+		if oi := o.Info(); o != n && oi.ClockKnown && o.skew.Load() == nil {
 			others = append(others, oi.ClockOffset)
 		}
 	}

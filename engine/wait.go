@@ -189,9 +189,16 @@ func (w *waiter) nextWait(err error) (d time.Duration, cause WakeCause, now bool
 	backoff := w.l.jitter(cfg.RetryDelayMin, cfg.RetryDelayMax)
 	if ve != nil {
 		// Masters in the restart quarantine vote at a known time: wait
-		// until then instead of asking them every few milliseconds.
+		// until then instead of asking them every few milliseconds. Not
+		// longer than a fallback where masters failed for other reasons
+		// too: one that is down may come back first, and the quorum
+		// with it.
 		if until := ve.QuarantinedUntil(); !until.IsZero() {
-			return max(time.Until(until), 0) + backoff, WakeBackoff, false
+			d := max(time.Until(until), 0)
+			if !ve.quarantineAlone() {
+				d = min(d, fallback)
+			}
+			return d + backoff, WakeBackoff, false
 		}
 	}
 	// A split vote or an outage: nobody may be holding it, so nothing will

@@ -598,14 +598,19 @@ func TestExpiredLeaseLeavesTheQueueOnRelease(t *testing.T) {
 // way, left there, it would be given the next turn until the queue itself
 // expires, two TTLs after its last join.
 func TestEndedLeaseLeavesTheQueue(t *testing.T) {
-	for _, how := range []string{"expired, never released", "Locker closed"} {
+	for _, how := range []string{"expired, never released", "Locker closed", "expired unwatched, gate off"} {
 		t.Run(how, func(t *testing.T) {
 			e := newEnv(t, 3)
 			ctx := context.Background()
 			const res = "left"
 			const ttl = 2 * time.Second
 			cfg := func(c *engine.Config) { c.TTL = ttl }
-			holderL, aL := e.locker(cfg), e.locker(cfg)
+			holderL, aL := e.locker(cfg), e.locker(func(c *engine.Config) {
+				cfg(c)
+				// Without the gate and auto-extension, nothing but the
+				// queue needs the lease's expiry watch.
+				c.DisableGate = how == "expired unwatched, gate off"
+			})
 			held, err := holderL.TryLock(ctx, res)
 			if err != nil {
 				t.Fatal(err)
@@ -626,9 +631,21 @@ func TestEndedLeaseLeavesTheQueue(t *testing.T) {
 			if a == nil || waiterID(a) == "" {
 				t.Fatalf("set-up: A did not acquire through the queue: %v", a)
 			}
-			if how == "Locker closed" {
+			switch how {
+			case "Locker closed":
 				aL.Close()
-			} else {
+			case "expired unwatched, gate off":
+				// Nobody asks the lease anything (Done, Err, Validity
+				// would watch it): its keys just expire.
+				eventually(t, 2*ttl, "A's keys expired", func() bool {
+					for i := range e.direct {
+						if e.get(i, res) != "" {
+							return false
+						}
+					}
+					return true
+				})
+			default:
 				<-a.Done()
 			}
 			// Well before the queue's own expiry.

@@ -149,7 +149,10 @@ func (w *waiter) acquired(le *Lease) {
 
 // noRetry returns the error that ends the wait after a failed attempt:
 // the context ended, or the failure is one another attempt cannot cure
-// (a key of the wrong type, Close); nil to go on.
+// (keys of the wrong type that make the quorum impossible, Close); nil to
+// go on. A minority of masters with such a key (which the error matches
+// too) leaves the quorum to the others: contention or an outage there is
+// waited out as usual.
 func (w *waiter) noRetry(err error) error {
 	if w.ctx.Err() != nil {
 		if w.last == nil || errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrNoQuorum) {
@@ -158,7 +161,7 @@ func (w *waiter) noRetry(err error) error {
 		return gaveUp(w.resource, w.ctx, w.info, w.last)
 	}
 	w.last = err
-	if errors.Is(err, ErrWrongType) || !(errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrNoQuorum)) {
+	if !(errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrNoQuorum)) {
 		return err
 	}
 	return nil

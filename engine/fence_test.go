@@ -387,7 +387,8 @@ func TestOneSkewedMasterDoesNotKeepAHealthyOneOut(t *testing.T) {
 			if err == nil {
 				le.Release(context.Background())
 			}
-			return l.Nodes()[i].ClockOffsetMS != before
+			st := l.Nodes()[i]
+			return st.ClockOffsetMS != before && st.State != engine.StateDown
 		})
 	}
 	shift.Store(-time.Hour.Microseconds())

@@ -406,3 +406,53 @@ func TestOneSkewedMasterDoesNotKeepAHealthyOneOut(t *testing.T) {
 	}
 	le.Release(context.Background())
 }
+
+// The masters' clocks step forward together, by an hour (an NTP server
+// that stepped them all, which the fencing argument allows: they still
+// agree, and none stepped back). Each master's offset is measured only on
+// its new connections, against the others' offsets as measured on their
+// last ones: the first master to reconnect is judged an hour off from the
+// others, and the second an hour off from the one left, though all three
+// agree at every instant. The quorum must survive the reconnects.
+func TestMastersWhoseClocksStepTogetherKeepVoting(t *testing.T) {
+	t.Skip("known: a new connection is judged against offsets the others measured earlier; fix: measure them again at once (TIME) when judging it")
+	e := newEnv(t, 3)
+	var shift atomic.Int64 // µs added to every master's server_time_usec
+	var addrs []string
+	for i := range 3 {
+		addrs = append(addrs, shiftedClockProxy(t, e.cluster.Nodes[i].Addr(), &shift).addr())
+	}
+	l := e.locker(func(c *engine.Config) {
+		c.Fencing, c.TTL = true, 2*time.Second
+		c.Masters = addrs
+	})
+	reconnect := func(i int) {
+		t.Helper()
+		before := l.Nodes()[i].ClockOffsetMS
+		c := e.direct[i]
+		if err := c.Do(context.Background(), c.B().ClientKill().TypeNormal().Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 5*time.Second, fmt.Sprintf("master %d reconnected and measured", i), func() bool {
+			le, err := l.TryLock(context.Background(), "skew-probe")
+			if err == nil {
+				le.Release(context.Background())
+			}
+			st := l.Nodes()[i]
+			return st.ClockOffsetMS != before && st.State != engine.StateDown
+		})
+	}
+	shift.Store(time.Hour.Microseconds())
+	reconnect(2)
+	reconnect(1)
+	for i, st := range l.Nodes() {
+		if st.State != engine.StateUp {
+			t.Errorf("master %d, whose clock agrees with the others': %+v", i, st)
+		}
+	}
+	le, err := l.TryLock(context.Background(), "skew")
+	if err != nil {
+		t.Fatalf("three masters that agree, yet: %v", err)
+	}
+	le.Release(context.Background())
+}

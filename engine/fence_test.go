@@ -65,22 +65,9 @@ func TestFencedAcquireKeepsARoundSpanOfValidity(t *testing.T) {
 // tokens' clock floor would not hold across restarts.
 func TestFencingRefusesMastersWithSkewedClocks(t *testing.T) {
 	e := newEnv(t, 3)
-	const skew = time.Hour
-	ahead := newLatencyProxy(t, e.cluster.Nodes[2].Addr(), 0, func(b []byte) []byte {
-		s := string(b)
-		i := strings.Index(s, "server_time_usec:")
-		if i < 0 {
-			return b
-		}
-		j := i + len("server_time_usec:")
-		k := j + strings.IndexAny(s[j:], "\r\n")
-		us, err := strconv.ParseInt(s[j:k], 10, 64)
-		if err != nil {
-			return b
-		}
-		// Same number of digits, so the bulk length stays right.
-		return []byte(s[:j] + strconv.FormatInt(us+skew.Microseconds(), 10) + s[k:])
-	})
+	var skew atomic.Int64
+	skew.Store(time.Hour.Microseconds())
+	ahead := shiftedClockProxy(t, e.cluster.Nodes[2].Addr(), &skew)
 	addrs := []string{e.cluster.Nodes[0].Addr(), e.cluster.Nodes[1].Addr(), ahead.addr()}
 	cfg := engine.DefaultConfig(addrs...)
 	cfg.Quarantine = engine.QuarantineObserved
@@ -259,45 +246,11 @@ func TestMasterBackWithASkewedClockSitsOut(t *testing.T) {
 		t.Run(fmt.Sprintf("fencing=%v", fencing), func(t *testing.T) {
 			e := newEnv(t, 3)
 			var shift atomic.Int64 // µs added to master 2's server_time_usec
-			behind := newLatencyProxy(t, e.cluster.Nodes[2].Addr(), 0, func(b []byte) []byte {
-				s := string(b)
-				i := strings.Index(s, "server_time_usec:")
-				if i < 0 || shift.Load() == 0 {
-					return b
-				}
-				j := i + len("server_time_usec:")
-				k := j + strings.IndexAny(s[j:], "\r\n")
-				us, err := strconv.ParseInt(s[j:k], 10, 64)
-				if err != nil {
-					return b
-				}
-				// Same number of digits, so the bulk length stays right.
-				return []byte(s[:j] + strconv.FormatInt(us+shift.Load(), 10) + s[k:])
-			})
+			behind := shiftedClockProxy(t, e.cluster.Nodes[2].Addr(), &shift)
 			l := e.locker(func(c *engine.Config) {
 				c.Fencing, c.TTL = fencing, 2*time.Second
 				c.Masters = []string{e.cluster.Nodes[0].Addr(), e.cluster.Nodes[1].Addr(), behind.addr()}
 			})
-			reconnect := func() {
-				t.Helper()
-				before := l.Nodes()[2].ClockOffsetMS
-				// The next command dials again, and reads INFO.
-				c := e.direct[2]
-				if err := c.Do(context.Background(), c.B().ClientKill().TypeNormal().Build()).Error(); err != nil {
-					t.Fatal(err)
-				}
-				eventually(t, 5*time.Second, "master 2 reconnected and measured", func() bool {
-					le, err := l.TryLock(context.Background(), "skew-probe")
-					if err == nil {
-						le.Release(context.Background())
-					}
-					// Measured on the new connection, and a command has
-					// gone through it since (the one that found the old
-					// connection dead marked the master down).
-					st := l.Nodes()[2]
-					return st.ClockOffsetMS != before && st.State != engine.StateDown
-				})
-			}
 			votes := func() engine.VotesError {
 				t.Helper()
 				// Masters 0 and 1 hold it elsewhere: master 2's vote decides.
@@ -315,7 +268,7 @@ func TestMasterBackWithASkewedClockSitsOut(t *testing.T) {
 				return *ve
 			}
 			shift.Store(-time.Hour.Microseconds())
-			reconnect()
+			reconnectMeasured(t, e, l, 2)
 			st := l.Nodes()[2]
 			ve := votes()
 			if fencing {
@@ -329,7 +282,7 @@ func TestMasterBackWithASkewedClockSitsOut(t *testing.T) {
 				t.Fatalf("without fencing, master 2 should vote: status %+v, votes %+v", st, ve)
 			}
 			shift.Store(0)
-			reconnect()
+			reconnectMeasured(t, e, l, 2)
 			if st := l.Nodes()[2]; st.State != engine.StateUp {
 				t.Fatalf("master 2 back within the bound: status %+v", st)
 			}
@@ -361,6 +314,27 @@ func shiftedClockProxy(t *testing.T, addr string, shift *atomic.Int64) *latencyP
 	})
 }
 
+// reconnectMeasured breaks l's connections to master i and waits until a
+// new one has measured its clock and carried a command (the one that
+// found the old connection dead marked the master down).
+func reconnectMeasured(t *testing.T, e *env, l *engine.Locker, i int) {
+	t.Helper()
+	before := l.Nodes()[i].ClockOffsetMS
+	// The next command dials again, and reads INFO.
+	c := e.direct[i]
+	if err := c.Do(context.Background(), c.B().ClientKill().TypeNormal().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, fmt.Sprintf("master %d reconnected and measured", i), func() bool {
+		le, err := l.TryLock(context.Background(), "skew-probe")
+		if err == nil {
+			le.Release(context.Background())
+		}
+		st := l.Nodes()[i]
+		return st.ClockOffsetMS != before && st.State != engine.StateDown
+	})
+}
+
 // One master of three comes back with its clock an hour behind and sits
 // out. A healthy master that then reconnects must not be judged against
 // it: with three masters the others of the one measured are two, and
@@ -375,28 +349,12 @@ func TestOneSkewedMasterDoesNotKeepAHealthyOneOut(t *testing.T) {
 		c.Fencing, c.TTL = true, 2*time.Second
 		c.Masters = []string{e.cluster.Nodes[0].Addr(), e.cluster.Nodes[1].Addr(), behind.addr()}
 	})
-	reconnect := func(i int) {
-		t.Helper()
-		before := l.Nodes()[i].ClockOffsetMS
-		c := e.direct[i]
-		if err := c.Do(context.Background(), c.B().ClientKill().TypeNormal().Build()).Error(); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, 5*time.Second, fmt.Sprintf("master %d reconnected and measured", i), func() bool {
-			le, err := l.TryLock(context.Background(), "skew-probe")
-			if err == nil {
-				le.Release(context.Background())
-			}
-			st := l.Nodes()[i]
-			return st.ClockOffsetMS != before && st.State != engine.StateDown
-		})
-	}
 	shift.Store(-time.Hour.Microseconds())
-	reconnect(2)
+	reconnectMeasured(t, e, l, 2)
 	if st := l.Nodes()[2]; st.State != engine.StateClockSkewed {
 		t.Fatalf("set-up: master 2 an hour behind: status %+v, want clock-skewed", st)
 	}
-	reconnect(1)
+	reconnectMeasured(t, e, l, 1)
 	if st := l.Nodes()[1]; st.State != engine.StateUp {
 		t.Errorf("healthy master 1 after a reconnect: status %+v, want up", st)
 	}
@@ -426,25 +384,9 @@ func TestMastersWhoseClocksStepTogetherKeepVoting(t *testing.T) {
 		c.Fencing, c.TTL = true, 2*time.Second
 		c.Masters = addrs
 	})
-	reconnect := func(i int) {
-		t.Helper()
-		before := l.Nodes()[i].ClockOffsetMS
-		c := e.direct[i]
-		if err := c.Do(context.Background(), c.B().ClientKill().TypeNormal().Build()).Error(); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, 5*time.Second, fmt.Sprintf("master %d reconnected and measured", i), func() bool {
-			le, err := l.TryLock(context.Background(), "skew-probe")
-			if err == nil {
-				le.Release(context.Background())
-			}
-			st := l.Nodes()[i]
-			return st.ClockOffsetMS != before && st.State != engine.StateDown
-		})
-	}
 	shift.Store(time.Hour.Microseconds())
-	reconnect(2)
-	reconnect(1)
+	reconnectMeasured(t, e, l, 2)
+	reconnectMeasured(t, e, l, 1)
 	for i, st := range l.Nodes() {
 		if st.State != engine.StateUp {
 			t.Errorf("master %d, whose clock agrees with the others': %+v", i, st)

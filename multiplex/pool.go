@@ -207,13 +207,16 @@ type Pool struct {
 	// Close has two phases: closing refuses new rounds but still takes
 	// clean-up (Post, MustSend) so that a late yes answered while Close
 	// drains is still deleted; closed refuses everything.
-	closing  atomic.Bool
-	closed   atomic.Bool
-	gate     sync.RWMutex // orders inflight.Add before the phase changes of Close
-	stop     chan struct{}
-	wg       sync.WaitGroup // reconnect loops
-	workers  sync.WaitGroup // node workers
-	inflight atomic.Int64   // commands sent and not yet answered
+	closing atomic.Bool
+	closed  atomic.Bool
+	gate    sync.RWMutex // orders inflight.Add before the phase changes of Close
+	stop    chan struct{}
+	wg      sync.WaitGroup // reconnect loops
+	// clockChecks are the judgeClock goroutines; Add under gate's read
+	// lock while not closing.
+	clockChecks sync.WaitGroup
+	workers     sync.WaitGroup // node workers
+	inflight    atomic.Int64   // commands sent and not yet answered
 }
 
 // slot is an admission slot.
@@ -249,6 +252,7 @@ type node struct {
 	quarantine atomic.Int64 // deadline as nanoseconds since Pool.epoch
 	qerr       atomic.Pointer[QuarantineError]
 	skew       atomic.Pointer[error] // set while the node's clock is too far off (MaxClockSkew)
+	clockGen   atomic.Uint64         // new connections whose clock was judged (judgeClock)
 	restarts   atomic.Int64
 
 	ok, refused, failed, timedOut atomic.Int64
@@ -779,6 +783,7 @@ func (p *Pool) Close() {
 		}
 	}
 	p.wg.Wait()
+	p.clockChecks.Wait()
 	p.workers.Wait()
 	// The workers have sent what was queued; closed clients fail the rest
 	// at once.

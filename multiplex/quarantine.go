@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -404,8 +405,72 @@ func (p *Pool) observe(n *node, info serverInfo) error {
 	case first:
 		p.firstSeen(n, info)
 	}
-	p.checkSkew(n, info)
+	p.judgeClock(n, info)
 	return nil
+}
+
+// judgeClock checks n's clock, as its new connection measured it, against
+// the other masters' clocks read again at once (see refreshClocks), in the
+// background: the dialer must not wait on the other masters' connections,
+// which may be dialling too. Meanwhile n votes as before; a master that
+// restarted, the case that matters (it forgot its counters), is in its
+// restart quarantine for MaxTTL, far longer than the check takes.
+func (p *Pool) judgeClock(n *node, info serverInfo) {
+	if p.maxSkew <= 0 || !info.ClockKnown {
+		return
+	}
+	p.gate.RLock()
+	defer p.gate.RUnlock()
+	if p.closing.Load() {
+		return
+	}
+	gen := n.clockGen.Add(1)
+	p.clockChecks.Add(1)
+	go func() {
+		defer p.clockChecks.Done()
+		p.refreshClocks(n)
+		p.ids.Lock()
+		defer p.ids.Unlock()
+		// A newer connection of n's is judged on its own reading.
+		if n.clockGen.Load() == gen {
+			p.checkSkew(n, info)
+		}
+	}()
+}
+
+// refreshClocks measures again, at once, the clocks of the masters
+// other than n that vote (INFO server on their open connections, within
+// the node timeout, all at once), for checkSkew to judge n's new reading
+// against readings of the same moment; a master that does not answer in
+// time keeps its earlier reading. Only with MaxClockSkew.
+func (p *Pool) refreshClocks(n *node) {
+	var wg sync.WaitGroup
+	for _, o := range p.nodes {
+		c := o.Client()
+		if o == n || c == nil || o.skew.Load() != nil || !o.Info().ClockKnown {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
+			defer cancel()
+			sent := time.Now()
+			txt, err := c.Do(ctx, c.B().Info().Section("server").Build()).ToString()
+			if err != nil {
+				return
+			}
+			fresh := parseServerInfo(txt)
+			fresh.measureClock(sent, time.Now())
+			if !fresh.ClockKnown {
+				return
+			}
+			o.mu.Lock()
+			o.info.ServerTime, o.info.ClockOffset = fresh.ServerTime, fresh.ClockOffset
+			o.mu.Unlock()
+		}()
+	}
+	wg.Wait()
 }
 
 // checkSkew keeps n out of the vote while its clock, as a new connection

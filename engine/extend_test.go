@@ -373,10 +373,15 @@ func TestReleaseExtendAndAutoExtensionRacing(t *testing.T) {
 		if !errors.Is(le.Err(), engine.ErrReleased) || le.Validity() != 0 {
 			t.Fatalf("round %d: after the Release: Err %v, validity %s", round, le.Err(), le.Validity())
 		}
-		for i := range e.direct {
-			if v := e.get(i, res); v != "" {
-				t.Fatalf("round %d: master %d still holds %q", round, i, v)
+		// A master slower than the node timeout (50 ms here) gets its
+		// delete after Release returned.
+		eventually(t, 2*time.Second, fmt.Sprintf("round %d: every master's key deleted", round), func() bool {
+			for i := range e.direct {
+				if e.get(i, res) != "" {
+					return false
+				}
 			}
-		}
+			return true
+		})
 	}
 }

@@ -400,3 +400,33 @@ func TestMastersWhoseClocksStepTogetherKeepVoting(t *testing.T) {
 	}
 	le.Release(context.Background())
 }
+
+// A Lock whose context ends during the fencing round, with every master
+// well, failed with ErrNoQuorum ("too many masters failed"): the fence
+// round's error counted the cut wait as an outage, where an acquire cut
+// by its context reports the context's error alone. (Found by bench/sim.)
+func TestFenceCutByTheDeadlineIsNotAnOutage(t *testing.T) {
+	e := newEnv(t, 3)
+	const oneWay = 40 * time.Millisecond
+	l, proxies := e.proxiedLocker(func(c *engine.Config) {
+		c.Fencing, c.TTL = true, 5*time.Second
+	})
+	for _, p := range proxies {
+		p.delay.Store(int64(oneWay))
+	}
+	// The proxies delay what the engine sends: the attempt takes 40 ms,
+	// and the deadline falls in the fencing round that follows.
+	ctx, cancel := context.WithTimeout(context.Background(), oneWay*3/2)
+	defer cancel()
+	le, err := l.Lock(ctx, "fence-cut")
+	if err == nil {
+		le.Release(context.Background())
+		t.Skip("acquired within the deadline: the machine was faster than the proxies' delay")
+	}
+	if errors.Is(err, engine.ErrNoQuorum) {
+		t.Fatalf("no master failed, yet: %v", err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want the context's error, got %v", err)
+	}
+}

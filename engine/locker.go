@@ -178,10 +178,15 @@ func (l *Locker) Close() error {
 	l.tickets = nil
 	l.tmu.Unlock()
 	if l.notify != nil {
-		l.notify.close()
+		l.notify.shut()
 	}
 	l.nodes.close()
+	// The pool cuts the connections still waiting on a hung master, the
+	// notifier's pub/sub ones too, which lets its goroutines end.
 	l.pool.Close()
+	if l.notify != nil {
+		l.notify.close()
+	}
 	return nil
 }
 

@@ -215,8 +215,13 @@ type Pool struct {
 	// clockChecks are the judgeClock goroutines; Add under gate's read
 	// lock while not closing.
 	clockChecks sync.WaitGroup
-	workers     sync.WaitGroup // node workers
-	inflight    atomic.Int64   // commands sent and not yet answered
+	// conns are the open connections to the masters, the pub/sub ones of
+	// the caller's dedicated clients included, for Close to cut.
+	connMu   sync.Mutex
+	conns    map[*trackedConn]struct{}
+	cut      bool           // Close cut the connections: new ones are cut at once
+	workers  sync.WaitGroup // node workers
+	inflight atomic.Int64   // commands sent and not yet answered
 }
 
 // slot is an admission slot.
@@ -742,6 +747,53 @@ func (n *node) Counts() (ok, refused, failed, timedOut int64) {
 	return n.ok.Load(), n.refused.Load(), n.failed.Load(), n.timedOut.Load()
 }
 
+// trackedConn is a connection to a master that Close can cut.
+type trackedConn struct {
+	net.Conn
+	p    *Pool
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.p.connMu.Lock()
+		delete(c.p.conns, c)
+		c.p.connMu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// track registers conn for Close to cut; once Close has cut the others,
+// it cuts conn at once.
+func (p *Pool) track(conn net.Conn) net.Conn {
+	c := &trackedConn{Conn: conn, p: p}
+	p.connMu.Lock()
+	if p.conns == nil {
+		p.conns = make(map[*trackedConn]struct{})
+	}
+	p.conns[c] = struct{}{}
+	cut := p.cut
+	p.connMu.Unlock()
+	if cut {
+		c.Close()
+	}
+	return c
+}
+
+// cutConns closes every open connection at once, replies pending or not.
+func (p *Pool) cutConns() {
+	p.connMu.Lock()
+	p.cut = true
+	conns := make([]*trackedConn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.connMu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
 // Client returns master i's rueidis client, for commands outside rounds
 // (a dedicated pub/sub connection, say), or nil while it is not
 // connected. Masters are numbered in the order of Options.Addrs.
@@ -777,6 +829,10 @@ func (p *Pool) Close() {
 	p.closed.Store(true)
 	p.gate.Unlock()
 	close(p.stop)
+	// What is still in flight went to masters that did not answer within
+	// the node timeout: cut their connections, which rueidis would close
+	// politely, waiting for replies that may never come.
+	p.cutConns()
 	for _, n := range p.nodes {
 		if c := n.client.Swap(nil); c != nil {
 			(*c).Close()

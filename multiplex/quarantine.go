@@ -235,11 +235,14 @@ func (p *Pool) firstSeen(n *node, info serverInfo) {
 // one round trip per new connection.
 func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Context, string) (net.Conn, error)) func(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
 	return func(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
-		conn, err := dial(ctx, addr, d, tc, custom)
+		raw, err := dial(ctx, addr, d, tc, custom)
 		if err != nil {
 			n.down.Store(true)
 			return nil, err
 		}
+		// Tracked from now on: Close cuts a connection whose INFO a hung
+		// master never answers, too.
+		conn := p.track(raw)
 		deadline := time.Now().Add(d.Timeout)
 		if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 			deadline = dl

@@ -139,6 +139,7 @@ func (w *waiter) acquired(le *Lease) {
 	l := w.l
 	l.tmu.Lock()
 	if _, ok := l.tickets[w.tk]; ok {
+		w.tk.held = true
 		l.leaveQueue(w.resource, w.tk, rest, true)
 		if mutation.GhostInQueue.On() {
 			delete(l.tickets, w.tk) // Close then leaves the lease's place

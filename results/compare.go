@@ -40,8 +40,9 @@ type Comparison struct {
 	// Config is the shared configuration of every run, as in summary.json,
 	// with engine holding the list of engines.
 	Config map[string]any `json:"config"`
-	// Masters are the Redis masters every run used; LocalMasters reports
-	// that the comparison started them itself.
+	// Masters are the Redis masters of every run; an engine that votes on
+	// fewer (CompareResult.Masters) uses the first ones. LocalMasters
+	// reports that the comparison started them itself.
 	Masters      []string `json:"masters"`
 	LocalMasters bool     `json:"local_masters"`
 	// Machine is where the runs took place (from the first run).
@@ -87,6 +88,10 @@ type CompareRun struct {
 	Interrupted bool           `json:"interrupted"`
 	Figures     CompareFigures `json:"figures"`
 	Violations  int64          `json:"violations"`
+	// Masters is how many masters the run's engine voted on (its
+	// summary's masters); 0 for none, and in files written before it was
+	// added.
+	Masters int `json:"masters,omitempty"`
 }
 
 // CompareResult is one engine's row.
@@ -94,6 +99,9 @@ type CompareResult struct {
 	Engine string `json:"engine"`
 	// Runs counts the complete runs behind the medians.
 	Runs int `json:"runs"`
+	// Masters is how many masters the engine voted on, the first ones of
+	// Comparison.Masters (the most of its runs); 0 for none.
+	Masters int `json:"masters,omitempty"`
 	// Median is the median of each figure over the complete runs (the mean
 	// of the middle two for an even count); nil when none completed.
 	Median *CompareFigures `json:"median"`
@@ -185,7 +193,8 @@ func CompareRunOf(round int, engine, dir string, s *Summary, latency Kind) Compa
 	if s.Attempts > 0 {
 		f.ContendedPct = 100 * float64(s.Contended) / float64(s.Attempts)
 	}
-	return CompareRun{Round: round, Engine: engine, Dir: dir, Interrupted: s.Interrupted, Figures: f, Violations: s.Violations}
+	return CompareRun{Round: round, Engine: engine, Dir: dir, Interrupted: s.Interrupted, Figures: f, Violations: s.Violations,
+		Masters: len(s.Masters)}
 }
 
 // Analyze computes every engine's medians, ratios and share of the ceiling
@@ -200,6 +209,7 @@ func (c *Comparison) Analyze() {
 				continue
 			}
 			r.Violations += run.Violations
+			r.Masters = max(r.Masters, run.Masters)
 			if !run.Interrupted {
 				runs = append(runs, run.Figures)
 			}
@@ -354,7 +364,7 @@ func compareTextHeader(p printf, c *Comparison) {
 		if c.LocalMasters {
 			masters += " (started locally)"
 		}
-		masters += ", the same for every run"
+		masters += compareVoters(c)
 	}
 	p("masters      %s\n", masters)
 	m := c.Machine
@@ -363,6 +373,43 @@ func compareTextHeader(p printf, c *Comparison) {
 	if !c.StartedAt.IsZero() {
 		p("started      %s\n", c.StartedAt.UTC().Format(time.RFC3339))
 	}
+}
+
+// compareVoters says which masters each engine voted on: all of them, or
+// the first few for the engines that vote on fewer (a single-master
+// baseline, redlock@1).
+func compareVoters(c *Comparison) string {
+	var all []string
+	fewer := map[int][]string{}
+	var counts []int
+	for _, r := range c.Results {
+		switch {
+		case r.Masters == 0:
+		case r.Masters >= len(c.Masters):
+			all = append(all, r.Engine)
+		default:
+			if fewer[r.Masters] == nil {
+				counts = append(counts, r.Masters)
+			}
+			fewer[r.Masters] = append(fewer[r.Masters], r.Engine)
+		}
+	}
+	if len(counts) == 0 {
+		return ", the same for every run"
+	}
+	sort.Ints(counts)
+	var parts []string
+	for _, n := range counts {
+		first := "the first only"
+		if n > 1 {
+			first = fmt.Sprintf("the first %d", n)
+		}
+		parts = append(parts, strings.Join(fewer[n], ", ")+" on "+first)
+	}
+	if len(all) > 0 {
+		parts = append(parts, strings.Join(all, ", ")+fmt.Sprintf(" on all %d", len(c.Masters)))
+	}
+	return "; " + strings.Join(parts, "; ")
 }
 
 // compareTextMedians writes the table of medians per engine and, with

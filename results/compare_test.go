@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"math"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -175,4 +177,43 @@ func fixedComparison() *Comparison {
 		{Addr: "127.0.0.1:7003", SetPerSec: 200000, EvalshaPerSec: 100000},
 	})
 	return c
+}
+
+// An engine that voted on fewer masters than the comparison has (a
+// single-master baseline, redlock@1) is named in the header with the
+// masters it used, so that a row is not read as the same deployment as
+// the others'.
+func TestCompareTextNamesEnginesOnFewerMasters(t *testing.T) {
+	c := fixedComparison()
+	c.Engines = []string{"redlock", "bsm-redislock", "redlock@1", "redsync-goredis@2"}
+	c.Runs = []CompareRun{
+		{Round: 1, Engine: "redlock", Dir: "1-redlock", Masters: 3},
+		{Round: 1, Engine: "bsm-redislock", Dir: "1-bsm-redislock", Masters: 1},
+		{Round: 1, Engine: "redlock@1", Dir: "1-redlock_1", Masters: 1},
+		{Round: 1, Engine: "redsync-goredis@2", Dir: "1-redsync-goredis_2", Masters: 2},
+	}
+	c.Analyze()
+	if got := []int{c.Results[0].Masters, c.Results[1].Masters, c.Results[2].Masters, c.Results[3].Masters}; !slices.Equal(got, []int{3, 1, 1, 2}) {
+		t.Errorf("masters per engine %v, want [3 1 1 2]", got)
+	}
+	var b strings.Builder
+	if err := WriteCompareText(&b, c); err != nil {
+		t.Fatal(err)
+	}
+	want := "masters      127.0.0.1:7001, 127.0.0.1:7002, 127.0.0.1:7003 (started locally); " +
+		"bsm-redislock, redlock@1 on the first only; redsync-goredis@2 on the first 2; redlock on all 3\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("header does not say which masters each engine used; want\n%s\ngot\n%s", want, b.String())
+	}
+	// Every engine on every master: the header says so, as before.
+	c = fixedComparison()
+	for i := range c.Runs {
+		c.Runs[i].Masters = 3
+	}
+	c.Analyze()
+	b.Reset()
+	WriteCompareText(&b, c)
+	if !strings.Contains(b.String(), "(started locally), the same for every run\n") {
+		t.Errorf("every engine on every master:\n%s", b.String())
+	}
 }

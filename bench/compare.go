@@ -92,8 +92,10 @@ func ParseEngines(s string) ([]string, error) {
 	seen := map[string]bool{}
 	for _, e := range strings.Split(s, ",") {
 		e = strings.TrimSpace(e)
-		if !knownEngine(e) {
-			return nil, fmt.Errorf("unknown engine %q (known: %s)", e, strings.Join(EngineNames(), ", "))
+		if _, _, err := splitEngine(e); errors.Is(err, errUnknownEngine) {
+			return nil, fmt.Errorf("unknown engine %q (known: %s)", e, EngineNamesHelp())
+		} else if err != nil {
+			return nil, fmt.Errorf("engine %q: %v", e, err)
 		}
 		if seen[e] {
 			return nil, fmt.Errorf("engine %q is listed twice", e)
@@ -127,6 +129,11 @@ func (cc *CompareConfig) Validate() error {
 	cc.fill()
 	if _, err := ParseEngines(strings.Join(cc.Engines, ",")); err != nil {
 		return cfgErr("engines", strings.Join(cc.Engines, ","), "%v", err)
+	}
+	for _, e := range cc.Engines {
+		if n, have := engineVoters(e), cc.Base.masterCount(); n > have {
+			return cfgErr("engines", strings.Join(cc.Engines, ","), "%s votes on the first %d masters, and the comparison has %d", e, n, have)
+		}
 	}
 	if cc.Rounds < MinCompareRounds {
 		return cfgErr("rounds", cc.Rounds, "must be >= %d: a median of fewer runs is one noisy run", MinCompareRounds)
@@ -162,7 +169,7 @@ func (cc *CompareConfig) Validate() error {
 func (cc *CompareConfig) runConfig(round, i int) Config {
 	c := cc.Base
 	c.Engine = cc.Engines[i]
-	c.Label = fmt.Sprintf("%s-%d-%s", cc.Label, round, c.Engine)
+	c.Label = fmt.Sprintf("%s-%d-%s", cc.Label, round, labelSafe(c.Engine))
 	// Each run locks names of its own, so that a key another run left
 	// behind (a late SET that outlived its release, a release cut short at
 	// the end) is not contention in this one. The prefix has the same
@@ -308,7 +315,7 @@ func (c *comparer) runOne(ctx context.Context, round, i int) (*results.Summary, 
 	cc, cmp := c.cc, c.cmp
 	eng := cc.Engines[i]
 	cfg := cc.runConfig(round, i)
-	name := fmt.Sprintf("%d-%s", round, eng)
+	name := fmt.Sprintf("%d-%s", round, labelSafe(eng))
 	n := (round-1)*len(cc.Engines) + i + 1
 	c.logf("run %d/%d: round %d/%d, %s: %s", n, cc.Rounds*len(cc.Engines), round, cc.Rounds, eng, filepath.Join(cc.Dir, name))
 	if cc.Progress != nil {

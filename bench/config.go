@@ -21,10 +21,14 @@ import (
 // valid. Each field corresponds to a flag of `redlock-bench run`, named in
 // its comment, and errors from Validate name that flag.
 type Config struct {
-	// Engine is the lock implementation (--engine). Default "redlock".
+	// Engine is the lock implementation (--engine): a name of EngineNames,
+	// or a quorum engine's NAME@N, which votes on the first N masters
+	// only. Default "redlock".
 	Engine string
 	// Masters are host:port addresses (--masters). Default: none, so
-	// LocalMasters servers are started for engines that need Redis.
+	// LocalMasters servers are started for engines that need Redis. An
+	// engine that votes on fewer (NAME@N, a single-master baseline) uses
+	// the first ones, and the run starts only those.
 	Masters []string
 	// LocalMasters is how many redis-server to start when Masters is empty
 	// (--local-masters). Default 5.
@@ -188,8 +192,8 @@ func cfgErr(flag string, value any, format string, a ...any) error {
 // Validate checks every field and returns a *ConfigError for the first bad
 // one.
 func (c *Config) Validate() error {
-	if !knownEngine(c.Engine) {
-		return cfgErr("engine", c.Engine, "unknown engine (known: %s)", strings.Join(EngineNames(), ", "))
+	if _, _, err := splitEngine(c.Engine); err != nil {
+		return cfgErr("engine", c.Engine, "%v", err)
 	}
 	if len(c.Masters) > 0 {
 		if _, err := engine.ParseMasters(strings.Join(c.Masters, ",")); err != nil {
@@ -211,6 +215,9 @@ func (c *Config) Validate() error {
 	}
 	if len(c.Masters) > MaxMasters && !IsRedlock(c.Engine) {
 		return cfgErr("masters", len(c.Masters), "must name at most %d masters", MaxMasters)
+	}
+	if n, have := engineVoters(c.Engine), c.masterCount(); n > have {
+		return cfgErr("engine", c.Engine, "votes on the first %d masters, and the run has %d", n, have)
 	}
 	if c.Workers <= 0 {
 		return cfgErr("workers", c.Workers, "must be > 0")
@@ -297,11 +304,9 @@ func (c *Config) Validate() error {
 		if !needsRedis(c.Engine) {
 			return cfgErr("fault", c.Faults, "engine %s uses no Redis masters to inject faults into", c.Engine)
 		}
-		n, local := len(c.Masters), len(c.Masters) == 0
-		if local {
-			n = c.LocalMasters
-		}
-		if err := c.Faults.Validate(n, local); err != nil {
+		// Faults name the masters the engine votes on: the run has no
+		// other (Run starts or keeps only those).
+		if err := c.Faults.Validate(c.voters(), len(c.Masters) == 0); err != nil {
 			var ie *fault.ItemError
 			if errors.As(err, &ie) {
 				return cfgErr("fault", c.Faults, "item %d %q: %s", ie.Pos, ie.Item, ie.Msg)
@@ -321,6 +326,24 @@ func (c *Config) Validate() error {
 			MaxTime, time.Now().UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+// masterCount is how many masters the run has: --masters, or the local
+// ones it starts.
+func (c *Config) masterCount() int {
+	if len(c.Masters) > 0 {
+		return len(c.Masters)
+	}
+	return c.LocalMasters
+}
+
+// voters is how many masters the engine votes on: the first voters() of
+// the run's (NAME@N, or a single-master baseline), else all of them.
+func (c *Config) voters() int {
+	if n := engineVoters(c.Engine); n > 0 && n < c.masterCount() {
+		return n
+	}
+	return c.masterCount()
 }
 
 // engineConfig is the redlock engine's configuration for this run, on the
@@ -355,9 +378,11 @@ func (c *Config) validateEngine() error {
 		return nil
 	}
 	masters, flag, value := c.Masters, "masters", any(strings.Join(c.Masters, ","))
-	if len(masters) == 0 {
+	if len(masters) > 0 {
+		masters = masters[:c.voters()]
+	} else {
 		flag, value = "local-masters", c.LocalMasters
-		for i := range c.LocalMasters {
+		for i := range c.voters() {
 			masters = append(masters, net.JoinHostPort("127.0.0.1", strconv.Itoa(i+1)))
 		}
 	}
@@ -386,7 +411,7 @@ func (c *Config) validateEngine() error {
 // something other than what it seems to: a hold longer than the TTL
 // without --extend loses every lease.
 func (c *Config) Warnings() []string {
-	if c.Extend {
+	if c.Extend || selfExtending(c.Engine) {
 		return nil
 	}
 	var every, some bool
@@ -640,14 +665,18 @@ func DeriveLabel(c Config) string {
 			b.WriteString(f.name)
 		}
 	}
-	label := b.String()
-	// Anything the label alphabet lacks becomes '_' (a "+" in an exponent).
+	return labelSafe(b.String())
+}
+
+// labelSafe turns what the label alphabet lacks into '_': a "+" in an
+// exponent, the "@" of redlock@1.
+func labelSafe(s string) string {
 	return strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
 			return r
 		}
 		return '_'
-	}, label)
+	}, s)
 }
 
 // RunConfig returns every setting as it appears in summary.json's config.

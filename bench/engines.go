@@ -3,6 +3,9 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -37,31 +40,105 @@ type Lease interface {
 // with "redlock" in one run, it shows what coalescing gains.
 const EnginePerCommand = "redlock-percmd"
 
+// Engine names of the single-master baselines: rueidislock.go and
+// bsmredislock.go.
+const (
+	engineRueidislock  = "rueidislock"
+	engineBsmRedislock = "bsm-redislock"
+)
+
 // EngineNames lists the engines Run knows, for --engine. The redsync-*
-// baselines are in redsync.go.
+// baselines are in redsync.go. A quorum engine also runs as NAME@N, on the
+// first N masters only (see engineVoters).
 func EngineNames() []string {
-	return []string{"redlock", EnginePerCommand, "nolock", engineRedsyncRueidis, engineRedsyncGoredis}
+	return []string{"redlock", EnginePerCommand, "nolock", engineRedsyncRueidis, engineRedsyncGoredis,
+		engineRueidislock, engineBsmRedislock}
 }
 
-// IsRedlock reports whether name is the redlock engine, in any variant:
-// its features (gate, notify, extend, fencing) apply.
-func IsRedlock(name string) bool { return name == "redlock" || name == EnginePerCommand }
+// EngineNamesHelp is EngineNames for a person: the names, and NAME@N.
+func EngineNamesHelp() string {
+	return strings.Join(EngineNames(), ", ") + "; a quorum engine as NAME@N votes on the first N masters only, e.g. redlock@1"
+}
 
-func knownEngine(name string) bool {
-	for _, n := range EngineNames() {
-		if n == name {
-			return true
-		}
+// quorumEngine reports whether base votes over every master it is given,
+// so that NAME@N can give it fewer: the single-master baselines use one
+// whatever they are given, and nolock none.
+func quorumEngine(base string) bool {
+	switch base {
+	case "redlock", EnginePerCommand, engineRedsyncRueidis, engineRedsyncGoredis:
+		return true
 	}
 	return false
 }
 
-// needsRedis reports whether the engine talks to Redis masters.
-func needsRedis(name string) bool { return name != "nolock" }
+// errUnknownEngine is splitEngine's error for a name that is no engine's.
+var errUnknownEngine = errors.New("unknown engine")
 
-// newEngine builds one client of the named engine.
+// splitEngine reads an engine name: its base engine, and N of NAME@N (0:
+// every master). A single-master baseline has N 1 without the suffix. Its
+// errors say what is wrong without repeating the name.
+func splitEngine(name string) (base string, voters int, err error) {
+	base, suffix, at := strings.Cut(name, "@")
+	known := false
+	for _, n := range EngineNames() {
+		known = known || n == base
+	}
+	switch {
+	case !known:
+		return "", 0, fmt.Errorf("%w (known: %s)", errUnknownEngine, EngineNamesHelp())
+	case base == engineRueidislock || base == engineBsmRedislock:
+		if at {
+			return "", 0, fmt.Errorf("%s runs on one master, the first, and takes no @N", base)
+		}
+		return base, 1, nil
+	case !at:
+		return base, 0, nil
+	case !quorumEngine(base):
+		return "", 0, fmt.Errorf("%s uses no masters and takes no @N", base)
+	}
+	n, err := strconv.Atoi(suffix)
+	if err != nil || n < 1 || n > MaxMasters {
+		return "", 0, fmt.Errorf("N of %s@N must be a number of masters, 1 to %d", base, MaxMasters)
+	}
+	return base, n, nil
+}
+
+// baseEngine is name without its @N; "" for an unknown engine.
+func baseEngine(name string) string {
+	base, _, _ := splitEngine(name)
+	return base
+}
+
+// engineVoters is how many masters engine name votes on, the first ones of
+// the run's: 0 for all of them.
+func engineVoters(name string) int {
+	_, n, _ := splitEngine(name)
+	return n
+}
+
+// IsRedlock reports whether name is the redlock engine, in any variant:
+// its features (gate, notify, extend, fencing) apply.
+func IsRedlock(name string) bool {
+	base := baseEngine(name)
+	return base == "redlock" || base == EnginePerCommand
+}
+
+func knownEngine(name string) bool {
+	_, _, err := splitEngine(name)
+	return err == nil
+}
+
+// needsRedis reports whether the engine talks to Redis masters.
+func needsRedis(name string) bool { return baseEngine(name) != "nolock" }
+
+// selfExtending reports whether the engine's leases extend themselves
+// while held, whatever --extend says: rueidislock's do.
+func selfExtending(name string) bool { return baseEngine(name) == engineRueidislock }
+
+// newEngine builds one client of the named engine on masters, the ones it
+// votes on (Config.voters).
 func newEngine(ctx context.Context, name string, masters []string, cfg Config) (Engine, error) {
-	switch name {
+	switch baseEngine(name) {
 	case "nolock":
 		return newNolock(cfg.TTL), nil
 	case "redlock":
@@ -69,7 +146,11 @@ func newEngine(ctx context.Context, name string, masters []string, cfg Config) (
 	case EnginePerCommand:
 		return newRedlock(ctx, masters, cfg, true)
 	case engineRedsyncRueidis, engineRedsyncGoredis:
-		return newRedsync(ctx, name, masters, cfg)
+		return newRedsync(ctx, baseEngine(name), masters, cfg)
+	case engineRueidislock:
+		return newRueidislock(masters, cfg)
+	case engineBsmRedislock:
+		return newBsmRedislock(ctx, masters, cfg)
 	}
 	return nil, &ConfigError{Flag: "engine", Value: name, Reason: "unknown engine"}
 }

@@ -5,6 +5,9 @@ go 1.26.0
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0 // indirect
 	github.com/Shopify/toxiproxy/v2 v2.12.0
+	// bsm/redislock is the single-Redis baseline of bench/bsmredislock.go
+	// (rueidislock, the other, is a package of rueidis).
+	github.com/bsm/redislock v0.9.4
 	// redsync v4.18.0 is the baseline of bench/redsync.go; v4.18.1 differs
 	// only in wanting rueidiscompat v1.0.79, which the module proxy refuses
 	// (403), so rueidiscompat is pinned at v1.0.78.

@@ -80,6 +80,13 @@ type (
 		// Err is non-nil once the lease can no longer be trusted.
 		Err() error
 	}
+	// selfExtendingLease is a baseline's lease that extends itself while
+	// held, whatever --extend says, so that its ValidUntil moves: the
+	// oracle and the worker read it again when the hold ends.
+	selfExtendingLease interface {
+		Lease
+		selfExtending()
+	}
 	// nodeReporter reports each master's state.
 	nodeReporter interface{ Nodes() []results.Node }
 	// subscriptionCounter reports the release subscriptions held.

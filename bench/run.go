@@ -61,12 +61,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	progress := results.NewProgressWriter(cfg.Progress, cfg.ProgressInPlace)
 
+	// The masters the engine votes on, the first ones of the run's: every
+	// figure, probe, fault and clean-up is about those.
 	site := runSite{masters: cfg.Masters}
 	var cluster *redisproc.Cluster
 	if needsRedis(cfg.Engine) {
-		if len(site.masters) == 0 {
+		if len(site.masters) > 0 {
+			site.masters = site.masters[:cfg.voters()]
+		} else {
 			var err error
-			if cluster, err = startLocalMasters(ctx, cfg.LocalMasters); err != nil {
+			if cluster, err = startLocalMasters(ctx, cfg.voters()); err != nil {
 				return nil, err
 			}
 			// Stopped on every return path; the signal handler only

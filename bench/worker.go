@@ -167,6 +167,10 @@ func (w *worker) hold(o op, lease Lease) (h held) {
 	r, cfg := w.r, &w.r.cfg
 	until := lease.ValidUntil()
 	dl, detailed := lease.(detailedLease)
+	// A live lease's validity moves while it is held: ours with --extend,
+	// and a baseline's that extends itself (selfExtendingLease).
+	_, extends := lease.(selfExtendingLease)
+	live := extends || detailed && cfg.Extend
 	if r.oracle != nil {
 		spec := holdSpec{start: o.t1, until: until}
 		if cfg.Mode == ModeWait {
@@ -174,9 +178,9 @@ func (w *worker) hold(o op, lease Lease) (h held) {
 		}
 		if detailed {
 			spec.token = dl.Token()
-			if cfg.Extend {
-				spec.live = lease
-			}
+		}
+		if live {
+			spec.live = lease
 		}
 		h.handoff, h.handed = r.oracle.begin(o.res, w.id, spec)
 	}
@@ -186,11 +190,11 @@ func (w *worker) hold(o op, lease Lease) (h held) {
 		h.t2 = time.Now()
 	}
 	lostSignal := false
-	if detailed && cfg.Extend {
+	if live {
 		// Auto-extension moved the validity; and a lease whose
 		// lost-lock signal fired is lost, whatever its validity said.
 		until = lease.ValidUntil()
-		lostSignal = dl.Err() != nil
+		lostSignal = detailed && dl.Err() != nil
 	}
 	h.lost = lostSignal || !h.t2.Before(until)
 	// Unregister before releasing: see oracle.

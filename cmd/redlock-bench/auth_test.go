@@ -62,7 +62,7 @@ func noSecret(t *testing.T, dir string, outputs ...string) {
 
 // A run reaches masters that want TLS with a client certificate and an
 // ACL user, through the flags or with the password from REDISCLI_AUTH, with
-// the redlock engine and both redsync baselines; the password is in none of
+// the redlock engine and every baseline; the password is in none of
 // the run's files nor its output.
 func TestRunWithAuthAndTLS(t *testing.T) {
 	c, certs := tlsMasters(t)
@@ -76,6 +76,8 @@ func TestRunWithAuthAndTLS(t *testing.T) {
 		{"redlock", true, false},
 		{"redsync-rueidis", true, false},
 		{"redsync-goredis", false, true},
+		{"rueidislock", false, true},
+		{"bsm-redislock", true, false},
 	} {
 		name := tc.engine + map[bool]string{true: "-env", false: "-flag"}[tc.env]
 		t.Run(name, func(t *testing.T) {

@@ -33,7 +33,7 @@ type compareOptions struct {
 func newCompareFlags(o *compareOptions) *pflag.FlagSet {
 	fs := newFlagSet("compare")
 	fs.StringVar(&o.engines, "engines", strings.Join(bench.DefaultCompareEngines(), ","),
-		"engines to compare, in the order they run each round; ratios are against the first (known: "+strings.Join(bench.EngineNames(), ", ")+")")
+		"engines to compare, in the order they run each round; ratios are against the first (known: "+bench.EngineNamesHelp()+")")
 	fs.IntVar(&o.rounds, "rounds", bench.DefaultCompareRounds, fmt.Sprintf("runs of each engine, alternating A B C A B C ...; the figures are their medians (%d to %d)", bench.MinCompareRounds, bench.MaxCompareRounds))
 	fs.BoolVar(&o.limit, "limit", false, "also measure the masters' pipelined SET and EVALSHA ceiling with redis-benchmark -P 16, and each engine's share of it")
 	fs.IntVar(&o.limitN, "limit-requests", bench.DefaultCeilingRequests, fmt.Sprintf("--limit: requests of each redis-benchmark test on each master, at most %d", bench.MaxCeilingRequests))
@@ -98,7 +98,8 @@ func compareUsage() string {
 	b.WriteString("Runs each engine on the same workload and the same masters (started once), alternating\n")
 	b.WriteString("A B C A B C ... for --rounds rounds, and reports the median of each figure per engine and\n")
 	b.WriteString("its ratio to the first engine. Each run is a normal run directory inside --out, beside\n")
-	b.WriteString("compare.txt and compare.json.\n\nCompare flags:\n")
+	b.WriteString("compare.txt and compare.json. An engine that votes on fewer masters (rueidislock and\n")
+	b.WriteString("bsm-redislock on one; redlock@1, or any quorum engine as NAME@N) uses the first ones.\n\nCompare flags:\n")
 	own := newCompareFlags(&compareOptions{})
 	b.WriteString(own.FlagUsages())
 	b.WriteString("\nEvery flag of run but --engine, with the same meaning:\n")

@@ -53,8 +53,10 @@ func TestParseCompareFlagsBad(t *testing.T) {
 		{[]string{"--rounds", "2"}, "--rounds: must be >= 3: a median of fewer runs is one noisy run, got 2"},
 		{[]string{"--rounds", "x"}, `--rounds: want an integer, got "x"`},
 		{[]string{"--rounds"}, "flag needs an argument: --rounds"},
-		{[]string{"--engines", "redlock,zk"}, `--engines: unknown engine "zk" (known: redlock, redlock-percmd, nolock, redsync-rueidis, redsync-goredis), got redlock,zk`},
+		{[]string{"--engines", "redlock,zk"}, `--engines: unknown engine "zk" (known: redlock, redlock-percmd, nolock, redsync-rueidis, redsync-goredis, rueidislock, bsm-redislock; a quorum engine as NAME@N votes on the first N masters only, e.g. redlock@1), got redlock,zk`},
 		{[]string{"--engines", "redlock,redlock"}, `--engines: engine "redlock" is listed twice, got redlock,redlock`},
+		{[]string{"--engines", "redlock,bsm-redislock@2"}, `--engines: engine "bsm-redislock@2": bsm-redislock runs on one master, the first, and takes no @N, got redlock,bsm-redislock@2`},
+		{[]string{"--engines", "redlock@6"}, `--engines: redlock@6 votes on the first 6 masters, and the comparison has 5, got redlock@6`},
 		{[]string{"--engines="}, `--engines: empty list, got ""`},
 		{[]string{"--engine", "redlock"}, `--engine: compare takes --engines, a comma-separated list, got "redlock"`},
 		{[]string{"--limit=maybe"}, `--limit: want true or false, got "maybe"`},
@@ -148,6 +150,37 @@ func TestCompareEndToEnd(t *testing.T) {
 		if err := redistest.Ping(a, 200*time.Millisecond); err == nil {
 			t.Errorf("master %s still answers after the comparison", a)
 		}
+	}
+}
+
+// The trade a user choosing a library sees in one table: our engine on
+// every master, and on the first one beside the single-Redis baselines
+// there, each through the same oracle; the header says which masters each
+// engine voted on.
+func TestCompareOneMasterBaselines(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "cmp")
+	cmd := command(t, "compare", "--engines", "redlock,redlock@1,rueidislock,bsm-redislock", "--local-masters", "3",
+		"--workers", "8", "--resources", "16", "--duration", "250ms", "--warmup", "0", "--label", "one", "--out", out)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("exit %d\nstderr: %s", exitStatus(err), stderr.String())
+	}
+	c := readComparison(t, out)
+	want := map[string]int{"redlock": 3, "redlock@1": 1, "rueidislock": 1, "bsm-redislock": 1}
+	for _, r := range c.Results {
+		if r.Runs != 3 || r.Median == nil || r.Median.AcquiredPerSec <= 0 || r.Violations != 0 || r.Masters != want[r.Engine] {
+			t.Errorf("%s: %+v, want 3 runs on %d masters without violations", r.Engine, r, want[r.Engine])
+		}
+	}
+	for _, dir := range []string{"1-redlock_1", "3-rueidislock", "2-bsm-redislock"} {
+		if _, err := os.Stat(filepath.Join(out, dir, results.SummaryJSON)); err != nil {
+			t.Error(err)
+		}
+	}
+	header := "(started locally); redlock@1, rueidislock, bsm-redislock on the first only; redlock on all 3\n"
+	if !strings.Contains(stdout.String(), header) {
+		t.Errorf("compare.txt does not say which masters each engine used:\n%s", stdout.String())
 	}
 }
 

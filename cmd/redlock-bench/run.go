@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -73,7 +72,7 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 	fs := newFlagSet("run")
 	fs.StringVar(&o.masters, "masters", "", "Redis masters, host:port,host:port,... (default: start --local-masters locally)")
 	fs.IntVar(&o.localMasters, "local-masters", d.LocalMasters, "with no --masters: start this many redis-server on free 127.0.0.1 ports, stopped at exit")
-	fs.StringVar(&o.engine, "engine", d.Engine, "lock engine: "+strings.Join(bench.EngineNames(), ", ")+" (nolock grants everything without Redis: a control for the oracle)")
+	fs.StringVar(&o.engine, "engine", d.Engine, "lock engine (nolock grants everything without Redis: a control for the oracle): "+bench.EngineNamesHelp())
 	fs.IntVar(&o.workers, "workers", d.Workers, fmt.Sprintf("concurrent workers (goroutines), at most %d", bench.MaxWorkers))
 	fs.IntVar(&o.clients, "clients", d.Clients, fmt.Sprintf("independent engine instances with their own connections, shared round-robin by the workers, at most %d", bench.MaxClients))
 	fs.IntVar(&o.resources, "resources", d.Resources, fmt.Sprintf("number of distinct lock names, at most %d", bench.MaxResources))

@@ -1,0 +1,125 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bsm/redislock"
+
+	"github.com/redlock-bench/redlock/internal/redistest"
+)
+
+// A lease's validity is on the monotonic clock, the TTL from the call;
+// releasing it frees the resource; a second TryLock of a held resource is
+// contention; and a lease whose key is gone is lost, not a failed release.
+func TestBsmRedislockLease(t *testing.T) {
+	noLeaks(t)
+	c := redistest.StartT(t, 1)
+	ctx := context.Background()
+	cfg := DefaultConfig()
+	cfg.TTL = 2 * time.Second
+	e, err := newEngine(ctx, engineBsmRedislock, c.Addrs(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	start := time.Now()
+	l, err := e.TryLock(ctx, "lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := l.ValidUntil()
+	if !strings.Contains(until.String(), "m=") {
+		t.Errorf("ValidUntil %v carries no monotonic reading", until)
+	}
+	if d := until.Sub(start); d < cfg.TTL || d > cfg.TTL+100*time.Millisecond {
+		t.Errorf("valid for %s from the call, want the %s TTL", d, cfg.TTL)
+	}
+	// The key expires no sooner than the validity says.
+	reply, _ := redistest.Do(c.Addrs()[0], time.Second, "PTTL", "lease")
+	if ms, err := strconv.Atoi(strings.TrimPrefix(reply, ":")); err != nil || ms < 1800 || ms > 2000 {
+		t.Errorf("key's PTTL %s, want about 2000 (ms)", reply)
+	}
+	if _, err := e.TryLock(ctx, "lease"); classify(err, nil) != kindContended {
+		t.Errorf("second TryLock of a held resource: %v, classified %d", err, classify(err, nil))
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("release: %v", err)
+	}
+	l2, err := e.TryLock(ctx, "lease")
+	if err != nil {
+		t.Fatalf("TryLock after release: %v", err)
+	}
+	if _, err := redistest.Do(c.Addrs()[0], time.Second, "DEL", "lease"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.Release(ctx); err == nil || !leaseLost(err) {
+		t.Errorf("release of a deleted key: %v, lost %v", err, leaseLost(err))
+	}
+}
+
+// In mode wait, Lock retries until the holder releases.
+func TestBsmRedislockLockWaitsForRelease(t *testing.T) {
+	noLeaks(t)
+	c := redistest.StartT(t, 1)
+	ctx := context.Background()
+	e, err := newEngine(ctx, engineBsmRedislock, c.Addrs(), DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	l, err := e.TryLock(ctx, "wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(100*time.Millisecond, func() { l.Release(ctx) })
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	l2, err := e.Lock(wctx, "wait")
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Errorf("acquired after %s, before the holder released", d)
+	}
+	l2.Release(ctx)
+	// Held, a wait that runs out is a timeout.
+	l3, err := e.TryLock(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l3.Release(ctx)
+	wctx, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := e.Lock(wctx, "held"); classify(err, wctx) != errTimeout {
+		t.Errorf("wait on a held resource: %v, classified %d", err, classify(err, wctx))
+	}
+}
+
+// The classification of redislock's errors.
+func TestBsmRedislockErrorClassification(t *testing.T) {
+	e := &bsmRedislockEngine{}
+	live := context.Background()
+	for _, c := range []struct {
+		name string
+		err  error
+		want errKind
+	}{
+		{"held by another", redislock.ErrNotObtained, kindContended},
+		{"master gone", errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), errNoQuorum},
+		{"its own deadline", context.DeadlineExceeded, errNoQuorum},
+	} {
+		err := e.acquireError(live, c.err)
+		if got := classify(err, nil); got != c.want {
+			t.Errorf("%s: classified %d, want %d (%v)", c.name, got, c.want, err)
+		}
+		if !strings.HasPrefix(err.Error(), engineBsmRedislock+": ") || !errors.Is(err, c.err) {
+			t.Errorf("%s: %q does not wrap redislock's error", c.name, err)
+		}
+	}
+}

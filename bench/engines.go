@@ -98,7 +98,7 @@ func splitEngine(name string) (base string, voters int, err error) {
 	}
 	n, err := strconv.Atoi(suffix)
 	if err != nil || n < 1 || n > MaxMasters {
-		return "", 0, fmt.Errorf("N of %s@N must be a number of masters, 1 to %d", base, MaxMasters)
+		return "", 0, fmt.Errorf("the N of %s@N must be a number of masters, 1 to %d", base, MaxMasters)
 	}
 	return base, n, nil
 }
@@ -121,11 +121,6 @@ func engineVoters(name string) int {
 func IsRedlock(name string) bool {
 	base := baseEngine(name)
 	return base == "redlock" || base == EnginePerCommand
-}
-
-func knownEngine(name string) bool {
-	_, _, err := splitEngine(name)
-	return err == nil
 }
 
 // needsRedis reports whether the engine talks to Redis masters.

@@ -109,9 +109,12 @@ func (b *batch) plan(coalesce bool) {
 	for k, t := range b.sent {
 		s := t.r.cmd.Script
 		key := t.r.cmd.Key
-		if !coalesce || s == nil || s.Multi == nil {
+		if !coalesce || s == nil || s.Multi == nil || len(t.r.cmd.Keys) > 0 {
 			if mixed {
 				b.last[key] = int32(len(b.at))
+				for _, k := range t.r.cmd.Keys {
+					b.last[k] = int32(len(b.at))
+				}
 			}
 			b.at = append(b.at, int32(k))
 			continue

@@ -73,6 +73,10 @@ type Command struct {
 	// Name is the command when Script is nil, e.g. "SET".
 	Name string
 	Key  string
+	// Keys are a script's further keys, KEYS[2] on, for a script that
+	// acts on several keys of one master at once (the engine's
+	// multi-resource lock). Such a script is never coalesced.
+	Keys []string
 	// Args are the arguments after the key: Args[:NArgs]. A fixed array,
 	// so that building a Command allocates nothing.
 	Args  [MaxArgs]string

@@ -23,6 +23,10 @@ type Lease struct {
 	wait     WaitInfo
 	gated    bool
 	handoffs int // hand-offs in a row that led to this lease
+	// keys and resources are a multi-resource lease's (see multi.go):
+	// its keys and names in Resources order; key is then empty and
+	// resource a label. nil for a lease on one resource.
+	keys, resources []string
 	// votes is scratch space for this lease's rounds, so that a cycle
 	// allocates no tally; opMu keeps Release and Extend from sharing it.
 	votes   []multiplex.Vote
@@ -138,7 +142,9 @@ var errNilLease = fmt.Errorf("engine: nil *Lease: %w", ErrNotHeld)
 // closedChan is a nil *Lease's Done.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// Resource is the name the lease was acquired for.
+// Resource is the name the lease was acquired for; for a lease on several
+// resources (TryLockAll, LockAll), a label naming them all for messages
+// and telemetry, "{a,b}": their names are Resources.
 func (le *Lease) Resource() string {
 	if le == nil {
 		return ""
@@ -156,8 +162,9 @@ func (le *Lease) Value() string {
 }
 
 // Token is the lease's fencing token: larger than that of every earlier
-// holder of the resource. Zero when Config.Fencing is off. Pass it to the
-// protected resource and have it reject tokens lower than one it has seen.
+// holder of the resource (of each of its resources, for a lease on
+// several). Zero when Config.Fencing is off. Pass it to the protected
+// resource and have it reject tokens lower than one it has seen.
 func (le *Lease) Token() int64 {
 	if le == nil {
 		return 0

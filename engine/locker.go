@@ -64,7 +64,7 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		ConnTimeout:       cfg.ConnTimeout,
 		MaxFlushDelay:     cfg.MaxFlushDelay,
 		PipelineMultiplex: cfg.PipelineMultiplex,
-		Scripts:           allScripts,
+		Scripts:           append(allScripts[:len(allScripts):len(allScripts)], multiScripts...),
 		Quarantine:        cfg.Quarantine,
 		MaxTTL:            cfg.MaxTTL,
 		DisableCoalesce:   cfg.DisableCoalesce,

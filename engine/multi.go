@@ -126,7 +126,21 @@ type resourceSet struct {
 // even when they are refused, for the Observer.
 func (l *Locker) resourceSet(op string, names []string) (*resourceSet, error) {
 	set := &resourceSet{names: slices.Compact(slices.Sorted(slices.Values(names)))}
-	set.label = "{" + strings.Join(set.names, ",") + "}"
+	var b strings.Builder
+	n := 2
+	for _, r := range set.names {
+		n += len(r) + 1
+	}
+	b.Grow(n)
+	b.WriteByte('{')
+	for i, r := range set.names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(r)
+	}
+	b.WriteByte('}')
+	set.label = b.String()
 	switch {
 	case len(set.names) == 0:
 		return set, fmt.Errorf("engine: %s: %w", op, ErrNoResources)

@@ -169,6 +169,55 @@ func BenchmarkTryLock3SequentialRelease(b *testing.B) {
 	}
 }
 
+// The same two cycles from 16 × GOMAXPROCS goroutines, each on sets of
+// its own: throughput, where the mutex's commands coalesce on each
+// master and TryLockAll's script calls do not.
+func BenchmarkTryLockAll3ReleaseParallel(b *testing.B) {
+	parallel3(b, func(ctx context.Context, l *engine.Lease, set []string, locker *engine.Locker) error {
+		le, err := locker.TryLockAll(ctx, set...)
+		if err != nil {
+			return err
+		}
+		return le.Release(ctx)
+	})
+}
+
+func BenchmarkTryLock3SequentialReleaseParallel(b *testing.B) {
+	parallel3(b, func(ctx context.Context, _ *engine.Lease, set []string, locker *engine.Locker) error {
+		var held [3]*engine.Lease
+		for j, r := range set {
+			le, err := locker.TryLock(ctx, r)
+			if err != nil {
+				return err
+			}
+			held[j] = le
+		}
+		for j := 2; j >= 0; j-- {
+			if err := held[j].Release(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func parallel3(b *testing.B, cycle func(context.Context, *engine.Lease, []string, *engine.Locker) error) {
+	l := benchLocker(b, patientMasters)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		sets := benchSets(64)
+		for i := 0; pb.Next(); i++ {
+			if err := cycle(ctx, nil, sets[i&63], l); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
 func patientMasters(c *engine.Config) { c.NodeTimeout = time.Second }
 
 // benchSets is n sets of three resource names, unique to this run.

@@ -161,3 +161,29 @@ return #KEYS`)
 		}
 	}
 }
+
+// Further keys on a script that has a Multi form, in a batch of that
+// script alone: the command with Keys is not coalesced and runs at its
+// place, so a later single-key command on one of its keys must not join
+// a group an earlier command started. (Before such a batch tracked its
+// keys, this read "21".)
+func TestFurtherKeysOfACoalescedScriptKeepPerKeyOrder(t *testing.T) {
+	a := multiplex.NewScript(`for i = 1, #KEYS do redis.call("APPEND", KEYS[i], ARGV[1]) end
+return #KEYS`).Coalesce()
+	c := redistest.StartT(t, 1)
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
+		NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{a}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cl := directClient(t, c.Addrs()[0])
+	p.Post(busyCommand(), anyReply, nil)
+	time.Sleep(50 * time.Millisecond)
+	p.Post(multiplex.Command{Script: a, Key: "other", Args: [multiplex.MaxArgs]string{"x"}, NArgs: 1}, anyReply, nil)
+	p.Post(multiplex.Command{Script: a, Key: "j", Keys: []string{"k"}, Args: [multiplex.MaxArgs]string{"1"}, NArgs: 1}, anyReply, nil)
+	p.Post(multiplex.Command{Script: a, Key: "k", Args: [multiplex.MaxArgs]string{"2"}, NArgs: 1}, anyReply, nil)
+	if got := appended(t, cl); got != "12" {
+		t.Fatalf("key k is %q after APPEND 1 (as a further key) then APPEND 2 (same script, coalesced): the later command ran first", got)
+	}
+}

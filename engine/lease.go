@@ -21,12 +21,11 @@ type Lease struct {
 	start    time.Time
 	token    int64
 	wait     WaitInfo
-	gated    bool
 	handoffs int // hand-offs in a row that led to this lease
-	// keys and resources are a multi-resource lease's (see multi.go):
-	// its keys and names in Resources order; key is then empty and
-	// resource a label. nil for a lease on one resource.
-	keys, resources []string
+	// all are a multi-resource lease's resources and keys (see
+	// multi.go); key is then empty and resource a label. nil for a lease
+	// on one resource; a pointer, so that such a lease stays small.
+	all *resourceSet
 	// votes is scratch space for this lease's rounds, so that a cycle
 	// allocates no tally; opMu keeps Release and Extend from sharing it.
 	votes   []multiplex.Vote
@@ -56,6 +55,7 @@ type Lease struct {
 	tk          *ticket
 	failed      bool // the attempt did not acquire
 	released    bool
+	gated       bool
 	endErr      error // why the lease stopped being trustworthy
 	endedAt     time.Time
 	successor   *Lease // the lease was passed on: late replies go there

@@ -109,17 +109,18 @@ func (le *Lease) Resources() []string {
 	switch {
 	case le == nil:
 		return nil
-	case le.resources == nil:
+	case le.all == nil:
 		return []string{le.resource}
 	}
-	return slices.Clone(le.resources)
+	return slices.Clone(le.all.names)
 }
 
 // resourceSet is the resources of one TryLockAll or LockAll: sorted and
 // without duplicates, their keys in the same order, and the lease's label.
+// rest is keys[1:], the scripts' Command.Keys.
 type resourceSet struct {
-	names, keys []string
-	label       string
+	names, keys, rest []string
+	label             string
 }
 
 // resourceSet checks names for op and makes their set; its label is set
@@ -154,6 +155,7 @@ func (l *Locker) resourceSet(op string, names []string) (*resourceSet, error) {
 		}
 		set.keys[i] = l.cfg.KeyPrefix + r
 	}
+	set.rest = set.keys[1:]
 	return set, nil
 }
 
@@ -165,7 +167,7 @@ func (l *Locker) tryAll(ctx context.Context, set *resourceSet, tk *ticket) (*Lea
 	if l.closed.Load() {
 		return nil, fmt.Errorf("engine: acquire %q: %w", set.label, ErrClosed)
 	}
-	le := &Lease{l: l, resource: set.label, keys: set.keys, resources: set.names, value: newValue()}
+	le := &Lease{l: l, resource: set.label, all: set, value: newValue()}
 	if tk != nil {
 		le.value = tk.id + idEnd + le.value
 	}
@@ -197,9 +199,9 @@ func (l *Locker) acquireAllCommand(le *Lease, tk *ticket) multiplex.Command {
 	}
 	var cmd multiplex.Command
 	if tk == nil {
-		cmd = keysCall(script, le.keys, le.value, l.ttlStr, fence, "0")
+		cmd = keysCall(script, le.all, le.value, l.ttlStr, fence, "0")
 	} else {
-		cmd = keysCall(script, le.keys, le.value, l.ttlStr, fence, "1", tk.score, tk.id)
+		cmd = keysCall(script, le.all, le.value, l.ttlStr, fence, "1", tk.score, tk.id)
 	}
 	// A waiter's attempt reaches every master, as Lock's does, so that
 	// the masters' queues agree.
@@ -216,10 +218,11 @@ func (le *Lease) namesHeld(err error) error {
 		return err
 	}
 	ve.key = ""
-	counts := make([]int, len(le.resources)+1)
+	names := le.all.names
+	counts := make([]int, len(names)+1)
 	best := 0
 	for _, v := range ve.Votes {
-		if i := int(v.value >> heldShift); v.Outcome == OutcomeRefused && v.value != turnHash && i >= 1 && i <= len(le.resources) {
+		if i := int(v.value >> heldShift); v.Outcome == OutcomeRefused && v.value != turnHash && i >= 1 && i <= len(names) {
 			counts[i]++
 			if counts[i] > counts[best] {
 				best = i
@@ -227,7 +230,7 @@ func (le *Lease) namesHeld(err error) error {
 		}
 	}
 	if best > 0 {
-		ve.Held = le.resources[best-1]
+		ve.Held = names[best-1]
 	}
 	return err
 }
@@ -270,7 +273,7 @@ func (l *Locker) lockAll(ctx context.Context, set *resourceSet, start time.Time,
 // place in each of its resources' queues, and subscribes it to their
 // releases, each of which wakes it.
 func (l *Locker) queueAll(ctx context.Context, set *resourceSet, start time.Time) (*ticket, *subscription) {
-	tk := &ticket{score: itoa(start.UnixMicro()), id: l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36), keys: set.keys}
+	tk := &ticket{score: itoa(start.UnixMicro()), id: l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36), all: set}
 	l.tmu.Lock()
 	if l.tickets != nil {
 		l.tickets[tk] = set.label
@@ -293,17 +296,18 @@ func (n *notifier) subscribeAll(ctx context.Context, keys []string, id string) *
 	for _, t := range topics {
 		n.ready(ctx, t)
 	}
-	subs[0].group = subs[1:]
+	rest := subs[1:]
+	subs[0].group = &rest
 	return subs[0]
 }
 
-// leaveQueues is leaveQueue for a LockAll waiter's place (tk.keys).
+// leaveQueues is leaveQueue for a LockAll waiter's place (tk.all).
 func (l *Locker) leaveQueues(tk *ticket, nodes uint64, acquired bool) {
 	script := zremScript
 	if acquired && !mutation.LateReleaseWakesNext.On() {
 		script = leaveScript
 	}
-	cmd := keysCall(allKeysForm[script], tk.keys, tk.id)
+	cmd := keysCall(allKeysForm[script], tk.all, tk.id)
 	cmd.Nodes = nodes
 	l.pool.Post(cmd, classifyInt, nil)
 }
@@ -314,22 +318,22 @@ func (l *Locker) quitQueuesCall(tk *ticket) multiplex.Command {
 	if mutation.QuitKeepsTurn.On() {
 		script = zremScript
 	}
-	return keysCall(allKeysForm[script], tk.keys, tk.id)
+	return keysCall(allKeysForm[script], tk.all, tk.id)
 }
 
 // call is script's call on the lease's key with args, or for a lease on
 // several resources its all-keys form's on its keys (see allKeys).
 func (le *Lease) call(script *multiplex.Script, args ...string) multiplex.Command {
-	if le.keys == nil {
+	if le.all == nil {
 		return scriptCall(script, le.key, args...)
 	}
-	return keysCall(allKeysForm[script], le.keys, args...)
+	return keysCall(allKeysForm[script], le.all, args...)
 }
 
-// keysCall is a call of script on keys (at least one) with args.
-func keysCall(script *multiplex.Script, keys []string, args ...string) multiplex.Command {
-	c := scriptCall(script, keys[0], args...)
-	c.Keys = keys[1:]
+// keysCall is a call of script on set's keys with args.
+func keysCall(script *multiplex.Script, set *resourceSet, args ...string) multiplex.Command {
+	c := scriptCall(script, set.keys[0], args...)
+	c.Keys = &set.rest
 	return c
 }
 

@@ -87,8 +87,9 @@ type subscription struct {
 	// last woke (see awaitTurns).
 	turns atomic.Int32
 	// group are the other subscriptions of a LockAll waiter, one per
-	// resource, which share C (see subscribeAll).
-	group []*subscription
+	// resource, which share C (see subscribeAll); nil for Lock's. A
+	// pointer, so that Lock's subscription stays small.
+	group *[]*subscription
 }
 
 // settleTurns bounds how long a woken waiter waits for more masters to
@@ -128,16 +129,20 @@ func (s *subscription) awaitTurns(ctx context.Context, quorum int, settle **time
 // its resources since it last woke.
 func (s *subscription) mostTurns() int {
 	n := int(s.turns.Load())
-	for _, g := range s.group {
-		n = max(n, int(g.turns.Load()))
+	if s.group != nil {
+		for _, g := range *s.group {
+			n = max(n, int(g.turns.Load()))
+		}
 	}
 	return n
 }
 
 func (s *subscription) clearTurns() {
 	s.turns.Store(0)
-	for _, g := range s.group {
-		g.turns.Store(0)
+	if s.group != nil {
+		for _, g := range *s.group {
+			g.turns.Store(0)
+		}
 	}
 }
 
@@ -260,8 +265,10 @@ func (s *subscription) close() {
 	if s == nil {
 		return
 	}
-	for _, g := range s.group {
-		g.close()
+	if s.group != nil {
+		for _, g := range *s.group {
+			g.close()
+		}
 	}
 	n := s.n
 	n.mu.Lock()

@@ -79,9 +79,9 @@ type ticket struct {
 	// held: a lease holds this place (its waiter acquired). Under
 	// Locker.tmu.
 	held bool
-	// keys are a LockAll waiter's, whose place is in each of their
-	// queues (see multi.go); nil for Lock's.
-	keys []string
+	// all are a LockAll waiter's resources, whose place is in each of
+	// their queues (see multi.go); nil for Lock's.
+	all *resourceSet
 }
 
 // queue gives a waiter that began at start its ticket and subscribes it
@@ -105,7 +105,7 @@ func (l *Locker) leaveQueue(resource string, tk *ticket, nodes uint64, acquired 
 	if nodes == 0 {
 		return
 	}
-	if tk.keys != nil {
+	if tk.all != nil {
 		l.leaveQueues(tk, nodes, acquired)
 		return
 	}
@@ -145,7 +145,7 @@ func (l *Locker) postQuit(resource string, tk *ticket) {
 	if mutation.QuitKeepsTurn.On() {
 		cmd = plainCall("ZREM", queuePrefix+l.cfg.KeyPrefix+resource, tk.id)
 	}
-	if tk.keys != nil {
+	if tk.all != nil {
 		cmd = l.quitQueuesCall(tk)
 	}
 	cmd.Nodes = uint64(1)<<l.pool.Len() - 1

@@ -96,7 +96,7 @@ func (b *batch) plan(coalesce bool) {
 		if !coalesce {
 			break
 		}
-		if t.r.cmd.Script != b.sent[0].r.cmd.Script || len(t.r.cmd.Keys) > 0 {
+		if t.r.cmd.Script != b.sent[0].r.cmd.Script || t.r.cmd.Keys != nil {
 			mixed = true
 			break
 		}
@@ -111,11 +111,13 @@ func (b *batch) plan(coalesce bool) {
 	for k, t := range b.sent {
 		s := t.r.cmd.Script
 		key := t.r.cmd.Key
-		if !coalesce || s == nil || s.Multi == nil || len(t.r.cmd.Keys) > 0 {
+		if !coalesce || s == nil || s.Multi == nil || t.r.cmd.Keys != nil {
 			if mixed {
 				b.last[key] = int32(len(b.at))
-				for _, k := range t.r.cmd.Keys {
-					b.last[k] = int32(len(b.at))
+				if t.r.cmd.Keys != nil {
+					for _, k := range *t.r.cmd.Keys {
+						b.last[k] = int32(len(b.at))
+					}
 				}
 			}
 			b.at = append(b.at, int32(k))

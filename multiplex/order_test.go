@@ -138,14 +138,14 @@ return #KEYS`)
 	p.Post(busyCommand(), anyReply, nil)
 	time.Sleep(50 * time.Millisecond)
 	p.Post(multiplex.Command{Script: a, Key: "other", Args: [multiplex.MaxArgs]string{"x"}, NArgs: 1}, anyReply, nil)
-	p.Post(multiplex.Command{Script: all, Key: "j", Keys: []string{"k"}, Args: [multiplex.MaxArgs]string{"1"}, NArgs: 1}, anyReply, nil)
+	p.Post(multiplex.Command{Script: all, Key: "j", Keys: &[]string{"k"}, Args: [multiplex.MaxArgs]string{"1"}, NArgs: 1}, anyReply, nil)
 	p.Post(multiplex.Command{Script: a, Key: "k", Args: [multiplex.MaxArgs]string{"2"}, NArgs: 1}, anyReply, nil)
 	if got := appended(t, cl); got != "12" {
 		t.Fatalf("key k is %q after APPEND 1 (as a further key) then APPEND 2 (coalesced): the later command ran first", got)
 	}
 	ctx := context.Background()
 	p = dial()
-	three := multiplex.Command{Script: all, Key: "x", Keys: []string{"y", "z"}, Args: [multiplex.MaxArgs]string{"0"}, NArgs: 1}
+	three := multiplex.Command{Script: all, Key: "x", Keys: &[]string{"y", "z"}, Args: [multiplex.MaxArgs]string{"0"}, NArgs: 1}
 	if n, err := p.Do(ctx, 0, three).AsInt64(); err != nil || n != 3 {
 		t.Fatalf("script over three keys: %d keys, %v", n, err)
 	}
@@ -181,7 +181,7 @@ return #KEYS`).Coalesce()
 	p.Post(busyCommand(), anyReply, nil)
 	time.Sleep(50 * time.Millisecond)
 	p.Post(multiplex.Command{Script: a, Key: "other", Args: [multiplex.MaxArgs]string{"x"}, NArgs: 1}, anyReply, nil)
-	p.Post(multiplex.Command{Script: a, Key: "j", Keys: []string{"k"}, Args: [multiplex.MaxArgs]string{"1"}, NArgs: 1}, anyReply, nil)
+	p.Post(multiplex.Command{Script: a, Key: "j", Keys: &[]string{"k"}, Args: [multiplex.MaxArgs]string{"1"}, NArgs: 1}, anyReply, nil)
 	p.Post(multiplex.Command{Script: a, Key: "k", Args: [multiplex.MaxArgs]string{"2"}, NArgs: 1}, anyReply, nil)
 	if got := appended(t, cl); got != "12" {
 		t.Fatalf("key k is %q after APPEND 1 (as a further key) then APPEND 2 (same script, coalesced): the later command ran first", got)

@@ -856,12 +856,12 @@ func (p *Pool) build(c *Command, eval bool) rueidis.Completed {
 	switch {
 	case c.Script == nil:
 		return b.Arbitrary(c.Name).Args(c.Key).Args(c.Args[:c.NArgs]...).Build()
-	case len(c.Keys) > 0:
+	case c.Keys != nil:
 		head, body := "EVALSHA", c.Script.SHA
 		if eval {
 			head, body = "EVAL", c.Script.Body
 		}
-		return b.Arbitrary(head, body, strconv.Itoa(1+len(c.Keys)), c.Key).Args(c.Keys...).Args(c.Args[:c.NArgs]...).Build()
+		return b.Arbitrary(head, body, strconv.Itoa(1+len(*c.Keys)), c.Key).Args(*c.Keys...).Args(c.Args[:c.NArgs]...).Build()
 	case eval:
 		return b.Arbitrary("EVAL", c.Script.Body, "1", c.Key).Args(c.Args[:c.NArgs]...).Build()
 	}

@@ -144,7 +144,9 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 
 // Resource is the name the lease was acquired for; for a lease on several
 // resources (TryLockAll, LockAll), a label naming them all for messages
-// and telemetry, "{a,b}": their names are Resources.
+// and telemetry, "{a,b}": their names are Resources. The label does not
+// escape the names: with names that hold ',', '{' or '}' two sets can
+// share it ("a,b" alone and "a" with "b" are both "{a,b}").
 func (le *Lease) Resource() string {
 	if le == nil {
 		return ""

@@ -104,7 +104,8 @@ func (l *Locker) LockAll(ctx context.Context, resources ...string) (*Lease, erro
 }
 
 // Resources are the names the lease holds, sorted, without duplicates: one
-// for a lease from TryLock or Lock.
+// for a lease from TryLock or Lock. They, not the label Resource, tell
+// apart leases on sets whose names hold ',', '{' or '}'.
 func (le *Lease) Resources() []string {
 	switch {
 	case le == nil:

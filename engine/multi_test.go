@@ -618,3 +618,30 @@ func TestCloseLeavesLockAllsQueues(t *testing.T) {
 		eventually(t, 2*time.Second, r+"'s queue empty", func() bool { return e.queued(r, 0) })
 	}
 }
+
+// Resource is a label that does not escape the names: a set whose names
+// hold ',' can share it with another set, and Resources tells them apart.
+func TestResourcesTellApartSetsThatShareALabel(t *testing.T) {
+	e := newEnv(t, 3)
+	l := e.locker(nil)
+	ctx := context.Background()
+	one, err := l.TryLockAll(ctx, "a,b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Release(ctx)
+	two, err := l.TryLockAll(ctx, "a", "b")
+	if err != nil {
+		t.Fatalf("TryLockAll(a, b) while a lease holds \"a,b\": %v", err)
+	}
+	defer two.Release(ctx)
+	if one.Resource() != "{a,b}" || two.Resource() != "{a,b}" {
+		t.Fatalf("labels %q and %q, want both {a,b}", one.Resource(), two.Resource())
+	}
+	if got := one.Resources(); !slices.Equal(got, []string{"a,b"}) {
+		t.Fatalf("Resources() of the lease on \"a,b\" = %q", got)
+	}
+	if got := two.Resources(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("Resources() of the lease on a and b = %q", got)
+	}
+}

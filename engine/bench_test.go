@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redlock-bench/redlock/engine"
 )
@@ -119,4 +120,113 @@ func BenchmarkTryLockReleaseCoalesce(b *testing.B) {
 			cycleSerial(b, benchLocker(b, func(c *engine.Config) { c.DisableCoalesce = off }))
 		})
 	}
+}
+
+// Three resources held together: by one TryLockAll and its Release (two
+// round trips, one script over the three keys on each master), and by
+// three TryLocks in a row then their three Releases (six round trips).
+// The first must beat the second by at least 2x, and cost at most one
+// round trip more than BenchmarkTryLockRelease (one resource). Both give
+// the masters a node timeout of a second, so that a loaded machine's
+// stalls are measured rather than failed.
+func BenchmarkTryLockAll3Release(b *testing.B) {
+	l := benchLocker(b, patientMasters)
+	ctx := context.Background()
+	sets := benchSets(1024)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		le, err := l.TryLockAll(ctx, sets[i&1023]...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := le.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkTryLock3SequentialRelease(b *testing.B) {
+	l := benchLocker(b, patientMasters)
+	ctx := context.Background()
+	sets := benchSets(1024)
+	var held [3]*engine.Lease
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j, r := range sets[i&1023] {
+			le, err := l.TryLock(ctx, r)
+			if err != nil {
+				b.Fatal(err)
+			}
+			held[j] = le
+		}
+		for j := 2; j >= 0; j-- {
+			if err := held[j].Release(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// The same two cycles from 16 × GOMAXPROCS goroutines, each on sets of
+// its own: throughput, where the mutex's commands coalesce on each
+// master and TryLockAll's script calls do not.
+func BenchmarkTryLockAll3ReleaseParallel(b *testing.B) {
+	parallel3(b, func(ctx context.Context, l *engine.Lease, set []string, locker *engine.Locker) error {
+		le, err := locker.TryLockAll(ctx, set...)
+		if err != nil {
+			return err
+		}
+		return le.Release(ctx)
+	})
+}
+
+func BenchmarkTryLock3SequentialReleaseParallel(b *testing.B) {
+	parallel3(b, func(ctx context.Context, _ *engine.Lease, set []string, locker *engine.Locker) error {
+		var held [3]*engine.Lease
+		for j, r := range set {
+			le, err := locker.TryLock(ctx, r)
+			if err != nil {
+				return err
+			}
+			held[j] = le
+		}
+		for j := 2; j >= 0; j-- {
+			if err := held[j].Release(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func parallel3(b *testing.B, cycle func(context.Context, *engine.Lease, []string, *engine.Locker) error) {
+	l := benchLocker(b, patientMasters)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		sets := benchSets(64)
+		for i := 0; pb.Next(); i++ {
+			if err := cycle(ctx, nil, sets[i&63], l); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+func patientMasters(c *engine.Config) { c.NodeTimeout = time.Second }
+
+// benchSets is n sets of three resource names, unique to this run.
+func benchSets(n int) [][]string {
+	prefix := "bench3:" + strconv.FormatInt(runID.Add(1), 10) + ":"
+	sets := make([][]string, n)
+	for i := range sets {
+		s := prefix + strconv.Itoa(i) + ":"
+		sets[i] = []string{s + "a", s + "b", s + "c"}
+	}
+	return sets
 }

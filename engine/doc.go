@@ -10,9 +10,17 @@
 // and a yes that arrives after the attempt was decided is released as soon
 // as it arrives.
 //
+// TryLockAll and LockAll take several resources under one lease, all or
+// nothing: on each master one script sets every key if none is held and
+// none otherwise, so a quorum of yeses is a quorum for each resource, and
+// an attempt never holds some while it waits for others, so there is no
+// deadlock whatever order callers name them in (multi.go).
+//
 // Errors can be told apart with errors.Is: ErrNotAcquired (contention),
 // ErrNoQuorum (too many masters failed), ErrNotHeld, ErrLeaseExpired,
-// ErrLockLost, ErrReleased, ErrWrongType, ErrClosed; *VotesError carries
+// ErrLockLost, ErrReleased, ErrWrongType, ErrClosed (and, for names,
+// ErrEmptyResource, ErrReservedResource, ErrNoResources,
+// ErrTooManyResources); *VotesError carries
 // the per-node outcomes and *NodeError each node's cause. Context errors
 // are wrapped, never replaced. Every error is one line that starts
 // "engine: " once.
@@ -35,6 +43,7 @@
 // waiter queue), notify.go (release notifications), lease.go (a lease's
 // validity and its lost-lock signal), release.go (Release, hand-off, and
 // the undo of failed attempts), extend.go (Extend, auto-extension),
+// multi.go (TryLockAll, LockAll: a lease on several resources),
 // fence.go (fencing tokens), keys.go (the engine's keys on the masters),
 // errors.go, config.go, observer.go. Each Lua script sits beside the code
 // that sends it, and names its arguments in its first line.

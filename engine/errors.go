@@ -40,6 +40,11 @@ var (
 	ErrClosed = errors.New("locker closed")
 	// ErrEmptyResource: a resource name must not be empty.
 	ErrEmptyResource = errors.New("empty resource name")
+	// ErrNoResources: TryLockAll and LockAll need at least one resource.
+	ErrNoResources = errors.New("no resources named")
+	// ErrTooManyResources: TryLockAll and LockAll take at most
+	// MaxResources resources, duplicates counted once.
+	ErrTooManyResources = errors.New("too many resources")
 	// ErrReservedResource: the resource's key (KeyPrefix + name) starts
 	// with the engine's internal namespace ("\xffredlock:"), where the
 	// fencing counters live.
@@ -159,7 +164,11 @@ type VotesError struct {
 	// pool's when it was closed.
 	Err   error
 	Addrs []string
-	key   string // the resource's key, for an acquire
+	// Held names, for a refused TryLockAll or LockAll, a resource the
+	// refusing masters found held: the first held, in Lease.Resources
+	// order, on most of them. Empty otherwise.
+	Held string
+	key  string // the resource's key, for an acquire of one resource
 }
 
 // newVotesError copies t, whose votes are often the lease's reused buffer.
@@ -187,6 +196,9 @@ func (e *VotesError) Error() string {
 	if e.Kind != nil && e.Err != nil {
 		b.WriteString(": ")
 		b.WriteString(e.Err.Error())
+	}
+	if e.Held != "" {
+		fmt.Fprintf(&b, " (%q is held)", e.Held)
 	}
 	fmt.Fprintf(&b, " (%d ok, %d refused, %d error, %d timeout, %d pending; quorum %d of %d)",
 		e.OK, e.Refused, e.Failed, e.Timeout, e.Pending, e.Quorum, len(e.Votes))
@@ -278,6 +290,9 @@ func (e *VotesError) addr(i int) string {
 // wrongKey names the key of the wrong type, for the message: the
 // resource's own, or its fencing counter.
 func (e *VotesError) wrongKey() string {
+	if e.key == "" {
+		return "" // several keys: each master's error names its own
+	}
 	for _, v := range e.Votes {
 		if isWrongType(v.Err) && strings.Contains(v.Err.Error(), "fencing counter") {
 			return fmt.Sprintf(" (the fencing counter %q)", fencePrefix+e.key)

@@ -128,7 +128,7 @@ func (le *Lease) shortenFirst(start time.Time, ttl, capTTL time.Duration, validU
 // out. An auto-extension, which nobody waits on with a deadline, is
 // bounded so even in the admission queue.
 func (le *Lease) extendRound(ctx context.Context, ttl time.Duration, auto bool, start, limit time.Time) multiplex.Tally {
-	cmd := scriptCall(extendScript, le.key, le.value, itoa(ttl.Milliseconds()))
+	cmd := le.call(extendScript, le.value, itoa(ttl.Milliseconds()))
 	cmd.SkipIfFailed, cmd.WaitAll = true, true
 	rctx := ctx
 	if stop := limit.Add(-limit.Sub(start) / 10); auto || stop.Before(start.Add(le.l.roundSpan())) {

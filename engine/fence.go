@@ -45,7 +45,7 @@ func (le *Lease) fence(ctx context.Context, acquired multiplex.Tally) error {
 	}
 	le.token = top + 1
 	tok := itoa(le.token)
-	cmd := scriptCall(fenceScript, le.key, tok, le.value)
+	cmd := le.call(fenceScript, tok, le.value)
 	cmd.SkipIfFailed = true
 	votes := make([]multiplex.Vote, len(le.votes))
 	want := le.token

@@ -21,8 +21,11 @@ type Lease struct {
 	start    time.Time
 	token    int64
 	wait     WaitInfo
-	gated    bool
 	handoffs int // hand-offs in a row that led to this lease
+	// all are a multi-resource lease's resources and keys (see
+	// multi.go); key is then empty and resource a label. nil for a lease
+	// on one resource; a pointer, so that such a lease stays small.
+	all *resourceSet
 	// votes is scratch space for this lease's rounds, so that a cycle
 	// allocates no tally; opMu keeps Release and Extend from sharing it.
 	votes   []multiplex.Vote
@@ -52,6 +55,7 @@ type Lease struct {
 	tk          *ticket
 	failed      bool // the attempt did not acquire
 	released    bool
+	gated       bool
 	endErr      error // why the lease stopped being trustworthy
 	endedAt     time.Time
 	successor   *Lease // the lease was passed on: late replies go there
@@ -138,7 +142,11 @@ var errNilLease = fmt.Errorf("engine: nil *Lease: %w", ErrNotHeld)
 // closedChan is a nil *Lease's Done.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// Resource is the name the lease was acquired for.
+// Resource is the name the lease was acquired for; for a lease on several
+// resources (TryLockAll, LockAll), a label naming them all for messages
+// and telemetry, "{a,b}": their names are Resources. The label does not
+// escape the names: with names that hold ',', '{' or '}' two sets can
+// share it ("a,b" alone and "a" with "b" are both "{a,b}").
 func (le *Lease) Resource() string {
 	if le == nil {
 		return ""
@@ -156,8 +164,9 @@ func (le *Lease) Value() string {
 }
 
 // Token is the lease's fencing token: larger than that of every earlier
-// holder of the resource. Zero when Config.Fencing is off. Pass it to the
-// protected resource and have it reject tokens lower than one it has seen.
+// holder of the resource (of each of its resources, for a lease on
+// several). Zero when Config.Fencing is off. Pass it to the protected
+// resource and have it reject tokens lower than one it has seen.
 func (le *Lease) Token() int64 {
 	if le == nil {
 		return 0

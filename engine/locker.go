@@ -64,7 +64,7 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		ConnTimeout:       cfg.ConnTimeout,
 		MaxFlushDelay:     cfg.MaxFlushDelay,
 		PipelineMultiplex: cfg.PipelineMultiplex,
-		Scripts:           allScripts,
+		Scripts:           append(allScripts[:len(allScripts):len(allScripts)], multiScripts...),
 		Quarantine:        cfg.Quarantine,
 		MaxTTL:            cfg.MaxTTL,
 		DisableCoalesce:   cfg.DisableCoalesce,
@@ -204,14 +204,14 @@ func (l *Locker) roundSpan() time.Duration { return l.pool.MaxRoundSpan() }
 // each script's first line names them, as its constructor's or caller's
 // arguments do.
 func scriptCall(script *multiplex.Script, key string, args ...string) multiplex.Command {
-	c := multiplex.Command{Script: script, Key: key, NArgs: len(args)}
+	c := multiplex.Command{Script: script, Key: key, NArgs: uint8(len(args))}
 	copy(c.Args[:], args)
 	return c
 }
 
 // plainCall is the command name on key with args.
 func plainCall(name, key string, args ...string) multiplex.Command {
-	c := multiplex.Command{Name: name, Key: key, NArgs: len(args)}
+	c := multiplex.Command{Name: name, Key: key, NArgs: uint8(len(args))}
 	copy(c.Args[:], args)
 	return c
 }

@@ -86,6 +86,10 @@ type subscription struct {
 	// turns counts the masters that gave this waiter the turn since it
 	// last woke (see awaitTurns).
 	turns atomic.Int32
+	// group are the other subscriptions of a LockAll waiter, one per
+	// resource, which share C (see subscribeAll); nil for Lock's. A
+	// pointer, so that Lock's subscription stays small.
+	group *[]*subscription
 }
 
 // settleTurns bounds how long a woken waiter waits for more masters to
@@ -98,8 +102,8 @@ const settleTurns = 2 * time.Millisecond
 // there, and take another round trip; false if ctx ended. settle is the
 // caller's timer, created on first use.
 func (s *subscription) awaitTurns(ctx context.Context, quorum int, settle **time.Timer) bool {
-	defer s.turns.Store(0)
-	if int(s.turns.Load()) >= quorum {
+	defer s.clearTurns()
+	if s.mostTurns() >= quorum {
 		return true
 	}
 	if *settle == nil {
@@ -107,7 +111,7 @@ func (s *subscription) awaitTurns(ctx context.Context, quorum int, settle **time
 	} else {
 		(*settle).Reset(settleTurns)
 	}
-	for int(s.turns.Load()) < quorum {
+	for s.mostTurns() < quorum {
 		select {
 		case <-s.C:
 		case <-(*settle).C:
@@ -119,6 +123,27 @@ func (s *subscription) awaitTurns(ctx context.Context, quorum int, settle **time
 	}
 	(*settle).Stop()
 	return true
+}
+
+// mostTurns is the most masters that gave the waiter the turn on one of
+// its resources since it last woke.
+func (s *subscription) mostTurns() int {
+	n := int(s.turns.Load())
+	if s.group != nil {
+		for _, g := range *s.group {
+			n = max(n, int(g.turns.Load()))
+		}
+	}
+	return n
+}
+
+func (s *subscription) clearTurns() {
+	s.turns.Store(0)
+	if s.group != nil {
+		for _, g := range *s.group {
+			g.turns.Store(0)
+		}
+	}
 }
 
 // Connection states of a subNode.
@@ -158,11 +183,19 @@ func newNotifier(pool *multiplex.Pool, linger time.Duration) *notifier {
 // masters still silent were given the node timeout. The caller must close
 // the subscription.
 func (n *notifier) subscribe(ctx context.Context, key, id string) *subscription {
-	s := &subscription{n: n, channel: releasedPrefix + key, id: id, C: make(chan struct{}, 1)}
+	s, t := n.add(key, id, make(chan struct{}, 1))
+	n.ready(ctx, t)
+	return s
+}
+
+// add registers waiter id for resource key's releases, which signal c,
+// and returns its topic (nil once the notifier is closed) for ready.
+func (n *notifier) add(key, id string, c chan struct{}) (*subscription, *topic) {
+	s := &subscription{n: n, channel: releasedPrefix + key, id: id, C: c}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
-		return s
+		return s, nil
 	}
 	t := n.topics[s.channel]
 	if t == nil {
@@ -189,9 +222,19 @@ func (n *notifier) subscribe(ctx context.Context, key, id string) *subscription 
 	}
 	t.waiters[s] = struct{}{}
 	n.mu.Unlock()
+	return s, t
+}
+
+// ready returns once the masters have confirmed topic t's subscription
+// (nil: none), or ctx ended, or the masters still silent were given the
+// node timeout.
+func (n *notifier) ready(ctx context.Context, t *topic) {
+	if t == nil {
+		return
+	}
 	select {
 	case <-t.ready:
-		return s // the hot path: already subscribed
+		return // the hot path: already subscribed
 	default:
 	}
 	timer := time.NewTimer(time.Until(t.deadline))
@@ -201,7 +244,6 @@ func (n *notifier) subscribe(ctx context.Context, key, id string) *subscription 
 	case <-timer.C:
 	case <-ctx.Done():
 	}
-	return s
 }
 
 // touch marks channel for node sn's next batch, and wakes sn's goroutine.
@@ -222,6 +264,11 @@ func (n *notifier) touch(sn *subNode, channel string) {
 func (s *subscription) close() {
 	if s == nil {
 		return
+	}
+	if s.group != nil {
+		for _, g := range *s.group {
+			g.close()
+		}
 	}
 	n := s.n
 	n.mu.Lock()

@@ -79,6 +79,9 @@ type ticket struct {
 	// held: a lease holds this place (its waiter acquired). Under
 	// Locker.tmu.
 	held bool
+	// all are a LockAll waiter's resources, whose place is in each of
+	// their queues (see multi.go); nil for Lock's.
+	all *resourceSet
 }
 
 // queue gives a waiter that began at start its ticket and subscribes it
@@ -100,6 +103,10 @@ func (l *Locker) queue(ctx context.Context, resource string, start time.Time) (*
 // on its way to pop it (see leaveScript).
 func (l *Locker) leaveQueue(resource string, tk *ticket, nodes uint64, acquired bool) {
 	if nodes == 0 {
+		return
+	}
+	if tk.all != nil {
+		l.leaveQueues(tk, nodes, acquired)
 		return
 	}
 	cmd := plainCall("ZREM", queuePrefix+l.cfg.KeyPrefix+resource, tk.id)
@@ -137,6 +144,9 @@ func (l *Locker) postQuit(resource string, tk *ticket) {
 	cmd := scriptCall(quitScript, l.cfg.KeyPrefix+resource, tk.id)
 	if mutation.QuitKeepsTurn.On() {
 		cmd = plainCall("ZREM", queuePrefix+l.cfg.KeyPrefix+resource, tk.id)
+	}
+	if tk.all != nil {
+		cmd = l.quitQueuesCall(tk)
 	}
 	cmd.Nodes = uint64(1)<<l.pool.Len() - 1
 	l.pool.Post(cmd, classifyInt, nil)

@@ -177,7 +177,7 @@ func ReleaseScript() string { return releaseScript.Body }
 // releaseCommand deletes the lease's key on nodes with script: releaseScript
 // for a Release, undoScript for clean-up.
 func (le *Lease) releaseCommand(nodes uint64, script *multiplex.Script) multiplex.Command {
-	cmd := scriptCall(script, le.key, le.value)
+	cmd := le.call(script, le.value)
 	cmd.Nodes, cmd.WaitAll = nodes, true
 	return cmd
 }

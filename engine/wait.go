@@ -117,12 +117,20 @@ type waiter struct {
 	// masters to give it the turn (see awaitTurns).
 	settle *time.Timer
 	last   error // the last attempt that was decided, not cut short
+	// all are a LockAll waiter's resources; nil for Lock's.
+	all *resourceSet
 }
 
 // join queues the waiter on the masters and subscribes it to the
 // resource's releases: its next attempt marks the holder's value, which
 // makes the holder's release publish.
-func (w *waiter) join() { w.tk, w.sub = w.l.queue(w.ctx, w.resource, w.start) }
+func (w *waiter) join() {
+	if w.all != nil {
+		w.tk, w.sub = w.l.queueAll(w.ctx, w.all, w.start)
+		return
+	}
+	w.tk, w.sub = w.l.queue(w.ctx, w.resource, w.start)
+}
 
 // acquired takes the waiter that holds le out of the queue on the masters
 // where its attempt queued it but did not set its key: they are not sent

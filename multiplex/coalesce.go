@@ -87,14 +87,16 @@ type group struct {
 // undo of a waiter's attempt must run before its next attempt).
 func (b *batch) plan(coalesce bool) {
 	b.at = b.at[:0]
-	// Commands of one script alone cannot be reordered by grouping: only
-	// a mixed batch pays for tracking keys.
+	// Commands of one script, each on one key, all join groups and
+	// cannot be reordered by grouping: only a mixed batch pays for
+	// tracking keys. A command with further keys is never grouped, so it
+	// makes its batch mixed, even with one script.
 	mixed := false // set below, only when coalescing
-	for _, t := range b.sent[1:] {
+	for _, t := range b.sent {
 		if !coalesce {
 			break
 		}
-		if t.r.cmd.Script != b.sent[0].r.cmd.Script {
+		if t.r.cmd.Script != b.sent[0].r.cmd.Script || t.r.cmd.Keys != nil {
 			mixed = true
 			break
 		}
@@ -109,9 +111,14 @@ func (b *batch) plan(coalesce bool) {
 	for k, t := range b.sent {
 		s := t.r.cmd.Script
 		key := t.r.cmd.Key
-		if !coalesce || s == nil || s.Multi == nil {
+		if !coalesce || s == nil || s.Multi == nil || t.r.cmd.Keys != nil {
 			if mixed {
 				b.last[key] = int32(len(b.at))
+				if t.r.cmd.Keys != nil {
+					for _, k := range *t.r.cmd.Keys {
+						b.last[k] = int32(len(b.at))
+					}
+				}
 			}
 			b.at = append(b.at, int32(k))
 			continue

@@ -73,13 +73,17 @@ type Command struct {
 	// Name is the command when Script is nil, e.g. "SET".
 	Name string
 	Key  string
+	// Keys, when set, are a script's further keys, KEYS[2] on, for a
+	// script that acts on several keys of one master at once (the
+	// engine's multi-resource lock); such a call is never coalesced. A
+	// pointer, so that the commands on one key, nearly all, stay small:
+	// a Command is copied into every round.
+	Keys *[]string
 	// Args are the arguments after the key: Args[:NArgs]. A fixed array,
-	// so that building a Command allocates nothing.
+	// so that building a Command allocates nothing. NArgs is at most
+	// MaxArgs; a byte, so that it shares a word with the flags below.
 	Args  [MaxArgs]string
-	NArgs int
-	// Nodes is the set of nodes to send to, as a bit set; 0 means every
-	// node. Nodes left out stay Pending in the Tally.
-	Nodes uint64
+	NArgs uint8
 	// SkipIfFailed drops the command for nodes that have not been sent it
 	// by the time the round is decided without a quorum (their vote is
 	// Failed with ErrNotSent). Right for acquires and extends, whose late
@@ -98,6 +102,9 @@ type Command struct {
 	// already marked released whose deletes never leave would block
 	// everyone for a full TTL.
 	MustSend bool
+	// Nodes is the set of nodes to send to, as a bit set; 0 means every
+	// node. Nodes left out stay Pending in the Tally.
+	Nodes uint64
 }
 
 func (c *Command) sendsTo(i int) bool { return c.Nodes == 0 || c.Nodes&(1<<i) != 0 }

@@ -111,3 +111,79 @@ while true do
   if t[1] * 1000000 + t[2] - s > 200000 then return 1 end
 end`, Args: [multiplex.MaxArgs]string{"0"}, NArgs: 1}
 }
+
+// A script's further keys (Command.Keys) reach it as KEYS[2] on, by SHA
+// and as EVAL after SCRIPT FLUSH; and a later coalesced command on one of
+// them still runs after it, though a group of that script started
+// earlier in the batch. (Without the further keys in the plan, this read
+// "21" for key k.)
+func TestFurtherKeysKeepPerKeyOrder(t *testing.T) {
+	a := multiplex.NewScript(`return redis.call("APPEND", KEYS[1], ARGV[1])`).Coalesce()
+	all := multiplex.NewScript(`for i = 1, #KEYS do redis.call("APPEND", KEYS[i], ARGV[1]) end
+return #KEYS`)
+	c := redistest.StartT(t, 1)
+	dial := func() *multiplex.Pool {
+		p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
+			NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{a, all}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		return p
+	}
+	cl := directClient(t, c.Addrs()[0])
+	// A fresh pool: its only worker is the busy one, so that the next
+	// three commands queue up and go out as one batch.
+	p := dial()
+	p.Post(busyCommand(), anyReply, nil)
+	time.Sleep(50 * time.Millisecond)
+	p.Post(multiplex.Command{Script: a, Key: "other", Args: [multiplex.MaxArgs]string{"x"}, NArgs: 1}, anyReply, nil)
+	p.Post(multiplex.Command{Script: all, Key: "j", Keys: &[]string{"k"}, Args: [multiplex.MaxArgs]string{"1"}, NArgs: 1}, anyReply, nil)
+	p.Post(multiplex.Command{Script: a, Key: "k", Args: [multiplex.MaxArgs]string{"2"}, NArgs: 1}, anyReply, nil)
+	if got := appended(t, cl); got != "12" {
+		t.Fatalf("key k is %q after APPEND 1 (as a further key) then APPEND 2 (coalesced): the later command ran first", got)
+	}
+	ctx := context.Background()
+	p = dial()
+	three := multiplex.Command{Script: all, Key: "x", Keys: &[]string{"y", "z"}, Args: [multiplex.MaxArgs]string{"0"}, NArgs: 1}
+	if n, err := p.Do(ctx, 0, three).AsInt64(); err != nil || n != 3 {
+		t.Fatalf("script over three keys: %d keys, %v", n, err)
+	}
+	if err := cl.Do(ctx, cl.B().ScriptFlush().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := p.Do(ctx, 0, three).AsInt64(); err != nil || n != 3 {
+		t.Fatalf("script over three keys after SCRIPT FLUSH: %d keys, %v", n, err)
+	}
+	for _, k := range []string{"x", "y", "z"} {
+		if got, _ := cl.Do(ctx, cl.B().Get().Key(k).Build()).ToString(); got != "00" {
+			t.Fatalf("key %s is %q after two calls", k, got)
+		}
+	}
+}
+
+// Further keys on a script that has a Multi form, in a batch of that
+// script alone: the command with Keys is not coalesced and runs at its
+// place, so a later single-key command on one of its keys must not join
+// a group an earlier command started. (Before such a batch tracked its
+// keys, this read "21".)
+func TestFurtherKeysOfACoalescedScriptKeepPerKeyOrder(t *testing.T) {
+	a := multiplex.NewScript(`for i = 1, #KEYS do redis.call("APPEND", KEYS[i], ARGV[1]) end
+return #KEYS`).Coalesce()
+	c := redistest.StartT(t, 1)
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
+		NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{a}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cl := directClient(t, c.Addrs()[0])
+	p.Post(busyCommand(), anyReply, nil)
+	time.Sleep(50 * time.Millisecond)
+	p.Post(multiplex.Command{Script: a, Key: "other", Args: [multiplex.MaxArgs]string{"x"}, NArgs: 1}, anyReply, nil)
+	p.Post(multiplex.Command{Script: a, Key: "j", Keys: &[]string{"k"}, Args: [multiplex.MaxArgs]string{"1"}, NArgs: 1}, anyReply, nil)
+	p.Post(multiplex.Command{Script: a, Key: "k", Args: [multiplex.MaxArgs]string{"2"}, NArgs: 1}, anyReply, nil)
+	if got := appended(t, cl); got != "12" {
+		t.Fatalf("key k is %q after APPEND 1 (as a further key) then APPEND 2 (same script, coalesced): the later command ran first", got)
+	}
+}

@@ -611,15 +611,28 @@ func (p *Pool) connect(ctx context.Context, node *node, o Options) error {
 	return nil
 }
 
+// loadNode loads the scripts, Multi forms included, on a new client in
+// one round trip, then reads INFO server on its own, so that the clock
+// measurement does not wait for the loads.
 func loadNode(ctx context.Context, c rueidis.Client, scripts []*Script) (serverInfo, error) {
+	var all []*Script
 	for _, s := range scripts {
 		for ; s != nil; s = s.Multi {
-			sha, err := c.Do(ctx, c.B().ScriptLoad().Script(s.Body).Build()).ToString()
+			all = append(all, s)
+		}
+	}
+	if len(all) > 0 {
+		cmds := make(rueidis.Commands, len(all))
+		for i, s := range all {
+			cmds[i] = c.B().ScriptLoad().Script(s.Body).Build()
+		}
+		for i, res := range c.DoMulti(ctx, cmds...) {
+			sha, err := res.ToString()
 			if err != nil {
 				return serverInfo{}, fmt.Errorf("SCRIPT LOAD: %w", err)
 			}
-			if sha != s.SHA {
-				return serverInfo{}, fmt.Errorf("SCRIPT LOAD returned %s, want %s", sha, s.SHA)
+			if sha != all[i].SHA {
+				return serverInfo{}, fmt.Errorf("SCRIPT LOAD returned %s, want %s", sha, all[i].SHA)
 			}
 		}
 	}
@@ -856,6 +869,12 @@ func (p *Pool) build(c *Command, eval bool) rueidis.Completed {
 	switch {
 	case c.Script == nil:
 		return b.Arbitrary(c.Name).Args(c.Key).Args(c.Args[:c.NArgs]...).Build()
+	case c.Keys != nil:
+		head, body := "EVALSHA", c.Script.SHA
+		if eval {
+			head, body = "EVAL", c.Script.Body
+		}
+		return b.Arbitrary(head, body, strconv.Itoa(1+len(*c.Keys)), c.Key).Args(*c.Keys...).Args(c.Args[:c.NArgs]...).Build()
 	case eval:
 		return b.Arbitrary("EVAL", c.Script.Body, "1", c.Key).Args(c.Args[:c.NArgs]...).Build()
 	}

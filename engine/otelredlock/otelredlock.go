@@ -30,7 +30,9 @@
 // ask, with one of these values: no_quorum, not_held, expired, contended
 // (a Lock that gave up while the resource was held; a TryLock refused by a
 // holder did what it was asked and carries none), timeout and canceled
-// (the context ended), closed, wrong_type, reserved_resource, _OTHER.
+// (the context ended), closed, wrong_type, reserved_resource,
+// no_resources and too_many_resources (a TryLockAll or LockAll refused
+// for its list of names), _OTHER.
 //
 // Spans: one per Lock and TryLock call, named "redlock.Lock" or
 // "redlock.TryLock", of kind client, a child of the caller's context. It
@@ -140,7 +142,8 @@ const (
 // class: codes past nResults are ResultError with errorSubtypes[code-nResults].
 type code uint8
 
-var errorSubtypes = [...]string{"timeout", "canceled", "closed", "wrong_type", "reserved_resource", "_OTHER"}
+var errorSubtypes = [...]string{"timeout", "canceled", "closed", "wrong_type", "reserved_resource",
+	"no_resources", "too_many_resources", "_OTHER"}
 
 const nCodes = nResults + len(errorSubtypes)
 
@@ -164,8 +167,12 @@ func codeOf(r engine.Result, err error) code {
 		return nResults + 3
 	case errors.Is(err, engine.ErrReservedResource):
 		return nResults + 4
+	case errors.Is(err, engine.ErrNoResources):
+		return nResults + 5
+	case errors.Is(err, engine.ErrTooManyResources):
+		return nResults + 6
 	}
-	return nResults + 5
+	return nResults + 7
 }
 
 // result is c's engine.Result.

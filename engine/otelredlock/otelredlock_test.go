@@ -622,3 +622,36 @@ func TestCloseEndsAWaitAsClosed(t *testing.T) {
 		t.Errorf("Locks ended by Close: %d, want 1", got)
 	}
 }
+
+// TryLockAll and LockAll refused for their list of names (none, or more
+// than MaxResources) report that as their error.type, not _OTHER.
+func TestRefusedResourceListsHaveTheirErrorType(t *testing.T) {
+	tm := newTelemetry(t)
+	l := tm.locker(t, nil)
+	many := make([]string, engine.MaxResources+1)
+	for i := range many {
+		many[i] = "r" + strconv.Itoa(i)
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		names []string
+		want  error
+		etype string
+	}{
+		{nil, engine.ErrNoResources, "no_resources"},
+		{many, engine.ErrTooManyResources, "too_many_resources"},
+	} {
+		if _, err := l.TryLockAll(ctx, c.names...); !errors.Is(err, c.want) {
+			t.Fatalf("TryLockAll of %d names: %v, want %v", len(c.names), err, c.want)
+		}
+		if _, err := l.LockAll(ctx, c.names...); !errors.Is(err, c.want) {
+			t.Fatalf("LockAll of %d names: %v, want %v", len(c.names), err, c.want)
+		}
+		rm := tm.collect(t)
+		for _, op := range []string{"try_lock", "lock"} {
+			if got := value(rm, "redlock.acquisitions", otelredlock.AttrOperation.String(op), outcome("error"), errorType(c.etype)); got != 1 {
+				t.Errorf("%s of %d names: %d acquisitions with error.type %s, want 1", op, len(c.names), got, c.etype)
+			}
+		}
+	}
+}

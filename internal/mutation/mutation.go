@@ -57,11 +57,15 @@ var (
 	// alone, not max(counter, the master's clock): after masters restart
 	// and forget their counters, tokens go backwards.
 	FencingWithoutClockFloor = &Switch{name: "fencing-without-clock-floor"}
+	// AcquireAllPartial: the multi-resource lock's script sets those of
+	// its keys that are free and answers yes although another of them is
+	// held: a lease on several resources that does not hold them all.
+	AcquireAllPartial = &Switch{name: "acquire-all-partial"}
 )
 
 // All is every switch, for flags and tables.
 var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext, SplitVoteStaleEntry,
-	QuitKeepsTurn, GhostInQueue, FencingWithoutClockFloor}
+	QuitKeepsTurn, GhostInQueue, FencingWithoutClockFloor, AcquireAllPartial}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

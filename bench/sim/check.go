@@ -554,24 +554,9 @@ func CheckClose(closes []CloseRecord, b Bounds) []Violation {
 // Lock or held the resource). ErrNoQuorum only with failed masters: the
 // VotesError shows failures or timeouts, or a fault was active.
 func CheckErrors(events []Event, grants []Grant, keys keySpans, faults []FaultRecord, b Bounds) []Violation {
-	owner := make(map[string]Grant) // lease value → its first grant
+	owner := make(map[string][]Grant) // lease value → its grants (hand-offs share it)
 	for _, g := range grants {
-		if _, ok := owner[g.Value]; !ok {
-			owner[g.Value] = g
-		}
-	}
-	// Waiter ids' Locker prefixes → client, from the values clients set.
-	lockers := make(map[string]string)
-	for _, byMaster := range keys {
-		for _, ss := range byMaster {
-			for _, s := range ss {
-				if id, _, ok := strings.Cut(s.Value, "."); ok && s.Client != "" && !strings.HasPrefix(s.Value, turnPrefix) {
-					if l, _, ok := strings.Cut(id, ":"); ok {
-						lockers[l] = s.Client
-					}
-				}
-			}
-		}
+		owner[g.Value] = append(owner[g.Value], g)
 	}
 	_, _, all := affected(faults, 0, b)
 	// Each worker's calls and holds, by (resource, client, worker).
@@ -611,11 +596,26 @@ func CheckErrors(events []Event, grants []Grant, keys keySpans, faults []FaultRe
 				}
 				continue
 			}
-			if heldByAnother(e, client, grants, keys, owner, lockers, othersBusy) {
+			if ve.Op != "acquire" {
+				// A fence round refused: a higher counter, or our key gone.
+				if !heldByAnother(e, client, grants, keys, owner, othersBusy) {
+					out = append(out, Violation{Checker: CheckerErrors, At: e.At, Resource: e.Resource, Client: e.Client,
+						Detail: fmt.Sprintf("c%d/w%d's %s from %s got ErrNotAcquired, but no other holder was trusted, nor any key of another on a master: %v", e.Client, e.Worker, e.Op, fmtDur(e.Called), e.Err)})
+				}
 				continue
 			}
-			out = append(out, Violation{Checker: CheckerErrors, At: e.At, Resource: e.Resource, Client: e.Client,
-				Detail: fmt.Sprintf("c%d/w%d's %s from %s got ErrNotAcquired, but no other holder was trusted, nor any key of another on a master: %v", e.Client, e.Worker, e.Op, fmtDur(e.Called), e.Err)})
+			// An attempt is never refused by its own value: each master
+			// that refused held someone else's key or turn token.
+			var empty []int
+			for i, v := range ve.Votes {
+				if v.Outcome == engine.OutcomeRefused && !keyDuring(keys[e.Resource], i, e.Called, e.At) {
+					empty = append(empty, i)
+				}
+			}
+			if ve.Refused == 0 || len(empty) > 0 {
+				out = append(out, Violation{Checker: CheckerErrors, At: e.At, Resource: e.Resource, Client: e.Client,
+					Detail: fmt.Sprintf("c%d/w%d's %s from %s got ErrNotAcquired, but masters %v that refused held no key of %s meanwhile: %v", e.Client, e.Worker, e.Op, fmtDur(e.Called), empty, e.Resource, e.Err)})
+			}
 		case e.Result == "no-quorum":
 			var ve *engine.VotesError
 			if errors.As(e.Err, &ve) && ve.Failed+ve.Timeout > 0 {
@@ -631,11 +631,27 @@ func CheckErrors(events []Event, grants []Grant, keys keySpans, faults []FaultRe
 	return sortViolations(out)
 }
 
+// keyDuring reports whether master m held key's spans ss with a value
+// at some instant of [from, to].
+func keyDuring(ss [][]span, m int, from, to time.Duration) bool {
+	if m >= len(ss) {
+		return false
+	}
+	for _, s := range ss[m] {
+		if !s.Gone && s.From <= to && s.To > from {
+			return true
+		}
+	}
+	return false
+}
+
 // heldByAnother reports whether, while e ran, a lease of another worker
 // of e's resource was trusted, or a master held a key or turn token of
-// another: set by another client, or a lease of another worker, or (set
-// by e's client) while another worker of the client used the resource.
-func heldByAnother(e Event, client string, grants []Grant, keys keySpans, owner map[string]Grant, lockers map[string]string,
+// another: a turn token (nobody's attempt is refused by its own), the
+// value of a lease handed out (not the failed attempt's own), a value
+// set by another client, or one set by e's client while another of its
+// workers used the resource.
+func heldByAnother(e Event, client string, grants []Grant, keys keySpans, owner map[string][]Grant,
 	othersBusy func(Event, time.Duration, time.Duration) bool) bool {
 	for _, g := range grants {
 		if g.Resource == e.Resource && (g.Client != e.Client || g.Worker != e.Worker) && g.Granted < e.At && g.End > e.Called {
@@ -644,21 +660,13 @@ func heldByAnother(e Event, client string, grants []Grant, keys keySpans, owner 
 	}
 	for _, ss := range keys[e.Resource] {
 		for _, s := range ss {
-			if s.Gone || s.To <= e.Called || s.From > e.At {
-				continue
-			}
-			if strings.HasPrefix(s.Value, turnPrefix) {
-				id := strings.TrimSuffix(strings.TrimPrefix(s.Value, turnPrefix), "+")
-				l, _, _ := strings.Cut(id, ":")
-				if c, ok := lockers[l]; !ok || c != client || othersBusy(e, max(s.From, e.Called), min(s.To, e.At)+1) {
-					return true
-				}
-				continue
-			}
-			if g, ok := owner[strings.TrimSuffix(s.Value, "+")]; ok && (g.Client != e.Client || g.Worker != e.Worker) {
+			switch {
+			case s.Gone || s.To <= e.Called || s.From > e.At:
+			case strings.HasPrefix(s.Value, turnPrefix):
 				return true
-			}
-			if s.Client != client || othersBusy(e, max(s.From, e.Called), min(s.To, e.At)+1) {
+			case len(owner[strings.TrimSuffix(s.Value, "+")]) > 0:
+				return true
+			case s.Client != client || othersBusy(e, max(s.From, e.Called), min(s.To, e.At)+1):
 				return true
 			}
 		}

@@ -99,6 +99,7 @@ type pipe struct {
 	subs  map[string]bool
 	quit  bool
 }
+
 // link is one direction of a pipe: writes queued with the instant they
 // arrive.
 type link struct {

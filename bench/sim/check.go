@@ -20,6 +20,7 @@ const (
 	CheckerStore     = "fenced store"          // (2)
 	CheckerExpiry    = "trusted past expiry"   // (3)
 	CheckerWait      = "liveness: waiter"      // (4)
+	CheckerTurn      = "liveness: turn"        // (4)
 	CheckerLeftover  = "liveness: leftover"    // (4)
 	CheckerClose     = "liveness: close"       // (4)
 	CheckerErrors    = "honest errors"         // (5)
@@ -114,6 +115,7 @@ func Check(res *Result) []Violation {
 	out = append(out, CheckExpiry(grants, keys, res.quorum)...)
 	faults := h.Faults()
 	out = append(out, CheckWaiters(h.Events(), grants, keys, faults, res.quorum, res.Config.Masters, res.bounds)...)
+	out = append(out, CheckTurns(h.Events(), grants, keys, faults, res.bounds)...)
 	out = append(out, CheckLeftovers(res.Leftovers, res.Virtual)...)
 	out = append(out, CheckClose(h.Closes(), res.bounds)...)
 	out = append(out, CheckErrors(h.Events(), grants, keys, faults, res.bounds)...)
@@ -522,7 +524,103 @@ func waiterThrough(waits []Event, from, to time.Duration, byClient map[int][]win
 	return Event{}, false
 }
 
-// CheckLeftovers is checker 4's second part: no key (lock, queue entry,
+// CheckTurns is checker 4's second part: a release, an undo or a quit
+// gives the turn (a turn token, "~" and the waiter's id, see the engine's
+// queue.go) only to a waiter that can use it:
+//   - never to a gone waiter: a token whose waiter had left (no Lock
+//     call of its client on the resource was under way) and held no
+//     lease must be passed on (by the waiter's quit, or its release), not
+//     expire unused while the next waiter sleeps;
+//   - never while another lease of the resource is trusted: the waiter
+//     would wake to be refused by a quorum.
+//
+// Its own holder's token (a late release that pops the waiter that has
+// just acquired) is by design. Stretches near a fault (Settle before
+// the token) are not judged: a quit lost with its connection is the
+// fault's doing.
+func CheckTurns(events []Event, grants []Grant, keys keySpans, faults []FaultRecord, b Bounds) []Violation {
+	_, _, all := affected(faults, 0, b)
+	// Locker ids → client, from the waiters' lock values each client set.
+	lockers := make(map[string]int)
+	for _, byMaster := range keys {
+		for _, ss := range byMaster {
+			for _, s := range ss {
+				id, _, ok := strings.Cut(s.Value, ".")
+				l, _, ok2 := strings.Cut(id, ":")
+				var c int
+				if ok && ok2 && !strings.HasPrefix(s.Value, turnPrefix) && s.Client != "" {
+					if _, err := fmt.Sscanf(s.Client, "c%d", &c); err == nil {
+						lockers[l] = c
+					}
+				}
+			}
+		}
+	}
+	var out []Violation
+	for _, r := range slices.Sorted(maps.Keys(keys)) {
+		for m, ss := range keys[r] {
+			for i := 0; i < len(ss); i++ {
+				s := ss[i]
+				if s.Gone || !strings.HasPrefix(s.Value, turnPrefix) {
+					continue
+				}
+				// The token from the command that gave it to its end: a
+				// waiter's attempt that finds it marks it ("+") in place.
+				token := strings.TrimSuffix(s.Value, "+")
+				last := i
+				for last+1 < len(ss) && !ss[last+1].Gone && strings.TrimSuffix(ss[last+1].Value, "+") == token {
+					last++
+				}
+				end, expired := ss[last].To, last+1 < len(ss) && ss[last+1].Cause == "expired"
+				i = last
+				if s.Cause == "restart" || anyOverlap(all, s.From-b.Settle, end+1) {
+					continue
+				}
+				id := strings.TrimPrefix(token, turnPrefix)
+				own := false
+				var other *Grant
+				for _, g := range grants {
+					if g.Resource != r || g.Granted > s.From || g.End <= s.From {
+						continue
+					}
+					if strings.HasPrefix(g.Value, id+".") {
+						own = true
+					} else if g.Granted < s.From {
+						other = &g
+					}
+				}
+				switch {
+				case own:
+				case other != nil && (s.Cause == "EVALSHA release" || s.Cause == "EVAL release"):
+					out = append(out, Violation{Checker: CheckerTurn, At: s.From, Resource: r, Client: -1, Leases: []Grant{*other},
+						Detail: fmt.Sprintf("master%d gave %s's turn to waiter %s while lease#%d of c%d/w%d held it", m, r, id, other.ID, other.Client, other.Worker)})
+				case expired:
+					l, _, _ := strings.Cut(id, ":")
+					c, known := lockers[l]
+					if !known || waitingDuring(events, c, r, s.From, end) {
+						continue
+					}
+					out = append(out, Violation{Checker: CheckerTurn, At: s.From, Resource: r, Client: c,
+						Detail: fmt.Sprintf("master%d gave %s's turn to waiter %s of c%d, which was gone, and the turn expired unused at %s", m, r, id, c, fmtDur(end))})
+				}
+			}
+		}
+	}
+	return sortViolations(out)
+}
+
+// waitingDuring reports whether a Lock call of client on resource was
+// under way at some instant of [from, to].
+func waitingDuring(events []Event, client int, resource string, from, to time.Duration) bool {
+	for _, e := range events {
+		if e.Op == "lock" && e.Client == client && e.Resource == resource && e.Called <= to && e.At >= from {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckLeftovers is checker 4's third part: no key (lock, queue entry,
 // turn token) and no subscription outlives the run, once every client
 // has closed and the keys' TTLs (twice the lock's, for the queues) ran
 // out.
@@ -534,7 +632,7 @@ func CheckLeftovers(leftovers []string, end time.Duration) []Violation {
 	return out
 }
 
-// CheckClose is checker 4's third part: Locker.Close returns within
+// CheckClose is checker 4's fourth part: Locker.Close returns within
 // Bounds.Close.
 func CheckClose(closes []CloseRecord, b Bounds) []Violation {
 	var out []Violation

@@ -94,7 +94,8 @@ type KeyRecord struct {
 	Master int
 	Key    string
 	// Gone: the key does not exist (deleted, or found expired); else
-	// Value is its string value, or "<zset>".
+	// Value is its string value, or a sorted set's members in order, as
+	// "<zset a b c>".
 	Gone  bool
 	Value string
 	// ExpireAt is its deadline on the master's clock (zero: none); see
@@ -253,7 +254,7 @@ func (m *Master) changedKey(key string) {
 	case e == nil:
 		r.Gone = true
 	case e.z != nil:
-		r.Value, r.ExpireAt = "<zset>", e.expireAt
+		r.Value, r.ExpireAt = e.z.String(), e.expireAt
 	default:
 		r.Value, r.ExpireAt = e.str, e.expireAt
 	}
@@ -438,14 +439,34 @@ func (m *Master) execLocked(p *pipe, args []string, out []byte) []byte {
 	return r.appendRESP(out, p.resp3)
 }
 
-// scriptName names a script by its first line, for the key log.
+// scriptName names one of the engine's scripts by a line of its Lua
+// (engine: acquire.go, release.go, extend.go, fence.go, queue.go), for
+// the key log and the checkers: "release", "undo", "quit", "leave",
+// "extend", "fence", "acquire"; or its first line.
 func scriptName(st *store, cmd, arg string) string {
 	body := arg
 	if cmd == "EVALSHA" {
 		body = st.scripts[strings.ToLower(arg)]
 	}
+	for _, k := range scriptKinds {
+		if strings.Contains(body, k.marker) {
+			return k.name
+		}
+	}
 	line, _, _ := strings.Cut(body, "\n")
 	return line
+}
+
+// scriptKinds are the engine's scripts and a line only each has, in the
+// order to look for them (the release script holds the quit's lines).
+var scriptKinds = []struct{ name, marker string }{
+	{"undo", "if w[1] and w[1] ~= "},
+	{"release", "redis.call(\"ZREM\", q, id)\n  end\n  local w = redis.call(\"ZPOPMIN\", q)"},
+	{"quit", "[1] == id"},
+	{"leave", "#id + 1"},
+	{"extend", "\"PEXPIRE\", KEYS[1], ttl"},
+	{"fence", "local token, value"},
+	{"acquire", "local value, ttl, "},
 }
 
 // subscribeLocked is SUBSCRIBE and UNSUBSCRIBE: a push per channel.

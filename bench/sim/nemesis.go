@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"time"
 )
@@ -33,12 +32,16 @@ const (
 	FaultCancel  // every Lock call of the client cancelled
 	FaultPauseHolders
 	FaultFreeze // the whole client stopped (GC pause, SIGSTOP) for For
+	// FaultStall holds what the client sends for For, then breaks its
+	// connections: what was held arrives Late after, on the old
+	// connections, behind what the client sends on new ones.
+	FaultStall
 	// Out of the model.
 	FaultJumpClock // the master's clock jumps forward by Jump
 )
 
 var faultNames = [...]string{"pause", "hang", "refuse", "restart", "break", "slow", "drift",
-	"break-conn", "replace", "cancel", "pause-holders", "freeze", "jump-clock"}
+	"break-conn", "replace", "cancel", "pause-holders", "freeze", "stall", "jump-clock"}
 
 func (k FaultKind) String() string {
 	if int(k) < len(faultNames) {
@@ -52,7 +55,7 @@ func (k FaultKind) String() string {
 func (k FaultKind) onMaster() bool { return k <= FaultSlow || k == FaultJumpClock }
 
 // onClient reports whether the fault is a client's.
-func (k FaultKind) onClient() bool { return k >= FaultReplace && k <= FaultFreeze }
+func (k FaultKind) onClient() bool { return k >= FaultReplace && k <= FaultStall }
 
 // Fault is one entry of a fault schedule.
 type Fault struct {
@@ -92,6 +95,8 @@ func (f Fault) Describe() string {
 		return fmt.Sprintf("pause c%d's holders for %s, their leases unwatched", f.Client, f.For)
 	case FaultFreeze:
 		return fmt.Sprintf("freeze c%d (connections and workers) for %s", f.Client, f.For)
+	case FaultStall:
+		return fmt.Sprintf("stall what c%d sends for %s, then break its connections, held commands %s", f.Client, f.For, lateString(f.Late))
 	case FaultJumpClock:
 		return fmt.Sprintf("jump master%d's clock by %s", f.Master, f.Jump)
 	}
@@ -105,14 +110,41 @@ func lateString(late time.Duration) string {
 	return "delivered " + late.String() + " late"
 }
 
+// The nemesis's profiles: a seed draws one, so that every kind of
+// schedule comes up often: no faults (the liveness checker's tight bound
+// needs fault-free stretches), client faults only, every kind, masters
+// restarting one after another (fencing counters forgotten), and the
+// network's faults (connections broken with commands in flight).
+const (
+	profileNone = iota
+	profileClients
+	profileAll
+	profileRestarts
+	profileNetwork
+)
+
+var profileNames = [...]string{"none", "clients", "all", "restarts", "network"}
+
+// profileOf draws cfg's profile, first on the faults' stream.
+func profileOf(r *rand.Rand) int {
+	switch p := r.IntN(20); {
+	case p < 4:
+		return profileNone
+	case p < 7:
+		return profileClients
+	case p < 14:
+		return profileAll
+	case p < 17:
+		return profileRestarts
+	}
+	return profileNetwork
+}
+
 // DrawFaults draws the fault schedule of cfg from its seed: its own
 // random stream, so that the workload's draws do not move it, and one
 // fault after another, so that a shorter Duration keeps a prefix of the
-// schedule and fewer clients drop the faults of the missing ones. A seed
-// draws an intensity first: a quarter of the seeds run without faults, a
-// quarter with client faults only, the rest with every kind, so that the
-// liveness checker's tight bound, which needs fault-free stretches, gets
-// them.
+// schedule and fewer clients keep its length (a missing client's faults
+// go to another). The seed's profile (see profileNone) weighs the kinds.
 func DrawFaults(cfg Config) []Fault {
 	cfg.fill()
 	r := rand.New(rand.NewPCG(cfg.Seed, streamFaults))
@@ -122,8 +154,8 @@ func DrawFaults(cfg Config) []Fault {
 		}
 		return lo + time.Duration(r.Int64N(int64(hi-lo)))
 	}
-	intensity := r.IntN(4)
-	if intensity == 0 && !cfg.OutOfModel {
+	profile := profileOf(r)
+	if profile == profileNone && !cfg.OutOfModel {
 		return nil
 	}
 	ttl := cfg.TTL
@@ -137,11 +169,18 @@ func DrawFaults(cfg Config) []Fault {
 		k FaultKind
 		w int
 	}
-	kinds := []kw{{FaultPause, 3}, {FaultHang, 3}, {FaultRefuse, 2}, {FaultRestart, 4}, {FaultBreak, 3},
-		{FaultSlow, 2}, {FaultDrift, 1}, {FaultBreakConn, 4},
-		{FaultReplace, 2}, {FaultCancel, 2}, {FaultPauseHolders, 2}, {FaultFreeze, 2}}
-	if intensity == 1 {
-		kinds = slices.DeleteFunc(kinds, func(x kw) bool { return !x.k.onClient() })
+	var kinds []kw
+	switch profile {
+	case profileNone, profileAll:
+		kinds = []kw{{FaultPause, 3}, {FaultHang, 3}, {FaultRefuse, 2}, {FaultRestart, 4}, {FaultBreak, 3},
+			{FaultSlow, 2}, {FaultDrift, 1}, {FaultBreakConn, 4},
+			{FaultReplace, 2}, {FaultCancel, 2}, {FaultPauseHolders, 2}, {FaultFreeze, 2}, {FaultStall, 3}}
+	case profileClients:
+		kinds = []kw{{FaultReplace, 2}, {FaultCancel, 2}, {FaultPauseHolders, 2}, {FaultFreeze, 2}, {FaultStall, 3}}
+	case profileRestarts:
+		kinds = []kw{{FaultRestart, 8}, {FaultSlow, 1}, {FaultHang, 1}}
+	case profileNetwork:
+		kinds = []kw{{FaultBreak, 3}, {FaultBreakConn, 3}, {FaultStall, 6}, {FaultSlow, 2}}
 	}
 	if cfg.OutOfModel {
 		kinds = append(kinds, kw{FaultJumpClock, 4})
@@ -180,6 +219,10 @@ func DrawFaults(cfg Config) []Fault {
 			f.Rate = 1 + (r.Float64()-0.5)*0.01
 		case FaultPauseHolders:
 			f.For = uniform(ttl, 3*ttl)
+		case FaultStall:
+			// Long enough to hold an Extend, short enough for the next to
+			// come on new connections before the held ones arrive.
+			f.For, f.Late = uniform(ttl/20, ttl/4), uniform(ttl/10, ttl/2)
 		case FaultJumpClock:
 			f.Jump = uniform(ttl, 3*ttl)
 		}
@@ -267,6 +310,14 @@ func applyFaults(ctx context.Context, faults []Fault, masters []*Master, clients
 		case FaultFreeze:
 			c.freeze(f.For)
 			heal(c.thaw)
+		case FaultStall:
+			n.Stall(c.name)
+			heal(func() {
+				for _, m := range masters {
+					m.BreakClient(c.name, -1, f.Late)
+				}
+				n.Unstall(c.name)
+			})
 		}
 	}
 }

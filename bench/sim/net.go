@@ -241,7 +241,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 // readers itself).
 func (p *pipe) held(server bool) (bool, <-chan struct{}) {
 	held, changed := p.master.holds(server)
-	return held || p.master.net.frozen(p.client), changed
+	return held || p.master.net.holds(p.client, server), changed
 }
 
 // nextArrival is when the master's end gets its next chunk (ok false:
@@ -400,14 +400,17 @@ type Network struct {
 	mu      sync.Mutex
 	masters map[string]*Master
 	// frozen clients' connections deliver nothing either way (see
-	// Freeze); thawed is closed and replaced when one thaws.
+	// Freeze); thawed is closed and replaced when one thaws. stalled
+	// clients' connections deliver nothing to the masters (see Stall).
 	frozenSet map[string]bool
+	stalled   map[string]bool
 	thawed    chan struct{}
 }
 
 // NewNetwork returns a network whose every random choice derives from seed.
 func NewNetwork(seed uint64) *Network {
-	return &Network{seed: seed, masters: make(map[string]*Master), frozenSet: make(map[string]bool), thawed: make(chan struct{})}
+	return &Network{seed: seed, masters: make(map[string]*Master), frozenSet: make(map[string]bool),
+		stalled: make(map[string]bool), thawed: make(chan struct{})}
 }
 
 // Freeze stops every connection of client, both ways, until Thaw: what
@@ -442,12 +445,40 @@ func (n *Network) setFrozen(client string, on bool) {
 	}
 }
 
-// frozen reports whether client is frozen, and a channel closed when a
-// client thaws.
+// frozen reports whether client is frozen.
 func (n *Network) frozen(client string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.frozenSet[client]
+}
+
+// Stall holds back what client sends to every master until Unstall,
+// while what the masters send still reaches it: its commands wait in
+// flight, as behind a link that drops one way and retransmits.
+func (n *Network) Stall(client string) {
+	n.mu.Lock()
+	n.stalled[client] = true
+	n.mu.Unlock()
+}
+
+// Unstall ends a Stall: what was held arrives, after late when the
+// client's connections are broken first (see Master.BreakClient).
+func (n *Network) Unstall(client string) {
+	n.mu.Lock()
+	delete(n.stalled, client)
+	ms := slices.Collect(maps.Values(n.masters))
+	n.mu.Unlock()
+	for _, m := range ms {
+		m.poke()
+	}
+}
+
+// holds reports whether client's bytes toward the masters (server) or
+// from them are held back.
+func (n *Network) holds(client string, server bool) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.frozenSet[client] || (server && n.stalled[client])
 }
 
 // waitThaw waits until client is not frozen, or ctx ends.

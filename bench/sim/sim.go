@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -28,8 +29,9 @@ type Config struct {
 	Clients int
 	// Workers is the number of goroutines per client. Default: 3.
 	Workers int
-	// Resources is the number of resource names the workers share.
-	// Default: 3.
+	// Resources is the number of resource names the workers share, each
+	// less used than the one before (weights 1/(i+1)^1.5), so that some
+	// are busy and some rest long. Default: 4.
 	Resources int
 	// Duration is the virtual time the workers run; holds under way then
 	// finish, and the clients close. Default: 10s.
@@ -89,7 +91,7 @@ func (c *Config) fill() {
 		c.Workers = 3
 	}
 	if c.Resources == 0 {
-		c.Resources = 3
+		c.Resources = 4
 	}
 	if c.Duration == 0 {
 		c.Duration = 10 * time.Second
@@ -268,8 +270,10 @@ func Run(cfg Config) (*Result, error) {
 	}
 
 	// Every key but the fencing counters has a TTL (the queues twice the
-	// lock's): past it, what is left on a master outlived the clients.
-	time.Sleep(2*cfg.TTL + 100*time.Millisecond)
+	// lock's), and commands in flight arrive at most TTL/2 late (see
+	// DrawFaults): past that, what is left on a master outlived the
+	// clients.
+	time.Sleep(2*cfg.TTL + cfg.TTL/2 + 100*time.Millisecond)
 	var leftovers []string
 	for _, m := range masters {
 		for _, kv := range m.Keys() {
@@ -324,6 +328,7 @@ func isFenceKey(kv string) bool { return strings.HasPrefix(kv, fencePrefix) }
 // them (engine/keys.go).
 const (
 	fencePrefix = "\xffredlock:fence:"
+	queuePrefix = "\xffredlock:queue:"
 	turnPrefix  = "~"
 )
 
@@ -507,6 +512,21 @@ func (w *worker) note(op, resource string, result string, grant int) {
 	w.h.add(Event{Called: now, At: now, Client: w.c.idx, Worker: w.id, Op: op, Resource: resource, Result: result, Grant: grant})
 }
 
+// pick draws a resource, resource i with weight 1/(i+1)^1.5.
+func (w *worker) pick() string {
+	total := 0.0
+	for i := range w.resources {
+		total += math.Pow(float64(i+1), -1.5)
+	}
+	x := w.rng.Float64() * total
+	for i, r := range w.resources {
+		if x -= math.Pow(float64(i+1), -1.5); x < 0 {
+			return r
+		}
+	}
+	return w.resources[len(w.resources)-1]
+}
+
 // uniform draws a duration in [lo, hi).
 func (w *worker) uniform(lo, hi time.Duration) time.Duration {
 	if hi <= lo {
@@ -518,7 +538,7 @@ func (w *worker) uniform(lo, hi time.Duration) time.Duration {
 func (w *worker) run(ctx context.Context, end time.Time) {
 	for time.Now().Before(end) {
 		w.c.stopped()
-		resource := w.resources[w.rng.IntN(len(w.resources))]
+		resource := w.pick()
 		op := "lock"
 		if w.rng.Float64() < 0.3 {
 			op = "trylock"

@@ -231,18 +231,18 @@ func Report(res *Result) string {
 	}
 	b.WriteString(FormatEvents(window))
 	if first.Resource != "" {
-		fmt.Fprintf(&b, "the masters' changes of key %s in that window (the last 40):\n", first.Resource)
+		fmt.Fprintf(&b, "the masters' changes of key %s and its queue in that window (the last 60):\n", first.Resource)
 		var recs []KeyRecord
 		for _, log := range res.keyLogs {
 			for _, r := range log {
-				if r.Key == first.Resource && r.At >= from && r.At <= to {
+				if (r.Key == first.Resource || r.Key == queuePrefix+first.Resource) && r.At >= from && r.At <= to {
 					recs = append(recs, r)
 				}
 			}
 		}
 		slices.SortStableFunc(recs, func(a, b KeyRecord) int { return int(a.At - b.At) })
-		if len(recs) > 40 {
-			recs = recs[len(recs)-40:]
+		if len(recs) > 60 {
+			recs = recs[len(recs)-60:]
 		}
 		for _, r := range recs {
 			b.WriteString(r.String())

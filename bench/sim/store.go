@@ -512,6 +512,18 @@ type zmember struct {
 
 func newZset() *zset { return &zset{byMember: make(map[string]float64)} }
 
+// String lists the members in order, for the key log.
+func (z *zset) String() string {
+	var b strings.Builder
+	b.WriteString("<zset")
+	for _, m := range z.sorted {
+		b.WriteByte(' ')
+		b.WriteString(m.member)
+	}
+	b.WriteByte('>')
+	return b.String()
+}
+
 func (z *zset) cmp(a zmember, b zmember) int {
 	switch {
 	case a.score < b.score:

@@ -178,7 +178,7 @@ func DrawFaults(cfg Config) []Fault {
 	case profileClients:
 		kinds = []kw{{FaultReplace, 2}, {FaultCancel, 2}, {FaultPauseHolders, 2}, {FaultFreeze, 2}, {FaultStall, 3}}
 	case profileRestarts:
-		kinds = []kw{{FaultRestart, 8}, {FaultSlow, 1}, {FaultHang, 1}}
+		kinds = []kw{{FaultRestart, 8}, {FaultSlow, 1}, {FaultHang, 1}, {FaultReplace, 1}}
 	case profileNetwork:
 		kinds = []kw{{FaultBreak, 3}, {FaultBreakConn, 3}, {FaultStall, 6}, {FaultSlow, 2}}
 	}
@@ -225,6 +225,10 @@ func DrawFaults(cfg Config) []Fault {
 			f.For, f.Late = uniform(ttl/20, ttl/4), uniform(ttl/10, ttl/2)
 		case FaultJumpClock:
 			f.Jump = uniform(ttl, 3*ttl)
+		case FaultRestart:
+			if profile == profileRestarts {
+				f.For = uniform(ttl/20, ttl/2)
+			}
 		}
 		if k.onMaster() && k != FaultDrift {
 			// Keep a majority of masters healthy: pick one that is free,
@@ -239,7 +243,11 @@ func DrawFaults(cfg Config) []Fault {
 				continue
 			}
 			until := at + f.For
-			if k == FaultRestart || k == FaultJumpClock {
+			if (k == FaultRestart && profile != profileRestarts) || k == FaultJumpClock {
+				// Until its quarantine ends; in the restarts profile, masters
+				// restart one after another, each once the last is back,
+				// quarantined or not: more than a majority may sit out at
+				// once, which stops the locks but must not break them.
 				until += ttl + ttl/2
 			}
 			busyUntil[f.Master] = max(busyUntil[f.Master], until)

@@ -595,7 +595,8 @@ func (w *worker) hold(le *engine.Lease, id int) {
 		d = w.uniform(3*w.ttl, 6*w.ttl) // past MaxExtensions: it expires
 	}
 	// Extends by hand: none, one, or a shorter one then a longer one
-	// (the order in which a stale shorter PEXPIRE does harm).
+	// (the order in which a stale shorter PEXPIRE does harm), or for a
+	// long hold, one every quarter TTL, each to a TTL drawn anew.
 	var extends []time.Duration
 	switch p := w.rng.Float64(); {
 	case p < 0.15:
@@ -603,6 +604,10 @@ func (w *worker) hold(le *engine.Lease, id int) {
 	case p < 0.25:
 		a, b := w.extendTTL(), w.extendTTL()
 		extends = []time.Duration{min(a, b), max(a, b)}
+	case p < 0.55 && d > w.ttl/2:
+		for range d / (w.ttl / 4) {
+			extends = append(extends, w.extendTTL())
+		}
 	}
 	lateRelease := w.rng.Float64() < 0.5
 	lateBy := w.uniform(0, w.ttl)

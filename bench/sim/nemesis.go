@@ -125,6 +125,11 @@ const (
 
 var profileNames = [...]string{"none", "clients", "all", "restarts", "network"}
 
+// Profile names the nemesis profile a seed draws (see profileNone).
+func Profile(seed uint64) string {
+	return profileNames[profileOf(rand.New(rand.NewPCG(seed, streamFaults)))]
+}
+
 // profileOf draws cfg's profile, first on the faults' stream.
 func profileOf(r *rand.Rand) int {
 	switch p := r.IntN(20); {

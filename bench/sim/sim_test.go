@@ -15,7 +15,8 @@ import (
 )
 
 var (
-	flagSeeds     = flag.Int("sim.seeds", 3, "TestSimulation: how many seeds to run, from -sim.first")
+	flagSeeds     = flag.Int("sim.seeds", 3, "TestSimulation: how many seeds to run, from -sim.first (without it or -sim.first, the short fixed set -sim.list)")
+	flagList      = flag.String("sim.list", "1,2,3,12,15", "TestSimulation: the seeds run when none of -sim.seed, -sim.seeds, -sim.first, -sim.budget is given: one of each nemesis profile (restarts, none, all, clients, network)")
 	flagFirst     = flag.Uint64("sim.first", 1, "TestSimulation: the first seed")
 	flagStride    = flag.Uint64("sim.stride", 1, "TestSimulation: run every stride-th seed from -sim.first (parallel processes take one residue each)")
 	flagSeed      = flag.Int64("sim.seed", -1, "TestSimulation: replay this one seed")
@@ -113,12 +114,25 @@ func TestSimulation(t *testing.T) {
 	var virtual, wall time.Duration
 	seeds, ops, violations := 0, 0, 0
 	began := time.Now()
+	ranged := false
+	flag.Visit(func(f *flag.Flag) { ranged = ranged || f.Name == "sim.seeds" || f.Name == "sim.first" })
+	var list []uint64
+	for _, f := range strings.Split(*flagList, ",") {
+		if n, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64); err == nil {
+			list = append(list, n)
+		}
+	}
 	next := func(i int) (uint64, bool) {
 		switch {
 		case *flagSeed >= 0:
 			return uint64(*flagSeed), i == 0
 		case *flagBudget > 0:
 			return *flagFirst + uint64(i)**flagStride, time.Since(began) < *flagBudget
+		case !ranged:
+			if i < len(list) {
+				return list[i], true
+			}
+			return 0, false
 		}
 		return *flagFirst + uint64(i)**flagStride, i < *flagSeeds
 	}
@@ -137,8 +151,8 @@ func TestSimulation(t *testing.T) {
 			took := time.Since(start)
 			seeds++
 			virtual, wall, ops, violations = virtual+res.Virtual, wall+took, ops+res.Ops, violations+len(res.Violations)
-			t.Logf("seed %d: %d ops, %d leases, %d faults, %s virtual in %s (%.0fx), history %016x",
-				seed, res.Ops, len(res.History.Grants()), len(res.Faults), res.Virtual.Round(time.Millisecond), took.Round(time.Millisecond),
+			t.Logf("seed %d: %d ops, %d leases, %d faults (%s), %s virtual in %s (%.0fx), history %016x",
+				seed, res.Ops, len(res.History.Grants()), len(res.Faults), Profile(seed), res.Virtual.Round(time.Millisecond), took.Round(time.Millisecond),
 				float64(res.Virtual)/float64(took), res.History.Hash())
 			if testing.Verbose() {
 				t.Logf("seed %d: %s", seed, res.History.Tally())

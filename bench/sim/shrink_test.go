@@ -3,6 +3,7 @@ package sim
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,7 @@ func (s *shrinker) fails(cfg Config) bool {
 // Shrink looks for a smaller case that fails like res, in this order
 // and again while any step helps: a shorter run (to just past the
 // violation), fewer faults (none, halves, one less), fewer clients,
-// workers and resources. It returns the smallest case found, and its
+// workers and resources, then clients and workers made idle one by one. It returns the smallest case found, and its
 // failing run (nil if nothing smaller failed).
 func Shrink(t *testing.T, res *Result, tries, runs int) (Config, *Result) {
 	s := &shrinker{t: t, checker: res.Violations[0].Checker, tries: tries, runs: runs}
@@ -108,6 +109,31 @@ func Shrink(t *testing.T, res *Result, tries, runs int) (Config, *Result) {
 				progress = true
 			}
 		}
+		// Then clients, and workers, one at a time: the others' draws do
+		// not move.
+		for ci := 0; ci < cfg.Clients && s.runs > 0; ci++ {
+			name := fmt.Sprintf("c%d", ci)
+			if slices.Contains(cfg.Idle, name) {
+				continue
+			}
+			c := cfg
+			c.Idle = append(slices.Clone(cfg.Idle), name)
+			if try(c) {
+				progress = true
+				continue
+			}
+			for wi := 0; wi < cfg.Workers && s.runs > 0; wi++ {
+				w := fmt.Sprintf("%s/w%d", name, wi)
+				if slices.Contains(cfg.Idle, w) {
+					continue
+				}
+				c := cfg
+				c.Idle = append(slices.Clone(cfg.Idle), w)
+				if try(c) {
+					progress = true
+				}
+			}
+		}
 	}
 	return cfg, s.last
 }
@@ -127,6 +153,9 @@ func shrinkAndReport(t *testing.T, res *Result) {
 func describeCase(cfg Config) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d: %d clients × %d workers, %d resources, %s", cfg.Seed, cfg.Clients, cfg.Workers, cfg.Resources, cfg.Duration)
+	if len(cfg.Idle) > 0 {
+		fmt.Fprintf(&b, ", idle %s", strings.Join(cfg.Idle, ","))
+	}
 	switch {
 	case !cfg.Nemesis:
 		b.WriteString(", no faults")

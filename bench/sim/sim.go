@@ -65,6 +65,9 @@ type Config struct {
 	Keep []int
 	// Faults, when set, is the schedule, instead of a drawn one.
 	Faults []Fault
+	// Idle lists clients ("c1") and workers ("c2/w0") that do nothing,
+	// every other draw unchanged: what shrinking takes away.
+	Idle []string
 }
 
 // Control is a deliberate fault in the clients that must make a checker
@@ -239,6 +242,9 @@ func Run(cfg Config) (*Result, error) {
 	ops := 0
 	for _, c := range clients {
 		for w := range cfg.Workers {
+			if slices.Contains(cfg.Idle, c.name) || slices.Contains(cfg.Idle, fmt.Sprintf("%s/w%d", c.name, w)) {
+				continue
+			}
 			wk := &worker{
 				c: c, id: w, h: h, ttl: cfg.TTL, resources: resources, store: store,
 				rng: rand.New(rand.NewPCG(cfg.Seed, streamWorkers+uint64(c.idx)<<8+uint64(w))),

@@ -27,6 +27,7 @@ var (
 	flagWorkers   = flag.Int("sim.workers", 0, "workers per Locker (0: Config's default)")
 	flagResources = flag.Int("sim.resources", 0, "resources per seed (0: Config's default)")
 	flagNemesis   = flag.Bool("sim.nemesis", true, "draw a fault schedule from each seed (in the model)")
+	flagIdle      = flag.String("sim.idle", "", "clients (c1) and workers (c2/w0) that do nothing, separated by commas (a shrunk case's)")
 	flagKeep      = flag.String("sim.keep", "", "keep only these faults of the drawn schedule, by index (a shrunk case's schedule); \"none\" keeps none")
 	flagControl   = flag.String("sim.control", "", "TestSimulation: break mutual exclusion on purpose (split-prefix), to see a failure's report")
 	flagMutation  = flag.String("sim.mutation", "", "TestSimulation: undo one engine fix (an internal/mutation switch's name) for the checkers to find")
@@ -47,6 +48,9 @@ func simConfig(t testing.TB, seed uint64) Config {
 		cfg.Control = SplitPrefix
 	default:
 		t.Fatalf("-sim.control=%q: want split-prefix or nothing", *flagControl)
+	}
+	if *flagIdle != "" {
+		cfg.Idle = strings.Split(*flagIdle, ",")
 	}
 	switch *flagKeep {
 	case "":
@@ -194,6 +198,9 @@ func Replay(cfg Config) string {
 			}
 			b.WriteString(" -sim.keep=" + strings.Join(ks, ","))
 		}
+	}
+	if len(cfg.Idle) > 0 {
+		b.WriteString(" -sim.idle=" + strings.Join(cfg.Idle, ","))
 	}
 	if cfg.Control == SplitPrefix {
 		b.WriteString(" -sim.control=split-prefix")

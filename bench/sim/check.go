@@ -688,7 +688,7 @@ func CheckErrors(events []Event, grants []Grant, keys keySpans, faults []FaultRe
 			var ve *engine.VotesError
 			if !errors.As(e.Err, &ve) {
 				// The in-process gate: another worker of the client.
-				if !othersBusy(e, e.Called, e.At+1) {
+				if !othersBusy(e, e.Called-1, e.At+1) { // one instant either way: a head that left as this call came
 					out = append(out, Violation{Checker: CheckerErrors, At: e.At, Resource: e.Resource, Client: e.Client,
 						Detail: fmt.Sprintf("c%d/w%d's %s got ErrNotAcquired from the gate while no other worker of c%d used %s: %v", e.Client, e.Worker, e.Op, e.Client, e.Resource, e.Err)})
 				}

@@ -675,6 +675,28 @@ func (m *Master) BreakClient(client string, which int, late time.Duration) int {
 	return len(ps)
 }
 
+// ArmClient makes connections of client ("" for every client) to the
+// master break right after their next write, which then arrives late
+// (or never, if late < 0): the which-th of them, or all when which < 0;
+// on false, it disarms them. It returns how many.
+func (m *Master) ArmClient(client string, which int, late time.Duration, on bool) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ps []*pipe
+	for _, p := range m.pipes {
+		if client == "" || p.client == client {
+			ps = append(ps, p)
+		}
+	}
+	if which >= 0 && len(ps) > 0 {
+		ps = ps[which%len(ps) : which%len(ps)+1]
+	}
+	for _, p := range ps {
+		p.arm(on, late)
+	}
+	return len(ps)
+}
+
 // Heal ends every fault: a killed master starts (with amnesia), a paused
 // one resumes, a partition heals, and the latency is l again. The clock
 // keeps its rate and jumps.

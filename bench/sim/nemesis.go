@@ -36,12 +36,16 @@ const (
 	// connections: what was held arrives Late after, on the old
 	// connections, behind what the client sends on new ones.
 	FaultStall
+	// FaultBreakClient breaks every connection of the client, each right
+	// after its next write (within For), which arrives Late or never: an
+	// operation's commands caught in flight to every master.
+	FaultBreakClient
 	// Out of the model.
 	FaultJumpClock // the master's clock jumps forward by Jump
 )
 
 var faultNames = [...]string{"pause", "hang", "refuse", "restart", "break", "slow", "drift",
-	"break-conn", "replace", "cancel", "pause-holders", "freeze", "stall", "jump-clock"}
+	"break-conn", "replace", "cancel", "pause-holders", "freeze", "stall", "break-client", "jump-clock"}
 
 func (k FaultKind) String() string {
 	if int(k) < len(faultNames) {
@@ -55,7 +59,7 @@ func (k FaultKind) String() string {
 func (k FaultKind) onMaster() bool { return k <= FaultSlow || k == FaultJumpClock }
 
 // onClient reports whether the fault is a client's.
-func (k FaultKind) onClient() bool { return k >= FaultReplace && k <= FaultStall }
+func (k FaultKind) onClient() bool { return k >= FaultReplace && k <= FaultBreakClient }
 
 // Fault is one entry of a fault schedule.
 type Fault struct {
@@ -68,7 +72,11 @@ type Fault struct {
 	Conn    int // which of the client's connections to the master
 	// Late is how late commands in flight on a broken connection still
 	// arrive; negative: never.
-	Late    time.Duration
+	Late time.Duration
+	// OnWrite: FaultBreak and FaultBreakConn break each connection right
+	// after its next write (within For), with a command in flight, rather
+	// than at once.
+	OnWrite bool
 	Rate    float64       // FaultDrift
 	Jump    time.Duration // FaultJumpClock
 	Latency Latency       // FaultSlow
@@ -80,13 +88,15 @@ func (f Fault) Describe() string {
 	case FaultPause, FaultHang, FaultRefuse, FaultRestart:
 		return fmt.Sprintf("%s master%d for %s", f.Kind, f.Master, f.For)
 	case FaultBreak:
-		return fmt.Sprintf("break master%d's connections, in flight %s", f.Master, lateString(f.Late))
+		return fmt.Sprintf("break master%d's connections%s, in flight %s", f.Master, onWrite(f), lateString(f.Late))
 	case FaultSlow:
 		return fmt.Sprintf("slow master%d (%s-%s one way) for %s", f.Master, f.Latency.Min, f.Latency.Min+f.Latency.Jitter, f.For)
 	case FaultDrift:
 		return fmt.Sprintf("drift master%d's clock at rate %.4f for %s", f.Master, f.Rate, f.For)
 	case FaultBreakConn:
-		return fmt.Sprintf("break connection %d of c%d to master%d, in flight %s", f.Conn, f.Client, f.Master, lateString(f.Late))
+		return fmt.Sprintf("break connection %d of c%d to master%d%s, in flight %s", f.Conn, f.Client, f.Master, onWrite(f), lateString(f.Late))
+	case FaultBreakClient:
+		return fmt.Sprintf("break c%d's connections on their next write (within %s), in flight %s", f.Client, f.For, lateString(f.Late))
 	case FaultReplace:
 		return fmt.Sprintf("close c%d's Locker and open a new one", f.Client)
 	case FaultCancel:
@@ -101,6 +111,13 @@ func (f Fault) Describe() string {
 		return fmt.Sprintf("jump master%d's clock by %s", f.Master, f.Jump)
 	}
 	return f.Kind.String()
+}
+
+func onWrite(f Fault) string {
+	if f.OnWrite {
+		return fmt.Sprintf(" on their next write (within %s)", f.For)
+	}
+	return ""
 }
 
 func lateString(late time.Duration) string {
@@ -179,13 +196,13 @@ func DrawFaults(cfg Config) []Fault {
 	case profileNone, profileAll:
 		kinds = []kw{{FaultPause, 3}, {FaultHang, 3}, {FaultRefuse, 2}, {FaultRestart, 4}, {FaultBreak, 3},
 			{FaultSlow, 2}, {FaultDrift, 1}, {FaultBreakConn, 4},
-			{FaultReplace, 2}, {FaultCancel, 2}, {FaultPauseHolders, 2}, {FaultFreeze, 2}, {FaultStall, 3}}
+			{FaultReplace, 2}, {FaultCancel, 2}, {FaultPauseHolders, 2}, {FaultFreeze, 2}, {FaultStall, 2}, {FaultBreakClient, 2}}
 	case profileClients:
-		kinds = []kw{{FaultReplace, 2}, {FaultCancel, 2}, {FaultPauseHolders, 2}, {FaultFreeze, 2}, {FaultStall, 3}}
+		kinds = []kw{{FaultReplace, 2}, {FaultCancel, 2}, {FaultPauseHolders, 2}, {FaultFreeze, 2}, {FaultStall, 2}, {FaultBreakClient, 2}}
 	case profileRestarts:
 		kinds = []kw{{FaultRestart, 8}, {FaultSlow, 1}, {FaultHang, 1}, {FaultReplace, 1}}
 	case profileNetwork:
-		kinds = []kw{{FaultBreak, 3}, {FaultBreakConn, 3}, {FaultStall, 6}, {FaultSlow, 2}}
+		kinds = []kw{{FaultBreak, 3}, {FaultBreakConn, 3}, {FaultStall, 3}, {FaultBreakClient, 6}, {FaultSlow, 1}}
 	}
 	if cfg.OutOfModel {
 		kinds = append(kinds, kw{FaultJumpClock, 4})
@@ -216,6 +233,7 @@ func DrawFaults(cfg Config) []Fault {
 		if r.IntN(2) == 0 {
 			f.Late = uniform(0, ttl/2)
 		}
+		f.OnWrite = r.IntN(2) == 0
 		switch k {
 		case FaultSlow:
 			f.Latency = Latency{Min: 5 * time.Millisecond, Jitter: 100 * time.Millisecond}
@@ -228,6 +246,9 @@ func DrawFaults(cfg Config) []Fault {
 			// Long enough to hold an Extend, short enough for the next to
 			// come on new connections before the held ones arrive.
 			f.For, f.Late = uniform(ttl/20, ttl/4), uniform(ttl/10, ttl/2)
+		case FaultBreakClient:
+			// Late enough for the next operation to overtake the one caught.
+			f.Late = uniform(ttl/10, ttl/2)
 		case FaultJumpClock:
 			f.Jump = uniform(ttl, 3*ttl)
 		case FaultRestart:
@@ -299,6 +320,11 @@ func applyFaults(ctx context.Context, faults []Fault, masters []*Master, clients
 			m.Kill()
 			heal(m.Start)
 		case FaultBreak:
+			if f.OnWrite {
+				m.ArmClient("", -1, f.Late, true)
+				heal(func() { m.ArmClient("", -1, 0, false) })
+				break
+			}
 			m.BreakConnections(f.Late)
 		case FaultSlow:
 			m.SetLatency(f.Latency)
@@ -309,7 +335,21 @@ func applyFaults(ctx context.Context, faults []Fault, masters []*Master, clients
 		case FaultJumpClock:
 			m.JumpClock(f.Jump)
 		case FaultBreakConn:
+			if f.OnWrite {
+				m.ArmClient(c.name, f.Conn, f.Late, true)
+				heal(func() { m.ArmClient(c.name, f.Conn, 0, false) })
+				break
+			}
 			m.BreakClient(c.name, f.Conn, f.Late)
+		case FaultBreakClient:
+			for _, m := range masters {
+				m.ArmClient(c.name, -1, f.Late, true)
+			}
+			heal(func() {
+				for _, m := range masters {
+					m.ArmClient(c.name, -1, 0, false)
+				}
+			})
 		case FaultReplace:
 			wg.Go(func() {
 				c.replace()

@@ -88,6 +88,11 @@ type pipe struct {
 	up     link // client to master
 	down   link // master to client
 	broken bool // a fault broke the connection: the client's end fails
+	// armed: a fault breaks the connection right after the client's next
+	// write, which then arrives armLate late (or never, if negative), so
+	// that the break catches a command in flight.
+	armed   bool
+	armLate time.Duration
 	// conn and server are the two ends: the client's, and the master's.
 	conn, server *Conn
 
@@ -308,6 +313,9 @@ func (c *Conn) Write(b []byte) (int, error) {
 	}
 	out.last = at
 	out.queue = append(out.queue, chunk{data: append([]byte(nil), b...), at: at})
+	if p.armed && !c.server {
+		p.breakLocked(p.armLate)
+	}
 	p.mu.Unlock()
 	if c.server {
 		p.conn.poke()
@@ -377,6 +385,19 @@ func (c *Conn) opError(op string, err error) error {
 func (p *pipe) Break(late time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.breakLocked(late)
+}
+
+// arm makes the connection break right after the client's next write
+// (see pipe.armed), or disarms it.
+func (p *pipe) arm(on bool, late time.Duration) {
+	p.mu.Lock()
+	p.armed, p.armLate = on, late
+	p.mu.Unlock()
+}
+
+func (p *pipe) breakLocked(late time.Duration) {
+	p.armed = false
 	if p.broken {
 		return
 	}

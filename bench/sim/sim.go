@@ -162,10 +162,11 @@ func (c Coverage) String() string {
 // Random streams of a seed, one per consumer, so that one consumer's
 // draws do not shift another's.
 const (
-	streamMasters = 1
-	streamFaults  = 2
-	streamLockers = 1 << 16
-	streamWorkers = 1 << 20
+	streamMasters  = 1
+	streamFaults   = 2
+	streamWorkload = 3
+	streamLockers  = 1 << 16
+	streamWorkers  = 1 << 20
 )
 
 // Run runs one simulation. It must be called inside a synctest bubble
@@ -221,6 +222,9 @@ func Run(cfg Config) (*Result, error) {
 		resources[i] = fmt.Sprintf("r%d", i)
 	}
 	store := newFencedStore(h)
+	// A quarter of the seeds hold long and extend often, the pattern in
+	// which a stale Extend does harm.
+	long := rand.New(rand.NewPCG(cfg.Seed, streamWorkload)).IntN(4) == 0
 	clients := make([]*client, cfg.Clients)
 	for i := range clients {
 		c := &client{idx: i, name: fmt.Sprintf("c%d", i), cfg: &cfg, addrs: addrs, network: network, h: h}
@@ -246,7 +250,7 @@ func Run(cfg Config) (*Result, error) {
 				continue
 			}
 			wk := &worker{
-				c: c, id: w, h: h, ttl: cfg.TTL, resources: resources, store: store,
+				c: c, id: w, h: h, ttl: cfg.TTL, resources: resources, store: store, long: long,
 				rng: rand.New(rand.NewPCG(cfg.Seed, streamWorkers+uint64(c.idx)<<8+uint64(w))),
 			}
 			wg.Go(func() {
@@ -503,6 +507,8 @@ type worker struct {
 	store     *fencedStore
 	rng       *rand.Rand
 	ops       int
+	// long: holds are long and extended often (see Run).
+	long bool
 }
 
 // call records one operation.
@@ -591,6 +597,8 @@ func (w *worker) run(ctx context.Context, end time.Time) {
 func (w *worker) hold(le *engine.Lease, id int) {
 	var d time.Duration
 	switch p := w.rng.Float64(); {
+	case w.long && p < 0.5:
+		d = w.uniform(w.ttl/2, 3*w.ttl)
 	case p < 0.60:
 		d = w.uniform(0, w.ttl/5)
 	case p < 0.85:
@@ -610,7 +618,7 @@ func (w *worker) hold(le *engine.Lease, id int) {
 	case p < 0.25:
 		a, b := w.extendTTL(), w.extendTTL()
 		extends = []time.Duration{min(a, b), max(a, b)}
-	case p < 0.55 && d > w.ttl/2:
+	case (p < 0.55 || w.long) && d > w.ttl/2:
 		for range d / (w.ttl / 4) {
 			extends = append(extends, w.extendTTL())
 		}

@@ -658,28 +658,20 @@ func (m *Master) BreakConnections(late time.Duration) int {
 // master: the which-th of them (modulo their number) in the order they
 // were opened, or all of them when which < 0. It returns how many.
 func (m *Master) BreakClient(client string, which int, late time.Duration) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var ps []*pipe
-	for _, p := range m.pipes {
-		if client == "" || p.client == client {
-			ps = append(ps, p)
-		}
-	}
-	if which >= 0 && len(ps) > 0 {
-		ps = ps[which%len(ps) : which%len(ps)+1]
-	}
-	for _, p := range ps {
-		p.Break(late)
-	}
-	return len(ps)
+	return m.eachPipe(client, which, func(p *pipe) { p.Break(late) })
 }
 
-// ArmClient makes connections of client ("" for every client) to the
-// master break right after their next write, which then arrives late
-// (or never, if late < 0): the which-th of them, or all when which < 0;
-// on false, it disarms them. It returns how many.
+// ArmClient makes connections of client to the master, chosen as
+// BreakClient chooses them, break right after their next write, which
+// then arrives late (or never, if late < 0); on false, it disarms them.
+// It returns how many.
 func (m *Master) ArmClient(client string, which int, late time.Duration, on bool) int {
+	return m.eachPipe(client, which, func(p *pipe) { p.arm(on, late) })
+}
+
+// eachPipe runs f on connections of client ("" for every client): the
+// which-th of them in the order they were opened, or all when which < 0.
+func (m *Master) eachPipe(client string, which int, f func(*pipe)) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var ps []*pipe
@@ -692,7 +684,7 @@ func (m *Master) ArmClient(client string, which int, late time.Duration, on bool
 		ps = ps[which%len(ps) : which%len(ps)+1]
 	}
 	for _, p := range ps {
-		p.arm(on, late)
+		f(p)
 	}
 	return len(ps)
 }

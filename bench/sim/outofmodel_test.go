@@ -68,6 +68,21 @@ func (e *oomEnv) end(id int, le *engine.Lease) {
 	e.h.end(id, e.h.since(le.ValidUntil()), "released", 0)
 }
 
+// checkStaleWrites asserts the expected outcome at the store: without
+// fencing a stale write accepted, with fencing every stale write
+// rejected (and one tried).
+func (e *oomEnv) checkStaleWrites(t *testing.T) {
+	t.Helper()
+	switch n := e.staleAccepted(); {
+	case !e.fencing && n == 0:
+		t.Fatalf("without fencing, A's stale write was rejected: %v", e.h.Writes())
+	case e.fencing && n > 0:
+		t.Fatalf("with fencing, the store accepted %d stale writes: %v", n, e.h.Writes())
+	case e.fencing && e.staleWrites() == 0:
+		t.Fatalf("with fencing, no stale write was tried: %v", e.h.Writes())
+	}
+}
+
 func (e *oomEnv) staleAccepted() int {
 	n := 0
 	for _, w := range e.h.Writes() {
@@ -129,14 +144,7 @@ func TestOutOfModelClockJump(t *testing.T) {
 				} else {
 					t.Logf("the lock failed, as expected out of the model:\n%s", v[0])
 				}
-				switch n := e.staleAccepted(); {
-				case !fencing && n == 0:
-					t.Fatalf("without fencing, A's stale write was rejected: %v", e.h.Writes())
-				case fencing && n > 0:
-					t.Fatalf("with fencing, the store accepted %d stale writes: %v", n, e.h.Writes())
-				case fencing && e.staleWrites() == 0:
-					t.Fatalf("with fencing, no stale write was tried: %v", e.h.Writes())
-				}
+				e.checkStaleWrites(t)
 				// The masters' view: A's keys were on fewer than a majority
 				// from the jump on, while A trusted its lease.
 				var logs [][]KeyRecord
@@ -214,14 +222,7 @@ func TestOutOfModelClientPause(t *testing.T) {
 				} else {
 					t.Logf("two holders acted at once, as expected out of the model:\n%s", v[0])
 				}
-				switch n := e.staleAccepted(); {
-				case !fencing && n == 0:
-					t.Fatalf("without fencing, A's stale write was rejected: %v", e.h.Writes())
-				case fencing && n > 0:
-					t.Fatalf("with fencing, the store accepted %d stale writes: %v", n, e.h.Writes())
-				case fencing && e.staleWrites() == 0:
-					t.Fatalf("with fencing, no stale write was tried: %v", e.h.Writes())
-				}
+				e.checkStaleWrites(t)
 				for _, w := range e.h.Writes() {
 					t.Log(w)
 				}

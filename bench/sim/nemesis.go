@@ -213,7 +213,13 @@ func DrawFaults(cfg Config) []Fault {
 	}
 	at := time.Duration(0)
 	for {
-		at += uniform(ttl/5, 2*ttl)
+		if profile == profileRestarts {
+			// Several masters restart between two holds of a resource:
+			// what makes them forget its fencing counter.
+			at += uniform(ttl/20, ttl/2)
+		} else {
+			at += uniform(ttl/5, 2*ttl)
+		}
 		if at >= cfg.Duration {
 			return out
 		}

@@ -227,7 +227,7 @@ func Run(cfg Config) (*Result, error) {
 	long := rand.New(rand.NewPCG(cfg.Seed, streamWorkload)).IntN(4) == 0
 	clients := make([]*client, cfg.Clients)
 	for i := range clients {
-		c := &client{idx: i, name: fmt.Sprintf("c%d", i), cfg: &cfg, addrs: addrs, network: network, h: h}
+		c := &client{idx: i, name: fmt.Sprintf("c%d", i), cfg: &cfg, addrs: addrs, network: network, h: h, replacing: make(chan struct{}, 1)}
 		c.resetLockCtx()
 		c.pausedCh = make(chan struct{})
 		if err := c.open(); err != nil {
@@ -352,6 +352,12 @@ type client struct {
 	network *Network
 	h       *History
 
+	// replacing serializes replace: two faults close together must not
+	// each open a Locker, one of which nobody would close. A channel, not
+	// a sync.Mutex: a goroutine waiting on a channel is durably blocked,
+	// so virtual time goes on meanwhile.
+	replacing chan struct{}
+
 	mu      sync.Mutex
 	l       *engine.Locker
 	gen     int           // Lockers made so far
@@ -425,6 +431,8 @@ func (c *client) close() {
 
 // replace closes the client's Locker mid-flight and opens the next.
 func (c *client) replace() {
+	c.replacing <- struct{}{}
+	defer func() { <-c.replacing }()
 	c.close()
 	if err := c.open(); err != nil {
 		c.h.note(fmt.Sprintf("%s: no new Locker: %v", c.name, err))

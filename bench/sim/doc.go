@@ -19,7 +19,8 @@
 //   - the network (net.go): in-memory connections, each way in order with
 //     delays drawn per connection from the seed; connections broken with
 //     commands in flight (delivered late, or never), one or all of a
-//     master's or a client's; clients frozen (a GC pause) or stalled;
+//     master's or a client's, at once or right after their next write;
+//     clients frozen (a GC pause) or stalled;
 //   - the nemesis (nemesis.go): a fault schedule drawn from the seed, in
 //     one of five profiles, within the model (a minority of masters
 //     faulted at a time, clocks that drift within the DriftFactor) unless

@@ -71,10 +71,13 @@ release-requires: $(MODCHECK)
 	@test -n "$(VERSION)" || { echo "usage: make release-requires VERSION=vX.Y.Z"; exit 1; }
 	$(MODCHECK) -go $(GO) require $(VERSION)
 
-# The simulation's short default (TestSimulation: a few seeds) runs here;
-# make sim runs a budget of them.
+# The simulation's short set of seeds (TestSimulation) runs with the rest;
+# its hunted cases (TestMutationsFound) run again without the race
+# detector, which changes the schedules they replay. make sim runs a
+# budget of seeds.
 test: test-deps modules
 	$(GO) test -race -count=1 -timeout 12m $(PKGS)
+	$(GO) test -count=1 -run 'TestSimulation$$|TestMutationsFound' ./bench/sim
 
 # benchmark runs the go test micro-benchmarks (one TryLock+Release cycle, ...).
 benchmark: deps

@@ -135,7 +135,25 @@ func Shrink(t *testing.T, res *Result, tries, runs int) (Config, *Result) {
 			}
 		}
 	}
+	cfg.Idle = tidyIdle(cfg)
 	return cfg, s.last
+}
+
+// tidyIdle drops from cfg.Idle the workers of idle clients and what
+// names clients cfg no longer has.
+func tidyIdle(cfg Config) []string {
+	var out []string
+	for _, x := range cfg.Idle {
+		c, w, _ := strings.Cut(x, "/")
+		var n int
+		if _, err := fmt.Sscanf(c, "c%d", &n); err != nil || n >= cfg.Clients || (w != "" && slices.Contains(cfg.Idle, c)) {
+			continue
+		}
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // shrinkAndReport shrinks a failing run and logs the shrunk case.

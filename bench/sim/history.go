@@ -57,7 +57,7 @@ type CloseRecord struct {
 // began and ended (At, End: virtual time since the run started).
 type FaultRecord struct {
 	Fault
-	Index   int // its place in the schedule
+	Index   int // its place in the drawn schedule, as -sim.keep names it
 	At, End time.Duration
 }
 

@@ -288,9 +288,10 @@ func DrawFaults(cfg Config) []Fault {
 	}
 }
 
-// applyFaults runs the schedule until ctx ends, recording each fault;
-// whatever it leaves broken the caller heals.
-func applyFaults(ctx context.Context, faults []Fault, masters []*Master, clients []*client, n *Network, h *History, lat Latency) {
+// applyFaults runs the schedule until ctx ends, recording each fault
+// with its index in the drawn schedule; whatever it leaves broken the
+// caller heals.
+func applyFaults(ctx context.Context, faults []Fault, index []int, masters []*Master, clients []*client, n *Network, h *History, lat Latency) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for i, f := range faults {
@@ -301,7 +302,7 @@ func applyFaults(ctx context.Context, faults []Fault, masters []*Master, clients
 			continue
 		}
 		now := h.since(time.Now())
-		rec := h.fault(FaultRecord{Fault: f, Index: i, At: now, End: now})
+		rec := h.fault(FaultRecord{Fault: f, Index: index[i], At: now, End: now})
 		m, c := masters[f.Master], clients[f.Client]
 		// heal runs the end of a lasting fault after For, or when the run
 		// ends, and records when.

@@ -182,16 +182,22 @@ func Run(cfg Config) (*Result, error) {
 		defer sw.Set(true)()
 	}
 	faults := cfg.Faults
+	var index []int // each fault's place in the drawn schedule
 	if faults == nil && cfg.Nemesis {
 		faults = DrawFaults(cfg)
 		if cfg.Keep != nil {
 			var kept []Fault
 			for _, i := range cfg.Keep {
 				if i >= 0 && i < len(faults) {
-					kept = append(kept, faults[i])
+					kept, index = append(kept, faults[i]), append(index, i)
 				}
 			}
 			faults = kept
+		}
+	}
+	if index == nil {
+		for i := range faults {
+			index = append(index, i)
 		}
 	}
 	start := time.Now()
@@ -262,7 +268,7 @@ func Run(cfg Config) (*Result, error) {
 		}
 	}
 	var nemesis sync.WaitGroup
-	nemesis.Go(func() { applyFaults(ctx, faults, masters, clients, network, h, cfg.Latency) })
+	nemesis.Go(func() { applyFaults(ctx, faults, index, masters, clients, network, h, cfg.Latency) })
 	// Stop the workers' waits at the end of the run; holds finish.
 	stop := time.AfterFunc(time.Until(end), cancel)
 	wg.Wait()

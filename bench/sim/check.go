@@ -399,8 +399,9 @@ type availability struct {
 }
 
 // available computes r's availability over the masters for which count
-// reports true (a master's faults make it not count while they last).
-func available(ss [][]span, quorum int, count func(m int, from, to time.Duration) bool) []availability {
+// reports true (a master's faults make it not count while they last),
+// looking again at each instant of also, where count may change.
+func available(ss [][]span, quorum int, count func(m int, from, to time.Duration) bool, also []time.Duration) []availability {
 	type edge struct {
 		at    time.Duration
 		m     int
@@ -420,6 +421,9 @@ func available(ss [][]span, quorum int, count func(m int, from, to time.Duration
 	if len(ss) == 0 {
 		return nil
 	}
+	for _, at := range also {
+		edges = append(edges, edge{at: at, m: -1})
+	}
 	slices.SortStableFunc(edges, func(a, b edge) int { return cmp.Compare(a.at, b.at) })
 	state := make([]bool, len(ss))
 	for m := range state {
@@ -428,8 +432,10 @@ func available(ss [][]span, quorum int, count func(m int, from, to time.Duration
 	var out []availability
 	var cur *availability
 	for i, e := range edges {
-		prev := state[e.m]
-		state[e.m] = e.avail
+		prev := e.avail
+		if e.m >= 0 {
+			prev, state[e.m] = state[e.m], e.avail
+		}
 		if i+1 < len(edges) && edges[i+1].at == e.at {
 			continue
 		}
@@ -443,7 +449,7 @@ func available(ss [][]span, quorum int, count func(m int, from, to time.Duration
 		case n >= quorum && cur == nil:
 			// What freed the master that made the quorum.
 			cause := "expired"
-			if e.avail && !prev && e.cause != "expired" && e.cause != "restart" && e.cause != "start" {
+			if e.m >= 0 && e.avail && !prev && e.cause != "expired" && e.cause != "restart" && e.cause != "start" {
 				cause = "command"
 			}
 			cur = &availability{from: e.at, to: never, cause: cause}
@@ -473,6 +479,13 @@ func CheckWaiters(events []Event, grants []Grant, keys keySpans, faults []FaultR
 			waits[e.Resource] = append(waits[e.Resource], e)
 		}
 	}
+	// The instants a master's health changes, for the loose check.
+	var bounds []time.Duration
+	for _, ws := range byMaster {
+		for _, w := range ws {
+			bounds = append(bounds, w.from, w.to)
+		}
+	}
 	var out []Violation
 	for _, r := range slices.Sorted(maps.Keys(waits)) {
 		ss := keys[r]
@@ -480,7 +493,7 @@ func CheckWaiters(events []Event, grants []Grant, keys keySpans, faults []FaultR
 			continue
 		}
 		// Tight: every master counts, in quiet windows only.
-		for _, a := range available(ss, quorum, func(int, time.Duration, time.Duration) bool { return true }) {
+		for _, a := range available(ss, quorum, func(int, time.Duration, time.Duration) bool { return true }, nil) {
 			if a.cause != "command" || a.to-a.from <= b.Tight || anyOverlap(all, a.from-b.Settle, a.from+b.Tight) {
 				continue
 			}
@@ -491,7 +504,7 @@ func CheckWaiters(events []Event, grants []Grant, keys keySpans, faults []FaultR
 			}
 		}
 		healthy := func(m int, from, to time.Duration) bool { return !anyOverlap(byMaster[m], from, to+1) }
-		for _, a := range available(ss, quorum, healthy) {
+		for _, a := range available(ss, quorum, healthy, bounds) {
 			if a.to-a.from <= b.Loose {
 				continue
 			}

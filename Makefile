@@ -47,9 +47,11 @@ $(STATICCHECK):
 # modules from the working tree zipped as the module proxy would serve
 # them; and that the tools module is tidy, vetted and passes its tests.
 modules: $(MODCHECK)
-	@cd $(TOOLS) && { GOWORK=off $(GO) mod tidy -diff >/dev/null && GOWORK=off $(GO) vet ./... && \
-		GOWORK=off $(GO) test -count=1 ./... >/dev/null; } || \
-		{ echo "module $(TOOLS) is not tidy or fails its checks (run: make tidy; cd $(TOOLS) && GOWORK=off go test ./...)"; exit 1; }
+	@cd $(TOOLS) && { GOWORK=off $(GO) mod tidy -diff || \
+		{ echo "module $(TOOLS) is not tidy (run: make tidy)"; exit 1; }; }
+	@cd $(TOOLS) && GOWORK=off $(GO) vet ./...
+	@cd $(TOOLS) && out=$$(GOWORK=off $(GO) test -count=1 ./... 2>&1) || \
+		{ printf '%s\n' "$$out"; echo "module $(TOOLS) fails its tests (cd $(TOOLS) && GOWORK=off go test ./...)"; exit 1; }
 	@$(MODCHECK) -go $(GO) check
 
 # tidy rewrites each module's go.mod and go.sum as modules wants them.

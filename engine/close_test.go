@@ -680,3 +680,48 @@ func TestQuitTwice(t *testing.T) {
 	quit("A")
 	check("A's quit on a free key", "~C")
 }
+
+// Close returns within its bound (a few round spans) with a master hung
+// (SIGSTOP) under the Locker's connections, pub/sub ones included: the
+// connections to a master that answers nothing are cut rather than
+// closed politely, which waited for replies that never came. (Found by
+// bench/sim; redlock exec exited seconds after its command because of
+// it.)
+func TestCloseWithAHungMasterReturnsPromptly(t *testing.T) {
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	holderL := e.locker(nil)
+	l := e.locker(func(c *engine.Config) { c.TTL = 2 * time.Second })
+	held, err := holderL.TryLock(ctx, "hung")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(ctx)
+	// A waiter subscribes to the releases: pub/sub connections to every
+	// master, besides the pool's.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	waited := make(chan error, 1)
+	go func() {
+		_, err := l.Lock(wctx, "hung")
+		waited <- err
+	}()
+	eventually(t, 5*time.Second, "the waiter subscribed and queued", func() bool { return l.Subscriptions() == 1 && e.queued("hung", 1) })
+	if err := e.cluster.Nodes[2].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer e.cluster.Nodes[2].Resume()
+	// Commands are in flight to the hung master when Close begins.
+	if _, err := l.TryLock(ctx, "other"); err != nil {
+		t.Logf("TryLock with one master hung: %v", err)
+	}
+	bound := 3*l.Config().NodeTimeout + 500*time.Millisecond
+	began := time.Now()
+	l.Close()
+	if took := time.Since(began); took > bound {
+		t.Fatalf("Close took %s with one master of three hung, want at most %s", took, bound)
+	}
+	if err := <-waited; !errors.Is(err, engine.ErrClosed) {
+		t.Errorf("the waiter's Lock: %v, want ErrClosed", err)
+	}
+}

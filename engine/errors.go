@@ -256,6 +256,18 @@ func (e *VotesError) QuarantinedUntil() time.Time {
 	return until[need-1]
 }
 
+// quarantineAlone reports whether every master that failed or timed out
+// was quarantined: then only the quarantine's end can bring the quorum.
+func (e *VotesError) quarantineAlone() bool {
+	for _, v := range e.Votes {
+		var qe *multiplex.QuarantineError
+		if (v.Outcome == OutcomeFailed || v.Outcome == OutcomeTimeout) && !errors.As(v.Err, &qe) {
+			return false
+		}
+	}
+	return true
+}
+
 func (e *VotesError) addr(i int) string {
 	if i < len(e.Addrs) {
 		return e.Addrs[i]

@@ -290,3 +290,29 @@ func TestContentionReadsTheSameWhereverTheHolderLives(t *testing.T) {
 		})
 	}
 }
+
+// A key of another type on one master of three does not keep the lock
+// from a quorum: Lock on a resource held on the other two must wait for
+// the holder's release, as it would without that key, not give up at
+// once because one vote was a WRONGTYPE. Only a wrong type that makes the
+// quorum impossible (Kind ErrWrongType) is beyond another attempt.
+func TestLockWaitsForAHolderPastAMinorityOfTheWrongType(t *testing.T) {
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	if err := e.direct[2].Do(ctx, e.direct[2].B().Lpush().Key("k").Element("x").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	holderL, waiterL := e.locker(nil), e.locker(nil)
+	held, err := holderL.TryLock(ctx, "k")
+	if err != nil {
+		t.Fatalf("set-up: masters 0 and 1 are free: %v", err)
+	}
+	time.AfterFunc(300*time.Millisecond, func() { held.Release(ctx) })
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	le, err := waiterL.Lock(lctx, "k")
+	if err != nil {
+		t.Fatalf("Lock gave up on a resource released 300 ms later: %v", err)
+	}
+	le.Release(ctx)
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -315,5 +317,71 @@ func TestSlowMasterDoesNotCapLaterExtends(t *testing.T) {
 	}
 	if v := le.Validity(); v < 5*time.Second {
 		t.Fatalf("after Extend(1s) answered by every master, Extend(8s) is trusted for %s", v)
+	}
+}
+
+// Release, Extend and auto-extension race on one lease from many
+// goroutines (the lease's op lock hands itself from one to the next): every
+// call returns, one Release deletes the keys, the others say the lease
+// was already released, and no Extend or auto-extension revives it.
+func TestReleaseExtendAndAutoExtensionRacing(t *testing.T) {
+	e := newEnv(t, 3)
+	l := e.locker(func(c *engine.Config) {
+		c.TTL, c.AutoExtend, c.ExtendEvery = 500*time.Millisecond, true, time.Millisecond
+	})
+	ctx := context.Background()
+	for round := range 20 {
+		res := fmt.Sprintf("race-%d", round)
+		le, err := l.TryLock(ctx, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var released atomic.Int32
+		start := make(chan struct{})
+		for g := range 12 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				if g%3 == 0 {
+					if err := le.Release(ctx); err == nil {
+						released.Add(1)
+					} else if !errors.Is(err, engine.ErrNotHeld) {
+						t.Errorf("Release: %v", err)
+					}
+					return
+				}
+				for range 5 {
+					if err := le.Extend(ctx, 500*time.Millisecond); err != nil && !errors.Is(err, engine.ErrReleased) {
+						t.Errorf("Extend: %v", err)
+					}
+				}
+			}()
+		}
+		close(start)
+		finished := make(chan struct{})
+		go func() { wg.Wait(); close(finished) }()
+		select {
+		case <-finished:
+		case <-time.After(30 * time.Second):
+			t.Fatal("Release and Extend calls still blocked after 30 s")
+		}
+		if n := released.Load(); n != 1 {
+			t.Fatalf("round %d: %d Releases succeeded, want 1", round, n)
+		}
+		if !errors.Is(le.Err(), engine.ErrReleased) || le.Validity() != 0 {
+			t.Fatalf("round %d: after the Release: Err %v, validity %s", round, le.Err(), le.Validity())
+		}
+		// A master slower than the node timeout (50 ms here) gets its
+		// delete after Release returned.
+		eventually(t, 2*time.Second, fmt.Sprintf("round %d: every master's key deleted", round), func() bool {
+			for i := range e.direct {
+				if e.get(i, res) != "" {
+					return false
+				}
+			}
+			return true
+		})
 	}
 }

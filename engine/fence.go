@@ -61,7 +61,12 @@ func (le *Lease) fence(ctx context.Context, acquired multiplex.Tally) error {
 	}, nil, votes)
 	if !t.Reached() || t.Err != nil {
 		kind := ErrNoQuorum
-		if t.Refused > 0 {
+		switch {
+		case t.Err != nil:
+			// The context ended (or Close began) before the round was
+			// decided: its error alone, as an acquire's, not an outage.
+			kind = nil
+		case t.Refused > 0:
 			kind = ErrNotAcquired
 		}
 		return newVotesError("fence", le.resource, kind, &t, le.l.addrs)

@@ -298,14 +298,15 @@ func (le *Lease) watchLocked() *watch {
 
 // arm starts what a handed-out lease needs: auto-extension, and the
 // expiry watch of a gated lease, which must leave the gate even if its
-// holder never releases it.
+// holder never releases it, and of one with a place in the masters'
+// queue, which must leave it (see ended).
 func (le *Lease) arm() {
 	cfg := &le.l.cfg
-	if !cfg.AutoExtend && !le.gated {
-		return
-	}
 	le.mu.Lock()
 	defer le.mu.Unlock()
+	if !cfg.AutoExtend && !le.gated && le.tk == nil {
+		return
+	}
 	le.watchLocked()
 	if cfg.AutoExtend {
 		// A handed-off lease has less validity than a fresh one: extend

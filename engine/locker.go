@@ -173,15 +173,27 @@ func (l *Locker) Close() error {
 	}
 	l.tmu.Lock()
 	for tk, resource := range l.tickets {
+		if tk.held {
+			// A lease still valid leaves the queues, but passes on no
+			// turn: its keys hold the resource until they expire, and a
+			// waiter woken now would only be refused by them.
+			l.leaveQueue(resource, tk, uint64(1)<<l.pool.Len()-1, false)
+			continue
+		}
 		l.postQuit(resource, tk)
 	}
 	l.tickets = nil
 	l.tmu.Unlock()
 	if l.notify != nil {
-		l.notify.close()
+		l.notify.shut()
 	}
 	l.nodes.close()
+	// The pool cuts the connections still waiting on a hung master, the
+	// notifier's pub/sub ones too, which lets its goroutines end.
 	l.pool.Close()
+	if l.notify != nil {
+		l.notify.close()
+	}
 	return nil
 }
 

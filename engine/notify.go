@@ -469,10 +469,19 @@ func (n *notifier) subscriptions() int {
 	return len(n.topics)
 }
 
+// close stops the notifier's goroutines and waits for them.
 func (n *notifier) close() {
+	n.shut()
+	n.wg.Wait()
+}
+
+// shut stops the notifier's goroutines without waiting for them: they
+// close their pub/sub connections, which wait for a hung master's reply
+// until the pool cuts them (Locker.Close).
+func (n *notifier) shut() {
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	if n.closed {
-		n.mu.Unlock()
 		return
 	}
 	n.closed = true
@@ -485,6 +494,4 @@ func (n *notifier) close() {
 			delete(n.topics, ch) // lingering: nothing is subscribed any more
 		}
 	}
-	n.mu.Unlock()
-	n.wg.Wait()
 }

@@ -76,6 +76,9 @@ const ownIDLua = `string.match(value, "^([^` + idEnd + `]*)%` + idEnd + `")`
 type ticket struct {
 	score string // wall-clock µs at the start of Lock
 	id    string // unique among the waiters of every Locker
+	// held: a lease holds this place (its waiter acquired). Under
+	// Locker.tmu.
+	held bool
 }
 
 // queue gives a waiter that began at start its ticket and subscribes it

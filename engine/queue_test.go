@@ -598,14 +598,19 @@ func TestExpiredLeaseLeavesTheQueueOnRelease(t *testing.T) {
 // way, left there, it would be given the next turn until the queue itself
 // expires, two TTLs after its last join.
 func TestEndedLeaseLeavesTheQueue(t *testing.T) {
-	for _, how := range []string{"expired, never released", "Locker closed"} {
+	for _, how := range []string{"expired, never released", "Locker closed", "expired unwatched, gate off"} {
 		t.Run(how, func(t *testing.T) {
 			e := newEnv(t, 3)
 			ctx := context.Background()
 			const res = "left"
 			const ttl = 2 * time.Second
 			cfg := func(c *engine.Config) { c.TTL = ttl }
-			holderL, aL := e.locker(cfg), e.locker(cfg)
+			holderL, aL := e.locker(cfg), e.locker(func(c *engine.Config) {
+				cfg(c)
+				// Without the gate and auto-extension, nothing but the
+				// queue needs the lease's expiry watch.
+				c.DisableGate = how == "expired unwatched, gate off"
+			})
 			held, err := holderL.TryLock(ctx, res)
 			if err != nil {
 				t.Fatal(err)
@@ -626,9 +631,21 @@ func TestEndedLeaseLeavesTheQueue(t *testing.T) {
 			if a == nil || waiterID(a) == "" {
 				t.Fatalf("set-up: A did not acquire through the queue: %v", a)
 			}
-			if how == "Locker closed" {
+			switch how {
+			case "Locker closed":
 				aL.Close()
-			} else {
+			case "expired unwatched, gate off":
+				// Nobody asks the lease anything (Done, Err, Validity
+				// would watch it): its keys just expire.
+				eventually(t, 2*ttl, "A's keys expired", func() bool {
+					for i := range e.direct {
+						if e.get(i, res) != "" {
+							return false
+						}
+					}
+					return true
+				})
+			default:
 				<-a.Done()
 			}
 			// Well before the queue's own expiry.
@@ -641,5 +658,112 @@ func TestEndedLeaseLeavesTheQueue(t *testing.T) {
 				return true
 			})
 		})
+	}
+}
+
+// An auto-extension that misses the quorum because two masters are slow
+// (not because the keys are gone) ends the lease with ErrLockLost, and
+// the lease quits the queue at once while its keys are still ours on
+// every master. The holder's Release that follows must still delete them
+// as a release does, passing the turn to the waiter that marked them:
+// the quit took only the holder's own place, and the release's script
+// reads the key, not what the lease believes.
+func TestLostLeaseStillHeldReleasesToTheNextWaiter(t *testing.T) {
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	const res = "slow"
+	aL, proxies := e.proxiedLocker(func(c *engine.Config) {
+		c.TTL, c.AutoExtend, c.ExtendEvery = 2*time.Second, true, 300*time.Millisecond
+		c.NodeTimeout = 100 * time.Millisecond
+	})
+	slowCfg := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second }
+	holderL, bL := e.locker(slowCfg), e.locker(slowCfg)
+
+	// A acquires through the queue, so that its lease has a place there.
+	held, err := holderL.TryLock(ctx, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aGot := make(chan *engine.Lease, 1)
+	go func() {
+		le, err := aL.Lock(ctx, res)
+		if err != nil {
+			t.Error(err)
+		}
+		aGot <- le
+	}()
+	eventually(t, 5*time.Second, "A queued", func() bool { return e.queued(res, 1) })
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := <-aGot
+	if a == nil || waiterID(a) == "" {
+		t.Fatalf("set-up: A did not acquire through the queue: %v", a)
+	}
+	// A holds a quorum; a master its attempt reached before the holder's
+	// release (refused there) never gets A's key.
+	var heldBy []int
+	for i := range e.direct {
+		if strings.HasPrefix(e.get(i, res), waiterID(a)+".") {
+			heldBy = append(heldBy, i)
+		}
+	}
+	// B waits behind A, and marks A's keys.
+	bGot := make(chan *engine.Lease, 1)
+	go func() {
+		lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		le, err := bL.Lock(lctx, res)
+		if err != nil {
+			t.Error(err)
+		}
+		bGot <- le
+	}()
+	eventually(t, 5*time.Second, "B queued", func() bool {
+		for i := range e.direct {
+			q := e.queueOf(i, res)
+			if len(slices.DeleteFunc(q, func(id string) bool { return id == waiterID(a) })) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+
+	// Masters 1 and 2 turn slow: the next auto-extension misses its quorum.
+	proxies[1].delay.Store(int64(400 * time.Millisecond))
+	proxies[2].delay.Store(int64(400 * time.Millisecond))
+	select {
+	case <-a.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("set-up: the auto-extension did not miss its quorum")
+	}
+	if !errors.Is(a.Err(), engine.ErrLockLost) {
+		t.Fatalf("set-up: A ended with %v, want ErrLockLost", a.Err())
+	}
+	proxies[1].delay.Store(0)
+	proxies[2].delay.Store(0)
+	// What the slow masters were sent meanwhile (the late PEXPIRE, the
+	// quit) lands before the Release, which must not time out behind it.
+	time.Sleep(500 * time.Millisecond)
+	for _, i := range heldBy {
+		if v := e.get(i, res); !strings.HasPrefix(v, waiterID(a)+".") {
+			t.Fatalf("set-up: master %d holds %q, want A's key still there", i, v)
+		}
+	}
+
+	if err := a.Release(ctx); err != nil {
+		t.Fatalf("A's Release with its keys still there: %v", err)
+	}
+	select {
+	case b := <-bGot:
+		if b == nil {
+			t.Fatal("B did not acquire")
+		}
+		if w := b.Wait(); w.Cause != engine.WakeNotified {
+			t.Errorf("B's wait %+v: want woken by A's release", w)
+		}
+		b.Release(ctx)
+	case <-time.After(3 * time.Second):
+		t.Fatal("B still waits 3 s after A released: the release gave the turn to nobody")
 	}
 }

@@ -51,9 +51,6 @@ func (le *Lease) release(ctx context.Context, force bool) (err error) {
 	nodes := le.toRelease()
 	kept, tk := le.kept, le.tk
 	le.mu.Unlock()
-	// The release script takes the lease out of the queue, and passes on
-	// a turn it may hold where the key is no longer ours.
-	le.l.dropTicket(tk)
 	le.end(ErrReleased, false)
 	le.mu.Lock()
 	leave := le.takeGateLocked()
@@ -63,8 +60,13 @@ func (le *Lease) release(ctx context.Context, force bool) (err error) {
 		defer le.l.gate.leave(le.resource)
 	}
 	if le.l.closed.Load() && !force {
+		// Close takes the lease's place out of the queues.
 		return fmt.Errorf("engine: release %q: %w", le.resource, ErrClosed)
 	}
+	// The release script takes the lease out of the queue, and passes on
+	// a turn it may hold where the key is no longer ours. Forgotten only
+	// now: Close, had it begun, would not have left the place for us.
+	le.l.dropTicket(tk)
 	if kept != 0 && !mutation.SplitVoteStaleEntry.On() {
 		le.l.leaveQueue(le.resource, tk, kept, false)
 	}

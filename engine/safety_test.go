@@ -578,9 +578,10 @@ func TestValidityZeroMeansDone(t *testing.T) {
 	const res = "validity"
 	for try := 0; try < 25; try++ {
 		le, err := l.TryLock(context.Background(), res)
-		if errors.Is(err, engine.ErrNoQuorum) {
+		if errors.Is(err, engine.ErrNoQuorum) || errors.Is(err, engine.ErrNotAcquired) {
 			// A loaded machine misses the 4 ms node timeout of this TTL
-			// now and then; the property is about a lease that was held.
+			// now and then, and the last lease's delete can be later than
+			// its expiry; the property is about a lease that was held.
 			continue
 		}
 		if err != nil {

@@ -139,6 +139,7 @@ func (w *waiter) acquired(le *Lease) {
 	l := w.l
 	l.tmu.Lock()
 	if _, ok := l.tickets[w.tk]; ok {
+		w.tk.held = true
 		l.leaveQueue(w.resource, w.tk, rest, true)
 		if mutation.GhostInQueue.On() {
 			delete(l.tickets, w.tk) // Close then leaves the lease's place
@@ -149,7 +150,10 @@ func (w *waiter) acquired(le *Lease) {
 
 // noRetry returns the error that ends the wait after a failed attempt:
 // the context ended, or the failure is one another attempt cannot cure
-// (a key of the wrong type, Close); nil to go on.
+// (keys of the wrong type that make the quorum impossible, Close); nil to
+// go on. A minority of masters with such a key (which the error matches
+// too) leaves the quorum to the others: contention or an outage there is
+// waited out as usual.
 func (w *waiter) noRetry(err error) error {
 	if w.ctx.Err() != nil {
 		if w.last == nil || errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrNoQuorum) {
@@ -158,7 +162,7 @@ func (w *waiter) noRetry(err error) error {
 		return gaveUp(w.resource, w.ctx, w.info, w.last)
 	}
 	w.last = err
-	if errors.Is(err, ErrWrongType) || !(errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrNoQuorum)) {
+	if !(errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrNoQuorum)) {
 		return err
 	}
 	return nil
@@ -189,9 +193,16 @@ func (w *waiter) nextWait(err error) (d time.Duration, cause WakeCause, now bool
 	backoff := w.l.jitter(cfg.RetryDelayMin, cfg.RetryDelayMax)
 	if ve != nil {
 		// Masters in the restart quarantine vote at a known time: wait
-		// until then instead of asking them every few milliseconds.
+		// until then instead of asking them every few milliseconds. Not
+		// longer than a fallback where masters failed for other reasons
+		// too: one that is down may come back first, and the quorum
+		// with it.
 		if until := ve.QuarantinedUntil(); !until.IsZero() {
-			return max(time.Until(until), 0) + backoff, WakeBackoff, false
+			d := max(time.Until(until), 0)
+			if !ve.quarantineAlone() {
+				d = min(d, fallback)
+			}
+			return d + backoff, WakeBackoff, false
 		}
 	}
 	// A split vote or an outage: nobody may be holding it, so nothing will

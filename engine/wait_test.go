@@ -460,3 +460,52 @@ func TestLockWaitsOutTheQuarantine(t *testing.T) {
 		t.Fatalf("%d attempts during a quarantine of at most %s, want at most 3 (%+v)", w.Attempts, cfg.TTL, w)
 	}
 }
+
+// A Lock short of a quorum because one master is quarantined and another
+// is down must not sleep until the quarantine ends: the master that is
+// down may come back first (a pause, a partition that heals), and with it
+// the quorum. Lock must then acquire within its back-off, not wait out a
+// quarantine the quorum no longer needs.
+func TestLockDoesNotWaitOutAQuarantineTheQuorumNoLongerNeeds(t *testing.T) {
+	e := newEnv(t, 3)
+	l := e.locker(func(c *engine.Config) {
+		c.TTL, c.MaxTTL = time.Second, 30*time.Second
+		c.NodeTimeout = 100 * time.Millisecond
+	})
+	if err := e.cluster.Nodes[0].Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "master 0's restart seen", func() bool {
+		if le, err := l.TryLock(context.Background(), "probe"); err == nil {
+			le.Release(context.Background())
+		}
+		return l.Nodes()[0].State == engine.StateQuarantined
+	})
+	if err := e.cluster.Nodes[1].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			e.cluster.Nodes[1].Resume()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		le, err := l.Lock(ctx, "back")
+		if err == nil {
+			le.Release(context.Background())
+		}
+		got <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // the Lock's first attempts fail
+	if err := e.cluster.Nodes[1].Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	if err := <-got; err != nil {
+		t.Fatalf("masters 1 and 2 were back for 4.5 s, yet: %v", err)
+	}
+}

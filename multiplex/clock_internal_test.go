@@ -30,3 +30,41 @@ func TestMeasureClock(t *testing.T) {
 		t.Errorf("no server time: %+v", si)
 	}
 }
+
+// checkSkew judges a node's new measurement against the nodes that vote:
+// one kept out for its clock must not move the reference. With three
+// nodes the others are two, and the median of two is their mean, so one
+// bad clock among them would push every healthy node that reconnects out
+// as well, and the quorum with it.
+func TestCheckSkewIgnoresNodesKeptOutForTheirClock(t *testing.T) {
+	const maxSkew = time.Second
+	p := &Pool{maxSkew: maxSkew}
+	for i := range 3 {
+		p.nodes = append(p.nodes, &node{Index: i, info: serverInfo{ClockKnown: true}})
+	}
+	measure := func(i int, off time.Duration) {
+		p.nodes[i].info = serverInfo{ClockOffset: off, ClockKnown: true}
+		p.checkSkew(p.nodes[i], p.nodes[i].info)
+	}
+	out := func(i int) bool { return p.nodes[i].skew.Load() != nil }
+
+	measure(2, -time.Hour)
+	if !out(2) {
+		t.Fatal("set-up: node 2 an hour behind votes")
+	}
+	measure(1, 0)
+	if out(1) {
+		t.Errorf("healthy node 1 kept out: %v", *p.nodes[1].skew.Load())
+	}
+	// A second node back an hour behind is measured against the healthy
+	// one alone, not waved through by the first.
+	measure(0, -time.Hour)
+	if !out(0) {
+		t.Error("node 0 an hour behind votes")
+	}
+	// Back within: it votes again.
+	measure(2, 10*time.Millisecond)
+	if out(2) {
+		t.Errorf("node 2 back within kept out: %v", *p.nodes[2].skew.Load())
+	}
+}

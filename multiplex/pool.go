@@ -122,7 +122,8 @@ type Options struct {
 	MaxTTL time.Duration
 	// MaxClockSkew, when set, keeps out of the vote a node whose wall
 	// clock, measured on a new connection (server_time_usec), is this far
-	// or more from the median of the other nodes' clocks: its yes votes
+	// or more from the median of the other nodes' clocks (those not kept
+	// out for theirs): its yes votes
 	// fail with ErrClockSkew until a later connection finds it within. A
 	// master that restarted, or whose clock was stepped, with a clock far
 	// off, would break what callers derive from the masters' clocks
@@ -206,11 +207,19 @@ type Pool struct {
 	// Close has two phases: closing refuses new rounds but still takes
 	// clean-up (Post, MustSend) so that a late yes answered while Close
 	// drains is still deleted; closed refuses everything.
-	closing  atomic.Bool
-	closed   atomic.Bool
-	gate     sync.RWMutex // orders inflight.Add before the phase changes of Close
-	stop     chan struct{}
-	wg       sync.WaitGroup // reconnect loops
+	closing atomic.Bool
+	closed  atomic.Bool
+	gate    sync.RWMutex // orders inflight.Add before the phase changes of Close
+	stop    chan struct{}
+	wg      sync.WaitGroup // reconnect loops
+	// clockChecks are the judgeClock goroutines; Add under gate's read
+	// lock while not closing.
+	clockChecks sync.WaitGroup
+	// conns are the open connections to the masters, the pub/sub ones of
+	// the caller's dedicated clients included, for Close to cut.
+	connMu   sync.Mutex
+	conns    map[*trackedConn]struct{}
+	cut      bool           // Close cut the connections: new ones are cut at once
 	workers  sync.WaitGroup // node workers
 	inflight atomic.Int64   // commands sent and not yet answered
 }
@@ -248,6 +257,7 @@ type node struct {
 	quarantine atomic.Int64 // deadline as nanoseconds since Pool.epoch
 	qerr       atomic.Pointer[QuarantineError]
 	skew       atomic.Pointer[error] // set while the node's clock is too far off (MaxClockSkew)
+	clockGen   atomic.Uint64         // new connections whose clock was judged (judgeClock)
 	restarts   atomic.Int64
 
 	ok, refused, failed, timedOut atomic.Int64
@@ -737,6 +747,53 @@ func (n *node) Counts() (ok, refused, failed, timedOut int64) {
 	return n.ok.Load(), n.refused.Load(), n.failed.Load(), n.timedOut.Load()
 }
 
+// trackedConn is a connection to a master that Close can cut.
+type trackedConn struct {
+	net.Conn
+	p    *Pool
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.p.connMu.Lock()
+		delete(c.p.conns, c)
+		c.p.connMu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// track registers conn for Close to cut; once Close has cut the others,
+// it cuts conn at once.
+func (p *Pool) track(conn net.Conn) net.Conn {
+	c := &trackedConn{Conn: conn, p: p}
+	p.connMu.Lock()
+	if p.conns == nil {
+		p.conns = make(map[*trackedConn]struct{})
+	}
+	p.conns[c] = struct{}{}
+	cut := p.cut
+	p.connMu.Unlock()
+	if cut {
+		c.Close()
+	}
+	return c
+}
+
+// cutConns closes every open connection at once, replies pending or not.
+func (p *Pool) cutConns() {
+	p.connMu.Lock()
+	p.cut = true
+	conns := make([]*trackedConn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.connMu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
 // Client returns master i's rueidis client, for commands outside rounds
 // (a dedicated pub/sub connection, say), or nil while it is not
 // connected. Masters are numbered in the order of Options.Addrs.
@@ -772,12 +829,17 @@ func (p *Pool) Close() {
 	p.closed.Store(true)
 	p.gate.Unlock()
 	close(p.stop)
+	// What is still in flight went to masters that did not answer within
+	// the node timeout: cut their connections, which rueidis would close
+	// politely, waiting for replies that may never come.
+	p.cutConns()
 	for _, n := range p.nodes {
 		if c := n.client.Swap(nil); c != nil {
 			(*c).Close()
 		}
 	}
 	p.wg.Wait()
+	p.clockChecks.Wait()
 	p.workers.Wait()
 	// The workers have sent what was queued; closed clients fail the rest
 	// at once.

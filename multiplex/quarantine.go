@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -234,11 +235,14 @@ func (p *Pool) firstSeen(n *node, info serverInfo) {
 // one round trip per new connection.
 func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Context, string) (net.Conn, error)) func(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
 	return func(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
-		conn, err := dial(ctx, addr, d, tc, custom)
+		raw, err := dial(ctx, addr, d, tc, custom)
 		if err != nil {
 			n.down.Store(true)
 			return nil, err
 		}
+		// Tracked from now on: Close cuts a connection whose INFO a hung
+		// master never answers, too.
+		conn := p.track(raw)
 		deadline := time.Now().Add(d.Timeout)
 		if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 			deadline = dl
@@ -404,21 +408,89 @@ func (p *Pool) observe(n *node, info serverInfo) error {
 	case first:
 		p.firstSeen(n, info)
 	}
-	p.checkSkew(n, info)
+	p.judgeClock(n, info)
 	return nil
+}
+
+// judgeClock checks n's clock, as its new connection measured it, against
+// the other masters' clocks read again at once (see refreshClocks), in the
+// background: the dialer must not wait on the other masters' connections,
+// which may be dialling too. Meanwhile n votes as before; a master that
+// restarted, the case that matters (it forgot its counters), is in its
+// restart quarantine for MaxTTL, far longer than the check takes.
+func (p *Pool) judgeClock(n *node, info serverInfo) {
+	if p.maxSkew <= 0 || !info.ClockKnown {
+		return
+	}
+	p.gate.RLock()
+	defer p.gate.RUnlock()
+	if p.closing.Load() {
+		return
+	}
+	gen := n.clockGen.Add(1)
+	p.clockChecks.Add(1)
+	go func() {
+		defer p.clockChecks.Done()
+		p.refreshClocks(n)
+		p.ids.Lock()
+		defer p.ids.Unlock()
+		// A newer connection of n's is judged on its own reading.
+		if n.clockGen.Load() == gen {
+			p.checkSkew(n, info)
+		}
+	}()
+}
+
+// refreshClocks measures again, at once, the clocks of the masters
+// other than n that vote (INFO server on their open connections, within
+// the node timeout, all at once), for checkSkew to judge n's new reading
+// against readings of the same moment; a master that does not answer in
+// time keeps its earlier reading. Only with MaxClockSkew.
+func (p *Pool) refreshClocks(n *node) {
+	var wg sync.WaitGroup
+	for _, o := range p.nodes {
+		c := o.Client()
+		if o == n || c == nil || o.skew.Load() != nil || !o.Info().ClockKnown {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
+			defer cancel()
+			sent := time.Now()
+			txt, err := c.Do(ctx, c.B().Info().Section("server").Build()).ToString()
+			if err != nil {
+				return
+			}
+			fresh := parseServerInfo(txt)
+			fresh.measureClock(sent, time.Now())
+			if !fresh.ClockKnown {
+				return
+			}
+			o.mu.Lock()
+			o.info.ServerTime, o.info.ClockOffset = fresh.ServerTime, fresh.ClockOffset
+			o.mu.Unlock()
+		}()
+	}
+	wg.Wait()
 }
 
 // checkSkew keeps n out of the vote while its clock, as a new connection
 // measured it, is MaxClockSkew or more from the median of the other
 // nodes' (as their last connections measured them), and lets it back
-// once a new connection finds it within. The caller holds p.ids.
+// once a new connection finds it within. Nodes kept out for their own
+// clocks are not among the others: with three masters the median of the
+// two others is their mean, and one bad clock would move it far enough
+// to keep out every healthy master that reconnects. The caller holds
+// p.ids.
 func (p *Pool) checkSkew(n *node, info serverInfo) {
 	if p.maxSkew <= 0 || !info.ClockKnown {
 		return
 	}
 	var others []time.Duration
 	for _, o := range p.nodes {
-		if oi := o.Info(); o != n && oi.ClockKnown {
+		if oi := o.Info(); o != n && oi.ClockKnown && o.skew.Load() == nil {
 			others = append(others, oi.ClockOffset)
 		}
 	}

@@ -224,12 +224,18 @@ func exitCode(err error, stderr io.Writer) int {
 
 // oneLine joins the lines of msg with "; ", so that an error made of
 // several (errors.Join, an engine error that spans lines) is still the one
-// line a script reads.
+// line a script reads, and drops the package prefixes inside it.
 func oneLine(msg string) string {
 	lines := strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' })
 	for i := range lines {
 		lines[i] = strings.TrimSpace(lines[i])
 	}
 	lines = slices.DeleteFunc(lines, func(l string) bool { return l == "" })
-	return strings.Join(lines, "; ")
+	msg = strings.Join(lines, "; ")
+	// A package's prefix inside the message says nothing the reader
+	// needs ("merge: X is not a run directory: results: open ...").
+	for _, pkg := range []string{"results: ", "bench: ", "fault: "} {
+		msg = strings.ReplaceAll(msg, ": "+pkg, ": ")
+	}
+	return msg
 }

@@ -53,3 +53,14 @@ func TestFailureHasNoStackedPrefix(t *testing.T) {
 		}
 	}
 }
+
+// A failure reported by package results (here, merge on a directory that
+// holds no run) carries no "results: " inside the command's message.
+func TestResultsFailureHasNoStackedPrefix(t *testing.T) {
+	empty := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"merge", empty, empty, "--out", t.TempDir() + "/m"}, &stdout, &stderr)
+	if code != 1 || strings.Contains(stderr.String(), ": results: ") {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+}

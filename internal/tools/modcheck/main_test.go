@@ -9,6 +9,18 @@ import (
 	"testing"
 )
 
+// TestMain clears the variables by which git finds a repository, so that
+// a run started from inside a git hook or another repository's tooling
+// works on the test's own temporary repositories.
+func TestMain(m *testing.M) {
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "GIT_") {
+			os.Unsetenv(k)
+		}
+	}
+	os.Exit(m.Run())
+}
+
 // fakeRepo is a repository laid out like ours, small enough to install
 // offline: a library module, a tool module, and a cmd module whose hello
 // uses the library only and whose big uses the tool module too.

@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"testing"
 	"testing/synctest"
@@ -12,18 +11,10 @@ import (
 	"github.com/redlock-bench/redlock/engine"
 )
 
-// The simulator's findings against the engine with every fix on, each
-// as a small deterministic case that asserts what the engine should do.
-// They fail until the engine is fixed, so they run only with
-// -sim.findings; the engine's own tests against real masters are the
-// place for the fix's test.
-var flagFindings = flag.Bool("sim.findings", false, "run the tests of the simulator's open findings against the engine (they fail until fixed)")
-
-func findingsOnly(t *testing.T) {
-	if !*flagFindings {
-		t.Skip("an open finding: run with -sim.findings")
-	}
-}
+// The engine's deadlines against simulated masters: what the simulator
+// found with every fix on, kept as small deterministic cases beside the
+// engine's tests against real masters (TestCloseWithAHungMasterReturnsPromptly,
+// TestFenceCutByTheDeadlineIsNotAnOutage).
 
 // simMasters starts n masters with a fixed one-way latency, and returns
 // them with their addresses.
@@ -38,14 +29,12 @@ func simMasters(t *testing.T, n *Network, count int, lat Latency) ([]*Master, []
 	return ms, addrs
 }
 
-// Finding 1: Close waits for a hung master. A Locker with a release
-// subscription (a Lock waiter) on three masters, one of which hangs
-// (packets dropped, as a partition or a stopped process does): Close
-// takes until the master answers again, or rueidis's one-second escape
-// timer, far past its bound of a few round spans (Bounds.Close), because
-// closing the dedicated pub/sub connection waits for a PING's reply.
-func TestFindingCloseWaitsForAHungMaster(t *testing.T) {
-	findingsOnly(t)
+// Close returns within its bound (Bounds.Close) with a hung master: a
+// Locker with a release subscription (a Lock waiter) on three masters,
+// one of which hangs (packets held, as a partition or a stopped process
+// does). Closing the pub/sub connection used to wait for a PING's reply,
+// until the master answered or rueidis's one-second escape timer fired.
+func TestCloseWithAHungMasterKeepsItsBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := NewNetwork(1)
 		ms, addrs := simMasters(t, n, 3, Latency{Min: time.Millisecond})
@@ -83,14 +72,11 @@ func TestFindingCloseWaitsForAHungMaster(t *testing.T) {
 	})
 }
 
-// Finding 2: a Lock whose context ends during the fencing round fails
-// with ErrNoQuorum ("too many masters failed") although no master failed:
-// fence() classifies a round that its context cut short as an outage,
-// where an acquire attempt's round reports only the context's error
-// (acquireKind). Three masters 10ms away one way, no faults: the attempt
-// takes 20ms, and a 30ms deadline ends the fencing round half-way.
-func TestFindingFenceCutByTheDeadlineIsNoQuorum(t *testing.T) {
-	findingsOnly(t)
+// A Lock whose context ends during the fencing round reports the
+// context's error, not ErrNoQuorum: no master failed. Three masters 10ms
+// away one way, no faults: the attempt takes 20ms, and a 30ms deadline
+// ends the fencing round half-way.
+func TestFenceCutByTheDeadlineIsNotAnOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := NewNetwork(1)
 		_, addrs := simMasters(t, n, 3, Latency{Min: 10 * time.Millisecond})

@@ -57,11 +57,22 @@ var (
 	// alone, not max(counter, the master's clock): after masters restart
 	// and forget their counters, tokens go backwards.
 	FencingWithoutClockFloor = &Switch{name: "fencing-without-clock-floor"}
+	// ExpiredLeaseKeepsKey: a lease that expired or was lost leaves its
+	// keys to expire on the masters, with the marks of the waiters queued
+	// on it: a newcomer then sets the key unmarked, its release wakes
+	// nobody, and the waiters sleep until their fallback.
+	ExpiredLeaseKeepsKey = &Switch{name: "expired-lease-keeps-key"}
+	// LateReleaseWakesOlder: a waiter that acquired keeps its place where
+	// a late release is on its way, but at its ticket: a waiter with an
+	// older ticket that joins there first is woken by that release, to be
+	// refused by the new holder's quorum.
+	LateReleaseWakesOlder = &Switch{name: "late-release-wakes-older"}
 )
 
 // All is every switch, for flags and tables.
 var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext, SplitVoteStaleEntry,
-	QuitKeepsTurn, GhostInQueue, FencingWithoutClockFloor}
+	QuitKeepsTurn, GhostInQueue, FencingWithoutClockFloor, ExpiredLeaseKeepsKey,
+	LateReleaseWakesOlder}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

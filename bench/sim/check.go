@@ -544,8 +544,12 @@ func waiterThrough(waits []Event, from, to time.Duration, byClient map[int][]win
 //     call of its client on the resource was under way) and held no
 //     lease must be passed on (by the waiter's quit, or its release), not
 //     expire unused while the next waiter sleeps;
-//   - never while another lease of the resource is trusted: the waiter
-//     would wake to be refused by a quorum.
+//   - never by a release while another lease of the resource is trusted
+//     and has its place in that master's queue: the late release must pop
+//     that holder (whose token then expires unused), not wake a waiter to
+//     be refused by a quorum. A late release on a master where the holder
+//     has no place (it took the resource without queueing) cannot know of
+//     it, and the waiter it wakes costs one refused attempt.
 //
 // Its own holder's token (a late release that pops the waiter that has
 // just acquired) is by design. Stretches near a fault (Settle before
@@ -604,9 +608,9 @@ func CheckTurns(events []Event, grants []Grant, keys keySpans, faults []FaultRec
 				}
 				switch {
 				case own:
-				case other != nil && (s.Cause == "EVALSHA release" || s.Cause == "EVAL release"):
+				case other != nil && (s.Cause == "EVALSHA release" || s.Cause == "EVAL release") && queuedBefore(keys[queuePrefix+r], m, s.From, other.Value):
 					out = append(out, Violation{Checker: CheckerTurn, At: s.From, Resource: r, Client: -1, Leases: []Grant{*other},
-						Detail: fmt.Sprintf("master%d gave %s's turn to waiter %s while lease#%d of c%d/w%d held it", m, r, id, other.ID, other.Client, other.Worker)})
+						Detail: fmt.Sprintf("master%d gave %s's turn to waiter %s while lease#%d of c%d/w%d, queued there, held it", m, r, id, other.ID, other.Client, other.Worker)})
 				case expired:
 					l, _, _ := strings.Cut(id, ":")
 					c, known := lockers[l]
@@ -620,6 +624,22 @@ func CheckTurns(events []Event, grants []Grant, keys keySpans, faults []FaultRec
 		}
 	}
 	return sortViolations(out)
+}
+
+// queuedBefore reports whether the waiter whose lease value is value (a
+// queued waiter's starts with its id and ".") had a place in master m's
+// queue just before at.
+func queuedBefore(queue [][]span, m int, at time.Duration, value string) bool {
+	id, _, ok := strings.Cut(value, ".")
+	if !ok || m >= len(queue) {
+		return false
+	}
+	for _, q := range queue[m] {
+		if q.From < at && at <= q.To && !q.Gone {
+			return slices.Contains(strings.Fields(strings.Trim(q.Value, "<>")), id)
+		}
+	}
+	return false
 }
 
 // waitingDuring reports whether a Lock call of client on resource was

@@ -220,6 +220,33 @@ func TestCheckWaiters(t *testing.T) {
 	}
 }
 
+// A late release that gives the turn to a waiter while another lease is
+// trusted is a violation only where that holder had its place in the
+// master's queue: there the release should have popped the holder.
+func TestCheckTurnsLateRelease(t *testing.T) {
+	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	b := Bounds{Tight: ms(300), Loose: ms(1500), Settle: ms(100)}
+	rec := func(m int, when time.Duration, key, v, cause string) KeyRecord {
+		return KeyRecord{At: when, Master: m, Key: key, Value: v, ExpireAt: start.Add(10 * time.Second), Cause: cause, Client: "c0"}
+	}
+	holder := Grant{ID: 2, Resource: "r", Value: "h:1.x", Granted: ms(100), End: ms(900), Client: 1}
+	for _, tc := range []struct {
+		queue string
+		want  int
+	}{
+		{"<zset h:1 w:1>", 1}, // the holder queued there: it should have been popped
+		{"<zset w:1>", 0},     // the release cannot know of the holder
+	} {
+		keys := spansOf(start, 1,
+			rec(0, ms(0), "r", "old+", "EVALSHA acquire"),
+			rec(0, ms(50), queuePrefix+"r", tc.queue, "EVALSHA acquire"),
+			rec(0, ms(200), "r", "~w:1", "EVALSHA release"))
+		if got := CheckTurns(nil, []Grant{holder}, keys, nil, b); len(got) != tc.want {
+			t.Errorf("queue %s: violations %v, want %d", tc.queue, got, tc.want)
+		}
+	}
+}
+
 // Leftover keys and slow Closes are violations.
 func TestCheckLeftoversAndClose(t *testing.T) {
 	if got := CheckLeftovers([]string{"master0: r=\"v\""}, ms(10)); len(got) != 1 {

@@ -49,7 +49,8 @@ type Config struct {
 	Control Control
 	// Mutation, when set, is the name of an internal/mutation switch that
 	// the run turns on (and back off when it ends): one engine fix undone,
-	// for the checkers to find. Runs that set it must not run at once
+	// for the checkers to find; "a+b" turns on several, for a bug that
+	// two fixes each keep out. Runs that set it must not run at once
 	// with others: the switches are global.
 	Mutation string
 	// Latency of every master's connections. Default: DefaultLatency.
@@ -175,11 +176,13 @@ const (
 func Run(cfg Config) (*Result, error) {
 	cfg.fill()
 	if cfg.Mutation != "" {
-		sw := mutation.ByName(cfg.Mutation)
-		if sw == nil {
-			return nil, fmt.Errorf("mutation %q: no such switch (want one of %s)", cfg.Mutation, mutationNames())
+		for _, name := range strings.Split(cfg.Mutation, "+") {
+			sw := mutation.ByName(name)
+			if sw == nil {
+				return nil, fmt.Errorf("mutation %q: no such switch (want one of %s)", name, mutationNames())
+			}
+			defer sw.Set(true)()
 		}
-		defer sw.Set(true)()
 	}
 	faults := cfg.Faults
 	var index []int // each fault's place in the drawn schedule

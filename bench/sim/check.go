@@ -544,12 +544,14 @@ func waiterThrough(waits []Event, from, to time.Duration, byClient map[int][]win
 //     call of its client on the resource was under way) and held no
 //     lease must be passed on (by the waiter's quit, or its release), not
 //     expire unused while the next waiter sleeps;
-//   - never by a release while another lease of the resource is trusted
-//     and has its place in that master's queue: the late release must pop
-//     that holder (whose token then expires unused), not wake a waiter to
-//     be refused by a quorum. A late release on a master where the holder
-//     has no place (it took the resource without queueing) cannot know of
-//     it, and the waiter it wakes costs one refused attempt.
+//   - never by the late release of a marked lock while another lease of
+//     the resource is trusted that had its place in that master's queue
+//     since its Lock began: the release must pop that holder (whose token
+//     then expires unused), not wake a waiter to be refused by a quorum.
+//     A late release on a master the holder never queued on (it took the
+//     resource without queueing, or its attempt is still on its way
+//     there), or a quit that passes on a free key, cannot know of it, and
+//     the waiter it wakes costs one refused attempt.
 //
 // Its own holder's token (a late release that pops the waiter that has
 // just acquired) is by design. Stretches near a fault (Settle before
@@ -608,7 +610,8 @@ func CheckTurns(events []Event, grants []Grant, keys keySpans, faults []FaultRec
 				}
 				switch {
 				case own:
-				case other != nil && (s.Cause == "EVALSHA release" || s.Cause == "EVAL release") && queuedBefore(keys[queuePrefix+r], m, s.From, other.Value):
+				case other != nil && (s.Cause == "EVALSHA release" || s.Cause == "EVAL release") && i > 0 && lateLock(ss[i-1]) &&
+					queuedBefore(keys[queuePrefix+r], m, other.Called, s.From, other.Value):
 					out = append(out, Violation{Checker: CheckerTurn, At: s.From, Resource: r, Client: -1, Leases: []Grant{*other},
 						Detail: fmt.Sprintf("master%d gave %s's turn to waiter %s while lease#%d of c%d/w%d, queued there, held it", m, r, id, other.ID, other.Client, other.Worker)})
 				case expired:
@@ -626,17 +629,24 @@ func CheckTurns(events []Event, grants []Grant, keys keySpans, faults []FaultRec
 	return sortViolations(out)
 }
 
+// lateLock reports whether span s held a lock marked by a waiter: the
+// release that replaced it with a turn token was that lock's own, not a
+// quit passing on a free key.
+func lateLock(s span) bool {
+	return !s.Gone && !strings.HasPrefix(s.Value, turnPrefix) && strings.HasSuffix(s.Value, "+")
+}
+
 // queuedBefore reports whether the waiter whose lease value is value (a
 // queued waiter's starts with its id and ".") had a place in master m's
-// queue just before at.
-func queuedBefore(queue [][]span, m int, at time.Duration, value string) bool {
+// queue at some instant of [since, at).
+func queuedBefore(queue [][]span, m int, since, at time.Duration, value string) bool {
 	id, _, ok := strings.Cut(value, ".")
 	if !ok || m >= len(queue) {
 		return false
 	}
 	for _, q := range queue[m] {
-		if q.From < at && at <= q.To && !q.Gone {
-			return slices.Contains(strings.Fields(strings.Trim(q.Value, "<>")), id)
+		if q.From < at && q.To > since && !q.Gone && slices.Contains(strings.Fields(strings.Trim(q.Value, "<>")), id) {
+			return true
 		}
 	}
 	return false

@@ -229,17 +229,19 @@ func TestCheckTurnsLateRelease(t *testing.T) {
 	rec := func(m int, when time.Duration, key, v, cause string) KeyRecord {
 		return KeyRecord{At: when, Master: m, Key: key, Value: v, ExpireAt: start.Add(10 * time.Second), Cause: cause, Client: "c0"}
 	}
-	holder := Grant{ID: 2, Resource: "r", Value: "h:1.x", Granted: ms(100), End: ms(900), Client: 1}
+	holder := Grant{ID: 2, Resource: "r", Value: "h:1.x", Called: ms(20), Granted: ms(100), End: ms(900), Client: 1}
 	for _, tc := range []struct {
-		queue string
-		want  int
+		queue, then string
+		want        int
 	}{
-		{"<zset h:1 w:1>", 1}, // the holder queued there: it should have been popped
-		{"<zset w:1>", 0},     // the release cannot know of the holder
+		{"<zset h:1 w:1>", "<zset h:1 w:1>", 1}, // the holder queued there: it should have been popped
+		{"<zset h:1 w:1>", "<zset w:1>", 1},     // the holder left there before the late release
+		{"<zset w:1>", "<zset w:1>", 0},         // the release cannot know of the holder
 	} {
 		keys := spansOf(start, 1,
 			rec(0, ms(0), "r", "old+", "EVALSHA acquire"),
 			rec(0, ms(50), queuePrefix+"r", tc.queue, "EVALSHA acquire"),
+			rec(0, ms(150), queuePrefix+"r", tc.then, "EVALSHA leave"),
 			rec(0, ms(200), "r", "~w:1", "EVALSHA release"))
 		if got := CheckTurns(nil, []Grant{holder}, keys, nil, b); len(got) != tc.want {
 			t.Errorf("queue %s: violations %v, want %d", tc.queue, got, tc.want)

@@ -9,7 +9,7 @@ PKGS     := $(patsubst %,./%/...,$(MODULES:.=))
 PKGS     := ./... $(PKGS)
 RUNS     := results/runs
 
-.PHONY: all modules test bench compare scenarios chaos controls lint vet fmt cover benchmark clean deps test-deps
+.PHONY: all modules test bench compare scenarios chaos controls sim lint vet fmt cover benchmark clean deps test-deps
 
 all: test
 
@@ -73,8 +73,13 @@ release-requires: $(MODCHECK)
 	@test -n "$(VERSION)" || { echo "usage: make release-requires VERSION=vX.Y.Z"; exit 1; }
 	$(MODCHECK) -go $(GO) require $(VERSION)
 
+# The simulation's short set of seeds (TestSimulation) runs with the rest;
+# its hunted cases (TestMutationsFound) run again without the race
+# detector, which changes the schedules they replay. make sim runs a
+# budget of seeds.
 test: test-deps modules
 	$(GO) test -race -count=1 -timeout 12m $(PKGS)
+	$(GO) test -count=1 -run 'TestSimulation$$|TestMutationsFound' ./bench/sim
 
 # benchmark runs the go test micro-benchmarks (one TryLock+Release cycle, ...).
 benchmark: deps
@@ -180,6 +185,26 @@ controls: deps
 	@bin/redlock-bench chaos --engine nolock --duration 10s >/dev/null 2>&1; rc=$$?; \
 	if [ $$rc -ne 1 ]; then echo "chaos with the nolock engine exited $$rc, want 1 (violations found)"; exit 1; fi; \
 	echo "chaos with the nolock engine found violations, as it must"
+
+# sim runs the deterministic simulation (bench/sim, docs/simulation.md):
+# the engine's real code against simulated masters in virtual time, every
+# schedule drawn from a seed, the checkers over every history. It runs
+# seeds for SIM_BUDGET of wall time in two processes at GOMAXPROCS=1 (one
+# per core; they take every other seed from SIM_FIRST, by default the
+# clock), prints the seeds run, the simulated time, the virtual-to-wall
+# speed, the operations checked and the violations, and fails on any
+# violation, after each failing seed's report, replay command and shrunk
+# case (in bin/sim.*.log). SIM_FLAGS adds flags (e.g. SIM_FLAGS="-sim.clients=8").
+SIM_BUDGET ?= 3m
+SIM_FIRST  ?= $(shell date +%s)
+SIM_FLAGS  ?=
+sim:
+	@mkdir -p bin
+	$(GO) test -c -o bin/sim.test ./bench/sim
+	@echo "make sim: seeds from $(SIM_FIRST), $(SIM_BUDGET) of wall time in 2 processes at GOMAXPROCS=1"
+	@for i in 0 1; do 		GOMAXPROCS=1 bin/sim.test -test.run 'TestSimulation$$' -test.timeout 0 -sim.budget=$(SIM_BUDGET) 			-sim.first=$$(($(SIM_FIRST)+i)) -sim.stride=2 -sim.summary $(SIM_FLAGS) > bin/sim.$$i.log 2>&1 & 	done; wait
+	@grep -h -E -- '--- FAIL: TestSimulation/|^ +[a-z][a-z :]+ at [0-9.]+s: |replay:|shrunk in|stalled' bin/sim.*.log || true
+	@awk '/^SIM /{ for (i = 2; i <= NF; i++) { split($$i, kv, "="); t[kv[1]] += kv[2]; if (kv[1] == "wall_ms" && kv[2] > w) w = kv[2] } } 		END { if (!t["seeds"]) { print "make sim: no seeds ran (see bin/sim.*.log)"; exit 1 } 			printf "%d seeds, %.2f simulated hours, %.0fx virtual-to-wall per process (%.0fx for both), %d operations checked, %d violations\n", 				t["seeds"], t["virtual_ms"] / 3.6e6, t["virtual_ms"] / t["wall_ms"], t["virtual_ms"] / w, t["ops"], t["violations"]; 			exit t["violations"] > 0 }' bin/sim.*.log
 
 # redlock builds bin/redlock, the distributed flock(1) (redlock exec).
 .PHONY: redlock

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -723,5 +725,60 @@ func TestCloseWithAHungMasterReturnsPromptly(t *testing.T) {
 	}
 	if err := <-waited; !errors.Is(err, engine.ErrClosed) {
 		t.Errorf("the waiter's Lock: %v, want ErrClosed", err)
+	}
+}
+
+// Close returns within its bound while a dial to a master is hung: the
+// network drops what is sent to it (a partition, not a stopped process,
+// whose kernel still completes the handshake), and a new connection was
+// on its way when Close began. The dial's context ends with Close rather
+// than at the dial timeout, or at the partition's end. (Found by
+// bench/sim, whose partitions hang dials.)
+func TestCloseWithADialHungReturnsPromptly(t *testing.T) {
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	addrs := e.cluster.Addrs()
+	front := newLatencyProxy(t, addrs[2], 0, nil)
+	var hung atomic.Bool
+	dialing := make(chan struct{}, 16)
+	l := e.locker(func(c *engine.Config) {
+		c.Masters = []string{addrs[0], addrs[1], front.addr()}
+		c.DialTimeout = 10 * time.Second
+		c.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
+			if addr == front.addr() && hung.Load() {
+				dialing <- struct{}{}
+				<-ctx.Done() // the partition drops the SYNs
+				return nil, ctx.Err()
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", addr)
+		}
+	})
+	if le, err := l.TryLock(ctx, "dial"); err != nil {
+		t.Fatal(err)
+	} else {
+		le.Release(ctx)
+	}
+	// The partition begins: the connection breaks, the next dial hangs.
+	hung.Store(true)
+	front.cut()
+	// A command to master 2 finds the connection broken and dials anew.
+	dialed := false
+	for i := 0; i < 50 && !dialed; i++ {
+		go l.TryLock(ctx, fmt.Sprintf("dial-%d", i))
+		select {
+		case <-dialing:
+			dialed = true
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if !dialed {
+		t.Fatal("set-up: no dial to the partitioned master")
+	}
+	bound := 3*l.Config().NodeTimeout + 500*time.Millisecond
+	began := time.Now()
+	l.Close()
+	if took := time.Since(began); took > bound {
+		t.Errorf("Close took %s with a dial hung (dial timeout 10s): want at most %s", took.Round(time.Millisecond), bound)
 	}
 }

@@ -340,22 +340,52 @@ func (le *Lease) end(err error, leaveGate bool) {
 }
 
 // ended does what follows the end of the lease, once (first): a lease
-// that expired or was lost leaves the masters' queue, where it could be
-// given the next turn (its holder may never call Release, and Release
-// after Close sends nothing); the Observer hears of it.
+// that expired or was lost frees what it leaves on the masters (see
+// freeEnded); the Observer hears of it.
 func (le *Lease) ended(first bool, err error) {
 	if !first {
 		return
 	}
 	if !errors.Is(err, ErrReleased) && !mutation.GhostInQueue.On() {
-		le.mu.Lock()
-		tk := le.tk
-		le.mu.Unlock()
+		le.freeEnded()
+	}
+	le.observeEnd(true, err)
+}
+
+// freeEnded runs the release script of a lease that expired or was lost,
+// on every master, without waiting: its holder may never call Release
+// (and Release after Close sends nothing). Where the key is still ours
+// (the masters keep it past our validity by the drift allowance and the
+// acquire's time), the script deletes it, or gives the turn to the first
+// waiter where one marked it: left to expire, the key would take the
+// mark with it, and the next holder's release would wake nobody. Where it
+// is not, a queued lease leaves the queue, where it could be given the
+// next turn. Deleting our own key after our validity ended takes nothing
+// from anyone.
+func (le *Lease) freeEnded() {
+	le.mu.Lock()
+	tk := le.tk
+	le.mu.Unlock()
+	if mutation.ExpiredLeaseKeepsKey.On() {
 		if tk != nil {
 			le.l.quitQueue(le.resource, tk)
 		}
+		return
 	}
-	le.observeEnd(true, err)
+	l := le.l
+	// Under tmu, as Close leaves the queued places before it closes the
+	// pool: the one that finds the place still registered sends.
+	l.tmu.Lock()
+	defer l.tmu.Unlock()
+	if tk != nil {
+		if _, ok := l.tickets[tk]; !ok {
+			return // Close took the place out of the queues
+		}
+		delete(l.tickets, tk)
+	} else if l.closed.Load() {
+		return
+	}
+	l.pool.Post(le.releaseCommand(uint64(1)<<l.pool.Len()-1, releaseScript), classifyInt, nil)
 }
 
 // endLocked is end under le.mu; it reports whether the caller must hand

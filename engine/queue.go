@@ -111,7 +111,11 @@ func (l *Locker) leaveQueue(resource string, tk *ticket, nodes uint64, acquired 
 	}
 	cmd := plainCall("ZREM", queuePrefix+l.cfg.KeyPrefix+resource, tk.id)
 	if acquired && !mutation.LateReleaseWakesNext.On() {
-		cmd = scriptCall(leaveScript, l.cfg.KeyPrefix+resource, tk.id)
+		script := leaveScript
+		if mutation.LateReleaseWakesOlder.On() {
+			script = leaveScriptInLine
+		}
+		cmd = scriptCall(script, l.cfg.KeyPrefix+resource, tk.id)
 	}
 	cmd.Nodes = nodes
 	l.pool.Post(cmd, classifyInt, nil)
@@ -154,19 +158,34 @@ func (l *Locker) postQuit(resource string, tk *ticket) {
 
 // leaveScript takes a waiter that has acquired, by its id, out of the
 // resource's queue on a master where its attempt did not set the key.
-// Where a marked lock of someone else holds the key, it stays: that
-// lock's release may still be on its way, and when it pops the queue it
-// must pop this waiter (whose turn token then expires unused) rather
-// than wake the next one, who would find the resource held on a quorum
-// and split the vote for nothing. A lock that expires instead leaves
-// the entry to the next release there, which spends one turn token on
-// it. pcall: a key of another type is no lock.
-var leaveScript = multiplex.NewScript(`local id = ARGV[1]
+// Where a marked lock of someone else holds the key, it stays, at the
+// head of the queue: that lock's release may still be on its way, and
+// when it pops the queue it must pop this waiter (whose turn token then
+// expires unused) rather than wake another, who would find the resource
+// held on a quorum and split the vote for nothing; that includes a
+// waiter with an older ticket who joins there first. A lock that expires
+// instead leaves the entry to the next release there, which spends one
+// turn token on it. pcall: a key of another type is no lock.
+var leaveScript = multiplex.NewScript(leaveBody(true)).Coalesce()
+
+// leaveScriptInLine keeps the place at its ticket instead of the head
+// (mutation.LateReleaseWakesOlder).
+var leaveScriptInLine = multiplex.NewScript(leaveBody(false)).Coalesce()
+
+// leaveBody is leaveScript's Lua; head: keep the place at the head.
+func leaveBody(head bool) string {
+	keep := "  return 0\n"
+	if head {
+		keep = `  redis.call("ZADD", "` + queuePrefixLua + `" .. KEYS[1], "XX", 0, id)
+  return 0
+`
+	}
+	return `local id = ARGV[1]
 local v = redis.pcall("GET", KEYS[1])
 if type(v) == "string" and string.sub(v, -1) == "` + waitMark + `" and string.sub(v, 1, 1) ~= "` + turnPrefix + `" and string.sub(v, 1, #id + 1) ~= id .. "` + idEnd + `" then
-  return 0
-end
-return redis.call("ZREM", "` + queuePrefixLua + `" .. KEYS[1], id)`).Coalesce()
+` + keep + `end
+return redis.call("ZREM", "` + queuePrefixLua + `" .. KEYS[1], id)`
+}
 
 // quitScript takes a waiter that gives up, by its id, out of the
 // resource's queue, and passes on a turn that may have been its own,

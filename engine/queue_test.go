@@ -767,3 +767,180 @@ func TestLostLeaseStillHeldReleasesToTheNextWaiter(t *testing.T) {
 		t.Fatal("B still waits 3 s after A released: the release gave the turn to nobody")
 	}
 }
+
+// A lease that expires while a waiter of another Locker is queued on it
+// passes the turn on at once, as its Release would. Left to expire on
+// the masters, the key takes the waiter's mark with it: the next holder
+// (a newcomer whose SET NX finds the key free) holds an unmarked key,
+// its release wakes nobody, and the waiter sleeps until its fallback
+// while the resource is free. Both for a lease Lock took at once and for
+// one it took through the queue (whose value is a waiter's).
+func TestExpiredLeaseWithAWaiterPassesTheTurn(t *testing.T) {
+	for _, queued := range []bool{false, true} {
+		t.Run(fmt.Sprintf("queued=%v", queued), func(t *testing.T) {
+			withAndWithoutFencing(t, func(t *testing.T, fencing bool, cfg func(*engine.Config)) {
+				testExpiredLeaseWithAWaiterPassesTheTurn(t, queued, cfg)
+			})
+		})
+	}
+}
+
+func testExpiredLeaseWithAWaiterPassesTheTurn(t *testing.T, queued bool, cfg func(*engine.Config)) {
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	const res = "expired-turn"
+	short := func(c *engine.Config) {
+		cfg(c)
+		c.TTL = 300 * time.Millisecond
+	}
+	holderL, waiterL, newcomerL := e.locker(short), e.locker(short), e.locker(short)
+	var held *engine.Lease
+	if queued {
+		// The holder acquires through the queue, behind a first lease.
+		first, err := newcomerL.TryLock(ctx, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *engine.Lease, 1)
+		go func() {
+			le, err := holderL.Lock(ctx, res)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- le
+		}()
+		eventually(t, 5*time.Second, "the holder queued", func() bool { return e.queued(res, 1) })
+		first.Release(ctx)
+		if held = <-got; held == nil || waiterID(held) == "" {
+			t.Fatalf("set-up: the holder did not acquire through the queue: %v", held)
+		}
+	} else {
+		// Lock, not TryLock: a lease Lock returns is watched for its
+		// expiry (a TryLock lease only with auto-extension).
+		var err error
+		if held, err = holderL.Lock(ctx, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The holder's work overruns its TTL and it never releases.
+	defer held.Release(ctx)
+
+	waited := make(chan *engine.Lease, 1)
+	go func() {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		le, err := waiterL.Lock(lctx, res)
+		if err != nil {
+			t.Error(err)
+		}
+		waited <- le
+	}()
+	eventually(t, 5*time.Second, "the waiter queued", func() bool {
+		for i := range e.direct {
+			// The holder may keep its place while it holds.
+			if !slices.ContainsFunc(e.queueOf(i, res), func(id string) bool { return id != waiterID(held) }) {
+				return false
+			}
+		}
+		return true
+	})
+
+	// A newcomer takes the resource whenever it finds it free, and lets
+	// go at once: its release of an unmarked key publishes nothing.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			if le, err := newcomerL.TryLock(ctx, res); err == nil {
+				le.Release(ctx)
+			}
+		}
+	}()
+	defer wg.Wait()
+	defer close(stop)
+
+	select {
+	case le := <-waited:
+		if le == nil {
+			t.Fatal("the waiter did not acquire")
+		}
+		if w := le.Wait(); w.Cause != engine.WakeNotified {
+			t.Errorf("the waiter's wait %+v: want woken by the expired lease's turn", w)
+		}
+		le.Release(ctx)
+	case <-time.After(3 * time.Second):
+		t.Fatal("the waiter still waits 3 s after the lease expired (TTL 300ms, fallback 20s): its mark expired with the key, and no release woke it")
+	}
+}
+
+// A waiter that acquired keeps its place where the holder's release is
+// still on its way, so that the late release pops it rather than wake the
+// next waiter for nothing (TestLateReleaseDoesNotWakeTheNextWaiter). It
+// must keep the head of that queue, too: a waiter with an older ticket
+// that joins there before the late release arrives (its Lock began
+// earlier; its attempt came later) would otherwise be popped and woken,
+// to be refused by the new holder's quorum.
+func TestLateReleaseWakesTheNewHolderBeforeAnOlderWaiter(t *testing.T) {
+	withAndWithoutFencing(t, func(t *testing.T, fencing bool, cfg func(*engine.Config)) {
+		e := newEnv(t, 3)
+		ctx := context.Background()
+		const res = "late-older"
+		addrs := e.cluster.Addrs()
+		slow := newLatencyProxy(t, addrs[0], 0, nil)
+		holderL := e.locker(func(c *engine.Config) {
+			cfg(c)
+			c.NodeTimeout = time.Second
+			c.Masters = []string{slow.addr(), addrs[1], addrs[2]}
+		})
+		waiterL := e.locker(cfg)
+		held, err := holderL.TryLock(ctx, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *engine.Lease, 1)
+		go func() {
+			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			le, err := waiterL.Lock(lctx, res)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- le
+		}()
+		eventually(t, 5*time.Second, "the waiter queued", func() bool { return e.queued(res, 1) })
+
+		// The release reaches masters 1 and 2 at once, master 0 late.
+		slow.delay.Store(int64(500 * time.Millisecond))
+		released := make(chan error, 1)
+		go func() { released <- held.Release(ctx) }()
+		w := <-got
+		if w == nil {
+			t.Fatal("the waiter did not acquire")
+		}
+		defer w.Release(ctx)
+		id := waiterID(w)
+		if e.get(0, res) != held.Value()+"+" {
+			t.Fatalf("set-up: master 0 holds %q before the late release, want the holder's marked value", e.get(0, res))
+		}
+		// A waiter with an older ticket joins master 0's queue first.
+		const older = "older-waiter"
+		q := "\xffredlock:queue:" + res
+		if err := e.direct[0].Do(ctx, e.direct[0].B().Zadd().Key(q).ScoreMember().ScoreMember(1, older).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-released; err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 5*time.Second, "the late release ran on master 0", func() bool { return e.get(0, res) != held.Value()+"+" })
+		if qq := e.queueOf(0, res); !slices.Contains(qq, older) || slices.Contains(qq, id) {
+			t.Errorf("master 0's queue after the late release: %v; want the new holder %s popped (its turn token expires unused), and %s still waiting", qq, id, older)
+		}
+	})
+}

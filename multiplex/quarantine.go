@@ -235,6 +235,18 @@ func (p *Pool) firstSeen(n *node, info serverInfo) {
 // one round trip per new connection.
 func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Context, string) (net.Conn, error)) func(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
 	return func(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
+		// Close ends a dial too: one to a master behind a partition that
+		// drops what is sent to it would hold Close up until the dial
+		// timeout.
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-p.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		raw, err := dial(ctx, addr, d, tc, custom)
 		if err != nil {
 			n.down.Store(true)

@@ -2,9 +2,28 @@ package sim
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/redlock-bench/redlock/engine"
+)
+
+// The checkers' names, as violations carry them.
+const (
+	CheckerExclusion = "mutual exclusion"      // (1)
+	CheckerHandoff   = "ended lease handed on" // (1)
+	CheckerFencing   = "fencing order"         // (2)
+	CheckerStore     = "fenced store"          // (2)
+	CheckerExpiry    = "trusted past expiry"   // (3)
+	CheckerWait      = "liveness: waiter"      // (4)
+	CheckerTurn      = "liveness: turn"        // (4)
+	CheckerLeftover  = "liveness: leftover"    // (4)
+	CheckerClose     = "liveness: close"       // (4)
+	CheckerErrors    = "honest errors"         // (5)
 )
 
 // Violation is an invariant a history broke.
@@ -12,13 +31,95 @@ type Violation struct {
 	Checker string
 	// At is the virtual instant it shows, for the history's window.
 	At time.Duration
-	// A and B are the leases at fault.
-	A, B   Grant
+	// Leases are the leases at fault, if any.
+	Leases []Grant
 	Detail string
+	// Resource and Client name what it concerns, when it does (the
+	// history's window is narrowed to them); Client -1 for none.
+	Resource string
+	Client   int
 }
 
 func (v Violation) String() string {
-	return fmt.Sprintf("%s at %s: %s\n  %s\n  %s", v.Checker, fmtDur(v.At), v.Detail, v.A, v.B)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s at %s: %s", v.Checker, fmtDur(v.At), v.Detail)
+	for _, g := range v.Leases {
+		b.WriteString("\n  ")
+		b.WriteString(g.String())
+	}
+	return b.String()
+}
+
+// Bounds are what the liveness checker allows, from the Lockers'
+// configuration. Span is a round's longest span (MaxRoundSpan: the node
+// timeout plus a watchdog period).
+type Bounds struct {
+	Span time.Duration
+	// Tight: once a release, an undo or a quit made the resource free (or
+	// held only by turn tokens) on a quorum, with no fault anywhere near,
+	// a Lock waiter waiting since before gets it within Tight: a wake-up,
+	// and twice the back-off after a turn token, and five rounds (an
+	// attempt refused where a release is still on its way, then an
+	// attempt and its fencing round, with room).
+	Tight time.Duration
+	// Loose: however the resource became free on a quorum of healthy
+	// masters, a Lock waiter of a healthy client gets it within Loose:
+	// its fallback, and what Tight allows besides.
+	Loose time.Duration
+	// Close: Locker.Close returns within Close: the three round spans it
+	// waits for calls under way, and one more for the rest.
+	Close time.Duration
+	// Quarantine is how long a restarted master sits out (MaxTTL).
+	Quarantine time.Duration
+	// Settle is how long after a fault the checkers treat its master or
+	// client as still affected (reconnections, the notifier's retry).
+	Settle time.Duration
+}
+
+const (
+	engineTurnGrace = 50 * time.Millisecond // engine's turnGrace
+	quietBefore     = 2 * time.Second       // notifier's longest retry, twice
+)
+
+func boundsOf(ec engine.Config) Bounds {
+	span := ec.NodeTimeout + min(max(ec.NodeTimeout/4, time.Millisecond), 25*time.Millisecond)
+	backoff := engineTurnGrace + ec.RetryDelayMax
+	return Bounds{
+		Span:       span,
+		Tight:      2*backoff + 5*span,
+		Loose:      ec.FallbackMax + 2*backoff + 6*span,
+		Close:      4 * span,
+		Quarantine: ec.MaxTTL,
+		Settle:     quietBefore,
+	}
+}
+
+func (b Bounds) String() string {
+	return fmt.Sprintf("round span %s; waiter woken by a release within %s, any waiter within %s of a free quorum; Close within %s",
+		b.Span, b.Tight, b.Loose, b.Close)
+}
+
+// Check runs every checker over a run's history and the masters' logs.
+func Check(res *Result) []Violation {
+	h := res.History
+	grants := h.Grants()
+	keys := buildSpans(res.keyLogs, res.clocks, h.start)
+	fenced := !res.Config.NoFencing
+	var out []Violation
+	out = append(out, CheckMutualExclusion(grants)...)
+	out = append(out, CheckHandoffs(grants)...)
+	if fenced {
+		out = append(out, CheckFencing(grants)...)
+		out = append(out, CheckStore(h.Writes())...)
+	}
+	out = append(out, CheckExpiry(grants, keys, res.quorum)...)
+	faults := h.Faults()
+	out = append(out, CheckWaiters(h.Events(), grants, keys, faults, res.quorum, res.Config.Masters, res.bounds)...)
+	out = append(out, CheckTurns(h.Events(), grants, keys, faults, res.bounds)...)
+	out = append(out, CheckLeftovers(res.Leftovers, res.Virtual)...)
+	out = append(out, CheckClose(h.Closes(), res.bounds)...)
+	out = append(out, CheckErrors(h.Events(), grants, keys, faults, res.bounds)...)
+	return out
 }
 
 // CheckMutualExclusion is checker 1: no two leases of one resource are
@@ -28,28 +129,15 @@ func (v Violation) String() string {
 // (a hand-off, a release that wakes a waiter) is not an overlap: virtual
 // time does not order events within an instant.
 func CheckMutualExclusion(grants []Grant) []Violation {
-	byResource := make(map[string][]Grant)
-	for _, g := range grants {
-		byResource[g.Resource] = append(byResource[g.Resource], g)
-	}
-	names := make([]string, 0, len(byResource))
-	for r := range byResource {
-		names = append(names, r)
-	}
-	slices.Sort(names)
 	var out []Violation
-	for _, r := range names {
-		gs := byResource[r]
-		slices.SortFunc(gs, func(a, b Grant) int { return cmp.Or(cmp.Compare(a.Granted, b.Granted), cmp.Compare(a.ID, b.ID)) })
+	for r, gs := range byResource(grants) {
 		var open []Grant // granted earlier, still trusted at the current grant
 		for _, g := range gs {
 			open = slices.DeleteFunc(open, func(p Grant) bool { return p.End <= g.Granted })
 			if g.End > g.Granted {
 				for _, p := range open {
 					out = append(out, Violation{
-						Checker: "mutual exclusion",
-						At:      g.Granted,
-						A:       p, B: g,
+						Checker: CheckerExclusion, At: g.Granted, Leases: []Grant{p, g}, Resource: r, Client: -1,
 						Detail: fmt.Sprintf("%s granted to c%d/w%d while lease#%d of c%d/w%d was trusted for %s more",
 							r, g.Client, g.Worker, p.ID, p.Client, p.Worker, p.End-g.Granted),
 					})
@@ -58,5 +146,671 @@ func CheckMutualExclusion(grants []Grant) []Violation {
 			}
 		}
 	}
+	return sortViolations(out)
+}
+
+// byResource groups grants by resource, each group in grant order, in
+// the order of the resources' names.
+func byResource(grants []Grant) func(yield func(string, []Grant) bool) {
+	m := make(map[string][]Grant)
+	for _, g := range grants {
+		m[g.Resource] = append(m[g.Resource], g)
+	}
+	return func(yield func(string, []Grant) bool) {
+		for _, r := range slices.Sorted(maps.Keys(m)) {
+			gs := m[r]
+			slices.SortFunc(gs, func(a, b Grant) int { return cmp.Or(cmp.Compare(a.Granted, b.Granted), cmp.Compare(a.ID, b.ID)) })
+			if !yield(r, gs) {
+				return
+			}
+		}
+	}
+}
+
+func sortViolations(vs []Violation) []Violation {
+	slices.SortStableFunc(vs, func(a, b Violation) int { return cmp.Compare(a.At, b.At) })
+	return vs
+}
+
+// CheckHandoffs is checker 1's second half: a lease that ended (lost or
+// expired) before its holder released it is never handed on at the gate.
+// A hand-off keeps the keys, so a successor of a lost lease holds keys
+// that may belong to someone else already.
+func CheckHandoffs(grants []Grant) []Violation {
+	last := make(map[string]Grant) // by value: the lease's last holder so far
+	var out []Violation
+	gs := slices.Clone(grants)
+	slices.SortFunc(gs, func(a, b Grant) int { return cmp.Or(cmp.Compare(a.Granted, b.Granted), cmp.Compare(a.ID, b.ID)) })
+	for _, g := range gs {
+		if p, ok := last[g.Value]; ok && g.Wake == engine.WakeHandoff.String() && p.Ended != "released" && p.Ended != "" {
+			out = append(out, Violation{Checker: CheckerHandoff, At: g.Granted, Leases: []Grant{p, g}, Resource: g.Resource, Client: g.Client,
+				Detail: fmt.Sprintf("lease#%d had ended (%s) before its holder released it, and was handed on to c%d/w%d", p.ID, p.Ended, g.Client, g.Worker)})
+		}
+		last[g.Value] = g
+	}
 	return out
+}
+
+// CheckFencing is checker 2: fencing tokens strictly increase per
+// resource in grant order.
+func CheckFencing(grants []Grant) []Violation {
+	var out []Violation
+	for r, gs := range byResource(grants) {
+		for i := 1; i < len(gs); i++ {
+			p, g := gs[i-1], gs[i]
+			if g.Token <= p.Token {
+				out = append(out, Violation{Checker: CheckerFencing, At: g.Granted, Leases: []Grant{p, g}, Resource: r, Client: -1,
+					Detail: fmt.Sprintf("%s: token %d granted after token %d", r, g.Token, p.Token)})
+			}
+		}
+	}
+	return sortViolations(out)
+}
+
+// CheckStore is checker 2 seen from the protected resource: with fencing,
+// it rejects every stale write (by a holder after a later one began), and
+// accepts every write of the latest holder.
+func CheckStore(writes []StoreWrite) []Violation {
+	var out []Violation
+	for _, w := range writes {
+		switch {
+		case w.Stale && w.Accepted:
+			out = append(out, Violation{Checker: CheckerStore, At: w.At, Resource: w.Resource, Client: -1,
+				Detail: fmt.Sprintf("stale write accepted: %s", w)})
+		case !w.Stale && !w.Accepted:
+			out = append(out, Violation{Checker: CheckerStore, At: w.At, Resource: w.Resource, Client: -1,
+				Detail: fmt.Sprintf("the latest holder's write rejected (tokens went backwards): %s", w)})
+		}
+	}
+	return out
+}
+
+// span is one stretch of a key's state on one master, from the master's
+// log, in virtual time since the run started.
+type span struct {
+	From, To time.Duration
+	Gone     bool
+	Value    string
+	// Cause began it ("expired" for a key gone because its deadline
+	// passed, "restart", or the command); Client is the connection's
+	// client, for a command.
+	Cause  string
+	Client string
+	// Deadline is when the key would expire if nothing changed it
+	// (virtual time; -1: never).
+	Deadline time.Duration
+}
+
+// never is the end of spans that last to the end of the run.
+const never = time.Duration(1<<63 - 1)
+
+// keySpans is every key's spans, by key, then by master.
+type keySpans map[string][][]span
+
+// buildSpans turns the masters' logs into spans, splitting a key's life
+// at its deadline: the key expired then, though the master noticed only
+// when something looked.
+func buildSpans(logs [][]KeyRecord, clocks [][]clockSeg, start time.Time) keySpans {
+	out := make(keySpans)
+	for m, log := range logs {
+		byKey := make(map[string][]KeyRecord)
+		for _, r := range log {
+			byKey[r.Key] = append(byKey[r.Key], r)
+		}
+		for key, recs := range byKey {
+			if out[key] == nil {
+				out[key] = make([][]span, len(logs))
+			}
+			var ss []span
+			for i, r := range recs {
+				to := never
+				if i+1 < len(recs) {
+					to = recs[i+1].At
+				}
+				s := span{From: r.At, To: to, Gone: r.Gone, Value: r.Value, Cause: r.Cause, Client: r.Client, Deadline: -1}
+				if !r.Gone && !r.ExpireAt.IsZero() {
+					if v := virtualAt(clocks[m], r.ExpireAt, start.Add(r.At)); !v.IsZero() {
+						s.Deadline = v.Sub(start)
+					}
+				}
+				if s.Deadline >= 0 && s.Deadline < to {
+					s.To = s.Deadline
+					ss = append(ss, s)
+					ss = append(ss, span{From: s.Deadline, To: to, Gone: true, Cause: "expired", Deadline: -1})
+					continue
+				}
+				ss = append(ss, s)
+			}
+			out[key][m] = ss
+		}
+	}
+	return out
+}
+
+// holds reports whether the span holds lease value v (marked by a waiter
+// or not).
+func (s span) holds(v string) bool {
+	return !s.Gone && (s.Value == v || s.Value == v+"+")
+}
+
+// CheckExpiry is checker 3: no lease is trusted past the moment its keys
+// expire on a quorum, in the masters' own view: on each master, the key
+// holds the lease's value from a command until a command changes it or
+// its deadline on that master's clock passes. A restart's amnesia does
+// not count as expiry (the quarantine covers it): a key a restart wiped
+// is counted until its deadline.
+func CheckExpiry(grants []Grant, keys keySpans, quorum int) []Violation {
+	var out []Violation
+	for _, g := range grants {
+		if g.End <= g.Granted {
+			continue
+		}
+		// Each master's stretches holding the value, as [from, to).
+		var ivs []window
+		for _, ss := range keys[g.Resource] {
+			for i, s := range ss {
+				if !s.holds(g.Value) {
+					continue
+				}
+				to := s.To
+				if i+1 < len(ss) && ss[i+1].Cause == "restart" && s.Deadline >= 0 {
+					to = s.Deadline
+				}
+				ivs = append(ivs, window{s.From, to})
+			}
+		}
+		// The first instant from Granted on at which fewer than a quorum
+		// hold it: Granted, or the end of a stretch.
+		candidates := []time.Duration{g.Granted}
+		for _, w := range ivs {
+			if w.to >= g.Granted && w.to != never {
+				candidates = append(candidates, w.to)
+			}
+		}
+		slices.Sort(candidates)
+		expired := never
+		for _, c := range candidates {
+			n := 0
+			for _, w := range ivs {
+				if w.from <= c && c < w.to {
+					n++
+				}
+			}
+			if n < quorum {
+				expired = c
+				break
+			}
+		}
+		if g.End > expired {
+			out = append(out, Violation{Checker: CheckerExpiry, At: expired, Leases: []Grant{g}, Resource: g.Resource, Client: g.Client,
+				Detail: fmt.Sprintf("lease#%d of c%d/w%d trusted until %s, but its keys were on fewer than %d masters from %s",
+					g.ID, g.Client, g.Worker, fmtDur(g.End), quorum, fmtDur(expired))})
+		}
+	}
+	return sortViolations(out)
+}
+
+// window is a stretch of virtual time.
+type window struct{ from, to time.Duration }
+
+func (w window) overlaps(from, to time.Duration) bool { return w.from < to && from < w.to }
+
+// affected returns, per master and per client, the stretches during which
+// faults affect them: while a fault lasts and Settle after (Quarantine
+// more after a restart or a clock jump); and every fault's stretch, for
+// the quiet windows.
+func affected(faults []FaultRecord, masters int, b Bounds) (byMaster map[int][]window, byClient map[int][]window, all []window) {
+	byMaster, byClient = make(map[int][]window), make(map[int][]window)
+	for _, f := range faults {
+		w := window{f.At, f.End + b.Settle}
+		if f.Kind == FaultRestart || f.Kind == FaultJumpClock {
+			w.to += b.Quarantine
+		}
+		all = append(all, w)
+		switch {
+		case f.Kind == FaultBreakConn:
+			byMaster[f.Master] = append(byMaster[f.Master], w)
+			byClient[f.Client] = append(byClient[f.Client], w)
+		case f.Kind.onMaster():
+			byMaster[f.Master] = append(byMaster[f.Master], w)
+		case f.Kind.onClient():
+			byClient[f.Client] = append(byClient[f.Client], w)
+		}
+	}
+	return byMaster, byClient, all
+}
+
+func anyOverlap(ws []window, from, to time.Duration) bool {
+	for _, w := range ws {
+		if w.overlaps(from, to) {
+			return true
+		}
+	}
+	return false
+}
+
+// availability is a resource's stretches during which it is free or held
+// by turn tokens only (nobody holds a lock) on at least a quorum of the
+// counted masters, with how the last master that made the quorum became
+// free: "command" (a release, undo or quit), "expired" or "restart".
+type availability struct {
+	from, to time.Duration
+	cause    string
+}
+
+// available computes r's availability over the masters for which count
+// reports true (a master's faults make it not count while they last),
+// looking again at each instant of also, where count may change.
+func available(ss [][]span, quorum int, count func(m int, from, to time.Duration) bool, also []time.Duration) []availability {
+	type edge struct {
+		at    time.Duration
+		m     int
+		avail bool
+		cause string
+	}
+	var edges []edge
+	for m, list := range ss {
+		if len(list) > 0 && list[0].From > 0 {
+			edges = append(edges, edge{0, m, true, "start"})
+		}
+		for _, s := range list {
+			av := s.Gone || strings.HasPrefix(s.Value, turnPrefix)
+			edges = append(edges, edge{s.From, m, av, s.Cause})
+		}
+	}
+	if len(ss) == 0 {
+		return nil
+	}
+	for _, at := range also {
+		edges = append(edges, edge{at: at, m: -1})
+	}
+	slices.SortStableFunc(edges, func(a, b edge) int { return cmp.Compare(a.at, b.at) })
+	state := make([]bool, len(ss))
+	for m := range state {
+		state[m] = len(ss[m]) == 0 // a key never written is free throughout
+	}
+	var out []availability
+	var cur *availability
+	for i, e := range edges {
+		prev := e.avail
+		if e.m >= 0 {
+			prev, state[e.m] = state[e.m], e.avail
+		}
+		if i+1 < len(edges) && edges[i+1].at == e.at {
+			continue
+		}
+		n := 0
+		for m, av := range state {
+			if av && count(m, e.at, e.at) {
+				n++
+			}
+		}
+		switch {
+		case n >= quorum && cur == nil:
+			// What freed the master that made the quorum.
+			cause := "expired"
+			if e.m >= 0 && e.avail && !prev && e.cause != "expired" && e.cause != "restart" && e.cause != "start" {
+				cause = "command"
+			}
+			cur = &availability{from: e.at, to: never, cause: cause}
+		case n < quorum && cur != nil:
+			cur.to = e.at
+			out = append(out, *cur)
+			cur = nil
+		}
+	}
+	if cur != nil {
+		out = append(out, *cur)
+	}
+	return out
+}
+
+// CheckWaiters is checker 4's first part: a Lock waiter never waits more
+// than a stated bound while the resource is free on a quorum (see
+// Bounds): Tight after a release, an undo or a quit freed it with no
+// fault near (quietBefore before, to the bound after), Loose however it
+// was freed, counting only healthy masters and waiters of healthy
+// clients.
+func CheckWaiters(events []Event, grants []Grant, keys keySpans, faults []FaultRecord, quorum, masters int, b Bounds) []Violation {
+	byMaster, byClient, all := affected(faults, masters, b)
+	waits := make(map[string][]Event)
+	for _, e := range events {
+		if e.Op == "lock" {
+			waits[e.Resource] = append(waits[e.Resource], e)
+		}
+	}
+	// The instants a master's health changes, for the loose check.
+	var bounds []time.Duration
+	for _, ws := range byMaster {
+		for _, w := range ws {
+			bounds = append(bounds, w.from, w.to)
+		}
+	}
+	var out []Violation
+	for _, r := range slices.Sorted(maps.Keys(waits)) {
+		ss := keys[r]
+		if ss == nil {
+			continue
+		}
+		// Tight: every master counts, in quiet windows only.
+		for _, a := range available(ss, quorum, func(int, time.Duration, time.Duration) bool { return true }, nil) {
+			if a.cause != "command" || a.to-a.from <= b.Tight || anyOverlap(all, a.from-b.Settle, a.from+b.Tight) {
+				continue
+			}
+			if e, ok := waiterThrough(waits[r], a.from, a.from+b.Tight, nil); ok {
+				out = append(out, Violation{Checker: CheckerWait, At: a.from + b.Tight, Resource: r, Client: e.Client,
+					Detail: fmt.Sprintf("%s was released to a free quorum at %s, and nobody took it for %s while c%d/w%d waited in Lock from %s (bound %s after a release)",
+						r, fmtDur(a.from), durOrEnd(a), e.Client, e.Worker, fmtDur(e.Called), b.Tight)})
+			}
+		}
+		healthy := func(m int, from, to time.Duration) bool { return !anyOverlap(byMaster[m], from, to+1) }
+		for _, a := range available(ss, quorum, healthy, bounds) {
+			if a.to-a.from <= b.Loose {
+				continue
+			}
+			if e, ok := waiterThrough(waits[r], a.from, a.from+b.Loose, byClient); ok {
+				out = append(out, Violation{Checker: CheckerWait, At: a.from + b.Loose, Resource: r, Client: e.Client,
+					Detail: fmt.Sprintf("%s was free on a quorum of healthy masters from %s for %s while c%d/w%d waited in Lock from %s (bound %s)",
+						r, fmtDur(a.from), durOrEnd(a), e.Client, e.Worker, fmtDur(e.Called), b.Loose)})
+			}
+		}
+	}
+	return sortViolations(out)
+}
+
+func durOrEnd(a availability) string {
+	if a.to == never {
+		return "the rest of the run"
+	}
+	return (a.to - a.from).String()
+}
+
+// waiterThrough finds a Lock call in progress from before from until
+// after to, of a client that no fault affected meanwhile (byClient nil:
+// any).
+func waiterThrough(waits []Event, from, to time.Duration, byClient map[int][]window) (Event, bool) {
+	for _, e := range waits {
+		if e.Called <= from && e.At > to && (byClient == nil || !anyOverlap(byClient[e.Client], e.Called, to)) {
+			return e, true
+		}
+	}
+	return Event{}, false
+}
+
+// CheckTurns is checker 4's second part: a release, an undo or a quit
+// gives the turn (a turn token, "~" and the waiter's id, see the engine's
+// queue.go) only to a waiter that can use it:
+//   - never to a gone waiter: a token whose waiter had left (no Lock
+//     call of its client on the resource was under way) and held no
+//     lease must be passed on (by the waiter's quit, or its release), not
+//     expire unused while the next waiter sleeps;
+//   - never by the late release of a marked lock while another lease of
+//     the resource is trusted that had its place in that master's queue
+//     since its Lock began: the release must pop that holder (whose token
+//     then expires unused), not wake a waiter to be refused by a quorum.
+//     A late release on a master the holder never queued on (it took the
+//     resource without queueing, or its attempt is still on its way
+//     there), or a quit that passes on a free key, cannot know of it, and
+//     the waiter it wakes costs one refused attempt.
+//
+// Its own holder's token (a late release that pops the waiter that has
+// just acquired) is by design. Stretches near a fault (Settle before
+// the token) are not judged: a quit lost with its connection is the
+// fault's doing.
+func CheckTurns(events []Event, grants []Grant, keys keySpans, faults []FaultRecord, b Bounds) []Violation {
+	_, _, all := affected(faults, 0, b)
+	// Locker ids → client, from the waiters' lock values each client set.
+	lockers := make(map[string]int)
+	for _, byMaster := range keys {
+		for _, ss := range byMaster {
+			for _, s := range ss {
+				id, _, ok := strings.Cut(s.Value, ".")
+				l, _, ok2 := strings.Cut(id, ":")
+				var c int
+				if ok && ok2 && !strings.HasPrefix(s.Value, turnPrefix) && s.Client != "" {
+					if _, err := fmt.Sscanf(s.Client, "c%d", &c); err == nil {
+						lockers[l] = c
+					}
+				}
+			}
+		}
+	}
+	var out []Violation
+	for _, r := range slices.Sorted(maps.Keys(keys)) {
+		for m, ss := range keys[r] {
+			for i := 0; i < len(ss); i++ {
+				s := ss[i]
+				if s.Gone || !strings.HasPrefix(s.Value, turnPrefix) {
+					continue
+				}
+				// The token from the command that gave it to its end: a
+				// waiter's attempt that finds it marks it ("+") in place.
+				token := strings.TrimSuffix(s.Value, "+")
+				last := i
+				for last+1 < len(ss) && !ss[last+1].Gone && strings.TrimSuffix(ss[last+1].Value, "+") == token {
+					last++
+				}
+				end, expired := ss[last].To, last+1 < len(ss) && ss[last+1].Cause == "expired"
+				i = last
+				if s.Cause == "restart" || anyOverlap(all, s.From-b.Settle, end+1) {
+					continue
+				}
+				id := strings.TrimPrefix(token, turnPrefix)
+				own := false
+				var other *Grant
+				for _, g := range grants {
+					if g.Resource != r || g.Granted > s.From || g.End <= s.From {
+						continue
+					}
+					if strings.HasPrefix(g.Value, id+".") {
+						own = true
+					} else if g.Granted < s.From {
+						other = &g
+					}
+				}
+				switch {
+				case own:
+				case other != nil && (s.Cause == "EVALSHA release" || s.Cause == "EVAL release") && i > 0 && lateLock(ss[i-1]) &&
+					queuedBefore(keys[queuePrefix+r], m, other.Called, s.From, other.Value):
+					out = append(out, Violation{Checker: CheckerTurn, At: s.From, Resource: r, Client: -1, Leases: []Grant{*other},
+						Detail: fmt.Sprintf("master%d gave %s's turn to waiter %s while lease#%d of c%d/w%d, queued there, held it", m, r, id, other.ID, other.Client, other.Worker)})
+				case expired:
+					l, _, _ := strings.Cut(id, ":")
+					c, known := lockers[l]
+					if !known || waitingDuring(events, c, r, s.From, end) {
+						continue
+					}
+					out = append(out, Violation{Checker: CheckerTurn, At: s.From, Resource: r, Client: c,
+						Detail: fmt.Sprintf("master%d gave %s's turn to waiter %s of c%d, which was gone, and the turn expired unused at %s", m, r, id, c, fmtDur(end))})
+				}
+			}
+		}
+	}
+	return sortViolations(out)
+}
+
+// lateLock reports whether span s held a lock marked by a waiter: the
+// release that replaced it with a turn token was that lock's own, not a
+// quit passing on a free key.
+func lateLock(s span) bool {
+	return !s.Gone && !strings.HasPrefix(s.Value, turnPrefix) && strings.HasSuffix(s.Value, "+")
+}
+
+// queuedBefore reports whether the waiter whose lease value is value (a
+// queued waiter's starts with its id and ".") had a place in master m's
+// queue at some instant of [since, at).
+func queuedBefore(queue [][]span, m int, since, at time.Duration, value string) bool {
+	id, _, ok := strings.Cut(value, ".")
+	if !ok || m >= len(queue) {
+		return false
+	}
+	for _, q := range queue[m] {
+		if q.From < at && q.To > since && !q.Gone && slices.Contains(strings.Fields(strings.Trim(q.Value, "<>")), id) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitingDuring reports whether a Lock call of client on resource was
+// under way at some instant of [from, to].
+func waitingDuring(events []Event, client int, resource string, from, to time.Duration) bool {
+	for _, e := range events {
+		if e.Op == "lock" && e.Client == client && e.Resource == resource && e.Called <= to && e.At >= from {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckLeftovers is checker 4's third part: no key (lock, queue entry,
+// turn token) and no subscription outlives the run, once every client
+// has closed and the keys' TTLs (twice the lock's, for the queues) ran
+// out.
+func CheckLeftovers(leftovers []string, end time.Duration) []Violation {
+	var out []Violation
+	for _, l := range leftovers {
+		out = append(out, Violation{Checker: CheckerLeftover, At: end, Client: -1, Detail: "left on a master after every client closed: " + strings.ToValidUTF8(l, "?")})
+	}
+	return out
+}
+
+// CheckClose is checker 4's fourth part: Locker.Close returns within
+// Bounds.Close.
+func CheckClose(closes []CloseRecord, b Bounds) []Violation {
+	var out []Violation
+	for _, c := range closes {
+		if d := c.Done - c.Began; d > b.Close {
+			out = append(out, Violation{Checker: CheckerClose, At: c.Done, Client: c.Client,
+				Detail: fmt.Sprintf("c%d's Close took %s (bound %s)", c.Client, d, b.Close)})
+		}
+	}
+	return out
+}
+
+// CheckErrors is checker 5: errors are honest. ErrNotAcquired only when
+// some holder existed while the call ran: a lease of another worker was
+// trusted, or a key or turn token of another was on a master (for a
+// refusal by the in-process gate, another worker of the client was in
+// Lock or held the resource). ErrNoQuorum only with failed masters: the
+// VotesError shows failures or timeouts, or a fault was active.
+func CheckErrors(events []Event, grants []Grant, keys keySpans, faults []FaultRecord, b Bounds) []Violation {
+	owner := make(map[string][]Grant) // lease value → its grants (hand-offs share it)
+	for _, g := range grants {
+		owner[g.Value] = append(owner[g.Value], g)
+	}
+	_, _, all := affected(faults, 0, b)
+	// Each worker's calls and holds, by (resource, client, worker).
+	workerOps := make(map[[3]any][]window)
+	for _, e := range events {
+		if e.Op == "lock" || e.Op == "trylock" {
+			k := [3]any{e.Resource, e.Client, e.Worker}
+			workerOps[k] = append(workerOps[k], window{e.Called, e.At})
+		}
+	}
+	for _, g := range grants {
+		k := [3]any{g.Resource, g.Client, g.Worker}
+		workerOps[k] = append(workerOps[k], window{g.Granted, max(g.End, g.Granted+1)})
+	}
+	othersBusy := func(e Event, from, to time.Duration) bool {
+		for k, ws := range workerOps {
+			if k[0] == e.Resource && k[1] == e.Client && k[2] != e.Worker && anyOverlap(ws, from, to) {
+				return true
+			}
+		}
+		return false
+	}
+	var out []Violation
+	for _, e := range events {
+		if e.Op != "lock" && e.Op != "trylock" && e.Op != "extend" && e.Op != "release" {
+			continue
+		}
+		client := fmt.Sprintf("c%d", e.Client)
+		switch {
+		case e.Result == "not-acquired" && (e.Op == "lock" || e.Op == "trylock"):
+			var ve *engine.VotesError
+			if !errors.As(e.Err, &ve) {
+				// The in-process gate: another worker of the client.
+				if !othersBusy(e, e.Called-1, e.At+1) { // one instant either way: a head that left as this call came
+					out = append(out, Violation{Checker: CheckerErrors, At: e.At, Resource: e.Resource, Client: e.Client,
+						Detail: fmt.Sprintf("c%d/w%d's %s got ErrNotAcquired from the gate while no other worker of c%d used %s: %v", e.Client, e.Worker, e.Op, e.Client, e.Resource, e.Err)})
+				}
+				continue
+			}
+			if ve.Op != "acquire" {
+				// A fence round refused: a higher counter, or our key gone.
+				if !heldByAnother(e, client, grants, keys, owner, othersBusy) {
+					out = append(out, Violation{Checker: CheckerErrors, At: e.At, Resource: e.Resource, Client: e.Client,
+						Detail: fmt.Sprintf("c%d/w%d's %s from %s got ErrNotAcquired, but no other holder was trusted, nor any key of another on a master: %v", e.Client, e.Worker, e.Op, fmtDur(e.Called), e.Err)})
+				}
+				continue
+			}
+			// An attempt is never refused by its own value: each master
+			// that refused held someone else's key or turn token.
+			var empty []int
+			for i, v := range ve.Votes {
+				if v.Outcome == engine.OutcomeRefused && !keyDuring(keys[e.Resource], i, e.Called, e.At) {
+					empty = append(empty, i)
+				}
+			}
+			if ve.Refused == 0 || len(empty) > 0 {
+				out = append(out, Violation{Checker: CheckerErrors, At: e.At, Resource: e.Resource, Client: e.Client,
+					Detail: fmt.Sprintf("c%d/w%d's %s from %s got ErrNotAcquired, but masters %v that refused held no key of %s meanwhile: %v", e.Client, e.Worker, e.Op, fmtDur(e.Called), empty, e.Resource, e.Err)})
+			}
+		case e.Result == "no-quorum":
+			var ve *engine.VotesError
+			if errors.As(e.Err, &ve) && ve.Failed+ve.Timeout > 0 {
+				continue
+			}
+			if anyOverlap(all, e.Called, e.At+1) {
+				continue
+			}
+			out = append(out, Violation{Checker: CheckerErrors, At: e.At, Resource: e.Resource, Client: e.Client,
+				Detail: fmt.Sprintf("c%d/w%d's %s from %s got ErrNoQuorum with no master failed or timed out, and no fault active: %v", e.Client, e.Worker, e.Op, fmtDur(e.Called), e.Err)})
+		}
+	}
+	return sortViolations(out)
+}
+
+// keyDuring reports whether master m held key's spans ss with a value
+// at some instant of [from, to].
+func keyDuring(ss [][]span, m int, from, to time.Duration) bool {
+	if m >= len(ss) {
+		return false
+	}
+	for _, s := range ss[m] {
+		if !s.Gone && s.From <= to && s.To > from {
+			return true
+		}
+	}
+	return false
+}
+
+// heldByAnother reports whether, while e ran, a lease of another worker
+// of e's resource was trusted, or a master held a key or turn token of
+// another: a turn token (nobody's attempt is refused by its own), the
+// value of a lease handed out (not the failed attempt's own), a value
+// set by another client, or one set by e's client while another of its
+// workers used the resource.
+func heldByAnother(e Event, client string, grants []Grant, keys keySpans, owner map[string][]Grant,
+	othersBusy func(Event, time.Duration, time.Duration) bool) bool {
+	for _, g := range grants {
+		if g.Resource == e.Resource && (g.Client != e.Client || g.Worker != e.Worker) && g.Granted < e.At && g.End > e.Called {
+			return true
+		}
+	}
+	for _, ss := range keys[e.Resource] {
+		for _, s := range ss {
+			switch {
+			case s.Gone || s.To <= e.Called || s.From > e.At:
+			case strings.HasPrefix(s.Value, turnPrefix):
+				return true
+			case len(owner[strings.TrimSuffix(s.Value, "+")]) > 0:
+				return true
+			case s.Client != client || othersBusy(e, max(s.From, e.Called), min(s.To, e.At)+1):
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -1,13 +1,15 @@
 package sim
 
 import (
+	"github.com/redlock-bench/redlock/engine"
 	"strings"
 	"testing"
 	"time"
 )
 
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
 func TestCheckMutualExclusion(t *testing.T) {
-	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	for _, tc := range []struct {
 		name   string
 		grants []Grant
@@ -53,15 +55,241 @@ func TestCheckerCatchesDoubleGrants(t *testing.T) {
 	if res == nil {
 		t.FailNow()
 	}
-	if len(res.Violations) == 0 {
-		t.Fatalf("no violation found in %d leases granted under two KeyPrefixes", len(res.History.Grants()))
+	var v *Violation
+	for i := range res.Violations {
+		if res.Violations[i].Checker == CheckerExclusion {
+			v = &res.Violations[i]
+			break
+		}
 	}
-	v := res.Violations[0]
-	if v.A.Resource != v.B.Resource || v.A.Client%2 == v.B.Client%2 {
+	if v == nil {
+		t.Fatalf("no violation of mutual exclusion found in %d leases granted under two KeyPrefixes", len(res.History.Grants()))
+	}
+	a, b := v.Leases[0], v.Leases[1]
+	if a.Resource != b.Resource || a.Client%2 == b.Client%2 {
 		t.Fatalf("violation %v: want the same resource held by clients with different KeyPrefixes", v)
 	}
 	if !strings.Contains(v.String(), "mutual exclusion") {
 		t.Fatalf("violation %q does not name its checker", v)
 	}
 	t.Logf("%d violations; the first:\n%s", len(res.Violations), v)
+}
+
+// A lease that ended before its Release and is then handed on is caught;
+// a released one handed on is not.
+func TestCheckHandoffs(t *testing.T) {
+	grants := []Grant{
+		{ID: 0, Resource: "r", Value: "v", Granted: ms(0), End: ms(10), Ended: "lost"},
+		{ID: 1, Resource: "r", Value: "v", Granted: ms(20), End: ms(30), Ended: "released", Wake: "handoff"},
+		{ID: 2, Resource: "r", Value: "v", Granted: ms(30), End: ms(40), Ended: "released", Wake: "handoff"},
+	}
+	got := CheckHandoffs(grants)
+	if len(got) != 1 || got[0].Leases[1].ID != 1 {
+		t.Fatalf("violations %v: want lease#1, handed a lost lease", got)
+	}
+}
+
+// Tokens must strictly increase per resource in grant order.
+func TestCheckFencing(t *testing.T) {
+	ok := []Grant{{ID: 0, Resource: "r", Token: 5, Granted: ms(0)}, {ID: 1, Resource: "r", Token: 6, Granted: ms(1)},
+		{ID: 2, Resource: "s", Token: 1, Granted: ms(2)}}
+	if got := CheckFencing(ok); len(got) != 0 {
+		t.Fatalf("increasing tokens: %v", got)
+	}
+	for _, tok := range []int64{6, 4} {
+		bad := append(ok, Grant{ID: 3, Resource: "r", Token: tok, Granted: ms(3)})
+		if got := CheckFencing(bad); len(got) != 1 || got[0].Checker != CheckerFencing {
+			t.Fatalf("token %d after 6: violations %v, want one", tok, got)
+		}
+	}
+}
+
+// The fenced store's checker: a stale write accepted, or the latest
+// holder's write rejected, is a violation; a stale write rejected is
+// fencing at work.
+func TestCheckStore(t *testing.T) {
+	writes := []StoreWrite{
+		{Resource: "r", Grant: 0, Token: 5, Accepted: true},
+		{Resource: "r", Grant: 0, Token: 5, Stale: true, Accepted: false},
+		{Resource: "r", Grant: 1, Token: 7, Stale: true, Accepted: true},
+		{Resource: "r", Grant: 2, Token: 3, Accepted: false},
+	}
+	got := CheckStore(writes)
+	if len(got) != 2 || !strings.Contains(got[0].Detail, "stale write accepted") || !strings.Contains(got[1].Detail, "rejected") {
+		t.Fatalf("violations %v: want the accepted stale write and the rejected fresh one", got)
+	}
+}
+
+// spansOf builds a resource's spans from records, with every master's
+// clock running with virtual time from start.
+func spansOf(start time.Time, masters int, recs ...KeyRecord) keySpans {
+	logs := make([][]KeyRecord, masters)
+	clocks := make([][]clockSeg, masters)
+	for m := range clocks {
+		clocks[m] = []clockSeg{{from: start, base: start, rate: 1}}
+	}
+	for _, r := range recs {
+		logs[r.Master] = append(logs[r.Master], r)
+	}
+	return buildSpans(logs, clocks, start)
+}
+
+// A lease trusted past the moment its keys were on fewer than a quorum
+// of masters is caught: the keys expire on two of three masters (one
+// shortened by a stale PEXPIRE) while the lease is still trusted. A key
+// a restart wiped counts until its deadline (the quarantine covers
+// amnesia).
+func TestCheckExpiry(t *testing.T) {
+	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return start.Add(d) }
+	set := func(m int, when, until time.Duration) KeyRecord {
+		return KeyRecord{At: when, Master: m, Key: "r", Value: "v", ExpireAt: at(until), Cause: "EVALSHA"}
+	}
+	g := Grant{ID: 0, Resource: "r", Value: "v", Granted: ms(10), End: ms(900)}
+	keys := spansOf(start, 3, set(0, ms(5), ms(1005)), set(1, ms(5), ms(1005)), set(2, ms(5), ms(1005)))
+	if got := CheckExpiry([]Grant{g}, keys, 2); len(got) != 0 {
+		t.Fatalf("keys alive on every master past the lease: %v", got)
+	}
+	// A stale shorter PEXPIRE on master 1 at 300ms: its key expires at
+	// 500ms; master 2's own at 600ms.
+	keys = spansOf(start, 3, set(0, ms(5), ms(1005)), set(1, ms(5), ms(1005)), set(1, ms(300), ms(500)), set(2, ms(5), ms(600)))
+	got := CheckExpiry([]Grant{g}, keys, 2)
+	if len(got) != 1 || got[0].At != ms(600) {
+		t.Fatalf("violations %v: want one, from 600ms", got)
+	}
+	// A restart wipes master 2's key at 100ms: counted to its deadline.
+	keys = spansOf(start, 3, set(0, ms(5), ms(1005)), set(1, ms(5), ms(1005)), set(2, ms(5), ms(1005)),
+		KeyRecord{At: ms(100), Master: 2, Key: "r", Gone: true, Cause: "restart"})
+	if got := CheckExpiry([]Grant{g}, keys, 3); len(got) != 0 {
+		t.Fatalf("a restart's amnesia counted as expiry: %v", got)
+	}
+}
+
+// A Lock waiter left waiting while a release freed the resource on a
+// quorum, with no fault near, is caught at the tight bound; one freed by
+// expiry only at the loose bound; a waiter that took it in time is not.
+func TestCheckWaiters(t *testing.T) {
+	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	b := Bounds{Tight: ms(300), Loose: ms(1500), Settle: ms(100)}
+	hold := func(m int, when time.Duration, v string, cause string) KeyRecord {
+		return KeyRecord{At: when, Master: m, Key: "r", Value: v, ExpireAt: start.Add(10 * time.Second), Cause: cause}
+	}
+	gone := func(m int, when time.Duration, cause string) KeyRecord {
+		return KeyRecord{At: when, Master: m, Key: "r", Gone: true, Cause: cause}
+	}
+	var recs []KeyRecord
+	for m := range 3 {
+		recs = append(recs, hold(m, ms(0), "a", "EVALSHA acquire"), hold(m, ms(2000), "~ghost", "EVALSHA release"))
+	}
+	keys := spansOf(start, 3, recs...)
+	waiter := Event{Op: "lock", Resource: "r", Client: 1, Called: ms(1000), At: ms(3500), Result: "ok"}
+	got := CheckWaiters([]Event{waiter}, nil, keys, nil, 2, 3, b)
+	if len(got) == 0 || got[0].At != ms(2300) {
+		t.Fatalf("violations %v: want the waiter left asleep after the release at 2s, at 2.3s", got)
+	}
+	// The waiter took it 100ms after the release.
+	for m := range 3 {
+		recs = append(recs, hold(m, ms(2100), "w", "EVALSHA acquire"))
+	}
+	if got := CheckWaiters([]Event{waiter}, nil, spansOf(start, 3, recs...), nil, 2, 3, b); len(got) != 0 {
+		t.Fatalf("the waiter took the resource in time: %v", got)
+	}
+	// Freed by expiry at 2s (no command): only the loose bound applies.
+	recs = nil
+	for m := range 3 {
+		recs = append(recs, hold(m, ms(0), "a", "EVALSHA acquire"), gone(m, ms(2000), "expired"))
+	}
+	waiter.At = ms(3400)
+	if got := CheckWaiters([]Event{waiter}, nil, spansOf(start, 3, recs...), nil, 2, 3, b); len(got) != 0 {
+		t.Fatalf("a waiter within the loose bound of an expiry: %v", got)
+	}
+	waiter.At = ms(4000)
+	if got := CheckWaiters([]Event{waiter}, nil, spansOf(start, 3, recs...), nil, 2, 3, b); len(got) != 1 || got[0].At != ms(3500) {
+		t.Fatalf("violations %v: want the waiter past the loose bound, at 3.5s", got)
+	}
+	// A fault near the release: no tight check; the loose one counts
+	// only healthy masters.
+	faults := []FaultRecord{{Fault: Fault{Kind: FaultPause, Master: 0}, At: ms(1900), End: ms(2050)}}
+	recs = nil
+	for m := range 3 {
+		recs = append(recs, hold(m, ms(0), "a", "EVALSHA acquire"), gone(m, ms(2000), "EVALSHA release"))
+	}
+	waiter.At = ms(3000)
+	if got := CheckWaiters([]Event{waiter}, nil, spansOf(start, 3, recs...), faults, 2, 3, b); len(got) != 0 {
+		t.Fatalf("a fault near the release: %v", got)
+	}
+}
+
+// A late release that gives the turn to a waiter while another lease is
+// trusted is a violation only where that holder had its place in the
+// master's queue: there the release should have popped the holder.
+func TestCheckTurnsLateRelease(t *testing.T) {
+	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	b := Bounds{Tight: ms(300), Loose: ms(1500), Settle: ms(100)}
+	rec := func(m int, when time.Duration, key, v, cause string) KeyRecord {
+		return KeyRecord{At: when, Master: m, Key: key, Value: v, ExpireAt: start.Add(10 * time.Second), Cause: cause, Client: "c0"}
+	}
+	holder := Grant{ID: 2, Resource: "r", Value: "h:1.x", Called: ms(20), Granted: ms(100), End: ms(900), Client: 1}
+	for _, tc := range []struct {
+		queue, then string
+		want        int
+	}{
+		{"<zset h:1 w:1>", "<zset h:1 w:1>", 1}, // the holder queued there: it should have been popped
+		{"<zset h:1 w:1>", "<zset w:1>", 1},     // the holder left there before the late release
+		{"<zset w:1>", "<zset w:1>", 0},         // the release cannot know of the holder
+	} {
+		keys := spansOf(start, 1,
+			rec(0, ms(0), "r", "old+", "EVALSHA acquire"),
+			rec(0, ms(50), queuePrefix+"r", tc.queue, "EVALSHA acquire"),
+			rec(0, ms(150), queuePrefix+"r", tc.then, "EVALSHA leave"),
+			rec(0, ms(200), "r", "~w:1", "EVALSHA release"))
+		if got := CheckTurns(nil, []Grant{holder}, keys, nil, b); len(got) != tc.want {
+			t.Errorf("queue %s: violations %v, want %d", tc.queue, got, tc.want)
+		}
+	}
+}
+
+// Leftover keys and slow Closes are violations.
+func TestCheckLeftoversAndClose(t *testing.T) {
+	if got := CheckLeftovers([]string{"master0: r=\"v\""}, ms(10)); len(got) != 1 {
+		t.Fatalf("a leftover key: %v", got)
+	}
+	b := Bounds{Close: ms(250)}
+	got := CheckClose([]CloseRecord{{Client: 0, Began: ms(0), Done: ms(250)}, {Client: 1, Began: ms(0), Done: ms(251)}}, b)
+	if len(got) != 1 || got[0].Client != 1 {
+		t.Fatalf("violations %v: want c1's Close, past the bound", got)
+	}
+}
+
+// ErrNotAcquired with a refusal from a master that held no key, or
+// ErrNoQuorum with no master failed and no fault, is dishonest.
+func TestCheckErrors(t *testing.T) {
+	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	keys := spansOf(start, 3, KeyRecord{At: ms(0), Master: 0, Key: "r", Value: "x", ExpireAt: start.Add(time.Second), Client: "c0"},
+		KeyRecord{At: ms(0), Master: 1, Key: "r", Value: "x", ExpireAt: start.Add(time.Second), Client: "c0"})
+	refused := func(who ...int) *engine.VotesError {
+		ve := &engine.VotesError{Op: "acquire", Resource: "r", Kind: engine.ErrNotAcquired, Votes: make([]engine.Vote, 3), Quorum: 2}
+		for _, i := range who {
+			ve.Votes[i].Outcome = engine.OutcomeRefused
+			ve.Refused++
+		}
+		return ve
+	}
+	call := func(err error, result string) Event {
+		return Event{Op: "trylock", Resource: "r", Client: 1, Called: ms(100), At: ms(110), Result: result, Err: err}
+	}
+	if got := CheckErrors([]Event{call(refused(0, 1), "not-acquired")}, nil, keys, nil, Bounds{}); len(got) != 0 {
+		t.Fatalf("refused by the masters that held a key: %v", got)
+	}
+	if got := CheckErrors([]Event{call(refused(1, 2), "not-acquired")}, nil, keys, nil, Bounds{}); len(got) != 1 {
+		t.Fatalf("refused by master 2, which held nothing: %v, want a violation", got)
+	}
+	noQuorum := &engine.VotesError{Op: "acquire", Resource: "r", Kind: engine.ErrNoQuorum, Votes: make([]engine.Vote, 3), Pending: 3, Quorum: 2}
+	if got := CheckErrors([]Event{call(noQuorum, "no-quorum")}, nil, keys, nil, Bounds{}); len(got) != 1 {
+		t.Fatalf("ErrNoQuorum with no master failed and no fault: %v, want a violation", got)
+	}
+	faults := []FaultRecord{{Fault: Fault{Kind: FaultHang, Master: 2}, At: ms(50), End: ms(150)}}
+	if got := CheckErrors([]Event{call(noQuorum, "no-quorum")}, nil, keys, faults, Bounds{}); len(got) != 0 {
+		t.Fatalf("ErrNoQuorum during a fault: %v", got)
+	}
 }

@@ -3,81 +3,75 @@
 // simulated network, in the virtual time of a testing/synctest bubble,
 // every choice drawn from one seed, with checkers over the recorded
 // history. It searches for schedules that break the engine; the tests
-// against real masters confirm what it finds.
+// against real masters confirm what it finds. docs/simulation.md says how
+// to run it, what it models and what each checker states.
 //
 // It owns:
+//   - the masters (master.go, store.go, lua.go, resp.go): a store with
+//     Redis's semantics for the commands the engine sends (strings,
+//     sorted sets, expiry at absolute deadlines on the master's own
+//     clock, scripts on one gopher-lua interpreter per master, pub/sub,
+//     INFO with run_id, uptime and server_time_usec), served in RESP2 or
+//     RESP3 by one goroutine per master in the order commands arrive; each
+//     master has its own clock (offset, drift, jumps) and faults: restart
+//     with amnesia, pause (SIGSTOP-like), partitions that hang or refuse,
+//     slowness; and it logs every change of every key, for the checkers;
 //   - the network (net.go): in-memory connections, each way in order with
-//     delays drawn per connection from the seed, and faults: partitions
-//     that hang or refuse, connections broken with commands in flight
-//     (delivered late, or never), slowness;
-//   - the masters (master.go): miniredis servers, each with its own
-//     run_id, uptime, clock (offset, drift rate, jumps) and faults:
-//     restart with amnesia, pause (SIGSTOP-like);
+//     delays drawn per connection from the seed; connections broken with
+//     commands in flight (delivered late, or never), one or all of a
+//     master's or a client's, at once or right after their next write;
+//     clients frozen (a GC pause) or stalled;
+//   - the nemesis (nemesis.go): a fault schedule drawn from the seed, in
+//     one of five profiles, within the model (a minority of masters
+//     faulted at a time, clocks that drift within the DriftFactor) unless
+//     asked otherwise;
 //   - the workload (sim.go): several Lockers with every feature on
 //     (fencing, auto-extension with a cap, the gate and hand-offs, release
-//     notifications and waiter queues, coalescing, lingering) whose
-//     workers Lock (with timeouts), TryLock, hold, Extend and Release a
-//     few resources;
-//   - the history (history.go) and the checkers (check.go).
+//     notifications and waiter queues, coalescing, lingering, Config.Rand
+//     seeded) whose workers Lock (with timeouts), TryLock, hold, Extend
+//     (shorter, then longer) and Release a few resources, and write to a
+//     fenced store (fenced.go); Lockers closed and replaced, Lock calls
+//     cancelled, holders paused past their TTL;
+//   - the history (history.go) and the checkers (check.go): mutual
+//     exclusion and hand-offs, fencing order and the fenced store, trust
+//     past the keys' expiry on a quorum, liveness (waiters, turns,
+//     leftovers, Close), and honest errors.
 //
 // It runs only inside a synctest bubble, so only under go test: Run must
 // be called from synctest.Test, and every goroutine it starts ends before
 // it returns. It imports no real network: a goroutine blocked on a socket
 // is not durably blocked, and would stop virtual time.
 //
-// # What miniredis lacks, and how it is covered
+// # Why its own store, not miniredis
 //
-// miniredis v2.40.0 runs the engine's Lua scripts (gopher-lua: redis.call
-// and pcall, error_reply, status replies from TYPE, string.match and
-// string.sub), SET NX GET PX, ZADD NX, ZPOPMIN, ZRANGE, PEXPIRE, APPEND,
-// PUBLISH from scripts, SCRIPT LOAD, EVALSHA and NOSCRIPT, HELLO 3 with
-// RESP3 push messages for SUBSCRIBE, and serves connections handed to it
-// (ServeConn). What it lacks:
-//   - INFO has no server or replication section (no redis_version,
-//     run_id, uptime_in_seconds, server_time_usec or role, which the
-//     engine's restart check and clock check read): Master answers INFO
-//     itself, from a pre-command hook.
-//   - Its clock is time.Now(), the same for every server: Master sets
-//     each server's time (SetTime, with ClockTTL) to its own clock
-//     whenever it reads commands off a connection, which is the instant
-//     they run, since virtual time stands still while anything in the
-//     bubble can run. TIME, key expiry and server_time_usec follow it.
-//   - TTLs count down rather than being absolute expiry times, so a clock
-//     jump backward does not lengthen keys' lives as it does on Redis.
-//   - Keys expire only when touched (lazily); Redis also expires them in
-//     the background. Nothing the engine does can tell.
-//   - No restart: a restart is a new miniredis at the same address, its
-//     connections broken, with a new run_id drawn from the seed.
-//   - No maxmemory (OOM refusals) and no replication: not simulated yet.
-//   - Each script call builds a new Lua interpreter: two thirds of the
-//     simulation's CPU time.
-//
-// # The engine's sync.Mutex and virtual time
-//
-// Virtual time advances only once every goroutine of the bubble is durably
-// blocked, and a goroutine waiting for a sync.Mutex is not. The engine
-// holds Lease.opMu (a sync.Mutex) across an Extend's round trip: a Release
-// or Extend called while an auto-extension of the same lease is on the
-// network waits for the mutex, virtual time stops, the round trip never
-// ends, and the bubble stalls for good. The workers therefore call
-// Release and Extend only in windows where no auto-extension runs (see
-// autoextend.go), which Config.UnguardedLeaseOps turns off once the
-// engine's lock is one a bubble can wait on. The tests report a stalled
-// seed, with the goroutines that are not durably blocked, after
-// -sim.stall of wall time.
+// Phase 1 ran miniredis v2.40.0. It is replaced because the simulation
+// needs what miniredis cannot give from outside: one interpreter per
+// master for every script call (miniredis builds one per call, two thirds
+// of the CPU time; its scripts' redis.call reaches its commands only
+// through a connection context it keeps unexported); commands run one at
+// a time in arrival order by one goroutine (miniredis serves each
+// connection on goroutines of its own, so the scheduler ordered two
+// clients' commands); absolute expiry deadlines, as Redis keeps them
+// (miniredis counts TTLs down, so a clock jumping back does not lengthen
+// keys' lives); and a log of every key change with its deadline, for
+// checker 3. TestStoreMatchesRedis holds the store to a real
+// redis-server, reply for reply, over the engine's commands and scripts.
+// What it leaves out: other commands and types, maxmemory (OOM
+// refusals), replication, and the background expiry of keys nobody
+// touches (no command can tell).
 //
 // # Determinism
 //
 // Every choice of the simulation derives from the seed: the masters'
 // clocks and run_ids, each connection's delays (a stream per client,
 // master and connection number), each worker's operations (a stream per
-// worker); crypto/rand, which makes lease values and waiter ids, is seeded
-// by the tests (cryptotest.SetGlobalRandom). What is not: the engine's
-// retry and fallback delays (math/rand/v2's global functions, which
-// cannot be seeded), the order in which the Go scheduler runs goroutines
-// ready at one virtual instant (which decides, among others, the order of
-// commands on a shared connection, and so which delay each one draws, and
-// the order in which crypto/rand's stream is consumed), and map iteration
-// order. So a seed does not replay its history exactly: TestDeterminism
-// measures how often it does and how long two runs agree.
+// worker), the Lockers' random delays (Config.Rand), the fault schedule;
+// crypto/rand, which makes lease values and waiter ids, is seeded by the
+// tests (cryptotest.SetGlobalRandom), and each seed runs at GOMAXPROCS=1.
+// What is not: the order in which the Go scheduler runs goroutines ready
+// at one virtual instant (select's random choice among ready cases
+// included), which decides, among others, the order of commands on a
+// shared connection, and so which delay each one draws; and map
+// iteration order in the engine. So a seed does not always replay its
+// history: TestDeterminism measures how often it does.
 package sim

@@ -13,18 +13,23 @@ import (
 
 // Event is one step of a worker, in virtual time.
 type Event struct {
-	// At is virtual time since the run started.
-	At     time.Duration
-	Client int
-	Worker int
+	// Called is when the operation was called, At when it returned
+	// (virtual time since the run started); the same for a step that is
+	// not a call.
+	Called, At time.Duration
+	Client     int
+	Worker     int
 	// Seq orders one worker's events; with At, Client and Worker it gives
 	// the history an order that does not depend on how the scheduler
 	// interleaved workers at one instant.
-	Seq      int
-	Op       string // "lock", "trylock", "extend", "release", "done"
+	Seq int
+	// Op is "lock", "trylock", "extend", "release" (the calls), "done"
+	// (the lease ended while held), "paused".
+	Op       string
 	Resource string
-	// Result is "ok" or the error's class (see errClass).
+	// Result is "ok" or the error's class (see errClass); Err the error.
 	Result string
+	Err    error
 	// Grant is the lease an acquiring op returned, or the lease an op
 	// acted on: its index in History.Grants, or -1.
 	Grant int
@@ -35,7 +40,29 @@ func (e Event) String() string {
 	if e.Grant >= 0 {
 		g = fmt.Sprintf(" lease#%d", e.Grant)
 	}
-	return fmt.Sprintf("%12s c%d/w%d %-8s %-4s %s%s", fmtDur(e.At), e.Client, e.Worker, e.Op, e.Resource, e.Result, g)
+	call := ""
+	if e.Called != e.At {
+		call = fmt.Sprintf(" (called at %s)", fmtDur(e.Called))
+	}
+	return fmt.Sprintf("%12s c%d/w%d %-8s %-4s %s%s%s", fmtDur(e.At), e.Client, e.Worker, e.Op, e.Resource, e.Result, g, call)
+}
+
+// CloseRecord is one Locker's Close: when it began and returned.
+type CloseRecord struct {
+	Client      int
+	Began, Done time.Duration
+}
+
+// FaultRecord is a fault as applied: its schedule entry, and when it
+// began and ended (At, End: virtual time since the run started).
+type FaultRecord struct {
+	Fault
+	Index   int // its place in the drawn schedule, as -sim.keep names it
+	At, End time.Duration
+}
+
+func (f FaultRecord) String() string {
+	return fmt.Sprintf("%12s..%-12s #%d %s", fmtDur(f.At), fmtDur(f.End), f.Index, f.Fault.Describe())
 }
 
 // Grant is one lease the engine handed out, as its holder saw it.
@@ -76,18 +103,89 @@ type History struct {
 	mu     sync.Mutex
 	events []Event
 	grants []Grant
+	seqs   map[[2]int]int // each worker's last Seq
+	closes []CloseRecord
+	faults []FaultRecord
+	writes []StoreWrite
+	notes  []string
 }
 
 // NewHistory starts a history at the current virtual instant.
-func NewHistory() *History { return &History{start: time.Now()} }
+func NewHistory() *History { return &History{start: time.Now(), seqs: make(map[[2]int]int)} }
 
 // since is virtual time since the run started.
 func (h *History) since(t time.Time) time.Duration { return t.Sub(h.start) }
 
 func (h *History) add(e Event) {
 	h.mu.Lock()
+	k := [2]int{e.Client, e.Worker}
+	h.seqs[k]++
+	e.Seq = h.seqs[k]
 	h.events = append(h.events, e)
 	h.mu.Unlock()
+}
+
+// closed records a Locker's Close.
+func (h *History) closed(client int, began, done time.Duration) {
+	h.mu.Lock()
+	h.closes = append(h.closes, CloseRecord{client, began, done})
+	h.mu.Unlock()
+}
+
+// fault records a fault's start (index -1: its end, of the last record
+// with that index).
+func (h *History) fault(f FaultRecord) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.faults = append(h.faults, f)
+	return len(h.faults) - 1
+}
+
+func (h *History) faultEnded(i int, end time.Duration) {
+	h.mu.Lock()
+	h.faults[i].End = end
+	h.mu.Unlock()
+}
+
+func (h *History) wrote(w StoreWrite) {
+	h.mu.Lock()
+	h.writes = append(h.writes, w)
+	h.mu.Unlock()
+}
+
+// note records something that went wrong in the simulation itself.
+func (h *History) note(s string) {
+	h.mu.Lock()
+	h.notes = append(h.notes, s)
+	h.mu.Unlock()
+}
+
+// Closes returns every Close, in order.
+func (h *History) Closes() []CloseRecord {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.closes)
+}
+
+// Faults returns every fault as applied, in order.
+func (h *History) Faults() []FaultRecord {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.faults)
+}
+
+// Writes returns every write to the protected resources, in order.
+func (h *History) Writes() []StoreWrite {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.writes)
+}
+
+// Notes returns what went wrong in the simulation itself.
+func (h *History) Notes() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.notes)
 }
 
 // grant records a new lease and returns its ID.

@@ -7,58 +7,119 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/alicebob/miniredis/v2"
-	"github.com/alicebob/miniredis/v2/server"
 )
 
 // RedisVersion is what the simulated masters report: 7.2, so that the
 // engine uses SET NX GET.
 const RedisVersion = "7.2.0"
 
-// Master is a simulated Redis master: a miniredis server (which runs the
-// engine's Lua scripts with gopher-lua) behind the simulated network, with
-// its own clock, identity and faults.
+// Master is a simulated Redis master: a store (store.go) served by one
+// goroutine, as Redis serves its clients from one thread, behind the
+// simulated network, with its own clock, identity and faults.
 //
-// Its clock is the bubble's virtual time, scaled by a drift rate and moved
-// by jumps: key expiry, TIME and INFO's server_time_usec all follow it.
-// miniredis is told the time (SetTime, with ClockTTL) whenever the master
-// reads commands off a connection, which is the instant they run: virtual
-// time stands still while any goroutine of the bubble can run.
+// Its loop runs commands in the order they arrive, whichever connection
+// they come on, and commands that arrive at one virtual instant in the
+// order of their connections' creation, so that the scheduler does not
+// decide the order of two clients' commands. Its clock is the bubble's
+// virtual time, scaled by a drift rate and moved by jumps: key expiry,
+// TIME and INFO's server_time_usec follow it. It logs every change of
+// every key (Keys, KeyLog) for the checkers, with the master's own
+// deadlines (see Master.VirtualAt).
 type Master struct {
 	Addr  string
 	Index int
 
 	seed uint64
+	net  *Network
+	// wake has room for one signal: new bytes on a connection, a closed
+	// connection or a fault change; the loop looks again.
+	wake chan struct{}
+	done chan struct{} // closed when the loop has ended
 
+	// mu guards the store and everything below. The loop holds it while
+	// it runs commands; a pipe's lock comes after it.
 	mu sync.Mutex
-	mr *miniredis.Miniredis
+	st *store
 	// Identity: a restart draws a new run_id and resets the uptime.
 	runID    string
 	restarts int
 	bootedAt time.Time // virtual instant the uptime counts from
-	// The clock: base at the virtual instant anchor, running at rate.
-	anchor time.Time
-	base   time.Time
-	rate   float64
-	// Faults.
-	lat       Latency
-	paused    bool
-	partition PartitionMode
-	down      bool // killed and not started again
-	// changed is closed and replaced on every fault change, to wake the
-	// readers of this master's connections.
-	changed chan struct{}
-	pipes   map[*pipe]struct{}
+	// clock is the master's clock since NewMaster, one segment per rate
+	// change or jump, the current one last.
+	clock []clockSeg
+	down  bool // killed and not started again
+	close bool // closed for good: the loop ends
+	pipes []*pipe
+	seq   int // pipes accepted, for their order
 	// commands counts what the master ran, scripts' calls included, by
 	// name; script calls over several keys (the engine's coalesced calls)
 	// also count as "EVALSHA+" or "EVAL+".
 	commands map[string]int
+	// log is every change of a key, in order (see KeyRecord); start is
+	// virtual time 0 for its instants. client is the connection whose
+	// command is running, for the log.
+	log    []KeyRecord
+	start  time.Time
+	client string
+	cause  string
+
+	// fmu guards the faults the connections read; it is taken last.
+	fmu       sync.Mutex
+	lat       Latency
+	paused    bool
+	partition PartitionMode
+	// changed is closed and replaced on every fault change, to wake the
+	// clients' readers.
+	changed chan struct{}
+}
+
+// clockSeg is one stretch of a master's clock: from virtual instant from
+// on, it reads base plus the virtual time since, times rate.
+type clockSeg struct {
+	from time.Time
+	base time.Time
+	rate float64
+}
+
+// KeyRecord is one change of a key on one master: its state from At on.
+type KeyRecord struct {
+	// At is virtual time since the master started.
+	At     time.Duration
+	Master int
+	Key    string
+	// Gone: the key does not exist (deleted, or found expired); else
+	// Value is its string value, or a sorted set's members in order, as
+	// "<zset a b c>".
+	Gone  bool
+	Value string
+	// ExpireAt is its deadline on the master's clock (zero: none); see
+	// Master.VirtualAt for the virtual instant.
+	ExpireAt time.Time
+	// Cause is the command that changed it (the script's first line for
+	// EVAL and EVALSHA), "restart" for amnesia.
+	Cause string
+	// Client is the connection's client ("c0"), for a command.
+	Client string
+}
+
+func (r KeyRecord) String() string {
+	state := strconv.Quote(r.Value)
+	if r.Gone {
+		state = "gone"
+	} else if !r.ExpireAt.IsZero() {
+		state += " until " + r.ExpireAt.Format("15:04:05.000000") + " (master clock)"
+	}
+	who := r.Cause
+	if r.Client != "" {
+		who = r.Client + " " + r.Cause
+	}
+	return fmt.Sprintf("%12s master%d %s: %s, by %s", fmtDur(r.At), r.Master, strings.ToValidUTF8(r.Key, "?"), state, who)
 }
 
 // MasterOptions are a master's initial clock and network.
@@ -77,7 +138,7 @@ type MasterOptions struct {
 }
 
 // NewMaster starts master index at addr on network n. Call it inside the
-// bubble.
+// bubble; Close ends its goroutine.
 func NewMaster(n *Network, seed uint64, index int, addr string, o MasterOptions) *Master {
 	if o.Rate == 0 {
 		o.Rate = 1
@@ -87,33 +148,31 @@ func NewMaster(n *Network, seed uint64, index int, addr string, o MasterOptions)
 	}
 	now := time.Now()
 	m := &Master{
-		Addr: addr, Index: index, seed: seed,
-		anchor: now, base: now.Add(o.Offset), rate: o.Rate,
+		Addr: addr, Index: index, seed: seed, net: n,
+		wake:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		clock:    []clockSeg{{from: now, base: now.Add(o.Offset), rate: o.Rate}},
 		lat:      o.Latency,
 		changed:  make(chan struct{}),
-		pipes:    make(map[*pipe]struct{}),
 		commands: make(map[string]int),
+		start:    now,
 	}
 	m.mu.Lock()
 	m.startLocked()
 	m.bootedAt = now.Add(-o.Uptime)
 	m.mu.Unlock()
 	n.add(m)
+	go m.loop()
 	return m
 }
 
-// startLocked boots a fresh miniredis: no keys, no scripts, a new run_id.
+// startLocked boots a fresh store: no keys, no scripts, a new run_id.
 func (m *Master) startLocked() {
-	mr := miniredis.NewMiniRedis()
-	// Dial starts the server without a listener; the pipe it opens is
-	// not needed, our own connections are served with ServeConn.
-	if c, err := mr.Dial(); err == nil {
-		c.Close()
-	}
-	mr.SetTime(m.nowLocked())
-	mr.ClockTTL(true)
-	mr.Server().SetPreHook(m.hook)
-	m.mr = mr
+	st := newStore()
+	st.changed = m.changedKey
+	st.publish = m.publishLocked
+	st.onCommand = m.countLocked
+	m.st = st
 	m.runID = m.drawRunID()
 	m.bootedAt = time.Now()
 	m.down = false
@@ -137,54 +196,325 @@ func (m *Master) Now() time.Time {
 	return m.nowLocked()
 }
 
-func (m *Master) nowLocked() time.Time {
-	return m.base.Add(time.Duration(float64(time.Since(m.anchor)) * m.rate))
+func (m *Master) nowLocked() time.Time { return m.clock[len(m.clock)-1].at(time.Now()) }
+
+func (c clockSeg) at(v time.Time) time.Time {
+	return c.base.Add(time.Duration(float64(v.Sub(c.from)) * c.rate))
 }
 
-// tick tells miniredis the master's time, before it runs what it read.
-func (m *Master) tick() {
+// VirtualAt is the first virtual instant, at or after from, at which the
+// master's clock has passed t: when a key with deadline t expires, as
+// far as the clock is known (a later change of rate or a jump that has
+// not happened yet is not). Zero t is never.
+func (m *Master) VirtualAt(t, from time.Time) time.Time {
 	m.mu.Lock()
-	mr, now := m.mr, m.nowLocked()
-	m.mu.Unlock()
-	mr.SetTime(now)
+	defer m.mu.Unlock()
+	return virtualAt(m.clock, t, from)
 }
 
-// hook answers what miniredis lacks (see the package doc): INFO with the
-// fields the engine reads. It runs before every command, including those
-// a script calls; it must not lock miniredis.
-func (m *Master) hook(c *server.Peer, cmd string, args ...string) bool {
-	m.mu.Lock()
-	m.commands[cmd]++
-	if (cmd == "EVALSHA" || cmd == "EVAL") && len(args) > 1 && args[1] != "0" && args[1] != "1" {
-		m.commands[cmd+"+"]++
+func virtualAt(clock []clockSeg, t, from time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
 	}
-	m.mu.Unlock()
-	if cmd != "INFO" {
-		return false
+	for i, c := range clock {
+		end := time.Time{}
+		if i+1 < len(clock) {
+			end = clock[i+1].from
+			if !end.After(from) {
+				continue
+			}
+		}
+		begin := from
+		if c.from.After(begin) {
+			begin = c.from
+		}
+		if !c.at(begin).Before(t) {
+			return begin
+		}
+		v := c.from.Add(time.Duration(float64(t.Sub(c.base)) / c.rate))
+		if end.IsZero() || v.Before(end) {
+			return v
+		}
 	}
-	section := "all"
-	if len(args) > 0 {
-		section = strings.ToLower(args[0])
+	return time.Time{}
+}
+
+// countLocked counts a command the store runs.
+func (m *Master) countLocked(args []string) {
+	m.commands[args[0]]++
+	if (args[0] == "EVALSHA" || args[0] == "EVAL") && len(args) > 2 && args[2] != "0" && args[2] != "1" {
+		m.commands[args[0]+"+"]++
 	}
-	m.mu.Lock()
-	now, runID, up := m.nowLocked(), m.runID, time.Since(m.bootedAt)
-	m.mu.Unlock()
+}
+
+// changedKey logs key's new state, after the store changed it.
+func (m *Master) changedKey(key string) {
+	r := KeyRecord{At: time.Since(m.start), Master: m.Index, Key: key, Cause: m.cause, Client: m.client}
+	switch e := m.st.keys[key]; {
+	case e == nil:
+		r.Gone = true
+	case e.z != nil:
+		r.Value, r.ExpireAt = e.z.String(), e.expireAt
+	default:
+		r.Value, r.ExpireAt = e.str, e.expireAt
+	}
+	m.log = append(m.log, r)
+}
+
+// info answers INFO with the fields the engine reads: the server and
+// replication sections.
+func (m *Master) infoLocked(section string) string {
+	section = strings.ToLower(section)
 	var b strings.Builder
-	if section == "all" || section == "default" || section == "server" {
+	if section == "" || section == "all" || section == "default" || section == "server" {
 		fmt.Fprintf(&b, "# Server\r\nredis_version:%s\r\nredis_mode:standalone\r\nrun_id:%s\r\nuptime_in_seconds:%d\r\nserver_time_usec:%d\r\n",
-			RedisVersion, runID, int64(up/time.Second), now.UnixMicro())
+			RedisVersion, m.runID, int64(time.Since(m.bootedAt)/time.Second), m.nowLocked().UnixMicro())
 	}
-	if section == "all" || section == "default" || section == "replication" {
+	if section == "" || section == "all" || section == "default" || section == "replication" {
 		b.WriteString("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n")
 	}
-	c.WriteBulk(b.String())
-	return true
+	return b.String()
+}
+
+// loop serves the master's connections until Close.
+func (m *Master) loop() {
+	defer close(m.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		m.mu.Lock()
+		if m.close {
+			m.mu.Unlock()
+			return
+		}
+		p, at := m.nextLocked()
+		now := time.Now()
+		if p != nil && !at.After(now) {
+			m.serveLocked(p)
+			m.mu.Unlock()
+			continue
+		}
+		m.mu.Unlock()
+		var due <-chan time.Time
+		if p != nil {
+			timer.Reset(at.Sub(now))
+			due = timer.C
+		}
+		select {
+		case <-m.wake:
+		case <-due:
+		}
+		timer.Stop()
+	}
+}
+
+// poke wakes the loop.
+func (m *Master) poke() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// nextLocked returns the connection whose next bytes arrive first (the
+// earliest created among those that arrive at once), and when; or one
+// whose client closed, to end at once.
+func (m *Master) nextLocked() (*pipe, time.Time) {
+	var best *pipe
+	var bestAt time.Time
+	now := time.Now()
+	for _, p := range m.pipes {
+		at, ok := p.nextArrival(now)
+		if ok && (best == nil || at.Before(bestAt)) {
+			best, bestAt = p, at
+		}
+	}
+	return best, bestAt
+}
+
+// serveLocked takes p's next chunk and runs the commands it completes,
+// then writes their replies as one chunk; or ends p's session when its
+// client has gone.
+func (m *Master) serveLocked(p *pipe) {
+	data, ended := p.take()
+	if ended {
+		m.endLocked(p)
+		return
+	}
+	p.in = append(p.in, data...)
+	var out []byte
+	m.client = p.client
+	for {
+		args, n, err := parseCommand(p.in)
+		if err != nil {
+			out = errorReply("ERR Protocol error").appendRESP(out, p.resp3)
+			p.server.Write(out)
+			p.server.Close()
+			m.endLocked(p)
+			return
+		}
+		if n == 0 {
+			break
+		}
+		p.in = p.in[n:]
+		out = m.execLocked(p, args, out)
+	}
+	if len(p.in) == 0 {
+		p.in = nil
+	}
+	if len(out) > 0 {
+		p.server.Write(out)
+	}
+	if p.quit {
+		p.server.Close()
+		m.endLocked(p)
+	}
+}
+
+// endLocked forgets a connection whose client closed or broke it.
+func (m *Master) endLocked(p *pipe) {
+	if i := slices.Index(m.pipes, p); i >= 0 {
+		m.pipes = slices.Delete(m.pipes, i, i+1)
+	}
+	p.subs = nil
+}
+
+// execLocked runs one command for p's client and appends its replies.
+func (m *Master) execLocked(p *pipe, args []string, out []byte) []byte {
+	args[0] = strings.ToUpper(args[0])
+	a := args[1:]
+	m.st.now = m.nowLocked()
+	switch args[0] {
+	case "HELLO":
+		m.countLocked(args)
+		if len(a) > 0 {
+			switch a[0] {
+			case "2":
+				p.resp3 = false
+			case "3":
+				p.resp3 = true
+			default:
+				return errorReply("NOPROTO unsupported protocol version").appendRESP(out, p.resp3)
+			}
+		}
+		proto := int64(2)
+		if p.resp3 {
+			proto = 3
+		}
+		return reply{kind: rMap, elems: []reply{
+			bulkReply("server"), bulkReply("redis"), bulkReply("version"), bulkReply(RedisVersion),
+			bulkReply("proto"), intReply(proto), bulkReply("id"), intReply(int64(p.seq)),
+			bulkReply("mode"), bulkReply("standalone"), bulkReply("role"), bulkReply("master"),
+			bulkReply("modules"), arrayReply(nil),
+		}}.appendRESP(out, p.resp3)
+	case "CLIENT", "SELECT", "AUTH":
+		m.countLocked(args)
+		return okReply.appendRESP(out, p.resp3)
+	case "QUIT":
+		p.quit = true
+		return okReply.appendRESP(out, p.resp3)
+	case "PING":
+		m.countLocked(args)
+		if len(a) > 0 {
+			return bulkReply(a[0]).appendRESP(out, p.resp3)
+		}
+		return statusReply("PONG").appendRESP(out, p.resp3)
+	case "INFO":
+		m.countLocked(args)
+		section := ""
+		if len(a) > 0 {
+			section = a[0]
+		}
+		return bulkReply(m.infoLocked(section)).appendRESP(out, p.resp3)
+	case "SUBSCRIBE", "UNSUBSCRIBE":
+		m.countLocked(args)
+		return m.subscribeLocked(p, args[0] == "SUBSCRIBE", a, out)
+	}
+	m.cause = args[0]
+	if (args[0] == "EVALSHA" || args[0] == "EVAL") && len(a) > 0 {
+		m.cause = args[0] + " " + scriptName(m.st, args[0], a[0])
+	}
+	r := m.st.exec(args)
+	m.cause = ""
+	return r.appendRESP(out, p.resp3)
+}
+
+// scriptName names one of the engine's scripts by a line of its Lua
+// (engine: acquire.go, release.go, extend.go, fence.go, queue.go), for
+// the key log and the checkers: "release", "undo", "quit", "leave",
+// "extend", "fence", "acquire"; or its first line.
+func scriptName(st *store, cmd, arg string) string {
+	body := arg
+	if cmd == "EVALSHA" {
+		body = st.scripts[strings.ToLower(arg)]
+	}
+	for _, k := range scriptKinds {
+		if strings.Contains(body, k.marker) {
+			return k.name
+		}
+	}
+	line, _, _ := strings.Cut(body, "\n")
+	return line
+}
+
+// scriptKinds are the engine's scripts and a line only each has, in the
+// order to look for them (the release script holds the quit's lines).
+var scriptKinds = []struct{ name, marker string }{
+	{"undo", "if w[1] and w[1] ~= "},
+	{"release", "redis.call(\"ZREM\", q, id)\n  end\n  local w = redis.call(\"ZPOPMIN\", q)"},
+	{"quit", "[1] == id"},
+	{"leave", "#id + 1"},
+	{"extend", "\"PEXPIRE\", KEYS[1], ttl"},
+	{"fence", "local token, value"},
+	{"acquire", "local value, ttl, "},
+}
+
+// subscribeLocked is SUBSCRIBE and UNSUBSCRIBE: a push per channel.
+func (m *Master) subscribeLocked(p *pipe, sub bool, channels []string, out []byte) []byte {
+	if sub && len(channels) == 0 {
+		return errArgs("subscribe").appendRESP(out, p.resp3)
+	}
+	if p.subs == nil {
+		p.subs = make(map[string]bool)
+	}
+	kind := "unsubscribe"
+	if sub {
+		kind = "subscribe"
+	}
+	if !sub && len(channels) == 0 {
+		channels = slices.Sorted(maps.Keys(p.subs))
+		if len(channels) == 0 {
+			return reply{kind: rPush, elems: []reply{bulkReply(kind), nilReply, intReply(0)}}.appendRESP(out, p.resp3)
+		}
+	}
+	for _, ch := range channels {
+		if sub {
+			p.subs[ch] = true
+		} else {
+			delete(p.subs, ch)
+		}
+		out = reply{kind: rPush, elems: []reply{bulkReply(kind), bulkReply(ch), intReply(int64(len(p.subs)))}}.appendRESP(out, p.resp3)
+	}
+	return out
+}
+
+// publishLocked sends a message to every connection subscribed to
+// channel, in the order the connections were made.
+func (m *Master) publishLocked(channel, msg string) int {
+	n := 0
+	for _, p := range m.pipes {
+		if p.subs[channel] {
+			p.server.Write(reply{kind: rPush, elems: []reply{bulkReply("message"), bulkReply(channel), bulkReply(msg)}}.appendRESP(nil, p.resp3))
+			n++
+		}
+	}
+	return n
 }
 
 // latency is the delay model of the master's connections now.
 func (m *Master) latency() Latency {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.fmu.Lock()
+	defer m.fmu.Unlock()
 	return m.lat
 }
 
@@ -192,31 +522,40 @@ func (m *Master) latency() Latency {
 // one end of its connections (the master's end if server), and the
 // channel that is closed when they change.
 func (m *Master) holds(server bool) (bool, <-chan struct{}) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.fmu.Lock()
+	defer m.fmu.Unlock()
 	return m.partition == Hang || (server && m.paused), m.changed
 }
 
-// changedLocked wakes every reader to look at the faults again.
-func (m *Master) changedLocked() {
+// setFault changes the faults under fmu, and wakes every reader.
+func (m *Master) setFault(f func()) {
+	m.fmu.Lock()
+	f()
 	close(m.changed)
 	m.changed = make(chan struct{})
+	m.fmu.Unlock()
+	m.poke()
 }
 
 // accept opens a connection to the master, as a dial would: refused when
 // the master is down or refuses, hung until ctx ends while it is
 // partitioned by Hang, and otherwise after a round trip (a paused master's
 // kernel still accepts).
-func (m *Master) accept(ctx context.Context, name string, rng *rand.Rand) (net.Conn, error) {
+func (m *Master) accept(ctx context.Context, name, client string, rng *rand.Rand) (net.Conn, error) {
+	refused := func() error {
+		return &net.OpError{Op: "dial", Net: "sim", Addr: simAddr(m.Addr), Err: syscall.ECONNREFUSED}
+	}
 	for {
 		m.mu.Lock()
-		refused := m.down || m.partition == Refuse
-		hang, changed, lat := m.partition == Hang, m.changed, m.lat
+		down := m.down || m.close
 		m.mu.Unlock()
-		if refused {
-			return nil, &net.OpError{Op: "dial", Net: "sim", Addr: simAddr(m.Addr), Err: syscall.ECONNREFUSED}
+		m.fmu.Lock()
+		part, changed, lat := m.partition, m.changed, m.lat
+		m.fmu.Unlock()
+		if down || part == Refuse {
+			return nil, refused()
 		}
-		if !hang {
+		if part != Hang {
 			t := time.NewTimer(lat.draw(rng) + lat.draw(rng))
 			select {
 			case <-t.C:
@@ -234,33 +573,25 @@ func (m *Master) accept(ctx context.Context, name string, rng *rand.Rand) (net.C
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.down || m.partition == Refuse {
-		return nil, &net.OpError{Op: "dial", Net: "sim", Addr: simAddr(m.Addr), Err: syscall.ECONNREFUSED}
+	m.fmu.Lock()
+	part := m.partition
+	m.fmu.Unlock()
+	if m.down || m.close || part == Refuse {
+		return nil, refused()
 	}
-	p := &pipe{master: m, rng: rng}
-	p.client = &Conn{p: p, local: simAddr(name), remote: simAddr(m.Addr), wake: make(chan struct{}, 1)}
+	m.seq++
+	p := &pipe{master: m, rng: rng, client: client, seq: m.seq}
+	p.conn = &Conn{p: p, local: simAddr(name), remote: simAddr(m.Addr), wake: make(chan struct{}, 1)}
 	p.server = &Conn{p: p, server: true, local: simAddr(m.Addr), remote: simAddr(name), wake: make(chan struct{}, 1)}
-	m.pipes[p] = struct{}{}
-	m.mr.Server().ServeConn(p.server)
-	return p.client, nil
-}
-
-// forget drops a pipe whose client closed it.
-func (m *Master) forget(p *pipe) {
-	m.mu.Lock()
-	delete(m.pipes, p)
-	m.mu.Unlock()
+	m.pipes = append(m.pipes, p)
+	return p.conn, nil
 }
 
 // takePipesLocked empties the master's pipe set and returns it, for a
-// fault to break them after letting go of m.mu (a pipe's lock comes
-// before the master's).
+// fault to break them.
 func (m *Master) takePipesLocked() []*pipe {
-	ps := make([]*pipe, 0, len(m.pipes))
-	for p := range m.pipes {
-		ps = append(ps, p)
-	}
-	clear(m.pipes)
+	ps := m.pipes
+	m.pipes = nil
 	return ps
 }
 
@@ -268,18 +599,14 @@ func (m *Master) takePipesLocked() []*pipe {
 // what it had not read is lost; dials are refused until Start.
 func (m *Master) Kill() {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.down {
-		m.mu.Unlock()
 		return
 	}
 	m.down = true
-	mr, ps := m.mr, m.takePipesLocked()
-	m.changedLocked()
-	m.mu.Unlock()
-	for _, p := range ps {
+	for _, p := range m.takePipesLocked() {
 		p.Break(-1)
 	}
-	mr.Close()
 }
 
 // Start boots a killed master with amnesia: no keys, no scripts, a new
@@ -287,12 +614,15 @@ func (m *Master) Kill() {
 func (m *Master) Start() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.down {
+	if !m.down || m.close {
 		return
 	}
 	m.restarts++
+	old := m.st
 	m.startLocked()
-	m.changedLocked()
+	for _, k := range slices.Sorted(maps.Keys(old.keys)) {
+		m.log = append(m.log, KeyRecord{At: time.Since(m.start), Master: m.Index, Key: k, Gone: true, Cause: "restart"})
+	}
 }
 
 // Restart is Kill then Start.
@@ -304,42 +634,57 @@ func (m *Master) Restart() {
 // Pause stops the master as SIGSTOP does: connections are accepted (by
 // the kernel) but nothing is read or answered until Resume, when
 // everything sent meanwhile arrives at once.
-func (m *Master) Pause() { m.setPaused(true) }
+func (m *Master) Pause() { m.setFault(func() { m.paused = true }) }
 
 // Resume ends a Pause.
-func (m *Master) Resume() { m.setPaused(false) }
-
-func (m *Master) setPaused(p bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.paused = p
-	m.changedLocked()
-}
+func (m *Master) Resume() { m.setFault(func() { m.paused = false }) }
 
 // Partition cuts the master off from every client (Hang or Refuse), or
 // heals the cut (Connected).
 func (m *Master) Partition(mode PartitionMode) {
-	m.mu.Lock()
-	m.partition = mode
-	var ps []*pipe
+	m.setFault(func() { m.partition = mode })
 	if mode == Refuse {
-		ps = m.takePipesLocked()
-	}
-	m.changedLocked()
-	m.mu.Unlock()
-	for _, p := range ps {
-		p.Break(-1)
+		m.BreakConnections(-1)
 	}
 }
 
 // BreakConnections breaks every open connection to the master (see
 // pipe.Break): with late >= 0, commands in flight still arrive, late.
 func (m *Master) BreakConnections(late time.Duration) int {
+	return m.BreakClient("", -1, late)
+}
+
+// BreakClient breaks connections of client ("" for every client) to the
+// master: the which-th of them (modulo their number) in the order they
+// were opened, or all of them when which < 0. It returns how many.
+func (m *Master) BreakClient(client string, which int, late time.Duration) int {
+	return m.eachPipe(client, which, func(p *pipe) { p.Break(late) })
+}
+
+// ArmClient makes connections of client to the master, chosen as
+// BreakClient chooses them, break right after their next write, which
+// then arrives late (or never, if late < 0); on false, it disarms them.
+// It returns how many.
+func (m *Master) ArmClient(client string, which int, late time.Duration, on bool) int {
+	return m.eachPipe(client, which, func(p *pipe) { p.arm(on, late) })
+}
+
+// eachPipe runs f on connections of client ("" for every client): the
+// which-th of them in the order they were opened, or all when which < 0.
+func (m *Master) eachPipe(client string, which int, f func(*pipe)) int {
 	m.mu.Lock()
-	ps := m.takePipesLocked()
-	m.mu.Unlock()
+	defer m.mu.Unlock()
+	var ps []*pipe
+	for _, p := range m.pipes {
+		if client == "" || p.client == client {
+			ps = append(ps, p)
+		}
+	}
+	if which >= 0 && len(ps) > 0 {
+		ps = ps[which%len(ps) : which%len(ps)+1]
+	}
 	for _, p := range ps {
-		p.Break(late)
+		f(p)
 	}
 	return len(ps)
 }
@@ -349,33 +694,29 @@ func (m *Master) BreakConnections(late time.Duration) int {
 // keeps its rate and jumps.
 func (m *Master) Heal(l Latency) {
 	m.Start()
-	m.Resume()
-	m.Partition(Connected)
-	m.SetLatency(l)
+	m.setFault(func() { m.paused, m.partition, m.lat = false, Connected, l })
 }
 
 // SetLatency changes the delay of writes from now on (slowness).
-func (m *Master) SetLatency(l Latency) {
-	m.mu.Lock()
-	m.lat = l
-	m.mu.Unlock()
-}
+func (m *Master) SetLatency(l Latency) { m.setFault(func() { m.lat = l }) }
 
 // SetRate changes how fast the master's clock runs from now on.
 func (m *Master) SetRate(rate float64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.base, m.anchor, m.rate = m.nowLocked(), time.Now(), rate
+	now := time.Now()
+	m.clock = append(m.clock, clockSeg{from: now, base: m.nowLocked(), rate: rate})
 }
 
 // JumpClock moves the master's clock by d at once (an NTP step, or a
-// clock set by hand). Forward past a key's expiry expires it, as on
-// Redis; backward does not lengthen keys' lives, unlike Redis, which
-// stores absolute expiry times (see the package doc).
+// clock set by hand). Keys' deadlines are absolute, as on Redis: forward
+// past a deadline expires the key, backward lengthens its life.
 func (m *Master) JumpClock(d time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.base, m.anchor = m.nowLocked().Add(d), time.Now()
+	now := time.Now()
+	c := m.clock[len(m.clock)-1]
+	m.clock = append(m.clock, clockSeg{from: now, base: c.at(now).Add(d), rate: c.rate})
 }
 
 // RunID is the master's current run_id.
@@ -385,22 +726,61 @@ func (m *Master) RunID() string {
 	return m.runID
 }
 
-// Keys returns the master's keys and their values or types, sorted, for
-// checks after a run: a string key's value, or "<type>" for others.
+// BootedAt is the virtual instant the master's uptime counts from: its
+// last restart.
+func (m *Master) BootedAt() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.bootedAt
+}
+
+// Keys returns the master's keys that exist now and their values or
+// types, sorted, for checks after a run: a string key's value, or
+// "<zset>".
 func (m *Master) Keys() []string {
 	m.mu.Lock()
-	mr, now := m.mr, m.nowLocked()
-	m.mu.Unlock()
-	mr.SetTime(now)
+	defer m.mu.Unlock()
+	m.st.now = m.nowLocked()
 	var out []string
-	for _, k := range mr.Keys() {
-		if v, err := mr.Get(k); err == nil {
-			out = append(out, k+"="+strconv.Quote(v))
-		} else {
-			out = append(out, k+"=<"+mr.Type(k)+">")
+	for _, k := range slices.Sorted(maps.Keys(m.st.keys)) {
+		switch e := m.st.get(k); {
+		case e == nil:
+		case e.z != nil:
+			out = append(out, k+"=<zset>")
+		default:
+			out = append(out, k+"="+strconv.Quote(e.str))
 		}
 	}
 	return out
+}
+
+// Subscriptions returns the channels the master's connections are
+// subscribed to, one entry per connection and channel, sorted.
+func (m *Master) Subscriptions() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, p := range m.pipes {
+		for ch := range p.subs {
+			out = append(out, p.client+": "+ch)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// KeyLog returns every change of a key so far (see KeyRecord).
+func (m *Master) KeyLog() []KeyRecord {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.log)
+}
+
+// Clock returns the master's clock so far, for VirtualAt after the run.
+func (m *Master) clockSegs() []clockSeg {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.clock)
 }
 
 // Commands returns how many times the master ran each command (see
@@ -411,18 +791,15 @@ func (m *Master) Commands() map[string]int {
 	return maps.Clone(m.commands)
 }
 
-// Close shuts the master down at the end of a run.
+// Close shuts the master down at the end of a run, and waits for its
+// loop to end.
 func (m *Master) Close() {
 	m.mu.Lock()
-	mr, down := m.mr, m.down
-	m.down = true
-	ps := m.takePipesLocked()
-	m.changedLocked()
-	m.mu.Unlock()
-	for _, p := range ps {
+	m.close = true
+	for _, p := range m.takePipesLocked() {
 		p.Break(-1)
 	}
-	if !down {
-		mr.Close()
-	}
+	m.mu.Unlock()
+	m.poke()
+	<-m.done
 }

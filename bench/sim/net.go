@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -74,16 +76,33 @@ var errReset = syscall.ECONNRESET
 // each way. Its mutex guards both links and the ends' state. It must be
 // created and used inside the simulation's synctest bubble: its readers
 // block on channels and timers only, so that virtual time can advance.
+// The master's loop reads the link to the master (nextArrival, take);
+// the client reads the other through its Conn.
 type pipe struct {
 	master *Master
+	client string // the client's name ("c0"), for faults and the key log
+	seq    int    // the order the master accepted it in
 
 	mu     sync.Mutex
 	rng    *rand.Rand
 	up     link // client to master
 	down   link // master to client
 	broken bool // a fault broke the connection: the client's end fails
-	// client and server are the two ends.
-	client, server *Conn
+	// armed: a fault breaks the connection right after the client's next
+	// write, which then arrives armLate late (or never, if negative), so
+	// that the break catches a command in flight.
+	armed   bool
+	armLate time.Duration
+	// conn and server are the two ends: the client's, and the master's.
+	conn, server *Conn
+
+	// The master's session, under the master's mutex: bytes read but not
+	// yet a whole command, the protocol, the channels subscribed, and
+	// QUIT.
+	in    []byte
+	resp3 bool
+	subs  map[string]bool
+	quit  bool
 }
 
 // link is one direction of a pipe: writes queued with the instant they
@@ -147,7 +166,7 @@ func (c *Conn) out() *link {
 // peer is the other end.
 func (c *Conn) peer() *Conn {
 	if c.server {
-		return c.p.client
+		return c.p.conn
 	}
 	return c.p.server
 }
@@ -159,8 +178,9 @@ func (c *Conn) poke() {
 	}
 }
 
-// Read returns the bytes of the first chunk that has arrived, once the
-// master's faults let it through.
+// Read returns the bytes of the first chunk that has arrived at the
+// client, once the faults let it through. Only the client's end reads:
+// the master's loop takes what reaches the master (nextArrival, take).
 func (c *Conn) Read(b []byte) (int, error) {
 	p := c.p
 	for {
@@ -169,7 +189,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 			p.mu.Unlock()
 			return 0, c.opError("read", net.ErrClosed)
 		}
-		if p.broken && !c.server {
+		if p.broken {
 			p.mu.Unlock()
 			return 0, c.opError("read", errReset)
 		}
@@ -178,16 +198,12 @@ func (c *Conn) Read(b []byte) (int, error) {
 			p.mu.Unlock()
 			return 0, c.opError("read", os.ErrDeadlineExceeded)
 		}
-		in := c.in()
-		held, changed := p.master.holds(c.server)
+		in := &p.down
+		held, changed := p.held(false)
 		var wait time.Time
 		if len(in.queue) > 0 && !held {
 			head := &in.queue[0]
-			at := head.at
-			if in.late.After(at) {
-				at = in.late
-			}
-			if !now.Before(at) {
+			if !now.Before(head.at) {
 				n := copy(b, head.data)
 				head.data = head.data[n:]
 				if len(head.data) == 0 {
@@ -195,19 +211,13 @@ func (c *Conn) Read(b []byte) (int, error) {
 					in.queue = in.queue[1:]
 				}
 				p.mu.Unlock()
-				if c.server {
-					// Commands run at this instant: the master's clock is
-					// read now (virtual time stands still until every
-					// goroutine blocks, so it is the instant they run).
-					p.master.tick()
-				}
 				return n, nil
 			}
-			wait = at
+			wait = head.at
 		}
 		if len(in.queue) == 0 && in.closed && !held {
 			p.mu.Unlock()
-			return 0, c.eof()
+			return 0, io.EOF
 		}
 		if !c.readDeadline.IsZero() && (wait.IsZero() || c.readDeadline.Before(wait)) {
 			wait = c.readDeadline
@@ -230,31 +240,70 @@ func (c *Conn) Read(b []byte) (int, error) {
 	}
 }
 
-// eof is what a read finds once the other end closed and everything it
-// wrote was read.
-func (c *Conn) eof() error {
-	if c.p.broken {
-		return c.opError("read", errReset)
+// held reports whether faults hold back what arrives at one end (the
+// master's if server): the master's, and a freeze of the client; and a
+// channel closed when the master's faults change (a freeze pokes the
+// readers itself).
+func (p *pipe) held(server bool) (bool, <-chan struct{}) {
+	held, changed := p.master.holds(server)
+	return held || p.master.net.holds(p.client, server), changed
+}
+
+// nextArrival is when the master's end gets its next chunk (ok false:
+// nothing is on its way, or faults hold it back), or now when the client
+// has gone and everything it sent was taken. The master's loop calls it.
+func (p *pipe) nextArrival(now time.Time) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	up := &p.up
+	if len(up.queue) == 0 {
+		return now, up.closed
 	}
-	return io.EOF
+	if held, _ := p.held(true); held {
+		return time.Time{}, false
+	}
+	at := up.queue[0].at
+	if up.late.After(at) {
+		at = up.late
+	}
+	return at, true
+}
+
+// take returns the master's next chunk, or ended when the client has gone
+// and everything it sent was taken. Call it once nextArrival's instant has
+// come.
+func (p *pipe) take() (data []byte, ended bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	up := &p.up
+	if len(up.queue) == 0 {
+		return nil, up.closed
+	}
+	data = up.queue[0].data
+	up.queue[0] = chunk{}
+	up.queue = up.queue[1:]
+	return data, false
 }
 
 // Write queues b to arrive after the link's delay.
 func (c *Conn) Write(b []byte) (int, error) {
 	p := c.p
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	switch {
 	case c.closed:
+		p.mu.Unlock()
 		return 0, c.opError("write", net.ErrClosed)
-	case p.broken:
+	case p.broken && !c.server:
+		p.mu.Unlock()
 		return 0, c.opError("write", errReset)
 	case !c.writeDeadline.IsZero() && !time.Now().Before(c.writeDeadline):
+		p.mu.Unlock()
 		return 0, c.opError("write", os.ErrDeadlineExceeded)
 	}
 	if c.peer().closed || (c.server && p.broken) {
 		// Nobody reads this any more: a real peer would answer with a
 		// reset.
+		p.mu.Unlock()
 		return 0, c.opError("write", syscall.EPIPE)
 	}
 	out := c.out()
@@ -264,7 +313,15 @@ func (c *Conn) Write(b []byte) (int, error) {
 	}
 	out.last = at
 	out.queue = append(out.queue, chunk{data: append([]byte(nil), b...), at: at})
-	c.peer().poke()
+	if p.armed && !c.server {
+		p.breakLocked(p.armLate)
+	}
+	p.mu.Unlock()
+	if c.server {
+		p.conn.poke()
+	} else {
+		p.master.poke()
+	}
 	return len(b), nil
 }
 
@@ -273,8 +330,8 @@ func (c *Conn) Write(b []byte) (int, error) {
 func (c *Conn) Close() error {
 	p := c.p
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if c.closed {
+		p.mu.Unlock()
 		return nil
 	}
 	c.closed = true
@@ -283,11 +340,10 @@ func (c *Conn) Close() error {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
+	p.mu.Unlock()
 	c.poke()
 	c.peer().poke()
-	if !c.server {
-		p.master.forget(p)
-	}
+	p.master.poke()
 	return nil
 }
 
@@ -329,6 +385,19 @@ func (c *Conn) opError(op string, err error) error {
 func (p *pipe) Break(late time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.breakLocked(late)
+}
+
+// arm makes the connection break right after the client's next write
+// (see pipe.armed), or disarms it.
+func (p *pipe) arm(on bool, late time.Duration) {
+	p.mu.Lock()
+	p.armed, p.armLate = on, late
+	p.mu.Unlock()
+}
+
+func (p *pipe) breakLocked(late time.Duration) {
+	p.armed = false
 	if p.broken {
 		return
 	}
@@ -340,8 +409,9 @@ func (p *pipe) Break(late time.Duration) {
 	} else {
 		p.up.late = time.Now().Add(late)
 	}
-	p.client.poke()
+	p.conn.poke()
 	p.server.poke()
+	p.master.poke()
 }
 
 // Network is the simulated network: it opens connections to the
@@ -350,11 +420,103 @@ type Network struct {
 	seed    uint64
 	mu      sync.Mutex
 	masters map[string]*Master
+	// frozen clients' connections deliver nothing either way (see
+	// Freeze); thawed is closed and replaced when one thaws. stalled
+	// clients' connections deliver nothing to the masters (see Stall).
+	frozenSet map[string]bool
+	stalled   map[string]bool
+	thawed    chan struct{}
 }
 
 // NewNetwork returns a network whose every random choice derives from seed.
 func NewNetwork(seed uint64) *Network {
-	return &Network{seed: seed, masters: make(map[string]*Master)}
+	return &Network{seed: seed, masters: make(map[string]*Master), frozenSet: make(map[string]bool),
+		stalled: make(map[string]bool), thawed: make(chan struct{})}
+}
+
+// Freeze stops every connection of client, both ways, until Thaw: what
+// it sent and what was sent to it waits, as when its process stops (a
+// GC pause, SIGSTOP), and its dials wait too. Its goroutines still run:
+// see the package doc.
+func (n *Network) Freeze(client string) { n.setFrozen(client, true) }
+
+// Thaw ends a Freeze: what waited arrives.
+func (n *Network) Thaw(client string) { n.setFrozen(client, false) }
+
+func (n *Network) setFrozen(client string, on bool) {
+	n.mu.Lock()
+	if on {
+		n.frozenSet[client] = true
+	} else {
+		delete(n.frozenSet, client)
+		close(n.thawed)
+		n.thawed = make(chan struct{})
+	}
+	ms := slices.Collect(maps.Values(n.masters))
+	n.mu.Unlock()
+	for _, m := range ms {
+		m.mu.Lock()
+		for _, p := range m.pipes {
+			if p.client == client {
+				p.conn.poke()
+			}
+		}
+		m.mu.Unlock()
+		m.poke()
+	}
+}
+
+// frozen reports whether client is frozen.
+func (n *Network) frozen(client string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.frozenSet[client]
+}
+
+// Stall holds back what client sends to every master until Unstall,
+// while what the masters send still reaches it: its commands wait in
+// flight, as behind a link that drops one way and retransmits.
+func (n *Network) Stall(client string) {
+	n.mu.Lock()
+	n.stalled[client] = true
+	n.mu.Unlock()
+}
+
+// Unstall ends a Stall: what was held arrives, after late when the
+// client's connections are broken first (see Master.BreakClient).
+func (n *Network) Unstall(client string) {
+	n.mu.Lock()
+	delete(n.stalled, client)
+	ms := slices.Collect(maps.Values(n.masters))
+	n.mu.Unlock()
+	for _, m := range ms {
+		m.poke()
+	}
+}
+
+// holds reports whether client's bytes toward the masters (server) or
+// from them are held back.
+func (n *Network) holds(client string, server bool) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.frozenSet[client] || (server && n.stalled[client])
+}
+
+// waitThaw waits until client is not frozen, or ctx ends.
+func (n *Network) waitThaw(ctx context.Context, client string) error {
+	for {
+		n.mu.Lock()
+		frozen, thawed := n.frozenSet[client], n.thawed
+		n.mu.Unlock()
+		if !frozen {
+			return nil
+		}
+		select {
+		case <-thawed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 func (n *Network) add(m *Master) {
@@ -387,6 +549,9 @@ func (n *Network) Dialer(client string) func(ctx context.Context, addr string) (
 		h := fnv.New64a()
 		h.Write([]byte(name))
 		rng := rand.New(rand.NewPCG(n.seed, h.Sum64()))
-		return m.accept(ctx, name, rng)
+		if err := n.waitThaw(ctx, client); err != nil {
+			return nil, &net.OpError{Op: "dial", Net: "sim", Addr: simAddr(addr), Err: err}
+		}
+		return m.accept(ctx, name, client, rng)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -12,46 +13,62 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/mutation"
 )
 
 // Config is one simulated run. Zero fields take the defaults below.
 type Config struct {
 	// Seed drives every choice the simulation makes: the masters' clocks
-	// and identities, every network delay, every worker's operations.
+	// and identities, every network delay, every worker's operations, the
+	// Lockers' random delays and the fault schedule.
 	Seed uint64
 	// Masters is the number of simulated masters. Default: 5.
 	Masters int
 	// Clients is the number of Lockers, each with its own connections, as
-	// separate processes would have. Default: 3.
+	// separate processes would have. Default: 4.
 	Clients int
 	// Workers is the number of goroutines per client. Default: 3.
 	Workers int
-	// Resources is the number of resource names the workers share.
-	// Default: 3.
+	// Resources is the number of resource names the workers share, each
+	// less used than the one before (weights 1/(i+1)^1.5), so that some
+	// are busy and some rest long. Default: 4.
 	Resources int
 	// Duration is the virtual time the workers run; holds under way then
-	// finish, and the clients close. Default: 20s.
+	// finish, and the clients close. Default: 10s.
 	Duration time.Duration
 	// TTL is the Lockers' TTL. Default: 1s.
 	TTL time.Duration
 	// Quarantine is the Lockers' restart policy. Default:
 	// QuarantineAlways (the masters start with an hour of uptime).
 	Quarantine engine.QuarantinePolicy
+	// NoFencing turns the Lockers' fencing off (every other feature stays
+	// on). Default: fencing on.
+	NoFencing bool
 	// Control breaks mutual exclusion on purpose, to show that the
 	// checker catches it. Default: NoControl.
 	Control Control
+	// Mutation, when set, is the name of an internal/mutation switch that
+	// the run turns on (and back off when it ends): one engine fix undone,
+	// for the checkers to find; "a+b" turns on several, for a bug that
+	// two fixes each keep out. Runs that set it must not run at once
+	// with others: the switches are global.
+	Mutation string
 	// Latency of every master's connections. Default: DefaultLatency.
 	Latency Latency
-	// Faults, when set, runs on a goroutine of its own from the start of
-	// the workload until ctx ends with it, with the masters and a random
-	// stream of its own: the place for a nemesis. Whatever it leaves
-	// broken is healed before the clients close. Default: none.
-	Faults func(ctx context.Context, rng *rand.Rand, masters []*Master)
-	// UnguardedLeaseOps lets workers call Release and Extend while an
-	// auto-extension of their lease runs, which stalls the bubble as long
-	// as the engine holds a sync.Mutex across it (see autoextend.go).
-	// Default: off, the workers wait for a clear window.
-	UnguardedLeaseOps bool
+	// Nemesis draws a fault schedule from the seed (DrawFaults), within
+	// the model unless OutOfModel. Default: none.
+	Nemesis bool
+	// OutOfModel adds the faults the engine does not claim to survive to
+	// the drawn schedule (see DrawFaults).
+	OutOfModel bool
+	// Keep, when set, keeps only these faults of the drawn schedule, by
+	// their index: the schedule of a shrunk case.
+	Keep []int
+	// Faults, when set, is the schedule, instead of a drawn one.
+	Faults []Fault
+	// Idle lists clients ("c1") and workers ("c2/w0") that do nothing,
+	// every other draw unchanged: what shrinking takes away.
+	Idle []string
 }
 
 // Control is a deliberate fault in the clients that must make a checker
@@ -72,16 +89,16 @@ func (c *Config) fill() {
 		c.Masters = 5
 	}
 	if c.Clients == 0 {
-		c.Clients = 3
+		c.Clients = 4
 	}
 	if c.Workers == 0 {
 		c.Workers = 3
 	}
 	if c.Resources == 0 {
-		c.Resources = 3
+		c.Resources = 4
 	}
 	if c.Duration == 0 {
-		c.Duration = 20 * time.Second
+		c.Duration = 10 * time.Second
 	}
 	if c.TTL == 0 {
 		c.TTL = time.Second
@@ -101,15 +118,22 @@ type Result struct {
 	Violations []Violation
 	// Virtual is the virtual time the run took, close included.
 	Virtual time.Duration
-	// Ops is the number of events the workers recorded: their operations,
-	// and leases that ended on their own.
+	// Ops is the number of operations the workers made (Lock, TryLock,
+	// Extend, Release) and checked.
 	Ops int
+	// Faults is the schedule the run applied.
+	Faults []Fault
 	// Leftovers are the masters' keys once every client closed and every
 	// TTL ran out, other than fencing counters (which never expire), as
-	// "master: key=value".
+	// "master: key=value", and their subscriptions.
 	Leftovers []string
 	// Coverage says which of the engine's paths the run took.
 	Coverage Coverage
+	// Masters' key logs and clocks, for the checkers.
+	keyLogs [][]KeyRecord
+	clocks  [][]clockSeg
+	quorum  int
+	bounds  Bounds
 }
 
 // Coverage says which of the engine's paths a run took, so that a
@@ -139,9 +163,11 @@ func (c Coverage) String() string {
 // Random streams of a seed, one per consumer, so that one consumer's
 // draws do not shift another's.
 const (
-	streamMasters = 1
-	streamFaults  = 2
-	streamWorkers = 1 << 20
+	streamMasters  = 1
+	streamFaults   = 2
+	streamWorkload = 3
+	streamLockers  = 1 << 16
+	streamWorkers  = 1 << 20
 )
 
 // Run runs one simulation. It must be called inside a synctest bubble
@@ -149,6 +175,34 @@ const (
 // memory; every goroutine it starts has ended when it returns.
 func Run(cfg Config) (*Result, error) {
 	cfg.fill()
+	if cfg.Mutation != "" {
+		for _, name := range strings.Split(cfg.Mutation, "+") {
+			sw := mutation.ByName(name)
+			if sw == nil {
+				return nil, fmt.Errorf("mutation %q: no such switch (want one of %s)", name, mutationNames())
+			}
+			defer sw.Set(true)()
+		}
+	}
+	faults := cfg.Faults
+	var index []int // each fault's place in the drawn schedule
+	if faults == nil && cfg.Nemesis {
+		faults = DrawFaults(cfg)
+		if cfg.Keep != nil {
+			var kept []Fault
+			for _, i := range cfg.Keep {
+				if i >= 0 && i < len(faults) {
+					kept, index = append(kept, faults[i]), append(index, i)
+				}
+			}
+			faults = kept
+		}
+	}
+	if index == nil {
+		for i := range faults {
+			index = append(index, i)
+		}
+	}
 	start := time.Now()
 	h := NewHistory()
 	network := NewNetwork(cfg.Seed)
@@ -172,75 +226,73 @@ func Run(cfg Config) (*Result, error) {
 		}
 	}()
 
-	lockers := make([]*engine.Locker, cfg.Clients)
-	autos := make([]*autoExtends, cfg.Clients)
-	for i := range lockers {
-		ec := engine.DefaultConfig(addrs...)
-		ec.TTL = cfg.TTL
-		ec.Quarantine = cfg.Quarantine
-		ec.Fencing = true
-		ec.AutoExtend = true
-		ec.MaxExtensions = 3
-		ec.DialContext = network.Dialer(fmt.Sprintf("c%d", i))
-		autos[i] = newAutoExtends()
-		ec.Observer = &engine.Observer{Extend: autos[i].observe}
-		if cfg.Control == SplitPrefix && i%2 == 1 {
-			ec.KeyPrefix = "split:"
-		}
-		l, err := engine.New(context.Background(), ec)
-		if err != nil {
-			for _, l := range lockers[:i] {
-				l.Close()
-			}
-			return nil, fmt.Errorf("client %d: %w", i, err)
-		}
-		lockers[i] = l
-	}
-
 	resources := make([]string, cfg.Resources)
 	for i := range resources {
 		resources[i] = fmt.Sprintf("r%d", i)
 	}
+	store := newFencedStore(h)
+	// A quarter of the seeds hold long and extend often, the pattern in
+	// which a stale Extend does harm.
+	long := rand.New(rand.NewPCG(cfg.Seed, streamWorkload)).IntN(4) == 0
+	clients := make([]*client, cfg.Clients)
+	for i := range clients {
+		c := &client{idx: i, name: fmt.Sprintf("c%d", i), cfg: &cfg, addrs: addrs, network: network, h: h, replacing: make(chan struct{}, 1)}
+		c.resetLockCtx()
+		c.pausedCh = make(chan struct{})
+		if err := c.open(); err != nil {
+			for _, c := range clients[:i] {
+				c.l.Close()
+			}
+			return nil, err
+		}
+		clients[i] = c
+	}
+
 	ctx, cancel := context.WithCancel(context.Background())
 	end := start.Add(cfg.Duration)
 	var wg sync.WaitGroup
 	var opsMu sync.Mutex
 	ops := 0
-	for c, l := range lockers {
+	for _, c := range clients {
 		for w := range cfg.Workers {
+			if slices.Contains(cfg.Idle, c.name) || slices.Contains(cfg.Idle, fmt.Sprintf("%s/w%d", c.name, w)) {
+				continue
+			}
 			wk := &worker{
-				client: c, id: w, l: l, h: h, ttl: cfg.TTL, resources: resources,
-				auto: autos[c], guard: !cfg.UnguardedLeaseOps,
-				rng: rand.New(rand.NewPCG(cfg.Seed, streamWorkers+uint64(c)<<16+uint64(w))),
+				c: c, id: w, h: h, ttl: cfg.TTL, resources: resources, store: store, long: long,
+				rng: rand.New(rand.NewPCG(cfg.Seed, streamWorkers+uint64(c.idx)<<8+uint64(w))),
 			}
 			wg.Go(func() {
 				wk.run(ctx, end)
 				opsMu.Lock()
-				ops += wk.seq
+				ops += wk.ops
 				opsMu.Unlock()
 			})
 		}
 	}
-	var faults sync.WaitGroup
-	if cfg.Faults != nil {
-		faults.Go(func() { cfg.Faults(ctx, rand.New(rand.NewPCG(cfg.Seed, streamFaults)), masters) })
-	}
+	var nemesis sync.WaitGroup
+	nemesis.Go(func() { applyFaults(ctx, faults, index, masters, clients, network, h, cfg.Latency) })
 	// Stop the workers' waits at the end of the run; holds finish.
 	stop := time.AfterFunc(time.Until(end), cancel)
 	wg.Wait()
 	stop.Stop()
 	cancel()
-	faults.Wait()
+	nemesis.Wait()
 	for _, m := range masters {
 		m.Heal(cfg.Latency)
 	}
-	for _, l := range lockers {
-		l.Close()
+	for _, c := range clients {
+		network.Thaw(c.name)
+	}
+	for _, c := range clients {
+		c.close()
 	}
 
 	// Every key but the fencing counters has a TTL (the queues twice the
-	// lock's): past it, what is left on a master outlived the clients.
-	time.Sleep(2*cfg.TTL + 100*time.Millisecond)
+	// lock's), and commands in flight arrive at most TTL/2 late (see
+	// DrawFaults): past that, what is left on a master outlived the
+	// clients.
+	time.Sleep(2*cfg.TTL + cfg.TTL/2 + 100*time.Millisecond)
 	var leftovers []string
 	for _, m := range masters {
 		for _, kv := range m.Keys() {
@@ -248,10 +300,22 @@ func Run(cfg Config) (*Result, error) {
 				leftovers = append(leftovers, m.Addr+": "+kv)
 			}
 		}
+		for _, s := range m.Subscriptions() {
+			leftovers = append(leftovers, m.Addr+": subscribed "+s)
+		}
 	}
-	grants := h.Grants()
+	res := &Result{
+		Config:    cfg,
+		History:   h,
+		Virtual:   time.Since(start),
+		Ops:       ops,
+		Faults:    faults,
+		Leftovers: leftovers,
+		quorum:    cfg.Masters/2 + 1,
+		bounds:    boundsOf(clients[0].cfgUsed),
+	}
 	cov := Coverage{Wakes: make(map[string]int), Commands: make(map[string]int)}
-	for _, g := range grants {
+	for _, g := range h.Grants() {
 		if g.Wake != "" {
 			cov.Wakes[g.Wake]++
 		}
@@ -260,44 +324,236 @@ func Run(cfg Config) (*Result, error) {
 		for k, n := range m.Commands() {
 			cov.Commands[k] += n
 		}
+		res.keyLogs = append(res.keyLogs, m.KeyLog())
+		res.clocks = append(res.clocks, m.clockSegs())
 	}
-	return &Result{
-		Coverage:   cov,
-		Config:     cfg,
-		History:    h,
-		Violations: CheckMutualExclusion(grants),
-		Virtual:    time.Since(start),
-		Ops:        ops,
-		Leftovers:  leftovers,
-	}, nil
+	res.Coverage = cov
+	res.Violations = Check(res)
+	return res, nil
+}
+
+func mutationNames() string {
+	var names []string
+	for _, s := range mutation.All {
+		names = append(names, s.Name())
+	}
+	return strings.Join(names, ", ")
 }
 
 // isFenceKey reports whether a "key=value" line is a fencing counter.
-func isFenceKey(kv string) bool {
-	const prefix = "\xffredlock:fence:"
-	return len(kv) >= len(prefix) && kv[:len(prefix)] == prefix
+func isFenceKey(kv string) bool { return strings.HasPrefix(kv, fencePrefix) }
+
+// The engine's internal keys, as the checkers and the leftovers read
+// them (engine/keys.go).
+const (
+	fencePrefix = "\xffredlock:fence:"
+	queuePrefix = "\xffredlock:queue:"
+	turnPrefix  = "~"
+)
+
+// client is one process of the simulation: a Locker, replaced when the
+// nemesis closes it, and the state the nemesis acts on.
+type client struct {
+	idx     int
+	name    string
+	cfg     *Config
+	addrs   []string
+	network *Network
+	h       *History
+
+	// replacing serializes replace: two faults close together must not
+	// each open a Locker, one of which nobody would close. A channel, not
+	// a sync.Mutex: a goroutine waiting on a channel is durably blocked,
+	// so virtual time goes on meanwhile.
+	replacing chan struct{}
+
+	mu      sync.Mutex
+	l       *engine.Locker
+	gen     int           // Lockers made so far
+	cfgUsed engine.Config // the Locker's effective configuration
+	// lockCtx is the parent of the workers' Lock contexts: the nemesis
+	// cancels it (and makes a new one) to cancel them all at once.
+	lockCtx    context.Context
+	lockCancel context.CancelFunc
+	// pausedCh is closed (and replaced) when the nemesis pauses the
+	// client's workers for pauseFor; frozenUntil is the end of a freeze.
+	pausedCh    chan struct{}
+	pauseFor    time.Duration
+	frozenUntil time.Time
+}
+
+// engineConfig is the Locker configuration of the simulation: every
+// feature on.
+func (c *client) engineConfig() engine.Config {
+	cfg := c.cfg
+	ec := engine.DefaultConfig(c.addrs...)
+	ec.TTL = cfg.TTL
+	ec.Quarantine = cfg.Quarantine
+	ec.Fencing = !cfg.NoFencing
+	ec.AutoExtend = true
+	ec.MaxExtensions = 3
+	// A waiter that misses its wake-up sleeps a whole TTL, so that the
+	// liveness checker's tight bound sees it (see Bounds).
+	ec.FallbackMin, ec.FallbackMax = cfg.TTL, cfg.TTL
+	ec.DialContext = c.network.Dialer(c.name)
+	ec.Rand = rand.New(rand.NewPCG(cfg.Seed, streamLockers+uint64(c.idx)<<8+uint64(c.gen)))
+	if cfg.Control == SplitPrefix && c.idx%2 == 1 {
+		ec.KeyPrefix = "split:"
+	}
+	return ec
+}
+
+// open makes the client's next Locker, trying again while New fails (a
+// majority unreachable for a moment).
+func (c *client) open() error {
+	var err error
+	for range 20 {
+		c.mu.Lock()
+		ec := c.engineConfig()
+		c.gen++
+		c.mu.Unlock()
+		var l *engine.Locker
+		if l, err = engine.New(context.Background(), ec); err == nil {
+			c.mu.Lock()
+			c.l, c.cfgUsed = l, l.Config()
+			c.mu.Unlock()
+			return nil
+		}
+		time.Sleep(c.cfg.TTL / 4)
+	}
+	return fmt.Errorf("client %s: %w", c.name, err)
+}
+
+func (c *client) locker() *engine.Locker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.l
+}
+
+// close closes the client's Locker and records how long Close took.
+func (c *client) close() {
+	l := c.locker()
+	began := time.Now()
+	l.Close()
+	c.h.closed(c.idx, c.h.since(began), c.h.since(time.Now()))
+}
+
+// replace closes the client's Locker mid-flight and opens the next.
+func (c *client) replace() {
+	c.replacing <- struct{}{}
+	defer func() { <-c.replacing }()
+	c.close()
+	if err := c.open(); err != nil {
+		c.h.note(fmt.Sprintf("%s: no new Locker: %v", c.name, err))
+	}
+}
+
+func (c *client) resetLockCtx() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lockCancel != nil {
+		c.lockCancel()
+	}
+	c.lockCtx, c.lockCancel = context.WithCancel(context.Background())
+}
+
+// lockContext is a Lock call's context: the run's, bounded by d, and
+// cancelled by the nemesis's cancel of the client.
+func (c *client) lockContext(run context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	c.mu.Lock()
+	parent := c.lockCtx
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(run, d)
+	stop := context.AfterFunc(parent, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// pause makes the client's holding workers stop touching their leases
+// for d.
+func (c *client) pause(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pauseFor = d
+	close(c.pausedCh)
+	c.pausedCh = make(chan struct{})
+}
+
+// paused is the channel the next pause closes.
+func (c *client) paused() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pausedCh
+}
+
+// pauseLength is the length of the last pause.
+func (c *client) pauseLength() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pauseFor
+}
+
+// freeze stops the client (its connections and its workers) for d.
+func (c *client) freeze(d time.Duration) {
+	c.mu.Lock()
+	c.frozenUntil = time.Now().Add(d)
+	c.mu.Unlock()
+	c.network.Freeze(c.name)
+}
+
+func (c *client) thaw() { c.network.Thaw(c.name) }
+
+// stopped waits out a freeze of the client: its workers do nothing while
+// its process is stopped.
+func (c *client) stopped() {
+	c.mu.Lock()
+	until := c.frozenUntil
+	c.mu.Unlock()
+	if d := time.Until(until); d > 0 {
+		time.Sleep(d)
+	}
 }
 
 // worker is one goroutine of a client: it locks, holds, extends and
 // releases, with every choice drawn from its own random stream.
 type worker struct {
-	client, id int
-	l          *engine.Locker
-	h          *History
-	ttl        time.Duration
-	resources  []string
-	rng        *rand.Rand
-	seq        int
-	// auto follows the client's auto-extensions; with guard, Release and
-	// Extend wait until none runs (see autoextend.go).
-	auto  *autoExtends
-	guard bool
+	c         *client
+	id        int
+	h         *History
+	ttl       time.Duration
+	resources []string
+	store     *fencedStore
+	rng       *rand.Rand
+	ops       int
+	// long: holds are long and extended often (see Run).
+	long bool
 }
 
-func (w *worker) event(op, resource string, err error, grant int) {
-	w.seq++
-	w.h.add(Event{At: w.h.since(time.Now()), Client: w.client, Worker: w.id, Seq: w.seq,
-		Op: op, Resource: resource, Result: errClass(err), Grant: grant})
+// call records one operation.
+func (w *worker) call(op, resource string, called time.Time, err error, grant int) {
+	w.ops++
+	w.h.add(Event{Called: w.h.since(called), At: w.h.since(time.Now()), Client: w.c.idx, Worker: w.id,
+		Op: op, Resource: resource, Result: errClass(err), Err: err, Grant: grant})
+}
+
+// note records a step that is not an operation.
+func (w *worker) note(op, resource string, result string, grant int) {
+	now := w.h.since(time.Now())
+	w.h.add(Event{Called: now, At: now, Client: w.c.idx, Worker: w.id, Op: op, Resource: resource, Result: result, Grant: grant})
+}
+
+// pick draws a resource, resource i with weight 1/(i+1)^1.5.
+func (w *worker) pick() string {
+	total := 0.0
+	for i := range w.resources {
+		total += math.Pow(float64(i+1), -1.5)
+	}
+	x := w.rng.Float64() * total
+	for i, r := range w.resources {
+		if x -= math.Pow(float64(i+1), -1.5); x < 0 {
+			return r
+		}
+	}
+	return w.resources[len(w.resources)-1]
 }
 
 // uniform draws a duration in [lo, hi).
@@ -310,37 +566,41 @@ func (w *worker) uniform(lo, hi time.Duration) time.Duration {
 
 func (w *worker) run(ctx context.Context, end time.Time) {
 	for time.Now().Before(end) {
-		resource := w.resources[w.rng.IntN(len(w.resources))]
+		w.c.stopped()
+		resource := w.pick()
 		op := "lock"
 		if w.rng.Float64() < 0.3 {
 			op = "trylock"
 		}
 		// Drawn whatever the op, so that the stream does not depend on
 		// outcomes more than it must.
-		wait := w.uniform(w.ttl/2, 3*w.ttl)
+		wait := w.uniform(w.ttl/4, 3*w.ttl)
 		think := w.uniform(0, w.ttl/10)
+		l := w.c.locker()
 		called := time.Now()
 		var le *engine.Lease
 		var err error
 		if op == "lock" {
-			lctx, cancel := context.WithTimeout(ctx, wait)
-			le, err = w.l.Lock(lctx, resource)
+			lctx, cancel := w.c.lockContext(ctx, wait)
+			le, err = l.Lock(lctx, resource)
 			cancel()
 		} else {
-			le, err = w.l.TryLock(ctx, resource)
+			le, err = l.TryLock(ctx, resource)
 		}
 		id := -1
 		if err == nil {
-			g := Grant{Resource: resource, Client: w.client, Worker: w.id, Token: le.Token(), Value: le.Value(),
+			g := Grant{Resource: resource, Client: w.c.idx, Worker: w.id, Token: le.Token(), Value: le.Value(),
 				Called: w.h.since(called), Granted: w.h.since(time.Now()), ValidUntil: w.h.since(le.ValidUntil())}
 			if op == "lock" {
 				g.Wake = le.Wait().Cause.String()
 			}
 			id = w.h.grant(g)
+			// The holder writes to the protected resource as it begins.
+			w.store.write(resource, id, le.Token(), true)
 		}
-		w.event(op, resource, err, id)
+		w.call(op, resource, called, err, id)
 		if err == nil {
-			w.hold(le, id, w.auto.schedule(le, w.l.Config()))
+			w.hold(le, id)
 		}
 		sleep(ctx, think)
 	}
@@ -348,10 +608,14 @@ func (w *worker) run(ctx context.Context, end time.Time) {
 
 // hold keeps the lease for a drawn time, or until it ends on its own,
 // extending it by hand now and then, and then releases it, as a deferred
-// Release would, even when it has ended.
-func (w *worker) hold(le *engine.Lease, id int, auto *autoSchedule) {
+// Release would, even when it has ended. A pause of the client makes it
+// stop touching the lease for a while, without looking at its validity,
+// and then write to the protected resource as if it still held it.
+func (w *worker) hold(le *engine.Lease, id int) {
 	var d time.Duration
 	switch p := w.rng.Float64(); {
+	case w.long && p < 0.5:
+		d = w.uniform(w.ttl/2, 3*w.ttl)
 	case p < 0.60:
 		d = w.uniform(0, w.ttl/5)
 	case p < 0.85:
@@ -361,63 +625,92 @@ func (w *worker) hold(le *engine.Lease, id int, auto *autoSchedule) {
 	default:
 		d = w.uniform(3*w.ttl, 6*w.ttl) // past MaxExtensions: it expires
 	}
-	extend := w.rng.Float64() < 0.15
-	ended := false
-	if extend {
-		ended = !w.await(le, d/2)
-		d -= d / 2
-		if !ended {
-			w.waitClear(le, auto)
+	// Extends by hand: none, one, or a shorter one then a longer one
+	// (the order in which a stale shorter PEXPIRE does harm), or for a
+	// long hold, one every quarter TTL, each to a TTL drawn anew.
+	var extends []time.Duration
+	switch p := w.rng.Float64(); {
+	case p < 0.15:
+		extends = []time.Duration{w.extendTTL()}
+	case p < 0.25:
+		a, b := w.extendTTL(), w.extendTTL()
+		extends = []time.Duration{min(a, b), max(a, b)}
+	case (p < 0.55 || w.long) && d > w.ttl/2:
+		for range d / (w.ttl / 4) {
+			extends = append(extends, w.extendTTL())
+		}
+	}
+	lateRelease := w.rng.Float64() < 0.5
+	lateBy := w.uniform(0, w.ttl)
+	resource := le.Resource()
+	step := d / time.Duration(len(extends)+1)
+	paused := false
+	for i := 0; i <= len(extends); i++ {
+		ended, pause := w.await(le, step)
+		if pause {
+			paused = true
+			break
+		}
+		if ended {
+			w.note("done", resource, errClass(le.Err()), id)
+			// Work that does not watch Done runs on past the lease, and
+			// its deferred Release comes late.
+			if lateRelease {
+				time.Sleep(lateBy)
+			}
+			break
+		}
+		if i < len(extends) {
 			ctx, cancel := context.WithTimeout(context.Background(), w.ttl)
-			err := le.Extend(ctx, w.ttl)
+			called := time.Now()
+			err := le.Extend(ctx, extends[i])
 			cancel()
-			w.event("extend", le.Resource(), err, id)
+			w.call("extend", resource, called, err, id)
 		}
 	}
-	if !ended && !w.await(le, d) {
-		ended = true
-	}
-	if ended {
-		w.event("done", le.Resource(), le.Err(), id)
-		// Work that does not watch Done runs on past the lease, and its
-		// deferred Release comes late.
-		if w.rng.Float64() < 0.5 {
-			time.Sleep(w.uniform(0, w.ttl))
-		}
+	ended := le.Err()
+	if paused || ended == nil {
+		// A holder that believes it holds writes before it releases; a
+		// paused one comes back and writes without looking.
+		w.store.write(resource, id, le.Token(), false)
 	}
 	how := "released"
-	if err := le.Err(); err != nil {
-		how = errClass(err)
+	if ended != nil {
+		how = errClass(ended)
 	}
-	w.waitClear(le, auto)
 	ctx, cancel := context.WithTimeout(context.Background(), w.ttl)
+	called := time.Now()
 	err := le.Release(ctx)
 	cancel()
-	w.event("release", le.Resource(), err, id)
+	w.call("release", resource, called, err, id)
 	w.h.end(id, w.h.since(le.ValidUntil()), how, le.Extensions())
 }
 
-// waitClear waits, with guard, until a Release or Extend of le cannot
-// overlap an auto-extension: three rounds' span, for a release that
-// hands the lease on (a fencing round) or an extend, with room to spare.
-func (w *worker) waitClear(le *engine.Lease, auto *autoSchedule) {
-	if !w.guard {
-		return
-	}
-	nt := w.l.Config().NodeTimeout
-	auto.waitClear(le, 3*(nt+min(max(nt/4, time.Millisecond), 25*time.Millisecond)))
+// extendTTL draws the TTL of an Extend by hand: a quarter TTL to a whole
+// one, in whole milliseconds.
+func (w *worker) extendTTL() time.Duration {
+	return w.uniform(w.ttl/4, w.ttl+time.Millisecond).Truncate(time.Millisecond)
 }
 
-// await waits d, or until the lease ends; it reports whether the lease
-// is still trusted.
-func (w *worker) await(le *engine.Lease, d time.Duration) bool {
+// await waits d, or until the lease ends or the client is paused or
+// frozen; it reports whether the lease ended, and whether a pause came
+// (then it has slept the pause, the lease unwatched).
+func (w *worker) await(le *engine.Lease, d time.Duration) (ended, paused bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
+	pause := w.c.paused()
 	select {
 	case <-t.C:
-		return le.Err() == nil
+		w.c.stopped()
+		return le.Err() != nil, false
 	case <-le.Done():
-		return false
+		w.c.stopped()
+		return true, false
+	case <-pause:
+		p := w.c.pauseLength()
+		w.note("paused", le.Resource(), fmt.Sprintf("for %s", p), -1)
+		time.Sleep(p)
+		return false, true
 	}
 }
 

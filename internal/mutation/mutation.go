@@ -61,11 +61,22 @@ var (
 	// its keys that are free and answers yes although another of them is
 	// held: a lease on several resources that does not hold them all.
 	AcquireAllPartial = &Switch{name: "acquire-all-partial"}
+	// ExpiredLeaseKeepsKey: a lease that expired or was lost leaves its
+	// keys to expire on the masters, with the marks of the waiters queued
+	// on it: a newcomer then sets the key unmarked, its release wakes
+	// nobody, and the waiters sleep until their fallback.
+	ExpiredLeaseKeepsKey = &Switch{name: "expired-lease-keeps-key"}
+	// LateReleaseWakesOlder: a waiter that acquired keeps its place where
+	// a late release is on its way, but at its ticket: a waiter with an
+	// older ticket that joins there first is woken by that release, to be
+	// refused by the new holder's quorum.
+	LateReleaseWakesOlder = &Switch{name: "late-release-wakes-older"}
 )
 
 // All is every switch, for flags and tables.
 var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext, SplitVoteStaleEntry,
-	QuitKeepsTurn, GhostInQueue, FencingWithoutClockFloor, AcquireAllPartial}
+	QuitKeepsTurn, GhostInQueue, FencingWithoutClockFloor, AcquireAllPartial, ExpiredLeaseKeepsKey,
+	LateReleaseWakesOlder}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

@@ -1,0 +1,383 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// FaultKind is what a fault does.
+type FaultKind int
+
+// The faults. Within the model: on masters, at most a minority at a time
+// (counting a restarted master until its quarantine ends), and clocks
+// that drift within the engine's DriftFactor; on clients, anything.
+// Out of the model (OutOfModel): a master's clock jumping forward past
+// the TTL.
+const (
+	// Masters.
+	FaultPause   FaultKind = iota // SIGSTOP-like: nothing answered, then everything at once
+	FaultHang                     // partition: packets dropped, delivered when it heals
+	FaultRefuse                   // partition: connections reset, dials refused
+	FaultRestart                  // killed for For, then started with amnesia
+	FaultBreak                    // every connection of the master broken, commands in flight late or lost
+	FaultSlow                     // latency of 5-105ms one way for For
+	FaultDrift                    // clock rate off by up to half the DriftFactor for For
+	// One connection.
+	FaultBreakConn // one connection of one client to one master broken
+	// Clients.
+	FaultReplace // the Locker closed mid-flight, and a new one opened
+	FaultCancel  // every Lock call of the client cancelled
+	FaultPauseHolders
+	FaultFreeze // the whole client stopped (GC pause, SIGSTOP) for For
+	// FaultStall holds what the client sends for For, then breaks its
+	// connections: what was held arrives Late after, on the old
+	// connections, behind what the client sends on new ones.
+	FaultStall
+	// FaultBreakClient breaks every connection of the client, each right
+	// after its next write (within For), which arrives Late or never: an
+	// operation's commands caught in flight to every master.
+	FaultBreakClient
+	// Out of the model.
+	FaultJumpClock // the master's clock jumps forward by Jump
+)
+
+var faultNames = [...]string{"pause", "hang", "refuse", "restart", "break", "slow", "drift",
+	"break-conn", "replace", "cancel", "pause-holders", "freeze", "stall", "break-client", "jump-clock"}
+
+func (k FaultKind) String() string {
+	if int(k) < len(faultNames) {
+		return faultNames[k]
+	}
+	return fmt.Sprintf("FaultKind(%d)", int(k))
+}
+
+// onMaster reports whether the fault is a master's (it counts toward the
+// minority that may be faulted at once).
+func (k FaultKind) onMaster() bool { return k <= FaultSlow || k == FaultJumpClock }
+
+// onClient reports whether the fault is a client's.
+func (k FaultKind) onClient() bool { return k >= FaultReplace && k <= FaultBreakClient }
+
+// Fault is one entry of a fault schedule.
+type Fault struct {
+	// At is when it starts (virtual time since the run started); For how
+	// long it lasts, for the faults that last.
+	At, For time.Duration
+	Kind    FaultKind
+	Master  int // the master, for master and connection faults
+	Client  int // the client, for client and connection faults
+	Conn    int // which of the client's connections to the master
+	// Late is how late commands in flight on a broken connection still
+	// arrive; negative: never.
+	Late time.Duration
+	// OnWrite: FaultBreak and FaultBreakConn break each connection right
+	// after its next write (within For), with a command in flight, rather
+	// than at once.
+	OnWrite bool
+	Rate    float64       // FaultDrift
+	Jump    time.Duration // FaultJumpClock
+	Latency Latency       // FaultSlow
+}
+
+// Describe says what the fault does, for the failure report.
+func (f Fault) Describe() string {
+	switch f.Kind {
+	case FaultPause, FaultHang, FaultRefuse, FaultRestart:
+		return fmt.Sprintf("%s master%d for %s", f.Kind, f.Master, f.For)
+	case FaultBreak:
+		return fmt.Sprintf("break master%d's connections%s, in flight %s", f.Master, onWrite(f), lateString(f.Late))
+	case FaultSlow:
+		return fmt.Sprintf("slow master%d (%s-%s one way) for %s", f.Master, f.Latency.Min, f.Latency.Min+f.Latency.Jitter, f.For)
+	case FaultDrift:
+		return fmt.Sprintf("drift master%d's clock at rate %.4f for %s", f.Master, f.Rate, f.For)
+	case FaultBreakConn:
+		return fmt.Sprintf("break connection %d of c%d to master%d%s, in flight %s", f.Conn, f.Client, f.Master, onWrite(f), lateString(f.Late))
+	case FaultBreakClient:
+		return fmt.Sprintf("break c%d's connections on their next write (within %s), in flight %s", f.Client, f.For, lateString(f.Late))
+	case FaultReplace:
+		return fmt.Sprintf("close c%d's Locker and open a new one", f.Client)
+	case FaultCancel:
+		return fmt.Sprintf("cancel c%d's Lock calls", f.Client)
+	case FaultPauseHolders:
+		return fmt.Sprintf("pause c%d's holders for %s, their leases unwatched", f.Client, f.For)
+	case FaultFreeze:
+		return fmt.Sprintf("freeze c%d (connections and workers) for %s", f.Client, f.For)
+	case FaultStall:
+		return fmt.Sprintf("stall what c%d sends for %s, then break its connections, held commands %s", f.Client, f.For, lateString(f.Late))
+	case FaultJumpClock:
+		return fmt.Sprintf("jump master%d's clock by %s", f.Master, f.Jump)
+	}
+	return f.Kind.String()
+}
+
+func onWrite(f Fault) string {
+	if f.OnWrite {
+		return fmt.Sprintf(" on their next write (within %s)", f.For)
+	}
+	return ""
+}
+
+func lateString(late time.Duration) string {
+	if late < 0 {
+		return "lost"
+	}
+	return "delivered " + late.String() + " late"
+}
+
+// The nemesis's profiles: a seed draws one, so that every kind of
+// schedule comes up often: no faults (the liveness checker's tight bound
+// needs fault-free stretches), client faults only, every kind, masters
+// restarting one after another (fencing counters forgotten), and the
+// network's faults (connections broken with commands in flight).
+const (
+	profileNone = iota
+	profileClients
+	profileAll
+	profileRestarts
+	profileNetwork
+)
+
+var profileNames = [...]string{"none", "clients", "all", "restarts", "network"}
+
+// Profile names the nemesis profile a seed draws (see profileNone).
+func Profile(seed uint64) string {
+	return profileNames[profileOf(rand.New(rand.NewPCG(seed, streamFaults)))]
+}
+
+// profileOf draws cfg's profile, first on the faults' stream.
+func profileOf(r *rand.Rand) int {
+	switch p := r.IntN(20); {
+	case p < 4:
+		return profileNone
+	case p < 7:
+		return profileClients
+	case p < 14:
+		return profileAll
+	case p < 17:
+		return profileRestarts
+	}
+	return profileNetwork
+}
+
+// DrawFaults draws the fault schedule of cfg from its seed: its own
+// random stream, so that the workload's draws do not move it, and one
+// fault after another, so that a shorter Duration keeps a prefix of the
+// schedule and fewer clients keep its length (a missing client's faults
+// go to another). The seed's profile (see profileNone) weighs the kinds.
+func DrawFaults(cfg Config) []Fault {
+	cfg.fill()
+	r := rand.New(rand.NewPCG(cfg.Seed, streamFaults))
+	uniform := func(lo, hi time.Duration) time.Duration {
+		if hi <= lo {
+			return lo
+		}
+		return lo + time.Duration(r.Int64N(int64(hi-lo)))
+	}
+	profile := profileOf(r)
+	if profile == profileNone && !cfg.OutOfModel {
+		return nil
+	}
+	ttl := cfg.TTL
+	// A master counts as faulted until its fault ends, and a restarted
+	// one until its quarantine (MaxTTL, the TTL here) has ended too.
+	busyUntil := make([]time.Duration, cfg.Masters)
+	minority := (cfg.Masters - 1) / 2
+	var out []Fault
+	// The kinds and their weights.
+	type kw struct {
+		k FaultKind
+		w int
+	}
+	var kinds []kw
+	switch profile {
+	case profileNone, profileAll:
+		kinds = []kw{{FaultPause, 3}, {FaultHang, 3}, {FaultRefuse, 2}, {FaultRestart, 4}, {FaultBreak, 3},
+			{FaultSlow, 2}, {FaultDrift, 1}, {FaultBreakConn, 4},
+			{FaultReplace, 2}, {FaultCancel, 2}, {FaultPauseHolders, 2}, {FaultFreeze, 2}, {FaultStall, 2}, {FaultBreakClient, 2}}
+	case profileClients:
+		kinds = []kw{{FaultReplace, 2}, {FaultCancel, 2}, {FaultPauseHolders, 2}, {FaultFreeze, 2}, {FaultStall, 2}, {FaultBreakClient, 2}}
+	case profileRestarts:
+		kinds = []kw{{FaultRestart, 8}, {FaultSlow, 1}, {FaultHang, 1}, {FaultReplace, 1}}
+	case profileNetwork:
+		kinds = []kw{{FaultBreak, 3}, {FaultBreakConn, 3}, {FaultStall, 3}, {FaultBreakClient, 6}, {FaultSlow, 1}}
+	}
+	if cfg.OutOfModel {
+		kinds = append(kinds, kw{FaultJumpClock, 4})
+	}
+	total := 0
+	for _, x := range kinds {
+		total += x.w
+	}
+	at := time.Duration(0)
+	for {
+		if profile == profileRestarts {
+			// Several masters restart between two holds of a resource:
+			// what makes them forget its fencing counter.
+			at += uniform(ttl/20, ttl/2)
+		} else {
+			at += uniform(ttl/5, 2*ttl)
+		}
+		if at >= cfg.Duration {
+			return out
+		}
+		pick := r.IntN(total)
+		var k FaultKind
+		for _, x := range kinds {
+			if pick < x.w {
+				k = x.k
+				break
+			}
+			pick -= x.w
+		}
+		// Targets from raw draws, so that a case shrunk to fewer clients
+		// keeps its schedule (a client's fault moves to another client).
+		f := Fault{At: at, Kind: k, Master: int(r.Uint64() % uint64(cfg.Masters)), Client: int(r.Uint64() % uint64(cfg.Clients)),
+			Conn: int(r.Uint64() % 4), For: uniform(ttl/10, 2*ttl), Late: -1}
+		if r.IntN(2) == 0 {
+			f.Late = uniform(0, ttl/2)
+		}
+		f.OnWrite = r.IntN(2) == 0
+		switch k {
+		case FaultSlow:
+			f.Latency = Latency{Min: 5 * time.Millisecond, Jitter: 100 * time.Millisecond}
+		case FaultDrift:
+			// Within half the engine's DriftFactor (1%): the model.
+			f.Rate = 1 + (r.Float64()-0.5)*0.01
+		case FaultPauseHolders:
+			f.For = uniform(ttl, 3*ttl)
+		case FaultStall:
+			// Long enough to hold an Extend, short enough for the next to
+			// come on new connections before the held ones arrive.
+			f.For, f.Late = uniform(ttl/20, ttl/4), uniform(ttl/10, ttl/2)
+		case FaultBreakClient:
+			// Late enough for the next operation to overtake the one caught.
+			f.Late = uniform(ttl/10, ttl/2)
+		case FaultJumpClock:
+			f.Jump = uniform(ttl, 3*ttl)
+		case FaultRestart:
+			if profile == profileRestarts {
+				f.For = uniform(ttl/20, ttl/2)
+			}
+		}
+		if k.onMaster() && k != FaultDrift {
+			// Keep a majority of masters healthy: pick one that is free,
+			// or skip the fault.
+			busy := 0
+			for _, u := range busyUntil {
+				if u > at {
+					busy++
+				}
+			}
+			if busy >= minority && busyUntil[f.Master] <= at {
+				continue
+			}
+			until := at + f.For
+			if (k == FaultRestart && profile != profileRestarts) || k == FaultJumpClock {
+				// Until its quarantine ends; in the restarts profile, masters
+				// restart one after another, each once the last is back,
+				// quarantined or not: more than a majority may sit out at
+				// once, which stops the locks but must not break them.
+				until += ttl + ttl/2
+			}
+			busyUntil[f.Master] = max(busyUntil[f.Master], until)
+		}
+		out = append(out, f)
+	}
+}
+
+// applyFaults runs the schedule until ctx ends, recording each fault
+// with its index in the drawn schedule; whatever it leaves broken the
+// caller heals.
+func applyFaults(ctx context.Context, faults []Fault, index []int, masters []*Master, clients []*client, n *Network, h *History, lat Latency) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i, f := range faults {
+		if !sleep(ctx, time.Until(h.start.Add(f.At))) {
+			return
+		}
+		if f.Client >= len(clients) || f.Master >= len(masters) {
+			continue
+		}
+		now := h.since(time.Now())
+		rec := h.fault(FaultRecord{Fault: f, Index: index[i], At: now, End: now})
+		m, c := masters[f.Master], clients[f.Client]
+		// heal runs the end of a lasting fault after For, or when the run
+		// ends, and records when.
+		heal := func(undo func()) {
+			wg.Go(func() {
+				sleep(ctx, f.For)
+				undo()
+				h.faultEnded(rec, h.since(time.Now()))
+			})
+		}
+		switch f.Kind {
+		case FaultPause:
+			m.Pause()
+			heal(m.Resume)
+		case FaultHang:
+			m.Partition(Hang)
+			heal(func() { m.Partition(Connected) })
+		case FaultRefuse:
+			m.Partition(Refuse)
+			heal(func() { m.Partition(Connected) })
+		case FaultRestart:
+			m.Kill()
+			heal(m.Start)
+		case FaultBreak:
+			if f.OnWrite {
+				m.ArmClient("", -1, f.Late, true)
+				heal(func() { m.ArmClient("", -1, 0, false) })
+				break
+			}
+			m.BreakConnections(f.Late)
+		case FaultSlow:
+			m.SetLatency(f.Latency)
+			heal(func() { m.SetLatency(lat) })
+		case FaultDrift:
+			m.SetRate(f.Rate)
+			heal(func() { m.SetRate(1) })
+		case FaultJumpClock:
+			m.JumpClock(f.Jump)
+		case FaultBreakConn:
+			if f.OnWrite {
+				m.ArmClient(c.name, f.Conn, f.Late, true)
+				heal(func() { m.ArmClient(c.name, f.Conn, 0, false) })
+				break
+			}
+			m.BreakClient(c.name, f.Conn, f.Late)
+		case FaultBreakClient:
+			for _, m := range masters {
+				m.ArmClient(c.name, -1, f.Late, true)
+			}
+			heal(func() {
+				for _, m := range masters {
+					m.ArmClient(c.name, -1, 0, false)
+				}
+			})
+		case FaultReplace:
+			wg.Go(func() {
+				c.replace()
+				h.faultEnded(rec, h.since(time.Now()))
+			})
+		case FaultCancel:
+			c.resetLockCtx()
+		case FaultPauseHolders:
+			c.pause(f.For)
+			heal(func() {})
+		case FaultFreeze:
+			c.freeze(f.For)
+			heal(c.thaw)
+		case FaultStall:
+			n.Stall(c.name)
+			heal(func() {
+				for _, m := range masters {
+					m.BreakClient(c.name, -1, f.Late)
+				}
+				n.Unstall(c.name)
+			})
+		}
+	}
+}

@@ -466,13 +466,6 @@ func (n *Network) setFrozen(client string, on bool) {
 	}
 }
 
-// frozen reports whether client is frozen.
-func (n *Network) frozen(client string) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.frozenSet[client]
-}
-
 // Stall holds back what client sends to every master until Unstall,
 // while what the masters send still reaches it: its commands wait in
 // flight, as behind a link that drops one way and retransmits.

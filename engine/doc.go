@@ -12,10 +12,10 @@
 //
 // Errors can be told apart with errors.Is: ErrNotAcquired (contention),
 // ErrNoQuorum (too many masters failed), ErrNotHeld, ErrLeaseExpired,
-// ErrLockLost, ErrReleased, ErrWrongType, ErrClosed; *VotesError carries
-// the per-node outcomes and *NodeError each node's cause. Context errors
-// are wrapped, never replaced. Every error is one line that starts
-// "engine: " once.
+// ErrLockLost, ErrReleased, ErrWrongType, ErrClosed, ErrPermitCount;
+// *VotesError carries the per-node outcomes and *NodeError each node's
+// cause. Context errors are wrapped, never replaced. Every error is one
+// line that starts "engine: " once.
 //
 // Waiters of one Locker queue at an in-process gate; waiters of different
 // Lockers (processes) queue by ticket on the masters, and a release gives
@@ -35,9 +35,11 @@
 // waiter queue), notify.go (release notifications), lease.go (a lease's
 // validity and its lost-lock signal), release.go (Release, hand-off, and
 // the undo of failed attempts), extend.go (Extend, auto-extension),
-// fence.go (fencing tokens), keys.go (the engine's keys on the masters),
-// errors.go, config.go, observer.go. Each Lua script sits beside the code
-// that sends it, and names its arguments in its first line.
+// fence.go (fencing tokens), semaphore.go (Semaphore: P permits held as
+// P slot locks, each on a quorum), keys.go (the engine's keys on the
+// masters), errors.go, config.go, observer.go. Each Lua script sits
+// beside the code that sends it, and names its arguments in its first
+// line.
 //
 // What is and is not guaranteed is set out in the repository's
 // docs/guarantees.md: the masters must be independent (no replica

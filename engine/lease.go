@@ -23,6 +23,9 @@ type Lease struct {
 	wait     WaitInfo
 	gated    bool
 	handoffs int // hand-offs in a row that led to this lease
+	// permit is a semaphore permit's slot + 1, 0 for a lock: its key is
+	// the slot's, and its release publishes for the semaphore's waiters.
+	permit int
 	// votes is scratch space for this lease's rounds, so that a cycle
 	// allocates no tally; opMu keeps Release and Extend from sharing it.
 	votes   []multiplex.Vote

@@ -57,11 +57,16 @@ var (
 	// alone, not max(counter, the master's clock): after masters restart
 	// and forget their counters, tokens go backwards.
 	FencingWithoutClockFloor = &Switch{name: "fencing-without-clock-floor"}
+	// SemaphoreSplitVote: a semaphore grants a permit on a quorum of
+	// masters that each took a slot, whichever: it counts permits per
+	// master, and with two or more permits more holders than permits
+	// can each find a majority with one free.
+	SemaphoreSplitVote = &Switch{name: "semaphore-split-vote"}
 )
 
 // All is every switch, for flags and tables.
 var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext, SplitVoteStaleEntry,
-	QuitKeepsTurn, GhostInQueue, FencingWithoutClockFloor}
+	QuitKeepsTurn, GhostInQueue, FencingWithoutClockFloor, SemaphoreSplitVote}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

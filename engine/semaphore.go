@@ -33,12 +33,17 @@ import (
 //
 // One round trip. The client draws where to start (a random slot) and
 // sends one script to every master: it takes the first free slot from
-// there (SET PX with the permit's value) and answers its index. Masters
+// there (SET NX with the permit's value) and answers its index. Masters
 // that see the same holders choose the same slot; if a quorum chose one,
 // the client holds it, and undoes the slots other masters took, late
 // answers included. Otherwise (a split: the masters' holders differ, or
 // competitors raced) it undoes everything; TryAcquire then tries again
-// at once, at most twice, from the slot most masters chose.
+// at once, at most twice, from the slot most masters chose. While the
+// semaphore has room, TryAcquire first probes the drawn slot alone with
+// the lock's plain SET NX, which costs the masters a third of the script:
+// a probe that misses is undone and followed at once by the script, and
+// the handle's next attempts run the script until one finds its first
+// slot free (see probing).
 //
 // Waiting. Acquire, like Lock, waits for a release instead of polling:
 // after an attempt that found every slot taken on a quorum, it
@@ -77,6 +82,21 @@ type Semaphore struct {
 	// refreshed is when this handle last refreshed the permit count on
 	// the masters (unix ns).
 	refreshed atomic.Int64
+	// scan: the last probe of one slot missed, so attempts run the
+	// script, until one finds the slot it starts at free (see probing).
+	scan atomic.Bool
+}
+
+// probing reports whether the next TryAcquire probes one slot first: a
+// plain SET NX PX of the drawn slot, the lock's own acquire, which costs
+// the masters a third of the script. Not with fencing (whose script reads
+// the counter), nor for the attempt that checks the permit count, nor
+// after a probe missed: then the script's attempts go first, one round
+// trip each, until one finds its first slot free, a sign that the
+// semaphore has room again.
+func (s *Semaphore) probing() bool {
+	due := time.Now().UnixNano()-s.refreshed.Load() >= int64(s.l.cfg.MaxTTL/2)
+	return !s.l.cfg.Fencing && !s.scan.Load() && !due
 }
 
 // refresh reports whether the attempt about to go checks the permit count
@@ -182,13 +202,23 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
 	return le, err
 }
 
-// tryAcquire is TryAcquire's attempts, with their number.
+// tryAcquire is TryAcquire's attempts, with their number: a probe of
+// the drawn slot (see probing), then script attempts from the next one.
 func (s *Semaphore) tryAcquire(ctx context.Context) (le *Lease, tries int, err error) {
 	first := s.draw()
-	for {
+	if s.probing() {
 		tries++
-		le, err = s.try(ctx, first, false)
-		if err == nil || tries == semTries || ctx.Err() != nil {
+		le, err = s.try(ctx, first, false, true)
+		if err == nil || ctx.Err() != nil || !errors.Is(err, ErrNotAcquired) {
+			return le, tries, err
+		}
+		s.scan.Store(true)
+		first = (first + 1) % s.permits
+	}
+	for scripts := 1; ; scripts++ {
+		tries++
+		le, err = s.try(ctx, first, false, false)
+		if err == nil || scripts == semTries || ctx.Err() != nil {
 			return le, tries, err
 		}
 		next, split := splitSlot(err)
@@ -228,6 +258,9 @@ func splitSlot(err error) (int, bool) {
 type semAttempt struct {
 	le Lease
 	s  *Semaphore
+	// probe is the one slot a probe sets, −1 for the script, which
+	// answers the slot it took.
+	probe int
 	// Under le.mu.
 	decided bool
 	won     int // the permit's slot, −1 for none
@@ -236,8 +269,9 @@ type semAttempt struct {
 }
 
 // try makes one attempt, starting at slot first; waiter: marks the
-// holders' values where every slot is taken (see Semaphore).
-func (s *Semaphore) try(ctx context.Context, first int, waiter bool) (*Lease, error) {
+// holders' values where every slot is taken (see Semaphore); probe: sets
+// slot first alone (see probing).
+func (s *Semaphore) try(ctx context.Context, first int, waiter, probe bool) (*Lease, error) {
 	l := s.l
 	// Close waits for attempts under way, so that their undo is sent.
 	l.remote.Add(1)
@@ -245,14 +279,26 @@ func (s *Semaphore) try(ctx context.Context, first int, waiter bool) (*Lease, er
 	if l.closed.Load() {
 		return nil, fmt.Errorf("engine: acquire %q: %w", s.name, ErrClosed)
 	}
-	a := &semAttempt{s: s, won: -1}
+	a := &semAttempt{s: s, won: -1, probe: -1}
 	le := &a.le
 	le.l, le.resource, le.value = l, s.name, newValue()
 	le.initVotes(l.pool.Len())
-	cmd := s.acquireCommand(le.value, first, waiter)
+	var cmd multiplex.Command
+	classify := classifySem
+	if probe && !waiter {
+		a.probe = first
+		cmd, classify = s.probeCommand(le.value, first)
+	} else {
+		cmd = s.acquireCommand(le.value, first, waiter)
+	}
 	le.start = time.Now()
-	t := l.pool.Fanout(ctx, cmd, classifySem, (*semReplies)(a), le.votes)
-	return a.decide(ctx, t)
+	t := l.pool.Fanout(ctx, cmd, classify, (*semReplies)(a), le.votes)
+	le, err := a.decide(ctx, t)
+	if err == nil && a.probe < 0 && a.won == first {
+		// Its first slot was free: probes may hit again.
+		s.scan.Store(false)
+	}
+	return le, err
 }
 
 // semModes is the acquire script's mode: [refresh][old][waiter][fencing]:
@@ -271,6 +317,19 @@ var semModes = func() (m [2][2][2][3]string) {
 	}
 	return m
 }()
+
+// probeCommand sets slot alone, as a lock's acquire does (SET NX GET PX,
+// or SET NX PX on masters older than Redis 7.0).
+func (s *Semaphore) probeCommand(value string, slot int) (multiplex.Command, multiplex.Classifier) {
+	if s.l.setGet {
+		cmd := plainCall("SET", s.keys[slot], value, "NX", "GET", "PX", s.l.ttlStr)
+		cmd.SkipIfFailed = true
+		return cmd, classifyAcquireGet
+	}
+	cmd := plainCall("SET", s.keys[slot], value, "NX", "PX", s.l.ttlStr)
+	cmd.SkipIfFailed = true
+	return cmd, classifyAcquireSet
+}
 
 func (s *Semaphore) acquireCommand(value string, first int, waiter bool) multiplex.Command {
 	r, o, w, f := 0, 0, 0, 0
@@ -309,6 +368,9 @@ func (a *semAttempt) decide(ctx context.Context, t multiplex.Tally) (*Lease, err
 	le, s := &a.le, a.s
 	l := s.l
 	slot, agreed := t.Agreed(permitMask)
+	if a.probe >= 0 {
+		slot, agreed = int64(a.probe), t.OK // one key: every yes is for it
+	}
 	ok := agreed >= t.Quorum
 	if mutation.SemaphoreSplitVote.On() {
 		ok = t.OK >= t.Quorum // a yes on any slot counts: counting per master
@@ -377,6 +439,9 @@ func (a *semAttempt) record(i int, v multiplex.Vote) {
 	le := &a.le
 	if v.Outcome == multiplex.OK {
 		a.choice[i] = int16(v.Value&permitMask) + 1
+		if a.probe >= 0 {
+			a.choice[i] = int16(a.probe) + 1
+		}
 		le.answered |= 1 << i
 		return
 	}
@@ -473,10 +538,20 @@ func (a *semAttempt) undoSlot(slot int, nodes uint64) {
 func (a *semAttempt) sweep(nodes, broken uint64) {
 	keep := "-1"
 	a.le.mu.Lock()
-	if a.won >= 0 {
-		keep = itoa(int64(a.won))
-	}
+	won := a.won
 	a.le.mu.Unlock()
+	if a.probe >= 0 {
+		// A probe sets its slot only: the permit's release covers it,
+		// or its undo.
+		if won < 0 {
+			u := &semUndo{a: a, cmd: scriptCall(semUndoScript, a.s.keys[a.probe], a.le.value), again: broken & nodes}
+			u.send(nodes)
+		}
+		return
+	}
+	if won >= 0 {
+		keep = itoa(int64(won))
+	}
 	u := &semUndo{a: a, cmd: scriptCall(semSweepScript, a.s.base, a.le.value, a.s.pstr, keep), again: broken & nodes}
 	u.send(nodes)
 }
@@ -641,7 +716,7 @@ func (w *semWaiter) wait(now bool) (*Lease, error) {
 		}
 		now = false
 		w.info.Attempts++
-		le, err := w.s.try(w.ctx, w.first, w.sub != nil)
+		le, err := w.s.try(w.ctx, w.first, w.sub != nil, false)
 		if err == nil {
 			return le, nil
 		}
@@ -782,8 +857,8 @@ if mode ~= "" then
   old = string.find(mode, "o", 1, true)
   refresh = string.find(mode, "m", 1, true)
 end
-local meta = KEYS[1] .. "permits"
 local function count()
+  local meta = KEYS[1] .. "permits"
   local have = redis.pcall("GET", meta)
   if type(have) == "table" then
     return redis.error_reply("WRONGTYPE redlock: the semaphore's permit count holds the wrong type")

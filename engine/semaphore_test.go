@@ -219,7 +219,9 @@ func TestSemaphoreUndoesTheMinoritysSlot(t *testing.T) {
 	}
 }
 
-// A yes that arrives after the attempt failed is undone when it arrives.
+// A yes that arrives after the attempt failed is undone when it arrives:
+// the script's (a handle's first attempt runs it) and a probe's (its
+// next).
 func TestSemaphoreLateYesIsUndone(t *testing.T) {
 	e := newEnv(t, 5)
 	l := e.locker(func(c *engine.Config) { c.NodeTimeout = 2 * time.Second; c.TTL = 10 * time.Second })
@@ -231,23 +233,60 @@ func TestSemaphoreLateYesIsUndone(t *testing.T) {
 	for _, i := range []int{0, 1, 2} {
 		e.set(i, slotKey(name, 0), "holder")
 	}
-	e.cluster.Nodes[3].Pause()
-	e.cluster.Nodes[4].Pause()
-	start := time.Now()
-	_, err = s.TryAcquire(context.Background())
-	if !errors.Is(err, engine.ErrNotAcquired) {
-		t.Fatalf("slot held on a quorum: %v", err)
+	for round := 0; round < 2; round++ {
+		e.cluster.Nodes[3].Pause()
+		e.cluster.Nodes[4].Pause()
+		start := time.Now()
+		_, err = s.TryAcquire(context.Background())
+		if !errors.Is(err, engine.ErrNotAcquired) {
+			t.Fatalf("round %d: slot held on a quorum: %v", round, err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Fatalf("round %d: the refusal waited %s for the paused masters", round, took)
+		}
+		e.cluster.Nodes[3].Resume()
+		e.cluster.Nodes[4].Resume()
+		// The paused masters ran the attempts after all, found the slot
+		// free and took it; their late yes must delete it.
+		eventually(t, 3*time.Second, "the late yeses undone", func() bool {
+			return e.get(3, slotKey(name, 0)) == "" && e.get(4, slotKey(name, 0)) == ""
+		})
 	}
-	if took := time.Since(start); took > time.Second {
-		t.Fatalf("the refusal waited %s for the paused masters", took)
+}
+
+// A probe of a slot taken on a quorum, or on a minority, is undone where
+// it took the slot, and the script's attempt that follows takes a free
+// one; the probes' leftovers never block a slot.
+func TestSemaphoreProbeThatMissesIsUndone(t *testing.T) {
+	e := newEnv(t, 5)
+	l := e.locker(nil)
+	const name = "probe"
+	s, err := l.Semaphore(name, 3)
+	if err != nil {
+		t.Fatal(err)
 	}
-	e.cluster.Nodes[3].Resume()
-	e.cluster.Nodes[4].Resume()
-	// The paused masters ran the attempts after all, found the slot free
-	// and took it; their late yes must delete it.
-	eventually(t, 3*time.Second, "the late yeses undone", func() bool {
-		return e.get(3, slotKey(name, 0)) == "" && e.get(4, slotKey(name, 0)) == ""
-	})
+	for _, i := range []int{0, 1, 2} {
+		e.set(i, slotKey(name, 0), "quorum")
+	}
+	for _, i := range []int{3, 4} {
+		e.set(i, slotKey(name, 1), "minority")
+	}
+	ctx := context.Background()
+	for i := 0; i < 30; i++ {
+		le, err := s.TryAcquire(ctx)
+		if err != nil {
+			t.Fatalf("attempt %d: %v", i, err)
+		}
+		if le.Permit() == 0 {
+			t.Fatalf("attempt %d: a permit in slot 0, held by another on a quorum", i)
+		}
+		eventually(t, 2*time.Second, "the permit's value only in its slot", func() bool {
+			return e.onlyIn(name, 3, le.Value(), le.Permit())
+		})
+		if err := le.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // Contention reads as contention with a minority of masters down, and an

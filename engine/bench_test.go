@@ -3,7 +3,9 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -119,4 +121,98 @@ func BenchmarkTryLockReleaseCoalesce(b *testing.B) {
 			cycleSerial(b, benchLocker(b, func(c *engine.Config) { c.DisableCoalesce = off }))
 		})
 	}
+}
+
+// benchPermits is the permit count of the semaphore benchmarks: a pool's
+// size, small enough that a full attempt stays cheap.
+const benchPermits = 8
+
+// semaphores makes n semaphores of benchPermits permits under prefix,
+// each used once: a handle's first attempt also checks the permit count
+// on the masters (see Semaphore), which the warm-up leaves out of the
+// timed cycles, as a long-lived handle would.
+func semaphores(b *testing.B, l *engine.Locker, prefix string, n int) []*engine.Semaphore {
+	out := make([]*engine.Semaphore, n)
+	var wg sync.WaitGroup
+	busy := make(chan struct{}, 64) // as many warm-ups at once as the masters take without timeouts
+	for i := range out {
+		s, err := l.Semaphore(prefix+strconv.Itoa(i), benchPermits)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[i] = s
+		busy <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-busy }()
+			le, err := s.TryAcquire(context.Background())
+			if err == nil {
+				err = le.Release(context.Background())
+			}
+			if err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// semCycleSerial runs b.N TryAcquire+Release cycles, one caller at a
+// time, over a ring of semaphores as cycleSerial does over locks.
+func semCycleSerial(b *testing.B, l *engine.Locker) {
+	ctx := context.Background()
+	sems := semaphores(b, l, "sbench:"+strconv.FormatInt(runID.Add(1), 10)+":", 1024)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		le, err := sems[i&1023].TryAcquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := le.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// semCycleParallel runs the same cycles from parallelism × GOMAXPROCS
+// goroutines, each on a ring of semaphores of its own: uncontended.
+func semCycleParallel(b *testing.B, l *engine.Locker, parallelism int) {
+	ctx := context.Background()
+	prefix := "psbench:" + strconv.FormatInt(runID.Add(1), 10) + ":"
+	rings := make([][]*engine.Semaphore, parallelism*runtime.GOMAXPROCS(0))
+	all := semaphores(b, l, prefix, 64*len(rings))
+	for g := range rings {
+		rings[g] = all[64*g : 64*(g+1)]
+	}
+	var seq atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(parallelism)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		sems := rings[int(seq.Add(1)-1)%len(rings)]
+		for i := 0; pb.Next(); i++ {
+			le, err := sems[i&63].TryAcquire(ctx)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if err := le.Release(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// One permit taken and given back on 5 masters, one caller at a time:
+// compare with BenchmarkTryLockRelease (one script round trip to take the
+// first free slot, against SET NX).
+func BenchmarkSemaphoreAcquireRelease(b *testing.B) { semCycleSerial(b, benchLocker(b, nil)) }
+
+// The same cycle from 256 goroutines, each on semaphores of its own:
+// compare with BenchmarkTryLockReleaseCoalesce/parallel/DisableCoalesce=false,
+// the lock's cycle from as many.
+func BenchmarkSemaphoreAcquireReleaseParallel(b *testing.B) {
+	semCycleParallel(b, benchLocker(b, nil), 128)
 }

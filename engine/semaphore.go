@@ -42,8 +42,9 @@ import (
 // semaphore has room, TryAcquire first probes the drawn slot alone with
 // the lock's plain SET NX, which costs the masters a third of the script:
 // a probe that misses is undone and followed at once by the script, and
-// the handle's next attempts run the script until one finds its first
-// slot free (see probing).
+// the handle's next attempts run the script until one finds the slot it
+// drew free (see probing). An Observer sees a semaphore's acquisitions
+// as TryLock and Lock of its name.
 //
 // Waiting. Acquire, like Lock, waits for a release instead of polling:
 // after an attempt that found every slot taken on a quorum, it
@@ -92,7 +93,7 @@ type Semaphore struct {
 // the masters a third of the script. Not with fencing (whose script reads
 // the counter), nor for the attempt that checks the permit count, nor
 // after a probe missed: then the script's attempts go first, one round
-// trip each, until one finds its first slot free, a sign that the
+// trip each, until one finds the slot it drew free, a sign that the
 // semaphore has room again.
 func (s *Semaphore) probing() bool {
 	due := time.Now().UnixNano()-s.refreshed.Load() >= int64(s.l.cfg.MaxTTL/2)
@@ -206,7 +207,8 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
 // the drawn slot (see probing), then script attempts from the next one.
 func (s *Semaphore) tryAcquire(ctx context.Context) (le *Lease, tries int, err error) {
 	first := s.draw()
-	if s.probing() {
+	probed := s.probing()
+	if probed {
 		tries++
 		le, err = s.try(ctx, first, false, true)
 		if err == nil || ctx.Err() != nil || !errors.Is(err, ErrNotAcquired) {
@@ -218,6 +220,10 @@ func (s *Semaphore) tryAcquire(ctx context.Context) (le *Lease, tries int, err e
 	for scripts := 1; ; scripts++ {
 		tries++
 		le, err = s.try(ctx, first, false, false)
+		if err == nil && !probed && scripts == 1 && le.Permit() == first {
+			// The slot it drew was free: probes may hit again.
+			s.scan.Store(false)
+		}
 		if err == nil || scripts == semTries || ctx.Err() != nil {
 			return le, tries, err
 		}
@@ -293,12 +299,7 @@ func (s *Semaphore) try(ctx context.Context, first int, waiter, probe bool) (*Le
 	}
 	le.start = time.Now()
 	t := l.pool.Fanout(ctx, cmd, classify, (*semReplies)(a), le.votes)
-	le, err := a.decide(ctx, t)
-	if err == nil && a.probe < 0 && a.won == first {
-		// Its first slot was free: probes may hit again.
-		s.scan.Store(false)
-	}
-	return le, err
+	return a.decide(ctx, t)
 }
 
 // semModes is the acquire script's mode: [refresh][old][waiter][fencing]:

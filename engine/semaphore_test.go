@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -563,5 +564,46 @@ func TestSemaphoreAcquireEndsAtClose(t *testing.T) {
 		case <-time.After(3 * time.Second):
 			t.Fatal("Acquire still waiting after Close")
 		}
+	}
+}
+
+// An Observer sees a semaphore's acquisitions as TryLock and Lock of its
+// name, and its permits' releases as any lease's.
+func TestSemaphoreIsObserved(t *testing.T) {
+	e := newEnv(t, 3)
+	var mu sync.Mutex
+	var got []string
+	l := e.locker(func(c *engine.Config) {
+		c.Observer = &engine.Observer{
+			Acquire: func(_ context.Context, ev engine.AcquireEvent) {
+				mu.Lock()
+				got = append(got, fmt.Sprintf("%s %s %s", ev.Op, ev.Resource, ev.Result))
+				mu.Unlock()
+			},
+			Release: func(_ context.Context, ev engine.ReleaseEvent) {
+				mu.Lock()
+				got = append(got, fmt.Sprintf("release %s %s", ev.Resource, ev.Result))
+				mu.Unlock()
+			},
+		}
+	})
+	s, _ := l.Semaphore("observed", 1)
+	ctx := context.Background()
+	le, err := s.TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.TryAcquire(ctx)
+	le.Release(ctx)
+	if le, err = s.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	le.Release(ctx)
+	want := []string{"try_lock observed acquired", "try_lock observed contended", "release observed released",
+		"lock observed acquired", "release observed released"}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Fatalf("events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

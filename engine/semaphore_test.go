@@ -607,3 +607,48 @@ func TestSemaphoreIsObserved(t *testing.T) {
 		t.Fatalf("events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// An attempt whose connection to a master broke under it may still run
+// there after its undo, which went on a new connection: the slot it took
+// there is deleted again later, whichever slot that was.
+func TestSemaphoreAttemptUnderABrokenConnectionIsSwept(t *testing.T) {
+	e := newEnv(t, 3)
+	const name = "broken"
+	for _, i := range []int{1, 2} {
+		e.set(i, slotKey(name, 0), "someone")
+		e.set(i, slotKey(name, 1), "someone")
+	}
+	px := newStallProxy(t, e.cluster.Nodes[0].Addr())
+	l := e.locker(func(c *engine.Config) {
+		c.Masters = []string{px.addr(), e.cluster.Nodes[1].Addr(), e.cluster.Nodes[2].Addr()}
+		c.ConnTimeout = time.Second
+	})
+	s, err := l.Semaphore(name, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px.stall.Store(true)
+	// The refusals of masters 1 and 2 decide each attempt, and master 0
+	// is not sent one whose turn had not come by then: try until the
+	// proxy holds one.
+	for attempt := 0; !px.holding(); attempt++ {
+		if attempt == 20 {
+			t.Fatal("no attempt reached the proxy in 20")
+		}
+		if _, err := s.TryAcquire(context.Background()); !errors.Is(err, engine.ErrNotAcquired) {
+			t.Fatalf("TryAcquire: %v", err)
+		}
+		deadline := time.Now().Add(500 * time.Millisecond)
+		for !px.holding() && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	px.stall.Store(false)
+	px.breakStalled()
+	eventually(t, 5*time.Second, "the undo overtook the attempt", func() bool { return px.newConns.Load() > 0 })
+	time.Sleep(200 * time.Millisecond)
+	px.flushStalled() // master 0, whose slots are free, runs the attempts now
+	eventually(t, 5*time.Second, "the slots taken after the first undo are freed", func() bool {
+		return e.get(0, slotKey(name, 0)) == "" && e.get(0, slotKey(name, 1)) == ""
+	})
+}

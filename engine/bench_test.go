@@ -157,15 +157,18 @@ func semaphores(b *testing.B, l *engine.Locker, prefix string, n int) []*engine.
 	return out
 }
 
-// semCycleSerial runs b.N TryAcquire+Release cycles, one caller at a
-// time, over a ring of semaphores as cycleSerial does over locks.
+// semCycleSerial runs b.N TryAcquire+Release cycles on one semaphore,
+// one caller at a time. One semaphore, not a ring as cycleSerial's locks:
+// a permit's Release waits for every master, so the next acquire of the
+// same semaphore never meets its deletes on their way, and a semaphore is
+// made to be taken again and again.
 func semCycleSerial(b *testing.B, l *engine.Locker) {
 	ctx := context.Background()
-	sems := semaphores(b, l, "sbench:"+strconv.FormatInt(runID.Add(1), 10)+":", 1024)
+	s := semaphores(b, l, "sbench:"+strconv.FormatInt(runID.Add(1), 10)+":", 1)[0]
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		le, err := sems[i&1023].TryAcquire(ctx)
+		le, err := s.TryAcquire(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -176,14 +179,14 @@ func semCycleSerial(b *testing.B, l *engine.Locker) {
 }
 
 // semCycleParallel runs the same cycles from parallelism × GOMAXPROCS
-// goroutines, each on a ring of semaphores of its own: uncontended.
-func semCycleParallel(b *testing.B, l *engine.Locker, parallelism int) {
+// goroutines, each on a ring of ring semaphores of its own: uncontended.
+func semCycleParallel(b *testing.B, l *engine.Locker, parallelism, ring int) {
 	ctx := context.Background()
 	prefix := "psbench:" + strconv.FormatInt(runID.Add(1), 10) + ":"
 	rings := make([][]*engine.Semaphore, parallelism*runtime.GOMAXPROCS(0))
-	all := semaphores(b, l, prefix, 64*len(rings))
+	all := semaphores(b, l, prefix, ring*len(rings))
 	for g := range rings {
-		rings[g] = all[64*g : 64*(g+1)]
+		rings[g] = all[ring*g : ring*(g+1)]
 	}
 	var seq atomic.Int64
 	b.ReportAllocs()
@@ -192,7 +195,7 @@ func semCycleParallel(b *testing.B, l *engine.Locker, parallelism int) {
 	b.RunParallel(func(pb *testing.PB) {
 		sems := rings[int(seq.Add(1)-1)%len(rings)]
 		for i := 0; pb.Next(); i++ {
-			le, err := sems[i&63].TryAcquire(ctx)
+			le, err := sems[i%ring].TryAcquire(ctx)
 			if err != nil {
 				b.Error(err)
 				return
@@ -206,13 +209,22 @@ func semCycleParallel(b *testing.B, l *engine.Locker, parallelism int) {
 }
 
 // One permit taken and given back on 5 masters, one caller at a time:
-// compare with BenchmarkTryLockRelease (one script round trip to take the
-// first free slot, against SET NX).
+// compare with BenchmarkTryLockRelease. Once its handle has checked the
+// permit count, a permit with room costs the lock's SET NX (a probe of
+// one slot) and a release script.
 func BenchmarkSemaphoreAcquireRelease(b *testing.B) { semCycleSerial(b, benchLocker(b, nil)) }
 
-// The same cycle from 256 goroutines, each on semaphores of its own:
+// The same cycle from 256 goroutines, each on a semaphore of its own:
 // compare with BenchmarkTryLockReleaseCoalesce/parallel/DisableCoalesce=false,
-// the lock's cycle from as many.
+// the lock's cycle from as many. With semaphores=16384, each goroutine
+// takes turns over 64 semaphores, as the lock's benchmark does over 64
+// names: each semaphore in use keeps its permit count on every master
+// (for 2 MaxTTL), and 16384 of those keys make every command on the
+// masters dearer.
 func BenchmarkSemaphoreAcquireReleaseParallel(b *testing.B) {
-	semCycleParallel(b, benchLocker(b, nil), 128)
+	for _, ring := range []int{1, 64} {
+		b.Run(fmt.Sprintf("semaphores=%d", ring*128*runtime.GOMAXPROCS(0)), func(b *testing.B) {
+			semCycleParallel(b, benchLocker(b, nil), 128, ring)
+		})
+	}
 }

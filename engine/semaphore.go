@@ -68,7 +68,10 @@ import (
 // a handle's first attempt, one every MaxTTL/2 after, and every attempt
 // that finds all permits taken check it, and fail with ErrPermitCount if
 // it differs. Create a handle once and share it: its later attempts skip
-// the check while permits are free. What the check cannot see (a count
+// the check while permits are free. The count is one small key per
+// semaphore on every master, kept 2 MaxTTL after its last check: many
+// thousands of semaphores in use make every command on the masters
+// somewhat dearer (see BenchmarkSemaphoreAcquireReleaseParallel). What the check cannot see (a count
 // whose keys expired while a permit of it is still extended) is bounded
 // all the same: every count uses the same slots from 0, so holders never
 // outnumber the larger count.

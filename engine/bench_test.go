@@ -3,7 +3,9 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -229,4 +231,110 @@ func benchSets(n int) [][]string {
 		sets[i] = []string{s + "a", s + "b", s + "c"}
 	}
 	return sets
+}
+
+// benchPermits is the permit count of the semaphore benchmarks: a pool's
+// size, small enough that a full attempt stays cheap.
+const benchPermits = 8
+
+// semaphores makes n semaphores of benchPermits permits under prefix,
+// each used once: a handle's first attempt also checks the permit count
+// on the masters (see Semaphore), which the warm-up leaves out of the
+// timed cycles, as a long-lived handle would.
+func semaphores(b *testing.B, l *engine.Locker, prefix string, n int) []*engine.Semaphore {
+	out := make([]*engine.Semaphore, n)
+	var wg sync.WaitGroup
+	busy := make(chan struct{}, 64) // as many warm-ups at once as the masters take without timeouts
+	for i := range out {
+		s, err := l.Semaphore(prefix+strconv.Itoa(i), benchPermits)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[i] = s
+		busy <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-busy }()
+			le, err := s.TryAcquire(context.Background())
+			if err == nil {
+				err = le.Release(context.Background())
+			}
+			if err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// semCycleSerial runs b.N TryAcquire+Release cycles on one semaphore,
+// one caller at a time. One semaphore, not a ring as cycleSerial's locks:
+// a permit's Release waits for every master, so the next acquire of the
+// same semaphore never meets its deletes on their way, and a semaphore is
+// made to be taken again and again.
+func semCycleSerial(b *testing.B, l *engine.Locker) {
+	ctx := context.Background()
+	s := semaphores(b, l, "sbench:"+strconv.FormatInt(runID.Add(1), 10)+":", 1)[0]
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		le, err := s.TryAcquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := le.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// semCycleParallel runs the same cycles from parallelism × GOMAXPROCS
+// goroutines, each on a ring of ring semaphores of its own: uncontended.
+func semCycleParallel(b *testing.B, l *engine.Locker, parallelism, ring int) {
+	ctx := context.Background()
+	prefix := "psbench:" + strconv.FormatInt(runID.Add(1), 10) + ":"
+	rings := make([][]*engine.Semaphore, parallelism*runtime.GOMAXPROCS(0))
+	all := semaphores(b, l, prefix, ring*len(rings))
+	for g := range rings {
+		rings[g] = all[ring*g : ring*(g+1)]
+	}
+	var seq atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(parallelism)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		sems := rings[int(seq.Add(1)-1)%len(rings)]
+		for i := 0; pb.Next(); i++ {
+			le, err := sems[i%ring].TryAcquire(ctx)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if err := le.Release(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// One permit taken and given back on 5 masters, one caller at a time:
+// compare with BenchmarkTryLockRelease. Once its handle has checked the
+// permit count, a permit with room costs the lock's SET NX (a probe of
+// one slot) and a release script.
+func BenchmarkSemaphoreAcquireRelease(b *testing.B) { semCycleSerial(b, benchLocker(b, nil)) }
+
+// The same cycle from 256 goroutines, each on a semaphore of its own:
+// compare with BenchmarkTryLockReleaseCoalesce/parallel/DisableCoalesce=false,
+// the lock's cycle from as many. With semaphores=16384, each goroutine
+// takes turns over 64 semaphores, as the lock's benchmark does over 64
+// names: each semaphore in use keeps its permit count on every master
+// (for 2 MaxTTL), and 16384 of those keys make every command on the
+// masters dearer.
+func BenchmarkSemaphoreAcquireReleaseParallel(b *testing.B) {
+	for _, ring := range []int{1, 64} {
+		b.Run(fmt.Sprintf("semaphores=%d", ring*128*runtime.GOMAXPROCS(0)), func(b *testing.B) {
+			semCycleParallel(b, benchLocker(b, nil), 128, ring)
+		})
+	}
 }

@@ -50,6 +50,18 @@ func keyState(t *testing.T, c rueidis.Client, key string) string {
 	return fmt.Sprintf("%s expires=%v fence=%q queue=%q", val, pttl > 0, fence, queue)
 }
 
+// semState is what a script left in the slots 0 and 1 and the permit
+// count of the semaphore whose keys start with key.
+func semState(t *testing.T, c rueidis.Client, key string) string {
+	t.Helper()
+	var sem []string
+	for _, k := range []string{key + "0", key + "1", key + "permits"} {
+		v, _ := c.Do(context.Background(), c.B().Get().Key(k).Build()).ToString()
+		sem = append(sem, v)
+	}
+	return fmt.Sprintf("sem=%q", sem)
+}
+
 // outcome is a reply as a caller's classifier sees it. Error texts are
 // compared by their code: a script's own failure appends where it failed.
 func outcome(classify multiplex.Classifier, res rueidis.RedisResult, clock bool) string {
@@ -126,8 +138,11 @@ func TestCoalescedScriptsMatchSingle(t *testing.T) {
 	ids := func(i int) string { return "id" + strconv.Itoa(i) }
 	ours := func(i int) string { return ids(i) + idEnd + "ours" }
 	states := []struct {
-		name  string
-		setup [][]string // commands on "K" the key, "F" its fencing counter, "Q" its queue; "V" and "I" as above
+		name string
+		// commands on "K" the key, "F" its fencing counter, "Q" its queue,
+		// "S0", "S1" and "P" the slots and count of a semaphore whose keys
+		// start with K; "V" and "I" as above
+		setup [][]string
 	}{
 		{"ours", [][]string{{"SET", "K", "V", "PX", "60000"}}},
 		{"marked", [][]string{{"SET", "K", "V" + waitMark, "PX", "60000"}}},
@@ -143,6 +158,10 @@ func TestCoalescedScriptsMatchSingle(t *testing.T) {
 		{"fenced", [][]string{{"SET", "K", "V", "PX", "60000"}, {"SET", "F", "9000000000000000"}}},
 		{"fence-not-int", [][]string{{"SET", "F", "x"}}},
 		{"missing-fenced", [][]string{{"SET", "F", "9000000000000000"}}},
+		{"slot-ours", [][]string{{"SET", "S0", "V", "PX", "60000"}}},
+		{"slots-taken", [][]string{{"SET", "S0", other, "PX", "60000"}, {"SET", "S1", other + waitMark, "PX", "60000"}, {"SET", "P", "2"}}},
+		{"slot-wrongtype", [][]string{{"HSET", "S0", "f", "1"}}},
+		{"other-count", [][]string{{"SET", "P", "3", "PX", "60000"}}},
 		// Last, so that the keys before it leave their further arguments
 		// behind in a coalesced call: its own call has only the first.
 		{"first-arg-only", [][]string{{"SET", "K", "V", "PX", "60000"}}},
@@ -172,6 +191,12 @@ func TestCoalescedScriptsMatchSingle(t *testing.T) {
 		{"fence", fenceScript, []string{"9000000000000005", v}, classifyInt},
 		{"leave", leaveScript, []string{id}, classifyInt},
 		{"quit", quitScript, []string{id}, classifyInt},
+		{"sem-acquire", semAcquireScript, []string{v, "60000", "2", "0", "", "60000"}, classifySem},
+		{"sem-acquire-all", semAcquireScript, []string{v, "60000", "2", "1", "mwf", "60000"}, classifySem},
+		{"sem-acquire-old", semAcquireScript, []string{v, "60000", "2", "1", "owc", "60000"}, classifySem},
+		{"sem-release", semReleaseScript, []string{v}, classifyInt},
+		{"sem-undo", semUndoScript, []string{v}, classifyInt},
+		{"sem-sweep", semSweepScript, []string{v, "2", "-1"}, classifyInt},
 	}
 	for _, s := range allScripts {
 		if !slices.ContainsFunc(scripts, func(sc scriptCase) bool { return sc.s == s }) {
@@ -206,7 +231,8 @@ func TestCoalescedScriptsMatchSingle(t *testing.T) {
 							cmd[j] = cmd[j][:len(cmd[j])-1] + ids(i)
 						}
 					}
-					cmd[1] = map[string]string{"K": keys[i], "F": fencePrefix + keys[i], "Q": queuePrefix + keys[i]}[cmd[1]]
+					cmd[1] = map[string]string{"K": keys[i], "F": fencePrefix + keys[i], "Q": queuePrefix + keys[i],
+						"S0": keys[i] + "0", "S1": keys[i] + "1", "P": keys[i] + "permits"}[cmd[1]]
 					must(t, cl, cmd...)
 				}
 			}
@@ -230,7 +256,7 @@ func TestCoalescedScriptsMatchSingle(t *testing.T) {
 			if got := outcome(sc.classify, rueidis.NewResult(arr[i], nil), true); got != want[i] {
 				t.Errorf("%s: reply %q coalesced, %q alone", k, got, want[i])
 			}
-			if got, want := keyState(t, multi, k), keyState(t, single, k); got != want {
+			if got, want := keyState(t, multi, k)+semState(t, multi, k), keyState(t, single, k)+semState(t, single, k); got != want {
 				t.Errorf("%s: left %q coalesced, %q alone", k, got, want)
 			}
 		}

@@ -18,12 +18,11 @@
 //
 // Errors can be told apart with errors.Is: ErrNotAcquired (contention),
 // ErrNoQuorum (too many masters failed), ErrNotHeld, ErrLeaseExpired,
-// ErrLockLost, ErrReleased, ErrWrongType, ErrClosed (and, for names,
-// ErrEmptyResource, ErrReservedResource, ErrNoResources,
-// ErrTooManyResources); *VotesError carries
-// the per-node outcomes and *NodeError each node's cause. Context errors
-// are wrapped, never replaced. Every error is one line that starts
-// "engine: " once.
+// ErrLockLost, ErrReleased, ErrWrongType, ErrClosed, ErrPermitCount (and,
+// for names, ErrEmptyResource, ErrReservedResource, ErrNoResources,
+// ErrTooManyResources); *VotesError carries the per-node outcomes and
+// *NodeError each node's cause. Context errors are wrapped, never
+// replaced. Every error is one line that starts "engine: " once.
 //
 // Waiters of one Locker queue at an in-process gate; waiters of different
 // Lockers (processes) queue by ticket on the masters, and a release gives
@@ -44,9 +43,11 @@
 // validity and its lost-lock signal), release.go (Release, hand-off, and
 // the undo of failed attempts), extend.go (Extend, auto-extension),
 // multi.go (TryLockAll, LockAll: a lease on several resources),
-// fence.go (fencing tokens), keys.go (the engine's keys on the masters),
-// errors.go, config.go, observer.go. Each Lua script sits beside the code
-// that sends it, and names its arguments in its first line.
+// fence.go (fencing tokens), semaphore.go (Semaphore: P permits held as
+// P slot locks, each on a quorum), keys.go (the engine's keys on the
+// masters), errors.go, config.go, observer.go. Each Lua script sits
+// beside the code that sends it, and names its arguments in its first
+// line.
 //
 // What is and is not guaranteed is set out in the repository's
 // docs/guarantees.md: the masters must be independent (no replica

@@ -49,6 +49,10 @@ var (
 	// with the engine's internal namespace ("\xffredlock:"), where the
 	// fencing counters live.
 	ErrReservedResource = errors.New("resource key in the engine's reserved namespace")
+	// ErrPermitCount: a Semaphore was asked for with a permit count other
+	// than the one its permits on the masters were taken with (the count
+	// is kept on the masters while the semaphore is in use).
+	ErrPermitCount = errors.New("semaphore in use with another permit count")
 	// ErrUnreachable: New could not reach enough masters for a quorum;
 	// the error names each address and its cause.
 	ErrUnreachable = multiplex.ErrUnreachable

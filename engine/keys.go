@@ -38,6 +38,16 @@ const (
 	queuePrefixLua = `\255redlock:queue:`
 )
 
+// semPrefix starts a semaphore's keys on every master (see Semaphore):
+// slot i is the lock key semPrefix + KeyPrefix + "{" + name + "}:" + i,
+// held by one permit, and its permit count is the same with "permits"
+// for i. In the internal namespace, so that no resource name reaches
+// them; the name in braces is their Redis Cluster hash tag, so that one
+// script may touch them all (a "{" in KeyPrefix or name still puts every
+// index after the tag). A release of a slot publishes, when a waiter
+// marked it, on releasedPrefix + the keys' common part up to the index.
+const semPrefix = internalPrefix + "sem:"
+
 // releasedPrefix names the channel a release publishes on, so that waiters
 // retry at once instead of polling.
 const releasedPrefix = "redlock:released:"

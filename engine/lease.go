@@ -26,6 +26,9 @@ type Lease struct {
 	// multi.go); key is then empty and resource a label. nil for a lease
 	// on one resource; a pointer, so that such a lease stays small.
 	all *resourceSet
+	// permit is a semaphore permit's slot + 1, 0 for a lock: its key is
+	// the slot's, and its release publishes for the semaphore's waiters.
+	permit int
 	// votes is scratch space for this lease's rounds, so that a cycle
 	// allocates no tally; opMu keeps Release and Extend from sharing it.
 	votes   []multiplex.Vote

@@ -26,8 +26,11 @@ type Locker struct {
 	drift  time.Duration
 	setGet bool // masters support SET NX GET (Redis >= 7.0)
 	gate   *gate
-	notify *notifier
-	closed atomic.Bool
+	// semGate queues this Locker's Acquire callers that wait for a full
+	// semaphore, by its keys' base: only the head waits on the masters.
+	semGate *gate
+	notify  *notifier
+	closed  atomic.Bool
 	// done closes with Close: Lock callers asleep between attempts wake.
 	done chan struct{}
 	// remote counts Lock callers (at the gate or past it), attempts and
@@ -102,6 +105,7 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 	}
 	if !cfg.DisableGate {
 		l.gate = newGate()
+		l.semGate = newGate()
 	}
 	if !cfg.DisableNotify {
 		l.notify = newNotifier(pool, cfg.NotifyLinger)
@@ -110,7 +114,8 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 	return l, nil
 }
 
-var allScripts = []*multiplex.Script{releaseScript, undoScript, extendScript, leaveScript, quitScript, acquireMarkScript, acquireFenceScript, fenceScript}
+var allScripts = []*multiplex.Script{releaseScript, undoScript, extendScript, leaveScript, quitScript, acquireMarkScript, acquireFenceScript, fenceScript,
+	semAcquireScript, semReleaseScript, semUndoScript, semSweepScript}
 
 // Config returns the effective configuration, defaults filled in.
 func (l *Locker) Config() Config { return l.cfg }
@@ -164,6 +169,7 @@ func (l *Locker) Close() error {
 	close(l.done)
 	if l.gate != nil {
 		l.gate.close()
+		l.semGate.close()
 	}
 	// A waiter may be in an attempt (and its fencing round) or
 	// subscribing: each is bounded by a round's span.

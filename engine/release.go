@@ -77,6 +77,9 @@ func (le *Lease) release(ctx context.Context, force bool) (err error) {
 	if mutation.GhostInQueue.On() {
 		script = releaseScriptGhost
 	}
+	if le.permit != 0 {
+		script = semReleaseScript
+	}
 	cmd := le.releaseCommand(nodes, script)
 	cmd.MustSend = true
 	t := le.l.pool.Fanout(ctx, cmd, classifyInt, nil, le.votes)
@@ -310,7 +313,11 @@ type undoReplies Lease
 
 func (u *undoReplies) send(nodes uint64) {
 	le := (*Lease)(u)
-	le.l.pool.Post(le.releaseCommand(nodes, undoScript), classifyInt, u)
+	script := undoScript
+	if le.permit != 0 {
+		script = semReleaseScript
+	}
+	le.l.pool.Post(le.releaseCommand(nodes, script), classifyInt, u)
 }
 
 // Late receives each delete's reply.

@@ -15,7 +15,10 @@
 //   - Pool.Fanout sends a Command (a plain command, or a Script sent by SHA
 //     and reloaded on NOSCRIPT) and returns the Tally. Replies that arrive
 //     after the decision go to a LateHandler, so that a late yes can be
-//     undone. Pool.Post sends without waiting, for clean-up.
+//     undone. Pool.Post sends without waiting, for clean-up. With
+//     Command.Agree, a quorum is one of yes votes that agree on a value
+//     (Tally.Agreed), such as the slot each master gave a semaphore's
+//     permit.
 //   - The restart quarantine (QuarantinePolicy): a master whose run_id
 //     changed, or (by default) that was younger than MaxTTL when first
 //     seen, may have forgotten what it agreed to; its yes votes fail with a

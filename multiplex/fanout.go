@@ -102,6 +102,16 @@ type Command struct {
 	// already marked released whose deletes never leave would block
 	// everyone for a full TTL.
 	MustSend bool
+	// Agree, when nonzero, makes the quorum one of agreeing votes: an OK
+	// vote counts toward it only together with the OK votes whose Value
+	// has the same bits under this mask. The round is decided as soon as
+	// a quorum of OK votes agree, or as soon as no group can reach a
+	// quorum any more. Tally.OK still counts every OK vote; Tally.Agreed
+	// finds the largest group. A semaphore's acquire uses it: each node
+	// answers the slot it took, and a permit needs a quorum on one slot.
+	// A uint32, in the padding before Nodes: Command is copied into every
+	// task, and stays within its size.
+	Agree uint32
 	// Nodes is the set of nodes to send to, as a bit set; 0 means every
 	// node. Nodes left out stay Pending in the Tally.
 	Nodes uint64
@@ -124,6 +134,33 @@ type Tally struct {
 
 // Reached reports whether a quorum said OK.
 func (t *Tally) Reached() bool { return t.OK >= t.Quorum }
+
+// Agreed is the largest group of OK votes whose Values agree under mask
+// (see Command.Agree): the group's Value&mask and its size, 0 when no
+// vote is OK. Of groups of equal size, the first node's wins.
+func (t *Tally) Agreed(mask int64) (value int64, n int) {
+	for i, a := range t.Votes {
+		if a.Outcome != OK {
+			continue
+		}
+		k := agreeing(t.Votes[i:], a.Value, mask)
+		if k > n {
+			value, n = a.Value&mask, k
+		}
+	}
+	return value, n
+}
+
+// agreeing counts the OK votes whose Value equals value under mask.
+func agreeing(votes []Vote, value, mask int64) int {
+	n := 0
+	for _, v := range votes {
+		if v.Outcome == OK && (v.Value^value)&mask == 0 {
+			n++
+		}
+	}
+	return n
+}
 
 // TimeOutPending ends a round that its caller stopped waiting for at a
 // deadline of its own (ctx's), as the node timeout would have: the nodes
@@ -423,7 +460,12 @@ func (r *round) deliver(i int, v Vote, res *rueidis.RedisResult) {
 	lh := r.late
 	if !late {
 		if v.Outcome == OK {
-			r.ok++
+			if mask := int64(r.cmd.Agree); mask != 0 {
+				// r.ok is the largest agreeing group: only v's grew.
+				r.ok = max(r.ok, agreeing(r.votes, v.Value, mask))
+			} else {
+				r.ok++
+			}
 		}
 		done := r.outstanding == 0
 		if !r.cmd.WaitAll {

@@ -35,7 +35,8 @@ var expected = map[string][]string{
 // notSimulated are the switches of fixes the simulation's workload does
 // not reach, and the test that catches each instead.
 var notSimulated = map[string]string{
-	mutation.AcquireAllPartial.Name(): "the workers do not call LockAll; TestMultiLockPropertyCatchesPartialAcquisition (engine, real masters) catches it",
+	mutation.AcquireAllPartial.Name():  "the workers do not call LockAll; TestMultiLockPropertyCatchesPartialAcquisition (engine, real masters) catches it",
+	mutation.SemaphoreSplitVote.Name(): "the workers do not take semaphore permits; TestSemaphorePermitsControl (engine, real masters) catches it",
 }
 
 // companions are switches a hunt turns on with the one it hunts: a second

@@ -71,12 +71,17 @@ var (
 	// older ticket that joins there first is woken by that release, to be
 	// refused by the new holder's quorum.
 	LateReleaseWakesOlder = &Switch{name: "late-release-wakes-older"}
+	// SemaphoreSplitVote: a semaphore grants a permit on a quorum of
+	// masters that each took a slot, whichever: it counts permits per
+	// master, and with two or more permits more holders than permits
+	// can each find a majority with one free.
+	SemaphoreSplitVote = &Switch{name: "semaphore-split-vote"}
 )
 
 // All is every switch, for flags and tables.
 var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext, SplitVoteStaleEntry,
 	QuitKeepsTurn, GhostInQueue, FencingWithoutClockFloor, AcquireAllPartial, ExpiredLeaseKeepsKey,
-	LateReleaseWakesOlder}
+	LateReleaseWakesOlder, SemaphoreSplitVote}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

@@ -115,7 +115,7 @@ func Check(res *Result) []Violation {
 	out = append(out, CheckExpiry(grants, keys, res.quorum)...)
 	faults := h.Faults()
 	out = append(out, CheckWaiters(h.Events(), grants, keys, faults, res.quorum, res.Config.Masters, res.bounds)...)
-	out = append(out, CheckTurns(h.Events(), grants, keys, faults, res.bounds)...)
+	out = append(out, CheckTurns(h.Events(), grants, keys, res.leaves, faults, res.bounds)...)
 	out = append(out, CheckLeftovers(res.Leftovers, res.Virtual)...)
 	out = append(out, CheckClose(h.Closes(), res.bounds)...)
 	out = append(out, CheckErrors(h.Events(), grants, keys, faults, res.bounds)...)
@@ -546,8 +546,10 @@ func waiterThrough(waits []Event, from, to time.Duration, byClient map[int][]win
 //     expire unused while the next waiter sleeps;
 //   - never by the late release of a marked lock while another lease of
 //     the resource is trusted that had its place in that master's queue
-//     since its Lock began: the release must pop that holder (whose token
-//     then expires unused), not wake a waiter to be refused by a quorum.
+//     since its Lock began, and whose leave (sent once it acquired) had
+//     reached that master: the release must then pop that holder (whose
+//     token then expires unused), not wake a waiter to be refused by a
+//     quorum.
 //     A late release on a master the holder never queued on (it took the
 //     resource without queueing, or its attempt is still on its way
 //     there), or a quit that passes on a free key, cannot know of it, and
@@ -557,7 +559,7 @@ func waiterThrough(waits []Event, from, to time.Duration, byClient map[int][]win
 // just acquired) is by design. Stretches near a fault (Settle before
 // the token) are not judged: a quit lost with its connection is the
 // fault's doing.
-func CheckTurns(events []Event, grants []Grant, keys keySpans, faults []FaultRecord, b Bounds) []Violation {
+func CheckTurns(events []Event, grants []Grant, keys keySpans, leaves []Leave, faults []FaultRecord, b Bounds) []Violation {
 	_, _, all := affected(faults, 0, b)
 	// Locker ids → client, from the waiters' lock values each client set.
 	lockers := make(map[string]int)
@@ -611,7 +613,7 @@ func CheckTurns(events []Event, grants []Grant, keys keySpans, faults []FaultRec
 				switch {
 				case own:
 				case other != nil && (s.Cause == "EVALSHA release" || s.Cause == "EVAL release") && i > 0 && lateLock(ss[i-1]) &&
-					queuedBefore(keys[queuePrefix+r], m, other.Called, s.From, other.Value):
+					queuedBefore(keys[queuePrefix+r], m, other.Called, s.From, other.Value) && leftBefore(leaves, m, r, other.Called, s.From, other.Value):
 					out = append(out, Violation{Checker: CheckerTurn, At: s.From, Resource: r, Client: -1, Leases: []Grant{*other},
 						Detail: fmt.Sprintf("master%d gave %s's turn to waiter %s while lease#%d of c%d/w%d, queued there, held it", m, r, id, other.ID, other.Client, other.Worker)})
 				case expired:
@@ -627,6 +629,24 @@ func CheckTurns(events []Event, grants []Grant, keys keySpans, faults []FaultRec
 		}
 	}
 	return sortViolations(out)
+}
+
+// leftBefore reports whether the leave of the waiter whose lease value
+// is value reached master m in [since, at): the engine had acted there on
+// its acquisition (kept its place at the head, or left), so a late
+// release after it must pop that holder. Before it, the release may pass
+// the leave on the wire.
+func leftBefore(leaves []Leave, m int, resource string, since, at time.Duration, value string) bool {
+	id, _, ok := strings.Cut(value, ".")
+	if !ok {
+		return false
+	}
+	for _, l := range leaves {
+		if l.Master == m && l.Resource == resource && l.ID == id && l.At >= since && l.At < at {
+			return true
+		}
+	}
+	return false
 }
 
 // lateLock reports whether span s held a lock marked by a waiter: the
@@ -708,9 +728,24 @@ func CheckErrors(events []Event, grants []Grant, keys keySpans, faults []FaultRe
 			workerOps[k] = append(workerOps[k], window{e.Called, e.At})
 		}
 	}
-	for _, g := range grants {
+	// A lease keeps its worker on the resource, at the gate, until its
+	// Release returns (it hands the gate on after the deletes), or to the
+	// end of the run if its Release, or its hold, was still under way.
+	released := make(map[int]time.Duration)
+	for _, e := range events {
+		if e.Op == "release" && e.Grant >= 0 {
+			released[e.Grant] = max(released[e.Grant], e.At)
+		}
+	}
+	for i, g := range grants {
 		k := [3]any{g.Resource, g.Client, g.Worker}
-		workerOps[k] = append(workerOps[k], window{g.Granted, max(g.End, g.Granted+1)})
+		end := max(g.End, g.Granted+1)
+		if at, ok := released[i]; ok {
+			end = max(end, at)
+		} else if g.Ended == "released" || g.Ended == "" {
+			end = never
+		}
+		workerOps[k] = append(workerOps[k], window{g.Granted, end})
 	}
 	othersBusy := func(e Event, from, to time.Duration) bool {
 		for k, ws := range workerOps {

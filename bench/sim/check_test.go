@@ -1,10 +1,12 @@
 package sim
 
 import (
-	"github.com/redlock-bench/redlock/engine"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlock-bench/redlock/engine"
 )
 
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
@@ -243,8 +245,15 @@ func TestCheckTurnsLateRelease(t *testing.T) {
 			rec(0, ms(50), queuePrefix+"r", tc.queue, "EVALSHA acquire"),
 			rec(0, ms(150), queuePrefix+"r", tc.then, "EVALSHA leave"),
 			rec(0, ms(200), "r", "~w:1", "EVALSHA release"))
-		if got := CheckTurns(nil, []Grant{holder}, keys, nil, b); len(got) != tc.want {
+		leaves := []Leave{{At: ms(110), Master: 0, Resource: "r", ID: "h:1"}}
+		if got := CheckTurns(nil, []Grant{holder}, keys, leaves, nil, b); len(got) != tc.want {
 			t.Errorf("queue %s: violations %v, want %d", tc.queue, got, tc.want)
+		}
+		// Before the holder's leave reached the master, the release may
+		// pass it on the wire: not judged.
+		leaves[0].At = ms(250)
+		if got := CheckTurns(nil, []Grant{holder}, keys, leaves, nil, b); len(got) != 0 {
+			t.Errorf("queue %s, the leave after the release: violations %v, want none", tc.queue, got)
 		}
 	}
 }
@@ -291,5 +300,29 @@ func TestCheckErrors(t *testing.T) {
 	faults := []FaultRecord{{Fault: Fault{Kind: FaultHang, Master: 2}, At: ms(50), End: ms(150)}}
 	if got := CheckErrors([]Event{call(noQuorum, "no-quorum")}, nil, keys, faults, Bounds{}); len(got) != 0 {
 		t.Fatalf("ErrNoQuorum during a fault: %v", got)
+	}
+}
+
+// A Lock refused at the in-process gate is honest while another worker of
+// its client holds the resource, or is still in the Release that hands
+// the gate on (its deletes wait for every master), even when that
+// Release had not returned when the run ended.
+func TestCheckErrorsGate(t *testing.T) {
+	gateErr := errors.New("engine: lock \"r\": not acquired: queued behind another goroutine of this Locker")
+	refused := Event{Op: "lock", Resource: "r", Client: 0, Worker: 0, Called: ms(500), At: ms(600), Result: "not-acquired", Err: gateErr, Grant: -1}
+	held := Grant{ID: 0, Resource: "r", Client: 0, Worker: 1, Called: ms(0), Granted: ms(100), End: ms(450), Ended: "released"}
+	for _, tc := range []struct {
+		name    string
+		release []Event
+		want    int
+	}{
+		{"release still under way at the end", nil, 0},
+		{"release returned after the refusal began", []Event{{Op: "release", Resource: "r", Client: 0, Worker: 1, Called: ms(450), At: ms(550), Result: "ok", Grant: 0}}, 0},
+		{"release returned before", []Event{{Op: "release", Resource: "r", Client: 0, Worker: 1, Called: ms(450), At: ms(460), Result: "ok", Grant: 0}}, 1},
+	} {
+		got := CheckErrors(append(tc.release, refused), []Grant{held}, keySpans{}, nil, Bounds{})
+		if len(got) != tc.want {
+			t.Errorf("%s: violations %v, want %d", tc.name, got, tc.want)
+		}
 	}
 }

@@ -153,43 +153,52 @@ func TestHunt(t *testing.T) {
 	t.Logf("switch                        seeds       wall  checker                 shrunk case\n%s", strings.Join(table, "\n"))
 }
 
-// huntedCases are the cases the hunt found and shrunk, three per switch
-// (see docs/simulation.md), from TestHunt -sim.hunt=all -sim.huntcases=3.
+// huntedCases are the cases the hunt found and shrunk, up to three per
+// switch (see docs/simulation.md), from TestHunt -sim.hunt=all
+// -sim.huntcases=3.
 var huntedCases = map[string][]Config{
 	"handoff-ended-lease": {
-		{Seed: 7, Duration: 6 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{0, 2}, Idle: []string{"c0/w0", "c1/w0"}},
+		{Seed: 7, Duration: 6 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{0, 2}, Idle: []string{"c0/w0", "c0/w2", "c1/w0"}},
 		{Seed: 87, Duration: 3500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 1, Keep: []int{1}, Idle: []string{"c0/w0", "c0/w1", "c2", "c3/w1", "c3/w2"}},
-		{Seed: 93, Duration: 8500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{2, 3, 4, 7}, Idle: []string{"c3/w1", "c1/w1"}},
+		{Seed: 152, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 3, Keep: []int{1, 2, 3, 4, 6}, Idle: []string{"c1/w0", "c2/w2"}},
 	},
 	"stale-shorter-extend": {
 		{Seed: 496, Duration: 3 * time.Second, Clients: 2, Workers: 3, Resources: 1, Keep: []int{0}, Idle: []string{"c1/w0", "c1/w1", "c0"}},
-		{Seed: 512, Duration: 6 * time.Second, Clients: 4, Workers: 3, Resources: 1, Keep: []int{6}, Idle: []string{"c0/w0", "c0/w1", "c1/w2", "c2/w0", "c2/w1", "c3/w2", "c1/w0", "c3/w1"}},
-		{Seed: 951, Duration: 3500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{0}, Idle: []string{"c0", "c2"}},
+		{Seed: 2907, Duration: 4 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{0, 1, 2}, Idle: []string{"c0/w0", "c0/w1", "c2/w1", "c3/w0"}},
+		{Seed: 4213, Duration: 4500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{2}, Idle: []string{"c0/w2", "c1/w0", "c1/w1", "c3/w1", "c3/w2"}},
 	},
 	"late-release-wakes-next": {
-		{Seed: 6, Duration: 2 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c0", "c1/w0", "c1/w2"}},
-		{Seed: 31, Duration: 8500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 3, Keep: []int{}, Idle: []string{"c0/w0", "c0/w1", "c2/w1", "c1", "c2/w2", "c3/w2"}},
-		{Seed: 37, Duration: 1500 * time.Millisecond, Clients: 3, Workers: 2, Resources: 1, Keep: []int{}, Idle: []string{"c0/w0", "c1/w0"}},
+		{Seed: 16, Duration: 5500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 3, Keep: []int{}, Idle: []string{"c0/w0", "c0/w1", "c1/w1", "c2/w0", "c2/w1"}},
+		{Seed: 31, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 3, Keep: []int{}, Idle: []string{"c1", "c0/w0", "c0/w1", "c2/w1"}},
+		{Seed: 52, Duration: 5500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c1/w2"}},
 	},
 	"split-vote-stale-entry": {
-		{Seed: 92, Duration: 5 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c0/w1", "c1/w2"}},
-		{Seed: 160, Duration: 3500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c0/w1", "c0/w0", "c2/w1"}},
-		{Seed: 231, Duration: 6500 * time.Millisecond, Clients: 3, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c0/w2"}},
+		{Seed: 48, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c0/w0"}},
+		{Seed: 1290, Duration: 5500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: nil},
+		{Seed: 1452, Duration: 3 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c3/w0"}},
 	},
 	"quit-keeps-turn": {
-		{Seed: 648, Duration: 7500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c3/w1"}},
-		{Seed: 808, Duration: 9 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c0/w1", "c0/w2"}},
-		{Seed: 932, Duration: 7 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c2/w2", "c0/w0", "c0/w1"}},
+		{Seed: 228, Duration: 3 * time.Second, Clients: 4, Workers: 3, Resources: 3, Keep: []int{}, Idle: []string{"c2/w0", "c2/w2"}},
+		{Seed: 1095, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c3/w0", "c3/w1"}},
+		{Seed: 1117, Duration: 9 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: nil},
 	},
 	"ghost-in-queue": {
 		{Seed: 18, Duration: 4500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 1, Keep: []int{}, Idle: []string{"c0", "c1/w0", "c1/w2", "c2/w0", "c3/w0", "c3/w1", "c2/w1"}},
-		{Seed: 53, Duration: 4 * time.Second, Clients: 2, Workers: 3, Resources: 1, Keep: []int{}, Idle: []string{"c0/w2", "c1/w1", "c0/w0"}},
-		{Seed: 58, Duration: 10 * time.Second, Clients: 3, Workers: 3, Resources: 2, Keep: []int{}, Idle: []string{"c0", "c1/w1"}},
+		{Seed: 53, Duration: 4 * time.Second, Clients: 3, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c0/w0", "c0/w2", "c1/w1"}},
+		{Seed: 58, Duration: 10 * time.Second, Clients: 4, Workers: 2, Resources: 4, Keep: []int{}, Idle: []string{"c0/w1", "c2/w0"}},
 	},
 	"fencing-without-clock-floor": {
-		{Seed: 1, Duration: 8500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{12, 13, 15, 16, 18}, Idle: []string{"c3/w2"}},
-		{Seed: 5, Duration: 4 * time.Second, Clients: 2, Workers: 3, Resources: 4, Keep: []int{1, 3, 4}, Idle: []string{"c1/w1", "c1/w2", "c0"}},
-		{Seed: 8, Duration: 4500 * time.Millisecond, Clients: 3, Workers: 3, Resources: 4, Keep: []int{2, 3, 5, 8}, Idle: []string{"c1", "c2/w0", "c2/w1"}},
+		{Seed: 1, Duration: 8500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{12, 13, 16, 17, 18}, Idle: nil},
+		{Seed: 5, Duration: 7500 * time.Millisecond, Clients: 1, Workers: 3, Resources: 3, Keep: []int{1, 2, 3, 4, 10, 11}, Idle: []string{"c0/w0"}},
+		{Seed: 8, Duration: 4500 * time.Millisecond, Clients: 1, Workers: 3, Resources: 4, Keep: []int{0, 2, 3, 5, 8}, Idle: []string{"c0/w0", "c0/w1"}},
+	},
+	"expired-lease-keeps-key": {
+		{Seed: 773, Duration: 7500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c3/w1"}},
+		{Seed: 825, Duration: 6500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c0/w0", "c1/w2", "c2/w0", "c3/w0", "c0/w2", "c2/w1"}},
+		{Seed: 2939, Duration: 5500 * time.Millisecond, Clients: 4, Workers: 2, Resources: 4, Keep: []int{}, Idle: []string{"c0/w1", "c0/w2", "c1/w0", "c1/w2", "c2/w2", "c3/w2"}},
+	},
+	"late-release-wakes-older": {
+		{Seed: 198, Duration: 1500 * time.Millisecond, Clients: 4, Workers: 2, Resources: 2, Keep: []int{}, Idle: []string{"c0", "c1/w1", "c3/w1"}},
 	},
 }
 

@@ -65,6 +65,7 @@ type Master struct {
 	// virtual time 0 for its instants. client is the connection whose
 	// command is running, for the log.
 	log    []KeyRecord
+	leaves []Leave
 	start  time.Time
 	client string
 	cause  string
@@ -435,8 +436,62 @@ func (m *Master) execLocked(p *pipe, args []string, out []byte) []byte {
 		m.cause = args[0] + " " + scriptName(m.st, args[0], a[0])
 	}
 	r := m.st.exec(args)
+	m.noteLeaves(args)
 	m.cause = ""
 	return r.appendRESP(out, p.resp3)
+}
+
+// Leave is the arrival at a master of a waiter's leave of a resource's
+// queue after it acquired (the engine's leaveScript, or a plain ZREM of
+// the queue), whether or not it changed anything: the turn checker asks
+// whether the engine's leave had reached a master before a late release.
+type Leave struct {
+	At       time.Duration
+	Master   int
+	Resource string
+	ID       string
+}
+
+// noteLeaves records the leaves a command carries. The caller holds mu,
+// with m.cause naming the command.
+func (m *Master) noteLeaves(args []string) {
+	at := time.Since(m.start)
+	switch {
+	case args[0] == "ZREM" && len(args) > 2 && strings.HasPrefix(args[1], queuePrefix):
+		for _, id := range args[2:] {
+			m.leaves = append(m.leaves, Leave{At: at, Master: m.Index, Resource: strings.TrimPrefix(args[1], queuePrefix), ID: id})
+		}
+	case strings.HasSuffix(m.cause, " leave") && len(args) > 3:
+		// EVALSHA sha numkeys keys... argv...: one key and its id, or a
+		// coalesced call whose ARGV gives each key a count and its args.
+		n, err := strconv.Atoi(args[2])
+		if err != nil || len(args) < 3+n {
+			return
+		}
+		keys, argv := args[3:3+n], args[3+n:]
+		if n == 1 && len(argv) == 1 {
+			m.leaves = append(m.leaves, Leave{At: at, Master: m.Index, Resource: keys[0], ID: argv[0]})
+			return
+		}
+		for _, k := range keys {
+			if len(argv) < 2 {
+				return
+			}
+			c, err := strconv.Atoi(argv[0])
+			if err != nil || c < 1 || len(argv) < 1+c {
+				return
+			}
+			m.leaves = append(m.leaves, Leave{At: at, Master: m.Index, Resource: k, ID: argv[1]})
+			argv = argv[1+c:]
+		}
+	}
+}
+
+// Leaves returns the leaves that reached the master (see Leave).
+func (m *Master) Leaves() []Leave {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.leaves)
 }
 
 // scriptName names one of the engine's scripts by a line of its Lua

@@ -131,6 +131,7 @@ type Result struct {
 	Coverage Coverage
 	// Masters' key logs and clocks, for the checkers.
 	keyLogs [][]KeyRecord
+	leaves  []Leave
 	clocks  [][]clockSeg
 	quorum  int
 	bounds  Bounds
@@ -325,6 +326,7 @@ func Run(cfg Config) (*Result, error) {
 			cov.Commands[k] += n
 		}
 		res.keyLogs = append(res.keyLogs, m.KeyLog())
+		res.leaves = append(res.leaves, m.Leaves()...)
 		res.clocks = append(res.clocks, m.clockSegs())
 	}
 	res.Coverage = cov

@@ -32,11 +32,16 @@ var expected = map[string][]string{
 	mutation.LateReleaseWakesOlder.Name():    {CheckerTurn, CheckerWait},
 }
 
-// notSimulated are the switches of fixes the simulation's workload does
-// not reach, and the test that catches each instead.
+// notSimulated are the switches the simulation does not find now (its
+// workload does not reach their fix, or no case replays), and the test
+// that catches each instead.
 var notSimulated = map[string]string{
 	mutation.AcquireAllPartial.Name():  "the workers do not call LockAll; TestMultiLockPropertyCatchesPartialAcquisition (engine, real masters) catches it",
 	mutation.SemaphoreSplitVote.Name(): "the workers do not take semaphore permits; TestSemaphorePermitsControl (engine, real masters) catches it",
+	// Found once (seed 198 at commit 5467bc0); the schedules changed with
+	// the semaphore's and the multi-lock's merge, and a 25-minute hunt at
+	// 22af89d did not find it again.
+	mutation.LateReleaseWakesOlder.Name(): "not found again since the schedules changed; TestLateReleaseWakesTheNewHolderBeforeAnOlderWaiter (engine, real masters) catches it",
 }
 
 // companions are switches a hunt turns on with the one it hunts: a second
@@ -173,14 +178,14 @@ var huntedCases = map[string][]Config{
 		{Seed: 52, Duration: 5500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c1/w2"}},
 	},
 	"split-vote-stale-entry": {
-		{Seed: 48, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c0/w0"}},
-		{Seed: 1290, Duration: 5500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: nil},
-		{Seed: 1452, Duration: 3 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c3/w0"}},
+		{Seed: 200, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c1/w1"}},
+		{Seed: 341, Duration: 1500 * time.Millisecond, Clients: 3, Workers: 3, Resources: 2, Keep: []int{}, Idle: []string{"c1/w1", "c1/w2"}},
+		{Seed: 393, Duration: 6 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c1/w1", "c2/w2"}},
 	},
-	"quit-keeps-turn": {
-		{Seed: 228, Duration: 3 * time.Second, Clients: 4, Workers: 3, Resources: 3, Keep: []int{}, Idle: []string{"c2/w0", "c2/w2"}},
-		{Seed: 1095, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c3/w0", "c3/w1"}},
-		{Seed: 1117, Duration: 9 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: nil},
+	"quit-keeps-turn": { // whole seeds: their shrinks did not fail again within three runs
+		{Seed: 272, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4},
+		{Seed: 1514, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4},
+		{Seed: 2776, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4},
 	},
 	"ghost-in-queue": {
 		{Seed: 18, Duration: 4500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 1, Keep: []int{}, Idle: []string{"c0", "c1/w0", "c1/w2", "c2/w0", "c3/w0", "c3/w1", "c2/w1"}},
@@ -196,9 +201,6 @@ var huntedCases = map[string][]Config{
 		{Seed: 773, Duration: 7500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c3/w1"}},
 		{Seed: 825, Duration: 6500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c0/w0", "c1/w2", "c2/w0", "c3/w0", "c0/w2", "c2/w1"}},
 		{Seed: 2939, Duration: 5500 * time.Millisecond, Clients: 4, Workers: 2, Resources: 4, Keep: []int{}, Idle: []string{"c0/w1", "c0/w2", "c1/w0", "c1/w2", "c2/w2", "c3/w2"}},
-	},
-	"late-release-wakes-older": {
-		{Seed: 198, Duration: 1500 * time.Millisecond, Clients: 4, Workers: 2, Resources: 2, Keep: []int{}, Idle: []string{"c0", "c1/w1", "c3/w1"}},
 	},
 }
 

@@ -323,7 +323,13 @@ func (u *undoReplies) send(nodes uint64) {
 // Late receives each delete's reply.
 func (u *undoReplies) Late(node int, v multiplex.Vote) {
 	le := (*Lease)(u)
-	l := le.l
+	le.l.retryUndo(le, &le.undoAgain, node, v, u.send)
+}
+
+// retryUndo acts on one undo's reply (again: the masters that get one
+// more delete a little later, under le.mu): a delete that did not reach
+// its master is sent again after a back-off, within the keys' lifetime.
+func (l *Locker) retryUndo(le *Lease, again *uint64, node int, v multiplex.Vote, send func(uint64)) {
 	// Past the key's lifetime a SET can no longer be waiting to run.
 	if l.closed.Load() || time.Since(le.start) > l.cfg.TTL+l.cfg.ConnTimeout {
 		return
@@ -332,15 +338,15 @@ func (u *undoReplies) Late(node int, v multiplex.Vote) {
 	_, reply := rueidis.IsRedisErr(v.Err)
 	if v.Outcome == multiplex.OK || v.Outcome == multiplex.Refused || (v.Outcome == multiplex.Failed && reply) {
 		le.mu.Lock()
-		later := le.undoAgain&bit != 0
-		le.undoAgain &^= bit
+		later := *again&bit != 0
+		*again &^= bit
 		le.mu.Unlock()
 		if later {
-			time.AfterFunc(min(l.cfg.ConnTimeout, l.cfg.TTL/2), func() { u.send(bit) })
+			time.AfterFunc(min(l.cfg.ConnTimeout, l.cfg.TTL/2), func() { send(bit) })
 		}
 		return
 	}
-	time.AfterFunc(l.jitter(l.cfg.RetryDelayMin, l.cfg.RetryDelayMax)+l.cfg.NodeTimeout, func() { u.send(bit) })
+	time.AfterFunc(l.jitter(l.cfg.RetryDelayMin, l.cfg.RetryDelayMax)+l.cfg.NodeTimeout, func() { send(bit) })
 }
 
 // mayHaveRun: an error that is not a reply from Redis (a dropped

@@ -579,25 +579,7 @@ func (u *semUndo) send(nodes uint64) {
 
 // Late receives each undo's reply; an unanswered one is sent again.
 func (u *semUndo) Late(node int, v multiplex.Vote) {
-	le := &u.a.le
-	l := le.l
-	// Past the keys' lifetime no script can still be waiting to run.
-	if l.closed.Load() || time.Since(le.start) > l.cfg.TTL+l.cfg.ConnTimeout {
-		return
-	}
-	bit := uint64(1) << node
-	_, reply := rueidis.IsRedisErr(v.Err)
-	if v.Outcome == multiplex.OK || v.Outcome == multiplex.Refused || (v.Outcome == multiplex.Failed && reply) {
-		le.mu.Lock()
-		later := u.again&bit != 0
-		u.again &^= bit
-		le.mu.Unlock()
-		if later {
-			time.AfterFunc(min(l.cfg.ConnTimeout, l.cfg.TTL/2), func() { u.send(bit) })
-		}
-		return
-	}
-	time.AfterFunc(l.jitter(l.cfg.RetryDelayMin, l.cfg.RetryDelayMax)+l.cfg.NodeTimeout, func() { u.send(bit) })
+	u.a.s.l.retryUndo(&u.a.le, &u.again, node, v, u.send)
 }
 
 // acquireError is a failed attempt, its kind judged by the agreeing votes

@@ -133,6 +133,25 @@ func (l *Locker) quitQueue(resource string, tk *ticket) {
 	}
 }
 
+// quitKept takes a released lease's kept places (see leaveScript) out of
+// the queues on nodes, without waiting. A late release of the lock before
+// it may have popped the place there and given it a turn it no longer
+// needs, or may still be on its way: the quit script passes such a turn
+// on to the next waiter, where a plain ZREM would leave the token to
+// expire while that waiter sleeps until its fallback.
+func (l *Locker) quitKept(resource string, tk *ticket, nodes uint64) {
+	if mutation.ReleaseKeepsTurn.On() {
+		l.leaveQueue(resource, tk, nodes, false)
+		return
+	}
+	cmd := scriptCall(quitScript, l.cfg.KeyPrefix+resource, tk.id)
+	if tk.all != nil {
+		cmd = keysCall(allKeysForm[quitScript], tk.all, tk.id)
+	}
+	cmd.Nodes = nodes
+	l.pool.Post(cmd, classifyInt, nil)
+}
+
 // dropTicket forgets tk (nil: none), whose leave another path sends.
 func (l *Locker) dropTicket(tk *ticket) {
 	if tk == nil {

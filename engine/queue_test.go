@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/mutation"
 )
 
 // waiterID is the queue id a waiter's lease value starts with ("" for a
@@ -936,5 +937,113 @@ func TestLateReleaseWakesTheNewHolderBeforeAnOlderWaiter(t *testing.T) {
 		if qq := e.queueOf(0, res); !slices.Contains(qq, older) || slices.Contains(qq, id) {
 			t.Errorf("master 0's queue after the late release: %v; want the new holder %s popped (its turn token expires unused), and %s still waiting", qq, id, older)
 		}
+	})
+}
+
+// TestReleasePassesOnATurnALateReleaseGaveIt: where a waiter that acquired
+// kept its place for a late release of the lock before it, that release
+// may arrive while the new lease is held, pop it and give it a turn it no
+// longer needs. The new lease's release must pass that turn on to the next
+// waiter there, not merely leave the queue: otherwise the token holds the
+// key until it expires and the next waiter there sleeps until its
+// fallback.
+func TestReleasePassesOnATurnALateReleaseGaveIt(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		for _, all := range []bool{false, true} {
+			t.Run(fmt.Sprintf("release-keeps-turn=%v/lockall=%v", keep, all), func(t *testing.T) {
+				defer mutation.ReleaseKeepsTurn.Set(keep)()
+				withAndWithoutFencing(t, func(t *testing.T, fencing bool, cfg func(*engine.Config)) {
+					passed := latePoppedHolderReleases(t, all, cfg)
+					if passed != !keep {
+						t.Errorf("the next waiter on the late master got its turn: %v, want %v", passed, !keep)
+					}
+				})
+			})
+		}
+	}
+}
+
+// latePoppedHolderReleases sets up TestReleasePassesOnATurnALateReleaseGaveIt's
+// interleaving, for Lock or LockAll, and reports whether the next waiter on
+// the late master got its turn after the new holder's release.
+func latePoppedHolderReleases(t *testing.T, all bool, cfg func(*engine.Config)) bool {
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	names := []string{"late-popped"}
+	if all {
+		names = []string{"late-popped-b", "late-popped-a"}
+	}
+	lock := func(ctx context.Context, l *engine.Locker) (*engine.Lease, error) {
+		if all {
+			return l.LockAll(ctx, names...)
+		}
+		return l.Lock(ctx, names[0])
+	}
+	addrs := e.cluster.Addrs()
+	slow := newLatencyProxy(t, addrs[0], 0, nil)
+	holderL := e.locker(func(c *engine.Config) {
+		cfg(c)
+		c.NodeTimeout = time.Second
+		c.Masters = []string{slow.addr(), addrs[1], addrs[2]}
+	})
+	waiterL := e.locker(cfg)
+	held, err := lock(ctx, holderL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *engine.Lease, 1)
+	go func() {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		le, err := lock(lctx, waiterL)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- le
+	}()
+	for _, res := range names {
+		eventually(t, 5*time.Second, "the waiter queued", func() bool { return e.queued(res, 1) })
+	}
+
+	// The release reaches masters 1 and 2 at once, master 0 late.
+	slow.delay.Store(int64(500 * time.Millisecond))
+	released := make(chan error, 1)
+	go func() { released <- held.Release(ctx) }()
+	w := <-got
+	if w == nil {
+		t.Fatal("the waiter did not acquire")
+	}
+	id := waiterID(w)
+	const next = "next-waiter"
+	for _, res := range names {
+		if e.get(0, res) != held.Value()+"+" {
+			t.Fatalf("set-up: master 0 holds %q before the late release, want the holder's marked value", e.get(0, res))
+		}
+		q := "\xffredlock:queue:" + res
+		if err := e.direct[0].Do(ctx, e.direct[0].B().Zadd().Key(q).ScoreMember().ScoreMember(1, next).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	// The late release pops the new holder, at the head, and gives it a
+	// turn on master 0 while it holds the lock on masters 1 and 2.
+	for _, res := range names {
+		eventually(t, 5*time.Second, "the late release ran on master 0", func() bool { return e.get(0, res) != held.Value()+"+" })
+		if v := e.get(0, res); v != "~"+id {
+			t.Fatalf("set-up: master 0 holds %q after the late release, want the new holder's turn token", v)
+		}
+	}
+	if err := w.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return within(time.Second, func() bool {
+		for _, res := range names {
+			if slices.Contains(e.queueOf(0, res), next) {
+				return false
+			}
+		}
+		return true
 	})
 }

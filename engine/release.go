@@ -68,7 +68,7 @@ func (le *Lease) release(ctx context.Context, force bool) (err error) {
 	// now: Close, had it begun, would not have left the place for us.
 	le.l.dropTicket(tk)
 	if kept != 0 && !mutation.SplitVoteStaleEntry.On() {
-		le.l.leaveQueue(le.resource, tk, kept, false)
+		le.l.quitKept(le.resource, tk, kept)
 	}
 	if nodes == 0 { // every master still to answer: late releases them
 		return le.l.leaseError("release", le.resource, multiplex.Tally{Votes: le.votes, Quorum: le.l.Quorum(), Pending: len(le.votes)}, validUntil)

@@ -30,6 +30,7 @@ var expected = map[string][]string{
 	mutation.FencingWithoutClockFloor.Name(): {CheckerFencing, CheckerStore},
 	mutation.ExpiredLeaseKeepsKey.Name():     {CheckerWait, CheckerTurn},
 	mutation.LateReleaseWakesOlder.Name():    {CheckerTurn, CheckerWait},
+	mutation.ReleaseKeepsTurn.Name():         {CheckerTurn, CheckerWait},
 }
 
 // notSimulated are the switches the simulation does not find now (its
@@ -186,6 +187,11 @@ var huntedCases = map[string][]Config{
 		{Seed: 272, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4},
 		{Seed: 1514, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4},
 		{Seed: 2776, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4},
+	},
+	"release-keeps-turn": { // found by make sim with every fix on, before the fix
+		{Seed: 1795674151, Duration: 1500 * time.Millisecond, Clients: 3, Workers: 3, Resources: 2, Keep: []int{}, Idle: []string{"c0/w0", "c0/w2", "c1/w0", "c2/w1", "c0", "c1/w1"}},
+		{Seed: 1795670548, Duration: 10 * time.Second, Clients: 8, Workers: 3, Resources: 4},
+		{Seed: 1795679690, Duration: 10 * time.Second, Clients: 8, Workers: 3, Resources: 4},
 	},
 	"ghost-in-queue": {
 		{Seed: 18, Duration: 4500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 1, Keep: []int{}, Idle: []string{"c0", "c1/w0", "c1/w2", "c2/w0", "c3/w0", "c3/w1", "c2/w1"}},

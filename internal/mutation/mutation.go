@@ -76,12 +76,17 @@ var (
 	// master, and with two or more permits more holders than permits
 	// can each find a majority with one free.
 	SemaphoreSplitVote = &Switch{name: "semaphore-split-vote"}
+	// ReleaseKeepsTurn: a release takes the lease's kept places out of the
+	// queues without passing on a turn that a late release of the lock
+	// before it gave it there: the next waiter there sleeps until its
+	// fallback.
+	ReleaseKeepsTurn = &Switch{name: "release-keeps-turn"}
 )
 
 // All is every switch, for flags and tables.
 var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext, SplitVoteStaleEntry,
 	QuitKeepsTurn, GhostInQueue, FencingWithoutClockFloor, AcquireAllPartial, ExpiredLeaseKeepsKey,
-	LateReleaseWakesOlder, SemaphoreSplitVote}
+	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

@@ -105,6 +105,12 @@ type Node struct {
 	opts Options
 	Port int
 	Dir  string
+	// BusPort is the cluster bus port of a node of a RedisCluster (0
+	// otherwise): chosen free like Port, since Port+10000 may not be.
+	BusPort int
+	// cluster holds the cluster-enabled settings of a RedisCluster's
+	// node; nil for a plain server.
+	cluster *ClusterOptions
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -219,6 +225,11 @@ func (n *Node) startOnFreePort(ctx context.Context) error {
 			return err
 		}
 		n.Port = port
+		if n.cluster != nil {
+			if n.BusPort, err = freePort(n.opts.Host); err != nil {
+				return err
+			}
+		}
 		if last = n.launch(ctx); last == nil {
 			return nil
 		}
@@ -265,6 +276,9 @@ func (n *Node) args() []string {
 		a = append(a, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
 		a = append(a, "--appendonly", "no")
+	}
+	if co := n.cluster; co != nil {
+		a = append(a, clusterArgs(n.BusPort, co)...)
 	}
 	return append(a, n.opts.Args...)
 }

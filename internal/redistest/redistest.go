@@ -7,6 +7,7 @@ package redistest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,9 +17,11 @@ import (
 // The types are redisproc's, so that a test can hand a cluster to code that
 // takes a *redisproc.Cluster or *redisproc.Node.
 type (
-	Options = redisproc.Options
-	Cluster = redisproc.Cluster
-	Node    = redisproc.Node
+	Options        = redisproc.Options
+	Cluster        = redisproc.Cluster
+	Node           = redisproc.Node
+	RedisCluster   = redisproc.RedisCluster
+	ClusterOptions = redisproc.ClusterOptions
 )
 
 // ErrNoServer reports that the redis-server binary could not be found.
@@ -45,6 +48,35 @@ func StartT(t testing.TB, n int, opts ...Options) *Cluster {
 	}
 	t.Cleanup(func() { c.Stop() })
 	return c
+}
+
+// StartClustersT starts n Redis Clusters shaped by co for a test, all at
+// once, and stops them in t.Cleanup, whether or not the test passes. It
+// fails the test when redis-server is missing.
+func StartClustersT(t testing.TB, n int, co ClusterOptions, opts ...Options) []*RedisCluster {
+	t.Helper()
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out := make([]*RedisCluster, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range out {
+		wg.Go(func() { out[i], errs[i] = redisproc.StartRedisCluster(ctx, co, o) })
+	}
+	wg.Wait()
+	for i, c := range out {
+		if c != nil {
+			t.Cleanup(func() { c.Stop() })
+		}
+		if errs[i] != nil {
+			t.Fatalf("start Redis Cluster %d: %v", i, errs[i])
+		}
+	}
+	return out
 }
 
 // Ping sends PING over a fresh connection and expects PONG (or NOAUTH from

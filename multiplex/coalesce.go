@@ -76,6 +76,7 @@ type group struct {
 	s     *Script
 	tasks []task
 	pos   int32 // its place in batch.at
+	slot  int32 // its keys' slot, for a cluster vote's batch; else -1
 }
 
 // plan lays out a batch's commands: b.at[k] is the k-th command to send,
@@ -84,8 +85,10 @@ type group struct {
 // its first member's place; the others keep theirs. A command joins a
 // group only if no earlier command on its key comes after the group's
 // place, so that one key's commands keep their order on the master (an
-// undo of a waiter's attempt must run before its next attempt).
-func (b *batch) plan(coalesce bool) {
+// undo of a waiter's attempt must run before its next attempt). With
+// slotted (a cluster vote's batch), a group takes only keys of one slot:
+// one script call runs on one shard.
+func (b *batch) plan(coalesce, slotted bool) {
 	b.at = b.at[:0]
 	// Commands of one script, each on one key, all join groups and
 	// cannot be reordered by grouping: only a mixed batch pays for
@@ -131,9 +134,13 @@ func (b *batch) plan(coalesce bool) {
 		if mixed {
 			after, seen = b.last[key]
 		}
+		slot := int32(-1)
+		if slotted {
+			slot = int32(KeySlot(key))
+		}
 		gi := -1
 		for j := 0; j < ng; j++ {
-			if g := &b.groups[j]; g.s == s && len(g.tasks) < maxCoalesce && (!seen || g.pos >= after) {
+			if g := &b.groups[j]; g.s == s && g.slot == slot && len(g.tasks) < maxCoalesce && (!seen || g.pos >= after) {
 				gi = j
 				break
 			}
@@ -142,9 +149,9 @@ func (b *batch) plan(coalesce bool) {
 			gi = ng
 			ng++
 			if gi < len(b.groups) {
-				b.groups[gi].s = s
+				b.groups[gi].s, b.groups[gi].slot = s, slot
 			} else {
-				b.groups = append(b.groups, group{s: s})
+				b.groups = append(b.groups, group{s: s, slot: slot})
 			}
 			b.groups[gi].pos = int32(len(b.at))
 			b.at = append(b.at, int32(-gi-1))
@@ -170,18 +177,25 @@ func (b *batch) release() {
 
 // buildMulti makes g's Multi call: its keys, then each key's count of
 // arguments and the arguments.
-func (p *Pool) buildMulti(g *group, eval bool) rueidis.Completed {
+func (p *Pool) buildMulti(n *node, g *group, eval bool) rueidis.Completed {
 	m := g.s.Multi
 	name, head := "EVALSHA", m.SHA
 	if eval {
 		name, head = "EVAL", m.Body
 	}
-	a := p.builder.Arbitrary(name, head, strconv.Itoa(len(g.tasks)))
+	b := p.builder
+	if n.seeds != nil {
+		b = n.builder
+	}
+	a := b.Arbitrary(name, head, strconv.Itoa(len(g.tasks)))
 	for _, t := range g.tasks {
 		a = a.Args(t.r.cmd.Key)
 	}
 	for _, t := range g.tasks {
 		a = a.Args(nargs[t.r.cmd.NArgs]).Args(t.r.cmd.Args[:t.r.cmd.NArgs]...)
+	}
+	if n.seeds != nil {
+		return a.Build().SetSlot(g.tasks[0].r.cmd.Key)
 	}
 	return a.Build()
 }
@@ -190,9 +204,9 @@ func (p *Pool) buildMulti(g *group, eval bool) rueidis.Completed {
 // res, reloading the script first if the node answered NOSCRIPT. An
 // error for the whole call (a broken connection, BUSY) is every member's,
 // as it would have been for each of their own calls.
-func (p *Pool) finishMulti(ctx context.Context, c rueidis.Client, g *group, res rueidis.RedisResult) {
+func (p *Pool) finishMulti(ctx context.Context, n *node, c rueidis.Client, g *group, res rueidis.RedisResult) {
 	if re, ok := rueidis.IsRedisErr(res.Error()); ok && re.IsNoScript() {
-		res = c.Do(ctx, p.buildMulti(g, true))
+		res = c.Do(ctx, p.buildMulti(n, g, true))
 	}
 	arr, err := res.ToArray()
 	if err == nil && len(arr) != len(g.tasks) {

@@ -608,6 +608,10 @@ func (p *Pool) runBatch(n *node, b *batch) {
 			t.r.deliver(t.i, Vote{Outcome: Failed, Err: errSkipped}, nil)
 			continue
 		}
+		if n.seeds != nil && crossSlot(&t.r.cmd) {
+			t.r.deliver(t.i, Vote{Outcome: Failed, Err: errCrossSlot}, nil)
+			continue
+		}
 		b.sent = append(b.sent, t)
 	}
 	switch {
@@ -625,17 +629,17 @@ func (p *Pool) runBatch(n *node, b *batch) {
 		}
 		return
 	}
-	b.plan(p.coalesce)
+	b.plan(p.coalesce, n.seeds != nil)
 	// A fresh slice per batch: when a connection breaks, DoMulti returns
 	// while rueidis's writer may still be reading the slice it was given.
 	cmds := make([]rueidis.Completed, 0, len(b.at))
 	for _, a := range b.at {
 		if a >= 0 {
-			cmds = append(cmds, p.build(&b.sent[a].r.cmd, false))
+			cmds = append(cmds, p.buildFor(n, &b.sent[a].r.cmd, false))
 		} else if g := &b.groups[-a-1]; len(g.tasks) == 1 {
-			cmds = append(cmds, p.build(&g.tasks[0].r.cmd, false))
+			cmds = append(cmds, p.buildFor(n, &g.tasks[0].r.cmd, false))
 		} else {
-			cmds = append(cmds, p.buildMulti(g, false))
+			cmds = append(cmds, p.buildMulti(n, g, false))
 		}
 	}
 	// No deadline: replies are read off the pipeline whenever they come,
@@ -649,9 +653,9 @@ func (p *Pool) runBatch(n *node, b *batch) {
 		} else if g := &b.groups[-a-1]; len(g.tasks) == 1 {
 			t = g.tasks[0]
 		} else {
-			p.finishMulti(ctx, c, g, res[k])
+			p.finishMulti(ctx, n, c, g, res[k])
 			continue
 		}
-		t.r.finish(t.i, p.reloadOnNoScript(ctx, c, &t.r.cmd, res[k]))
+		t.r.finish(t.i, p.reloadOnNoScript(ctx, n, c, &t.r.cmd, res[k]))
 	}
 }

@@ -89,8 +89,15 @@ var (
 
 // Options configure a Pool. Zero values are replaced by the defaults above.
 type Options struct {
-	// Addrs are the masters, host:port each. Required, no duplicates.
+	// Addrs are the masters, host:port each. Required unless Clusters is
+	// set; no duplicates.
 	Addrs []string
+	// Clusters are votes that are Redis Clusters, each given by the
+	// host:port of some of its nodes (seeds, from which the client learns
+	// the rest); they vote after Addrs, in order. A key's vote is that of
+	// the shard that owns its slot, so every key of one command must
+	// share a slot. No address may appear twice in Addrs and Clusters.
+	Clusters [][]string
 	// NodeTimeout bounds how long a round waits for replies; a watchdog
 	// checks it every quarter of it (at most 25ms), so that a round ends
 	// up to that much after it. Default:
@@ -237,7 +244,17 @@ func (p *Pool) now() int64 { return int64(time.Since(p.epoch)) }
 // node is one master.
 type node struct {
 	Index int
-	Addr  string
+	// Addr is a master's address, or a cluster vote's label (see
+	// clusterLabel).
+	Addr string
+	// seeds are a cluster vote's addresses, nil for a master; builder is
+	// its client's, whose commands carry a slot.
+	seeds   []string
+	builder rueidis.Builder
+	// Under Pool.ids: the nodes a cluster vote's dialer saw, by address,
+	// and whether its first topology was read (see enumerate).
+	members     map[string]member
+	established bool
 
 	client atomic.Pointer[rueidis.Client]
 	mu     sync.Mutex
@@ -268,7 +285,9 @@ type serverInfo struct {
 	Version string // redis_version, or valkey_version on Valkey
 	// Server is "valkey" on Valkey, empty on Redis.
 	Server string
-	RunID  string
+	// Mode is redis_mode: "standalone", "cluster" or "sentinel".
+	Mode  string
+	RunID string
 	// Uptime is uptime_in_seconds at connect.
 	Uptime time.Duration
 	// Role is INFO replication's role: "master" for a usable node, "slave"
@@ -304,7 +323,7 @@ func (si *serverInfo) measureClock(sent, received time.Time) {
 // reach the same server, or one reaches a replica, Dial fails with
 // ErrNotIndependent naming them.
 func Dial(ctx context.Context, o Options) (*Pool, error) {
-	if err := ValidateAddrs(o.Addrs); err != nil {
+	if err := validateVotes(o.Addrs, o.Clusters); err != nil {
 		return nil, err
 	}
 	if o.NodeTimeout <= 0 {
@@ -355,7 +374,7 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		maxTTL:      o.MaxTTL,
 		maxSkew:     o.MaxClockSkew,
 		epoch:       time.Now(),
-		quorum:      len(o.Addrs)/2 + 1,
+		quorum:      (len(o.Addrs)+len(o.Clusters))/2 + 1,
 		coalesce:    !o.DisableCoalesce,
 		timeout:     o.NodeTimeout,
 		scripts:     make(map[string]*Script, len(o.Scripts)),
@@ -371,9 +390,13 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		p.slots[i].wake = make(chan struct{}, 1)
 		p.free <- int32(i)
 	}
-	p.nodes = make([]*node, len(o.Addrs))
-	for i, a := range o.Addrs {
-		p.nodes[i] = &node{Index: i, Addr: a, wakeup: make(chan struct{}, p.nodeWorkers)}
+	p.nodes = make([]*node, 0, len(o.Addrs)+len(o.Clusters))
+	for _, a := range o.Addrs {
+		p.nodes = append(p.nodes, &node{Index: len(p.nodes), Addr: a, wakeup: make(chan struct{}, p.nodeWorkers)})
+	}
+	for _, seeds := range o.Clusters {
+		p.nodes = append(p.nodes, &node{Index: len(p.nodes), Addr: clusterLabel(seeds), seeds: slices.Clone(seeds),
+			wakeup: make(chan struct{}, p.nodeWorkers)})
 	}
 	n := len(p.nodes)
 	p.rounds.New = func() any { return newRound(n) }
@@ -388,16 +411,23 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 	}
 	wg.Wait()
 
-	var dependent []string
+	var dependent, wrong []string
 	for _, node := range p.nodes {
 		var de *dependenceError
+		var me *modeError
 		if errors.As(node.Err(), &de) {
 			dependent = append(dependent, de.detail)
+		} else if errors.As(node.Err(), &me) {
+			wrong = append(wrong, me.detail)
 		}
 	}
 	if len(dependent) > 0 {
 		p.Close()
 		return nil, fmt.Errorf("%w: %s", ErrNotIndependent, strings.Join(dependent, "; "))
+	}
+	if len(wrong) > 0 {
+		p.Close()
+		return nil, fmt.Errorf("%w: %s", ErrWrongMode, strings.Join(wrong, "; "))
 	}
 	var down []*node
 	for _, node := range p.nodes {
@@ -551,6 +581,10 @@ func (p *Pool) connect(ctx context.Context, node *node, o Options) error {
 		Password:          o.Password,
 		TLSConfig:         o.TLS,
 	}
+	if node.seeds != nil {
+		// One connection per node of the cluster, as per master.
+		opt.InitAddress, opt.ForceSingleClient = node.seeds, false
+	}
 	if o.Tune != nil {
 		o.Tune(&opt)
 	}
@@ -593,7 +627,17 @@ func (p *Pool) connect(ctx context.Context, node *node, o Options) error {
 		}
 		return r.err
 	}
-	info, err := loadNode(dctx, r.c, o.Scripts)
+	scripts := o.Scripts
+	if node.seeds != nil {
+		// The dialer loaded them on every connection of the cluster's.
+		scripts = nil
+		if err := p.enumerate(dctx, node, r.c, o); err != nil {
+			r.c.Close()
+			return err
+		}
+		node.builder = r.c.B()
+	}
+	info, err := loadNode(dctx, r.c, scripts)
 	if err != nil {
 		r.c.Close()
 		return err
@@ -669,6 +713,8 @@ func parseServerInfo(txt string) serverInfo {
 			si.Server, si.Version = "valkey", v
 		case "run_id":
 			si.RunID = v
+		case "redis_mode", "server_mode":
+			si.Mode = v
 		case "uptime_in_seconds":
 			if s, err := strconv.ParseInt(v, 10, 64); err == nil {
 				si.Uptime = time.Duration(s) * time.Second
@@ -861,11 +907,22 @@ func (p *Pool) Close() {
 	}
 }
 
-// build makes the rueidis command. The key goes in as an argument, not
-// with Keys: Keys computes the key's cluster slot (a CRC16 per command),
-// which a client per master never uses.
-func (p *Pool) build(c *Command, eval bool) rueidis.Completed {
-	b := p.builder
+// buildFor makes the rueidis command for node n: for a cluster vote, with
+// the slot of its key, which routes it to the shard.
+func (p *Pool) buildFor(n *node, c *Command, eval bool) rueidis.Completed {
+	if n.seeds == nil {
+		return buildWith(p.builder, c, eval)
+	}
+	return buildWith(n.builder, c, eval).SetSlot(c.Key)
+}
+
+// build makes the rueidis command for a master.
+func (p *Pool) build(c *Command, eval bool) rueidis.Completed { return buildWith(p.builder, c, eval) }
+
+// buildWith makes the rueidis command with builder b. The key goes in as
+// an argument, not with Keys: Keys computes the key's cluster slot (a
+// CRC16 per command), which a client per master never uses.
+func buildWith(b rueidis.Builder, c *Command, eval bool) rueidis.Completed {
 	switch {
 	case c.Script == nil:
 		return b.Arbitrary(c.Name).Args(c.Key).Args(c.Args[:c.NArgs]...).Build()
@@ -890,15 +947,18 @@ func (p *Pool) send(ctx context.Context, node *node, cmd *Command) rueidis.Redis
 		}
 		return rueidis.NewErrorResult(fmt.Errorf("%w: %w", errNotConnected, err))
 	}
-	return p.reloadOnNoScript(ctx, c, cmd, c.Do(ctx, p.build(cmd, false)))
+	if node.seeds != nil && crossSlot(cmd) {
+		return rueidis.NewErrorResult(errCrossSlot)
+	}
+	return p.reloadOnNoScript(ctx, node, c, cmd, c.Do(ctx, p.buildFor(node, cmd, false)))
 }
 
 // reloadOnNoScript resends a script command as EVAL when the node answered
 // NOSCRIPT (it restarted, or its scripts were flushed); EVAL loads it again.
-func (p *Pool) reloadOnNoScript(ctx context.Context, c rueidis.Client, cmd *Command, res rueidis.RedisResult) rueidis.RedisResult {
+func (p *Pool) reloadOnNoScript(ctx context.Context, n *node, c rueidis.Client, cmd *Command, res rueidis.RedisResult) rueidis.RedisResult {
 	if cmd.Script != nil {
 		if re, ok := rueidis.IsRedisErr(res.Error()); ok && re.IsNoScript() {
-			return c.Do(ctx, p.build(cmd, true))
+			return c.Do(ctx, p.buildFor(n, cmd, true))
 		}
 	}
 	return res

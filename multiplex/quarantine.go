@@ -249,7 +249,9 @@ func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Co
 		}()
 		raw, err := dial(ctx, addr, d, tc, custom)
 		if err != nil {
-			n.down.Store(true)
+			if n.seeds == nil { // one node of a cluster is not the vote
+				n.down.Store(true)
+			}
 			return nil, err
 		}
 		// Tracked from now on: Close cuts a connection whose INFO a hung
@@ -283,6 +285,22 @@ func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Co
 				}
 			}
 			return nil, err
+		}
+		if n.seeds != nil {
+			// Every connection of a cluster's: the dialer cannot tell
+			// which are new to a restarted or promoted node.
+			if err := p.observeMember(n, addr, info); err != nil {
+				conn.Close()
+				if errors.Is(err, ErrNotIndependent) || errors.Is(err, ErrWrongMode) {
+					n.setErr(err)
+				}
+				return nil, err
+			}
+			if err := rawLoadScripts(conn, deadline, p.scriptList); err != nil {
+				conn.Close()
+				return nil, err
+			}
+			return conn, nil
 		}
 		prev := n.Info().RunID
 		if err := p.observe(n, info); err != nil {
@@ -397,16 +415,18 @@ func (p *Pool) observe(n *node, info serverInfo) error {
 		}
 		return &dependenceError{fmt.Sprintf("%s is a replica (role %s%s, run_id %s)", n.Addr, info.Role, of, info.RunID)}
 	}
+	if info.Mode == "cluster" {
+		return &modeError{fmt.Sprintf("%s runs in cluster mode: give its cluster as one vote (Clusters)", n.Addr)}
+	}
 	// One lock across the check and the update, so that two nodes that
 	// connect at once to the same server cannot both pass.
 	p.ids.Lock()
 	defer p.ids.Unlock()
-	if info.RunID != "" {
-		for _, o := range p.nodes {
-			if o != n && o.Info().RunID == info.RunID {
-				return &dependenceError{fmt.Sprintf("%s and %s report the same run_id %s: one server under two addresses", n.Addr, o.Addr, info.RunID)}
-			}
+	if o, addr := p.sameServer(n, info.RunID); o != nil {
+		if o.seeds == nil {
+			return &dependenceError{fmt.Sprintf("%s and %s report the same run_id %s: one server under two addresses", n.Addr, o.Addr, info.RunID)}
 		}
+		return &dependenceError{fmt.Sprintf("%s and %s report the same run_id %s: one server in two votes", voteName(n, n.Addr), voteName(o, addr), info.RunID)}
 	}
 	n.mu.Lock()
 	first := n.info.RunID == ""

@@ -58,7 +58,7 @@ func (l *Locker) newLease(resource string, tk *ticket) *Lease {
 	le := &Lease{
 		l:        l,
 		resource: resource,
-		key:      l.cfg.KeyPrefix + resource,
+		key:      l.key(resource),
 		value:    newValue(),
 	}
 	if tk != nil {

@@ -56,9 +56,17 @@ const (
 // Config configures a Locker. Build one with DefaultConfig, then change
 // fields; New fills remaining zero values and rejects bad ones.
 type Config struct {
-	// Masters are the independent Redis masters, host:port each. Required;
-	// an odd count (usually 5) wastes no node. No duplicates.
+	// Masters are the independent Redis masters, host:port each. Required
+	// unless Clusters is set; an odd count of votes (usually 5) wastes no
+	// node. No duplicates.
 	Masters []string
+	// Clusters are votes that are Redis Clusters, each given by the
+	// host:port of one or more of its nodes; they vote after Masters, in
+	// order, and the quorum is over all votes: len(Masters)+len(Clusters).
+	// A cluster's vote on a resource is that of the shard that owns the
+	// resource key's slot. No node may serve two votes. See
+	// docs/library.md, "Cluster masters".
+	Clusters [][]string
 	// TTL is the lock's lifetime on the masters. Must be > 0;
 	// DefaultConfig sets DefaultTTL.
 	TTL time.Duration
@@ -276,10 +284,10 @@ func (c *Config) fill() {
 // not fill defaults; New does that first.
 func (c *Config) Validate() error {
 	switch {
-	case len(c.Masters) == 0:
+	case len(c.Masters) == 0 && len(c.Clusters) == 0:
 		return fmt.Errorf("engine: Config.Masters is empty: at least one master is needed")
-	case len(c.Masters) > MaxMasters:
-		return fmt.Errorf("engine: Config.Masters has %d masters, at most %d are supported", len(c.Masters), MaxMasters)
+	case len(c.Masters)+len(c.Clusters) > MaxMasters:
+		return fmt.Errorf("engine: Config.Masters and Clusters have %d votes, at most %d are supported", len(c.Masters)+len(c.Clusters), MaxMasters)
 	case c.TTL <= 0:
 		return fmt.Errorf("engine: Config.TTL must be > 0, got %s", c.TTL)
 	case c.TTL%time.Millisecond != 0:
@@ -314,6 +322,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("engine: Config.ConnTimeout must be >= 0, got %s", c.ConnTimeout)
 	case c.PipelineMultiplex > rueidis.MaxPipelineMultiplex:
 		return fmt.Errorf("engine: Config.PipelineMultiplex must be <= %d, got %d", rueidis.MaxPipelineMultiplex, c.PipelineMultiplex)
+	}
+	if len(c.Clusters) > 0 {
+		return c.validateClusters()
 	}
 	if err := multiplex.ValidateAddrs(c.Masters); err != nil {
 		var ae *multiplex.AddrError

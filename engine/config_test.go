@@ -36,7 +36,7 @@ func TestConfigValidation(t *testing.T) {
 			for i := 1; i <= 64; i++ {
 				c.Masters = append(c.Masters, fmt.Sprintf("127.0.0.1:%d", i))
 			}
-		}, "64 masters, at most 63"},
+		}, "64 votes, at most 63"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -354,7 +354,7 @@ func isWrongType(err error) bool {
 
 func (l *Locker) acquireError(resource string, t multiplex.Tally) error {
 	e := newVotesError("acquire", resource, acquireKind(&t), &t, l.addrs)
-	e.key = l.cfg.KeyPrefix + resource
+	e.key = l.key(resource)
 	return e
 }
 

@@ -139,6 +139,14 @@ type lcEnv struct {
 	restarted map[int]time.Time
 }
 
+// nodes are e's masters, unless opts gives the votes.
+func (e *lcEnv) nodes(opts lcOptions) []*redistest.Node {
+	if opts.votes != nil {
+		return nil
+	}
+	return e.cluster.Nodes
+}
+
 // newLifecycleEnv starts the masters once per top-level test and lets
 // them age past a second, so that the Lockers' quarantine (which reads
 // uptime in whole seconds) does not keep fresh masters out of the first run.
@@ -205,6 +213,14 @@ type lcOptions struct {
 	minDelete int           // fewest masters a delete hits
 	minExtend time.Duration // shortest TTL a manual Extend asks for
 	noFencing bool          // the gated Locker does not fence
+	// votes, when set, gives the Lockers their votes instead of e's
+	// masters, flush empties them before each run, and names are the
+	// resources' name formats (run, index), for votes that are not e's
+	// masters: Redis Clusters (see cluster_test.go). Without e's masters,
+	// delete and restart cannot be drawn.
+	votes func(*engine.Config)
+	flush func() error
+	names []string
 }
 
 // lcLease is a lease the machine holds.
@@ -280,7 +296,12 @@ func newLifecycle(rt *rapid.T, e *lcEnv, opts lcOptions, collect *[]lcViolation)
 		opts.lockers = 2
 	}
 	run := lcRun.Add(1)
-	for i, n := range e.cluster.Nodes {
+	if opts.flush != nil {
+		if err := opts.flush(); err != nil {
+			rt.Fatalf("flush: %v", err)
+		}
+	}
+	for i, n := range e.nodes(opts) {
 		if _, err := redistest.Do(n.Addr(), 5*time.Second, "FLUSHALL"); err != nil {
 			rt.Fatalf("FLUSHALL on master %d: %v", i, err)
 		}
@@ -300,10 +321,20 @@ func newLifecycle(rt *rapid.T, e *lcEnv, opts lcOptions, collect *[]lcViolation)
 	// One Lock per step at most: no goroutine ever blocks on its result.
 	m.results = make(chan lcResult, m.maxStep)
 	for i := 0; i < opts.resources; i++ {
-		m.names = append(m.names, fmt.Sprintf("lifecycle-%d-r%d", run, i))
+		format := "lifecycle-%d-r%d"
+		if len(opts.names) > 0 {
+			format = opts.names[i%len(opts.names)]
+		}
+		m.names = append(m.names, fmt.Sprintf(format, run, i))
 	}
 	base := func() engine.Config {
-		c := engine.DefaultConfig(e.cluster.Addrs()...)
+		var c engine.Config
+		if opts.votes != nil {
+			c = engine.DefaultConfig()
+			opts.votes(&c)
+		} else {
+			c = engine.DefaultConfig(e.cluster.Addrs()...)
+		}
 		c.TTL, c.MaxTTL = lcTTL, lcTTL
 		c.Quarantine = engine.QuarantineAlways
 		c.Fencing = true

@@ -25,7 +25,10 @@ type Locker struct {
 	ttlStr string // TTL in ms, formatted once
 	drift  time.Duration
 	setGet bool // masters support SET NX GET (Redis >= 7.0)
-	gate   *gate
+	// clustered: some votes are Redis Clusters, whose keys need a
+	// resource's slot (see key).
+	clustered bool
+	gate      *gate
 	// semGate queues this Locker's Acquire callers that wait for a full
 	// semaphore, by its keys' base: only the head waits on the masters.
 	semGate *gate
@@ -56,12 +59,14 @@ type Locker struct {
 // with an error naming every unreachable address and why.
 func New(ctx context.Context, cfg Config) (*Locker, error) {
 	cfg.Masters = append([]string(nil), cfg.Masters...)
+	cfg.Clusters = cloneClusters(cfg.Clusters)
 	cfg.fill()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	pool, err := multiplex.Dial(ctx, multiplex.Options{
 		Addrs:             cfg.Masters,
+		Clusters:          cfg.Clusters,
 		NodeTimeout:       cfg.NodeTimeout,
 		DialTimeout:       cfg.DialTimeout,
 		ConnTimeout:       cfg.ConnTimeout,
@@ -82,15 +87,16 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	l := &Locker{
-		cfg:     cfg,
-		pool:    pool,
-		addrs:   cfg.Masters,
-		ttlStr:  itoa(cfg.TTL.Milliseconds()),
-		drift:   drift(cfg.TTL, cfg.DriftFactor),
-		setGet:  true,
-		id:      newValue()[:11],
-		done:    make(chan struct{}),
-		tickets: make(map[*ticket]string),
+		cfg:       cfg,
+		pool:      pool,
+		addrs:     voteNames(pool),
+		clustered: len(cfg.Clusters) > 0,
+		ttlStr:    itoa(cfg.TTL.Milliseconds()),
+		drift:     drift(cfg.TTL, cfg.DriftFactor),
+		setGet:    true,
+		id:        newValue()[:11],
+		done:      make(chan struct{}),
+		tickets:   make(map[*ticket]string),
 	}
 	for _, n := range pool.Status() {
 		if v := n.Version; v != "" && !atLeast(v, 7, 0) {

@@ -39,9 +39,8 @@ import (
 // it holds all K. Validity, auto-extension, Done, the restart quarantine,
 // late replies and errors are the lease's own.
 //
-// The keys are all on each master: the masters are independent servers
-// (see Config.Masters), not a Redis Cluster, where the K keys would have
-// to share a hash slot.
+// The keys are all on each master: on a cluster vote, they must share a
+// hash slot (ErrCrossSlot).
 
 // MaxResources is the most resources one TryLockAll or LockAll takes,
 // duplicates counted once. Each master runs the script over all of them
@@ -154,10 +153,10 @@ func (l *Locker) resourceSet(op string, names []string) (*resourceSet, error) {
 		if err := l.checkResource(op, r); err != nil {
 			return set, err
 		}
-		set.keys[i] = l.cfg.KeyPrefix + r
+		set.keys[i] = l.key(r)
 	}
 	set.rest = set.keys[1:]
-	return set, nil
+	return set, l.checkSlots(op, set)
 }
 
 // tryAll makes one attempt on set, as try does on one resource; tk is a

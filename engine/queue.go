@@ -93,7 +93,7 @@ func (l *Locker) queue(ctx context.Context, resource string, start time.Time) (*
 		l.tickets[tk] = resource
 	}
 	l.tmu.Unlock()
-	return tk, l.notify.subscribe(ctx, l.cfg.KeyPrefix+resource, tk.id)
+	return tk, l.notify.subscribe(ctx, l.key(resource), tk.id)
 }
 
 // leaveQueue takes a waiter that has acquired (or its released lease) out
@@ -109,13 +109,13 @@ func (l *Locker) leaveQueue(resource string, tk *ticket, nodes uint64, acquired 
 		l.leaveQueues(tk, nodes, acquired)
 		return
 	}
-	cmd := plainCall("ZREM", queuePrefix+l.cfg.KeyPrefix+resource, tk.id)
+	cmd := plainCall("ZREM", queuePrefix+l.key(resource), tk.id)
 	if acquired && !mutation.LateReleaseWakesNext.On() {
 		script := leaveScript
 		if mutation.LateReleaseWakesOlder.On() {
 			script = leaveScriptInLine
 		}
-		cmd = scriptCall(script, l.cfg.KeyPrefix+resource, tk.id)
+		cmd = scriptCall(script, l.key(resource), tk.id)
 	}
 	cmd.Nodes = nodes
 	l.pool.Post(cmd, classifyInt, nil)
@@ -144,7 +144,7 @@ func (l *Locker) quitKept(resource string, tk *ticket, nodes uint64) {
 		l.leaveQueue(resource, tk, nodes, false)
 		return
 	}
-	cmd := scriptCall(quitScript, l.cfg.KeyPrefix+resource, tk.id)
+	cmd := scriptCall(quitScript, l.key(resource), tk.id)
 	if tk.all != nil {
 		cmd = keysCall(allKeysForm[quitScript], tk.all, tk.id)
 	}
@@ -164,9 +164,9 @@ func (l *Locker) dropTicket(tk *ticket) {
 
 // postQuit sends tk's quitScript to every master. The caller holds tmu.
 func (l *Locker) postQuit(resource string, tk *ticket) {
-	cmd := scriptCall(quitScript, l.cfg.KeyPrefix+resource, tk.id)
+	cmd := scriptCall(quitScript, l.key(resource), tk.id)
 	if mutation.QuitKeepsTurn.On() {
-		cmd = plainCall("ZREM", queuePrefix+l.cfg.KeyPrefix+resource, tk.id)
+		cmd = plainCall("ZREM", queuePrefix+l.key(resource), tk.id)
 	}
 	if tk.all != nil {
 		cmd = l.quitQueuesCall(tk)

@@ -141,7 +141,7 @@ func (l *Locker) Semaphore(name string, permits int) (*Semaphore, error) {
 	case permits < 1 || permits > MaxPermits:
 		return nil, fmt.Errorf("engine: semaphore %q: permits must be in 1..%d, got %d", name, MaxPermits, permits)
 	}
-	base := semPrefix + l.cfg.KeyPrefix + "{" + name + "}:"
+	base := l.semBase(name)
 	s := &Semaphore{l: l, name: name, permits: permits, pstr: itoa(int64(permits)), base: base,
 		keys: make([]string, permits), metaTTL: itoa((2 * l.cfg.MaxTTL).Milliseconds())}
 	for i := range s.keys {

@@ -78,7 +78,7 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 	// A resource this Locker waited for lately (its subscription lingers)
 	// is likely held: the first attempt already queues, which spares a
 	// plain attempt's round trip and a subscription.
-	if l.notify != nil && l.notify.listening(l.cfg.KeyPrefix+resource) {
+	if l.notify != nil && l.notify.listening(l.key(resource)) {
 		w.join()
 	}
 	for {

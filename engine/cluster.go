@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redlock-bench/redlock/multiplex"
+)
+
+// A vote may be a Redis Cluster (Config.Clusters). Each command the
+// engine sends for a resource is a script on its lock key (KEYS[1]) that
+// derives the resource's other keys, and the channel its release
+// publishes on, by putting a prefix before that key; a cluster runs a
+// script only if every key it touches is in one slot. So with cluster
+// votes a lock key without a hash tag of its own is given one: "{T}" in
+// front, T a tag of the key's own slot (multiplex.SlotTag), so that every
+// prefixed key keeps that slot, and a name with braces that make no tag
+// ("a}b", "x{}y") is stored in the slot Redis gives it. A key with a tag
+// keeps its name: the caller chose the slot. Masters given as such see
+// the same keys as the cluster votes, whatever their kind.
+
+// ErrCrossSlot: with cluster votes, a multi-resource lock's resources are
+// in different hash slots. Refused rather than split per slot: the lock
+// is all or nothing on each vote because one script takes every key at
+// once, and a cluster runs a script on one shard only. Resources whose
+// names share a hash tag ("{order:42}:items", "{order:42}:invoice") share
+// a slot.
+var ErrCrossSlot = errors.New("resources in different hash slots: with cluster votes, a multi-resource lock needs one slot (give the names a common {tag})")
+
+// key is resource's lock key (see above).
+func (l *Locker) key(resource string) string {
+	k := l.cfg.KeyPrefix + resource
+	if l.clustered && !multiplex.HasTag(k) {
+		return "{" + multiplex.SlotTag(multiplex.KeySlot(k)) + "}" + k
+	}
+	return k
+}
+
+// semBase is a semaphore's keys' common part (see semPrefix). Its
+// "{name}" is their hash tag, unless the name starts with "}" (an empty
+// tag): then, with cluster votes, a tag of the name's slot goes first.
+func (l *Locker) semBase(name string) string {
+	base := semPrefix + l.cfg.KeyPrefix + "{" + name + "}:"
+	if l.clustered && !multiplex.HasTag(base) {
+		tag := multiplex.SlotTag(multiplex.KeySlot(l.cfg.KeyPrefix + name))
+		base = semPrefix + "{" + tag + "}" + l.cfg.KeyPrefix + "{" + name + "}:"
+	}
+	return base
+}
+
+// checkSlots refuses, with cluster votes, a set of keys in several slots.
+func (l *Locker) checkSlots(op string, set *resourceSet) error {
+	if !l.clustered {
+		return nil
+	}
+	first := multiplex.KeySlot(set.keys[0])
+	for i, k := range set.keys[1:] {
+		if s := multiplex.KeySlot(k); s != first {
+			return fmt.Errorf("engine: %s: %q (slot %d) and %q (slot %d): %w", op, set.names[0], first, set.names[i+1], s, ErrCrossSlot)
+		}
+	}
+	return nil
+}
+
+// validateClusters checks Config.Clusters with the masters, as New does.
+func (c *Config) validateClusters() error {
+	err := multiplex.ValidateVotes(c.Masters, c.Clusters)
+	var ce *multiplex.ClusterAddrError
+	switch {
+	case err == nil || !errors.As(err, &ce):
+		return err
+	case ce.Seed < 0:
+		return fmt.Errorf("engine: Config.Clusters[%d] has no addresses: give one or more of the cluster's nodes", ce.Cluster)
+	case ce.Dup != "":
+		return fmt.Errorf("engine: Config.Clusters[%d][%d] %q duplicates Config.%s: votes must be distinct",
+			ce.Cluster, ce.Seed, ce.Addr, strings.Replace(ce.Dup, "Addrs", "Masters", 1))
+	}
+	return fmt.Errorf("engine: Config.Clusters[%d][%d] %q: %s", ce.Cluster, ce.Seed, ce.Addr, ce.Reason)
+}
+
+func cloneClusters(c [][]string) [][]string {
+	if c == nil {
+		return nil
+	}
+	out := make([][]string, len(c))
+	for i, seeds := range c {
+		out[i] = append([]string(nil), seeds...)
+	}
+	return out
+}
+
+// voteNames are the votes' names for messages: each master's address, each
+// cluster's label.
+func voteNames(pool *multiplex.Pool) []string {
+	out := make([]string, 0, pool.Len())
+	for _, s := range pool.Status() {
+		out = append(out, s.Addr)
+	}
+	return out
+}

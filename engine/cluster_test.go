@@ -1,0 +1,322 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/redistest"
+	"github.com/redlock-bench/redlock/multiplex"
+	"pgregory.net/rapid"
+)
+
+// clusterEnv is votes that are Redis Clusters, with a cluster client to
+// each for inspection that must not go through the engine.
+type clusterEnv struct {
+	t        *testing.T
+	clusters []*redistest.RedisCluster
+	direct   []rueidis.Client
+}
+
+// newClusterEnv starts n clusters of shards primaries each and lets them
+// age past a second, so that a Locker's quarantine (uptime is read in
+// whole seconds) does not keep them out.
+func newClusterEnv(t *testing.T, n, shards int) *clusterEnv {
+	t.Helper()
+	e := &clusterEnv{t: t, clusters: redistest.StartClustersT(t, n, redistest.ClusterOptions{Shards: shards})}
+	for _, c := range e.clusters {
+		cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Seeds(), DisableCache: true,
+			ClientSetInfo: rueidis.DisableClientSetInfo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		e.direct = append(e.direct, cl)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	return e
+}
+
+// votes makes every cluster a vote, each given by one seed.
+func (e *clusterEnv) votes(c *engine.Config) {
+	c.Masters, c.Clusters = nil, nil
+	for _, cl := range e.clusters {
+		c.Clusters = append(c.Clusters, cl.Seeds()[:1])
+	}
+}
+
+func (e *clusterEnv) flush() error {
+	for _, c := range e.clusters {
+		for _, n := range c.Nodes() {
+			if _, err := redistest.Do(n.Addr(), 5*time.Second, "FLUSHALL"); err != nil {
+				return fmt.Errorf("FLUSHALL on %s: %w", n.Addr(), err)
+			}
+		}
+	}
+	return nil
+}
+
+func (e *clusterEnv) locker(mutate func(*engine.Config)) *engine.Locker {
+	e.t.Helper()
+	cfg := engine.DefaultConfig()
+	e.votes(&cfg)
+	cfg.Quarantine = engine.QuarantineObserved
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	l, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		e.t.Fatalf("engine.New: %v", err)
+	}
+	e.t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// get is key's value in cluster i, "" when absent.
+func (e *clusterEnv) get(i int, key string) string {
+	e.t.Helper()
+	c := e.direct[i]
+	v, err := c.Do(context.Background(), c.B().Get().Key(key).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return ""
+	}
+	if err != nil {
+		e.t.Fatalf("GET %q in cluster %d: %v", key, i, err)
+	}
+	return v
+}
+
+// clusterKey is the lock key the engine uses for name with cluster votes
+// (see engine/cluster.go), computed here independently of it.
+func clusterKey(name string) string {
+	if multiplex.HasTag(name) {
+		return name
+	}
+	return "{" + multiplex.SlotTag(multiplex.KeySlot(name)) + "}" + name
+}
+
+// clusterNames are resource names whose braces make a hash tag, make none
+// (empty or unclosed), or are absent.
+var clusterNames = []string{"plain", "a}b", "x{}y", "{t}z", "open{", "}{q}"}
+
+// TestClusterVotesLeaseLifecycle is the lease lifecycle property (see
+// lifecycle_test.go) over three Redis Clusters of three shards each, one
+// vote each, with resources named with and without hash tags: exclusion,
+// fencing order, hand-offs of live leases only, Release ending the lease,
+// after every step. Key loss and restarts are left to the per-shard
+// quarantine's tests.
+func TestClusterVotesLeaseLifecycle(t *testing.T) {
+	ce := newClusterEnv(t, 3, 3)
+	lcRapidDefaults(t)
+	opts := lcOptions{resources: 3, votes: ce.votes, flush: ce.flush,
+		names:   []string{"lifecycle-%d-r%d", "lc}{%d-r%d{}", "{lc%d}-r%d"},
+		actions: []string{"trylock", "lock", "lock", "release", "release", "extend", "cancel", "sleep"}}
+	rapid.Check(t, func(rt *rapid.T) {
+		m := newLifecycle(rt, &lcEnv{}, opts, nil)
+		defer m.close()
+		rt.Repeat(m.actions())
+	})
+}
+
+// Every key of one resource, its lock, fence counter and waiter queue,
+// and the channel its release publishes on, is in the resource's slot,
+// whatever braces its name holds: each of these operations runs one
+// script on one shard, which a key in another slot would fail.
+func TestClusterVotesKeepAResourceInOneSlot(t *testing.T) {
+	e := newClusterEnv(t, 3, 3)
+	holderL := e.locker(func(c *engine.Config) { c.Fencing = true })
+	waiterL := e.locker(func(c *engine.Config) {
+		c.Fencing = true
+		c.FallbackMin, c.FallbackMax = time.Minute, time.Minute // only a notification wakes
+	})
+	ctx := context.Background()
+	for _, name := range clusterNames {
+		holder, err := holderL.TryLock(ctx, name)
+		if err != nil {
+			t.Fatalf("TryLock %q: %v", name, err)
+		}
+		key := clusterKey(name)
+		// TryLock returned at quorum: the last vote's reply may be on its way.
+		eventually(t, 5*time.Second, fmt.Sprintf("%q: key %q with the lease's value and a fencing counter in every cluster", name, key), func() bool {
+			for i := range e.clusters {
+				if e.get(i, key) != holder.Value() || e.get(i, "\xffredlock:fence:"+key) == "" {
+					return false
+				}
+			}
+			return true
+		})
+		if err := holder.Extend(ctx, 2*time.Second); err != nil {
+			t.Errorf("Extend %q: %v", name, err)
+		}
+		got := make(chan *engine.Lease, 1)
+		go func() {
+			lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			le, err := waiterL.Lock(lctx, name)
+			if err != nil {
+				t.Errorf("Lock %q: %v", name, err)
+			}
+			got <- le
+		}()
+		eventually(t, 5*time.Second, "waiter queued", func() bool {
+			c := e.direct[0]
+			n, _ := c.Do(ctx, c.B().Zcard().Key("\xffredlock:queue:"+key).Build()).AsInt64()
+			return waiterL.Subscriptions() == 1 && n == 1
+		})
+		if err := holder.Release(ctx); err != nil {
+			t.Fatalf("Release %q: %v", name, err)
+		}
+		le := <-got
+		if le == nil {
+			t.FailNow()
+		}
+		if w := le.Wait(); w.Cause != engine.WakeNotified {
+			t.Errorf("%q: waiter's wait %+v, want woken by the release's notification", name, w)
+		}
+		if le.Token() <= holder.Token() {
+			t.Errorf("%q: token %d after %d", name, le.Token(), holder.Token())
+		}
+		if err := le.Release(ctx); err != nil {
+			t.Errorf("Release %q: %v", name, err)
+		}
+	}
+	for _, name := range []string{"sem", "}sem"} {
+		s, err := holderL.Semaphore(name, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var permits []*engine.Lease
+		for range 3 {
+			p, err := s.TryAcquire(ctx)
+			if err != nil {
+				t.Fatalf("semaphore %q: %v", name, err)
+			}
+			permits = append(permits, p)
+		}
+		for _, p := range permits {
+			if err := p.Release(ctx); err != nil {
+				t.Errorf("semaphore %q: Release: %v", name, err)
+			}
+		}
+	}
+}
+
+// A multi-resource lock over cluster votes takes resources of one slot
+// all or nothing, and refuses resources in several with ErrCrossSlot.
+func TestClusterVotesMultiLockNeedsOneSlot(t *testing.T) {
+	e := newClusterEnv(t, 3, 3)
+	l := e.locker(nil)
+	ctx := context.Background()
+	le, err := l.TryLockAll(ctx, "{order:1}:items", "{order:1}:invoice")
+	if err != nil {
+		t.Fatalf("TryLockAll in one slot: %v", err)
+	}
+	if _, err := l.TryLock(ctx, "{order:1}:items"); !errors.Is(err, engine.ErrNotAcquired) {
+		t.Errorf("TryLock of a resource held by a multi-lock: %v", err)
+	}
+	if err := le.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.TryLockAll(ctx, "a", "b")
+	if !errors.Is(err, engine.ErrCrossSlot) || !strings.HasPrefix(err.Error(), "engine: ") || strings.Count(err.Error(), "engine: ") != 1 {
+		t.Fatalf("TryLockAll over two slots: %v, want ErrCrossSlot", err)
+	}
+	for _, k := range []string{clusterKey("a"), clusterKey("b")} {
+		if v := e.get(0, k); v != "" {
+			t.Errorf("a refused multi-lock left %q = %q", k, v)
+		}
+	}
+}
+
+// No node may serve two votes: a cluster given as two votes (by two of
+// its nodes) is refused at New, naming both votes and the node.
+func TestClusterVoteSharingANodeIsRefused(t *testing.T) {
+	e := newClusterEnv(t, 2, 2)
+	cfg := engine.DefaultConfig()
+	cfg.Quarantine = engine.QuarantineObserved
+	shared := e.clusters[1].Seeds()[1]
+	cfg.Clusters = [][]string{e.clusters[0].Seeds()[:1], e.clusters[1].Seeds()[:1], {shared}}
+	l, err := engine.New(context.Background(), cfg)
+	if err == nil {
+		l.Close()
+		t.Fatal("New accepted a cluster given as two votes")
+	}
+	if !errors.Is(err, engine.ErrNotIndependent) || !strings.HasPrefix(err.Error(), "engine: ") {
+		t.Fatalf("New: %v, want ErrNotIndependent", err)
+	}
+	for _, s := range []string{"node " + shared, "(vote 1)", "(vote 2)", "one server in two votes"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("%q does not say %q", err, s)
+		}
+	}
+}
+
+// Close leaves no connection open on any node of any cluster.
+func TestClusterVotesCloseLeavesNoConnections(t *testing.T) {
+	e := newClusterEnv(t, 3, 2)
+	l := e.locker(nil)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 20 {
+				name := fmt.Sprintf("close-%d", (g+i)%5)
+				lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				if le, err := l.Lock(lctx, name); err == nil {
+					le.Release(ctx)
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "no redlock connection on any node", func() bool {
+		for _, c := range e.clusters {
+			for _, n := range c.Nodes() {
+				cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{n.Addr()}, ForceSingleClient: true, DisableCache: true})
+				if err != nil {
+					return false
+				}
+				list, err := cl.Do(ctx, cl.B().ClientList().Build()).ToString()
+				cl.Close()
+				if err != nil || strings.Contains(list, "name=redlock") {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// Config.Clusters is checked with the masters, naming the bad entry.
+func TestClusterConfigValidation(t *testing.T) {
+	for _, tc := range []struct {
+		masters  []string
+		clusters [][]string
+		want     string
+	}{
+		{nil, [][]string{{}}, "engine: Config.Clusters[0] has no addresses"},
+		{nil, [][]string{{"a:1"}, {"b"}}, `engine: Config.Clusters[1][0] "b": want host:port`},
+		{[]string{"a:1"}, [][]string{{"b:2", "a:1"}}, `engine: Config.Clusters[0][1] "a:1" duplicates Config.Masters[0]`},
+	} {
+		cfg := engine.DefaultConfig(tc.masters...)
+		cfg.Clusters = tc.clusters
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v %v: %v, want %q", tc.masters, tc.clusters, err, tc.want)
+		}
+	}
+	cfg := engine.DefaultConfig()
+	cfg.Clusters = [][]string{{"a:1", "b:2"}, {"c:3"}}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("clusters alone: %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -31,7 +32,7 @@ var ErrCrossSlot = errors.New("resources in different hash slots: with cluster v
 // key is resource's lock key (see above).
 func (l *Locker) key(resource string) string {
 	k := l.cfg.KeyPrefix + resource
-	if l.clustered && !multiplex.HasTag(k) {
+	if l.clustered && !multiplex.HasTag(k) && !mutation.ClusterKeysUntagged.On() {
 		return "{" + multiplex.SlotTag(multiplex.KeySlot(k)) + "}" + k
 	}
 	return k

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/multiplex"
 	"pgregory.net/rapid"
@@ -254,6 +255,27 @@ func TestClusterVoteSharingANodeIsRefused(t *testing.T) {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("%q does not say %q", err, s)
 		}
+	}
+	// The control: without the comparison across votes, New accepts it.
+	defer mutation.ClusterVotesShareNode.Set(true)()
+	l, err = engine.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("with %s on, New still refused: %v", mutation.ClusterVotesShareNode.Name(), err)
+	}
+	l.Close()
+}
+
+// The control of the keys' slots: with cluster-keys-untagged on, a
+// resource's fence counter and queue land in other slots than its lock,
+// and its scripts fail on the clusters.
+func TestClusterKeysUntaggedControl(t *testing.T) {
+	e := newClusterEnv(t, 3, 3)
+	defer mutation.ClusterKeysUntagged.Set(true)()
+	l := e.locker(func(c *engine.Config) { c.Fencing = true })
+	// The fencing script reads the counter under pcall, and reports the
+	// cross-slot refusal as a counter it cannot read.
+	if _, err := l.TryLock(context.Background(), "plain"); err == nil {
+		t.Fatal("TryLock succeeded with the lock key untagged: the test cannot catch it")
 	}
 }
 

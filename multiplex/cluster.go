@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/redlock-bench/redlock/internal/mutation"
 )
 
 // A vote may be a Redis Cluster (Options.Clusters): one rueidis cluster
@@ -68,6 +69,9 @@ func (p *Pool) sameServer(n *node, runID string) (*node, string) {
 			if o.Info().RunID == runID {
 				return o, o.Addr
 			}
+			continue
+		}
+		if mutation.ClusterVotesShareNode.On() {
 			continue
 		}
 		for addr, m := range o.members {
@@ -195,10 +199,11 @@ func (e *ClusterAddrError) Error() string {
 	return fmt.Sprintf("address %q (Clusters[%d][%d]): %s", e.Addr, e.Cluster, e.Seed, e.Reason)
 }
 
-// validateVotes checks the votes as Dial does: at least one, the masters
-// as ValidateAddrs wants, each cluster with addresses, none of them bad
-// or given twice anywhere.
-func validateVotes(addrs []string, clusters [][]string) error {
+// ValidateVotes checks masters and cluster votes as Dial does: at least
+// one vote, the masters as ValidateAddrs wants, each cluster with
+// addresses, none of them bad or given twice anywhere (a cluster's bad
+// address is a *ClusterAddrError).
+func ValidateVotes(addrs []string, clusters [][]string) error {
 	if len(clusters) == 0 || len(addrs) > 0 {
 		if err := ValidateAddrs(addrs); err != nil {
 			return err

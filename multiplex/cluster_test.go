@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/multiplex"
 )
@@ -84,6 +85,38 @@ func TestClusterVoteRoutesBySlot(t *testing.T) {
 		if err != nil || int(got) != multiplex.KeySlot(k) {
 			t.Errorf("CLUSTER KEYSLOT %q = %d, %v; KeySlot says %d", k, got, err, multiplex.KeySlot(k))
 		}
+	}
+}
+
+// The control of the grouping by slot: with coalesce-across-slots on, a
+// coalesced call takes keys of several slots, which the cluster refuses.
+func TestCoalesceAcrossSlotsControl(t *testing.T) {
+	add := multiplex.NewScript(`return redis.call("INCRBY", KEYS[1], ARGV[1])`).Coalesce()
+	cl := redistest.StartClustersT(t, 1, redistest.ClusterOptions{Shards: 3})[0]
+	defer mutation.CoalesceAcrossSlots.Set(true)()
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Clusters: [][]string{cl.Seeds()},
+		Quarantine: multiplex.QuarantineOff, NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{add}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	crossSlot := 0
+	for i := range 600 {
+		wg.Go(func() {
+			cmd := multiplex.Command{Script: add, Key: "key" + strconv.Itoa(i), Args: [multiplex.MaxArgs]string{"1"}, NArgs: 1}
+			tl := p.Fanout(context.Background(), cmd, classifyInt, nil, nil)
+			if strings.Contains(errString(tl.Votes[0].Err), "CROSSSLOT") || strings.Contains(errString(tl.Votes[0].Err), "slot") {
+				mu.Lock()
+				crossSlot++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if crossSlot == 0 {
+		t.Fatal("no coalesced call was refused with the grouping by slot off: the test cannot catch it")
 	}
 }
 

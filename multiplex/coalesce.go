@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/redis/rueidis"
+	"github.com/redlock-bench/redlock/internal/mutation"
 )
 
 // maxCoalesce is the most keys one coalesced script call carries. A call
@@ -135,7 +136,7 @@ func (b *batch) plan(coalesce, slotted bool) {
 			after, seen = b.last[key]
 		}
 		slot := int32(-1)
-		if slotted {
+		if slotted && !mutation.CoalesceAcrossSlots.On() {
 			slot = int32(KeySlot(key))
 		}
 		gi := -1

@@ -323,7 +323,7 @@ func (si *serverInfo) measureClock(sent, received time.Time) {
 // reach the same server, or one reaches a replica, Dial fails with
 // ErrNotIndependent naming them.
 func Dial(ctx context.Context, o Options) (*Pool, error) {
-	if err := validateVotes(o.Addrs, o.Clusters); err != nil {
+	if err := ValidateVotes(o.Addrs, o.Clusters); err != nil {
 		return nil, err
 	}
 	if o.NodeTimeout <= 0 {

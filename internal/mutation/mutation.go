@@ -81,12 +81,24 @@ var (
 	// before it gave it there: the next waiter there sleeps until its
 	// fallback.
 	ReleaseKeepsTurn = &Switch{name: "release-keeps-turn"}
+	// ClusterVotesShareNode: a cluster vote's nodes are not compared with
+	// the other votes' servers: one server, reached through two votes,
+	// casts two.
+	ClusterVotesShareNode = &Switch{name: "cluster-votes-share-node"}
+	// ClusterKeysUntagged: with cluster votes, a lock key keeps its name
+	// without a hash tag: the queue, fence counter and channel derived
+	// from it land in other slots, and the scripts fail on the cluster.
+	ClusterKeysUntagged = &Switch{name: "cluster-keys-untagged"}
+	// CoalesceAcrossSlots: a cluster vote's coalesced script calls take
+	// keys of any slot: the cluster refuses them (CROSSSLOT).
+	CoalesceAcrossSlots = &Switch{name: "coalesce-across-slots"}
 )
 
 // All is every switch, for flags and tables.
 var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext, SplitVoteStaleEntry,
 	QuitKeepsTurn, GhostInQueue, FencingWithoutClockFloor, AcquireAllPartial, ExpiredLeaseKeepsKey,
-	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn}
+	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
+	CoalesceAcrossSlots}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

@@ -29,6 +29,10 @@ import (
 // a slot.
 var ErrCrossSlot = errors.New("resources in different hash slots: with cluster votes, a multi-resource lock needs one slot (give the names a common {tag})")
 
+// ErrWrongMode: New found a master that runs in cluster mode (give its
+// cluster in Config.Clusters), or a cluster vote whose node does not.
+var ErrWrongMode = multiplex.ErrWrongMode
+
 // key is resource's lock key (see above).
 func (l *Locker) key(resource string) string {
 	k := l.cfg.KeyPrefix + resource

@@ -329,6 +329,7 @@ func TestClusterConfigValidation(t *testing.T) {
 		{nil, [][]string{{}}, "engine: Config.Clusters[0] has no addresses"},
 		{nil, [][]string{{"a:1"}, {"b"}}, `engine: Config.Clusters[1][0] "b": want host:port`},
 		{[]string{"a:1"}, [][]string{{"b:2", "a:1"}}, `engine: Config.Clusters[0][1] "a:1" duplicates Config.Masters[0]`},
+		{[]string{"a:1", "bad"}, [][]string{{"b:2"}}, `engine: Config.Masters[1] "bad": want host:port`},
 	} {
 		cfg := engine.DefaultConfig(tc.masters...)
 		cfg.Clusters = tc.clusters

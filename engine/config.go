@@ -323,7 +323,7 @@ func (c *Config) Validate() error {
 	case c.PipelineMultiplex > rueidis.MaxPipelineMultiplex:
 		return fmt.Errorf("engine: Config.PipelineMultiplex must be <= %d, got %d", rueidis.MaxPipelineMultiplex, c.PipelineMultiplex)
 	}
-	if len(c.Clusters) > 0 {
+	if len(c.Masters) == 0 {
 		return c.validateClusters()
 	}
 	if err := multiplex.ValidateAddrs(c.Masters); err != nil {
@@ -336,7 +336,7 @@ func (c *Config) Validate() error {
 		}
 		return fmt.Errorf("engine: Config.Masters[%d] %q: %s", ae.Index, ae.Addr, ae.Reason)
 	}
-	return nil
+	return c.validateClusters()
 }
 
 func drift(ttl time.Duration, factor float64) time.Duration {

@@ -112,7 +112,7 @@ func (p *Pool) observeMember(n *node, addr string, info serverInfo) error {
 	case known && prev.runID != info.RunID:
 		n.restarts.Add(1)
 		p.quarantineFor(n, p.maxTTL, QuarantineError{Restarted: true})
-	case known && !prev.primary, !known && n.established:
+	case (known && !prev.primary || !known && n.established) && !mutation.ClusterFailoverTrusted.On():
 		n.restarts.Add(1)
 		p.quarantineFor(n, p.maxTTL, QuarantineError{Restarted: true})
 	case !known:

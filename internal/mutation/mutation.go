@@ -92,13 +92,17 @@ var (
 	// CoalesceAcrossSlots: a cluster vote's coalesced script calls take
 	// keys of any slot: the cluster refuses them (CROSSSLOT).
 	CoalesceAcrossSlots = &Switch{name: "coalesce-across-slots"}
+	// ClusterFailoverTrusted: a cluster's replica promoted by a failover
+	// (or a primary new to the vote) votes at once, although it may lack
+	// the locks its primary granted: a second holder.
+	ClusterFailoverTrusted = &Switch{name: "cluster-failover-trusted"}
 )
 
 // All is every switch, for flags and tables.
 var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext, SplitVoteStaleEntry,
 	QuitKeepsTurn, GhostInQueue, FencingWithoutClockFloor, AcquireAllPartial, ExpiredLeaseKeepsKey,
 	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
-	CoalesceAcrossSlots}
+	CoalesceAcrossSlots, ClusterFailoverTrusted}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

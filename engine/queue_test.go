@@ -1006,7 +1006,7 @@ func latePoppedHolderReleases(t *testing.T, all bool, cfg func(*engine.Config)) 
 	}
 
 	// The release reaches masters 1 and 2 at once, master 0 late.
-	slow.delay.Store(int64(500 * time.Millisecond))
+	slow.delay.Store(int64(time.Second)) // long: a loaded machine may delay the waiter too
 	released := make(chan error, 1)
 	go func() { released <- held.Release(ctx) }()
 	w := <-got

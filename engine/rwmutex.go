@@ -695,37 +695,24 @@ func rwAcquire() *multiplex.Script {
 // value by when it expires and a writer's by minus that, in µs of the
 // master's clock (TIME): an entry is live while its expiry is ahead of
 // the clock, as a key set with PX is, and rwMember, scored 0, marks the
-// key as a read/write lock's. The key itself expires with its last live
-// entry (settle), so that nothing is left behind.
+// key as a read/write lock's. The key itself expires no sooner than its
+// entries, and goes with the last live one's release, so that nothing is
+// left behind. Times pass to Redis as strings: a Lua number costs a
+// conversion per argument.
 const (
-	// rwNowLua is the master's clock in µs, as a PX expiry reads it.
+	// rwNowLua reads the master's clock in µs: now, and ns as a string.
 	rwNowLua = `local tm = redis.call("TIME")
-local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+local ns = tm[1] .. string.sub("00000" .. tm[2], -6)
+local now = tonumber(ns)
 `
-	// rwSettleLua sets the key's expiry to its last live entry's, and
-	// deletes it when none is live.
-	rwSettleLua = `local function settle(k, now)
-  local hi = redis.call("ZRANGE", k, -1, -1, "WITHSCORES")
-  local lo = redis.call("ZRANGE", k, 0, 0, "WITHSCORES")
-  local e = 0
-  if hi[2] then
-    e = tonumber(hi[2])
+	// rwHoldLua keeps the key for at least ttl ms from now, in case the
+	// entry just set or moved is its longest-lived: a relative PEXPIRE,
+	// which counts from no earlier than the attempt's start, plus a
+	// millisecond for the clock's truncation to one.
+	rwHoldLua = `local function hold(k, ttl)
+  if redis.call("PTTL", k) <= tonumber(ttl) then
+    redis.call("PEXPIRE", k, tonumber(ttl) + 1)
   end
-  if lo[2] and -tonumber(lo[2]) > e then
-    e = -tonumber(lo[2])
-  end
-  if e <= now then
-    redis.call("DEL", k)
-  else
-    redis.call("PEXPIREAT", k, math.floor(e / 1000) + 1)
-  end
-end
-`
-	// rwLiveLua counts the live writers and readers without pruning.
-	rwLiveLua = `local function live(k, now)
-  local w = redis.call("ZCOUNT", k, "-inf", string.format("(%.0f", -now))
-  local r = redis.call("ZCOUNT", k, string.format("(%.0f", now), "+inf")
-  return w, r
 end
 `
 )
@@ -768,7 +755,7 @@ func rwAcquireBody(readerGuard, writerGuard, intentGuard, share bool) string {
 	if !writerGuard {
 		readersHold = "false"
 	}
-	intents := `redis.call("ZCARD", q) > 0`
+	intents := `redis.call("ZCOUNT", q, "(" .. ns, "+inf") > 0`
 	if !intentGuard {
 		intents = "false"
 	}
@@ -813,47 +800,47 @@ end
 if refresh then
   redis.call("SET", semkey, "` + rwSemMark + `", "PX", keep)
 end
-` + rwNowLua + rwSettleLua + `local exp = now + tonumber(ttl) * 1000
-local q = "` + rwPrefixLua + `" .. k
-redis.call("ZREMRANGEBYSCORE", k, "(0", now)
-redis.call("ZREMRANGEBYSCORE", k, -now, "(0")
+` + rwNowLua + rwHoldLua + `local q = "` + rwPrefixLua + `" .. k
+if t == "zset" then
+  -- Entries that expired go: readers scored (0, now], writers [-now, 0).
+  redis.call("ZREMRANGEBYSCORE", k, "(0", ns)
+  redis.call("ZREMRANGEBYSCORE", k, "-" .. ns, "(0")
+end
 local refused
-if ` + writerHolds + ` then
+if t == "zset" and ` + writerHolds + ` then
   refused = "writer"
 elseif writer then
-  if ` + readersHold + ` then
+  if t == "zset" and ` + readersHold + ` then
     refused = "readers"
   end
-elseif ` + readersBlock + ` then
+elseif t == "zset" and ` + readersBlock + ` then
   refused = "readers"
-else
-  redis.call("ZREMRANGEBYSCORE", q, "-inf", now)
-  if ` + intents + ` then
-    refused = "intent"
-  end
+elseif ` + intents + ` then
+  refused = "intent"
 end
 if refused then
   if mark then
     redis.call("SET", "` + rwMarkPrefixLua + `" .. k, "1", "PX", ttl)
   end
   if intent then
-    redis.call("ZADD", q, exp, id)
+    redis.call("ZADD", q, string.format("%.0f", now + tonumber(ttl) * 1000), id)
     redis.call("PEXPIRE", q, ttl)
   end
   return refused
 end
-if t == "none" then
-  redis.call("ZADD", k, 0, "` + rwMember + `")
-end
+local score = string.format("%.0f", now + tonumber(ttl) * 1000)
 if writer then
-  redis.call("ZADD", k, -exp, value)
-  if intent then
-    redis.call("ZREM", q, id)
-  end
-else
-  redis.call("ZADD", k, exp, value)
+  score = "-" .. score
 end
-settle(k, now)
+if t == "none" then
+  redis.call("ZADD", k, "0", "` + rwMember + `", score, value)
+else
+  redis.call("ZADD", k, score, value)
+end
+if intent then
+  redis.call("ZREM", q, id)
+end
+hold(k, ttl)
 if not fence then
   return 1
 end
@@ -864,9 +851,10 @@ return c`
 }
 
 // rwReleaseScript takes the lease's entry out (ARGV[1], its value); if
-// that leaves no live holder and a waiter marked the lock, it publishes
-// on the lock's channel, which wakes every waiter. It answers 1 if the
-// entry was live, else 0 (gone, expired, or the key is another kind's).
+// that leaves no live holder, the key goes, and if a waiter marked the
+// lock, it publishes on the lock's channel, which wakes every waiter. It
+// answers 1 if the entry was live, else 0 (gone, expired, or the key is
+// another kind's).
 var rwReleaseScript = multiplex.NewScript(rwReleaseBody(true)).Coalesce()
 
 // rwUndoScript is rwReleaseScript without the publish: it undoes an
@@ -876,27 +864,25 @@ var rwUndoScript = multiplex.NewScript(rwReleaseBody(false)).Coalesce()
 func rwReleaseBody(publish bool) string {
 	wake := ""
 	if publish {
-		wake = `local m = "` + rwMarkPrefixLua + `" .. k
-if redis.call("EXISTS", m) == 1 then
-  local w, r = live(k, now)
-  if w == 0 and r == 0 then
-    redis.call("DEL", m)
+		wake = `  if redis.call("DEL", "` + rwMarkPrefixLua + `" .. k) == 1 then
     redis.call("PUBLISH", "` + releasedPrefix + `" .. k, "")
   end
-end
 `
 	}
 	return `local value = ARGV[1]
 local k = KEYS[1]
-if redis.call("TYPE", k).ok ~= "zset" then
-  return 0
-end
-local s = redis.call("ZSCORE", k, value)
-if not s then
+local s = redis.pcall("ZSCORE", k, value)
+if type(s) ~= "string" then
   return 0
 end
 redis.call("ZREM", k, value)
-` + rwNowLua + rwSettleLua + rwLiveLua + wake + `settle(k, now)
+` + rwNowLua + `local free = redis.call("ZCARD", k) <= 1
+if not free then
+  free = redis.call("ZCOUNT", k, "-inf", "(-" .. ns) == 0 and redis.call("ZCOUNT", k, "(" .. ns, "+inf") == 0
+end
+if free then
+  redis.call("DEL", k)
+` + wake + `end
 s = tonumber(s)
 if s > now or s < -now then
   return 1
@@ -910,23 +896,19 @@ return 0`
 // it extended, else 0.
 var rwExtendScript = multiplex.NewScript(`local value, ttl = ARGV[1], ARGV[2]
 local k = KEYS[1]
-if redis.call("TYPE", k).ok ~= "zset" then
-  return 0
-end
-local s = redis.call("ZSCORE", k, value)
-if not s then
+local s = redis.pcall("ZSCORE", k, value)
+if type(s) ~= "string" then
   return 0
 end
 s = tonumber(s)
-` + rwNowLua + rwSettleLua + `local exp = now + tonumber(ttl) * 1000
-if s > now then
-  redis.call("ZADD", k, "XX", exp, value)
-elseif s < -now then
-  redis.call("ZADD", k, "XX", -exp, value)
-else
+` + rwNowLua + rwHoldLua + `local score = string.format("%.0f", now + tonumber(ttl) * 1000)
+if s < -now then
+  score = "-" .. score
+elseif s <= now then
   return 0
 end
-settle(k, now)
+redis.call("ZADD", k, "XX", score, value)
+hold(k, ttl)
 return 1`).Coalesce()
 
 // rwFenceScript is fenceScript for a writer: it raises the name's fencing
@@ -934,11 +916,11 @@ return 1`).Coalesce()
 // value) still holds, live, and answers the counter's new value, else 0.
 var rwFenceScript = multiplex.NewScript(`local token, value = ARGV[1], ARGV[2]
 local k = KEYS[1]
-if redis.call("TYPE", k).ok ~= "zset" then
+local s = redis.pcall("ZSCORE", k, value)
+if type(s) ~= "string" then
   return 0
 end
-local s = redis.call("ZSCORE", k, value)
-` + rwNowLua + `if not s or tonumber(s) >= -now then
+` + rwNowLua + `if tonumber(s) >= -now then
   return 0
 end
 local f = "` + fencePrefixLua + `" .. k
@@ -961,7 +943,7 @@ if redis.call("ZREM", "` + rwPrefixLua + `" .. k, id) == 0 then
 end
 local m = "` + rwMarkPrefixLua + `" .. k
 if redis.call("EXISTS", m) == 1 then
-` + rwNowLua + `  local w = redis.pcall("ZCOUNT", k, "-inf", string.format("(%.0f", -now))
+` + rwNowLua + `  local w = redis.pcall("ZCOUNT", k, "-inf", "(-" .. ns)
   if type(w) ~= "number" or w == 0 then
     redis.call("DEL", m)
     redis.call("PUBLISH", "` + releasedPrefix + `" .. k, "")

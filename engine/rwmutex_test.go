@@ -364,7 +364,7 @@ func TestRWMutexRefusesANameUsedOtherwise(t *testing.T) {
 	release(t, r)
 }
 
-// Many readers of one Locker hold at once, and a writer's turn comes
+// Many readers of one Locker hold at once, and two writers' turns come
 // between them; no reader or writer overlaps a writer.
 func TestRWMutexConcurrentReadersAndWriters(t *testing.T) {
 	e := newEnv(t, 5)
@@ -379,7 +379,7 @@ func TestRWMutexConcurrentReadersAndWriters(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			for range 10 {
-				writer := g == 0
+				writer := g < 2 // two writers of one Locker: one waits at its gate
 				var le *engine.Lease
 				var err error
 				if writer {
@@ -427,5 +427,49 @@ func TestRWMutexConcurrentReadersAndWriters(t *testing.T) {
 	}
 	if maxReaders < 2 {
 		t.Errorf("at most %d reader at once: readers do not share", maxReaders)
+	}
+}
+
+// Close ends the waits of readers and writers with ErrClosed, and takes
+// the waiting writer's intent off the masters.
+func TestRWMutexWaitsEndAtClose(t *testing.T) {
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	holder := rwMutex(t, rwLocker(e, nil), "closing")
+	l := rwLocker(e, nil)
+	m := rwMutex(t, l, "closing")
+	r, err := holder.TryRLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release(t, r)
+	errs := make(chan error, 2)
+	go func() {
+		_, err := m.Lock(ctx)
+		errs <- err
+	}()
+	eventually(t, 2*time.Second, "the writer's intent is on every master", func() bool {
+		for i := range e.direct {
+			if !e.exists(i, "\xffredlock:rw:closing") {
+				return false
+			}
+		}
+		return true
+	})
+	go func() {
+		_, err := m.RLock(ctx)
+		errs <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	l.Close()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, engine.ErrClosed) {
+			t.Fatalf("a wait at Close: %v", err)
+		}
+	}
+	for i := range e.direct {
+		if e.exists(i, "\xffredlock:rw:closing") {
+			t.Errorf("master %d keeps the intent of a writer whose Locker closed", i)
+		}
 	}
 }

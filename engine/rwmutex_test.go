@@ -12,10 +12,12 @@ import (
 )
 
 // rwLocker is a Locker on e's masters for the read/write lock's tests:
-// fencing on, short waits (mutate may change more).
+// fencing on, short waits, and a node timeout that a loaded two-core
+// machine meets (mutate may change more).
 func rwLocker(e *env, mutate func(*engine.Config)) *engine.Locker {
 	return e.locker(func(c *engine.Config) {
 		c.TTL = 2 * time.Second
+		c.NodeTimeout = 500 * time.Millisecond
 		c.Fencing = true
 		c.RetryDelayMin, c.RetryDelayMax = 2*time.Millisecond, 10*time.Millisecond
 		if mutate != nil {
@@ -91,12 +93,32 @@ func TestRWMutexReadersShareAndWritersExclude(t *testing.T) {
 		t.Fatalf("second writer's token %d, not above the first's %d", w2.Token(), w.Token())
 	}
 	release(t, w2)
-	// Nothing is left behind: the lock's key goes with its last holder.
+	// Nothing is left behind: the lock's key goes with its last holder
+	// (on a slow master, once the release reaches it).
+	eventually(t, 5*time.Second, "the lock's key is gone from every master", func() bool {
+		return !e.onAny("doc")
+	})
+}
+
+// onAny reports whether key exists on any master.
+func (e *env) onAny(key string) bool {
 	for i := range e.direct {
-		if n := e.exists(i, "doc"); n {
-			t.Errorf("master %d still has the lock's key", i)
+		if e.exists(i, key) {
+			return true
 		}
 	}
+	return false
+}
+
+// count is the number of masters where key exists.
+func (e *env) count(key string) int {
+	n := 0
+	for i := range e.direct {
+		if e.exists(i, key) {
+			n++
+		}
+	}
+	return n
 }
 
 // exists reports whether key exists on master i.
@@ -114,7 +136,9 @@ func (e *env) exists(i int, key string) bool {
 func TestRWMutexLeaseIsALease(t *testing.T) {
 	e := newEnv(t, 3)
 	ctx := context.Background()
-	l := rwLocker(e, func(c *engine.Config) { c.TTL, c.MaxTTL = 300*time.Millisecond, 2*time.Second })
+	l := rwLocker(e, func(c *engine.Config) {
+		c.TTL, c.MaxTTL, c.NodeTimeout = 300*time.Millisecond, 2*time.Second, 100*time.Millisecond
+	})
 	m := rwMutex(t, l, "lease")
 	for _, writer := range []bool{false, true} {
 		take := m.TryRLock
@@ -153,10 +177,8 @@ func TestRWMutexLeaseIsALease(t *testing.T) {
 	if err := le.Extend(ctx, time.Second); err == nil {
 		t.Fatal("an expired writer was extended")
 	}
-	for i := range e.direct {
-		if e.exists(i, "lease") {
-			t.Errorf("master %d still has the lock's key after its holder expired", i)
-		}
+	if e.onAny("lease") {
+		t.Error("a master still has the lock's key after its holder expired")
 	}
 	r, err := m.TryRLock(ctx)
 	if err != nil {
@@ -188,13 +210,11 @@ func TestRWMutexWaitingWriterGoesFirst(t *testing.T) {
 		le, err := mw.Lock(wctx)
 		got <- result{le, err}
 	}()
-	eventually(t, 2*time.Second, "the writer's intent is on every master", func() bool {
-		for i := range e.direct {
-			if !e.exists(i, "\xffredlock:rw:first") {
-				return false
-			}
-		}
-		return true
+	// Its intent is where its attempt was refused: on a quorum at least
+	// (a master that the reader's attempt reached after the writer's
+	// first may have admitted it).
+	eventually(t, 5*time.Second, "the writer's intent is on a quorum", func() bool {
+		return e.count("\xffredlock:rw:first") > len(e.direct)/2
 	})
 	if _, err := mr.TryRLock(ctx); !errors.Is(err, engine.ErrNotAcquired) || !strings.Contains(err.Error(), "a writer waits for it") {
 		t.Fatalf("a new reader while a writer waits: %v", err)
@@ -215,7 +235,11 @@ func TestRWMutexWaitingWriterGoesFirst(t *testing.T) {
 		le, err := mr.RLock(rctx)
 		rgot <- result{le, err}
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// Its mark is where its attempt was refused: at least a quorum (the
+	// writer may hold on a quorum only).
+	eventually(t, 5*time.Second, "the reader's mark is on a quorum", func() bool {
+		return e.count("\xffredlock:rwmark:first") > len(e.direct)/2
+	})
 	release(t, res.le)
 	rres := <-rgot
 	if rres.err != nil {
@@ -225,11 +249,9 @@ func TestRWMutexWaitingWriterGoesFirst(t *testing.T) {
 		t.Fatalf("reader woken by %s, not the writer's release: %+v", w.Cause, w)
 	}
 	release(t, rres.le)
-	for i := range e.direct {
-		if e.exists(i, "first") || e.exists(i, "\xffredlock:rw:first") {
-			t.Errorf("master %d keeps the lock's key or its intents", i)
-		}
-	}
+	eventually(t, 5*time.Second, "the lock's key and intents are gone from every master", func() bool {
+		return !e.onAny("first") && !e.onAny("\xffredlock:rw:first")
+	})
 }
 
 // A writer that gives up takes its intent out, and wakes the readers it
@@ -250,14 +272,17 @@ func TestRWMutexWriterThatGivesUpLetsReadersIn(t *testing.T) {
 		_, err := m2.Lock(wctx)
 		wdone <- err
 	}()
-	eventually(t, 2*time.Second, "the writer's intent is on every master", func() bool {
-		for i := range e.direct {
-			if !e.exists(i, "\xffredlock:rw:giveup") {
-				return false
-			}
-		}
-		return true
+	// Its intent is where its attempt was refused: on a quorum at least
+	// (a master that the reader's attempt reached after the writer's
+	// first may have admitted it).
+	eventually(t, 5*time.Second, "the writer's intent is on a quorum", func() bool {
+		return e.count("\xffredlock:rw:giveup") > len(e.direct)/2
 	})
+	// The writer's attempts marked the lock too: take its mark off, so
+	// that a mark on a quorum tells that the reader's attempt was refused.
+	for i := range e.direct {
+		e.del(i, "\xffredlock:rwmark:giveup")
+	}
 	rdone := make(chan error, 1)
 	var rle *engine.Lease
 	go func() {
@@ -267,7 +292,9 @@ func TestRWMutexWriterThatGivesUpLetsReadersIn(t *testing.T) {
 		rle, err = m1.RLock(rctx)
 		rdone <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	eventually(t, 5*time.Second, "the reader's mark is on a quorum", func() bool {
+		return e.count("\xffredlock:rwmark:giveup") > len(e.direct)/2
+	})
 	cancel()
 	if err := <-wdone; !errors.Is(err, context.Canceled) || !errors.Is(err, engine.ErrNotAcquired) {
 		t.Fatalf("the writer that gave up: %v", err)
@@ -448,13 +475,11 @@ func TestRWMutexWaitsEndAtClose(t *testing.T) {
 		_, err := m.Lock(ctx)
 		errs <- err
 	}()
-	eventually(t, 2*time.Second, "the writer's intent is on every master", func() bool {
-		for i := range e.direct {
-			if !e.exists(i, "\xffredlock:rw:closing") {
-				return false
-			}
-		}
-		return true
+	// Its intent is where its attempt was refused: on a quorum at least
+	// (a master that the reader's attempt reached after the writer's
+	// first may have admitted it).
+	eventually(t, 5*time.Second, "the writer's intent is on a quorum", func() bool {
+		return e.count("\xffredlock:rw:closing") > len(e.direct)/2
 	})
 	go func() {
 		_, err := m.RLock(ctx)
@@ -467,9 +492,7 @@ func TestRWMutexWaitsEndAtClose(t *testing.T) {
 			t.Fatalf("a wait at Close: %v", err)
 		}
 	}
-	for i := range e.direct {
-		if e.exists(i, "\xffredlock:rw:closing") {
-			t.Errorf("master %d keeps the intent of a writer whose Locker closed", i)
-		}
+	if e.onAny("\xffredlock:rw:closing") {
+		t.Error("a master keeps the intent of a writer whose Locker closed")
 	}
 }

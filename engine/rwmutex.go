@@ -484,9 +484,11 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 		info.Gated, now = waited, waited
 	}
 	// A lock waited for lately (its subscription lingers) is likely
-	// held: the next attempt marks at once.
+	// held: the next attempt goes at once, and marks (and registers a
+	// writer's intent), as after a first refusal.
 	if l.notify != nil && l.notify.listening(m.key) {
 		w.join()
+		now = true
 	}
 	for {
 		if !now {

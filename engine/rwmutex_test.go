@@ -496,3 +496,36 @@ func TestRWMutexWaitsEndAtClose(t *testing.T) {
 		t.Error("a master keeps the intent of a writer whose Locker closed")
 	}
 }
+
+// A writer whose Locker waited for the lock lately (its subscription
+// lingers) registers its intent with its next attempt, as a first waiter
+// does, not after a fallback.
+func TestRWMutexLingeringWaiterMarksAtOnce(t *testing.T) {
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 5*time.Second, 5*time.Second }
+	mr, mw := rwMutex(t, rwLocker(e, slow), "linger"), rwMutex(t, rwLocker(e, slow), "linger")
+	for round := range 2 {
+		r, err := mr.TryRLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+			defer cancel()
+			le, err := mw.Lock(wctx)
+			if err == nil {
+				err = le.Release(ctx)
+			}
+			got <- err
+		}()
+		if !within(time.Second, func() bool { return e.count("\xffredlock:rw:linger") > len(e.direct)/2 }) {
+			t.Fatalf("round %d: the writer's intent is not on a quorum within a second", round)
+		}
+		release(t, r)
+		if err := <-got; err != nil {
+			t.Fatalf("round %d: writer: %v", round, err)
+		}
+	}
+}

@@ -29,7 +29,7 @@ import (
 // that admitted both, which its script does not do.
 //
 // Writers go first. A writer that waits (Lock) registers its intent on
-// every master, from its second attempt on; while a master holds a live
+// every master that refuses it, from its second attempt on; while a master holds a live
 // intent it admits no new reader, so a stream of readers cannot keep a
 // waiting writer out: once its intent is on a quorum, no reader that
 // begins later is granted until the writer has held the lock (or given
@@ -153,8 +153,8 @@ func (m *RWMutex) lock(ctx context.Context, writer bool) (*Lease, error) {
 	return le, err
 }
 
-// op names the operation in errors.
-func op(writer bool) string {
+// rwOp names a read/write lock's acquire in errors.
+func rwOp(writer bool) string {
 	if writer {
 		return "write-lock"
 	}
@@ -169,7 +169,7 @@ func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter) (*Lease, er
 	l.remote.Add(1)
 	defer l.remote.Add(-1)
 	if l.closed.Load() {
-		return nil, fmt.Errorf("engine: %s %q: %w", op(writer), m.name, ErrClosed)
+		return nil, fmt.Errorf("engine: %s %q: %w", rwOp(writer), m.name, ErrClosed)
 	}
 	le := &Lease{l: l, resource: m.name, key: m.key, value: newValue(), rw: true}
 	le.initVotes(l.pool.Len())
@@ -282,7 +282,7 @@ func (m *RWMutex) decide(ctx context.Context, le *Lease, t multiplex.Tally, writ
 		return m.acquireError(t, writer)
 	}
 	if l.closed.Load() {
-		return fmt.Errorf("engine: %s %q: %w during the attempt, which was undone", op(writer), m.name, ErrClosed)
+		return fmt.Errorf("engine: %s %q: %w during the attempt, which was undone", rwOp(writer), m.name, ErrClosed)
 	}
 	return nil
 }
@@ -333,11 +333,11 @@ func (m *RWMutex) acquireError(t multiplex.Tally, writer bool) error {
 			if use == useSem {
 				m.refreshed.Store(0) // the next attempt checks again
 			}
-			return kindError(op(writer), m.name, use, useRW, n, len(e.Votes), e)
+			return kindError(rwOp(writer), m.name, use, useRW, n, len(e.Votes), e)
 		}
 	case ErrNotAcquired:
 		if why := refusedBy(e); why != "" {
-			return errorf("%s %q: %s: %v", op(writer), m.name, why, e)
+			return errorf("%s %q: %s: %v", rwOp(writer), m.name, why, e)
 		}
 	}
 	return e
@@ -475,7 +475,7 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 		l.observeGate(m.name, start, waited, false, gerr)
 		switch {
 		case errors.Is(gerr, ErrClosed):
-			return nil, fmt.Errorf("engine: %s %q: %w", op(writer), m.name, ErrClosed)
+			return nil, fmt.Errorf("engine: %s %q: %w", rwOp(writer), m.name, ErrClosed)
 		case gerr != nil:
 			return nil, w.gaveUp()
 		}
@@ -593,7 +593,7 @@ func (w *rwWaiter) sleep(d time.Duration, cause WakeCause) error {
 		return w.gaveUp()
 	case <-l.done:
 		l.observeWait(name, asleep, WakeNone, ErrClosed)
-		return fmt.Errorf("engine: %s %q: %w", op(w.writer), name, ErrClosed)
+		return fmt.Errorf("engine: %s %q: %w", rwOp(w.writer), name, ErrClosed)
 	case <-notified:
 		info.Notified++
 		info.Cause = WakeNotified
@@ -616,7 +616,7 @@ func (w *rwWaiter) sleep(d time.Duration, cause WakeCause) error {
 // gaveUp is the error of a wait whose context ended, matching both the
 // context's error and the last attempt's.
 func (w *rwWaiter) gaveUp() error {
-	o := op(w.writer)
+	o := rwOp(w.writer)
 	if w.last == nil {
 		return errorf("%s %q: gave up after %d attempts: %v", o, w.m.name, w.info.Attempts, w.ctx.Err())
 	}

@@ -67,7 +67,7 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		ConnTimeout:       cfg.ConnTimeout,
 		MaxFlushDelay:     cfg.MaxFlushDelay,
 		PipelineMultiplex: cfg.PipelineMultiplex,
-		Scripts:           append(append(allScripts[:len(allScripts):len(allScripts)], multiScripts...), rwScripts...),
+		Scripts:           append(allScripts[:len(allScripts):len(allScripts)], multiScripts...),
 		Quarantine:        cfg.Quarantine,
 		MaxTTL:            cfg.MaxTTL,
 		DisableCoalesce:   cfg.DisableCoalesce,

@@ -674,8 +674,12 @@ func rwForm(s *multiplex.Script) *multiplex.Script {
 	panic("engine: no read/write lock form of script " + s.SHA)
 }
 
-// rwScripts are loaded by every master at connect (the mutations' are sent
-// as EVAL when used).
+// rwScripts are the read/write lock's scripts. They are not loaded at
+// connect: a Locker sends each as EVAL the first time a master answers
+// NOSCRIPT, and by SHA after, so that Lockers that take no read/write
+// lock load nothing for it, and the simulator's masters (bench/sim),
+// which model the commands the loaded scripts use, need no sorted-set
+// counts.
 var rwScripts = []*multiplex.Script{rwAcquireScript, rwReleaseScript, rwUndoScript, rwExtendScript, rwFenceScript, rwQuitScript, rwKindScript}
 
 // rwAcquire is the acquire script, or a mutation's.

@@ -76,7 +76,7 @@ func TestRWMutexProperty(t *testing.T) {
 	}
 	shared := 0
 	rapid.Check(t, func(rt *rapid.T) {
-		vs, n := runRWProperty(rt, e)
+		vs, n := runRWProperty(rt, e, rwKinds)
 		shared += n
 		if len(vs) > 0 {
 			for _, v := range vs {
@@ -114,18 +114,20 @@ func TestRWMutexPropertyCatchesReadersExcluding(t *testing.T) {
 const rwpControlSeeds = 10
 
 // rwControl runs the property over rwpControlSeeds seeds with sw on, and
-// fails unless one of them shows the violation sw lets in.
+// fails unless one of them shows the violation sw lets in. Readers that
+// exclude each other are looked for among readers alone, where every
+// refusal is one.
 func rwControl(t *testing.T, sw *mutation.Switch) {
-	want := rwExclusion
+	want, kinds := rwExclusion, rwKinds
 	if sw == mutation.RWReadersExclude {
-		want = rwShare
+		want, kinds = rwShare, []string{"tryrlock", "rlock"}
 	}
 	e := newLifecycleEnv(t)
 	defer sw.Set(true)()
 	for seed := 1; seed <= rwpControlSeeds; seed++ {
 		var found []lcViolation
 		rapid.Custom(func(rt *rapid.T) bool {
-			found, _ = runRWProperty(rt, e)
+			found, _ = runRWProperty(rt, e, kinds)
 			return true
 		}).Example(seed)
 		for _, v := range found {
@@ -210,16 +212,20 @@ func (c *rwCall) busyUntil() time.Time {
 
 var rwpRun = 0
 
-// runRWProperty draws a plan, runs it, and returns what it violated and
-// how many pairs of readers held a lock together.
-func runRWProperty(rt *rapid.T, e *lcEnv) ([]lcViolation, int) {
+// rwKinds are the calls a plan draws from, a name given twice drawn twice
+// as often.
+var rwKinds = []string{"tryrlock", "rlock", "rlock", "trylock", "lock"}
+
+// runRWProperty draws a plan of kinds of calls, runs it, and returns what
+// it violated and how many pairs of readers held a lock together.
+func runRWProperty(rt *rapid.T, e *lcEnv, kinds []string) ([]lcViolation, int) {
 	rwpRun++
 	names := []string{fmt.Sprintf("rwp-%d-a", rwpRun), fmt.Sprintf("rwp-%d-b", rwpRun)}
 	plans := make([][]rwOp, rwpWorkers)
 	for w := range plans {
 		n := rapid.IntRange(2, 6).Draw(rt, "ops")
 		for range n {
-			plans[w] = append(plans[w], drawRWOp(rt))
+			plans[w] = append(plans[w], drawRWOp(rt, kinds))
 		}
 	}
 	kill := rapid.IntRange(0, 3).Draw(rt, "kill a master") == 0
@@ -322,20 +328,20 @@ func runRWProperty(rt *rapid.T, e *lcEnv) ([]lcViolation, int) {
 		c.le.Err()
 		c.until = c.le.ValidUntil()
 	}
-	kinds := map[string]int{}
+	leases := map[string]int{}
 	for _, c := range calls {
 		if c.le != nil {
-			kinds[c.op.kind]++
+			leases[c.op.kind]++
 		}
 	}
 	shared := checkRWCalls(calls, violate)
-	rt.Logf("run: %d calls, leases %v, readers together %d times, a master killed: %v", len(calls), kinds, shared, kill)
+	rt.Logf("run: %d calls, leases %v, readers together %d times, a master killed: %v", len(calls), leases, shared, kill)
 	return violations, shared
 }
 
-func drawRWOp(rt *rapid.T) rwOp {
+func drawRWOp(rt *rapid.T, kinds []string) rwOp {
 	op := rwOp{
-		kind:   rapid.SampledFrom([]string{"tryrlock", "rlock", "rlock", "trylock", "lock"}).Draw(rt, "kind"),
+		kind:   rapid.SampledFrom(kinds).Draw(rt, "kind"),
 		locker: rapid.IntRange(0, 2).Draw(rt, "locker"),
 		lock:   rapid.IntRange(0, 1).Draw(rt, "lock"),
 		wait:   time.Duration(rapid.IntRange(50, 800).Draw(rt, "wait ms")) * time.Millisecond,

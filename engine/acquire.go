@@ -49,7 +49,7 @@ func (l *Locker) try(ctx context.Context, resource string, tk *ticket) (*Lease, 
 		return le, nil
 	}
 	l.undo(le)
-	return nil, err
+	return nil, l.nameOtherKind(ctx, resource, err)
 }
 
 // newLease is an attempt's lease, not yet held: a fresh value, which for a

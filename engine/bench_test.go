@@ -338,3 +338,123 @@ func BenchmarkSemaphoreAcquireReleaseParallel(b *testing.B) {
 		})
 	}
 }
+
+// The read/write lock's cycles beside the mutex's, uncontended: Lock and
+// Release of a plain lock, RLock and Release, and Lock and Release of an
+// RWMutex. Every iteration runs one cycle of each kind, in turn (the
+// first kind rotating), each on a ring of 64 names of its own per
+// caller, so that the three meet the same noise; the metrics are each
+// kind's mean cycle and the ratios read/mutex and write/mutex. Serial: one
+// caller, the latency (two round trips a cycle). Parallel: 64 ×
+// GOMAXPROCS callers, the latency under load, where each master's
+// commands batch and coalesce. Quote the medians of the ratios over
+// -count runs. The masters get a node timeout of a second, so that a
+// loaded machine's stalls are measured rather than failed.
+func BenchmarkRWMutexCycle(b *testing.B) {
+	l := benchLocker(b, patientMasters)
+	for _, mode := range []string{"serial", "parallel"} {
+		b.Run(mode, func(b *testing.B) {
+			callers := 1
+			if mode == "parallel" {
+				callers = 64 * runtime.GOMAXPROCS(0)
+			}
+			kinds := []string{"mutex", "read", "write"}
+			cycles := make([][]func(int) error, len(kinds))
+			for k, kind := range kinds {
+				cycles[k] = rwCycles(b, l, kind, callers)
+			}
+			var spent [3]atomic.Int64
+			var done [3]atomic.Int64
+			var seq atomic.Int64
+			caller := func(next func() bool) {
+				g := int(seq.Add(1)-1) % callers
+				for i := 0; next(); i++ {
+					for j := range kinds {
+						k := (i + j) % len(kinds)
+						began := time.Now()
+						if err := cycles[k][g](i & 63); err != nil {
+							b.Error(err)
+							return
+						}
+						spent[k].Add(int64(time.Since(began)))
+						done[k].Add(1)
+					}
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			if mode == "serial" {
+				n := 0
+				caller(func() bool { n++; return n <= b.N })
+			} else {
+				b.SetParallelism(64)
+				b.RunParallel(func(pb *testing.PB) { caller(pb.Next) })
+			}
+			b.StopTimer()
+			var mean [3]float64
+			for k, kind := range kinds {
+				mean[k] = float64(spent[k].Load()) / float64(max(done[k].Load(), 1)) / 1e3
+				b.ReportMetric(mean[k], kind+"-µs/cycle")
+			}
+			b.ReportMetric(mean[1]/mean[0], "read/mutex")
+			b.ReportMetric(mean[2]/mean[0], "write/mutex")
+		})
+	}
+}
+
+// rwCycles makes n callers' cycles of kind ("mutex", "read" or "write"),
+// each over a ring of 64 names of its own; a read/write lock's handles
+// are used once first, so that the timed cycles skip the handle's first
+// check (see Locker.RWMutex), as a long-lived handle does.
+func rwCycles(b *testing.B, l *engine.Locker, kind string, n int) []func(int) error {
+	ctx := context.Background()
+	prefix := "rwbench:" + kind + ":" + strconv.FormatInt(runID.Add(1), 10) + ":"
+	cycles := make([]func(int) error, n)
+	for g := range cycles {
+		names := make([]string, 64)
+		ms := make([]*engine.RWMutex, 64)
+		for i := range names {
+			names[i] = prefix + strconv.Itoa(g) + ":" + strconv.Itoa(i)
+			if kind == "mutex" {
+				continue
+			}
+			m, err := l.RWMutex(names[i])
+			if err != nil {
+				b.Fatal(err)
+			}
+			ms[i] = m
+		}
+		take := func(i int) (*engine.Lease, error) { return l.Lock(ctx, names[i]) }
+		switch kind {
+		case "read":
+			take = func(i int) (*engine.Lease, error) { return ms[i].RLock(ctx) }
+		case "write":
+			take = func(i int) (*engine.Lease, error) { return ms[i].Lock(ctx) }
+		}
+		cycles[g] = func(i int) error {
+			le, err := take(i)
+			if err != nil {
+				return err
+			}
+			return le.Release(ctx)
+		}
+	}
+	if kind != "mutex" {
+		var wg sync.WaitGroup
+		busy := make(chan struct{}, 64)
+		for _, c := range cycles {
+			busy <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-busy }()
+				for i := range 64 {
+					if err := c(i); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	return cycles
+}

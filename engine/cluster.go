@@ -43,12 +43,15 @@ func (l *Locker) key(resource string) string {
 }
 
 // semBase is a semaphore's keys' common part (see semPrefix). Its
-// "{name}" is their hash tag, unless the name starts with "}" (an empty
-// tag): then, with cluster votes, a tag of the name's slot goes first.
+// "{name}" is their hash tag on plain masters. With cluster votes a tag
+// of the lock key's slot goes first, so that every key of a name, the
+// semaphore's and a read/write lock's (which checks the semaphore's
+// permit count) included, shares one slot, whatever braces the name or
+// KeyPrefix holds.
 func (l *Locker) semBase(name string) string {
 	base := semPrefix + l.cfg.KeyPrefix + "{" + name + "}:"
-	if l.clustered && !multiplex.HasTag(base) {
-		tag := multiplex.SlotTag(multiplex.KeySlot(l.cfg.KeyPrefix + name))
+	if l.clustered {
+		tag := multiplex.SlotTag(multiplex.KeySlot(l.key(name)))
 		base = semPrefix + "{" + tag + "}" + l.cfg.KeyPrefix + "{" + name + "}:"
 	}
 	return base

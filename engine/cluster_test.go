@@ -208,6 +208,66 @@ func TestClusterVotesKeepAResourceInOneSlot(t *testing.T) {
 	}
 }
 
+// A read/write lock over cluster votes keeps its holders, intents and
+// fence counter in the name's slot, whatever braces the name holds:
+// readers share, a writer waits for them and is woken by their release.
+func TestClusterVotesRWMutex(t *testing.T) {
+	e := newClusterEnv(t, 3, 3)
+	l := e.locker(func(c *engine.Config) { c.Fencing = true })
+	waiterL := e.locker(func(c *engine.Config) {
+		c.Fencing = true
+		c.FallbackMin, c.FallbackMax = time.Minute, time.Minute // only a notification wakes
+	})
+	ctx := context.Background()
+	for _, name := range clusterNames {
+		m, err := l.RWMutex(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r1, err := m.TryRLock(ctx)
+		if err != nil {
+			t.Fatalf("TryRLock %q: %v", name, err)
+		}
+		r2, err := m.TryRLock(ctx)
+		if err != nil {
+			t.Fatalf("second TryRLock %q: %v", name, err)
+		}
+		wm, err := waiterL.RWMutex(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *engine.Lease, 1)
+		go func() {
+			lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			w, err := wm.Lock(lctx)
+			if err != nil {
+				t.Errorf("Lock %q: %v", name, err)
+			}
+			got <- w
+		}()
+		time.Sleep(100 * time.Millisecond) // let the writer's first attempt be refused
+		for _, r := range []*engine.Lease{r1, r2} {
+			if err := r.Release(ctx); err != nil {
+				t.Fatalf("Release %q: %v", name, err)
+			}
+		}
+		w := <-got
+		if w == nil {
+			t.FailNow()
+		}
+		if w.Token() == 0 {
+			t.Errorf("%q: the writer has no fencing token", name)
+		}
+		if _, err := m.TryRLock(ctx); !errors.Is(err, engine.ErrNotAcquired) {
+			t.Errorf("%q: TryRLock while a writer holds: %v, want ErrNotAcquired", name, err)
+		}
+		if err := w.Release(ctx); err != nil {
+			t.Errorf("Release %q: %v", name, err)
+		}
+	}
+}
+
 // A multi-resource lock over cluster votes takes resources of one slot
 // all or nothing, and refuses resources in several with ErrCrossSlot.
 func TestClusterVotesMultiLockNeedsOneSlot(t *testing.T) {

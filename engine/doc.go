@@ -18,9 +18,9 @@
 //
 // Errors can be told apart with errors.Is: ErrNotAcquired (contention),
 // ErrNoQuorum (too many masters failed), ErrNotHeld, ErrLeaseExpired,
-// ErrLockLost, ErrReleased, ErrWrongType, ErrClosed, ErrPermitCount (and,
-// for names, ErrEmptyResource, ErrReservedResource, ErrNoResources,
-// ErrTooManyResources); *VotesError carries the per-node outcomes and
+// ErrLockLost, ErrReleased, ErrWrongType, ErrWrongKind, ErrClosed,
+// ErrPermitCount (and, for names, ErrEmptyResource, ErrReservedResource,
+// ErrNoResources, ErrTooManyResources); *VotesError carries the per-node outcomes and
 // *NodeError each node's cause. Context errors are wrapped, never
 // replaced. Every error is one line that starts "engine: " once.
 //
@@ -44,8 +44,9 @@
 // the undo of failed attempts), extend.go (Extend, auto-extension),
 // multi.go (TryLockAll, LockAll: a lease on several resources),
 // fence.go (fencing tokens), semaphore.go (Semaphore: P permits held as
-// P slot locks, each on a quorum), keys.go (the engine's keys on the
-// masters), errors.go, config.go, observer.go. Each Lua script sits
+// P slot locks, each on a quorum), rwmutex.go (RWMutex: readers and a
+// writer in one sorted set per master, writers first), keys.go (the
+// engine's keys on the masters), errors.go, config.go, observer.go. Each Lua script sits
 // beside the code that sends it, and names its arguments in its first
 // line.
 //

@@ -53,6 +53,11 @@ var (
 	// than the one its permits on the masters were taken with (the count
 	// is kept on the masters while the semaphore is in use).
 	ErrPermitCount = errors.New("semaphore in use with another permit count")
+	// ErrWrongKind: the name is in use as another kind of lock: a plain
+	// lock (Lock, TryLock) or a Semaphore where a read/write lock
+	// (RWMutex) was asked for, or the other way round. The message names
+	// both uses; the error also matches ErrWrongType.
+	ErrWrongKind = errors.New("name in use as another kind of lock")
 	// ErrUnreachable: New could not reach enough masters for a quorum;
 	// the error names each address and its cause.
 	ErrUnreachable = multiplex.ErrUnreachable

@@ -48,6 +48,18 @@ const (
 // marked it, on releasedPrefix + the keys' common part up to the index.
 const semPrefix = internalPrefix + "sem:"
 
+// A read/write lock (see RWMutex) holds its readers and writer in one
+// sorted set at its lock key, KeyPrefix + name, so that a plain lock of
+// the name meets a key of another type. Its waiting writers' intents are
+// the sorted set rwPrefix + that key, and its waiters' mark the string
+// rwMarkPrefix + that key; the Lua forms are the same in string literals.
+const (
+	rwPrefix        = internalPrefix + "rw:"
+	rwPrefixLua     = `\255redlock:rw:`
+	rwMarkPrefix    = internalPrefix + "rwmark:"
+	rwMarkPrefixLua = `\255redlock:rwmark:`
+)
+
 // releasedPrefix names the channel a release publishes on, so that waiters
 // retry at once instead of polling.
 const releasedPrefix = "redlock:released:"

@@ -59,6 +59,7 @@ type Lease struct {
 	failed      bool // the attempt did not acquire
 	released    bool
 	gated       bool
+	rw          bool  // a read/write lock's reader or writer: its scripts are rwForm's
 	endErr      error // why the lease stopped being trustworthy
 	endedAt     time.Time
 	successor   *Lease // the lease was passed on: late replies go there

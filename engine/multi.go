@@ -322,8 +322,12 @@ func (l *Locker) quitQueuesCall(tk *ticket) multiplex.Command {
 }
 
 // call is script's call on the lease's key with args, or for a lease on
-// several resources its all-keys form's on its keys (see allKeys).
+// several resources its all-keys form's on its keys (see allKeys), or
+// for a read/write lock's its sorted-set form's (see rwForm).
 func (le *Lease) call(script *multiplex.Script, args ...string) multiplex.Command {
+	if le.rw {
+		return scriptCall(rwForm(script), le.key, args...)
+	}
 	if le.all == nil {
 		return scriptCall(script, le.key, args...)
 	}

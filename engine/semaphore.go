@@ -414,6 +414,9 @@ func (a *semAttempt) decide(ctx context.Context, t multiplex.Tally) (*Lease, err
 			// The next attempt checks again, rather than take a slot the
 			// other count's holders may be counting on.
 			s.refreshed.Store(0)
+			if have == rwSemMark {
+				return nil, s.usedAsRW(t)
+			}
 			return nil, fmt.Errorf("engine: acquire %q: %w: asked with %d permits, the masters keep %s for it", s.name, ErrPermitCount, s.permits, have)
 		}
 		return nil, s.acquireError(t, agreed)

@@ -37,8 +37,12 @@ var expected = map[string][]string{
 // workload does not reach their fix, or no case replays), and the test
 // that catches each instead.
 var notSimulated = map[string]string{
-	mutation.AcquireAllPartial.Name():  "the workers do not call LockAll; TestMultiLockPropertyCatchesPartialAcquisition (engine, real masters) catches it",
-	mutation.SemaphoreSplitVote.Name(): "the workers do not take semaphore permits; TestSemaphorePermitsControl (engine, real masters) catches it",
+	mutation.AcquireAllPartial.Name():      "the workers do not call LockAll; TestMultiLockPropertyCatchesPartialAcquisition (engine, real masters) catches it",
+	mutation.SemaphoreSplitVote.Name():     "the workers do not take semaphore permits; TestSemaphorePermitsControl (engine, real masters) catches it",
+	mutation.RWReaderIgnoresWriter.Name():  "the workers do not take read/write locks; TestRWMutexPropertyCatchesReaderIgnoringWriter (engine, real masters) catches it",
+	mutation.RWWriterIgnoresReaders.Name(): "the workers do not take read/write locks; TestRWMutexPropertyCatchesWriterIgnoringReaders (engine, real masters) catches it",
+	mutation.RWIntentIgnored.Name():        "the workers do not take read/write locks; TestRWMutexWriterStarvedWithoutIntent (engine, real masters) catches it",
+	mutation.RWReadersExclude.Name():       "the workers do not take read/write locks; TestRWMutexPropertyCatchesReadersExcluding (engine, real masters) catches it",
 	// Found once (seed 198 at commit 5467bc0); the schedules changed with
 	// the semaphore's and the multi-lock's merge, and a 25-minute hunt at
 	// 22af89d did not find it again.

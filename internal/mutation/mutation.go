@@ -96,13 +96,26 @@ var (
 	// (or a primary new to the vote) votes at once, although it may lack
 	// the locks its primary granted: a second holder.
 	ClusterFailoverTrusted = &Switch{name: "cluster-failover-trusted"}
+	// RWReaderIgnoresWriter: a read/write lock's master admits a reader
+	// while a writer holds it: a reader and the writer both hold.
+	RWReaderIgnoresWriter = &Switch{name: "rw-reader-ignores-writer"}
+	// RWWriterIgnoresReaders: a read/write lock's master admits a writer
+	// while readers hold it: the writer and readers both hold.
+	RWWriterIgnoresReaders = &Switch{name: "rw-writer-ignores-readers"}
+	// RWIntentIgnored: a read/write lock's master admits new readers while
+	// a writer waits for it: a stream of readers starves the writer.
+	RWIntentIgnored = &Switch{name: "rw-intent-ignored"}
+	// RWReadersExclude: a read/write lock's master refuses a reader while
+	// other readers hold it: readers no longer share.
+	RWReadersExclude = &Switch{name: "rw-readers-exclude"}
 )
 
 // All is every switch, for flags and tables.
 var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext, SplitVoteStaleEntry,
 	QuitKeepsTurn, GhostInQueue, FencingWithoutClockFloor, AcquireAllPartial, ExpiredLeaseKeepsKey,
 	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
-	CoalesceAcrossSlots, ClusterFailoverTrusted}
+	CoalesceAcrossSlots, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders, RWIntentIgnored,
+	RWReadersExclude}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

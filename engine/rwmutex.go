@@ -1,0 +1,964 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/redlock-bench/redlock/internal/mutation"
+	"github.com/redlock-bench/redlock/multiplex"
+)
+
+// An RWMutex is a read/write lock over the masters: any number of readers
+// at once, or one writer. Each holder is a *Lease, with the lock's
+// guarantees: validity, Extend, auto-extension, Done, the restart
+// quarantine; a holder that dies lets go when its TTL runs out. A
+// writer's lease carries a fencing token with Config.Fencing.
+//
+// On each master the lock is one sorted set at the lock key (KeyPrefix +
+// name): each reader's value scored by when it expires, each writer's by
+// minus that, in microseconds of the master's clock, as PX expires a key
+// (see rwAcquireScript). A master admits a writer only if it holds no
+// live reader or writer, and a reader only if it holds no live writer
+// and no writer waits (below). A holder needs a quorum of admissions,
+// as a lock does, so a writer and any other holder would share a master
+// that admitted both, which its script does not do.
+//
+// Writers go first. A writer that waits (Lock) registers its intent on
+// every master that refuses it, from its second attempt on; while a master holds a live
+// intent it admits no new reader, so a stream of readers cannot keep a
+// waiting writer out: once its intent is on a quorum, no reader that
+// begins later is granted until the writer has held the lock (or given
+// up), and the writer waits only for the readers admitted before. An
+// intent lives one TTL from the writer's last attempt, so a writer that
+// dies blocks new readers for a TTL at most, as a dead holder does.
+// Waiting writers can keep readers out for as long as writers keep
+// coming: readers are not guaranteed a turn under a steady stream of
+// writers.
+//
+// Waiting. RLock and Lock wait for a release instead of polling: after an
+// attempt refused on a quorum they subscribe to the lock's channel and
+// try again, leaving a mark on the masters; the release (or expiry
+// clean-up of a watched lease, or a writer's giving up) that leaves a
+// master with no live holder publishes there if it is marked, which
+// wakes every waiter of every Locker; a fallback retry covers expiries.
+// Goroutines of one Locker that Lock the same RWMutex queue at an
+// in-process gate: one writer waits on the masters per process. Readers
+// do not queue: they can all hold at once.
+//
+// Fencing. A writer's token is larger than the token of every earlier
+// writer (and holder of a plain lock of the same name): the acquire
+// reads the name's fencing counter, and the fence round raises it on a
+// quorum where the writer still holds, as for a lock (see fence.go).
+// Readers write nothing that a fence protects: their Token is 0, and
+// their acquire reads no counter and has no fence round.
+//
+// One name, one kind. A plain lock (Lock, TryLock) of the same name meets
+// the sorted set where it expects a string, and is refused with
+// ErrWrongKind (which also matches ErrWrongType), as is an RWMutex that
+// finds a plain lock's key. A Semaphore of the same name is refused too,
+// through its permit count: a handle's first attempt, and one every
+// MaxTTL/2 after, marks the count's key as a read/write lock's for 2
+// MaxTTL, or finds it a semaphore's and is refused.
+//
+// An Observer sees an RWMutex's acquisitions as TryLock and Lock of its
+// name.
+type RWMutex struct {
+	l    *Locker
+	name string
+	key  string // the lock key (Locker.key): its holders on each master
+	// intents is the waiting writers' sorted set; also the writers' key
+	// at the in-process gate.
+	intents string
+	semKey  string // the permit count a Semaphore of the same name keeps
+	metaTTL string // ms the mark at semKey lives (2 MaxTTL)
+	// refreshed is when this handle last marked semKey (unix ns).
+	refreshed atomic.Int64
+}
+
+// rwSemMark is what an RWMutex keeps at a Semaphore's permit count key: no
+// permit count, so that the semaphore's check refuses it.
+const rwSemMark = "rw"
+
+// rwMember stands in the sorted set, scored 0, for as long as the key
+// lives: it tells the lock's key from another program's sorted set. Lease
+// values are base64url and never contain '#'.
+const rwMember = "#rwlock"
+
+// RWMutex returns the read/write lock name. It is a handle that holds
+// nothing on the masters: cheap, safe for concurrent use. Create it once
+// and share it: its first attempt checks that no Semaphore uses the name.
+func (l *Locker) RWMutex(name string) (*RWMutex, error) {
+	if err := l.checkResource("rwmutex", name); err != nil {
+		return nil, err
+	}
+	key := l.key(name)
+	return &RWMutex{l: l, name: name, key: key, intents: rwPrefix + key,
+		semKey:  l.semBase(name) + "permits",
+		metaTTL: itoa((2 * l.cfg.MaxTTL).Milliseconds())}, nil
+}
+
+// Name is the lock's name.
+func (m *RWMutex) Name() string { return m.name }
+
+// TryRLock makes one attempt to hold the lock for reading: refused
+// (ErrNotAcquired) while a writer holds it or waits for it.
+func (m *RWMutex) TryRLock(ctx context.Context) (*Lease, error) { return m.tryLock(ctx, false) }
+
+// TryLock makes one attempt to hold the lock for writing: refused
+// (ErrNotAcquired) while a reader or a writer holds it. It registers no
+// intent: only Lock waits.
+func (m *RWMutex) TryLock(ctx context.Context) (*Lease, error) { return m.tryLock(ctx, true) }
+
+// RLock holds the lock for reading, waiting as long as ctx allows while a
+// writer holds it or waits for it. Lease.Wait tells how the wait went.
+func (m *RWMutex) RLock(ctx context.Context) (*Lease, error) { return m.lock(ctx, false) }
+
+// Lock holds the lock for writing, waiting as long as ctx allows; from
+// its second attempt on, no new reader is admitted until it has held the
+// lock or given up (see RWMutex). Lease.Wait tells how the wait went.
+func (m *RWMutex) Lock(ctx context.Context) (*Lease, error) { return m.lock(ctx, true) }
+
+func (m *RWMutex) tryLock(ctx context.Context, writer bool) (*Lease, error) {
+	var start time.Time
+	if m.l.cfg.Observer != nil {
+		start = time.Now()
+	}
+	le, err := m.try(ctx, writer, nil)
+	if err == nil {
+		le.arm()
+	}
+	if m.l.cfg.Observer != nil {
+		m.l.observeAcquire(ctx, OpTryLock, m.name, start, le, err, 1)
+	}
+	return le, err
+}
+
+func (m *RWMutex) lock(ctx context.Context, writer bool) (*Lease, error) {
+	start := time.Now()
+	var w WaitInfo
+	le, err := m.wait(ctx, writer, start, &w)
+	if err == nil {
+		w.Waited = time.Since(start)
+		le.wait = w
+		le.arm()
+	}
+	if m.l.cfg.Observer != nil {
+		m.l.observeAcquire(ctx, OpLock, m.name, start, le, err, w.Attempts)
+	}
+	return le, err
+}
+
+// rwOp names a read/write lock's acquire in errors.
+func rwOp(writer bool) string {
+	if writer {
+		return "write-lock"
+	}
+	return "read-lock"
+}
+
+// try makes one attempt; w is a waiter that has joined (its attempts
+// mark the masters, and a writer's register its intent), or nil.
+func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter) (*Lease, error) {
+	l := m.l
+	// Close waits for attempts under way, so that their undo is sent.
+	l.remote.Add(1)
+	defer l.remote.Add(-1)
+	if l.closed.Load() {
+		return nil, fmt.Errorf("engine: %s %q: %w", rwOp(writer), m.name, ErrClosed)
+	}
+	le := &Lease{l: l, resource: m.name, key: m.key, value: newValue(), rw: true}
+	le.initVotes(l.pool.Len())
+	cmd := m.acquireCommand(le.value, writer, w)
+	le.start = time.Now()
+	t := l.pool.Fanout(ctx, cmd, classifyRW, (*acquireReplies)(le), le.votes)
+	if err := m.decide(ctx, le, t, writer); err != nil {
+		l.undo(le)
+		return nil, err
+	}
+	return le, nil
+}
+
+// rwModes is the acquire script's mode, by rwMode's bits and fencing (0
+// off, 1 with the clock floor, 2 the counter alone).
+var rwModes = func() (m [16][3]string) {
+	for bits := range 16 {
+		for f, fs := range []string{"", "f", "c"} {
+			s := "r"
+			if bits&rwWriter != 0 {
+				s = "w"
+			}
+			for _, b := range []struct {
+				bit int
+				c   string
+			}{{rwIntent, "q"}, {rwMark, "n"}, {rwRefresh, "m"}} {
+				if bits&b.bit != 0 {
+					s += b.c
+				}
+			}
+			m[bits][f] = s + fs
+		}
+	}
+	return m
+}()
+
+// The bits of an attempt's mode.
+const (
+	rwWriter  = 1 << iota
+	rwIntent  // a waiting writer's: register its intent where refused
+	rwMark    // a subscribed waiter's: mark where refused
+	rwRefresh // mark the name as a read/write lock's (see refresh)
+)
+
+// acquireCommand is the attempt's rwAcquireScript call.
+func (m *RWMutex) acquireCommand(value string, writer bool, w *rwWaiter) multiplex.Command {
+	bits, fence, id := 0, 0, ""
+	if writer {
+		bits |= rwWriter
+		if m.l.cfg.Fencing {
+			fence = 1
+			if mutation.FencingWithoutClockFloor.On() {
+				fence = 2
+			}
+		}
+	}
+	if w != nil {
+		if w.id != "" {
+			bits |= rwIntent
+			id = w.id
+		}
+		if w.sub != nil {
+			bits |= rwMark
+		}
+	}
+	if m.refresh() {
+		bits |= rwRefresh
+	}
+	cmd := scriptCall(rwAcquire(), m.key, value, m.l.ttlStr, rwModes[bits][fence], id, m.semKey, m.metaTTL)
+	// A waiter's attempt reaches every master, so that its mark and
+	// intent are on all of them.
+	cmd.SkipIfFailed = w == nil
+	return cmd
+}
+
+// refresh reports whether the attempt about to go marks the name as a
+// read/write lock's at the permit count key a Semaphore of the name
+// would use, refusing if one does: a handle's first attempt, and one
+// every MaxTTL/2 after, so that the mark lives while the handle is used.
+func (m *RWMutex) refresh() bool {
+	now := time.Now().UnixNano()
+	last := m.refreshed.Load()
+	return now-last >= int64(m.l.cfg.MaxTTL/2) && m.refreshed.CompareAndSwap(last, now)
+}
+
+// decide reads the attempt's votes, as Lease.decide does for a lock: held
+// on a quorum, fenced if a writer and fencing is on, with validity left,
+// Close not begun. On an error the caller undoes the attempt.
+func (m *RWMutex) decide(ctx context.Context, le *Lease, t multiplex.Tally, writer bool) error {
+	l := m.l
+	ok := t.Reached() && t.Err == nil
+	le.mu.Lock()
+	for i, v := range t.Votes {
+		le.record(i, v)
+	}
+	if ok {
+		le.validUntil = le.start.Add(l.cfg.TTL - l.drift)
+	}
+	le.mu.Unlock()
+	if !ok {
+		return m.acquireError(t, writer)
+	}
+	if writer && l.cfg.Fencing {
+		if err := le.fence(ctx, t); err != nil {
+			return err
+		}
+	}
+	// The lease is not handed out yet: nothing else writes validUntil.
+	if !time.Now().Before(le.validUntil) {
+		return m.acquireError(t, writer)
+	}
+	if l.closed.Load() {
+		return fmt.Errorf("engine: %s %q: %w during the attempt, which was undone", rwOp(writer), m.name, ErrClosed)
+	}
+	return nil
+}
+
+// Refusals: what a master found in the way (see classifyRW).
+const (
+	rwByWriter  = 1 // a writer holds the lock
+	rwByReaders = 2 // readers hold it (a writer's attempt)
+	rwByIntent  = 3 // a writer waits for it (a reader's attempt)
+)
+
+// classifyRW reads rwAcquireScript's answer: an integer when admitted
+// (the fencing counter for a fenced writer, else 1), the word for what
+// was in the way when refused.
+func classifyRW(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
+	msg, err := res.ToMessage()
+	if err != nil {
+		return multiplex.Failed, 0, err
+	}
+	if msg.IsInt64() {
+		n, _ := msg.ToInt64()
+		return multiplex.OK, n, nil
+	}
+	s, err := msg.ToString()
+	if err != nil {
+		return multiplex.Failed, 0, err
+	}
+	switch s {
+	case "writer":
+		return multiplex.Refused, rwByWriter, nil
+	case "readers":
+		return multiplex.Refused, rwByReaders, nil
+	case "intent":
+		return multiplex.Refused, rwByIntent, nil
+	}
+	return multiplex.Failed, 0, fmt.Errorf("redlock: unexpected answer %q", s)
+}
+
+// acquireError is a failed attempt: a *VotesError, with what held the
+// lock named when refused, and the other use named when the masters found
+// the name used as another kind of lock.
+func (m *RWMutex) acquireError(t multiplex.Tally, writer bool) error {
+	e := newVotesError("acquire", m.name, acquireKind(&t), &t, m.l.addrs)
+	e.key = m.key
+	switch e.Kind {
+	case ErrWrongType:
+		if use, n := otherUse(e); use != "" {
+			if use == useSem {
+				m.refreshed.Store(0) // the next attempt checks again
+			}
+			return kindError(rwOp(writer), m.name, use, useRW, n, len(e.Votes), e)
+		}
+	case ErrNotAcquired:
+		if why := refusedBy(e); why != "" {
+			return errorf("%s %q: %s: %v", rwOp(writer), m.name, why, e)
+		}
+	}
+	return e
+}
+
+// refusedBy says what the refusing masters found in the way, most of them.
+func refusedBy(e *VotesError) string {
+	var n [4]int
+	best := 0
+	for _, v := range e.Votes {
+		if v.Outcome == OutcomeRefused && v.value >= rwByWriter && v.value <= rwByIntent {
+			n[v.value]++
+			if n[v.value] > n[best] {
+				best = int(v.value)
+			}
+		}
+	}
+	return [...]string{"", "a writer holds it", "readers hold it", "a writer waits for it, and writers go first"}[best]
+}
+
+// The uses of a name, as errors name them.
+const (
+	usePlain = "a plain lock (Lock, TryLock)"
+	useRW    = "a read/write lock (RWMutex)"
+	useSem   = "a semaphore (Semaphore)"
+)
+
+// otherUse is the use the masters' error replies name (see
+// rwAcquireScript), with how many of them named it.
+func otherUse(e *VotesError) (string, int) {
+	plain, sem := 0, 0
+	for _, v := range e.Votes {
+		if v.Outcome != OutcomeFailed || v.Err == nil {
+			continue
+		}
+		if re, ok := rueidis.IsRedisErr(v.Err); ok {
+			switch re.Error() {
+			case rwInUse + "plain lock":
+				plain++
+			case rwInUse + "semaphore":
+				sem++
+			}
+		}
+	}
+	switch {
+	case plain > 0 && plain >= sem:
+		return usePlain, plain
+	case sem > 0:
+		return useSem, sem
+	}
+	return "", 0
+}
+
+// rwInUse starts the acquire script's refusal of a name used otherwise.
+const rwInUse = "WRONGTYPE redlock: in use as a "
+
+// kindError is op's error on name, which n of total masters found in use
+// as other, when asked as asked: ErrWrongKind and ErrWrongType, and e's
+// votes when known.
+func kindError(op, name, other, asked string, n, total int, e *VotesError) error {
+	msg := fmt.Sprintf("engine: %s %q: %s: %q is in use as %s, and %s cannot share its name (%d of %d masters said so)",
+		op, name, ErrWrongKind, name, other, asked, n, total)
+	errs := []error{ErrWrongKind, ErrWrongType}
+	if e != nil {
+		errs = append(errs, e)
+	}
+	return &engineError{msg: msg, errs: errs}
+}
+
+// nameOtherKind is a plain lock's acquire error: when keys of the wrong
+// type on a quorum refused it, it asks the masters whether they are a
+// read/write lock's, and then says so. One more round, on this path only.
+func (l *Locker) nameOtherKind(ctx context.Context, resource string, err error) error {
+	e, ok := err.(*VotesError)
+	if !ok || e.Kind != ErrWrongType {
+		return err
+	}
+	votes := make([]multiplex.Vote, l.pool.Len())
+	t := l.pool.Fanout(ctx, scriptCall(rwKindScript, l.key(resource)), classifyInt, nil, votes)
+	if t.OK == 0 {
+		return err
+	}
+	return kindError("acquire", resource, useRW, usePlain, t.OK, len(votes), e)
+}
+
+// usedAsRW is the error of a semaphore's attempt that found its permit
+// count marked by a read/write lock of its name.
+func (s *Semaphore) usedAsRW(t multiplex.Tally) error {
+	n := 0
+	for _, v := range t.Votes {
+		if v.Outcome == multiplex.Failed && v.Err != nil && permitMismatch([]multiplex.Vote{v}) == rwSemMark {
+			n++
+		}
+	}
+	return kindError("acquire", s.name, useRW, useSem, n, len(t.Votes), nil)
+}
+
+// rwWaiter is one RLock's or Lock's wait on the masters, as semWaiter is
+// Acquire's.
+type rwWaiter struct {
+	m      *RWMutex
+	writer bool
+	ctx    context.Context
+	info   *WaitInfo
+	// joined: the waiter's attempts mark the masters (with a
+	// subscription) and a writer's register its intent under id.
+	joined bool
+	id     string
+	sub    *subscription
+	timer  *time.Timer
+	settle *time.Timer
+	last   error // the last attempt that was decided
+}
+
+// wait is RLock and Lock: an attempt at once, then, if the lock is held
+// or a writer waits, a wait on the masters (a writer's behind the other
+// writers of this Locker at the in-process gate).
+func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *WaitInfo) (le *Lease, err error) {
+	l := m.l
+	l.remote.Add(1)
+	defer l.remote.Add(-1)
+	info.Attempts++
+	le, err = m.try(ctx, writer, nil)
+	if err == nil {
+		return le, nil
+	}
+	w := &rwWaiter{m: m, writer: writer, ctx: ctx, info: info}
+	defer func() { w.leave(err) }()
+	if stop := w.noRetry(err); stop != nil {
+		return nil, stop
+	}
+	now := false
+	if g := l.semGate; writer && g != nil {
+		waited, _, gerr := g.enter(ctx, m.intents)
+		l.observeGate(m.name, start, waited, false, gerr)
+		switch {
+		case errors.Is(gerr, ErrClosed):
+			return nil, fmt.Errorf("engine: %s %q: %w", rwOp(writer), m.name, ErrClosed)
+		case gerr != nil:
+			return nil, w.gaveUp()
+		}
+		// The next writer in line tries as soon as this one leaves.
+		defer g.leave(m.intents)
+		info.Gated, now = waited, waited
+	}
+	// A lock waited for lately (its subscription lingers) is likely
+	// held: the next attempt goes at once, and marks (and registers a
+	// writer's intent), as after a first refusal.
+	if l.notify != nil && l.notify.listening(m.key) {
+		w.join()
+		now = true
+	}
+	for {
+		if !now {
+			d, cause, at := w.nextWait()
+			if !at {
+				if err := w.sleep(d, cause); err != nil {
+					return nil, err
+				}
+			}
+		}
+		now = false
+		info.Attempts++
+		le, err = m.try(ctx, writer, w)
+		if err == nil {
+			w.acquired()
+			return le, nil
+		}
+		if stop := w.noRetry(err); stop != nil {
+			return nil, stop
+		}
+	}
+}
+
+// join makes the waiter's next attempts mark the masters, subscribed to
+// the lock's releases, and register a writer's intent.
+func (w *rwWaiter) join() {
+	l := w.m.l
+	if l.notify != nil && w.sub == nil {
+		w.sub = l.notify.subscribe(w.ctx, w.m.key, "")
+	}
+	if w.writer && w.id == "" {
+		w.id = l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)
+	}
+	w.joined = true
+}
+
+// noRetry is waiter.noRetry's rule: nil to go on after err, else the
+// error that ends the wait.
+func (w *rwWaiter) noRetry(err error) error {
+	if w.ctx.Err() != nil {
+		if w.last == nil || errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrNoQuorum) {
+			w.last = err
+		}
+		return w.gaveUp()
+	}
+	w.last = err
+	if !(errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrNoQuorum)) {
+		return err
+	}
+	return nil
+}
+
+// nextWait chooses the wait after the last attempt, and what its end
+// counts as; at: go at once.
+func (w *rwWaiter) nextWait() (d time.Duration, cause WakeCause, at bool) {
+	l := w.m.l
+	cfg := &l.cfg
+	ve := findVotes(w.last)
+	held := ve != nil && ve.Kind == ErrNotAcquired && ve.Refused >= ve.Quorum
+	switch {
+	case held && !w.joined:
+		// Subscribe, then try again at once, marking (and registering a
+		// writer's intent): a release between the refusal and the
+		// subscription published nothing.
+		w.join()
+		return 0, WakeNone, true
+	case held:
+		return l.jitter(cfg.FallbackMin, min(cfg.FallbackMax, cfg.TTL)), WakeFallback, false
+	}
+	backoff := l.jitter(cfg.RetryDelayMin, cfg.RetryDelayMax)
+	if ve != nil {
+		if until := ve.QuarantinedUntil(); !until.IsZero() {
+			d := max(time.Until(until), 0)
+			if !ve.quarantineAlone() {
+				d = min(d, l.jitter(cfg.FallbackMin, min(cfg.FallbackMax, cfg.TTL)))
+			}
+			return d + backoff, WakeBackoff, false
+		}
+	}
+	// A split vote or an outage: nobody may hold it, and nothing will be
+	// published; back off so that competitors drift apart.
+	return backoff, WakeBackoff, false
+}
+
+// sleep waits d, or until a release of the lock publishes (then until a
+// quorum of masters did, briefly, see awaitTurns).
+func (w *rwWaiter) sleep(d time.Duration, cause WakeCause) error {
+	if w.timer == nil {
+		w.timer = time.NewTimer(d)
+	} else {
+		w.timer.Reset(d)
+	}
+	var notified <-chan struct{}
+	if w.sub != nil {
+		notified = w.sub.C
+	}
+	l, info, name := w.m.l, w.info, w.m.name
+	asleep := l.waitStart()
+	select {
+	case <-w.ctx.Done():
+		l.observeWait(name, asleep, WakeNone, w.ctx.Err())
+		return w.gaveUp()
+	case <-l.done:
+		l.observeWait(name, asleep, WakeNone, ErrClosed)
+		return fmt.Errorf("engine: %s %q: %w", rwOp(w.writer), name, ErrClosed)
+	case <-notified:
+		info.Notified++
+		info.Cause = WakeNotified
+		if !w.sub.awaitTurns(w.ctx, l.Quorum(), &w.settle) {
+			l.observeWait(name, asleep, WakeNotified, w.ctx.Err())
+			return w.gaveUp()
+		}
+	case <-w.timer.C:
+		info.Cause = cause
+		if cause == WakeFallback {
+			info.Fallbacks++
+		} else {
+			info.Backoffs++
+		}
+	}
+	l.observeWait(name, asleep, info.Cause, nil)
+	return nil
+}
+
+// gaveUp is the error of a wait whose context ended, matching both the
+// context's error and the last attempt's.
+func (w *rwWaiter) gaveUp() error {
+	o := rwOp(w.writer)
+	if w.last == nil {
+		return errorf("%s %q: gave up after %d attempts: %v", o, w.m.name, w.info.Attempts, w.ctx.Err())
+	}
+	return errorf("%s %q: gave up after %d attempts (%v); the last: %v", o, w.m.name, w.info.Attempts, w.ctx.Err(), w.last)
+}
+
+// acquired takes the writer's intent out where its attempt was refused
+// (where it was admitted, the script did): left, it would keep readers
+// out after the writer's release.
+func (w *rwWaiter) acquired() {
+	if w.id == "" {
+		return
+	}
+	l := w.m.l
+	cmd := plainCall("ZREM", w.m.intents, w.id)
+	cmd.Nodes = uint64(1)<<l.pool.Len() - 1
+	l.pool.Post(cmd, classifyInt, nil)
+	w.id = ""
+}
+
+// leave ends the wait: it stops the timers and the subscription, and a
+// writer that gives up takes its intent out, waking the readers it kept
+// out (rwQuitScript). Sent before Close closes the pool: the wait counts
+// in Locker.remote.
+func (w *rwWaiter) leave(err error) {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	if w.settle != nil {
+		w.settle.Stop()
+	}
+	w.sub.close()
+	if err != nil && w.id != "" {
+		l := w.m.l
+		cmd := scriptCall(rwQuitScript, w.m.key, w.id)
+		cmd.Nodes = uint64(1)<<l.pool.Len() - 1
+		l.pool.Post(cmd, classifyInt, nil)
+	}
+}
+
+// rwForm is the read/write lock's form of a lock's script, for a lease
+// that holds a read/write lock (see Lease.call): its release, undo,
+// extension and fence act on the lease's entry in the sorted set.
+func rwForm(s *multiplex.Script) *multiplex.Script {
+	switch s {
+	case releaseScript, releaseScriptGhost:
+		return rwReleaseScript
+	case undoScript, semReleaseScript:
+		return rwUndoScript
+	case extendScript:
+		return rwExtendScript
+	case fenceScript:
+		return rwFenceScript
+	}
+	panic("engine: no read/write lock form of script " + s.SHA)
+}
+
+// rwScripts are the read/write lock's scripts. They are not loaded at
+// connect: a Locker sends each as EVAL the first time a master answers
+// NOSCRIPT, and by SHA after, so that Lockers that take no read/write
+// lock load nothing for it, and the simulator's masters (bench/sim),
+// which model the commands the loaded scripts use, need no sorted-set
+// counts.
+var rwScripts = []*multiplex.Script{rwAcquireScript, rwReleaseScript, rwUndoScript, rwExtendScript, rwFenceScript, rwQuitScript, rwKindScript}
+
+// rwAcquire is the acquire script, or a mutation's.
+func rwAcquire() *multiplex.Script {
+	switch {
+	case mutation.RWReaderIgnoresWriter.On():
+		return rwAcquireReaderIgnoresWriter
+	case mutation.RWWriterIgnoresReaders.On():
+		return rwAcquireWriterIgnoresReaders
+	case mutation.RWIntentIgnored.On():
+		return rwAcquireIntentIgnored
+	case mutation.RWReadersExclude.On():
+		return rwAcquireReadersExclude
+	}
+	return rwAcquireScript
+}
+
+// The scripts share these pieces of Lua. The sorted set scores a reader's
+// value by when it expires and a writer's by minus that, in µs of the
+// master's clock (TIME): an entry is live while its expiry is ahead of
+// the clock, as a key set with PX is, and rwMember, scored 0, marks the
+// key as a read/write lock's. The key itself expires no sooner than its
+// entries, and goes with the last live one's release, so that nothing is
+// left behind. Times pass to Redis as strings: a Lua number costs a
+// conversion per argument.
+const (
+	// rwNowLua reads the master's clock in µs: now, and ns as a string.
+	rwNowLua = `local tm = redis.call("TIME")
+local ns = tm[1] .. string.sub("00000" .. tm[2], -6)
+local now = tonumber(ns)
+`
+	// rwHoldLua keeps the key for at least ttl ms from now, in case the
+	// entry just set or moved is its longest-lived: a relative PEXPIRE,
+	// which counts from no earlier than the attempt's start, plus a
+	// millisecond for the clock's truncation to one.
+	rwHoldLua = `local function hold(k, ttl)
+  if redis.call("PTTL", k) <= tonumber(ttl) then
+    redis.call("PEXPIRE", k, tonumber(ttl) + 1)
+  end
+end
+`
+)
+
+// rwAcquireScript admits a reader or a writer, for ttl ms, on one master.
+// ARGV: the lease's value, ttl, the mode (rwModes), a waiting writer's id,
+// the permit count key of a Semaphore of the name, and how long (ms) a
+// refresh keeps the name marked there. Mode: "r" a reader, "w" a writer;
+// "q" a waiting writer, which registers its intent (id) where refused
+// and takes it out where admitted; "n" a subscribed waiter, which marks
+// the lock where refused, so that the release that frees it publishes;
+// "m" marks the name as a read/write lock's at the permit count key, and
+// refuses a semaphore's; "f" a fenced writer, answered max(the fencing
+// counter, the master's clock in µs) as acquireFenceScript answers, "c"
+// the counter alone. A writer is admitted where no live reader or writer
+// holds, a reader where no live writer holds and no writer's intent
+// lives. It answers 1 (or the counter) when admitted, and what was in the
+// way when refused: "writer", "readers" or "intent". Every check that can
+// fail comes before the first write.
+var rwAcquireScript = multiplex.NewScript(rwAcquireBody(true, true, true, true)).Coalesce()
+
+// The guards undone, one each, and sharing (internal/mutation).
+var (
+	rwAcquireReaderIgnoresWriter  = multiplex.NewScript(rwAcquireBody(false, true, true, true)).Coalesce()
+	rwAcquireWriterIgnoresReaders = multiplex.NewScript(rwAcquireBody(true, false, true, true)).Coalesce()
+	rwAcquireIntentIgnored        = multiplex.NewScript(rwAcquireBody(true, true, false, true)).Coalesce()
+	rwAcquireReadersExclude       = multiplex.NewScript(rwAcquireBody(true, true, true, false)).Coalesce()
+)
+
+// rwAcquireBody is rwAcquireScript's Lua; each guard may be undone: a
+// reader waits for a writer that holds, a writer for readers that hold,
+// a reader for a writer that waits; share: readers do not wait for
+// readers.
+func rwAcquireBody(readerGuard, writerGuard, intentGuard, share bool) string {
+	writerHolds := `redis.call("ZCOUNT", k, "-inf", "(0") > 0`
+	if !readerGuard {
+		writerHolds = `writer and ` + writerHolds
+	}
+	readersHold := `redis.call("ZCOUNT", k, "(0", "+inf") > 0`
+	if !writerGuard {
+		readersHold = "false"
+	}
+	intents := `redis.call("ZCOUNT", q, "(" .. ns, "+inf") > 0`
+	if !intentGuard {
+		intents = "false"
+	}
+	readersBlock := "false"
+	if !share {
+		readersBlock = `redis.call("ZCOUNT", k, "(0", "+inf") > 0`
+	}
+	return `local value, ttl, mode, id, semkey, keep = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local function has(c)
+  return string.find(mode, c, 1, true) ~= nil
+end
+local writer, intent, mark, refresh, floor = has("w"), has("q"), has("n"), has("m"), has("f")
+local fence = floor or has("c")
+local k = KEYS[1]
+local t = redis.call("TYPE", k).ok
+if t == "string" then
+  return redis.error_reply("` + rwInUse + `plain lock")
+end
+if t ~= "none" and (t ~= "zset" or not redis.call("ZSCORE", k, "` + rwMember + `")) then
+  return redis.error_reply("WRONGTYPE Operation against a key holding the wrong kind of value")
+end
+if refresh then
+  local have = redis.pcall("GET", semkey)
+  if type(have) == "table" then
+    return redis.error_reply("WRONGTYPE redlock: the semaphore's permit count holds the wrong type")
+  end
+  if have and have ~= "` + rwSemMark + `" then
+    return redis.error_reply("` + rwInUse + `semaphore")
+  end
+end
+local c = 0
+if fence then
+  c = redis.pcall("GET", "` + fencePrefixLua + `" .. k)
+  if type(c) == "table" then
+    return redis.error_reply("WRONGTYPE redlock: the fencing counter holds the wrong type")
+  end
+  c = tonumber(c or "0")
+  if not c then
+    return redis.error_reply("ERR redlock: the fencing counter is not an integer")
+  end
+end
+if refresh then
+  redis.call("SET", semkey, "` + rwSemMark + `", "PX", keep)
+end
+` + rwNowLua + rwHoldLua + `local q = "` + rwPrefixLua + `" .. k
+if t == "zset" then
+  -- Entries that expired go: readers scored (0, now], writers [-now, 0).
+  redis.call("ZREMRANGEBYSCORE", k, "(0", ns)
+  redis.call("ZREMRANGEBYSCORE", k, "-" .. ns, "(0")
+end
+local refused
+if t == "zset" and ` + writerHolds + ` then
+  refused = "writer"
+elseif writer then
+  if t == "zset" and ` + readersHold + ` then
+    refused = "readers"
+  end
+elseif t == "zset" and ` + readersBlock + ` then
+  refused = "readers"
+elseif ` + intents + ` then
+  refused = "intent"
+end
+if refused then
+  if mark then
+    redis.call("SET", "` + rwMarkPrefixLua + `" .. k, "1", "PX", ttl)
+  end
+  if intent then
+    redis.call("ZADD", q, string.format("%.0f", now + tonumber(ttl) * 1000), id)
+    redis.call("PEXPIRE", q, ttl)
+  end
+  return refused
+end
+local score = string.format("%.0f", now + tonumber(ttl) * 1000)
+if writer then
+  score = "-" .. score
+end
+if t == "none" then
+  redis.call("ZADD", k, "0", "` + rwMember + `", score, value)
+else
+  redis.call("ZADD", k, score, value)
+end
+if intent then
+  redis.call("ZREM", q, id)
+end
+hold(k, ttl)
+if not fence then
+  return 1
+end
+if floor and now > c then
+  return now
+end
+return c`
+}
+
+// rwReleaseScript takes the lease's entry out (ARGV[1], its value); if
+// that leaves no live holder, the key goes, and if a waiter marked the
+// lock, it publishes on the lock's channel, which wakes every waiter. It
+// answers 1 if the entry was live, else 0 (gone, expired, or the key is
+// another kind's).
+var rwReleaseScript = multiplex.NewScript(rwReleaseBody(true)).Coalesce()
+
+// rwUndoScript is rwReleaseScript without the publish: it undoes an
+// attempt, whose maker tries again anyway, as semUndoScript does.
+var rwUndoScript = multiplex.NewScript(rwReleaseBody(false)).Coalesce()
+
+func rwReleaseBody(publish bool) string {
+	wake := ""
+	if publish {
+		wake = `  if redis.call("DEL", "` + rwMarkPrefixLua + `" .. k) == 1 then
+    redis.call("PUBLISH", "` + releasedPrefix + `" .. k, "")
+  end
+`
+	}
+	return `local value = ARGV[1]
+local k = KEYS[1]
+local s = redis.pcall("ZSCORE", k, value)
+if type(s) ~= "string" then
+  return 0
+end
+redis.call("ZREM", k, value)
+` + rwNowLua + `local free = redis.call("ZCARD", k) <= 1
+if not free then
+  free = redis.call("ZCOUNT", k, "-inf", "(-" .. ns) == 0 and redis.call("ZCOUNT", k, "(" .. ns, "+inf") == 0
+end
+if free then
+  redis.call("DEL", k)
+` + wake + `end
+s = tonumber(s)
+if s > now or s < -now then
+  return 1
+end
+return 0`
+}
+
+// rwExtendScript moves the lease's live entry (ARGV[1], its value) to
+// expire ARGV[2] ms from now, and the key with it; it never revives an
+// entry that expired, nor re-creates one that is gone. It answers 1 when
+// it extended, else 0.
+var rwExtendScript = multiplex.NewScript(`local value, ttl = ARGV[1], ARGV[2]
+local k = KEYS[1]
+local s = redis.pcall("ZSCORE", k, value)
+if type(s) ~= "string" then
+  return 0
+end
+s = tonumber(s)
+` + rwNowLua + rwHoldLua + `local score = string.format("%.0f", now + tonumber(ttl) * 1000)
+if s < -now then
+  score = "-" .. score
+elseif s <= now then
+  return 0
+end
+redis.call("ZADD", k, "XX", score, value)
+hold(k, ttl)
+return 1`).Coalesce()
+
+// rwFenceScript is fenceScript for a writer: it raises the name's fencing
+// counter to the token (ARGV[1]) only where the writer (ARGV[2], its
+// value) still holds, live, and answers the counter's new value, else 0.
+var rwFenceScript = multiplex.NewScript(`local token, value = ARGV[1], ARGV[2]
+local k = KEYS[1]
+local s = redis.pcall("ZSCORE", k, value)
+if type(s) ~= "string" then
+  return 0
+end
+` + rwNowLua + `if tonumber(s) >= -now then
+  return 0
+end
+local f = "` + fencePrefixLua + `" .. k
+local c = tonumber(redis.call("GET", f) or "0")
+local t = tonumber(token)
+if t > c then
+  redis.call("SET", f, token)
+  return t
+end
+return c`).Coalesce()
+
+// rwQuitScript takes a waiting writer's intent (ARGV[1], its id) out,
+// and if it was there and a waiter marked the lock while no writer holds
+// it, publishes on the lock's channel: the readers the intent kept out
+// may go.
+var rwQuitScript = multiplex.NewScript(`local id = ARGV[1]
+local k = KEYS[1]
+if redis.call("ZREM", "` + rwPrefixLua + `" .. k, id) == 0 then
+  return 0
+end
+local m = "` + rwMarkPrefixLua + `" .. k
+if redis.call("EXISTS", m) == 1 then
+` + rwNowLua + `  local w = redis.pcall("ZCOUNT", k, "-inf", "(-" .. ns)
+  if type(w) ~= "number" or w == 0 then
+    redis.call("DEL", m)
+    redis.call("PUBLISH", "` + releasedPrefix + `" .. k, "")
+  end
+end
+return 1`).Coalesce()
+
+// rwKindScript answers 1 where the key is a read/write lock's, else 0.
+var rwKindScript = multiplex.NewScript(`if redis.call("TYPE", KEYS[1]).ok == "zset" and redis.call("ZSCORE", KEYS[1], "` + rwMember + `") then
+  return 1
+end
+return 0`)

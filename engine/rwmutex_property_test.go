@@ -1,0 +1,448 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/mutation"
+	"github.com/redlock-bench/redlock/internal/redistest"
+	"pgregory.net/rapid"
+)
+
+// The read/write lock as a concurrent property: three Lockers on five real
+// masters (two fenced, one of them auto-extending; the third without the
+// in-process gate) and four goroutines, each running a drawn plan of
+// TryRLock, RLock, TryLock and Lock on two locks, each lease held a drawn
+// while, extended or not, then released or abandoned to expire. A drawn
+// master may be killed for a while and come back empty (its restart
+// quarantine keeps it out of the vote). After the run:
+//
+//   - exclusion: no writer's lease was trusted at the same time as another
+//     lease of its lock, a reader's or a writer's, from the moment their
+//     acquisitions returned to their ValidUntil once they ended;
+//   - fencing: a writer whose acquisition began after another writer of
+//     its lock had returned has the larger token;
+//   - readers share: every reader refused as contention (ErrNotAcquired)
+//     was refused while a writer of its lock was at work (from its call
+//     to its lease's end, plus rwSlack for the clean-up on the masters);
+//   - no deadlock: every RLock and Lock returned by its context's
+//     deadline (within mpSlack), and every goroutine finished.
+const (
+	rwpMasters = 5
+	rwpTTL     = 400 * time.Millisecond
+	rwpWorkers = 4
+	rwpChecks  = 8
+	// rwSlack is how long a writer's traces may outlive its call or its
+	// lease on the masters: the undo of a failed attempt, the leave of an
+	// intent and the delete of an abandoned lease are sent without waiting.
+	rwSlack = 300 * time.Millisecond
+)
+
+// TestRWMutexProperty checks the property above over -rapid.checks runs
+// (8 by default here). Replay a failure with
+//
+//	go test -run 'TestRWMutexProperty$' -rapid.seed=N ./engine/
+//
+// (the goroutines' interleaving is the machine's, so a replay may need a
+// few tries); -rapid.v logs every operation. REDLOCK_MUTATION names a
+// switch of internal/mutation to turn on, to see the property fail
+// without the guard it undoes:
+//
+//	REDLOCK_MUTATION=rw-reader-ignores-writer go test -run 'TestRWMutexProperty$' ./engine/
+func TestRWMutexProperty(t *testing.T) {
+	if name := os.Getenv("REDLOCK_MUTATION"); name != "" {
+		sw := mutation.ByName(name)
+		if sw == nil {
+			t.Fatalf("REDLOCK_MUTATION=%s: no such switch", name)
+		}
+		defer sw.Set(true)()
+	}
+	e := newLifecycleEnv(t)
+	lcRapidDefaults(t)
+	if !lcUserFlags()["rapid.checks"] {
+		f := flag.Lookup("rapid.checks")
+		old := f.Value.String()
+		f.Value.Set(strconv.Itoa(rwpChecks))
+		t.Cleanup(func() { f.Value.Set(old) })
+	}
+	shared := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		vs, n := runRWProperty(rt, e, rwKinds)
+		shared += n
+		if len(vs) > 0 {
+			for _, v := range vs {
+				rt.Logf("VIOLATION %s: %s", v.kind, v.msg)
+			}
+			rt.Fatalf("%s (details in the log above)", vs[0].kind)
+		}
+	})
+	t.Logf("readers held together %d times over the runs", shared)
+	if shared == 0 {
+		t.Error("no two readers ever held a lock together: the runs do not exercise sharing")
+	}
+}
+
+// The property's controls: with one of the masters' guards undone, the
+// machine must see a writer trusted together with another holder within
+// rwpControlSeeds runs. (TestRWMutexWriterStarvedWithoutIntent is the
+// intent's.)
+func TestRWMutexPropertyCatchesReaderIgnoringWriter(t *testing.T) {
+	rwControl(t, mutation.RWReaderIgnoresWriter)
+}
+
+func TestRWMutexPropertyCatchesWriterIgnoringReaders(t *testing.T) {
+	rwControl(t, mutation.RWWriterIgnoresReaders)
+}
+
+// TestRWMutexPropertyCatchesReadersExcluding is the control of the
+// readers' sharing: with readers refusing readers
+// (mutation.RWReadersExclude), the machine must see a reader refused
+// while no writer was at work.
+func TestRWMutexPropertyCatchesReadersExcluding(t *testing.T) {
+	rwControl(t, mutation.RWReadersExclude)
+}
+
+const rwpControlSeeds = 10
+
+// rwControl runs the property over rwpControlSeeds seeds with sw on, and
+// fails unless one of them shows the violation sw lets in. Readers that
+// exclude each other are looked for among readers alone, where every
+// refusal is one.
+func rwControl(t *testing.T, sw *mutation.Switch) {
+	want, kinds := rwExclusion, rwKinds
+	if sw == mutation.RWReadersExclude {
+		want, kinds = rwShare, []string{"tryrlock", "rlock"}
+	}
+	e := newLifecycleEnv(t)
+	defer sw.Set(true)()
+	for seed := 1; seed <= rwpControlSeeds; seed++ {
+		var found []lcViolation
+		rapid.Custom(func(rt *rapid.T) bool {
+			found, _ = runRWProperty(rt, e, kinds)
+			return true
+		}).Example(seed)
+		for _, v := range found {
+			if v.kind == want {
+				t.Logf("seed %d: %s: %s", seed, v.kind, v.msg)
+				return
+			}
+		}
+		for _, v := range found {
+			t.Logf("seed %d, other violation: %s: %s", seed, v.kind, v.msg)
+		}
+	}
+	t.Fatalf("no %q in %d runs with %s: the property cannot fail", want, rwpControlSeeds, sw.Name())
+}
+
+// Violation kinds.
+const (
+	rwExclusion = "a writer trusted with another holder"
+	rwFencing   = "writers' fencing order"
+	rwShare     = "a reader refused with no writer at work"
+)
+
+// rwOp is one step of a goroutine's plan.
+type rwOp struct {
+	kind    string // "tryrlock", "rlock", "trylock" or "lock"
+	locker  int
+	lock    int
+	wait    time.Duration
+	hold    time.Duration
+	extend  bool
+	release bool // false: abandoned to expire
+}
+
+func (o rwOp) writer() bool { return o.kind == "trylock" || o.kind == "lock" }
+
+func (o rwOp) String() string {
+	s := fmt.Sprintf("%s L%d lock%d", o.kind, o.locker, o.lock)
+	if o.kind == "lock" || o.kind == "rlock" {
+		s += " wait " + o.wait.String()
+	}
+	s += " hold " + o.hold.String()
+	if o.extend {
+		s += " extend"
+	}
+	if !o.release {
+		s += " abandon"
+	}
+	return s
+}
+
+// rwCall is one call of a plan: its lease if it acquired, or its error.
+type rwCall struct {
+	op     rwOp
+	worker int
+	le     *engine.Lease
+	err    error
+	// called and got: when the acquisition was called and returned;
+	// released: when its Release returned (zero if abandoned).
+	called, got, released time.Time
+	until                 time.Time // ValidUntil once the run is over
+}
+
+func (c *rwCall) String() string {
+	if c.le == nil {
+		return fmt.Sprintf("w%d %s (%s..%s: %v)", c.worker, c.op, c.called.Format("05.000"), c.got.Format("05.000"), c.err)
+	}
+	return fmt.Sprintf("w%d %s (value %.6s token %d, held %s..%s)", c.worker, c.op, c.le.Value(), c.le.Token(),
+		c.got.Format("05.000"), c.until.Format("05.000"))
+}
+
+// busyUntil is when a writer's call stops refusing readers on the masters.
+func (c *rwCall) busyUntil() time.Time {
+	end := c.got
+	if c.le != nil {
+		end = c.until.Add(rwpTTL / 50) // the masters keep an entry past its validity by the drift
+		if c.released.After(end) {
+			end = c.released
+		}
+	}
+	return end.Add(rwSlack)
+}
+
+var rwpRun = 0
+
+// rwKinds are the calls a plan draws from, a name given twice drawn twice
+// as often.
+var rwKinds = []string{"tryrlock", "rlock", "rlock", "trylock", "lock"}
+
+// runRWProperty draws a plan of kinds of calls, runs it, and returns what
+// it violated and how many pairs of readers held a lock together.
+func runRWProperty(rt *rapid.T, e *lcEnv, kinds []string) ([]lcViolation, int) {
+	rwpRun++
+	names := []string{fmt.Sprintf("rwp-%d-a", rwpRun), fmt.Sprintf("rwp-%d-b", rwpRun)}
+	plans := make([][]rwOp, rwpWorkers)
+	for w := range plans {
+		n := rapid.IntRange(2, 6).Draw(rt, "ops")
+		for range n {
+			plans[w] = append(plans[w], drawRWOp(rt, kinds))
+		}
+	}
+	kill := rapid.IntRange(0, 3).Draw(rt, "kill a master") == 0
+	victim := rapid.IntRange(0, rwpMasters-1).Draw(rt, "master")
+	killAt := time.Duration(rapid.IntRange(0, 1000).Draw(rt, "kill at ms")) * time.Millisecond
+	down := time.Duration(rapid.IntRange(50, 800).Draw(rt, "down ms")) * time.Millisecond
+
+	for i, n := range e.cluster.Nodes {
+		if _, err := redistest.Do(n.Addr(), 5*time.Second, "FLUSHALL"); err != nil {
+			rt.Fatalf("FLUSHALL on master %d: %v", i, err)
+		}
+	}
+	var mutexes [3][2]*engine.RWMutex
+	var lockers []*engine.Locker
+	defer func() {
+		for _, l := range lockers {
+			l.Close()
+		}
+	}()
+	for i := range 3 {
+		c := engine.DefaultConfig(e.cluster.Addrs()...)
+		c.TTL, c.MaxTTL = rwpTTL, rwpTTL
+		c.Quarantine = engine.QuarantineAlways
+		c.Fencing = i < 2
+		c.RetryDelayMin, c.RetryDelayMax = 2*time.Millisecond, 20*time.Millisecond
+		c.FallbackMin, c.FallbackMax = 20*time.Millisecond, 100*time.Millisecond
+		c.AutoExtend = i == 0
+		c.DisableGate = i == 2
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		l, err := engine.New(ctx, c)
+		cancel()
+		if err != nil {
+			rt.Fatalf("engine.New: %v", err)
+		}
+		lockers = append(lockers, l)
+		for k, name := range names {
+			if mutexes[i][k], err = l.RWMutex(name); err != nil {
+				rt.Fatal(err)
+			}
+		}
+	}
+
+	var mu sync.Mutex
+	var calls []*rwCall
+	var violations []lcViolation
+	violate := func(kind, format string, args ...any) {
+		mu.Lock()
+		violations = append(violations, lcViolation{kind, fmt.Sprintf(format, args...)})
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	start := time.Now()
+	if kill {
+		wg.Go(func() {
+			time.Sleep(killAt)
+			node := e.cluster.Nodes[victim]
+			if err := node.Kill(); err != nil {
+				violate("nemesis", "kill master %d: %v", victim, err)
+				return
+			}
+			rt.Logf("%s: master %d killed", time.Since(start).Round(time.Millisecond), victim)
+			time.Sleep(down)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := node.Restart(ctx); err != nil {
+				violate("nemesis", "restart master %d: %v", victim, err)
+				return
+			}
+			e.restarted[victim] = time.Now()
+			rt.Logf("%s: master %d back, empty", time.Since(start).Round(time.Millisecond), victim)
+		})
+	}
+	for w, plan := range plans {
+		wg.Go(func() {
+			for _, op := range plan {
+				c := runRWOp(rt, mutexes[op.locker][op.lock], op, w, start, violate)
+				mu.Lock()
+				calls = append(calls, c)
+				mu.Unlock()
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		violate(mpHang, "the goroutines did not finish within 60s")
+		return violations, 0
+	}
+	// Every lease has ended by the time its validity runs out: read the
+	// end of its trust then.
+	for _, c := range calls {
+		if c.le == nil {
+			continue
+		}
+		if d := time.Until(c.le.ValidUntil()); d > 0 {
+			time.Sleep(d)
+		}
+		c.le.Err()
+		c.until = c.le.ValidUntil()
+	}
+	leases := map[string]int{}
+	for _, c := range calls {
+		if c.le != nil {
+			leases[c.op.kind]++
+		}
+	}
+	shared := checkRWCalls(calls, violate)
+	rt.Logf("run: %d calls, leases %v, readers together %d times, a master killed: %v", len(calls), leases, shared, kill)
+	return violations, shared
+}
+
+func drawRWOp(rt *rapid.T, kinds []string) rwOp {
+	op := rwOp{
+		kind:   rapid.SampledFrom(kinds).Draw(rt, "kind"),
+		locker: rapid.IntRange(0, 2).Draw(rt, "locker"),
+		lock:   rapid.IntRange(0, 1).Draw(rt, "lock"),
+		wait:   time.Duration(rapid.IntRange(50, 800).Draw(rt, "wait ms")) * time.Millisecond,
+		hold:   time.Duration(rapid.IntRange(0, int(rwpTTL*3/2/time.Millisecond)).Draw(rt, "hold ms")) * time.Millisecond,
+		extend: rapid.Bool().Draw(rt, "extend"),
+	}
+	// The auto-extending Locker's leases would be extended for ever.
+	op.release = op.locker == 0 || rapid.IntRange(0, 3).Draw(rt, "abandon") > 0
+	return op
+}
+
+// runRWOp runs op on m for worker w.
+func runRWOp(rt *rapid.T, m *engine.RWMutex, op rwOp, w int, start time.Time, violate func(kind, format string, args ...any)) *rwCall {
+	wait := op.wait
+	if op.kind == "tryrlock" || op.kind == "trylock" {
+		wait = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	c := &rwCall{op: op, worker: w, called: time.Now()}
+	switch op.kind {
+	case "tryrlock":
+		c.le, c.err = m.TryRLock(ctx)
+	case "rlock":
+		c.le, c.err = m.RLock(ctx)
+	case "trylock":
+		c.le, c.err = m.TryLock(ctx)
+	case "lock":
+		c.le, c.err = m.Lock(ctx)
+	}
+	c.got = time.Now()
+	at := c.got.Sub(start).Round(time.Millisecond)
+	if late := c.got.Sub(deadline); late > mpSlack {
+		violate(mpDeadlock, "w%d %s returned %s after its deadline: %v", w, op, late.Round(time.Millisecond), c.err)
+	}
+	if c.err != nil {
+		rt.Logf("%s: w%d %s: %v", at, w, op, c.err)
+		return c
+	}
+	rt.Logf("%s: w%d %s: acquired, token %d", at, w, op, c.le.Token())
+	time.Sleep(op.hold / 2)
+	if op.extend {
+		ectx, ecancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := c.le.Extend(ectx, rwpTTL)
+		ecancel()
+		rt.Logf("%s: w%d extend %s: %v", time.Since(start).Round(time.Millisecond), w, op, err)
+	}
+	time.Sleep(op.hold / 2)
+	if op.release {
+		rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := c.le.Release(rctx)
+		rcancel()
+		c.released = time.Now()
+		rt.Logf("%s: w%d release %s: %v", time.Since(start).Round(time.Millisecond), w, op, err)
+	}
+	return c
+}
+
+// checkRWCalls checks exclusion, the writers' fencing order and the
+// readers' sharing over every pair of calls on one lock, and returns how
+// many pairs of readers held a lock together.
+func checkRWCalls(calls []*rwCall, violate func(kind, format string, args ...any)) int {
+	sort.Slice(calls, func(i, j int) bool { return calls[i].got.Before(calls[j].got) })
+	shared := 0
+	for i, a := range calls {
+		if a.le == nil {
+			continue
+		}
+		for _, b := range calls[i+1:] {
+			if b.le == nil || a.op.lock != b.op.lock {
+				continue
+			}
+			// b returned no earlier than a.
+			together := b.got.Before(a.until)
+			switch {
+			case together && (a.op.writer() || b.op.writer()):
+				violate(rwExclusion, "lock%d: %s and %s were both trusted for %s", a.op.lock, a, b, a.until.Sub(b.got).Round(time.Microsecond))
+			case together:
+				shared++
+			}
+			// Token 0: that Locker does not fence.
+			if a.op.writer() && b.op.writer() && a.got.Before(b.called) && a.le.Token() != 0 && b.le.Token() != 0 && b.le.Token() <= a.le.Token() {
+				violate(rwFencing, "lock%d: %s was called after %s returned, with no larger token", a.op.lock, b, a)
+			}
+		}
+	}
+	for _, r := range calls {
+		if r.op.writer() || !errors.Is(r.err, engine.ErrNotAcquired) {
+			continue
+		}
+		busy := false
+		for _, w := range calls {
+			if w.op.writer() && w.op.lock == r.op.lock && w.called.Before(r.got) && r.called.Before(w.busyUntil()) {
+				busy = true
+				break
+			}
+		}
+		if !busy {
+			violate(rwShare, "lock%d: %s, with no writer at work meanwhile", r.op.lock, r)
+		}
+	}
+	return shared
+}

@@ -1,0 +1,123 @@
+package engine_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/mutation"
+)
+
+// A continuous stream of readers does not keep a waiting writer out. The
+// bound: a writer's intent reaches every master with its second attempt,
+// a round trip after its first; from then on no new reader is admitted,
+// so the writer waits only for the readers admitted before, the longest
+// of their holds (stHold here), and then for a wake-up: the last one's
+// release notifies it (a fallback, at most FallbackMax, covers a reader
+// that expires instead). The test allows stHold + FallbackMax +
+// stSlack, the slack for a loaded two-core machine.
+const (
+	stReaders = 4
+	stHold    = 40 * time.Millisecond
+	stSlack   = 500 * time.Millisecond
+)
+
+// stResult is one run of the scenario: whether the writer acquired, how
+// long it waited, and the reads granted while it waited.
+type stResult struct {
+	acquired    bool
+	waited      time.Duration
+	readsDuring int64
+	err         error
+}
+
+// runStarvation runs stReaders readers, each taking the lock for reading
+// (RLock) for stHold, again and again, staggered so that one always
+// holds; once they run, a writer of another Locker calls Lock with a
+// context of limit.
+func runStarvation(t *testing.T, e *env, name string, limit time.Duration) stResult {
+	t.Helper()
+	cfg := func(c *engine.Config) { c.TTL, c.Fencing = 2*time.Second, false }
+	readerL, writerL := e.locker(cfg), e.locker(cfg)
+	rm, wm := rwMutex(t, readerL, name), rwMutex(t, writerL, name)
+	stop := make(chan struct{})
+	var writing atomic.Bool
+	var reads atomic.Int64
+	var wg sync.WaitGroup
+	for i := range stReaders {
+		wg.Go(func() {
+			time.Sleep(time.Duration(i) * stHold / stReaders)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), limit+time.Second)
+				le, err := rm.RLock(ctx)
+				cancel()
+				if err != nil {
+					continue // the writer held it past the reader's patience
+				}
+				if writing.Load() {
+					reads.Add(1)
+				}
+				time.Sleep(stHold)
+				le.Release(context.Background())
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	time.Sleep(3 * stHold) // the stream is running
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	writing.Store(true)
+	began := time.Now()
+	le, err := wm.Lock(ctx)
+	res := stResult{acquired: err == nil, waited: time.Since(began), readsDuring: reads.Load(), err: err}
+	writing.Store(false)
+	if err == nil {
+		time.Sleep(stHold)
+		le.Release(context.Background())
+	}
+	return res
+}
+
+// TestRWMutexWriterNotStarvedByReaders runs the scenario three times: each
+// time the writer must acquire within the bound, while the readers kept
+// reading until its intent was in.
+func TestRWMutexWriterNotStarvedByReaders(t *testing.T) {
+	e := newEnv(t, 5)
+	bound := stHold + engine.DefaultFallbackMax + stSlack
+	for run := range 3 {
+		res := runStarvation(t, e, "stream-"+string(rune('a'+run)), 5*time.Second)
+		t.Logf("run %d: writer acquired %v after %s; %d reads granted meanwhile", run, res.acquired, res.waited.Round(time.Millisecond), res.readsDuring)
+		if !res.acquired {
+			t.Fatalf("run %d: the writer did not acquire: %v", run, res.err)
+		}
+		if res.waited > bound {
+			t.Errorf("run %d: the writer waited %s, past the bound %s", run, res.waited.Round(time.Millisecond), bound)
+		}
+	}
+}
+
+// TestRWMutexWriterStarvedWithoutIntent is the control: with the intent
+// ignored (mutation.RWIntentIgnored: masters admit new readers while a
+// writer waits), the same stream keeps the writer out past the bound, and
+// past several times it, while reads go on.
+func TestRWMutexWriterStarvedWithoutIntent(t *testing.T) {
+	e := newEnv(t, 5)
+	defer mutation.RWIntentIgnored.Set(true)()
+	bound := stHold + engine.DefaultFallbackMax + stSlack
+	res := runStarvation(t, e, "stream", 3*bound)
+	t.Logf("writer acquired %v after %s; %d reads granted meanwhile", res.acquired, res.waited.Round(time.Millisecond), res.readsDuring)
+	if res.acquired && res.waited <= bound {
+		t.Fatalf("the writer acquired within the bound (%s) with the intent ignored: the scenario cannot fail", res.waited.Round(time.Millisecond))
+	}
+	if res.readsDuring < 10 {
+		t.Fatalf("only %d reads while the writer waited: the stream was not continuous", res.readsDuring)
+	}
+}

@@ -1,0 +1,531 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/engine"
+)
+
+// rwLocker is a Locker on e's masters for the read/write lock's tests:
+// fencing on, short waits, and a node timeout that a loaded two-core
+// machine meets (mutate may change more).
+func rwLocker(e *env, mutate func(*engine.Config)) *engine.Locker {
+	return e.locker(func(c *engine.Config) {
+		c.TTL = 2 * time.Second
+		c.NodeTimeout = 500 * time.Millisecond
+		c.Fencing = true
+		c.RetryDelayMin, c.RetryDelayMax = 2*time.Millisecond, 10*time.Millisecond
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+}
+
+func rwMutex(t *testing.T, l *engine.Locker, name string) *engine.RWMutex {
+	t.Helper()
+	m, err := l.RWMutex(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func release(t *testing.T, le *engine.Lease) {
+	t.Helper()
+	if err := le.Release(context.Background()); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+}
+
+// Readers of several Lockers hold at once; a writer is refused while any
+// holds, and holds alone; readers are refused while it holds.
+func TestRWMutexReadersShareAndWritersExclude(t *testing.T) {
+	e := newEnv(t, 5)
+	ctx := context.Background()
+	var ms []*engine.RWMutex
+	for range 3 {
+		ms = append(ms, rwMutex(t, rwLocker(e, nil), "doc"))
+	}
+	var readers []*engine.Lease
+	for i, m := range ms {
+		le, err := m.TryRLock(ctx)
+		if err != nil {
+			t.Fatalf("reader %d: %v", i, err)
+		}
+		if le.Token() != 0 || le.Validity() <= 0 || le.Resource() != "doc" {
+			t.Fatalf("reader %d: token %d, validity %s, resource %q", i, le.Token(), le.Validity(), le.Resource())
+		}
+		readers = append(readers, le)
+	}
+	_, err := ms[0].TryLock(ctx)
+	if !errors.Is(err, engine.ErrNotAcquired) || !strings.Contains(err.Error(), "readers hold it") {
+		t.Fatalf("writer while readers hold: %v", err)
+	}
+	for _, le := range readers {
+		release(t, le)
+	}
+	w, err := ms[1].TryLock(ctx)
+	if err != nil {
+		t.Fatalf("writer after the readers left: %v", err)
+	}
+	if w.Token() == 0 {
+		t.Fatal("a fenced writer has no token")
+	}
+	_, err = ms[2].TryRLock(ctx)
+	if !errors.Is(err, engine.ErrNotAcquired) || !strings.Contains(err.Error(), "a writer holds it") {
+		t.Fatalf("reader while a writer holds: %v", err)
+	}
+	_, err = ms[2].TryLock(ctx)
+	if !errors.Is(err, engine.ErrNotAcquired) || !strings.Contains(err.Error(), "a writer holds it") {
+		t.Fatalf("writer while a writer holds: %v", err)
+	}
+	release(t, w)
+	w2, err := ms[2].TryLock(ctx)
+	if err != nil {
+		t.Fatalf("second writer: %v", err)
+	}
+	if w2.Token() <= w.Token() {
+		t.Fatalf("second writer's token %d, not above the first's %d", w2.Token(), w.Token())
+	}
+	release(t, w2)
+	// Nothing is left behind: the lock's key goes with its last holder
+	// (on a slow master, once the release reaches it).
+	eventually(t, 5*time.Second, "the lock's key is gone from every master", func() bool {
+		return !e.onAny("doc")
+	})
+}
+
+// onAny reports whether key exists on any master.
+func (e *env) onAny(key string) bool {
+	for i := range e.direct {
+		if e.exists(i, key) {
+			return true
+		}
+	}
+	return false
+}
+
+// count is the number of masters where key exists.
+func (e *env) count(key string) int {
+	n := 0
+	for i := range e.direct {
+		if e.exists(i, key) {
+			n++
+		}
+	}
+	return n
+}
+
+// exists reports whether key exists on master i.
+func (e *env) exists(i int, key string) bool {
+	e.t.Helper()
+	c := e.direct[i]
+	n, err := c.Do(context.Background(), c.B().Exists().Key(key).Build()).AsInt64()
+	if err != nil {
+		e.t.Fatalf("EXISTS on node %d: %v", i, err)
+	}
+	return n == 1
+}
+
+// A reader's and a writer's lease extend, end, and release as a lock's.
+func TestRWMutexLeaseIsALease(t *testing.T) {
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	l := rwLocker(e, func(c *engine.Config) {
+		c.TTL, c.MaxTTL, c.NodeTimeout = 300*time.Millisecond, 2*time.Second, 100*time.Millisecond
+	})
+	m := rwMutex(t, l, "lease")
+	for _, writer := range []bool{false, true} {
+		take := m.TryRLock
+		if writer {
+			take = m.TryLock
+		}
+		le, err := take(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := le.Extend(ctx, time.Second); err != nil {
+			t.Fatalf("writer %v: extend: %v", writer, err)
+		}
+		time.Sleep(400 * time.Millisecond) // past the TTL it was taken with
+		if le.Validity() <= 0 {
+			t.Fatalf("writer %v: the extension did not hold", writer)
+		}
+		// The extension holds on the masters too.
+		if _, err := m.TryLock(ctx); !errors.Is(err, engine.ErrNotAcquired) {
+			t.Fatalf("writer %v: a writer after the extension: %v", writer, err)
+		}
+		release(t, le)
+		if !errors.Is(le.Err(), engine.ErrReleased) || !isClosed(le.Done()) {
+			t.Fatalf("writer %v: after release: Err %v", writer, le.Err())
+		}
+		if err := le.Release(ctx); !errors.Is(err, engine.ErrNotHeld) {
+			t.Fatalf("writer %v: second release: %v", writer, err)
+		}
+	}
+	// An expired entry is never extended again, and its key goes.
+	le, err := m.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(350 * time.Millisecond)
+	if err := le.Extend(ctx, time.Second); err == nil {
+		t.Fatal("an expired writer was extended")
+	}
+	if e.onAny("lease") {
+		t.Error("a master still has the lock's key after its holder expired")
+	}
+	r, err := m.TryRLock(ctx)
+	if err != nil {
+		t.Fatalf("reader after the writer expired: %v", err)
+	}
+	release(t, r)
+}
+
+// A writer that waits keeps new readers out (TryRLock says why), and
+// acquires once the reader it waited for releases, woken by that release.
+func TestRWMutexWaitingWriterGoesFirst(t *testing.T) {
+	e := newEnv(t, 5)
+	ctx := context.Background()
+	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 5*time.Second, 5*time.Second }
+	lr, lw := rwLocker(e, slow), rwLocker(e, slow)
+	mr, mw := rwMutex(t, lr, "first"), rwMutex(t, lw, "first")
+	r, err := mr.TryRLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		le  *engine.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+		defer cancel()
+		le, err := mw.Lock(wctx)
+		got <- result{le, err}
+	}()
+	// Its intent is where its attempt was refused: on a quorum at least
+	// (a master that the reader's attempt reached after the writer's
+	// first may have admitted it).
+	eventually(t, 5*time.Second, "the writer's intent is on a quorum", func() bool {
+		return e.count("\xffredlock:rw:first") > len(e.direct)/2
+	})
+	if _, err := mr.TryRLock(ctx); !errors.Is(err, engine.ErrNotAcquired) || !strings.Contains(err.Error(), "a writer waits for it") {
+		t.Fatalf("a new reader while a writer waits: %v", err)
+	}
+	release(t, r)
+	res := <-got
+	if res.err != nil {
+		t.Fatalf("writer: %v", res.err)
+	}
+	if w := res.le.Wait(); w.Cause != engine.WakeNotified {
+		t.Fatalf("writer woken by %s, not the reader's release: %+v", w.Cause, w)
+	}
+	// A reader that waits is woken by the writer's release.
+	rgot := make(chan result, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+		defer cancel()
+		le, err := mr.RLock(rctx)
+		rgot <- result{le, err}
+	}()
+	// Its mark is where its attempt was refused: at least a quorum (the
+	// writer may hold on a quorum only).
+	eventually(t, 5*time.Second, "the reader's mark is on a quorum", func() bool {
+		return e.count("\xffredlock:rwmark:first") > len(e.direct)/2
+	})
+	release(t, res.le)
+	rres := <-rgot
+	if rres.err != nil {
+		t.Fatalf("reader: %v", rres.err)
+	}
+	if w := rres.le.Wait(); w.Cause != engine.WakeNotified {
+		t.Fatalf("reader woken by %s, not the writer's release: %+v", w.Cause, w)
+	}
+	release(t, rres.le)
+	eventually(t, 5*time.Second, "the lock's key and intents are gone from every master", func() bool {
+		return !e.onAny("first") && !e.onAny("\xffredlock:rw:first")
+	})
+}
+
+// A writer that gives up takes its intent out, and wakes the readers it
+// kept out.
+func TestRWMutexWriterThatGivesUpLetsReadersIn(t *testing.T) {
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 5*time.Second, 5*time.Second }
+	l1, l2 := rwLocker(e, slow), rwLocker(e, slow)
+	m1, m2 := rwMutex(t, l1, "giveup"), rwMutex(t, l2, "giveup")
+	r, err := m1.TryRLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	wdone := make(chan error, 1)
+	go func() {
+		_, err := m2.Lock(wctx)
+		wdone <- err
+	}()
+	// Its intent is where its attempt was refused: on a quorum at least
+	// (a master that the reader's attempt reached after the writer's
+	// first may have admitted it).
+	eventually(t, 5*time.Second, "the writer's intent is on a quorum", func() bool {
+		return e.count("\xffredlock:rw:giveup") > len(e.direct)/2
+	})
+	// The writer's attempts marked the lock too: take its mark off, so
+	// that a mark on a quorum tells that the reader's attempt was refused.
+	for i := range e.direct {
+		e.del(i, "\xffredlock:rwmark:giveup")
+	}
+	rdone := make(chan error, 1)
+	var rle *engine.Lease
+	go func() {
+		rctx, rcancel := context.WithTimeout(ctx, 4*time.Second)
+		defer rcancel()
+		var err error
+		rle, err = m1.RLock(rctx)
+		rdone <- err
+	}()
+	eventually(t, 5*time.Second, "the reader's mark is on a quorum", func() bool {
+		return e.count("\xffredlock:rwmark:giveup") > len(e.direct)/2
+	})
+	cancel()
+	if err := <-wdone; !errors.Is(err, context.Canceled) || !errors.Is(err, engine.ErrNotAcquired) {
+		t.Fatalf("the writer that gave up: %v", err)
+	}
+	if err := <-rdone; err != nil {
+		t.Fatalf("the reader kept out: %v", err)
+	}
+	if w := rle.Wait(); w.Cause != engine.WakeNotified {
+		t.Fatalf("reader woken by %s, not the writer's leaving: %+v", w.Cause, w)
+	}
+	release(t, rle)
+	release(t, r)
+}
+
+// One name is one kind of lock: a plain lock and a read/write lock of the
+// same name refuse each other, each way, as do a semaphore and a
+// read/write lock; each error names the resource and both uses.
+func TestRWMutexRefusesANameUsedOtherwise(t *testing.T) {
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	l := rwLocker(e, nil)
+	plain := rwLocker(e, func(c *engine.Config) { c.Fencing = false })
+	check := func(what string, err error, uses ...string) {
+		t.Helper()
+		if !errors.Is(err, engine.ErrWrongKind) || !errors.Is(err, engine.ErrWrongType) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		for _, u := range uses {
+			if !strings.Contains(err.Error(), u) {
+				t.Errorf("%s: the error does not name %q: %v", what, u, err)
+			}
+		}
+		if strings.Count(err.Error(), "engine: ") != 1 || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: not one line starting engine: once: %v", what, err)
+		}
+	}
+	for _, lk := range []*engine.Locker{l, plain} {
+		// A plain lock held, then the read/write lock asked for.
+		le, err := lk.TryLock(ctx, "shared")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := rwMutex(t, l, "shared")
+		_, err = m.TryRLock(ctx)
+		check("read/write lock on a plain lock", err, `"shared"`, "plain lock", "read/write lock")
+		_, err = m.TryLock(ctx)
+		check("writer on a plain lock", err, `"shared"`, "plain lock", "read/write lock")
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err = m.Lock(wctx)
+		cancel()
+		check("waiting writer on a plain lock", err, "plain lock")
+		release(t, le)
+
+		// The read/write lock held, then a plain lock asked for.
+		r, err := m.TryRLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = lk.TryLock(ctx, "shared")
+		check("plain lock on a read/write lock", err, `"shared"`, "plain lock", "read/write lock")
+		lctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err = lk.Lock(lctx, "shared")
+		cancel()
+		check("Lock on a read/write lock", err, "read/write lock")
+		release(t, r)
+	}
+
+	// A semaphore in use, then the read/write lock.
+	s, err := l.Semaphore("pool", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := rwMutex(t, l, "pool")
+	_, err = m.TryRLock(ctx)
+	check("read/write lock on a semaphore", err, `"pool"`, "semaphore", "read/write lock")
+	release(t, p)
+
+	// The read/write lock in use, then a semaphore.
+	m2 := rwMutex(t, l, "gate")
+	r, err := m2.TryRLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := l.Semaphore("gate", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s2.TryAcquire(ctx)
+	check("semaphore on a read/write lock", err, `"gate"`, "semaphore", "read/write lock")
+	release(t, r)
+}
+
+// Many readers of one Locker hold at once, and two writers' turns come
+// between them; no reader or writer overlaps a writer.
+func TestRWMutexConcurrentReadersAndWriters(t *testing.T) {
+	e := newEnv(t, 5)
+	l := rwLocker(e, nil)
+	m := rwMutex(t, l, "busy")
+	var mu sync.Mutex
+	readers, writers, maxReaders := 0, 0, 0
+	var wg sync.WaitGroup
+	fail := make(chan string, 100)
+	for g := range 8 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for range 10 {
+				writer := g < 2 // two writers of one Locker: one waits at its gate
+				var le *engine.Lease
+				var err error
+				if writer {
+					le, err = m.Lock(ctx)
+				} else {
+					le, err = m.RLock(ctx)
+				}
+				if err != nil {
+					fail <- err.Error()
+					return
+				}
+				mu.Lock()
+				if writer {
+					writers++
+					if writers > 1 || readers > 0 {
+						fail <- "a writer overlapped another holder"
+					}
+				} else {
+					readers++
+					maxReaders = max(maxReaders, readers)
+					if writers > 0 {
+						fail <- "a reader overlapped a writer"
+					}
+				}
+				mu.Unlock()
+				time.Sleep(5 * time.Millisecond)
+				mu.Lock()
+				if writer {
+					writers--
+				} else {
+					readers--
+				}
+				mu.Unlock()
+				if err := le.Release(context.Background()); err != nil {
+					fail <- err.Error()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(fail)
+	for f := range fail {
+		t.Error(f)
+	}
+	if maxReaders < 2 {
+		t.Errorf("at most %d reader at once: readers do not share", maxReaders)
+	}
+}
+
+// Close ends the waits of readers and writers with ErrClosed, and takes
+// the waiting writer's intent off the masters.
+func TestRWMutexWaitsEndAtClose(t *testing.T) {
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	holder := rwMutex(t, rwLocker(e, nil), "closing")
+	l := rwLocker(e, nil)
+	m := rwMutex(t, l, "closing")
+	r, err := holder.TryRLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release(t, r)
+	errs := make(chan error, 2)
+	go func() {
+		_, err := m.Lock(ctx)
+		errs <- err
+	}()
+	// Its intent is where its attempt was refused: on a quorum at least
+	// (a master that the reader's attempt reached after the writer's
+	// first may have admitted it).
+	eventually(t, 5*time.Second, "the writer's intent is on a quorum", func() bool {
+		return e.count("\xffredlock:rw:closing") > len(e.direct)/2
+	})
+	go func() {
+		_, err := m.RLock(ctx)
+		errs <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	l.Close()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, engine.ErrClosed) {
+			t.Fatalf("a wait at Close: %v", err)
+		}
+	}
+	if e.onAny("\xffredlock:rw:closing") {
+		t.Error("a master keeps the intent of a writer whose Locker closed")
+	}
+}
+
+// A writer whose Locker waited for the lock lately (its subscription
+// lingers) registers its intent with its next attempt, as a first waiter
+// does, not after a fallback.
+func TestRWMutexLingeringWaiterMarksAtOnce(t *testing.T) {
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 5*time.Second, 5*time.Second }
+	mr, mw := rwMutex(t, rwLocker(e, slow), "linger"), rwMutex(t, rwLocker(e, slow), "linger")
+	for round := range 2 {
+		r, err := mr.TryRLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+			defer cancel()
+			le, err := mw.Lock(wctx)
+			if err == nil {
+				err = le.Release(ctx)
+			}
+			got <- err
+		}()
+		if !within(time.Second, func() bool { return e.count("\xffredlock:rw:linger") > len(e.direct)/2 }) {
+			t.Fatalf("round %d: the writer's intent is not on a quorum within a second", round)
+		}
+		release(t, r)
+		if err := <-got; err != nil {
+			t.Fatalf("round %d: writer: %v", round, err)
+		}
+	}
+}

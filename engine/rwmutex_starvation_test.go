@@ -34,9 +34,12 @@ type stResult struct {
 	err         error
 }
 
-// runStarvation runs stReaders readers, each taking the lock for reading
-// (RLock) for stHold, again and again, staggered so that one always
-// holds; once they run, a writer of another Locker calls Lock with a
+// runStarvation runs stReaders readers, each holding the lock for
+// reading hand over hand: every stHold it takes a new read lease
+// (TryRLock) before it releases the one it holds, so that from the start
+// a reader holds on every master at every moment, however the machine
+// schedules them. A refused reader releases and waits (RLock) for its
+// next turn. Once they run, a writer of another Locker calls Lock with a
 // context of limit.
 func runStarvation(t *testing.T, e *env, name string, limit time.Duration) stResult {
 	t.Helper()
@@ -47,26 +50,45 @@ func runStarvation(t *testing.T, e *env, name string, limit time.Duration) stRes
 	var writing atomic.Bool
 	var reads atomic.Int64
 	var wg sync.WaitGroup
+	read := func(le *engine.Lease) *engine.Lease {
+		if writing.Load() {
+			reads.Add(1)
+		}
+		return le
+	}
 	for i := range stReaders {
 		wg.Go(func() {
 			time.Sleep(time.Duration(i) * stHold / stReaders)
+			var cur *engine.Lease
+			defer func() {
+				if cur != nil {
+					cur.Release(context.Background())
+				}
+			}()
 			for {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), limit+time.Second)
+				if cur != nil {
+					next, err := rm.TryRLock(context.Background())
+					cur.Release(context.Background())
+					cur = nil
+					if err == nil {
+						cur = read(next)
+						time.Sleep(stHold)
+						continue
+					}
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), limit)
 				le, err := rm.RLock(ctx)
 				cancel()
 				if err != nil {
 					continue // the writer held it past the reader's patience
 				}
-				if writing.Load() {
-					reads.Add(1)
-				}
+				cur = read(le)
 				time.Sleep(stHold)
-				le.Release(context.Background())
 			}
 		})
 	}

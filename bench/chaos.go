@@ -199,6 +199,8 @@ func (c *ChaosConfig) validateLock() error {
 		return cfgErr("lock", l, "%v", ErrLockNotBuilt)
 	case l.Kind == LockMulti && l.K > c.Resources:
 		return cfgErr("lock", l, "a lease on K distinct resources needs K <= --resources (%d)", c.Resources)
+	case l.Kind == LockSemaphore && c.Resources*c.Clients*(l.Permits+4) > MaxSemaphoreSlots:
+		return cfgErr("lock", l, "--resources × --clients × (P+4) must be at most %d (each client keeps a handle per semaphore, about 50 bytes per permit and 200 more)", MaxSemaphoreSlots)
 	case l.Kind == LockSemaphore && c.Class == ChaosOutOfModel:
 		// The out-of-model faults act on the lock keys by name; a
 		// semaphore's slot keys are the engine's own, in its internal

@@ -349,6 +349,9 @@ func (c *Config) validateLock() error {
 	if err := l.checkEngine(c.Engine); err != nil {
 		return cfgErr("lock", l, "%v", err)
 	}
+	if l.Kind == LockSemaphore && int64(c.Resources)*int64(c.Clients)*int64(l.Permits+4) > MaxSemaphoreSlots {
+		return cfgErr("lock", l, "--resources × --clients × (P+4) must be at most %d (each client keeps a handle per semaphore, about 50 bytes per permit and 200 more)", MaxSemaphoreSlots)
+	}
 	if l.Kind == LockMulti && l.K > c.Resources {
 		return cfgErr("lock", l, "a lease on K distinct resources needs K <= --resources (%d)", c.Resources)
 	}

@@ -65,6 +65,8 @@ func TestValidateLock(t *testing.T) {
 			"--lock: engine rueidislock has no semaphore: only redlock has one over N masters (no baseline here does), got semaphore:2"},
 		{"sequential is for multi", func(c *Config) { c.Engine = EngineSequential },
 			"--lock: engine redlock-sequential differs from redlock in multi:K only (K mutexes one after another), got mutex"},
+		{"too many semaphore slots", func(c *Config) { c.Lock, c.Resources = Lock{Kind: LockSemaphore, Permits: 8}, 666_667 },
+			"--lock: --resources × --clients × (P+4) must be at most 8000000 (each client keeps a handle per semaphore, about 50 bytes per permit and 200 more), got semaphore:8"},
 		{"P out of range", func(c *Config) { c.Lock = Lock{Kind: LockSemaphore} },
 			"--lock: the permits P of semaphore:P must be 1 to 1024, got semaphore:0"},
 	} {

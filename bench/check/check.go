@@ -121,16 +121,16 @@ type DoneLate struct {
 type Oracle struct {
 	base  time.Time
 	slots []slot
+	// names are the resources' names, by index: kept here rather than in
+	// each slot, which a run has millions of.
+	names []string
 	t     tally
 }
 
 // New returns an oracle for the named resources; times are reported since
 // base.
 func New(base time.Time, names []string) *Oracle {
-	o := &Oracle{base: base, slots: make([]slot, len(names))}
-	for i, n := range names {
-		o.slots[i].name = n
-	}
+	o := &Oracle{base: base, slots: make([]slot, len(names)), names: names}
 	o.t.base = base
 	return o
 }
@@ -149,7 +149,7 @@ func NewSemaphores(base time.Time, names []string, permits int) *Oracle {
 // overlaps, checks its token, and returns its hand-off time: the time since
 // the previous hold ended, if this one was asked for before that.
 func (o *Oracle) Begin(res, who int, h Hold) (handoff time.Duration, handed bool) {
-	return o.slots[res].begin(&o.t, who, h)
+	return o.slots[res].begin(&o.t, o.names[res], who, h)
 }
 
 // End ends who's hold of res at at, or at its validity end if that came
@@ -201,7 +201,7 @@ func (k *Keyed) lookup(res, who string) (*slot, int) {
 	defer k.mu.Unlock()
 	sl := k.slots[res]
 	if sl == nil {
-		sl = &slot{name: res}
+		sl = &slot{}
 		k.slots[res] = sl
 	}
 	id, ok := k.who[who]
@@ -226,7 +226,7 @@ func (k *Keyed) HolderName(id int) string {
 // Begin is Oracle.Begin by names.
 func (k *Keyed) Begin(res, who string, h Hold) (handoff time.Duration, handed bool) {
 	sl, id := k.lookup(res, who)
-	return sl.begin(&k.t, id, h)
+	return sl.begin(&k.t, res, id, h)
 }
 
 // End is Oracle.End by names.
@@ -259,7 +259,6 @@ type slot struct {
 	// began at lastTokenStart.
 	lastToken      int64
 	lastTokenStart int64
-	name           string
 	// x is what shared holds and semaphores need beyond a lock, made when
 	// first needed, so that a lock's slot stays small.
 	x *slotExt
@@ -333,9 +332,10 @@ func closed(c <-chan struct{}) bool {
 	}
 }
 
-func (sl *slot) begin(t *tally, who int, h Hold) (handoff time.Duration, handed bool) {
+// begin registers who's hold h of the resource name; see Oracle.Begin.
+func (sl *slot) begin(t *tally, name string, who int, h Hold) (handoff time.Duration, handed bool) {
 	if t.permits > 1 {
-		return sl.beginPermit(t, who, h)
+		return sl.beginPermit(t, name, who, h)
 	}
 	s0, u := t.ns(h.Start), t.ns(h.Until)
 	sl.mu.Lock()
@@ -345,11 +345,11 @@ func (sl *slot) begin(t *tally, who int, h Hold) (handoff time.Duration, handed 
 	}
 	kept := sl.holds[:0]
 	for _, old := range sl.holds {
-		if sl.over(t, &old, who, s0) {
+		if sl.over(t, name, &old, who, s0) {
 			continue
 		}
 		if !h.Shared || !old.shared {
-			t.violation(sl.name, int(old.who), who, s0, old.validUntil(t)-s0, 0)
+			t.violation(name, int(old.who), who, s0, old.validUntil(t)-s0, 0)
 		}
 		kept = append(kept, old)
 	}
@@ -358,11 +358,11 @@ func (sl *slot) begin(t *tally, who int, h Hold) (handoff time.Duration, handed 
 		end, with = sl.x.lastExclEnd, sl.x.lastExclWith
 	}
 	if end > s0 {
-		t.violation(sl.name, int(with), who, s0, end-s0, 0)
+		t.violation(name, int(with), who, s0, end-s0, 0)
 	}
 	handoff, handed = sl.handoff(t, h, s0)
 	if h.Token != 0 && !h.Shared {
-		sl.checkToken(t, who, s0, h.Token)
+		sl.checkToken(t, name, who, s0, h.Token)
 	}
 	sl.holds = append(kept, hold{who: int32(who), shared: h.Shared, start: s0, until: u, live: h.Live, done: h.Done})
 	sl.mu.Unlock()
@@ -373,14 +373,14 @@ func (sl *slot) begin(t *tally, who int, h Hold) (handoff time.Duration, handed 
 // begins at s0, and if so ends it: its validity ended before (its holder
 // must have been told: Done-late otherwise), or its holder was told to
 // stop trusting it. The caller holds sl.mu.
-func (sl *slot) over(t *tally, old *hold, who int, s0 int64) bool {
+func (sl *slot) over(t *tally, name string, old *hold, who int, s0 int64) bool {
 	// Read now: the holder's view of its validity at our start (or later,
 	// which only errs towards reporting).
 	until := old.validUntil(t)
 	switch {
 	case until <= s0:
 		if old.done != nil && !closed(old.done) {
-			t.late(sl.name, int(old.who), who, s0, s0-until)
+			t.late(name, int(old.who), who, s0, s0-until)
 		}
 		sl.ended(t, old, until)
 		return true
@@ -404,7 +404,7 @@ func (sl *slot) handoff(t *tally, h Hold, s0 int64) (time.Duration, bool) {
 // beginPermit is begin on a semaphore of t.permits permits: a violation is
 // an instant, from s0 on, at which the new hold and t.permits others were
 // held, registered or ended since.
-func (sl *slot) beginPermit(t *tally, who int, h Hold) (handoff time.Duration, handed bool) {
+func (sl *slot) beginPermit(t *tally, name string, who int, h Hold) (handoff time.Duration, handed bool) {
 	s0, u := t.ns(h.Start), t.ns(h.Until)
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
@@ -415,7 +415,7 @@ func (sl *slot) beginPermit(t *tally, who int, h Hold) (handoff time.Duration, h
 	}
 	kept := sl.holds[:0]
 	for _, old := range sl.holds {
-		if !sl.over(t, &old, who, s0) {
+		if !sl.over(t, name, &old, who, s0) {
 			kept = append(kept, old)
 		}
 	}
@@ -431,11 +431,11 @@ func (sl *slot) beginPermit(t *tally, who int, h Hold) (handoff time.Duration, h
 		hu = t.ns(h.Live.ValidUntil())
 	}
 	if at, n, first, left := sl.crowd(t, s0, hu); n > t.permits {
-		t.violation(sl.name, first, who, at, left, n)
+		t.violation(name, first, who, at, left, n)
 	}
 	handoff, handed = sl.handoff(t, h, s0)
 	if h.Token != 0 && h.Permit > 0 {
-		sl.checkPermitToken(t, who, s0, h.Token, int32(h.Permit-1))
+		sl.checkPermitToken(t, name, who, s0, h.Token, int32(h.Permit-1))
 	}
 	sl.holds = append(sl.holds, hold{who: int32(who), permit: int32(h.Permit), start: s0, until: u, live: h.Live, done: h.Done})
 	return handoff, handed
@@ -522,11 +522,11 @@ func (x *slotExt) keep(e span) {
 
 // checkToken compares a hold's token with the token of the hold of the
 // same resource that began just before it. The caller holds sl.mu.
-func (sl *slot) checkToken(t *tally, who int, s0, token int64) {
+func (sl *slot) checkToken(t *tally, name string, who int, s0, token int64) {
 	t.tokensChecked.Add(1)
 	prev, later := sl.lastToken, s0 >= sl.lastTokenStart
 	if prev != 0 && (later && token <= prev || !later && token >= prev) {
-		t.staleToken(sl.name, who, s0, token, prev)
+		t.staleToken(name, who, s0, token, prev)
 	}
 	if later {
 		sl.lastToken, sl.lastTokenStart = max(token, prev), s0
@@ -535,7 +535,7 @@ func (sl *slot) checkToken(t *tally, who int, s0, token int64) {
 
 // checkPermitToken is checkToken for a semaphore's permit slot: tokens
 // increase per slot. The caller holds sl.mu.
-func (sl *slot) checkPermitToken(t *tally, who int, s0, token int64, permit int32) {
+func (sl *slot) checkPermitToken(t *tally, name string, who int, s0, token int64, permit int32) {
 	x := sl.x
 	if x.tokens == nil {
 		x.tokens = map[int32]tokenMark{}
@@ -544,7 +544,7 @@ func (sl *slot) checkPermitToken(t *tally, who int, s0, token int64, permit int3
 	t.tokensChecked.Add(1)
 	later := s0 >= m.start
 	if m.token != 0 && (later && token <= m.token || !later && token >= m.token) {
-		t.staleToken(sl.name, who, s0, token, m.token)
+		t.staleToken(name, who, s0, token, m.token)
 	}
 	if later {
 		x.tokens[permit] = tokenMark{token: max(token, m.token), start: s0}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,8 +47,14 @@ type ChaosConfig struct {
 	// Workers is the number of goroutines per client. Default 4.
 	Workers int
 	// Resources is the number of hot resources all workers contend for.
-	// Default 3.
+	// Default 3; with a semaphore 1, with a lease on K resources 2K (at
+	// least 3), so that leases share some of their resources.
 	Resources int
+	// Lock is what each worker takes: a mutex (default), a permit of the
+	// resource's semaphore, or one lease on K distinct resources drawn
+	// uniformly. Every shape is judged by its rule (see check); a permit's
+	// writes go to a store per permit slot, where its tokens increase.
+	Lock Lock
 	// TTL is the lock TTL. Default 1s.
 	TTL time.Duration
 	// Class is ChaosInModel (default) or ChaosOutOfModel.
@@ -93,7 +100,7 @@ func (c *ChaosConfig) fill() {
 		c.Workers = 4
 	}
 	if c.Resources == 0 {
-		c.Resources = 3
+		c.Resources = ChaosResources(c.Lock)
 	}
 	if c.TTL == 0 {
 		c.TTL = time.Second
@@ -113,6 +120,19 @@ func (c *ChaosConfig) fill() {
 	if c.Jump == 0 {
 		c.Jump = c.TTL
 	}
+}
+
+// ChaosResources is the soak's default number of resources for lock: 3;
+// 1 for a semaphore, whose permits the workers then share; 2K (at least
+// 3) for a lease on K resources, so that leases share some of theirs.
+func ChaosResources(l Lock) int {
+	switch l.Kind {
+	case LockSemaphore:
+		return 1
+	case LockMulti:
+		return max(3, 2*l.K)
+	}
+	return 3
 }
 
 // Validate checks the configuration as given (Chaos fills the defaults of
@@ -153,6 +173,9 @@ func (c *ChaosConfig) Validate() error {
 	if _, err := ParseQuarantine(c.Quarantine); err != nil {
 		return cfgErr("quarantine", c.Quarantine, "%v", err)
 	}
+	if err := c.validateLock(); err != nil {
+		return err
+	}
 	switch {
 	case len(c.Masters) == 0 && c.TLS != nil:
 		return cfgErr("tls", true, "applies to --masters only: local masters are plain TCP")
@@ -162,6 +185,27 @@ func (c *ChaosConfig) Validate() error {
 		if _, err := c.serverName(); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// validateLock checks --lock against the soak.
+func (c *ChaosConfig) validateLock() error {
+	l := c.Lock
+	switch err := l.validate(); {
+	case err != nil:
+		return cfgErr("lock", l, "%v", err)
+	case l.Kind == LockRW:
+		return cfgErr("lock", l, "%v", ErrLockNotBuilt)
+	case l.Kind == LockMulti && l.K > c.Resources:
+		return cfgErr("lock", l, "a lease on K distinct resources needs K <= --resources (%d)", c.Resources)
+	case l.Kind == LockSemaphore && c.Resources*c.Clients*(l.Permits+4) > MaxSemaphoreSlots:
+		return cfgErr("lock", l, "--resources × --clients × (P+4) must be at most %d (each client keeps a handle per semaphore, about 50 bytes per permit and 200 more)", MaxSemaphoreSlots)
+	case l.Kind == LockSemaphore && c.Class == ChaosOutOfModel:
+		// The out-of-model faults act on the lock keys by name; a
+		// semaphore's slot keys are the engine's own, in its internal
+		// namespace.
+		return cfgErr("lock", l, "a semaphore is not available with --class %s: its faults act on the lock keys by name, and a semaphore's slots are the engine's internal keys", ChaosOutOfModel)
 	}
 	return nil
 }
@@ -209,8 +253,11 @@ type ChaosResult struct {
 	Clients   int      `json:"clients"`
 	Workers   int      `json:"workers"`
 	Resources int      `json:"resources"`
-	TTLMs     int64    `json:"ttl_ms"`
-	DurationS float64  `json:"duration_s"`
+	// Lock is what each worker took (--lock); absent from soaks before
+	// it was recorded, which took mutexes.
+	Lock      string  `json:"lock,omitempty"`
+	TTLMs     int64   `json:"ttl_ms"`
+	DurationS float64 `json:"duration_s"`
 	// LocalMasters is set when the soak started its masters; Quarantine,
 	// JumpMs (out of model), User and TLS are the rest of what a replay
 	// needs (the password and TLS files are given again).
@@ -258,12 +305,19 @@ type ChaosResult struct {
 }
 
 // expected is the outcome a class must show.
-func chaosExpected(class string) string {
+func chaosExpected(class string, l Lock) string {
 	if class == ChaosOutOfModel {
 		return "Redlock alone cannot prevent overlapping holds when keys vanish from a majority or a master's clock jumps; " +
 			"fencing must reject every stale write: stale writes accepted = 0"
 	}
-	return "0 violations (no two holds of a resource overlap within reported validity), 0 stale tokens, 0 stale writes accepted"
+	rule := "no two holds of a resource overlap within reported validity"
+	switch l.Kind {
+	case LockSemaphore:
+		rule = fmt.Sprintf("never more than %d holders of a semaphore at once within reported validity; tokens increase per permit slot", l.Permits)
+	case LockMulti:
+		rule = "no two holds of a resource overlap within reported validity, a lease on several holding each of them"
+	}
+	return "0 violations (" + rule + "), 0 stale tokens, 0 stale writes accepted"
 }
 
 // chaosLease is what a worker needs of a lease.
@@ -275,6 +329,7 @@ type chaosLease interface {
 	Err() error
 	Extensions() int
 	Wait() engine.WaitInfo
+	Permit() int
 }
 
 // nolockChaosLease is the control's lease: no token, no Done.
@@ -288,6 +343,7 @@ func (nolockChaosLease) Done() <-chan struct{} { return nil }
 func (nolockChaosLease) Err() error            { return nil }
 func (nolockChaosLease) Extensions() int       { return 0 }
 func (nolockChaosLease) Wait() engine.WaitInfo { return engine.WaitInfo{} }
+func (nolockChaosLease) Permit() int           { return -1 }
 
 // chaosClient is one lock client: its Locker (or the control), and the
 // proxies its connections go through, so that it can be frozen alone.
@@ -296,16 +352,34 @@ type chaosClient struct {
 	l       *engine.Locker
 	ttl     time.Duration
 	proxies *fault.Proxies
+	// sems are the client's semaphore handles, by resource, with --lock
+	// semaphore:P.
+	sems []*engine.Semaphore
 	// frozenUntil, nanoseconds since the start, is set during a client
 	// pause: the client's goroutines do nothing until then.
 	frozenUntil atomic.Int64
 }
 
-func (c *chaosClient) lock(ctx context.Context, res string) (chaosLease, error) {
+// lock takes what l says of the resources set (one, or K for a lease on
+// several), waiting as ctx allows.
+func (c *chaosClient) lock(ctx context.Context, l Lock, names []string, set []int) (chaosLease, error) {
 	if c.l == nil {
 		return nolockChaosLease{until: time.Now().Add(c.ttl)}, nil
 	}
-	le, err := c.l.Lock(ctx, res)
+	var le *engine.Lease
+	var err error
+	switch l.Kind {
+	case LockSemaphore:
+		le, err = c.sems[set[0]].Acquire(ctx)
+	case LockMulti:
+		ns := make([]string, len(set))
+		for i, r := range set {
+			ns[i] = names[r]
+		}
+		le, err = c.l.LockAll(ctx, ns...)
+	default:
+		le, err = c.l.Lock(ctx, names[set[0]])
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -406,9 +480,9 @@ func Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
 	}
 	sched := ch.plan()
 	res := &ChaosResult{Seed: cfg.Seed, Class: cfg.Class, Engine: cfg.Engine, Masters: ch.masters,
-		Clients: cfg.Clients, Workers: cfg.Workers, Resources: cfg.Resources, TTLMs: cfg.TTL.Milliseconds(),
+		Clients: cfg.Clients, Workers: cfg.Workers, Resources: cfg.Resources, Lock: cfg.Lock.String(), TTLMs: cfg.TTL.Milliseconds(),
 		LocalMasters: len(cfg.Masters) == 0, Quarantine: cfg.Quarantine, User: cfg.Username, TLS: cfg.TLS != nil,
-		Expected: chaosExpected(cfg.Class)}
+		Expected: chaosExpected(cfg.Class, cfg.Lock)}
 	if cfg.Class == ChaosOutOfModel {
 		res.JumpMs = cfg.Jump.Milliseconds()
 	}
@@ -418,7 +492,10 @@ func Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
 
 	ch.start = time.Now()
 	ch.or = check.New(ch.start, ch.names)
-	for range ch.names {
+	if cfg.Lock.Kind == LockSemaphore {
+		ch.or = check.NewSemaphores(ch.start, ch.names, cfg.Lock.Permits)
+	}
+	for range len(ch.names) * ch.storesPer() {
 		ch.stores = append(ch.stores, check.NewStore(ch.start, false))
 	}
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
@@ -513,8 +590,44 @@ func (ch *chaos) startClients(ctx context.Context) error {
 			return fmt.Errorf("chaos: client %d: %w", i, err)
 		}
 		c.l = l
+		if ch.cfg.Lock.Kind == LockSemaphore {
+			for _, n := range ch.names {
+				sem, err := l.Semaphore(n, ch.cfg.Lock.Permits)
+				if err != nil {
+					return fmt.Errorf("chaos: client %d: %w", i, err)
+				}
+				c.sems = append(c.sems, sem)
+			}
+		}
 	}
 	return nil
+}
+
+// storesPer is how many fenced stores each resource has: one per permit
+// slot of a semaphore, whose tokens increase per slot; else one.
+func (ch *chaos) storesPer() int {
+	if ch.cfg.Lock.Kind == LockSemaphore {
+		return ch.cfg.Lock.Permits
+	}
+	return 1
+}
+
+// store is the fenced store that resource r's holder of permit slot
+// permit (-1: none, or not told) writes to.
+func (ch *chaos) store(r, permit int) *check.Store {
+	return ch.stores[r*ch.storesPer()+max(permit, 0)]
+}
+
+// pickSet draws the resources of a worker's next lock into set: one, or K
+// distinct ones for a lease on several, uniformly.
+func (ch *chaos) pickSet(rng *rand.Rand, set []int) []int {
+	set = set[:0]
+	for len(set) < max(ch.cfg.Lock.K, 1) {
+		if r := rng.IntN(len(ch.names)); !slices.Contains(set, r) {
+			set = append(set, r)
+		}
+	}
+	return set
 }
 
 // closeClients closes the engines, then their proxies (see fault.Proxies).
@@ -533,21 +646,22 @@ func (ch *chaos) closeClients() {
 	}
 }
 
-// work is one worker: lock a random hot resource, write to the fenced
-// store, hold for a random time (now and then past the TTL, kept by
-// auto-extension), write again, let go.
+// work is one worker: lock a random hot resource (a permit of its
+// semaphore, or a lease on several), write to the fenced store, hold for a
+// random time (now and then past the TTL, kept by auto-extension), write
+// again, let go.
 func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
 	ttl := ch.cfg.TTL
 	who := "c" + strconv.Itoa(c.id) + ".w" + strconv.Itoa(w)
 	id := c.id*ch.cfg.Workers + w
 	rng := rand.New(rand.NewPCG(ch.cfg.Seed, uint64(id)+1))
+	var set []int
 	for ctx.Err() == nil {
 		ch.thaw(ctx, c)
-		r := rng.IntN(len(ch.names))
-		res := ch.names[r]
+		set = ch.pickSet(rng, set)
 		ch.attempts.Add(1)
 		wctx, cancel := context.WithTimeout(ctx, 2*ttl)
-		le, err := c.lock(wctx, res)
+		le, err := c.lock(wctx, ch.cfg.Lock, ch.names, set)
 		cancel()
 		t1 := time.Now()
 		if err != nil {
@@ -562,18 +676,29 @@ func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
 		until := le.ValidUntil()
 		tok := le.Token()
 		done := le.Done()
+		permit := le.Permit()
 		if le.Wait().Cause == engine.WakeHandoff {
 			ch.handoffs.Add(1)
 		}
-		wr := ch.stores[r].Open(who, tok)
-		h := check.Hold{Start: t1, Until: until, Token: tok, Done: done}
-		if c.l != nil {
-			h.Live = le
+		res := ch.resourceNames(set)
+		wrs := make([]*check.Writer, len(set))
+		for i, r := range set {
+			wrs[i] = ch.store(r, permit).Open(who, tok)
+			h := check.Hold{Start: t1, Until: until, Token: tok, Done: done, Permit: permit + 1}
+			if c.l != nil {
+				h.Live = le
+			}
+			ch.or.Begin(r, id, h)
 		}
-		ch.or.Begin(r, id, h)
-		ch.event(ChaosEvent{AtMs: ch.since(t1), Kind: "acquire", Who: who, Resource: res, Token: tok,
-			ValidMs: float64(until.Sub(t1).Microseconds()) / 1e3})
-		ch.write(wr, res)
+		ev := ChaosEvent{AtMs: ch.since(t1), Kind: "acquire", Who: who, Resource: res, Token: tok,
+			ValidMs: float64(until.Sub(t1).Microseconds()) / 1e3}
+		if permit >= 0 {
+			ev.Detail = "permit " + strconv.Itoa(permit)
+		}
+		ch.event(ev)
+		for i, r := range set {
+			ch.write(wrs[i], ch.names[r])
+		}
 
 		// Done is watched as it happens: a hold ends when its holder is
 		// told, not when it next looks.
@@ -598,7 +723,9 @@ func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
 		// A frozen client's holder resumes where it stopped, past its
 		// lease, and writes: the store must refuse it.
 		ch.thaw(context.Background(), c)
-		ch.write(wr, res)
+		for i, r := range set {
+			ch.write(wrs[i], ch.names[r])
+		}
 
 		close(over)
 		<-watched
@@ -609,7 +736,9 @@ func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
 			ch.lost.Add(1)
 		}
 		vu := le.ValidUntil()
-		ch.or.End(r, id, end)
+		for _, r := range set {
+			ch.or.End(r, id, end)
+		}
 		ch.extensions.Add(int64(le.Extensions()))
 		ch.event(ChaosEvent{AtMs: ch.since(t2), Kind: "release", Who: who, Resource: res, Token: tok,
 			ValidMs: float64(vu.Sub(t2).Microseconds()) / 1e3})
@@ -617,6 +746,19 @@ func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
 		le.Release(rctx)
 		rcancel()
 	}
+}
+
+// resourceNames names the resources of set in the history: "r1", or
+// "r0,r3,r4" for a lease on several.
+func (ch *chaos) resourceNames(set []int) string {
+	if len(set) == 1 {
+		return ch.names[set[0]]
+	}
+	ns := make([]string, len(set))
+	for i, r := range set {
+		ns[i] = ch.names[r]
+	}
+	return strings.Join(ns, ",")
 }
 
 // holdTime draws a hold: mostly short, some up to half the TTL, and a few

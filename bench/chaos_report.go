@@ -99,6 +99,8 @@ func chaosVerdict(r *ChaosResult) string {
 			r.Store.Stale, r.Violations)
 	case r.Class == ChaosOutOfModel:
 		return fmt.Sprintf("FAIL: %d stale writes accepted by the fenced store", r.Store.StaleAccepted)
+	case r.Passed && strings.HasPrefix(r.Lock, "semaphore:"):
+		return "PASS: never more holders than permits, no stale tokens, no stale write accepted"
 	case r.Passed:
 		return "PASS: no overlapping holds, no stale tokens, no stale write accepted"
 	}
@@ -110,8 +112,12 @@ func (r *ChaosResult) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos %s, engine %s, seed %d\n", r.Class, r.Engine, r.Seed)
 	fmt.Fprintf(&b, "masters    %s\n", strings.Join(r.Masters, " "))
-	fmt.Fprintf(&b, "load       %d clients x %d workers on %d resources, ttl %dms, every feature on (gate, hand-off, auto-extend, fencing, notifications)\n",
-		r.Clients, r.Workers, r.Resources, r.TTLMs)
+	lock := r.Lock
+	if lock == "" {
+		lock = "mutex"
+	}
+	fmt.Fprintf(&b, "load       %d clients x %d workers on %d resources, lock %s, ttl %dms, every feature on (gate, hand-off, auto-extend, fencing, notifications)\n",
+		r.Clients, r.Workers, r.Resources, lock, r.TTLMs)
 	interrupted := ""
 	if r.Interrupted {
 		interrupted = " (interrupted: partial results)"
@@ -131,6 +137,11 @@ func (r *ChaosResult) WriteText(w io.Writer) error {
 		r.Acquired, r.Attempts, r.Failed, r.Lost, r.Handoffs, r.Extensions)
 	fmt.Fprintf(&b, "violations %d\n", r.Violations)
 	for _, v := range r.ViolationExamples {
+		if v.Holders > 0 {
+			fmt.Fprintf(&b, "           %s at %.1fms: %d holders, holder %d the last to begin, holder %d's hold with %s left\n",
+				v.Resource, ms(v.At), v.Holders, v.Second, v.First, v.FirstLeft.Round(time.Microsecond))
+			continue
+		}
 		fmt.Fprintf(&b, "           %s at %.1fms: holder %d acquired with %s of holder %d's hold left\n",
 			v.Resource, ms(v.At), v.Second, v.FirstLeft.Round(time.Microsecond), v.First)
 	}
@@ -148,7 +159,7 @@ func (r *ChaosResult) WriteText(w io.Writer) error {
 			r.WindowFromMs, r.WindowToMs, r.WindowReason, len(r.Window), ChaosHistory)
 		shown := 0
 		for _, e := range r.Window {
-			if e.Kind == "fault" || e.Kind == "heal" || strings.Contains(r.WindowReason, " "+e.Resource+":") {
+			if e.Kind == "fault" || e.Kind == "heal" || aboutResource(r.WindowReason, e.Resource) {
 				if shown++; shown > 200 {
 					fmt.Fprintf(&b, "  ...\n")
 					break
@@ -163,12 +174,26 @@ func (r *ChaosResult) WriteText(w io.Writer) error {
 	return err
 }
 
+// aboutResource reports whether the window's reason names one of the
+// resources of an event ("r1", or "r0,r3,r4" for a lease on several).
+func aboutResource(reason, resources string) bool {
+	for _, r := range strings.Split(resources, ",") {
+		if strings.Contains(reason, " "+r+":") {
+			return true
+		}
+	}
+	return false
+}
+
 // Replay is the chaos command's flags that replay this soak's schedule.
 // On given masters it names them, and the user and --tls; the password
 // and the TLS files are to be given again.
 func (r *ChaosResult) Replay() string {
 	s := fmt.Sprintf("--seed %d --class %s --engine %s --clients %d --workers %d --resources %d --ttl %dms --duration %.0fs",
 		r.Seed, r.Class, r.Engine, r.Clients, r.Workers, r.Resources, r.TTLMs, r.DurationS)
+	if r.Lock != "" && r.Lock != "mutex" {
+		s += " --lock " + r.Lock
+	}
 	if r.Quarantine != "" {
 		s += " --quarantine " + r.Quarantine
 	}

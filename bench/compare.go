@@ -37,6 +37,50 @@ func DefaultCompareEngines() []string {
 	return []string{"redlock", engineRedsyncRueidis, engineRedsyncGoredis}
 }
 
+// DefaultCompareEnginesFor are compared by default on lock: for a
+// semaphore, this engine's variants alone (no baseline has a semaphore);
+// for a multi-resource lease, ours, ours as K mutexes in turn, and the
+// redsync baselines (K redsync mutexes in turn); for a mutex,
+// DefaultCompareEngines.
+func DefaultCompareEnginesFor(l Lock) []string {
+	switch l.Kind {
+	case LockSemaphore:
+		return []string{"redlock", EnginePerCommand}
+	case LockMulti:
+		return []string{"redlock", EngineSequential, engineRedsyncRueidis, engineRedsyncGoredis}
+	}
+	return DefaultCompareEngines()
+}
+
+// compareNotes say how the engines take the lock where they differ, or
+// why no peer runs.
+func compareNotes(l Lock, engines []string) []string {
+	switch l.Kind {
+	case LockSemaphore:
+		return []string{fmt.Sprintf("%s has no peer: none of the baselines (redsync, rueidislock, bsm/redislock) has a semaphore, "+
+			"and we know of no Go semaphore over N independent masters, so only this engine's variants can run", l)}
+	case LockMulti:
+		var seq, own []string
+		for _, e := range engines {
+			if sequentialMulti(e) {
+				seq = append(seq, e)
+			} else {
+				own = append(own, e)
+			}
+		}
+		var notes []string
+		if len(seq) > 0 {
+			notes = append(notes, fmt.Sprintf("%s take %s as %d mutexes one after another, in name order (so that none deadlocks), released newest first",
+				strings.Join(seq, ", "), l, l.K))
+		}
+		if len(own) > 0 {
+			notes = append(notes, fmt.Sprintf("%s take %s as one lease (TryLockAll, LockAll)", strings.Join(own, ", "), l))
+		}
+		return notes
+	}
+	return nil
+}
+
 // CompareConfig describes a comparison. Every run is Base with its own
 // Engine, Label and KeyPrefix.
 type CompareConfig struct {
@@ -108,7 +152,7 @@ func ParseEngines(s string) ([]string, error) {
 
 func (cc *CompareConfig) fill() {
 	if len(cc.Engines) == 0 {
-		cc.Engines = DefaultCompareEngines()
+		cc.Engines = DefaultCompareEnginesFor(cc.Base.Lock)
 	}
 	if cc.Rounds == 0 {
 		cc.Rounds = DefaultCompareRounds
@@ -261,6 +305,8 @@ func (c *comparer) start() {
 		Label:        cc.Label,
 		Engines:      append([]string{}, cc.Engines...),
 		Rounds:       cc.Rounds,
+		Lock:         base.Lock.String(),
+		Notes:        compareNotes(base.Lock, cc.Engines),
 		Mode:         string(base.Mode),
 		LoadModel:    "closed",
 		Latency:      c.latency.String(),

@@ -48,6 +48,10 @@ type Config struct {
 	// Distribution picks which resource each operation locks
 	// (--distribution). Default uniform.
 	Distribution Distribution
+	// Lock is what each operation takes (--lock): a mutex of one
+	// resource, a permit of its semaphore, or one lease on K resources.
+	// Default: the mutex.
+	Lock Lock
 	// Mode is ModeTry (one attempt) or ModeWait (--mode). Default try.
 	Mode Mode
 	// WaitTimeout bounds each Lock in mode wait (--wait-timeout).
@@ -243,6 +247,9 @@ func (c *Config) Validate() error {
 	if err := c.Distribution.validate(); err != nil {
 		return cfgErr("distribution", c.Distribution, "%v", err)
 	}
+	if err := c.validateLock(); err != nil {
+		return err
+	}
 	if c.Mode != ModeTry && c.Mode != ModeWait {
 		return cfgErr("mode", c.Mode, "must be try or wait")
 	}
@@ -324,6 +331,29 @@ func (c *Config) Validate() error {
 	if !c.StartAt.IsZero() && time.Until(c.StartAt) > MaxTime {
 		return cfgErr("start-at", c.StartAt.Format(time.RFC3339Nano), "must be at most %s ahead (now %s)",
 			MaxTime, time.Now().UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// validateLock checks --lock against the rest of the run: the lock's
+// ranges, whether it is built, whether the engine has it, and whether
+// there are the resources for it.
+func (c *Config) validateLock() error {
+	l := c.Lock
+	if err := l.validate(); err != nil {
+		return cfgErr("lock", l, "%v", err)
+	}
+	if l.Kind == LockRW {
+		return cfgErr("lock", l, "%v", ErrLockNotBuilt)
+	}
+	if err := l.checkEngine(c.Engine); err != nil {
+		return cfgErr("lock", l, "%v", err)
+	}
+	if l.Kind == LockSemaphore && int64(c.Resources)*int64(c.Clients)*int64(l.Permits+4) > MaxSemaphoreSlots {
+		return cfgErr("lock", l, "--resources × --clients × (P+4) must be at most %d (each client keeps a handle per semaphore, about 50 bytes per permit and 200 more)", MaxSemaphoreSlots)
+	}
+	if l.Kind == LockMulti && l.K > c.Resources {
+		return cfgErr("lock", l, "a lease on K distinct resources needs K <= --resources (%d)", c.Resources)
 	}
 	return nil
 }
@@ -643,7 +673,7 @@ func ValidateLabel(s string) error {
 // "redlock-w64-r1000-zipf1.1-wait-hold1ms".
 func DeriveLabel(c Config) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s-w%d-r%d", c.Engine, c.Workers, c.Resources)
+	fmt.Fprintf(&b, "%s-w%d-r%d%s", c.Engine, c.Workers, c.Resources, c.Lock.labelPart())
 	if c.Clients > 1 {
 		fmt.Fprintf(&b, "-c%d", c.Clients)
 	}
@@ -692,7 +722,7 @@ func (c Config) RunConfig() results.RunConfig {
 	return results.RunConfig{
 		Engine: c.Engine, Masters: strings.Join(c.Masters, ","), LocalMasters: c.LocalMasters,
 		Workers: c.Workers, Clients: c.Clients, Resources: c.Resources,
-		Distribution: c.Distribution.String(), Mode: string(c.Mode),
+		Distribution: c.Distribution.String(), Lock: c.Lock.String(), Mode: string(c.Mode),
 		WaitTimeout: c.WaitTimeout.String(), Hold: c.Hold.String(), TTL: c.TTL.String(),
 		Duration: c.Duration.String(), Ops: c.Ops, Warmup: c.Warmup.String(), Rate: c.Rate,
 		Check: c.Check, Label: c.Label, Seed: c.Seed, KeyPrefix: c.KeyPrefix,

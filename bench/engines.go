@@ -40,6 +40,12 @@ type Lease interface {
 // with "redlock" in one run, it shows what coalescing gains.
 const EnginePerCommand = "redlock-percmd"
 
+// EngineSequential is the redlock engine taking --lock multi:K as K
+// mutexes one after another, in the order of their names, as a user
+// without TryLockAll would: beside "redlock" it shows what one lease on K
+// resources gains. It takes no other lock.
+const EngineSequential = "redlock-sequential"
+
 // Engine names of the single-master baselines: rueidislock.go and
 // bsmredislock.go.
 const (
@@ -51,7 +57,7 @@ const (
 // baselines are in redsync.go. A quorum engine also runs as NAME@N, on the
 // first N masters only (see engineVoters).
 func EngineNames() []string {
-	return []string{"redlock", EnginePerCommand, "nolock", engineRedsyncRueidis, engineRedsyncGoredis,
+	return []string{"redlock", EnginePerCommand, EngineSequential, "nolock", engineRedsyncRueidis, engineRedsyncGoredis,
 		engineRueidislock, engineBsmRedislock}
 }
 
@@ -65,7 +71,7 @@ func EngineNamesHelp() string {
 // whatever they are given, and nolock none.
 func quorumEngine(base string) bool {
 	switch base {
-	case "redlock", EnginePerCommand, engineRedsyncRueidis, engineRedsyncGoredis:
+	case "redlock", EnginePerCommand, EngineSequential, engineRedsyncRueidis, engineRedsyncGoredis:
 		return true
 	}
 	return false
@@ -120,7 +126,7 @@ func engineVoters(name string) int {
 // its features (gate, notify, extend, fencing) apply.
 func IsRedlock(name string) bool {
 	base := baseEngine(name)
-	return base == "redlock" || base == EnginePerCommand
+	return base == "redlock" || base == EnginePerCommand || base == EngineSequential
 }
 
 // needsRedis reports whether the engine talks to Redis masters.
@@ -136,7 +142,7 @@ func newEngine(ctx context.Context, name string, masters []string, cfg Config) (
 	switch baseEngine(name) {
 	case "nolock":
 		return newNolock(cfg.TTL), nil
-	case "redlock":
+	case "redlock", EngineSequential:
 		return newRedlock(ctx, masters, cfg, false)
 	case EnginePerCommand:
 		return newRedlock(ctx, masters, cfg, true)
@@ -157,6 +163,8 @@ func newEngine(ctx context.Context, name string, masters []string, cfg Config) (
 type nolock struct {
 	ttl    time.Duration
 	closed atomic.Bool
+	// table is what its multi-resource leases hold (family.go).
+	table nolockTable
 }
 
 func newNolock(ttl time.Duration) *nolock { return &nolock{ttl: ttl} }

@@ -98,7 +98,7 @@ func runnerBytes(set func(*Config), also func(*runner) any) uint64 {
 func TestRunnerFootprintPerResource(t *testing.T) {
 	size := func(resources int) uint64 {
 		return runnerBytes(func(c *Config) { c.Resources = resources },
-			func(r *runner) any { return newOracle(time.Now(), r.names) })
+			func(r *runner) any { return newOracle(time.Now(), r.names, Lock{}) })
 	}
 	a, b := size(1000), size(1_001_000)
 	per := (b - a) / 1_000_000

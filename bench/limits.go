@@ -55,6 +55,13 @@ const (
 	// MaxFaults bounds the items of a --fault schedule: each is a
 	// goroutine and a timer, and the overlap check is quadratic.
 	MaxFaults = 100
+	// MaxSemaphoreSlots bounds --resources × --clients × (P+4) with --lock
+	// semaphore:P (and chaos's resources × clients × (P+4)): each client
+	// keeps a handle per semaphore it uses, which holds a key name per
+	// permit: about 50 bytes per permit and 200 per handle (263 bytes at
+	// P=1, 599 at 8, 3,415 at 64: the bytes allocated for 10,000 handles,
+	// 2026-11-26), so that this many take about 0.4 GB whatever P.
+	MaxSemaphoreSlots = 8_000_000
 	// MaxCompareRounds bounds compare's --rounds.
 	MaxCompareRounds = 100
 	// MaxCeilingRequests bounds compare's --limit-requests: each

@@ -45,10 +45,18 @@ type holdSpec struct {
 	token int64
 	// live is set when the lease's validity may move while it is held.
 	live Lease
+	// permit is a semaphore permit's slot plus one; 0 when unknown.
+	permit int
 }
 
-func newOracle(base time.Time, names []string) *oracle {
+// newOracle is the oracle of the resources names, each a lock, or with
+// --lock semaphore:P a semaphore of P permits. A multi-resource lease is
+// registered on each of its resources.
+func newOracle(base time.Time, names []string, lock Lock) *oracle {
 	o := check.New(base, names)
+	if lock.Kind == LockSemaphore {
+		o = check.NewSemaphores(base, names, lock.Permits)
+	}
 	return &oracle{o: o, names: names, count: violationCount{o}}
 }
 
@@ -61,7 +69,7 @@ func (o *oracle) acquire(res int, worker int, start, until time.Time) {
 // begin registers worker's hold of resource res, counts every hold it
 // overlaps, checks its fencing token, and returns its handoff.
 func (o *oracle) begin(res int, worker int, h holdSpec) (handoff time.Duration, handed bool) {
-	ch := check.Hold{Start: h.start, Until: h.until, Asked: h.asked, Token: h.token}
+	ch := check.Hold{Start: h.start, Until: h.until, Asked: h.asked, Token: h.token, Permit: h.permit}
 	if h.live != nil {
 		ch.Live = h.live
 	}
@@ -72,6 +80,15 @@ func (o *oracle) begin(res int, worker int, h holdSpec) (handoff time.Duration, 
 // lease's validity end as re-read then, whichever is first.
 func (o *oracle) release(res int, worker int, end time.Time) { o.o.End(res, worker, end) }
 
+// incomplete counts the semaphore holds checked without every ended hold
+// they may have overlapped (check.Oracle.Incomplete); 0 on a nil oracle.
+func (o *oracle) incomplete() int64 {
+	if o == nil {
+		return 0
+	}
+	return o.o.Incomplete()
+}
+
 // violations returns the count and the first examples, in the order found.
 func (o *oracle) violations() (int64, []results.Violation) {
 	n, ex := o.o.Violations()
@@ -79,7 +96,7 @@ func (o *oracle) violations() (int64, []results.Violation) {
 	for _, v := range ex {
 		out = append(out, results.Violation{
 			Resource: v.Resource, FirstHolder: v.First, SecondHolder: v.Second,
-			AtS: v.At.Seconds(), FirstRemainingUs: v.FirstLeft.Microseconds(),
+			AtS: v.At.Seconds(), FirstRemainingUs: v.FirstLeft.Microseconds(), Holders: v.Holders,
 		})
 	}
 	return n, out

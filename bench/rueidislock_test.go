@@ -100,10 +100,12 @@ func TestRueidislockLostLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Taken before the DEL is sent: its invalidation may reach the lease
+	// before the DEL's own reply reaches this goroutine.
+	deleted := time.Now()
 	if _, err := redistest.Do(c.Addrs()[0], time.Second, "DEL", "rl:0:gone"); err != nil {
 		t.Fatal(err)
 	}
-	deleted := time.Now()
 	deadline := time.Now().Add(5 * time.Second)
 	for l.ValidUntil().After(time.Now()) {
 		if time.Now().After(deadline) {
@@ -112,7 +114,7 @@ func TestRueidislockLostLease(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if v := l.ValidUntil(); v.Before(deleted) {
-		t.Errorf("validity ended at %v, before the key was deleted at %v", v, deleted)
+		t.Errorf("validity ended at %v, before the key's deletion was sent at %v", v, deleted)
 	}
 	if err := l.Release(ctx); err == nil || !leaseLost(err) {
 		t.Errorf("release of a lost lease: %v, lost %v", err, leaseLost(err))

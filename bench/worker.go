@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +19,7 @@ type worker struct {
 	id    int
 	r     *runner
 	eng   Engine
+	locks clientLocks
 	sh    *shard
 	buf   *opBuffer
 	rng   *rand.Rand
@@ -25,6 +27,11 @@ type worker struct {
 	timer *time.Timer
 	// wake receives the sleeper's signal (see sleeper.sleep).
 	wake chan struct{}
+	// set and setNames are the resources of the operation under way with
+	// --lock multi:K, sorted by name; one is the resource of any other.
+	set      []int
+	setNames []string
+	one      [1]int
 }
 
 func (w *worker) loop() {
@@ -103,7 +110,12 @@ func (w *worker) begin() (o op, ok bool) {
 		}
 		o.claimed = true
 	}
-	o.res = w.pick()
+	if w.set != nil {
+		w.pickSet()
+		o.res = w.set[0]
+	} else {
+		o.res = w.pick()
+	}
 	o.asked = o.t0
 	if r.perOpNs == 0 {
 		o.t0 = time.Now()
@@ -114,19 +126,43 @@ func (w *worker) begin() (o op, ok bool) {
 	return o, true
 }
 
-// acquire asks for resource res: one attempt, or in mode wait until
-// acquired or --wait-timeout. waitCtx, the wait's context (nil in mode
-// try), tells a timeout from other failures.
+// acquire asks for resource res (with --lock multi:K, for w.set): one
+// attempt, or in mode wait until acquired or --wait-timeout. waitCtx, the
+// wait's context (nil in mode try), tells a timeout from other failures.
 func (w *worker) acquire(res int) (lease Lease, waitCtx context.Context, err error) {
 	r := w.r
-	if r.cfg.Mode != ModeWait {
-		lease, err = w.eng.TryLock(r.opCtx, r.names[res])
-		return lease, nil, err
+	ctx, wait := r.opCtx, r.cfg.Mode == ModeWait
+	if wait {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithTimeout(r.opCtx, r.cfg.WaitTimeout)
+		defer cancel()
+		ctx = waitCtx
 	}
-	waitCtx, cancel := context.WithTimeout(r.opCtx, r.cfg.WaitTimeout)
-	defer cancel()
-	lease, err = w.eng.Lock(waitCtx, r.names[res])
+	switch kind := r.cfg.Lock.Kind; {
+	case kind == LockSemaphore && wait:
+		lease, err = w.locks.sems.acquire(ctx, res)
+	case kind == LockSemaphore:
+		lease, err = w.locks.sems.tryAcquire(ctx, res)
+	case kind == LockMulti && wait:
+		lease, err = w.locks.multi.LockAll(ctx, w.setNames...)
+	case kind == LockMulti:
+		lease, err = w.locks.multi.TryLockAll(ctx, w.setNames...)
+	case wait:
+		lease, err = w.eng.Lock(ctx, r.names[res])
+	default:
+		lease, err = w.eng.TryLock(ctx, r.names[res])
+	}
 	return lease, waitCtx, err
+}
+
+// resources are the resources the operation holds: w.set with --lock
+// multi:K, else res alone.
+func (w *worker) resources(res int) []int {
+	if w.set != nil {
+		return w.set
+	}
+	w.one[0] = res
+	return w.one[:]
 }
 
 // failed records an acquire that failed. It reports false when the run
@@ -162,44 +198,32 @@ type held struct {
 }
 
 // hold holds the lease for the hold time, under the oracle's watch, then
-// releases it.
+// releases it. A multi-resource lease is a hold of each of its
+// resources, each with its own part (see partedLease).
 func (w *worker) hold(o op, lease Lease) (h held) {
 	r, cfg := w.r, &w.r.cfg
-	until := lease.ValidUntil()
-	dl, detailed := lease.(detailedLease)
-	// A live lease's validity moves while it is held: ours with --extend,
-	// and a baseline's that extends itself (selfExtendingLease).
-	_, extends := lease.(selfExtendingLease)
-	live := extends || detailed && cfg.Extend
+	res := w.resources(o.res)
 	if r.oracle != nil {
-		spec := holdSpec{start: o.t1, until: until}
-		if cfg.Mode == ModeWait {
-			spec.asked = o.asked
+		for i, ri := range res {
+			d, handed := r.oracle.begin(ri, w.id, w.holdSpec(o, leasePart(lease, i)))
+			// A lease on several resources waited for the last of them.
+			if handed && (!h.handed || d < h.handoff) {
+				h.handoff, h.handed = d, true
+			}
 		}
-		if detailed {
-			spec.token = dl.Token()
-		}
-		if live {
-			spec.live = lease
-		}
-		h.handoff, h.handed = r.oracle.begin(o.res, w.id, spec)
 	}
 	h.t2 = o.t1
 	if !cfg.Hold.Zero() {
 		w.sleep(w.holdTime())
 		h.t2 = time.Now()
 	}
-	lostSignal := false
-	if live {
-		// Auto-extension moved the validity; and a lease whose
-		// lost-lock signal fired is lost, whatever its validity said.
-		until = lease.ValidUntil()
-		lostSignal = detailed && dl.Err() != nil
-	}
-	h.lost = lostSignal || !h.t2.Before(until)
 	// Unregister before releasing: see oracle.
-	if r.oracle != nil {
-		r.oracle.release(o.res, w.id, minTime(h.t2, until))
+	for i, ri := range res {
+		until, lost := w.holdEnd(leasePart(lease, i), h.t2)
+		h.lost = h.lost || lost
+		if r.oracle != nil {
+			r.oracle.release(ri, w.id, minTime(h.t2, until))
+		}
 	}
 	rerr := lease.Release(r.relCtx)
 	h.t3 = time.Now()
@@ -212,6 +236,76 @@ func (w *worker) hold(o op, lease Lease) (h held) {
 		}
 	}
 	return h
+}
+
+// liveLease reports whether lease's validity moves while it is held: ours
+// with --extend, and a baseline's that extends itself
+// (selfExtendingLease).
+func (w *worker) liveLease(lease Lease) bool {
+	if _, ok := lease.(selfExtendingLease); ok {
+		return true
+	}
+	_, detailed := lease.(detailedLease)
+	return detailed && w.r.cfg.Extend
+}
+
+// holdSpec describes to the oracle the hold of a resource by lease, which
+// the operation o acquired.
+func (w *worker) holdSpec(o op, lease Lease) holdSpec {
+	spec := holdSpec{start: o.t1, until: lease.ValidUntil()}
+	if w.r.cfg.Mode == ModeWait {
+		spec.asked = o.asked
+	}
+	if dl, ok := lease.(detailedLease); ok {
+		spec.token = dl.Token()
+	}
+	if pl, ok := lease.(permitLease); ok {
+		spec.permit = pl.Permit() + 1
+	}
+	if w.liveLease(lease) {
+		spec.live = lease
+	}
+	return spec
+}
+
+// holdEnd is the validity end of lease when its hold ends at t2, and
+// whether it was lost by then: expired, or its lost-lock signal fired,
+// whatever its validity said.
+func (w *worker) holdEnd(lease Lease, t2 time.Time) (until time.Time, lost bool) {
+	until = lease.ValidUntil()
+	if dl, ok := lease.(detailedLease); ok && w.liveLease(lease) {
+		lost = dl.Err() != nil
+	}
+	return until, lost || !t2.Before(until)
+}
+
+// pickSet chooses the K distinct resources of the next multi-resource
+// operation, each by the distribution, and sorts them by name, the order
+// in which a lease takes them. A resource drawn twice is drawn again; a
+// small pool under a steep Zipf would take long to yield its coldest
+// resources that way, so after 16·K draws the rest are drawn uniformly.
+func (w *worker) pickSet() {
+	names, set := w.r.names, w.set
+	for n, draws := 0, 0; n < len(set); draws++ {
+		var i int
+		if draws < 16*len(set) {
+			i = w.pick()
+		} else {
+			i = w.rng.IntN(len(names))
+		}
+		if !slices.Contains(set[:n], i) {
+			set[n] = i
+			n++
+		}
+	}
+	for i := 1; i < len(set); i++ {
+		for j := i; j > 0 && names[set[j]] < names[set[j-1]]; j-- {
+			set[j], set[j-1] = set[j-1], set[j]
+		}
+	}
+	for i, ri := range set {
+		w.setNames[i] = names[ri]
+	}
 }
 
 // recordAcquired records an operation that acquired its lease.

@@ -31,6 +31,14 @@ type Comparison struct {
 	Engines []string `json:"engines"`
 	// Rounds is how many rounds were planned; Runs says how many ran.
 	Rounds int `json:"rounds"`
+	// Lock is what each operation took (--lock), as in summary.json;
+	// absent from comparisons written before it was recorded, which are
+	// of mutexes.
+	Lock string `json:"lock,omitempty"`
+	// Notes say how the engines took the lock where they differ (an
+	// engine without a multi-resource lock takes K mutexes in turn), or
+	// why no peer runs (no baseline has a semaphore).
+	Notes []string `json:"notes,omitempty"`
 	// Mode is "try" or "wait"; LoadModel "closed" or "open".
 	Mode      string `json:"mode"`
 	LoadModel string `json:"load_model"`
@@ -357,6 +365,12 @@ func compareTextHeader(p printf, c *Comparison) {
 			complete, c.Rounds*len(c.Engines))
 	}
 	p("workload     %s\n", compareWorkload(c))
+	if c.Lock != "" {
+		p("lock         %s\n", c.Lock)
+	}
+	for _, n := range c.Notes {
+		p("note         %s\n", n)
+	}
 	p("each run     %s\n", compareWindow(c.Config))
 	masters := "none (no engine uses Redis)"
 	if len(c.Masters) > 0 {

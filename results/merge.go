@@ -112,7 +112,7 @@ type MergeOptions struct {
 var ErrNoOverlap = errors.New("results: the runs' measured windows do not overlap; merge combines runs taken at the same time (start them together, e.g. with --start-at)")
 
 // Merge combines runs; see Merged for the rules. Every run needs
-// histograms.hlog; engine, mode and load model must agree.
+// histograms.hlog; engine, lock, mode and load model must agree.
 func Merge(runs []*RunDir, opts MergeOptions) (*Merged, error) {
 	if err := checkMergeable(runs); err != nil {
 		return nil, err
@@ -157,7 +157,8 @@ func checkMergeable(runs []*RunDir) error {
 		}
 		s := r.Summary
 		for _, f := range []struct{ name, a, b string }{
-			{"engine", s.Engine, first.Engine}, {"mode", s.Mode, first.Mode}, {"load_model", s.LoadModel, first.LoadModel},
+			{"engine", s.Engine, first.Engine}, {"lock", s.LockKind(), first.LockKind()}, {"mode", s.Mode, first.Mode},
+			{"load_model", s.LoadModel, first.LoadModel},
 		} {
 			if f.a != f.b {
 				return fmt.Errorf("results: %s: %s is %q, but %s has %q: only runs of one workload merge", r.Dir, f.name, f.a, runs[0].Dir, f.b)

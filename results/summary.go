@@ -54,6 +54,11 @@ type Summary struct {
 	// Interrupted reports that the run was stopped early (Ctrl-C, SIGTERM)
 	// and these are partial results.
 	Interrupted bool `json:"interrupted"`
+	// Lock is what each operation took (--lock): "mutex", "semaphore:P"
+	// (a permit of the resource's semaphore of P), "multi:K" (one lease
+	// on K distinct resources). Absent from summaries written before it
+	// was recorded, which are all of mutexes: see LockKind.
+	Lock string `json:"lock,omitempty"`
 	// Mode is "try" (one attempt per operation) or "wait" (block until
 	// acquired or the wait timeout).
 	Mode string `json:"mode"`
@@ -331,7 +336,8 @@ type Machine struct {
 	RedisVersion string `json:"redis_version"`
 }
 
-// Violation is one pair of holds of the same resource that overlapped.
+// Violation is one pair of holds of the same resource that overlapped or,
+// on a semaphore, more holds at once than permits.
 type Violation struct {
 	Resource string `json:"resource"`
 	// FirstHolder and SecondHolder are worker numbers; the first is the
@@ -345,6 +351,10 @@ type Violation struct {
 	// already known, else until its validity ended. The two overlapped for
 	// at most this long.
 	FirstRemainingUs int64 `json:"first_remaining_us"`
+	// Holders is, on a semaphore, how many held it at once at AtS (more
+	// than its permits; AtS is then when the last of them began); 0 for a
+	// pair of holds of a lock.
+	Holders int `json:"holders,omitempty"`
 	// Source is the run that found it, in a merged summary.
 	Source string `json:"source,omitempty"`
 }
@@ -382,6 +392,35 @@ func (s *Summary) Latency(k Kind) Stats {
 		return s.HandoffLatencyUs
 	}
 	return Stats{}
+}
+
+// LockKind is Lock, "mutex" for a summary written before it was recorded.
+func (s *Summary) LockKind() string {
+	if s.Lock == "" {
+		return "mutex"
+	}
+	return s.Lock
+}
+
+// SafetyRule says what the oracle found held on a run of lock (a
+// Summary.Lock): "no two holds of one resource overlapped".
+func SafetyRule(lock string) string {
+	switch {
+	case strings.HasPrefix(lock, "semaphore:"):
+		return "never more holders of a semaphore at once than its " + strings.TrimPrefix(lock, "semaphore:") + " permits"
+	case strings.HasPrefix(lock, "multi:"):
+		return "no two holds of one resource overlapped (a lease on " + strings.TrimPrefix(lock, "multi:") + " resources holds each of them)"
+	}
+	return "no two holds of one resource overlapped"
+}
+
+// BrokenRule says what a violation on a run of lock was: "two holds of
+// one resource overlapped".
+func BrokenRule(lock string) string {
+	if strings.HasPrefix(lock, "semaphore:") {
+		return "more holders of a semaphore at once than its " + strings.TrimPrefix(lock, "semaphore:") + " permits"
+	}
+	return "two holds of one resource overlapped"
 }
 
 // ErrorTotal is the sum of Errors.
@@ -478,6 +517,7 @@ type printer func(format string, a ...any)
 func (p printer) header(s *Summary) {
 	p("redlock-bench run %q\n\n", s.Label)
 	p("engine       %s\n", s.Engine)
+	p("lock         %s\n", s.LockKind())
 	p("started      %s\n", s.StartedAt.UTC().Format(time.RFC3339))
 	p("measured     %.2f s, after a warm-up of %.2f s that is excluded from every figure but violations\n", s.DurationS, s.WarmupS)
 	if s.Interrupted {
@@ -599,13 +639,18 @@ func (p printer) safety(s *Summary) {
 	case !s.Checked:
 		p("not checked (--check=false)\n")
 	case s.Violations == 0:
-		p("OK: no two holds of one resource overlapped\n")
+		p("OK: %s\n", SafetyRule(s.LockKind()))
 	default:
-		p("VIOLATED: %d times two holds of one resource overlapped\n", s.Violations)
+		p("VIOLATED: %d times %s\n", s.Violations, BrokenRule(s.LockKind()))
 		for _, v := range s.ViolationExamples {
 			from := ""
 			if v.Source != "" {
 				from = " (run " + v.Source + ")" // a merged run's
+			}
+			if v.Holders > 0 {
+				p("  %s%s: %d holders at %.6f s, worker %d the last to begin, worker %d among the others (for up to %d µs more)\n",
+					v.Resource, from, v.Holders, v.AtS, v.SecondHolder, v.FirstHolder, v.FirstRemainingUs)
+				continue
 			}
 			p("  %s%s: worker %d acquired it at %.6f s while worker %d held it (for up to %d µs more)\n",
 				v.Resource, from, v.SecondHolder, v.AtS, v.FirstHolder, v.FirstRemainingUs)
@@ -712,6 +757,7 @@ type RunConfig struct {
 	KeyPrefix        string  `json:"key_prefix"`
 	Label            string  `json:"label"`
 	LocalMasters     int     `json:"local_masters"`
+	Lock             string  `json:"lock,omitempty"`
 	Masters          string  `json:"masters"`
 	Mode             string  `json:"mode"`
 	NoWaitQuarantine bool    `json:"no_wait_quarantine"`

@@ -19,10 +19,21 @@
 // expired, which is after its validity ended. The nolock control engine
 // makes it fire at once.
 //
+// The lock family has three more shapes, each with its own rule. A
+// semaphore of P permits (NewSemaphores) admits P holds at once: a
+// violation is a hold that begins while P others are held. A
+// multi-resource lease is a hold of each of its resources, registered on
+// each, so that it may overlap no other hold on any of them. A shared
+// hold (Hold.Shared, a read lock) overlaps other shared holds freely and
+// no exclusive one: a writer overlaps no one.
+//
 // check imports only the standard library: it judges holds, not locks.
 package check
 
 import (
+	"math"
+	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,15 +69,29 @@ type Hold struct {
 	// ran out must have its Done closed by the time another hold of the
 	// resource begins (else it is counted Done-late).
 	Done <-chan struct{}
+	// Shared marks a read lock's hold: it may overlap other shared holds
+	// of the resource, never an exclusive one. Its token is not checked:
+	// readers that hold together have no order. Not for semaphores.
+	Shared bool
+	// Permit is a semaphore permit's slot plus one (engine's
+	// Lease.Permit()+1), 0 when unknown. Tokens only increase per slot,
+	// so a semaphore's token is checked against the last of its slot, and
+	// only when the slot is known.
+	Permit int
 }
 
 // Violation is two overlapping holds: Second began while First still held
-// Resource, FirstLeft before First's hold was to end.
+// Resource, FirstLeft before First's hold was to end. On a semaphore it is
+// more holds at once than permits: Holders of them at At, when Second
+// began or, if it registered late, when the last of them began; First is
+// the one of the others that ended first, FirstLeft after At.
 type Violation struct {
 	Resource      string
 	First, Second int
 	At            time.Duration // since the oracle's base
 	FirstLeft     time.Duration
+	// Holders is how many held the semaphore at once; 0 for a pair.
+	Holders int
 }
 
 // StaleToken is a hold whose token did not exceed the token of the hold of
@@ -96,17 +121,27 @@ type DoneLate struct {
 type Oracle struct {
 	base  time.Time
 	slots []slot
+	// names are the resources' names, by index: kept here rather than in
+	// each slot, which a run has millions of.
+	names []string
 	t     tally
 }
 
 // New returns an oracle for the named resources; times are reported since
 // base.
 func New(base time.Time, names []string) *Oracle {
-	o := &Oracle{base: base, slots: make([]slot, len(names))}
-	for i, n := range names {
-		o.slots[i].name = n
-	}
+	o := &Oracle{base: base, slots: make([]slot, len(names)), names: names}
 	o.t.base = base
+	return o
+}
+
+// NewSemaphores returns an oracle for the named semaphores of permits
+// permits each: a violation is a hold that begins while permits others
+// of its semaphore are held, at some instant it shares with all of them.
+// With 1 permit it is New.
+func NewSemaphores(base time.Time, names []string, permits int) *Oracle {
+	o := New(base, names)
+	o.t.permits = max(permits, 1)
 	return o
 }
 
@@ -114,7 +149,7 @@ func New(base time.Time, names []string) *Oracle {
 // overlaps, checks its token, and returns its hand-off time: the time since
 // the previous hold ended, if this one was asked for before that.
 func (o *Oracle) Begin(res, who int, h Hold) (handoff time.Duration, handed bool) {
-	return o.slots[res].begin(&o.t, who, h)
+	return o.slots[res].begin(&o.t, o.names[res], who, h)
 }
 
 // End ends who's hold of res at at, or at its validity end if that came
@@ -134,6 +169,13 @@ func (o *Oracle) StaleTokens() (checked, stale int64, ex []StaleToken) { return 
 // DoneLate returns how many holds were found expired with Done still open
 // when the next hold began, and the first examples.
 func (o *Oracle) DoneLate() (int64, []DoneLate) { return o.t.doneLate() }
+
+// Incomplete counts the semaphore holds checked against part of the
+// holds that ended while they registered: a semaphore keeps the last
+// 4·permits+64 ended holds, for a second, which a hold registered that
+// late may need more of (see keptEnded). Such a check may miss a
+// violation; it never finds a false one.
+func (o *Oracle) Incomplete() int64 { return o.t.incomplete.Load() }
 
 // Keyed is an Oracle over resources and holders named by strings, created
 // as they are first seen: for callers with few holds whose names are not
@@ -159,7 +201,7 @@ func (k *Keyed) lookup(res, who string) (*slot, int) {
 	defer k.mu.Unlock()
 	sl := k.slots[res]
 	if sl == nil {
-		sl = &slot{name: res}
+		sl = &slot{}
 		k.slots[res] = sl
 	}
 	id, ok := k.who[who]
@@ -184,7 +226,7 @@ func (k *Keyed) HolderName(id int) string {
 // Begin is Oracle.Begin by names.
 func (k *Keyed) Begin(res, who string, h Hold) (handoff time.Duration, handed bool) {
 	sl, id := k.lookup(res, who)
-	return sl.begin(&k.t, id, h)
+	return sl.begin(&k.t, res, id, h)
 }
 
 // End is Oracle.End by names.
@@ -205,7 +247,8 @@ func (k *Keyed) DoneLate() (int64, []DoneLate) { return k.t.doneLate() }
 // slot is one resource's holds.
 type slot struct {
 	mu sync.Mutex
-	// holds are the registered holds, almost always zero or one.
+	// holds are the registered holds, almost always zero or one (up to
+	// the permits, on a semaphore).
 	holds []hold
 	// lastEnd is the latest end of an unregistered hold, in nanoseconds
 	// since base. A hold that starts before it overlapped that one, even
@@ -216,15 +259,57 @@ type slot struct {
 	// began at lastTokenStart.
 	lastToken      int64
 	lastTokenStart int64
-	name           string
+	// x is what shared holds and semaphores need beyond a lock, made when
+	// first needed, so that a lock's slot stays small.
+	x *slotExt
 }
 
+// slotExt is a slot's state for shared holds and for semaphores.
+type slotExt struct {
+	// lastExclEnd is lastEnd over the exclusive holds only, which a
+	// shared hold must begin after; lastExclWith is its holder.
+	lastExclEnd  int64
+	lastExclWith int32
+
+	// ended[head:] are a semaphore's holds that ended lately, sorted by
+	// their end (see keptEnded): a hold that registers after they ended
+	// may still have overlapped them.
+	ended []span
+	head  int
+	// forgot is the latest end of an ended hold no longer kept.
+	forgot int64
+	// latest is the latest start of a hold registered.
+	latest int64
+	// tokens are the last token of each of a semaphore's permit slots,
+	// by slot, and when its hold began.
+	tokens map[int32]tokenMark
+	// starts and ends are crowd's scratch.
+	starts, ends []int64
+}
+
+// span is an ended hold of a semaphore.
+type span struct {
+	who        int32
+	start, end int64
+}
+
+type tokenMark struct{ token, start int64 }
+
+// keptEnded bounds what a semaphore keeps of its ended holds: those that
+// ended less than a second before the latest start, at most
+// 4·permits+64 of them. A hold registered later than that after it began
+// (its holder descheduled for a second) is checked without the ones let
+// go, and counted in Incomplete.
+const keptEnded = time.Second
+
 type hold struct {
-	who   int32
-	start int64
-	until int64 // validity end, nanoseconds since base
-	live  Validity
-	done  <-chan struct{}
+	who    int32
+	permit int32
+	shared bool
+	start  int64
+	until  int64 // validity end, nanoseconds since base
+	live   Validity
+	done   <-chan struct{}
 }
 
 // validUntil is the hold's validity end now.
@@ -247,56 +332,222 @@ func closed(c <-chan struct{}) bool {
 	}
 }
 
-func (sl *slot) begin(t *tally, who int, h Hold) (handoff time.Duration, handed bool) {
+// begin registers who's hold h of the resource name; see Oracle.Begin.
+func (sl *slot) begin(t *tally, name string, who int, h Hold) (handoff time.Duration, handed bool) {
+	if t.permits > 1 {
+		return sl.beginPermit(t, name, who, h)
+	}
 	s0, u := t.ns(h.Start), t.ns(h.Until)
 	sl.mu.Lock()
+	if h.Shared && sl.x == nil {
+		// Every hold so far was exclusive.
+		sl.x = &slotExt{lastExclEnd: sl.lastEnd, lastExclWith: sl.lastEndWith}
+	}
 	kept := sl.holds[:0]
 	for _, old := range sl.holds {
-		// Read now: the holder's view of its validity at our start (or
-		// later, which only errs towards reporting).
-		until := old.validUntil(t)
-		switch {
-		case until <= s0:
-			// Its validity ended before we began: that hold is over, and
-			// its holder must have been told.
-			if old.done != nil && !closed(old.done) {
-				t.late(sl.name, int(old.who), who, s0, s0-until)
-			}
-			sl.ended(old.who, until)
-			continue
-		case closed(old.done):
-			// Its holder was told to stop trusting it; when exactly is
-			// not known here, at the latest now.
-			sl.ended(old.who, min(until, s0))
+		if sl.over(t, name, &old, who, s0) {
 			continue
 		}
-		t.violation(sl.name, int(old.who), who, s0, until-s0)
+		if !h.Shared || !old.shared {
+			t.violation(name, int(old.who), who, s0, old.validUntil(t)-s0, 0)
+		}
 		kept = append(kept, old)
 	}
-	if sl.lastEnd > s0 {
-		t.violation(sl.name, int(sl.lastEndWith), who, s0, sl.lastEnd-s0)
+	end, with := sl.lastEnd, sl.lastEndWith
+	if h.Shared {
+		end, with = sl.x.lastExclEnd, sl.x.lastExclWith
 	}
-	if !h.Asked.IsZero() && sl.lastEnd > 0 && sl.lastEnd <= s0 && t.ns(h.Asked) <= sl.lastEnd {
-		handoff, handed = time.Duration(s0-sl.lastEnd), true
+	if end > s0 {
+		t.violation(name, int(with), who, s0, end-s0, 0)
 	}
-	if h.Token != 0 {
-		sl.checkToken(t, who, s0, h.Token)
+	handoff, handed = sl.handoff(t, h, s0)
+	if h.Token != 0 && !h.Shared {
+		sl.checkToken(t, name, who, s0, h.Token)
 	}
-	sl.holds = append(kept, hold{who: int32(who), start: s0, until: u, live: h.Live, done: h.Done})
+	sl.holds = append(kept, hold{who: int32(who), shared: h.Shared, start: s0, until: u, live: h.Live, done: h.Done})
 	sl.mu.Unlock()
 	return handoff, handed
 }
 
+// over reports whether the registered hold old is over when who's hold
+// begins at s0, and if so ends it: its validity ended before (its holder
+// must have been told: Done-late otherwise), or its holder was told to
+// stop trusting it. The caller holds sl.mu.
+func (sl *slot) over(t *tally, name string, old *hold, who int, s0 int64) bool {
+	// Read now: the holder's view of its validity at our start (or later,
+	// which only errs towards reporting).
+	until := old.validUntil(t)
+	switch {
+	case until <= s0:
+		if old.done != nil && !closed(old.done) {
+			t.late(name, int(old.who), who, s0, s0-until)
+		}
+		sl.ended(t, old, until)
+		return true
+	case closed(old.done):
+		// When exactly it was told is not known here; at the latest now.
+		sl.ended(t, old, min(until, s0))
+		return true
+	}
+	return false
+}
+
+// handoff is the time since the previous hold ended, if h was asked for
+// before that. The caller holds sl.mu.
+func (sl *slot) handoff(t *tally, h Hold, s0 int64) (time.Duration, bool) {
+	if !h.Asked.IsZero() && sl.lastEnd > 0 && sl.lastEnd <= s0 && t.ns(h.Asked) <= sl.lastEnd {
+		return time.Duration(s0 - sl.lastEnd), true
+	}
+	return 0, false
+}
+
+// beginPermit is begin on a semaphore of t.permits permits: a violation is
+// an instant, from s0 on, at which the new hold and t.permits others were
+// held, registered or ended since.
+func (sl *slot) beginPermit(t *tally, name string, who int, h Hold) (handoff time.Duration, handed bool) {
+	s0, u := t.ns(h.Start), t.ns(h.Until)
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	x := sl.x
+	if x == nil {
+		x = &slotExt{}
+		sl.x = x
+	}
+	kept := sl.holds[:0]
+	for _, old := range sl.holds {
+		if !sl.over(t, name, &old, who, s0) {
+			kept = append(kept, old)
+		}
+	}
+	clear(sl.holds[len(kept):])
+	sl.holds = kept
+	x.latest = max(x.latest, s0)
+	x.prune(t.permits)
+	if x.forgot > s0 {
+		t.incomplete.Add(1)
+	}
+	hu := u
+	if h.Live != nil {
+		hu = t.ns(h.Live.ValidUntil())
+	}
+	if at, n, first, left := sl.crowd(t, s0, hu); n > t.permits {
+		t.violation(name, first, who, at, left, n)
+	}
+	handoff, handed = sl.handoff(t, h, s0)
+	if h.Token != 0 && h.Permit > 0 {
+		sl.checkPermitToken(t, name, who, s0, h.Token, int32(h.Permit-1))
+	}
+	sl.holds = append(sl.holds, hold{who: int32(who), permit: int32(h.Permit), start: s0, until: u, live: h.Live, done: h.Done})
+	return handoff, handed
+}
+
+// crowd finds the instant, from s0 on, at which the most holds of the
+// semaphore were held, the one beginning at s0 included (it lasts from
+// s0 until now or its validity end hu, whichever is first): the
+// registered holds, and those that ended after s0. It returns that
+// instant, how many held then, and of the others held then, the one that
+// ended first, with how long it had left. The caller holds sl.mu.
+func (sl *slot) crowd(t *tally, s0, hu int64) (at int64, n int, first int, left int64) {
+	x := sl.x
+	from := x.head + sort.Search(len(x.ended)-x.head, func(i int) bool { return x.ended[x.head+i].end > s0 })
+	recent := x.ended[from:]
+	if len(sl.holds)+len(recent) < t.permits {
+		return s0, len(sl.holds) + len(recent) + 1, -1, 0 // too few to be too many
+	}
+	starts, ends := x.starts[:0], x.ends[:0]
+	for i := range sl.holds {
+		starts = append(starts, max(sl.holds[i].start, s0))
+		ends = append(ends, sl.holds[i].validUntil(t))
+	}
+	for _, e := range recent {
+		starts = append(starts, max(e.start, s0))
+		ends = append(ends, e.end)
+	}
+	slices.Sort(starts)
+	slices.Sort(ends)
+	best, at := 0, s0
+	for i, j := 0, 0; i < len(starts); {
+		// Held at p: begun by p and not ended by p.
+		p := starts[i]
+		if p >= hu {
+			break // the new hold is over by then
+		}
+		for i < len(starts) && starts[i] == p {
+			i++
+		}
+		for j < len(ends) && ends[j] <= p {
+			j++
+		}
+		if c := i - j; c > best {
+			best, at = c, p
+		}
+	}
+	x.starts, x.ends = starts, ends
+	first, left = -1, int64(math.MaxInt64)
+	pick := func(who int32, start, end int64) {
+		if max(start, s0) <= at && end > at && end-at < left {
+			first, left = int(who), end-at
+		}
+	}
+	for i := range sl.holds {
+		pick(sl.holds[i].who, sl.holds[i].start, sl.holds[i].validUntil(t))
+	}
+	for _, e := range recent {
+		pick(e.who, e.start, e.end)
+	}
+	return at, best + 1, first, left
+}
+
+// prune lets go of the ended holds keptEnded does not keep.
+func (x *slotExt) prune(permits int) {
+	horizon, limit := x.latest-int64(keptEnded), 4*permits+64
+	for x.head < len(x.ended) && (x.ended[x.head].end <= horizon || len(x.ended)-x.head > limit) {
+		x.forgot = max(x.forgot, x.ended[x.head].end)
+		x.head++
+	}
+	if x.head >= 64 && 2*x.head >= len(x.ended) {
+		n := copy(x.ended, x.ended[x.head:])
+		x.ended, x.head = x.ended[:n], 0
+	}
+}
+
+// keep adds an ended hold of a semaphore, in the order of the ends: they
+// come almost in order, so the insertion is short.
+func (x *slotExt) keep(e span) {
+	x.ended = append(x.ended, e)
+	for i := len(x.ended) - 1; i > x.head && x.ended[i-1].end > e.end; i-- {
+		x.ended[i], x.ended[i-1] = x.ended[i-1], x.ended[i]
+	}
+}
+
 // checkToken compares a hold's token with the token of the hold of the
 // same resource that began just before it. The caller holds sl.mu.
-func (sl *slot) checkToken(t *tally, who int, s0, token int64) {
+func (sl *slot) checkToken(t *tally, name string, who int, s0, token int64) {
 	t.tokensChecked.Add(1)
 	prev, later := sl.lastToken, s0 >= sl.lastTokenStart
 	if prev != 0 && (later && token <= prev || !later && token >= prev) {
-		t.staleToken(sl.name, who, s0, token, prev)
+		t.staleToken(name, who, s0, token, prev)
 	}
 	if later {
 		sl.lastToken, sl.lastTokenStart = max(token, prev), s0
+	}
+}
+
+// checkPermitToken is checkToken for a semaphore's permit slot: tokens
+// increase per slot. The caller holds sl.mu.
+func (sl *slot) checkPermitToken(t *tally, name string, who int, s0, token int64, permit int32) {
+	x := sl.x
+	if x.tokens == nil {
+		x.tokens = map[int32]tokenMark{}
+	}
+	m := x.tokens[permit]
+	t.tokensChecked.Add(1)
+	later := s0 >= m.start
+	if m.token != 0 && (later && token <= m.token || !later && token >= m.token) {
+		t.staleToken(name, who, s0, token, m.token)
+	}
+	if later {
+		x.tokens[permit] = tokenMark{token: max(token, m.token), start: s0}
 	}
 }
 
@@ -306,8 +557,7 @@ func (sl *slot) end(t *tally, who int, at time.Time) {
 	for i := range sl.holds {
 		h := &sl.holds[i]
 		if h.who == int32(who) {
-			e = min(e, h.validUntil(t))
-			sl.ended(h.who, e)
+			sl.ended(t, h, min(e, h.validUntil(t)))
 			last := len(sl.holds) - 1
 			sl.holds[i] = sl.holds[last]
 			sl.holds[last] = hold{}
@@ -318,15 +568,30 @@ func (sl *slot) end(t *tally, who int, at time.Time) {
 	sl.mu.Unlock()
 }
 
-func (sl *slot) ended(who int32, at int64) {
+// ended records that hold h ended at at. The caller holds sl.mu.
+func (sl *slot) ended(t *tally, h *hold, at int64) {
 	if at > sl.lastEnd {
-		sl.lastEnd, sl.lastEndWith = at, who
+		sl.lastEnd, sl.lastEndWith = at, h.who
+	}
+	x := sl.x
+	switch {
+	case x == nil:
+	case t.permits > 1:
+		x.keep(span{who: h.who, start: h.start, end: at})
+	case !h.shared && at > x.lastExclEnd:
+		x.lastExclEnd, x.lastExclWith = at, h.who
 	}
 }
 
 // tally is the counters and examples an oracle reports.
 type tally struct {
 	base time.Time
+	// permits is how many holds of one resource may overlap: 1 for a
+	// lock (every overlapping pair is a violation), P for a semaphore.
+	permits int
+	// incomplete counts the semaphore holds checked without every ended
+	// hold they may have overlapped (see keptEnded).
+	incomplete atomic.Int64
 
 	count    atomic.Int64
 	mu       sync.Mutex
@@ -342,13 +607,13 @@ type tally struct {
 
 func (t *tally) ns(at time.Time) int64 { return at.Sub(t.base).Nanoseconds() }
 
-func (t *tally) violation(res string, first, second int, at, left int64) {
+func (t *tally) violation(res string, first, second int, at, left int64, holders int) {
 	if t.count.Add(1) > MaxExamples {
 		return
 	}
 	t.mu.Lock()
 	t.examples = append(t.examples, Violation{Resource: res, First: first, Second: second,
-		At: time.Duration(at), FirstLeft: time.Duration(left)})
+		At: time.Duration(at), FirstLeft: time.Duration(left), Holders: holders})
 	t.mu.Unlock()
 }
 

@@ -193,14 +193,19 @@ func (s *session) interrupted() error {
 	return &exitError{code: exitInterrupted, msg: "interrupted: partial results in " + s.dir}
 }
 
-// violated is the error of results in which two holders of one resource
-// overlapped: n violations, by whom (the engines of a comparison; empty
-// for one run), to be seen in where.
-func violated(n int64, whom, where string) error {
+// violated is the error of results in which the oracle found the lock's
+// rule broken (two holders of one resource overlapped; more holders of a
+// semaphore than permits): n violations, by whom (the engines of a
+// comparison; empty for one run), with lock (--lock), to be seen in where.
+func violated(n int64, whom, lock, where string) error {
 	if whom != "" {
 		whom = " (" + whom + ")"
 	}
-	return &exitError{code: 1, msg: fmt.Sprintf("%d safety violations%s: two holders of one resource overlapped (see %s)", n, whom, where)}
+	what := "two holders of one resource overlapped"
+	if strings.HasPrefix(lock, "semaphore:") {
+		what = results.BrokenRule(lock)
+	}
+	return &exitError{code: 1, msg: fmt.Sprintf("%d safety violations%s: %s (see %s)", n, whom, what, where)}
 }
 
 // makeRunDir creates a run's results directory (see makeOutDir): without

@@ -49,6 +49,8 @@ func TestEverySizeIsBounded(t *testing.T) {
 		{[]string{"chaos", "--duration", "25h"}, "--duration: must be in 1ns..24h0m0s, got 25h0m0s"},
 		{[]string{"chaos", "--jump", "25h"}, "--jump: must be in 1ns..24h0m0s, got 25h0m0s"},
 		{[]string{"chaos", "--masters", manyMasters()}, "--masters: must name at most 63 masters, got 64"},
+		{[]string{"run", "--lock", "semaphore:1024", "--resources", "10000"}, "--lock: --resources × --clients × (P+4) must be at most 8000000"},
+		{[]string{"chaos", "--lock", "semaphore:1024", "--resources", "1000", "--clients", "64"}, "--lock: --resources × --clients × (P+4) must be at most 8000000"},
 	} {
 		t.Chdir(t.TempDir())
 		var stdout, stderr bytes.Buffer

@@ -213,7 +213,7 @@ func compareLines(c *results.Comparison) []string {
 			out = append(out, r.Engine+": no complete run")
 			continue
 		}
-		f := figures{name: r.Engine, perSec: m.AcquiredPerSec, p50Us: m.AcquireP50Us, p99Us: m.AcquireP99Us,
+		f := figures{name: engineLock(r.Engine, c.Lock), perSec: m.AcquiredPerSec, p50Us: m.AcquireP50Us, p99Us: m.AcquireP99Us,
 			errors: int64(m.Errors), violations: r.Violations, unchecked: unchecked(c.Config),
 			notes: []string{fmt.Sprintf("median of %d runs", r.Runs)}}
 		if r.Ratio != nil && r.Ratio.AcquiredPerSec != nil {

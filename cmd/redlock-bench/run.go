@@ -30,6 +30,7 @@ type runOptions struct {
 	clients      int
 	resources    int
 	distribution string
+	lock         string
 	mode         string
 	waitTimeout  time.Duration
 	hold         string
@@ -77,6 +78,7 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 	fs.IntVar(&o.clients, "clients", d.Clients, fmt.Sprintf("independent engine instances with their own connections, shared round-robin by the workers, at most %d", bench.MaxClients))
 	fs.IntVar(&o.resources, "resources", d.Resources, fmt.Sprintf("number of distinct lock names, at most %d", bench.MaxResources))
 	fs.StringVar(&o.distribution, "distribution", d.Distribution.String(), "which resource each operation locks: uniform, or zipf:S (S > 1) for hot keys")
+	fs.StringVar(&o.lock, "lock", d.Lock.String(), "what each operation takes: mutex; semaphore:P, a permit of the resource's semaphore of P permits (redlock); multi:K, one lease on K distinct resources drawn by --distribution (K mutexes one after another for an engine without one, and for "+bench.EngineSequential+"); rw:F, a read/write lock, is not built yet")
 	fs.StringVar(&o.mode, "mode", string(d.Mode), "try (one attempt) or wait (Lock until acquired or --wait-timeout)")
 	fs.DurationVar(&o.waitTimeout, "wait-timeout", d.WaitTimeout, "mode wait: give up on a Lock after this long")
 	fs.StringVar(&o.hold, "hold", d.Hold.String(), "time held before release: 0, a duration, exp:MEAN or uniform:MIN-MAX")
@@ -284,6 +286,9 @@ func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 	if c.Distribution, err = bench.ParseDistribution(o.distribution); err != nil {
 		return badFlag("distribution", o.distribution, err.Error())
 	}
+	if c.Lock, err = bench.ParseLock(o.lock); err != nil {
+		return badFlag("lock", o.lock, err.Error())
+	}
 	if c.Mode, err = bench.ParseMode(o.mode); err != nil {
 		return badFlag("mode", o.mode, err.Error())
 	}
@@ -356,7 +361,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	summary := filepath.Join(sess.dir, results.SummaryText)
 	switch {
 	case s.Violations > 0:
-		return violated(s.Violations, "", summary)
+		return violated(s.Violations, "", s.LockKind(), summary)
 	case s.StaleTokens > 0:
 		return &exitError{code: 1, msg: fmt.Sprintf("%d stale fencing tokens: a holder's token was not above the previous holder's (see %s)",
 			s.StaleTokens, summary)}
@@ -394,12 +399,21 @@ func quietLine(s *results.Summary) string {
 	if s.Mode == "wait" {
 		st = s.WaitLatencyUs
 	}
-	f := figures{name: s.Engine, perSec: s.AcquiredPerSec, p50Us: float64(st.P50), p99Us: float64(st.P99),
+	f := figures{name: engineLock(s.Engine, s.LockKind()), perSec: s.AcquiredPerSec, p50Us: float64(st.P50), p99Us: float64(st.P99),
 		errors: s.ErrorTotal(), kinds: errorKinds(s), lost: s.LostLeases, unchecked: !s.Checked, violations: s.Violations, stale: s.StaleTokens}
 	if s.Interrupted {
 		f.notes = append(f.notes, "interrupted")
 	}
 	return f.line()
+}
+
+// engineLock names an engine and, unless it is the mutex, the lock it
+// took: "redlock semaphore:8".
+func engineLock(engine, lock string) string {
+	if lock == "" || lock == "mutex" {
+		return engine
+	}
+	return engine + " " + lock
 }
 
 // measuredNothing says, in one line, why a finished run measured no lock

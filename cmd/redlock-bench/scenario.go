@@ -15,6 +15,7 @@ import (
 
 // scenarioOptions are the flags of `redlock-bench scenario`.
 type scenarioOptions struct {
+	lock       string
 	out        string
 	quarantine string
 	fencing    bool
@@ -29,6 +30,10 @@ func newScenarioFlags(o *scenarioOptions) *pflag.FlagSet {
 	fs.BoolVar(&o.fencing, "fencing", false, "paused-holder, clock-jump: fencing tokens on, so that the stale holder's writes are rejected")
 	fs.BoolVar(&o.short, "short", false, "shorten every phase (same verdicts, noisier figures)")
 	fs.BoolVar(&o.names, "names", false, "list: print the names only, one per line")
+	// --lock is refused by name, rather than as an unknown flag: the
+	// scenarios script the mutex's failure modes, and run and chaos take it.
+	fs.StringVar(&o.lock, "lock", "", "")
+	_ = fs.MarkHidden("lock")
 	addVersionFlag(fs)
 	return fs
 }
@@ -59,6 +64,9 @@ func scenarioCommand(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	if fs.NArg() != 1 {
 		return usageErrorf("scenario: want one scenario name or list, got %d arguments (see redlock-bench scenario --help)", fs.NArg())
+	}
+	if fs.Changed("lock") {
+		return usageErrorf("--lock: the scenarios reproduce the mutex's failure modes and take no --lock (run, sweep, compare and chaos do), got %s", o.lock)
 	}
 	name := fs.Arg(0)
 	if name == "list" {

@@ -176,7 +176,7 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	switch {
 	case violations > 0:
-		return violated(violations, "", strings.Join(bad, ", "))
+		return violated(violations, "", sc.Base.Lock.String(), strings.Join(bad, ", "))
 	case sw.Interrupted:
 		return sess.interrupted()
 	case sw.SLO != nil && sw.SLOPoint == nil:

@@ -1,0 +1,132 @@
+package bench
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/internal/redistest"
+	"github.com/redlock-bench/redlock/results"
+)
+
+// familyConfig is shortConfig taking lock.
+func familyConfig(engine string, masters []string, lock Lock) Config {
+	c := shortConfig(engine, masters)
+	c.Lock = lock
+	return c
+}
+
+// requireLive fails a run that proves nothing: nothing acquired, or (for
+// a safety claim) no contention.
+func requireLive(t *testing.T, s *results.Summary, contended bool) {
+	t.Helper()
+	if s.Acquired == 0 || contended && s.Contended == 0 {
+		var b bytes.Buffer
+		results.WriteText(&b, s)
+		t.Fatalf("want acquisitions%s, got acquired %d contended %d:\n%s",
+			map[bool]string{true: " and contention"}[contended], s.Acquired, s.Contended, b.String())
+	}
+}
+
+// The semaphore's check can fail: the control admits one holder too many,
+// P+1, and the oracle counts the breach and no more than it.
+func TestNolockSemaphoreTripsTheOracle(t *testing.T) {
+	noLeaks(t)
+	s := run(t, familyConfig("nolock", nil, Lock{Kind: LockSemaphore, Permits: 2})).Summary
+	requireLive(t, s, true)
+	if s.Violations == 0 || len(s.ViolationExamples) == 0 {
+		t.Fatalf("a control that admits 3 holders of a semaphore of 2: %d violations; the oracle is blind", s.Violations)
+	}
+	for _, v := range s.ViolationExamples {
+		if v.Holders != 3 {
+			t.Errorf("example %+v: the control never admits more than 3, want 3 holders", v)
+		}
+	}
+	if s.Lock != "semaphore:2" || s.Config.Lock != "semaphore:2" {
+		t.Errorf("lock %q, config lock %q", s.Lock, s.Config.Lock)
+	}
+}
+
+// The multi-resource check can fail, on any resource of a lease: the
+// control takes every resource of a lease exclusively but the last, which
+// only a worker that registers each of the K resources sees overlap.
+func TestNolockMultiTripsTheOracle(t *testing.T) {
+	noLeaks(t)
+	cfg := familyConfig("nolock", nil, Lock{Kind: LockMulti, K: 3})
+	cfg.Resources = 6
+	s := run(t, cfg).Summary
+	requireLive(t, s, true)
+	if s.Violations == 0 {
+		t.Fatalf("a control that leaves the last resource of each lease unguarded: no violations; the oracle is blind")
+	}
+}
+
+// Our semaphore keeps at most P holders under contention, in both modes,
+// with fencing tokens increasing per permit slot.
+func TestRedlockSemaphoreRun(t *testing.T) {
+	noLeaks(t)
+	c := redistest.StartT(t, 5)
+	for _, mode := range []Mode{ModeTry, ModeWait} {
+		cfg := familyConfig("redlock", c.Addrs(), Lock{Kind: LockSemaphore, Permits: 3})
+		cfg.Resources, cfg.Mode, cfg.Fencing = 2, mode, true
+		cfg.KeyPrefix = "sem-" + string(mode) + ":"
+		s := run(t, cfg).Summary
+		requireLive(t, s, mode == ModeTry)
+		if s.Violations != 0 || s.StaleTokens != 0 {
+			t.Fatalf("%s: %d violations %+v, %d stale tokens %+v", mode, s.Violations, s.ViolationExamples, s.StaleTokens, s.StaleTokenExamples)
+		}
+		if s.TokensChecked == 0 {
+			t.Errorf("%s: fencing on, no token checked", mode)
+		}
+		if e := s.ErrorTotal(); e*100 > s.Attempts {
+			t.Errorf("%s: errors on healthy masters: %v of %d attempts (%v)", mode, s.Errors, s.Attempts, s.ErrorExamples)
+		}
+	}
+}
+
+// Our multi-resource lease keeps each of its resources exclusive, in both
+// modes, and so do K mutexes taken one after another, ours and redsync's.
+func TestMultiRun(t *testing.T) {
+	noLeaks(t)
+	c := redistest.StartT(t, 5)
+	for _, r := range []struct {
+		engine string
+		mode   Mode
+	}{
+		{"redlock", ModeTry}, {"redlock", ModeWait}, {EngineSequential, ModeTry}, {EngineSequential, ModeWait},
+		{engineRedsyncRueidis, ModeTry},
+	} {
+		cfg := familyConfig(r.engine, c.Addrs(), Lock{Kind: LockMulti, K: 3})
+		cfg.Resources, cfg.Mode = 6, r.mode
+		cfg.Fencing = IsRedlock(r.engine)
+		cfg.KeyPrefix = labelSafe(r.engine) + "-" + string(r.mode) + ":"
+		s := run(t, cfg).Summary
+		requireLive(t, s, r.mode == ModeTry)
+		if s.Violations != 0 || s.StaleTokens != 0 {
+			t.Fatalf("%s %s: %d violations %+v, %d stale tokens %+v", r.engine, r.mode, s.Violations, s.ViolationExamples, s.StaleTokens, s.StaleTokenExamples)
+		}
+		if cfg.Fencing && s.TokensChecked < 3*s.Acquired {
+			t.Errorf("%s %s: %d tokens checked for %d leases of 3 resources", r.engine, r.mode, s.TokensChecked, s.Acquired)
+		}
+		if e := s.ErrorTotal(); e*100 > s.Attempts {
+			t.Errorf("%s %s: errors on healthy masters: %v of %d attempts (%v)", r.engine, r.mode, s.Errors, s.Attempts, s.ErrorExamples)
+		}
+	}
+}
+
+// A run's results say what it took: summary.json's lock, the line of -q,
+// and the safety line of summary.txt.
+func TestSummaryRecordsTheLock(t *testing.T) {
+	cfg := familyConfig("nolock", nil, Lock{Kind: LockSemaphore, Permits: 4})
+	cfg.Workers, cfg.Duration, cfg.Warmup = 2, 100*time.Millisecond, 0
+	s := run(t, cfg).Summary
+	var b bytes.Buffer
+	if err := results.WriteText(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"lock         semaphore:4\n", "OK: never more holders of a semaphore at once than its 4 permits"} {
+		if !bytes.Contains(b.Bytes(), []byte(want)) {
+			t.Errorf("summary.txt lacks %q:\n%s", want, b.String())
+		}
+	}
+}

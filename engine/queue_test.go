@@ -894,11 +894,17 @@ func TestLateReleaseWakesTheNewHolderBeforeAnOlderWaiter(t *testing.T) {
 			c.NodeTimeout = time.Second
 			c.Masters = []string{slow.addr(), addrs[1], addrs[2]}
 		})
-		waiterL := e.locker(cfg)
+		waiterL := e.locker(func(c *engine.Config) {
+			cfg(c)
+			c.NodeTimeout = time.Second // a loaded machine: no attempt cut short
+		})
 		held, err := holderL.TryLock(ctx, res)
 		if err != nil {
 			t.Fatal(err)
 		}
+		// TryLock returned at quorum: the SET through the proxy may still be
+		// on its way, and the waiter's attempt, sent direct, overtake it.
+		eventually(t, 5*time.Second, "the holder's key on master 0", func() bool { return e.get(0, res) == held.Value() })
 		got := make(chan *engine.Lease, 1)
 		go func() {
 			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -986,10 +992,18 @@ func latePoppedHolderReleases(t *testing.T, all bool, cfg func(*engine.Config)) 
 		c.NodeTimeout = time.Second
 		c.Masters = []string{slow.addr(), addrs[1], addrs[2]}
 	})
-	waiterL := e.locker(cfg)
+	waiterL := e.locker(func(c *engine.Config) {
+		cfg(c)
+		c.NodeTimeout = time.Second // a loaded machine: no attempt cut short
+	})
 	held, err := lock(ctx, holderL)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The holder's lock returned at quorum: its SET through the proxy may
+	// still be on its way, and the waiter's attempt, sent direct, overtake it.
+	for _, res := range names {
+		eventually(t, 5*time.Second, "the holder's key on master 0", func() bool { return e.get(0, res) == held.Value() })
 	}
 	got := make(chan *engine.Lease, 1)
 	go func() {

@@ -425,6 +425,9 @@ func (r *round) skippable() bool {
 func (r *round) finish(i int, res rueidis.RedisResult) {
 	var v Vote
 	v.Outcome, v.Value, v.Err = r.classify(res)
+	if v.Err != nil && r.pool.nodes[i].seeds != nil {
+		v.Err = migrating(v.Err)
+	}
 	r.deliver(i, v, &res)
 }
 

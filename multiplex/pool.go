@@ -178,6 +178,9 @@ type Script struct {
 	// Script.Coalesce); a node worker that finds several commands of
 	// this script queued sends them as one Multi call.
 	Multi *Script
+	// guard is the form a cluster vote runs (see guarded), made on first
+	// use.
+	guard atomic.Pointer[Script]
 }
 
 // NewScript computes the script's SHA1, as SCRIPT LOAD does.
@@ -194,10 +197,12 @@ type Pool struct {
 	timeout  time.Duration
 	scripts  map[string]*Script
 	// scriptList is every script body, Multi ones included, loaded on
-	// each new connection.
-	scriptList []*Script
-	builder    rueidis.Builder
-	rounds     sync.Pool
+	// each new connection to a master; clusterScripts are their guarded
+	// forms, loaded on each new connection to a cluster's node.
+	scriptList     []*Script
+	clusterScripts []*Script
+	builder        rueidis.Builder
+	rounds         sync.Pool
 	// Admission: a round takes a free slot, which holds its deadline for
 	// the watchdog and the channel its gatherer waits on.
 	slots       []slot
@@ -384,6 +389,9 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		p.scripts[s.SHA] = s
 		for ; s != nil; s = s.Multi {
 			p.scriptList = append(p.scriptList, s)
+			if len(o.Clusters) > 0 {
+				p.clusterScripts = append(p.clusterScripts, s.guarded())
+			}
 		}
 	}
 	for i := range p.slots {
@@ -913,7 +921,7 @@ func (p *Pool) buildFor(n *node, c *Command, eval bool) rueidis.Completed {
 	if n.seeds == nil {
 		return buildWith(p.builder, c, eval)
 	}
-	return buildWith(n.builder, c, eval).SetSlot(c.Key)
+	return buildCluster(n.builder, c, eval)
 }
 
 // build makes the rueidis command for a master.

@@ -296,7 +296,7 @@ func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Co
 				}
 				return nil, err
 			}
-			if err := rawLoadScripts(conn, deadline, p.scriptList); err != nil {
+			if err := rawLoadScripts(conn, deadline, p.clusterScripts); err != nil {
 				conn.Close()
 				return nil, err
 			}

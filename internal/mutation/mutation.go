@@ -96,13 +96,18 @@ var (
 	// (or a primary new to the vote) votes at once, although it may lack
 	// the locks its primary granted: a second holder.
 	ClusterFailoverTrusted = &Switch{name: "cluster-failover-trusted"}
+	// ClusterMigrationUnguarded: a cluster vote's scripts declare their
+	// key alone, without the slot's guard: while the slot migrates, the
+	// target runs a script whose other keys are still on the source, and
+	// a semaphore grants a slot held there.
+	ClusterMigrationUnguarded = &Switch{name: "cluster-migration-unguarded"}
 )
 
 // All is every switch, for flags and tables.
 var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext, SplitVoteStaleEntry,
 	QuitKeepsTurn, GhostInQueue, FencingWithoutClockFloor, AcquireAllPartial, ExpiredLeaseKeepsKey,
 	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
-	CoalesceAcrossSlots, ClusterFailoverTrusted}
+	CoalesceAcrossSlots, ClusterFailoverTrusted, ClusterMigrationUnguarded}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

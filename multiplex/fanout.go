@@ -437,7 +437,7 @@ func (r *round) deliver(i int, v Vote, res *rueidis.RedisResult) {
 	defer p.inflight.Add(-1)
 	node := p.nodes[i]
 	if v.Outcome == OK {
-		if err := p.countable(node); err != nil {
+		if err := p.countable(node, r.cmd.Key); err != nil {
 			// The command ran, but a restarted node's yes proves nothing.
 			v.Outcome, v.Err = Failed, err
 		}

@@ -278,9 +278,12 @@ type node struct {
 	down       atomic.Bool  // the last command failed on the connection
 	quarantine atomic.Int64 // deadline as nanoseconds since Pool.epoch
 	qerr       atomic.Pointer[QuarantineError]
-	skew       atomic.Pointer[error] // set while the node's clock is too far off (MaxClockSkew)
-	clockGen   atomic.Uint64         // new connections whose clock was judged (judgeClock)
-	restarts   atomic.Int64
+	// slotq are a cluster vote's slots kept out of the vote, each range
+	// until its deadline (see quarantineSlots); nil for a master.
+	slotq    atomic.Pointer[[]slotQuarantine]
+	skew     atomic.Pointer[error] // set while the node's clock is too far off (MaxClockSkew)
+	clockGen atomic.Uint64         // new connections whose clock was judged (judgeClock)
+	restarts atomic.Int64
 
 	ok, refused, failed, timedOut atomic.Int64
 }
@@ -309,6 +312,10 @@ type serverInfo struct {
 	// sets it.
 	ClockOffset time.Duration
 	ClockKnown  bool
+	// view is a cluster node's CLUSTER NODES, read with its INFO on a
+	// new connection; nil for a master, or when the node did not answer
+	// it.
+	view *clusterView
 }
 
 // measureClock sets ClockOffset from ServerTime, read on a request sent at
@@ -817,7 +824,11 @@ func (n *node) Counts() (ok, refused, failed, timedOut int64) {
 // trackedConn is a connection to a master that Close can cut.
 type trackedConn struct {
 	net.Conn
-	p    *Pool
+	p *Pool
+	// vote and addr are the node the connection is to: a master, or a
+	// cluster vote and the address of its node.
+	vote *node
+	addr string
 	once sync.Once
 }
 
@@ -832,8 +843,8 @@ func (c *trackedConn) Close() error {
 
 // track registers conn for Close to cut; once Close has cut the others,
 // it cuts conn at once.
-func (p *Pool) track(conn net.Conn) net.Conn {
-	c := &trackedConn{Conn: conn, p: p}
+func (p *Pool) track(conn net.Conn, vote *node, addr string) net.Conn {
+	c := &trackedConn{Conn: conn, p: p, vote: vote, addr: addr}
 	p.connMu.Lock()
 	if p.conns == nil {
 		p.conns = make(map[*trackedConn]struct{})

@@ -101,13 +101,18 @@ var (
 	// target runs a script whose other keys are still on the source, and
 	// a semaphore grants a slot held there.
 	ClusterMigrationUnguarded = &Switch{name: "cluster-migration-unguarded"}
+	// ClusterDemotedConnKept: a connection to a cluster's primary that a
+	// failover demoted stays open: promoted again (a failback), the node
+	// votes on it at once, unchecked, though it may lack what its
+	// replacement granted.
+	ClusterDemotedConnKept = &Switch{name: "cluster-demoted-conn-kept"}
 )
 
 // All is every switch, for flags and tables.
 var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext, SplitVoteStaleEntry,
 	QuitKeepsTurn, GhostInQueue, FencingWithoutClockFloor, AcquireAllPartial, ExpiredLeaseKeepsKey,
 	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
-	CoalesceAcrossSlots, ClusterFailoverTrusted, ClusterMigrationUnguarded}
+	CoalesceAcrossSlots, ClusterFailoverTrusted, ClusterMigrationUnguarded, ClusterDemotedConnKept}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

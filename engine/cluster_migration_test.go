@@ -3,7 +3,10 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,5 +188,149 @@ func TestClusterMigrationFencingStaysMonotonic(t *testing.T) {
 				t.Logf("B refused: %v", err)
 			}
 		})
+	}
+}
+
+// holders is an overlap checker: who holds each resource now, by the
+// validity each holder's lease had when it was handed out.
+type holders struct {
+	mu         sync.Mutex
+	held       map[string]map[*engine.Lease]time.Time
+	token      map[string]int64
+	violations []string
+}
+
+// take records le on resource, which admits limit holders at once.
+func (h *holders) take(resource string, limit int, le *engine.Lease) {
+	now := time.Now()
+	until := now.Add(le.Validity())
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held[resource] == nil {
+		h.held[resource] = make(map[*engine.Lease]time.Time)
+	}
+	valid := 0
+	for _, u := range h.held[resource] {
+		if u.After(now) {
+			valid++
+		}
+	}
+	if valid >= limit {
+		h.violations = append(h.violations, fmt.Sprintf("%s: a holder while %d valid ones (limit %d)", resource, valid, limit))
+	}
+	if limit == 1 && le.Token() != 0 {
+		if last := h.token[resource]; le.Token() <= last {
+			h.violations = append(h.violations, fmt.Sprintf("%s: token %d after %d", resource, le.Token(), last))
+		}
+		h.token[resource] = le.Token()
+	}
+	h.held[resource][le] = until
+}
+
+func (h *holders) drop(resource string, le *engine.Lease) {
+	h.mu.Lock()
+	delete(h.held[resource], le)
+	h.mu.Unlock()
+}
+
+// Slots move back and forth between the shards of each of three
+// clusters, step by step as a reshard does (IMPORTING and MIGRATING, the
+// keys moved with MIGRATE, SETSLOT NODE), while three Lockers with
+// fencing take two locks and a semaphore of two permits, all in the
+// moving slot, with TryLock, Lock and TryAcquire. No resource has more
+// holders than it admits within their validity, and each lock's tokens
+// increase. The engine never writes a key on the target that the source
+// still holds: a MIGRATE never finds its key there (BUSYKEY). With
+// cluster-migration-unguarded on, scripts run on the target with the
+// ASKING flag and write fencing counters and semaphore keys that the
+// source still has, and the first MIGRATE of them fails so.
+func TestClusterMigrationUnderLoad(t *testing.T) {
+	clusters := redistest.StartClustersT(t, 3, redistest.ClusterOptions{Shards: 2})
+	time.Sleep(1100 * time.Millisecond)
+	cfg := clusterConfig(clusters, 2*time.Second)
+	cfg.Fencing = true
+	lockers := []*engine.Locker{newLockerT(t, cfg), newLockerT(t, cfg), newLockerT(t, cfg)}
+	locks := []string{"{hot}:a", "{hot}:b"}
+	slot := multiplex.KeySlot(clusterKey(locks[0]))
+	h := &holders{held: make(map[string]map[*engine.Lease]time.Time), token: make(map[string]int64)}
+	run := 8 * time.Second
+	if testing.Short() {
+		run = 3 * time.Second
+	}
+	ctx, stop := context.WithTimeout(context.Background(), run)
+	defer stop()
+	var wg sync.WaitGroup
+	var moves, acquired, migrating atomic.Int64
+	for _, c := range clusters {
+		wg.Go(func() {
+			from, to := c.Shards[0].Nodes[0], c.Shards[1].Nodes[0]
+			for ctx.Err() == nil {
+				// Background: the moves run to their end after the load.
+				bg := context.Background()
+				if err := c.BeginMigration(bg, slot, from, to); err != nil {
+					t.Errorf("begin: %v", err)
+					return
+				}
+				time.Sleep(30 * time.Millisecond)
+				if _, err := c.MigrateKeys(bg, slot, from, to); err != nil {
+					t.Errorf("MIGRATE: %v", err)
+					return
+				}
+				time.Sleep(30 * time.Millisecond)
+				if err := c.FinishMigration(bg, slot, from, to); err != nil {
+					t.Errorf("finish: %v", err)
+					return
+				}
+				moves.Add(1)
+				from, to = to, from
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
+	for w := range 6 {
+		l := lockers[w%len(lockers)]
+		sem, err := l.Semaphore("hot", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				name, limit := locks[(w+i)%2], 1
+				var le *engine.Lease
+				var err error
+				switch i % 3 {
+				case 0:
+					le, err = l.TryLock(ctx, name)
+				case 1:
+					lctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+					le, err = l.Lock(lctx, name)
+					cancel()
+				default:
+					name, limit = "sem:hot", 2
+					le, err = sem.TryAcquire(ctx)
+				}
+				if errors.Is(err, multiplex.ErrSlotMigrating) {
+					migrating.Add(1)
+				}
+				if err != nil {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				acquired.Add(1)
+				h.take(name, limit, le)
+				time.Sleep(time.Duration(i%5) * time.Millisecond)
+				h.drop(name, le)
+				le.Release(context.Background())
+			}
+		})
+	}
+	wg.Wait()
+	for _, v := range h.violations {
+		t.Error(v)
+	}
+	t.Logf("%d slot moves, %d leases, %d refusals naming a migration", moves.Load(), acquired.Load(), migrating.Load())
+	if moves.Load() < 6 || acquired.Load() < 100 || migrating.Load() == 0 {
+		t.Errorf("too little happened to prove anything: %d moves, %d leases, %d refusals naming a migration",
+			moves.Load(), acquired.Load(), migrating.Load())
 	}
 }

@@ -120,7 +120,7 @@ func TestClusterMigrationSemaphoreKeepsItsPermit(t *testing.T) {
 				t.Fatalf("with %s on, B was refused (%v): the test cannot catch it", mutation.ClusterMigrationUnguarded.Name(), err)
 			case !errors.Is(err, engine.ErrNotAcquired) && !errors.Is(err, engine.ErrNoQuorum):
 				t.Fatalf("B's TryAcquire: %v", err)
-			case !errors.Is(err, multiplex.ErrSlotMigrating):
+			case !errors.Is(err, engine.ErrSlotMigrating):
 				t.Errorf("B's refusal does not name the migration: %v", err)
 			default:
 				t.Logf("B refused: %v", err)
@@ -309,7 +309,7 @@ func TestClusterMigrationUnderLoad(t *testing.T) {
 					name, limit = "sem:hot", 2
 					le, err = sem.TryAcquire(ctx)
 				}
-				if errors.Is(err, multiplex.ErrSlotMigrating) {
+				if errors.Is(err, engine.ErrSlotMigrating) {
 					migrating.Add(1)
 				}
 				if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,6 +180,73 @@ func TestClusterFailbackKeepsTheOldPrimaryOut(t *testing.T) {
 				t.Fatalf("B's TryLock: %v, want refused for the quarantine", err)
 			default:
 				t.Logf("B refused: %v", err)
+			}
+		})
+	}
+}
+
+// A shard's primary whose clock is far from the others' must not vote
+// while fencing relies on the clocks: once it has forgotten its counters
+// its clock alone orders its slots' tokens. Each cluster node's clock is
+// judged on every new connection, as a master's is, and only its slots
+// sit out. Two masters and a cluster of two shards are the votes; shard
+// 1's primary is reached through a proxy that puts its clock an hour
+// behind. Master 0 holds a resource of each shard for someone else, so
+// the cluster's vote decides: shard 0's is taken, shard 1's is refused
+// with ErrClockSkew. With cluster-clock-unjudged on (the control), shard
+// 1's is taken too.
+func TestClusterNodeWithASkewedClockSitsOut(t *testing.T) {
+	for _, unjudged := range []bool{false, true} {
+		t.Run(map[bool]string{false: "judged", true: "control"}[unjudged], func(t *testing.T) {
+			defer mutation.ClusterClockUnjudged.Set(unjudged)()
+			e := newMigrationEnv(t)
+			var shift atomic.Int64
+			shift.Store(-time.Hour.Microseconds())
+			skewed := e.cluster.Shards[1].Nodes[0]
+			px := shiftedClockProxy(t, skewed.Addr(), &shift)
+			l := e.locker(func(c *engine.Config) {
+				c.Fencing = true
+				c.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
+					if addr == skewed.Addr() {
+						addr = px.addr()
+					}
+					var d net.Dialer
+					return d.DialContext(ctx, "tcp", addr)
+				}
+			})
+			ctx := context.Background()
+			n0, n1 := shardNames("sk")
+			for _, name := range []string{n0, n1} {
+				e.master(0, "SET", clusterKey(name), "someone-else", "PX", "60000")
+			}
+			// A first attempt may meet a connection being replaced.
+			var last error
+			if !within(5*time.Second, func() bool {
+				le, err := l.TryLock(ctx, n0)
+				if last = err; err == nil {
+					le.Release(ctx)
+				}
+				return err == nil
+			}) {
+				t.Errorf("%q, in the shard whose clock is right: %v", n0, last)
+			}
+			le, err := l.TryLock(ctx, n1)
+			switch {
+			case err == nil:
+				le.Release(ctx)
+				if !unjudged {
+					t.Fatalf("%q was taken with the vote of a primary an hour behind", n1)
+				}
+			case unjudged:
+				t.Fatalf("with %s on, %q was refused (%v): the test cannot catch it", mutation.ClusterClockUnjudged.Name(), n1, err)
+			case !errors.Is(err, engine.ErrClockSkew):
+				t.Fatalf("%q: %v, want refused for the clock", n1, err)
+			default:
+				t.Logf("refused: %v", err)
+			}
+			// The cluster's clock is its nodes' within: not kept out.
+			if s := l.Nodes()[2]; !unjudged && (s.State == engine.StateClockSkewed || !s.ClockKnown || s.ClockOffsetMS < -1000 || s.ClockOffsetMS > 1000) {
+				t.Errorf("the cluster's status: %+v, want its clock that of its nodes within", s)
 			}
 		})
 	}

@@ -44,6 +44,10 @@ type member struct {
 	primary bool
 	// slots are those it served then, by its own view.
 	slots []slotRange
+	// clock is the node's clock offset as its last accepted connection
+	// measured it, when clockKnown (see judgeMemberClock).
+	clock      time.Duration
+	clockKnown bool
 }
 
 // modeError is ErrWrongMode with the address at fault.
@@ -157,6 +161,121 @@ func (p *Pool) observeMember(n *node, addr string, info serverInfo) (demoted []s
 		}
 	}
 	return demoted, nil
+}
+
+// judgeMemberClock refuses a connection to a cluster's node whose clock,
+// as the connection measured it, is MaxClockSkew or more from the median
+// of the other nodes' (the masters', and every cluster node's last
+// accepted reading), and records its reading otherwise. Each shard's
+// primary answers for its own slots' fencing tokens with its own clock
+// once it has forgotten its counters, so each is judged, as a master is.
+// Refused, the node's slots fail their votes (it cannot be reached) until
+// a new connection finds it within; the other shards vote. The vote's
+// own clock, for the masters' judgement and Status, is the median of its
+// accepted nodes'.
+func (p *Pool) judgeMemberClock(n *node, addr string, info serverInfo) error {
+	if p.maxSkew <= 0 || !info.ClockKnown || mutation.ClusterClockUnjudged.On() {
+		return nil
+	}
+	p.ids.Lock()
+	defer p.ids.Unlock()
+	m := n.members[addr]
+	if d, ok := offMedian(info.ClockOffset, p.clockRefs(n, addr)); ok && (d >= p.maxSkew || -d >= p.maxSkew) {
+		m.clockKnown = false
+		n.members[addr] = m
+		p.setVoteClock(n)
+		return fmt.Errorf("%s of %s: %w: its clock is %s from the others' (at most %s)", addr, n.Addr, ErrClockSkew, d.Round(time.Millisecond), p.maxSkew)
+	}
+	m.clock, m.clockKnown = info.ClockOffset, true
+	n.members[addr] = m
+	p.setVoteClock(n)
+	return nil
+}
+
+// rejudgeClocks judges again every cluster node's reading that was taken
+// before the others had theirs (the votes connect at once): those off
+// lose their connections, and their next ones are refused while still
+// off. Dial runs it once every vote has connected.
+func (p *Pool) rejudgeClocks() {
+	if p.maxSkew <= 0 || mutation.ClusterClockUnjudged.On() {
+		return
+	}
+	type off struct {
+		n    *node
+		addr string
+	}
+	var cut []off
+	p.ids.Lock()
+	for _, n := range p.nodes {
+		if n.seeds == nil {
+			continue
+		}
+		for addr, m := range n.members {
+			if !m.clockKnown {
+				continue
+			}
+			if d, ok := offMedian(m.clock, p.clockRefs(n, addr)); ok && (d >= p.maxSkew || -d >= p.maxSkew) {
+				m.clockKnown = false
+				n.members[addr] = m
+				cut = append(cut, off{n, addr})
+			}
+		}
+		p.setVoteClock(n)
+	}
+	p.ids.Unlock()
+	for _, c := range cut {
+		p.cutMembers(c.n, []string{c.addr}, nil)
+	}
+}
+
+// clockRefs are the clock readings the node at addr of vote n is judged
+// against: the masters' that vote, and every other accepted cluster
+// node's. The caller holds p.ids.
+func (p *Pool) clockRefs(n *node, addr string) []time.Duration {
+	var refs []time.Duration
+	for _, o := range p.nodes {
+		if o.seeds == nil {
+			if oi := o.Info(); oi.ClockKnown && o.skew.Load() == nil {
+				refs = append(refs, oi.ClockOffset)
+			}
+			continue
+		}
+		for a, m := range o.members {
+			if m.clockKnown && m.primary && (o != n || a != addr) {
+				refs = append(refs, m.clock)
+			}
+		}
+	}
+	return refs
+}
+
+// offMedian is x minus the median of refs; false when there are none.
+func offMedian(x time.Duration, refs []time.Duration) (time.Duration, bool) {
+	if len(refs) == 0 {
+		return 0, false
+	}
+	slices.Sort(refs)
+	median := refs[len(refs)/2]
+	if len(refs)%2 == 0 {
+		median = (refs[len(refs)/2-1] + median) / 2
+	}
+	return x - median, true
+}
+
+// setVoteClock makes cluster vote n's clock the median of its accepted
+// primaries' readings. The caller holds p.ids.
+func (p *Pool) setVoteClock(n *node) {
+	var readings []time.Duration
+	for _, m := range n.members {
+		if m.clockKnown && m.primary {
+			readings = append(readings, m.clock)
+		}
+	}
+	if d, ok := offMedian(0, readings); ok {
+		n.mu.Lock()
+		n.info.ClockOffset, n.info.ClockKnown = -d, true
+		n.mu.Unlock()
+	}
 }
 
 // slotRange is slots lo to hi, inclusive.
@@ -338,7 +457,15 @@ func (p *Pool) cutMembers(n *node, addrs []string, keep net.Conn) {
 // found at start whatever its role. Afterwards a primary new to the vote
 // is a topology change (see observeMember).
 func (p *Pool) enumerate(ctx context.Context, n *node, c rueidis.Client, o Options) error {
+	// From any node the client reaches: one it refuses (its clock, say)
+	// must not keep the vote from starting.
 	txt, err := c.Do(ctx, c.B().ClusterNodes().Build()).ToString()
+	for _, nc := range c.Nodes() {
+		if err == nil {
+			break
+		}
+		txt, err = nc.Do(ctx, nc.B().ClusterNodes().Build()).ToString()
+	}
 	if err != nil {
 		return fmt.Errorf("CLUSTER NODES: %w", err)
 	}

@@ -444,6 +444,7 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		p.Close()
 		return nil, fmt.Errorf("%w: %s", ErrWrongMode, strings.Join(wrong, "; "))
 	}
+	p.rejudgeClocks()
 	var down []*node
 	for _, node := range p.nodes {
 		if c := node.client.Load(); c != nil && !p.hasBuilder() {
@@ -661,7 +662,8 @@ func (p *Pool) connect(ctx context.Context, node *node, o Options) error {
 	// run_id, uptime and role come from the dialer, which decided whether
 	// the node may vote; the clock offset is refreshed.
 	node.info.Version = info.Version
-	if info.ClockKnown {
+	if info.ClockKnown && (node.seeds == nil || p.maxSkew <= 0) {
+		// A cluster vote's, judged, is its nodes' median (judgeMemberClock).
 		node.info.ServerTime, node.info.ClockOffset, node.info.ClockKnown = info.ServerTime, info.ClockOffset, true
 	}
 	node.mu.Unlock()

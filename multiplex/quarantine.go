@@ -317,6 +317,10 @@ func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Co
 				return nil, err
 			}
 			p.cutMembers(n, demoted, conn)
+			if err := p.judgeMemberClock(n, addr, info); err != nil {
+				conn.Close()
+				return nil, err
+			}
 			if err := rawLoadScripts(conn, deadline, p.clusterScripts); err != nil {
 				conn.Close()
 				return nil, err

@@ -106,13 +106,19 @@ var (
 	// votes on it at once, unchecked, though it may lack what its
 	// replacement granted.
 	ClusterDemotedConnKept = &Switch{name: "cluster-demoted-conn-kept"}
+	// ClusterClockUnjudged: a cluster's nodes' clocks are not judged one
+	// by one (MaxClockSkew): a shard whose primary is far off votes, and
+	// once it has forgotten its counters its clock alone orders the
+	// fencing tokens of its slots.
+	ClusterClockUnjudged = &Switch{name: "cluster-clock-unjudged"}
 )
 
 // All is every switch, for flags and tables.
 var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext, SplitVoteStaleEntry,
 	QuitKeepsTurn, GhostInQueue, FencingWithoutClockFloor, AcquireAllPartial, ExpiredLeaseKeepsKey,
 	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
-	CoalesceAcrossSlots, ClusterFailoverTrusted, ClusterMigrationUnguarded, ClusterDemotedConnKept}
+	CoalesceAcrossSlots, ClusterFailoverTrusted, ClusterMigrationUnguarded, ClusterDemotedConnKept,
+	ClusterClockUnjudged}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

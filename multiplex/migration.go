@@ -36,9 +36,10 @@ import (
 // reserved namespace.
 const GuardPrefix = "\xffredlock:guard:"
 
-// guardPrologue drops the guard, the last of KEYS, before the body runs:
-// on the body's first line, so that its errors name the same lines.
-const guardPrologue = "table.remove(KEYS) "
+// guardPrologue drops the guard, the last of KEYS, before the body runs,
+// in a local copy (a server may make KEYS read-only), on the body's first
+// line, so that its errors name the same lines.
+const guardPrologue = "local KEYS = {unpack(KEYS, 1, #KEYS - 1)} "
 
 // ErrSlotMigrating is a cluster vote's failure while the resource's slot
 // moves between shards: no script runs there until it is handed over.

@@ -33,6 +33,13 @@ var ErrCrossSlot = errors.New("resources in different hash slots: with cluster v
 // cluster in Config.Clusters), or a cluster vote whose node does not.
 var ErrWrongMode = multiplex.ErrWrongMode
 
+// ErrSlotMigrating is a cluster vote's failure while the resource's hash
+// slot moves between two of its shards: the cluster runs none of the
+// engine's scripts on the slot until it is handed over (a resource's keys
+// may be split between the two shards meanwhile), and the other votes
+// decide. It appears among a VotesError's node errors.
+var ErrSlotMigrating = multiplex.ErrSlotMigrating
+
 // key is resource's lock key (see above).
 func (l *Locker) key(resource string) string {
 	k := l.cfg.KeyPrefix + resource

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,24 +11,28 @@ import (
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/internal/redistest"
+	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // A failover inside a cluster promotes a replica that may lack the locks
-// its primary granted (replication is asynchronous). Three clusters of one
-// shard and one replica each are the votes; A holds a resource on
-// clusters 0 and 1 only (its key is gone from cluster 2, as if its SET
-// there had failed); cluster 0 fails over to a replica that lacks the key
-// (deleted on it after the promotion: the writes it had not received).
-// B, whose Locker saw the clusters before, then asks: clusters 0 and 2
-// would say yes, a quorum. The promoted replica must sit out MaxTTL, so
-// B is refused; with cluster-failover-trusted on (the control), B gets a
-// second lease while A's is valid.
+// its primary granted (replication is asynchronous). Three clusters are
+// the votes: cluster 0 of two shards with a replica each, clusters 1 and
+// 2 of one shard. A holds a resource of cluster 0's shard 0 on clusters 0
+// and 1 only (its key is gone from cluster 2, as if its SET there had
+// failed); shard 0 fails over to a replica that lacks the key (deleted on
+// it after the promotion: the writes it had not received). B, whose
+// Locker saw the clusters before, then asks: clusters 0 and 2 would say
+// yes, a quorum. The promoted replica's slots must sit out MaxTTL, so B
+// is refused; with cluster-failover-trusted on (the control), B gets a
+// second lease while A's is valid. Either way, the other shard's
+// resources keep cluster 0's vote: B takes one that cluster 2 holds for
+// someone else, on clusters 0 and 1.
 func TestClusterFailoverKeepsThePromotedReplicaOut(t *testing.T) {
 	for _, trusted := range []bool{false, true} {
 		name := map[bool]string{false: "quarantined", true: "control"}[trusted]
 		t.Run(name, func(t *testing.T) {
 			defer mutation.ClusterFailoverTrusted.Set(trusted)()
-			double := failoverDoubleGrant(t)
+			double := failoverDoubleGrant(t, trusted)
 			switch {
 			case !trusted && double:
 				t.Fatal("B acquired while A held the lease: the promoted replica's yes counted")
@@ -38,10 +43,46 @@ func TestClusterFailoverKeepsThePromotedReplicaOut(t *testing.T) {
 	}
 }
 
+// shardNames are resource names whose keys are in shard 0 and in shard 1
+// of a cluster of two shards (slots 0-8191 and 8192-16383).
+func shardNames(prefix string) (shard0, shard1 string) {
+	for i := 0; shard0 == "" || shard1 == ""; i++ {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		if multiplex.KeySlot(clusterKey(name)) < multiplex.Slots/2 {
+			shard0 = cmpOr(shard0, name)
+		} else {
+			shard1 = cmpOr(shard1, name)
+		}
+	}
+	return shard0, shard1
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// directDo sends one command over a connection of its own to the node at
+// addr.
+func directDo(t *testing.T, addr string, cmd func(rueidis.Builder) rueidis.Completed) {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Do(context.Background(), cmd(c.B())).Error(); err != nil {
+		t.Fatalf("on %s: %v", addr, err)
+	}
+}
+
 // failoverDoubleGrant runs the scenario above and reports whether B got
 // a lease while A's was valid.
-func failoverDoubleGrant(t *testing.T) bool {
-	clusters := redistest.StartClustersT(t, 3, redistest.ClusterOptions{Shards: 1, Replicas: 1, NodeTimeout: time.Second})
+func failoverDoubleGrant(t *testing.T, trusted bool) bool {
+	c0 := redistest.StartClustersT(t, 1, redistest.ClusterOptions{Shards: 2, Replicas: 1, NodeTimeout: time.Second})[0]
+	clusters := append([]*redistest.RedisCluster{c0}, redistest.StartClustersT(t, 2, redistest.ClusterOptions{Shards: 1})...)
 	time.Sleep(1100 * time.Millisecond) // past a second of uptime
 	ctx := context.Background()
 	cfg := engine.DefaultConfig()
@@ -60,49 +101,56 @@ func failoverDoubleGrant(t *testing.T) bool {
 		return l
 	}
 	a, b := newLocker(), newLocker()
-	if le, err := b.TryLock(ctx, "warm"); err != nil {
-		t.Fatal(err)
-	} else {
-		le.Release(ctx)
+	fo, other := shardNames("fo")
+	for _, name := range []string{fo, other} {
+		if le, err := b.TryLock(ctx, name); err != nil {
+			t.Fatal(err)
+		} else {
+			le.Release(ctx)
+		}
 	}
-	held, err := a.TryLock(ctx, "fo")
+	held, err := a.TryLock(ctx, fo)
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := clusterKey("fo")
-	del := func(addr string) {
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true, DisableCache: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if err := c.Do(ctx, c.B().Del().Key(key).Build()).Error(); err != nil {
-			t.Fatalf("DEL on %s: %v", addr, err)
-		}
-	}
+	key := clusterKey(fo)
+	del := func(b rueidis.Builder) rueidis.Completed { return b.Del().Key(key).Build() }
 	eventually(t, 5*time.Second, "A's key on cluster 2", func() bool {
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: clusters[2].Seeds(), DisableCache: true})
-		if err != nil {
-			return false
-		}
-		defer c.Close()
-		v, _ := c.Do(ctx, c.B().Get().Key(key).Build()).ToString()
-		return v == held.Value()
+		v, _ := redistest.Do(clusters[2].Seeds()[0], time.Second, "GET", key)
+		return v == fmt.Sprintf("$%d", len(held.Value()))
 	})
-	del(clusters[2].Seeds()[0])
-	replica := clusters[0].Shards[0].Nodes[1]
-	if err := clusters[0].Failover(ctx, replica); err != nil {
+	directDo(t, clusters[2].Seeds()[0], del)
+	replica := c0.Shards[0].Nodes[1]
+	if err := c0.Failover(ctx, replica); err != nil {
 		t.Fatal(err)
 	}
-	del(replica.Addr())
-	second, err := b.TryLock(ctx, "fo")
+	directDo(t, replica.Addr(), del)
+	// The other shard's resource, held on cluster 2 for someone else:
+	// B's quorum needs cluster 0's vote.
+	directDo(t, clusters[2].Seeds()[0], func(b rueidis.Builder) rueidis.Completed {
+		return b.Set().Key(clusterKey(other)).Value("someone-else").Px(time.Minute).Build()
+	})
+	if le, err := b.TryLock(ctx, other); err != nil {
+		t.Errorf("%q, in the shard that did not fail over: %v", other, err)
+	} else {
+		le.Release(ctx)
+	}
+	second, err := b.TryLock(ctx, fo)
 	if err == nil {
-		t.Logf("B acquired %q while A's lease (validity %s) is valid", "fo", held.Validity())
+		t.Logf("B acquired %q while A's lease (validity %s) is valid", fo, held.Validity())
 		second.Release(ctx)
 		return held.Validity() > 0
 	}
 	if !errors.Is(err, engine.ErrNotAcquired) && !errors.Is(err, engine.ErrNoQuorum) {
 		t.Fatalf("B's TryLock: %v", err)
+	}
+	if !trusted {
+		if !errors.Is(err, engine.ErrQuarantined) {
+			t.Errorf("B's refusal does not name the quarantine: %v", err)
+		}
+		if s := b.Nodes()[0]; s.QuarantinedSlots != multiplex.Slots/2 || s.State != engine.StateQuarantined {
+			t.Errorf("cluster 0: %d slots quarantined, state %s; want %d, quarantined", s.QuarantinedSlots, s.State, multiplex.Slots/2)
+		}
 	}
 	t.Logf("B refused: %v", err)
 	return false

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,7 +27,11 @@ import (
 // to primaries only: a connection to a replica is refused, so that a
 // replica promoted by a failover is reached on a new connection, whose
 // INFO shows the new primary. A node's run_id changed, a primary that was
-// a replica or that the vote had not seen before, quarantine the vote.
+// a replica or that the vote had not seen before, keep the slots that
+// node serves out of the vote for MaxTTL (see observeMember); the other
+// shards' keys keep voting. The node's slots are read with its INFO
+// (CLUSTER NODES, in the same write), and the vote checks a yes against
+// its key's slot.
 
 // ErrWrongMode: a master runs in cluster mode, or a cluster vote's node
 // does not. The first would answer MOVED for most keys; the second is not
@@ -35,6 +42,12 @@ var ErrWrongMode = errors.New("server mode does not match the vote")
 type member struct {
 	runID   string
 	primary bool
+	// slots are those it served then, by its own view.
+	slots []slotRange
+	// clock is the node's clock offset as its last accepted connection
+	// measured it, when clockKnown (see judgeMemberClock).
+	clock      time.Duration
+	clockKnown bool
 }
 
 // modeError is ErrWrongMode with the address at fault.
@@ -87,38 +100,355 @@ func (p *Pool) sameServer(n *node, runID string) (*node, string) {
 // vote n, found, or refuses it: a replica (the client sends nothing a
 // replica should answer; refused, a promoted replica is reached anew),
 // a node not in cluster mode, or a node another vote has. Any sign that
-// a primary may have lost writes quarantines the vote for MaxTTL: a
-// run_id changed at addr (a restart), a primary that was a replica (a
-// failover), or a primary first seen after the vote's first topology.
-func (p *Pool) observeMember(n *node, addr string, info serverInfo) error {
+// a primary may have lost writes keeps the slots it serves out of the
+// vote for MaxTTL (see quarantineSlots): a run_id changed at addr (a
+// restart), a primary that was a replica (a failover), or a primary
+// first seen after the vote's first topology. Its other slots' keys, on
+// other primaries, keep voting.
+//
+// A failover demotes the slots' previous primary, whose connection, open
+// since it was a primary, would carry its votes unchecked if it were
+// promoted again: observeMember returns the members it takes for
+// demoted (those that served a promoted replica's slots, and those the
+// new primary's view shows as replicas), for the dialer to cut their
+// connections; each one's next connection is checked anew, and, if it
+// is a primary again, is quarantined as a promoted replica.
+func (p *Pool) observeMember(n *node, addr string, info serverInfo) (demoted []string, err error) {
 	if info.Mode != "" && info.Mode != "cluster" {
-		return &modeError{fmt.Sprintf("%s of %s runs %s, not in cluster mode: give it as a master", addr, n.Addr, info.Mode)}
+		return nil, &modeError{fmt.Sprintf("%s of %s runs %s, not in cluster mode: give it as a master", addr, n.Addr, info.Mode)}
 	}
 	p.ids.Lock()
 	defer p.ids.Unlock()
 	if o, oaddr := p.sameServer(n, info.RunID); o != nil {
-		return &dependenceError{fmt.Sprintf("%s and %s report the same run_id %s: one server in two votes", voteName(n, addr), voteName(o, oaddr), info.RunID)}
+		return nil, &dependenceError{fmt.Sprintf("%s and %s report the same run_id %s: one server in two votes", voteName(n, addr), voteName(o, oaddr), info.RunID)}
 	}
 	primary := info.Role == "master"
 	prev, known := n.members[addr]
 	if n.members == nil {
 		n.members = make(map[string]member)
 	}
-	n.members[addr] = member{runID: info.RunID, primary: primary}
+	var slots []slotRange
+	if info.view != nil {
+		slots = info.view.slots
+	}
+	n.members[addr] = member{runID: info.RunID, primary: primary, slots: slots}
 	if !primary {
-		return fmt.Errorf("%s of %s is a replica: a cluster vote talks to primaries only", addr, n.Addr)
+		return nil, fmt.Errorf("%s of %s is a replica: a cluster vote talks to primaries only", addr, n.Addr)
 	}
+	failover := known && !prev.primary
+	promoted := (failover || !known && n.established) && !mutation.ClusterFailoverTrusted.On()
 	switch {
-	case known && prev.runID != info.RunID:
+	case known && prev.runID != info.RunID, promoted:
 		n.restarts.Add(1)
-		p.quarantineFor(n, p.maxTTL, QuarantineError{Restarted: true})
-	case (known && !prev.primary || !known && n.established) && !mutation.ClusterFailoverTrusted.On():
-		n.restarts.Add(1)
-		p.quarantineFor(n, p.maxTTL, QuarantineError{Restarted: true})
-	case !known:
-		p.firstSeen(n, info)
+		p.quarantineSlots(n, info, p.maxTTL, QuarantineError{Restarted: true})
+	case !known && p.policy == QuarantineAlways && info.Uptime < p.maxTTL:
+		p.quarantineSlots(n, info, p.maxTTL-info.Uptime, QuarantineError{Uptime: info.Uptime})
 	}
+	if !promoted || mutation.ClusterDemotedConnKept.On() {
+		return nil, nil
+	}
+	for a, m := range n.members {
+		if a == addr || !m.primary {
+			continue
+		}
+		// A primary new to the vote may have been filled by migrations
+		// from the others, still primaries: only a replica's promotion
+		// takes its slots' previous primary for demoted unseen.
+		if failover && overlaps(m.slots, slots) || info.view != nil && slices.Contains(info.view.replicas, a) {
+			m.primary = false
+			n.members[a] = m
+			demoted = append(demoted, a)
+		}
+	}
+	return demoted, nil
+}
+
+// judgeMemberClock refuses a connection to a cluster's node whose clock,
+// as the connection measured it, is MaxClockSkew or more from the median
+// of the other nodes' (the masters', and every cluster node's last
+// accepted reading), and records its reading otherwise. Each shard's
+// primary answers for its own slots' fencing tokens with its own clock
+// once it has forgotten its counters, so each is judged, as a master is.
+// Refused, the node's slots fail their votes (it cannot be reached) until
+// a new connection finds it within; the other shards vote. The vote's
+// own clock, for the masters' judgement and Status, is the median of its
+// accepted nodes'.
+func (p *Pool) judgeMemberClock(n *node, addr string, info serverInfo) error {
+	if p.maxSkew <= 0 || !info.ClockKnown || mutation.ClusterClockUnjudged.On() {
+		return nil
+	}
+	p.ids.Lock()
+	defer p.ids.Unlock()
+	m := n.members[addr]
+	if d, ok := offMedian(info.ClockOffset, p.clockRefs(n, addr)); ok && (d >= p.maxSkew || -d >= p.maxSkew) {
+		m.clockKnown = false
+		n.members[addr] = m
+		p.setVoteClock(n)
+		return fmt.Errorf("%s of %s: %w: its clock is %s from the others' (at most %s)", addr, n.Addr, ErrClockSkew, d.Round(time.Millisecond), p.maxSkew)
+	}
+	m.clock, m.clockKnown = info.ClockOffset, true
+	n.members[addr] = m
+	p.setVoteClock(n)
 	return nil
+}
+
+// rejudgeClocks judges again every cluster node's reading that was taken
+// before the others had theirs (the votes connect at once): those off
+// lose their connections, and their next ones are refused while still
+// off. Dial runs it once every vote has connected.
+func (p *Pool) rejudgeClocks() {
+	if p.maxSkew <= 0 || mutation.ClusterClockUnjudged.On() {
+		return
+	}
+	type off struct {
+		n    *node
+		addr string
+	}
+	var cut []off
+	p.ids.Lock()
+	for _, n := range p.nodes {
+		if n.seeds == nil {
+			continue
+		}
+		for addr, m := range n.members {
+			if !m.clockKnown {
+				continue
+			}
+			if d, ok := offMedian(m.clock, p.clockRefs(n, addr)); ok && (d >= p.maxSkew || -d >= p.maxSkew) {
+				m.clockKnown = false
+				n.members[addr] = m
+				cut = append(cut, off{n, addr})
+			}
+		}
+		p.setVoteClock(n)
+	}
+	p.ids.Unlock()
+	for _, c := range cut {
+		p.cutMembers(c.n, []string{c.addr}, nil)
+	}
+}
+
+// clockRefs are the clock readings the node at addr of vote n is judged
+// against: the masters' that vote, and every other accepted cluster
+// node's. The caller holds p.ids.
+func (p *Pool) clockRefs(n *node, addr string) []time.Duration {
+	var refs []time.Duration
+	for _, o := range p.nodes {
+		if o.seeds == nil {
+			if oi := o.Info(); oi.ClockKnown && o.skew.Load() == nil {
+				refs = append(refs, oi.ClockOffset)
+			}
+			continue
+		}
+		for a, m := range o.members {
+			if m.clockKnown && m.primary && (o != n || a != addr) {
+				refs = append(refs, m.clock)
+			}
+		}
+	}
+	return refs
+}
+
+// offMedian is x minus the median of refs; false when there are none.
+func offMedian(x time.Duration, refs []time.Duration) (time.Duration, bool) {
+	if len(refs) == 0 {
+		return 0, false
+	}
+	slices.Sort(refs)
+	median := refs[len(refs)/2]
+	if len(refs)%2 == 0 {
+		median = (refs[len(refs)/2-1] + median) / 2
+	}
+	return x - median, true
+}
+
+// setVoteClock makes cluster vote n's clock the median of its accepted
+// primaries' readings. The caller holds p.ids.
+func (p *Pool) setVoteClock(n *node) {
+	var readings []time.Duration
+	for _, m := range n.members {
+		if m.clockKnown && m.primary {
+			readings = append(readings, m.clock)
+		}
+	}
+	if d, ok := offMedian(0, readings); ok {
+		n.mu.Lock()
+		n.info.ClockOffset, n.info.ClockKnown = -d, true
+		n.mu.Unlock()
+	}
+}
+
+// slotRange is slots lo to hi, inclusive.
+type slotRange struct{ lo, hi int32 }
+
+func overlaps(a, b []slotRange) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x.lo <= y.hi && y.lo <= x.hi {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// clusterView is what a node's CLUSTER NODES says.
+type clusterView struct {
+	// slots are the node's own: those it serves, and those it imports
+	// (keys moved to it already are there).
+	slots []slotRange
+	// replicas are the addresses of the nodes it takes for replicas.
+	replicas []string
+}
+
+// parseClusterNodes reads CLUSTER NODES: for each node, "id
+// host:port@bus[,hostname] flags master-id ping pong epoch link slots...",
+// the node itself flagged "myself", its slots as "lo-hi" or "s", and
+// slots in migration as "[s->-id]" (migrating out, still in its ranges)
+// or "[s-<-id]" (importing).
+func parseClusterNodes(txt string) *clusterView {
+	v := &clusterView{}
+	for _, line := range strings.Split(strings.TrimSpace(txt), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			continue
+		}
+		flags := strings.Split(f[2], ",")
+		if !slices.Contains(flags, "myself") {
+			if slices.Contains(flags, "slave") {
+				addr, _, _ := strings.Cut(f[1], "@")
+				v.replicas = append(v.replicas, addr)
+			}
+			continue
+		}
+		for _, r := range f[8:] {
+			if strings.HasPrefix(r, "[") {
+				s, _, importing := strings.Cut(strings.Trim(r, "[]"), "-<-")
+				if n, err := strconv.Atoi(s); importing && err == nil && n >= 0 && n < Slots {
+					v.slots = append(v.slots, slotRange{int32(n), int32(n)})
+				}
+				continue
+			}
+			lo, hi, isRange := strings.Cut(r, "-")
+			a, err1 := strconv.Atoi(lo)
+			b, err2 := a, error(nil)
+			if isRange {
+				b, err2 = strconv.Atoi(hi)
+			}
+			if err1 == nil && err2 == nil && 0 <= a && a <= b && b < Slots {
+				v.slots = append(v.slots, slotRange{int32(a), int32(b)})
+			}
+		}
+	}
+	return v
+}
+
+// slotQuarantine keeps a cluster vote's slots lo to hi out of the vote
+// until until (nanoseconds since Pool.epoch); err is their votes' error
+// meanwhile.
+type slotQuarantine struct {
+	slotRange
+	until int64
+	err   *QuarantineError
+}
+
+// quarantineSlots keeps the slots a node serves, as its view read with
+// info says, out of cluster vote n for d from now; e says why. A node
+// whose view is unknown keeps the whole vote out. The caller holds p.ids.
+func (p *Pool) quarantineSlots(n *node, info serverInfo, d time.Duration, e QuarantineError) {
+	if info.view == nil {
+		p.quarantineFor(n, d, e)
+		return
+	}
+	if d <= 0 || p.policy == QuarantineOff || len(info.view.slots) == 0 {
+		return
+	}
+	now := p.now()
+	until := now + int64(d)
+	e.Until, e.MaxTTL = p.epoch.Add(time.Duration(until)), p.maxTTL
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var next []slotQuarantine
+	if old := n.slotq.Load(); old != nil {
+		for _, q := range *old {
+			if q.until > now {
+				next = append(next, q)
+			}
+		}
+	}
+	for _, r := range info.view.slots {
+		next = append(next, slotQuarantine{r, until, &e})
+	}
+	n.slotq.Store(&next)
+}
+
+// slotQuarantined is key's slot's quarantine in cluster vote n (the
+// latest of those that cover it), or nil.
+func (p *Pool) slotQuarantined(n *node, key string) *QuarantineError {
+	sq := n.slotq.Load()
+	if sq == nil || len(*sq) == 0 {
+		return nil
+	}
+	now, slot := p.now(), int32(KeySlot(key))
+	var last *slotQuarantine
+	for i := range *sq {
+		q := &(*sq)[i]
+		if q.until > now && q.lo <= slot && slot <= q.hi && (last == nil || q.until > last.until) {
+			last = q
+		}
+	}
+	if last == nil {
+		return nil
+	}
+	return last.err
+}
+
+// slotsQuarantined is how many of cluster vote n's slots are out of the
+// vote now, and until when the last of them is.
+func (p *Pool) slotsQuarantined(n *node) (count int, until time.Time) {
+	sq := n.slotq.Load()
+	if sq == nil {
+		return 0, time.Time{}
+	}
+	now := p.now()
+	var out [Slots / 64]uint64
+	var last int64
+	for _, q := range *sq {
+		if q.until <= now {
+			continue
+		}
+		last = max(last, q.until)
+		for s := q.lo; s <= q.hi; s++ {
+			out[s/64] |= 1 << (s % 64)
+		}
+	}
+	for _, w := range out {
+		count += bits.OnesCount64(w)
+	}
+	if count == 0 {
+		return 0, time.Time{}
+	}
+	return count, p.epoch.Add(time.Duration(last))
+}
+
+// cutMembers closes cluster vote n's connections to the nodes at addrs,
+// but keep: the next command to each dials it anew, and the dialer
+// checks it again.
+func (p *Pool) cutMembers(n *node, addrs []string, keep net.Conn) {
+	if len(addrs) == 0 {
+		return
+	}
+	p.connMu.Lock()
+	var cut []*trackedConn
+	for c := range p.conns {
+		if c.vote == n && c != keep && slices.Contains(addrs, c.addr) {
+			cut = append(cut, c)
+		}
+	}
+	p.connMu.Unlock()
+	for _, c := range cut {
+		c.Close()
+	}
 }
 
 // enumerate reads the cluster's nodes (CLUSTER NODES) through c, the
@@ -127,7 +457,15 @@ func (p *Pool) observeMember(n *node, addr string, info serverInfo) error {
 // found at start whatever its role. Afterwards a primary new to the vote
 // is a topology change (see observeMember).
 func (p *Pool) enumerate(ctx context.Context, n *node, c rueidis.Client, o Options) error {
+	// From any node the client reaches: one it refuses (its clock, say)
+	// must not keep the vote from starting.
 	txt, err := c.Do(ctx, c.B().ClusterNodes().Build()).ToString()
+	for _, nc := range c.Nodes() {
+		if err == nil {
+			break
+		}
+		txt, err = nc.Do(ctx, nc.B().ClusterNodes().Build()).ToString()
+	}
 	if err != nil {
 		return fmt.Errorf("CLUSTER NODES: %w", err)
 	}
@@ -150,7 +488,7 @@ func (p *Pool) enumerate(ctx context.Context, n *node, c rueidis.Client, o Optio
 		if err != nil {
 			return fmt.Errorf("%s of %s: %w", addr, n.Addr, err)
 		}
-		if err := p.observeMember(n, addr, info); err != nil && (errors.Is(err, ErrNotIndependent) || errors.Is(err, ErrWrongMode)) {
+		if _, err := p.observeMember(n, addr, info); err != nil && (errors.Is(err, ErrNotIndependent) || errors.Is(err, ErrWrongMode)) {
 			return err
 		}
 	}
@@ -173,7 +511,7 @@ func (p *Pool) probe(ctx context.Context, addr string, o Options) (serverInfo, e
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
-	return rawInfo(conn, deadline, o.Username, o.Password)
+	return rawInfo(conn, deadline, o.Username, o.Password, true)
 }
 
 // ClusterAddrError is a cluster vote's address that cannot be used: not

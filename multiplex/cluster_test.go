@@ -22,10 +22,11 @@ import (
 func TestClusterVoteRoutesBySlot(t *testing.T) {
 	add := multiplex.NewScript(`return redis.call("INCRBY", KEYS[1], ARGV[1])`).Coalesce()
 	both := multiplex.NewScript(`redis.call("INCR", KEYS[2]) return redis.call("INCR", KEYS[1])`)
+	count := multiplex.NewScript(`return #KEYS`)
 	cl := redistest.StartClustersT(t, 1, redistest.ClusterOptions{Shards: 3})[0]
 	masters := redistest.StartT(t, 2)
 	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: masters.Addrs(), Clusters: [][]string{cl.Seeds()[:1]},
-		Quarantine: multiplex.QuarantineOff, NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{add, both}})
+		Quarantine: multiplex.QuarantineOff, NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{add, both, count}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +71,15 @@ func TestClusterVoteRoutesBySlot(t *testing.T) {
 	tl := p.Fanout(ctx, multiplex.Command{Script: both, Key: "{t}a", Keys: &keys, WaitAll: true}, classifyInt, nil, nil)
 	if v := tl.Votes[2]; v.Outcome != multiplex.OK {
 		t.Errorf("two keys of one slot: %+v", v)
+	}
+	// A cluster vote's script declares its slot's guard too (see
+	// migration.go), which its body never sees.
+	keys = []string{"{t}b", "{t}c"}
+	tl = p.Fanout(ctx, multiplex.Command{Script: count, Key: "{t}a", Keys: &keys, WaitAll: true}, classifyInt, nil, nil)
+	for i, v := range tl.Votes {
+		if v.Outcome != multiplex.OK || v.Value != 3 {
+			t.Errorf("vote %d: #KEYS of a script on three keys: %+v", i, v)
+		}
 	}
 	keys = []string{"b"}
 	tl = p.Fanout(ctx, multiplex.Command{Script: both, Key: "a", Keys: &keys, WaitAll: true}, classifyInt, nil, nil)

@@ -180,17 +180,25 @@ func (b *batch) release() {
 // arguments and the arguments.
 func (p *Pool) buildMulti(n *node, g *group, eval bool) rueidis.Completed {
 	m := g.s.Multi
+	b, nkeys := p.builder, len(g.tasks)
+	guard := n.seeds != nil && !unguarded()
+	if n.seeds != nil {
+		b = n.builder
+	}
+	if guard {
+		// A cluster vote's: its slot's guard last (see migration.go).
+		m, nkeys = m.guarded(), nkeys+1
+	}
 	name, head := "EVALSHA", m.SHA
 	if eval {
 		name, head = "EVAL", m.Body
 	}
-	b := p.builder
-	if n.seeds != nil {
-		b = n.builder
-	}
-	a := b.Arbitrary(name, head, strconv.Itoa(len(g.tasks)))
+	a := b.Arbitrary(name, head, strconv.Itoa(nkeys))
 	for _, t := range g.tasks {
 		a = a.Args(t.r.cmd.Key)
+	}
+	if guard {
+		a = a.Args(guardKey(KeySlot(g.tasks[0].r.cmd.Key)))
 	}
 	for _, t := range g.tasks {
 		a = a.Args(nargs[t.r.cmd.NArgs]).Args(t.r.cmd.Args[:t.r.cmd.NArgs]...)

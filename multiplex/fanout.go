@@ -425,6 +425,9 @@ func (r *round) skippable() bool {
 func (r *round) finish(i int, res rueidis.RedisResult) {
 	var v Vote
 	v.Outcome, v.Value, v.Err = r.classify(res)
+	if v.Err != nil && r.pool.nodes[i].seeds != nil {
+		v.Err = migrating(v.Err)
+	}
 	r.deliver(i, v, &res)
 }
 
@@ -434,7 +437,7 @@ func (r *round) deliver(i int, v Vote, res *rueidis.RedisResult) {
 	defer p.inflight.Add(-1)
 	node := p.nodes[i]
 	if v.Outcome == OK {
-		if err := p.countable(node); err != nil {
+		if err := p.countable(node, r.cmd.Key); err != nil {
 			// The command ran, but a restarted node's yes proves nothing.
 			v.Outcome, v.Err = Failed, err
 		}

@@ -178,6 +178,9 @@ type Script struct {
 	// Script.Coalesce); a node worker that finds several commands of
 	// this script queued sends them as one Multi call.
 	Multi *Script
+	// guard is the form a cluster vote runs (see guarded), made on first
+	// use.
+	guard atomic.Pointer[Script]
 }
 
 // NewScript computes the script's SHA1, as SCRIPT LOAD does.
@@ -194,10 +197,12 @@ type Pool struct {
 	timeout  time.Duration
 	scripts  map[string]*Script
 	// scriptList is every script body, Multi ones included, loaded on
-	// each new connection.
-	scriptList []*Script
-	builder    rueidis.Builder
-	rounds     sync.Pool
+	// each new connection to a master; clusterScripts are their guarded
+	// forms, loaded on each new connection to a cluster's node.
+	scriptList     []*Script
+	clusterScripts []*Script
+	builder        rueidis.Builder
+	rounds         sync.Pool
 	// Admission: a round takes a free slot, which holds its deadline for
 	// the watchdog and the channel its gatherer waits on.
 	slots       []slot
@@ -273,9 +278,12 @@ type node struct {
 	down       atomic.Bool  // the last command failed on the connection
 	quarantine atomic.Int64 // deadline as nanoseconds since Pool.epoch
 	qerr       atomic.Pointer[QuarantineError]
-	skew       atomic.Pointer[error] // set while the node's clock is too far off (MaxClockSkew)
-	clockGen   atomic.Uint64         // new connections whose clock was judged (judgeClock)
-	restarts   atomic.Int64
+	// slotq are a cluster vote's slots kept out of the vote, each range
+	// until its deadline (see quarantineSlots); nil for a master.
+	slotq    atomic.Pointer[[]slotQuarantine]
+	skew     atomic.Pointer[error] // set while the node's clock is too far off (MaxClockSkew)
+	clockGen atomic.Uint64         // new connections whose clock was judged (judgeClock)
+	restarts atomic.Int64
 
 	ok, refused, failed, timedOut atomic.Int64
 }
@@ -304,6 +312,10 @@ type serverInfo struct {
 	// sets it.
 	ClockOffset time.Duration
 	ClockKnown  bool
+	// view is a cluster node's CLUSTER NODES, read with its INFO on a
+	// new connection; nil for a master, or when the node did not answer
+	// it.
+	view *clusterView
 }
 
 // measureClock sets ClockOffset from ServerTime, read on a request sent at
@@ -384,6 +396,9 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		p.scripts[s.SHA] = s
 		for ; s != nil; s = s.Multi {
 			p.scriptList = append(p.scriptList, s)
+			if len(o.Clusters) > 0 {
+				p.clusterScripts = append(p.clusterScripts, s.guarded())
+			}
 		}
 	}
 	for i := range p.slots {
@@ -429,6 +444,7 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		p.Close()
 		return nil, fmt.Errorf("%w: %s", ErrWrongMode, strings.Join(wrong, "; "))
 	}
+	p.rejudgeClocks()
 	var down []*node
 	for _, node := range p.nodes {
 		if c := node.client.Load(); c != nil && !p.hasBuilder() {
@@ -646,7 +662,8 @@ func (p *Pool) connect(ctx context.Context, node *node, o Options) error {
 	// run_id, uptime and role come from the dialer, which decided whether
 	// the node may vote; the clock offset is refreshed.
 	node.info.Version = info.Version
-	if info.ClockKnown {
+	if info.ClockKnown && (node.seeds == nil || p.maxSkew <= 0) {
+		// A cluster vote's, judged, is its nodes' median (judgeMemberClock).
 		node.info.ServerTime, node.info.ClockOffset, node.info.ClockKnown = info.ServerTime, info.ClockOffset, true
 	}
 	node.mu.Unlock()
@@ -809,7 +826,11 @@ func (n *node) Counts() (ok, refused, failed, timedOut int64) {
 // trackedConn is a connection to a master that Close can cut.
 type trackedConn struct {
 	net.Conn
-	p    *Pool
+	p *Pool
+	// vote and addr are the node the connection is to: a master, or a
+	// cluster vote and the address of its node.
+	vote *node
+	addr string
 	once sync.Once
 }
 
@@ -824,8 +845,8 @@ func (c *trackedConn) Close() error {
 
 // track registers conn for Close to cut; once Close has cut the others,
 // it cuts conn at once.
-func (p *Pool) track(conn net.Conn) net.Conn {
-	c := &trackedConn{Conn: conn, p: p}
+func (p *Pool) track(conn net.Conn, vote *node, addr string) net.Conn {
+	c := &trackedConn{Conn: conn, p: p, vote: vote, addr: addr}
 	p.connMu.Lock()
 	if p.conns == nil {
 		p.conns = make(map[*trackedConn]struct{})
@@ -913,7 +934,7 @@ func (p *Pool) buildFor(n *node, c *Command, eval bool) rueidis.Completed {
 	if n.seeds == nil {
 		return buildWith(p.builder, c, eval)
 	}
-	return buildWith(n.builder, c, eval).SetSlot(c.Key)
+	return buildCluster(n.builder, c, eval)
 }
 
 // build makes the rueidis command for a master.

@@ -131,8 +131,13 @@ type NodeStatus struct {
 	State NodeState `json:"state"`
 	// QuarantinedUntil is set while the node is quarantined.
 	QuarantinedUntil time.Time `json:"quarantined_until,omitzero"`
-	RunID            string    `json:"run_id,omitempty"`
-	Version          string    `json:"version,omitempty"`
+	// QuarantinedSlots, for a cluster vote, is how many of its slots are
+	// out of the vote (a shard's primary restarted or failed over), until
+	// QuarantinedUntil at the latest; its other slots vote. State is
+	// StateQuarantined while there are any.
+	QuarantinedSlots int    `json:"quarantined_slots,omitempty"`
+	RunID            string `json:"run_id,omitempty"`
+	Version          string `json:"version,omitempty"`
 	// Role is "master", or what INFO replication says instead.
 	Role string `json:"role,omitempty"`
 	// ClockOffsetMS is the master's wall clock minus this process's, in
@@ -164,7 +169,15 @@ func (p *Pool) Status() []NodeStatus {
 		if err := n.Err(); err != nil {
 			s.Err = err.Error()
 		}
-		switch until := p.quarantinedUntil(n); {
+		until := p.quarantinedUntil(n)
+		if n.seeds != nil {
+			var slotsUntil time.Time
+			s.QuarantinedSlots, slotsUntil = p.slotsQuarantined(n)
+			if !until.After(now) {
+				until = slotsUntil
+			}
+		}
+		switch {
 		case n.Client() == nil || n.down.Load():
 			s.State = StateDown
 		case until.After(now):
@@ -185,9 +198,10 @@ func (p *Pool) quarantinedUntil(n *node) time.Time {
 	return p.epoch.Add(time.Duration(q))
 }
 
-// countable reports whether a yes from n may count toward a quorum now:
-// nil, or n's *QuarantineError.
-func (p *Pool) countable(n *node) error {
+// countable reports whether a yes from n to a command on key may count
+// toward a quorum now: nil, or n's *QuarantineError (for a cluster vote,
+// that of key's slot, or of the whole vote).
+func (p *Pool) countable(n *node, key string) error {
 	if e := n.skew.Load(); e != nil {
 		return *e
 	}
@@ -199,6 +213,11 @@ func (p *Pool) countable(n *node) error {
 			return e
 		}
 		return ErrQuarantined
+	}
+	if n.seeds != nil {
+		if e := p.slotQuarantined(n, key); e != nil {
+			return e
+		}
 	}
 	return nil
 }
@@ -256,7 +275,7 @@ func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Co
 		}
 		// Tracked from now on: Close cuts a connection whose INFO a hung
 		// master never answers, too.
-		conn := p.track(raw)
+		conn := p.track(raw, n, addr)
 		deadline := time.Now().Add(d.Timeout)
 		if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 			deadline = dl
@@ -270,7 +289,7 @@ func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Co
 			}
 			user, pass = cred.Username, cred.Password
 		}
-		info, err := rawInfo(conn, deadline, user, pass)
+		info, err := rawInfo(conn, deadline, user, pass, n.seeds != nil)
 		if err != nil {
 			conn.Close()
 			if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
@@ -289,14 +308,20 @@ func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Co
 		if n.seeds != nil {
 			// Every connection of a cluster's: the dialer cannot tell
 			// which are new to a restarted or promoted node.
-			if err := p.observeMember(n, addr, info); err != nil {
+			demoted, err := p.observeMember(n, addr, info)
+			if err != nil {
 				conn.Close()
 				if errors.Is(err, ErrNotIndependent) || errors.Is(err, ErrWrongMode) {
 					n.setErr(err)
 				}
 				return nil, err
 			}
-			if err := rawLoadScripts(conn, deadline, p.scriptList); err != nil {
+			p.cutMembers(n, demoted, conn)
+			if err := p.judgeMemberClock(n, addr, info); err != nil {
+				conn.Close()
+				return nil, err
+			}
+			if err := rawLoadScripts(conn, deadline, p.clusterScripts); err != nil {
 				conn.Close()
 				return nil, err
 			}
@@ -550,7 +575,12 @@ func (p *Pool) checkSkew(n *node, info serverInfo) {
 // rueidis authenticates the same connection again with HELLO afterwards,
 // which is harmless. The clock offset is taken against the middle of the
 // first reply's round trip.
-func rawInfo(conn net.Conn, deadline time.Time, user, pass string) (serverInfo, error) {
+//
+// With topology (a cluster vote's node), CLUSTER NODES goes in the same
+// write, and the node's view of the cluster is parsed into the info
+// (see parseClusterNodes): read with INFO, from one pass of the node's
+// event loop, it says which slots the node served in the role INFO gives.
+func rawInfo(conn net.Conn, deadline time.Time, user, pass string, topology bool) (serverInfo, error) {
 	conn.SetDeadline(deadline)
 	defer conn.SetDeadline(time.Time{})
 	if user != "" || pass != "" {
@@ -578,7 +608,11 @@ func rawInfo(conn net.Conn, deadline time.Time, user, pass string) (serverInfo, 
 		}
 	}
 	sent := time.Now()
-	if _, err := conn.Write(append(respCommand("INFO", "server"), respCommand("INFO", "replication")...)); err != nil {
+	out := append(respCommand("INFO", "server"), respCommand("INFO", "replication")...)
+	if topology {
+		out = append(out, respCommand("CLUSTER", "NODES")...)
+	}
+	if _, err := conn.Write(out); err != nil {
 		return serverInfo{}, err
 	}
 	server, err := readBulk(conn)
@@ -595,11 +629,20 @@ func rawInfo(conn net.Conn, deadline time.Time, user, pass string) (serverInfo, 
 	}
 	info := parseServerInfo(server + "\r\n" + replication)
 	info.measureClock(sent, received)
+	if topology {
+		// A node out of cluster mode refuses it; observeMember says why.
+		if nodes, err := readBulkMax(conn, 64<<20); err == nil {
+			info.view = parseClusterNodes(nodes)
+		}
+	}
 	return info, nil
 }
 
-// readBulk reads one bulk-string reply.
-func readBulk(conn net.Conn) (string, error) {
+// readBulk reads one bulk-string reply, of at most 1 MiB.
+func readBulk(conn net.Conn) (string, error) { return readBulkMax(conn, 1<<20) }
+
+// readBulkMax reads one bulk-string reply of at most max bytes.
+func readBulkMax(conn net.Conn, max int) (string, error) {
 	line, err := readLine(conn)
 	if err != nil {
 		return "", err
@@ -608,7 +651,7 @@ func readBulk(conn net.Conn) (string, error) {
 		return "", errors.New(line[1:])
 	}
 	size, err := strconv.Atoi(strings.TrimPrefix(line, "$"))
-	if !strings.HasPrefix(line, "$") || err != nil || size < 0 || size > 1<<20 {
+	if !strings.HasPrefix(line, "$") || err != nil || size < 0 || size > max {
 		return "", fmt.Errorf("unexpected reply %q", line)
 	}
 	body := make([]byte, size+2)

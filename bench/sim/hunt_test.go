@@ -51,6 +51,10 @@ var notSimulated = map[string]string{
 	mutation.ClusterKeysUntagged.Name():    "the simulator has no Redis Clusters; TestClusterKeysUntaggedControl (engine, real clusters) catches it",
 	mutation.CoalesceAcrossSlots.Name():    "the simulator has no Redis Clusters; TestCoalesceAcrossSlotsControl (multiplex, a real cluster) catches it",
 	mutation.ClusterFailoverTrusted.Name(): "the simulator has no Redis Clusters; TestClusterFailoverKeepsThePromotedReplicaOut (engine, real clusters) catches it",
+	// The cluster votes' shards, failovers, migrations and clocks.
+	mutation.ClusterMigrationUnguarded.Name(): "the simulator has no Redis Clusters; TestClusterMigrationSemaphoreKeepsItsPermit and TestClusterMigrationFencingStaysMonotonic (engine, real clusters) catch it",
+	mutation.ClusterDemotedConnKept.Name():    "the simulator has no Redis Clusters; TestClusterFailbackKeepsTheOldPrimaryOut (engine, real clusters) catches it",
+	mutation.ClusterClockUnjudged.Name():      "the simulator has no Redis Clusters; TestClusterNodeWithASkewedClockSitsOut (engine, real clusters) catches it",
 }
 
 // companions are switches a hunt turns on with the one it hunts: a second

@@ -108,6 +108,21 @@ var (
 	// RWReadersExclude: a read/write lock's master refuses a reader while
 	// other readers hold it: readers no longer share.
 	RWReadersExclude = &Switch{name: "rw-readers-exclude"}
+	// ClusterMigrationUnguarded: a cluster vote's scripts declare their
+	// key alone, without the slot's guard: while the slot migrates, the
+	// target runs a script whose other keys are still on the source, and
+	// a semaphore grants a slot held there.
+	ClusterMigrationUnguarded = &Switch{name: "cluster-migration-unguarded"}
+	// ClusterDemotedConnKept: a connection to a cluster's primary that a
+	// failover demoted stays open: promoted again (a failback), the node
+	// votes on it at once, unchecked, though it may lack what its
+	// replacement granted.
+	ClusterDemotedConnKept = &Switch{name: "cluster-demoted-conn-kept"}
+	// ClusterClockUnjudged: a cluster's nodes' clocks are not judged one
+	// by one (MaxClockSkew): a shard whose primary is far off votes, and
+	// once it has forgotten its counters its clock alone orders the
+	// fencing tokens of its slots.
+	ClusterClockUnjudged = &Switch{name: "cluster-clock-unjudged"}
 )
 
 // All is every switch, for flags and tables.
@@ -115,7 +130,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	QuitKeepsTurn, GhostInQueue, FencingWithoutClockFloor, AcquireAllPartial, ExpiredLeaseKeepsKey,
 	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
 	CoalesceAcrossSlots, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders, RWIntentIgnored,
-	RWReadersExclude}
+	RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

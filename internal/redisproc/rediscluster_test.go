@@ -99,3 +99,51 @@ func TestStartRedisClusterRejectsBadShape(t *testing.T) {
 		t.Fatal("a cluster of -1 shards started")
 	}
 }
+
+// A slot moved step by step ends on the target with its keys, every node
+// agreeing, and a client finds them there.
+func TestRedisClusterMigratesASlot(t *testing.T) {
+	c := startCluster(t, redisproc.ClusterOptions{Shards: 2})
+	ctx := context.Background()
+	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Seeds(), DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	keys := []string{"{m}1", "{m}2", "{m}3"}
+	for _, k := range keys {
+		if err := cl.Do(ctx, cl.B().Set().Key(k).Value(k).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slot, err := cl.Do(ctx, cl.B().ClusterKeyslot().Key("{m}").Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, to := c.Shards[0].Nodes[0], c.Shards[1].Nodes[0]
+	if int(slot) > c.Shards[0].Last {
+		from, to = to, from
+	}
+	if err := c.BeginMigration(ctx, int(slot), from, to); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.MigrateKeys(ctx, int(slot), from, to, keys[0]); err != nil || n != 1 {
+		t.Fatalf("MigrateKeys of one key: %d, %v", n, err)
+	}
+	if n, err := c.MigrateKeys(ctx, int(slot), from, to); err != nil || n != 2 {
+		t.Fatalf("MigrateKeys of the rest: %d, %v", n, err)
+	}
+	if err := c.FinishMigration(ctx, int(slot), from, to); err != nil {
+		t.Fatal(err)
+	}
+	direct, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{to.Addr()}, ForceSingleClient: true, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	for _, k := range keys {
+		if v, err := direct.Do(ctx, direct.B().Get().Key(k).Build()).ToString(); err != nil || v != k {
+			t.Errorf("GET %s on the target: %q, %v", k, v, err)
+		}
+	}
+}

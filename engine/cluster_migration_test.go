@@ -94,7 +94,7 @@ func TestClusterMigrationSemaphoreKeepsItsPermit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			key := "\xffredlock:sem:{msem}:0"
+			key := clusterSemKey("msem", 0)
 			eventually(t, 5*time.Second, "A's permit on master 1", func() bool {
 				return e.master(1, "GET", key) != "$-1"
 			})

@@ -102,6 +102,13 @@ func clusterKey(name string) string {
 	return "{" + multiplex.SlotTag(multiplex.KeySlot(name)) + "}" + name
 }
 
+// clusterSemKey is the key of slot i of semaphore name with cluster
+// votes: a tag of the name's lock key's slot goes first (see
+// Locker.semBase).
+func clusterSemKey(name string, i int) string {
+	return fmt.Sprintf("\xffredlock:sem:{%s}{%s}:%d", multiplex.SlotTag(multiplex.KeySlot(clusterKey(name))), name, i)
+}
+
 // clusterNames are resource names whose braces make a hash tag, make none
 // (empty or unclosed), or are absent.
 var clusterNames = []string{"plain", "a}b", "x{}y", "{t}z", "open{", "}{q}"}

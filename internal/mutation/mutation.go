@@ -76,12 +76,17 @@ var (
 	// master, and with two or more permits more holders than permits
 	// can each find a majority with one free.
 	SemaphoreSplitVote = &Switch{name: "semaphore-split-vote"}
+	// LossNoticedLate: the tracker reads a watched lease's keys after
+	// every change but never ends the lease: a loss on a quorum is learnt
+	// at the next extension, up to ExtendEvery later, or not at all
+	// without auto-extension.
+	LossNoticedLate = &Switch{name: "loss-noticed-late"}
 )
 
 // All is every switch, for flags and tables.
 var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext, SplitVoteStaleEntry,
 	QuitKeepsTurn, GhostInQueue, FencingWithoutClockFloor, AcquireAllPartial, ExpiredLeaseKeepsKey,
-	LateReleaseWakesOlder, SemaphoreSplitVote}
+	LateReleaseWakesOlder, SemaphoreSplitVote, LossNoticedLate}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

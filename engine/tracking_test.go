@@ -302,3 +302,39 @@ func TestLossNoticedAcrossABrokenConnection(t *testing.T) {
 		t.Fatalf("Done did not close within %s (Err %v)", lossBound, le.Err())
 	}
 }
+
+// TestObserverSeesTrackedLoss: a loss the tracker finds is one Lost event,
+// ErrLockLost and ResultNotHeld, as one an extension finds.
+func TestObserverSeesTrackedLoss(t *testing.T) {
+	e := newEnv(t, 5)
+	var r recorder
+	l := e.locker(func(c *engine.Config) {
+		c.Observer = r.observer()
+		c.TTL = lossTTL
+	})
+	from := l.TrackerReads()
+	le, err := l.TryLock(context.Background(), "observed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := le.Done()
+	awaitReads(t, l, from, len(e.direct))
+	for i := range l.Quorum() {
+		e.del(i, "observed")
+	}
+	select {
+	case <-done:
+	case <-time.After(lossBound):
+		t.Fatalf("Done did not close within %s (Err %v)", lossBound, le.Err())
+	}
+	eventually(t, lossBound, "the Lost event", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.lost) > 0
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.lost) != 1 || !errors.Is(r.lost[0].Err, engine.ErrLockLost) || r.lost[0].Result != engine.ResultNotHeld || r.lost[0].Resource != "observed" {
+		t.Fatalf("lost events: %+v", r.lost)
+	}
+}

@@ -343,6 +343,7 @@ func (le *Lease) late(node int, v multiplex.Vote) {
 		return
 	}
 	undo := le.record(node, v)
+	le.trackAnswerLocked(node)
 	le.mu.Unlock()
 	if undo {
 		le.l.undoNodes(le, 1<<node)

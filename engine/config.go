@@ -123,6 +123,16 @@ type Config struct {
 	// value, its release PUBLISHes on the channel, and they retry at once
 	// instead of polling.
 	DisableNotify bool
+	// DisableTracking turns off the at-once notice of a lost lease: by
+	// default a lease whose Done or Context is used, or that
+	// auto-extends, has its keys watched on every master through
+	// client-side-caching invalidations (CLIENT TRACKING, Redis 6 or
+	// later, on one more connection per master), and ends with
+	// ErrLockLost as soon as they are gone or another's on too many
+	// masters for a quorum, instead of at its next extension. A master
+	// that refuses tracking (older than Redis 6, or an ACL user without
+	// CLIENT, GET and PTTL on the keys) is left to the extensions.
+	DisableTracking bool
 	// NotifyLinger is how long a Locker stays subscribed to a resource's
 	// releases after its last waiter left, so that a resource waited for
 	// again and again is not subscribed and unsubscribed for every lock,

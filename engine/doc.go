@@ -40,7 +40,10 @@
 // acquire.go (TryLock, one attempt), wait.go (Lock's wait between
 // attempts), gate.go (the in-process queue), queue.go (the masters'
 // waiter queue), notify.go (release notifications), lease.go (a lease's
-// validity and its lost-lock signal), release.go (Release, hand-off, and
+// validity and its lost-lock signal), tracking.go (a lost lease noticed
+// at once, through the masters' client-side-caching invalidations),
+// remotevalidity.go (RemoteValidity: the masters asked whether a lease
+// still holds), release.go (Release, hand-off, and
 // the undo of failed attempts), extend.go (Extend, auto-extension),
 // multi.go (TryLockAll, LockAll: a lease on several resources),
 // fence.go (fencing tokens), semaphore.go (Semaphore: P permits held as

@@ -31,8 +31,11 @@ var (
 	// ErrWrongType: the resource's key exists with a non-string type, so it
 	// cannot be a lock. Some other program uses the same key.
 	ErrWrongType = errors.New("a key holds the wrong type: another program uses it")
-	// ErrLockLost: an auto-extension missed the quorum, so the lock can no
-	// longer be trusted although its validity had not run out.
+	// ErrLockLost: an auto-extension missed the quorum, or the lease's keys
+	// were found gone or another's on too many masters for a quorum (by an
+	// extension, by RemoteValidity, or at once by the tracker that watches
+	// a watched lease's keys), so the lock can no longer be trusted
+	// although its validity had not run out.
 	ErrLockLost = errors.New("lock lost")
 	// ErrReleased: the lease was released.
 	ErrReleased = errors.New("lease released")

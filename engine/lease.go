@@ -67,6 +67,9 @@ type Lease struct {
 	w           *watch
 	extendTimer *time.Timer
 	extensions  int
+	// trk is the lease's state in the Locker's tracker while its keys
+	// are watched there (see trackLocked).
+	trk *tracked
 	// capTTL, when set, is the shortest TTL of an Extend that a master
 	// did not answer: its PEXPIRE may still run, after a later, longer
 	// one (a connection that broke under it may deliver it late), so no
@@ -228,15 +231,20 @@ func (le *Lease) Validity() time.Duration {
 }
 
 // Done is closed the moment the lease can no longer be trusted: its
-// validity ran out, an extension found the lock gone or an auto-extension
-// missed the quorum, or it was released. Err says which. A first call
-// made after the validity ran out returns a closed channel.
+// validity ran out, its keys were found gone or another's on too many
+// masters for a quorum (at once, see Config.DisableTracking; or by an
+// extension), an auto-extension missed the quorum, or it was released.
+// Err says which. A first call made after the validity ran out returns a
+// closed channel.
 func (le *Lease) Done() <-chan struct{} {
 	if le == nil {
 		return closedChan
 	}
 	var done chan struct{}
-	le.inspect(func() { done = le.watchLocked().done })
+	le.inspect(func() {
+		done = le.watchLocked().done
+		le.trackLocked()
+	})
 	return done
 }
 
@@ -251,6 +259,7 @@ func (le *Lease) Context() context.Context {
 	var ctx context.Context
 	le.inspect(func() {
 		w := le.watchLocked()
+		le.trackLocked()
 		if w.ctx == nil {
 			w.ctx, w.cancel = context.WithCancelCause(context.Background())
 			if le.endErr != nil {
@@ -295,6 +304,24 @@ func (le *Lease) inspectAt(f func(now time.Time)) {
 	le.ended(expired, ErrLeaseExpired)
 }
 
+// trackLocked has the Locker's tracker watch the lease's keys, once, so
+// that a loss on the masters ends it at once (see tracker). Only for
+// leases whose Done, Context or auto-extension is in use: the others
+// cost the masters nothing. The caller holds le.mu.
+func (le *Lease) trackLocked() {
+	if le.trk == nil && le.endErr == nil && le.l.track != nil {
+		le.trk = le.l.track.add(le)
+	}
+}
+
+// trackAnswerLocked tells the tracker, if it watches the lease, that the
+// acquire's reply from node arrived late. The caller holds le.mu.
+func (le *Lease) trackAnswerLocked(node int) {
+	if le.trk != nil && le.answered&(1<<node) != 0 {
+		le.l.track.answer(le.trk, node)
+	}
+}
+
 func (le *Lease) watchLocked() *watch {
 	if le.w != nil {
 		return le.w
@@ -322,6 +349,7 @@ func (le *Lease) arm() {
 	}
 	le.watchLocked()
 	if cfg.AutoExtend {
+		le.trackLocked()
 		// A handed-off lease has less validity than a fresh one: extend
 		// while as much is left as a fresh lease has at its first
 		// extension, or ExtendEvery could outlast it.
@@ -400,6 +428,9 @@ func (le *Lease) endLocked(err error, leaveGate bool) (leave bool) {
 	}
 	le.endErr = err
 	le.endedAt = time.Now()
+	if le.trk != nil {
+		le.l.track.remove(le.trk)
+	}
 	if w := le.w; w != nil {
 		close(w.done)
 		if w.expiry != nil {
@@ -430,6 +461,9 @@ func (le *Lease) takeGateLocked() bool {
 // The caller holds mu.
 func (le *Lease) setValidUntil(t time.Time) {
 	le.validUntil = t
+	if le.trk != nil {
+		le.l.track.setUntil(le.trk, t)
+	}
 	if w := le.w; w != nil && w.expiry != nil {
 		w.expiry.Reset(time.Until(t))
 	}

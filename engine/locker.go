@@ -33,6 +33,7 @@ type Locker struct {
 	// semaphore, by its keys' base: only the head waits on the masters.
 	semGate *gate
 	notify  *notifier
+	track   *tracker // nil with DisableTracking
 	closed  atomic.Bool
 	// done closes with Close: Lock callers asleep between attempts wake.
 	done chan struct{}
@@ -115,6 +116,9 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 	}
 	if !cfg.DisableNotify {
 		l.notify = newNotifier(pool, cfg.NotifyLinger)
+	}
+	if !cfg.DisableTracking {
+		l.track = newTracker(pool, cfg.Masters)
 	}
 	l.nodes = l.watchNodes()
 	return l, nil
@@ -199,12 +203,18 @@ func (l *Locker) Close() error {
 	if l.notify != nil {
 		l.notify.shut()
 	}
+	if l.track != nil {
+		l.track.shut()
+	}
 	l.nodes.close()
 	// The pool cuts the connections still waiting on a hung master, the
 	// notifier's pub/sub ones too, which lets its goroutines end.
 	l.pool.Close()
 	if l.notify != nil {
 		l.notify.close()
+	}
+	if l.track != nil {
+		l.track.close()
 	}
 	return nil
 }

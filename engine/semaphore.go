@@ -484,6 +484,7 @@ func (a *semAttempt) late(i int, v multiplex.Vote) {
 	le.mu.Lock()
 	wasUnsure := le.unsure&bit != 0
 	a.record(i, v)
+	le.trackAnswerLocked(i)
 	if !a.decided {
 		le.mu.Unlock()
 		return

@@ -123,6 +123,11 @@ var (
 	// once it has forgotten its counters its clock alone orders the
 	// fencing tokens of its slots.
 	ClusterClockUnjudged = &Switch{name: "cluster-clock-unjudged"}
+	// LossNoticedLate: the tracker reads a watched lease's keys after
+	// every change but never ends the lease: a loss on a quorum is learnt
+	// at the next extension, up to ExtendEvery later, or not at all
+	// without auto-extension.
+	LossNoticedLate = &Switch{name: "loss-noticed-late"}
 )
 
 // All is every switch, for flags and tables.
@@ -130,7 +135,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	QuitKeepsTurn, GhostInQueue, FencingWithoutClockFloor, AcquireAllPartial, ExpiredLeaseKeepsKey,
 	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
 	CoalesceAcrossSlots, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders, RWIntentIgnored,
-	RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged}
+	RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged, LossNoticedLate}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

@@ -1,0 +1,126 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/engine"
+)
+
+// TestRemoteValidity asks the masters about a lock, a permit and a lease
+// on three resources, on a Locker that does not track (so that
+// RemoteValidity, not the tracker, finds the loss): fresh, each answers
+// about the TTL, never more than Validity; with a key gone from a
+// minority of the masters, the rest still vouch for it; with the keys'
+// TTL shortened on the rest, it answers the shorter time and the lease's
+// validity follows; with a key gone from a quorum, it ends the lease with
+// ErrLockLost, naming each master's answer.
+func TestRemoteValidity(t *testing.T) {
+	e := newEnv(t, 5)
+	ctx := context.Background()
+	for _, k := range lossKinds {
+		if k.auto {
+			continue
+		}
+		l := k.locker(e, func(c *engine.Config) { c.DisableTracking = true })
+		le := k.take(t, l, "remote:"+k.name)
+		keys := engine.LeaseKeys(le)
+
+		v, err := le.RemoteValidity(ctx)
+		if err != nil || v <= lossTTL-2*time.Second || v > le.Validity()+time.Millisecond {
+			t.Fatalf("%s, fresh: RemoteValidity %s, %v; Validity %s", k.name, v, err, le.Validity())
+		}
+
+		e.del(0, keys[0])
+		e.set(1, keys[len(keys)-1], "stranger")
+		if v, err := le.RemoteValidity(ctx); err != nil || v <= lossTTL-2*time.Second {
+			t.Fatalf("%s, a minority changed: RemoteValidity %s, %v", k.name, v, err)
+		}
+
+		for i := 2; i < 5; i++ {
+			c := e.direct[i]
+			if err := c.Do(ctx, c.B().Pexpire().Key(keys[len(keys)/2]).Milliseconds(5000).Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		v, err = le.RemoteValidity(ctx)
+		if err != nil || v > 5*time.Second || v < 4*time.Second {
+			t.Fatalf("%s, TTL shortened to 5s on the quorum left: RemoteValidity %s, %v", k.name, v, err)
+		}
+		if d := le.Validity(); d > 5*time.Second || le.Err() != nil {
+			t.Fatalf("%s: Validity %s, Err %v after the masters vouched for 5s at most", k.name, d, le.Err())
+		}
+
+		e.del(2, keys[0])
+		v, err = le.RemoteValidity(ctx)
+		var ve *engine.VotesError
+		if v != 0 || !errors.Is(err, engine.ErrLockLost) || !errors.Is(err, engine.ErrNotHeld) || !errors.As(err, &ve) {
+			t.Fatalf("%s, lost on a quorum: RemoteValidity %s, %v", k.name, v, err)
+		}
+		if ve.Refused != 3 || ve.OK != 2 {
+			t.Fatalf("%s: %d refused, %d ok; want 3 and 2: %v", k.name, ve.Refused, ve.OK, err)
+		}
+		select {
+		case <-le.Done():
+		default:
+			t.Fatalf("%s: Done open after RemoteValidity found the lease lost", k.name)
+		}
+		if !errors.Is(le.Err(), engine.ErrLockLost) || le.Validity() != 0 {
+			t.Fatalf("%s: Err %v, Validity %s after RemoteValidity found the lease lost", k.name, le.Err(), le.Validity())
+		}
+		t.Logf("%s: %v", k.name, err)
+		if _, err := le.RemoteValidity(ctx); !errors.Is(err, engine.ErrLockLost) {
+			t.Fatalf("%s: RemoteValidity of the lost lease: %v", k.name, err)
+		}
+	}
+}
+
+// TestRemoteValidityOfEndedLeases: a released lease, a nil one and one
+// whose Locker closed answer without asking the masters; a lease the
+// tracker found lost answers ErrLockLost.
+func TestRemoteValidityOfEndedLeases(t *testing.T) {
+	e := newEnv(t, 5)
+	ctx := context.Background()
+	l := e.locker(nil)
+	le, err := l.TryLock(ctx, "ended")
+	if err != nil {
+		t.Fatal(err)
+	}
+	le.Release(ctx)
+	if _, err := le.RemoteValidity(ctx); !errors.Is(err, engine.ErrReleased) {
+		t.Fatalf("released: %v", err)
+	}
+	var nilLease *engine.Lease
+	if _, err := nilLease.RemoteValidity(ctx); !errors.Is(err, engine.ErrNotHeld) {
+		t.Fatalf("nil lease: %v", err)
+	}
+
+	le, err = l.TryLock(ctx, "tracked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := le.Done()
+	for i := range 3 {
+		e.del(i, "tracked")
+	}
+	select {
+	case <-done:
+	case <-time.After(lossBound):
+		t.Fatalf("Done open %s after the keys left a quorum", lossBound)
+	}
+	if _, err := le.RemoteValidity(ctx); !errors.Is(err, engine.ErrLockLost) {
+		t.Fatalf("lost: %v", err)
+	}
+
+	c := e.locker(nil)
+	le, err = c.TryLock(ctx, "closed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if _, err := le.RemoteValidity(ctx); !errors.Is(err, engine.ErrClosed) {
+		t.Fatalf("closed: %v", err)
+	}
+}

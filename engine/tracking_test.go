@@ -1,0 +1,340 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/mutation"
+)
+
+// The tests of the at-once loss notice (engine/tracking.go): a watched
+// lease whose keys vanish on a quorum of the masters ends within a bound
+// far below its next extension, and a lease whose keys a quorum still
+// holds never ends for what its holder, its waiters or a minority of
+// outside writes do to them.
+
+const (
+	// lossTTL: the leases here would learn of a loss from their next
+	// extension only after lossTTL/3, 10 s, or at their expiry.
+	lossTTL = 30 * time.Second
+	// lossBound is how long a test waits for Done after the keys vanished
+	// on a quorum: generous (it takes milliseconds), and far below the
+	// next extension.
+	lossBound = 3 * time.Second
+)
+
+// lossKind is a kind of lease, taken by take on a Locker of its own.
+type lossKind struct {
+	name string
+	take func(t *testing.T, l *engine.Locker, resource string) *engine.Lease
+	auto bool // the Locker auto-extends
+}
+
+var lossKinds = []lossKind{
+	{name: "lock", take: func(t *testing.T, l *engine.Locker, r string) *engine.Lease {
+		le, err := l.TryLock(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return le
+	}},
+	{name: "auto-extended lock", auto: true, take: func(t *testing.T, l *engine.Locker, r string) *engine.Lease {
+		le, err := l.TryLock(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return le
+	}},
+	{name: "permit", take: func(t *testing.T, l *engine.Locker, r string) *engine.Lease {
+		sem, err := l.Semaphore(r, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		le, err := sem.TryAcquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return le
+	}},
+	{name: "multi", take: func(t *testing.T, l *engine.Locker, r string) *engine.Lease {
+		le, err := l.TryLockAll(context.Background(), r+":a", r+":b", r+":c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return le
+	}},
+}
+
+// lossLocker is a Locker on e's masters with the long TTL.
+func (k lossKind) locker(e *env, mutate func(*engine.Config)) *engine.Locker {
+	return e.locker(func(c *engine.Config) {
+		c.TTL = lossTTL
+		c.AutoExtend = k.auto
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+}
+
+// awaitReads waits until l's tracker has judged n more reads than from.
+func awaitReads(t *testing.T, l *engine.Locker, from int64, n int) {
+	t.Helper()
+	eventually(t, lossBound, fmt.Sprintf("%d tracker reads", n), func() bool { return l.TrackerReads() >= from+int64(n) })
+}
+
+// noticed takes a lease of kind k, watches it, deletes one of its keys
+// on a quorum of e's masters (the middle one, for a lease on several),
+// and says whether Done closed within lossBound, with Err as it should be.
+func noticed(t *testing.T, e *env, k lossKind, resource string) error {
+	l := k.locker(e, nil)
+	from := l.TrackerReads()
+	le := k.take(t, l, resource)
+	done := le.Done()
+	keys := engine.LeaseKeys(le)
+	// The first reads tell the tracker the keys are the lease's, and ask
+	// the masters to push their next change.
+	awaitReads(t, l, from, len(keys)*len(e.direct))
+	key := keys[len(keys)/2]
+	for i := range l.Quorum() {
+		e.del(i, key)
+	}
+	select {
+	case <-done:
+	case <-time.After(lossBound):
+		return fmt.Errorf("%s: Done did not close within %s of its key vanishing on a quorum (Err %v)", k.name, lossBound, le.Err())
+	}
+	err := le.Err()
+	if !errors.Is(err, engine.ErrLockLost) || !errors.Is(err, engine.ErrNotHeld) || le.Validity() != 0 || le.Context().Err() == nil {
+		return fmt.Errorf("%s: after the loss: Err %v, Validity %s, Context %v", k.name, err, le.Validity(), le.Context().Err())
+	}
+	t.Logf("%s: %v", k.name, err)
+	return nil
+}
+
+// TestLossNoticedAtOnce: a lock, an auto-extended lock, a semaphore permit
+// and a lease on three resources each end within lossBound of a key of
+// theirs vanishing on a quorum, where their next extension would come
+// after 10 s and their expiry after 30 s.
+func TestLossNoticedAtOnce(t *testing.T) {
+	e := newEnv(t, 5)
+	for _, k := range lossKinds {
+		if err := noticed(t, e, k, "noticed:"+k.name); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestLossNoticedAtOnceControl turns the notice off
+// (mutation.LossNoticedLate: the tracker reads the keys but never ends a
+// lease) and must see TestLossNoticedAtOnce's check fail for every kind.
+func TestLossNoticedAtOnceControl(t *testing.T) {
+	e := newEnv(t, 5)
+	defer mutation.LossNoticedLate.Set(true)()
+	t.Run("group", func(t *testing.T) {
+		for _, k := range lossKinds {
+			t.Run(k.name, func(t *testing.T) {
+				t.Parallel() // each waits lossBound in vain
+				err := noticed(t, e, k, "control:"+k.name)
+				if err == nil {
+					t.Fatal("the loss was noticed with the tracker's notice off: the check cannot fail")
+				}
+				t.Logf("caught: %v", err)
+			})
+		}
+	})
+}
+
+// TestLossNoticedForEachChange: the key deleted, overwritten, flushed
+// with the rest of the masters' keys, or expired after another client
+// shortened its TTL, on a quorum: each ends a watched lease within
+// lossBound.
+func TestLossNoticedForEachChange(t *testing.T) {
+	e := newEnv(t, 5)
+	l := lossKinds[0].locker(e, nil)
+	changes := []struct {
+		name   string
+		change func(i int, key string)
+	}{
+		{"del", func(i int, key string) { e.del(i, key) }},
+		{"set", func(i int, key string) { e.set(i, key, "stranger") }},
+		{"flushall", func(i int, key string) {
+			if err := e.direct[i].Do(context.Background(), e.direct[i].B().Flushall().Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"expire", func(i int, key string) {
+			c := e.direct[i]
+			if err := c.Do(context.Background(), c.B().Pexpire().Key(key).Milliseconds(200).Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, c := range changes {
+		from := l.TrackerReads()
+		le, err := l.TryLock(context.Background(), "change:"+c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := le.Done()
+		awaitReads(t, l, from, len(e.direct))
+		for i := range l.Quorum() {
+			c.change(i, "change:"+c.name)
+		}
+		select {
+		case <-done:
+			if !errors.Is(le.Err(), engine.ErrLockLost) {
+				t.Errorf("%s: Err %v, want ErrLockLost", c.name, le.Err())
+			}
+		case <-time.After(lossBound):
+			t.Errorf("%s: Done did not close within %s (Err %v)", c.name, lossBound, le.Err())
+		}
+	}
+}
+
+// TestLossOnAMinorityIsNoLoss: for each kind, a key of the lease deleted
+// on one master and one overwritten on another: three masters of five, a
+// quorum, still hold every key, so the lease stands once the tracker has
+// read the keys again; a delete on a third master then ends it.
+func TestLossOnAMinorityIsNoLoss(t *testing.T) {
+	e := newEnv(t, 5)
+	for _, k := range lossKinds {
+		l := k.locker(e, nil)
+		from := l.TrackerReads()
+		le := k.take(t, l, "minority:"+k.name)
+		done := le.Done()
+		keys := engine.LeaseKeys(le)
+		awaitReads(t, l, from, len(keys)*len(e.direct))
+		// One key gone on master 0, another overwritten on master 1: two
+		// masters no longer hold every key, three still do.
+		from = l.TrackerReads()
+		e.del(0, keys[0])
+		e.set(1, keys[len(keys)-1], "stranger")
+		awaitReads(t, l, from, 2)
+		select {
+		case <-done:
+			t.Fatalf("%s: ended with a quorum still holding it: %v", k.name, le.Err())
+		default:
+		}
+		if err := le.Err(); err != nil || le.Validity() <= 0 {
+			t.Fatalf("%s: Err %v, Validity %s with a quorum still holding it", k.name, err, le.Validity())
+		}
+		e.del(2, keys[0])
+		select {
+		case <-done:
+		case <-time.After(lossBound):
+			t.Fatalf("%s: the third master's delete did not end it within %s (Err %v)", k.name, lossBound, le.Err())
+		}
+	}
+}
+
+// TestUnwatchedLeasesCostTheMastersNothing: a lease whose Done, Context
+// and auto-extension nobody uses is not watched; one whose Done is, is
+// watched until it ends.
+func TestUnwatchedLeasesCostTheMastersNothing(t *testing.T) {
+	e := newEnv(t, 5)
+	l := e.locker(nil)
+	ctx := context.Background()
+	le, err := l.TryLock(ctx, "unwatched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	le.Err()
+	le.Validity()
+	if n := l.TrackedKeys(); n != 0 {
+		t.Fatalf("%d keys watched for a lease nobody watches", n)
+	}
+	le.Release(ctx)
+	le, err = l.TryLock(ctx, "watched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	le.Done()
+	if n := l.TrackedKeys(); n != 1 {
+		t.Fatalf("%d keys watched for a lease whose Done is used, want 1", n)
+	}
+	le.Release(ctx)
+	if n := l.TrackedKeys(); n != 0 {
+		t.Fatalf("%d keys still watched after the Release", n)
+	}
+	off := e.locker(func(c *engine.Config) { c.DisableTracking = true })
+	le, err = off.TryLock(ctx, "off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	le.Done()
+	if n := off.TrackedKeys(); n != 0 {
+		t.Fatalf("%d keys watched with DisableTracking", n)
+	}
+}
+
+// TestLossNoticedAcrossABrokenConnection: every connection to the masters
+// is killed (the tracker's included), and the key deleted from a quorum
+// before the tracker has a new one: the pushes are lost with the
+// connection, and the new connection's first reads find the loss.
+func TestLossNoticedAcrossABrokenConnection(t *testing.T) {
+	e := newEnv(t, 5)
+	l := e.locker(func(c *engine.Config) { c.TTL = lossTTL })
+	from := l.TrackerReads()
+	le, err := l.TryLock(context.Background(), "broken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := le.Done()
+	awaitReads(t, l, from, len(e.direct))
+	for i, c := range e.direct {
+		if err := c.Do(context.Background(), c.B().ClientKill().TypeNormal().SkipmeYes().Build()).Error(); err != nil {
+			t.Fatalf("CLIENT KILL on master %d: %v", i, err)
+		}
+	}
+	for i := range l.Quorum() {
+		e.del(i, "broken")
+	}
+	select {
+	case <-done:
+		if !errors.Is(le.Err(), engine.ErrLockLost) {
+			t.Fatalf("Err %v, want ErrLockLost", le.Err())
+		}
+	case <-time.After(lossBound):
+		t.Fatalf("Done did not close within %s (Err %v)", lossBound, le.Err())
+	}
+}
+
+// TestObserverSeesTrackedLoss: a loss the tracker finds is one Lost event,
+// ErrLockLost and ResultNotHeld, as one an extension finds.
+func TestObserverSeesTrackedLoss(t *testing.T) {
+	e := newEnv(t, 5)
+	var r recorder
+	l := e.locker(func(c *engine.Config) {
+		c.Observer = r.observer()
+		c.TTL = lossTTL
+	})
+	from := l.TrackerReads()
+	le, err := l.TryLock(context.Background(), "observed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := le.Done()
+	awaitReads(t, l, from, len(e.direct))
+	for i := range l.Quorum() {
+		e.del(i, "observed")
+	}
+	select {
+	case <-done:
+	case <-time.After(lossBound):
+		t.Fatalf("Done did not close within %s (Err %v)", lossBound, le.Err())
+	}
+	eventually(t, lossBound, "the Lost event", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.lost) > 0
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.lost) != 1 || !errors.Is(r.lost[0].Err, engine.ErrLockLost) || r.lost[0].Result != engine.ResultNotHeld || r.lost[0].Resource != "observed" {
+		t.Fatalf("lost events: %+v", r.lost)
+	}
+}

@@ -333,6 +333,12 @@ func (t *tracker) run(tn *trackNode) {
 // context, so it runs on a goroutine of its own that shut does not wait
 // for (as the notifier's does).
 func (t *tracker) open(tn *trackNode) (dc rueidis.DedicatedClient, errs <-chan error, off bool) {
+	if t.pool.IsCluster(tn.i) {
+		// A dedicated connection reaches one node of the cluster, and an
+		// MGET of keys in several slots fails there: a cluster vote is
+		// left to the extensions.
+		return nil, nil, true
+	}
 	client := t.pool.Client(tn.i)
 	if client == nil {
 		return nil, nil, false // not connected; the pool reconnects it

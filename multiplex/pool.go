@@ -879,6 +879,9 @@ func (p *Pool) cutConns() {
 // connected. Masters are numbered in the order of Options.Addrs.
 func (p *Pool) Client(i int) rueidis.Client { return p.nodes[i].Client() }
 
+// IsCluster reports whether vote i is a Redis Cluster.
+func (p *Pool) IsCluster(i int) bool { return p.nodes[i].seeds != nil }
+
 // Len is the number of masters.
 func (p *Pool) Len() int { return len(p.nodes) }
 

@@ -178,6 +178,7 @@ type Script struct {
 	// Script.Coalesce); a node worker that finds several commands of
 	// this script queued sends them as one Multi call.
 	Multi *Script
+	keyed bool // Multi is CoalesceKeys's: it groups calls with further keys
 }
 
 // NewScript computes the script's SHA1, as SCRIPT LOAD does.

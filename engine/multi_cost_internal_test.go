@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/internal/redistest"
+	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // BenchmarkMasterCostMulti is what a master spends (its used_cpu_user +
@@ -15,7 +16,9 @@ import (
 // multi-resource lock's calls over three fresh keys, pipelined on one
 // connection, sent alone or coalesced 32 to a call, beside the mutex's
 // SET NX GET PX on one key (three make a sequential lease's acquires) and
-// its release, coalesced. The client's time (ns/op) is not the point; the
+// its release, coalesced; and, to see where a script's time goes, scripts
+// over three keys that do nothing (alone and coalesced), three GETs, and
+// three SET PX. The client's time (ns/op) is not the point; the
 // master is its own process, so the metric holds on a loaded machine
 // better than a throughput does.
 func BenchmarkMasterCostMulti(b *testing.B) {
@@ -27,7 +30,10 @@ func BenchmarkMasterCostMulti(b *testing.B) {
 	}
 	defer cl.Close()
 	ctx := context.Background()
-	for _, s := range []string{acquireAllScript.Body, acquireAllScript.Multi.Body, allKeysForm[releaseScript].Body,
+	empty := multiplex.NewScript(`return false`).CoalesceKeys()
+	gets := multiplex.NewScript(`for i = 1, #KEYS do redis.call("GET", KEYS[i]) end return false`)
+	sets := multiplex.NewScript(`for i = 1, #KEYS do redis.call("SET", KEYS[i], ARGV[1], "PX", ARGV[2]) end return false`)
+	for _, s := range []string{empty.Body, empty.Multi.Body, gets.Body, sets.Body, acquireAllScript.Body, acquireAllScript.Multi.Body, allKeysForm[releaseScript].Body,
 		allKeysForm[releaseScript].Multi.Body, releaseScript.Multi.Body} {
 		if err := cl.Do(ctx, cl.B().ScriptLoad().Script(s).Build()).Error(); err != nil {
 			b.Fatal(err)
@@ -61,6 +67,7 @@ func BenchmarkMasterCostMulti(b *testing.B) {
 	}
 	acq := multi(acquireAllScript.SHA, acquireAllScript.Multi.SHA, "v", "10000", "0", "0")
 	rel := multi(allKeysForm[releaseScript].SHA, allKeysForm[releaseScript].Multi.SHA, "v")
+	nothing := multi(empty.SHA, empty.Multi.SHA, "v", "10000", "0", "0")
 	for _, o := range []op{
 		{"acquire-all/alone", 1, acq, false},
 		{"acquire-all/coalesced", 32, acq, false},
@@ -79,6 +86,10 @@ func BenchmarkMasterCostMulti(b *testing.B) {
 			}
 			return a
 		}, true},
+		{"script-nothing/alone", 1, nothing, false},
+		{"script-nothing/coalesced", 32, nothing, false},
+		{"script-3-get", 1, multi(gets.SHA, "", "v", "10000"), true},
+		{"script-3-set", 1, multi(sets.SHA, "", "v", "10000"), false},
 	} {
 		b.Run(o.name, func(b *testing.B) {
 			if err := cl.Do(ctx, cl.B().Flushall().Build()).Error(); err != nil {

@@ -147,3 +147,67 @@ func masterCPU(b *testing.B, cl rueidis.Client) float64 {
 	}
 	return s
 }
+
+// BenchmarkMasterCostSemaphore is a master's CPU (master-µs/op) for a
+// permit's acquire on a fresh semaphore of 8: the probe (the lock's SET NX
+// GET PX of one slot), the acquire script coalesced 32 to a call, and the
+// same script when it also checks and keeps the permit count (a handle's
+// first attempt, and one every MaxTTL/2 after), alone among the keys and
+// beside 100,000 count keys of other semaphores (which every semaphore in
+// use keeps for 2 MaxTTL).
+func BenchmarkMasterCostSemaphore(b *testing.B) {
+	c := redistest.StartT(b, 1)
+	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Addrs(), ForceSingleClient: true,
+		DisableCache: true, ClientSetInfo: rueidis.DisableClientSetInfo})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	for _, s := range []string{semAcquireScript.Body, semAcquireScript.Multi.Body} {
+		if err := cl.Do(ctx, cl.B().ScriptLoad().Script(s).Build()).Error(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	base := func(i int) string { return "s" + strconv.Itoa(i) + ":" }
+	script := func(mode string) func(i, n int) []string {
+		return func(i, n int) []string {
+			a := []string{"EVALSHA", semAcquireScript.Multi.SHA, strconv.Itoa(n)}
+			for j := range n {
+				a = append(a, base(i+j))
+			}
+			for range n {
+				a = append(a, "6", "v", "10000", "8", "0", mode, "20000")
+			}
+			return a
+		}
+	}
+	probe := func(i, _ int) []string { return []string{"SET", base(i) + "0", "v", "NX", "GET", "PX", "10000"} }
+	for _, o := range []struct {
+		name   string
+		group  int
+		build  func(i, n int) []string
+		counts bool // 100,000 other semaphores' counts are kept
+	}{
+		{"probe", 1, probe, false},
+		{"probe/beside-100k-counts", 1, probe, true},
+		{"script/coalesced", 32, script(""), false},
+		{"script-checking-count/coalesced", 32, script("m"), false},
+		{"script-checking-count/coalesced/beside-100k-counts", 32, script("m"), true},
+	} {
+		b.Run(o.name, func(b *testing.B) {
+			if err := cl.Do(ctx, cl.B().Flushall().Build()).Error(); err != nil {
+				b.Fatal(err)
+			}
+			if o.counts {
+				send(b, cl, 100000, 1, func(i, _ int) []string {
+					return []string{"SET", "other" + strconv.Itoa(i) + ":permits", "8", "PX", "600000"}
+				})
+			}
+			before := masterCPU(b, cl)
+			b.ResetTimer()
+			send(b, cl, b.N, o.group, o.build)
+			b.ReportMetric((masterCPU(b, cl)-before)*1e6/float64(b.N), "master-µs/op")
+		})
+	}
+}

@@ -39,6 +39,16 @@ import (
 // it holds all K. Validity, auto-extension, Done, the restart quarantine,
 // late replies and errors are the lease's own.
 //
+// Each of these scripts coalesces (multiplex.Script.CoalesceKeys): the
+// calls of one script queued for a master, by many leases, go as one
+// script call in which each runs alone over its own keys, under pcall, in
+// the order they were submitted; the pool keeps every command on one of
+// their keys in its place around them. The master runs the call as one
+// step, so each member sees what it would have seen alone right after the
+// member before it, its all-or-nothing is the script's own (every check
+// that can fail precedes the first write), and an error ends that member
+// only, whose body touches no other member's keys.
+//
 // The keys are all on each master: on a cluster vote, they must share a
 // hash slot (ErrCrossSlot).
 
@@ -405,15 +415,15 @@ func classifyAll(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
 // marks every key held so that its release publishes. When refused, it
 // passes on at once each turn it was given (quitLua): it holds nothing
 // while it waits.
-var acquireAllScript = multiplex.NewScript(acquireAllBody(true, false))
+var acquireAllScript = multiplex.NewScript(acquireAllBody(true, false)).CoalesceKeys()
 
 // acquireAllScriptNoFloor answers the counters alone, without the
 // master's clock (mutation.FencingWithoutClockFloor).
-var acquireAllScriptNoFloor = multiplex.NewScript(acquireAllBody(false, false))
+var acquireAllScriptNoFloor = multiplex.NewScript(acquireAllBody(false, false)).CoalesceKeys()
 
 // acquireAllScriptPartial sets the free keys and answers yes although
 // another is held (mutation.AcquireAllPartial).
-var acquireAllScriptPartial = multiplex.NewScript(acquireAllBody(true, true))
+var acquireAllScriptPartial = multiplex.NewScript(acquireAllBody(true, true)).CoalesceKeys()
 
 // acquireAllBody is acquireAllScript's Lua; floor: answer at least the
 // master's clock in µs; partial: the mutation that takes what is free.
@@ -524,7 +534,8 @@ var multiScripts = []*multiplex.Script{acquireAllScript, allKeysForm[releaseScri
 // when one fails. Its answer is the first error if a key failed, else the
 // keys' common answer, or 0 when they differ: a master agrees to a
 // release, extension or fencing raise only when it did so for all the
-// keys (their answer is then 1, 1 and the token).
+// keys (their answer is then 1, 1 and the token). The form coalesces
+// (CoalesceKeys), as the single-key script does.
 func allKeys(s *multiplex.Script) *multiplex.Script {
 	return multiplex.NewScript("local function one(KEYS, ARGV) " + s.Body + `
 end
@@ -556,5 +567,5 @@ end
 if not same then
   return 0
 end
-return out`)
+return out`).CoalesceKeys()
 }

@@ -32,7 +32,8 @@
 // and handed to the LateHandler. The client cache and rueidis's silent
 // retries are off. Calls of one script queued for a master at the same
 // moment go as one call over many keys when the script was made with
-// Script.Coalesce, and each round gets its own key's reply.
+// Script.Coalesce (or, for scripts over several keys, Script.CoalesceKeys),
+// and each round gets its own call's reply.
 //
 // multiplex imports only rueidis and the standard library.
 package multiplex

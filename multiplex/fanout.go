@@ -75,9 +75,10 @@ type Command struct {
 	Key  string
 	// Keys, when set, are a script's further keys, KEYS[2] on, for a
 	// script that acts on several keys of one master at once (the
-	// engine's multi-resource lock); such a call is never coalesced. A
-	// pointer, so that the commands on one key, nearly all, stay small:
-	// a Command is copied into every round.
+	// engine's multi-resource lock); such a call is coalesced only if
+	// its script's Multi is CoalesceKeys's. A pointer, so that the
+	// commands on one key, nearly all, stay small: a Command is copied
+	// into every round.
 	Keys *[]string
 	// Args are the arguments after the key: Args[:NArgs]. A fixed array,
 	// so that building a Command allocates nothing. NArgs is at most

@@ -181,6 +181,7 @@ type Script struct {
 	// guard is the form a cluster vote runs (see guarded), made on first
 	// use.
 	guard atomic.Pointer[Script]
+	keyed bool // Multi is CoalesceKeys's: it groups calls with further keys
 }
 
 // NewScript computes the script's SHA1, as SCRIPT LOAD does.

@@ -51,6 +51,7 @@ var notSimulated = map[string]string{
 	mutation.ClusterVotesShareNode.Name():  "the simulator has no Redis Clusters; TestClusterVoteSharingANodeIsRefused (engine, real clusters) catches it",
 	mutation.ClusterKeysUntagged.Name():    "the simulator has no Redis Clusters; TestClusterKeysUntaggedControl (engine, real clusters) catches it",
 	mutation.CoalesceAcrossSlots.Name():    "the simulator has no Redis Clusters; TestCoalesceAcrossSlotsControl (multiplex, a real cluster) catches it",
+	mutation.CoalesceFirstKeyOnly.Name():   "the workers do not call LockAll; TestCoalescedKeysKeepPerKeyOrderControl (multiplex, a real master) catches it",
 	mutation.ClusterFailoverTrusted.Name(): "the simulator has no Redis Clusters; TestClusterFailoverKeepsThePromotedReplicaOut (engine, real clusters) catches it",
 	// The cluster votes' shards, failovers, migrations and clocks.
 	mutation.ClusterMigrationUnguarded.Name(): "the simulator has no Redis Clusters; TestClusterMigrationSemaphoreKeepsItsPermit and TestClusterMigrationFencingStaysMonotonic (engine, real clusters) catch it",

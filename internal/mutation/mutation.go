@@ -92,6 +92,10 @@ var (
 	// CoalesceAcrossSlots: a cluster vote's coalesced script calls take
 	// keys of any slot: the cluster refuses them (CROSSSLOT).
 	CoalesceAcrossSlots = &Switch{name: "coalesce-across-slots"}
+	// CoalesceFirstKeyOnly: a coalesced call over several keys is placed
+	// in its batch by its first key alone: a later call on one of its
+	// further keys joins a group that runs before it.
+	CoalesceFirstKeyOnly = &Switch{name: "coalesce-first-key-only"}
 	// ClusterFailoverTrusted: a cluster's replica promoted by a failover
 	// (or a primary new to the vote) votes at once, although it may lack
 	// the locks its primary granted: a second holder.
@@ -134,8 +138,9 @@ var (
 var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext, SplitVoteStaleEntry,
 	QuitKeepsTurn, GhostInQueue, FencingWithoutClockFloor, AcquireAllPartial, ExpiredLeaseKeepsKey,
 	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
-	CoalesceAcrossSlots, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders, RWIntentIgnored,
-	RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged, LossNoticedLate}
+	CoalesceAcrossSlots, CoalesceFirstKeyOnly, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders,
+	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
+	LossNoticedLate}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

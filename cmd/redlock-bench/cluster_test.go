@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -141,5 +143,37 @@ wait:
 	}
 	if want := "votes        3: 0 masters, 3 Redis Clusters of 2 shards each (started locally)\n"; !strings.Contains(string(txt), want) {
 		t.Errorf("summary.txt lacks %q:\n%s", want, txt)
+	}
+}
+
+// make bench-cluster is make bench on 3 local clusters: the same lines,
+// the labels ending in -clusterS, exit 0 on safe runs.
+func TestMakeBenchCluster(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make not installed")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := t.TempDir()
+	cmd := exec.Command("make", "-s", "--no-print-directory", "bench-cluster", "RUNS="+runs,
+		"CLUSTER_SHARDS=2", "BENCH_DURATION=500ms", "BENCH_FLAGS=--workers 4 --warmup 0")
+	cmd.Dir = root
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	line := regexp.MustCompile(`(?m)^   redlock: [0-9]+\.[0-9] acquisitions/s, p50=[0-9.]+ ms p99=[0-9.]+ ms, [0-9]+ errors.*, 0 violations`)
+	if code := exitStatus(err); code != 0 || len(line.FindAllString(out, -1)) != 3 {
+		t.Fatalf("exit %d, want 0 and three run lines:\n%s", code, out)
+	}
+	for _, label := range []string{"uncontended-cluster2", "contended-cluster2", "hotkeys-cluster2"} {
+		dirs, _ := filepath.Glob(filepath.Join(runs, "*-"+label))
+		if len(dirs) != 1 {
+			t.Errorf("%s: %d result directories, want 1:\n%s", label, len(dirs), out)
+			continue
+		}
+		if s := readSummary(t, dirs[0]); s["cluster_shards"] != 2.0 {
+			t.Errorf("%s: cluster_shards %v, want 2", label, s["cluster_shards"])
+		}
 	}
 }

@@ -9,7 +9,7 @@ PKGS     := $(patsubst %,./%/...,$(MODULES:.=))
 PKGS     := ./... $(PKGS)
 RUNS     := results/runs
 
-.PHONY: all modules test bench compare scenarios chaos controls sim lint vet fmt cover benchmark clean deps test-deps
+.PHONY: all modules test bench bench-cluster compare scenarios chaos controls sim lint vet fmt cover benchmark clean deps test-deps
 
 all: test
 
@@ -101,11 +101,13 @@ benchmark: deps
 BENCH_DURATION ?= 10s
 BENCH_FLAGS    ?=
 BENCH_STRICT   ?=
+# BENCH_SUFFIX is appended to every run's label (bench-cluster sets it).
+BENCH_SUFFIX   ?=
 bench: deps
 	@mkdir -p bin
 	$(GO) build -o bin/redlock-bench ./cmd/redlock-bench
 	@ts=$$(date -u +%Y%m%dT%H%M%SZ); failed=""; degraded=""; \
-	one() { label=$$1; shift; dir=$(RUNS)/$$ts-$$label; \
+	one() { label=$$1$(BENCH_SUFFIX); shift; dir=$(RUNS)/$$ts-$$label; \
 		echo "== $$label: redlock-bench run $$* --duration $(BENCH_DURATION) $(BENCH_FLAGS)"; \
 		line=$$(bin/redlock-bench run -q --label $$label --out $$dir --duration $(BENCH_DURATION) $(BENCH_FLAGS) "$$@"); rc=$$?; \
 		if [ -n "$$line" ]; then echo "   $$line"; echo "   results: $$dir"; fi; \
@@ -118,6 +120,16 @@ bench: deps
 	if [ -n "$$degraded" ]; then echo "DEGRADED:$$degraded: errors or leases lost; their figures include failed operations (see summary.txt)"; fi; \
 	if [ -n "$$failed" ]; then echo "FAILED:$$failed: unsafe or not measured (see the messages above)"; exit 1; fi; \
 	if [ -n "$$degraded" ] && [ -n "$(BENCH_STRICT)" ]; then echo "BENCH_STRICT is set: a degraded run fails the target"; exit 1; fi
+
+# bench-cluster runs the standard set of bench on three local Redis
+# Clusters of CLUSTER_SHARDS shards each, one vote per cluster, instead of
+# five masters, with the same output and exit status; the labels end in
+# -clusterS (uncontended-cluster3, ...). BENCH_DURATION, BENCH_FLAGS and
+# BENCH_STRICT work as for bench.
+CLUSTER_SHARDS ?= 3
+bench-cluster:
+	@$(MAKE) --no-print-directory bench BENCH_SUFFIX=-cluster$(CLUSTER_SHARDS) \
+		BENCH_FLAGS="--local-masters 3 --cluster-shards $(CLUSTER_SHARDS) $(BENCH_FLAGS)"
 
 # compare is the headline comparison: our engine against both redsync
 # baselines (redsync over rueidis, redsync over go-redis), uncontended

@@ -250,7 +250,7 @@ func RunCompare(ctx context.Context, cc CompareConfig) (*results.Comparison, err
 			return nil, err
 		}
 	}
-	if cc.usesRedis() && len(cc.Base.Masters) == 0 {
+	if cc.usesRedis() && !cc.Base.givenVotes() {
 		cluster, err := shareLocalMasters(ctx, &cc.Base, "comparison", c.logf)
 		if err != nil {
 			return nil, err

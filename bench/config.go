@@ -33,6 +33,17 @@ type Config struct {
 	// LocalMasters is how many redis-server to start when Masters is empty
 	// (--local-masters). Default 5.
 	LocalMasters int
+	// Clusters are votes that are Redis Clusters, each given by some of
+	// its nodes' addresses (--clusters), as engine.Config.Clusters: they
+	// vote after Masters. Redlock engines only. Default: none.
+	Clusters [][]string
+	// ClusterShards, when > 0, makes each of the LocalMasters votes a
+	// local Redis Cluster of this many shards instead of one
+	// redis-server (--cluster-shards). Default 0.
+	ClusterShards int
+	// clusterSeeds are the clusters the engine dials: Clusters, or the
+	// local ones Run started.
+	clusterSeeds [][]string
 	// sharedLocal: the caller (a sweep, a comparison) started the masters
 	// named in Masters, so the summary counts them as local.
 	sharedLocal bool
@@ -199,10 +210,15 @@ func (c *Config) Validate() error {
 	if _, _, err := splitEngine(c.Engine); err != nil {
 		return cfgErr("engine", c.Engine, "%v", err)
 	}
+	if err := c.validateClusters(); err != nil {
+		return err
+	}
 	if len(c.Masters) > 0 {
 		if _, err := engine.ParseMasters(strings.Join(c.Masters, ",")); err != nil {
 			return cfgErr("masters", strings.Join(c.Masters, ","), "%v", err)
 		}
+	} else if len(c.Clusters) > 0 {
+		// Votes given: nothing is started.
 	} else if c.LocalMasters <= 0 {
 		return cfgErr("local-masters", c.LocalMasters, "must be > 0")
 	} else if c.LocalMasters > MaxMasters && !IsRedlock(c.Engine) {
@@ -358,14 +374,18 @@ func (c *Config) validateLock() error {
 	return nil
 }
 
-// masterCount is how many masters the run has: --masters, or the local
-// ones it starts.
+// masterCount is how many votes the run has: --masters and --clusters, or
+// the local ones it starts.
 func (c *Config) masterCount() int {
-	if len(c.Masters) > 0 {
-		return len(c.Masters)
+	if len(c.Masters) > 0 || len(c.Clusters) > 0 {
+		return len(c.Masters) + len(c.Clusters)
 	}
 	return c.LocalMasters
 }
+
+// givenVotes reports whether the votes are the user's (--masters,
+// --clusters) rather than started by the run.
+func (c *Config) givenVotes() bool { return len(c.Masters) > 0 || len(c.Clusters) > 0 }
 
 // voters is how many masters the engine votes on: the first voters() of
 // the run's (NAME@N, or a single-master baseline), else all of them.
@@ -380,6 +400,10 @@ func (c *Config) voters() int {
 // given master addresses.
 func (c *Config) engineConfig(masters []string) engine.Config {
 	ec := engine.DefaultConfig(masters...)
+	ec.Clusters = c.clusterSeeds
+	if ec.Clusters == nil {
+		ec.Clusters = c.Clusters
+	}
 	ec.TTL = c.TTL
 	if c.Quarantine != "" {
 		ec.Quarantine, _ = ParseQuarantine(c.Quarantine) // checked by Validate
@@ -408,15 +432,26 @@ func (c *Config) validateEngine() error {
 		return nil
 	}
 	masters, flag, value := c.Masters, "masters", any(strings.Join(c.Masters, ","))
-	if len(masters) > 0 {
+	var clusters [][]string
+	switch {
+	case len(c.Clusters) > 0:
+		// No NAME@N with clusters (validateClusters): every vote counts.
+		clusters = c.Clusters
+	case len(masters) > 0:
 		masters = masters[:c.voters()]
-	} else {
+	default:
 		flag, value = "local-masters", c.LocalMasters
 		for i := range c.voters() {
-			masters = append(masters, net.JoinHostPort("127.0.0.1", strconv.Itoa(i+1)))
+			addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(i+1))
+			if c.ClusterShards > 0 {
+				clusters = append(clusters, []string{addr})
+			} else {
+				masters = append(masters, addr)
+			}
 		}
 	}
 	ec := c.engineConfig(masters)
+	ec.Clusters = clusters
 	err := ec.Validate()
 	if err == nil {
 		return nil
@@ -425,7 +460,10 @@ func (c *Config) validateEngine() error {
 	// duration the bench does not set itself.
 	msg := strings.TrimPrefix(err.Error(), "engine: ")
 	switch {
+	case strings.HasPrefix(msg, "Config.Masters and Clusters"):
 	case strings.HasPrefix(msg, "Config.Masters"):
+	case strings.HasPrefix(msg, "Config.Clusters"):
+		flag, value = "clusters", FormatClusters(c.Clusters)
 	case strings.HasPrefix(msg, "Config.ExtendEvery") && c.Extend:
 		flag, value = "ttl", c.TTL
 		msg += " (with --extend)"
@@ -721,6 +759,7 @@ func (c Config) RunConfig() results.RunConfig {
 	}
 	return results.RunConfig{
 		Engine: c.Engine, Masters: strings.Join(c.Masters, ","), LocalMasters: c.LocalMasters,
+		Clusters: FormatClusters(c.Clusters), ClusterShards: c.ClusterShards,
 		Workers: c.Workers, Clients: c.Clients, Resources: c.Resources,
 		Distribution: c.Distribution.String(), Lock: c.Lock.String(), Mode: string(c.Mode),
 		WaitTimeout: c.WaitTimeout.String(), Hold: c.Hold.String(), TTL: c.TTL.String(),

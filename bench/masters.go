@@ -42,6 +42,9 @@ func startLocalMasters(ctx context.Context, n int) (*redisproc.Cluster, error) {
 // cluster. As in Run, the quarantine defaults to observed: masters this
 // process started hold no locks.
 func shareLocalMasters(ctx context.Context, cfg *Config, series string, logf func(string, ...any)) (*redisproc.Cluster, error) {
+	if cfg.ClusterShards > 0 {
+		return nil, cfgErr("cluster-shards", cfg.ClusterShards, "applies to run only: a %s starts plain masters", series)
+	}
 	cluster, err := startLocalMasters(ctx, cfg.LocalMasters)
 	if err != nil {
 		return nil, err

@@ -63,12 +63,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	// The masters the engine votes on, the first ones of the run's: every
 	// figure, probe, fault and clean-up is about those.
-	site := runSite{masters: cfg.Masters}
+	site := runSite{masters: cfg.Masters, clusters: cfg.Clusters}
 	var cluster *redisproc.Cluster
 	if needsRedis(cfg.Engine) {
-		if len(site.masters) > 0 {
+		switch {
+		case len(cfg.Clusters) > 0:
+			// Every vote counts with clusters (validateClusters).
+		case len(site.masters) > 0:
 			site.masters = site.masters[:cfg.voters()]
-		} else {
+		case cfg.ClusterShards > 0:
+			clusters, err := startLocalClusters(ctx, cfg.voters(), cfg.ClusterShards)
+			if err != nil {
+				return nil, err
+			}
+			// Stopped on every return path, as the masters below.
+			defer stopClusters(clusters)
+			site.clusters, site.shards, site.local = clusterSeeds(clusters), cfg.ClusterShards, true
+			logf("started %d local Redis Clusters of %d shards: %s", len(clusters), cfg.ClusterShards, FormatClusters(site.clusters))
+		default:
 			var err error
 			if cluster, err = startLocalMasters(ctx, cfg.voters()); err != nil {
 				return nil, err
@@ -79,6 +91,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			site.masters, site.local = cluster.Addrs(), true
 			logf("started %d local redis-server: %s", len(site.masters), strings.Join(site.masters, ","))
 		}
+		cfg.clusterSeeds = site.clusters
 		if err := site.probe(ctx, &cfg); err != nil {
 			return nil, err
 		}
@@ -116,6 +129,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cl.close()
 	if !site.local && needsRedis(cfg.Engine) {
 		cleanupKeys(site.masters, cfg, logf)
+		if len(site.clusters) > 0 {
+			logf("keys under %q on the --clusters votes are left to expire (--ttl): the clean-up reaches plain masters only", cfg.KeyPrefix)
+		}
 	}
 	return out, nil
 }
@@ -126,6 +142,12 @@ type runSite struct {
 	// dial are the addresses the engine dials: the fault proxies in front
 	// of the masters, or the masters.
 	dial []string
+	// clusters are the votes that are Redis Clusters, after masters:
+	// each cluster's seed addresses.
+	clusters [][]string
+	// shards is the number of shards of each local cluster; 0 when the
+	// clusters are given (--clusters) or there are none.
+	shards int
 	// local: the run started the masters itself.
 	local        bool
 	redisVersion string
@@ -141,7 +163,7 @@ func (s *runSite) probe(ctx context.Context, cfg *Config) error {
 			cfg.Quarantine = "observed"
 		}
 	}
-	v, err := probeMasters(ctx, cfg.conn(), s.masters)
+	v, err := probeMasters(ctx, cfg.conn(), append(append([]string{}, s.masters...), flatten(s.clusters)...))
 	s.redisVersion = v
 	return err
 }
@@ -664,24 +686,26 @@ func (r *runner) showProgress(iv *interval, now time.Time, warm bool, active []s
 func (r *runner) summary(faultLog []results.FaultEvent) *results.Summary {
 	cfg, tot := &r.cfg, r.rec.total
 	s := &results.Summary{
-		Engine:       cfg.Engine,
-		Lock:         cfg.Lock.String(),
-		Label:        cfg.Label,
-		Config:       cfg.Flags(),
-		Machine:      machine(),
-		StartedAt:    r.start.UTC(),
-		WarmupS:      cfg.Warmup.Seconds(),
-		Interrupted:  r.interrupted,
-		Mode:         string(cfg.Mode),
-		LoadModel:    "closed",
-		Masters:      append([]string{}, r.site.masters...),
-		LocalMasters: r.site.local || (cfg.sharedLocal && len(r.site.masters) > 0),
-		Nodes:        r.nodes(),
-		Attempts:     tot.c.attempts,
-		Acquired:     tot.c.acquired,
-		Contended:    tot.c.contended,
-		LostLeases:   tot.c.lost,
-		Checked:      cfg.Check,
+		Engine:        cfg.Engine,
+		Lock:          cfg.Lock.String(),
+		Label:         cfg.Label,
+		Config:        cfg.Flags(),
+		Machine:       machine(),
+		StartedAt:     r.start.UTC(),
+		WarmupS:       cfg.Warmup.Seconds(),
+		Interrupted:   r.interrupted,
+		Mode:          string(cfg.Mode),
+		LoadModel:     "closed",
+		Masters:       append([]string{}, r.site.masters...),
+		LocalMasters:  r.site.local || (cfg.sharedLocal && len(r.site.masters) > 0),
+		Clusters:      r.site.clusters,
+		ClusterShards: r.site.shards,
+		Nodes:         r.nodes(),
+		Attempts:      tot.c.attempts,
+		Acquired:      tot.c.acquired,
+		Contended:     tot.c.contended,
+		LostLeases:    tot.c.lost,
+		Checked:       cfg.Check,
 
 		Extensions:          tot.c.extensions,
 		WokenByNotification: tot.c.notified,

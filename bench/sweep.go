@@ -131,7 +131,7 @@ func (sc *SweepConfig) Validate() error {
 			return fmt.Errorf("step %d (%s): %w", i+1, results.ParamValue(sc.Param, sc.Values[i]), err)
 		}
 	}
-	if len(sc.Base.Faults) > 0 && len(sc.Base.Masters) == 0 {
+	if len(sc.Base.Faults) > 0 && !sc.Base.givenVotes() {
 		// Faults on local masters need their processes, which Run owns
 		// only when it starts them itself; a sweep starts them once.
 		return &ConfigError{Flag: "fault", Value: sc.Base.Faults.String(),
@@ -159,7 +159,7 @@ func RunSweep(ctx context.Context, sc SweepConfig) (*results.Sweep, error) {
 	}
 	logf := logger(sc.Log)
 	local := false
-	if needsRedis(sc.Base.Engine) && len(sc.Base.Masters) == 0 {
+	if needsRedis(sc.Base.Engine) && !sc.Base.givenVotes() {
 		cluster, err := shareLocalMasters(ctx, &sc.Base, "sweep", logf)
 		if err != nil {
 			return nil, err

@@ -44,6 +44,13 @@ type Summary struct {
 	Masters []string `json:"masters"`
 	// LocalMasters reports that the masters were started by the run itself.
 	LocalMasters bool `json:"local_masters"`
+	// Clusters are the votes that are Redis Clusters, after Masters: each
+	// cluster's seed addresses (the local ones: its primaries). Absent
+	// without clusters.
+	Clusters [][]string `json:"clusters,omitempty"`
+	// ClusterShards is the number of shards of each cluster the run
+	// started (--cluster-shards); absent for given clusters (--clusters).
+	ClusterShards int `json:"cluster_shards,omitempty"`
 	// StartedAt is when the run began, warm-up included, in UTC.
 	StartedAt time.Time `json:"started_at"`
 	// WarmupS is the warm-up that preceded the measured window, in seconds.
@@ -529,13 +536,29 @@ func (p printer) header(s *Summary) {
 	}
 	p("load         %s, mode %s\n", load, s.Mode)
 	masters := "none (this engine uses no Redis)"
-	if len(s.Masters) > 0 {
+	switch {
+	case len(s.Masters) > 0:
 		masters = strings.Join(s.Masters, ", ")
 		if s.LocalMasters {
 			masters += " (started locally)"
 		}
+	case len(s.Clusters) > 0:
+		masters = "none"
 	}
 	p("masters      %s\n", masters)
+	if len(s.Clusters) > 0 {
+		shape := fmt.Sprintf("%d: %d masters, %d Redis Clusters", len(s.Masters)+len(s.Clusters), len(s.Masters), len(s.Clusters))
+		if s.ClusterShards > 0 {
+			shape += fmt.Sprintf(" of %d shards each", s.ClusterShards)
+		}
+		if s.LocalMasters {
+			shape += " (started locally)"
+		}
+		p("votes        %s\n", shape)
+		for i, seeds := range s.Clusters {
+			p("cluster %-4d %s\n", len(s.Masters)+i, strings.Join(seeds, ", "))
+		}
+	}
 	m := s.Machine
 	p("machine      %s, %s/%s, %d CPUs, GOMAXPROCS %d, %s, redis %s\n",
 		orNA(m.Hostname), m.OS, m.Arch, m.CPUs, m.GOMAXPROCS, m.GoVersion, orNA(m.RedisVersion))
@@ -757,6 +780,8 @@ type RunConfig struct {
 	KeyPrefix        string  `json:"key_prefix"`
 	Label            string  `json:"label"`
 	LocalMasters     int     `json:"local_masters"`
+	Clusters         string  `json:"clusters,omitempty"`
+	ClusterShards    int     `json:"cluster_shards,omitempty"`
 	Lock             string  `json:"lock,omitempty"`
 	Masters          string  `json:"masters"`
 	Mode             string  `json:"mode"`

@@ -25,6 +25,8 @@ import (
 type runOptions struct {
 	masters      string
 	localMasters int
+	clusters     string
+	shards       int
 	engine       string
 	workers      int
 	clients      int
@@ -73,6 +75,8 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 	fs := newFlagSet("run")
 	fs.StringVar(&o.masters, "masters", "", "Redis masters, host:port,host:port,... (default: start --local-masters locally)")
 	fs.IntVar(&o.localMasters, "local-masters", d.LocalMasters, "with no --masters: start this many redis-server on free 127.0.0.1 ports, stopped at exit")
+	fs.StringVar(&o.clusters, "clusters", "", "votes that are Redis Clusters, after --masters, one per cluster, \"/\" between them, each some of its nodes: host:port,host:port/host:port,... (redlock)")
+	fs.IntVar(&o.shards, "cluster-shards", 0, fmt.Sprintf("with --local-masters N: start N local Redis Clusters of this many shards (1..%d), one vote each, instead of N redis-server (redlock)", bench.MaxClusterShards))
 	fs.StringVar(&o.engine, "engine", d.Engine, "lock engine (nolock grants everything without Redis: a control for the oracle): "+bench.EngineNamesHelp())
 	fs.IntVar(&o.workers, "workers", d.Workers, fmt.Sprintf("concurrent workers (goroutines), at most %d", bench.MaxWorkers))
 	fs.IntVar(&o.clients, "clients", d.Clients, fmt.Sprintf("independent engine instances with their own connections, shared round-robin by the workers, at most %d", bench.MaxClients))
@@ -231,6 +235,7 @@ func (o *runOptions) config() bench.Config {
 	c := bench.DefaultConfig()
 	c.Engine = o.engine
 	c.LocalMasters = o.localMasters
+	c.ClusterShards = o.shards
 	c.Workers = o.workers
 	c.Clients = o.clients
 	c.Resources = o.resources
@@ -265,7 +270,17 @@ func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 		}
 		c.Masters = m
 	}
-	conn, err := o.conn.Settings(fs.Changed("masters"))
+	if fs.Changed("clusters") {
+		cl, err := bench.ParseClusters(o.clusters)
+		if err != nil {
+			return badFlag("clusters", o.clusters, err.Error())
+		}
+		if fs.Changed("local-masters") {
+			return badFlag("local-masters", strconv.Itoa(o.localMasters), "cannot be combined with --clusters")
+		}
+		c.Clusters = cl
+	}
+	conn, err := o.conn.Settings(fs.Changed("masters") || fs.Changed("clusters"))
 	if err != nil {
 		return &usageError{msg: err.Error()}
 	}

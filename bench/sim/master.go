@@ -538,10 +538,26 @@ func (m *Master) Leaves() []Leave {
 // the key log and the checkers: "acquire all", "release", "undo", "quit",
 // "leave", "extend", "fence", "acquire"; or its first line.
 func scriptName(st *store, cmd, arg string) string {
-	body := arg
-	if cmd == "EVALSHA" {
-		body = st.scripts[strings.ToLower(arg)]
+	if cmd != "EVALSHA" {
+		return nameOf(arg)
 	}
+	sha := strings.ToLower(arg)
+	if name, ok := scriptNames.Load(sha); ok {
+		return name.(string)
+	}
+	body, ok := st.scripts[sha]
+	name := nameOf(body)
+	if ok {
+		scriptNames.Store(sha, name)
+	}
+	return name
+}
+
+// scriptNames caches scriptName's answer by SHA: a body's name never
+// changes, and finding it scans the body for every marker.
+var scriptNames sync.Map
+
+func nameOf(body string) string {
 	for _, k := range scriptKinds {
 		if strings.Contains(body, k.marker) {
 			return k.name

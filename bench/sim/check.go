@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +17,8 @@ import (
 // The checkers' names, as violations carry them.
 const (
 	CheckerExclusion = "mutual exclusion"      // (1)
+	CheckerPermits   = "semaphore permits"     // (1)
+	CheckerAllKeys   = "all or nothing"        // (1)
 	CheckerHandoff   = "ended lease handed on" // (1)
 	CheckerFencing   = "fencing order"         // (2)
 	CheckerStore     = "fenced store"          // (2)
@@ -107,6 +111,8 @@ func Check(res *Result) []Violation {
 	fenced := !res.Config.NoFencing
 	var out []Violation
 	out = append(out, CheckMutualExclusion(grants)...)
+	out = append(out, CheckPermits(grants)...)
+	out = append(out, CheckAllOrNothing(res.allAttempts, grants, keys)...)
 	out = append(out, CheckHandoffs(grants)...)
 	if fenced {
 		out = append(out, CheckFencing(grants)...)
@@ -122,24 +128,26 @@ func Check(res *Result) []Violation {
 	return out
 }
 
-// CheckMutualExclusion is checker 1: no two leases of one resource are
-// trusted at once. A lease is trusted from the instant its holder got it
-// (Granted) to the instant it stopped trusting it (End); two leases
-// overlap when each began before the other ended. Meeting at one instant
-// (a hand-off, a release that wakes a waiter) is not an overlap: virtual
-// time does not order events within an instant.
+// CheckMutualExclusion is checker 1: no two leases of one unit are
+// trusted at once: of one resource, whether each holds it alone or with
+// others (a multi-resource lease is a holder of each of its resources),
+// or of one semaphore's slot. A lease is trusted from the instant its
+// holder got it (Granted) to the instant it stopped trusting it (End); two
+// leases overlap when each began before the other ended. Meeting at one
+// instant (a hand-off, a release that wakes a waiter) is not an overlap:
+// virtual time does not order events within an instant.
 func CheckMutualExclusion(grants []Grant) []Violation {
 	var out []Violation
-	for r, gs := range byResource(grants) {
+	for u, gs := range byUnit(grants) {
 		var open []Grant // granted earlier, still trusted at the current grant
 		for _, g := range gs {
 			open = slices.DeleteFunc(open, func(p Grant) bool { return p.End <= g.Granted })
 			if g.End > g.Granted {
 				for _, p := range open {
 					out = append(out, Violation{
-						Checker: CheckerExclusion, At: g.Granted, Leases: []Grant{p, g}, Resource: r, Client: -1,
-						Detail: fmt.Sprintf("%s granted to c%d/w%d while lease#%d of c%d/w%d was trusted for %s more",
-							r, g.Client, g.Worker, p.ID, p.Client, p.Worker, p.End-g.Granted),
+						Checker: CheckerExclusion, At: g.Granted, Leases: []Grant{p, g}, Resource: unitResource(u), Client: -1,
+						Detail: fmt.Sprintf("%s granted to c%d/w%d (lease#%d) while lease#%d of c%d/w%d was trusted for %s more",
+							u, g.Client, g.Worker, g.ID, p.ID, p.Client, p.Worker, p.End-g.Granted),
 					})
 				}
 				open = append(open, g)
@@ -149,12 +157,129 @@ func CheckMutualExclusion(grants []Grant) []Violation {
 	return sortViolations(out)
 }
 
-// byResource groups grants by resource, each group in grant order, in
-// the order of the resources' names.
-func byResource(grants []Grant) func(yield func(string, []Grant) bool) {
+// CheckPermits is checker 1 for semaphores: at no instant are more of a
+// semaphore's permits trusted than it has, and each permit's slot is one
+// of its own (that no two trusted permits share a slot is
+// CheckMutualExclusion's, a slot being a unit).
+func CheckPermits(grants []Grant) []Violation {
+	byName := make(map[string][]Grant)
+	for _, g := range grants {
+		if g.Permits > 0 {
+			byName[g.Resource] = append(byName[g.Resource], g)
+		}
+	}
+	var out []Violation
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		gs := byName[name]
+		slices.SortFunc(gs, func(a, b Grant) int { return cmp.Or(cmp.Compare(a.Granted, b.Granted), cmp.Compare(a.ID, b.ID)) })
+		var open []Grant
+		for _, g := range gs {
+			if g.Permit < 0 || g.Permit >= g.Permits {
+				out = append(out, Violation{Checker: CheckerPermits, At: g.Granted, Leases: []Grant{g}, Resource: name, Client: g.Client,
+					Detail: fmt.Sprintf("lease#%d of c%d/w%d holds slot %d of %s, which has %d permits", g.ID, g.Client, g.Worker, g.Permit, name, g.Permits)})
+			}
+			open = slices.DeleteFunc(open, func(p Grant) bool { return p.End <= g.Granted })
+			if g.End <= g.Granted {
+				continue
+			}
+			open = append(open, g)
+			if len(open) > g.Permits {
+				var ids []string
+				for _, p := range open {
+					ids = append(ids, fmt.Sprintf("lease#%d (slot %d)", p.ID, p.Permit))
+				}
+				out = append(out, Violation{Checker: CheckerPermits, At: g.Granted, Leases: slices.Clone(open), Resource: name, Client: -1,
+					Detail: fmt.Sprintf("%s, of %d permits, had %d trusted at once: %s", name, g.Permits, len(open), strings.Join(ids, ", "))})
+			}
+		}
+	}
+	return sortViolations(out)
+}
+
+// CheckAllOrNothing is checker 1 for locks on several resources, from the
+// masters' logs: a master's acquire of several resources takes all their
+// keys or none, in one step, and every later script (extend, release,
+// undo) acts on all of them at once; so from the instant the acquire ran
+// on a master until none of its keys holds its value there, either all
+// of them hold it or none. A master that holds a strict subset answered
+// yes, or counted, for keys it does not hold. Attempts that failed are
+// judged too: the engine undoes them, but the script's guard is the same.
+func CheckAllOrNothing(attempts []AllAttempt, grants []Grant, keys keySpans) []Violation {
+	byValue := make(map[string]Grant)
+	for _, g := range grants {
+		if g.Resources != nil {
+			byValue[g.Value] = g
+		}
+	}
+	var out []Violation
+	for _, a := range attempts {
+		// Each key holds the value from the acquire on, in one stretch
+		// (nothing sets it again), or not at all: the stretches must end
+		// together.
+		ends := make([]time.Duration, len(a.Keys))
+		first, last := never, a.At
+		for i, k := range a.Keys {
+			ends[i] = heldUntil(keys[k], a.Master, a.At, a.Value)
+			first, last = min(first, ends[i]), max(last, ends[i])
+		}
+		if first == last {
+			continue
+		}
+		var have, lack []string
+		for i, k := range a.Keys {
+			if ends[i] > first {
+				have = append(have, k)
+			} else {
+				lack = append(lack, k)
+			}
+		}
+		at := max(first, a.At)
+		v := Violation{Checker: CheckerAllKeys, At: at, Resource: lack[0], Client: -1,
+			Detail: fmt.Sprintf("master%d: %s's acquire of %v at %s: its value held %v and not %v from %s",
+				a.Master, a.Client, a.Keys, fmtDur(a.At), have, lack, fmtDur(at))}
+		if g, ok := byValue[a.Value]; ok {
+			v.Leases, v.Client = []Grant{g}, g.Client
+		}
+		out = append(out, v)
+	}
+	return sortViolations(out)
+}
+
+// heldUntil is the end of the stretch from instant at (after the changes
+// made at it) during which, on master m, the key whose spans are ss held
+// value v (marked or not); at itself if it did not hold it then.
+// Stretches of no length (a script's steps within one instant) are
+// passed over.
+func heldUntil(ss [][]span, m int, at time.Duration, v string) time.Duration {
+	if m >= len(ss) {
+		return at
+	}
+	list := ss[m]
+	// The last span that began at or before at: the state after at.
+	i := sort.Search(len(list), func(i int) bool { return list[i].From > at }) - 1
+	if i < 0 || list[i].To <= at || !list[i].holds(v) {
+		return at
+	}
+	end := list[i].To
+	for j := i + 1; j < len(list) && list[j].From == end; j++ {
+		switch {
+		case list[j].holds(v):
+			end = list[j].To
+		case list[j].To > list[j].From:
+			return end
+		}
+	}
+	return end
+}
+
+// byUnit groups grants by each unit they hold, each group in grant
+// order, in the order of the units' names.
+func byUnit(grants []Grant) func(yield func(string, []Grant) bool) {
 	m := make(map[string][]Grant)
 	for _, g := range grants {
-		m[g.Resource] = append(m[g.Resource], g)
+		for _, u := range g.Units() {
+			m[u] = append(m[u], g)
+		}
 	}
 	return func(yield func(string, []Grant) bool) {
 		for _, r := range slices.Sorted(maps.Keys(m)) {
@@ -191,16 +316,20 @@ func CheckHandoffs(grants []Grant) []Violation {
 	return out
 }
 
-// CheckFencing is checker 2: fencing tokens strictly increase per
-// resource in grant order.
+// CheckFencing is checker 2: fencing tokens strictly increase per unit
+// in grant order: per resource, across the leases on it alone and on
+// several; per semaphore slot (the engine promises no order across a
+// semaphore's slots). Leases without a token (a Locker without fencing)
+// are left out: the others' tokens still increase.
 func CheckFencing(grants []Grant) []Violation {
 	var out []Violation
-	for r, gs := range byResource(grants) {
+	fenced := slices.DeleteFunc(slices.Clone(grants), func(g Grant) bool { return g.Token == 0 })
+	for u, gs := range byUnit(fenced) {
 		for i := 1; i < len(gs); i++ {
 			p, g := gs[i-1], gs[i]
 			if g.Token <= p.Token {
-				out = append(out, Violation{Checker: CheckerFencing, At: g.Granted, Leases: []Grant{p, g}, Resource: r, Client: -1,
-					Detail: fmt.Sprintf("%s: token %d granted after token %d", r, g.Token, p.Token)})
+				out = append(out, Violation{Checker: CheckerFencing, At: g.Granted, Leases: []Grant{p, g}, Resource: unitResource(u), Client: -1,
+					Detail: fmt.Sprintf("%s: token %d granted after token %d", u, g.Token, p.Token)})
 			}
 		}
 	}
@@ -208,17 +337,20 @@ func CheckFencing(grants []Grant) []Violation {
 }
 
 // CheckStore is checker 2 seen from the protected resource: with fencing,
-// it rejects every stale write (by a holder after a later one began), and
-// accepts every write of the latest holder.
+// it rejects every stale write (by a holder after a later one with a
+// token began), and accepts every write of the latest holder with a
+// token. Writes without a token (a Locker without fencing) are not
+// judged: the store cannot tell them apart.
 func CheckStore(writes []StoreWrite) []Violation {
 	var out []Violation
 	for _, w := range writes {
 		switch {
-		case w.Stale && w.Accepted:
-			out = append(out, Violation{Checker: CheckerStore, At: w.At, Resource: w.Resource, Client: -1,
+		case w.Token == 0:
+		case w.Outrun && w.Accepted:
+			out = append(out, Violation{Checker: CheckerStore, At: w.At, Resource: unitResource(w.Resource), Client: -1,
 				Detail: fmt.Sprintf("stale write accepted: %s", w)})
-		case !w.Stale && !w.Accepted:
-			out = append(out, Violation{Checker: CheckerStore, At: w.At, Resource: w.Resource, Client: -1,
+		case !w.Outrun && !w.Accepted:
+			out = append(out, Violation{Checker: CheckerStore, At: w.At, Resource: unitResource(w.Resource), Client: -1,
 				Detail: fmt.Sprintf("the latest holder's write rejected (tokens went backwards): %s", w)})
 		}
 	}
@@ -293,61 +425,74 @@ func (s span) holds(v string) bool {
 	return !s.Gone && (s.Value == v || s.Value == v+"+")
 }
 
-// CheckExpiry is checker 3: no lease is trusted past the moment its keys
-// expire on a quorum, in the masters' own view: on each master, the key
-// holds the lease's value from a command until a command changes it or
-// its deadline on that master's clock passes. A restart's amnesia does
-// not count as expiry (the quarantine covers it): a key a restart wiped
-// is counted until its deadline.
+// CheckExpiry is checker 3: no lease is trusted past the moment one of
+// its keys (its resource's, each of a multi-resource lease's, a permit's
+// slot's) expires on a quorum, in the masters' own view: on each master,
+// the key holds the lease's value from a command until a command changes
+// it or its deadline on that master's clock passes. A restart's amnesia
+// does not count as expiry (the quarantine covers it): a key a restart
+// wiped is counted until its deadline.
 func CheckExpiry(grants []Grant, keys keySpans, quorum int) []Violation {
 	var out []Violation
 	for _, g := range grants {
 		if g.End <= g.Granted {
 			continue
 		}
-		// Each master's stretches holding the value, as [from, to).
-		var ivs []window
-		for _, ss := range keys[g.Resource] {
-			for i, s := range ss {
-				if !s.holds(g.Value) {
-					continue
-				}
-				to := s.To
-				if i+1 < len(ss) && ss[i+1].Cause == "restart" && s.Deadline >= 0 {
-					to = s.Deadline
-				}
-				ivs = append(ivs, window{s.From, to})
-			}
-		}
-		// The first instant from Granted on at which fewer than a quorum
-		// hold it: Granted, or the end of a stretch.
-		candidates := []time.Duration{g.Granted}
-		for _, w := range ivs {
-			if w.to >= g.Granted && w.to != never {
-				candidates = append(candidates, w.to)
-			}
-		}
-		slices.Sort(candidates)
-		expired := never
-		for _, c := range candidates {
-			n := 0
-			for _, w := range ivs {
-				if w.from <= c && c < w.to {
-					n++
-				}
-			}
-			if n < quorum {
-				expired = c
-				break
+		expired, key := never, ""
+		for _, u := range g.Units() {
+			if e := expiryOf(g, keys[unitKey(u)], quorum); e < expired {
+				expired, key = e, u
 			}
 		}
 		if g.End > expired {
-			out = append(out, Violation{Checker: CheckerExpiry, At: expired, Leases: []Grant{g}, Resource: g.Resource, Client: g.Client,
-				Detail: fmt.Sprintf("lease#%d of c%d/w%d trusted until %s, but its keys were on fewer than %d masters from %s",
-					g.ID, g.Client, g.Worker, fmtDur(g.End), quorum, fmtDur(expired))})
+			out = append(out, Violation{Checker: CheckerExpiry, At: expired, Leases: []Grant{g}, Resource: unitResource(key), Client: g.Client,
+				Detail: fmt.Sprintf("lease#%d of c%d/w%d trusted until %s, but its key of %s was on fewer than %d masters from %s",
+					g.ID, g.Client, g.Worker, fmtDur(g.End), key, quorum, fmtDur(expired))})
 		}
 	}
 	return sortViolations(out)
+}
+
+// expiryOf is the first instant from g's grant on at which fewer than a
+// quorum of masters held its value in the key whose spans are kss.
+func expiryOf(g Grant, kss [][]span, quorum int) time.Duration {
+	// Each master's stretches holding the value, as [from, to).
+	var ivs []window
+	for _, ss := range kss {
+		for i, s := range ss {
+			if !s.holds(g.Value) {
+				continue
+			}
+			to := s.To
+			if i+1 < len(ss) && ss[i+1].Cause == "restart" && s.Deadline >= 0 {
+				to = s.Deadline
+			}
+			ivs = append(ivs, window{s.From, to})
+		}
+	}
+	// The first instant from Granted on at which fewer than a quorum
+	// hold it: Granted, or the end of a stretch.
+	candidates := []time.Duration{g.Granted}
+	for _, w := range ivs {
+		if w.to >= g.Granted && w.to != never {
+			candidates = append(candidates, w.to)
+		}
+	}
+	slices.Sort(candidates)
+	expired := never
+	for _, c := range candidates {
+		n := 0
+		for _, w := range ivs {
+			if w.from <= c && c < w.to {
+				n++
+			}
+		}
+		if n < quorum {
+			expired = c
+			break
+		}
+	}
+	return expired
 }
 
 // window is a stretch of virtual time.
@@ -601,7 +746,7 @@ func CheckTurns(events []Event, grants []Grant, keys keySpans, leaves []Leave, f
 				own := false
 				var other *Grant
 				for _, g := range grants {
-					if g.Resource != r || g.Granted > s.From || g.End <= s.From {
+					if !g.on(r) || g.Granted > s.From || g.End <= s.From {
 						continue
 					}
 					if strings.HasPrefix(g.Value, id+".") {
@@ -672,11 +817,12 @@ func queuedBefore(queue [][]span, m int, since, at time.Duration, value string) 
 	return false
 }
 
-// waitingDuring reports whether a Lock call of client on resource was
-// under way at some instant of [from, to].
+// waitingDuring reports whether a Lock call of client on resource, or a
+// LockAll call on a set that holds it, was under way at some instant of
+// [from, to].
 func waitingDuring(events []Event, client int, resource string, from, to time.Duration) bool {
 	for _, e := range events {
-		if e.Op == "lock" && e.Client == client && e.Resource == resource && e.Called <= to && e.At >= from {
+		if (e.Op == "lock" || e.Op == "lockall") && e.Client == client && e.on(resource) && e.Called <= to && e.At >= from {
 			return true
 		}
 	}
@@ -712,22 +858,19 @@ func CheckClose(closes []CloseRecord, b Bounds) []Violation {
 // some holder existed while the call ran: a lease of another worker was
 // trusted, or a key or turn token of another was on a master (for a
 // refusal by the in-process gate, another worker of the client was in
-// Lock or held the resource). ErrNoQuorum only with failed masters: the
-// VotesError shows failures or timeouts, or a fault was active.
+// Lock or held the resource). For a semaphore, a master that refused held
+// a slot key meanwhile; a split over which slot is free is contention too.
+// For several resources, a master that refused held a key of one of them.
+// ErrNoQuorum only with failed masters: the VotesError shows failures or
+// timeouts, or a fault was active. ErrPermitCount never: every client
+// uses the same permit count.
 func CheckErrors(events []Event, grants []Grant, keys keySpans, faults []FaultRecord, b Bounds) []Violation {
 	owner := make(map[string][]Grant) // lease value → its grants (hand-offs share it)
 	for _, g := range grants {
 		owner[g.Value] = append(owner[g.Value], g)
 	}
 	_, _, all := affected(faults, 0, b)
-	// Each worker's calls and holds, by (resource, client, worker).
-	workerOps := make(map[[3]any][]window)
-	for _, e := range events {
-		if e.Op == "lock" || e.Op == "trylock" {
-			k := [3]any{e.Resource, e.Client, e.Worker}
-			workerOps[k] = append(workerOps[k], window{e.Called, e.At})
-		}
-	}
+	slots := semSlots(keys)
 	// A lease keeps its worker on the resource, at the gate, until its
 	// Release returns (it hands the gate on after the deletes), or to the
 	// end of the run if its Release, or its hold, was still under way.
@@ -737,19 +880,42 @@ func CheckErrors(events []Event, grants []Grant, keys keySpans, faults []FaultRe
 			released[e.Grant] = max(released[e.Grant], e.At)
 		}
 	}
+	// Each worker's calls and holds, by (key, client, worker): gate, of
+	// Lock and TryLock and their leases (the gate's), and busy, of every
+	// acquisition and lease (a value a worker of the client set).
+	gate := make(map[[3]any][]window)
+	busy := make(map[[3]any][]window)
+	for _, e := range events {
+		if acquiring(e.Op) {
+			for _, k := range opKeys(e, slots) {
+				busy[[3]any{k, e.Client, e.Worker}] = append(busy[[3]any{k, e.Client, e.Worker}], window{e.Called, e.At})
+			}
+		}
+		if e.Op == "lock" || e.Op == "trylock" {
+			k := [3]any{e.Resource, e.Client, e.Worker}
+			gate[k] = append(gate[k], window{e.Called, e.At})
+		}
+	}
 	for i, g := range grants {
-		k := [3]any{g.Resource, g.Client, g.Worker}
 		end := max(g.End, g.Granted+1)
 		if at, ok := released[i]; ok {
 			end = max(end, at)
 		} else if g.Ended == "released" || g.Ended == "" {
 			end = never
 		}
-		workerOps[k] = append(workerOps[k], window{g.Granted, end})
+		for _, u := range g.Units() {
+			busy[[3]any{unitKey(u), g.Client, g.Worker}] = append(busy[[3]any{unitKey(u), g.Client, g.Worker}], window{g.Granted, end})
+		}
+		if g.Permits == 0 && g.Resources == nil {
+			k := [3]any{g.Resource, g.Client, g.Worker}
+			gate[k] = append(gate[k], window{g.Granted, end})
+		}
 	}
-	othersBusy := func(e Event, from, to time.Duration) bool {
-		for k, ws := range workerOps {
-			if k[0] == e.Resource && k[1] == e.Client && k[2] != e.Worker && anyOverlap(ws, from, to) {
+	// othersIn reports whether another worker of e's client was in ops on
+	// one of keys at some instant of [from, to).
+	othersIn := func(ops map[[3]any][]window, e Event, keys []string, from, to time.Duration) bool {
+		for k, ws := range ops {
+			if slices.Contains(keys, k[0].(string)) && k[1] == e.Client && k[2] != e.Worker && anyOverlap(ws, from, to) {
 				return true
 			}
 		}
@@ -757,16 +923,25 @@ func CheckErrors(events []Event, grants []Grant, keys keySpans, faults []FaultRe
 	}
 	var out []Violation
 	for _, e := range events {
-		if e.Op != "lock" && e.Op != "trylock" && e.Op != "extend" && e.Op != "release" {
+		if !acquiring(e.Op) && e.Op != "extend" && e.Op != "release" {
 			continue
 		}
 		client := fmt.Sprintf("c%d", e.Client)
+		ks := opKeys(e, slots)
 		switch {
-		case e.Result == "not-acquired" && (e.Op == "lock" || e.Op == "trylock"):
+		case e.Result == "permit-count":
+			out = append(out, Violation{Checker: CheckerErrors, At: e.At, Resource: e.Resource, Client: e.Client,
+				Detail: fmt.Sprintf("c%d/w%d's %s got ErrPermitCount, though every client uses the same count: %v", e.Client, e.Worker, e.Op, e.Err)})
+		case e.Result == "not-acquired" && acquiring(e.Op):
 			var ve *engine.VotesError
 			if !errors.As(e.Err, &ve) {
+				if e.Op != "lock" && e.Op != "trylock" {
+					out = append(out, Violation{Checker: CheckerErrors, At: e.At, Resource: e.Resource, Client: e.Client,
+						Detail: fmt.Sprintf("c%d/w%d's %s got ErrNotAcquired without the masters' votes: %v", e.Client, e.Worker, e.Op, e.Err)})
+					continue
+				}
 				// The in-process gate: another worker of the client.
-				if !othersBusy(e, e.Called-1, e.At+1) { // one instant either way: a head that left as this call came
+				if !othersIn(gate, e, ks, e.Called-1, e.At+1) { // one instant either way: a head that left as this call came
 					out = append(out, Violation{Checker: CheckerErrors, At: e.At, Resource: e.Resource, Client: e.Client,
 						Detail: fmt.Sprintf("c%d/w%d's %s got ErrNotAcquired from the gate while no other worker of c%d used %s: %v", e.Client, e.Worker, e.Op, e.Client, e.Resource, e.Err)})
 				}
@@ -774,21 +949,31 @@ func CheckErrors(events []Event, grants []Grant, keys keySpans, faults []FaultRe
 			}
 			if ve.Op != "acquire" {
 				// A fence round refused: a higher counter, or our key gone.
-				if !heldByAnother(e, client, grants, keys, owner, othersBusy) {
+				busyOthers := func(e Event, from, to time.Duration) bool { return othersIn(busy, e, ks, from, to) }
+				if !heldByAnother(e, client, ks, grants, keys, owner, busyOthers) {
 					out = append(out, Violation{Checker: CheckerErrors, At: e.At, Resource: e.Resource, Client: e.Client,
 						Detail: fmt.Sprintf("c%d/w%d's %s from %s got ErrNotAcquired, but no other holder was trusted, nor any key of another on a master: %v", e.Client, e.Worker, e.Op, fmtDur(e.Called), e.Err)})
 				}
 				continue
 			}
 			// An attempt is never refused by its own value: each master
-			// that refused held someone else's key or turn token.
+			// that refused held someone else's key or turn token (one of
+			// the keys, for a semaphore or several resources).
 			var empty []int
 			for i, v := range ve.Votes {
-				if v.Outcome == engine.OutcomeRefused && !keyDuring(keys[e.Resource], i, e.Called, e.At) {
+				if v.Outcome != engine.OutcomeRefused {
+					continue
+				}
+				held := false
+				for _, k := range ks {
+					held = held || keyDuring(keys[k], i, e.Called, e.At)
+				}
+				if !held {
 					empty = append(empty, i)
 				}
 			}
-			if ve.Refused == 0 || len(empty) > 0 {
+			split := ve.Refused == 0 && (e.Op == "acquire" || e.Op == "tryacquire")
+			if (ve.Refused == 0 && !split) || len(empty) > 0 {
 				out = append(out, Violation{Checker: CheckerErrors, At: e.At, Resource: e.Resource, Client: e.Client,
 					Detail: fmt.Sprintf("c%d/w%d's %s from %s got ErrNotAcquired, but masters %v that refused held no key of %s meanwhile: %v", e.Client, e.Worker, e.Op, fmtDur(e.Called), empty, e.Resource, e.Err)})
 			}
@@ -807,6 +992,49 @@ func CheckErrors(events []Event, grants []Grant, keys keySpans, faults []FaultRe
 	return sortViolations(out)
 }
 
+// acquiring reports whether op is an acquisition: of a lock, of several,
+// of a semaphore's permit.
+func acquiring(op string) bool {
+	switch op {
+	case "lock", "trylock", "lockall", "trylockall", "acquire", "tryacquire":
+		return true
+	}
+	return false
+}
+
+// opKeys are the keys an acquisition asks for: its resource's, each of
+// its set's, or every slot of its semaphore (slots: by name, see
+// semSlots).
+func opKeys(e Event, slots map[string][]string) []string {
+	switch {
+	case e.Resources != nil:
+		return e.Resources
+	case e.Op == "acquire" || e.Op == "tryacquire":
+		return slots[e.Resource]
+	}
+	return []string{e.Resource}
+}
+
+// semSlots finds each semaphore's slot keys among the masters' keys, by
+// the semaphore's name.
+func semSlots(keys keySpans) map[string][]string {
+	out := make(map[string][]string)
+	for k := range keys {
+		rest, ok := strings.CutPrefix(k, semPrefix+"{")
+		if !ok {
+			continue
+		}
+		name, i, ok := strings.Cut(rest, "}:")
+		if _, err := strconv.Atoi(i); ok && err == nil {
+			out[name] = append(out[name], k)
+		}
+	}
+	for _, ks := range out {
+		slices.Sort(ks)
+	}
+	return out
+}
+
 // keyDuring reports whether master m held key's spans ss with a value
 // at some instant of [from, to].
 func keyDuring(ss [][]span, m int, from, to time.Duration) bool {
@@ -822,28 +1050,31 @@ func keyDuring(ss [][]span, m int, from, to time.Duration) bool {
 }
 
 // heldByAnother reports whether, while e ran, a lease of another worker
-// of e's resource was trusted, or a master held a key or turn token of
-// another: a turn token (nobody's attempt is refused by its own), the
-// value of a lease handed out (not the failed attempt's own), a value
+// on one of e's keys was trusted, or a master held a key or turn token of
+// another there: a turn token (nobody's attempt is refused by its own),
+// the value of a lease handed out (not the failed attempt's own), a value
 // set by another client, or one set by e's client while another of its
-// workers used the resource.
-func heldByAnother(e Event, client string, grants []Grant, keys keySpans, owner map[string][]Grant,
+// workers used the key.
+func heldByAnother(e Event, client string, ks []string, grants []Grant, keys keySpans, owner map[string][]Grant,
 	othersBusy func(Event, time.Duration, time.Duration) bool) bool {
 	for _, g := range grants {
-		if g.Resource == e.Resource && (g.Client != e.Client || g.Worker != e.Worker) && g.Granted < e.At && g.End > e.Called {
+		if (g.Client != e.Client || g.Worker != e.Worker) && g.Granted < e.At && g.End > e.Called &&
+			slices.ContainsFunc(g.Units(), func(u string) bool { return slices.Contains(ks, unitKey(u)) }) {
 			return true
 		}
 	}
-	for _, ss := range keys[e.Resource] {
-		for _, s := range ss {
-			switch {
-			case s.Gone || s.To <= e.Called || s.From > e.At:
-			case strings.HasPrefix(s.Value, turnPrefix):
-				return true
-			case len(owner[strings.TrimSuffix(s.Value, "+")]) > 0:
-				return true
-			case s.Client != client || othersBusy(e, max(s.From, e.Called), min(s.To, e.At)+1):
-				return true
+	for _, k := range ks {
+		for _, ss := range keys[k] {
+			for _, s := range ss {
+				switch {
+				case s.Gone || s.To <= e.Called || s.From > e.At:
+				case strings.HasPrefix(s.Value, turnPrefix):
+					return true
+				case len(owner[strings.TrimSuffix(s.Value, "+")]) > 0:
+					return true
+				case s.Client != client || othersBusy(e, max(s.From, e.Called), min(s.To, e.At)+1):
+					return true
+				}
 			}
 		}
 	}

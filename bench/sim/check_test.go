@@ -108,17 +108,43 @@ func TestCheckFencing(t *testing.T) {
 
 // The fenced store's checker: a stale write accepted, or the latest
 // holder's write rejected, is a violation; a stale write rejected is
-// fencing at work.
+// fencing at work. Writes without a token (a Locker without fencing) are
+// not judged, and a holder with a token outrun only by one without is
+// not stale to the store.
 func TestCheckStore(t *testing.T) {
 	writes := []StoreWrite{
 		{Resource: "r", Grant: 0, Token: 5, Accepted: true},
-		{Resource: "r", Grant: 0, Token: 5, Stale: true, Accepted: false},
-		{Resource: "r", Grant: 1, Token: 7, Stale: true, Accepted: true},
+		{Resource: "r", Grant: 0, Token: 5, Stale: true, Outrun: true, Accepted: false},
+		{Resource: "r", Grant: 1, Token: 7, Stale: true, Outrun: true, Accepted: true},
 		{Resource: "r", Grant: 2, Token: 3, Accepted: false},
+		{Resource: "r", Grant: 3, Token: 0, Stale: true, Accepted: true},
+		{Resource: "r", Grant: 4, Token: 9, Stale: true, Accepted: true},
 	}
 	got := CheckStore(writes)
 	if len(got) != 2 || !strings.Contains(got[0].Detail, "stale write accepted") || !strings.Contains(got[1].Detail, "rejected") {
 		t.Fatalf("violations %v: want the accepted stale write and the rejected fresh one", got)
+	}
+	// The store itself: a holder without a token between two with one.
+	h := NewHistory()
+	st := newFencedStore(h)
+	st.write("r", 0, 5, true)
+	st.write("r", 1, 0, true)
+	st.write("r", 0, 5, false) // outrun by a holder without a token only
+	st.write("r", 2, 6, true)
+	st.write("r", 1, 0, false)
+	st.write("r", 0, 5, false) // outrun by lease 2
+	ws := h.Writes()
+	if w := ws[2]; !w.Accepted || !w.Stale || w.Outrun {
+		t.Errorf("a write after a holder without a token: %v, want accepted, stale, not outrun", w)
+	}
+	if w := ws[4]; !w.Accepted || w.Outrun {
+		t.Errorf("a write without a token: %v, want accepted, not outrun", w)
+	}
+	if w := ws[5]; w.Accepted || !w.Outrun {
+		t.Errorf("a write after a later holder with a token: %v, want rejected, outrun", w)
+	}
+	if got := CheckStore(ws); len(got) != 0 {
+		t.Errorf("the store's own writes: %v", got)
 	}
 }
 

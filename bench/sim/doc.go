@@ -26,16 +26,20 @@
 //     faulted at a time, clocks that drift within the DriftFactor) unless
 //     asked otherwise;
 //   - the workload (sim.go): several Lockers with every feature on
-//     (fencing, auto-extension with a cap, the gate and hand-offs, release
-//     notifications and waiter queues, coalescing, lingering, Config.Rand
-//     seeded) whose workers Lock (with timeouts), TryLock, hold, Extend
-//     (shorter, then longer) and Release a few resources, and write to a
-//     fenced store (fenced.go); Lockers closed and replaced, Lock calls
-//     cancelled, holders paused past their TTL;
+//     (fencing, but for c0 in a third of the seeds; auto-extension with a
+//     cap, the gate and hand-offs, release notifications and waiter
+//     queues, coalescing, lingering, Config.Rand seeded) whose workers
+//     Lock (with timeouts) or TryLock a few resources, one or several at
+//     once (LockAll, TryLockAll), or take a semaphore's permits (Acquire,
+//     TryAcquire), in shares the seed draws; hold, Extend (shorter, then
+//     longer) and Release them, and write to a fenced store (fenced.go);
+//     Lockers closed and replaced, waits cancelled, holders paused past
+//     their TTL;
 //   - the history (history.go) and the checkers (check.go): mutual
-//     exclusion and hand-offs, fencing order and the fenced store, trust
-//     past the keys' expiry on a quorum, liveness (waiters, turns,
-//     leftovers, Close), and honest errors.
+//     exclusion per resource and semaphore slot, permits per semaphore,
+//     all or nothing for sets, and hand-offs; fencing order and the
+//     fenced store; trust past the keys' expiry on a quorum; liveness
+//     (waiters, turns, leftovers, Close); and honest errors.
 //
 // It runs only inside a synctest bubble, so only under go test: Run must
 // be called from synctest.Test, and every goroutine it starts ends before

@@ -23,10 +23,14 @@ type Event struct {
 	// the history an order that does not depend on how the scheduler
 	// interleaved workers at one instant.
 	Seq int
-	// Op is "lock", "trylock", "extend", "release" (the calls), "done"
-	// (the lease ended while held), "paused".
-	Op       string
-	Resource string
+	// Op is "lock", "trylock", "lockall", "trylockall", "acquire",
+	// "tryacquire" (a semaphore's permit), "extend", "release" (the
+	// calls), "done" (the lease ended while held), "paused".
+	Op string
+	// Resource is the resource, the semaphore's name, or a multi-resource
+	// lease's label ("{r0,r1}"), whose names are Resources.
+	Resource  string
+	Resources []string
 	// Result is "ok" or the error's class (see errClass); Err the error.
 	Result string
 	Err    error
@@ -34,6 +38,10 @@ type Event struct {
 	// acted on: its index in History.Grants, or -1.
 	Grant int
 }
+
+// on reports whether the event concerns resource r: its own, or one of
+// a multi-resource lease's.
+func (e Event) on(r string) bool { return e.Resource == r || slices.Contains(e.Resources, r) }
 
 func (e Event) String() string {
 	g := ""
@@ -65,14 +73,24 @@ func (f FaultRecord) String() string {
 	return fmt.Sprintf("%12s..%-12s #%d %s", fmtDur(f.At), fmtDur(f.End), f.Index, f.Fault.Describe())
 }
 
-// Grant is one lease the engine handed out, as its holder saw it.
+// Grant is one lease the engine handed out, as its holder saw it: a
+// lock on one resource, a lock on several (Resources), or a semaphore's
+// permit (Permits > 0).
 type Grant struct {
-	ID       int
+	ID int
+	// Resource is the resource, the semaphore's name, or a multi-resource
+	// lease's label ("{r0,r1}").
 	Resource string
-	Client   int
-	Worker   int
-	Token    int64  // fencing token, 0 without fencing
-	Value    string // the lease's value on the masters
+	// Resources are a multi-resource lease's names, sorted; nil for the
+	// others.
+	Resources []string
+	// Permits is a semaphore's permit count, Permit the slot the permit
+	// holds; Permits is 0 for a lock.
+	Permits, Permit int
+	Client          int
+	Worker          int
+	Token           int64  // fencing token, 0 without fencing
+	Value           string // the lease's value on the masters
 	// Called is when the holder called Lock or TryLock, Granted when it
 	// returned the lease: the holder trusts it from Granted.
 	Called, Granted time.Duration
@@ -92,8 +110,57 @@ type Grant struct {
 }
 
 func (g Grant) String() string {
+	what := g.Resource
+	if g.Permits > 0 {
+		what = fmt.Sprintf("%s permit %d of %d", g.Resource, g.Permit, g.Permits)
+	}
 	return fmt.Sprintf("lease#%d %s c%d/w%d value %s token %d called %s granted %s valid until %s, ended %s at %s",
-		g.ID, g.Resource, g.Client, g.Worker, g.Value, g.Token, fmtDur(g.Called), fmtDur(g.Granted), fmtDur(g.ValidUntil), g.Ended, fmtDur(g.End))
+		g.ID, what, g.Client, g.Worker, g.Value, g.Token, fmtDur(g.Called), fmtDur(g.Granted), fmtDur(g.ValidUntil), g.Ended, fmtDur(g.End))
+}
+
+// Units are what the lease excludes others from, each as the checkers
+// name it: its resource, each of a multi-resource lease's, or a permit's
+// slot (see slotUnit). Mutual exclusion, fencing and the fenced store
+// hold per unit.
+func (g Grant) Units() []string {
+	switch {
+	case g.Permits > 0:
+		return []string{slotUnit(g.Resource, g.Permit)}
+	case g.Resources != nil:
+		return g.Resources
+	}
+	return []string{g.Resource}
+}
+
+// on reports whether the lease holds resource r (a lock's resource, not
+// a semaphore's name).
+func (g Grant) on(r string) bool {
+	if g.Permits > 0 {
+		return false
+	}
+	if g.Resources != nil {
+		return slices.Contains(g.Resources, r)
+	}
+	return g.Resource == r
+}
+
+// slotUnit names slot i of semaphore name as a unit: "s0#1".
+func slotUnit(name string, i int) string { return fmt.Sprintf("%s#%d", name, i) }
+
+// unitKey is the key that holds unit u on the masters: the resource's
+// key, or the semaphore slot's (engine/keys.go's semPrefix).
+func unitKey(u string) string {
+	if name, i, ok := strings.Cut(u, "#"); ok {
+		return semPrefix + "{" + name + "}:" + i
+	}
+	return u
+}
+
+// unitResource is what a violation about unit u concerns, for its
+// report: the resource, or the semaphore.
+func unitResource(u string) string {
+	name, _, _ := strings.Cut(u, "#")
+	return name
 }
 
 // History is everything a run's workers did, recorded as it happened.

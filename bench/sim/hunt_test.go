@@ -31,23 +31,29 @@ var expected = map[string][]string{
 	mutation.ExpiredLeaseKeepsKey.Name():     {CheckerWait, CheckerTurn},
 	mutation.LateReleaseWakesOlder.Name():    {CheckerTurn, CheckerWait},
 	mutation.ReleaseKeepsTurn.Name():         {CheckerTurn, CheckerWait},
+	// A master that holds some of the set's keys and answers yes: the
+	// masters' logs show it at once (c0 without fencing also lets such a
+	// lease be granted: two holders, a key of it on no quorum).
+	mutation.AcquireAllPartial.Name(): {CheckerAllKeys, CheckerExclusion, CheckerExpiry},
+	// A permit granted on yeses for different slots (by c0, which does
+	// not fence: the fence round refuses it otherwise): its slot on no
+	// quorum, two holders of it, more holders than permits.
+	mutation.SemaphoreSplitVote.Name(): {CheckerPermits, CheckerExclusion, CheckerExpiry},
 }
 
 // notSimulated are the switches the simulation does not find now (its
 // workload does not reach their fix, or no case replays), and the test
 // that catches each instead.
 var notSimulated = map[string]string{
-	mutation.AcquireAllPartial.Name():      "the workers do not call LockAll; TestMultiLockPropertyCatchesPartialAcquisition (engine, real masters) catches it",
-	mutation.SemaphoreSplitVote.Name():     "the workers do not take semaphore permits; TestSemaphorePermitsControl (engine, real masters) catches it",
 	mutation.RWReaderIgnoresWriter.Name():  "the workers do not take read/write locks; TestRWMutexPropertyCatchesReaderIgnoringWriter (engine, real masters) catches it",
 	mutation.RWWriterIgnoresReaders.Name(): "the workers do not take read/write locks; TestRWMutexPropertyCatchesWriterIgnoringReaders (engine, real masters) catches it",
 	mutation.RWIntentIgnored.Name():        "the workers do not take read/write locks; TestRWMutexWriterStarvedWithoutIntent (engine, real masters) catches it",
 	mutation.RWReadersExclude.Name():       "the workers do not take read/write locks; TestRWMutexPropertyCatchesReadersExcluding (engine, real masters) catches it",
+	// Found by make sim before its fix (seed 1795674151 and two more); the
+	// schedules changed with the family's workload and its seeds no longer
+	// replay it.
+	mutation.ReleaseKeepsTurn.Name():       "not found again since the schedules changed; TestReleasePassesOnATurnALateReleaseGaveIt (engine, real masters) catches it",
 	mutation.LossNoticedLate.Name():        "the simulated masters have no CLIENT TRACKING; TestLossNoticedAtOnceControl (engine, real masters) catches it",
-	// Found once (seed 198 at commit 5467bc0); the schedules changed with
-	// the semaphore's and the multi-lock's merge, and a 25-minute hunt at
-	// 22af89d did not find it again.
-	mutation.LateReleaseWakesOlder.Name():  "not found again since the schedules changed; TestLateReleaseWakesTheNewHolderBeforeAnOlderWaiter (engine, real masters) catches it",
 	mutation.ClusterVotesShareNode.Name():  "the simulator has no Redis Clusters; TestClusterVoteSharingANodeIsRefused (engine, real clusters) catches it",
 	mutation.ClusterKeysUntagged.Name():    "the simulator has no Redis Clusters; TestClusterKeysUntaggedControl (engine, real clusters) catches it",
 	mutation.CoalesceAcrossSlots.Name():    "the simulator has no Redis Clusters; TestCoalesceAcrossSlotsControl (multiplex, a real cluster) catches it",
@@ -178,49 +184,61 @@ func TestHunt(t *testing.T) {
 // -sim.huntcases=3.
 var huntedCases = map[string][]Config{
 	"handoff-ended-lease": {
-		{Seed: 7, Duration: 6 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{0, 2}, Idle: []string{"c0/w0", "c0/w2", "c1/w0"}},
-		{Seed: 87, Duration: 3500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 1, Keep: []int{1}, Idle: []string{"c0/w0", "c0/w1", "c2", "c3/w1", "c3/w2"}},
-		{Seed: 152, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 3, Keep: []int{1, 2, 3, 4, 6}, Idle: []string{"c1/w0", "c2/w2"}},
+		{Seed: 8, Duration: 9 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 22, 23}, Idle: nil},
+		{Seed: 40, Duration: 7500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{0, 1, 2, 3}, Idle: nil},
+		{Seed: 152, Duration: 9 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{1, 2, 4, 5}, Idle: []string{"c0/w1", "c0/w2", "c1/w1", "c1/w2", "c3/w2"}},
 	},
 	"stale-shorter-extend": {
+		{Seed: 15, Duration: 9 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{0, 1, 5}, Idle: []string{"c2/w0", "c2/w1"}},
 		{Seed: 496, Duration: 3 * time.Second, Clients: 2, Workers: 3, Resources: 1, Keep: []int{0}, Idle: []string{"c1/w0", "c1/w1", "c0"}},
-		{Seed: 2907, Duration: 4 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{0, 1, 2}, Idle: []string{"c0/w0", "c0/w1", "c2/w1", "c3/w0"}},
-		{Seed: 4213, Duration: 4500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{2}, Idle: []string{"c0/w2", "c1/w0", "c1/w1", "c3/w1", "c3/w2"}},
+		{Seed: 1067, Duration: 6500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{0, 1, 2, 3}, Idle: []string{"c1/w0"}},
 	},
 	"late-release-wakes-next": {
-		{Seed: 16, Duration: 5500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 3, Keep: []int{}, Idle: []string{"c0/w0", "c0/w1", "c1/w1", "c2/w0", "c2/w1"}},
-		{Seed: 31, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 3, Keep: []int{}, Idle: []string{"c1", "c0/w0", "c0/w1", "c2/w1"}},
-		{Seed: 52, Duration: 5500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c1/w2"}},
+		{Seed: 52, Duration: 1500 * time.Millisecond, Clients: 4, Workers: 2, Resources: 2, Keep: []int{}, Idle: []string{"c2/w0", "c3/w1"}},
+		{Seed: 60, Duration: 1500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c0/w1", "c2", "c3/w0", "c3/w2"}},
+		{Seed: 80, Duration: 2500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 3, Keep: []int{}, Idle: []string{"c0/w1", "c1/w0"}},
 	},
 	"split-vote-stale-entry": {
-		{Seed: 200, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c1/w1"}},
-		{Seed: 341, Duration: 1500 * time.Millisecond, Clients: 3, Workers: 3, Resources: 2, Keep: []int{}, Idle: []string{"c1/w1", "c1/w2"}},
-		{Seed: 393, Duration: 6 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c1/w1", "c2/w2"}},
+		{Seed: 322, Duration: 9500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: nil},
+		{Seed: 357, Duration: 9 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: nil},
+		{Seed: 473, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c0/w0"}},
 	},
-	"quit-keeps-turn": { // whole seeds: their shrinks did not fail again within three runs
-		{Seed: 272, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4},
-		{Seed: 1514, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4},
-		{Seed: 2776, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4},
-	},
-	"release-keeps-turn": { // found by make sim with every fix on, before the fix
-		{Seed: 1795674151, Duration: 1500 * time.Millisecond, Clients: 3, Workers: 3, Resources: 2, Keep: []int{}, Idle: []string{"c0/w0", "c0/w2", "c1/w0", "c2/w1", "c0", "c1/w1"}},
-		{Seed: 1795670548, Duration: 10 * time.Second, Clients: 8, Workers: 3, Resources: 4},
-		{Seed: 1795679690, Duration: 10 * time.Second, Clients: 8, Workers: 3, Resources: 4},
+	"quit-keeps-turn": {
+		{Seed: 20, Duration: 1500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 3, Keep: []int{}, Idle: []string{"c0/w0", "c3/w0"}},
+		{Seed: 60, Duration: 4 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: nil},
+		// A whole seed: 143's shrunk case did not replay in ten runs, and
+		// 715's shrinks did not fail again within three.
+		{Seed: 715, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4},
 	},
 	"ghost-in-queue": {
-		{Seed: 18, Duration: 4500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 1, Keep: []int{}, Idle: []string{"c0", "c1/w0", "c1/w2", "c2/w0", "c3/w0", "c3/w1", "c2/w1"}},
-		{Seed: 53, Duration: 4 * time.Second, Clients: 3, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c0/w0", "c0/w2", "c1/w1"}},
-		{Seed: 58, Duration: 10 * time.Second, Clients: 4, Workers: 2, Resources: 4, Keep: []int{}, Idle: []string{"c0/w1", "c2/w0"}},
+		{Seed: 4, Duration: 4 * time.Second, Clients: 3, Workers: 2, Resources: 2, Keep: []int{}, Idle: []string{"c0", "c1"}},
+		{Seed: 37, Duration: 6500 * time.Millisecond, Clients: 3, Workers: 3, Resources: 4, Keep: []int{}, Idle: nil},
+		{Seed: 74, Duration: 7 * time.Second, Clients: 4, Workers: 1, Resources: 4, Keep: []int{}, Idle: []string{"c1", "c2"}},
 	},
 	"fencing-without-clock-floor": {
-		{Seed: 1, Duration: 8500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{12, 13, 16, 17, 18}, Idle: nil},
-		{Seed: 5, Duration: 7500 * time.Millisecond, Clients: 1, Workers: 3, Resources: 3, Keep: []int{1, 2, 3, 4, 10, 11}, Idle: []string{"c0/w0"}},
-		{Seed: 8, Duration: 4500 * time.Millisecond, Clients: 1, Workers: 3, Resources: 4, Keep: []int{0, 2, 3, 5, 8}, Idle: []string{"c0/w0", "c0/w1"}},
+		{Seed: 1, Duration: 8500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{16, 17, 18}, Idle: nil},
+		{Seed: 5, Duration: 4500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{1, 3, 4, 5, 7, 8}, Idle: []string{"c0/w1", "c1/w1", "c1/w2"}},
+		{Seed: 8, Duration: 4 * time.Second, Clients: 3, Workers: 3, Resources: 4, Keep: []int{0, 3, 4, 5, 7, 8, 9}, Idle: nil},
+	},
+	"acquire-all-partial": {
+		{Seed: 1, Duration: 3500 * time.Millisecond, Clients: 1, Workers: 3, Resources: 1, Keep: []int{}, Idle: []string{"c0/w0"}},
+		{Seed: 4, Duration: 4500 * time.Millisecond, Clients: 1, Workers: 2, Resources: 1, Keep: []int{}, Idle: nil},
+		{Seed: 6, Duration: 1500 * time.Millisecond, Clients: 1, Workers: 3, Resources: 1, Keep: []int{}, Idle: []string{"c0/w0"}},
 	},
 	"expired-lease-keeps-key": {
-		{Seed: 773, Duration: 7500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c3/w1"}},
-		{Seed: 825, Duration: 6500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c0/w0", "c1/w2", "c2/w0", "c3/w0", "c0/w2", "c2/w1"}},
-		{Seed: 2939, Duration: 5500 * time.Millisecond, Clients: 4, Workers: 2, Resources: 4, Keep: []int{}, Idle: []string{"c0/w1", "c0/w2", "c1/w0", "c1/w2", "c2/w2", "c3/w2"}},
+		{Seed: 1687, Duration: 8500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: nil},
+		{Seed: 2706, Duration: 6500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c0/w0", "c1/w2"}},
+		{Seed: 4710, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c1/w2", "c1/w0"}},
+	},
+	"late-release-wakes-older": {
+		{Seed: 52, Duration: 1500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c0", "c2/w0", "c2/w1", "c3/w2"}},
+		{Seed: 92, Duration: 6500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: nil},
+		{Seed: 137, Duration: 8 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c0/w2", "c1/w0", "c1/w2"}},
+	},
+	"semaphore-split-vote": {
+		{Seed: 6, Duration: 1500 * time.Millisecond, Clients: 4, Workers: 2, Resources: 1, Keep: []int{}, Idle: []string{"c0/w0", "c2", "c3/w0", "c1"}},
+		{Seed: 11, Duration: 5500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{1, 2, 3}, Idle: nil},
+		{Seed: 17, Duration: 1500 * time.Millisecond, Clients: 3, Workers: 3, Resources: 1, Keep: []int{}, Idle: []string{"c0/w0", "c0/w1", "c1/w0", "c1/w1", "c2/w0", "c2/w1"}},
 	},
 }
 

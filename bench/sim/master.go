@@ -66,6 +66,7 @@ type Master struct {
 	// command is running, for the log.
 	log    []KeyRecord
 	leaves []Leave
+	alls   []AllAttempt
 	start  time.Time
 	client string
 	cause  string
@@ -437,6 +438,7 @@ func (m *Master) execLocked(p *pipe, args []string, out []byte) []byte {
 	}
 	r := m.st.exec(args)
 	m.noteLeaves(args)
+	m.noteAll(args)
 	m.cause = ""
 	return r.appendRESP(out, p.resp3)
 }
@@ -469,8 +471,12 @@ func (m *Master) noteLeaves(args []string) {
 			return
 		}
 		keys, argv := args[3:3+n], args[3+n:]
-		if n == 1 && len(argv) == 1 {
-			m.leaves = append(m.leaves, Leave{At: at, Master: m.Index, Resource: keys[0], ID: argv[0]})
+		if len(argv) == 1 {
+			// One key, or a lease on several resources, whose call gives
+			// every key the same id.
+			for _, k := range keys {
+				m.leaves = append(m.leaves, Leave{At: at, Master: m.Index, Resource: k, ID: argv[0]})
+			}
 			return
 		}
 		for _, k := range keys {
@@ -487,6 +493,39 @@ func (m *Master) noteLeaves(args []string) {
 	}
 }
 
+// AllAttempt is a multi-resource lock's acquire (the engine's
+// acquireAllScript) as it ran on a master: the keys it was for and the
+// lease's value, for the all-or-nothing checker.
+type AllAttempt struct {
+	At     time.Duration
+	Master int
+	Keys   []string
+	Value  string
+	Client string
+}
+
+// noteAll records an acquire of several resources. The caller holds mu,
+// with m.cause naming the command.
+func (m *Master) noteAll(args []string) {
+	if !strings.HasSuffix(m.cause, " acquire all") || len(args) < 4 {
+		return
+	}
+	// EVALSHA sha numkeys keys... value ttl ...
+	n, err := strconv.Atoi(args[2])
+	if err != nil || len(args) < 4+n {
+		return
+	}
+	m.alls = append(m.alls, AllAttempt{At: time.Since(m.start), Master: m.Index, Keys: slices.Clone(args[3 : 3+n]), Value: args[3+n], Client: m.client})
+}
+
+// AllAttempts returns the acquires of several resources that ran on the
+// master (see AllAttempt).
+func (m *Master) AllAttempts() []AllAttempt {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.alls)
+}
+
 // Leaves returns the leaves that reached the master (see Leave).
 func (m *Master) Leaves() []Leave {
 	m.mu.Lock()
@@ -496,13 +535,29 @@ func (m *Master) Leaves() []Leave {
 
 // scriptName names one of the engine's scripts by a line of its Lua
 // (engine: acquire.go, release.go, extend.go, fence.go, queue.go), for
-// the key log and the checkers: "release", "undo", "quit", "leave",
-// "extend", "fence", "acquire"; or its first line.
+// the key log and the checkers: "acquire all", "release", "undo", "quit",
+// "leave", "extend", "fence", "acquire"; or its first line.
 func scriptName(st *store, cmd, arg string) string {
-	body := arg
-	if cmd == "EVALSHA" {
-		body = st.scripts[strings.ToLower(arg)]
+	if cmd != "EVALSHA" {
+		return nameOf(arg)
 	}
+	sha := strings.ToLower(arg)
+	if name, ok := scriptNames.Load(sha); ok {
+		return name.(string)
+	}
+	body, ok := st.scripts[sha]
+	name := nameOf(body)
+	if ok {
+		scriptNames.Store(sha, name)
+	}
+	return name
+}
+
+// scriptNames caches scriptName's answer by SHA: a body's name never
+// changes, and finding it scans the body for every marker.
+var scriptNames sync.Map
+
+func nameOf(body string) string {
 	for _, k := range scriptKinds {
 		if strings.Contains(body, k.marker) {
 			return k.name
@@ -513,8 +568,10 @@ func scriptName(st *store, cmd, arg string) string {
 }
 
 // scriptKinds are the engine's scripts and a line only each has, in the
-// order to look for them (the release script holds the quit's lines).
+// order to look for them (the release script, and the acquire of several
+// resources, hold the quit's lines).
 var scriptKinds = []struct{ name, marker string }{
+	{"acquire all", "local vals, free, top, held"},
 	{"undo", "if w[1] and w[1] ~= "},
 	{"release", "redis.call(\"ZREM\", q, id)\n  end\n  local w = redis.call(\"ZPOPMIN\", q)"},
 	{"quit", "[1] == id"},

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/mutation"
 )
@@ -33,6 +34,12 @@ type Config struct {
 	// less used than the one before (weights 1/(i+1)^1.5), so that some
 	// are busy and some rest long. Default: 4.
 	Resources int
+	// Semaphores is the number of semaphores the workers share, weighted
+	// as the resources are, each of 2 or 3 permits (drawn from the seed).
+	// The seed also draws the share of the operations that take a permit,
+	// and of those that lock 2 or 3 resources at once (see drawMix).
+	// Default: 2.
+	Semaphores int
 	// Duration is the virtual time the workers run; holds under way then
 	// finish, and the clients close. Default: 10s.
 	Duration time.Duration
@@ -42,7 +49,8 @@ type Config struct {
 	// QuarantineAlways (the masters start with an hour of uptime).
 	Quarantine engine.QuarantinePolicy
 	// NoFencing turns the Lockers' fencing off (every other feature stays
-	// on). Default: fencing on.
+	// on). Default: fencing on, but for c0 in a third of the seeds (see
+	// drawMix).
 	NoFencing bool
 	// Control breaks mutual exclusion on purpose, to show that the
 	// checker catches it. Default: NoControl.
@@ -97,6 +105,9 @@ func (c *Config) fill() {
 	if c.Resources == 0 {
 		c.Resources = 4
 	}
+	if c.Semaphores == 0 {
+		c.Semaphores = 2
+	}
 	if c.Duration == 0 {
 		c.Duration = 10 * time.Second
 	}
@@ -130,11 +141,12 @@ type Result struct {
 	// Coverage says which of the engine's paths the run took.
 	Coverage Coverage
 	// Masters' key logs and clocks, for the checkers.
-	keyLogs [][]KeyRecord
-	leaves  []Leave
-	clocks  [][]clockSeg
-	quorum  int
-	bounds  Bounds
+	keyLogs     [][]KeyRecord
+	leaves      []Leave
+	allAttempts []AllAttempt
+	clocks      [][]clockSeg
+	quorum      int
+	bounds      Bounds
 }
 
 // Coverage says which of the engine's paths a run took, so that a
@@ -159,6 +171,39 @@ func (c Coverage) String() string {
 		fmt.Fprintf(&b, " %s=%d", k, c.Commands[k])
 	}
 	return b.String()
+}
+
+// mix is a seed's workload: how its workers hold, and what they take.
+type mix struct {
+	// long: a quarter of the seeds hold long and extend often, the
+	// pattern in which a stale Extend does harm.
+	long bool
+	// sem and multi are the shares of the operations that take a
+	// semaphore's permit, and that lock several resources at once (0,
+	// 0.15 or 0.3 each; the rest lock one resource).
+	sem, multi float64
+	// permits is each semaphore's permit count, 2 or 3.
+	permits []int
+	// unfenced: c0's Lockers do not fence (a third of the seeds). The
+	// fence round refuses a lease that does not hold its keys on a
+	// quorum, a second line behind the acquire's own guard (a semaphore's
+	// quorum on one slot, the multi-resource lock's all-or-nothing
+	// script): without it, the first line is judged alone.
+	unfenced bool
+}
+
+// drawMix draws a seed's mix from the workload's own stream, after the
+// draw of long, which it keeps as it was.
+func drawMix(cfg Config) mix {
+	r := rand.New(rand.NewPCG(cfg.Seed, streamWorkload))
+	m := mix{long: r.IntN(4) == 0}
+	shares := []float64{0, 0.15, 0.3}
+	m.sem, m.multi = shares[r.IntN(len(shares))], shares[r.IntN(len(shares))]
+	for range cfg.Semaphores {
+		m.permits = append(m.permits, 2+r.IntN(2))
+	}
+	m.unfenced = r.IntN(3) == 0
+	return m
 }
 
 // Random streams of a seed, one per consumer, so that one consumer's
@@ -232,12 +277,11 @@ func Run(cfg Config) (*Result, error) {
 		resources[i] = fmt.Sprintf("r%d", i)
 	}
 	store := newFencedStore(h)
-	// A quarter of the seeds hold long and extend often, the pattern in
-	// which a stale Extend does harm.
-	long := rand.New(rand.NewPCG(cfg.Seed, streamWorkload)).IntN(4) == 0
+	mix := drawMix(cfg)
 	clients := make([]*client, cfg.Clients)
 	for i := range clients {
-		c := &client{idx: i, name: fmt.Sprintf("c%d", i), cfg: &cfg, addrs: addrs, network: network, h: h, replacing: make(chan struct{}, 1)}
+		c := &client{idx: i, name: fmt.Sprintf("c%d", i), cfg: &cfg, addrs: addrs, network: network, h: h, replacing: make(chan struct{}, 1),
+			permits: mix.permits, fenced: !cfg.NoFencing && !(i == 0 && mix.unfenced)}
 		c.resetLockCtx()
 		c.pausedCh = make(chan struct{})
 		if err := c.open(); err != nil {
@@ -260,7 +304,7 @@ func Run(cfg Config) (*Result, error) {
 				continue
 			}
 			wk := &worker{
-				c: c, id: w, h: h, ttl: cfg.TTL, resources: resources, store: store, long: long,
+				c: c, id: w, h: h, ttl: cfg.TTL, resources: resources, store: store, mix: mix,
 				rng: rand.New(rand.NewPCG(cfg.Seed, streamWorkers+uint64(c.idx)<<8+uint64(w))),
 			}
 			wg.Go(func() {
@@ -327,6 +371,7 @@ func Run(cfg Config) (*Result, error) {
 		}
 		res.keyLogs = append(res.keyLogs, m.KeyLog())
 		res.leaves = append(res.leaves, m.Leaves()...)
+		res.allAttempts = append(res.allAttempts, m.AllAttempts()...)
 		res.clocks = append(res.clocks, m.clockSegs())
 	}
 	res.Coverage = cov
@@ -350,6 +395,7 @@ func isFenceKey(kv string) bool { return strings.HasPrefix(kv, fencePrefix) }
 const (
 	fencePrefix = "\xffredlock:fence:"
 	queuePrefix = "\xffredlock:queue:"
+	semPrefix   = "\xffredlock:sem:"
 	turnPrefix  = "~"
 )
 
@@ -369,10 +415,16 @@ type client struct {
 	// so virtual time goes on meanwhile.
 	replacing chan struct{}
 
+	// permits: each semaphore's permit count, the same for every client.
+	permits []int
+	// fenced: the client's Lockers fence.
+	fenced bool
+
 	mu      sync.Mutex
 	l       *engine.Locker
-	gen     int           // Lockers made so far
-	cfgUsed engine.Config // the Locker's effective configuration
+	sems    []*engine.Semaphore // the Locker's handles of the semaphores
+	gen     int                 // Lockers made so far
+	cfgUsed engine.Config       // the Locker's effective configuration
 	// lockCtx is the parent of the workers' Lock contexts: the nemesis
 	// cancels it (and makes a new one) to cancel them all at once.
 	lockCtx    context.Context
@@ -391,7 +443,7 @@ func (c *client) engineConfig() engine.Config {
 	ec := engine.DefaultConfig(c.addrs...)
 	ec.TTL = cfg.TTL
 	ec.Quarantine = cfg.Quarantine
-	ec.Fencing = !cfg.NoFencing
+	ec.Fencing = c.fenced
 	ec.AutoExtend = true
 	ec.MaxExtensions = 3
 	// A waiter that misses its wake-up sleeps a whole TTL, so that the
@@ -402,6 +454,15 @@ func (c *client) engineConfig() engine.Config {
 	// numbers, and with them the hunted schedules.
 	ec.DisableTracking = true
 	ec.DialContext = c.network.Dialer(c.name)
+	// Smaller buffers: restarts and breaks make many connections, and
+	// rueidis's half a MiB each way is much of a connection's cost here,
+	// for in-memory connections whose writes are a few KiB at most. (Its
+	// ring of in-flight commands keeps its size: fewer slots would make
+	// callers wait behind a hung master that they do not wait for in
+	// production.)
+	ec.Tune = func(o *rueidis.ClientOption) {
+		o.ReadBufferEachConn, o.WriteBufferEachConn = 64<<10, 64<<10
+	}
 	ec.Rand = rand.New(rand.NewPCG(cfg.Seed, streamLockers+uint64(c.idx)<<8+uint64(c.gen)))
 	if cfg.Control == SplitPrefix && c.idx%2 == 1 {
 		ec.KeyPrefix = "split:"
@@ -420,8 +481,17 @@ func (c *client) open() error {
 		c.mu.Unlock()
 		var l *engine.Locker
 		if l, err = engine.New(context.Background(), ec); err == nil {
+			// One handle per semaphore and Locker, shared by its workers,
+			// as the engine asks.
+			sems := make([]*engine.Semaphore, len(c.permits))
+			for i, p := range c.permits {
+				if sems[i], err = l.Semaphore(semName(i), p); err != nil {
+					l.Close()
+					return fmt.Errorf("client %s: %w", c.name, err)
+				}
+			}
 			c.mu.Lock()
-			c.l, c.cfgUsed = l, l.Config()
+			c.l, c.sems, c.cfgUsed = l, sems, l.Config()
 			c.mu.Unlock()
 			return nil
 		}
@@ -435,6 +505,16 @@ func (c *client) locker() *engine.Locker {
 	defer c.mu.Unlock()
 	return c.l
 }
+
+// handles returns the client's Locker and its semaphore handles.
+func (c *client) handles() (*engine.Locker, []*engine.Semaphore) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.l, c.sems
+}
+
+// semName is semaphore i's name.
+func semName(i int) string { return fmt.Sprintf("s%d", i) }
 
 // close closes the client's Locker and records how long Close took.
 func (c *client) close() {
@@ -519,8 +599,9 @@ func (c *client) stopped() {
 	}
 }
 
-// worker is one goroutine of a client: it locks, holds, extends and
-// releases, with every choice drawn from its own random stream.
+// worker is one goroutine of a client: it locks (one resource or
+// several) or takes a semaphore's permit, holds, extends and releases,
+// with every choice drawn from its own random stream.
 type worker struct {
 	c         *client
 	id        int
@@ -530,36 +611,63 @@ type worker struct {
 	store     *fencedStore
 	rng       *rand.Rand
 	ops       int
-	// long: holds are long and extended often (see Run).
-	long bool
+	mix       mix
+}
+
+// target is what one acquisition asks for, and then holds: a resource, a
+// set of them, or a semaphore's permit.
+type target struct {
+	// resource is the resource, the semaphore's name, or the set's label.
+	resource string
+	// set is a multi-resource lock's names, sorted; sem the semaphore's
+	// index, or -1.
+	set []string
+	sem int
+	// units are what the lease holds, for the fenced store (see
+	// Grant.Units), once it is granted.
+	units []string
 }
 
 // call records one operation.
-func (w *worker) call(op, resource string, called time.Time, err error, grant int) {
+func (w *worker) call(op string, t *target, called time.Time, err error, grant int) {
 	w.ops++
 	w.h.add(Event{Called: w.h.since(called), At: w.h.since(time.Now()), Client: w.c.idx, Worker: w.id,
-		Op: op, Resource: resource, Result: errClass(err), Err: err, Grant: grant})
+		Op: op, Resource: t.resource, Resources: t.set, Result: errClass(err), Err: err, Grant: grant})
 }
 
 // note records a step that is not an operation.
-func (w *worker) note(op, resource string, result string, grant int) {
+func (w *worker) note(op string, t *target, result string, grant int) {
 	now := w.h.since(time.Now())
-	w.h.add(Event{Called: now, At: now, Client: w.c.idx, Worker: w.id, Op: op, Resource: resource, Result: result, Grant: grant})
+	w.h.add(Event{Called: now, At: now, Client: w.c.idx, Worker: w.id, Op: op, Resource: t.resource, Resources: t.set, Result: result, Grant: grant})
 }
 
-// pick draws a resource, resource i with weight 1/(i+1)^1.5.
-func (w *worker) pick() string {
+// pick draws one of n names' index, i with weight 1/(i+1)^1.5.
+func (w *worker) pick(n int) int {
 	total := 0.0
-	for i := range w.resources {
+	for i := range n {
 		total += math.Pow(float64(i+1), -1.5)
 	}
 	x := w.rng.Float64() * total
-	for i, r := range w.resources {
+	for i := range n {
 		if x -= math.Pow(float64(i+1), -1.5); x < 0 {
-			return r
+			return i
 		}
 	}
-	return w.resources[len(w.resources)-1]
+	return n - 1
+}
+
+// pickSet draws 2 or 3 distinct resources (as many as there are, if
+// fewer), each as pick does, in a random order.
+func (w *worker) pickSet() []string {
+	k := min(2+w.rng.IntN(2), len(w.resources))
+	var set []string
+	for len(set) < k {
+		if r := w.resources[w.pick(len(w.resources))]; !slices.Contains(set, r) {
+			set = append(set, r)
+		}
+	}
+	w.rng.Shuffle(len(set), func(i, j int) { set[i], set[j] = set[j], set[i] })
+	return set
 }
 
 // uniform draws a duration in [lo, hi).
@@ -570,45 +678,104 @@ func (w *worker) uniform(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(w.rng.Int64N(int64(hi-lo)))
 }
 
+// draw chooses the next acquisition: what (a resource, a set, a permit,
+// by the seed's mix) and whether it waits. A seed without semaphores
+// and sets draws exactly what it drew before they were added.
+func (w *worker) draw() (t *target, names []string, wait bool) {
+	kind := 0 // 0: one resource, 1: a permit, 2: several resources
+	if w.mix.sem+w.mix.multi > 0 {
+		switch p := w.rng.Float64(); {
+		case p < w.mix.sem:
+			kind = 1
+		case p < w.mix.sem+w.mix.multi:
+			kind = 2
+		}
+	}
+	t = &target{sem: -1}
+	switch kind {
+	case 0:
+		t.resource = w.resources[w.pick(len(w.resources))]
+	case 1:
+		t.sem = w.pick(len(w.mix.permits))
+		t.resource = semName(t.sem)
+	case 2:
+		names = w.pickSet()
+		t.set = slices.Sorted(slices.Values(names))
+		t.resource = "{" + strings.Join(t.set, ",") + "}"
+	}
+	return t, names, w.rng.Float64() >= 0.3
+}
+
 func (w *worker) run(ctx context.Context, end time.Time) {
 	for time.Now().Before(end) {
 		w.c.stopped()
-		resource := w.pick()
-		op := "lock"
-		if w.rng.Float64() < 0.3 {
-			op = "trylock"
-		}
+		t, names, wait := w.draw()
 		// Drawn whatever the op, so that the stream does not depend on
 		// outcomes more than it must.
-		wait := w.uniform(w.ttl/4, 3*w.ttl)
+		waitFor := w.uniform(w.ttl/4, 3*w.ttl)
 		think := w.uniform(0, w.ttl/10)
-		l := w.c.locker()
+		l, sems := w.c.handles()
+		op := "trylock"
+		if wait {
+			op = "lock"
+		}
+		switch {
+		case t.sem >= 0:
+			op = strings.Replace(op, "lock", "acquire", 1)
+		case t.set != nil:
+			op += "all"
+		}
 		called := time.Now()
 		var le *engine.Lease
 		var err error
-		if op == "lock" {
-			lctx, cancel := w.c.lockContext(ctx, wait)
-			le, err = l.Lock(lctx, resource)
+		if wait {
+			lctx, cancel := w.c.lockContext(ctx, waitFor)
+			switch {
+			case t.sem >= 0:
+				le, err = sems[t.sem].Acquire(lctx)
+			case t.set != nil:
+				le, err = l.LockAll(lctx, names...)
+			default:
+				le, err = l.Lock(lctx, t.resource)
+			}
 			cancel()
 		} else {
-			le, err = l.TryLock(ctx, resource)
+			switch {
+			case t.sem >= 0:
+				le, err = sems[t.sem].TryAcquire(ctx)
+			case t.set != nil:
+				le, err = l.TryLockAll(ctx, names...)
+			default:
+				le, err = l.TryLock(ctx, t.resource)
+			}
 		}
 		id := -1
 		if err == nil {
-			g := Grant{Resource: resource, Client: w.c.idx, Worker: w.id, Token: le.Token(), Value: le.Value(),
+			g := Grant{Resource: t.resource, Resources: t.set, Client: w.c.idx, Worker: w.id, Token: le.Token(), Value: le.Value(),
 				Called: w.h.since(called), Granted: w.h.since(time.Now()), ValidUntil: w.h.since(le.ValidUntil())}
-			if op == "lock" {
+			if t.sem >= 0 {
+				g.Permits, g.Permit = w.mix.permits[t.sem], le.Permit()
+			}
+			if wait {
 				g.Wake = le.Wait().Cause.String()
 			}
 			id = w.h.grant(g)
-			// The holder writes to the protected resource as it begins.
-			w.store.write(resource, id, le.Token(), true)
+			t.units = g.Units()
+			// The holder writes to the protected resources as it begins.
+			w.write(t, id, le.Token(), true)
 		}
-		w.call(op, resource, called, err, id)
+		w.call(op, t, called, err, id)
 		if err == nil {
-			w.hold(le, id)
+			w.hold(le, t, id)
 		}
 		sleep(ctx, think)
+	}
+}
+
+// write is the holder's write to each resource its lease protects.
+func (w *worker) write(t *target, id int, token int64, open bool) {
+	for _, u := range t.units {
+		w.store.write(u, id, token, open)
 	}
 }
 
@@ -617,10 +784,10 @@ func (w *worker) run(ctx context.Context, end time.Time) {
 // Release would, even when it has ended. A pause of the client makes it
 // stop touching the lease for a while, without looking at its validity,
 // and then write to the protected resource as if it still held it.
-func (w *worker) hold(le *engine.Lease, id int) {
+func (w *worker) hold(le *engine.Lease, t *target, id int) {
 	var d time.Duration
 	switch p := w.rng.Float64(); {
-	case w.long && p < 0.5:
+	case w.mix.long && p < 0.5:
 		d = w.uniform(w.ttl/2, 3*w.ttl)
 	case p < 0.60:
 		d = w.uniform(0, w.ttl/5)
@@ -641,24 +808,23 @@ func (w *worker) hold(le *engine.Lease, id int) {
 	case p < 0.25:
 		a, b := w.extendTTL(), w.extendTTL()
 		extends = []time.Duration{min(a, b), max(a, b)}
-	case (p < 0.55 || w.long) && d > w.ttl/2:
+	case (p < 0.55 || w.mix.long) && d > w.ttl/2:
 		for range d / (w.ttl / 4) {
 			extends = append(extends, w.extendTTL())
 		}
 	}
 	lateRelease := w.rng.Float64() < 0.5
 	lateBy := w.uniform(0, w.ttl)
-	resource := le.Resource()
 	step := d / time.Duration(len(extends)+1)
 	paused := false
 	for i := 0; i <= len(extends); i++ {
-		ended, pause := w.await(le, step)
+		ended, pause := w.await(le, t, step)
 		if pause {
 			paused = true
 			break
 		}
 		if ended {
-			w.note("done", resource, errClass(le.Err()), id)
+			w.note("done", t, errClass(le.Err()), id)
 			// Work that does not watch Done runs on past the lease, and
 			// its deferred Release comes late.
 			if lateRelease {
@@ -671,14 +837,14 @@ func (w *worker) hold(le *engine.Lease, id int) {
 			called := time.Now()
 			err := le.Extend(ctx, extends[i])
 			cancel()
-			w.call("extend", resource, called, err, id)
+			w.call("extend", t, called, err, id)
 		}
 	}
 	ended := le.Err()
 	if paused || ended == nil {
 		// A holder that believes it holds writes before it releases; a
 		// paused one comes back and writes without looking.
-		w.store.write(resource, id, le.Token(), false)
+		w.write(t, id, le.Token(), false)
 	}
 	how := "released"
 	if ended != nil {
@@ -688,7 +854,7 @@ func (w *worker) hold(le *engine.Lease, id int) {
 	called := time.Now()
 	err := le.Release(ctx)
 	cancel()
-	w.call("release", resource, called, err, id)
+	w.call("release", t, called, err, id)
 	w.h.end(id, w.h.since(le.ValidUntil()), how, le.Extensions())
 }
 
@@ -701,12 +867,12 @@ func (w *worker) extendTTL() time.Duration {
 // await waits d, or until the lease ends or the client is paused or
 // frozen; it reports whether the lease ended, and whether a pause came
 // (then it has slept the pause, the lease unwatched).
-func (w *worker) await(le *engine.Lease, d time.Duration) (ended, paused bool) {
-	t := time.NewTimer(d)
-	defer t.Stop()
+func (w *worker) await(le *engine.Lease, t *target, d time.Duration) (ended, paused bool) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
 	pause := w.c.paused()
 	select {
-	case <-t.C:
+	case <-timer.C:
 		w.c.stopped()
 		return le.Err() != nil, false
 	case <-le.Done():
@@ -714,7 +880,7 @@ func (w *worker) await(le *engine.Lease, d time.Duration) (ended, paused bool) {
 		return true, false
 	case <-pause:
 		p := w.c.pauseLength()
-		w.note("paused", le.Resource(), fmt.Sprintf("for %s", p), -1)
+		w.note("paused", t, fmt.Sprintf("for %s", p), -1)
 		time.Sleep(p)
 		return false, true
 	}
@@ -753,6 +919,8 @@ func errClass(err error) string {
 		return "closed"
 	case errors.Is(err, engine.ErrWrongType):
 		return "wrong-type"
+	case errors.Is(err, engine.ErrPermitCount):
+		return "permit-count"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
 	case errors.Is(err, context.Canceled):

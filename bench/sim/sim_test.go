@@ -243,7 +243,7 @@ func Report(res *Result) string {
 	b.WriteString(" (the last 60 events):\n")
 	var window []Event
 	for _, e := range res.History.Window(from, to, 1<<30) {
-		if first.Resource == "" || e.Resource == first.Resource {
+		if first.Resource == "" || e.on(first.Resource) {
 			window = append(window, e)
 		}
 	}
@@ -252,11 +252,12 @@ func Report(res *Result) string {
 	}
 	b.WriteString(FormatEvents(window))
 	if first.Resource != "" {
-		fmt.Fprintf(&b, "the masters' changes of key %s and its queue in that window (the last 60):\n", first.Resource)
+		fmt.Fprintf(&b, "the masters' changes of %s's keys and queue in that window (the last 60):\n", first.Resource)
 		var recs []KeyRecord
+		slots := semPrefix + "{" + first.Resource + "}:"
 		for _, log := range res.keyLogs {
 			for _, r := range log {
-				if (r.Key == first.Resource || r.Key == queuePrefix+first.Resource) && r.At >= from && r.At <= to {
+				if (r.Key == first.Resource || r.Key == queuePrefix+first.Resource || strings.HasPrefix(r.Key, slots)) && r.At >= from && r.At <= to {
 					recs = append(recs, r)
 				}
 			}

@@ -196,7 +196,7 @@ func (c *ChaosConfig) validateLock() error {
 	case err != nil:
 		return cfgErr("lock", l, "%v", err)
 	case l.Kind == LockRW:
-		return cfgErr("lock", l, "%v", ErrLockNotBuilt)
+		return cfgErr("lock", l, "the soak takes no read/write lock yet")
 	case l.Kind == LockMulti && l.K > c.Resources:
 		return cfgErr("lock", l, "a lease on K distinct resources needs K <= --resources (%d)", c.Resources)
 	case l.Kind == LockSemaphore && c.Resources*c.Clients*(l.Permits+4) > MaxSemaphoreSlots:

@@ -51,9 +51,11 @@ type ChaosConfig struct {
 	// least 3), so that leases share some of their resources.
 	Resources int
 	// Lock is what each worker takes: a mutex (default), a permit of the
-	// resource's semaphore, or one lease on K distinct resources drawn
-	// uniformly. Every shape is judged by its rule (see check); a permit's
-	// writes go to a store per permit slot, where its tokens increase.
+	// resource's semaphore, one lease on K distinct resources drawn
+	// uniformly, or the resource's read/write lock, for reading with
+	// probability F. Every shape is judged by its rule (see check); a
+	// permit's writes go to a store per permit slot, where its tokens
+	// increase; a reader writes nothing.
 	Lock Lock
 	// TTL is the lock TTL. Default 1s.
 	TTL time.Duration
@@ -195,8 +197,6 @@ func (c *ChaosConfig) validateLock() error {
 	switch err := l.validate(); {
 	case err != nil:
 		return cfgErr("lock", l, "%v", err)
-	case l.Kind == LockRW:
-		return cfgErr("lock", l, "%v", ErrLockNotBuilt)
 	case l.Kind == LockMulti && l.K > c.Resources:
 		return cfgErr("lock", l, "a lease on K distinct resources needs K <= --resources (%d)", c.Resources)
 	case l.Kind == LockSemaphore && c.Resources*c.Clients*(l.Permits+4) > MaxSemaphoreSlots:
@@ -275,8 +275,11 @@ type ChaosResult struct {
 	Faults      map[string]int `json:"faults"`
 	FaultErrors []string       `json:"fault_errors,omitempty"`
 
-	Attempts   int64 `json:"attempts"`
-	Acquired   int64 `json:"locks_checked"`
+	Attempts int64 `json:"attempts"`
+	Acquired int64 `json:"locks_checked"`
+	// Reads is how many of the locks checked were read locks (--lock
+	// rw:F); the rest were writers'.
+	Reads      int64 `json:"reads,omitempty"`
 	Failed     int64 `json:"acquire_failed"`
 	Lost       int64 `json:"leases_lost"`
 	Handoffs   int64 `json:"handoffs"`
@@ -316,6 +319,8 @@ func chaosExpected(class string, l Lock) string {
 		rule = fmt.Sprintf("never more than %d holders of a semaphore at once within reported validity; tokens increase per permit slot", l.Permits)
 	case LockMulti:
 		rule = "no two holds of a resource overlap within reported validity, a lease on several holding each of them"
+	case LockRW:
+		rule = "no writer's hold overlaps another hold of its resource within reported validity, readers sharing theirs"
 	}
 	return "0 violations (" + rule + "), 0 stale tokens, 0 stale writes accepted"
 }
@@ -353,16 +358,17 @@ type chaosClient struct {
 	ttl     time.Duration
 	proxies *fault.Proxies
 	// sems are the client's semaphore handles, by resource, with --lock
-	// semaphore:P.
+	// semaphore:P; rws its read/write locks with --lock rw:F.
 	sems []*engine.Semaphore
+	rws  []*engine.RWMutex
 	// frozenUntil, nanoseconds since the start, is set during a client
 	// pause: the client's goroutines do nothing until then.
 	frozenUntil atomic.Int64
 }
 
 // lock takes what l says of the resources set (one, or K for a lease on
-// several), waiting as ctx allows.
-func (c *chaosClient) lock(ctx context.Context, l Lock, names []string, set []int) (chaosLease, error) {
+// several; a read/write lock for reading if read), waiting as ctx allows.
+func (c *chaosClient) lock(ctx context.Context, l Lock, names []string, set []int, read bool) (chaosLease, error) {
 	if c.l == nil {
 		return nolockChaosLease{until: time.Now().Add(c.ttl)}, nil
 	}
@@ -371,6 +377,12 @@ func (c *chaosClient) lock(ctx context.Context, l Lock, names []string, set []in
 	switch l.Kind {
 	case LockSemaphore:
 		le, err = c.sems[set[0]].Acquire(ctx)
+	case LockRW:
+		if read {
+			le, err = c.rws[set[0]].RLock(ctx)
+		} else {
+			le, err = c.rws[set[0]].Lock(ctx)
+		}
 	case LockMulti:
 		ns := make([]string, len(set))
 		for i, r := range set {
@@ -401,7 +413,7 @@ type chaos struct {
 	or      *check.Oracle
 	stores  []*check.Store
 
-	attempts, acquired, failed, lost, handoffs, extensions atomic.Int64
+	attempts, acquired, reads, failed, lost, handoffs, extensions atomic.Int64
 
 	histMu  sync.Mutex
 	history []ChaosEvent
@@ -590,13 +602,20 @@ func (ch *chaos) startClients(ctx context.Context) error {
 			return fmt.Errorf("chaos: client %d: %w", i, err)
 		}
 		c.l = l
-		if ch.cfg.Lock.Kind == LockSemaphore {
-			for _, n := range ch.names {
+		for _, n := range ch.names {
+			switch ch.cfg.Lock.Kind {
+			case LockSemaphore:
 				sem, err := l.Semaphore(n, ch.cfg.Lock.Permits)
 				if err != nil {
 					return fmt.Errorf("chaos: client %d: %w", i, err)
 				}
 				c.sems = append(c.sems, sem)
+			case LockRW:
+				rw, err := l.RWMutex(n)
+				if err != nil {
+					return fmt.Errorf("chaos: client %d: %w", i, err)
+				}
+				c.rws = append(c.rws, rw)
 			}
 		}
 	}
@@ -647,9 +666,10 @@ func (ch *chaos) closeClients() {
 }
 
 // work is one worker: lock a random hot resource (a permit of its
-// semaphore, or a lease on several), write to the fenced store, hold for a
-// random time (now and then past the TTL, kept by auto-extension), write
-// again, let go.
+// semaphore, a lease on several, its read/write lock for reading or
+// writing), write to the fenced store (a writer; a reader writes
+// nothing), hold for a random time (now and then past the TTL, kept by
+// auto-extension), write again, let go.
 func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
 	ttl := ch.cfg.TTL
 	who := "c" + strconv.Itoa(c.id) + ".w" + strconv.Itoa(w)
@@ -659,9 +679,10 @@ func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
 	for ctx.Err() == nil {
 		ch.thaw(ctx, c)
 		set = ch.pickSet(rng, set)
+		read := ch.cfg.Lock.Kind == LockRW && rng.Float64() < ch.cfg.Lock.ReadFraction
 		ch.attempts.Add(1)
 		wctx, cancel := context.WithTimeout(ctx, 2*ttl)
-		le, err := c.lock(wctx, ch.cfg.Lock, ch.names, set)
+		le, err := c.lock(wctx, ch.cfg.Lock, ch.names, set, read)
 		cancel()
 		t1 := time.Now()
 		if err != nil {
@@ -673,6 +694,9 @@ func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
 			continue
 		}
 		ch.acquired.Add(1)
+		if read {
+			ch.reads.Add(1)
+		}
 		until := le.ValidUntil()
 		tok := le.Token()
 		done := le.Done()
@@ -681,10 +705,15 @@ func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
 			ch.handoffs.Add(1)
 		}
 		res := ch.resourceNames(set)
-		wrs := make([]*check.Writer, len(set))
-		for i, r := range set {
-			wrs[i] = ch.store(r, permit).Open(who, tok)
-			h := check.Hold{Start: t1, Until: until, Token: tok, Done: done, Permit: permit + 1}
+		// A reader changes nothing a fence protects: it writes nothing,
+		// and opens no store (which would make the writer before it
+		// stale).
+		var wrs []*check.Writer
+		for _, r := range set {
+			if !read {
+				wrs = append(wrs, ch.store(r, permit).Open(who, tok))
+			}
+			h := check.Hold{Start: t1, Until: until, Token: tok, Done: done, Permit: permit + 1, Shared: read}
 			if c.l != nil {
 				h.Live = le
 			}
@@ -692,12 +721,15 @@ func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
 		}
 		ev := ChaosEvent{AtMs: ch.since(t1), Kind: "acquire", Who: who, Resource: res, Token: tok,
 			ValidMs: float64(until.Sub(t1).Microseconds()) / 1e3}
-		if permit >= 0 {
+		switch {
+		case permit >= 0:
 			ev.Detail = "permit " + strconv.Itoa(permit)
+		case read:
+			ev.Detail = "read"
 		}
 		ch.event(ev)
-		for i, r := range set {
-			ch.write(wrs[i], ch.names[r])
+		for i, wr := range wrs {
+			ch.write(wr, ch.names[set[i]])
 		}
 
 		// Done is watched as it happens: a hold ends when its holder is
@@ -723,8 +755,8 @@ func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
 		// A frozen client's holder resumes where it stopped, past its
 		// lease, and writes: the store must refuse it.
 		ch.thaw(context.Background(), c)
-		for i, r := range set {
-			ch.write(wrs[i], ch.names[r])
+		for i, wr := range wrs {
+			ch.write(wr, ch.names[set[i]])
 		}
 
 		close(over)

@@ -22,7 +22,7 @@ const (
 // finish fills the result from the oracle, the stores and the history,
 // and judges it.
 func (ch *chaos) finish(r *ChaosResult) {
-	r.Attempts, r.Acquired, r.Failed = ch.attempts.Load(), ch.acquired.Load(), ch.failed.Load()
+	r.Attempts, r.Acquired, r.Reads, r.Failed = ch.attempts.Load(), ch.acquired.Load(), ch.reads.Load(), ch.failed.Load()
 	r.Lost, r.Handoffs, r.Extensions = ch.lost.Load(), ch.handoffs.Load(), ch.extensions.Load()
 	r.Violations, r.ViolationExamples = ch.or.Violations()
 	r.TokensChecked, r.StaleTokens, r.StaleExamples = ch.or.StaleTokens()
@@ -101,6 +101,8 @@ func chaosVerdict(r *ChaosResult) string {
 		return fmt.Sprintf("FAIL: %d stale writes accepted by the fenced store", r.Store.StaleAccepted)
 	case r.Passed && strings.HasPrefix(r.Lock, "semaphore:"):
 		return "PASS: never more holders than permits, no stale tokens, no stale write accepted"
+	case r.Passed && strings.HasPrefix(r.Lock, "rw:"):
+		return "PASS: no writer held beside another holder, no stale tokens, no stale write accepted"
 	case r.Passed:
 		return "PASS: no overlapping holds, no stale tokens, no stale write accepted"
 	}
@@ -133,8 +135,12 @@ func (r *ChaosResult) WriteText(w io.Writer) error {
 	if len(r.FaultErrors) > 0 {
 		fmt.Fprintf(&b, "           %d failed to apply or lift, first: %s\n", len(r.FaultErrors), r.FaultErrors[0])
 	}
-	fmt.Fprintf(&b, "locks      %d checked of %d attempts (%d failed), %d lost (Done before release), %d handed off, %d extensions\n",
-		r.Acquired, r.Attempts, r.Failed, r.Lost, r.Handoffs, r.Extensions)
+	reads := ""
+	if strings.HasPrefix(r.Lock, "rw:") {
+		reads = fmt.Sprintf(" (%d reads, %d writes)", r.Reads, r.Acquired-r.Reads)
+	}
+	fmt.Fprintf(&b, "locks      %d checked%s of %d attempts (%d failed), %d lost (Done before release), %d handed off, %d extensions\n",
+		r.Acquired, reads, r.Attempts, r.Failed, r.Lost, r.Handoffs, r.Extensions)
 	fmt.Fprintf(&b, "violations %d\n", r.Violations)
 	for _, v := range r.ViolationExamples {
 		if v.Holders > 0 {

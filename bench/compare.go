@@ -39,13 +39,16 @@ func DefaultCompareEngines() []string {
 
 // DefaultCompareEnginesFor are compared by default on lock: for a
 // semaphore, this engine's variants alone (no baseline has a semaphore);
-// for a multi-resource lease, ours, ours as K mutexes in turn, and the
-// redsync baselines (K redsync mutexes in turn); for a mutex,
-// DefaultCompareEngines.
+// for a read/write lock, ours and the same operations on our mutex (no
+// baseline has a read/write lock); for a multi-resource lease, ours, ours
+// as K mutexes in turn, and the redsync baselines (K redsync mutexes in
+// turn); for a mutex, DefaultCompareEngines.
 func DefaultCompareEnginesFor(l Lock) []string {
 	switch l.Kind {
 	case LockSemaphore:
 		return []string{"redlock", EnginePerCommand}
+	case LockRW:
+		return []string{"redlock", EngineMutex}
 	case LockMulti:
 		return []string{"redlock", EngineSequential, engineRedsyncRueidis, engineRedsyncGoredis}
 	}
@@ -59,6 +62,15 @@ func compareNotes(l Lock, engines []string) []string {
 	case LockSemaphore:
 		return []string{fmt.Sprintf("%s has no peer: none of the baselines (redsync, rueidislock, bsm/redislock) has a semaphore, "+
 			"and we know of no Go semaphore over N independent masters, so only this engine's variants can run", l)}
+	case LockRW:
+		var notes []string
+		for _, e := range engines {
+			if exclusiveRW(e) {
+				notes = append(notes, fmt.Sprintf("%s takes %s on redlock's mutex: the same operations on the same resources, every one exclusive, reads too", e, l))
+			}
+		}
+		return append(notes, "none of the baselines (redsync, rueidislock, bsm/redislock) has a read/write lock, "+
+			"and we know of no Go one over N independent masters: our mutex is the comparison")
 	case LockMulti:
 		var seq, own []string
 		for _, e := range engines {

@@ -226,7 +226,7 @@ func TestCompareValidate(t *testing.T) {
 	}{
 		{func(cc *CompareConfig) { cc.Rounds = 2 }, "--rounds: must be >= 3: a median of fewer runs is one noisy run, got 2"},
 		{func(cc *CompareConfig) { cc.Engines = []string{"redlock", "redlock"} }, `--engines: engine "redlock" is listed twice, got redlock,redlock`},
-		{func(cc *CompareConfig) { cc.Engines = []string{"zk"} }, `--engines: unknown engine "zk" (known: redlock, redlock-percmd, redlock-sequential, nolock, redsync-rueidis, redsync-goredis, rueidislock, bsm-redislock; a quorum engine as NAME@N votes on the first N masters only, e.g. redlock@1), got zk`},
+		{func(cc *CompareConfig) { cc.Engines = []string{"zk"} }, `--engines: unknown engine "zk" (known: redlock, redlock-percmd, redlock-sequential, redlock-mutex, nolock, redsync-rueidis, redsync-goredis, rueidislock, bsm-redislock; a quorum engine as NAME@N votes on the first N masters only, e.g. redlock@1), got zk`},
 		{func(cc *CompareConfig) { cc.Engines, cc.Limit = []string{"nolock"}, true }, "--limit: needs Redis masters, and none of --engines nolock uses them, got true"},
 		{func(cc *CompareConfig) { cc.Label = "a b" }, `--label: may hold only letters, digits, '.', '_' and '-', got "a b"`},
 		{func(cc *CompareConfig) { cc.Base.Workers = 0 }, "redlock: --workers: must be > 0, got 0"},

@@ -352,21 +352,21 @@ func (c *Config) Validate() error {
 }
 
 // validateLock checks --lock against the rest of the run: the lock's
-// ranges, whether it is built, whether the engine has it, and whether
-// there are the resources for it.
+// ranges, whether the engine has it, and whether there are the resources
+// for it.
 func (c *Config) validateLock() error {
 	l := c.Lock
 	if err := l.validate(); err != nil {
 		return cfgErr("lock", l, "%v", err)
-	}
-	if l.Kind == LockRW {
-		return cfgErr("lock", l, "%v", ErrLockNotBuilt)
 	}
 	if err := l.checkEngine(c.Engine); err != nil {
 		return cfgErr("lock", l, "%v", err)
 	}
 	if l.Kind == LockSemaphore && int64(c.Resources)*int64(c.Clients)*int64(l.Permits+4) > MaxSemaphoreSlots {
 		return cfgErr("lock", l, "--resources × --clients × (P+4) must be at most %d (each client keeps a handle per semaphore, about 50 bytes per permit and 200 more)", MaxSemaphoreSlots)
+	}
+	if l.Kind == LockRW && !exclusiveRW(c.Engine) && int64(c.Resources)*int64(c.Clients) > MaxRWHandles {
+		return cfgErr("lock", l, "--resources × --clients must be at most %d (each client keeps a handle per read/write lock, about 220 bytes)", MaxRWHandles)
 	}
 	if l.Kind == LockMulti && l.K > c.Resources {
 		return cfgErr("lock", l, "a lease on K distinct resources needs K <= --resources (%d)", c.Resources)

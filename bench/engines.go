@@ -46,6 +46,12 @@ const EnginePerCommand = "redlock-percmd"
 // resources gains. It takes no other lock.
 const EngineSequential = "redlock-sequential"
 
+// EngineMutex is the redlock engine taking --lock rw:F on its mutex: every
+// operation, read or write, exclusive. Beside "redlock" it shows what the
+// read/write lock gains on the same operations; no baseline has a
+// read/write lock to compare with. It takes no other lock.
+const EngineMutex = "redlock-mutex"
+
 // Engine names of the single-master baselines: rueidislock.go and
 // bsmredislock.go.
 const (
@@ -57,7 +63,7 @@ const (
 // baselines are in redsync.go. A quorum engine also runs as NAME@N, on the
 // first N masters only (see engineVoters).
 func EngineNames() []string {
-	return []string{"redlock", EnginePerCommand, EngineSequential, "nolock", engineRedsyncRueidis, engineRedsyncGoredis,
+	return []string{"redlock", EnginePerCommand, EngineSequential, EngineMutex, "nolock", engineRedsyncRueidis, engineRedsyncGoredis,
 		engineRueidislock, engineBsmRedislock}
 }
 
@@ -71,7 +77,7 @@ func EngineNamesHelp() string {
 // whatever they are given, and nolock none.
 func quorumEngine(base string) bool {
 	switch base {
-	case "redlock", EnginePerCommand, EngineSequential, engineRedsyncRueidis, engineRedsyncGoredis:
+	case "redlock", EnginePerCommand, EngineSequential, EngineMutex, engineRedsyncRueidis, engineRedsyncGoredis:
 		return true
 	}
 	return false
@@ -126,7 +132,7 @@ func engineVoters(name string) int {
 // its features (gate, notify, extend, fencing) apply.
 func IsRedlock(name string) bool {
 	base := baseEngine(name)
-	return base == "redlock" || base == EnginePerCommand || base == EngineSequential
+	return base == "redlock" || base == EnginePerCommand || base == EngineSequential || base == EngineMutex
 }
 
 // needsRedis reports whether the engine talks to Redis masters.
@@ -142,7 +148,7 @@ func newEngine(ctx context.Context, name string, masters []string, cfg Config) (
 	switch baseEngine(name) {
 	case "nolock":
 		return newNolock(cfg.TTL), nil
-	case "redlock", EngineSequential:
+	case "redlock", EngineSequential, EngineMutex:
 		return newRedlock(ctx, masters, cfg, false)
 	case EnginePerCommand:
 		return newRedlock(ctx, masters, cfg, true)

@@ -13,10 +13,11 @@ import (
 )
 
 // The lock family in the bench: how each engine takes a semaphore's
-// permit and a multi-resource lease (--lock). An engine is an Engine (the
-// mutex) with, optionally, these capabilities; a multi-resource lease
-// falls back to K mutexes one after another (sequential) for an engine
-// without one of its own.
+// permit, a multi-resource lease and a read/write lock (--lock). An engine
+// is an Engine (the mutex) with, optionally, these capabilities; a
+// multi-resource lease falls back to K mutexes one after another
+// (sequential) for an engine without one of its own, and EngineMutex
+// takes a read/write lock's operations on its mutex.
 
 type (
 	// semaphoreEngine is an engine with a semaphore: redlock, and the
@@ -30,6 +31,19 @@ type (
 	semaphores interface {
 		tryAcquire(ctx context.Context, res int) (Lease, error)
 		acquire(ctx context.Context, res int) (Lease, error)
+	}
+	// rwEngine is an engine with a read/write lock: redlock, and the
+	// nolock control.
+	rwEngine interface {
+		// rwLocks returns the read/write locks named names, by resource
+		// index.
+		rwLocks(names []string) rwLocks
+	}
+	// rwLocks are a run's read/write locks on one client, by resource
+	// index: read takes resource res for reading, else for writing.
+	rwLocks interface {
+		tryLock(ctx context.Context, res int, read bool) (Lease, error)
+		lock(ctx context.Context, res int, read bool) (Lease, error)
 	}
 	// multiEngine is an engine with a multi-resource lease: one lease on
 	// every one of names, all or nothing. The worker names them in sorted
@@ -63,6 +77,8 @@ func leasePart(lease Lease, i int) Lease {
 type clientLocks struct {
 	sems  semaphores
 	multi multiEngine
+	// rw is nil for EngineMutex, which takes rw:F on its mutex.
+	rw rwLocks
 }
 
 // newClientLocks prepares client e for cfg.Lock on names.
@@ -72,6 +88,12 @@ func newClientLocks(e Engine, cfg Config, names []string) clientLocks {
 	case LockSemaphore:
 		// Validate allows semaphores only on engines that have them.
 		cl.sems = e.(semaphoreEngine).semaphores(names, cfg.Lock.Permits)
+	case LockRW:
+		// Validate allows rw:F only on engines that have it, and on
+		// EngineMutex.
+		if !exclusiveRW(cfg.Engine) {
+			cl.rw = e.(rwEngine).rwLocks(names)
+		}
 	case LockMulti:
 		if m, ok := e.(multiEngine); ok && !sequentialMulti(cfg.Engine) {
 			cl.multi = m
@@ -128,6 +150,67 @@ func (s *redlockSemaphores) acquire(ctx context.Context, res int) (Lease, error)
 		return nil, err
 	}
 	le, err := h.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return le, nil
+}
+
+// redlock's read/write locks: a handle per resource, made on first use
+// and shared by the client's workers, as the engine asks (a handle marks
+// the name as a read/write lock's now and then, not at every attempt).
+type redlockRW struct {
+	l       *engine.Locker
+	names   []string
+	handles []atomic.Pointer[engine.RWMutex]
+}
+
+func (e *redlock) rwLocks(names []string) rwLocks {
+	return &redlockRW{l: e.l, names: names, handles: make([]atomic.Pointer[engine.RWMutex], len(names))}
+}
+
+func (s *redlockRW) handle(res int) (*engine.RWMutex, error) {
+	if h := s.handles[res].Load(); h != nil {
+		return h, nil
+	}
+	h, err := s.l.RWMutex(s.names[res])
+	if err != nil {
+		return nil, err
+	}
+	if !s.handles[res].CompareAndSwap(nil, h) {
+		h = s.handles[res].Load()
+	}
+	return h, nil
+}
+
+func (s *redlockRW) tryLock(ctx context.Context, res int, read bool) (Lease, error) {
+	h, err := s.handle(res)
+	if err != nil {
+		return nil, err
+	}
+	var le *engine.Lease
+	if read {
+		le, err = h.TryRLock(ctx)
+	} else {
+		le, err = h.TryLock(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return le, nil
+}
+
+func (s *redlockRW) lock(ctx context.Context, res int, read bool) (Lease, error) {
+	h, err := s.handle(res)
+	if err != nil {
+		return nil, err
+	}
+	var le *engine.Lease
+	if read {
+		le, err = h.RLock(ctx)
+	} else {
+		le, err = h.Lock(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -251,11 +334,13 @@ func (l *partsLease) Err() error {
 	return nil
 }
 
-// The nolock control's semaphore and multi-resource lease are each wrong
-// by exactly one, so that a run with them shows that the oracle catches
-// the smallest breach of each rule: a semaphore of P admits P+1 holders,
-// and a multi-resource lease takes all its resources but the last (in the
-// order named) exclusively, and that one not at all.
+// The nolock control's semaphore, multi-resource lease and read/write
+// lock are each wrong by exactly one, so that a run with them shows that
+// the oracle catches the smallest breach of each rule: a semaphore of P
+// admits P+1 holders, a multi-resource lease takes all its resources but
+// the last (in the order named) exclusively, and that one not at all, and
+// a read/write lock lets a writer in beside one reader (never beside two,
+// nor beside a writer).
 
 // errNolockFull is the control's refusal: ErrNotAcquired, so that it
 // counts as contended.
@@ -279,7 +364,7 @@ func (s *nolockSemaphores) tryAcquire(ctx context.Context, res int) (Lease, erro
 		s.held[res].Add(-1)
 		return nil, errNolockFull
 	}
-	return &nolockCounted{until: time.Now().Add(s.ttl), n: &s.held[res]}, nil
+	return &nolockCounted{until: time.Now().Add(s.ttl), n: &s.held[res], by: 1}, nil
 }
 
 func (s *nolockSemaphores) acquire(ctx context.Context, res int) (Lease, error) {
@@ -303,17 +388,63 @@ func nolockWait(ctx context.Context, try func() (Lease, error)) (Lease, error) {
 	}
 }
 
-// nolockCounted is a permit of the control's semaphore.
+// nolockCounted is a permit of the control's semaphore, or a hold of its
+// read/write lock: its release takes by off the count n.
 type nolockCounted struct {
 	until time.Time
 	n     *atomic.Int32
+	by    int32
 	once  sync.Once
 }
 
 func (l *nolockCounted) ValidUntil() time.Time { return l.until }
 func (l *nolockCounted) Release(context.Context) error {
-	l.once.Do(func() { l.n.Add(-1) })
+	l.once.Do(func() { l.n.Add(-l.by) })
 	return nil
+}
+
+// nolockRW is the control's read/write locks: per resource, the count of
+// readers, plus nolockWriter while a writer holds.
+type nolockRW struct {
+	ttl   time.Duration
+	state []atomic.Int32
+}
+
+// nolockWriter is a writer in nolockRW's state, above any count of readers.
+const nolockWriter = 1 << 24
+
+func (e *nolock) rwLocks(names []string) rwLocks {
+	return &nolockRW{ttl: e.ttl, state: make([]atomic.Int32, len(names))}
+}
+
+// admits reports whether the control lets a reader (read) or a writer in
+// when the lock's state is v. A reader waits for no reader; a writer, off
+// by one, waits for a second reader only.
+func (nolockRW) admits(v int32, read bool) bool {
+	if read {
+		return v < nolockWriter
+	}
+	return v <= 1
+}
+
+func (s *nolockRW) tryLock(ctx context.Context, res int, read bool) (Lease, error) {
+	st, by := &s.state[res], int32(nolockWriter)
+	if read {
+		by = 1
+	}
+	for {
+		v := st.Load()
+		if !s.admits(v, read) {
+			return nil, errNolockFull
+		}
+		if st.CompareAndSwap(v, v+by) {
+			return &nolockCounted{until: time.Now().Add(s.ttl), n: st, by: by}, nil
+		}
+	}
+}
+
+func (s *nolockRW) lock(ctx context.Context, res int, read bool) (Lease, error) {
+	return nolockWait(ctx, func() (Lease, error) { return s.tryLock(ctx, res, read) })
 }
 
 // nolockTable is the control's record of the resources its

@@ -2,9 +2,11 @@ package bench
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/results"
 )
@@ -58,6 +60,103 @@ func TestNolockMultiTripsTheOracle(t *testing.T) {
 	requireLive(t, s, true)
 	if s.Violations == 0 {
 		t.Fatalf("a control that leaves the last resource of each lease unguarded: no violations; the oracle is blind")
+	}
+}
+
+// The control's read/write lock is wrong by exactly one: a writer comes in
+// beside one reader, never beside two nor beside a writer, and readers
+// share with readers but not with a writer.
+func TestNolockRWAdmitsAWriterBesideOneReader(t *testing.T) {
+	ctx := t.Context()
+	rw := newNolock(time.Second).rwLocks([]string{"a"})
+	take := func(read bool) Lease {
+		t.Helper()
+		le, err := rw.tryLock(ctx, 0, read)
+		if err != nil {
+			t.Fatalf("read %v: %v", read, err)
+		}
+		return le
+	}
+	refused := func(read bool, why string) {
+		t.Helper()
+		if _, err := rw.tryLock(ctx, 0, read); !errors.Is(err, engine.ErrNotAcquired) {
+			t.Errorf("read %v %s: %v, want ErrNotAcquired", read, why, err)
+		}
+	}
+	r1 := take(true)
+	w := take(false) // the breach: a writer beside one reader
+	refused(true, "beside a writer")
+	refused(false, "beside a writer")
+	w.Release(ctx)
+	r2 := take(true)
+	refused(false, "beside two readers")
+	r1.Release(ctx)
+	r1.Release(ctx) // a second release takes nothing more off
+	w = take(false)
+	w.Release(ctx)
+	r2.Release(ctx)
+	w = take(false)
+	refused(false, "beside a writer, with no reader")
+	w.Release(ctx)
+}
+
+// The read/write check can fail, and only where it must: the control's
+// readers all hold together (no violation: the worker registers them as
+// shared), its writers alone exclude each other (none), and a mix lets a
+// writer in beside a reader, which the oracle counts. Where the control
+// refuses, it waits (mode wait): refused in mode try, its workers would
+// retry without ever blocking, and on a loaded machine keep the holders
+// from the CPU they need to wake and let go.
+func TestNolockRWTripsTheOracle(t *testing.T) {
+	noLeaks(t)
+	for _, c := range []struct {
+		f          float64
+		mode       Mode
+		violations bool
+	}{{1, ModeTry, false}, {0, ModeWait, false}, {0.5, ModeWait, true}} {
+		cfg := familyConfig("nolock", nil, Lock{Kind: LockRW, ReadFraction: c.f})
+		cfg.Mode = c.mode
+		s := run(t, cfg).Summary
+		requireLive(t, s, false)
+		if got := s.Violations > 0; got != c.violations {
+			t.Errorf("rw:%g: %d violations %+v, want violations %v", c.f, s.Violations, s.ViolationExamples, c.violations)
+		}
+		if c.f == 1 && s.Contended != 0 {
+			t.Errorf("rw:1: %d reads refused; readers share", s.Contended)
+		}
+	}
+}
+
+// Our read/write lock keeps every writer alone under contention, in both
+// modes, its writers' fencing tokens increasing; redlock-mutex takes the
+// same operations exclusively, each with a token.
+func TestRedlockRWRun(t *testing.T) {
+	noLeaks(t)
+	c := redistest.StartT(t, 5)
+	for _, r := range []struct {
+		engine string
+		mode   Mode
+	}{{"redlock", ModeTry}, {"redlock", ModeWait}, {EngineMutex, ModeWait}} {
+		cfg := familyConfig(r.engine, c.Addrs(), Lock{Kind: LockRW, ReadFraction: 0.7})
+		cfg.Resources, cfg.Mode, cfg.Fencing = 2, r.mode, true
+		cfg.KeyPrefix = labelSafe(r.engine) + "-" + string(r.mode) + ":"
+		s := run(t, cfg).Summary
+		requireLive(t, s, r.mode == ModeTry)
+		if s.Violations != 0 || s.StaleTokens != 0 {
+			t.Fatalf("%s %s: %d violations %+v, %d stale tokens %+v", r.engine, r.mode, s.Violations, s.ViolationExamples, s.StaleTokens, s.StaleTokenExamples)
+		}
+		// Only writers carry tokens: some of each kind held (tokens
+		// count the warm-up too; the acquisitions do not).
+		if r.engine == EngineMutex && s.TokensChecked < s.Acquired || r.engine != EngineMutex && (s.TokensChecked == 0 || s.TokensChecked >= s.Acquired) {
+			t.Errorf("%s %s: %d tokens checked for %d holds", r.engine, r.mode, s.TokensChecked, s.Acquired)
+		}
+		if e := s.ErrorTotal(); e*100 > s.Attempts {
+			t.Errorf("%s %s: errors on healthy masters: %v of %d attempts (%v)", r.engine, r.mode, s.Errors, s.Attempts, s.ErrorExamples)
+		}
+		t.Logf("%s %s: %d acquired, %d contended, %d tokens checked", r.engine, r.mode, s.Acquired, s.Contended, s.TokensChecked)
+		if s.Lock != "rw:0.7" {
+			t.Errorf("%s %s: lock %q", r.engine, r.mode, s.Lock)
+		}
 	}
 }
 

@@ -62,6 +62,11 @@ const (
 	// P=1, 599 at 8, 3,415 at 64: the bytes allocated for 10,000 handles,
 	// 2026-11-26), so that this many take about 0.4 GB whatever P.
 	MaxSemaphoreSlots = 8_000_000
+	// MaxRWHandles bounds --resources × --clients with --lock rw:F: each client keeps a handle per
+	// read/write lock it uses, 222 bytes with its slot (the bytes
+	// allocated for 10,000 handles, 2026-11-26), so that this many take
+	// about 0.4 GB, as MaxSemaphoreSlots do.
+	MaxRWHandles = 2_000_000
 	// MaxCompareRounds bounds compare's --rounds.
 	MaxCompareRounds = 100
 	// MaxCeilingRequests bounds compare's --limit-requests: each

@@ -22,10 +22,9 @@ const (
 	// LockMulti is one lease on K distinct resources: TryLockAll or
 	// LockAll, or K mutexes one after another for an engine without it.
 	LockMulti
-	// LockRW is a read/write lock, a share ReadFraction of the operations
-	// reading. The engine has none yet: Validate refuses it (see
-	// ErrLockNotBuilt). The oracle already knows its rule (check's shared
-	// holds); the worker and an engine adapter are what remains.
+	// LockRW is a read/write lock of the resource, each operation a read
+	// (TryRLock, RLock) with probability ReadFraction, else a write
+	// (TryLock, Lock); EngineMutex takes every one as its mutex.
 	LockRW
 )
 
@@ -42,16 +41,12 @@ type Lock struct {
 	ReadFraction float64
 }
 
-// ErrLockNotBuilt is Validate's reason for --lock rw:F: the engine has no
-// read/write lock yet.
-var ErrLockNotBuilt = errors.New("rw:F, a read/write lock, is not built yet: the engine has none; use mutex, semaphore:P or multi:K")
-
 // lockSyntax is what ParseLock accepts, for its errors.
 const lockSyntax = "want mutex, semaphore:P (P permits), multi:K (K resources per lease) or rw:F (F the share of reads)"
 
 // ParseLock parses --lock: "mutex", "semaphore:P", "multi:K" or "rw:F".
 // It checks the syntax and the ranges; whether the run can use the lock
-// (its engine, its resources; rw:F at all) is Config.Validate's to say.
+// (its engine, its resources) is Config.Validate's to say.
 func ParseLock(s string) (Lock, error) {
 	kind, arg, hasArg := strings.Cut(s, ":")
 	var l Lock
@@ -127,20 +122,32 @@ func (l Lock) labelPart() string {
 }
 
 // checkEngine says whether engine name can take the lock. Every engine
-// takes a mutex and a multi-resource lease (as K mutexes one after
-// another when it has no multi-resource lock of its own); only this
-// engine, and the nolock control, have a semaphore: no baseline here has
-// one, and we know of no Go semaphore over N independent masters.
+// takes a mutex and a multi-resource lease (as K mutexes one after another
+// when it has no multi-resource lock of its own); only this engine, and
+// the nolock control, have a semaphore and a read/write lock: no baseline
+// here has either, and we know of no Go one over N independent masters.
+// EngineMutex stands in for them with rw:F: our mutex, every operation
+// exclusive.
 func (l Lock) checkEngine(name string) error {
 	base := baseEngine(name)
+	ours := IsRedlock(name) || base == "nolock"
 	switch {
 	case base == EngineSequential && l.Kind != LockMulti:
 		return fmt.Errorf("engine %s differs from redlock in multi:K only (K mutexes one after another)", name)
-	case l.Kind == LockSemaphore && !IsRedlock(name) && base != "nolock":
+	case base == EngineMutex && l.Kind != LockRW:
+		return fmt.Errorf("engine %s differs from redlock in rw:F only (every operation its mutex, reads too)", name)
+	case l.Kind == LockSemaphore && !ours:
 		return fmt.Errorf("engine %s has no semaphore: only redlock has one over N masters (no baseline here does)", name)
+	case l.Kind == LockRW && !ours:
+		return fmt.Errorf("engine %s has no read/write lock: only redlock has one over N masters (no baseline here does); "+
+			"%s runs the same operations on our mutex, every one exclusive", name, EngineMutex)
 	}
 	return nil
 }
+
+// exclusiveRW reports whether engine name takes rw:F as its mutex, reads
+// and writes alike.
+func exclusiveRW(name string) bool { return baseEngine(name) == EngineMutex }
 
 // sequentialMulti reports whether engine name takes multi:K as K mutexes
 // one after another, in the order of their names.

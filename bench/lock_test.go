@@ -47,16 +47,22 @@ func TestParseLock(t *testing.T) {
 	}
 }
 
-// --lock is checked against the rest of the run before anything starts;
-// rw:F is refused in one line until the engine has a read/write lock.
+// --lock is checked against the rest of the run before anything starts:
+// an engine without the lock is refused in one line.
 func TestValidateLock(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		set  func(*Config)
 		want string
 	}{
-		{"rw is not built", func(c *Config) { c.Lock = Lock{Kind: LockRW, ReadFraction: 0.9} },
-			"--lock: rw:F, a read/write lock, is not built yet: the engine has none; use mutex, semaphore:P or multi:K, got rw:0.9"},
+		{"no rw lock in redsync", func(c *Config) { c.Lock, c.Engine = Lock{Kind: LockRW, ReadFraction: 0.9}, engineRedsyncGoredis },
+			"--lock: engine redsync-goredis has no read/write lock: only redlock has one over N masters (no baseline here does); redlock-mutex runs the same operations on our mutex, every one exclusive, got rw:0.9"},
+		{"no rw lock in sequential", func(c *Config) { c.Lock, c.Engine = Lock{Kind: LockRW, ReadFraction: 0.9}, EngineSequential },
+			"--lock: engine redlock-sequential differs from redlock in multi:K only (K mutexes one after another), got rw:0.9"},
+		{"mutex is for rw", func(c *Config) { c.Lock, c.Engine = Lock{Kind: LockMulti, K: 2}, EngineMutex },
+			"--lock: engine redlock-mutex differs from redlock in rw:F only (every operation its mutex, reads too), got multi:2"},
+		{"too many rw handles", func(c *Config) { c.Lock, c.Resources, c.Clients = Lock{Kind: LockRW, ReadFraction: 0.5}, 1_000_001, 2 },
+			"--lock: --resources × --clients must be at most 2000000 (each client keeps a handle per read/write lock, about 220 bytes), got rw:0.5"},
 		{"K above the resources", func(c *Config) { c.Lock, c.Resources = Lock{Kind: LockMulti, K: 4}, 3 },
 			"--lock: a lease on K distinct resources needs K <= --resources (3), got multi:4"},
 		{"no semaphore in redsync", func(c *Config) { c.Lock, c.Engine = Lock{Kind: LockSemaphore, Permits: 2}, engineRedsyncRueidis },
@@ -81,20 +87,31 @@ func TestValidateLock(t *testing.T) {
 		})
 	}
 	for _, c := range []struct {
-		engine string
-		lock   Lock
+		engine    string
+		lock      Lock
+		resources int
 	}{
-		{"redlock", Lock{Kind: LockSemaphore, Permits: 8}},
-		{"redlock@3", Lock{Kind: LockSemaphore, Permits: 8}},
-		{EnginePerCommand, Lock{Kind: LockSemaphore, Permits: 8}},
-		{"nolock", Lock{Kind: LockSemaphore, Permits: 8}},
-		{"redlock", Lock{Kind: LockMulti, K: 3}},
-		{EngineSequential, Lock{Kind: LockMulti, K: 3}},
-		{engineRedsyncGoredis, Lock{Kind: LockMulti, K: 3}},
-		{engineBsmRedislock, Lock{Kind: LockMulti, K: 3}},
+		{"redlock", Lock{Kind: LockSemaphore, Permits: 8}, 0},
+		{"redlock@3", Lock{Kind: LockSemaphore, Permits: 8}, 0},
+		{EnginePerCommand, Lock{Kind: LockSemaphore, Permits: 8}, 0},
+		{"nolock", Lock{Kind: LockSemaphore, Permits: 8}, 0},
+		{"redlock", Lock{Kind: LockMulti, K: 3}, 0},
+		{EngineSequential, Lock{Kind: LockMulti, K: 3}, 0},
+		{engineRedsyncGoredis, Lock{Kind: LockMulti, K: 3}, 0},
+		{engineBsmRedislock, Lock{Kind: LockMulti, K: 3}, 0},
+		{"redlock", Lock{Kind: LockRW, ReadFraction: 0.9}, 0},
+		{"redlock@3", Lock{Kind: LockRW, ReadFraction: 1}, 0},
+		{EnginePerCommand, Lock{Kind: LockRW}, 0},
+		{EngineMutex, Lock{Kind: LockRW, ReadFraction: 0.9}, 0},
+		{EngineMutex + "@3", Lock{Kind: LockRW, ReadFraction: 0.9}, 0},
+		{"nolock", Lock{Kind: LockRW, ReadFraction: 0.5}, 0},
+		{"redlock", Lock{Kind: LockRW, ReadFraction: 0.5}, 2_000_000},
 	} {
 		cfg := DefaultConfig()
 		cfg.Engine, cfg.Lock = c.engine, c.lock
+		if c.resources > 0 {
+			cfg.Resources = c.resources
+		}
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("%s with %s: %v", c.engine, c.lock, err)
 		}
@@ -113,6 +130,10 @@ func TestLockInLabelAndConfig(t *testing.T) {
 	cfg.Lock = Lock{Kind: LockMulti, K: 3}
 	if DeriveLabel(cfg) != "redlock-w64-r1000-multi3-try" {
 		t.Errorf("multi: label %q", DeriveLabel(cfg))
+	}
+	cfg.Lock = Lock{Kind: LockRW, ReadFraction: 0.9}
+	if DeriveLabel(cfg) != "redlock-w64-r1000-rw0.9-try" || cfg.RunConfig().Lock != "rw:0.9" {
+		t.Errorf("rw: label %q lock %q", DeriveLabel(cfg), cfg.RunConfig().Lock)
 	}
 }
 

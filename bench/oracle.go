@@ -47,11 +47,14 @@ type holdSpec struct {
 	live Lease
 	// permit is a semaphore permit's slot plus one; 0 when unknown.
 	permit int
+	// shared marks a read lock's hold, which may overlap other shared
+	// holds of the resource and no exclusive one.
+	shared bool
 }
 
 // newOracle is the oracle of the resources names, each a lock, or with
 // --lock semaphore:P a semaphore of P permits. A multi-resource lease is
-// registered on each of its resources.
+// registered on each of its resources; a read lock's hold is shared.
 func newOracle(base time.Time, names []string, lock Lock) *oracle {
 	o := check.New(base, names)
 	if lock.Kind == LockSemaphore {
@@ -69,7 +72,7 @@ func (o *oracle) acquire(res int, worker int, start, until time.Time) {
 // begin registers worker's hold of resource res, counts every hold it
 // overlaps, checks its fencing token, and returns its handoff.
 func (o *oracle) begin(res int, worker int, h holdSpec) (handoff time.Duration, handed bool) {
-	ch := check.Hold{Start: h.start, Until: h.until, Asked: h.asked, Token: h.token, Permit: h.permit}
+	ch := check.Hold{Start: h.start, Until: h.until, Asked: h.asked, Token: h.token, Permit: h.permit, Shared: h.shared}
 	if h.live != nil {
 		ch.Live = h.live
 	}

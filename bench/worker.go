@@ -59,6 +59,8 @@ func (w *worker) loop() {
 // op is one operation's place and times.
 type op struct {
 	res int
+	// read: with --lock rw:F, the operation reads (a shared hold).
+	read bool
 	// measured: in the measured window; claimed: one of --ops's.
 	measured, claimed bool
 	// t0 is when the operation was due (open loop) or began; asked when
@@ -75,7 +77,7 @@ func (w *worker) operate() bool {
 	if !ok {
 		return false
 	}
-	lease, waitCtx, err := w.acquire(o.res)
+	lease, waitCtx, err := w.acquire(o.res, o.read)
 	o.t1 = time.Now()
 	if err != nil {
 		return w.failed(o, err, waitCtx)
@@ -116,6 +118,11 @@ func (w *worker) begin() (o op, ok bool) {
 	} else {
 		o.res = w.pick()
 	}
+	if r.cfg.Lock.Kind == LockRW {
+		// Drawn whether or not the engine reads (EngineMutex does not),
+		// so that its operations fall on the same resources as ours.
+		o.read = w.rng.Float64() < r.cfg.Lock.ReadFraction && w.locks.rw != nil
+	}
 	o.asked = o.t0
 	if r.perOpNs == 0 {
 		o.t0 = time.Now()
@@ -126,10 +133,11 @@ func (w *worker) begin() (o op, ok bool) {
 	return o, true
 }
 
-// acquire asks for resource res (with --lock multi:K, for w.set): one
-// attempt, or in mode wait until acquired or --wait-timeout. waitCtx, the
-// wait's context (nil in mode try), tells a timeout from other failures.
-func (w *worker) acquire(res int) (lease Lease, waitCtx context.Context, err error) {
+// acquire asks for resource res (with --lock multi:K, for w.set; with
+// rw:F, for reading if read): one attempt, or in mode wait until acquired
+// or --wait-timeout. waitCtx, the wait's context (nil in mode try), tells
+// a timeout from other failures.
+func (w *worker) acquire(res int, read bool) (lease Lease, waitCtx context.Context, err error) {
 	r := w.r
 	ctx, wait := r.opCtx, r.cfg.Mode == ModeWait
 	if wait {
@@ -143,6 +151,10 @@ func (w *worker) acquire(res int) (lease Lease, waitCtx context.Context, err err
 		lease, err = w.locks.sems.acquire(ctx, res)
 	case kind == LockSemaphore:
 		lease, err = w.locks.sems.tryAcquire(ctx, res)
+	case kind == LockRW && w.locks.rw != nil && wait:
+		lease, err = w.locks.rw.lock(ctx, res, read)
+	case kind == LockRW && w.locks.rw != nil:
+		lease, err = w.locks.rw.tryLock(ctx, res, read)
 	case kind == LockMulti && wait:
 		lease, err = w.locks.multi.LockAll(ctx, w.setNames...)
 	case kind == LockMulti:
@@ -252,7 +264,7 @@ func (w *worker) liveLease(lease Lease) bool {
 // holdSpec describes to the oracle the hold of a resource by lease, which
 // the operation o acquired.
 func (w *worker) holdSpec(o op, lease Lease) holdSpec {
-	spec := holdSpec{start: o.t1, until: lease.ValidUntil()}
+	spec := holdSpec{start: o.t1, until: lease.ValidUntil(), shared: o.read}
 	if w.r.cfg.Mode == ModeWait {
 		spec.asked = o.asked
 	}

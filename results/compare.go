@@ -525,6 +525,10 @@ func compareTextCeiling(p printf, c *Comparison) {
 // compareTextSafety writes the oracle's verdict and where the runs are.
 func compareTextSafety(p printf, c *Comparison) {
 	p("\nsafety       ")
+	lock := c.Lock
+	if lock == "" {
+		lock = "mutex" // a comparison from before the lock was recorded
+	}
 	var bad []string
 	for _, r := range c.Results {
 		if r.Violations > 0 {
@@ -537,9 +541,9 @@ func compareTextSafety(p printf, c *Comparison) {
 	case compareChecked(c.Config) == "false":
 		p("not checked (--check=false)\n")
 	case len(bad) == 0:
-		p("OK: no two holds of one resource overlapped in any run\n")
+		p("OK: %s in any run\n", SafetyRule(lock))
 	default:
-		p("VIOLATED: two holds of one resource overlapped (%s); see each run's summary.txt\n", strings.Join(bad, ", "))
+		p("VIOLATED: %s (%s); see each run's summary.txt\n", BrokenRule(lock), strings.Join(bad, ", "))
 	}
 	p("runs         each in <round>-<engine>/ beside this file, a normal run directory (summary.txt, ...)\n")
 }

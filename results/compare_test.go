@@ -217,3 +217,34 @@ func TestCompareTextNamesEnginesOnFewerMasters(t *testing.T) {
 		t.Errorf("every engine on every master:\n%s", b.String())
 	}
 }
+
+// compare.txt's safety line states the rule of the comparison's lock, as
+// each run's summary.txt does: a semaphore's or a read/write lock's is
+// not a mutex's.
+func TestCompareTextSafetyNamesTheLocksRule(t *testing.T) {
+	for _, c := range []struct {
+		lock, ok, bad string
+	}{
+		{"", "OK: no two holds of one resource overlapped in any run\n", "VIOLATED: two holds of one resource overlapped (redsync-goredis 3)"},
+		{"rw:0.9", "OK: no writer held a resource beside another holder (readers share) in any run\n",
+			"VIOLATED: a writer held a resource beside another holder (redsync-goredis 3)"},
+		{"semaphore:8", "OK: never more holders of a semaphore at once than its 8 permits in any run\n",
+			"VIOLATED: more holders of a semaphore at once than its 8 permits (redsync-goredis 3)"},
+	} {
+		cmp := fixedComparison()
+		cmp.Lock = c.lock
+		cmp.Analyze()
+		var b strings.Builder
+		WriteCompareText(&b, cmp)
+		if !strings.Contains(b.String(), "safety       "+c.bad) {
+			t.Errorf("lock %q: want %q in\n%s", c.lock, c.bad, b.String())
+		}
+		cmp.Runs = slices.DeleteFunc(cmp.Runs, func(r CompareRun) bool { return r.Violations > 0 })
+		cmp.Analyze()
+		b.Reset()
+		WriteCompareText(&b, cmp)
+		if !strings.Contains(b.String(), "safety       "+c.ok) {
+			t.Errorf("lock %q: want %q in\n%s", c.lock, c.ok, b.String())
+		}
+	}
+}

@@ -63,8 +63,9 @@ type Summary struct {
 	Interrupted bool `json:"interrupted"`
 	// Lock is what each operation took (--lock): "mutex", "semaphore:P"
 	// (a permit of the resource's semaphore of P), "multi:K" (one lease
-	// on K distinct resources). Absent from summaries written before it
-	// was recorded, which are all of mutexes: see LockKind.
+	// on K distinct resources), "rw:F" (the resource's read/write lock,
+	// for reading with probability F). Absent from summaries written
+	// before it was recorded, which are all of mutexes: see LockKind.
 	Lock string `json:"lock,omitempty"`
 	// Mode is "try" (one attempt per operation) or "wait" (block until
 	// acquired or the wait timeout).
@@ -417,6 +418,8 @@ func SafetyRule(lock string) string {
 		return "never more holders of a semaphore at once than its " + strings.TrimPrefix(lock, "semaphore:") + " permits"
 	case strings.HasPrefix(lock, "multi:"):
 		return "no two holds of one resource overlapped (a lease on " + strings.TrimPrefix(lock, "multi:") + " resources holds each of them)"
+	case strings.HasPrefix(lock, "rw:"):
+		return "no writer held a resource beside another holder (readers share)"
 	}
 	return "no two holds of one resource overlapped"
 }
@@ -424,8 +427,11 @@ func SafetyRule(lock string) string {
 // BrokenRule says what a violation on a run of lock was: "two holds of
 // one resource overlapped".
 func BrokenRule(lock string) string {
-	if strings.HasPrefix(lock, "semaphore:") {
+	switch {
+	case strings.HasPrefix(lock, "semaphore:"):
 		return "more holders of a semaphore at once than its " + strings.TrimPrefix(lock, "semaphore:") + " permits"
+	case strings.HasPrefix(lock, "rw:"):
+		return "a writer held a resource beside another holder"
 	}
 	return "two holds of one resource overlapped"
 }

@@ -34,7 +34,7 @@ func newChaosFlags(o *chaosOptions) *pflag.FlagSet {
 	fs.IntVar(&c.Clients, "clients", 3, "lock clients, each its own engine.Locker with its own connections (1-64)")
 	fs.IntVar(&c.Workers, "workers", 4, "goroutines per client (1-256)")
 	fs.IntVar(&c.Resources, "resources", 0, "hot resources all workers contend for (1-1000; default 3, 1 with --lock semaphore:P, 2K with --lock multi:K)")
-	fs.StringVar(&o.lock, "lock", "mutex", "what each worker takes: mutex; semaphore:P, a permit of the resource's semaphore of P permits (in model only); multi:K, one lease on K distinct resources drawn uniformly; rw:F, a read/write lock, is not built yet")
+	fs.StringVar(&o.lock, "lock", "mutex", "what each worker takes: mutex; semaphore:P, a permit of the resource's semaphore of P permits (in model only); multi:K, one lease on K distinct resources drawn uniformly; rw:F, the resource's read/write lock, each lock a read with probability F")
 	fs.DurationVar(&c.TTL, "ttl", time.Second, "lock TTL (50ms-1m); some holds last longer, kept by auto-extension")
 	fs.StringVar(&c.Class, "class", bench.ChaosInModel, "faults: in-model (Redlock must stay safe) or out-of-model (keys deleted on a majority, clock jumps: fencing must reject stale writes)")
 	fs.StringVar(&c.Engine, "engine", "redlock", "redlock, or nolock: the control that grants every request, which the oracle must catch")

@@ -195,14 +195,14 @@ func (s *session) interrupted() error {
 
 // violated is the error of results in which the oracle found the lock's
 // rule broken (two holders of one resource overlapped; more holders of a
-// semaphore than permits): n violations, by whom (the engines of a
+// semaphore than permits; a writer beside another holder): n violations, by whom (the engines of a
 // comparison; empty for one run), with lock (--lock), to be seen in where.
 func violated(n int64, whom, lock, where string) error {
 	if whom != "" {
 		whom = " (" + whom + ")"
 	}
 	what := "two holders of one resource overlapped"
-	if strings.HasPrefix(lock, "semaphore:") {
+	if strings.HasPrefix(lock, "semaphore:") || strings.HasPrefix(lock, "rw:") {
 		what = results.BrokenRule(lock)
 	}
 	return &exitError{code: 1, msg: fmt.Sprintf("%d safety violations%s: %s (see %s)", n, whom, what, where)}

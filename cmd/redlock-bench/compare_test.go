@@ -53,7 +53,7 @@ func TestParseCompareFlagsBad(t *testing.T) {
 		{[]string{"--rounds", "2"}, "--rounds: must be >= 3: a median of fewer runs is one noisy run, got 2"},
 		{[]string{"--rounds", "x"}, `--rounds: want an integer, got "x"`},
 		{[]string{"--rounds"}, "flag needs an argument: --rounds"},
-		{[]string{"--engines", "redlock,zk"}, `--engines: unknown engine "zk" (known: redlock, redlock-percmd, redlock-sequential, nolock, redsync-rueidis, redsync-goredis, rueidislock, bsm-redislock; a quorum engine as NAME@N votes on the first N masters only, e.g. redlock@1), got redlock,zk`},
+		{[]string{"--engines", "redlock,zk"}, `--engines: unknown engine "zk" (known: redlock, redlock-percmd, redlock-sequential, redlock-mutex, nolock, redsync-rueidis, redsync-goredis, rueidislock, bsm-redislock; a quorum engine as NAME@N votes on the first N masters only, e.g. redlock@1), got redlock,zk`},
 		{[]string{"--engines", "redlock,redlock"}, `--engines: engine "redlock" is listed twice, got redlock,redlock`},
 		{[]string{"--engines", "redlock,bsm-redislock@2"}, `--engines: engine "bsm-redislock@2": bsm-redislock runs on one master, the first, and takes no @N, got redlock,bsm-redislock@2`},
 		{[]string{"--engines", "redlock@6"}, `--engines: redlock@6 votes on the first 6 masters, and the comparison has 5, got redlock@6`},

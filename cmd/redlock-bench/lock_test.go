@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,7 @@ func TestParseLockFlag(t *testing.T) {
 	}{
 		{nil, "redlock,redsync-rueidis,redsync-goredis"},
 		{[]string{"--lock", "semaphore:8"}, "redlock,redlock-percmd"},
+		{[]string{"--lock", "rw:0.9"}, "redlock,redlock-mutex"},
 		{[]string{"--lock", "multi:3"}, "redlock,redlock-sequential,redsync-rueidis,redsync-goredis"},
 		{[]string{"--lock", "multi:3", "--engines", "redlock,redsync-goredis"}, "redlock,redsync-goredis"},
 	} {
@@ -42,23 +44,31 @@ func TestParseLockFlag(t *testing.T) {
 }
 
 // A bad --lock exits 2 with one line naming the flag, the value and what
-// is wrong, before anything starts; rw:F says it is not built yet.
+// is wrong, before anything starts.
 func TestLockFlagBad(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"run", "--lock", "rw:0.9"}, "--lock: rw:F, a read/write lock, is not built yet: the engine has none; use mutex, semaphore:P or multi:K, got rw:0.9"},
+		{[]string{"run", "--lock", "rw:0.9", "--engine", "redsync-rueidis"},
+			"--lock: engine redsync-rueidis has no read/write lock: only redlock has one over N masters (no baseline here does); redlock-mutex runs the same operations on our mutex, every one exclusive, got rw:0.9"},
+		{[]string{"run", "--lock", "rw:1.1"}, "--lock: the share of reads F of rw:F must be 0 to 1, got rw:1.1"},
+		{[]string{"run", "--engine", "redlock-mutex"}, "--lock: engine redlock-mutex differs from redlock in rw:F only (every operation its mutex, reads too), got mutex"},
+		{[]string{"run", "--lock", "rw:0.5", "--resources", "1000000", "--clients", "4"},
+			"--lock: --resources × --clients must be at most 2000000 (each client keeps a handle per read/write lock, about 220 bytes), got rw:0.5"},
 		{[]string{"run", "--lock", "semaphore:0"}, "--lock: the permits P of semaphore:P must be 1 to 1024, got semaphore:0"},
 		{[]string{"run", "--lock", "multi:0"}, "--lock: the resources K of multi:K must be 1 to 64, got multi:0"},
 		{[]string{"run", "--lock", "multi:4", "--resources", "3"}, "--lock: a lease on K distinct resources needs K <= --resources (3), got multi:4"},
 		{[]string{"run", "--lock", "mutexes"}, `--lock: unknown lock "mutexes" (want mutex, semaphore:P (P permits), multi:K (K resources per lease) or rw:F (F the share of reads)), got mutexes`},
 		{[]string{"run", "--lock", "semaphore:4", "--engine", "bsm-redislock"}, "--lock: engine bsm-redislock has no semaphore: only redlock has one over N masters (no baseline here does), got semaphore:4"},
 		{[]string{"run", "--engine", "redlock-sequential"}, "--lock: engine redlock-sequential differs from redlock in multi:K only (K mutexes one after another), got mutex"},
-		{[]string{"sweep", "--workers", "1,2", "--lock", "rw:0.5"}, "--lock: rw:F, a read/write lock, is not built yet: the engine has none; use mutex, semaphore:P or multi:K, got rw:0.5"},
+		{[]string{"sweep", "--workers", "1,2", "--lock", "rw:0.5", "--engine", "rueidislock"},
+			"--lock: engine rueidislock has no read/write lock: only redlock has one over N masters (no baseline here does); redlock-mutex runs the same operations on our mutex, every one exclusive, got rw:0.5"},
 		{[]string{"compare", "--lock", "semaphore:8", "--engines", "redlock,redsync-rueidis"},
 			"redsync-rueidis: --lock: engine redsync-rueidis has no semaphore: only redlock has one over N masters (no baseline here does), got semaphore:8"},
-		{[]string{"chaos", "--lock", "rw:0.5"}, "--lock: rw:F, a read/write lock, is not built yet: the engine has none; use mutex, semaphore:P or multi:K, got rw:0.5"},
+		{[]string{"compare", "--lock", "rw:0.9", "--engines", "redlock,bsm-redislock"},
+			"bsm-redislock: --lock: engine bsm-redislock has no read/write lock: only redlock has one over N masters (no baseline here does); redlock-mutex runs the same operations on our mutex, every one exclusive, got rw:0.9"},
+		{[]string{"chaos", "--lock", "rw:-0.5"}, "--lock: the share of reads F of rw:F must be 0 to 1, got rw:-0.5"},
 		{[]string{"chaos", "--lock", "multi:4", "--resources", "3"}, "--lock: a lease on K distinct resources needs K <= --resources (3), got multi:4"},
 		{[]string{"chaos", "--lock", "semaphore:2", "--class", "out-of-model"},
 			"--lock: a semaphore is not available with --class out-of-model: its faults act on the lock keys by name, and a semaphore's slots are the engine's internal keys, got semaphore:2"},
@@ -85,6 +95,7 @@ func TestRunLockControls(t *testing.T) {
 	}{
 		{"semaphore:2", "nolock semaphore:2: ", "safety violations: more holders of a semaphore at once than its 2 permits"},
 		{"multi:2", "nolock multi:2: ", "safety violations: two holders of one resource overlapped"},
+		{"rw:0.5", "nolock rw:0.5: ", "safety violations: a writer held a resource beside another holder"},
 	} {
 		cmd := command(t, "run", "-q", "--engine", "nolock", "--lock", c.lock, "--workers", "8", "--resources", "3",
 			"--hold", "100us", "--duration", "500ms", "--warmup", "0")
@@ -127,8 +138,38 @@ func TestCompareMulti(t *testing.T) {
 	}
 }
 
+// A compare of a read/write lock runs ours beside the same operations on
+// our mutex, and says so: no baseline has a read/write lock.
+func TestCompareRW(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "cmp")
+	cmd := command(t, "compare", "-q", "--lock", "rw:0.9", "--local-masters", "3", "--mode", "wait", "--resources", "4",
+		"--workers", "8", "--hold", "200us", "--duration", "250ms", "--warmup", "0", "--fencing", "--out", out)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("exit %d\nstderr: %s", exitStatus(err), stderr.String())
+	}
+	c := readComparison(t, out)
+	if c.Lock != "rw:0.9" || strings.Join(c.Engines, ",") != "redlock,redlock-mutex" || len(c.Notes) != 2 ||
+		!strings.Contains(c.Notes[0], "redlock-mutex takes rw:0.9 on redlock's mutex") || !strings.Contains(c.Notes[1], "has a read/write lock") {
+		t.Errorf("compare.json engines %v lock %q notes %q", c.Engines, c.Lock, c.Notes)
+	}
+	for _, r := range c.Results {
+		if r.Runs != 3 || r.Median == nil || r.Median.AcquiredPerSec <= 0 || r.Violations != 0 {
+			t.Errorf("%s: %+v", r.Engine, r)
+		}
+	}
+	if !strings.HasPrefix(stdout.String(), "redlock rw:0.9: ") || !strings.Contains(stdout.String(), "\nredlock-mutex rw:0.9: ") {
+		t.Errorf("-q lines:\n%s", stdout.String())
+	}
+	txt, _ := os.ReadFile(filepath.Join(out, "compare.txt"))
+	if !bytes.Contains(txt, []byte("lock         rw:0.9\nnote         redlock-mutex takes rw:0.9 on redlock's mutex")) {
+		t.Errorf("compare.txt:\n%s", txt)
+	}
+}
+
 // A chaos soak of each kind against local masters: in model, every rule
-// holds; the control breaks the semaphore's.
+// holds; the control breaks the semaphore's and the read/write lock's.
 func TestChaosLockKinds(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -136,7 +177,10 @@ func TestChaosLockKinds(t *testing.T) {
 	}{
 		{[]string{"--lock", "semaphore:3", "--workers", "2", "--seed", "3"}, 0},
 		{[]string{"--lock", "multi:2", "--seed", "3"}, 0},
+		{[]string{"--lock", "rw:0.7", "--seed", "3"}, 0},
+		{[]string{"--lock", "rw:0.7", "--seed", "3", "--class", "out-of-model"}, 0},
 		{[]string{"--lock", "semaphore:3", "--engine", "nolock"}, 1},
+		{[]string{"--lock", "rw:0.5", "--engine", "nolock"}, 1},
 	} {
 		code, stdout, r := runChaos(t, append([]string{"--duration", "3s", "--ttl", "500ms"}, c.args...)...)
 		lock := c.args[1]
@@ -146,8 +190,15 @@ func TestChaosLockKinds(t *testing.T) {
 		if r.Acquired == 0 {
 			t.Errorf("%q: nothing acquired", c.args)
 		}
-		if c.code == 1 && (r.Violations == 0 || r.ViolationExamples[0].Holders <= 3) {
+		sem, rw := strings.HasPrefix(lock, "semaphore:"), strings.HasPrefix(lock, "rw:")
+		if c.code == 1 && (r.Violations == 0 || sem && r.ViolationExamples[0].Holders <= 3) {
 			t.Errorf("%q: the control made no crowd: %d violations %+v", c.args, r.Violations, r.ViolationExamples)
+		}
+		if rw && (r.Reads == 0 || r.Reads == r.Acquired || !strings.Contains(stdout, fmt.Sprintf("(%d reads, %d writes)", r.Reads, r.Acquired-r.Reads))) {
+			t.Errorf("%q: %d reads of %d locks\n%s", c.args, r.Reads, r.Acquired, stdout)
+		}
+		if rw && c.code == 0 && (r.TokensChecked == 0 || r.Store.Writes == 0) {
+			t.Errorf("%q: writers fenced nothing: %d tokens checked, %d writes", c.args, r.TokensChecked, r.Store.Writes)
 		}
 		if c.code == 0 && !strings.Contains(r.Replay(), "--lock "+lock) {
 			t.Errorf("%q: replay %q does not take the lock", c.args, r.Replay())

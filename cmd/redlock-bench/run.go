@@ -82,7 +82,7 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 	fs.IntVar(&o.clients, "clients", d.Clients, fmt.Sprintf("independent engine instances with their own connections, shared round-robin by the workers, at most %d", bench.MaxClients))
 	fs.IntVar(&o.resources, "resources", d.Resources, fmt.Sprintf("number of distinct lock names, at most %d", bench.MaxResources))
 	fs.StringVar(&o.distribution, "distribution", d.Distribution.String(), "which resource each operation locks: uniform, or zipf:S (S > 1) for hot keys")
-	fs.StringVar(&o.lock, "lock", d.Lock.String(), "what each operation takes: mutex; semaphore:P, a permit of the resource's semaphore of P permits (redlock); multi:K, one lease on K distinct resources drawn by --distribution (K mutexes one after another for an engine without one, and for "+bench.EngineSequential+"); rw:F, a read/write lock, is not built yet")
+	fs.StringVar(&o.lock, "lock", d.Lock.String(), "what each operation takes: mutex; semaphore:P, a permit of the resource's semaphore of P permits (redlock); multi:K, one lease on K distinct resources drawn by --distribution (K mutexes one after another for an engine without one, and for "+bench.EngineSequential+"); rw:F, the resource's read/write lock, each operation a read with probability F (redlock; "+bench.EngineMutex+" takes every operation on its mutex)")
 	fs.StringVar(&o.mode, "mode", string(d.Mode), "try (one attempt) or wait (Lock until acquired or --wait-timeout)")
 	fs.DurationVar(&o.waitTimeout, "wait-timeout", d.WaitTimeout, "mode wait: give up on a Lock after this long")
 	fs.StringVar(&o.hold, "hold", d.Hold.String(), "time held before release: 0, a duration, exp:MEAN or uniform:MIN-MAX")

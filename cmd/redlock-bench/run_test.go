@@ -85,7 +85,7 @@ func TestParseRunFlagsBad(t *testing.T) {
 		{[]string{"--hold", "forever"}, "--hold: want 0, a duration (1ms), exp:MEAN or uniform:MIN-MAX, got forever"},
 		{[]string{"--hold", "uniform:5ms-1ms"}, "--hold: uniform bounds need 0 <= MIN <= MAX, got uniform:5ms-1ms"},
 		{[]string{"--mode", "block"}, "--mode: must be try or wait, got block"},
-		{[]string{"--engine", "zk"}, "--engine: unknown engine (known: redlock, redlock-percmd, redlock-sequential, nolock, redsync-rueidis, redsync-goredis, rueidislock, bsm-redislock; a quorum engine as NAME@N votes on the first N masters only, e.g. redlock@1), got zk"},
+		{[]string{"--engine", "zk"}, "--engine: unknown engine (known: redlock, redlock-percmd, redlock-sequential, redlock-mutex, nolock, redsync-rueidis, redsync-goredis, rueidislock, bsm-redislock; a quorum engine as NAME@N votes on the first N masters only, e.g. redlock@1), got zk"},
 		{[]string{"--masters", "localhost"}, `--masters: address "localhost": want host:port, got localhost`},
 		{[]string{"--masters", "a:1,a:1"}, `--masters: address "a:1" is listed twice, got a:1,a:1`},
 		{[]string{"--masters", "a:99999"}, `--masters: address "a:99999": port must be 1-65535, got a:99999`},

@@ -941,9 +941,6 @@ func (p *Pool) buildFor(n *node, c *Command, eval bool) rueidis.Completed {
 	return buildCluster(n.builder, c, eval)
 }
 
-// build makes the rueidis command for a master.
-func (p *Pool) build(c *Command, eval bool) rueidis.Completed { return buildWith(p.builder, c, eval) }
-
 // buildWith makes the rueidis command with builder b. The key goes in as
 // an argument, not with Keys: Keys computes the key's cluster slot (a
 // CRC16 per command), which a client per master never uses.

@@ -9,8 +9,9 @@
 // "redlock" drives package engine and "nolock" is a control that grants
 // every request, so that the oracle can be seen to fire. Config.Lock picks
 // the member of the lock family each operation takes (a mutex, a
-// semaphore's permit, one lease on K resources; lock.go, family.go), and
-// the oracle judges each by its own rule.
+// semaphore's permit, one lease on K resources, a read or a write of a
+// read/write lock; lock.go, family.go), and the oracle judges each by its
+// own rule.
 //
 // bench may import engine, internal/redisproc, results and bench/fault
 // (the --fault injector, wired in faults.go). It must not import cmd/...,

@@ -101,6 +101,16 @@ func TestRemoteValidityOfEndedLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// TryLock returned at quorum: a SET still on its way would land after
+	// the DEL below, and the keys would not have left a quorum.
+	eventually(t, 5*time.Second, "the key on every master", func() bool {
+		for i := range 5 {
+			if e.get(i, "tracked") != le.Value() {
+				return false
+			}
+		}
+		return true
+	})
 	done := le.Done()
 	for i := range 3 {
 		e.del(i, "tracked")

@@ -206,6 +206,10 @@ func (c *ChaosConfig) validateLock() error {
 		// semaphore's slot keys are the engine's own, in its internal
 		// namespace.
 		return cfgErr("lock", l, "a semaphore is not available with --class %s: its faults act on the lock keys by name, and a semaphore's slots are the engine's internal keys", ChaosOutOfModel)
+	case l.Kind == LockRW && c.Class == ChaosOutOfModel:
+		// A 3-second soak (seed 3) let one stale write of a writer through
+		// the fenced store; until that is understood, no claim is made.
+		return cfgErr("lock", l, "a read/write lock is not available with --class %s yet: its writers' fencing under those faults is not shown (see docs/faults.md)", ChaosOutOfModel)
 	}
 	return nil
 }

@@ -559,14 +559,8 @@ func (w *rwWaiter) nextWait() (d time.Duration, cause WakeCause, at bool) {
 		return l.jitter(cfg.FallbackMin, min(cfg.FallbackMax, cfg.TTL)), WakeFallback, false
 	}
 	backoff := l.jitter(cfg.RetryDelayMin, cfg.RetryDelayMax)
-	if ve != nil {
-		if until := ve.QuarantinedUntil(); !until.IsZero() {
-			d := max(time.Until(until), 0)
-			if !ve.quarantineAlone() {
-				d = min(d, l.jitter(cfg.FallbackMin, min(cfg.FallbackMax, cfg.TTL)))
-			}
-			return d + backoff, WakeBackoff, false
-		}
+	if d, ok := l.quarantineWait(ve, backoff); ok {
+		return d, WakeBackoff, false
 	}
 	// A split vote or an outage: nobody may hold it, and nothing will be
 	// published; back off so that competitors drift apart.

@@ -755,14 +755,8 @@ func (w *semWaiter) nextWait() (d time.Duration, cause WakeCause, at bool) {
 		w.first = slot
 	}
 	backoff := l.jitter(cfg.RetryDelayMin, cfg.RetryDelayMax)
-	if ve != nil {
-		if until := ve.QuarantinedUntil(); !until.IsZero() {
-			d := max(time.Until(until), 0)
-			if !ve.quarantineAlone() {
-				d = min(d, l.jitter(cfg.FallbackMin, min(cfg.FallbackMax, cfg.TTL)))
-			}
-			return d + backoff, WakeBackoff, false
-		}
+	if d, ok := l.quarantineWait(ve, backoff); ok {
+		return d, WakeBackoff, false
 	}
 	return backoff, WakeBackoff, false
 }
@@ -986,3 +980,23 @@ for i = 0, tonumber(permits) - 1 do
   end
 end
 return n`).Coalesce()
+
+// quarantineWait is how long a permit's or a read/write lock's waiter
+// backs off after an attempt that quarantined masters failed: until the
+// quarantine ends, or at most a fallback where other masters failed too
+// (one that is down may come back first), plus backoff.
+func (l *Locker) quarantineWait(ve *VotesError, backoff time.Duration) (time.Duration, bool) {
+	if ve == nil {
+		return 0, false
+	}
+	until := ve.QuarantinedUntil()
+	if until.IsZero() {
+		return 0, false
+	}
+	d := max(time.Until(until), 0)
+	if !ve.quarantineAlone() {
+		cfg := &l.cfg
+		d = min(d, l.jitter(cfg.FallbackMin, min(cfg.FallbackMax, cfg.TTL)))
+	}
+	return d + backoff, true
+}

@@ -758,7 +758,15 @@ func TestLostLeaseStillHeldReleasesToTheNextWaiter(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatal("B still waits 3 s after A's lease was lost: nothing gave it the turn")
 	}
-	if err := a.Release(ctx); err == nil || !(errors.Is(err, engine.ErrNotHeld) || errors.Is(err, engine.ErrLockLost) || errors.Is(err, engine.ErrLeaseExpired)) {
+	err = a.Release(ctx)
+	var ve *engine.VotesError
+	if errors.Is(err, engine.ErrNoQuorum) && errors.As(err, &ve) && ve.Timeout+ve.Failed > 0 {
+		// A's 100 ms node timeout can run out on a loaded machine; then
+		// no quorum answered either way, and saying so is honest.
+		t.Logf("A's late Release: %v", err)
+		return
+	}
+	if err == nil || !(errors.Is(err, engine.ErrNotHeld) || errors.Is(err, engine.ErrLockLost) || errors.Is(err, engine.ErrLeaseExpired)) {
 		t.Errorf("A's late Release after its lost lease was freed: %v, want ErrNotHeld, ErrLockLost or ErrLeaseExpired", err)
 	}
 }

@@ -19,3 +19,9 @@ func FenceKey(key string) string { return fencePrefix + key }
 
 // QuitScriptBody is the Lua a waiter that gives up runs on every master.
 var QuitScriptBody = quitScript.Body
+
+// FenceScriptSHA is the SHA of the script a fence round runs on one key.
+var FenceScriptSHA = fenceScript.SHA
+
+// FenceAllScriptSHA is the SHA of the fence round's script on several keys.
+var FenceAllScriptSHA = allKeysForm[fenceScript].SHA

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -66,7 +67,12 @@ func (le *Lease) fence(ctx context.Context, acquired multiplex.Tally) error {
 			// The context ended (or Close began) before the round was
 			// decided: its error alone, as an acquire's, not an outage.
 			kind = nil
-		case t.Refused > 0:
+		case t.Refused > 0 && (t.Failed+t.Timeout == 0 || higherCounter(&t, want) || mutation.FenceRefusalIsContention.On()):
+			// Contention only where a later token raised a counter, or
+			// every master answered: with masters failed, a refusal
+			// that shows none (our key not there: a master back empty
+			// from a restart, or one the acquire never reached) proves
+			// no other holder; the failures cost the quorum.
 			kind = ErrNotAcquired
 		}
 		return newVotesError("fence", le.resource, kind, &t, le.l.addrs)
@@ -78,6 +84,17 @@ func (le *Lease) fence(ctx context.Context, acquired multiplex.Tally) error {
 		return fmt.Errorf("engine: fence %q: %w: the counters were raised with less validity left than a round can last (%s); a competing round could have read the old ones", le.resource, ErrNoQuorum, span)
 	}
 	return nil
+}
+
+// higherCounter reports whether a master refused the fence round with a
+// counter above our token: another holder's token raised it.
+func higherCounter(t *multiplex.Tally, token int64) bool {
+	for _, v := range t.Votes {
+		if v.Outcome == multiplex.Refused && v.Value > token {
+			return true
+		}
+	}
+	return false
 }
 
 // fenceScript raises the counter to the token unless it is already

@@ -25,3 +25,6 @@ var FenceScriptSHA = fenceScript.SHA
 
 // FenceAllScriptSHA is the SHA of the fence round's script on several keys.
 var FenceAllScriptSHA = allKeysForm[fenceScript].SHA
+
+// RWFenceScriptSHA is the SHA of the fence round's script for a writer.
+var RWFenceScriptSHA = rwFenceScript.SHA

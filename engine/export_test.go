@@ -28,3 +28,6 @@ var FenceAllScriptSHA = allKeysForm[fenceScript].SHA
 
 // RWFenceScriptSHA is the SHA of the fence round's script for a writer.
 var RWFenceScriptSHA = rwFenceScript.SHA
+
+// UndoScriptBody is the Lua that cleans up after a failed attempt.
+var UndoScriptBody = undoScript.Body

@@ -19,3 +19,15 @@ func FenceKey(key string) string { return fencePrefix + key }
 
 // QuitScriptBody is the Lua a waiter that gives up runs on every master.
 var QuitScriptBody = quitScript.Body
+
+// FenceScriptSHA is the SHA of the script a fence round runs on one key.
+var FenceScriptSHA = fenceScript.SHA
+
+// FenceAllScriptSHA is the SHA of the fence round's script on several keys.
+var FenceAllScriptSHA = allKeysForm[fenceScript].SHA
+
+// RWFenceScriptSHA is the SHA of the fence round's script for a writer.
+var RWFenceScriptSHA = rwFenceScript.SHA
+
+// UndoScriptBody is the Lua that cleans up after a failed attempt.
+var UndoScriptBody = undoScript.Body

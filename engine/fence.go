@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -57,7 +58,9 @@ func (le *Lease) fence(ctx context.Context, acquired multiplex.Tally) error {
 		case n == want:
 			return multiplex.OK, n, nil
 		}
-		return multiplex.Refused, n, nil // a higher counter: our token is stale
+		// A higher counter (our token is stale), 0 (another's value holds
+		// the key) or fenceGone (no key there).
+		return multiplex.Refused, n, nil
 	}, nil, votes)
 	if !t.Reached() || t.Err != nil {
 		kind := ErrNoQuorum
@@ -66,7 +69,12 @@ func (le *Lease) fence(ctx context.Context, acquired multiplex.Tally) error {
 			// The context ended (or Close began) before the round was
 			// decided: its error alone, as an acquire's, not an outage.
 			kind = nil
-		case t.Refused > 0:
+		case contended(&t) || mutation.FenceRefusalIsContention.On() && t.Refused > 0:
+			// A refusal is contention only where it shows another
+			// holder: a higher counter, or another's value in the key.
+			// Where our key is merely gone (a master back empty from a
+			// restart, one the acquire never reached, a key expired),
+			// the masters lost the quorum, not a competitor.
 			kind = ErrNotAcquired
 		}
 		return newVotesError("fence", le.resource, kind, &t, le.l.addrs)
@@ -80,15 +88,35 @@ func (le *Lease) fence(ctx context.Context, acquired multiplex.Tally) error {
 	return nil
 }
 
+// fenceGone is the fence scripts' answer where the key is not there, nor
+// any other holder: nobody else holds the resource on that master.
+const fenceGone = -1
+
+// contended reports whether a fence round's refusals show another
+// holder: a counter above our token (another's token raised it), or the
+// key holding another's value (fenceGone is neither).
+func contended(t *multiplex.Tally) bool {
+	for _, v := range t.Votes {
+		if v.Outcome == multiplex.Refused && v.Value != fenceGone {
+			return true
+		}
+	}
+	return false
+}
+
 // fenceScript raises the counter to the token unless it is already
 // higher, and answers the counter's new value; only where the key is
-// still ours (else 0), so that every master in the quorum that raised
+// still ours (else 0 where another value holds it, fenceGone where
+// none does), so that every master in the quorum that raised
 // it kept our key until after the raise, and any later holder's SET
 // there reads the raised counter.
 var fenceScript = multiplex.NewScript(`local token, value = ARGV[1], ARGV[2]
 local v = redis.call("GET", KEYS[1])
 if v ~= value and v ~= value .. "` + waitMark + `" then
-  return 0
+  if v then
+    return 0
+  end
+  return ` + itoa(fenceGone) + `
 end
 local k = "` + fencePrefixLua + `" .. KEYS[1]
 local c = tonumber(redis.call("GET", k) or "0")

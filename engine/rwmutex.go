@@ -913,15 +913,19 @@ return 1`).Coalesce()
 
 // rwFenceScript is fenceScript for a writer: it raises the name's fencing
 // counter to the token (ARGV[1]) only where the writer (ARGV[2], its
-// value) still holds, live, and answers the counter's new value, else 0.
+// value) still holds, live, and answers the counter's new value; else 0
+// where another holds it live, fenceGone where nobody does.
 var rwFenceScript = multiplex.NewScript(`local token, value = ARGV[1], ARGV[2]
 local k = KEYS[1]
 local s = redis.pcall("ZSCORE", k, value)
-if type(s) ~= "string" then
+if type(s) == "table" then
   return 0
 end
-` + rwNowLua + `if tonumber(s) >= -now then
-  return 0
+` + rwNowLua + `if not s or tonumber(s) >= -now then
+  if redis.call("ZCOUNT", k, "(" .. ns, "+inf") + redis.call("ZCOUNT", k, "-inf", "(-" .. ns) > 0 then
+    return 0
+  end
+  return ` + itoa(fenceGone) + `
 end
 local f = "` + fencePrefixLua + `" .. k
 local c = tonumber(redis.call("GET", f) or "0")

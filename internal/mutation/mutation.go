@@ -81,6 +81,11 @@ var (
 	// before it gave it there: the next waiter there sleeps until its
 	// fallback.
 	ReleaseKeepsTurn = &Switch{name: "release-keeps-turn"}
+	// FenceRefusalIsContention: a fence round that fails calls any refusal
+	// contention (ErrNotAcquired), even with masters failed and no higher
+	// counter seen: a master that came back empty, or never had the key,
+	// refuses without anyone else holding it.
+	FenceRefusalIsContention = &Switch{name: "fence-refusal-is-contention"}
 	// ClusterVotesShareNode: a cluster vote's nodes are not compared with
 	// the other votes' servers: one server, reached through two votes,
 	// casts two.
@@ -140,7 +145,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
 	CoalesceAcrossSlots, CoalesceFirstKeyOnly, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
-	LossNoticedLate}
+	LossNoticedLate, FenceRefusalIsContention}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

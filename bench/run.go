@@ -67,10 +67,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	var cluster *redisproc.Cluster
 	if needsRedis(cfg.Engine) {
 		switch {
-		case len(cfg.Clusters) > 0:
-			// Every vote counts with clusters (validateClusters).
-		case len(site.masters) > 0:
-			site.masters = site.masters[:cfg.voters()]
+		case cfg.givenVotes():
+			site.masters, site.clusters = cfg.givenVoted()
+			if cfg.sharedLocal && len(site.clusters) > 0 {
+				site.shards = cfg.sharedShards
+			}
 		case cfg.ClusterShards > 0:
 			clusters, err := startLocalClusters(ctx, cfg.voters(), cfg.ClusterShards)
 			if err != nil {
@@ -129,7 +130,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cl.close()
 	if !site.local && needsRedis(cfg.Engine) {
 		cleanupKeys(site.masters, cfg, logf)
-		if len(site.clusters) > 0 {
+		if len(site.clusters) > 0 && !cfg.sharedLocal {
 			logf("keys under %q on the --clusters votes are left to expire (--ttl): the clean-up reaches plain masters only", cfg.KeyPrefix)
 		}
 	}
@@ -697,7 +698,7 @@ func (r *runner) summary(faultLog []results.FaultEvent) *results.Summary {
 		Mode:          string(cfg.Mode),
 		LoadModel:     "closed",
 		Masters:       append([]string{}, r.site.masters...),
-		LocalMasters:  r.site.local || (cfg.sharedLocal && len(r.site.masters) > 0),
+		LocalMasters:  r.site.local || (cfg.sharedLocal && len(r.site.masters)+len(r.site.clusters) > 0),
 		Clusters:      r.site.clusters,
 		ClusterShards: r.site.shards,
 		Nodes:         r.nodes(),

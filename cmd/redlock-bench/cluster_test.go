@@ -52,9 +52,10 @@ func TestParseClusterFlagsBad(t *testing.T) {
 		{[]string{"--masters", "a:1", "--cluster-shards", "2"}, "--cluster-shards: applies to --local-masters only: the votes of --masters and --clusters are given, not started, got 2"},
 		{[]string{"--cluster-shards", "-1"}, "--cluster-shards: must be in 0..16 (0: plain masters), got -1"},
 		{[]string{"--cluster-shards", "17"}, "--cluster-shards: must be in 0..16 (0: plain masters), got 17"},
-		{[]string{"--cluster-shards", "2", "--engine", "redsync-rueidis"}, "--engine: cannot vote on Redis Clusters (--clusters, --cluster-shards): only redlock, redlock-percmd and redlock-sequential can, got redsync-rueidis"},
-		{[]string{"--clusters", "a:1", "--engine", "nolock"}, "--engine: cannot vote on Redis Clusters (--clusters, --cluster-shards): only redlock, redlock-percmd and redlock-sequential can, got nolock"},
-		{[]string{"--cluster-shards", "2", "--engine", "redlock@3"}, "--engine: votes on the first masters only: with Redis Clusters every vote counts (drop the @N), got redlock@3"},
+		{[]string{"--cluster-shards", "2", "--engine", "redsync-rueidis"}, "--engine: cannot vote on Redis Clusters (--clusters, --cluster-shards): only redlock, redlock-percmd, redlock-sequential and rueidislock (on the first vote) can, got redsync-rueidis"},
+		{[]string{"--clusters", "a:1", "--engine", "nolock"}, "--engine: cannot vote on Redis Clusters (--clusters, --cluster-shards): only redlock, redlock-percmd, redlock-sequential and rueidislock (on the first vote) can, got nolock"},
+		{[]string{"--cluster-shards", "2", "--engine", "bsm-redislock"}, "--engine: cannot vote on Redis Clusters (--clusters, --cluster-shards): only redlock, redlock-percmd, redlock-sequential and rueidislock (on the first vote) can, got bsm-redislock"},
+		{[]string{"--cluster-shards", "2", "--local-masters", "2", "--engine", "redlock@3"}, "--engine: votes on the first 3 masters, and the run has 2, got redlock@3"},
 		{[]string{"--cluster-shards", "2", "--fault", "kill:1@1s"}, "--fault: acts on plain masters only, not on Redis Clusters, got kill:1@1s"},
 	} {
 		var stdout, stderr bytes.Buffer

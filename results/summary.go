@@ -141,6 +141,10 @@ type Summary struct {
 	// Nodes is each master's state at the end of the run, as the engine
 	// saw it (client 0's view when there are several clients).
 	Nodes []Node `json:"nodes"`
+	// Server is the Redis nodes' own CPU time and commands over the
+	// measured window, and the load generator's CPU time; absent when they
+	// were not read (faults, a node refusing INFO, a merged summary).
+	Server *ServerStats `json:"server,omitempty"`
 
 	// The latency histograms, in microseconds.
 	AcquireLatencyUs     Stats `json:"acquire_latency_us"`

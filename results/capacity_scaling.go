@@ -1,0 +1,162 @@
+package results
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// The scaling model of the capacity plan. A lock cycle costs every vote
+// some server CPU time; on a vote that is a Redis Cluster, a resource's
+// keys live on the shard of its slot, so with keys spread evenly each of
+// the S shards carries 1/S of the cycles. A redis-server runs commands on
+// one thread, so a node saturates at one core. Hence, per acquisition
+// (from the run's readings, summary.json's server):
+//
+//	k_i  CPU time of node i;  K_v = Σ_{i in vote v} k_i;  K = Σ_v K_v
+//	k_c  CPU time of the load generator (the engine's client side)
+//
+//	throughput ≈ min( C_client / k_c,        the client's cores
+//	                  C_server / K,          the cores the servers share
+//	                  min_i 1 / k_i )        each node's one thread
+//
+// and with S' shards per cluster, as K_v is spread over them,
+// min_i 1/k_i becomes min_v S'_v / K_v (S'_v = 1 for a plain master).
+// Assumptions, which the plan states: keys spread evenly over the slots;
+// K_v and k_c per acquisition do not change with S' or with load (the
+// runs at several S check the first); the network is not the limit; no
+// replicas. One hot resource lives on one shard of each vote: its own
+// cycles are bounded by 1/K_v and by its hold time, whatever S'.
+
+// scalingShards are the shards per cluster the model projects.
+var scalingShards = []int{1, 2, 4, 8, 16}
+
+// capacityScaling is the plan's section on server CPU and shards, when a
+// run with cluster votes recorded its nodes' readings; nil otherwise.
+func capacityScaling(inputs []*Input) *capacitySection {
+	var runs []*RunDir
+	clusters := false
+	for _, in := range inputs {
+		for _, r := range in.Runs {
+			if s := r.Summary; s.Server != nil && len(s.Server.Nodes) > 0 && s.Acquired > 0 {
+				runs = append(runs, r)
+				clusters = clusters || len(s.Clusters) > 0
+			}
+		}
+	}
+	if !clusters {
+		return nil
+	}
+	sec := &capacitySection{Title: "Server CPU and scaling with shards", Lead: text{}.
+		p("Each node's CPU time (").c("INFO cpu").p(": user + sys) and commands (").c("INFO commandstats").
+		p(") over the measured window, and the load generator's CPU time, per successful acquisition (failed attempts' cost included). " +
+			"A lock cycle costs every vote; on a Redis Cluster a resource's key lives on the shard of its slot.")}
+	for _, r := range runs {
+		sec.Items = append(sec.Items, scalingRun(r))
+	}
+	sec.Items = append(sec.Items, capacityItem{Text: text{}.b("The model:").
+		p(" throughput ≈ min(C_client / k_c, C_server / K, min over nodes of 1 / k_i), where k_i is node i's CPU time per acquisition, " +
+			"K their sum over every node, k_c the load generator's, and C the cores each side has: a redis-server runs commands on one thread, " +
+			"so a node saturates at one core. With S shards per cluster and keys spread evenly, each shard of vote v costs K_v / S, " +
+			"so the last term becomes min over votes of S / K_v (S = 1 for a plain master)."),
+		More: []text{
+			text{}.b("Assumptions:").p(" keys spread evenly over the slots; K_v and k_c per acquisition do not change with S or with load " +
+				"(compare runs at several S to check); the network is not the limit; no replicas (a replica's own CPU is not counted). " +
+				"Projections give each redis-server a core of its own and the load generator enough cores; " +
+				"on a shared machine the C_server / K and C_client / k_c terms bind first."),
+			text{}.b("Hot slot:").p(" one resource lives on one shard of each vote, so its own cycles stay bounded by 1 / K_v " +
+				"(all of its vote's cost on one thread) and by its hold time, whatever S: shards scale many resources, not one hot key."),
+		}})
+	return sec
+}
+
+// scalingRun is one run's readings and the model's figures from them.
+func scalingRun(r *RunDir) capacityItem {
+	s := r.Summary
+	st := s.Server
+	a := float64(s.Acquired)
+	us := func(cpuS float64) float64 { return 1e6 * cpuS / a }
+	cpu, calls := st.cpuS()
+	scripts := int64(0)
+	for _, n := range st.Nodes {
+		for cmd, c := range n.Commands {
+			if cmd == "evalsha" || cmd == "eval" || cmd == "evalsha_ro" || cmd == "eval_ro" || cmd == "fcall" || cmd == "fcall_ro" {
+				scripts += c
+			}
+		}
+	}
+	K, kc := us(cpu), us(st.ClientCPUS)
+	shape := fmt.Sprintf("%d votes: %d masters", len(s.Masters)+len(s.Clusters), len(s.Masters))
+	if len(s.Clusters) > 0 {
+		shape += fmt.Sprintf(", %d Redis Clusters", len(s.Clusters))
+		if s.ClusterShards > 0 {
+			shape += fmt.Sprintf(" of %d shards", s.ClusterShards)
+		}
+	}
+	t := text{}.b("%s", r.Name()).p(" (").c(filepath.ToSlash(r.Dir)).
+		p("; %s): %s acquisitions/s measured; per acquisition the servers spent %.1f µs of CPU in all, the load generator %.1f µs; "+
+			"%.2f commands (%.2f script calls; a script's own commands count too).",
+			shape, thousands(s.AcquiredPerSec), K, kc, float64(calls)/a, float64(scripts)/a)
+	item := capacityItem{Text: t}
+
+	// Per vote: its nodes' CPU and commands per acquisition.
+	nodeBound, worstVote := 0.0, 0.0
+	clusterVote := map[int]bool{}
+	for i := range s.Clusters {
+		clusterVote[len(s.Masters)+i] = true
+	}
+	var maxNode float64
+	for _, v := range st.votes() {
+		var cpus, cmds []string
+		kv := 0.0
+		for _, n := range v.Nodes {
+			k := us(n.CPUS)
+			kv += k
+			maxNode = max(maxNode, k)
+			cpus = append(cpus, fmt.Sprintf("%.1f", k))
+			cmds = append(cmds, fmt.Sprintf("%.2f", float64(n.Calls)/a))
+		}
+		kind := "master"
+		if clusterVote[v.Vote] {
+			kind = fmt.Sprintf("cluster of %d shards", len(v.Nodes))
+			worstVote = max(worstVote, kv)
+		}
+		item.Subs = append(item.Subs, capacityItem{Text: text{}.p("vote %d (%s): %.1f µs of CPU per acquisition (per node: %s µs); commands per acquisition per node: %s.",
+			v.Vote+1, kind, kv, strings.Join(cpus, ", "), strings.Join(cmds, ", "))})
+	}
+	if maxNode > 0 {
+		nodeBound = 1e6 / maxNode
+	}
+	cores := s.Machine.CPUs
+	more := text{}.p("Model: with each redis-server on a core of its own, the busiest node's thread allows %s acquisitions/s", thousands(nodeBound))
+	if cores > 0 && K+kc > 0 {
+		share := 1e6 * float64(cores) / (K + kc)
+		more = more.p("; on this machine's %d cores, shared by every server and the load generator, %s acquisitions/s (measured: %.0f%% of it)",
+			cores, thousands(share), 100*s.AcquiredPerSec/share)
+	}
+	item.More = append(item.More, more.p("."))
+	if worstVote > 0 {
+		// Plain masters keep their own bound: one thread each.
+		masterBound := 0.0
+		for _, v := range st.votes() {
+			if !clusterVote[v.Vote] {
+				kv := 0.0
+				for _, n := range v.Nodes {
+					kv += us(n.CPUS)
+				}
+				masterBound = max(masterBound, kv)
+			}
+		}
+		var parts []string
+		for _, sp := range scalingShards {
+			tp := 1e6 * float64(sp) / worstVote
+			if masterBound > 0 {
+				tp = min(tp, 1e6/masterBound)
+			}
+			parts = append(parts, fmt.Sprintf("S=%d: %s/s on %d server cores and %.1f client cores",
+				sp, thousands(tp), len(s.Clusters)*sp+len(s.Masters), tp*kc/1e6))
+		}
+		item.More = append(item.More, text{}.p("Projected with S shards per cluster (this run's cost per vote spread evenly over S): %s.", strings.Join(parts, "; ")))
+	}
+	return item
+}

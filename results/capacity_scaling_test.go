@@ -1,0 +1,62 @@
+package results
+
+import (
+	"strings"
+	"testing"
+)
+
+// clusterRun is a synthetic run on 3 clusters of 2 shards whose nodes'
+// readings give round figures per acquisition (2000 acquisitions, 1000/s): 2 µs on
+// every node but one of vote 2, 3 µs; 10 µs in the load generator.
+func clusterRun(label string) synthRun {
+	node := func(addr string, vote int, cpuS float64) map[string]any {
+		return map[string]any{"addr": addr, "vote": vote, "cpu_s": cpuS, "calls": 6000,
+			"commands": map[string]any{"set": 2000, "evalsha": 2000, "get": 1000, "del": 1000}}
+	}
+	return synthRun{label: label, workers: 64, start: synthStart, warmupS: 1, seconds: 2,
+		perSec: func(int) int64 { return 1000 }, latencyUs: exponential(500, 2000), holdUs: 0,
+		extra: map[string]any{
+			"masters":        []string{},
+			"clusters":       [][]string{{"127.0.0.1:7001", "127.0.0.1:7002"}, {"127.0.0.1:7003", "127.0.0.1:7004"}, {"127.0.0.1:7005", "127.0.0.1:7006"}},
+			"cluster_shards": 2,
+			"server": map[string]any{"window_s": 2.0, "client_cpu_s": 0.02, "nodes": []any{
+				node("127.0.0.1:7001", 0, 0.004), node("127.0.0.1:7002", 0, 0.004),
+				node("127.0.0.1:7003", 1, 0.004), node("127.0.0.1:7004", 1, 0.006),
+				node("127.0.0.1:7005", 2, 0.004), node("127.0.0.1:7006", 2, 0.004),
+			}},
+		}}
+}
+
+// A run with cluster votes and its nodes' readings gets the scaling
+// section: the cost per acquisition of each node and vote, the model's
+// bounds computed from them, and the projection over shards.
+func TestCapacityScalingModel(t *testing.T) {
+	t.Parallel()
+	md := capacityOfRuns(t, clusterRun("clustered"))
+	wantIn(t, md,
+		"## Server CPU and scaling with shards",
+		"3 votes: 0 masters, 3 Redis Clusters of 2 shards): 1,000 acquisitions/s measured; per acquisition the servers spent 13.0 µs of CPU in all, the load generator 10.0 µs; 18.00 commands (6.00 script calls",
+		"vote 2 (cluster of 2 shards): 5.0 µs of CPU per acquisition (per node: 2.0, 3.0 µs); commands per acquisition per node: 3.00, 3.00.",
+		// The busiest node, 3 µs: 1/3µs; the 2 cores shared: 2/(13+10) µs.
+		"the busiest node's thread allows 333,333 acquisitions/s",
+		"on this machine's 2 cores, shared by every server and the load generator, 86,956 acquisitions/s (measured: 1% of it)",
+		// The worst vote, 5 µs, spread over S shards: S/5µs.
+		"S=1: 200,000/s on 3 server cores and 2.0 client cores; S=2: 400,000/s on 6 server cores",
+		"S=16: 3,200,000/s on 48 server cores",
+		"**Hot slot:**", "**Assumptions:**")
+}
+
+// Without cluster votes, or without readings, the plan has no scaling
+// section.
+func TestCapacityScalingOnlyWithClusters(t *testing.T) {
+	t.Parallel()
+	plain := clusterRun("plain")
+	plain.extra = map[string]any{"server": plain.extra["server"]}
+	noReadings := clusterRun("unread")
+	delete(noReadings.extra, "server")
+	for _, r := range []synthRun{plain, noReadings} {
+		if md := capacityOfRuns(t, r); strings.Contains(md, "Server CPU and scaling") {
+			t.Errorf("%s: a scaling section:\n%s", r.label, md)
+		}
+	}
+}

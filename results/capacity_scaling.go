@@ -3,6 +3,8 @@ package results
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 )
 
@@ -54,6 +56,7 @@ func capacityScaling(inputs []*Input) *capacitySection {
 	for _, r := range runs {
 		sec.Items = append(sec.Items, scalingRun(r))
 	}
+	sec.Items = append(sec.Items, scalingAcross(runs)...)
 	sec.Items = append(sec.Items, capacityItem{Text: text{}.b("The model:").
 		p(" throughput ≈ min(C_client / k_c, C_server / K, min over nodes of 1 / k_i), where k_i is node i's CPU time per acquisition, " +
 			"K their sum over every node, k_c the load generator's, and C the cores each side has: a redis-server runs commands on one thread, " +
@@ -159,4 +162,96 @@ func scalingRun(r *RunDir) capacityItem {
 		item.More = append(item.More, text{}.p("Projected with S shards per cluster (this run's cost per vote spread evenly over S): %s.", strings.Join(parts, "; ")))
 	}
 	return item
+}
+
+// scalingShape is one run's figures for the check across shard counts.
+type scalingShape struct {
+	shards        int // 0: plain masters
+	perSec        float64
+	perVote, node float64 // µs of server CPU per acquisition: a vote's mean, a node's mean
+}
+
+// scalingAcross checks the model's assumption that a vote's cost does
+// not change with its shards: for each workload run at several shard
+// counts (plain masters counting as one), the medians of throughput and
+// of the CPU per acquisition of a vote and of a node, per count.
+func scalingAcross(runs []*RunDir) []capacityItem {
+	groups := map[string]map[int][]scalingShape{}
+	var keys []string
+	for _, r := range runs {
+		s := r.Summary
+		c := s.Config
+		votes := len(s.Masters) + len(s.Clusters)
+		if len(s.Masters) > 0 && len(s.Clusters) > 0 || votes == 0 {
+			continue // mixed votes: no single shard count
+		}
+		key := fmt.Sprintf("%s, %d votes, %d workers, %d resources (%s), mode %s, hold %s", s.Engine, votes, c.Workers, c.Resources, c.Distribution, s.Mode, c.Hold)
+		shards := 0
+		if len(s.Clusters) > 0 {
+			if shards = s.ClusterShards; shards == 0 {
+				shards = len(s.Server.Nodes) / votes
+			}
+		}
+		cpu, _ := s.Server.cpuS()
+		us := 1e6 * cpu / float64(s.Acquired)
+		if groups[key] == nil {
+			groups[key] = map[int][]scalingShape{}
+			keys = append(keys, key)
+		}
+		groups[key][shards] = append(groups[key][shards], scalingShape{shards: shards, perSec: s.AcquiredPerSec,
+			perVote: us / float64(votes), node: us / float64(len(s.Server.Nodes))})
+	}
+	var items []capacityItem
+	for _, key := range keys {
+		g := groups[key]
+		if len(g) < 2 {
+			continue
+		}
+		counts := make([]int, 0, len(g))
+		for n := range g {
+			counts = append(counts, n)
+		}
+		sort.Ints(counts)
+		item := capacityItem{Text: text{}.b("Across shard counts").p(" (%s; medians of each count's runs):", key)}
+		var first, last float64
+		for i, n := range counts {
+			sh := g[n]
+			med := func(f func(scalingShape) float64) float64 {
+				v := make([]float64, len(sh))
+				for j, x := range sh {
+					v[j] = f(x)
+				}
+				slices.Sort(v)
+				if len(v)%2 == 1 {
+					return v[len(v)/2]
+				}
+				return (v[len(v)/2-1] + v[len(v)/2]) / 2
+			}
+			perVote := med(func(x scalingShape) float64 { return x.perVote })
+			what := fmt.Sprintf("S=%d", n)
+			if n == 0 {
+				what = "plain masters"
+			}
+			item.Subs = append(item.Subs, capacityItem{Text: text{}.p("%s (%d runs): %s acquisitions/s; %.1f µs of server CPU per acquisition per vote, %.1f per node.",
+				what, len(sh), thousands(med(func(x scalingShape) float64 { return x.perSec })), perVote, med(func(x scalingShape) float64 { return x.node }))})
+			if n > 0 && first == 0 {
+				first = perVote
+			}
+			if i == len(counts)-1 {
+				last = perVote
+			}
+		}
+		if lo, hi := counts[0], counts[len(counts)-1]; first > 0 && hi > max(lo, 1) {
+			ratio := last / first
+			verdict := "it held, within 20%: the projections above stand on it"
+			if ratio > 1.2 {
+				verdict = "it did not hold here, so the projections above overstate what more shards give at this load " +
+					"(likely: each node's share of the commands, and with it the batch each wake-up serves, shrinks as S grows)"
+			}
+			item.More = append(item.More, text{}.p("A vote's CPU per acquisition went from %.1f µs on the fewest shards to %.1f µs on S=%d (%.2f×); the model assumes it stays: %s.",
+				first, last, hi, ratio, verdict))
+		}
+		items = append(items, item)
+	}
+	return items
 }

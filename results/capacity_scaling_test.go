@@ -60,3 +60,35 @@ func TestCapacityScalingOnlyWithClusters(t *testing.T) {
 		}
 	}
 }
+
+// onOneShard is clusterRun on 3 clusters of one shard each, every node
+// (a whole vote) spending cpuS per 2000 acquisitions.
+func onOneShard(label string, cpuS float64) synthRun {
+	r := clusterRun(label)
+	node := func(addr string, vote int) map[string]any {
+		return map[string]any{"addr": addr, "vote": vote, "cpu_s": cpuS, "calls": 6000}
+	}
+	r.extra = map[string]any{
+		"masters":        []string{},
+		"clusters":       [][]string{{"127.0.0.1:7001"}, {"127.0.0.1:7003"}, {"127.0.0.1:7005"}},
+		"cluster_shards": 1,
+		"server": map[string]any{"window_s": 2.0, "client_cpu_s": 0.02, "nodes": []any{
+			node("127.0.0.1:7001", 0), node("127.0.0.1:7003", 1), node("127.0.0.1:7005", 2)}},
+	}
+	return r
+}
+
+// Runs of one workload at several shard counts are set side by side, and
+// the plan says whether a vote's cost held as the model assumes: from
+// 4.0 µs per vote on one shard to 4.3 on two, it held; from 2.0, it did
+// not.
+func TestCapacityScalingAcrossShards(t *testing.T) {
+	t.Parallel()
+	md := capacityOfRuns(t, onOneShard("one", 0.008), clusterRun("two"))
+	wantIn(t, md, "**Across shard counts** (redlock, 3 votes, 64 workers, 1000 resources (uniform), mode try, hold exp:1ms; medians of each count's runs):",
+		"S=1 (1 runs): 1,000 acquisitions/s; 4.0 µs of server CPU per acquisition per vote, 4.0 per node.",
+		"S=2 (1 runs): 1,000 acquisitions/s; 4.3 µs of server CPU per acquisition per vote, 2.2 per node.",
+		"went from 4.0 µs on the fewest shards to 4.3 µs on S=2 (1.08×); the model assumes it stays: it held, within 20%")
+	md = capacityOfRuns(t, onOneShard("one", 0.004), clusterRun("two"))
+	wantIn(t, md, "went from 2.0 µs on the fewest shards to 4.3 µs on S=2 (2.17×); the model assumes it stays: it did not hold here")
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,6 +176,37 @@ func TestMakeBenchCluster(t *testing.T) {
 		}
 		if s := readSummary(t, dirs[0]); s["cluster_shards"] != 2.0 {
 			t.Errorf("%s: cluster_shards %v, want 2", label, s["cluster_shards"])
+		}
+	}
+}
+
+// make bench-cluster S=1,2 runs the standard set once per shard count,
+// each labelled with its own, and each run records its nodes' readings.
+func TestMakeBenchClusterShardList(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make not installed")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := t.TempDir()
+	cmd := exec.Command("make", "-s", "--no-print-directory", "bench-cluster", "RUNS="+runs,
+		"S=1,2", "BENCH_DURATION=300ms", "BENCH_FLAGS=--workers 4 --warmup 0")
+	cmd.Dir = root
+	b, err := cmd.CombinedOutput()
+	if code := exitStatus(err); code != 0 {
+		t.Fatalf("exit %d, want 0:\n%s", code, b)
+	}
+	for _, s := range []float64{1, 2} {
+		label := fmt.Sprintf("uncontended-cluster%d", int(s))
+		dirs, _ := filepath.Glob(filepath.Join(runs, "*-"+label))
+		if len(dirs) != 1 {
+			t.Errorf("%s: %d result directories, want 1:\n%s", label, len(dirs), b)
+			continue
+		}
+		if sum := readSummary(t, dirs[0]); sum["cluster_shards"] != s || sum["server"] == nil {
+			t.Errorf("%s: cluster_shards %v, server %v", label, sum["cluster_shards"], sum["server"])
 		}
 	}
 }

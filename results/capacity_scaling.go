@@ -89,11 +89,11 @@ func scalingRun(r *RunDir) capacityItem {
 		}
 	}
 	K, kc := us(cpu), us(st.ClientCPUS)
-	shape := fmt.Sprintf("%d votes: %d masters", len(s.Masters)+len(s.Clusters), len(s.Masters))
+	shape := fmt.Sprintf("%s: %s", counted(len(s.Masters)+len(s.Clusters), "vote"), counted(len(s.Masters), "master"))
 	if len(s.Clusters) > 0 {
-		shape += fmt.Sprintf(", %d Redis Clusters", len(s.Clusters))
+		shape += ", " + counted(len(s.Clusters), "Redis Cluster")
 		if s.ClusterShards > 0 {
-			shape += fmt.Sprintf(" of %d shards", s.ClusterShards)
+			shape += " of " + counted(s.ClusterShards, "shard")
 		}
 	}
 	t := text{}.b("%s", r.Name()).p(" (").c(filepath.ToSlash(r.Dir)).
@@ -121,7 +121,7 @@ func scalingRun(r *RunDir) capacityItem {
 		}
 		kind := "master"
 		if clusterVote[v.Vote] {
-			kind = fmt.Sprintf("cluster of %d shards", len(v.Nodes))
+			kind = "cluster of " + counted(len(v.Nodes), "shard")
 			worstVote = max(worstVote, kv)
 		}
 		item.Subs = append(item.Subs, capacityItem{Text: text{}.p("vote %d (%s): %.1f µs of CPU per acquisition (per node: %s µs); commands per acquisition per node: %s.",
@@ -232,8 +232,8 @@ func scalingAcross(runs []*RunDir) []capacityItem {
 			if n == 0 {
 				what = "plain masters"
 			}
-			item.Subs = append(item.Subs, capacityItem{Text: text{}.p("%s (%d runs): %s acquisitions/s; %.1f µs of server CPU per acquisition per vote, %.1f per node.",
-				what, len(sh), thousands(med(func(x scalingShape) float64 { return x.perSec })), perVote, med(func(x scalingShape) float64 { return x.node }))})
+			item.Subs = append(item.Subs, capacityItem{Text: text{}.p("%s (%s): %s acquisitions/s; %.1f µs of server CPU per acquisition per vote, %.1f per node.",
+				what, counted(len(sh), "run"), thousands(med(func(x scalingShape) float64 { return x.perSec })), perVote, med(func(x scalingShape) float64 { return x.node }))})
 			if n > 0 && first == 0 {
 				first = perVote
 			}
@@ -254,4 +254,12 @@ func scalingAcross(runs []*RunDir) []capacityItem {
 		items = append(items, item)
 	}
 	return items
+}
+
+// counted is "1 vote", "3 votes".
+func counted(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -86,8 +86,8 @@ func TestCapacityScalingAcrossShards(t *testing.T) {
 	t.Parallel()
 	md := capacityOfRuns(t, onOneShard("one", 0.008), clusterRun("two"))
 	wantIn(t, md, "**Across shard counts** (redlock, 3 votes, 64 workers, 1000 resources (uniform), mode try, hold exp:1ms; medians of each count's runs):",
-		"S=1 (1 runs): 1,000 acquisitions/s; 4.0 µs of server CPU per acquisition per vote, 4.0 per node.",
-		"S=2 (1 runs): 1,000 acquisitions/s; 4.3 µs of server CPU per acquisition per vote, 2.2 per node.",
+		"S=1 (1 run): 1,000 acquisitions/s; 4.0 µs of server CPU per acquisition per vote, 4.0 per node.",
+		"S=2 (1 run): 1,000 acquisitions/s; 4.3 µs of server CPU per acquisition per vote, 2.2 per node.",
 		"went from 4.0 µs on the fewest shards to 4.3 µs on S=2 (1.08×); the model assumes it stays: it held, within 20%")
 	md = capacityOfRuns(t, onOneShard("one", 0.004), clusterRun("two"))
 	wantIn(t, md, "went from 2.0 µs on the fewest shards to 4.3 µs on S=2 (2.17×); the model assumes it stays: it did not hold here")

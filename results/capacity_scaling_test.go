@@ -92,3 +92,18 @@ func TestCapacityScalingAcrossShards(t *testing.T) {
 	md = capacityOfRuns(t, onOneShard("one", 0.004), clusterRun("two"))
 	wantIn(t, md, "went from 2.0 µs on the fewest shards to 4.3 µs on S=2 (2.17×); the model assumes it stays: it did not hold here")
 }
+
+// summary.txt sums the readings up in one line per run.
+func TestSummaryTextServerLine(t *testing.T) {
+	s := &Summary{Acquired: 2000, Errors: map[string]int64{}, Clusters: [][]string{{"a:1", "a:2"}},
+		Server: &ServerStats{WindowS: 2, ClientCPUS: 0.02, Nodes: []ServerNode{
+			{Addr: "a:1", CPUS: 0.004, Calls: 6000}, {Addr: "a:2", CPUS: 0.006, Calls: 6000}}}}
+	var b strings.Builder
+	if err := WriteText(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	want := "server       2 nodes: 5.0 µs of CPU (busiest node 3.0 µs) and 6.00 commands per acquisition; load generator 10.0 µs\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("summary.txt lacks %q:\n%s", want, b.String())
+	}
+}

@@ -569,6 +569,16 @@ func (p printer) header(s *Summary) {
 			p("cluster %-4d %s\n", len(s.Masters)+i, strings.Join(seeds, ", "))
 		}
 	}
+	if st := s.Server; st != nil && len(st.Nodes) > 0 && s.Acquired > 0 {
+		a := float64(s.Acquired)
+		cpu, calls := st.cpuS()
+		busiest := 0.0
+		for _, n := range st.Nodes {
+			busiest = max(busiest, n.CPUS)
+		}
+		p("server       %s: %.1f µs of CPU (busiest node %.1f µs) and %.2f commands per acquisition; load generator %.1f µs\n",
+			counted(len(st.Nodes), "node"), 1e6*cpu/a, 1e6*busiest/a, float64(calls)/a, 1e6*st.ClientCPUS/a)
+	}
 	m := s.Machine
 	p("machine      %s, %s/%s, %d CPUs, GOMAXPROCS %d, %s, redis %s\n",
 		orNA(m.Hostname), m.OS, m.Arch, m.CPUs, m.GOMAXPROCS, m.GoVersion, orNA(m.RedisVersion))

@@ -38,6 +38,7 @@ type serverReading struct {
 	cpuS     float64
 	calls    int64
 	commands map[string]int64
+	reads    int64 // total_reads_processed: socket reads that brought commands
 }
 
 // serverStats reads the nodes at the window's start and end.
@@ -165,20 +166,21 @@ func (st *serverStats) read(ctx context.Context) ([]serverReading, error) {
 func readNode(ctx context.Context, c rueidis.Client) (serverReading, error) {
 	ctx, cancel := context.WithTimeout(ctx, serverReadTimeout)
 	defer cancel()
-	res := c.DoMulti(ctx, c.B().Info().Section("cpu").Build(), c.B().Info().Section("commandstats").Build())
-	cpu, err := res[0].ToString()
-	if err != nil {
-		return serverReading{}, err
+	res := c.DoMulti(ctx, c.B().Info().Section("cpu").Build(), c.B().Info().Section("commandstats").Build(),
+		c.B().Info().Section("stats").Build())
+	var info []string
+	for _, r := range res {
+		s, err := r.ToString()
+		if err != nil {
+			return serverReading{}, err
+		}
+		info = append(info, s)
 	}
-	stats, err := res[1].ToString()
-	if err != nil {
-		return serverReading{}, err
-	}
-	return parseServerInfo(cpu + "\n" + stats)
+	return parseServerInfo(strings.Join(info, "\n"))
 }
 
-// parseServerInfo reads used_cpu_user + used_cpu_sys and every
-// "cmdstat_<name>:calls=N,..." line of INFO.
+// parseServerInfo reads used_cpu_user + used_cpu_sys, every
+// "cmdstat_<name>:calls=N,..." line and total_reads_processed of INFO.
 func parseServerInfo(info string) (serverReading, error) {
 	r := serverReading{commands: map[string]int64{}}
 	seen := 0
@@ -196,6 +198,12 @@ func parseServerInfo(info string) (serverReading, error) {
 			}
 			r.cpuS += v
 			seen++
+		case key == "total_reads_processed":
+			n, err := strconv.ParseInt(val, 10, 64)
+			if err != nil {
+				return r, fmt.Errorf("INFO stats: %s: %w", line, err)
+			}
+			r.reads = n
 		case strings.HasPrefix(key, "cmdstat_"):
 			calls, _, _ := strings.Cut(strings.TrimPrefix(val, "calls="), ",")
 			n, err := strconv.ParseInt(calls, 10, 64)
@@ -241,7 +249,7 @@ func (st *serverStats) end(ctx context.Context) (*results.ServerStats, error) {
 	out := &results.ServerStats{WindowS: at.Sub(st.startAt).Seconds(), ClientCPUS: max(0, client-st.clientCPUs)}
 	for i, n := range st.nodes {
 		sn := results.ServerNode{Addr: n.addr, Vote: n.vote, CPUS: max(0, end[i].cpuS-st.start[i].cpuS),
-			Commands: map[string]int64{}}
+			Reads: max(0, end[i].reads-st.start[i].reads), Commands: map[string]int64{}}
 		for cmd, calls := range end[i].commands {
 			if cmd == "info" {
 				continue // the readings' own

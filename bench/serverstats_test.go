@@ -9,13 +9,13 @@ import (
 
 func TestParseServerInfo(t *testing.T) {
 	info := "# CPU\r\nused_cpu_sys:1.500000\r\nused_cpu_user:2.250000\r\nused_cpu_sys_children:9.0\r\n" +
-		"# Commandstats\r\ncmdstat_set:calls=10,usec=5,usec_per_call=0.5,rejected_calls=0,failed_calls=0\r\n" +
+		"# Stats\r\ntotal_reads_processed:42\r\n# Commandstats\r\ncmdstat_set:calls=10,usec=5,usec_per_call=0.5,rejected_calls=0,failed_calls=0\r\n" +
 		"cmdstat_evalsha:calls=7,usec=70,usec_per_call=10.0\r\ncmdstat_cluster|nodes:calls=1,usec=1\r\n"
 	r, err := parseServerInfo(info)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.cpuS != 3.75 || r.calls != 18 || r.commands["set"] != 10 || r.commands["evalsha"] != 7 || r.commands["cluster|nodes"] != 1 {
+	if r.cpuS != 3.75 || r.calls != 18 || r.reads != 42 || r.commands["set"] != 10 || r.commands["evalsha"] != 7 || r.commands["cluster|nodes"] != 1 {
 		t.Errorf("%+v", r)
 	}
 	if _, err := parseServerInfo("# Commandstats\r\ncmdstat_set:calls=1\r\n"); err == nil {
@@ -59,7 +59,7 @@ func TestRunRecordsServerStats(t *testing.T) {
 	var addrs []string
 	for i, n := range st.Nodes {
 		addrs = append(addrs, n.Addr)
-		if n.Vote != i/2 || n.CPUS <= 0 || n.Commands["set"] == 0 || n.Commands["evalsha"] == 0 || n.Commands["info"] != 0 {
+		if n.Vote != i/2 || n.CPUS <= 0 || n.Reads <= 0 || n.Commands["set"] == 0 || n.Commands["evalsha"] == 0 || n.Commands["info"] != 0 {
 			t.Errorf("node %d: %+v", i, n)
 		}
 	}

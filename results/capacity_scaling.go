@@ -110,7 +110,7 @@ func scalingRun(r *RunDir) capacityItem {
 	}
 	var maxNode float64
 	for _, v := range st.votes() {
-		var cpus, cmds []string
+		var cpus, cmds, batches []string
 		kv := 0.0
 		for _, n := range v.Nodes {
 			k := us(n.CPUS)
@@ -118,14 +118,21 @@ func scalingRun(r *RunDir) capacityItem {
 			maxNode = max(maxNode, k)
 			cpus = append(cpus, fmt.Sprintf("%.1f", k))
 			cmds = append(cmds, fmt.Sprintf("%.2f", float64(n.Calls)/a))
+			if n.Reads > 0 {
+				batches = append(batches, fmt.Sprintf("%.1f", float64(n.Calls)/float64(n.Reads)))
+			}
 		}
 		kind := "master"
 		if clusterVote[v.Vote] {
 			kind = "cluster of " + counted(len(v.Nodes), "shard")
 			worstVote = max(worstVote, kv)
 		}
-		item.Subs = append(item.Subs, capacityItem{Text: text{}.p("vote %d (%s): %.1f µs of CPU per acquisition (per node: %s µs); commands per acquisition per node: %s.",
-			v.Vote+1, kind, kv, strings.Join(cpus, ", "), strings.Join(cmds, ", "))})
+		sub := text{}.p("vote %d (%s): %.1f µs of CPU per acquisition (per node: %s µs); commands per acquisition per node: %s",
+			v.Vote+1, kind, kv, strings.Join(cpus, ", "), strings.Join(cmds, ", "))
+		if len(batches) == len(v.Nodes) {
+			sub = sub.p("; commands per socket read (the batch a wake-up serves): %s", strings.Join(batches, ", "))
+		}
+		item.Subs = append(item.Subs, capacityItem{Text: sub.p(".")})
 	}
 	if maxNode > 0 {
 		nodeBound = 1e6 / maxNode
@@ -169,6 +176,7 @@ type scalingShape struct {
 	shards        int // 0: plain masters
 	perSec        float64
 	perVote, node float64 // µs of server CPU per acquisition: a vote's mean, a node's mean
+	batch         float64 // commands per socket read, over every node; 0 unknown
 }
 
 // scalingAcross checks the model's assumption that a vote's cost does
@@ -192,14 +200,21 @@ func scalingAcross(runs []*RunDir) []capacityItem {
 				shards = len(s.Server.Nodes) / votes
 			}
 		}
-		cpu, _ := s.Server.cpuS()
+		cpu, calls := s.Server.cpuS()
 		us := 1e6 * cpu / float64(s.Acquired)
+		batch, reads := 0.0, int64(0)
+		for _, n := range s.Server.Nodes {
+			reads += n.Reads
+		}
+		if reads > 0 {
+			batch = float64(calls) / float64(reads)
+		}
 		if groups[key] == nil {
 			groups[key] = map[int][]scalingShape{}
 			keys = append(keys, key)
 		}
 		groups[key][shards] = append(groups[key][shards], scalingShape{shards: shards, perSec: s.AcquiredPerSec,
-			perVote: us / float64(votes), node: us / float64(len(s.Server.Nodes))})
+			perVote: us / float64(votes), node: us / float64(len(s.Server.Nodes)), batch: batch})
 	}
 	var items []capacityItem
 	for _, key := range keys {
@@ -232,8 +247,12 @@ func scalingAcross(runs []*RunDir) []capacityItem {
 			if n == 0 {
 				what = "plain masters"
 			}
-			item.Subs = append(item.Subs, capacityItem{Text: text{}.p("%s (%s): %s acquisitions/s; %.1f µs of server CPU per acquisition per vote, %.1f per node.",
-				what, counted(len(sh), "run"), thousands(med(func(x scalingShape) float64 { return x.perSec })), perVote, med(func(x scalingShape) float64 { return x.node }))})
+			line := text{}.p("%s (%s): %s acquisitions/s; %.1f µs of server CPU per acquisition per vote, %.1f per node",
+				what, counted(len(sh), "run"), thousands(med(func(x scalingShape) float64 { return x.perSec })), perVote, med(func(x scalingShape) float64 { return x.node }))
+			if b := med(func(x scalingShape) float64 { return x.batch }); b > 0 {
+				line = line.p("; %.1f commands per socket read", b)
+			}
+			item.Subs = append(item.Subs, capacityItem{Text: line.p(".")})
 			if n > 0 && first == 0 {
 				first = perVote
 			}

@@ -10,7 +10,7 @@ import (
 // every node but one of vote 2, 3 µs; 10 µs in the load generator.
 func clusterRun(label string) synthRun {
 	node := func(addr string, vote int, cpuS float64) map[string]any {
-		return map[string]any{"addr": addr, "vote": vote, "cpu_s": cpuS, "calls": 6000,
+		return map[string]any{"addr": addr, "vote": vote, "cpu_s": cpuS, "calls": 6000, "reads": 1500,
 			"commands": map[string]any{"set": 2000, "evalsha": 2000, "get": 1000, "del": 1000}}
 	}
 	return synthRun{label: label, workers: 64, start: synthStart, warmupS: 1, seconds: 2,
@@ -36,7 +36,7 @@ func TestCapacityScalingModel(t *testing.T) {
 	wantIn(t, md,
 		"## Server CPU and scaling with shards",
 		"3 votes: 0 masters, 3 Redis Clusters of 2 shards): 1,000 acquisitions/s measured; per acquisition the servers spent 13.0 µs of CPU in all, the load generator 10.0 µs; 18.00 commands (6.00 script calls",
-		"vote 2 (cluster of 2 shards): 5.0 µs of CPU per acquisition (per node: 2.0, 3.0 µs); commands per acquisition per node: 3.00, 3.00.",
+		"vote 2 (cluster of 2 shards): 5.0 µs of CPU per acquisition (per node: 2.0, 3.0 µs); commands per acquisition per node: 3.00, 3.00; commands per socket read (the batch a wake-up serves): 4.0, 4.0.",
 		// The busiest node, 3 µs: 1/3µs; the 2 cores shared: 2/(13+10) µs.
 		"the busiest node's thread allows 333,333 acquisitions/s",
 		"on this machine's 2 cores, shared by every server and the load generator, 86,956 acquisitions/s (measured: 1% of it)",
@@ -87,7 +87,7 @@ func TestCapacityScalingAcrossShards(t *testing.T) {
 	md := capacityOfRuns(t, onOneShard("one", 0.008), clusterRun("two"))
 	wantIn(t, md, "**Across shard counts** (redlock, 3 votes, 64 workers, 1000 resources (uniform), mode try, hold exp:1ms; medians of each count's runs):",
 		"S=1 (1 run): 1,000 acquisitions/s; 4.0 µs of server CPU per acquisition per vote, 4.0 per node.",
-		"S=2 (1 run): 1,000 acquisitions/s; 4.3 µs of server CPU per acquisition per vote, 2.2 per node.",
+		"S=2 (1 run): 1,000 acquisitions/s; 4.3 µs of server CPU per acquisition per vote, 2.2 per node; 4.0 commands per socket read.",
 		"went from 4.0 µs on the fewest shards to 4.3 µs on S=2 (1.08×); the model assumes it stays: it held, within 20%")
 	md = capacityOfRuns(t, onOneShard("one", 0.004), clusterRun("two"))
 	wantIn(t, md, "went from 2.0 µs on the fewest shards to 4.3 µs on S=2 (2.17×); the model assumes it stays: it did not hold here")

@@ -33,6 +33,11 @@ type ServerNode struct {
 	// command (evalsha, set, publish, ...).
 	Calls    int64            `json:"calls"`
 	Commands map[string]int64 `json:"commands,omitempty"`
+	// Reads is how many socket reads brought it commands
+	// (total_reads_processed of INFO stats; the readings' own included):
+	// Calls / Reads is the batch one wake-up serves, scripts' own
+	// commands counted in. Absent from Redis before 6.
+	Reads int64 `json:"reads,omitempty"`
 }
 
 // serverVote is one vote's nodes, as the capacity plan reads them.

@@ -124,12 +124,18 @@ bench: deps
 # bench-cluster runs the standard set of bench on three local Redis
 # Clusters of CLUSTER_SHARDS shards each, one vote per cluster, instead of
 # five masters, with the same output and exit status; the labels end in
-# -clusterS (uncontended-cluster3, ...). BENCH_DURATION, BENCH_FLAGS and
-# BENCH_STRICT work as for bench.
-CLUSTER_SHARDS ?= 3
+# -clusterS (uncontended-cluster3, ...). CLUSTER_SHARDS, or S for short,
+# may be a list (S=1,2,4): the set runs once per value, in that order, and
+# the target fails if any set does. Each run records its nodes' CPU, which
+# `redlock-bench report` turns into the capacity plan's scaling model.
+# BENCH_DURATION, BENCH_FLAGS and BENCH_STRICT work as for bench.
+CLUSTER_SHARDS ?= $(if $(S),$(S),3)
 bench-cluster:
-	@$(MAKE) --no-print-directory bench BENCH_SUFFIX=-cluster$(CLUSTER_SHARDS) \
-		BENCH_FLAGS="--local-masters 3 --cluster-shards $(CLUSTER_SHARDS) $(BENCH_FLAGS)"
+	@status=0; for s in $$(echo "$(CLUSTER_SHARDS)" | tr ',' ' '); do \
+		$(MAKE) --no-print-directory bench BENCH_SUFFIX=-cluster$$s \
+			BENCH_FLAGS="--local-masters 3 --cluster-shards $$s $(BENCH_FLAGS)" || status=$$?; \
+		[ $$status -eq 130 ] && exit 130; \
+	done; exit $$status
 
 # compare is the headline comparison: our engine against both redsync
 # baselines (redsync over rueidis, redsync over go-redis), uncontended

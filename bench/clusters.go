@@ -51,8 +51,9 @@ func FormatClusters(clusters [][]string) string {
 }
 
 // validateClusters checks --clusters and --cluster-shards against the rest
-// of the run: only the redlock engines vote on clusters, every vote counts
-// (no NAME@N), and faults act on plain masters only.
+// of the run: only the redlock engines vote on clusters (NAME@N on the
+// first N votes, masters first) and rueidislock on the first vote, a
+// cluster of its own model; faults act on plain masters only.
 func (c *Config) validateClusters() error {
 	if c.ClusterShards < 0 || c.ClusterShards > MaxClusterShards {
 		return cfgErr("cluster-shards", c.ClusterShards, "must be in 0..%d (0: plain masters)", MaxClusterShards)
@@ -64,10 +65,8 @@ func (c *Config) validateClusters() error {
 		return nil
 	}
 	switch {
-	case !IsRedlock(c.Engine):
-		return cfgErr("engine", c.Engine, "cannot vote on Redis Clusters (--clusters, --cluster-shards): only redlock, %s and %s can", EnginePerCommand, EngineSequential)
-	case engineVoters(c.Engine) > 0:
-		return cfgErr("engine", c.Engine, "votes on the first masters only: with Redis Clusters every vote counts (drop the @N)")
+	case !IsRedlock(c.Engine) && baseEngine(c.Engine) != engineRueidislock:
+		return cfgErr("engine", c.Engine, "cannot vote on Redis Clusters (--clusters, --cluster-shards): only redlock, %s, %s and %s (on the first vote) can", EnginePerCommand, EngineSequential, engineRueidislock)
 	case len(c.Faults) > 0:
 		return cfgErr("fault", c.Faults, "acts on plain masters only, not on Redis Clusters")
 	}
@@ -125,4 +124,80 @@ func flatten(clusters [][]string) []string {
 		out = append(out, seeds...)
 	}
 	return out
+}
+
+// givenVoted are the given votes (--masters, then --clusters) the engine
+// votes on: the first voters() of them.
+func (c *Config) givenVoted() (masters []string, clusters [][]string) {
+	n := c.voters()
+	if n <= len(c.Masters) {
+		return c.Masters[:n], nil
+	}
+	return c.Masters, c.Clusters[:n-len(c.Masters)]
+}
+
+// clusterVotes reports whether some of the run's votes are Redis
+// Clusters, given (--clusters) or started (--cluster-shards).
+func (c *Config) clusterVotes() bool { return len(c.Clusters) > 0 || c.ClusterShards > 0 }
+
+// DefaultCompareEnginesOnClusters are compared by default when the votes
+// are Redis Clusters, on lock: for a mutex, ours on every cluster, ours on
+// the first alone, and rueidislock on that one in its own model (the other
+// baselines cannot run on a cluster); for a multi-resource lease, ours and
+// ours as K mutexes in turn; otherwise as DefaultCompareEnginesFor.
+func DefaultCompareEnginesOnClusters(l Lock) []string {
+	switch l.Kind {
+	case LockMutex:
+		return []string{"redlock", "redlock@1", engineRueidislock}
+	case LockMulti:
+		return []string{"redlock", EngineSequential}
+	}
+	return DefaultCompareEnginesFor(l)
+}
+
+// clusterCompareNotes say, in a comparison whose first vote is a Redis
+// Cluster, which clusters each engine used and how it spreads a lock over
+// their shards.
+func clusterCompareNotes(base Config, engines []string) []string {
+	if !base.clusterVotes() || len(base.Masters) > 0 {
+		return nil
+	}
+	votes := base.masterCount()
+	var notes []string
+	for _, e := range engines {
+		n := engineVoters(e)
+		switch {
+		case baseEngine(e) == engineRueidislock:
+			notes = append(notes, fmt.Sprintf("%s runs on the first cluster alone, in its own model: one cluster client, a lock is %d of %d keys "+
+				"(KeyMajority %d, its default), each key on the shard of its slot, so that a lock spans shards of one cluster; "+
+				"it has no vote over independent clusters", e, rueidislockClusterMajority, 2*rueidislockClusterMajority-1, rueidislockClusterMajority))
+		case !IsRedlock(e):
+		case n == 1 || votes == 1:
+			notes = append(notes, fmt.Sprintf("%s votes on the first cluster alone: a lock is one key, on the shard of its slot", e))
+		case n > 0 && n < votes:
+			notes = append(notes, fmt.Sprintf("%s votes on the first %d of the %d clusters: a quorum of %d, one key on the shard of its slot in each", e, n, votes, n/2+1))
+		default:
+			notes = append(notes, fmt.Sprintf("%s votes on all %d clusters: a quorum of %d, one key on the shard of its slot in each", e, votes, votes/2+1))
+		}
+	}
+	return notes
+}
+
+// shareLocalClusters starts cfg.LocalMasters local Redis Clusters of
+// cfg.ClusterShards shards once for a series of runs (a comparison) and
+// points cfg at them as given clusters that the series started; the
+// caller stops them (stopClusters). As in Run, the quarantine defaults
+// to observed.
+func shareLocalClusters(ctx context.Context, cfg *Config, series string, logf func(string, ...any)) ([]*redisproc.RedisCluster, error) {
+	clusters, err := startLocalClusters(ctx, cfg.LocalMasters, cfg.ClusterShards)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Clusters = clusterSeeds(clusters)
+	cfg.sharedLocal, cfg.sharedShards, cfg.ClusterShards = true, cfg.ClusterShards, 0
+	logf("started %d local Redis Clusters of %d shards for the whole %s: %s", len(clusters), cfg.sharedShards, series, FormatClusters(cfg.Clusters))
+	if cfg.Quarantine == "" {
+		cfg.Quarantine = "observed"
+	}
+	return clusters, nil
 }

@@ -165,6 +165,9 @@ func ParseEngines(s string) ([]string, error) {
 func (cc *CompareConfig) fill() {
 	if len(cc.Engines) == 0 {
 		cc.Engines = DefaultCompareEnginesFor(cc.Base.Lock)
+		if cc.Base.clusterVotes() {
+			cc.Engines = DefaultCompareEnginesOnClusters(cc.Base.Lock)
+		}
 	}
 	if cc.Rounds == 0 {
 		cc.Rounds = DefaultCompareRounds
@@ -205,6 +208,9 @@ func (cc *CompareConfig) Validate() error {
 	}
 	if cc.CeilingRequests > MaxCeilingRequests {
 		return cfgErr("limit-requests", cc.CeilingRequests, "must be at most %d", MaxCeilingRequests)
+	}
+	if cc.Limit && cc.Base.clusterVotes() {
+		return cfgErr("limit", true, "measures plain masters only, and the votes are Redis Clusters (--clusters, --cluster-shards)")
 	}
 	if cc.Limit && !cc.usesRedis() {
 		return cfgErr("limit", true, "needs Redis masters, and none of --engines %s uses them", strings.Join(cc.Engines, ","))
@@ -262,7 +268,16 @@ func RunCompare(ctx context.Context, cc CompareConfig) (*results.Comparison, err
 			return nil, err
 		}
 	}
-	if cc.usesRedis() && !cc.Base.givenVotes() {
+	switch {
+	case !cc.usesRedis() || cc.Base.givenVotes():
+	case cc.Base.ClusterShards > 0:
+		clusters, err := shareLocalClusters(ctx, &cc.Base, "comparison", c.logf)
+		if err != nil {
+			return nil, err
+		}
+		defer stopClusters(clusters)
+		c.local = true
+	default:
 		cluster, err := shareLocalMasters(ctx, &cc.Base, "comparison", c.logf)
 		if err != nil {
 			return nil, err
@@ -318,7 +333,7 @@ func (c *comparer) start() {
 		Engines:      append([]string{}, cc.Engines...),
 		Rounds:       cc.Rounds,
 		Lock:         base.Lock.String(),
-		Notes:        compareNotes(base.Lock, cc.Engines),
+		Notes:        append(compareNotes(base.Lock, cc.Engines), clusterCompareNotes(*base, cc.Engines)...),
 		Mode:         string(base.Mode),
 		LoadModel:    "closed",
 		Latency:      c.latency.String(),
@@ -328,6 +343,7 @@ func (c *comparer) start() {
 	}
 	if cc.usesRedis() {
 		cmp.Masters = append([]string{}, base.Masters...)
+		cmp.Clusters, cmp.ClusterShards = base.Clusters, base.sharedShards
 	}
 	if base.Rate > 0 {
 		cmp.LoadModel = "open"

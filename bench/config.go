@@ -41,12 +41,14 @@ type Config struct {
 	// local Redis Cluster of this many shards instead of one
 	// redis-server (--cluster-shards). Default 0.
 	ClusterShards int
-	// clusterSeeds are the clusters the engine dials: Clusters, or the
-	// local ones Run started.
+	// clusterSeeds are the clusters the engine votes on, set by Run: the
+	// first of Clusters (givenVoted), or the local ones it started.
 	clusterSeeds [][]string
 	// sharedLocal: the caller (a sweep, a comparison) started the masters
-	// named in Masters, so the summary counts them as local.
-	sharedLocal bool
+	// named in Masters, or the clusters in Clusters, so the summary
+	// counts them as local; sharedShards is the clusters' shards each.
+	sharedLocal  bool
+	sharedShards int
 	// Workers is the number of concurrent goroutines (--workers). Default 64.
 	Workers int
 	// Clients is the number of independent engine instances, each with its
@@ -401,9 +403,6 @@ func (c *Config) voters() int {
 func (c *Config) engineConfig(masters []string) engine.Config {
 	ec := engine.DefaultConfig(masters...)
 	ec.Clusters = c.clusterSeeds
-	if ec.Clusters == nil {
-		ec.Clusters = c.Clusters
-	}
 	ec.TTL = c.TTL
 	if c.Quarantine != "" {
 		ec.Quarantine, _ = ParseQuarantine(c.Quarantine) // checked by Validate
@@ -434,11 +433,11 @@ func (c *Config) validateEngine() error {
 	masters, flag, value := c.Masters, "masters", any(strings.Join(c.Masters, ","))
 	var clusters [][]string
 	switch {
-	case len(c.Clusters) > 0:
-		// No NAME@N with clusters (validateClusters): every vote counts.
-		clusters = c.Clusters
-	case len(masters) > 0:
-		masters = masters[:c.voters()]
+	case c.givenVotes():
+		masters, clusters = c.givenVoted()
+		if len(clusters) > 0 {
+			value = FormatClusters(c.Clusters)
+		}
 	default:
 		flag, value = "local-masters", c.LocalMasters
 		for i := range c.voters() {
@@ -757,9 +756,15 @@ func (c Config) RunConfig() results.RunConfig {
 	if c.TLS != nil {
 		sni = c.TLS.ServerName
 	}
+	clusters, shards := FormatClusters(c.Clusters), c.ClusterShards
+	if c.sharedLocal && c.sharedShards > 0 {
+		// Local clusters a comparison started: recorded as the flags
+		// that start them.
+		clusters, shards = "", c.sharedShards
+	}
 	return results.RunConfig{
 		Engine: c.Engine, Masters: strings.Join(c.Masters, ","), LocalMasters: c.LocalMasters,
-		Clusters: FormatClusters(c.Clusters), ClusterShards: c.ClusterShards,
+		Clusters: clusters, ClusterShards: shards,
 		Workers: c.Workers, Clients: c.Clients, Resources: c.Resources,
 		Distribution: c.Distribution.String(), Lock: c.Lock.String(), Mode: string(c.Mode),
 		WaitTimeout: c.WaitTimeout.String(), Hold: c.Hold.String(), TTL: c.TTL.String(),

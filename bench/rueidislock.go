@@ -27,7 +27,10 @@ import (
 // (TestRueidislockNeedsOneMasterOrACluster). So it cannot vote over N
 // independent masters: here it runs on one, the first, with KeyMajority 1
 // as its README says for one Redis (one key; with the default 2, three
-// keys on one master buy no safety).
+// keys on one master buy no safety). When the first vote is a Redis
+// Cluster (compare on clusters), it runs on that cluster in its own model:
+// one cluster client, the default KeyMajority of 2, each key on the shard
+// of its slot.
 //
 // Everything else is rueidislock's default: client-side caching on (an
 // invalidation wakes the waiters of a released lock and cancels a lock
@@ -64,28 +67,43 @@ type rueidislockEngine struct {
 	ttl time.Duration
 }
 
-// newRueidislock builds one Locker on the one master it runs on. It fails,
-// naming the address, if the master does not answer.
+// newRueidislock builds one Locker on the one vote it runs on: a master,
+// or a Redis Cluster (its seeds in cfg.clusterSeeds). It fails, naming
+// the addresses, if they do not answer.
 func newRueidislock(masters []string, cfg Config) (Engine, error) {
-	if len(masters) != 1 {
-		return nil, fmt.Errorf("%s: runs on one master, got %d", engineRueidislock, len(masters))
+	cluster := len(masters) == 0 && len(cfg.clusterSeeds) == 1
+	if cluster {
+		masters = cfg.clusterSeeds[0]
+	} else if len(masters) != 1 || len(cfg.clusterSeeds) > 0 {
+		return nil, fmt.Errorf("%s: runs on one master or one cluster, got %d masters and %d clusters", engineRueidislock, len(masters), len(cfg.clusterSeeds))
 	}
-	l, err := rueidislock.NewLocker(rueidislockOption(masters, cfg))
+	l, err := rueidislock.NewLocker(rueidislockOption(masters, cluster, cfg))
 	if err != nil {
-		return nil, fmt.Errorf("%s: connect %s: %w", engineRueidislock, masters[0], err)
+		return nil, fmt.Errorf("%s: connect %s: %w", engineRueidislock, strings.Join(masters, ","), err)
 	}
 	return &rueidislockEngine{l: l, ttl: cfg.TTL}, nil
 }
 
-// rueidislockOption is the Locker's configuration on masters.
-func rueidislockOption(masters []string, cfg Config) rueidislock.LockerOption {
+// rueidislockClusterMajority is KeyMajority on a Redis Cluster:
+// rueidislock's default, its own model there. A lock is 2 of 3 keys
+// (prefix:0:name, prefix:1:name, prefix:2:name), whose slots put them on
+// shards of their own as the cluster's slots fall.
+const rueidislockClusterMajority = 2
+
+// rueidislockOption is the Locker's configuration on masters: one master,
+// or a cluster's seeds.
+func rueidislockOption(masters []string, cluster bool, cfg Config) rueidislock.LockerOption {
+	majority := int32(1)
+	if cluster {
+		majority = rueidislockClusterMajority
+	}
 	return rueidislock.LockerOption{
 		ClientOption: rueidis.ClientOption{InitAddress: masters,
 			Username: cfg.Username, Password: cfg.Password, TLSConfig: cfg.TLS},
 		KeyPrefix:    rueidislockPrefix(cfg.KeyPrefix),
 		KeyValidity:  cfg.TTL,
 		TryNextAfter: rueidislockTryNextAfter,
-		KeyMajority:  1,
+		KeyMajority:  majority,
 		// NoLoopTracking stays off, though the README suggests it: with it
 		// the client hears no invalidation of its own DEL, and after a key
 		// attempt that timed out (its SET landed late, then its clean-up

@@ -196,7 +196,7 @@ func TestRueidislockWaitersWakeAfterATimedOutAttempt(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.TTL = 5 * time.Second
 	for _, noLoop := range []bool{false, true} {
-		opt := rueidislockOption(c.Addrs(), cfg)
+		opt := rueidislockOption(c.Addrs(), false, cfg)
 		opt.NoLoopTracking = noLoop
 		// Longer key attempts than the bench's 20ms leave room for the
 		// order below on a loaded machine; the stall outlasts them.

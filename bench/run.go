@@ -67,10 +67,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	var cluster *redisproc.Cluster
 	if needsRedis(cfg.Engine) {
 		switch {
-		case len(cfg.Clusters) > 0:
-			// Every vote counts with clusters (validateClusters).
-		case len(site.masters) > 0:
-			site.masters = site.masters[:cfg.voters()]
+		case cfg.givenVotes():
+			site.masters, site.clusters = cfg.givenVoted()
+			if cfg.sharedLocal && len(site.clusters) > 0 {
+				site.shards = cfg.sharedShards
+			}
 		case cfg.ClusterShards > 0:
 			clusters, err := startLocalClusters(ctx, cfg.voters(), cfg.ClusterShards)
 			if err != nil {
@@ -119,6 +120,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	r := newRunner(cfg, cl)
 	r.faults, r.progress, r.site = rig, progress, site
+	if needsRedis(cfg.Engine) && rig == nil {
+		// Faults stop, slow and cut off masters: no reading of them.
+		st, err := newServerStats(ctx, cfg.conn(), site)
+		if err != nil {
+			logf("warning: the nodes' CPU and commands are not recorded: %v", err)
+		}
+		defer st.close()
+		r.server = st
+	}
 	out, err := r.run(ctx)
 	if err != nil {
 		return nil, err
@@ -129,7 +139,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cl.close()
 	if !site.local && needsRedis(cfg.Engine) {
 		cleanupKeys(site.masters, cfg, logf)
-		if len(site.clusters) > 0 {
+		if len(site.clusters) > 0 && !cfg.sharedLocal {
 			logf("keys under %q on the --clusters votes are left to expire (--ttl): the clean-up reaches plain masters only", cfg.KeyPrefix)
 		}
 	}
@@ -371,6 +381,10 @@ type runner struct {
 
 	// site is where the engine votes, for the summary.
 	site runSite
+	// server reads the nodes' counters over the measured window (nil: not
+	// read); serverOut is what it read.
+	server    *serverStats
+	serverOut *results.ServerStats
 
 	// The collector's state, touched by the run's goroutine only.
 	// measured: the measured window has begun, at measureStart; with no
@@ -463,6 +477,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	r.collect(ctx)
 
 	r.stopAt = time.Now()
+	r.endServerStats()
 	r.backlogEnd = r.backlog(r.stopAt)
 	r.stop()
 	release := time.AfterFunc(releaseGrace, r.cancelRelease)
@@ -586,6 +601,9 @@ func (r *runner) beginMeasuring(at time.Time) {
 	r.measureEnd = at.Add(r.cfg.Duration)
 	r.rec.collect(true) // discards the warm-up's tail
 	r.measuring.Store(true)
+	if r.server != nil {
+		r.server.begin(context.Background())
+	}
 	if r.cfg.IntervalLog == nil {
 		return
 	}
@@ -697,10 +715,11 @@ func (r *runner) summary(faultLog []results.FaultEvent) *results.Summary {
 		Mode:          string(cfg.Mode),
 		LoadModel:     "closed",
 		Masters:       append([]string{}, r.site.masters...),
-		LocalMasters:  r.site.local || (cfg.sharedLocal && len(r.site.masters) > 0),
+		LocalMasters:  r.site.local || (cfg.sharedLocal && len(r.site.masters)+len(r.site.clusters) > 0),
 		Clusters:      r.site.clusters,
 		ClusterShards: r.site.shards,
 		Nodes:         r.nodes(),
+		Server:        r.serverOut,
 		Attempts:      tot.c.attempts,
 		Acquired:      tot.c.acquired,
 		Contended:     tot.c.contended,

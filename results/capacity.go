@@ -66,6 +66,9 @@ func capacityPlanOf(inputs []*Input, slo *SLO) *capacityPlan {
 	if len(runs) > 0 {
 		plan.Sections = append(plan.Sections, capacityRuns(runs, slo, needs))
 	}
+	if sec := capacityScaling(inputs); sec != nil {
+		plan.Sections = append(plan.Sections, *sec)
+	}
 	plan.TTL = needs.rule()
 	return plan
 }

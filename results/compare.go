@@ -53,6 +53,11 @@ type Comparison struct {
 	// reports that the comparison started them itself.
 	Masters      []string `json:"masters"`
 	LocalMasters bool     `json:"local_masters"`
+	// Clusters are the votes that are Redis Clusters, after Masters, each
+	// by its seeds (local ones: its primaries); ClusterShards is the
+	// shards of each when the comparison started them. Absent without.
+	Clusters      [][]string `json:"clusters,omitempty"`
+	ClusterShards int        `json:"cluster_shards,omitempty"`
 	// Machine is where the runs took place (from the first run).
 	Machine Machine `json:"machine"`
 	// StartedAt is when the first run began, in UTC.
@@ -202,7 +207,7 @@ func CompareRunOf(round int, engine, dir string, s *Summary, latency Kind) Compa
 		f.ContendedPct = 100 * float64(s.Contended) / float64(s.Attempts)
 	}
 	return CompareRun{Round: round, Engine: engine, Dir: dir, Interrupted: s.Interrupted, Figures: f, Violations: s.Violations,
-		Masters: len(s.Masters)}
+		Masters: len(s.Masters) + len(s.Clusters)}
 }
 
 // Analyze computes every engine's medians, ratios and share of the ceiling
@@ -373,7 +378,10 @@ func compareTextHeader(p printf, c *Comparison) {
 	}
 	p("each run     %s\n", compareWindow(c.Config))
 	masters := "none (no engine uses Redis)"
-	if len(c.Masters) > 0 {
+	switch {
+	case len(c.Clusters) > 0:
+		masters = compareClusters(c)
+	case len(c.Masters) > 0:
 		masters = strings.Join(c.Masters, ", ")
 		if c.LocalMasters {
 			masters += " (started locally)"
@@ -389,6 +397,28 @@ func compareTextHeader(p printf, c *Comparison) {
 	}
 }
 
+// compareClusters is the masters line of a comparison with cluster
+// votes: its plain masters (or none), its clusters and which votes each
+// engine used.
+func compareClusters(c *Comparison) string {
+	masters := "none"
+	if len(c.Masters) > 0 {
+		masters = strings.Join(c.Masters, ", ")
+	}
+	seeds := make([]string, len(c.Clusters))
+	for i, cl := range c.Clusters {
+		seeds[i] = strings.Join(cl, ",")
+	}
+	shape := fmt.Sprintf("%d Redis Clusters", len(c.Clusters))
+	if c.ClusterShards > 0 {
+		shape += fmt.Sprintf(" of %d shards each", c.ClusterShards)
+	}
+	if c.LocalMasters {
+		shape += " (started locally)"
+	}
+	return fmt.Sprintf("%s, then %s: %s%s", masters, shape, strings.Join(seeds, " / "), compareVoters(c))
+}
+
 // compareVoters says which masters each engine voted on: all of them, or
 // the first few for the engines that vote on fewer (a single-master
 // baseline, redlock@1).
@@ -399,7 +429,7 @@ func compareVoters(c *Comparison) string {
 	for _, r := range c.Results {
 		switch {
 		case r.Masters == 0:
-		case r.Masters >= len(c.Masters):
+		case r.Masters >= len(c.Masters)+len(c.Clusters):
 			all = append(all, r.Engine)
 		default:
 			if fewer[r.Masters] == nil {
@@ -421,7 +451,7 @@ func compareVoters(c *Comparison) string {
 		parts = append(parts, strings.Join(fewer[n], ", ")+" on "+first)
 	}
 	if len(all) > 0 {
-		parts = append(parts, strings.Join(all, ", ")+fmt.Sprintf(" on all %d", len(c.Masters)))
+		parts = append(parts, strings.Join(all, ", ")+fmt.Sprintf(" on all %d", len(c.Masters)+len(c.Clusters)))
 	}
 	return "; " + strings.Join(parts, "; ")
 }

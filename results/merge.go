@@ -476,6 +476,9 @@ func (s *Summary) Merge(o *Summary) (notes []string) {
 	s.StaleTokenExamples = s.StaleTokenExamples[:min(len(s.StaleTokenExamples), maxMergedExamples)]
 	s.Faults = append(s.Faults, o.Faults...)
 	s.Nodes = mergeNodes(s.Nodes, o.Nodes)
+	// Each generator read the nodes over its own window, and its own
+	// process alone: the readings do not add up to the merged run's.
+	s.Server = nil
 	return notes
 }
 

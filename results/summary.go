@@ -141,6 +141,10 @@ type Summary struct {
 	// Nodes is each master's state at the end of the run, as the engine
 	// saw it (client 0's view when there are several clients).
 	Nodes []Node `json:"nodes"`
+	// Server is the Redis nodes' own CPU time and commands over the
+	// measured window, and the load generator's CPU time; absent when they
+	// were not read (faults, a node refusing INFO, a merged summary).
+	Server *ServerStats `json:"server,omitempty"`
 
 	// The latency histograms, in microseconds.
 	AcquireLatencyUs     Stats `json:"acquire_latency_us"`
@@ -564,6 +568,16 @@ func (p printer) header(s *Summary) {
 		for i, seeds := range s.Clusters {
 			p("cluster %-4d %s\n", len(s.Masters)+i, strings.Join(seeds, ", "))
 		}
+	}
+	if st := s.Server; st != nil && len(st.Nodes) > 0 && s.Acquired > 0 {
+		a := float64(s.Acquired)
+		cpu, calls := st.cpuS()
+		busiest := 0.0
+		for _, n := range st.Nodes {
+			busiest = max(busiest, n.CPUS)
+		}
+		p("server       %s: %.1f µs of CPU (busiest node %.1f µs) and %.2f commands per acquisition; load generator %.1f µs\n",
+			counted(len(st.Nodes), "node"), 1e6*cpu/a, 1e6*busiest/a, float64(calls)/a, 1e6*st.ClientCPUS/a)
 	}
 	m := s.Machine
 	p("machine      %s, %s/%s, %d CPUs, GOMAXPROCS %d, %s, redis %s\n",

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,9 +53,10 @@ func TestParseClusterFlagsBad(t *testing.T) {
 		{[]string{"--masters", "a:1", "--cluster-shards", "2"}, "--cluster-shards: applies to --local-masters only: the votes of --masters and --clusters are given, not started, got 2"},
 		{[]string{"--cluster-shards", "-1"}, "--cluster-shards: must be in 0..16 (0: plain masters), got -1"},
 		{[]string{"--cluster-shards", "17"}, "--cluster-shards: must be in 0..16 (0: plain masters), got 17"},
-		{[]string{"--cluster-shards", "2", "--engine", "redsync-rueidis"}, "--engine: cannot vote on Redis Clusters (--clusters, --cluster-shards): only redlock, redlock-percmd and redlock-sequential can, got redsync-rueidis"},
-		{[]string{"--clusters", "a:1", "--engine", "nolock"}, "--engine: cannot vote on Redis Clusters (--clusters, --cluster-shards): only redlock, redlock-percmd and redlock-sequential can, got nolock"},
-		{[]string{"--cluster-shards", "2", "--engine", "redlock@3"}, "--engine: votes on the first masters only: with Redis Clusters every vote counts (drop the @N), got redlock@3"},
+		{[]string{"--cluster-shards", "2", "--engine", "redsync-rueidis"}, "--engine: cannot vote on Redis Clusters (--clusters, --cluster-shards): only redlock, redlock-percmd, redlock-sequential and rueidislock (on the first vote) can, got redsync-rueidis"},
+		{[]string{"--clusters", "a:1", "--engine", "nolock"}, "--engine: cannot vote on Redis Clusters (--clusters, --cluster-shards): only redlock, redlock-percmd, redlock-sequential and rueidislock (on the first vote) can, got nolock"},
+		{[]string{"--cluster-shards", "2", "--engine", "bsm-redislock"}, "--engine: cannot vote on Redis Clusters (--clusters, --cluster-shards): only redlock, redlock-percmd, redlock-sequential and rueidislock (on the first vote) can, got bsm-redislock"},
+		{[]string{"--cluster-shards", "2", "--local-masters", "2", "--engine", "redlock@3"}, "--engine: votes on the first 3 masters, and the run has 2, got redlock@3"},
 		{[]string{"--cluster-shards", "2", "--fault", "kill:1@1s"}, "--fault: acts on plain masters only, not on Redis Clusters, got kill:1@1s"},
 	} {
 		var stdout, stderr bytes.Buffer
@@ -174,6 +176,37 @@ func TestMakeBenchCluster(t *testing.T) {
 		}
 		if s := readSummary(t, dirs[0]); s["cluster_shards"] != 2.0 {
 			t.Errorf("%s: cluster_shards %v, want 2", label, s["cluster_shards"])
+		}
+	}
+}
+
+// make bench-cluster S=1,2 runs the standard set once per shard count,
+// each labelled with its own, and each run records its nodes' readings.
+func TestMakeBenchClusterShardList(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make not installed")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := t.TempDir()
+	cmd := exec.Command("make", "-s", "--no-print-directory", "bench-cluster", "RUNS="+runs,
+		"S=1,2", "BENCH_DURATION=300ms", "BENCH_FLAGS=--workers 4 --warmup 0")
+	cmd.Dir = root
+	b, err := cmd.CombinedOutput()
+	if code := exitStatus(err); code != 0 {
+		t.Fatalf("exit %d, want 0:\n%s", code, b)
+	}
+	for _, s := range []float64{1, 2} {
+		label := fmt.Sprintf("uncontended-cluster%d", int(s))
+		dirs, _ := filepath.Glob(filepath.Join(runs, "*-"+label))
+		if len(dirs) != 1 {
+			t.Errorf("%s: %d result directories, want 1:\n%s", label, len(dirs), b)
+			continue
+		}
+		if sum := readSummary(t, dirs[0]); sum["cluster_shards"] != s || sum["server"] == nil {
+			t.Errorf("%s: cluster_shards %v, server %v", label, sum["cluster_shards"], sum["server"])
 		}
 	}
 }

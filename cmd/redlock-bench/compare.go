@@ -33,7 +33,7 @@ type compareOptions struct {
 func newCompareFlags(o *compareOptions) *pflag.FlagSet {
 	fs := newFlagSet("compare")
 	fs.StringVar(&o.engines, "engines", strings.Join(bench.DefaultCompareEngines(), ","),
-		"engines to compare, in the order they run each round; ratios are against the first (known: "+bench.EngineNamesHelp()+"; with --lock semaphore:P the default is redlock,"+bench.EnginePerCommand+", as no baseline has a semaphore, with --lock rw:F redlock,"+bench.EngineMutex+", as no baseline has a read/write lock, and with --lock multi:K redlock,"+bench.EngineSequential+",redsync-rueidis,redsync-goredis)")
+		"engines to compare, in the order they run each round; ratios are against the first (known: "+bench.EngineNamesHelp()+"; with --lock semaphore:P the default is redlock,"+bench.EnginePerCommand+", as no baseline has a semaphore, with --lock rw:F redlock,"+bench.EngineMutex+", as no baseline has a read/write lock, and with --lock multi:K redlock,"+bench.EngineSequential+",redsync-rueidis,redsync-goredis; on Redis Clusters, --clusters or --cluster-shards, redlock,redlock@1,rueidislock: ours on every cluster, ours and rueidislock on the first)")
 	fs.IntVar(&o.rounds, "rounds", bench.DefaultCompareRounds, fmt.Sprintf("runs of each engine, alternating A B C A B C ...; the figures are their medians (%d to %d)", bench.MinCompareRounds, bench.MaxCompareRounds))
 	fs.BoolVar(&o.limit, "limit", false, "also measure the masters' pipelined SET and EVALSHA ceiling with redis-benchmark -P 16, and each engine's share of it")
 	fs.IntVar(&o.limitN, "limit-requests", bench.DefaultCeilingRequests, fmt.Sprintf("--limit: requests of each redis-benchmark test on each master, at most %d", bench.MaxCeilingRequests))
@@ -75,6 +75,9 @@ func parseCompareFlags(args []string) (bench.CompareConfig, compareOptions, erro
 	// Without --engines, the lock decides: no baseline has a semaphore or
 	// a read/write lock.
 	cc.Engines = bench.DefaultCompareEnginesFor(base.Lock)
+	if len(base.Clusters) > 0 || base.ClusterShards > 0 {
+		cc.Engines = bench.DefaultCompareEnginesOnClusters(base.Lock)
+	}
 	if fs.Changed("engines") {
 		if cc.Engines, err = bench.ParseEngines(o.engines); err != nil {
 			return cc, o, badFlag("engines", o.engines, err.Error())

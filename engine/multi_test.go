@@ -61,9 +61,15 @@ func TestLockAllValidatesResources(t *testing.T) {
 	if len(got) != engine.MaxResources || !slices.IsSorted(got) {
 		t.Fatalf("Resources() = %d names (sorted: %v), want the %d distinct ones sorted", len(got), slices.IsSorted(got), engine.MaxResources)
 	}
+	// The lease holds every key on a quorum; the third master's SETs may
+	// still be on their way when TryLockAll returns.
 	for _, r := range got {
-		if v := e.get(0, r); v != le.Value() {
-			t.Fatalf("key %s holds %q, want the lease's value", r, v)
+		var vals []string
+		for i := range e.direct {
+			vals = append(vals, e.get(i, r))
+		}
+		if n := len(slices.DeleteFunc(slices.Clone(vals), func(v string) bool { return v != le.Value() })); n < 2 {
+			t.Fatalf("key %s holds %q on the masters, want the lease's value on a quorum", r, vals)
 		}
 	}
 	if err := le.Release(ctx); err != nil {

@@ -295,6 +295,9 @@ func testLingeringContention(t *testing.T, n int) {
 		c.DisableGate = true
 		c.TTL = 2 * time.Second
 		c.FallbackMin, c.FallbackMax = 5*time.Second, 5*time.Second
+		// A release timed out on a loaded machine would leave its key to
+		// expire, and a waiter to its fallback: not what this tests.
+		c.NodeTimeout = 500 * time.Millisecond
 	}
 	ls := []*engine.Locker{e.locker(cfg), e.locker(cfg), e.locker(cfg), e.locker(cfg)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

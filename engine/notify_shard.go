@@ -20,15 +20,16 @@ import (
 // several slots).
 //
 // Which node owns a slot is learnt from the MOVED a node answers for a
-// slot it does not serve (a first SSUBSCRIBE goes to any node). The
-// subscription of a slot ends when the slot leaves its node: a migration
-// handed over, where the node sends SUNSUBSCRIBE for its channels; a
-// failover, where the connection to the old primary breaks (a demoted
-// primary, a replica of the shard now, still receives its shard's
-// messages). Either way the channel is subscribed again, at the owner the
-// next MOVED names, and the waiters meanwhile have their fallback retry,
-// as for a master whose connection broke: they never wait on a
-// subscription for longer than that.
+// slot it does not serve (a first SSUBSCRIBE goes to any node); a node the
+// client does not know yet is taught to it by a command of its own to the
+// slot. The subscription of a slot ends when the slot leaves its node: a
+// migration handed over, or a failover that demotes the node, where it
+// sends SUNSUBSCRIBE for the slot's channels; a failover of a dead node,
+// or the Locker's cutting the demoted one, where the connection breaks.
+// Either way the channel is subscribed again, at the owner the next MOVED
+// names, and the waiters meanwhile have their fallback retry, as for a
+// master whose connection broke: they never wait on a subscription for
+// longer than that.
 type shards struct {
 	n      *notifier
 	sn     *subNode
@@ -243,7 +244,7 @@ func (s *shards) conn(addr string) *shardConn {
 	dc, errs := s.n.dedicate(nc, rueidis.PubSubHooks{
 		OnMessage: s.n.deliver,
 		OnSubscription: func(m rueidis.PubSubSubscription) {
-			if m.Kind == "sunsubscribe" && !mutation.ClusterNotifyStaleShard.On() {
+			if m.Kind == "sunsubscribe" {
 				s.report(shardLoss{c, m.Channel})
 			}
 		},
@@ -260,8 +261,21 @@ func (s *shards) conn(addr string) *shardConn {
 	return c
 }
 
+// teach makes the client learn who serves channel's slot, which it
+// learns from a command of its own to the slot: one answered MOVED
+// connects it to the node named there. EXISTS of the channel's name reads
+// nothing of the engine's.
+func (s *shards) teach(channel string) {
+	ctx, cancel := context.WithTimeout(s.n.ctx, s.n.wait)
+	defer cancel()
+	s.client.Do(ctx, s.client.B().Exists().Key(channel).Build())
+}
+
 // report hands a loss to the goroutine.
 func (s *shards) report(l shardLoss) {
+	if mutation.ClusterNotifyStaleShard.On() {
+		return
+	}
 	s.n.mu.Lock()
 	s.sn.lost = append(s.sn.lost, l)
 	s.n.mu.Unlock()
@@ -313,6 +327,11 @@ func (s *shards) send(subs map[int]*shardSub, unsubs map[*shardConn]map[int][]st
 		var c *shardConn
 		if addr != "" {
 			c = s.conn(addr)
+			if c == nil && s.owner[slot] == addr {
+				// A MOVED named a node the client does not know yet.
+				s.teach(g.channels[0])
+				c = s.conn(addr)
+			}
 		}
 		if c == nil {
 			failed = append(failed, g)

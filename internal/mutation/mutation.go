@@ -128,9 +128,9 @@ var (
 	// fencing tokens of its slots.
 	ClusterClockUnjudged = &Switch{name: "cluster-clock-unjudged"}
 	// ClusterNotifyStaleShard: a waiter's sharded subscription that the
-	// shard ended (its slot moved to another shard) is taken for still
-	// open: the releases on the new owner wake nobody, and the waiters
-	// wait for their fallback retry.
+	// shard ended (its slot moved to another shard, or its connection
+	// broke in a failover) is taken for still open: the releases on the
+	// new owner wake nobody, and the waiters wait for their fallback.
 	ClusterNotifyStaleShard = &Switch{name: "cluster-notify-stale-shard"}
 	// LossNoticedLate: the tracker reads a watched lease's keys after
 	// every change but never ends the lease: a loss on a quorum is learnt

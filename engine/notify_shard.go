@@ -53,8 +53,8 @@ type shardConn struct {
 	subs map[string]int // channel: its slot, subscribed on this connection
 }
 
-// shardLoss is a subscription a node ended: c is nil when the whole
-// connection broke.
+// shardLoss is a subscription a node ended on connection c: channel is
+// empty when the whole connection broke.
 type shardLoss struct {
 	c       *shardConn
 	channel string

@@ -166,6 +166,9 @@ type subNode struct {
 	dirty map[string]struct{} // channels whose topic changed since the last batch
 	// kick wakes run when a topic changed; room for one.
 	kick chan struct{}
+	// lost are a cluster vote's subscriptions that its nodes ended, under
+	// notifier.mu (see runShards).
+	lost []shardLoss
 }
 
 func newNotifier(pool *multiplex.Pool, linger time.Duration) *notifier {
@@ -341,6 +344,10 @@ func (n *notifier) listening(key string) bool {
 // master without a connection is skipped: its releases are covered by the
 // other masters' and by the fallback retry.
 func (n *notifier) run(sn *subNode) {
+	if n.pool.IsCluster(sn.i) {
+		n.runShards(sn)
+		return
+	}
 	defer n.wg.Done()
 	const minRetry, maxRetry = 100 * time.Millisecond, time.Second
 	retry := minRetry
@@ -382,16 +389,22 @@ func (n *notifier) run(sn *subNode) {
 	}
 }
 
-// open opens node sn's pub/sub connection, or returns nil. The dial runs
-// inside Dedicate, without a context, and lasts up to the dial timeout
-// when the master accepts connections but does not answer (a stopped
-// process); so it runs on a goroutine of its own that close does not wait
-// for, and that closes what it opened if the notifier closed meanwhile.
+// open opens node sn's pub/sub connection, or returns nil.
 func (n *notifier) open(sn *subNode) (rueidis.DedicatedClient, <-chan error) {
 	client := n.pool.Client(sn.i)
 	if client == nil {
 		return nil, nil // not connected; the pool reconnects it
 	}
+	return n.dedicate(client, rueidis.PubSubHooks{OnMessage: n.deliver})
+}
+
+// dedicate opens a dedicated connection of client's with hooks, or returns
+// nil. The dial runs inside Dedicate, without a context, and lasts up to
+// the dial timeout when the server accepts connections but does not
+// answer (a stopped process); so it runs on a goroutine of its own that
+// close does not wait for, and that closes what it opened if the notifier
+// closed meanwhile.
+func (n *notifier) dedicate(client rueidis.Client, hooks rueidis.PubSubHooks) (rueidis.DedicatedClient, <-chan error) {
 	type opened struct {
 		dc   rueidis.DedicatedClient
 		errs <-chan error
@@ -399,7 +412,7 @@ func (n *notifier) open(sn *subNode) (rueidis.DedicatedClient, <-chan error) {
 	ch := make(chan opened, 1)
 	go func() {
 		dc, _ := client.Dedicate()
-		ch <- opened{dc, dc.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: n.deliver})}
+		ch <- opened{dc, dc.SetPubSubHooks(hooks)}
 	}()
 	select {
 	case o := <-ch:

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/redis/rueidis"
@@ -45,13 +46,41 @@ const guardPrologue = "local KEYS = {unpack(KEYS, 1, #KEYS - 1)} "
 // moves between shards: no script runs there until it is handed over.
 var ErrSlotMigrating = errors.New("slot migrating between shards: the cluster runs no script on it until it is handed over")
 
-// guarded is s's form for a cluster vote, whose last key is the guard.
+// guarded is s's form for a cluster vote, whose last key is the guard,
+// and which publishes on its shard (see sharded).
 func (s *Script) guarded() *Script {
 	if g := s.guard.Load(); g != nil {
 		return g
 	}
-	s.guard.CompareAndSwap(nil, NewScript(guardPrologue+s.Body))
+	s.guard.CompareAndSwap(nil, NewScript(guardPrologue+sharded(s.Body)))
 	return s.guard.Load()
+}
+
+// Publishes. A cluster forwards a PUBLISH to every node over its bus,
+// whichever slot the channel hashes to, so that each shard pays for every
+// release that wakes a waiter; a SPUBLISH (Redis 7.0) reaches the nodes
+// of the shard that owns the channel's slot only, where the waiters
+// subscribe with SSUBSCRIBE. So a cluster vote's scripts call spub
+// instead of PUBLISH: SPUBLISH, on a channel that must be in the script's
+// slot (its keys' common part or its lock key after a prefix, which keeps
+// the tag), or, where SPUBLISH is unknown (Redis 6), PUBLISH as before:
+// the release goes on either way, and the waiters are left to their
+// fallback retry.
+
+// publishCall is how a script body publishes, the one form sharded
+// rewrites.
+const publishCall = `redis.call("PUBLISH", `
+
+// spubLocal defines spub, on the prologue's line.
+const spubLocal = `local function spub(c, m) local ok, n = pcall(redis.call, "SPUBLISH", c, m) if ok then return n end return redis.call("PUBLISH", c, m) end `
+
+// sharded is body with its publishes made on the shard (see above),
+// unchanged when it publishes nothing; its lines keep their numbers.
+func sharded(body string) string {
+	if !strings.Contains(body, publishCall) {
+		return body
+	}
+	return spubLocal + strings.ReplaceAll(body, publishCall, "spub(")
 }
 
 var (

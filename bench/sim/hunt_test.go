@@ -60,6 +60,7 @@ var notSimulated = map[string]string{
 	mutation.ClusterMigrationUnguarded.Name(): "the simulator has no Redis Clusters; TestClusterMigrationSemaphoreKeepsItsPermit and TestClusterMigrationFencingStaysMonotonic (engine, real clusters) catch it",
 	mutation.ClusterDemotedConnKept.Name():    "the simulator has no Redis Clusters; TestClusterFailbackKeepsTheOldPrimaryOut (engine, real clusters) catches it",
 	mutation.ClusterClockUnjudged.Name():      "the simulator has no Redis Clusters; TestClusterNodeWithASkewedClockSitsOut (engine, real clusters) catches it",
+	mutation.ClusterNotifyStaleShard.Name():   "the simulator has no Redis Clusters; TestClusterNotifyAfterSlotMigration (engine, real clusters) catches it",
 }
 
 // companions are switches a hunt turns on with the one it hunts: a second

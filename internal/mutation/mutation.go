@@ -132,6 +132,11 @@ var (
 	// once it has forgotten its counters its clock alone orders the
 	// fencing tokens of its slots.
 	ClusterClockUnjudged = &Switch{name: "cluster-clock-unjudged"}
+	// ClusterNotifyStaleShard: a waiter's sharded subscription that the
+	// shard ended (its slot moved to another shard, or its connection
+	// broke in a failover) is taken for still open: the releases on the
+	// new owner wake nobody, and the waiters wait for their fallback.
+	ClusterNotifyStaleShard = &Switch{name: "cluster-notify-stale-shard"}
 	// LossNoticedLate: the tracker reads a watched lease's keys after
 	// every change but never ends the lease: a loss on a quorum is learnt
 	// at the next extension, up to ExtendEvery later, or not at all
@@ -145,7 +150,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
 	CoalesceAcrossSlots, CoalesceFirstKeyOnly, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
-	LossNoticedLate, FenceRefusalIsContention}
+	LossNoticedLate, FenceRefusalIsContention, ClusterNotifyStaleShard}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

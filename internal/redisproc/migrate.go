@@ -79,8 +79,9 @@ func (c *RedisCluster) FinishMigration(ctx context.Context, slot int, from, to *
 	}
 	for _, n := range order {
 		if _, err := n.cmd1(ctx, "CLUSTER", "SETSLOT", s, "NODE", toID); err != nil {
-			// A replica follows its primary's view; it may refuse.
-			if !strings.Contains(err.Error(), "slave") && !strings.Contains(err.Error(), "replica") {
+			// A replica follows its primary's view; it may refuse
+			// ("Please use SETSLOT only with masters" in Redis 7).
+			if e := err.Error(); !strings.Contains(e, "slave") && !strings.Contains(e, "replica") && !strings.Contains(e, "only with masters") {
 				return err
 			}
 		}

@@ -2,6 +2,7 @@ package redisproc_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -101,9 +102,16 @@ func TestStartRedisClusterRejectsBadShape(t *testing.T) {
 }
 
 // A slot moved step by step ends on the target with its keys, every node
-// agreeing, and a client finds them there.
+// agreeing, and a client finds them there; with replicas too, which
+// refuse SETSLOT and follow their primaries.
 func TestRedisClusterMigratesASlot(t *testing.T) {
-	c := startCluster(t, redisproc.ClusterOptions{Shards: 2})
+	for _, replicas := range []int{0, 1} {
+		t.Run(fmt.Sprintf("replicas=%d", replicas), func(t *testing.T) { migrateASlot(t, replicas) })
+	}
+}
+
+func migrateASlot(t *testing.T, replicas int) {
+	c := startCluster(t, redisproc.ClusterOptions{Shards: 2, Replicas: replicas})
 	ctx := context.Background()
 	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Seeds(), DisableCache: true})
 	if err != nil {

@@ -222,14 +222,15 @@ func containsInt(xs []int, x int) bool {
 // injectCluster applies a fault of a cluster vote, lifts it at At+For, and
 // waits until the cluster is whole again. A cancelled ctx lifts the fault
 // at once; the heal runs to its end, so that no node is left down or
-// stopped.
+// stopped (Stop kills every node at the end in any case).
 func (ch *chaos) injectCluster(ctx context.Context, s nemStep) (string, error) {
 	c := ch.clusters[s.Nodes[0]]
 	bg := context.WithoutCancel(ctx)
 	lift := func() { waitUntilCtx(ctx, ch.start.Add(s.At+s.For)) }
-	heal := func(err error) error {
+	healOnce := func() error {
 		hctx, cancel := context.WithTimeout(bg, chaosHealTimeout)
 		defer cancel()
+		var err error
 		for _, n := range c.Nodes() {
 			if n.Paused() {
 				if e := n.Resume(); e != nil && err == nil {
@@ -246,6 +247,24 @@ func (ch *chaos) injectCluster(ctx context.Context, s nemStep) (string, error) {
 			err = e
 		}
 		return err
+	}
+	// A cluster that will not heal stays affected (its vote occupied)
+	// until it does or the soak ends, so that no fault on another vote
+	// joins it out of model; the first error is reported.
+	heal := func(err error) error {
+		for {
+			e := healOnce()
+			if e == nil {
+				return err
+			}
+			if err == nil {
+				err = e
+			}
+			if ctx.Err() != nil {
+				return err
+			}
+			sleep(ctx, time.Second)
+		}
 	}
 	switch s.Kind {
 	case nemRestart:

@@ -194,8 +194,7 @@ func (ch *chaos) inject(ctx context.Context, s nemStep) {
 	ch.event(ChaosEvent{AtMs: ch.since(time.Now()), Kind: "fault", Detail: s.String()})
 	var err error
 	var what string
-	switch {
-	case ch.clusters != nil && (s.Kind == nemRestart || s.Kind == nemPause || strings.HasPrefix(s.Kind, "cluster-")):
+	if ch.clusters != nil && (s.Kind == nemRestart || s.Kind == nemPause || strings.HasPrefix(s.Kind, "cluster-")) {
 		what, err = ch.injectCluster(ctx, s)
 	}
 	switch s.Kind {

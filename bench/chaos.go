@@ -299,6 +299,9 @@ type ChaosResult struct {
 	// another vote was still affected past its planned time: injecting
 	// them would have taken the soak out of model.
 	FaultsSkipped map[string]int `json:"faults_skipped,omitempty"`
+	// StaleImportsCleared counts the stale IMPORTING marks of slots that
+	// heals cleared on cluster votes (see redisproc.ClearStaleImports).
+	StaleImportsCleared int64 `json:"stale_imports_cleared,omitempty"`
 
 	Attempts int64 `json:"attempts"`
 	Acquired int64 `json:"locks_checked"`
@@ -446,6 +449,8 @@ type chaos struct {
 	stores  []*check.Store
 
 	attempts, acquired, reads, failed, lost, handoffs, extensions atomic.Int64
+	// staleImports counts the stale IMPORTING marks a heal cleared.
+	staleImports atomic.Int64
 
 	histMu  sync.Mutex
 	history []ChaosEvent

@@ -41,6 +41,7 @@ func (ch *chaos) finish(r *ChaosResult) {
 		r.Faults[k] = v
 	}
 	r.FaultErrors = append([]string(nil), ch.faultErrors...)
+	r.StaleImportsCleared = ch.staleImports.Load()
 	for k, v := range ch.skipped {
 		if r.FaultsSkipped == nil {
 			r.FaultsSkipped = map[string]int{}
@@ -148,6 +149,9 @@ func (r *ChaosResult) WriteText(w io.Writer) error {
 			sk = append(sk, fmt.Sprintf("%s %d", k, r.FaultsSkipped[k]))
 		}
 		fmt.Fprintf(&b, "           skipped, another vote still affected: %s\n", strings.Join(sk, ", "))
+	}
+	if r.StaleImportsCleared > 0 {
+		fmt.Fprintf(&b, "           heals cleared %d stale IMPORTING mark(s) of slots\n", r.StaleImportsCleared)
 	}
 	if len(r.FaultErrors) > 0 {
 		fmt.Fprintf(&b, "           %d failed to apply or lift, first: %s\n", len(r.FaultErrors), r.FaultErrors[0])

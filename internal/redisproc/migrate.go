@@ -150,3 +150,60 @@ func (n *Node) strings(ctx context.Context, args ...string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// ClearStaleImports clears, on every running primary, an IMPORTING mark
+// of a slot that another node serves and of which it holds no key, and
+// returns the slots cleared. Such a mark is left by a migration abandoned
+// before any key moved, and one was seen on a node after its whole
+// cluster was killed and restarted; until it is cleared the node's view
+// of the slots differs from the others' and WaitHealthy never passes. It
+// is what `redis-cli --cluster fix` does for such a slot. A mark with
+// keys, and every MIGRATING mark, is left alone: clearing it would hide
+// keys from the slot's owner.
+func (c *RedisCluster) ClearStaleImports(ctx context.Context) ([]int, error) {
+	var cleared []int
+	for _, n := range c.Nodes() {
+		if !n.Running() {
+			continue
+		}
+		txt, err := n.cmd1(ctx, "CLUSTER", "NODES")
+		if err != nil {
+			return cleared, err
+		}
+		var me []string
+		for _, line := range strings.Split(strings.TrimSpace(txt), "\n") {
+			if f := strings.Fields(line); len(f) >= 8 && strings.Contains(f[2], "myself") {
+				me = f
+			}
+		}
+		if me == nil || !strings.Contains(me[2], "master") {
+			continue
+		}
+		for _, r := range me[8:] {
+			s, ok := strings.CutPrefix(r, "[")
+			if !ok || !strings.Contains(s, "-<-") {
+				continue
+			}
+			slot, err := strconv.Atoi(s[:strings.Index(s, "-<-")])
+			if err != nil {
+				continue
+			}
+			owner, err := n.slotOwner(ctx, slot)
+			if err != nil {
+				return cleared, err
+			}
+			keys, err := n.cmd1(ctx, "CLUSTER", "COUNTKEYSINSLOT", strconv.Itoa(slot))
+			if err != nil {
+				return cleared, err
+			}
+			if owner == me[0] || keys != "0" {
+				continue
+			}
+			if _, err := n.cmd1(ctx, "CLUSTER", "SETSLOT", strconv.Itoa(slot), "STABLE"); err != nil {
+				return cleared, err
+			}
+			cleared = append(cleared, slot)
+		}
+	}
+	return cleared, nil
+}

@@ -155,3 +155,34 @@ func migrateASlot(t *testing.T, replicas int) {
 		}
 	}
 }
+
+// An IMPORTING mark of a slot another node serves, with no key, keeps the
+// cluster from looking whole until ClearStaleImports clears it; the owner
+// keeps the slot.
+func TestRedisClusterClearsStaleImports(t *testing.T) {
+	c := startCluster(t, redisproc.ClusterOptions{Shards: 2, Replicas: 1})
+	ctx := context.Background()
+	owner, other := c.Shards[0].Nodes[0], c.Shards[1].Nodes[0]
+	ownerID, err := owner.ID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := redisproc.Do(ctx, other.Addr(), time.Second, "CLUSTER", "SETSLOT", "7", "IMPORTING", ownerID); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if err := c.WaitHealthy(short); err == nil {
+		t.Fatal("WaitHealthy passed with an IMPORTING mark open")
+	}
+	cleared, err := c.ClearStaleImports(ctx)
+	if err != nil || len(cleared) != 1 || cleared[0] != 7 {
+		t.Fatalf("ClearStaleImports: %v, %v; want [7]", cleared, err)
+	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cleared, err := c.ClearStaleImports(ctx); err != nil || len(cleared) != 0 {
+		t.Errorf("again: %v, %v; want nothing", cleared, err)
+	}
+}

@@ -14,7 +14,7 @@ import (
 )
 
 // cluster-failover: the replication hazard inside a cluster vote. The
-// votes are 3 Redis Clusters of 2 shards, each shard a primary with one
+// votes are 3 Redis Clusters of 3 shards, each shard a primary with one
 // replica. The holder's resource lives in shard 0; the holder sits on
 // exactly a quorum, clusters 0 and 1 (cluster 2 holds the key for someone
 // else when the holder asks, and frees it once it has refused). Cluster
@@ -22,7 +22,7 @@ import (
 // holder's SET: as in failover, the replica is stopped (SIGSTOP) and the
 // primary drops its replication link (CLIENT KILL TYPE replica) just
 // before the SET, the primary is killed just after it, the replica is
-// resumed and takes over (CLUSTER FAILOVER TAKEOVER). A second client,
+// resumed and takes over (CLUSTER FAILOVER FORCE). A second client,
 // whose Locker saw the clusters before, as a running client does, then
 // asks: the promoted replica and cluster 2 would say yes, a quorum. The
 // engine keeps the promoted replica's slots out of the vote for MaxTTL
@@ -33,13 +33,26 @@ import (
 
 const (
 	cfClusters = 3
-	cfShards   = 2
+	// cfShards is 3 so that, with shard 0's primary dead, each cluster
+	// node still reaches a majority of primaries: with 2, the survivor
+	// may report cluster_state:fail until it learns of the takeover.
+	cfShards = 3
 	cfVote     = 0 // the cluster that fails over
 	cfPrefix   = "scenario:cluster-failover:"
 	// cfNodeTimeout is the clusters' cluster-node-timeout: the killed
 	// primary is marked failed, and the cluster whole again, soon after.
 	cfNodeTimeout = time.Second
 )
+
+// cfTTL is the lock's TTL, and MaxTTL: the holder's lease must outlast
+// the failover (about a second, the cluster electing the replica) and
+// the second client's cluster client finding the new primary.
+func cfTTL(short bool) time.Duration {
+	if short {
+		return 4 * time.Second
+	}
+	return 6 * time.Second
+}
 
 func expectClusterFailover(o Options) string {
 	q := o.quarantine()
@@ -52,7 +65,7 @@ func expectClusterFailover(o Options) string {
 	}
 	return head + fmt.Sprintf("With quarantine %s the promoted replica's slots sit out MaxTTL (%s), so the second client is refused "+
 		"and the oracle sees no double grant; the shard that did not fail over keeps voting, and once the holder releases, "+
-		"the second client acquires.", q, failoverTTL(o.Short))
+		"the second client acquires.", q, cfTTL(o.Short))
 }
 
 // clusterFailoverObs is what cluster-failover observed; it is also its
@@ -98,15 +111,16 @@ type clusterFailoverObs struct {
 }
 
 // cfNames are resource names whose keys, with cluster votes, are in
-// shard 0 and shard 1 of a cluster of cfShards shards.
+// shard 0 and shard 1 of a cluster of cfShards shards (the slots split in
+// contiguous ranges, as redisproc assigns them).
 func cfNames() (shard0, shard1 string) {
+	per := multiplex.Slots / cfShards
 	for i := 0; shard0 == "" || shard1 == ""; i++ {
 		name := fmt.Sprintf("%s%d", cfPrefix, i)
-		if multiplex.KeySlot(cfKey(name)) < multiplex.Slots/cfShards {
-			if shard0 == "" {
-				shard0 = name
-			}
-		} else if shard1 == "" {
+		switch slot := multiplex.KeySlot(cfKey(name)); {
+		case slot < per && shard0 == "":
+			shard0 = name
+		case per <= slot && slot < 2*per && shard1 == "":
 			shard1 = name
 		}
 	}
@@ -120,7 +134,7 @@ func cfKey(resource string) string {
 }
 
 func runClusterFailover(ctx context.Context, e *env) (outcome, error) {
-	q, ttl := e.o.quarantine(), failoverTTL(e.o.Short)
+	q, ttl := e.o.quarantine(), cfTTL(e.o.Short)
 	res, other := cfNames()
 	obs := clusterFailoverObs{Quarantine: q.String(), TTLMs: ttl.Milliseconds(), Clusters: cfClusters, Shards: cfShards,
 		Quorum: cfClusters/2 + 1, Resource: res, Slot: multiplex.KeySlot(cfKey(res)), OtherShard: other}
@@ -236,11 +250,13 @@ func clusterFailoverPath(ctx context.Context, e *env, clusters []*redisproc.Redi
 	busy := cfClusters - 1
 
 	// The second client's first lock returned at a quorum: its release
-	// may still be on its way to this shard. It must be on the replica
-	// before the window opens, or the replica keeps the second client's
-	// own old key and refuses it.
-	if err := settle(ctx, primary.Addr(), key); err != nil {
-		return err
+	// may still be on its way to some clusters. It must have reached them
+	// all, and cluster 0's replica, before the window opens, or a
+	// cluster keeps the second client's own old key and refuses.
+	for i := range clusters {
+		if err := settle(ctx, shard0(i), key, i == cfVote); err != nil {
+			return err
+		}
 	}
 	// The window of asynchronous replication, held open.
 	if err := replica.Pause(); err != nil {
@@ -307,7 +323,7 @@ func clusterFailoverPath(ctx context.Context, e *env, clusters []*redisproc.Redi
 	resumed = true
 	t0 := time.Now()
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = clusters[cfVote].Failover(fctx, replica)
+	err = forceFailover(fctx, clusters[cfVote], replica)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("fail cluster %d shard 0 over to %s: %w", cfVote, replica.Addr(), err)
@@ -319,7 +335,7 @@ func clusterFailoverPath(ctx context.Context, e *env, clusters []*redisproc.Redi
 		return err
 	}
 	obs.OnPromoted = v == lease.Value()
-	e.step("primary %s killed; replica %s took over (CLUSTER FAILOVER TAKEOVER) in %.1f ms; the holder's key on it: %v",
+	e.step("primary %s killed; replica %s took over (CLUSTER FAILOVER FORCE) in %.1f ms; the holder's key on it: %v",
 		primary.Addr(), replica.Addr(), obs.PromotedMs, obs.OnPromoted)
 
 	// The shard that did not fail over keeps cluster 0's vote: a resource
@@ -408,15 +424,39 @@ func clusterFailoverPath(ctx context.Context, e *env, clusters []*redisproc.Redi
 	return nil
 }
 
-// settle waits until key is gone from the primary at addr and its replica
-// has every write it made (its replication offset is the primary's).
-func settle(ctx context.Context, addr, key string) error {
+// forceFailover makes replica, whose primary is dead, the primary of shard
+// 0 with CLUSTER FAILOVER FORCE, and waits until the cluster is whole. Not
+// TAKEOVER: it claims the slots without an election, and when the dead
+// primary held the highest config epoch the claim carries the same epoch
+// as the dead primary's, which some nodes then keep as the slots' owner.
+// FORCE is elected by the other primaries, a majority with shard 0's dead
+// (cfShards is 3), and gets an epoch of its own.
+func forceFailover(ctx context.Context, c *redisproc.RedisCluster, replica *redisproc.Node) error {
+	if _, err := redisproc.Do(ctx, replica.Addr(), directTimeout, "CLUSTER", "FAILOVER", "FORCE"); err != nil {
+		return fmt.Errorf("CLUSTER FAILOVER FORCE on %s: %w", replica.Addr(), err)
+	}
+	for c.Primary(ctx, 0) != replica {
+		if err := sleep(ctx, 10*time.Millisecond); err != nil {
+			return fmt.Errorf("%s never became the primary: %w", replica.Addr(), err)
+		}
+	}
+	return c.WaitHealthy(ctx)
+}
+
+// settle waits until key is gone from the primary at addr and, if
+// replicated, its replica has every write it made (its replication offset
+// is the primary's).
+func settle(ctx context.Context, addr, key string, replicated bool) error {
 	const script = `local info = redis.call('INFO', 'replication')
 local mine = string.match(info, 'master_repl_offset:(%d+)')
 local theirs = string.match(info, 'slave0:[^\r\n]*offset=(%d+)')
-return {ok = (redis.call('EXISTS', KEYS[1]) == 0 and mine == theirs) and 'settled' or 'not'}`
+return {ok = (redis.call('EXISTS', KEYS[1]) == 0 and (ARGV[1] == '0' or mine == theirs)) and 'settled' or 'not'}`
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		line, err := redisproc.Do(ctx, addr, directTimeout, "EVAL", script, "1", key)
+		repl := "0"
+		if replicated {
+			repl = "1"
+		}
+		line, err := redisproc.Do(ctx, addr, directTimeout, "EVAL", script, "1", key, repl)
 		if err != nil {
 			return fmt.Errorf("replication offsets on %s: %w", addr, err)
 		}

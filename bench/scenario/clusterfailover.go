@@ -37,8 +37,8 @@ const (
 	// node still reaches a majority of primaries: with 2, the survivor
 	// may report cluster_state:fail until it learns of the takeover.
 	cfShards = 3
-	cfVote     = 0 // the cluster that fails over
-	cfPrefix   = "scenario:cluster-failover:"
+	cfVote   = 0 // the cluster that fails over
+	cfPrefix = "scenario:cluster-failover:"
 	// cfNodeTimeout is the clusters' cluster-node-timeout: the killed
 	// primary is marked failed, and the cluster whole again, soon after.
 	cfNodeTimeout = time.Second

@@ -158,7 +158,8 @@ compare: deps
 # scenarios runs every failure-mode scenario of `redlock-bench scenario list`
 # with its defaults, plus the variants whose expected outcome differs:
 # restart-amnesia with --quarantine off and observed, paused-holder with
-# --fencing, failover with --quarantine off, clock-jump with --fencing.
+# --fencing, failover and cluster-failover with --quarantine off,
+# clock-jump with --fencing.
 # Each writes under results/runs/; the target fails if any verdict is wrong. SCENARIO_FLAGS adds flags to every scenario (e.g. --short).
 SCENARIO_FLAGS ?=
 scenarios: deps
@@ -174,12 +175,14 @@ scenarios: deps
 	one restart-amnesia --quarantine observed; \
 	one paused-holder --fencing; \
 	one failover --quarantine off; \
+	one cluster-failover --quarantine off; \
 	one clock-jump --fencing; \
 	if [ $$status -ne 0 ]; then printf "wrong verdicts:$$failed\n"; fi; \
 	exit $$status
 
 # chaos runs the seeded nemesis soak (redlock-bench chaos) on five local
-# masters: in-model faults (a minority of masters killed and restarted
+# masters (CHAOS_FLAGS="--cluster-shards 3": three local Redis Clusters of
+# 3 shards with a replica each, and faults inside them too): in-model faults (a minority of masters killed and restarted
 # empty, stopped, slowed, cut off or dropping connections; clients frozen
 # past the TTL) for CHAOS_DURATION, and fails on any overlapping hold, stale
 # token or stale write accepted. The seed is printed; on a failure the

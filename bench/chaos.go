@@ -68,9 +68,15 @@ type ChaosConfig struct {
 	// only the faults that need no process control run (slow, cut, drop,
 	// client pauses, and the out-of-model ones).
 	Masters []string
-	// LocalMasters is how many masters to start when Masters is empty.
-	// Default 5.
+	// LocalMasters is how many masters to start when Masters is empty:
+	// the votes. Default 5, or 3 with ClusterShards.
 	LocalMasters int
+	// ClusterShards, when positive, makes each local vote a Redis Cluster
+	// of that many shards, each a primary with one replica, and adds the
+	// faults inside a cluster to the schedule: a shard's primary killed
+	// or paused, a shard failed over to its replica, a slot of a hot
+	// resource migrated under load. In model only.
+	ClusterShards int
 	// Quarantine is the restart policy: off, observed or always (default,
 	// the engine's).
 	Quarantine string
@@ -115,6 +121,9 @@ func (c *ChaosConfig) fill() {
 	}
 	if c.LocalMasters == 0 && len(c.Masters) == 0 {
 		c.LocalMasters = 5
+		if c.ClusterShards > 0 {
+			c.LocalMasters = 3
+		}
 	}
 	if c.Quarantine == "" {
 		c.Quarantine = "always"
@@ -174,6 +183,9 @@ func (c *ChaosConfig) Validate() error {
 	}
 	if _, err := ParseQuarantine(c.Quarantine); err != nil {
 		return cfgErr("quarantine", c.Quarantine, "%v", err)
+	}
+	if err := c.validateClusters(); err != nil {
+		return err
 	}
 	if err := c.validateLock(); err != nil {
 		return err
@@ -265,11 +277,16 @@ type ChaosResult struct {
 	// LocalMasters is set when the soak started its masters; Quarantine,
 	// JumpMs (out of model), User and TLS are the rest of what a replay
 	// needs (the password and TLS files are given again).
-	LocalMasters bool   `json:"local_masters"`
-	Quarantine   string `json:"quarantine"`
-	JumpMs       int64  `json:"jump_ms,omitempty"`
-	User         string `json:"user,omitempty"`
-	TLS          bool   `json:"tls,omitempty"`
+	LocalMasters bool `json:"local_masters"`
+	// ClusterShards is set when each vote was a local Redis Cluster of
+	// that many shards (a replica each); Clusters are then the votes,
+	// each its nodes' addresses, and Masters is empty.
+	ClusterShards int        `json:"cluster_shards,omitempty"`
+	Clusters      [][]string `json:"clusters,omitempty"`
+	Quarantine    string     `json:"quarantine"`
+	JumpMs        int64      `json:"jump_ms,omitempty"`
+	User          string     `json:"user,omitempty"`
+	TLS           bool       `json:"tls,omitempty"`
 	// Interrupted is set when the soak was cut short (Ctrl-C).
 	Interrupted bool `json:"interrupted,omitempty"`
 	// Schedule is the faults planned from the seed, in order.
@@ -278,6 +295,13 @@ type ChaosResult struct {
 	// failed to apply or lift.
 	Faults      map[string]int `json:"faults"`
 	FaultErrors []string       `json:"fault_errors,omitempty"`
+	// FaultsSkipped counts, by kind, the faults not injected because
+	// another vote was still affected past its planned time: injecting
+	// them would have taken the soak out of model.
+	FaultsSkipped map[string]int `json:"faults_skipped,omitempty"`
+	// StaleImportsCleared counts the stale IMPORTING marks of slots that
+	// heals cleared on cluster votes (see redisproc.ClearStaleImports).
+	StaleImportsCleared int64 `json:"stale_imports_cleared,omitempty"`
 
 	Attempts int64 `json:"attempts"`
 	Acquired int64 `json:"locks_checked"`
@@ -410,6 +434,13 @@ type chaos struct {
 	keys    []string
 	masters []string
 	cluster *redisproc.Cluster
+	// clusters are the votes with ClusterShards, each a local Redis
+	// Cluster; masters is then empty. voteProxies are, per vote, the
+	// indexes of its nodes' proxies in each client's Proxies (a master's
+	// own index without clusters), and proxied the addresses proxied.
+	clusters    []*redisproc.RedisCluster
+	voteProxies [][]int
+	proxied     []string
 	// tls is the engine's TLS set-up: ChaosConfig.TLS, verifying the
 	// masters' host through the proxies.
 	tls     *tls.Config
@@ -418,6 +449,8 @@ type chaos struct {
 	stores  []*check.Store
 
 	attempts, acquired, reads, failed, lost, handoffs, extensions atomic.Int64
+	// staleImports counts the stale IMPORTING marks a heal cleared.
+	staleImports atomic.Int64
 
 	histMu  sync.Mutex
 	history []ChaosEvent
@@ -425,6 +458,13 @@ type chaos struct {
 	faultMu     sync.Mutex
 	faults      map[string]int
 	faultErrors []string
+	// skipped counts the faults not applied because other votes were
+	// still affected past their planned time (a slow restart or heal),
+	// which would have taken the soak out of model.
+	skipped map[string]int
+	// affected marks the votes a fault acts on, from its start until its
+	// vote is whole again.
+	affected []bool
 	// cuts counts the reasons each client's link to each master is cut
 	// (a master cut, a client pause), so that one lifting does not heal
 	// the other.
@@ -464,7 +504,7 @@ func Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
 	if cfg.Seed == 0 {
 		cfg.Seed = rand.Uint64()
 	}
-	ch := &chaos{cfg: cfg, faults: map[string]int{}}
+	ch := &chaos{cfg: cfg, faults: map[string]int{}, skipped: map[string]int{}}
 	for i := range cfg.Resources {
 		ch.names = append(ch.names, "r"+strconv.Itoa(i))
 		ch.keys = append(ch.keys, chaosKeyPrefix+"r"+strconv.Itoa(i))
@@ -475,7 +515,18 @@ func Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
 		ch.tls = ch.tls.Clone()
 		ch.tls.ServerName = name
 	}
-	if len(ch.masters) == 0 && cfg.Engine != "nolock" {
+	switch {
+	case cfg.ClusterShards > 0 && cfg.Engine != "nolock":
+		cs, err := startChaosClusters(ctx, cfg.LocalMasters, cfg.ClusterShards)
+		if err != nil {
+			return nil, err
+		}
+		ch.clusters = cs
+		// Stopped on every return path; the signal handler only cancels
+		// ctx, which ends the soak and lands here.
+		defer stopClusters(cs)
+		ch.logf("started %d local Redis Clusters of %d shards with a replica each: %s", len(cs), cfg.ClusterShards, FormatClusters(ch.clusterNodes()))
+	case len(ch.masters) == 0 && cfg.Engine != "nolock":
 		c, err := startLocalMasters(ctx, cfg.LocalMasters)
 		if err != nil {
 			return nil, err
@@ -486,16 +537,18 @@ func Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
 		ch.logf("started %d local redis-server: %s", len(ch.masters), strings.Join(ch.masters, ","))
 	}
 	if cfg.Engine != "nolock" {
-		if _, err := probeMasters(ctx, ch.conn(), ch.masters); err != nil {
+		if _, err := probeMasters(ctx, ch.conn(), ch.allAddrs()); err != nil {
 			return nil, err
 		}
 	}
+	ch.setVotes()
 	if err := ch.startClients(ctx); err != nil {
 		ch.closeClients()
 		return nil, err
 	}
 	sched := ch.plan()
 	res := &ChaosResult{Seed: cfg.Seed, Class: cfg.Class, Engine: cfg.Engine, Masters: ch.masters,
+		ClusterShards: cfg.ClusterShards, Clusters: ch.clusterNodes(),
 		Clients: cfg.Clients, Workers: cfg.Workers, Resources: cfg.Resources, Lock: cfg.Lock.String(), TTLMs: cfg.TTL.Milliseconds(),
 		LocalMasters: len(cfg.Masters) == 0, Quarantine: cfg.Quarantine, User: cfg.Username, TLS: cfg.TLS != nil,
 		Expected: chaosExpected(cfg.Class, cfg.Lock)}
@@ -584,16 +637,19 @@ func (ch *chaos) startClients(ctx context.Context) error {
 	for i := range ch.cfg.Clients {
 		c := &chaosClient{id: i, ttl: ch.cfg.TTL}
 		ch.clients = append(ch.clients, c)
-		ch.cuts[i] = make([]int, len(ch.masters))
+		ch.cuts[i] = make([]int, ch.votes())
 		if ch.cfg.Engine == "nolock" {
 			continue
 		}
-		px, err := fault.NewProxies(ctx, ch.masters)
+		px, err := fault.NewProxies(ctx, ch.proxied)
 		if err != nil {
 			return fmt.Errorf("chaos: client %d: start proxies: %w", i, err)
 		}
 		c.proxies = px
 		ec := engine.DefaultConfig(px.Addrs()...)
+		if ch.clusters != nil {
+			ec = ch.clusterConfig(px)
+		}
 		ec.TTL = ch.cfg.TTL
 		ec.AutoExtend = true
 		ec.Fencing = true

@@ -27,9 +27,15 @@ const (
 type nemStep struct {
 	Kind    string
 	At, For time.Duration
-	Nodes   []int // masters acted on
+	Nodes   []int // masters acted on; with clusters, votes
 	Client  int   // client-pause
 	Latency time.Duration
+	// Shard is the shard a fault inside a cluster acts on; for a
+	// migration, which other shard takes the slot (counted from the
+	// one that serves it). Res is the resource whose slot migrates.
+	Shard, Res int
+	// Clustered: Nodes are cluster votes.
+	Clustered bool
 }
 
 func (s nemStep) String() string {
@@ -38,13 +44,20 @@ func (s nemStep) String() string {
 	if s.For > 0 {
 		fmt.Fprintf(&b, "+%s", s.For.Round(time.Millisecond))
 	}
-	if s.Kind == nemClientPause {
+	ns := make([]string, len(s.Nodes))
+	for i, n := range s.Nodes {
+		ns[i] = strconv.Itoa(n)
+	}
+	switch {
+	case s.Kind == nemClientPause:
 		fmt.Fprintf(&b, " client %d", s.Client)
-	} else {
-		ns := make([]string, len(s.Nodes))
-		for i, n := range s.Nodes {
-			ns[i] = strconv.Itoa(n)
-		}
+	case s.Kind == nemMigrate:
+		fmt.Fprintf(&b, " vote %s slot of r%d", strings.Join(ns, ","), s.Res)
+	case strings.HasPrefix(s.Kind, "cluster-"):
+		fmt.Fprintf(&b, " vote %s shard %d", strings.Join(ns, ","), s.Shard)
+	case s.Clustered:
+		fmt.Fprintf(&b, " vote %s", strings.Join(ns, ","))
+	default:
 		fmt.Fprintf(&b, " master %s", strings.Join(ns, ","))
 	}
 	if s.Latency > 0 {
@@ -62,9 +75,10 @@ func (ch *chaos) plan() []nemStep {
 		return nil // no masters to act on
 	}
 	rng := rand.New(rand.NewPCG(ch.cfg.Seed, 0x6e656d65))
-	ttl, n := ch.cfg.TTL, len(ch.masters)
+	ttl, n := ch.cfg.TTL, ch.votes()
 	minority := (n - 1) / 2
-	local := ch.cluster != nil
+	local := ch.cluster != nil || ch.clusters != nil
+	clustered := ch.clusters != nil
 	var steps []nemStep
 	busyUntil := make([]time.Duration, n) // per master
 	var clientBusy time.Duration
@@ -83,6 +97,12 @@ func (ch *chaos) plan() []nemStep {
 		kinds := []string{nemSlow, nemCut, nemDrop, nemClientPause}
 		if local {
 			kinds = append(kinds, nemRestart, nemRestart, nemPause, nemPause)
+		}
+		if clustered {
+			// A whole cluster restarted is a rarer event than one of
+			// its shards failing.
+			kinds = append(kinds[:len(kinds)-3], nemPause, nemPrimaryKill, nemPrimaryKill, nemPrimaryPause, nemPrimaryPause,
+				nemFailover, nemFailover, nemMigrate, nemMigrate)
 		}
 		kind := kinds[rng.IntN(len(kinds))]
 		if kind == nemClientPause {
@@ -106,14 +126,34 @@ func (ch *chaos) plan() []nemStep {
 			continue
 		}
 		node := free[rng.IntN(len(free))]
-		s := nemStep{Kind: kind, At: at, Nodes: []int{node}}
+		s := nemStep{Kind: kind, At: at, Nodes: []int{node}, Clustered: clustered}
 		switch kind {
+		case nemPrimaryKill, nemPrimaryPause:
+			s.Shard = rng.IntN(ch.cfg.ClusterShards)
+			s.For = dur(0.5, 4)
+			busyUntil[node] = at + s.For + 3*time.Second
+		case nemFailover:
+			s.Shard = rng.IntN(ch.cfg.ClusterShards)
+			busyUntil[node] = at + 3*time.Second
+		case nemMigrate:
+			if ch.cfg.ClusterShards < 2 {
+				continue
+			}
+			s.Shard, s.Res = rng.IntN(ch.cfg.ClusterShards-1), rng.IntN(len(ch.names))
+			s.For = dur(0.2, 2)
+			busyUntil[node] = at + s.For + 2*time.Second
 		case nemRestart:
 			s.For = dur(0.2, 2)
 			busyUntil[node] = at + s.For + time.Second
+			if clustered {
+				busyUntil[node] += 4 * time.Second
+			}
 		case nemPause:
 			s.For = dur(0.2, 2)
 			busyUntil[node] = at + s.For + 100*time.Millisecond
+			if clustered {
+				busyUntil[node] += 2 * time.Second
+			}
 		case nemSlow:
 			s.For = dur(0.5, 3)
 			s.Latency = []time.Duration{5, 20, 50, 150}[rng.IntN(4)] * time.Millisecond
@@ -143,13 +183,25 @@ func (ch *chaos) inject(ctx context.Context, s nemStep) {
 	if !waitUntilCtx(ctx, ch.start.Add(s.At)) {
 		return
 	}
+	if !ch.occupy(s) {
+		ch.event(ChaosEvent{AtMs: ch.since(time.Now()), Kind: "skip", Detail: s.String() + ": another vote is still affected"})
+		return
+	}
+	defer ch.release(s)
 	ch.faultMu.Lock()
 	ch.faults[s.Kind]++
 	ch.faultMu.Unlock()
 	ch.event(ChaosEvent{AtMs: ch.since(time.Now()), Kind: "fault", Detail: s.String()})
 	var err error
+	var what string
+	if ch.clusters != nil && (s.Kind == nemRestart || s.Kind == nemPause || strings.HasPrefix(s.Kind, "cluster-")) {
+		what, err = ch.injectCluster(ctx, s)
+	}
 	switch s.Kind {
 	case nemRestart:
+		if ch.clusters != nil {
+			break
+		}
 		node := ch.cluster.Nodes[s.Nodes[0]]
 		err = node.Kill()
 		waitUntilCtx(ctx, ch.start.Add(s.At+s.For))
@@ -159,6 +211,9 @@ func (ch *chaos) inject(ctx context.Context, s nemStep) {
 		}
 		cancel()
 	case nemPause:
+		if ch.clusters != nil {
+			break
+		}
 		node := ch.cluster.Nodes[s.Nodes[0]]
 		err = node.Pause()
 		waitUntilCtx(ctx, ch.start.Add(s.At+s.For))
@@ -167,14 +222,18 @@ func (ch *chaos) inject(ctx context.Context, s nemStep) {
 		}
 	case nemSlow:
 		for _, c := range ch.clients {
-			if e := c.proxies.Slow(s.Nodes[0], s.Latency); e != nil && err == nil {
-				err = e
+			for _, p := range ch.voteProxies[s.Nodes[0]] {
+				if e := c.proxies.Slow(p, s.Latency); e != nil && err == nil {
+					err = e
+				}
 			}
 		}
 		waitUntilCtx(ctx, ch.start.Add(s.At+s.For))
 		for _, c := range ch.clients {
-			if e := c.proxies.Slow(s.Nodes[0], 0); e != nil && err == nil {
-				err = e
+			for _, p := range ch.voteProxies[s.Nodes[0]] {
+				if e := c.proxies.Slow(p, 0); e != nil && err == nil {
+					err = e
+				}
 			}
 		}
 	case nemCut:
@@ -190,7 +249,7 @@ func (ch *chaos) inject(ctx context.Context, s nemStep) {
 	case nemClientPause:
 		c := ch.clients[s.Client]
 		c.frozenUntil.Store(int64(s.At + s.For))
-		nodes := make([]int, len(ch.masters))
+		nodes := make([]int, ch.votes())
 		for i := range nodes {
 			nodes[i] = i
 		}
@@ -201,10 +260,11 @@ func (ch *chaos) inject(ctx context.Context, s nemStep) {
 		}
 		c.frozenUntil.Store(0)
 	case nemDrop:
-		addr := ch.masters[s.Nodes[0]]
-		for _, typ := range []string{"normal", "pubsub"} {
-			if _, e := ch.conn().Do(context.WithoutCancel(ctx), addr, time.Second, "CLIENT", "KILL", "TYPE", typ); e != nil && err == nil {
-				err = e
+		for _, addr := range ch.voteAddrs(s.Nodes[0]) {
+			for _, typ := range []string{"normal", "pubsub"} {
+				if _, e := ch.conn().Do(context.WithoutCancel(ctx), addr, time.Second, "CLIENT", "KILL", "TYPE", typ); e != nil && err == nil {
+					err = e
+				}
 			}
 		}
 	case nemDelete:
@@ -220,13 +280,16 @@ func (ch *chaos) inject(ctx context.Context, s nemStep) {
 		_, err = ch.conn().Do(context.WithoutCancel(ctx), ch.masters[s.Nodes[0]], time.Second, args...)
 	}
 	detail := "lifted: " + s.String()
+	if what != "" {
+		detail += " (" + what + ")"
+	}
 	if err != nil {
 		detail += ": " + err.Error()
 		ch.faultMu.Lock()
 		ch.faultErrors = append(ch.faultErrors, s.String()+": "+err.Error())
 		ch.faultMu.Unlock()
 	}
-	if s.For > 0 || err != nil {
+	if s.For > 0 || err != nil || what != "" {
 		ch.event(ChaosEvent{AtMs: ch.since(time.Now()), Kind: "heal", Detail: detail})
 	}
 }
@@ -243,8 +306,18 @@ for _, k in ipairs(KEYS) do
 end
 return n`
 
+// voteAddrs are the addresses of vote v's servers: its master, or every
+// node of its cluster.
+func (ch *chaos) voteAddrs(v int) []string {
+	if ch.clusters == nil {
+		return []string{ch.masters[v]}
+	}
+	return ch.clusterNodes()[v]
+}
+
 // cut raises (+1) or lowers (-1) the cut count of each client's link to
-// each master, cutting on 0 -> 1 and healing on 1 -> 0.
+// each master (every node of a cluster vote), cutting on 0 -> 1 and
+// healing on 1 -> 0.
 func (ch *chaos) cut(clients, nodes []int, d int) error {
 	ch.faultMu.Lock()
 	defer ch.faultMu.Unlock()
@@ -253,15 +326,17 @@ func (ch *chaos) cut(clients, nodes []int, d int) error {
 		for _, n := range nodes {
 			before := ch.cuts[c][n]
 			ch.cuts[c][n] = max(0, before+d)
-			var e error
-			switch {
-			case before == 0 && d > 0:
-				e = ch.clients[c].proxies.Cut(n)
-			case before == 1 && d < 0:
-				e = ch.clients[c].proxies.Heal(n)
-			}
-			if e != nil && err == nil {
-				err = e
+			for _, p := range ch.voteProxies[n] {
+				var e error
+				switch {
+				case before == 0 && d > 0:
+					e = ch.clients[c].proxies.Cut(p)
+				case before == 1 && d < 0:
+					e = ch.clients[c].proxies.Heal(p)
+				}
+				if e != nil && err == nil {
+					err = e
+				}
 			}
 		}
 	}

@@ -41,6 +41,13 @@ func (ch *chaos) finish(r *ChaosResult) {
 		r.Faults[k] = v
 	}
 	r.FaultErrors = append([]string(nil), ch.faultErrors...)
+	r.StaleImportsCleared = ch.staleImports.Load()
+	for k, v := range ch.skipped {
+		if r.FaultsSkipped == nil {
+			r.FaultsSkipped = map[string]int{}
+		}
+		r.FaultsSkipped[k] = v
+	}
 	ch.faultMu.Unlock()
 
 	if r.Class == ChaosOutOfModel {
@@ -113,7 +120,11 @@ func chaosVerdict(r *ChaosResult) string {
 func (r *ChaosResult) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos %s, engine %s, seed %d\n", r.Class, r.Engine, r.Seed)
-	fmt.Fprintf(&b, "masters    %s\n", strings.Join(r.Masters, " "))
+	if r.ClusterShards > 0 {
+		fmt.Fprintf(&b, "clusters   %d votes of %d shards with a replica each: %s\n", len(r.Clusters), r.ClusterShards, FormatClusters(r.Clusters))
+	} else {
+		fmt.Fprintf(&b, "masters    %s\n", strings.Join(r.Masters, " "))
+	}
 	lock := r.Lock
 	if lock == "" {
 		lock = "mutex"
@@ -132,6 +143,16 @@ func (r *ChaosResult) WriteText(w io.Writer) error {
 		total += r.Faults[k]
 	}
 	fmt.Fprintf(&b, "faults     %d injected: %s\n", total, strings.Join(fs, ", "))
+	if len(r.FaultsSkipped) > 0 {
+		var sk []string
+		for _, k := range faultKinds(r.FaultsSkipped) {
+			sk = append(sk, fmt.Sprintf("%s %d", k, r.FaultsSkipped[k]))
+		}
+		fmt.Fprintf(&b, "           skipped, another vote still affected: %s\n", strings.Join(sk, ", "))
+	}
+	if r.StaleImportsCleared > 0 {
+		fmt.Fprintf(&b, "           heals cleared %d stale IMPORTING mark(s) of slots\n", r.StaleImportsCleared)
+	}
 	if len(r.FaultErrors) > 0 {
 		fmt.Fprintf(&b, "           %d failed to apply or lift, first: %s\n", len(r.FaultErrors), r.FaultErrors[0])
 	}
@@ -202,6 +223,12 @@ func (r *ChaosResult) Replay() string {
 	}
 	if r.Quarantine != "" {
 		s += " --quarantine " + r.Quarantine
+	}
+	if r.ClusterShards > 0 {
+		s += fmt.Sprintf(" --cluster-shards %d", r.ClusterShards)
+		if len(r.Clusters) > 0 {
+			s += fmt.Sprintf(" --local-masters %d", len(r.Clusters))
+		}
 	}
 	if r.JumpMs > 0 {
 		s += fmt.Sprintf(" --jump %dms", r.JumpMs)

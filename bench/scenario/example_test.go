@@ -23,4 +23,5 @@ func ExampleList() {
 	// oom-node []
 	// failover [Quarantine]
 	// clock-jump [Fencing]
+	// cluster-failover [Quarantine]
 }

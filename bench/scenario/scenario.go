@@ -21,7 +21,8 @@ type Options struct {
 	// Out is the directory for scenario.json and scenario.txt; it is
 	// created. Empty writes nothing (the caller may call Result.Write).
 	Out string
-	// Quarantine is the restart policy under test in restart-amnesia:
+	// Quarantine is the restart policy under test in restart-amnesia,
+	// failover and cluster-failover:
 	// QuarantineOff expects a double grant, QuarantineObserved and
 	// QuarantineAlways expect none. Zero selects QuarantineAlways, the
 	// engine's default. Other scenarios set their own policy.
@@ -98,6 +99,8 @@ var table = []scenario{
 		Summary: "a master acknowledges a lock, dies, and is replaced by a copy without it: a promoted asynchronous replica (single master), then an empty server (one of 5 Redlock masters)"}, runFailover},
 	{Info{Name: "clock-jump", Options: []string{"Fencing"}, expect: expectClockJump,
 		Summary: "the clock of one master in the holder's exact quorum jumps forward past the TTL, so its key expires early; a second client then asks for the resource"}, runClockJump},
+	{Info{Name: "cluster-failover", Options: []string{"Quarantine"}, expect: expectClusterFailover,
+		Summary: "3 Redis Cluster votes with replicas; the holder's shard fails over to a replica that never got its lock, and a second client then asks for the resource"}, runClusterFailover},
 }
 
 // List returns every scenario, in a fixed order.

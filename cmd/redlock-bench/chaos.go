@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,6 +40,8 @@ func newChaosFlags(o *chaosOptions) *pflag.FlagSet {
 	fs.StringVar(&c.Class, "class", bench.ChaosInModel, "faults: in-model (Redlock must stay safe) or out-of-model (keys deleted on a majority, clock jumps: fencing must reject stale writes)")
 	fs.StringVar(&c.Engine, "engine", "redlock", "redlock, or nolock: the control that grants every request, which the oracle must catch")
 	fs.StringVar(&o.masters, "masters", "", "comma-separated host:port of masters to use instead of starting 5 local ones (no process faults then)")
+	fs.IntVar(&c.LocalMasters, "local-masters", 0, "votes to start when --masters is not given (default 5, 3 with --cluster-shards)")
+	fs.IntVar(&c.ClusterShards, "cluster-shards", 0, fmt.Sprintf("make each local vote a Redis Cluster of S shards, each a primary with one replica (1-%d; 0: plain masters), and add faults inside a cluster: a shard's primary killed or paused, a shard failed over to its replica, a hot slot migrated under load (in model only)", bench.MaxClusterShards))
 	fs.StringVar(&c.Quarantine, "quarantine", "always", "restart quarantine: off, observed or always")
 	fs.DurationVar(&c.Jump, "jump", 0, "out-of-model: how far a master's clock jumps, shortening every key's TTL (0: the TTL)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", metricsAddrUsage)
@@ -60,7 +63,11 @@ next holder acquired) and every write to a fenced store.
 
 In model (default): a minority of masters killed and restarted without
 persistence, stopped (SIGSTOP), slowed, cut off, dropping connections, and
-clients frozen past their TTL. Expected: 0 violations, 0 stale tokens, 0
+clients frozen past their TTL. With --cluster-shards S each vote is a local
+Redis Cluster (a replica per primary) and, besides those faults on whole
+votes, a shard's primary is killed or stopped, a shard fails over to its
+replica, or a hot resource's slot migrates under load; a minority of votes
+is affected at any time. Expected: 0 violations, 0 stale tokens, 0
 stale writes accepted.
 Out of model (--class out-of-model): the keys deleted on a majority, a
 master's clock jumping forward. Redlock alone cannot prevent the overlap;
@@ -101,7 +108,14 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if o.masters != "" {
 		cfg.Masters = strings.Split(o.masters, ",")
 	}
-	if len(cfg.Masters) == 0 {
+	switch {
+	case len(cfg.Masters) > 0 && fs.Changed("local-masters"):
+		return badFlag("local-masters", strconv.Itoa(cfg.LocalMasters), "cannot be combined with --masters")
+	case len(cfg.Masters) > 0:
+		cfg.LocalMasters = 0
+	case !fs.Changed("local-masters") && cfg.ClusterShards > 0:
+		cfg.LocalMasters = 3
+	case !fs.Changed("local-masters"):
 		cfg.LocalMasters = 5
 	}
 	conn, err := o.conn.Settings(len(cfg.Masters) > 0)

@@ -79,8 +79,9 @@ func (c *RedisCluster) FinishMigration(ctx context.Context, slot int, from, to *
 	}
 	for _, n := range order {
 		if _, err := n.cmd1(ctx, "CLUSTER", "SETSLOT", s, "NODE", toID); err != nil {
-			// A replica follows its primary's view; it may refuse.
-			if !strings.Contains(err.Error(), "slave") && !strings.Contains(err.Error(), "replica") {
+			// A replica follows its primary's view; it may refuse
+			// ("Please use SETSLOT only with masters" in Redis 7).
+			if e := err.Error(); !strings.Contains(e, "slave") && !strings.Contains(e, "replica") && !strings.Contains(e, "only with masters") {
 				return err
 			}
 		}
@@ -148,4 +149,61 @@ func (n *Node) strings(ctx context.Context, args ...string) ([]string, error) {
 		return nil, fmt.Errorf("redisproc: %s %s: %w", n.Addr(), strings.Join(args, " "), err)
 	}
 	return out, nil
+}
+
+// ClearStaleImports clears, on every running primary, an IMPORTING mark
+// of a slot that another node serves and of which it holds no key, and
+// returns the slots cleared. Such a mark is left by a migration abandoned
+// before any key moved, and one was seen on a node after its whole
+// cluster was killed and restarted; until it is cleared the node's view
+// of the slots differs from the others' and WaitHealthy never passes. It
+// is what `redis-cli --cluster fix` does for such a slot. A mark with
+// keys, and every MIGRATING mark, is left alone: clearing it would hide
+// keys from the slot's owner.
+func (c *RedisCluster) ClearStaleImports(ctx context.Context) ([]int, error) {
+	var cleared []int
+	for _, n := range c.Nodes() {
+		if !n.Running() {
+			continue
+		}
+		txt, err := n.cmd1(ctx, "CLUSTER", "NODES")
+		if err != nil {
+			return cleared, err
+		}
+		var me []string
+		for _, line := range strings.Split(strings.TrimSpace(txt), "\n") {
+			if f := strings.Fields(line); len(f) >= 8 && strings.Contains(f[2], "myself") {
+				me = f
+			}
+		}
+		if me == nil || !strings.Contains(me[2], "master") {
+			continue
+		}
+		for _, r := range me[8:] {
+			s, ok := strings.CutPrefix(r, "[")
+			if !ok || !strings.Contains(s, "-<-") {
+				continue
+			}
+			slot, err := strconv.Atoi(s[:strings.Index(s, "-<-")])
+			if err != nil {
+				continue
+			}
+			owner, err := n.slotOwner(ctx, slot)
+			if err != nil {
+				return cleared, err
+			}
+			keys, err := n.cmd1(ctx, "CLUSTER", "COUNTKEYSINSLOT", strconv.Itoa(slot))
+			if err != nil {
+				return cleared, err
+			}
+			if owner == me[0] || keys != "0" {
+				continue
+			}
+			if _, err := n.cmd1(ctx, "CLUSTER", "SETSLOT", strconv.Itoa(slot), "STABLE"); err != nil {
+				return cleared, err
+			}
+			cleared = append(cleared, slot)
+		}
+	}
+	return cleared, nil
 }

@@ -2,6 +2,7 @@ package redisproc_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -101,9 +102,16 @@ func TestStartRedisClusterRejectsBadShape(t *testing.T) {
 }
 
 // A slot moved step by step ends on the target with its keys, every node
-// agreeing, and a client finds them there.
+// agreeing, and a client finds them there; with replicas too, which
+// refuse SETSLOT and follow their primaries.
 func TestRedisClusterMigratesASlot(t *testing.T) {
-	c := startCluster(t, redisproc.ClusterOptions{Shards: 2})
+	for _, replicas := range []int{0, 1} {
+		t.Run(fmt.Sprintf("replicas=%d", replicas), func(t *testing.T) { migrateASlot(t, replicas) })
+	}
+}
+
+func migrateASlot(t *testing.T, replicas int) {
+	c := startCluster(t, redisproc.ClusterOptions{Shards: 2, Replicas: replicas})
 	ctx := context.Background()
 	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Seeds(), DisableCache: true})
 	if err != nil {
@@ -145,5 +153,36 @@ func TestRedisClusterMigratesASlot(t *testing.T) {
 		if v, err := direct.Do(ctx, direct.B().Get().Key(k).Build()).ToString(); err != nil || v != k {
 			t.Errorf("GET %s on the target: %q, %v", k, v, err)
 		}
+	}
+}
+
+// An IMPORTING mark of a slot another node serves, with no key, keeps the
+// cluster from looking whole until ClearStaleImports clears it; the owner
+// keeps the slot.
+func TestRedisClusterClearsStaleImports(t *testing.T) {
+	c := startCluster(t, redisproc.ClusterOptions{Shards: 2, Replicas: 1})
+	ctx := context.Background()
+	owner, other := c.Shards[0].Nodes[0], c.Shards[1].Nodes[0]
+	ownerID, err := owner.ID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := redisproc.Do(ctx, other.Addr(), time.Second, "CLUSTER", "SETSLOT", "7", "IMPORTING", ownerID); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if err := c.WaitHealthy(short); err == nil {
+		t.Fatal("WaitHealthy passed with an IMPORTING mark open")
+	}
+	cleared, err := c.ClearStaleImports(ctx)
+	if err != nil || len(cleared) != 1 || cleared[0] != 7 {
+		t.Fatalf("ClearStaleImports: %v, %v; want [7]", cleared, err)
+	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cleared, err := c.ClearStaleImports(ctx); err != nil || len(cleared) != 0 {
+		t.Errorf("again: %v, %v; want nothing", cleared, err)
 	}
 }

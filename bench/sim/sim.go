@@ -74,6 +74,10 @@ type Config struct {
 	Keep []int
 	// Faults, when set, is the schedule, instead of a drawn one.
 	Faults []Fault
+	// NoRW: the workers take no read/write lock, every other draw
+	// unchanged: the workload of the seeds before the read/write lock
+	// joined it, which the cases hunted then replay.
+	NoRW bool
 	// Idle lists clients ("c1") and workers ("c2/w0") that do nothing,
 	// every other draw unchanged: what shrinking takes away.
 	Idle []string
@@ -213,6 +217,9 @@ func drawMix(cfg Config) mix {
 	}
 	m.unfenced = r.IntN(3) == 0
 	m.rw = []float64{0, 0.1, 0.2}[r.IntN(3)]
+	if cfg.NoRW {
+		m.rw = 0
+	}
 	return m
 }
 

@@ -267,11 +267,12 @@ func CheckRWIntent(grants []Grant, keys keySpans, quorum int) []Violation {
 // CheckRWWriters is checker 4's bound on a writer's wait while readers
 // keep coming: with no fault from Settle before a writer's Lock to its
 // return, and no other writer trying the lock meanwhile (writers have no
-// order among themselves), the writer holds the lock within Loose of the
+// order among themselves), the writer holds the lock within Tight of the
 // end of every lease of the lock granted before its intent could be on a
-// quorum (Tight after its call: two attempts), whatever readers come
-// after. Without the intent, readers that overlap each other keep it out
-// for as long as they keep coming.
+// quorum (Tight after its call: two attempts), if they were all released
+// (the last release publishes), within Loose if one expired (the
+// fallback), whatever readers come after. Without the intent, readers
+// that overlap each other keep it out for as long as they keep coming.
 func CheckRWWriters(events []Event, grants []Grant, faults []FaultRecord, b Bounds) []Violation {
 	_, _, all := affected(faults, 0, b)
 	byName := rwByName(grants)
@@ -292,19 +293,27 @@ func CheckRWWriters(events []Event, grants []Grant, faults []FaultRecord, b Boun
 		}) {
 			continue
 		}
-		free := e.Called
+		free, released := e.Called, true
 		for _, g := range byName[e.Resource] {
-			if g.Granted < intent {
+			if g.Granted < intent && g.End > e.Called {
 				free = max(free, g.End)
+				released = released && g.Ended == "released"
 			}
 		}
-		bound := free + b.Loose
+		// The last release that frees the lock publishes, and wakes
+		// the writer (Tight, as for a Lock waiter); an entry that
+		// expires instead leaves it to the fallback (Loose).
+		limit := b.Loose
+		if released {
+			limit = b.Tight
+		}
+		bound := free + limit
 		if e.At <= bound || (e.Result == "ok" && e.Grant >= 0 && grants[e.Grant].Granted <= bound) {
 			continue
 		}
 		out = append(out, Violation{Checker: CheckerRWWriter, At: bound, Resource: e.Resource, Client: e.Client,
 			Detail: fmt.Sprintf("c%d/w%d's write Lock of %s from %s waited past %s (%s after the leases granted before its intent ended at %s), until %s (%s), with no fault and no other writer",
-				e.Client, e.Worker, e.Resource, fmtDur(e.Called), fmtDur(bound), b.Loose, fmtDur(free), fmtDur(e.At), e.Result)})
+				e.Client, e.Worker, e.Resource, fmtDur(e.Called), fmtDur(bound), limit, fmtDur(free), fmtDur(e.At), e.Result)})
 	}
 	return sortViolations(out)
 }

@@ -159,7 +159,8 @@ func TestCheckRWIntent(t *testing.T) {
 }
 
 // A writer that waits past Loose after the leases granted before its
-// intent ended, while readers that came after kept the lock, is caught;
+// intent ended (Tight if they were released), while readers that came
+// after kept the lock, is caught;
 // not when it got the lock in time, when a fault was near, or when
 // another writer tried meanwhile.
 func TestCheckRWWriters(t *testing.T) {
@@ -173,6 +174,15 @@ func TestCheckRWWriters(t *testing.T) {
 	}
 	if got := CheckRWWriters([]Event{wait}, grants, nil, b); len(got) != 1 || got[0].At != ms(1800)+b.Loose {
 		t.Fatalf("writer kept out by later readers: violations %v, want one at 3.3 s", got)
+	}
+	// Released, not expired: the last release publishes, and the bound
+	// is Tight.
+	released := slices.Clone(grants)
+	for i := range released {
+		released[i].Ended = "released"
+	}
+	if got := CheckRWWriters([]Event{wait}, released, nil, b); len(got) != 1 || got[0].At != ms(1800)+b.Tight {
+		t.Fatalf("writer kept out after the earlier leases were released: violations %v, want one at 2.1 s", got)
 	}
 	quick := wait
 	quick.At, quick.Result = ms(3000), "ok"

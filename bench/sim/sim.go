@@ -637,7 +637,8 @@ func (c *client) stopped() {
 }
 
 // worker is one goroutine of a client: it locks (one resource or
-// several) or takes a semaphore's permit, holds, extends and releases,
+// several), takes a semaphore's permit or read- or write-locks a
+// read/write lock, holds, extends and releases (or abandons),
 // with every choice drawn from its own random stream.
 type worker struct {
 	c         *client
@@ -719,8 +720,9 @@ func (w *worker) uniform(lo, hi time.Duration) time.Duration {
 }
 
 // draw chooses the next acquisition: what (a resource, a set, a permit,
-// by the seed's mix) and whether it waits. A seed without semaphores
-// and sets draws exactly what it drew before they were added.
+// by the seed's mix) and whether it waits. A seed without semaphores,
+// sets and read/write locks draws exactly what it drew before they were
+// added; one without read/write locks, what it drew before they were.
 func (w *worker) draw() (t *target, names []string, wait bool) {
 	kind := 0 // 0: one resource, 1: a permit, 2: several resources, 3: a read/write lock
 	if w.mix.sem+w.mix.multi+w.mix.rw > 0 {

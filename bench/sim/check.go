@@ -125,6 +125,7 @@ func Check(res *Result) []Violation {
 	out = append(out, CheckLeftovers(res.Leftovers, res.Virtual)...)
 	out = append(out, CheckClose(h.Closes(), res.bounds)...)
 	out = append(out, CheckErrors(h.Events(), grants, keys, faults, res.bounds)...)
+	out = append(out, checkRW(res, grants, keys, faults)...)
 	return out
 }
 
@@ -371,6 +372,9 @@ type span struct {
 	// Deadline is when the key would expire if nothing changed it
 	// (virtual time; -1: never).
 	Deadline time.Duration
+	// Members are a read/write lock's sorted set's entries (see
+	// rwScored), each with when it stops being live.
+	Members map[string]rwEntry
 }
 
 // never is the end of spans that last to the end of the run.
@@ -400,6 +404,9 @@ func buildSpans(logs [][]KeyRecord, clocks [][]clockSeg, start time.Time) keySpa
 					to = recs[i+1].At
 				}
 				s := span{From: r.At, To: to, Gone: r.Gone, Value: r.Value, Cause: r.Cause, Client: r.Client, Deadline: -1}
+				if r.Scores != nil {
+					s.Members = rwEntries(r.Scores, clocks[m], start, start.Add(r.At))
+				}
 				if !r.Gone && !r.ExpireAt.IsZero() {
 					if v := virtualAt(clocks[m], r.ExpireAt, start.Add(r.At)); !v.IsZero() {
 						s.Deadline = v.Sub(start)
@@ -470,11 +477,18 @@ func expiryOf(g Grant, kss [][]span, quorum int) time.Duration {
 			ivs = append(ivs, window{s.From, to})
 		}
 	}
+	return firstShort(g.Granted, ivs, quorum)
+}
+
+// firstShort is the first instant from granted on at which fewer than a
+// quorum of the stretches ivs (each a master's, none of one master
+// overlapping another of it) hold.
+func firstShort(granted time.Duration, ivs []window, quorum int) time.Duration {
 	// The first instant from Granted on at which fewer than a quorum
 	// hold it: Granted, or the end of a stretch.
-	candidates := []time.Duration{g.Granted}
+	candidates := []time.Duration{granted}
 	for _, w := range ivs {
-		if w.to >= g.Granted && w.to != never {
+		if w.to >= granted && w.to != never {
 			candidates = append(candidates, w.to)
 		}
 	}

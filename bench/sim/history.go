@@ -24,8 +24,10 @@ type Event struct {
 	// interleaved workers at one instant.
 	Seq int
 	// Op is "lock", "trylock", "lockall", "trylockall", "acquire",
-	// "tryacquire" (a semaphore's permit), "extend", "release" (the
-	// calls), "done" (the lease ended while held), "paused".
+	// "tryacquire" (a semaphore's permit), "rlock", "tryrlock", "wlock",
+	// "trywlock" (a read/write lock's RLock, TryRLock, Lock, TryLock),
+	// "extend", "release" (the calls), "done" (the lease ended while
+	// held), "abandon" (its holder left it unreleased), "paused".
 	Op string
 	// Resource is the resource, the semaphore's name, or a multi-resource
 	// lease's label ("{r0,r1}"), whose names are Resources.
@@ -87,10 +89,13 @@ type Grant struct {
 	// Permits is a semaphore's permit count, Permit the slot the permit
 	// holds; Permits is 0 for a lock.
 	Permits, Permit int
-	Client          int
-	Worker          int
-	Token           int64  // fencing token, 0 without fencing
-	Value           string // the lease's value on the masters
+	// RW is "read" or "write" for a read/write lock's lease, whose
+	// Resource is the lock's name; empty for the others.
+	RW     string
+	Client int
+	Worker int
+	Token  int64  // fencing token, 0 without fencing
+	Value  string // the lease's value on the masters
 	// Called is when the holder called Lock or TryLock, Granted when it
 	// returned the lease: the holder trusts it from Granted.
 	Called, Granted time.Duration
@@ -111,6 +116,9 @@ type Grant struct {
 
 func (g Grant) String() string {
 	what := g.Resource
+	if g.RW != "" {
+		what += " " + g.RW
+	}
 	if g.Permits > 0 {
 		what = fmt.Sprintf("%s permit %d of %d", g.Resource, g.Permit, g.Permits)
 	}
@@ -124,6 +132,10 @@ func (g Grant) String() string {
 // hold per unit.
 func (g Grant) Units() []string {
 	switch {
+	case g.RW != "":
+		// Readers share: the read/write lock's checkers judge its
+		// leases (see check_rw.go).
+		return nil
 	case g.Permits > 0:
 		return []string{slotUnit(g.Resource, g.Permit)}
 	case g.Resources != nil:
@@ -135,7 +147,7 @@ func (g Grant) Units() []string {
 // on reports whether the lease holds resource r (a lock's resource, not
 // a semaphore's name).
 func (g Grant) on(r string) bool {
-	if g.Permits > 0 {
+	if g.Permits > 0 || g.RW != "" {
 		return false
 	}
 	if g.Resources != nil {

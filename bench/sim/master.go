@@ -100,6 +100,10 @@ type KeyRecord struct {
 	// "<zset a b c>".
 	Gone  bool
 	Value string
+	// Scores are a read/write lock's sorted set's members' scores (its
+	// holders' and its waiting writers'; see rwScored), which say until
+	// when each lives: nil for other keys.
+	Scores map[string]float64
 	// ExpireAt is its deadline on the master's clock (zero: none); see
 	// Master.VirtualAt for the virtual instant.
 	ExpireAt time.Time
@@ -257,6 +261,9 @@ func (m *Master) changedKey(key string) {
 		r.Gone = true
 	case e.z != nil:
 		r.Value, r.ExpireAt = e.z.String(), e.expireAt
+		if rwScored(key, e.z) {
+			r.Scores = maps.Clone(e.z.byMember)
+		}
 	default:
 		r.Value, r.ExpireAt = e.str, e.expireAt
 	}

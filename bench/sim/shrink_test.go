@@ -185,5 +185,8 @@ func describeCase(cfg Config) string {
 	if cfg.Mutation != "" {
 		b.WriteString(", mutation " + cfg.Mutation)
 	}
+	if cfg.NoRW {
+		b.WriteString(", no read/write locks")
+	}
 	return b.String()
 }

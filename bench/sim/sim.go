@@ -74,6 +74,10 @@ type Config struct {
 	Keep []int
 	// Faults, when set, is the schedule, instead of a drawn one.
 	Faults []Fault
+	// NoRW: the workers take no read/write lock, every other draw
+	// unchanged: the workload of the seeds before the read/write lock
+	// joined it, which the cases hunted then replay.
+	NoRW bool
 	// Idle lists clients ("c1") and workers ("c2/w0") that do nothing,
 	// every other draw unchanged: what shrinking takes away.
 	Idle []string
@@ -184,6 +188,10 @@ type mix struct {
 	sem, multi float64
 	// permits is each semaphore's permit count, 2 or 3.
 	permits []int
+	// rw is the share of the operations that take a read/write lock (0,
+	// 0.1 or 0.2), drawn after the others so that they keep their draws;
+	// rwReaders of those read, the rest write.
+	rw float64
 	// unfenced: c0's Lockers do not fence (a third of the seeds). The
 	// fence round refuses a lease that does not hold its keys on a
 	// quorum, a second line behind the acquire's own guard (a semaphore's
@@ -208,6 +216,10 @@ func drawMix(cfg Config) mix {
 		m.permits = append(m.permits, 2+r.IntN(2))
 	}
 	m.unfenced = r.IntN(3) == 0
+	m.rw = []float64{0, 0.1, 0.2}[r.IntN(3)]
+	if cfg.NoRW {
+		m.rw = 0
+	}
 	return m
 }
 
@@ -428,6 +440,7 @@ type client struct {
 	mu      sync.Mutex
 	l       *engine.Locker
 	sems    []*engine.Semaphore // the Locker's handles of the semaphores
+	rws     []*engine.RWMutex   // and of the read/write locks
 	gen     int                 // Lockers made so far
 	cfgUsed engine.Config       // the Locker's effective configuration
 	// lockCtx is the parent of the workers' Lock contexts: the nemesis
@@ -495,8 +508,15 @@ func (c *client) open() error {
 					return fmt.Errorf("client %s: %w", c.name, err)
 				}
 			}
+			rws := make([]*engine.RWMutex, rwLocks)
+			for i := range rws {
+				if rws[i], err = l.RWMutex(rwName(i)); err != nil {
+					l.Close()
+					return fmt.Errorf("client %s: %w", c.name, err)
+				}
+			}
 			c.mu.Lock()
-			c.l, c.sems, c.cfgUsed = l, sems, l.Config()
+			c.l, c.sems, c.rws, c.cfgUsed = l, sems, rws, l.Config()
 			c.mu.Unlock()
 			return nil
 		}
@@ -511,15 +531,27 @@ func (c *client) locker() *engine.Locker {
 	return c.l
 }
 
-// handles returns the client's Locker and its semaphore handles.
-func (c *client) handles() (*engine.Locker, []*engine.Semaphore) {
+// handles returns the client's Locker and its semaphore and read/write
+// lock handles.
+func (c *client) handles() (*engine.Locker, []*engine.Semaphore, []*engine.RWMutex) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.l, c.sems
+	return c.l, c.sems, c.rws
 }
 
 // semName is semaphore i's name.
 func semName(i int) string { return fmt.Sprintf("s%d", i) }
+
+// rwLocks is the number of read/write locks the workers share, weighted
+// as the resources are.
+const rwLocks = 2
+
+// rwName is read/write lock i's name.
+func rwName(i int) string { return fmt.Sprintf("rw%d", i) }
+
+// rwReaders is the share of a read/write lock's acquisitions that read:
+// readers keep coming while writers wait.
+const rwReaders = 0.7
 
 // close closes the client's Locker and records how long Close took.
 func (c *client) close() {
@@ -605,7 +637,8 @@ func (c *client) stopped() {
 }
 
 // worker is one goroutine of a client: it locks (one resource or
-// several) or takes a semaphore's permit, holds, extends and releases,
+// several), takes a semaphore's permit or read- or write-locks a
+// read/write lock, holds, extends and releases (or abandons),
 // with every choice drawn from its own random stream.
 type worker struct {
 	c         *client
@@ -628,6 +661,9 @@ type target struct {
 	// index, or -1.
 	set []string
 	sem int
+	// rw is the read/write lock's index, or -1; write: a writer.
+	rw    int
+	write bool
 	// units are what the lease holds, for the fenced store (see
 	// Grant.Units), once it is granted.
 	units []string
@@ -684,19 +720,22 @@ func (w *worker) uniform(lo, hi time.Duration) time.Duration {
 }
 
 // draw chooses the next acquisition: what (a resource, a set, a permit,
-// by the seed's mix) and whether it waits. A seed without semaphores
-// and sets draws exactly what it drew before they were added.
+// by the seed's mix) and whether it waits. A seed without semaphores,
+// sets and read/write locks draws exactly what it drew before they were
+// added; one without read/write locks, what it drew before they were.
 func (w *worker) draw() (t *target, names []string, wait bool) {
-	kind := 0 // 0: one resource, 1: a permit, 2: several resources
-	if w.mix.sem+w.mix.multi > 0 {
+	kind := 0 // 0: one resource, 1: a permit, 2: several resources, 3: a read/write lock
+	if w.mix.sem+w.mix.multi+w.mix.rw > 0 {
 		switch p := w.rng.Float64(); {
 		case p < w.mix.sem:
 			kind = 1
 		case p < w.mix.sem+w.mix.multi:
 			kind = 2
+		case p < w.mix.sem+w.mix.multi+w.mix.rw:
+			kind = 3
 		}
 	}
-	t = &target{sem: -1}
+	t = &target{sem: -1, rw: -1}
 	switch kind {
 	case 0:
 		t.resource = w.resources[w.pick(len(w.resources))]
@@ -707,6 +746,10 @@ func (w *worker) draw() (t *target, names []string, wait bool) {
 		names = w.pickSet()
 		t.set = slices.Sorted(slices.Values(names))
 		t.resource = "{" + strings.Join(t.set, ",") + "}"
+	case 3:
+		t.rw = w.pick(rwLocks)
+		t.resource = rwName(t.rw)
+		t.write = w.rng.Float64() >= rwReaders
 	}
 	return t, names, w.rng.Float64() >= 0.3
 }
@@ -719,12 +762,16 @@ func (w *worker) run(ctx context.Context, end time.Time) {
 		// outcomes more than it must.
 		waitFor := w.uniform(w.ttl/4, 3*w.ttl)
 		think := w.uniform(0, w.ttl/10)
-		l, sems := w.c.handles()
+		l, sems, rws := w.c.handles()
 		op := "trylock"
 		if wait {
 			op = "lock"
 		}
 		switch {
+		case t.rw >= 0 && t.write:
+			op = strings.Replace(op, "lock", "wlock", 1)
+		case t.rw >= 0:
+			op = strings.Replace(op, "lock", "rlock", 1)
 		case t.sem >= 0:
 			op = strings.Replace(op, "lock", "acquire", 1)
 		case t.set != nil:
@@ -736,6 +783,10 @@ func (w *worker) run(ctx context.Context, end time.Time) {
 		if wait {
 			lctx, cancel := w.c.lockContext(ctx, waitFor)
 			switch {
+			case t.rw >= 0 && t.write:
+				le, err = rws[t.rw].Lock(lctx)
+			case t.rw >= 0:
+				le, err = rws[t.rw].RLock(lctx)
 			case t.sem >= 0:
 				le, err = sems[t.sem].Acquire(lctx)
 			case t.set != nil:
@@ -746,6 +797,10 @@ func (w *worker) run(ctx context.Context, end time.Time) {
 			cancel()
 		} else {
 			switch {
+			case t.rw >= 0 && t.write:
+				le, err = rws[t.rw].TryLock(ctx)
+			case t.rw >= 0:
+				le, err = rws[t.rw].TryRLock(ctx)
 			case t.sem >= 0:
 				le, err = sems[t.sem].TryAcquire(ctx)
 			case t.set != nil:
@@ -761,11 +816,22 @@ func (w *worker) run(ctx context.Context, end time.Time) {
 			if t.sem >= 0 {
 				g.Permits, g.Permit = w.mix.permits[t.sem], le.Permit()
 			}
+			if t.rw >= 0 {
+				g.RW = "read"
+				if t.write {
+					g.RW = "write"
+				}
+			}
 			if wait {
 				g.Wake = le.Wait().Cause.String()
 			}
 			id = w.h.grant(g)
 			t.units = g.Units()
+			if t.rw >= 0 && t.write {
+				// A writer writes to what the lock protects; a reader
+				// only reads.
+				t.units = []string{t.resource}
+			}
 			// The holder writes to the protected resources as it begins.
 			w.write(t, id, le.Token(), true)
 		}
@@ -790,6 +856,10 @@ func (w *worker) write(t *target, id int, token int64, open bool) {
 // stop touching the lease for a while, without looking at its validity,
 // and then write to the protected resource as if it still held it.
 func (w *worker) hold(le *engine.Lease, t *target, id int) {
+	if t.rw >= 0 && w.rng.Float64() < 0.05 {
+		w.abandon(le, t, id)
+		return
+	}
 	var d time.Duration
 	switch p := w.rng.Float64(); {
 	case w.mix.long && p < 0.5:
@@ -860,6 +930,18 @@ func (w *worker) hold(le *engine.Lease, t *target, id int) {
 	err := le.Release(ctx)
 	cancel()
 	w.call("release", t, called, err, id)
+	w.h.end(id, w.h.since(le.ValidUntil()), how, le.Extensions())
+}
+
+// abandon leaves the lease without a Release, as a holder that hangs or
+// leaks it does: auto-extension carries it to its cap, then it expires,
+// and nothing of it may stay on the masters (checker 4) nor keep a
+// writer out past its expiry.
+func (w *worker) abandon(le *engine.Lease, t *target, id int) {
+	w.note("abandon", t, "ok", id)
+	<-le.Done()
+	how := errClass(le.Err())
+	w.note("done", t, how, id)
 	w.h.end(id, w.h.since(le.ValidUntil()), how, le.Extensions())
 }
 

@@ -31,6 +31,7 @@ var (
 	flagKeep      = flag.String("sim.keep", "", "keep only these faults of the drawn schedule, by index (a shrunk case's schedule); \"none\" keeps none")
 	flagControl   = flag.String("sim.control", "", "TestSimulation: break mutual exclusion on purpose (split-prefix), to see a failure's report")
 	flagMutation  = flag.String("sim.mutation", "", "TestSimulation: undo one engine fix (an internal/mutation switch's name) for the checkers to find")
+	flagRW        = flag.Bool("sim.rw", true, "the workers take read/write locks (false: the workload before they did, which cases hunted then replay)")
 	flagShrink    = flag.Bool("sim.shrink", true, "TestSimulation: shrink a failing seed to a small case that still fails")
 	flagProcs     = flag.Int("sim.procs", 1, "GOMAXPROCS while a seed runs (1 replays more often)")
 	flagStall     = flag.Duration("sim.stall", 2*time.Minute, "wall time after which a seed that has not finished is reported as stalled")
@@ -41,7 +42,7 @@ var (
 // flags.
 func simConfig(t testing.TB, seed uint64) Config {
 	cfg := Config{Seed: seed, Duration: *flagDuration, Clients: *flagClients, Workers: *flagWorkers,
-		Resources: *flagResources, Nemesis: *flagNemesis, Mutation: *flagMutation}
+		Resources: *flagResources, Nemesis: *flagNemesis, Mutation: *flagMutation, NoRW: !*flagRW}
 	switch *flagControl {
 	case "":
 	case "split-prefix":
@@ -207,6 +208,9 @@ func Replay(cfg Config) string {
 	}
 	if cfg.Mutation != "" {
 		b.WriteString(" -sim.mutation=" + cfg.Mutation)
+	}
+	if cfg.NoRW {
+		b.WriteString(" -sim.rw=false")
 	}
 	return b.String()
 }

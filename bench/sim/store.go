@@ -262,6 +262,34 @@ func (s *store) exec(args []string) reply {
 			return intReply(0)
 		}
 		return intReply(int64(len(z.sorted)))
+	case "ZCOUNT", "ZREMRANGEBYSCORE":
+		if len(a) != 3 {
+			return errArgs(strings.ToLower(cmd))
+		}
+		lo, ok1 := parseBound(a[1])
+		hi, ok2 := parseBound(a[2])
+		if !ok1 || !ok2 {
+			return errorReply("ERR min or max is not a float")
+		}
+		z, bad := s.zsetOf(a[0])
+		if bad {
+			return errWrongType
+		}
+		var in []string
+		if z != nil {
+			for _, m := range z.sorted {
+				if lo.below(m.score) && hi.above(m.score) {
+					in = append(in, m.member)
+				}
+			}
+		}
+		if cmd == "ZREMRANGEBYSCORE" {
+			for _, m := range in {
+				z.rem(m)
+			}
+			s.dropEmpty(a[0], z, len(in) > 0)
+		}
+		return intReply(int64(len(in)))
 	case "ZSCORE":
 		if len(a) != 2 {
 			return errArgs("zscore")
@@ -495,6 +523,39 @@ func (s *store) zrange(a []string) reply {
 	}
 	return arrayReply(out)
 }
+
+// bound is one end of a score range: "-inf", "+inf", "1.5" or "(1.5"
+// (exclusive).
+type bound struct {
+	v    float64
+	open bool
+}
+
+func parseBound(s string) (bound, bool) {
+	b := bound{}
+	if rest, ok := strings.CutPrefix(s, "("); ok {
+		b.open, s = true, rest
+	}
+	switch strings.ToLower(s) {
+	case "-inf":
+		b.v = math.Inf(-1)
+	case "+inf", "inf":
+		b.v = math.Inf(1)
+	default:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(f) {
+			return b, false
+		}
+		b.v = f
+	}
+	return b, true
+}
+
+// below reports whether x is within the range that b starts.
+func (b bound) below(x float64) bool { return x > b.v || (!b.open && x == b.v) }
+
+// above reports whether x is within the range that b ends.
+func (b bound) above(x float64) bool { return x < b.v || (!b.open && x == b.v) }
 
 // formatScore prints a score as Redis does (%.17g).
 func formatScore(f float64) string { return strconv.FormatFloat(f, 'g', 17, 64) }

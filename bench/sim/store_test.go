@@ -142,6 +142,11 @@ func TestStoreMatchesRedis(t *testing.T) {
 			return []string{"ZSCORE", k, pick(ids)}
 		case 13:
 			return []string{"INCR", k}
+		case 14:
+			// The read/write lock's scripts count and drop entries by
+			// score range.
+			ends := []string{"-inf", "+inf", "(0", "0", "2", "(3", "-1"}
+			return []string{pick([]string{"ZCOUNT", "ZREMRANGEBYSCORE"}), k, pick(ends), pick(ends)}
 		}
 		// A script, on one key or coalesced over several.
 		body := pick(scripts)

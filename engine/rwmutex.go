@@ -747,11 +747,11 @@ var (
 // a reader for a writer that waits; share: readers do not wait for
 // readers.
 func rwAcquireBody(readerGuard, writerGuard, intentGuard, share bool) string {
-	writerHolds := `redis.call("ZCOUNT", k, "-inf", "(0") > 0`
+	writerHolds := `redis.call("ZCOUNT", k, "-inf", "(-" .. ns) > 0`
 	if !readerGuard {
 		writerHolds = `writer and ` + writerHolds
 	}
-	readersHold := `redis.call("ZCOUNT", k, "(0", "+inf") > 0`
+	readersHold := `redis.call("ZCOUNT", k, "(" .. ns, "+inf") > 0`
 	if !writerGuard {
 		readersHold = "false"
 	}
@@ -761,7 +761,7 @@ func rwAcquireBody(readerGuard, writerGuard, intentGuard, share bool) string {
 	}
 	readersBlock := "false"
 	if !share {
-		readersBlock = `redis.call("ZCOUNT", k, "(0", "+inf") > 0`
+		readersBlock = `redis.call("ZCOUNT", k, "(" .. ns, "+inf") > 0`
 	}
 	return `local value, ttl, mode, id, semkey, keep = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local function has(c)
@@ -770,12 +770,18 @@ end
 local writer, intent, mark, refresh, floor = has("w"), has("q"), has("n"), has("m"), has("f")
 local fence = floor or has("c")
 local k = KEYS[1]
-local t = redis.call("TYPE", k).ok
-if t == "string" then
-  return redis.error_reply("` + rwInUse + `plain lock")
-end
-if t ~= "none" and (t ~= "zset" or not redis.call("ZSCORE", k, "` + rwMember + `")) then
+local t = "zset"
+local ours = redis.pcall("ZSCORE", k, "` + rwMember + `")
+if type(ours) == "table" then
+  if redis.call("TYPE", k).ok == "string" then
+    return redis.error_reply("` + rwInUse + `plain lock")
+  end
   return redis.error_reply("WRONGTYPE Operation against a key holding the wrong kind of value")
+elseif not ours then
+  if redis.call("EXISTS", k) == 1 then
+    return redis.error_reply("WRONGTYPE Operation against a key holding the wrong kind of value")
+  end
+  t = "none"
 end
 if refresh then
   local have = redis.pcall("GET", semkey)
@@ -801,8 +807,11 @@ if refresh then
   redis.call("SET", semkey, "` + rwSemMark + `", "PX", keep)
 end
 ` + rwNowLua + rwHoldLua + `local q = "` + rwPrefixLua + `" .. k
-if t == "zset" then
+if t == "zset" and writer then
   -- Entries that expired go: readers scored (0, now], writers [-now, 0).
+  -- Only a writer's attempt clears them: the counts below skip them,
+  -- and the release that leaves no live holder deletes the key, so a
+  -- reader's attempt, the common one, is spared two calls.
   redis.call("ZREMRANGEBYSCORE", k, "(0", ns)
   redis.call("ZREMRANGEBYSCORE", k, "-" .. ns, "(0")
 end

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -529,73 +528,6 @@ func TestRWMutexLingeringWaiterMarksAtOnce(t *testing.T) {
 			t.Fatalf("round %d: writer: %v", round, err)
 		}
 	}
-}
-
-// The release that lets a waiting writer in wakes the writers alone: a
-// reader that waits behind the writer's intent sleeps on until the
-// writer's release, instead of waking to be refused by the writer.
-func TestRWMutexReaderSleepsWhileAWriterGoesFirst(t *testing.T) {
-	e := newEnv(t, 3)
-	ctx := context.Background()
-	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 5*time.Second, 5*time.Second }
-	var woken atomic.Int32 // the second reader's wake-ups
-	mr := rwMutex(t, rwLocker(e, slow), "writer-first")
-	mw := rwMutex(t, rwLocker(e, slow), "writer-first")
-	mr2 := rwMutex(t, rwLocker(e, func(c *engine.Config) {
-		slow(c)
-		c.Observer = &engine.Observer{Wait: func(ev engine.WaitEvent) {
-			if ev.Cause == engine.WakeNotified {
-				woken.Add(1)
-			}
-		}}
-	}), "writer-first")
-	r, err := mr.TryRLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		le  *engine.Lease
-		err error
-	}
-	wgot, rgot := make(chan result, 1), make(chan result, 1)
-	go func() {
-		wctx, cancel := context.WithTimeout(ctx, 4*time.Second)
-		defer cancel()
-		le, err := mw.Lock(wctx)
-		wgot <- result{le, err}
-	}()
-	eventually(t, 5*time.Second, "the writer's intent is on a quorum", func() bool {
-		return e.count("\xffredlock:rw:writer-first") > len(e.direct)/2
-	})
-	go func() {
-		rctx, cancel := context.WithTimeout(ctx, 4*time.Second)
-		defer cancel()
-		le, err := mr2.RLock(rctx)
-		rgot <- result{le, err}
-	}()
-	eventually(t, 5*time.Second, "the second reader's mark is on a quorum", func() bool {
-		return e.count("\xffredlock:rwmark:writer-first") > len(e.direct)/2
-	})
-	release(t, r)
-	w := <-wgot
-	if w.err != nil {
-		t.Fatalf("writer: %v", w.err)
-	}
-	// A wake-up of the reader by the release that let the writer in
-	// would come now.
-	time.Sleep(200 * time.Millisecond)
-	if n := woken.Load(); n != 0 {
-		t.Errorf("the waiting reader was woken %d times while the writer went first, want 0", n)
-	}
-	release(t, w.le)
-	rr := <-rgot
-	if rr.err != nil {
-		t.Fatalf("reader: %v", rr.err)
-	}
-	if info := rr.le.Wait(); info.Notified == 0 {
-		t.Errorf("the reader was not woken by the writer's release: %+v", info)
-	}
-	release(t, rr.le)
 }
 
 // A watched holder (its Done in use) stays held while the lock's sorted

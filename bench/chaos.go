@@ -218,10 +218,6 @@ func (c *ChaosConfig) validateLock() error {
 		// semaphore's slot keys are the engine's own, in its internal
 		// namespace.
 		return cfgErr("lock", l, "a semaphore is not available with --class %s: its faults act on the lock keys by name, and a semaphore's slots are the engine's internal keys", ChaosOutOfModel)
-	case l.Kind == LockRW && c.Class == ChaosOutOfModel:
-		// A 3-second soak (seed 3) let one stale write of a writer through
-		// the fenced store; until that is understood, no claim is made.
-		return cfgErr("lock", l, "a read/write lock is not available with --class %s yet: its writers' fencing under those faults is not shown (see docs/faults.md)", ChaosOutOfModel)
 	}
 	return nil
 }
@@ -742,6 +738,7 @@ func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
 		read := ch.cfg.Lock.Kind == LockRW && rng.Float64() < ch.cfg.Lock.ReadFraction
 		ch.attempts.Add(1)
 		wctx, cancel := context.WithTimeout(ctx, 2*ttl)
+		t0 := time.Now()
 		le, err := c.lock(wctx, ch.cfg.Lock, ch.names, set, read)
 		cancel()
 		t1 := time.Now()
@@ -769,9 +766,10 @@ func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
 		// and opens no store (which would make the writer before it
 		// stale).
 		var wrs []*check.Writer
+		began := ch.began(le, t0, t1)
 		for _, r := range set {
 			if !read {
-				wrs = append(wrs, ch.store(r, permit).Open(who, tok))
+				wrs = append(wrs, ch.store(r, permit).OpenSpan(who, tok, began, t1))
 			}
 			h := check.Hold{Start: t1, Until: until, Token: tok, Done: done, Permit: permit + 1, Shared: read}
 			if c.l != nil {
@@ -838,6 +836,28 @@ func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
 		le.Release(rctx)
 		rcancel()
 	}
+}
+
+// began is when the attempt that acquired le began, or earlier: the
+// start its validity counts from (ValidUntil is that start plus the TTL
+// less the drift) while no extension has moved it, else t0, when the
+// call began; at most t1, when it returned. The fenced stores order
+// holders by it: out of model two acquisitions may overlap (keys
+// vanished under the first while its call was still under way), and the
+// call that returns last need not be the one granted last.
+func (ch *chaos) began(le chaosLease, t0, t1 time.Time) time.Time {
+	if le.Extensions() > 0 {
+		return t0
+	}
+	ttl := ch.cfg.TTL
+	b := le.ValidUntil().Add(-(ttl - time.Duration(float64(ttl)*engine.DefaultDriftFactor) - engine.DriftFloor))
+	if le.Extensions() > 0 || b.Before(t0) {
+		return t0
+	}
+	if b.After(t1) {
+		return t1
+	}
+	return b
 }
 
 // resourceNames names the resources of set in the history: "r1", or

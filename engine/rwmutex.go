@@ -41,11 +41,15 @@ import (
 // writers.
 //
 // Waiting. RLock and Lock wait for a release instead of polling: after an
-// attempt refused on a quorum they subscribe to the lock's channel and
-// try again, leaving a mark on the masters; the release (or expiry
-// clean-up of a watched lease, or a writer's giving up) that leaves a
-// master with no live holder publishes there if it is marked, which
-// wakes every waiter of every Locker; a fallback retry covers expiries.
+// attempt refused on a quorum they subscribe and try again, a reader
+// leaving a mark on the masters, a writer its intent. The release (or
+// expiry clean-up of a watched lease) that leaves a master with no live
+// holder publishes there: on the writers' channel while a writer's
+// intent lives, which wakes the waiting writers of every Locker and
+// leaves the readers, whom the intent would refuse, asleep; else, if a
+// reader marked the lock, on the readers' channel, which wakes every
+// waiting reader. A writer's giving up wakes the readers too; a fallback
+// retry covers expiries.
 // Goroutines of one Locker that Lock the same RWMutex queue at an
 // in-process gate: one writer waits on the masters per process. Readers
 // do not queue: they can all hold at once.
@@ -231,7 +235,9 @@ func (m *RWMutex) acquireCommand(value string, writer bool, w *rwWaiter) multipl
 			bits |= rwIntent
 			id = w.id
 		}
-		if w.sub != nil {
+		// A reader marks the lock; a writer's intent is its mark (see
+		// rwReleaseBody).
+		if w.sub != nil && !writer {
 			bits |= rwMark
 		}
 	}
@@ -486,7 +492,7 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 	// A lock waited for lately (its subscription lingers) is likely
 	// held: the next attempt goes at once, and marks (and registers a
 	// writer's intent), as after a first refusal.
-	if l.notify != nil && l.notify.listening(m.key) {
+	if l.notify != nil && l.notify.listening(w.channel()) {
 		w.join()
 		now = true
 	}
@@ -517,12 +523,24 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 func (w *rwWaiter) join() {
 	l := w.m.l
 	if l.notify != nil && w.sub == nil {
-		w.sub = l.notify.subscribe(w.ctx, w.m.key, "")
+		w.sub = l.notify.subscribe(w.ctx, w.channel(), "")
 	}
 	if w.writer && w.id == "" {
 		w.id = l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)
 	}
 	w.joined = true
+}
+
+// channel is what the waiter's subscription names: the lock key for a
+// reader, the intents' key for a writer. A release that frees the lock
+// while a writer waits wakes the writers alone; the readers, whom the
+// writer's intent would refuse, sleep on until the last writer is done
+// (see rwReleaseBody).
+func (w *rwWaiter) channel() string {
+	if w.writer {
+		return w.m.intents
+	}
+	return w.m.key
 }
 
 // noRetry is waiter.noRetry's rule: nil to go on after err, else the
@@ -747,11 +765,11 @@ var (
 // a reader for a writer that waits; share: readers do not wait for
 // readers.
 func rwAcquireBody(readerGuard, writerGuard, intentGuard, share bool) string {
-	writerHolds := `redis.call("ZCOUNT", k, "-inf", "(0") > 0`
+	writerHolds := `redis.call("ZCOUNT", k, "-inf", "(-" .. ns) > 0`
 	if !readerGuard {
 		writerHolds = `writer and ` + writerHolds
 	}
-	readersHold := `redis.call("ZCOUNT", k, "(0", "+inf") > 0`
+	readersHold := `redis.call("ZCOUNT", k, "(" .. ns, "+inf") > 0`
 	if !writerGuard {
 		readersHold = "false"
 	}
@@ -761,7 +779,7 @@ func rwAcquireBody(readerGuard, writerGuard, intentGuard, share bool) string {
 	}
 	readersBlock := "false"
 	if !share {
-		readersBlock = `redis.call("ZCOUNT", k, "(0", "+inf") > 0`
+		readersBlock = `redis.call("ZCOUNT", k, "(" .. ns, "+inf") > 0`
 	}
 	return `local value, ttl, mode, id, semkey, keep = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local function has(c)
@@ -770,12 +788,18 @@ end
 local writer, intent, mark, refresh, floor = has("w"), has("q"), has("n"), has("m"), has("f")
 local fence = floor or has("c")
 local k = KEYS[1]
-local t = redis.call("TYPE", k).ok
-if t == "string" then
-  return redis.error_reply("` + rwInUse + `plain lock")
-end
-if t ~= "none" and (t ~= "zset" or not redis.call("ZSCORE", k, "` + rwMember + `")) then
+local t = "zset"
+local ours = redis.pcall("ZSCORE", k, "` + rwMember + `")
+if type(ours) == "table" then
+  if redis.call("TYPE", k).ok == "string" then
+    return redis.error_reply("` + rwInUse + `plain lock")
+  end
   return redis.error_reply("WRONGTYPE Operation against a key holding the wrong kind of value")
+elseif not ours then
+  if redis.call("EXISTS", k) == 1 then
+    return redis.error_reply("WRONGTYPE Operation against a key holding the wrong kind of value")
+  end
+  t = "none"
 end
 if refresh then
   local have = redis.pcall("GET", semkey)
@@ -801,8 +825,11 @@ if refresh then
   redis.call("SET", semkey, "` + rwSemMark + `", "PX", keep)
 end
 ` + rwNowLua + rwHoldLua + `local q = "` + rwPrefixLua + `" .. k
-if t == "zset" then
+if t == "zset" and writer then
   -- Entries that expired go: readers scored (0, now], writers [-now, 0).
+  -- Only a writer's attempt clears them: the counts below skip them,
+  -- and the release that leaves no live holder deletes the key, so a
+  -- reader's attempt, the common one, is spared two calls.
   redis.call("ZREMRANGEBYSCORE", k, "(0", ns)
   redis.call("ZREMRANGEBYSCORE", k, "-" .. ns, "(0")
 end
@@ -851,8 +878,9 @@ return c`
 }
 
 // rwReleaseScript takes the lease's entry out (ARGV[1], its value); if
-// that leaves no live holder, the key goes, and if a waiter marked the
-// lock, it publishes on the lock's channel, which wakes every waiter. It
+// that leaves no live holder, the key goes, and it publishes on the
+// intents' channel while a writer's intent lives (the writers go first),
+// else, if a reader marked the lock, on the lock's channel. It
 // answers 1 if the entry was live, else 0 (gone, expired, or the key is
 // another kind's).
 var rwReleaseScript = multiplex.NewScript(rwReleaseBody(true)).Coalesce()
@@ -864,7 +892,10 @@ var rwUndoScript = multiplex.NewScript(rwReleaseBody(false)).Coalesce()
 func rwReleaseBody(publish bool) string {
 	wake := ""
 	if publish {
-		wake = `  if redis.call("DEL", "` + rwMarkPrefixLua + `" .. k) == 1 then
+		wake = `  local q = "` + rwPrefixLua + `" .. k
+  if redis.call("ZCOUNT", q, "(" .. ns, "+inf") > 0 then
+    redis.call("PUBLISH", "` + releasedPrefix + `" .. q, "")
+  elseif redis.call("DEL", "` + rwMarkPrefixLua + `" .. k) == 1 then
     redis.call("PUBLISH", "` + releasedPrefix + `" .. k, "")
   end
 `

@@ -235,3 +235,39 @@ func TestRWFormsCoverTheLeaseScripts(t *testing.T) {
 		}
 	}
 }
+
+// The release that frees the lock while a waiting writer's intent lives
+// wakes the writers alone: it publishes on the intents' channel and
+// leaves the readers' mark for the writer's release, which, with no
+// intent left, publishes on the lock's channel and takes the mark.
+func TestRWReleaseWakesTheWritersFirst(t *testing.T) {
+	c := redistest.StartT(t, 1)
+	addr := c.Nodes[0].Addr()
+	cl := direct(t, addr)
+	published := subscribe(t, addr)
+	k, live := "wake", strconv.FormatInt(time.Now().UnixMicro()+60e6, 10)
+	must(t, cl, "ZADD", k, "0", rwMember, live, "reader")
+	must(t, cl, "ZADD", rwPrefix+k, live, "writer-id")
+	must(t, cl, "SET", rwMarkPrefix+k, "1")
+	must(t, cl, "EVAL", rwReleaseScript.Body, "1", k, "reader")
+	writers := releasedPrefix + rwPrefix + k + "="
+	if got := published(); !slices.Equal(got, []string{writers}) {
+		t.Fatalf("the readers' last release, a writer waiting: published %q, want %q", got, writers)
+	}
+	if n, _ := cl.Do(context.Background(), cl.B().Exists().Key(rwMarkPrefix+k).Build()).AsInt64(); n != 1 {
+		t.Fatal("the readers' mark went with a release that woke the writers only")
+	}
+	// The writer holds (its intent gone), and releases.
+	must(t, cl, "ZREM", rwPrefix+k, "writer-id")
+	must(t, cl, "ZADD", k, "0", rwMember, "-"+live, "writer")
+	must(t, cl, "EVAL", rwReleaseScript.Body, "1", k, "writer")
+	readers := releasedPrefix + k + "="
+	want := []string{writers, readers}
+	slices.Sort(want) // as published() reports them
+	if got := published(); !slices.Equal(got, want) {
+		t.Fatalf("the writer's release: published %q, want %q", got, want)
+	}
+	if n, _ := cl.Do(context.Background(), cl.B().Exists().Key(rwMarkPrefix+k).Build()).AsInt64(); n != 0 {
+		t.Error("the readers' mark outlived the release that woke them")
+	}
+}

@@ -529,3 +529,51 @@ func TestRWMutexLingeringWaiterMarksAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// A watched holder (its Done in use) stays held while the lock's sorted
+// set changes under it: another reader comes and goes, or the holder
+// extends. The loss tracker reads a plain lock's key, and a read/write
+// lock's is not one: it must not judge it.
+func TestRWMutexWatchedLeaseIsNotLostToChanges(t *testing.T) {
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	m := rwMutex(t, rwLocker(e, nil), "watched")
+	r, err := m.TryRLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := r.Done()
+	for range 3 {
+		other, err := m.TryRLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		release(t, other)
+	}
+	if err := r.Extend(ctx, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// A loss would be noticed within a read of the changed key.
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case <-done:
+		t.Fatalf("the reader's lease ended while it held: %v", r.Err())
+	default:
+	}
+	release(t, r)
+	w, err := m.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done = w.Done()
+	if err := w.Extend(ctx, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case <-done:
+		t.Fatalf("the writer's lease ended while it held: %v", w.Err())
+	default:
+	}
+	release(t, w)
+}

@@ -95,3 +95,51 @@ func TestStore(t *testing.T) {
 		})
 	}
 }
+
+// Out of model two acquisitions can overlap in time, and the one that
+// returns last need not be the one granted last: the store orders holders
+// by their acquisitions (OpenSpan), not by when the calls returned, and a
+// write is stale only once a holder whose acquisition began after the
+// writer's returned has written (before that the store has not seen the
+// later token, and no fenced store could refuse).
+func TestStoreConcurrentAcquisitions(t *testing.T) {
+	base := time.Now()
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	s := NewStore(base, true)
+	// a: asked at 0, granted with the lower token, its call returned late
+	// (30); b: asked at 10, after a was granted, returned at 20.
+	b := s.OpenSpan("b", 200, at(10), at(20))
+	if w := b.Write(); !w.Accepted || w.Stale {
+		t.Fatalf("b's first write %+v", w)
+	}
+	a := s.OpenSpan("a", 100, at(0), at(30))
+	if w := a.Write(); w.Accepted || w.Stale {
+		t.Fatalf("a's write after b's, with a lower token: %+v (want refused, not stale: neither is later)", w)
+	}
+	if w := b.Write(); !w.Accepted || w.Stale {
+		t.Fatalf("b's write after a opened: %+v (a's acquisition is not later than b's)", w)
+	}
+	// c begins after b returned, with a higher token; until c writes, b's
+	// writes are not stale (the store has not seen c's token).
+	c := s.OpenSpan("c", 300, at(40), at(45))
+	if w := b.Write(); !w.Accepted || w.Stale {
+		t.Fatalf("b's write before c's first: %+v", w)
+	}
+	c.Write()
+	if w := b.Write(); w.Accepted || !w.Stale {
+		t.Fatalf("b's write after c's: %+v (want stale, refused)", w)
+	}
+	if n := s.Counts(); n.StaleAccepted != 0 || n.Stale != 1 || n.Rejected != 2 {
+		t.Errorf("counts %+v", n)
+	}
+	// Tokens that went backwards between ordered acquisitions are still
+	// caught: d begins after c returned, with a lower token.
+	d := s.OpenSpan("d", 250, at(50), at(55))
+	d.Write()
+	if w := c.Write(); !w.Accepted || !w.Stale {
+		t.Fatalf("c's write after d's lower-token write: %+v (want stale, accepted)", w)
+	}
+	if n := s.Counts(); n.StaleAccepted != 1 || n.FreshRejected != 2 {
+		t.Errorf("counts %+v", n)
+	}
+}

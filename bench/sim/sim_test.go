@@ -32,6 +32,9 @@ var (
 	flagControl   = flag.String("sim.control", "", "TestSimulation: break mutual exclusion on purpose (split-prefix), to see a failure's report")
 	flagMutation  = flag.String("sim.mutation", "", "TestSimulation: undo one engine fix (an internal/mutation switch's name) for the checkers to find")
 	flagRW        = flag.Bool("sim.rw", true, "the workers take read/write locks (false: the workload before they did, which cases hunted then replay)")
+	flagClusters  = flag.Int("sim.clusters", 0, "votes that are Redis Clusters (the last ones of the five)")
+	flagShards    = flag.Int("sim.shards", 0, "shards per cluster vote (0: Config's default, 2)")
+	flagReplicas  = flag.Bool("sim.replicas", true, "each cluster shard has a replica (failovers need one)")
 	flagShrink    = flag.Bool("sim.shrink", true, "TestSimulation: shrink a failing seed to a small case that still fails")
 	flagProcs     = flag.Int("sim.procs", 1, "GOMAXPROCS while a seed runs (1 replays more often)")
 	flagStall     = flag.Duration("sim.stall", 2*time.Minute, "wall time after which a seed that has not finished is reported as stalled")
@@ -42,7 +45,8 @@ var (
 // flags.
 func simConfig(t testing.TB, seed uint64) Config {
 	cfg := Config{Seed: seed, Duration: *flagDuration, Clients: *flagClients, Workers: *flagWorkers,
-		Resources: *flagResources, Nemesis: *flagNemesis, Mutation: *flagMutation, NoRW: !*flagRW}
+		Resources: *flagResources, Nemesis: *flagNemesis, Mutation: *flagMutation, NoRW: !*flagRW,
+		Clusters: *flagClusters, Shards: *flagShards, NoReplicas: !*flagReplicas}
 	switch *flagControl {
 	case "":
 	case "split-prefix":

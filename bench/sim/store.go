@@ -3,6 +3,7 @@ package sim
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -30,6 +31,8 @@ type store struct {
 	// publish delivers a message to the master's subscribers and returns
 	// how many got it.
 	publish func(channel, msg string) int
+	// spublish is SPUBLISH's: to the shard's SSUBSCRIBE subscribers.
+	spublish func(channel, msg string) int
 	// onCommand is told every command, scripts' calls included.
 	onCommand func(args []string)
 }
@@ -43,7 +46,8 @@ type entry struct {
 
 func newStore() *store {
 	return &store{keys: make(map[string]*entry), scripts: make(map[string]string),
-		changed: func(string) {}, publish: func(string, string) int { return 0 }, onCommand: func([]string) {}}
+		changed: func(string) {}, publish: func(string, string) int { return 0 },
+		spublish: func(string, string) int { return 0 }, onCommand: func([]string) {}}
 }
 
 // get returns key's entry, deleting it first if its deadline has passed.
@@ -70,7 +74,7 @@ func (s *store) del(key string) bool {
 // not the connection's.
 func scriptable(cmd string) bool {
 	switch cmd {
-	case "EVAL", "EVALSHA", "SCRIPT", "SUBSCRIBE", "UNSUBSCRIBE", "HELLO", "CLIENT", "QUIT", "SELECT":
+	case "EVAL", "EVALSHA", "SCRIPT", "SUBSCRIBE", "UNSUBSCRIBE", "SSUBSCRIBE", "SUNSUBSCRIBE", "HELLO", "CLIENT", "QUIT", "SELECT":
 		return false
 	}
 	return true
@@ -311,6 +315,11 @@ func (s *store) exec(args []string) reply {
 			return errArgs("publish")
 		}
 		return intReply(int64(s.publish(a[0], a[1])))
+	case "SPUBLISH":
+		if len(a) != 2 {
+			return errArgs("spublish")
+		}
+		return intReply(int64(s.spublish(a[0], a[1])))
 	case "DBSIZE":
 		n := 0
 		for k := range s.keys {
@@ -574,6 +583,11 @@ type zmember struct {
 func newZset() *zset { return &zset{byMember: make(map[string]float64)} }
 
 // String lists the members in order, for the key log.
+// clone is a copy of z, for a replica's copy of a store.
+func (z *zset) clone() *zset {
+	return &zset{byMember: maps.Clone(z.byMember), sorted: slices.Clone(z.sorted)}
+}
+
 func (z *zset) String() string {
 	var b strings.Builder
 	b.WriteString("<zset")

@@ -466,6 +466,7 @@ func expiryOf(g Grant, kss [][]span, quorum int) time.Duration {
 	// Each master's stretches holding the value, as [from, to).
 	var ivs []window
 	for _, ss := range kss {
+		var own []window
 		for i, s := range ss {
 			if !s.holds(g.Value) {
 				continue
@@ -474,10 +475,30 @@ func expiryOf(g Grant, kss [][]span, quorum int) time.Duration {
 			if i+1 < len(ss) && ss[i+1].Cause == "restart" && s.Deadline >= 0 {
 				to = s.Deadline
 			}
-			ivs = append(ivs, window{s.From, to})
+			own = append(own, window{s.From, to})
 		}
+		ivs = append(ivs, mergeWindows(own)...)
 	}
 	return firstShort(g.Granted, ivs, quorum)
+}
+
+// mergeWindows is the union of one master's stretches, which overlap
+// after a failover: the promoted replica's older copy of a value while
+// the value wiped with its primary still counts until its deadline.
+func mergeWindows(ws []window) []window {
+	if len(ws) < 2 {
+		return ws
+	}
+	slices.SortFunc(ws, func(a, b window) int { return cmp.Compare(a.from, b.from) })
+	out := ws[:1]
+	for _, w := range ws[1:] {
+		if last := &out[len(out)-1]; w.from <= last.to {
+			last.to = max(last.to, w.to)
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 // firstShort is the first instant from granted on at which fewer than a

@@ -312,8 +312,7 @@ func (m *Master) snapshot() map[string]*entry {
 }
 
 // promote makes the replica m serve its shard with keys, in place of old
-// (killed): its log shows every key of old's and of keys at their new
-// state.
+// (killed): its log shows old's keys wiped, then keys' copies.
 func (m *Master) promote(keys map[string]*entry, old *Master) {
 	old.mu.Lock()
 	oldKeys := slices.Collect(maps.Keys(old.st.keys))
@@ -327,9 +326,16 @@ func (m *Master) promote(keys map[string]*entry, old *Master) {
 	st.onCommand = m.countLocked
 	st.keys = keys
 	m.st = st
+	m.commands["FAILOVER"]++ // for Coverage
+	// The old primary's keys are wiped as a restart wipes them (the
+	// engine quarantines a promoted replica's slots as a restarted
+	// primary's), then the copy's are there.
+	at := time.Since(m.start)
+	for _, k := range slices.Sorted(slices.Values(oldKeys)) {
+		m.log = append(m.log, KeyRecord{At: at, Master: m.Index, Key: k, Gone: true, Cause: "restart"})
+	}
 	m.cause, m.client = "failover", ""
-	all := slices.Sorted(slices.Values(append(oldKeys, slices.Collect(maps.Keys(keys))...)))
-	for _, k := range slices.Compact(all) {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		m.changedKey(k)
 	}
 	m.cause = ""

@@ -182,7 +182,7 @@ func (c Coverage) String() string {
 		fmt.Fprintf(&b, " %s=%d", k, c.Wakes[k])
 	}
 	b.WriteString("; commands:")
-	for _, k := range []string{"EVALSHA", "EVALSHA+", "EVAL", "SET", "PUBLISH", "SUBSCRIBE", "SPUBLISH", "SSUBSCRIBE", "CLUSTER", "ZADD", "ZPOPMIN", "PEXPIRE"} {
+	for _, k := range []string{"EVALSHA", "EVALSHA+", "EVAL", "SET", "PUBLISH", "SUBSCRIBE", "SPUBLISH", "SSUBSCRIBE", "CLUSTER", "FAILOVER", "ZADD", "ZPOPMIN", "PEXPIRE"} {
 		fmt.Fprintf(&b, " %s=%d", k, c.Commands[k])
 	}
 	return b.String()

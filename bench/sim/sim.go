@@ -378,7 +378,14 @@ func Run(cfg Config) (*Result, error) {
 	// lock's), and commands in flight arrive at most TTL/2 late (see
 	// DrawFaults): past that, what is left on a master outlived the
 	// clients.
-	time.Sleep(2*cfg.TTL + cfg.TTL/2 + 100*time.Millisecond)
+	drain := 2*cfg.TTL + cfg.TTL/2 + 100*time.Millisecond
+	if cfg.Clusters > 0 {
+		// rueidis's cluster client closes the connections a topology
+		// refresh replaced 5s later, on a goroutine of its own that must
+		// end in the bubble.
+		drain = max(drain, 5*time.Second+100*time.Millisecond)
+	}
+	time.Sleep(drain)
 	var leftovers []string
 	for _, m := range masters {
 		for _, kv := range m.Keys() {
@@ -1038,6 +1045,9 @@ func errClass(err error) string {
 		return "wrong-type"
 	case errors.Is(err, engine.ErrPermitCount):
 		return "permit-count"
+	case errors.Is(err, engine.ErrCrossSlot):
+		// With cluster votes, a set drawn across slots is refused.
+		return "cross-slot"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
 	case errors.Is(err, context.Canceled):

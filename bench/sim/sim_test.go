@@ -210,6 +210,12 @@ func Replay(cfg Config) string {
 	if cfg.Control == SplitPrefix {
 		b.WriteString(" -sim.control=split-prefix")
 	}
+	if cfg.Clusters > 0 {
+		fmt.Fprintf(&b, " -sim.clusters=%d -sim.shards=%d", cfg.Clusters, cfg.Shards)
+		if cfg.NoReplicas {
+			b.WriteString(" -sim.replicas=false")
+		}
+	}
 	if cfg.Mutation != "" {
 		b.WriteString(" -sim.mutation=" + cfg.Mutation)
 	}

@@ -391,8 +391,8 @@ func (v *vote) failover(sel int) bool {
 }
 
 // failoverFor runs a failover fault: a copy of the shard's primary's
-// store is taken now, the writes of the next lag (f.Late, or For/4
-// when it is lost) are made on the primary alone, then the primary is
+// store is taken now, the writes of the next lag (f.Late, up to half a
+// TTL, or For/2 when it is lost) are made on the primary alone, then the primary is
 // killed and the replica promoted with the copy; the old primary comes
 // back, with amnesia, as a replica after For (or when the run ends).
 func (v *vote) failoverFor(ctx context.Context, f Fault, h *History) {
@@ -401,9 +401,8 @@ func (v *vote) failoverFor(ctx context.Context, f Fault, h *History) {
 	snap := old.snapshot()
 	lag := f.Late
 	if lag < 0 {
-		lag = f.For / 4
+		lag = f.For / 2
 	}
-	lag = min(lag, f.For/2)
 	sleep(ctx, lag)
 	if !v.cl.Failover(s, snap, old) {
 		h.note(fmt.Sprintf("vote%d shard %d: no failover (no replica up)", v.cl.Vote, s))

@@ -52,6 +52,10 @@ func init() {
 	expected[mutation.RWWriterIgnoresReaders.Name()] = []string{CheckerRWExclusion, CheckerRWExpiry}
 	expected[mutation.RWIntentIgnored.Name()] = []string{CheckerRWIntent, CheckerRWWriter}
 	expected[mutation.RWReadersExclude.Name()] = []string{CheckerRWErrors}
+	// A promoted replica that lacks a lease's last writes, trusted at
+	// once, votes for a second holder: two holders (of a lock, a permit,
+	// a writer's lock), or a token handed out again.
+	expected[mutation.ClusterFailoverTrusted.Name()] = []string{CheckerExclusion, CheckerPermits, CheckerRWExclusion, CheckerFencing, CheckerStore, CheckerRWFencing}
 }
 
 // notSimulated are the switches the simulation does not find now (its

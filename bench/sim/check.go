@@ -898,7 +898,7 @@ func CheckClose(closes []CloseRecord, b Bounds) []Violation {
 // For several resources, a master that refused held a key of one of them.
 // ErrNoQuorum only with failed masters: the VotesError shows failures or
 // timeouts, or a fault was active. ErrPermitCount never: every client
-// uses the same permit count.
+// uses the same permit count; nor ErrWrongType: no name is two kinds.
 func CheckErrors(events []Event, grants []Grant, keys keySpans, faults []FaultRecord, b Bounds) []Violation {
 	owner := make(map[string][]Grant) // lease value → its grants (hand-offs share it)
 	for _, g := range grants {
@@ -967,6 +967,12 @@ func CheckErrors(events []Event, grants []Grant, keys keySpans, faults []FaultRe
 		case e.Result == "permit-count":
 			out = append(out, Violation{Checker: CheckerErrors, At: e.At, Resource: e.Resource, Client: e.Client,
 				Detail: fmt.Sprintf("c%d/w%d's %s got ErrPermitCount, though every client uses the same count: %v", e.Client, e.Worker, e.Op, e.Err)})
+		case e.Result == "wrong-type":
+			// No name is used as two kinds (r*, s*, rw*): a key of
+			// another type is the engine's own (a cluster refusing a
+			// script's key of another slot comes back as one).
+			out = append(out, Violation{Checker: CheckerErrors, At: e.At, Resource: e.Resource, Client: e.Client,
+				Detail: fmt.Sprintf("c%d/w%d's %s got ErrWrongType, though no name is used as two kinds: %v", e.Client, e.Worker, e.Op, e.Err)})
 		case e.Result == "not-acquired" && acquiring(e.Op):
 			var ve *engine.VotesError
 			if !errors.As(e.Err, &ve) {

@@ -324,7 +324,7 @@ func (m *Master) promote(keys map[string]*entry, old *Master) {
 	st.publish = m.publishLocked
 	st.spublish = m.spublishLocked
 	st.onCommand = m.countLocked
-	st.keys = keys
+	st.keys, st.cluster = keys, true
 	m.st = st
 	m.commands["FAILOVER"]++ // for Coverage
 	// The old primary's keys are wiped as a restart wipes them (the
@@ -466,4 +466,18 @@ func cloneClusters(c [][]string) [][]string {
 		out[i] = slices.Clone(s)
 	}
 	return out
+}
+
+// crossSlot reports whether a script's call touches a key of another slot
+// than the script's declared keys, which a cluster node refuses.
+func (s *store) crossSlot(args []string) bool {
+	if !s.cluster || s.scriptSlot < 0 {
+		return false
+	}
+	for _, k := range commandKeys(args) {
+		if multiplex.KeySlot(k) != s.scriptSlot {
+			return true
+		}
+	}
+	return false
 }

@@ -190,6 +190,7 @@ func (m *Master) startLocked() {
 	st.publish = m.publishLocked
 	st.spublish = m.spublishLocked
 	st.onCommand = m.countLocked
+	st.cluster = m.cl != nil
 	m.st = st
 	m.runID = m.drawRunID()
 	m.bootedAt = time.Now()

@@ -3,6 +3,7 @@ package sim
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"github.com/redlock-bench/redlock/multiplex"
 	"maps"
 	"math"
 	"slices"
@@ -35,6 +36,11 @@ type store struct {
 	spublish func(channel, msg string) int
 	// onCommand is told every command, scripts' calls included.
 	onCommand func(args []string)
+	// cluster: the store is a cluster node's, where a script may touch
+	// only keys of its declared keys' slot, scriptSlot while one runs
+	// (-1: none).
+	cluster    bool
+	scriptSlot int
 }
 
 // entry is a key's value: a string, or a sorted set when z is set.
@@ -47,7 +53,7 @@ type entry struct {
 func newStore() *store {
 	return &store{keys: make(map[string]*entry), scripts: make(map[string]string),
 		changed: func(string) {}, publish: func(string, string) int { return 0 },
-		spublish: func(string, string) int { return 0 }, onCommand: func([]string) {}}
+		spublish: func(string, string) int { return 0 }, scriptSlot: -1, onCommand: func([]string) {}}
 }
 
 // get returns key's entry, deleting it first if its deadline has passed.
@@ -650,6 +656,10 @@ func (s *store) eval(cmd string, a []string) reply {
 	}
 	if s.lua == nil {
 		s.lua = newLuaRunner(s)
+	}
+	if s.cluster && nk > 0 {
+		s.scriptSlot = multiplex.KeySlot(a[2])
+		defer func() { s.scriptSlot = -1 }()
 	}
 	r := s.lua.run(body, a[2:2+nk], a[2+nk:])
 	if cmd == "EVAL" && !s.lua.compileFailed {

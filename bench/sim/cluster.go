@@ -275,11 +275,11 @@ func (m *Master) isDown() bool {
 	return m.down
 }
 
-// Failover promotes shard s's replica, with a copy of the primary's store
-// taken lag ago: writes since then are lost. The primary is killed at
-// once and comes back, with amnesia, as a replica after down (unless the
-// run has ended). It reports false, doing nothing, when the shard has no
-// replica up.
+// Failover promotes shard s's replica with snapshot, a copy of old's
+// store taken earlier (the writes since are lost), in place of old, which
+// it kills: it comes back as a replica when started again. It reports
+// false, doing nothing, when old no longer serves the shard or the
+// replica is missing or down.
 func (c *Cluster) Failover(s int, snapshot map[string]*entry, old *Master) bool {
 	c.mu.Lock()
 	sh := c.shards[s]
@@ -357,9 +357,6 @@ func untag(key string) string {
 	}
 	return key
 }
-
-// clusterWait is how long a failover's old primary stays down at least.
-const clusterWait = 10 * time.Millisecond
 
 // vote is one vote of a run: a master, or a cluster's nodes.
 type vote struct {

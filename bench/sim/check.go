@@ -466,6 +466,7 @@ func expiryOf(g Grant, kss [][]span, quorum int) time.Duration {
 	// Each master's stretches holding the value, as [from, to).
 	var ivs []window
 	for _, ss := range kss {
+		var own []window
 		for i, s := range ss {
 			if !s.holds(g.Value) {
 				continue
@@ -474,10 +475,30 @@ func expiryOf(g Grant, kss [][]span, quorum int) time.Duration {
 			if i+1 < len(ss) && ss[i+1].Cause == "restart" && s.Deadline >= 0 {
 				to = s.Deadline
 			}
-			ivs = append(ivs, window{s.From, to})
+			own = append(own, window{s.From, to})
 		}
+		ivs = append(ivs, mergeWindows(own)...)
 	}
 	return firstShort(g.Granted, ivs, quorum)
+}
+
+// mergeWindows is the union of one master's stretches, which overlap
+// after a failover: the promoted replica's older copy of a value while
+// the value wiped with its primary still counts until its deadline.
+func mergeWindows(ws []window) []window {
+	if len(ws) < 2 {
+		return ws
+	}
+	slices.SortFunc(ws, func(a, b window) int { return cmp.Compare(a.from, b.from) })
+	out := ws[:1]
+	for _, w := range ws[1:] {
+		if last := &out[len(out)-1]; w.from <= last.to {
+			last.to = max(last.to, w.to)
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 // firstShort is the first instant from granted on at which fewer than a
@@ -877,7 +898,7 @@ func CheckClose(closes []CloseRecord, b Bounds) []Violation {
 // For several resources, a master that refused held a key of one of them.
 // ErrNoQuorum only with failed masters: the VotesError shows failures or
 // timeouts, or a fault was active. ErrPermitCount never: every client
-// uses the same permit count.
+// uses the same permit count; nor ErrWrongType: no name is two kinds.
 func CheckErrors(events []Event, grants []Grant, keys keySpans, faults []FaultRecord, b Bounds) []Violation {
 	owner := make(map[string][]Grant) // lease value → its grants (hand-offs share it)
 	for _, g := range grants {
@@ -946,6 +967,12 @@ func CheckErrors(events []Event, grants []Grant, keys keySpans, faults []FaultRe
 		case e.Result == "permit-count":
 			out = append(out, Violation{Checker: CheckerErrors, At: e.At, Resource: e.Resource, Client: e.Client,
 				Detail: fmt.Sprintf("c%d/w%d's %s got ErrPermitCount, though every client uses the same count: %v", e.Client, e.Worker, e.Op, e.Err)})
+		case e.Result == "wrong-type":
+			// No name is used as two kinds (r*, s*, rw*): a key of
+			// another type is the engine's own (a cluster refusing a
+			// script's key of another slot comes back as one).
+			out = append(out, Violation{Checker: CheckerErrors, At: e.At, Resource: e.Resource, Client: e.Client,
+				Detail: fmt.Sprintf("c%d/w%d's %s got ErrWrongType, though no name is used as two kinds: %v", e.Client, e.Worker, e.Op, e.Err)})
 		case e.Result == "not-acquired" && acquiring(e.Op):
 			var ve *engine.VotesError
 			if !errors.As(e.Err, &ve) {

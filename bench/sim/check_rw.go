@@ -164,6 +164,7 @@ func CheckRWFencing(grants []Grant) []Violation {
 func rwLive(kss [][]span, value string) []window {
 	var ivs []window
 	for _, ss := range kss {
+		var own []window
 		for i, s := range ss {
 			e, ok := s.Members[value]
 			if s.Gone || !ok {
@@ -174,9 +175,10 @@ func rwLive(kss [][]span, value string) []window {
 				to = e.Until
 			}
 			if to > s.From {
-				ivs = append(ivs, window{s.From, to})
+				own = append(own, window{s.From, to})
 			}
 		}
+		ivs = append(ivs, mergeWindows(own)...)
 	}
 	return ivs
 }

@@ -145,10 +145,13 @@ func (r *luaRunner) call(L *lua.LState, raise bool) int {
 	}
 	args[0] = strings.ToUpper(args[0])
 	var rep reply
-	if scriptable(args[0]) {
-		rep = r.s.exec(args)
-	} else {
+	switch {
+	case !scriptable(args[0]):
 		rep = errorReply("ERR This Redis command is not allowed from script")
+	case r.s.crossSlot(args):
+		rep = errorReply("ERR Script attempted to access keys that do not hash to the same slot")
+	default:
+		rep = r.s.exec(args)
 	}
 	if rep.kind == rError {
 		t := L.NewTable()

@@ -35,6 +35,11 @@ type Master struct {
 	Addr  string
 	Index int
 
+	// node is the node's number in its cluster plus one (0 for a master
+	// that is a vote of its own), and cl its place there (nil for one).
+	node int
+	cl   *clusterRole
+
 	seed uint64
 	net  *Network
 	// wake has room for one signal: new bytes on a connection, a closed
@@ -146,6 +151,12 @@ type MasterOptions struct {
 // NewMaster starts master index at addr on network n. Call it inside the
 // bubble; Close ends its goroutine.
 func NewMaster(n *Network, seed uint64, index int, addr string, o MasterOptions) *Master {
+	return newMaster(n, seed, index, 0, addr, o, nil)
+}
+
+// newMaster is NewMaster for node node of a cluster (cl), or a master
+// (node 0, cl nil).
+func newMaster(n *Network, seed uint64, index, node int, addr string, o MasterOptions, cl *clusterRole) *Master {
 	if o.Rate == 0 {
 		o.Rate = 1
 	}
@@ -154,7 +165,7 @@ func NewMaster(n *Network, seed uint64, index int, addr string, o MasterOptions)
 	}
 	now := time.Now()
 	m := &Master{
-		Addr: addr, Index: index, seed: seed, net: n,
+		Addr: addr, Index: index, seed: seed, net: n, node: node, cl: cl,
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		clock:    []clockSeg{{from: now, base: now.Add(o.Offset), rate: o.Rate}},
@@ -177,7 +188,9 @@ func (m *Master) startLocked() {
 	st := newStore()
 	st.changed = m.changedKey
 	st.publish = m.publishLocked
+	st.spublish = m.spublishLocked
 	st.onCommand = m.countLocked
+	st.cluster = m.cl != nil
 	m.st = st
 	m.runID = m.drawRunID()
 	m.bootedAt = time.Now()
@@ -187,7 +200,7 @@ func (m *Master) startLocked() {
 // drawRunID is 40 hex digits from the seed, the master and its restarts,
 // so that identities are the same in every run of a seed.
 func (m *Master) drawRunID() string {
-	r := rand.New(rand.NewPCG(m.seed, uint64(m.Index)<<32|uint64(m.restarts)))
+	r := rand.New(rand.NewPCG(m.seed, uint64(m.Index)<<32|uint64(m.node)<<20|uint64(m.restarts)))
 	var b [20]byte
 	for i := range b {
 		b[i] = byte(r.Uint32())
@@ -275,14 +288,27 @@ func (m *Master) changedKey(key string) {
 func (m *Master) infoLocked(section string) string {
 	section = strings.ToLower(section)
 	var b strings.Builder
+	mode, role := m.modeRoleLocked()
 	if section == "" || section == "all" || section == "default" || section == "server" {
-		fmt.Fprintf(&b, "# Server\r\nredis_version:%s\r\nredis_mode:standalone\r\nrun_id:%s\r\nuptime_in_seconds:%d\r\nserver_time_usec:%d\r\n",
-			RedisVersion, m.runID, int64(time.Since(m.bootedAt)/time.Second), m.nowLocked().UnixMicro())
+		fmt.Fprintf(&b, "# Server\r\nredis_version:%s\r\nredis_mode:%s\r\nrun_id:%s\r\nuptime_in_seconds:%d\r\nserver_time_usec:%d\r\n",
+			RedisVersion, mode, m.runID, int64(time.Since(m.bootedAt)/time.Second), m.nowLocked().UnixMicro())
 	}
 	if section == "" || section == "all" || section == "default" || section == "replication" {
-		b.WriteString("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n")
+		fmt.Fprintf(&b, "# Replication\r\nrole:%s\r\nconnected_slaves:0\r\n", role)
 	}
 	return b.String()
+}
+
+// modeRoleLocked is the node's redis_mode and role: a cluster's node
+// that serves no slots is a replica ("slave", as INFO says).
+func (m *Master) modeRoleLocked() (mode, role string) {
+	if m.cl == nil {
+		return "standalone", "master"
+	}
+	if m.cl.c.isPrimary(m) {
+		return "cluster", "master"
+	}
+	return "cluster", "slave"
 }
 
 // loop serves the master's connections until Close.
@@ -385,7 +411,7 @@ func (m *Master) endLocked(p *pipe) {
 	if i := slices.Index(m.pipes, p); i >= 0 {
 		m.pipes = slices.Delete(m.pipes, i, i+1)
 	}
-	p.subs = nil
+	p.subs, p.ssubs = nil, nil
 }
 
 // execLocked runs one command for p's client and appends its replies.
@@ -406,6 +432,7 @@ func (m *Master) execLocked(p *pipe, args []string, out []byte) []byte {
 				return errorReply("NOPROTO unsupported protocol version").appendRESP(out, p.resp3)
 			}
 		}
+		mode, role := m.modeRoleLocked()
 		proto := int64(2)
 		if p.resp3 {
 			proto = 3
@@ -413,7 +440,7 @@ func (m *Master) execLocked(p *pipe, args []string, out []byte) []byte {
 		return reply{kind: rMap, elems: []reply{
 			bulkReply("server"), bulkReply("redis"), bulkReply("version"), bulkReply(RedisVersion),
 			bulkReply("proto"), intReply(proto), bulkReply("id"), intReply(int64(p.seq)),
-			bulkReply("mode"), bulkReply("standalone"), bulkReply("role"), bulkReply("master"),
+			bulkReply("mode"), bulkReply(mode), bulkReply("role"), bulkReply(role),
 			bulkReply("modules"), arrayReply(nil),
 		}}.appendRESP(out, p.resp3)
 	case "CLIENT", "SELECT", "AUTH":
@@ -438,6 +465,22 @@ func (m *Master) execLocked(p *pipe, args []string, out []byte) []byte {
 	case "SUBSCRIBE", "UNSUBSCRIBE":
 		m.countLocked(args)
 		return m.subscribeLocked(p, args[0] == "SUBSCRIBE", a, out)
+	case "CLUSTER":
+		if m.cl == nil {
+			return errorReply("ERR This instance has cluster support disabled").appendRESP(out, p.resp3)
+		}
+		m.countLocked(args)
+		return m.cl.c.clusterReply(m, a).appendRESP(out, p.resp3)
+	}
+	if m.cl != nil {
+		if r, ok := m.routeLocked(args); !ok {
+			return r.appendRESP(out, p.resp3)
+		}
+	}
+	switch args[0] {
+	case "SSUBSCRIBE", "SUNSUBSCRIBE":
+		m.countLocked(args)
+		return m.ssubscribeLocked(p, args[0] == "SSUBSCRIBE", a, out)
 	}
 	m.cause = args[0]
 	if (args[0] == "EVALSHA" || args[0] == "EVAL") && len(a) > 0 {
@@ -617,6 +660,47 @@ func (m *Master) subscribeLocked(p *pipe, sub bool, channels []string, out []byt
 	return out
 }
 
+// ssubscribeLocked is SSUBSCRIBE and SUNSUBSCRIBE: a push per channel.
+func (m *Master) ssubscribeLocked(p *pipe, sub bool, channels []string, out []byte) []byte {
+	if sub && len(channels) == 0 {
+		return errArgs("ssubscribe").appendRESP(out, p.resp3)
+	}
+	if p.ssubs == nil {
+		p.ssubs = make(map[string]bool)
+	}
+	kind := "sunsubscribe"
+	if sub {
+		kind = "ssubscribe"
+	}
+	if !sub && len(channels) == 0 {
+		channels = slices.Sorted(maps.Keys(p.ssubs))
+		if len(channels) == 0 {
+			return reply{kind: rPush, elems: []reply{bulkReply(kind), nilReply, intReply(0)}}.appendRESP(out, p.resp3)
+		}
+	}
+	for _, ch := range channels {
+		if sub {
+			p.ssubs[ch] = true
+		} else {
+			delete(p.ssubs, ch)
+		}
+		out = reply{kind: rPush, elems: []reply{bulkReply(kind), bulkReply(ch), intReply(int64(len(p.ssubs)))}}.appendRESP(out, p.resp3)
+	}
+	return out
+}
+
+// spublishLocked is publishLocked for SPUBLISH and SSUBSCRIBE.
+func (m *Master) spublishLocked(channel, msg string) int {
+	n := 0
+	for _, p := range m.pipes {
+		if p.ssubs[channel] {
+			p.server.Write(reply{kind: rPush, elems: []reply{bulkReply("smessage"), bulkReply(channel), bulkReply(msg)}}.appendRESP(nil, p.resp3))
+			n++
+		}
+	}
+	return n
+}
+
 // publishLocked sends a message to every connection subscribed to
 // channel, in the order the connections were made.
 func (m *Master) publishLocked(channel, msg string) int {
@@ -723,6 +807,9 @@ func (m *Master) Kill() {
 		return
 	}
 	m.down = true
+	if m.cl != nil {
+		m.cl.c.setDown(m, true)
+	}
 	for _, p := range m.takePipesLocked() {
 		p.Break(-1)
 	}
@@ -739,6 +826,13 @@ func (m *Master) Start() {
 	m.restarts++
 	old := m.st
 	m.startLocked()
+	if m.cl != nil {
+		m.cl.c.setDown(m, false)
+	}
+	if m.cl != nil && !m.cl.c.isPrimary(m) {
+		// A replica's keys were never the vote's.
+		return
+	}
 	for _, k := range slices.Sorted(maps.Keys(old.keys)) {
 		m.log = append(m.log, KeyRecord{At: time.Since(m.start), Master: m.Index, Key: k, Gone: true, Cause: "restart"})
 	}

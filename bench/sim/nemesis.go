@@ -291,19 +291,20 @@ func DrawFaults(cfg Config) []Fault {
 // applyFaults runs the schedule until ctx ends, recording each fault
 // with its index in the drawn schedule; whatever it leaves broken the
 // caller heals.
-func applyFaults(ctx context.Context, faults []Fault, index []int, masters []*Master, clients []*client, n *Network, h *History, lat Latency) {
+func applyFaults(ctx context.Context, faults []Fault, index []int, votes []*vote, clients []*client, n *Network, h *History, lat Latency) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for i, f := range faults {
 		if !sleep(ctx, time.Until(h.start.Add(f.At))) {
 			return
 		}
-		if f.Client >= len(clients) || f.Master >= len(masters) {
+		if f.Client >= len(clients) || f.Master >= len(votes) {
 			continue
 		}
 		now := h.since(time.Now())
 		rec := h.fault(FaultRecord{Fault: f, Index: index[i], At: now, End: now})
-		m, c := masters[f.Master], clients[f.Client]
+		v, c := votes[f.Master], clients[f.Client]
+		m := v.at(f.Conn)
 		// heal runs the end of a lasting fault after For, or when the run
 		// ends, and records when.
 		heal := func(undo func()) {
@@ -315,32 +316,39 @@ func applyFaults(ctx context.Context, faults []Fault, index []int, masters []*Ma
 		}
 		switch f.Kind {
 		case FaultPause:
-			m.Pause()
-			heal(m.Resume)
+			v.each((*Master).Pause)
+			heal(func() { v.each((*Master).Resume) })
 		case FaultHang:
-			m.Partition(Hang)
-			heal(func() { m.Partition(Connected) })
+			v.each(func(m *Master) { m.Partition(Hang) })
+			heal(func() { v.each(func(m *Master) { m.Partition(Connected) }) })
 		case FaultRefuse:
-			m.Partition(Refuse)
-			heal(func() { m.Partition(Connected) })
+			v.each(func(m *Master) { m.Partition(Refuse) })
+			heal(func() { v.each(func(m *Master) { m.Partition(Connected) }) })
 		case FaultRestart:
+			if v.cl != nil && v.failover(f.Conn) {
+				wg.Go(func() {
+					v.failoverFor(ctx, f, h)
+					h.faultEnded(rec, h.since(time.Now()))
+				})
+				break
+			}
 			m.Kill()
 			heal(m.Start)
 		case FaultBreak:
 			if f.OnWrite {
-				m.ArmClient("", -1, f.Late, true)
-				heal(func() { m.ArmClient("", -1, 0, false) })
+				v.each(func(m *Master) { m.ArmClient("", -1, f.Late, true) })
+				heal(func() { v.each(func(m *Master) { m.ArmClient("", -1, 0, false) }) })
 				break
 			}
-			m.BreakConnections(f.Late)
+			v.each(func(m *Master) { m.BreakConnections(f.Late) })
 		case FaultSlow:
-			m.SetLatency(f.Latency)
-			heal(func() { m.SetLatency(lat) })
+			v.each(func(m *Master) { m.SetLatency(f.Latency) })
+			heal(func() { v.each(func(m *Master) { m.SetLatency(lat) }) })
 		case FaultDrift:
-			m.SetRate(f.Rate)
-			heal(func() { m.SetRate(1) })
+			v.each(func(m *Master) { m.SetRate(f.Rate) })
+			heal(func() { v.each(func(m *Master) { m.SetRate(1) }) })
 		case FaultJumpClock:
-			m.JumpClock(f.Jump)
+			v.each(func(m *Master) { m.JumpClock(f.Jump) })
 		case FaultBreakConn:
 			if f.OnWrite {
 				m.ArmClient(c.name, f.Conn, f.Late, true)
@@ -349,14 +357,8 @@ func applyFaults(ctx context.Context, faults []Fault, index []int, masters []*Ma
 			}
 			m.BreakClient(c.name, f.Conn, f.Late)
 		case FaultBreakClient:
-			for _, m := range masters {
-				m.ArmClient(c.name, -1, f.Late, true)
-			}
-			heal(func() {
-				for _, m := range masters {
-					m.ArmClient(c.name, -1, 0, false)
-				}
-			})
+			eachNode(votes, func(m *Master) { m.ArmClient(c.name, -1, f.Late, true) })
+			heal(func() { eachNode(votes, func(m *Master) { m.ArmClient(c.name, -1, 0, false) }) })
 		case FaultReplace:
 			wg.Go(func() {
 				c.replace()
@@ -373,9 +375,7 @@ func applyFaults(ctx context.Context, faults []Fault, index []int, masters []*Ma
 		case FaultStall:
 			n.Stall(c.name)
 			heal(func() {
-				for _, m := range masters {
-					m.BreakClient(c.name, -1, f.Late)
-				}
+				eachNode(votes, func(m *Master) { m.BreakClient(c.name, -1, f.Late) })
 				n.Unstall(c.name)
 			})
 		}

@@ -102,6 +102,7 @@ type pipe struct {
 	in    []byte
 	resp3 bool
 	subs  map[string]bool
+	ssubs map[string]bool
 	quit  bool
 }
 

@@ -188,5 +188,11 @@ func describeCase(cfg Config) string {
 	if cfg.NoRW {
 		b.WriteString(", no read/write locks")
 	}
+	if cfg.Clusters > 0 {
+		fmt.Fprintf(&b, ", %d cluster votes of %d shards", cfg.Clusters, cfg.Shards)
+		if cfg.NoReplicas {
+			b.WriteString(" without replicas")
+		}
+	}
 	return b.String()
 }

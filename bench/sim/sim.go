@@ -78,6 +78,13 @@ type Config struct {
 	// unchanged: the workload of the seeds before the read/write lock
 	// joined it, which the cases hunted then replay.
 	NoRW bool
+	// Clusters is the number of votes that are Redis Clusters (the last
+	// Clusters of the Masters votes; see cluster.go), each of Shards
+	// shards, each shard with a replica unless NoReplicas. A resource's
+	// vote there is its slot's shard's. Default: none.
+	Clusters   int
+	Shards     int
+	NoReplicas bool
 	// Idle lists clients ("c1") and workers ("c2/w0") that do nothing,
 	// every other draw unchanged: what shrinking takes away.
 	Idle []string
@@ -123,6 +130,10 @@ func (c *Config) fill() {
 	}
 	if c.Latency == (Latency{}) {
 		c.Latency = DefaultLatency
+	}
+	c.Clusters = min(c.Clusters, c.Masters)
+	if c.Clusters > 0 && c.Shards == 0 {
+		c.Shards = 2
 	}
 }
 
@@ -171,7 +182,7 @@ func (c Coverage) String() string {
 		fmt.Fprintf(&b, " %s=%d", k, c.Wakes[k])
 	}
 	b.WriteString("; commands:")
-	for _, k := range []string{"EVALSHA", "EVALSHA+", "EVAL", "SET", "PUBLISH", "SUBSCRIBE", "ZADD", "ZPOPMIN", "PEXPIRE"} {
+	for _, k := range []string{"EVALSHA", "EVALSHA+", "EVAL", "SET", "PUBLISH", "SUBSCRIBE", "SPUBLISH", "SSUBSCRIBE", "CLUSTER", "FAILOVER", "ZADD", "ZPOPMIN", "PEXPIRE"} {
 		fmt.Fprintf(&b, " %s=%d", k, c.Commands[k])
 	}
 	return b.String()
@@ -270,18 +281,31 @@ func Run(cfg Config) (*Result, error) {
 	h := NewHistory()
 	network := NewNetwork(cfg.Seed)
 	setup := rand.New(rand.NewPCG(cfg.Seed, streamMasters))
-	masters := make([]*Master, cfg.Masters)
-	addrs := make([]string, cfg.Masters)
-	for i := range masters {
-		addrs[i] = fmt.Sprintf("master%d:6379", i)
-		masters[i] = NewMaster(network, cfg.Seed, i, addrs[i], MasterOptions{
-			Uptime: time.Hour,
-			// Within ±20ms of each other and 100 ppm of virtual time:
-			// NTP-kept clocks.
+	var masters []*Master // every node
+	votes := make([]*vote, cfg.Masters)
+	var addrs []string
+	var clusters [][]string
+	for i := range votes {
+		// Within ±20ms of each other and 100 ppm of virtual time:
+		// NTP-kept clocks. A cluster's nodes share theirs.
+		o := MasterOptions{
+			Uptime:  time.Hour,
 			Offset:  time.Duration(setup.Int64N(int64(40*time.Millisecond))) - 20*time.Millisecond,
 			Rate:    1 + (setup.Float64()-0.5)*2e-4,
 			Latency: cfg.Latency,
-		})
+		}
+		if i >= cfg.Masters-cfg.Clusters {
+			cl, nodes := newCluster(network, cfg.Seed, i, cfg.Shards, !cfg.NoReplicas, o)
+			votes[i] = &vote{nodes: nodes, cl: cl}
+			masters = append(masters, nodes...)
+			clusters = append(clusters, cl.Seeds())
+			continue
+		}
+		addr := fmt.Sprintf("master%d:6379", i)
+		m := NewMaster(network, cfg.Seed, i, addr, o)
+		votes[i] = &vote{nodes: []*Master{m}}
+		masters = append(masters, m)
+		addrs = append(addrs, addr)
 	}
 	defer func() {
 		for _, m := range masters {
@@ -297,7 +321,7 @@ func Run(cfg Config) (*Result, error) {
 	mix := drawMix(cfg)
 	clients := make([]*client, cfg.Clients)
 	for i := range clients {
-		c := &client{idx: i, name: fmt.Sprintf("c%d", i), cfg: &cfg, addrs: addrs, network: network, h: h, replacing: make(chan struct{}, 1),
+		c := &client{idx: i, name: fmt.Sprintf("c%d", i), cfg: &cfg, addrs: addrs, clusters: clusters, network: network, h: h, replacing: make(chan struct{}, 1),
 			permits: mix.permits, fenced: !cfg.NoFencing && !(i == 0 && mix.unfenced)}
 		c.resetLockCtx()
 		c.pausedCh = make(chan struct{})
@@ -333,7 +357,7 @@ func Run(cfg Config) (*Result, error) {
 		}
 	}
 	var nemesis sync.WaitGroup
-	nemesis.Go(func() { applyFaults(ctx, faults, index, masters, clients, network, h, cfg.Latency) })
+	nemesis.Go(func() { applyFaults(ctx, faults, index, votes, clients, network, h, cfg.Latency) })
 	// Stop the workers' waits at the end of the run; holds finish.
 	stop := time.AfterFunc(time.Until(end), cancel)
 	wg.Wait()
@@ -354,7 +378,14 @@ func Run(cfg Config) (*Result, error) {
 	// lock's), and commands in flight arrive at most TTL/2 late (see
 	// DrawFaults): past that, what is left on a master outlived the
 	// clients.
-	time.Sleep(2*cfg.TTL + cfg.TTL/2 + 100*time.Millisecond)
+	drain := 2*cfg.TTL + cfg.TTL/2 + 100*time.Millisecond
+	if cfg.Clusters > 0 {
+		// rueidis's cluster client closes the connections a topology
+		// refresh replaced 5s later, on a goroutine of its own that must
+		// end in the bubble.
+		drain = max(drain, 5*time.Second+100*time.Millisecond)
+	}
+	time.Sleep(drain)
 	var leftovers []string
 	for _, m := range masters {
 		for _, kv := range m.Keys() {
@@ -386,10 +417,13 @@ func Run(cfg Config) (*Result, error) {
 		for k, n := range m.Commands() {
 			cov.Commands[k] += n
 		}
-		res.keyLogs = append(res.keyLogs, m.KeyLog())
-		res.leaves = append(res.leaves, m.Leaves()...)
-		res.allAttempts = append(res.allAttempts, m.AllAttempts()...)
-		res.clocks = append(res.clocks, m.clockSegs())
+	}
+	for _, v := range votes {
+		logs, leaves, alls := v.logs(cfg.Clusters > 0)
+		res.keyLogs = append(res.keyLogs, logs)
+		res.leaves = append(res.leaves, leaves...)
+		res.allAttempts = append(res.allAttempts, alls...)
+		res.clocks = append(res.clocks, v.nodes[0].clockSegs())
 	}
 	res.Coverage = cov
 	res.Violations = Check(res)
@@ -419,12 +453,14 @@ const (
 // client is one process of the simulation: a Locker, replaced when the
 // nemesis closes it, and the state the nemesis acts on.
 type client struct {
-	idx     int
-	name    string
-	cfg     *Config
-	addrs   []string
-	network *Network
-	h       *History
+	idx   int
+	name  string
+	cfg   *Config
+	addrs []string
+	// clusters are the cluster votes' seed addresses.
+	clusters [][]string
+	network  *Network
+	h        *History
 
 	// replacing serializes replace: two faults close together must not
 	// each open a Locker, one of which nobody would close. A channel, not
@@ -459,6 +495,7 @@ type client struct {
 func (c *client) engineConfig() engine.Config {
 	cfg := c.cfg
 	ec := engine.DefaultConfig(c.addrs...)
+	ec.Clusters = cloneClusters(c.clusters)
 	ec.TTL = cfg.TTL
 	ec.Quarantine = cfg.Quarantine
 	ec.Fencing = c.fenced
@@ -1008,6 +1045,9 @@ func errClass(err error) string {
 		return "wrong-type"
 	case errors.Is(err, engine.ErrPermitCount):
 		return "permit-count"
+	case errors.Is(err, engine.ErrCrossSlot):
+		// With cluster votes, a set drawn across slots is refused.
+		return "cross-slot"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
 	case errors.Is(err, context.Canceled):

@@ -15,34 +15,39 @@ import (
 )
 
 var (
-	flagSeeds     = flag.Int("sim.seeds", 3, "TestSimulation: how many seeds to run, from -sim.first (without it or -sim.first, the short fixed set -sim.list)")
-	flagList      = flag.String("sim.list", "1,2,3,12,15", "TestSimulation: the seeds run when none of -sim.seed, -sim.seeds, -sim.first, -sim.budget is given: one of each nemesis profile (restarts, none, all, clients, network)")
-	flagFirst     = flag.Uint64("sim.first", 1, "TestSimulation: the first seed")
-	flagStride    = flag.Uint64("sim.stride", 1, "TestSimulation: run every stride-th seed from -sim.first (parallel processes take one residue each)")
-	flagSeed      = flag.Int64("sim.seed", -1, "TestSimulation: replay this one seed")
-	flagBudget    = flag.Duration("sim.budget", 0, "TestSimulation: run seeds from -sim.first until this much wall time has passed (instead of -sim.seeds)")
-	flagDuration  = flag.Duration("sim.duration", 0, "virtual time the workers run per seed (0: Config's default)")
-	flagRepeat    = flag.Int("sim.repeat", 0, "TestDeterminism: runs of each seed (0 skips the test)")
-	flagClients   = flag.Int("sim.clients", 0, "Lockers per seed (0: Config's default)")
-	flagWorkers   = flag.Int("sim.workers", 0, "workers per Locker (0: Config's default)")
-	flagResources = flag.Int("sim.resources", 0, "resources per seed (0: Config's default)")
-	flagNemesis   = flag.Bool("sim.nemesis", true, "draw a fault schedule from each seed (in the model)")
-	flagIdle      = flag.String("sim.idle", "", "clients (c1) and workers (c2/w0) that do nothing, separated by commas (a shrunk case's)")
-	flagKeep      = flag.String("sim.keep", "", "keep only these faults of the drawn schedule, by index (a shrunk case's schedule); \"none\" keeps none")
-	flagControl   = flag.String("sim.control", "", "TestSimulation: break mutual exclusion on purpose (split-prefix), to see a failure's report")
-	flagMutation  = flag.String("sim.mutation", "", "TestSimulation: undo one engine fix (an internal/mutation switch's name) for the checkers to find")
-	flagRW        = flag.Bool("sim.rw", true, "the workers take read/write locks (false: the workload before they did, which cases hunted then replay)")
-	flagShrink    = flag.Bool("sim.shrink", true, "TestSimulation: shrink a failing seed to a small case that still fails")
-	flagProcs     = flag.Int("sim.procs", 1, "GOMAXPROCS while a seed runs (1 replays more often)")
-	flagStall     = flag.Duration("sim.stall", 2*time.Minute, "wall time after which a seed that has not finished is reported as stalled")
-	flagSummary   = flag.Bool("sim.summary", false, "TestSimulation: print one SIM line with the totals (for make sim)")
+	flagSeeds       = flag.Int("sim.seeds", 3, "TestSimulation: how many seeds to run, from -sim.first (without it or -sim.first, the short fixed set -sim.list)")
+	flagList        = flag.String("sim.list", "1,2,3,12,15", "TestSimulation: the seeds run when none of -sim.seed, -sim.seeds, -sim.first, -sim.budget is given: one of each nemesis profile (restarts, none, all, clients, network)")
+	flagClusterList = flag.String("sim.clusterlist", "1,3", "TestSimulation: the seeds the short fixed set also runs with three of the five votes clusters of two shards (restarts and failovers of one shard, every kind)")
+	flagFirst       = flag.Uint64("sim.first", 1, "TestSimulation: the first seed")
+	flagStride      = flag.Uint64("sim.stride", 1, "TestSimulation: run every stride-th seed from -sim.first (parallel processes take one residue each)")
+	flagSeed        = flag.Int64("sim.seed", -1, "TestSimulation: replay this one seed")
+	flagBudget      = flag.Duration("sim.budget", 0, "TestSimulation: run seeds from -sim.first until this much wall time has passed (instead of -sim.seeds)")
+	flagDuration    = flag.Duration("sim.duration", 0, "virtual time the workers run per seed (0: Config's default)")
+	flagRepeat      = flag.Int("sim.repeat", 0, "TestDeterminism: runs of each seed (0 skips the test)")
+	flagClients     = flag.Int("sim.clients", 0, "Lockers per seed (0: Config's default)")
+	flagWorkers     = flag.Int("sim.workers", 0, "workers per Locker (0: Config's default)")
+	flagResources   = flag.Int("sim.resources", 0, "resources per seed (0: Config's default)")
+	flagNemesis     = flag.Bool("sim.nemesis", true, "draw a fault schedule from each seed (in the model)")
+	flagIdle        = flag.String("sim.idle", "", "clients (c1) and workers (c2/w0) that do nothing, separated by commas (a shrunk case's)")
+	flagKeep        = flag.String("sim.keep", "", "keep only these faults of the drawn schedule, by index (a shrunk case's schedule); \"none\" keeps none")
+	flagControl     = flag.String("sim.control", "", "TestSimulation: break mutual exclusion on purpose (split-prefix), to see a failure's report")
+	flagMutation    = flag.String("sim.mutation", "", "TestSimulation: undo one engine fix (an internal/mutation switch's name) for the checkers to find")
+	flagRW          = flag.Bool("sim.rw", true, "the workers take read/write locks (false: the workload before they did, which cases hunted then replay)")
+	flagClusters    = flag.Int("sim.clusters", 0, "votes that are Redis Clusters (the last ones of the five)")
+	flagShards      = flag.Int("sim.shards", 0, "shards per cluster vote (0: Config's default, 2)")
+	flagReplicas    = flag.Bool("sim.replicas", true, "each cluster shard has a replica (failovers need one)")
+	flagShrink      = flag.Bool("sim.shrink", true, "TestSimulation: shrink a failing seed to a small case that still fails")
+	flagProcs       = flag.Int("sim.procs", 1, "GOMAXPROCS while a seed runs (1 replays more often)")
+	flagStall       = flag.Duration("sim.stall", 2*time.Minute, "wall time after which a seed that has not finished is reported as stalled")
+	flagSummary     = flag.Bool("sim.summary", false, "TestSimulation: print one SIM line with the totals (for make sim)")
 )
 
 // simConfig is the workload of TestSimulation for one seed, from the
 // flags.
 func simConfig(t testing.TB, seed uint64) Config {
 	cfg := Config{Seed: seed, Duration: *flagDuration, Clients: *flagClients, Workers: *flagWorkers,
-		Resources: *flagResources, Nemesis: *flagNemesis, Mutation: *flagMutation, NoRW: !*flagRW}
+		Resources: *flagResources, Nemesis: *flagNemesis, Mutation: *flagMutation, NoRW: !*flagRW,
+		Clusters: *flagClusters, Shards: *flagShards, NoReplicas: !*flagReplicas}
 	switch *flagControl {
 	case "":
 	case "split-prefix":
@@ -127,28 +132,48 @@ func TestSimulation(t *testing.T) {
 			list = append(list, n)
 		}
 	}
-	next := func(i int) (uint64, bool) {
+	// The fixed set also runs a few seeds with cluster votes (unless the
+	// flags make every seed's votes clusters already).
+	var clusterList []uint64
+	if *flagClusters == 0 {
+		for _, f := range strings.Split(*flagClusterList, ",") {
+			if n, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64); err == nil {
+				clusterList = append(clusterList, n)
+			}
+		}
+	}
+	next := func(i int) (seed uint64, clustered, ok bool) {
 		switch {
 		case *flagSeed >= 0:
-			return uint64(*flagSeed), i == 0
+			return uint64(*flagSeed), false, i == 0
 		case *flagBudget > 0:
-			return *flagFirst + uint64(i)**flagStride, time.Since(began) < *flagBudget
+			return *flagFirst + uint64(i)**flagStride, false, time.Since(began) < *flagBudget
 		case !ranged:
 			if i < len(list) {
-				return list[i], true
+				return list[i], false, true
 			}
-			return 0, false
+			if i -= len(list); i < len(clusterList) {
+				return clusterList[i], true, true
+			}
+			return 0, false, false
 		}
-		return *flagFirst + uint64(i)**flagStride, i < *flagSeeds
+		return *flagFirst + uint64(i)**flagStride, false, i < *flagSeeds
 	}
 	for i := 0; ; i++ {
-		seed, ok := next(i)
+		seed, clustered, ok := next(i)
 		if !ok {
 			break
 		}
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+		name := fmt.Sprintf("seed=%d", seed)
+		if clustered {
+			name += ",clusters=3"
+		}
+		t.Run(name, func(t *testing.T) {
 			start := time.Now()
 			cfg := simConfig(t, seed)
+			if clustered {
+				cfg.Clusters, cfg.Shards = 3, 2
+			}
 			res := runSeed(t, cfg)
 			if res == nil {
 				return
@@ -205,6 +230,12 @@ func Replay(cfg Config) string {
 	}
 	if cfg.Control == SplitPrefix {
 		b.WriteString(" -sim.control=split-prefix")
+	}
+	if cfg.Clusters > 0 {
+		fmt.Fprintf(&b, " -sim.clusters=%d -sim.shards=%d", cfg.Clusters, cfg.Shards)
+		if cfg.NoReplicas {
+			b.WriteString(" -sim.replicas=false")
+		}
 	}
 	if cfg.Mutation != "" {
 		b.WriteString(" -sim.mutation=" + cfg.Mutation)

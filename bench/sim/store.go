@@ -3,6 +3,8 @@ package sim
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"github.com/redlock-bench/redlock/multiplex"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -30,8 +32,15 @@ type store struct {
 	// publish delivers a message to the master's subscribers and returns
 	// how many got it.
 	publish func(channel, msg string) int
+	// spublish is SPUBLISH's: to the shard's SSUBSCRIBE subscribers.
+	spublish func(channel, msg string) int
 	// onCommand is told every command, scripts' calls included.
 	onCommand func(args []string)
+	// cluster: the store is a cluster node's, where a script may touch
+	// only keys of its declared keys' slot, scriptSlot while one runs
+	// (-1: none).
+	cluster    bool
+	scriptSlot int
 }
 
 // entry is a key's value: a string, or a sorted set when z is set.
@@ -43,7 +52,8 @@ type entry struct {
 
 func newStore() *store {
 	return &store{keys: make(map[string]*entry), scripts: make(map[string]string),
-		changed: func(string) {}, publish: func(string, string) int { return 0 }, onCommand: func([]string) {}}
+		changed: func(string) {}, publish: func(string, string) int { return 0 },
+		spublish: func(string, string) int { return 0 }, scriptSlot: -1, onCommand: func([]string) {}}
 }
 
 // get returns key's entry, deleting it first if its deadline has passed.
@@ -70,7 +80,7 @@ func (s *store) del(key string) bool {
 // not the connection's.
 func scriptable(cmd string) bool {
 	switch cmd {
-	case "EVAL", "EVALSHA", "SCRIPT", "SUBSCRIBE", "UNSUBSCRIBE", "HELLO", "CLIENT", "QUIT", "SELECT":
+	case "EVAL", "EVALSHA", "SCRIPT", "SUBSCRIBE", "UNSUBSCRIBE", "SSUBSCRIBE", "SUNSUBSCRIBE", "HELLO", "CLIENT", "QUIT", "SELECT":
 		return false
 	}
 	return true
@@ -311,6 +321,11 @@ func (s *store) exec(args []string) reply {
 			return errArgs("publish")
 		}
 		return intReply(int64(s.publish(a[0], a[1])))
+	case "SPUBLISH":
+		if len(a) != 2 {
+			return errArgs("spublish")
+		}
+		return intReply(int64(s.spublish(a[0], a[1])))
 	case "DBSIZE":
 		n := 0
 		for k := range s.keys {
@@ -574,6 +589,11 @@ type zmember struct {
 func newZset() *zset { return &zset{byMember: make(map[string]float64)} }
 
 // String lists the members in order, for the key log.
+// clone is a copy of z, for a replica's copy of a store.
+func (z *zset) clone() *zset {
+	return &zset{byMember: maps.Clone(z.byMember), sorted: slices.Clone(z.sorted)}
+}
+
 func (z *zset) String() string {
 	var b strings.Builder
 	b.WriteString("<zset")
@@ -636,6 +656,10 @@ func (s *store) eval(cmd string, a []string) reply {
 	}
 	if s.lua == nil {
 		s.lua = newLuaRunner(s)
+	}
+	if s.cluster && nk > 0 {
+		s.scriptSlot = multiplex.KeySlot(a[2])
+		defer func() { s.scriptSlot = -1 }()
 	}
 	r := s.lua.run(body, a[2:2+nk], a[2+nk:])
 	if cmd == "EVAL" && !s.lua.compileFailed {

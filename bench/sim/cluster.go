@@ -1,0 +1,480 @@
+package sim
+
+import (
+	"cmp"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redlock-bench/redlock/multiplex"
+)
+
+// A simulated Redis Cluster: one vote made of shards, each a primary (a
+// Master) that owns a range of the 16384 slots, with an optional replica.
+// Its nodes answer what rueidis's cluster client and the engine's cluster
+// dial ask (CLUSTER SLOTS, CLUSTER NODES, INFO with redis_mode:cluster and
+// role, HELLO's mode), refuse a command whose keys are in several slots
+// (CROSSSLOT) and send one for a slot they do not own to its primary
+// (MOVED), and publish on a shard with SPUBLISH and SSUBSCRIBE. There are
+// no migrations: each shard keeps its range. The nodes of a cluster share
+// one clock model (the same offset and drift, and every clock fault is
+// applied to all of them at once), so that the checkers read the vote's
+// deadlines with one clock.
+//
+// A replica holds no data until a failover: then it takes a copy of its
+// primary's store made some time before (the writes since are lost, as
+// asynchronous replication loses them), the primary is killed, and the
+// replica serves the shard's slots, with its own run_id; the old primary
+// comes back later as a replica, with amnesia.
+type Cluster struct {
+	Vote   int
+	shards []*shard
+	// mu guards the topology and which nodes are down; it is taken
+	// after a node's mutex, never before one.
+	mu   sync.Mutex
+	down map[*Master]bool
+}
+
+// setDown records whether m is killed, for the nodes' views.
+func (c *Cluster) setDown(m *Master, down bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.down == nil {
+		c.down = make(map[*Master]bool)
+	}
+	c.down[m] = down
+}
+
+// shard is one range of slots and the nodes that serve it.
+type shard struct {
+	lo, hi           int
+	primary, replica *Master
+}
+
+// clusterRole is a node's place in its cluster.
+type clusterRole struct {
+	c  *Cluster
+	id string // CLUSTER NODES's node id
+}
+
+// newCluster starts cluster vote v of shards shards (each with a replica
+// if replicas), its nodes at "vote<v>-node<i>:6379", with options o.
+func newCluster(n *Network, seed uint64, v, shards int, replicas bool, o MasterOptions) (*Cluster, []*Master) {
+	c := &Cluster{Vote: v}
+	var nodes []*Master
+	node := func() *Master {
+		i := len(nodes)
+		m := newMaster(n, seed, v, i+1, fmt.Sprintf("vote%d-node%d:6379", v, i), o, &clusterRole{c: c, id: nodeID(seed, v, i)})
+		nodes = append(nodes, m)
+		return m
+	}
+	for s := range shards {
+		sh := &shard{lo: s * multiplex.Slots / shards, hi: (s+1)*multiplex.Slots/shards - 1}
+		c.mu.Lock()
+		c.shards = append(c.shards, sh)
+		c.mu.Unlock()
+		p := node()
+		var r *Master
+		if replicas {
+			r = node()
+		}
+		c.mu.Lock()
+		sh.primary, sh.replica = p, r
+		c.mu.Unlock()
+	}
+	return c, nodes
+}
+
+// nodeID is a node's 40-hex-digit id, from the seed.
+func nodeID(seed uint64, v, i int) string {
+	r := rand.New(rand.NewPCG(seed, 1<<40|uint64(v)<<16|uint64(i)))
+	var b [20]byte
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// Shards is the number of shards.
+func (c *Cluster) Shards() int { return len(c.shards) }
+
+// Seeds are the addresses a client is given: every shard's first
+// primary.
+func (c *Cluster) Seeds() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, s := range c.shards {
+		out = append(out, s.primary.Addr)
+	}
+	return out
+}
+
+// Primary is shard s's primary now.
+func (c *Cluster) Primary(s int) *Master {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.shards[s].primary
+}
+
+// owner is the primary of slot, and whether m is it.
+func (c *Cluster) owner(slot int, m *Master) (*Master, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.shards {
+		if s.lo <= slot && slot <= s.hi {
+			return s.primary, s.primary == m
+		}
+	}
+	return nil, false
+}
+
+// isPrimary reports whether m serves slots now.
+func (c *Cluster) isPrimary(m *Master) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.shards {
+		if s.primary == m {
+			return true
+		}
+	}
+	return false
+}
+
+// hostPort splits a node's address.
+func hostPort(addr string) (string, int64) {
+	h, p, _ := net.SplitHostPort(addr)
+	n, _ := strconv.ParseInt(p, 10, 64)
+	return h, n
+}
+
+// slotsReply is CLUSTER SLOTS: each shard's range, its primary, then its
+// replica (unless it is down).
+func (c *Cluster) slotsReply() reply {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []reply
+	for _, s := range c.shards {
+		h, p := hostPort(s.primary.Addr)
+		e := []reply{intReply(int64(s.lo)), intReply(int64(s.hi)),
+			arrayReply([]reply{bulkReply(h), intReply(p), bulkReply(s.primary.cl.id)})}
+		if s.replica != nil && !c.down[s.replica] {
+			h, p := hostPort(s.replica.Addr)
+			e = append(e, arrayReply([]reply{bulkReply(h), intReply(p), bulkReply(s.replica.cl.id)}))
+		}
+		out = append(out, arrayReply(e))
+	}
+	return arrayReply(out)
+}
+
+// nodesReply is CLUSTER NODES as me sees it.
+func (c *Cluster) nodesReply(me *Master) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	line := func(m *Master, flags, master, slots string) {
+		if m == me {
+			flags = "myself," + flags
+		}
+		if m != me && c.down[m] {
+			flags += ",fail"
+		}
+		h, _ := hostPort(m.Addr)
+		fmt.Fprintf(&b, "%s %s@16379,%s %s %s 0 0 1 connected%s\n", m.cl.id, m.Addr, h, flags, master, slots)
+	}
+	for _, s := range c.shards {
+		line(s.primary, "master", "-", fmt.Sprintf(" %d-%d", s.lo, s.hi))
+		if s.replica != nil {
+			line(s.replica, "slave", s.primary.cl.id, "")
+		}
+	}
+	return b.String()
+}
+
+// commandKeys are the keys a command names, for routing: nil for a
+// command without keys.
+func commandKeys(args []string) []string {
+	a := args[1:]
+	switch args[0] {
+	case "PING", "INFO", "HELLO", "CLIENT", "SELECT", "AUTH", "QUIT", "CLUSTER", "SCRIPT", "TIME",
+		"PUBLISH", "SUBSCRIBE", "UNSUBSCRIBE", "DBSIZE", "READONLY", "READWRITE", "ASKING", "COMMAND":
+		return nil
+	case "EVAL", "EVALSHA":
+		if len(a) < 2 {
+			return nil
+		}
+		n, err := strconv.Atoi(a[1])
+		if err != nil || n < 0 || 2+n > len(a) {
+			return nil
+		}
+		return a[2 : 2+n]
+	case "DEL", "EXISTS", "SSUBSCRIBE", "SUNSUBSCRIBE":
+		return a
+	}
+	if len(a) == 0 {
+		return nil
+	}
+	return a[:1]
+}
+
+// routeLocked answers, for a node of a cluster, a command it must not
+// run: CROSSSLOT for keys in several slots, MOVED for a slot it does not
+// own (a replica sends every keyed command to its primary, as one without
+// READONLY does). ok: run it.
+func (m *Master) routeLocked(args []string) (reply, bool) {
+	keys := commandKeys(args)
+	if len(keys) == 0 {
+		return reply{}, true
+	}
+	slot := multiplex.KeySlot(keys[0])
+	for _, k := range keys[1:] {
+		if multiplex.KeySlot(k) != slot {
+			return errorReply("CROSSSLOT Keys in request don't hash to the same slot"), false
+		}
+	}
+	owner, mine := m.cl.c.owner(slot, m)
+	if mine || owner == nil {
+		return reply{}, true
+	}
+	return errorReply(fmt.Sprintf("MOVED %d %s", slot, owner.Addr)), false
+}
+
+// clusterReply answers CLUSTER's subcommands that clients ask, on m.
+func (c *Cluster) clusterReply(m *Master, a []string) reply {
+	if len(a) == 0 {
+		return errArgs("cluster")
+	}
+	switch strings.ToUpper(a[0]) {
+	case "SLOTS":
+		return c.slotsReply()
+	case "NODES":
+		return bulkReply(c.nodesReply(m))
+	case "MYID":
+		return bulkReply(m.cl.id)
+	case "KEYSLOT":
+		if len(a) != 2 {
+			return errArgs("cluster|keyslot")
+		}
+		return intReply(int64(multiplex.KeySlot(a[1])))
+	}
+	return errorReply("ERR unknown subcommand '" + a[0] + "'")
+}
+
+// isDown reports whether the node is killed.
+func (m *Master) isDown() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.down
+}
+
+// Failover promotes shard s's replica with snapshot, a copy of old's
+// store taken earlier (the writes since are lost), in place of old, which
+// it kills: it comes back as a replica when started again. It reports
+// false, doing nothing, when old no longer serves the shard or the
+// replica is missing or down.
+func (c *Cluster) Failover(s int, snapshot map[string]*entry, old *Master) bool {
+	c.mu.Lock()
+	sh := c.shards[s]
+	p, r := sh.primary, sh.replica
+	c.mu.Unlock()
+	if r == nil || p != old || r.isDown() {
+		return false
+	}
+	p.Kill()
+	c.mu.Lock()
+	sh.primary, sh.replica = r, p
+	c.mu.Unlock()
+	r.promote(snapshot, p)
+	return true
+}
+
+// snapshot is a copy of the master's keys, as a replica would have them.
+func (m *Master) snapshot() map[string]*entry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]*entry, len(m.st.keys))
+	for k, e := range m.st.keys {
+		c := *e
+		if e.z != nil {
+			c.z = e.z.clone()
+		}
+		out[k] = &c
+	}
+	return out
+}
+
+// promote makes the replica m serve its shard with keys, in place of old
+// (killed): its log shows old's keys wiped, then keys' copies.
+func (m *Master) promote(keys map[string]*entry, old *Master) {
+	old.mu.Lock()
+	oldKeys := slices.Collect(maps.Keys(old.st.keys))
+	old.mu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := newStore()
+	st.changed = m.changedKey
+	st.publish = m.publishLocked
+	st.spublish = m.spublishLocked
+	st.onCommand = m.countLocked
+	st.keys, st.cluster = keys, true
+	m.st = st
+	m.commands["FAILOVER"]++ // for Coverage
+	// The old primary's keys are wiped as a restart wipes them (the
+	// engine quarantines a promoted replica's slots as a restarted
+	// primary's), then the copy's are there.
+	at := time.Since(m.start)
+	for _, k := range slices.Sorted(slices.Values(oldKeys)) {
+		m.log = append(m.log, KeyRecord{At: at, Master: m.Index, Key: k, Gone: true, Cause: "restart"})
+	}
+	m.cause, m.client = "failover", ""
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		m.changedKey(k)
+	}
+	m.cause = ""
+}
+
+// untag is a cluster vote's key as the checkers name it: without the
+// slot's tag that the engine puts in front of a key (see engine's key).
+func untag(key string) string {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return key
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	if j <= 0 {
+		return key
+	}
+	if tag := key[i+1 : i+1+j]; tag == multiplex.SlotTag(multiplex.KeySlot(key)) {
+		return key[:i] + key[i+2+j:]
+	}
+	return key
+}
+
+// vote is one vote of a run: a master, or a cluster's nodes.
+type vote struct {
+	nodes []*Master // a master's one; a cluster's every node
+	cl    *Cluster
+}
+
+// each applies f to every node of the vote: a fault of the whole vote (a
+// cluster's network, or its clock, which its nodes share).
+func (v *vote) each(f func(*Master)) {
+	for _, m := range v.nodes {
+		f(m)
+	}
+}
+
+// at is the node a fault of one node hits: the master, or the primary
+// of a cluster's shard drawn from sel (a fault's Conn).
+func (v *vote) at(sel int) *Master {
+	if v.cl == nil {
+		return v.nodes[0]
+	}
+	return v.cl.Primary(sel % v.cl.Shards())
+}
+
+// failover reports whether a restart drawn with sel (a fault's Conn) is,
+// on a cluster with replicas, a failover: on every other shard index.
+func (v *vote) failover(sel int) bool {
+	return v.cl != nil && len(v.nodes) > v.cl.Shards() && (sel/v.cl.Shards())%2 == 1
+}
+
+// failoverFor runs a failover fault: a copy of the shard's primary's
+// store is taken now, the writes of the next lag (f.Late, up to half a
+// TTL, or For/2 when it is lost) are made on the primary alone, then the primary is
+// killed and the replica promoted with the copy; the old primary comes
+// back, with amnesia, as a replica after For (or when the run ends).
+func (v *vote) failoverFor(ctx context.Context, f Fault, h *History) {
+	s := f.Conn % v.cl.Shards()
+	old := v.cl.Primary(s)
+	snap := old.snapshot()
+	lag := f.Late
+	if lag < 0 {
+		lag = f.For / 2
+	}
+	sleep(ctx, lag)
+	if !v.cl.Failover(s, snap, old) {
+		h.note(fmt.Sprintf("vote%d shard %d: no failover (no replica up)", v.cl.Vote, s))
+		return
+	}
+	h.note(fmt.Sprintf("vote%d shard %d: %s promoted with a copy %s old, %s killed", v.cl.Vote, s, v.cl.Primary(s).Addr, lag, old.Addr))
+	sleep(ctx, f.For-lag)
+	old.Start()
+}
+
+// eachNode applies f to every node of every vote.
+func eachNode(votes []*vote, f func(*Master)) {
+	for _, v := range votes {
+		v.each(f)
+	}
+}
+
+// logs are the vote's key log, leaves and set attempts, for the checkers:
+// a cluster's nodes' merged in time order; with cluster votes (tagged),
+// every vote's keys untagged, as the engine gives them the tags.
+func (v *vote) logs(tagged bool) ([]KeyRecord, []Leave, []AllAttempt) {
+	if !tagged {
+		m := v.nodes[0]
+		return m.KeyLog(), m.Leaves(), m.AllAttempts()
+	}
+	var logs []KeyRecord
+	var leaves []Leave
+	var alls []AllAttempt
+	for _, m := range v.nodes {
+		for _, r := range m.KeyLog() {
+			r.Key = untag(r.Key)
+			logs = append(logs, r)
+		}
+		for _, l := range m.Leaves() {
+			if strings.HasPrefix(l.Resource, multiplex.GuardPrefix) {
+				continue
+			}
+			l.Resource = untag(l.Resource)
+			leaves = append(leaves, l)
+		}
+		for _, a := range m.AllAttempts() {
+			keys := a.Keys
+			a.Keys = nil
+			for _, k := range keys {
+				if !strings.HasPrefix(k, multiplex.GuardPrefix) {
+					a.Keys = append(a.Keys, untag(k))
+				}
+			}
+			alls = append(alls, a)
+		}
+	}
+	slices.SortStableFunc(logs, func(a, b KeyRecord) int { return cmp.Compare(a.At, b.At) })
+	slices.SortStableFunc(leaves, func(a, b Leave) int { return cmp.Compare(a.At, b.At) })
+	slices.SortStableFunc(alls, func(a, b AllAttempt) int { return cmp.Compare(a.At, b.At) })
+	return logs, leaves, alls
+}
+
+func cloneClusters(c [][]string) [][]string {
+	out := make([][]string, len(c))
+	for i, s := range c {
+		out[i] = slices.Clone(s)
+	}
+	return out
+}
+
+// crossSlot reports whether a script's call touches a key of another slot
+// than the script's declared keys, which a cluster node refuses.
+func (s *store) crossSlot(args []string) bool {
+	if !s.cluster || s.scriptSlot < 0 {
+		return false
+	}
+	for _, k := range commandKeys(args) {
+		if multiplex.KeySlot(k) != s.scriptSlot {
+			return true
+		}
+	}
+	return false
+}

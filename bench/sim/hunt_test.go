@@ -32,6 +32,7 @@ var expected = map[string][]string{
 	mutation.LateReleaseWakesOlder.Name():    {CheckerTurn, CheckerWait},
 	mutation.ReleaseKeepsTurn.Name():         {CheckerTurn, CheckerWait},
 	mutation.FenceRefusalIsContention.Name(): {CheckerErrors},
+	mutation.LockAllHogsTurns.Name():         {CheckerWait, CheckerTurn},
 	// A master that holds some of the set's keys and answers yes: the
 	// masters' logs show it at once (c0 without fencing also lets such a
 	// lease be granted: two holders, a key of it on no quorum).
@@ -250,6 +251,14 @@ var huntedCases = map[string][]Config{
 		{Seed: 18, Duration: 2 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c0/w0", "c0/w1", "c1/w0", "c2/w0"}},
 		{Seed: 81, Duration: 4500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 3, Keep: []int{}, Idle: []string{"c2/w0"}},
 		{Seed: 112, Duration: 5500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c2/w0", "c3/w2", "c0/w0", "c0/w2"}},
+	},
+	// Found by make sim (8 clients) with every fix on, before the fix, as
+	// the waiter checker's released resource that nobody took; not
+	// hunted. The first is shrunk; the second, a whole seed, did not
+	// shrink.
+	"lockall-hogs-turns": {
+		{Seed: 1795687385, Duration: 3500 * time.Millisecond, Clients: 7, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c1/w2", "c3/w0", "c4/w1", "c5/w0"}},
+		{Seed: 1795691273, Duration: 10 * time.Second, Clients: 8, Workers: 3, Resources: 4},
 	},
 	"semaphore-split-vote": {
 		{Seed: 6, Duration: 1500 * time.Millisecond, Clients: 4, Workers: 2, Resources: 1, Keep: []int{}, Idle: []string{"c0/w0", "c2", "c3/w0", "c1"}},

@@ -211,7 +211,11 @@ func (l *Locker) acquireAllCommand(le *Lease, tk *ticket) multiplex.Command {
 	if tk == nil {
 		cmd = keysCall(script, le.all, le.value, l.ttlStr, fence, "0")
 	} else {
-		cmd = keysCall(script, le.all, le.value, l.ttlStr, fence, "1", tk.score, tk.id)
+		waiter := "1"
+		if mutation.LockAllHogsTurns.On() {
+			waiter = "2" // keeps its places where nothing holds it up
+		}
+		cmd = keysCall(script, le.all, le.value, l.ttlStr, fence, waiter, tk.score, tk.id)
 	}
 	// A waiter's attempt reaches every master, as Lock's does, so that
 	// the masters' queues agree.
@@ -414,7 +418,15 @@ func classifyAll(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
 // take a key that holds its own turn token, sets the keys marked, and
 // marks every key held so that its release publishes. When refused, it
 // passes on at once each turn it was given (quitLua): it holds nothing
-// while it waits.
+// while it waits. Refused by a lock on one key, it also leaves the queues
+// of its keys that are free or hold another waiter's turn token on this
+// master: there it would be given turns it cannot use and pass them
+// back, and, re-joining at its first ticket at every attempt, stay ahead
+// of a waiter that could take the key; several such waiters pass a
+// released key's turns among themselves, at a different one on each
+// master, and nobody collects a quorum of them. It joins again at its
+// next attempt, with the same ticket. waiter "2" keeps those places
+// (mutation.LockAllHogsTurns).
 var acquireAllScript = multiplex.NewScript(acquireAllBody(true, false)).CoalesceKeys()
 
 // acquireAllScriptNoFloor answers the counters alone, without the
@@ -447,7 +459,7 @@ local function name(k)
   return (string.gsub(k, "%c", "?"))
 end
 local turn, m = "` + turnPrefix + `" .. tostring(id), ""
-if waiter == "1" then
+if waiter ~= "0" then
   m = "` + waitMark + `"
 end
 local vals, free, top, held = {}, {}, 0, 0
@@ -470,12 +482,12 @@ for i = 1, #KEYS do
     return redis.error_reply("WRONGTYPE redlock: the key " .. name(KEYS[i]) .. " holds the wrong kind of value")
   end
   vals[i] = v
-  free[i] = not v or (waiter == "1" and (v == turn or v == turn .. "` + waitMark + `"))
+  free[i] = not v or (waiter ~= "0" and (v == turn or v == turn .. "` + waitMark + `"))
   if not free[i] and held == 0 then
     held = i
   end
 end
-if waiter == "1" then
+if waiter ~= "0" then
   for i = 1, #KEYS do
     local q = "` + queuePrefixLua + `" .. KEYS[i]
     redis.call("ZADD", q, "NX", ticket, id)
@@ -492,16 +504,28 @@ if ` + guard + ` then
 ` + answer + `  end
   return false
 end
-if waiter == "1" then
+if waiter ~= "0" then
   local function quit(KEYS, v)
     local q = "` + queuePrefixLua + `" .. KEYS[1]
 ` + quitLua + `  end
+  local locked = false
+  for i = 1, #KEYS do
+    local v = vals[i]
+    if waiter == "1" and v and string.sub(v, 1, 1) ~= "` + turnPrefix + `" then
+      locked = true
+    end
+  end
   for i = 1, #KEYS do
     local v = vals[i]
     if v == turn or v == turn .. "` + waitMark + `" then
       quit({KEYS[i]}, v)
-    elseif v and string.sub(v, -1) ~= "` + waitMark + `" then
-      redis.call("APPEND", KEYS[i], "` + waitMark + `")
+    else
+      if locked and (not v or string.sub(v, 1, 1) == "` + turnPrefix + `") then
+        redis.call("ZREM", "` + queuePrefixLua + `" .. KEYS[i], id)
+      end
+      if v and string.sub(v, -1) ~= "` + waitMark + `" then
+        redis.call("APPEND", KEYS[i], "` + waitMark + `")
+      end
     end
   end
 end

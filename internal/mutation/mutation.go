@@ -142,6 +142,11 @@ var (
 	// at the next extension, up to ExtendEvery later, or not at all
 	// without auto-extension.
 	LossNoticedLate = &Switch{name: "loss-noticed-late"}
+	// LockAllHogsTurns: a LockAll waiter refused by a lock on one key keeps
+	// its places in the queues of its other keys, where it takes each turn
+	// it cannot use and passes it back and forth with the other waiters: a
+	// waiter that could take the resource never collects a quorum of turns.
+	LockAllHogsTurns = &Switch{name: "lockall-hogs-turns"}
 )
 
 // All is every switch, for flags and tables.
@@ -150,7 +155,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
 	CoalesceAcrossSlots, CoalesceFirstKeyOnly, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
-	LossNoticedLate, FenceRefusalIsContention, ClusterNotifyStaleShard}
+	LossNoticedLate, FenceRefusalIsContention, ClusterNotifyStaleShard, LockAllHogsTurns}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

@@ -25,3 +25,7 @@ func LeaseKeys(le *Lease) []string {
 	}
 	return []string{le.key}
 }
+
+// LeaseValue is the lease's value: a read/write holder's member at its
+// key.
+func LeaseValue(le *Lease) string { return le.value }

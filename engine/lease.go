@@ -307,12 +307,12 @@ func (le *Lease) inspectAt(f func(now time.Time)) {
 // trackLocked has the Locker's tracker watch the lease's keys, once, so
 // that a loss on the masters ends it at once (see tracker). Only for
 // leases whose Done, Context or auto-extension is in use: the others
-// cost the masters nothing. Not a read/write lock's: the tracker reads a
-// lock's value, and its sorted set would read as another's at every
-// change (another holder's entry, an extension); its losses are noticed
-// by its extensions and its expiry. The caller holds le.mu.
+// cost the masters nothing. A read/write lock's reader or writer is
+// watched by its member in the lock's sorted set, not the key's value:
+// other holders coming and going, and its extensions, leave it there.
+// The caller holds le.mu.
 func (le *Lease) trackLocked() {
-	if le.trk == nil && le.endErr == nil && le.l.track != nil && !le.rw {
+	if le.trk == nil && le.endErr == nil && le.l.track != nil {
 		le.trk = le.l.track.add(le)
 	}
 }

@@ -3,12 +3,14 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/mutation"
 )
 
 // rwLocker is a Locker on e's masters for the read/write lock's tests:
@@ -532,17 +534,53 @@ func TestRWMutexLingeringWaiterMarksAtOnce(t *testing.T) {
 
 // A watched holder (its Done in use) stays held while the lock's sorted
 // set changes under it: another reader comes and goes, or the holder
-// extends. The loss tracker reads a plain lock's key, and a read/write
-// lock's is not one: it must not judge it.
+// extends. The loss tracker reads a read/write holder's member, not the
+// key's value as a plain lock's: a change to the set is no loss while
+// the member is there. Its control reads the key as a plain lock's
+// (mutation.RWTrackedAsPlain) and must see the holder end.
 func TestRWMutexWatchedLeaseIsNotLostToChanges(t *testing.T) {
-	e := newEnv(t, 3)
+	if err := watchedRWLeaseLost(t, newEnv(t, 3), "watched"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRWMutexWatchedLeaseIsNotLostToChangesControl(t *testing.T) {
+	defer mutation.RWTrackedAsPlain.Set(true)()
+	err := watchedRWLeaseLost(t, newEnv(t, 3), "watched-control")
+	if err == nil {
+		t.Fatal("the holders stood with the tracker reading their key as a plain lock's: the check cannot fail")
+	}
+	t.Logf("caught: %v", err)
+}
+
+// judged waits until l's tracker has judged n more reads than from, or
+// done closed.
+func judged(t *testing.T, l *engine.Locker, from int64, n int, done <-chan struct{}) {
+	t.Helper()
+	eventually(t, lossBound, fmt.Sprintf("%d tracker reads or the lease's end", n), func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return l.TrackerReads() >= from+int64(n)
+		}
+	})
+}
+
+// watchedRWLeaseLost watches a reader, then a writer, of an rw lock while
+// the set changes, and says whether either ended while it held.
+func watchedRWLeaseLost(t *testing.T, e *env, name string) error {
 	ctx := context.Background()
-	m := rwMutex(t, rwLocker(e, nil), "watched")
+	l := rwLocker(e, nil)
+	m := rwMutex(t, l, name)
+	from := l.TrackerReads()
 	r, err := m.TryRLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := r.Done()
+	// The tracker has judged the reader on every master, or ended it.
+	judged(t, l, from, len(e.direct), done)
 	for range 3 {
 		other, err := m.TryRLock(ctx)
 		if err != nil {
@@ -551,29 +589,32 @@ func TestRWMutexWatchedLeaseIsNotLostToChanges(t *testing.T) {
 		release(t, other)
 	}
 	if err := r.Extend(ctx, 2*time.Second); err != nil {
-		t.Fatal(err)
+		return fmt.Errorf("the reader's Extend: %w", err)
 	}
 	// A loss would be noticed within a read of the changed key.
 	time.Sleep(300 * time.Millisecond)
 	select {
 	case <-done:
-		t.Fatalf("the reader's lease ended while it held: %v", r.Err())
+		return fmt.Errorf("the reader's lease ended while it held: %w", r.Err())
 	default:
 	}
 	release(t, r)
+	from = l.TrackerReads()
 	w, err := m.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done = w.Done()
+	judged(t, l, from, len(e.direct), done)
 	if err := w.Extend(ctx, 2*time.Second); err != nil {
-		t.Fatal(err)
+		return fmt.Errorf("the writer's Extend: %w", err)
 	}
 	time.Sleep(300 * time.Millisecond)
 	select {
 	case <-done:
-		t.Fatalf("the writer's lease ended while it held: %v", w.Err())
+		return fmt.Errorf("the writer's lease ended while it held: %w", w.Err())
 	default:
 	}
 	release(t, w)
+	return nil
 }

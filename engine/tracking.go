@@ -20,8 +20,9 @@ import (
 //
 // It keeps one dedicated connection per master (opened when the first
 // lease is watched) with client-side-caching tracking on (RESP3 CLIENT
-// TRACKING, default mode). It reads each watched key there with GET,
-// which both tells whether the key holds the lease's value and asks the
+// TRACKING, default mode). It reads each watched key there with GET (a
+// read/write lock's holder: ZSCORE of its member at the key), which
+// both tells whether the key holds the lease's value (member) and asks the
 // master to push an invalidation when the key next changes: a write by
 // anyone (DEL, SET, an expiry, FLUSHALL, PEXPIRE), on any connection.
 // An invalidation is one-shot: the tracker reads the key again, which
@@ -32,8 +33,9 @@ import (
 // period.
 //
 // An invalidation says that a key changed, not that it is lost: the
-// holder's own extensions change the key's TTL, and waiters of other
-// Lockers append their mark to its value. The read decides: the key
+// holder's own extensions change the key's TTL, waiters of other
+// Lockers append their mark to its value, and a read/write lock's other
+// holders come and go. The read decides: the key
 // holds the lease's value (marked or not), or it does not. A lease ends
 // only once the masters whose last read found some key of it gone or
 // another's are more than N − quorum; masters not read yet, or whose
@@ -372,9 +374,11 @@ func (t *tracker) open(tn *trackNode) (dc rueidis.DedicatedClient, errs <-chan e
 
 // serve reads the dirty keys on dc until it breaks or the tracker shuts,
 // and ends the leases it finds lost. A batch is one MGET of every dirty
-// key (a key of another type reads as nil: not the lease's), and a PTTL
-// of each one that changed (see trackNode.dirty). It reports whether a
-// batch succeeded.
+// key a lock, permit or multi-resource lease watches (a key of another
+// type reads as nil: not the lease's), a ZSCORE of each read/write
+// holder's member at its key (nil or WRONGTYPE: not the lease's), and a
+// PTTL of each key that changed (see trackNode.dirty). It reports
+// whether a batch succeeded.
 func (t *tracker) serve(tn *trackNode, dc rueidis.DedicatedClient, errs <-chan error) (worked bool) {
 	t.mu.Lock()
 	tn.state = trackUp
@@ -383,7 +387,9 @@ func (t *tracker) serve(tn *trackNode, dc rueidis.DedicatedClient, errs <-chan e
 		tn.mark(key, false) // a new connection tracks nothing yet
 	}
 	t.mu.Unlock()
-	var keys, ttls []string
+	var keys, ttls, plain []string
+	members := make(map[member]int) // a read/write holder's, to its command
+	vs := make(map[string]rueidis.RedisMessage)
 	cmds := make(rueidis.Commands, 0, 8)
 	for {
 		keys, ttls, cmds = keys[:0], ttls[:0], cmds[:0]
@@ -401,6 +407,25 @@ func (t *tracker) serve(tn *trackNode, dc rueidis.DedicatedClient, errs <-chan e
 				break
 			}
 		}
+		// A read/write lock's holder is a member of the sorted set at its
+		// key: a ZSCORE of it reads (and tracks) the key, and tells
+		// whether the member is there, whatever the other holders do. A
+		// lease watched after this is not judged by this batch (since).
+		plain = plain[:0]
+		clear(members)
+		for _, key := range keys {
+			hasPlain := false
+			for _, r := range t.keys[key] {
+				if r.tr.le.rw && !mutation.RWTrackedAsPlain.On() {
+					members[member{key, r.tr.le.value}] = -1
+				} else {
+					hasPlain = true
+				}
+			}
+			if hasPlain {
+				plain = append(plain, key)
+			}
+		}
 		t.mu.Unlock()
 		if len(keys) == 0 {
 			select {
@@ -412,15 +437,34 @@ func (t *tracker) serve(tn *trackNode, dc rueidis.DedicatedClient, errs <-chan e
 				return worked
 			}
 		}
-		cmds = append(cmds, dc.B().Mget().Key(keys...).Build())
+		if len(plain) > 0 {
+			cmds = append(cmds, dc.B().Mget().Key(plain...).Build())
+		}
+		for m := range members {
+			members[m] = len(cmds)
+			cmds = append(cmds, dc.B().Zscore().Key(m.key).Member(m.value).Build())
+		}
+		ttl0 := len(cmds)
 		for _, key := range ttls {
 			cmds = append(cmds, dc.B().Pttl().Key(key).Build())
+		}
+		if len(cmds) == 0 {
+			continue // nobody watches these keys any more
 		}
 		sent := time.Now()
 		// No deadline of its own: a master that stops answering has its
 		// connection closed after Config.ConnTimeout, and shut cancels.
 		res := dc.DoMulti(t.ctx, cmds...)
-		vals, err := res[0].ToArray()
+		var vals []rueidis.RedisMessage
+		var err error
+		if len(plain) > 0 {
+			vals, err = res[0].ToArray()
+		}
+		for j := range ttl0 {
+			if e := res[j].Error(); err == nil && broken(e) {
+				err = e
+			}
+		}
 		if err != nil {
 			if broken(err) {
 				// The connection failed: what it tracks is unknown now.
@@ -429,24 +473,40 @@ func (t *tracker) serve(tn *trackNode, dc rueidis.DedicatedClient, errs <-chan e
 			}
 			continue // refused (NOPERM, LOADING, ...): nothing learnt
 		}
+		for i, key := range plain {
+			vs[key] = vals[i]
+		}
 		var lost []*tracked
 		t.mu.Lock()
-		for j, key := range keys {
-			v, err := vals[j].ToString()
+		for _, key := range keys {
+			v, vok := vs[key]
 			for _, r := range t.keys[key] {
 				if r.tr.answered&(1<<tn.i) == 0 || batch <= r.tr.since[tn.i] {
 					continue
 				}
-				if r.tr.read(tn.i, r.k, err == nil && ownValue(v, r.tr.le.value)) && t.lostLocked(r.tr) {
+				var ours bool
+				if j, ok := members[member{key, r.tr.le.value}]; ok && r.tr.le.rw {
+					// Its member is there: a score (the entry's expiry,
+					// which the lease's own validity bounds), not nil nor
+					// WRONGTYPE.
+					ours = res[j].Error() == nil
+				} else if vok {
+					s, err := v.ToString()
+					ours = err == nil && ownValue(s, r.tr.le.value)
+				} else {
+					continue // came in after the batch was made: read next
+				}
+				if r.tr.read(tn.i, r.k, ours) && t.lostLocked(r.tr) {
 					lost = append(lost, r.tr)
 				}
 			}
 		}
+		clear(vs)
 		for j, key := range ttls {
 			// The key expires on this master no sooner than sent + pttl;
 			// if that is before its lease's validity ends (someone
 			// shortened it), read it again then.
-			pttl, err := res[1+j].AsInt64()
+			pttl, err := res[ttl0+j].AsInt64()
 			if err != nil || pttl < 0 {
 				continue
 			}
@@ -464,6 +524,9 @@ func (t *tracker) serve(tn *trackNode, dc rueidis.DedicatedClient, errs <-chan e
 		worked = true
 	}
 }
+
+// member is a read/write lock's holder: its key and its member there.
+type member struct{ key, value string }
 
 // broken: err is not a reply from the master, nor its nil.
 func broken(err error) bool {
@@ -551,6 +614,8 @@ func (t *tracker) endAll(lost []*tracked) {
 		what := "its key is"
 		if len(tr.keys) > 1 {
 			what = "a key of it is"
+		} else if tr.le.rw {
+			what = "its entry at its key is"
 		}
 		le := tr.le
 		le.end(errorf("%v: %q: %v: %s gone or another's on %d of %d masters (%s), fewer than a quorum of %d hold it",

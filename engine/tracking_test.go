@@ -32,6 +32,8 @@ type lossKind struct {
 	name string
 	take func(t *testing.T, l *engine.Locker, resource string) *engine.Lease
 	auto bool // the Locker auto-extends
+	// lose takes the lease's key from master i; nil: DEL.
+	lose func(e *env, i int, le *engine.Lease, key string)
 }
 
 var lossKinds = []lossKind{
@@ -69,6 +71,57 @@ var lossKinds = []lossKind{
 	}},
 }
 
+// rwLossKinds are a read/write lock's reader, whose member is taken out
+// of the sorted set (another reader's stays), and its writer, whose key
+// is deleted: the tracker reads each one's member with ZSCORE.
+var rwLossKinds = []lossKind{
+	{name: "read lease", take: func(t *testing.T, l *engine.Locker, r string) *engine.Lease {
+		m, err := l.RWMutex(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := m.TryRLock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { other.Release(context.Background()) })
+		le, err := m.TryRLock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return le
+	}, lose: func(e *env, i int, le *engine.Lease, key string) {
+		c := e.direct[i]
+		if err := c.Do(context.Background(), c.B().Zrem().Key(key).Member(engine.LeaseValue(le)).Build()).Error(); err != nil {
+			e.t.Fatalf("ZREM on node %d: %v", i, err)
+		}
+	}},
+	{name: "write lease", take: func(t *testing.T, l *engine.Locker, r string) *engine.Lease {
+		m, err := l.RWMutex(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		le, err := m.TryLock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return le
+	}},
+}
+
+// trackedKinds are the kinds the tracker watches: lossKinds and the
+// read/write lock's.
+var trackedKinds = append(lossKinds[:len(lossKinds):len(lossKinds)], rwLossKinds...)
+
+// drop takes le's key from master i as k does.
+func (k lossKind) drop(e *env, i int, le *engine.Lease, key string) {
+	if k.lose != nil {
+		k.lose(e, i, le, key)
+		return
+	}
+	e.del(i, key)
+}
+
 // lossLocker is a Locker on e's masters with the long TTL.
 func (k lossKind) locker(e *env, mutate func(*engine.Config)) *engine.Locker {
 	return e.locker(func(c *engine.Config) {
@@ -100,7 +153,7 @@ func noticed(t *testing.T, e *env, k lossKind, resource string) error {
 	awaitReads(t, l, from, len(keys)*len(e.direct))
 	key := keys[len(keys)/2]
 	for i := range l.Quorum() {
-		e.del(i, key)
+		k.drop(e, i, le, key)
 	}
 	select {
 	case <-done:
@@ -115,13 +168,14 @@ func noticed(t *testing.T, e *env, k lossKind, resource string) error {
 	return nil
 }
 
-// TestLossNoticedAtOnce: a lock, an auto-extended lock, a semaphore permit
-// and a lease on three resources each end within lossBound of a key of
-// theirs vanishing on a quorum, where their next extension would come
-// after 10 s and their expiry after 30 s.
+// TestLossNoticedAtOnce: a lock, an auto-extended lock, a semaphore permit,
+// a lease on three resources, and a read/write lock's reader and writer
+// each end within lossBound of a key of theirs (a reader's member)
+// vanishing on a quorum, where their next extension would come after
+// 10 s and their expiry after 30 s.
 func TestLossNoticedAtOnce(t *testing.T) {
 	e := newEnv(t, 5)
-	for _, k := range lossKinds {
+	for _, k := range trackedKinds {
 		if err := noticed(t, e, k, "noticed:"+k.name); err != nil {
 			t.Error(err)
 		}
@@ -135,7 +189,7 @@ func TestLossNoticedAtOnceControl(t *testing.T) {
 	e := newEnv(t, 5)
 	defer mutation.LossNoticedLate.Set(true)()
 	t.Run("group", func(t *testing.T) {
-		for _, k := range lossKinds {
+		for _, k := range trackedKinds {
 			t.Run(k.name, func(t *testing.T) {
 				t.Parallel() // each waits lossBound in vain
 				err := noticed(t, e, k, "control:"+k.name)
@@ -201,7 +255,7 @@ func TestLossNoticedForEachChange(t *testing.T) {
 // read the keys again; a delete on a third master then ends it.
 func TestLossOnAMinorityIsNoLoss(t *testing.T) {
 	e := newEnv(t, 5)
-	for _, k := range lossKinds {
+	for _, k := range trackedKinds {
 		l := k.locker(e, nil)
 		from := l.TrackerReads()
 		le := k.take(t, l, "minority:"+k.name)
@@ -211,7 +265,7 @@ func TestLossOnAMinorityIsNoLoss(t *testing.T) {
 		// One key gone on master 0, another overwritten on master 1: two
 		// masters no longer hold every key, three still do.
 		from = l.TrackerReads()
-		e.del(0, keys[0])
+		k.drop(e, 0, le, keys[0])
 		e.set(1, keys[len(keys)-1], "stranger")
 		awaitReads(t, l, from, 2)
 		select {
@@ -222,7 +276,7 @@ func TestLossOnAMinorityIsNoLoss(t *testing.T) {
 		if err := le.Err(); err != nil || le.Validity() <= 0 {
 			t.Fatalf("%s: Err %v, Validity %s with a quorum still holding it", k.name, err, le.Validity())
 		}
-		e.del(2, keys[0])
+		k.drop(e, 2, le, keys[0])
 		select {
 		case <-done:
 		case <-time.After(lossBound):

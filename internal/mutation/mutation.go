@@ -142,6 +142,11 @@ var (
 	// at the next extension, up to ExtendEvery later, or not at all
 	// without auto-extension.
 	LossNoticedLate = &Switch{name: "loss-noticed-late"}
+	// RWTrackedAsPlain: the tracker reads a read/write lock's key with
+	// MGET, as a plain lock's, instead of its holder's member with
+	// ZSCORE: the sorted set reads as nil, and every watched reader or
+	// writer ends as lost.
+	RWTrackedAsPlain = &Switch{name: "rw-tracked-as-plain"}
 	// LockAllHogsTurns: a LockAll waiter refused by a lock on one key keeps
 	// its places in the queues of its other keys, where it takes each turn
 	// it cannot use and passes it back and forth with the other waiters: a
@@ -155,7 +160,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
 	CoalesceAcrossSlots, CoalesceFirstKeyOnly, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
-	LossNoticedLate, FenceRefusalIsContention, ClusterNotifyStaleShard, LockAllHogsTurns}
+	LossNoticedLate, RWTrackedAsPlain, FenceRefusalIsContention, ClusterNotifyStaleShard, LockAllHogsTurns}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

@@ -676,7 +676,16 @@ func rwForm(s *multiplex.Script) *multiplex.Script {
 	switch s {
 	case releaseScript, releaseScriptGhost:
 		return rwReleaseScript
-	case undoScript, semReleaseScript:
+	case undoScript:
+		// An undone attempt that frees the lock wakes the writers as a
+		// release does: several writers woken at once may split the
+		// masters and all undo, and a silent undo would leave the one
+		// that tries on asleep until its fallback.
+		if mutation.RWUndoSilent.On() {
+			return rwUndoScript
+		}
+		return rwReleaseScript
+	case semReleaseScript:
 		return rwUndoScript
 	case extendScript:
 		return rwExtendScript

@@ -147,6 +147,10 @@ var (
 	// ZSCORE: the sorted set reads as nil, and every watched reader or
 	// writer ends as lost.
 	RWTrackedAsPlain = &Switch{name: "rw-tracked-as-plain"}
+	// RWUndoSilent: an undone read/write attempt that frees the lock
+	// publishes nothing: writers that split the masters and all undo
+	// leave the one that tries on asleep until its fallback.
+	RWUndoSilent = &Switch{name: "rw-undo-silent"}
 	// LockAllHogsTurns: a LockAll waiter refused by a lock on one key keeps
 	// its places in the queues of its other keys, where it takes each turn
 	// it cannot use and passes it back and forth with the other waiters: a
@@ -160,7 +164,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
 	CoalesceAcrossSlots, CoalesceFirstKeyOnly, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
-	LossNoticedLate, RWTrackedAsPlain, FenceRefusalIsContention, ClusterNotifyStaleShard, LockAllHogsTurns}
+	LossNoticedLate, RWTrackedAsPlain, RWUndoSilent, FenceRefusalIsContention, ClusterNotifyStaleShard, LockAllHogsTurns}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

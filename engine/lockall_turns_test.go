@@ -78,7 +78,7 @@ func lockAllHeldUp(t *testing.T) (errs []string) {
 	// turn to the first waiter there, who must not be the LockAll waiter,
 	// which would pass it straight back.
 	one := lockAsync(ctx, func(ctx context.Context, names ...string) (*engine.Lease, error) { return ld.Lock(ctx, names[0]) }, "x")
-	eventually(t, 3*time.Second, "Lock(x) queued on every master and x free on master 2", func() bool {
+	eventually(t, 10*time.Second, "Lock(x) queued on every master and x free on master 2", func() bool {
 		if len(e.queueOf(0, "x")) != 2 || len(e.queueOf(1, "x")) != 2 {
 			return false
 		}

@@ -92,22 +92,14 @@ type clusterFailoverObs struct {
 	PromotedMs      float64 `json:"promoted_ms"`
 	// OnPromoted: the promoted replica held the holder's value, i.e. the
 	// write was not lost and the run tests nothing.
-	OnPromoted bool              `json:"key_on_promoted_replica"`
-	Attempts   []failoverAttempt `json:"attempts"`
-	Granted    bool              `json:"second_granted"`
-	// HolderLeftMs is what was left of the holder's validity at the grant.
-	HolderLeftMs float64 `json:"holder_left_at_grant_ms,omitempty"`
-	// DiscountedVotes counts refusals in which the failed-over cluster's
-	// vote was the quarantine's.
-	DiscountedVotes int `json:"discounted_votes"`
+	OnPromoted bool `json:"key_on_promoted_replica"`
+	probeObs
 	// OtherShard is the second client's lock on a resource of the shard
 	// that did not fail over, held on cluster 2 by someone else.
-	OtherShard           string    `json:"other_shard"`
-	OtherShardGranted    bool      `json:"other_shard_granted"`
-	AfterRelease         string    `json:"after_release,omitempty"`
-	AfterReleaseAcquired bool      `json:"after_release_acquired"`
-	DoubleGrants         int       `json:"double_grants"`
-	Overlaps             []Overlap `json:"overlaps,omitempty"`
+	OtherShard        string    `json:"other_shard"`
+	OtherShardGranted bool      `json:"other_shard_granted"`
+	DoubleGrants      int       `json:"double_grants"`
+	Overlaps          []Overlap `json:"overlaps,omitempty"`
 }
 
 // cfNames are resource names whose keys, with cluster votes, are in
@@ -360,43 +352,11 @@ func clusterFailoverPath(ctx context.Context, e *env, clusters []*redisproc.Redi
 	}
 	e.step("second client on %q (shard 1, held on cluster %d by someone else): granted %v", obs.OtherShard, busy, obs.OtherShardGranted)
 
-	decisive := 0
-	for len(obs.Attempts) < failoverAttempts && lease.Validity() > 0 {
-		le, err := second.TryLock(ctx, res)
-		at := time.Now()
-		if err != nil && ctx.Err() != nil {
-			return ctx.Err()
-		}
-		a := failoverAttempt{AtMs: ms(at.Sub(done)), Outcome: classify(err).String()}
-		if err == nil {
-			or.acquire(res, "second", at, le.ValidUntil())
-			left := lease.ValidUntil().Sub(at)
-			obs.Granted, obs.HolderLeftMs = left > 0, ms(left)
-			a.FailedNodeVote = "ok (counted)"
-			obs.Attempts = append(obs.Attempts, a)
-			e.step("second client GRANTED %q with %.0f ms of the holder's validity left", res, obs.HolderLeftMs)
-			or.release(res, "second", time.Now())
-			le.Release(ctx)
-			break
-		}
-		var ve *engine.VotesError
-		if errors.As(err, &ve) && cfVote < len(ve.Votes) {
-			v := ve.Votes[cfVote]
-			a.FailedNodeVote = describeVote(v)
-			if errors.Is(v.Err, engine.ErrQuarantined) && errors.Is(err, engine.ErrNotAcquired) {
-				decisive++
-			}
-		}
-		obs.Attempts = append(obs.Attempts, a)
-		e.step("second client attempt %d: %s (cluster %d: %s)", len(obs.Attempts), a.Outcome, cfVote, a.FailedNodeVote)
-		if decisive >= failoverDecisive {
-			break
-		}
-		if err := sleep(ctx, failoverRetry); err != nil {
-			return err
-		}
+	p := probe{e: e, or: or, second: second, res: res, vote: cfVote,
+		on: fmt.Sprintf(" on %q", res), voteIs: fmt.Sprintf("cluster %d", cfVote)}
+	if err := p.whileHeld(ctx, lease, done, &obs.probeObs); err != nil {
+		return err
 	}
-	obs.DiscountedVotes = decisive
 
 	or.release(res, "holder", time.Now())
 	lease.Release(ctx) // its primary is dead: the error is expected
@@ -405,23 +365,7 @@ func clusterFailoverPath(ctx context.Context, e *env, clusters []*redisproc.Redi
 	if q == engine.QuarantineOff {
 		return nil
 	}
-	for i := 0; i < 10; i++ {
-		le, err := second.TryLock(ctx, res)
-		if err == nil {
-			obs.AfterReleaseAcquired, obs.AfterRelease = true, "acquired"
-			le.Release(ctx)
-			break
-		}
-		obs.AfterRelease = err.Error()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err := sleep(ctx, failoverRetry); err != nil {
-			return err
-		}
-	}
-	e.step("after the release, the second client: %s", obs.AfterRelease)
-	return nil
+	return p.afterRelease(ctx, &obs.probeObs)
 }
 
 // forceFailover makes replica, whose primary is dead, the primary of shard

@@ -57,8 +57,8 @@ func TestClusterFailover(t *testing.T) {
 
 func clusterFailoverHeld() clusterFailoverObs {
 	return clusterFailoverObs{Clusters: 3, Shards: 2, Quorum: 2, HolderVotes: []int{0, 1}, HolderOnPrimary: true,
-		PrimaryKilled: true, Promoted: true, LinksCut: 1, OtherShardGranted: true, DiscountedVotes: 3,
-		AfterReleaseAcquired: true, AfterRelease: "acquired"}
+		PrimaryKilled: true, Promoted: true, LinksCut: 1, OtherShardGranted: true,
+		probeObs: probeObs{DiscountedVotes: 3, AfterReleaseAcquired: true, AfterRelease: "acquired"}}
 }
 
 func TestJudgeClusterFailover(t *testing.T) {

@@ -2,7 +2,6 @@ package scenario
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -117,18 +116,10 @@ type failoverRedlockObs struct {
 	FailedNode  int   `json:"failed_over_node"`
 	FailedOver  bool  `json:"failed_over"`
 	// FailoverMs is how long the master took to be replaced.
-	FailoverMs float64           `json:"failover_ms"`
-	Attempts   []failoverAttempt `json:"attempts"`
-	Granted    bool              `json:"second_granted"`
-	// HolderLeftMs is what was left of the holder's validity at the grant.
-	HolderLeftMs float64 `json:"holder_left_at_grant_ms,omitempty"`
-	// DiscountedVotes counts refusals in which the failed-over master's yes
-	// was discounted by the quarantine.
-	DiscountedVotes      int       `json:"discounted_votes"`
-	AfterRelease         string    `json:"after_release,omitempty"`
-	AfterReleaseAcquired bool      `json:"after_release_acquired"`
-	DoubleGrants         int       `json:"double_grants"`
-	Overlaps             []Overlap `json:"overlaps,omitempty"`
+	FailoverMs float64 `json:"failover_ms"`
+	probeObs
+	DoubleGrants int       `json:"double_grants"`
+	Overlaps     []Overlap `json:"overlaps,omitempty"`
 }
 
 // failoverAttempt is one of the second client's attempts on Redlock.
@@ -365,43 +356,11 @@ func failoverRedlockPath(ctx context.Context, e *env, cluster *redisproc.Cluster
 	obs.FailedOver, obs.FailoverMs = true, ms(done.Sub(t0))
 	e.step("master %d failed over to an empty server at its address in %.1f ms: it lost the holder's key", failoverNode, obs.FailoverMs)
 
-	decisive := 0
-	for len(obs.Attempts) < failoverAttempts && lease.Validity() > 0 {
-		le, err := second.TryLock(ctx, failoverRedlock)
-		at := time.Now()
-		if err != nil && ctx.Err() != nil {
-			return ctx.Err()
-		}
-		a := failoverAttempt{AtMs: ms(at.Sub(done)), Outcome: classify(err).String()}
-		if err == nil {
-			or.acquire(failoverRedlock, "second", at, le.ValidUntil())
-			left := lease.ValidUntil().Sub(at)
-			obs.Granted, obs.HolderLeftMs = left > 0, ms(left)
-			a.FailedNodeVote = "ok (counted)"
-			obs.Attempts = append(obs.Attempts, a)
-			e.step("second client GRANTED on Redlock with %.0f ms of the holder's validity left", obs.HolderLeftMs)
-			or.release(failoverRedlock, "second", time.Now())
-			le.Release(ctx)
-			break
-		}
-		var ve *engine.VotesError
-		if errors.As(err, &ve) && failoverNode < len(ve.Votes) {
-			v := ve.Votes[failoverNode]
-			a.FailedNodeVote = describeVote(v)
-			if errors.Is(v.Err, engine.ErrQuarantined) && errors.Is(err, engine.ErrNotAcquired) {
-				decisive++
-			}
-		}
-		obs.Attempts = append(obs.Attempts, a)
-		e.step("second client attempt %d on Redlock: %s (master %d: %s)", len(obs.Attempts), a.Outcome, failoverNode, a.FailedNodeVote)
-		if decisive >= failoverDecisive {
-			break
-		}
-		if err := sleep(ctx, failoverRetry); err != nil {
-			return err
-		}
+	p := probe{e: e, or: or, second: second, res: failoverRedlock, vote: failoverNode,
+		on: " on Redlock", voteIs: fmt.Sprintf("master %d", failoverNode)}
+	if err := p.whileHeld(ctx, lease, done, &obs.probeObs); err != nil {
+		return err
 	}
-	obs.DiscountedVotes = decisive
 
 	or.release(failoverRedlock, "holder", time.Now())
 	lease.Release(ctx) // master 0 forgot the key: the error is expected
@@ -409,25 +368,7 @@ func failoverRedlockPath(ctx context.Context, e *env, cluster *redisproc.Cluster
 	if q == engine.QuarantineOff {
 		return nil
 	}
-	// The failed attempts are undone in the background; a retry or two
-	// covers an undo still on its way.
-	for i := 0; i < 10; i++ {
-		le, err := second.TryLock(ctx, failoverRedlock)
-		if err == nil {
-			obs.AfterReleaseAcquired, obs.AfterRelease = true, "acquired"
-			le.Release(ctx)
-			break
-		}
-		obs.AfterRelease = err.Error()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err := sleep(ctx, failoverRetry); err != nil {
-			return err
-		}
-	}
-	e.step("after the release, the second client on Redlock: %s", obs.AfterRelease)
-	return nil
+	return p.afterRelease(ctx, &obs.probeObs)
 }
 
 // holdExactQuorum acquires res with holder on exactly a quorum of addrs:

@@ -93,7 +93,7 @@ func failoverLost() failoverObs {
 		Single: failoverSingleObs{LinkUp: true, HolderOnMaster: true, MasterKilled: true, Promoted: true,
 			LinksCut: 1, Granted: true, HolderLeftMs: 1900, DoubleGrants: 1, SecondAttempts: []string{"acquired"}},
 		Redlock: failoverRedlockObs{Masters: 5, Quorum: 3, HolderNodes: []int{0, 1, 2}, FailedOver: true,
-			DiscountedVotes: 3, AfterReleaseAcquired: true, AfterRelease: "acquired"},
+			probeObs: probeObs{DiscountedVotes: 3, AfterReleaseAcquired: true, AfterRelease: "acquired"}},
 	}
 }
 

@@ -38,28 +38,55 @@ func must(t *testing.T, c rueidis.Client, args ...string) {
 // whether it expires, and its fencing counter.
 func keyState(t *testing.T, c rueidis.Client, key string) string {
 	t.Helper()
-	ctx := context.Background()
-	typ, _ := c.Do(ctx, c.B().Type().Key(key).Build()).ToString()
-	val := typ
-	if typ == "string" {
-		val, _ = c.Do(ctx, c.B().Get().Key(key).Build()).ToString()
-	}
-	pttl, _ := c.Do(ctx, c.B().Pttl().Key(key).Build()).AsInt64()
-	fence, _ := c.Do(ctx, c.B().Get().Key(fencePrefix+key).Build()).ToString()
-	queue, _ := c.Do(ctx, c.B().Zrange().Key(queuePrefix+key).Min("0").Max("-1").Withscores().Build()).AsStrSlice()
-	return fmt.Sprintf("%s expires=%v fence=%q queue=%q", val, pttl > 0, fence, queue)
+	return keyStates(t, c, key)[0]
 }
 
-// semState is what a script left in the slots 0 and 1 and the permit
-// count of the semaphore whose keys start with key.
-func semState(t *testing.T, c rueidis.Client, key string) string {
+// stateLua reads a key's value, whether it expires, its fencing counter,
+// its queue, and the slots and permit count of a semaphore named like it,
+// for every key at once. A turn token lives 50 ms: read in the pipeline
+// of the call under test (statesAfter), the keys are seen as the call left
+// them however loaded the machine is.
+const stateLua = `local function get(k)
+  local ok, v = pcall(redis.call, 'GET', k)
+  if ok and v then return v end
+  return ''
+end
+local out = {}
+for _, k in ipairs(KEYS) do
+  local v = redis.call('TYPE', k)['ok']
+  if v == 'string' then v = get(k) end
+  local ok, q = pcall(redis.call, 'ZRANGE', ARGV[2] .. k, 0, -1, 'WITHSCORES')
+  if not ok then q = {} end
+  out[#out+1] = string.format('%s expires=%s fence=%q queue=[%s] sem=[%q %q %q]', v,
+    tostring(redis.call('PTTL', k) > 0), get(ARGV[1] .. k), table.concat(q, ' '), get(k .. '0'), get(k .. '1'), get(k .. 'permits'))
+end
+return out`
+
+// stateCmd reads keys' states (stateLua).
+func stateCmd(c rueidis.Client, keys ...string) rueidis.Completed {
+	return c.B().Eval().Script(stateLua).Numkeys(int64(len(keys))).Key(keys...).Arg(fencePrefix, queuePrefix).Build()
+}
+
+// keyStates is what stateLua reads of keys now.
+func keyStates(t *testing.T, c rueidis.Client, keys ...string) []string {
 	t.Helper()
-	var sem []string
-	for _, k := range []string{key + "0", key + "1", key + "permits"} {
-		v, _ := c.Do(context.Background(), c.B().Get().Key(k).Build()).ToString()
-		sem = append(sem, v)
+	st, err := c.Do(context.Background(), stateCmd(c, keys...)).AsStrSlice()
+	if err != nil {
+		t.Fatalf("key states: %v", err)
 	}
-	return fmt.Sprintf("sem=%q", sem)
+	return st
+}
+
+// statesAfter runs cmd and reads keys' states in the same pipeline, so
+// that nothing the call left expires before it is read.
+func statesAfter(t *testing.T, c rueidis.Client, cmd rueidis.Completed, keys ...string) (rueidis.RedisResult, []string) {
+	t.Helper()
+	res := c.DoMulti(context.Background(), cmd, stateCmd(c, keys...))
+	st, err := res[1].AsStrSlice()
+	if err != nil {
+		t.Fatalf("key states: %v", err)
+	}
+	return res[0], st
 }
 
 // outcome is a reply as a caller's classifier sees it. Error texts are
@@ -206,7 +233,6 @@ func TestCoalescedScriptsMatchSingle(t *testing.T) {
 	c := redistest.StartT(t, 2)
 	single, multi := direct(t, c.Nodes[0].Addr()), direct(t, c.Nodes[1].Addr())
 	pubSingle, pubMulti := subscribe(t, c.Nodes[0].Addr()), subscribe(t, c.Nodes[1].Addr())
-	ctx := context.Background()
 	for _, s := range allScripts {
 		for _, body := range []string{s.Body, s.Multi.Body} {
 			must(t, single, "SCRIPT", "LOAD", body)
@@ -237,17 +263,17 @@ func TestCoalescedScriptsMatchSingle(t *testing.T) {
 				}
 			}
 		}
-		want := make([]string, len(keys))
+		want, wantState := make([]string, len(keys)), make([]string, len(keys))
 		for i, k := range keys {
-			res := single.Do(ctx, single.B().Evalsha().Sha1(sc.s.SHA).Numkeys(1).Key(k).Arg(keyArgs(sc.args, i)...).Build())
-			want[i] = outcome(sc.classify, res, true)
+			res, st := statesAfter(t, single, single.B().Evalsha().Sha1(sc.s.SHA).Numkeys(1).Key(k).Arg(keyArgs(sc.args, i)...).Build(), k)
+			want[i], wantState[i] = outcome(sc.classify, res, true), st[0]
 		}
 		args := append([]string{sc.s.Multi.SHA, strconv.Itoa(len(keys))}, keys...)
 		for i := range keys {
 			a := keyArgs(sc.args, i)
 			args = append(append(args, strconv.Itoa(len(a))), a...)
 		}
-		res := multi.Do(ctx, multi.B().Arbitrary("EVALSHA").Args(args...).Build())
+		res, states := statesAfter(t, multi, multi.B().Arbitrary("EVALSHA").Args(args...).Build(), keys...)
 		arr, err := res.ToArray()
 		if err != nil || len(arr) != len(keys) {
 			t.Fatalf("%s: coalesced call: %d replies, %v", sc.name, len(arr), err)
@@ -256,7 +282,7 @@ func TestCoalescedScriptsMatchSingle(t *testing.T) {
 			if got := outcome(sc.classify, rueidis.NewResult(arr[i], nil), true); got != want[i] {
 				t.Errorf("%s: reply %q coalesced, %q alone", k, got, want[i])
 			}
-			if got, want := keyState(t, multi, k)+semState(t, multi, k), keyState(t, single, k)+semState(t, single, k); got != want {
+			if got, want := states[i], wantState[i]; got != want {
 				t.Errorf("%s: left %q coalesced, %q alone", k, got, want)
 			}
 		}
@@ -349,7 +375,7 @@ func TestCoalescedRoundsRouteEachReply(t *testing.T) {
 				if !off && calls >= n {
 					t.Errorf("node %d: %d EVALSHA for %d releases: nothing was coalesced", node, calls, n)
 				}
-				if k := prefix + "0"; keyState(t, cl, k) != `none expires=false fence="" queue=[]` {
+				if k := prefix + "0"; keyState(t, cl, k) != `none expires=false fence="" queue=[] sem=["" "" ""]` {
 					t.Errorf("node %d: %s left: %s", node, k, keyState(t, cl, k))
 				}
 			}

@@ -131,7 +131,11 @@ func mcSnapshot(rt *rapid.T, cl rueidis.Client) []string {
 		}
 		pttl, _ := r[2].AsInt64()
 		fence, _ := r[3].ToString()
-		queue, _ := r[4].AsStrSlice()
+		zs, _ := r[4].AsZScores()
+		var queue []string
+		for _, z := range zs {
+			queue = append(queue, fmt.Sprintf("%s:%v", z.Member, z.Score))
+		}
 		out[i] = fmt.Sprintf("%s expires=%v fence=%q queue=%q", val, pttl > 0, fence, queue)
 	}
 	return out

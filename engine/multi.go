@@ -255,7 +255,7 @@ func (le *Lease) namesHeld(err error) error {
 func (l *Locker) lockAll(ctx context.Context, set *resourceSet, start time.Time, info *WaitInfo) (le *Lease, err error) {
 	l.remote.Add(1)
 	defer l.remote.Add(-1)
-	w := &waiter{l: l, ctx: ctx, resource: set.label, start: start, info: info, all: set}
+	w := &waiter{sleeper: sleeper{ctx: ctx, info: info}, l: l, resource: set.label, start: start, all: set}
 	defer func() { w.leave(err) }()
 	if l.notify != nil && slices.ContainsFunc(set.keys, l.notify.listening) {
 		w.join() // waited for lately: likely held

@@ -444,17 +444,13 @@ func (s *Semaphore) usedAsRW(t multiplex.Tally) error {
 // rwWaiter is one RLock's or Lock's wait on the masters, as semWaiter is
 // Acquire's.
 type rwWaiter struct {
+	sleeper
 	m      *RWMutex
 	writer bool
-	ctx    context.Context
-	info   *WaitInfo
 	// joined: the waiter's attempts mark the masters (with a
 	// subscription) and a writer's register its intent under id.
 	joined bool
 	id     string
-	sub    *subscription
-	timer  *time.Timer
-	settle *time.Timer
 	last   error // the last attempt that was decided
 }
 
@@ -470,7 +466,7 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 	if err == nil {
 		return le, nil
 	}
-	w := &rwWaiter{m: m, writer: writer, ctx: ctx, info: info}
+	w := &rwWaiter{sleeper: sleeper{ctx: ctx, info: info}, m: m, writer: writer}
 	defer func() { w.leave(err) }()
 	if stop := w.noRetry(err); stop != nil {
 		return nil, stop
@@ -588,41 +584,7 @@ func (w *rwWaiter) nextWait() (d time.Duration, cause WakeCause, at bool) {
 // sleep waits d, or until a release of the lock publishes (then until a
 // quorum of masters did, briefly, see awaitTurns).
 func (w *rwWaiter) sleep(d time.Duration, cause WakeCause) error {
-	if w.timer == nil {
-		w.timer = time.NewTimer(d)
-	} else {
-		w.timer.Reset(d)
-	}
-	var notified <-chan struct{}
-	if w.sub != nil {
-		notified = w.sub.C
-	}
-	l, info, name := w.m.l, w.info, w.m.name
-	asleep := l.waitStart()
-	select {
-	case <-w.ctx.Done():
-		l.observeWait(name, asleep, WakeNone, w.ctx.Err())
-		return w.gaveUp()
-	case <-l.done:
-		l.observeWait(name, asleep, WakeNone, ErrClosed)
-		return fmt.Errorf("engine: %s %q: %w", rwOp(w.writer), name, ErrClosed)
-	case <-notified:
-		info.Notified++
-		info.Cause = WakeNotified
-		if !w.sub.awaitTurns(w.ctx, l.Quorum(), &w.settle) {
-			l.observeWait(name, asleep, WakeNotified, w.ctx.Err())
-			return w.gaveUp()
-		}
-	case <-w.timer.C:
-		info.Cause = cause
-		if cause == WakeFallback {
-			info.Fallbacks++
-		} else {
-			info.Backoffs++
-		}
-	}
-	l.observeWait(name, asleep, info.Cause, nil)
-	return nil
+	return w.sleeper.sleep(w.m.l, rwOp(w.writer), w.m.name, d, cause, w.gaveUp)
 }
 
 // gaveUp is the error of a wait whose context ended, matching both the
@@ -654,13 +616,7 @@ func (w *rwWaiter) acquired() {
 // out (rwQuitScript). Sent before Close closes the pool: the wait counts
 // in Locker.remote.
 func (w *rwWaiter) leave(err error) {
-	if w.timer != nil {
-		w.timer.Stop()
-	}
-	if w.settle != nil {
-		w.settle.Stop()
-	}
-	w.sub.close()
+	w.stop()
 	if err != nil && w.id != "" {
 		l := w.m.l
 		cmd := scriptCall(rwQuitScript, w.m.key, w.id)

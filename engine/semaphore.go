@@ -644,14 +644,10 @@ func classifySem(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
 
 // semWaiter is one Acquire's wait on the masters, as waiter is Lock's.
 type semWaiter struct {
-	s      *Semaphore
-	ctx    context.Context
-	info   *WaitInfo
-	sub    *subscription
-	timer  *time.Timer
-	settle *time.Timer
-	first  int
-	last   error // the last attempt that was decided
+	sleeper
+	s     *Semaphore
+	first int
+	last  error // the last attempt that was decided
 }
 
 // acquire is Acquire: attempts at once as TryAcquire's, then, with every
@@ -665,8 +661,8 @@ func (s *Semaphore) acquire(ctx context.Context, start time.Time, info *WaitInfo
 	if err == nil {
 		return le, nil
 	}
-	w := &semWaiter{s: s, ctx: ctx, info: info, first: s.draw()}
-	defer w.close()
+	w := &semWaiter{sleeper: sleeper{ctx: ctx, info: info}, s: s, first: s.draw()}
+	defer w.stop()
 	if stop := w.noRetry(err); stop != nil {
 		return nil, stop
 	}
@@ -764,41 +760,7 @@ func (w *semWaiter) nextWait() (d time.Duration, cause WakeCause, at bool) {
 // sleep waits d, or until a release of the semaphore publishes (then
 // until a quorum of masters did, briefly, see awaitTurns).
 func (w *semWaiter) sleep(d time.Duration, cause WakeCause) error {
-	if w.timer == nil {
-		w.timer = time.NewTimer(d)
-	} else {
-		w.timer.Reset(d)
-	}
-	var notified <-chan struct{}
-	if w.sub != nil {
-		notified = w.sub.C
-	}
-	l, info, name := w.s.l, w.info, w.s.name
-	asleep := l.waitStart()
-	select {
-	case <-w.ctx.Done():
-		l.observeWait(name, asleep, WakeNone, w.ctx.Err())
-		return w.gaveUp()
-	case <-l.done:
-		l.observeWait(name, asleep, WakeNone, ErrClosed)
-		return fmt.Errorf("engine: acquire %q: %w", name, ErrClosed)
-	case <-notified:
-		info.Notified++
-		info.Cause = WakeNotified
-		if !w.sub.awaitTurns(w.ctx, l.Quorum(), &w.settle) {
-			l.observeWait(name, asleep, WakeNotified, w.ctx.Err())
-			return w.gaveUp()
-		}
-	case <-w.timer.C:
-		info.Cause = cause
-		if cause == WakeFallback {
-			info.Fallbacks++
-		} else {
-			info.Backoffs++
-		}
-	}
-	l.observeWait(name, asleep, info.Cause, nil)
-	return nil
+	return w.sleeper.sleep(w.s.l, "acquire", w.s.name, d, cause, w.gaveUp)
 }
 
 // gaveUp is the error of an Acquire whose context ended, matching both
@@ -808,16 +770,6 @@ func (w *semWaiter) gaveUp() error {
 		return errorf("acquire %q: gave up after %d attempts: %v", w.s.name, w.info.Attempts, w.ctx.Err())
 	}
 	return errorf("acquire %q: gave up after %d attempts (%v); the last: %v", w.s.name, w.info.Attempts, w.ctx.Err(), w.last)
-}
-
-func (w *semWaiter) close() {
-	if w.timer != nil {
-		w.timer.Stop()
-	}
-	if w.settle != nil {
-		w.settle.Stop()
-	}
-	w.sub.close()
 }
 
 // semAcquireScript takes the first free slot from ARGV first, with the

@@ -73,7 +73,7 @@ func (l *Locker) lock(ctx context.Context, resource string, w *WaitInfo) (*Lease
 // until one acquires or ctx ends, and sleeps between them until a
 // release notification, a fallback or a back-off wakes it.
 func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Time, info *WaitInfo) (le *Lease, err error) {
-	w := &waiter{l: l, ctx: ctx, resource: resource, start: start, info: info}
+	w := &waiter{sleeper: sleeper{ctx: ctx, info: info}, l: l, resource: resource, start: start}
 	defer func() { w.leave(err) }()
 	// A resource this Locker waited for lately (its subscription lingers)
 	// is likely held: the first attempt already queues, which spares a
@@ -105,18 +105,12 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 // resource's queue and its subscription once it has them, its timers,
 // and the last attempt's error.
 type waiter struct {
+	sleeper
 	l        *Locker
-	ctx      context.Context
 	resource string
 	start    time.Time
-	info     *WaitInfo
-	sub      *subscription
 	tk       *ticket
-	timer    *time.Timer
-	// settle bounds how long a woken waiter waits for the rest of the
-	// masters to give it the turn (see awaitTurns).
-	settle *time.Timer
-	last   error // the last attempt that was decided, not cut short
+	last     error // the last attempt that was decided, not cut short
 	// all are a LockAll waiter's resources; nil for Lock's.
 	all *resourceSet
 }
@@ -218,37 +212,48 @@ func (w *waiter) nextWait(err error) (d time.Duration, cause WakeCause, now bool
 	return backoff, WakeBackoff, false
 }
 
-// sleep waits d, or until a release names the waiter (a waiter in the
-// queue also listens after a split vote: the undos of the split attempts
-// wake the first waiter), and records what ended the wait. It returns the
-// error that ends the Lock: the context ended, or Close.
-func (w *waiter) sleep(d time.Duration, cause WakeCause) error {
-	if w.timer == nil {
-		w.timer = time.NewTimer(d)
+// sleeper is what a waiter of any lock sleeps on between attempts.
+type sleeper struct {
+	ctx   context.Context
+	info  *WaitInfo
+	sub   *subscription
+	timer *time.Timer
+	// settle bounds how long a woken waiter waits for the rest of the
+	// masters to give it the turn (see awaitTurns).
+	settle *time.Timer
+}
+
+// sleep waits d, or until a release notifies the subscription (then until
+// a quorum of masters gave the turn, briefly: see awaitTurns), and records
+// what ended the wait. It returns the error that ends the wait of op on
+// name: gaveUp's when the context ended, ErrClosed when the Locker closed.
+func (s *sleeper) sleep(l *Locker, op, name string, d time.Duration, cause WakeCause, gaveUp func() error) error {
+	if s.timer == nil {
+		s.timer = time.NewTimer(d)
 	} else {
-		w.timer.Reset(d)
+		s.timer.Reset(d)
 	}
 	var notified <-chan struct{}
-	if w.sub != nil {
-		notified = w.sub.C
+	if s.sub != nil {
+		notified = s.sub.C
 	}
-	l, info := w.l, w.info
+	info := s.info
 	asleep := l.waitStart()
 	select {
-	case <-w.ctx.Done():
-		l.observeWait(w.resource, asleep, WakeNone, w.ctx.Err())
-		return gaveUp(w.resource, w.ctx, info, w.last)
+	case <-s.ctx.Done():
+		l.observeWait(name, asleep, WakeNone, s.ctx.Err())
+		return gaveUp()
 	case <-l.done:
-		l.observeWait(w.resource, asleep, WakeNone, ErrClosed)
-		return fmt.Errorf("engine: lock %q: %w", w.resource, ErrClosed)
+		l.observeWait(name, asleep, WakeNone, ErrClosed)
+		return fmt.Errorf("engine: %s %q: %w", op, name, ErrClosed)
 	case <-notified:
 		info.Notified++
 		info.Cause = WakeNotified
-		if !w.sub.awaitTurns(w.ctx, l.Quorum(), &w.settle) {
-			l.observeWait(w.resource, asleep, WakeNotified, w.ctx.Err())
-			return gaveUp(w.resource, w.ctx, info, w.last)
+		if !s.sub.awaitTurns(s.ctx, l.Quorum(), &s.settle) {
+			l.observeWait(name, asleep, WakeNotified, s.ctx.Err())
+			return gaveUp()
 		}
-	case <-w.timer.C:
+	case <-s.timer.C:
 		info.Cause = cause
 		if cause == WakeFallback {
 			info.Fallbacks++
@@ -256,20 +261,35 @@ func (w *waiter) sleep(d time.Duration, cause WakeCause) error {
 			info.Backoffs++
 		}
 	}
-	l.observeWait(w.resource, asleep, info.Cause, nil)
+	l.observeWait(name, asleep, info.Cause, nil)
 	return nil
+}
+
+// stop stops the timers and the subscription.
+func (s *sleeper) stop() {
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	if s.settle != nil {
+		s.settle.Stop()
+	}
+	s.sub.close()
+}
+
+// sleep waits d, or until a release names the waiter (a waiter in the
+// queue also listens after a split vote: the undos of the split attempts
+// wake the first waiter). It returns the error that ends the Lock: the
+// context ended, or Close.
+func (w *waiter) sleep(d time.Duration, cause WakeCause) error {
+	return w.sleeper.sleep(w.l, "lock", w.resource, d, cause, func() error {
+		return gaveUp(w.resource, w.ctx, w.info, w.last)
+	})
 }
 
 // leave ends the wait: it stops the timers and the subscription, and a
 // waiter that did not acquire (err set) leaves the masters' queue.
 func (w *waiter) leave(err error) {
-	if w.timer != nil {
-		w.timer.Stop()
-	}
-	if w.settle != nil {
-		w.settle.Stop()
-	}
-	w.sub.close()
+	w.stop()
 	if w.tk != nil && err != nil {
 		w.l.quitQueue(w.resource, w.tk)
 	}

@@ -1,0 +1,345 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/mutation"
+)
+
+// Waiters woken at once by a release may split the masters among their
+// attempts so that none reaches a quorum: each is refused on a quorum
+// (by the others' entries), takes the lock for held, undoes its own
+// entries and sleeps until a notification or its fallback. The undo that
+// frees a master must wake them, or the lock, free, waits for a
+// fallback. These tests force the split on real masters: each waiter
+// reaches each master through a gate that holds its commands back, and
+// the gates open in the order that gives waiter 0 masters 0 and 1,
+// waiter 1 master 2, waiter 2 masters 3 and 4 (as the simulator's seed
+// 1795691397 had it), then lets every refusal in before any undo. The
+// fallback is long (undoFallback); the waiters must all acquire within
+// undoPrompt of the undos, a fraction of it, and none by a fallback.
+const (
+	undoFallback = 30 * time.Second
+	undoPrompt   = 6 * time.Second
+)
+
+// undoSplit is the masters each of the three waiters is admitted on in
+// the forced split: 2, 1 and 2 of 5.
+var undoSplit = [3][]int{{0, 1}, {2}, {3, 4}}
+
+// gateProxy forwards a Locker's connections to one master; while shut,
+// what the Locker sends toward the master is held back, in order, and
+// open delivers it and lets the rest through. Replies and published
+// messages always pass.
+type gateProxy struct {
+	*proxy
+	mu    sync.Mutex
+	shut  bool
+	conns []*gatedConn
+}
+
+type gatedConn struct {
+	server net.Conn
+	held   []byte
+}
+
+func newGateProxy(t *testing.T, target string) *gateProxy {
+	t.Helper()
+	g := &gateProxy{}
+	g.proxy = startProxy(t, target, func(c, s net.Conn) {
+		gc := &gatedConn{server: s}
+		g.mu.Lock()
+		g.conns = append(g.conns, gc)
+		g.mu.Unlock()
+		go io.Copy(c, s)
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := c.Read(buf)
+			if n > 0 {
+				g.mu.Lock()
+				if g.shut {
+					gc.held = append(gc.held, buf[:n]...)
+				} else {
+					s.Write(buf[:n])
+				}
+				g.mu.Unlock()
+			}
+			if err != nil {
+				s.Close()
+				return
+			}
+		}
+	})
+	return g
+}
+
+func (g *gateProxy) close() {
+	g.mu.Lock()
+	g.shut = true
+	g.mu.Unlock()
+}
+
+func (g *gateProxy) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, gc := range g.conns {
+		if len(gc.held) > 0 {
+			gc.server.Write(gc.held)
+			gc.held = nil
+		}
+	}
+	g.shut = false
+}
+
+// holding reports whether a connection holds commands back.
+func (g *gateProxy) holding() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, gc := range g.conns {
+		if len(gc.held) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// gatedLocker is a Locker (mutate as for e.locker) that reaches each
+// master through its own gate, returned in the masters' order.
+func (e *env) gatedLocker(mutate func(*engine.Config)) (*engine.Locker, []*gateProxy) {
+	var gates []*gateProxy
+	for _, a := range e.cluster.Addrs() {
+		gates = append(gates, newGateProxy(e.t, a))
+	}
+	return e.locker(func(c *engine.Config) {
+		if mutate != nil {
+			mutate(c)
+		}
+		c.Masters = nil
+		for _, g := range gates {
+			c.Masters = append(c.Masters, g.addr())
+		}
+	}), gates
+}
+
+// undoWakeConfig: a fallback far beyond the test, a node timeout that
+// outlasts the gates' holds, so that only a notification wakes a waiter
+// in time.
+func undoWakeConfig(c *engine.Config) {
+	c.TTL, c.MaxTTL = undoFallback, undoFallback
+	c.FallbackMin, c.FallbackMax = undoFallback, undoFallback
+	c.NodeTimeout = 5 * time.Second
+	c.Fencing = false
+}
+
+// waited is one waiter's outcome.
+type waited struct {
+	who  int
+	wait engine.WaitInfo
+	err  error
+}
+
+// forceUndoSplit drives the three waiters' attempts, which the caller
+// has let a release wake while every gate was shut (gates[w][i] is
+// waiter w's gate to master i), into the split undoSplit: it opens each
+// waiter's gates to its own masters and waits until landed says its
+// entries are there, shuts them again, opens the rest (the refusals) and
+// waits until every waiter's undo is held at its own gates. landed(i)
+// reports whether master i holds exactly one waiter's entry. It returns
+// once the undos are held: open releases them.
+func forceUndoSplit(t *testing.T, gates [3][]*gateProxy, landed func(i int) bool) (open func()) {
+	t.Helper()
+	eventually(t, 5*time.Second, "every waiter's attempt held at each of its gates", func() bool {
+		for _, gs := range gates {
+			for _, g := range gs {
+				if !g.holding() {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	own := func(w, i int) bool {
+		for _, j := range undoSplit[w] {
+			if j == i {
+				return true
+			}
+		}
+		return false
+	}
+	for w, ms := range undoSplit {
+		for _, i := range ms {
+			gates[w][i].open()
+		}
+	}
+	eventually(t, 5*time.Second, "each master holds its one waiter's entry", func() bool {
+		for i := range gates[0] {
+			if !landed(i) {
+				return false
+			}
+		}
+		return true
+	})
+	for w, ms := range undoSplit {
+		for _, i := range ms {
+			gates[w][i].close()
+		}
+	}
+	for w, gs := range gates {
+		for i, g := range gs {
+			if !own(w, i) {
+				g.open()
+			}
+		}
+	}
+	// Refused on a quorum, each waiter decides and undoes its entries:
+	// the undos wait at its own gates.
+	eventually(t, 5*time.Second, "every waiter's undo held at its own gates", func() bool {
+		for w, ms := range undoSplit {
+			for _, i := range ms {
+				if !gates[w][i].holding() {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	for i := range gates[0] {
+		if !landed(i) {
+			t.Fatalf("set-up: master %d lost its waiter's entry before the undos", i)
+		}
+	}
+	return func() {
+		for w, ms := range undoSplit {
+			for _, i := range ms {
+				gates[w][i].open()
+			}
+		}
+	}
+}
+
+// collect gathers the three waiters' outcomes for undoPrompt after the
+// undos went out, and reports how many acquired, each without a
+// fallback; cancel ends the waits still under way.
+func collect(t *testing.T, got <-chan waited, cancel func()) (acquired int) {
+	t.Helper()
+	timer := time.NewTimer(undoPrompt)
+	defer timer.Stop()
+	for n := 0; n < 3; n++ {
+		select {
+		case r := <-got:
+			switch {
+			case r.err != nil:
+				t.Errorf("waiter %d: %v", r.who, r.err)
+			case r.wait.Fallbacks != 0:
+				t.Errorf("waiter %d acquired after a fallback: %+v", r.who, r.wait)
+			default:
+				t.Logf("waiter %d acquired: %+v", r.who, r.wait)
+				acquired++
+			}
+		case <-timer.C:
+			t.Logf("%d of 3 waiters acquired within %s of the undos (fallback %s)", acquired, undoPrompt, undoFallback)
+			cancel()
+			for ; n < 3; n++ {
+				<-got
+			}
+			return acquired
+		}
+	}
+	return acquired
+}
+
+// TestRWUndoWakesTheWriters: three writers, woken by a reader's
+// release, split the masters 2, 1 and 2 and all undo; the undos free the
+// lock and must wake them (rwReleaseScript as the undo), so that all
+// three acquire, one after another, well before their fallback. The
+// control turns on rw-undo-silent: the undos publish nothing, and the
+// writers, the lock free, sleep on.
+func TestRWUndoWakesTheWriters(t *testing.T) {
+	for _, silent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rw-undo-silent=%v", silent), func(t *testing.T) {
+			defer mutation.RWUndoSilent.Set(silent)()
+			acquired := rwUndoSplit(t)
+			switch {
+			case silent && acquired != 0:
+				t.Errorf("%d writers acquired with the undos silent: the scenario cannot fail", acquired)
+			case !silent && acquired != 3:
+				t.Errorf("%d of 3 writers acquired within %s of the undos that freed the lock (fallback %s)", acquired, undoPrompt, undoFallback)
+			}
+		})
+	}
+}
+
+// rwUndoSplit runs TestRWUndoWakesTheWriters' scenario and reports how
+// many writers acquired without a fallback within undoPrompt.
+func rwUndoSplit(t *testing.T) int {
+	e := newEnv(t, 5)
+	const name = "undo-split"
+	intents := "\xffredlock:rw:" + name
+	ctx := context.Background()
+	r, err := rwMutex(t, e.locker(undoWakeConfig), name).TryRLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var gates [3][]*gateProxy
+	got := make(chan waited, 3)
+	for w := range gates {
+		l, gs := e.gatedLocker(undoWakeConfig)
+		gates[w] = gs
+		m := rwMutex(t, l, name)
+		go func() {
+			le, err := m.Lock(wctx)
+			if err != nil {
+				got <- waited{who: w, err: err}
+				return
+			}
+			got <- waited{who: w, wait: le.Wait()}
+			le.Release(context.Background())
+		}()
+	}
+	// The writers wait: each one's intent is on every master, and each
+	// is subscribed there.
+	eventually(t, 5*time.Second, "three writers' intents on every master, each subscribed", func() bool {
+		for i, c := range e.direct {
+			n, err := c.Do(ctx, c.B().Zcard().Key(intents).Build()).AsInt64()
+			if err != nil || n != 3 || e.numsub(i, "redlock:released:"+intents) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	// The reader's entry goes from masters 1 to 4 silently (as an
+	// expiry does), so that its release publishes on master 0 alone:
+	// each writer wakes once, and no late notification of it can wake
+	// one again after the split.
+	for i := 1; i < len(e.direct); i++ {
+		c := e.direct[i]
+		if err := c.Do(ctx, c.B().Zrem().Key(name).Member(r.Value()).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, gs := range gates {
+		for _, g := range gs {
+			g.close()
+		}
+	}
+	// The writers wake together, and their attempts wait at the gates.
+	// (The release says the lease was not held: a minority had it.)
+	r.Release(ctx)
+	open := forceUndoSplit(t, gates, func(i int) bool {
+		c := e.direct[i]
+		// The lock's marker member and one writer's entry.
+		n, err := c.Do(ctx, c.B().Zcard().Key(name).Build()).AsInt64()
+		return err == nil && n == 2
+	})
+	open()
+	return collect(t, got, cancel)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -293,11 +294,12 @@ func (m *RWMutex) decide(ctx context.Context, le *Lease, t multiplex.Tally, writ
 	return nil
 }
 
-// Refusals: what a master found in the way (see classifyRW).
+// Refusals: what a master found in the way (see classifyRW). A writer
+// that holds the lock is named by its value's hash (holderHash, odd);
+// these are even, and not turnHash.
 const (
-	rwByWriter  = 1 // a writer holds the lock
-	rwByReaders = 2 // readers hold it (a writer's attempt)
-	rwByIntent  = 3 // a writer waits for it (a reader's attempt)
+	rwByReaders = 4 // readers hold it (a writer's attempt)
+	rwByIntent  = 6 // a writer waits for it (a reader's attempt)
 )
 
 // classifyRW reads rwAcquireScript's answer: an integer when admitted
@@ -316,9 +318,10 @@ func classifyRW(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
 	if err != nil {
 		return multiplex.Failed, 0, err
 	}
+	if w, ok := strings.CutPrefix(s, "writer:"); ok {
+		return multiplex.Refused, holderHash(w), nil
+	}
 	switch s {
-	case "writer":
-		return multiplex.Refused, rwByWriter, nil
 	case "readers":
 		return multiplex.Refused, rwByReaders, nil
 	case "intent":
@@ -354,11 +357,19 @@ func refusedBy(e *VotesError) string {
 	var n [4]int
 	best := 0
 	for _, v := range e.Votes {
-		if v.Outcome == OutcomeRefused && v.value >= rwByWriter && v.value <= rwByIntent {
-			n[v.value]++
-			if n[v.value] > n[best] {
-				best = int(v.value)
-			}
+		if v.Outcome != OutcomeRefused || v.value == 0 {
+			continue
+		}
+		by := 1 // a writer, by its hash
+		switch v.value {
+		case rwByReaders:
+			by = 2
+		case rwByIntent:
+			by = 3
+		}
+		n[by]++
+		if n[by] > n[best] {
+			best = by
 		}
 	}
 	return [...]string{"", "a writer holds it", "readers hold it", "a writer waits for it, and writers go first"}[best]
@@ -561,7 +572,15 @@ func (w *rwWaiter) nextWait() (d time.Duration, cause WakeCause, at bool) {
 	l := w.m.l
 	cfg := &l.cfg
 	ve := findVotes(w.last)
-	held := ve != nil && ve.Kind == ErrNotAcquired && ve.Refused >= ve.Quorum
+	// Held: one holder (a writer, by its value, or readers, or intents)
+	// refused on a quorum, and its release will publish. Writers that
+	// split the masters refused each other: nobody will publish (an undo
+	// is silent, or colliding waiters would wake each other for as long
+	// as a holder on a bare quorum holds), so back off and try again.
+	held := ve != nil && ve.Kind == ErrNotAcquired && ve.heldByOne()
+	if mutation.RWSplitWaitsFallback.On() {
+		held = ve != nil && ve.Kind == ErrNotAcquired && ve.Refused >= ve.Quorum
+	}
 	switch {
 	case held && !w.joined:
 		// Subscribe, then try again at once, marking (and registering a
@@ -633,14 +652,14 @@ func rwForm(s *multiplex.Script) *multiplex.Script {
 	case releaseScript, releaseScriptGhost:
 		return rwReleaseScript
 	case undoScript:
-		// An undone attempt that frees the lock wakes the writers as a
-		// release does: several writers woken at once may split the
-		// masters and all undo, and a silent undo would leave the one
-		// that tries on asleep until its fallback.
-		if mutation.RWUndoSilent.On() {
-			return rwUndoScript
+		// Silent: writers that split the masters back off and try again
+		// (see rwWaiter.nextWait), and an undo that woke the waiters would
+		// have those that collide where a holder on a bare quorum left
+		// masters free wake each other until it releases.
+		if mutation.RWUndoWakes.On() {
+			return rwReleaseScript
 		}
-		return rwReleaseScript
+		return rwUndoScript
 	case semReleaseScript:
 		return rwUndoScript
 	case extendScript:
@@ -800,7 +819,10 @@ if t == "zset" and writer then
 end
 local refused
 if t == "zset" and ` + writerHolds + ` then
-  refused = "writer"
+  -- Named, so that a waiter tells one writer on a quorum from writers
+  -- that split the masters (see VotesError.heldByOne): the live writer
+  -- scores lowest (minus its expiry, past now's), before expired ones.
+  refused = "writer:" .. (redis.call("ZRANGE", k, 0, 0)[1] or "")
 elseif writer then
   if t == "zset" and ` + readersHold + ` then
     refused = "readers"

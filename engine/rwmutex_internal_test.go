@@ -44,6 +44,10 @@ var rwStates = []struct {
 	{"fence-not-int", [][]string{{"SET", "F", "x"}}},
 }
 
+// rwRefusedByW1 is an acquire's answer where the writer w1 holds the
+// lock: refused, naming w1.
+var rwRefusedByW1 = "refused " + strconv.FormatInt(holderHash("w1"), 10)
+
 // rwCases are the scripts with one key's arguments ("S": the key's
 // semaphore count key), and what each must answer in some states (a
 // prefix of its outcome; a master's clock reads 1).
@@ -52,20 +56,20 @@ var rwCases = []struct {
 	want map[string]string
 }{
 	{scriptCase{"acquire-r", rwAcquireScript, []string{"V", "60000", "r", "", "S", "60000"}, classifyRW}, map[string]string{
-		"none": "ok 1", "readers": "ok 1", "reader-ours-expired": "ok 1", "writer": "refused 1", "writer-expired": "ok 1",
-		"intent": "refused 3", "intent-expired": "ok 1", "plain-lock": "error reply=true code=WRONGTYPE",
+		"none": "ok 1", "readers": "ok 1", "reader-ours-expired": "ok 1", "writer": rwRefusedByW1, "writer-expired": "ok 1",
+		"intent": "refused 6", "intent-expired": "ok 1", "plain-lock": "error reply=true code=WRONGTYPE",
 		"hash": "error reply=true code=WRONGTYPE", "zset-not-ours": "error reply=true code=WRONGTYPE", "semaphore": "ok 1"}},
 	{scriptCase{"acquire-refresh", rwAcquireScript, []string{"V", "60000", "rm", "", "S", "60000"}, classifyRW}, map[string]string{
 		"none": "ok 1", "semaphore": "error reply=true code=WRONGTYPE"}},
 	{scriptCase{"acquire-mark", rwAcquireScript, []string{"V", "60000", "rn", "", "S", "60000"}, classifyRW}, map[string]string{
-		"writer": "refused 1", "readers": "ok 1"}},
+		"writer": rwRefusedByW1, "readers": "ok 1"}},
 	{scriptCase{"acquire-w", rwAcquireScript, []string{"V", "60000", "w", "", "S", "60000"}, classifyRW}, map[string]string{
-		"none": "ok 1", "readers": "refused 2", "writer": "refused 1", "writer-expired": "ok 1", "intent": "ok 1",
+		"none": "ok 1", "readers": "refused 4", "writer": rwRefusedByW1, "writer-expired": "ok 1", "intent": "ok 1",
 		"reader-ours-expired": "ok 1", "plain-lock": "error reply=true code=WRONGTYPE"}},
 	{scriptCase{"acquire-w-waiter", rwAcquireScript, []string{"V", "60000", "wqn", "I", "S", "60000"}, classifyRW}, map[string]string{
-		"readers": "refused 2", "intent-ours-readers-marked": "refused 2", "none": "ok 1"}},
+		"readers": "refused 4", "intent-ours-readers-marked": "refused 4", "none": "ok 1"}},
 	{scriptCase{"acquire-w-fenced", rwAcquireScript, []string{"V", "60000", "wf", "", "S", "60000"}, classifyRW}, map[string]string{
-		"none": "ok 1", "fenced-writer-ours": "refused 1", "fence-not-int": "error reply=true"}},
+		"none": "ok 1", "fenced-writer-ours": "refused ", "fence-not-int": "error reply=true"}},
 	{scriptCase{"release", rwReleaseScript, []string{"V"}, classifyInt}, map[string]string{
 		"reader-ours": "ok 1", "writer-ours": "ok 1", "reader-ours-expired": "refused 0", "writer-ours-expired": "refused 0",
 		"readers": "refused 0", "none": "refused 0", "plain-lock": "refused 0", "reader-ours-marked": "ok 1"}},

@@ -147,10 +147,16 @@ var (
 	// ZSCORE: the sorted set reads as nil, and every watched reader or
 	// writer ends as lost.
 	RWTrackedAsPlain = &Switch{name: "rw-tracked-as-plain"}
-	// RWUndoSilent: an undone read/write attempt that frees the lock
-	// publishes nothing: writers that split the masters and all undo
-	// leave the one that tries on asleep until its fallback.
-	RWUndoSilent = &Switch{name: "rw-undo-silent"}
+	// RWUndoWakes: an undone read/write attempt publishes as a release
+	// does: waiters that collide on the masters a holder on a bare quorum
+	// left free are refused, undo and wake each other, attempt after
+	// attempt, until it releases.
+	RWUndoWakes = &Switch{name: "rw-undo-wakes"}
+	// RWSplitWaitsFallback: a read/write waiter refused on a quorum by
+	// writers that split the masters takes it for one holder and sleeps
+	// until a release or its fallback: nobody releases, and the lock,
+	// free once they undo, waits for their fallback.
+	RWSplitWaitsFallback = &Switch{name: "rw-split-waits-fallback"}
 	// LockAllHogsTurns: a LockAll waiter refused by a lock on one key keeps
 	// its places in the queues of its other keys, where it takes each turn
 	// it cannot use and passes it back and forth with the other waiters: a
@@ -164,7 +170,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
 	CoalesceAcrossSlots, CoalesceFirstKeyOnly, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
-	LossNoticedLate, RWTrackedAsPlain, RWUndoSilent, FenceRefusalIsContention, ClusterNotifyStaleShard, LockAllHogsTurns}
+	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, FenceRefusalIsContention, ClusterNotifyStaleShard, LockAllHogsTurns}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,17 +17,17 @@ import (
 )
 
 // Waiters woken at once by a release may split the masters among their
-// attempts so that none reaches a quorum: each is refused on a quorum
-// (by the others' entries), takes the lock for held, undoes its own
-// entries and sleeps until a notification or its fallback. The undo that
-// frees a master must wake them, or the lock, free, waits for a
-// fallback. These tests force the split on real masters: each waiter
-// reaches each master through a gate that holds its commands back, and
-// the gates open in the order that gives waiter 0 masters 0 and 1,
-// waiter 1 master 2, waiter 2 masters 3 and 4 (as the simulator's seed
-// 1795691397 had it), then lets every refusal in before any undo. The
-// fallback is long (undoFallback); the waiters must all acquire within
-// undoPrompt of the undos, a fraction of it, and none by a fallback.
+// attempts so that none reaches a quorum: each is refused on a quorum by
+// the others' entries and undoes its own. Nobody will publish (undos are
+// silent), so a waiter must tell such a split from one holder and try
+// again after a back-off, or the lock, free, waits for a fallback. These
+// tests force the split on real masters: each waiter reaches each master
+// through a gate that holds its commands back, and the gates open in the
+// order that gives waiter 0 masters 0 and 1, waiter 1 master 2, waiter 2
+// masters 3 and 4 (as the simulator's seed 1795691397 had it), then let
+// every refusal in before any undo. The fallback is long (undoFallback);
+// the waiters must all acquire within undoPrompt of the undos, a
+// fraction of it, and none by a fallback.
 const (
 	undoFallback = 30 * time.Second
 	undoPrompt   = 6 * time.Second
@@ -255,28 +258,112 @@ func collect(t *testing.T, got <-chan waited, cancel func()) (acquired int) {
 	return acquired
 }
 
-// TestRWUndoWakesTheWriters: three writers, woken by a reader's
-// release, split the masters 2, 1 and 2 and all undo; the undos free the
-// lock and must wake them (rwReleaseScript as the undo), so that all
+// TestRWSplitWritersRetry: three writers, woken by a reader's release,
+// split the masters 2, 1 and 2 and all undo; each was refused by two
+// other writers, not one holder, so it backs off and tries again, and all
 // three acquire, one after another, well before their fallback. The
-// control turns on rw-undo-silent: the undos publish nothing, and the
-// writers, the lock free, sleep on.
-func TestRWUndoWakesTheWriters(t *testing.T) {
-	for _, silent := range []bool{false, true} {
-		t.Run(fmt.Sprintf("rw-undo-silent=%v", silent), func(t *testing.T) {
-			defer mutation.RWUndoSilent.Set(silent)()
+// control turns on rw-split-waits-fallback: each takes the refusal for
+// one holder's and sleeps on, the lock free.
+func TestRWSplitWritersRetry(t *testing.T) {
+	for _, sleeps := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rw-split-waits-fallback=%v", sleeps), func(t *testing.T) {
+			defer mutation.RWSplitWaitsFallback.Set(sleeps)()
 			acquired := rwUndoSplit(t)
 			switch {
-			case silent && acquired != 0:
-				t.Errorf("%d writers acquired with the undos silent: the scenario cannot fail", acquired)
-			case !silent && acquired != 3:
+			case sleeps && acquired != 0:
+				t.Errorf("%d writers acquired though they take a split for a holder: the scenario cannot fail", acquired)
+			case !sleeps && acquired != 3:
 				t.Errorf("%d of 3 writers acquired within %s of the undos that freed the lock (fallback %s)", acquired, undoPrompt, undoFallback)
 			}
 		})
 	}
 }
 
-// rwUndoSplit runs TestRWUndoWakesTheWriters' scenario and reports how
+// TestRWBareQuorumHolderKeepsWritersQuiet: a writer holds the lock on
+// exactly a quorum (masters 0 to 2) and three writers wait, woken at once
+// by a publish on masters 3 and 4. Their attempts collide on those two
+// masters, and each is refused on a quorum by the one holder: they sleep
+// until its release or their fallback, a few attempts each. The control
+// turns on rw-undo-wakes: each undo wakes the others, who collide again,
+// for as long as the holder holds.
+func TestRWBareQuorumHolderKeepsWritersQuiet(t *testing.T) {
+	for _, wakes := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rw-undo-wakes=%v", wakes), func(t *testing.T) {
+			defer mutation.RWUndoWakes.Set(wakes)()
+			attempts := rwBareQuorumAttempts(t)
+			t.Logf("attempts per writer in %s: %v", stormFor, attempts)
+			most := slices.Max(attempts)
+			switch {
+			case wakes && most <= stormBound:
+				t.Errorf("attempts %v with the undos waking the waiters: the scenario cannot fail", attempts)
+			case !wakes && most > stormBound:
+				t.Errorf("attempts %v in %s while one writer held the lock on a bare quorum: want at most %d each", attempts, stormFor, stormBound)
+			}
+		})
+	}
+}
+
+// The storm tests watch the waiters for stormFor; a quiet waiter makes
+// its first attempt, the one that joins, and one per wake-up: at most
+// stormBound.
+const (
+	stormFor   = 2 * time.Second
+	stormBound = 10
+)
+
+// rwBareQuorumAttempts runs TestRWBareQuorumHolderKeepsWritersQuiet's
+// scenario and returns each writer's attempts.
+func rwBareQuorumAttempts(t *testing.T) []int {
+	e := newEnv(t, 5)
+	const name = "bare-quorum"
+	ctx := context.Background()
+	live := strconv.FormatInt(-time.Now().Add(time.Minute).UnixMicro(), 10)
+	for i := 0; i < 3; i++ {
+		c := e.direct[i]
+		if err := c.Do(ctx, c.B().Arbitrary("ZADD").Keys(name).Args("0", "#rwlock", live, "holder").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, stormFor)
+	defer cancel()
+	errs := make(chan error, 3)
+	for range 3 {
+		m := rwMutex(t, e.locker(undoWakeConfig), name)
+		go func() {
+			_, err := m.Lock(wctx)
+			errs <- err
+		}()
+	}
+	intents := "\xffredlock:rw:" + name
+	eventually(t, stormFor/2, "three writers subscribed on every master", func() bool {
+		for i := range e.direct {
+			if e.numsub(i, "redlock:released:"+intents) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	for i := 3; i < 5; i++ {
+		c := e.direct[i]
+		if err := c.Do(ctx, c.B().Publish().Channel("redlock:released:"+intents).Message("").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var attempts []int
+	for range 3 {
+		err := <-errs
+		var n int
+		if i := strings.Index(fmt.Sprint(err), "gave up after "); err == nil || i < 0 {
+			t.Fatalf("a writer's Lock while the holder held: %v", err)
+		} else if _, serr := fmt.Sscanf(fmt.Sprint(err)[i:], "gave up after %d attempts", &n); serr != nil {
+			t.Fatalf("attempts in %q: %v", err, serr)
+		}
+		attempts = append(attempts, n)
+	}
+	return attempts
+}
+
+// rwUndoSplit runs TestRWSplitWritersRetry's scenario and reports how
 // many writers acquired without a fallback within undoPrompt.
 func rwUndoSplit(t *testing.T) int {
 	e := newEnv(t, 5)

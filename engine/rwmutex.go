@@ -572,12 +572,7 @@ func (w *rwWaiter) nextWait() (d time.Duration, cause WakeCause, at bool) {
 	l := w.m.l
 	cfg := &l.cfg
 	ve := findVotes(w.last)
-	// Held: one holder (a writer, by its value, or readers, or intents)
-	// refused on a quorum, and its release will publish. Writers that
-	// split the masters refused each other: nobody will publish (an undo
-	// is silent, or colliding waiters would wake each other for as long
-	// as a holder on a bare quorum holds), so back off and try again.
-	held := ve != nil && ve.Kind == ErrNotAcquired && ve.heldByOne()
+	held := ve != nil && ve.Kind == ErrNotAcquired && rwHeld(ve)
 	if mutation.RWSplitWaitsFallback.On() {
 		held = ve != nil && ve.Kind == ErrNotAcquired && ve.Refused >= ve.Quorum
 	}
@@ -598,6 +593,28 @@ func (w *rwWaiter) nextWait() (d time.Duration, cause WakeCause, at bool) {
 	// A split vote or an outage: nobody may hold it, and nothing will be
 	// published; back off so that competitors drift apart.
 	return backoff, WakeBackoff, false
+}
+
+// rwHeld: what refused the attempt on a quorum will publish when it goes:
+// one writer (by its value) refused on a quorum, or readers and waiting
+// writers' intents did. Writers that split the masters refused each
+// other: their entries are undone, and an undo is silent (one that
+// published would have waiters that collide where a holder on a bare
+// quorum left masters free wake each other until it releases), so the
+// waiter backs off and tries again.
+func rwHeld(ve *VotesError) bool {
+	if ve.heldByOne() {
+		return true
+	}
+	if ve.Refused < ve.Quorum {
+		return false
+	}
+	for _, v := range ve.Votes {
+		if v.Outcome == OutcomeRefused && v.value != rwByReaders && v.value != rwByIntent {
+			return false
+		}
+	}
+	return true
 }
 
 // sleep waits d, or until a release of the lock publishes (then until a

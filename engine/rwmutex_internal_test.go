@@ -275,3 +275,36 @@ func TestRWReleaseWakesTheWritersFirst(t *testing.T) {
 		t.Error("the readers' mark outlived the release that woke them")
 	}
 }
+
+// TestRWHeldTellsASplitFromAHolder: a waiter sleeps for a release only
+// when what refused it on a quorum will publish when it goes.
+func TestRWHeldTellsASplitFromAHolder(t *testing.T) {
+	a, b := holderHash("writer-a"), holderHash("writer-b")
+	for _, c := range []struct {
+		name string
+		by   []int64 // each master's refusal; 0: admitted
+		held bool
+	}{
+		{"one writer everywhere", []int64{a, a, a, a, a}, true},
+		{"one writer on a bare quorum, two waiters on the rest", []int64{a, a, a, b, 0}, true},
+		{"writers split the masters", []int64{a, a, 0, b, b}, false},
+		{"writers split, none admitted", []int64{a, b, b, a, 0}, false},
+		{"readers", []int64{rwByReaders, rwByReaders, rwByReaders, 0, 0}, true},
+		{"readers and intents", []int64{rwByReaders, rwByIntent, rwByIntent, 0, 0}, true},
+		{"a writer and an intent, no quorum of either", []int64{a, a, rwByIntent, 0, 0}, false},
+		{"refused on a minority", []int64{a, a, 0, 0, 0}, false},
+	} {
+		ve := &VotesError{Kind: ErrNotAcquired, Quorum: 3}
+		for _, v := range c.by {
+			o := OutcomeOK
+			if v != 0 {
+				o = OutcomeRefused
+				ve.Refused++
+			}
+			ve.Votes = append(ve.Votes, Vote{Outcome: o, value: v})
+		}
+		if got := rwHeld(ve); got != c.held {
+			t.Errorf("%s: held %v, want %v", c.name, got, c.held)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"math/bits"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -444,6 +445,14 @@ func (t *tracker) serve(tn *trackNode, dc rueidis.DedicatedClient, errs <-chan e
 			members[m] = len(cmds)
 			cmds = append(cmds, dc.B().Zscore().Key(m.key).Member(m.value).Build())
 		}
+		// The master's clock judges a member's score: an entry expired
+		// there stays in the set (only a writer's attempt or the key's end
+		// takes it out), while a reader may already be admitted past it.
+		clock := -1
+		if len(members) > 0 && !mutation.RWTrackedByPresence.On() {
+			clock = len(cmds)
+			cmds = append(cmds, dc.B().Time().Build())
+		}
 		ttl0 := len(cmds)
 		for _, key := range ttls {
 			cmds = append(cmds, dc.B().Pttl().Key(key).Build())
@@ -486,10 +495,9 @@ func (t *tracker) serve(tn *trackNode, dc rueidis.DedicatedClient, errs <-chan e
 				}
 				var ours bool
 				if j, ok := members[member{key, r.tr.le.value}]; ok && r.tr.le.rw {
-					// Its member is there: a score (the entry's expiry,
-					// which the lease's own validity bounds), not nil nor
-					// WRONGTYPE.
-					ours = res[j].Error() == nil
+					// Its member is there, live by the master's clock: a
+					// score (the entry's expiry), not nil nor WRONGTYPE.
+					ours = rwLive(res[j], res, clock)
 				} else if vok {
 					s, err := v.ToString()
 					ours = err == nil && ownValue(s, r.tr.le.value)
@@ -523,6 +531,31 @@ func (t *tracker) serve(tn *trackNode, dc rueidis.DedicatedClient, errs <-chan e
 		t.endAll(lost)
 		worked = true
 	}
+}
+
+// rwLive reports whether score, a ZSCORE of a read/write holder's
+// member, is there and live by the master's clock (res[clock], its TIME;
+// clock < 0: presence alone): a reader's expiry ahead of the clock, a
+// writer's (negated) too, as the acquire script counts them.
+func rwLive(score rueidis.RedisResult, res []rueidis.RedisResult, clock int) bool {
+	s, err := score.AsFloat64()
+	if err != nil {
+		return false
+	}
+	if clock < 0 {
+		return true
+	}
+	tm, err := res[clock].AsStrSlice()
+	if err != nil || len(tm) != 2 {
+		return true // the clock unread: presence, as before the check
+	}
+	sec, err1 := strconv.ParseInt(tm[0], 10, 64)
+	us, err2 := strconv.ParseInt(tm[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return true
+	}
+	now := float64(sec*1e6 + us)
+	return s > now || s < -now
 }
 
 // member is a read/write lock's holder: its key and its member there.

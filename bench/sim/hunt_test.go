@@ -74,6 +74,7 @@ var notSimulated = map[string]string{
 	mutation.LossNoticedLate.Name():       "the simulated masters have no CLIENT TRACKING; TestLossNoticedAtOnceControl (engine, real masters) catches it",
 	mutation.RWTrackedAsPlain.Name():      "the simulated masters have no CLIENT TRACKING; TestRWMutexWatchedLeaseIsNotLostToChangesControl (engine, real masters) catches it",
 	mutation.RWUndoWakes.Name():           "a storm of attempts breaks no invariant the checkers judge; TestRWBareQuorumHolderKeepsWritersQuiet (engine, real masters) catches it",
+	mutation.RWTrackedByPresence.Name():   "the simulated masters have no CLIENT TRACKING; TestRWLossNoticedWhenItsEntryExpiresControl (engine, real masters) catches it",
 	mutation.ClusterVotesShareNode.Name(): "the simulated clusters never share a node with another vote; TestClusterVoteSharingANodeIsRefused (engine, real clusters) catches it",
 	mutation.CoalesceAcrossSlots.Name():   "not hunted with the simulated clusters yet; TestCoalesceAcrossSlotsControl (multiplex, a real cluster) catches it",
 	mutation.CoalesceFirstKeyOnly.Name():  "the workers do not call LockAll; TestCoalescedKeysKeepPerKeyOrderControl (multiplex, a real master) catches it",

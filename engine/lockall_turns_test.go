@@ -58,6 +58,17 @@ func lockAllHeldUp(t *testing.T) (errs []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// TryLock returns on a quorum's yes: the third master's SET may land
+	// after it. Delete x there only once it has, and y must be held on
+	// every master, as the scenario says.
+	eventually(t, 3*time.Second, "x and y set on every master", func() bool {
+		for i := range 3 {
+			if e.get(i, "x") == "" || e.get(i, "y") == "" {
+				return false
+			}
+		}
+		return true
+	})
 	e.del(2, "x")
 
 	all := lockAsync(ctx, lc.LockAll, "x", "y")

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlock-bench/redlock/multiplex"
@@ -50,6 +51,8 @@ type Cluster struct {
 	moved      map[int]*shard
 	mig        *migration
 	migrations int
+	// migrating is mig != nil, read without mu by every script call.
+	migrating atomic.Bool
 }
 
 // setDown records whether m is killed, for the nodes' views.
@@ -372,10 +375,10 @@ var errTryAgain = errorReply("TRYAGAIN Multiple keys request during rehashing of
 // it, a key it no longer has (unless the script came with ASKING, which
 // Redis lends its calls). Redis fails such a call ("non local key").
 func (m *Master) nonLocalLocked(args []string) bool {
-	if m.asking {
+	c := m.cl.c
+	if m.asking || !c.migrating.Load() {
 		return false
 	}
-	c := m.cl.c
 	c.mu.Lock()
 	mg := c.mig
 	c.mu.Unlock()

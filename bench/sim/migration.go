@@ -66,6 +66,7 @@ func (c *Cluster) beginMigration(slot int, pick int) (*migration, string) {
 		return nil, "a primary is down"
 	}
 	c.mig = &migration{slot: slot, src: src, dst: dst}
+	c.migrating.Store(true)
 	c.migrations++
 	return c.mig, ""
 }
@@ -144,6 +145,7 @@ func (c *Cluster) handOver(mg *migration) (ended int) {
 	}
 	c.moved[mg.slot] = mg.dst
 	c.mig = nil
+	c.migrating.Store(false)
 	from := mg.src.primary
 	c.mu.Unlock()
 	from.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlock-bench/redlock/multiplex"
@@ -23,8 +24,10 @@ import (
 // dial ask (CLUSTER SLOTS, CLUSTER NODES, INFO with redis_mode:cluster and
 // role, HELLO's mode), refuse a command whose keys are in several slots
 // (CROSSSLOT) and send one for a slot they do not own to its primary
-// (MOVED), and publish on a shard with SPUBLISH and SSUBSCRIBE. There are
-// no migrations: each shard keeps its range. The nodes of a cluster share
+// (MOVED), and publish on a shard with SPUBLISH and SSUBSCRIBE. A slot
+// may migrate to another shard (migration.go): ASK, ASKING and TRYAGAIN
+// while its keys move, MOVED to the new owner once it is handed over, and
+// its sharded subscribers told SUNSUBSCRIBE by the old one. The nodes of a cluster share
 // one clock model (the same offset and drift, and every clock fault is
 // applied to all of them at once), so that the checkers read the vote's
 // deadlines with one clock.
@@ -41,6 +44,15 @@ type Cluster struct {
 	// after a node's mutex, never before one.
 	mu   sync.Mutex
 	down map[*Master]bool
+	// moved are the slots migrations handed to another shard than the
+	// one whose range holds them; mig is the migration under way (one at
+	// a time), and migrations counts those begun, so that a failover
+	// whose copy was taken before one knows it is stale.
+	moved      map[int]*shard
+	mig        *migration
+	migrations int
+	// migrating is mig != nil, read without mu by every script call.
+	migrating atomic.Bool
 }
 
 // setDown records whether m is killed, for the nodes' views.
@@ -129,12 +141,64 @@ func (c *Cluster) Primary(s int) *Master {
 func (c *Cluster) owner(slot int, m *Master) (*Master, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, s := range c.shards {
-		if s.lo <= slot && slot <= s.hi {
-			return s.primary, s.primary == m
-		}
+	if s := c.shardOfLocked(slot); s != nil {
+		return s.primary, s.primary == m
 	}
 	return nil, false
+}
+
+// shardOfLocked is the shard that owns slot now. The caller holds c.mu.
+func (c *Cluster) shardOfLocked(slot int) *shard {
+	if s := c.moved[slot]; s != nil {
+		return s
+	}
+	for _, s := range c.shards {
+		if s.lo <= slot && slot <= s.hi {
+			return s
+		}
+	}
+	return nil
+}
+
+// slotRun is slots lo to hi, all owned by sh.
+type slotRun struct {
+	lo, hi int
+	sh     *shard
+}
+
+// rangesLocked are the slots' owners, in runs in slot order: the shards'
+// ranges, cut where a slot migrated away, and the slots migrated in. The
+// caller holds c.mu.
+func (c *Cluster) rangesLocked() []slotRun {
+	var runs []slotRun
+	moved := slices.Sorted(maps.Keys(c.moved))
+	for _, s := range c.shards {
+		lo := s.lo
+		for _, m := range moved {
+			if m >= s.lo && m <= s.hi {
+				if m > lo {
+					runs = append(runs, slotRun{lo, m - 1, s})
+				}
+				lo = m + 1
+			}
+		}
+		if lo <= s.hi {
+			runs = append(runs, slotRun{lo, s.hi, s})
+		}
+	}
+	for _, m := range moved {
+		runs = append(runs, slotRun{m, m, c.moved[m]})
+	}
+	slices.SortFunc(runs, func(a, b slotRun) int { return cmp.Compare(a.lo, b.lo) })
+	var out []slotRun
+	for _, r := range runs {
+		if n := len(out); n > 0 && out[n-1].sh == r.sh && out[n-1].hi == r.lo-1 {
+			out[n-1].hi = r.hi
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // isPrimary reports whether m serves slots now.
@@ -162,9 +226,10 @@ func (c *Cluster) slotsReply() reply {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []reply
-	for _, s := range c.shards {
+	for _, run := range c.rangesLocked() {
+		s := run.sh
 		h, p := hostPort(s.primary.Addr)
-		e := []reply{intReply(int64(s.lo)), intReply(int64(s.hi)),
+		e := []reply{intReply(int64(run.lo)), intReply(int64(run.hi)),
 			arrayReply([]reply{bulkReply(h), intReply(p), bulkReply(s.primary.cl.id)})}
 		if s.replica != nil && !c.down[s.replica] {
 			h, p := hostPort(s.replica.Addr)
@@ -175,10 +240,13 @@ func (c *Cluster) slotsReply() reply {
 	return arrayReply(out)
 }
 
-// nodesReply is CLUSTER NODES as me sees it.
+// nodesReply is CLUSTER NODES as me sees it: on its own line, a slot in
+// migration as "[slot->-target]" (the source's) or "[slot-<-source]" (the
+// target's), as Redis shows them.
 func (c *Cluster) nodesReply(me *Master) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	runs := c.rangesLocked()
 	var b strings.Builder
 	line := func(m *Master, flags, master, slots string) {
 		if m == me {
@@ -191,7 +259,21 @@ func (c *Cluster) nodesReply(me *Master) string {
 		fmt.Fprintf(&b, "%s %s@16379,%s %s %s 0 0 1 connected%s\n", m.cl.id, m.Addr, h, flags, master, slots)
 	}
 	for _, s := range c.shards {
-		line(s.primary, "master", "-", fmt.Sprintf(" %d-%d", s.lo, s.hi))
+		var slots strings.Builder
+		for _, r := range runs {
+			if r.sh == s {
+				fmt.Fprintf(&slots, " %d-%d", r.lo, r.hi)
+			}
+		}
+		if mg := c.mig; mg != nil && s.primary == me {
+			switch s {
+			case mg.src:
+				fmt.Fprintf(&slots, " [%d->-%s]", mg.slot, mg.dst.primary.cl.id)
+			case mg.dst:
+				fmt.Fprintf(&slots, " [%d-<-%s]", mg.slot, mg.src.primary.cl.id)
+			}
+		}
+		line(s.primary, "master", "-", slots.String())
 		if s.replica != nil {
 			line(s.replica, "slave", s.primary.cl.id, "")
 		}
@@ -226,25 +308,89 @@ func commandKeys(args []string) []string {
 }
 
 // routeLocked answers, for a node of a cluster, a command it must not
-// run: CROSSSLOT for keys in several slots, MOVED for a slot it does not
-// own (a replica sends every keyed command to its primary, as one without
-// READONLY does). ok: run it.
-func (m *Master) routeLocked(args []string) (reply, bool) {
+// run, as Redis's getNodeByQuery does: CROSSSLOT for keys in several
+// slots, MOVED for a slot it does not own (a replica sends every keyed
+// command to its primary, as one without READONLY does). While the slot
+// migrates, the source sends a command whose keys it has none of on to
+// the target (ASK), and refuses one whose keys it has some of (TRYAGAIN);
+// the target runs a command only after ASKING (else MOVED to the source),
+// and refuses one of several keys it has not all of (TRYAGAIN). A sharded
+// channel is no key there: the source serves SSUBSCRIBE until the slot is
+// handed over. ok: run it.
+func (m *Master) routeLocked(args []string, asking bool) (reply, bool) {
 	keys := commandKeys(args)
 	if len(keys) == 0 {
 		return reply{}, true
 	}
 	slot := multiplex.KeySlot(keys[0])
+	multi := false
 	for _, k := range keys[1:] {
 		if multiplex.KeySlot(k) != slot {
 			return errorReply("CROSSSLOT Keys in request don't hash to the same slot"), false
 		}
+		multi = multi || k != keys[0]
 	}
-	owner, mine := m.cl.c.owner(slot, m)
-	if mine || owner == nil {
+	c := m.cl.c
+	c.mu.Lock()
+	sh := c.shardOfLocked(slot)
+	mg := c.mig
+	c.mu.Unlock()
+	if sh == nil {
 		return reply{}, true
 	}
-	return errorReply(fmt.Sprintf("MOVED %d %s", slot, owner.Addr)), false
+	if mg == nil || mg.slot != slot || args[0] == "SSUBSCRIBE" || args[0] == "SUNSUBSCRIBE" {
+		if sh.primary == m {
+			return reply{}, true
+		}
+		return errorReply(fmt.Sprintf("MOVED %d %s", slot, sh.primary.Addr)), false
+	}
+	missing, existing := 0, 0
+	for _, k := range keys {
+		if m.st.exists(k) {
+			existing++
+		} else {
+			missing++
+		}
+	}
+	switch {
+	case mg.dst.primary == m && asking:
+		if multi && missing > 0 {
+			return errTryAgain, false
+		}
+		return reply{}, true
+	case sh.primary != m:
+		return errorReply(fmt.Sprintf("MOVED %d %s", slot, sh.primary.Addr)), false
+	case missing > 0 && existing > 0:
+		return errTryAgain, false
+	case missing > 0:
+		return errorReply(fmt.Sprintf("ASK %d %s", slot, mg.dst.primary.Addr)), false
+	}
+	return reply{}, true
+}
+
+var errTryAgain = errorReply("TRYAGAIN Multiple keys request during rehashing of slot")
+
+// nonLocalLocked reports whether a script's call, on a node that runs the
+// script, names a key the node does not serve: in a slot migrating from
+// it, a key it no longer has (unless the script came with ASKING, which
+// Redis lends its calls). Redis fails such a call ("non local key").
+func (m *Master) nonLocalLocked(args []string) bool {
+	c := m.cl.c
+	if m.asking || !c.migrating.Load() {
+		return false
+	}
+	c.mu.Lock()
+	mg := c.mig
+	c.mu.Unlock()
+	if mg == nil {
+		return false
+	}
+	for _, k := range commandKeys(args) {
+		if multiplex.KeySlot(k) == mg.slot && !m.st.exists(k) {
+			return true
+		}
+	}
+	return false
 }
 
 // clusterReply answers CLUSTER's subcommands that clients ask, on m.
@@ -278,14 +424,18 @@ func (m *Master) isDown() bool {
 // Failover promotes shard s's replica with snapshot, a copy of old's
 // store taken earlier (the writes since are lost), in place of old, which
 // it kills: it comes back as a replica when started again. It reports
-// false, doing nothing, when old no longer serves the shard or the
-// replica is missing or down.
-func (c *Cluster) Failover(s int, snapshot map[string]*entry, old *Master) bool {
+// false, doing nothing, when old no longer serves the shard, the replica
+// is missing or down, or a slot migration began since the copy (given as
+// the count of migrations then).
+func (c *Cluster) Failover(s int, snapshot map[string]*entry, old *Master, migrations int) bool {
 	c.mu.Lock()
 	sh := c.shards[s]
 	p, r := sh.primary, sh.replica
+	// A slot that migrated since the copy was taken would come back with
+	// it (a replica replicates the MIGRATE's deletes): no failover then.
+	busy := c.mig != nil || c.migrations != migrations
 	c.mu.Unlock()
-	if r == nil || p != old || r.isDown() {
+	if r == nil || p != old || r.isDown() || busy {
 		return false
 	}
 	p.Kill()
@@ -324,6 +474,7 @@ func (m *Master) promote(keys map[string]*entry, old *Master) {
 	st.publish = m.publishLocked
 	st.spublish = m.spublishLocked
 	st.onCommand = m.countLocked
+	st.nonLocal = m.nonLocalLocked
 	st.keys, st.cluster = keys, true
 	m.st = st
 	m.commands["FAILOVER"]++ // for Coverage
@@ -396,13 +547,16 @@ func (v *vote) failoverFor(ctx context.Context, f Fault, h *History) {
 	s := f.Conn % v.cl.Shards()
 	old := v.cl.Primary(s)
 	snap := old.snapshot()
+	v.cl.mu.Lock()
+	migrations := v.cl.migrations
+	v.cl.mu.Unlock()
 	lag := f.Late
 	if lag < 0 {
 		lag = f.For / 2
 	}
 	sleep(ctx, lag)
-	if !v.cl.Failover(s, snap, old) {
-		h.note(fmt.Sprintf("vote%d shard %d: no failover (no replica up)", v.cl.Vote, s))
+	if !v.cl.Failover(s, snap, old, migrations) {
+		h.note(fmt.Sprintf("vote%d shard %d: no failover (no replica up, or a slot migration)", v.cl.Vote, s))
 		return
 	}
 	h.note(fmt.Sprintf("vote%d shard %d: %s promoted with a copy %s old, %s killed", v.cl.Vote, s, v.cl.Primary(s).Addr, lag, old.Addr))

@@ -65,6 +65,14 @@ func init() {
 	// script's error as a wrong type.
 	expected[mutation.ClusterKeysUntagged.Name()] = []string{CheckerErrors}
 	expected[mutation.ClusterFailoverTrusted.Name()] = []string{CheckerExclusion, CheckerPermits, CheckerRWExclusion, CheckerFencing, CheckerStore, CheckerRWFencing}
+	// A script run on a migrating slot's target (the source sent it on,
+	// ASK) reads the keys still on the source as absent: a permit or a
+	// lock held there granted again, a fencing counter not read.
+	expected[mutation.ClusterMigrationUnguarded.Name()] = []string{CheckerExclusion, CheckerPermits, CheckerRWExclusion, CheckerFencing, CheckerStore, CheckerRWFencing, CheckerExpiry}
+	// The subscriptions a migration's old owner ended taken for open: the
+	// releases published at the new owner wake nobody, and the waiters
+	// sleep until their fallback.
+	expected[mutation.ClusterNotifyStaleShard.Name()] = []string{CheckerWait}
 }
 
 // notSimulated are the switches the simulation does not find now (its
@@ -78,12 +86,15 @@ var notSimulated = map[string]string{
 	mutation.ClusterVotesShareNode.Name(): "the simulated clusters never share a node with another vote; TestClusterVoteSharingANodeIsRefused (engine, real clusters) catches it",
 	mutation.CoalesceAcrossSlots.Name():   "not hunted with the simulated clusters yet; TestCoalesceAcrossSlotsControl (multiplex, a real cluster) catches it",
 	mutation.CoalesceFirstKeyOnly.Name():  "the workers do not call LockAll; TestCoalescedKeysKeepPerKeyOrderControl (multiplex, a real master) catches it",
-	// What the simulated clusters leave out (docs/simulation.md): slot
-	// migrations, a demoted primary that lives on, a node's own clock.
-	mutation.ClusterMigrationUnguarded.Name(): "the simulated clusters have no slot migrations; TestClusterMigrationSemaphoreKeepsItsPermit and TestClusterMigrationFencingStaysMonotonic (engine, real clusters) catch it",
-	mutation.ClusterDemotedConnKept.Name():    "a simulated failover kills the old primary, so no connection to it outlives its demotion; TestClusterFailbackKeepsTheOldPrimaryOut (engine, real clusters) catches it",
-	mutation.ClusterClockUnjudged.Name():      "a simulated cluster's nodes share one clock; TestClusterNodeWithASkewedClockSitsOut (engine, real clusters) catches it",
-	mutation.ClusterNotifyStaleShard.Name():   "the simulated clusters have no slot migrations; TestClusterNotifyAfterSlotMigration (engine, real clusters) catches it",
+	// What the simulated clusters leave out (docs/simulation.md): a
+	// demoted primary that lives on, a node's own clock.
+	mutation.ClusterDemotedConnKept.Name(): "a simulated failover kills the old primary, so no connection to it outlives its demotion; TestClusterFailbackKeepsTheOldPrimaryOut (engine, real clusters) catches it",
+	mutation.ClusterClockUnjudged.Name():   "a simulated cluster's nodes share one clock; TestClusterNodeWithASkewedClockSitsOut (engine, real clusters) catches it",
+	// Found by the waiter checker after a resharding (the profile without
+	// faults): 4 of 75 such seeds with the switch on, none with it off;
+	// but a cluster seed rarely replays its history, and none of those
+	// seeds tripped it again in four runs.
+	mutation.ClusterNotifyStaleShard.Name(): "hunted with the simulated slot migrations (about one seed in twenty of the profile without faults), but no case replays often enough to be kept; TestClusterNotifyAfterSlotMigration (engine, real clusters) catches it",
 }
 
 // companions are switches a hunt turns on with the one it hunts: a second
@@ -401,5 +412,16 @@ func init() {
 		{Seed: 1, Duration: 1500 * time.Millisecond, Clients: 2, Workers: 1, Resources: 1, Keep: []int{}, Idle: []string{"c0"}, Clusters: 5, Shards: 2},
 		{Seed: 2, Duration: 1500 * time.Millisecond, Clients: 2, Workers: 1, Resources: 1, Keep: []int{}, Idle: []string{"c0"}, Clusters: 5, Shards: 2},
 		{Seed: 3, Duration: 1500 * time.Millisecond, Clients: 2, Workers: 1, Resources: 1, Keep: []int{}, Idle: []string{"c0"}, Clusters: 5, Shards: 2},
+	}
+	// Hunted once the simulated clusters migrated slots (-sim.huntcases=3
+	// found seeds 13, 19 and 46 in 7 s; 53 and 58 in an earlier hunt): a
+	// resharding of every cluster vote lets a semaphore's acquire run on
+	// the targets, which lack a permit held on the sources. Whole seeds:
+	// their shrinks replayed no run in eight; seeds 13, 53 and 58 fail 6,
+	// 4 and 4 runs in 8, and none of seed 13's 8 without the switch.
+	huntedCases[mutation.ClusterMigrationUnguarded.Name()] = []Config{
+		{Seed: 13, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4, Clusters: 5, Shards: 2},
+		{Seed: 53, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4, Clusters: 5, Shards: 2},
+		{Seed: 58, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4, Clusters: 5, Shards: 2},
 	}
 }

@@ -150,6 +150,8 @@ func (r *luaRunner) call(L *lua.LState, raise bool) int {
 		rep = errorReply("ERR This Redis command is not allowed from script")
 	case r.s.crossSlot(args):
 		rep = errorReply("ERR Script attempted to access keys that do not hash to the same slot")
+	case r.s.nonLocal != nil && r.s.nonLocal(args):
+		rep = errorReply("ERR Script attempted to access a non local key in a cluster node script")
 	default:
 		rep = r.s.exec(args)
 	}

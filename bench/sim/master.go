@@ -75,6 +75,8 @@ type Master struct {
 	start  time.Time
 	client string
 	cause  string
+	// asking: the command running came after ASKING on its connection.
+	asking bool
 
 	// fmu guards the faults the connections read; it is taken last.
 	fmu       sync.Mutex
@@ -191,6 +193,9 @@ func (m *Master) startLocked() {
 	st.spublish = m.spublishLocked
 	st.onCommand = m.countLocked
 	st.cluster = m.cl != nil
+	if m.cl != nil {
+		st.nonLocal = m.nonLocalLocked
+	}
 	m.st = st
 	m.runID = m.drawRunID()
 	m.bootedAt = time.Now()
@@ -472,11 +477,24 @@ func (m *Master) execLocked(p *pipe, args []string, out []byte) []byte {
 		m.countLocked(args)
 		return m.cl.c.clusterReply(m, a).appendRESP(out, p.resp3)
 	}
+	if args[0] == "ASKING" {
+		if m.cl == nil {
+			return errorReply("ERR This instance has cluster support disabled").appendRESP(out, p.resp3)
+		}
+		m.countLocked(args)
+		p.asking = true
+		return okReply.appendRESP(out, p.resp3)
+	}
+	// ASKING lasts one command.
+	asking := p.asking
+	p.asking = false
 	if m.cl != nil {
-		if r, ok := m.routeLocked(args); !ok {
+		if r, ok := m.routeLocked(args, asking); !ok {
 			return r.appendRESP(out, p.resp3)
 		}
 	}
+	m.asking = asking
+	defer func() { m.asking = false }()
 	switch args[0] {
 	case "SSUBSCRIBE", "SUNSUBSCRIBE":
 		m.countLocked(args)

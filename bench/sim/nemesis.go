@@ -42,10 +42,18 @@ const (
 	FaultBreakClient
 	// Out of the model.
 	FaultJumpClock // the master's clock jumps forward by Jump
+	// Cluster votes (drawn with -sim.clusters only, after the rest).
+	// FaultPauseShard pauses one shard's primary (SIGSTOP-like) for For;
+	// the cluster's other nodes go on.
+	FaultPauseShard
+	// FaultMigrate moves a slot (see migration.go) to another shard of
+	// the cluster, a key every For/8.
+	FaultMigrate
 )
 
 var faultNames = [...]string{"pause", "hang", "refuse", "restart", "break", "slow", "drift",
-	"break-conn", "replace", "cancel", "pause-holders", "freeze", "stall", "break-client", "jump-clock"}
+	"break-conn", "replace", "cancel", "pause-holders", "freeze", "stall", "break-client", "jump-clock",
+	"pause-shard", "migrate"}
 
 func (k FaultKind) String() string {
 	if int(k) < len(faultNames) {
@@ -56,7 +64,7 @@ func (k FaultKind) String() string {
 
 // onMaster reports whether the fault is a master's (it counts toward the
 // minority that may be faulted at once).
-func (k FaultKind) onMaster() bool { return k <= FaultSlow || k == FaultJumpClock }
+func (k FaultKind) onMaster() bool { return k <= FaultSlow || k >= FaultJumpClock }
 
 // onClient reports whether the fault is a client's.
 func (k FaultKind) onClient() bool { return k >= FaultReplace && k <= FaultBreakClient }
@@ -80,6 +88,12 @@ type Fault struct {
 	Rate    float64       // FaultDrift
 	Jump    time.Duration // FaultJumpClock
 	Latency Latency       // FaultSlow
+	// Pick draws FaultMigrate's slot among the clusters' hot slots (see
+	// migrationSlot), and Conn its target shard; FaultPauseShard's shard
+	// is Conn's. Every: FaultMigrate moves every hot slot, one after
+	// another.
+	Pick  uint64
+	Every bool
 }
 
 // Describe says what the fault does, for the failure report.
@@ -109,6 +123,13 @@ func (f Fault) Describe() string {
 		return fmt.Sprintf("stall what c%d sends for %s, then break its connections, held commands %s", f.Client, f.For, lateString(f.Late))
 	case FaultJumpClock:
 		return fmt.Sprintf("jump master%d's clock by %s", f.Master, f.Jump)
+	case FaultPauseShard:
+		return fmt.Sprintf("pause vote%d's primary of shard %d (mod shards) for %s", f.Master, f.Conn, f.For)
+	case FaultMigrate:
+		if f.Every {
+			return fmt.Sprintf("migrate every hot slot of vote%d to another shard, a key every %s", f.Master, f.For/8)
+		}
+		return fmt.Sprintf("migrate a hot slot (pick %d) of vote%d to another shard, a key every %s", f.Pick%1000, f.Master, f.For/8)
 	}
 	return f.Kind.String()
 }
@@ -169,6 +190,13 @@ func profileOf(r *rand.Rand) int {
 // go to another). The seed's profile (see profileNone) weighs the kinds.
 func DrawFaults(cfg Config) []Fault {
 	cfg.fill()
+	out, profile := drawFaults(cfg)
+	return append(out, drawClusterFaults(cfg, profile, out)...)
+}
+
+// drawFaults is DrawFaults's schedule for every kind of vote, and the
+// seed's profile.
+func drawFaults(cfg Config) (_ []Fault, profile int) {
 	r := rand.New(rand.NewPCG(cfg.Seed, streamFaults))
 	uniform := func(lo, hi time.Duration) time.Duration {
 		if hi <= lo {
@@ -176,9 +204,9 @@ func DrawFaults(cfg Config) []Fault {
 		}
 		return lo + time.Duration(r.Int64N(int64(hi-lo)))
 	}
-	profile := profileOf(r)
+	profile = profileOf(r)
 	if profile == profileNone && !cfg.OutOfModel {
-		return nil
+		return nil, profile
 	}
 	ttl := cfg.TTL
 	// A master counts as faulted until its fault ends, and a restarted
@@ -221,7 +249,7 @@ func DrawFaults(cfg Config) []Fault {
 			at += uniform(ttl/5, 2*ttl)
 		}
 		if at >= cfg.Duration {
-			return out
+			return out, profile
 		}
 		pick := r.IntN(total)
 		var k FaultKind
@@ -288,12 +316,101 @@ func DrawFaults(cfg Config) []Fault {
 	}
 }
 
+// drawClusterFaults draws the faults inside cluster votes, on a stream
+// of their own, so that the rest of a seed's schedule (and the cases
+// shrunk from it, by index) stays as it was: a shard's primary paused,
+// within the minority of votes faulted at once that the schedule so far
+// (main) leaves; slot migrations, half of them on every cluster vote at
+// once (one fault each, the same slot: a resharding of them all). A
+// migration does not count toward the minority: it makes a vote's
+// scripts fail on one slot for a while (the engine's guard), which costs
+// availability only. The profile without faults gets one resharding in
+// its first quarter, and quiet after it: what a waiter's subscriptions
+// must survive for the tight bound to hold. None in the clients'
+// profile.
+func drawClusterFaults(cfg Config, profile int, main []Fault) []Fault {
+	if cfg.Clusters == 0 || profile == profileClients {
+		return nil
+	}
+	r := rand.New(rand.NewPCG(cfg.Seed, streamClusterFaults))
+	ttl := cfg.TTL
+	uniform := func(lo, hi time.Duration) time.Duration {
+		if hi <= lo {
+			return lo
+		}
+		return lo + time.Duration(r.Int64N(int64(hi-lo)))
+	}
+	first := cfg.Masters - cfg.Clusters
+	if profile == profileNone {
+		f := Fault{Kind: FaultMigrate, At: uniform(ttl/2, cfg.Duration/4), For: uniform(ttl/10, ttl/2), Pick: r.Uint64(), Conn: int(r.Uint64() % 4), Late: -1, Every: true}
+		var out []Fault
+		for v := first; v < cfg.Masters && f.At < cfg.Duration; v++ {
+			f.Master = v
+			out = append(out, f)
+		}
+		return out
+	}
+	type busy struct {
+		m        int
+		from, to time.Duration
+	}
+	var windows []busy
+	for _, f := range main {
+		if f.Kind.onMaster() && f.Kind != FaultDrift {
+			to := f.At + f.For
+			if f.Kind == FaultRestart || f.Kind == FaultJumpClock {
+				to += ttl + ttl/2
+			}
+			windows = append(windows, busy{f.Master, f.At, to})
+		}
+	}
+	minority := (cfg.Masters - 1) / 2
+	var out []Fault
+	for at := time.Duration(0); ; {
+		at += uniform(ttl, 4*ttl)
+		if at >= cfg.Duration {
+			return out
+		}
+		f := Fault{At: at, Master: first + int(r.Uint64()%uint64(cfg.Clusters)), Conn: int(r.Uint64() % 4),
+			For: uniform(ttl/10, 2*ttl), Pick: r.Uint64(), Late: -1}
+		if r.IntN(5) < 3 {
+			f.Kind = FaultMigrate
+			if r.IntN(2) == 0 {
+				for v := first; v < cfg.Masters; v++ {
+					g := f
+					g.Master = v
+					out = append(out, g)
+				}
+			} else {
+				out = append(out, f)
+			}
+			continue
+		}
+		f.Kind = FaultPauseShard
+		others, self := make(map[int]bool), false
+		for _, w := range windows {
+			if w.from < at+f.For && at < w.to {
+				others[w.m] = true
+				self = self || w.m == f.Master
+			}
+		}
+		if len(others) >= minority && !self {
+			continue
+		}
+		windows = append(windows, busy{f.Master, at, at + f.For})
+		out = append(out, f)
+	}
+}
+
 // applyFaults runs the schedule until ctx ends, recording each fault
 // with its index in the drawn schedule; whatever it leaves broken the
 // caller heals.
 func applyFaults(ctx context.Context, faults []Fault, index []int, votes []*vote, clients []*client, n *Network, h *History, lat Latency) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// The slots each instant's migrations move: drawn once, for every
+	// cluster migrated at that instant.
+	slots := make(map[time.Duration][]int)
 	for i, f := range faults {
 		if !sleep(ctx, time.Until(h.start.Add(f.At))) {
 			return
@@ -349,6 +466,25 @@ func applyFaults(ctx context.Context, faults []Fault, index []int, votes []*vote
 			heal(func() { v.each(func(m *Master) { m.SetRate(1) }) })
 		case FaultJumpClock:
 			v.each(func(m *Master) { m.JumpClock(f.Jump) })
+		case FaultPauseShard:
+			if v.cl == nil {
+				break
+			}
+			m.Pause()
+			heal(m.Resume)
+		case FaultMigrate:
+			if v.cl == nil {
+				break
+			}
+			moving, ok := slots[f.At]
+			if !ok {
+				moving = migrationSlots(votes, f)
+				slots[f.At] = moving
+			}
+			wg.Go(func() {
+				v.migrate(ctx, f, moving, h)
+				h.faultEnded(rec, h.since(time.Now()))
+			})
 		case FaultBreakConn:
 			if f.OnWrite {
 				m.ArmClient(c.name, f.Conn, f.Late, true)

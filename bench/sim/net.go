@@ -104,6 +104,8 @@ type pipe struct {
 	subs  map[string]bool
 	ssubs map[string]bool
 	quit  bool
+	// asking: ASKING came, for the next command (see routeLocked).
+	asking bool
 }
 
 // link is one direction of a pipe: writes queued with the instant they

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -182,7 +183,7 @@ func (c Coverage) String() string {
 		fmt.Fprintf(&b, " %s=%d", k, c.Wakes[k])
 	}
 	b.WriteString("; commands:")
-	for _, k := range []string{"EVALSHA", "EVALSHA+", "EVAL", "SET", "PUBLISH", "SUBSCRIBE", "SPUBLISH", "SSUBSCRIBE", "CLUSTER", "FAILOVER", "ZADD", "ZPOPMIN", "PEXPIRE"} {
+	for _, k := range []string{"EVALSHA", "EVALSHA+", "EVAL", "SET", "PUBLISH", "SUBSCRIBE", "SPUBLISH", "SSUBSCRIBE", "CLUSTER", "FAILOVER", "MIGRATE", "ASKING", "SETSLOT", "ZADD", "ZPOPMIN", "PEXPIRE"} {
 		fmt.Fprintf(&b, " %s=%d", k, c.Commands[k])
 	}
 	return b.String()
@@ -240,8 +241,10 @@ const (
 	streamMasters  = 1
 	streamFaults   = 2
 	streamWorkload = 3
-	streamLockers  = 1 << 16
-	streamWorkers  = 1 << 20
+	// streamClusterFaults draws the faults inside cluster votes.
+	streamClusterFaults = 4
+	streamLockers       = 1 << 16
+	streamWorkers       = 1 << 20
 )
 
 // Run runs one simulation. It must be called inside a synctest bubble
@@ -277,6 +280,18 @@ func Run(cfg Config) (*Result, error) {
 			index = append(index, i)
 		}
 	}
+	// In time order (the cluster faults come after the rest in the drawn
+	// schedule), each with its index.
+	order := make([]int, len(faults))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(faults[a].At, faults[b].At) })
+	sorted, sortedIndex := make([]Fault, len(faults)), make([]int, len(faults))
+	for i, j := range order {
+		sorted[i], sortedIndex[i] = faults[j], index[j]
+	}
+	faults, index = sorted, sortedIndex
 	start := time.Now()
 	h := NewHistory()
 	network := NewNetwork(cfg.Seed)

@@ -41,6 +41,10 @@ type store struct {
 	// (-1: none).
 	cluster    bool
 	scriptSlot int
+	// nonLocal, on a cluster node, reports whether a script's call names
+	// a key of a migrating slot the node does not serve (see the
+	// Master's nonLocalLocked); nil: none.
+	nonLocal func(args []string) bool
 }
 
 // entry is a key's value: a string, or a sorted set when z is set.
@@ -65,6 +69,13 @@ func (s *store) get(key string) *entry {
 		return nil
 	}
 	return e
+}
+
+// exists reports whether key is there and not past its deadline, as a
+// cluster node's routing looks (without deleting it).
+func (s *store) exists(key string) bool {
+	e := s.keys[key]
+	return e != nil && (e.expireAt.IsZero() || !s.now.After(e.expireAt))
 }
 
 func (s *store) del(key string) bool {

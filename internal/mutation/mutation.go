@@ -151,6 +151,16 @@ var (
 	// publishes nothing: writers that split the masters and all undo
 	// leave the one that tries on asleep until its fallback.
 	RWUndoSilent = &Switch{name: "rw-undo-silent"}
+	// SemSplitWaitsFallback: a semaphore's waiter takes any refusal on a
+	// quorum for every permit held, even where the refusals name different
+	// holders (a split of waiters woken together): each sleeps until its
+	// fallback, the permit free, since the undos publish nothing.
+	SemSplitWaitsFallback = &Switch{name: "sem-split-waits-fallback"}
+	// SemUndoWakes: the undo of a semaphore attempt's slot publishes where
+	// a waiter marked our value, as a release does: waiters that collide
+	// on the masters a holder on a bare quorum leaves free wake each
+	// other, attempt after attempt, for as long as it holds.
+	SemUndoWakes = &Switch{name: "sem-undo-wakes"}
 	// LockAllHogsTurns: a LockAll waiter refused by a lock on one key keeps
 	// its places in the queues of its other keys, where it takes each turn
 	// it cannot use and passes it back and forth with the other waiters: a
@@ -164,7 +174,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
 	CoalesceAcrossSlots, CoalesceFirstKeyOnly, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
-	LossNoticedLate, RWTrackedAsPlain, RWUndoSilent, FenceRefusalIsContention, ClusterNotifyStaleShard, LockAllHogsTurns}
+	LossNoticedLate, RWTrackedAsPlain, RWUndoSilent, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, LockAllHogsTurns}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

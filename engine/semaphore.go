@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -51,10 +52,14 @@ import (
 // subscribes to the semaphore's channel and tries again marking every
 // holder's value, so that the release of a marked permit publishes there,
 // and it sleeps until a publish or its fallback retry (which covers
-// expiries, which publish nothing). The undo of an attempt publishes
-// nothing: its maker tries again anyway, and waking every waiter for a
-// slot that no quorum has free would make each of their attempts, undone
-// in turn, wake the others again. One channel for the whole
+// expiries, which publish nothing). It sleeps only where one set of
+// holders refused it on a quorum (a refusal answers a hash of the slots'
+// holders): waiters woken together may split a slot's masters, each
+// refused on a quorum by the others' values, and then back off and try
+// again, as a lock's waiters do. So the undo of an attempt publishes
+// nothing: waking every waiter for a slot that no quorum has free would
+// make each of their attempts, undone in turn, wake the others again.
+// One channel for the whole
 // semaphore rather than one per slot: a waiter wants whichever slot frees
 // first, and P subscriptions per waiter would cost up to 1024 channels.
 // Every waiting Locker wakes and tries; the masters' FIFO hand-off of the
@@ -535,8 +540,18 @@ func (a *semAttempt) undoSlot(slot int, nodes uint64) {
 	if slot >= len(a.s.keys) {
 		return // no master answers a slot past the count it keeps
 	}
-	u := &semUndo{a: a, cmd: scriptCall(semUndoScript, a.s.keys[slot], a.le.value)}
+	u := &semUndo{a: a, cmd: scriptCall(semUndoForm(), a.s.keys[slot], a.le.value)}
 	u.send(nodes)
+}
+
+// semUndoForm is the undo of an attempt's slot: semUndoScript, silent.
+// (Under mutation.SemUndoWakes, semReleaseScript, which publishes where
+// a waiter marked our value.)
+func semUndoForm() *multiplex.Script {
+	if mutation.SemUndoWakes.On() {
+		return semReleaseScript
+	}
+	return semUndoScript
 }
 
 // sweep deletes our value from every slot but the permit's on nodes,
@@ -552,7 +567,7 @@ func (a *semAttempt) sweep(nodes, broken uint64) {
 		// A probe sets its slot only: the permit's release covers it,
 		// or its undo.
 		if won < 0 {
-			u := &semUndo{a: a, cmd: scriptCall(semUndoScript, a.s.keys[a.probe], a.le.value), again: broken & nodes}
+			u := &semUndo{a: a, cmd: scriptCall(semUndoForm(), a.s.keys[a.probe], a.le.value), again: broken & nodes}
 			u.send(nodes)
 		}
 		return
@@ -617,8 +632,8 @@ func permitMismatch(votes []multiplex.Vote) string {
 const semCountErr = "redlock: permits "
 
 // classifySem reads the acquire script's answer: the slot it took (with
-// fencing, the slot and the counter, as counter<<permitBits | slot), or
-// nil when every slot is taken.
+// fencing, the slot and the counter, as counter<<permitBits | slot), or,
+// refused, the holders' hash (see semHolders).
 func classifySem(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
 	m, err := res.ToMessage()
 	switch {
@@ -629,6 +644,13 @@ func classifySem(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
 	case m.IsInt64():
 		n, _ := m.ToInt64()
 		return multiplex.OK, n & permitMask, nil
+	case m.IsString():
+		hex, _ := m.ToString()
+		h, err := semHolders(hex)
+		if err != nil {
+			return multiplex.Failed, 0, err
+		}
+		return multiplex.Refused, h, nil
 	}
 	a, err := m.ToArray()
 	if err != nil || len(a) != 2 {
@@ -640,6 +662,20 @@ func classifySem(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
 		return multiplex.Failed, 0, fmt.Errorf("semaphore acquire: unexpected reply (slot %v, counter %d)", err1, c)
 	}
 	return multiplex.OK, c<<permitBits | slot&permitMask, nil
+}
+
+// semHolders is a refusal's vote value from the script's SHA-1 of the
+// slots' holders: its first 64 bits, odd, so never 0 (unknown) nor
+// turnHash, which heldByOne reads as a turn token.
+func semHolders(hex string) (int64, error) {
+	if len(hex) != 40 {
+		return 0, fmt.Errorf("semaphore acquire: unexpected refusal %q", hex)
+	}
+	h, err := strconv.ParseUint(hex[:16], 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("semaphore acquire: unexpected refusal %q", hex)
+	}
+	return int64(h | 1), nil
 }
 
 // semWaiter is one Acquire's wait on the masters, as waiter is Lock's.
@@ -736,7 +772,16 @@ func (w *semWaiter) nextWait() (d time.Duration, cause WakeCause, at bool) {
 	cfg := &l.cfg
 	w.first = s.draw()
 	ve := findVotes(w.last)
-	full := ve != nil && ve.Kind == ErrNotAcquired && ve.Refused >= ve.Quorum
+	// Every permit is held only where one set of holders refused on a
+	// quorum: waiters woken together may split a slot's masters so that
+	// each is refused on a quorum by the others' values, the permit free
+	// once they undo, which publishes nothing (a publish would wake
+	// waiters that collide beside a holder on a bare quorum, over and
+	// over): a split backs off and tries again, as a lock's waiter does.
+	full := ve != nil && ve.Kind == ErrNotAcquired && ve.heldByOne()
+	if mutation.SemSplitWaitsFallback.On() {
+		full = ve != nil && ve.Kind == ErrNotAcquired && ve.Refused >= ve.Quorum
+	}
 	switch {
 	case full && l.notify != nil && w.sub == nil:
 		// Subscribe, then try again at once, marking the holders: a
@@ -773,8 +818,12 @@ func (w *semWaiter) gaveUp() error {
 }
 
 // semAcquireScript takes the first free slot from ARGV first, with the
-// permit's value for ttl ms, and answers its index, or nil when every
-// slot is taken. KEYS[1] is the slots' keys up to the index. Mode: "w" a
+// permit's value for ttl ms, and answers its index; when every slot is
+// taken, it answers who holds them: the SHA-1 (hex) of the slots' values
+// in slot order, each without its wait mark (which some masters carry
+// and others not), so that a waiter tells the same holders on a quorum
+// from a split (see semWaiter.nextWait), in 40 bytes for any count.
+// KEYS[1] is the slots' keys up to the index. Mode: "w" a
 // waiter, which marks every holder's value where all are taken, so that
 // its release publishes; "f" fencing, which also answers the slot's
 // counter (max(counter, the master's clock in µs), as acquireFenceScript
@@ -814,10 +863,7 @@ if refresh then
 end
 local p, o = tonumber(permits), tonumber(first)
 local slot, key
-local taken, values
-if waiter then
-  taken, values = {}, {}
-end
+local values = {}
 for k = 0, p - 1 do
   local i = (o + k) % p
   local kk = KEYS[1] .. i
@@ -837,9 +883,7 @@ for k = 0, p - 1 do
     slot, key = i, kk
     break
   end
-  if waiter then
-    taken[#taken + 1], values[#values + 1] = kk, v
-  end
+  values[i + 1] = v
 end
 if not slot then
   if not refresh then
@@ -848,14 +892,15 @@ if not slot then
       return err
     end
   end
-  if waiter then
-    for k = 1, #taken do
-      if string.sub(values[k], -1) ~= "` + waitMark + `" then
-        redis.call("APPEND", taken[k], "` + waitMark + `")
-      end
+  for k = 1, p do
+    local v = values[k]
+    if string.sub(v, -1) == "` + waitMark + `" then
+      values[k] = string.sub(v, 1, -2)
+    elseif waiter then
+      redis.call("APPEND", KEYS[1] .. (k - 1), "` + waitMark + `")
     end
   end
-  return false
+  return redis.sha1hex(table.concat(values, " "))
 end
 if not fence then
   return slot

@@ -162,6 +162,16 @@ var (
 	// whose entry expired on a quorum stays trusted while readers, which
 	// skip expired entries, are admitted there.
 	RWTrackedByPresence = &Switch{name: "rw-tracked-by-presence"}
+	// SemSplitWaitsFallback: a semaphore's waiter takes any refusal on a
+	// quorum for every permit held, even where the refusals name different
+	// holders (a split of waiters woken together): each sleeps until its
+	// fallback, the permit free, since the undos publish nothing.
+	SemSplitWaitsFallback = &Switch{name: "sem-split-waits-fallback"}
+	// SemUndoWakes: the undo of a semaphore attempt's slot publishes where
+	// a waiter marked our value, as a release does: waiters that collide
+	// on the masters a holder on a bare quorum leaves free wake each
+	// other, attempt after attempt, for as long as it holds.
+	SemUndoWakes = &Switch{name: "sem-undo-wakes"}
 	// LockAllHogsTurns: a LockAll waiter refused by a lock on one key keeps
 	// its places in the queues of its other keys, where it takes each turn
 	// it cannot use and passes it back and forth with the other waiters: a
@@ -175,7 +185,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
 	CoalesceAcrossSlots, CoalesceFirstKeyOnly, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
-	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, FenceRefusalIsContention, ClusterNotifyStaleShard, LockAllHogsTurns}
+	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, LockAllHogsTurns}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -314,10 +315,24 @@ type undoReplies Lease
 func (u *undoReplies) send(nodes uint64) {
 	le := (*Lease)(u)
 	script := undoScript
-	if le.permit != 0 {
+	switch {
+	case le.permit != 0:
 		script = semReleaseScript
+	case le.rw && le.wonQuorum() && !mutation.RWWonUndoSilent.On():
+		// A read/write attempt that won a quorum and failed after it
+		// (its fence round, its validity) was the one holder that the
+		// waiters refused by it sleep for: its undo wakes them as a
+		// release does. A refused attempt's stays silent (see rwForm).
+		script = releaseScript
 	}
 	le.l.pool.Post(le.releaseCommand(nodes, script), classifyInt, u)
+}
+
+// wonQuorum reports whether a quorum of masters said yes to le's attempt.
+func (le *Lease) wonQuorum() bool {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	return bits.OnesCount64(le.held) >= le.l.Quorum()
 }
 
 // Late receives each delete's reply.

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -89,7 +90,14 @@ func (g *gateProxy) close() {
 	g.mu.Unlock()
 }
 
-func (g *gateProxy) open() {
+// open delivers what the gate held and lets the rest through.
+func (g *gateProxy) open() { g.deliver(false) }
+
+// flush delivers what the gate held and goes on holding: commands sent
+// from now on wait for open.
+func (g *gateProxy) flush() { g.deliver(true) }
+
+func (g *gateProxy) deliver(shut bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, gc := range g.conns {
@@ -98,7 +106,7 @@ func (g *gateProxy) open() {
 			gc.held = nil
 		}
 	}
-	g.shut = false
+	g.shut = shut
 }
 
 // holding reports whether a connection holds commands back.
@@ -368,7 +376,6 @@ func rwBareQuorumAttempts(t *testing.T) []int {
 func rwUndoSplit(t *testing.T) int {
 	e := newEnv(t, 5)
 	const name = "undo-split"
-	intents := "\xffredlock:rw:" + name
 	ctx := context.Background()
 	r, err := rwMutex(t, e.locker(undoWakeConfig), name).TryRLock(ctx)
 	if err != nil {
@@ -394,15 +401,7 @@ func rwUndoSplit(t *testing.T) int {
 	}
 	// The writers wait: each one's intent is on every master, and each
 	// is subscribed there.
-	eventually(t, 5*time.Second, "three writers' intents on every master, each subscribed", func() bool {
-		for i, c := range e.direct {
-			n, err := c.Do(ctx, c.B().Zcard().Key(intents).Build()).AsInt64()
-			if err != nil || n != 3 || e.numsub(i, "redlock:released:"+intents) != 3 {
-				return false
-			}
-		}
-		return true
-	})
+	awaitWriters(t, e, name, 3)
 	// The reader's entry goes from masters 1 to 4 silently (as an
 	// expiry does), so that its release publishes on master 0 alone:
 	// each writer wakes once, and no late notification of it can wake
@@ -429,4 +428,138 @@ func rwUndoSplit(t *testing.T) int {
 	})
 	open()
 	return collect(t, got, cancel)
+}
+
+// TestRWWonAttemptUndoWakesTheWriters: a fenced writer's attempt wins
+// every master, and its fence round is held back while another writer
+// tries, is refused by that one writer's entries, takes it for the
+// holder and sleeps; then the fence round is refused (a higher counter
+// on a quorum, as another writer's later token leaves it), and the
+// attempt is undone. The undo frees the lock, and must wake the waiter as
+// a release does. The control turns on rw-won-undo-silent: the undo
+// publishes nothing, and the waiter sleeps on towards its 30 s fallback.
+func TestRWWonAttemptUndoWakesTheWriters(t *testing.T) {
+	for _, silent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rw-won-undo-silent=%v", silent), func(t *testing.T) {
+			defer mutation.RWWonUndoSilent.Set(silent)()
+			woken := rwWonUndo(t)
+			switch {
+			case silent && woken:
+				t.Error("the waiter acquired though the undo was silent: the scenario cannot fail")
+			case !silent && !woken:
+				t.Errorf("the waiter did not acquire within %s of the undo that freed the lock (fallback %s)", undoPrompt, undoFallback)
+			}
+		})
+	}
+}
+
+// rwWonUndo runs TestRWWonAttemptUndoWakesTheWriters' scenario and
+// reports whether the waiter acquired within undoPrompt of the undo,
+// without a fallback.
+func rwWonUndo(t *testing.T) bool {
+	e := newEnv(t, 5)
+	const name = "won-undo"
+	ctx := context.Background()
+	la, gates := e.gatedLocker(func(c *engine.Config) {
+		undoWakeConfig(c)
+		c.Fencing = true
+	})
+	// The scripts loaded on every master: each step below is one command
+	// per master, not a NOSCRIPT and its EVAL.
+	warm, err := rwMutex(t, la, name+"-warm").TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm.Release(ctx)
+	eventually(t, 5*time.Second, "the warm-up released on every master", func() bool {
+		for _, c := range e.direct {
+			if n, err := c.Do(ctx, c.B().Exists().Key(name+"-warm").Build()).AsInt64(); err != nil || n != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, g := range gates {
+		g.close()
+	}
+	failed := make(chan error, 1)
+	go func() {
+		le, err := rwMutex(t, la, name).TryLock(ctx)
+		if err == nil {
+			le.Release(ctx)
+		}
+		failed <- err
+	}()
+	eventually(t, 5*time.Second, "the attempt held at every gate", func() bool {
+		for _, g := range gates {
+			if !g.holding() {
+				return false
+			}
+		}
+		return true
+	})
+	for _, g := range gates {
+		g.flush()
+	}
+	eventually(t, 5*time.Second, "the attempt's entry on every master, its fence round held at every gate", func() bool {
+		for i, c := range e.direct {
+			n, err := c.Do(ctx, c.B().Zcard().Key(name).Build()).AsInt64()
+			if err != nil || n != 2 || !gates[i].holding() {
+				return false
+			}
+		}
+		return true
+	})
+	lb := e.locker(undoWakeConfig)
+	got := make(chan waited, 1)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		le, err := rwMutex(t, lb, name).Lock(wctx)
+		if err != nil {
+			got <- waited{err: err}
+			return
+		}
+		got <- waited{wait: le.Wait()}
+		le.Release(ctx)
+	}()
+	awaitWriters(t, e, name, 1)
+	for i := range 3 {
+		c := e.direct[i]
+		if err := c.Do(ctx, c.B().Set().Key("\xffredlock:fence:"+name).Value("9000000000000000000").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, g := range gates {
+		g.open()
+	}
+	if err := <-failed; !errors.Is(err, engine.ErrNotAcquired) {
+		t.Fatalf("set-up: the attempt whose fence round met a higher counter: %v, want ErrNotAcquired", err)
+	}
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("the waiter: %v", r.err)
+		}
+		t.Logf("the waiter acquired: %+v", r.wait)
+		return r.wait.Fallbacks == 0
+	case <-time.After(undoPrompt):
+		return false
+	}
+}
+
+// awaitWriters waits until n writers wait for the lock name: their
+// intents on every master, each subscribed there.
+func awaitWriters(t *testing.T, e *env, name string, n int64) {
+	t.Helper()
+	intents := "\xffredlock:rw:" + name
+	eventually(t, 5*time.Second, fmt.Sprintf("%d writers' intents on every master, each subscribed", n), func() bool {
+		for i, c := range e.direct {
+			k, err := c.Do(context.Background(), c.B().Zcard().Key(intents).Build()).AsInt64()
+			if err != nil || k != n || e.numsub(i, "redlock:released:"+intents) != n {
+				return false
+			}
+		}
+		return true
+	})
 }

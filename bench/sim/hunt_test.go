@@ -95,6 +95,7 @@ var notSimulated = map[string]string{
 	// but a cluster seed rarely replays its history, and none of those
 	// seeds tripped it again in four runs.
 	mutation.ClusterNotifyStaleShard.Name(): "hunted with the simulated slot migrations (about one seed in twenty of the profile without faults), but no case replays often enough to be kept; TestClusterNotifyAfterSlotMigration (engine, real clusters) catches it",
+	mutation.RWWonUndoSilent.Name():         "an rw attempt that wins a quorum and fails after it (its fence round) while a writer waits is rare in the simulated runs; TestRWWonAttemptUndoWakesTheWriters (engine, real masters) catches it",
 	mutation.SemSplitWaitsFallback.Name():   "not hunted yet: a split of woken waiters costs a fallback, no checker's violation; TestSemaphoreSplitWaitersRetry (engine, real masters) catches it",
 	mutation.SemUndoWakes.Name():            "not hunted yet: a wake storm costs attempts, no checker's violation; TestSemaphoreCollidingWaitersStayAsleep (engine, real masters) catches it",
 }

@@ -172,6 +172,11 @@ var (
 	// on the masters a holder on a bare quorum leaves free wake each
 	// other, attempt after attempt, for as long as it holds.
 	SemUndoWakes = &Switch{name: "sem-undo-wakes"}
+	// RWWonUndoSilent: the undo of a read/write attempt that won a quorum
+	// and failed after it (its fence round, its validity) publishes
+	// nothing: the waiters that it refused, taking it for the holder,
+	// sleep until their fallback, the lock free.
+	RWWonUndoSilent = &Switch{name: "rw-won-undo-silent"}
 	// LockAllHogsTurns: a LockAll waiter refused by a lock on one key keeps
 	// its places in the queues of its other keys, where it takes each turn
 	// it cannot use and passes it back and forth with the other waiters: a
@@ -185,7 +190,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
 	CoalesceAcrossSlots, CoalesceFirstKeyOnly, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
-	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, LockAllHogsTurns}
+	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, LockAllHogsTurns}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

@@ -352,8 +352,11 @@ func clusterFailoverPath(ctx context.Context, e *env, clusters []*redisproc.Redi
 	}
 	e.step("second client on %q (shard 1, held on cluster %d by someone else): granted %v", obs.OtherShard, busy, obs.OtherShardGranted)
 
+	// The second client's cluster client learns the promoted replica at
+	// its next topology refresh: until then its attempts dial the dead
+	// primary. Its attempts go on for as long as the holder's lease lives.
 	p := probe{e: e, or: or, second: second, res: res, vote: cfVote,
-		on: fmt.Sprintf(" on %q", res), voteIs: fmt.Sprintf("cluster %d", cfVote)}
+		on: fmt.Sprintf(" on %q", res), voteIs: fmt.Sprintf("cluster %d", cfVote), tries: 8 * failoverAttempts}
 	if err := p.whileHeld(ctx, lease, done, &obs.probeObs); err != nil {
 		return err
 	}

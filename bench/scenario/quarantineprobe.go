@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -25,7 +26,8 @@ type probeObs struct {
 }
 
 // probe is the second client of a failover run and how its steps name
-// the resource ("on Redlock") and the failed vote ("master 0").
+// the resource ("on Redlock") and the failed vote ("master 0"); tries
+// bounds its attempts while the holder's lease lives (0: failoverAttempts).
 type probe struct {
 	e      *env
 	or     *oracle
@@ -34,13 +36,15 @@ type probe struct {
 	vote   int
 	on     string
 	voteIs string
+	tries  int
 }
 
 // whileHeld tries the resource until the second client is granted it, the
 // failed vote has been seen discounted failoverDecisive times, or the
 // holder's lease ends. since is when the failover completed.
 func (p probe) whileHeld(ctx context.Context, lease *engine.Lease, since time.Time, obs *probeObs) error {
-	for len(obs.Attempts) < failoverAttempts && lease.Validity() > 0 {
+	tries := cmp.Or(p.tries, failoverAttempts)
+	for len(obs.Attempts) < tries && lease.Validity() > 0 {
 		le, err := p.second.TryLock(ctx, p.res)
 		at := time.Now()
 		if err != nil && ctx.Err() != nil {

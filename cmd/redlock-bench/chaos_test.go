@@ -101,11 +101,27 @@ func TestChaosNolockFails(t *testing.T) {
 // Out of model the lock lets holds overlap; fencing must still reject
 // every stale write, and there must have been stale writes to reject.
 func TestChaosOutOfModelFencing(t *testing.T) {
-	code, stdout, r := runChaos(t, "--duration", "6s", "--class", "out-of-model", "--ttl", "500ms", "--seed", "11")
-	if code != 0 || !r.Passed {
-		t.Fatalf("exit %d verdict %s\n%s", code, r.Verdict, stdout)
+	var (
+		code   int
+		stdout string
+		r      *bench.ChaosResult
+	)
+	// A run's faults may leave no holder writing stale (a loaded machine
+	// shifts its timing): another seed then, up to three runs.
+	for _, seed := range []string{"11", "12", "13"} {
+		code, stdout, r = runChaos(t, "--duration", "6s", "--class", "out-of-model", "--ttl", "500ms", "--seed", seed)
+		if code != 0 || !r.Passed {
+			t.Fatalf("seed %s: exit %d verdict %s\n%s", seed, code, r.Verdict, stdout)
+		}
+		if r.Store.StaleAccepted != 0 {
+			t.Fatalf("seed %s: store %+v: a stale write accepted", seed, r.Store)
+		}
+		if r.Store.Stale > 0 {
+			break
+		}
+		t.Logf("seed %s: no stale write to reject (%+v): another run", seed, r.Store)
 	}
-	if r.Store.StaleAccepted != 0 || r.Store.Stale == 0 {
+	if r.Store.Stale == 0 {
 		t.Errorf("store %+v: want stale writes, none accepted", r.Store)
 	}
 	if r.Faults["delete-majority"]+r.Faults["clock-jump"] == 0 {

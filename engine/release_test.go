@@ -193,8 +193,10 @@ func TestReleaseAfterABrokenAcquireConnection(t *testing.T) {
 	if err != nil {
 		t.Fatalf("set-up: TryLock with two of three masters: %v", err)
 	}
-	// The SET to m0 sits in the proxy; its connection breaks, so the
-	// lease counts m0 as unsure.
+	// The SET to m0 sits in the proxy (TryLock returned on m1 and m2: on
+	// a loaded machine the SET may not have reached it yet); its
+	// connection breaks, so the lease counts m0 as unsure.
+	eventually(t, 5*time.Second, "set-up: the SET to m0 held in the proxy", px.holding)
 	px.stall.Store(false)
 	px.breakStalled()
 	eventually(t, 5*time.Second, "the lease heard of the broken connection", func() bool { return l.Nodes()[0].Failed > 0 })

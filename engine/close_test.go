@@ -385,11 +385,21 @@ func TestNoHandoffAfterClose(t *testing.T) {
 //   - cancelled: A's context is cancelled as A is closed.
 func TestCloseLeavesTheQueue(t *testing.T) {
 	for _, how := range []string{"asleep", "turn", "cancelled"} {
-		t.Run(how, func(t *testing.T) { testCloseLeavesTheQueue(t, how) })
+		t.Run(how, func(t *testing.T) {
+			// The turn's set-up may miss on a loaded machine (the release's
+			// turn unseen on a master): on fresh masters, up to three times.
+			for try := 1; !testCloseLeavesTheQueue(t, how); try++ {
+				if try == 3 {
+					t.Fatal("set-up: the release's turn to A was never seen on every master")
+				}
+				t.Logf("set-up %d: the release's turn to A unseen on a master; again", try)
+			}
+		})
 	}
 }
 
-func testCloseLeavesTheQueue(t *testing.T, how string) {
+// testCloseLeavesTheQueue runs one case; false: the turn's set-up missed.
+func testCloseLeavesTheQueue(t *testing.T, how string) bool {
 	const res = "closing"
 	const fallback = 5 * time.Second
 	e := newEnv(t, 3)
@@ -422,14 +432,19 @@ func testCloseLeavesTheQueue(t *testing.T, how string) {
 		// miss) or A popped from the queue, B left alone in it (which
 		// lasts until A's attempt arrives): the release gave A the turn.
 		gave := make([]bool, len(e.direct))
-		eventually(t, 5*time.Second, "the release gave A the turn", func() bool {
+		if !within(5*time.Second, func() bool {
 			all := true
 			for i := range e.direct {
 				gave[i] = gave[i] || strings.HasPrefix(e.get(i, res), "~") || len(e.queueOf(i, res)) == 1
 				all = all && gave[i]
 			}
 			return all
-		})
+		}) {
+			lA.Close()
+			acancel()
+			bcancel()
+			return false
+		}
 	}
 	closed := make(chan struct{})
 	go func() {
@@ -523,6 +538,7 @@ func testCloseLeavesTheQueue(t *testing.T, how string) {
 		}
 		return true
 	})
+	return true
 }
 
 // A lease that a waiter acquired just before its Locker closed is held:

@@ -51,8 +51,11 @@ func TestLostLeaseIsNeverHandedOn(t *testing.T) {
 func TestLostLeaseIsNeverHandedOnControl(t *testing.T) {
 	engine.SkipHandoffEndCheck(true)
 	defer engine.SkipHandoffEndCheck(false)
-	if twoHolders := lostLeaseReleased(t); twoHolders == "" {
-		t.Fatal("with the check off, the lost lease was not handed on: the test cannot fail")
+	// The sequence's timing may miss on a loaded machine: up to three runs.
+	for try := 1; lostLeaseReleased(t) == ""; try++ {
+		if try == 3 {
+			t.Fatal("with the check off, the lost lease was not handed on in three runs: the test cannot fail")
+		}
 	}
 }
 

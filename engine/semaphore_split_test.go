@@ -125,21 +125,12 @@ func semSplit(t *testing.T) int {
 	return collect(t, got, cancel)
 }
 
-// stormWindow is how long TestSemaphoreCollidingWaitersStayAsleep watches
-// the waiters after the wake-up, and stormAttempts the most attempts a
-// waiter may make in all: its first, its subscribed one, one per wake-up
-// and a few retries after splits among themselves.
-const (
-	stormWindow   = 2 * time.Second
-	stormAttempts = 10
-)
-
 // TestSemaphoreCollidingWaitersStayAsleep: a one-permit semaphore's slot
 // is held on masters 0 to 2, exactly a quorum, and free on 3 and 4. Three
 // waiters sleep (fallback 30 s) and a publish on masters 3 and 4 wakes
 // them at once: they collide on the free masters, each refused on a
 // quorum by the one holder, and undo. The undos publish nothing, so each
-// sleeps again: a handful of attempts each in stormWindow. The control
+// sleeps again: a handful of attempts each in stormFor. The control
 // turns on sem-undo-wakes: each undo wakes the others, whose attempts
 // collide and undo in turn, for as long as the holder holds.
 func TestSemaphoreCollidingWaitersStayAsleep(t *testing.T) {
@@ -148,10 +139,10 @@ func TestSemaphoreCollidingWaitersStayAsleep(t *testing.T) {
 			defer mutation.SemUndoWakes.Set(on)()
 			most := semStorm(t)
 			switch {
-			case on && most <= stormAttempts:
+			case on && most <= stormBound:
 				t.Errorf("at most %d attempts per waiter with the undos waking them: the scenario cannot fail", most)
-			case !on && most > stormAttempts:
-				t.Errorf("a waiter made %d attempts in %s beside a holder on a quorum, want at most %d: the waiters wake each other", most, stormWindow, stormAttempts)
+			case !on && most > stormBound:
+				t.Errorf("a waiter made %d attempts in %s beside a holder on a quorum, want at most %d: the waiters wake each other", most, stormFor, stormBound)
 			}
 		})
 	}
@@ -215,7 +206,7 @@ func semStorm(t *testing.T) int {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(stormWindow)
+	time.Sleep(stormFor)
 	cancel()
 	most := 0
 	for w := range attempts {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
@@ -116,4 +117,50 @@ func voteNames(pool *multiplex.Pool) []string {
 		out = append(out, s.Addr)
 	}
 	return out
+}
+
+// A script that a cluster vote refused because the resource's slot was
+// migrating (ErrSlotMigrating) did not run there. A caller that waits
+// (an acquire, an extend) counts the vote as failed, and the other votes
+// decide. A quit, a leave or a release is sent without waiting for it:
+// lost there, it would leave a gone waiter queued on that vote, given a
+// turn at each release that nobody uses while the next waiter sleeps
+// until its fallback, or a released lock in place until it expires. So
+// such a script is sent again to that vote a little later, until the
+// slot is handed over: resend is its multiplex.LateHandler.
+type resend struct {
+	l   *Locker
+	cmd multiplex.Command
+	// until bounds the retries: past it, any queue the entry was in has
+	// expired unless other waiters kept it, and a lock has expired.
+	until time.Time
+}
+
+// post sends cmd, a fire-and-forget script (see resend), to cmd.Nodes.
+func (l *Locker) post(cmd multiplex.Command) {
+	if r := l.resender(cmd); r != nil {
+		l.pool.Post(cmd, classifyInt, r)
+		return
+	}
+	l.pool.Post(cmd, classifyInt, nil)
+}
+
+// resender is cmd's resend handler; nil without cluster votes.
+func (l *Locker) resender(cmd multiplex.Command) *resend {
+	if !l.clustered || mutation.ClusterMigrationNoResend.On() {
+		return nil
+	}
+	return &resend{l: l, cmd: cmd, until: time.Now().Add(2 * l.cfg.MaxTTL)}
+}
+
+// Late sends the script again to a vote whose slot was migrating.
+func (r *resend) Late(node int, v multiplex.Vote) {
+	if !errors.Is(v.Err, ErrSlotMigrating) || r.l.closed.Load() || time.Now().After(r.until) {
+		return
+	}
+	time.AfterFunc(r.l.jitter(r.l.cfg.RetryDelayMin, r.l.cfg.RetryDelayMax)+r.l.cfg.NodeTimeout, func() {
+		cmd := r.cmd
+		cmd.Nodes = uint64(1) << node
+		r.l.pool.Post(cmd, classifyInt, r)
+	})
 }

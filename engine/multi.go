@@ -323,7 +323,7 @@ func (l *Locker) leaveQueues(tk *ticket, nodes uint64, acquired bool) {
 	}
 	cmd := keysCall(allKeysForm[script], tk.all, tk.id)
 	cmd.Nodes = nodes
-	l.pool.Post(cmd, classifyInt, nil)
+	l.post(cmd)
 }
 
 // quitQueuesCall is postQuit's command for a LockAll waiter's place.

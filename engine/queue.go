@@ -118,7 +118,7 @@ func (l *Locker) leaveQueue(resource string, tk *ticket, nodes uint64, acquired 
 		cmd = scriptCall(script, l.key(resource), tk.id)
 	}
 	cmd.Nodes = nodes
-	l.pool.Post(cmd, classifyInt, nil)
+	l.post(cmd)
 }
 
 // quitQueue takes a waiter that gives up out of the resource's queue on
@@ -149,7 +149,7 @@ func (l *Locker) quitKept(resource string, tk *ticket, nodes uint64) {
 		cmd = keysCall(allKeysForm[quitScript], tk.all, tk.id)
 	}
 	cmd.Nodes = nodes
-	l.pool.Post(cmd, classifyInt, nil)
+	l.post(cmd)
 }
 
 // dropTicket forgets tk (nil: none), whose leave another path sends.
@@ -172,7 +172,7 @@ func (l *Locker) postQuit(resource string, tk *ticket) {
 		cmd = l.quitQueuesCall(tk)
 	}
 	cmd.Nodes = uint64(1)<<l.pool.Len() - 1
-	l.pool.Post(cmd, classifyInt, nil)
+	l.post(cmd)
 }
 
 // leaveScript takes a waiter that has acquired, by its id, out of the

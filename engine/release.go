@@ -83,7 +83,15 @@ func (le *Lease) release(ctx context.Context, force bool) (err error) {
 	}
 	cmd := le.releaseCommand(nodes, script)
 	cmd.MustSend = true
-	t := le.l.pool.Fanout(ctx, cmd, classifyInt, nil, le.votes)
+	var t multiplex.Tally
+	if r := le.l.resender(cmd); r != nil {
+		t = le.l.pool.Fanout(ctx, cmd, classifyInt, r, le.votes)
+		for i, v := range t.Votes {
+			r.Late(i, v)
+		}
+	} else {
+		t = le.l.pool.Fanout(ctx, cmd, classifyInt, nil, le.votes)
+	}
 	le.mu.Lock()
 	broken := nodes & le.broken
 	le.mu.Unlock()

@@ -643,7 +643,7 @@ func (w *rwWaiter) acquired() {
 	l := w.m.l
 	cmd := plainCall("ZREM", w.m.intents, w.id)
 	cmd.Nodes = uint64(1)<<l.pool.Len() - 1
-	l.pool.Post(cmd, classifyInt, nil)
+	l.post(cmd)
 	w.id = ""
 }
 
@@ -657,7 +657,7 @@ func (w *rwWaiter) leave(err error) {
 		l := w.m.l
 		cmd := scriptCall(rwQuitScript, w.m.key, w.id)
 		cmd.Nodes = uint64(1)<<l.pool.Len() - 1
-		l.pool.Post(cmd, classifyInt, nil)
+		l.post(cmd)
 	}
 }
 

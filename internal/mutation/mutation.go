@@ -137,6 +137,11 @@ var (
 	// broke in a failover) is taken for still open: the releases on the
 	// new owner wake nobody, and the waiters wait for their fallback.
 	ClusterNotifyStaleShard = &Switch{name: "cluster-notify-stale-shard"}
+	// ClusterMigrationNoResend: a quit, leave or release that a cluster
+	// vote refused while the resource's slot migrated is not sent again:
+	// a gone waiter stays queued there and is given turns it cannot use,
+	// and a released lock stays until it expires.
+	ClusterMigrationNoResend = &Switch{name: "cluster-migration-no-resend"}
 	// LossNoticedLate: the tracker reads a watched lease's keys after
 	// every change but never ends the lease: a loss on a quorum is learnt
 	// at the next extension, up to ExtendEvery later, or not at all
@@ -190,7 +195,8 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
 	CoalesceAcrossSlots, CoalesceFirstKeyOnly, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
-	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, LockAllHogsTurns}
+	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, LockAllHogsTurns,
+	ClusterMigrationNoResend}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

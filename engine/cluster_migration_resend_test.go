@@ -1,0 +1,135 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/mutation"
+	"github.com/redlock-bench/redlock/internal/redistest"
+)
+
+// A script that a cluster vote refused because the resource's slot was
+// migrating is sent again once the slot is handed over. Two cases, each
+// with the slot's migration begun after the set-up and ended after the
+// script was refused:
+//   - quit: B waits for "mq", held by A, and gives up during the
+//     migration; its quit leaves the queue on the two masters, and the
+//     cluster refuses it. Left queued there, B would be given a turn at
+//     each release (a turn nobody uses, while the next waiter sleeps);
+//   - release: A releases "mr" during the migration; the masters delete
+//     it, the cluster refuses. Left there, the lock would keep the
+//     resource from that vote until it expires.
+//
+// With cluster-migration-no-resend on (the control), each stays.
+func TestClusterMigrationResendsRefusedScripts(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		off  bool
+		run  func(*testing.T, *migrationEnv) (key string, left func(addr string) bool)
+	}{
+		{"quit", false, quitDuringMigration}, {"quit-control", true, quitDuringMigration},
+		{"release", false, releaseDuringMigration}, {"release-control", true, releaseDuringMigration},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			defer mutation.ClusterMigrationNoResend.Set(c.off)()
+			e := newMigrationEnv(t)
+			ctx := context.Background()
+			key, left := c.run(t, e)
+			slot, from, to := e.shards(key)
+			if !left(from.Addr()) {
+				t.Fatal("the cluster ran the script during the migration: the test proves nothing")
+			}
+			if _, err := e.cluster.MigrateKeys(ctx, slot, from, to); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.cluster.FinishMigration(ctx, slot, from, to); err != nil {
+				t.Fatal(err)
+			}
+			gone := within(3*time.Second, func() bool { return !left(to.Addr()) })
+			switch {
+			case !c.off && !gone:
+				t.Fatal("3 s after the migration ended, the cluster still has what the refused script was to remove: it was not sent again")
+			case c.off && gone:
+				t.Fatalf("with %s on, the script ran after the migration: the test cannot catch it", mutation.ClusterMigrationNoResend.Name())
+			}
+		})
+	}
+}
+
+// withNotify lets a Locker of migrationEnv queue its waiters.
+func withNotify(c *engine.Config) { c.DisableNotify = false }
+
+// quitDuringMigration: B gives up waiting for "mq" while its slot
+// migrates; left reports whether B is still queued on a node.
+func quitDuringMigration(t *testing.T, e *migrationEnv) (string, func(string) bool) {
+	ctx := context.Background()
+	a, b := e.locker(withNotify), e.locker(withNotify)
+	holder, err := a.TryLock(ctx, "mq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Release(context.Background()) })
+	key := clusterKey("mq")
+	queue := "\xffredlock:queue:" + key
+	queued := func(addr string) bool {
+		n, err := redistest.Do(addr, 5*time.Second, "ZCARD", queue)
+		if err != nil {
+			t.Fatalf("ZCARD on %s: %v", addr, err)
+		}
+		return n == ":1"
+	}
+	slot, from, to := e.shards(key)
+	bctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Lock(bctx, "mq")
+		done <- err
+	}()
+	eventually(t, 5*time.Second, "B queued on every vote", func() bool {
+		return queued(e.masters.Nodes[0].Addr()) && queued(e.masters.Nodes[1].Addr()) && queued(from.Addr())
+	})
+	if err := e.cluster.BeginMigration(ctx, slot, from, to); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("B's Lock: %v, want context.Canceled", err)
+	}
+	eventually(t, 5*time.Second, "B's quit on the masters", func() bool {
+		return !queued(e.masters.Nodes[0].Addr()) && !queued(e.masters.Nodes[1].Addr())
+	})
+	return key, queued
+}
+
+// releaseDuringMigration: A releases "mr" while its slot migrates; left
+// reports whether the lock is still on a node.
+func releaseDuringMigration(t *testing.T, e *migrationEnv) (string, func(string) bool) {
+	ctx := context.Background()
+	a := e.locker(nil)
+	held, err := a.TryLock(ctx, "mr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := clusterKey("mr")
+	exists := func(addr string) bool {
+		n, err := redistest.Do(addr, 5*time.Second, "EXISTS", key)
+		if err != nil {
+			t.Fatalf("EXISTS on %s: %v", addr, err)
+		}
+		return n == ":1"
+	}
+	slot, from, to := e.shards(key)
+	eventually(t, 5*time.Second, "A's lock on every vote", func() bool {
+		return e.master(0, "EXISTS", key) == ":1" && e.master(1, "EXISTS", key) == ":1" && exists(from.Addr())
+	})
+	if err := e.cluster.BeginMigration(ctx, slot, from, to); err != nil {
+		t.Fatal(err)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatalf("Release: %v (the masters' quorum should decide)", err)
+	}
+	return key, exists
+}

@@ -46,8 +46,9 @@ type Cluster struct {
 	down map[*Master]bool
 	// moved are the slots migrations handed to another shard than the
 	// one whose range holds them; mig is the migration under way (one at
-	// a time), and migrations counts those begun, so that a failover
-	// whose copy was taken before one knows it is stale.
+	// a time), and migrations counts their beginnings and hand-overs, so
+	// that a failover whose copy was taken before one, or while one ran,
+	// knows it is stale.
 	moved      map[int]*shard
 	mig        *migration
 	migrations int
@@ -425,14 +426,16 @@ func (m *Master) isDown() bool {
 // store taken earlier (the writes since are lost), in place of old, which
 // it kills: it comes back as a replica when started again. It reports
 // false, doing nothing, when old no longer serves the shard, the replica
-// is missing or down, or a slot migration began since the copy (given as
-// the count of migrations then).
+// is missing or down, or a slot migration began or ended since the copy
+// (given as the count of migrations' beginnings and hand-overs then).
 func (c *Cluster) Failover(s int, snapshot map[string]*entry, old *Master, migrations int) bool {
 	c.mu.Lock()
 	sh := c.shards[s]
 	p, r := sh.primary, sh.replica
 	// A slot that migrated since the copy was taken would come back with
 	// it (a replica replicates the MIGRATE's deletes): no failover then.
+	// Nor after one that was under way at the copy: its keys moved since
+	// would be back too, on a node that no longer owns their slot.
 	busy := c.mig != nil || c.migrations != migrations
 	c.mu.Unlock()
 	if r == nil || p != old || r.isDown() || busy {

@@ -146,6 +146,7 @@ func (c *Cluster) handOver(mg *migration) (ended int) {
 	c.moved[mg.slot] = mg.dst
 	c.mig = nil
 	c.migrating.Store(false)
+	c.migrations++ // a copy taken before the hand-over is stale
 	from := mg.src.primary
 	c.mu.Unlock()
 	from.mu.Lock()

@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,4 +134,68 @@ func releaseDuringMigration(t *testing.T, e *migrationEnv) (string, func(string)
 		t.Fatalf("Release: %v (the masters' quorum should decide)", err)
 	}
 	return key, exists
+}
+
+// An attempt that a migrating slot refused did not run there (TRYAGAIN
+// is a reply): its lease has nothing on that vote to release or undo. A
+// fenced TryLock (a script) during a migration is refused by the cluster
+// and granted by the masters; its release must send the cluster nothing.
+// Before the refusal counted as a reply, the vote was taken for one whose
+// connection broke mid-command, and the release sent it a release and an
+// undo every tenth of a second for as long as the slot migrated.
+func TestClusterMigrationReleaseSkipsTheRefusingVote(t *testing.T) {
+	e := newMigrationEnv(t)
+	ctx := context.Background()
+	a := e.locker(func(c *engine.Config) { c.Fencing = true })
+	key := clusterKey("mnr")
+	slot, from, to := e.shards(key)
+	if err := e.cluster.BeginMigration(ctx, slot, from, to); err != nil {
+		t.Fatal(err)
+	}
+	seen := func() int { return scriptsSeen(t, from.Addr()) + scriptsSeen(t, to.Addr()) }
+	before := seen()
+	held, err := a.TryLock(ctx, "mnr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The masters' quorum decides; the cluster's refusal may come after.
+	eventually(t, 5*time.Second, "the cluster's refusal of the acquire", func() bool { return seen() > before })
+	// The source sends on (ASK) a command for a key it does not have.
+	if out, err := redistest.Do(from.Addr(), 5*time.Second, "EXISTS", key); err == nil || !strings.HasPrefix(err.Error(), "ASK") {
+		t.Fatalf("EXISTS on the source: %q, %v; want ASK, the lock nowhere on the cluster", out, err)
+	}
+	before = seen()
+	if err := held.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	time.Sleep(time.Second) // past several resends, were there any
+	if n := seen() - before; n != 0 {
+		t.Fatalf("the release of a lease refused by the migrating slot sent the cluster %d scripts in 1 s, want none", n)
+	}
+}
+
+// scriptsSeen is how many scripts the node at addr was sent: run, failed,
+// or refused before they ran (TRYAGAIN counts as rejected).
+func scriptsSeen(t *testing.T, addr string) int {
+	t.Helper()
+	info, err := redistest.Info(addr, "commandstats")
+	if err != nil {
+		t.Fatalf("INFO commandstats on %s: %v", addr, err)
+	}
+	n := 0
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "cmdstat_eval:") && !strings.HasPrefix(line, "cmdstat_evalsha:") {
+			continue
+		}
+		_, fields, _ := strings.Cut(line, ":")
+		for _, f := range strings.Split(fields, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			if k == "calls" || k == "rejected_calls" || k == "failed_calls" {
+				x, _ := strconv.Atoi(v)
+				n += x
+			}
+		}
+	}
+	return n
 }

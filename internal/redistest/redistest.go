@@ -90,3 +90,16 @@ func Ping(addr string, timeout time.Duration) error { return redisproc.Ping(addr
 func Do(addr string, timeout time.Duration, args ...string) (string, error) {
 	return redisproc.Do(context.Background(), addr, timeout, args...)
 }
+
+// Info returns the INFO section of the server at addr, over a fresh
+// connection.
+func Info(addr, section string) (string, error) {
+	c, err := redisproc.NewClient(addr, 5*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return c.Do(ctx, c.B().Info().Section(section).Build()).ToString()
+}

@@ -137,6 +137,11 @@ var (
 	// broke in a failover) is taken for still open: the releases on the
 	// new owner wake nobody, and the waiters wait for their fallback.
 	ClusterNotifyStaleShard = &Switch{name: "cluster-notify-stale-shard"}
+	// ClusterGuessOnce: a slot's first SSUBSCRIBE goes to one node the
+	// cluster client knows, at random, replicas included: a replica's
+	// connection is refused, and the slot waits for the retry, a pause in
+	// which a release wakes nobody.
+	ClusterGuessOnce = &Switch{name: "cluster-guess-once"}
 	// LossNoticedLate: the tracker reads a watched lease's keys after
 	// every change but never ends the lease: a loss on a quorum is learnt
 	// at the next extension, up to ExtendEvery later, or not at all
@@ -190,7 +195,8 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
 	CoalesceAcrossSlots, CoalesceFirstKeyOnly, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
-	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, LockAllHogsTurns}
+	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, LockAllHogsTurns,
+	ClusterGuessOnce}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

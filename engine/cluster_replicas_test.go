@@ -43,22 +43,43 @@ func newListedReplicasEnv(t *testing.T) *shardEnv {
 // replica's connection ("is a replica"), which failed New about one time
 // in three (12 of 40). Sixteen Lockers, each with a client of its own.
 func TestClusterVoteNewWithListedReplicas(t *testing.T) {
+	if failed := newLockersFailing(t, 16); failed != "" {
+		t.Fatal(failed)
+	}
+}
+
+// The control: with cluster-info-any-node, New fails over such a vote.
+func TestClusterVoteNewWithListedReplicasControl(t *testing.T) {
+	defer mutation.ClusterInfoAnyNode.Set(true)()
+	failed := newLockersFailing(t, 40) // each fails about one time in three
+	t.Log(failed)
+	if failed == "" {
+		t.Fatal("with cluster-info-any-node forty Lockers started: the test cannot fail")
+	}
+}
+
+// newLockersFailing makes up to n Lockers, one after the other, over a
+// vote of one shard whose primary lists its two replicas, each taking
+// and releasing a lock; it describes the first that failed, or is empty.
+func newLockersFailing(t *testing.T, n int) string {
 	e := newListedReplicasEnv(t)
-	for i := range 16 {
+	for i := range n {
 		cfg := engine.DefaultConfig()
 		cfg.Masters, cfg.Clusters = nil, [][]string{e.cluster.Seeds()[:1]}
 		cfg.Quarantine = engine.QuarantineOff
 		l, err := engine.New(context.Background(), cfg)
 		if err != nil {
-			t.Fatalf("Locker %d: engine.New: %v", i, err)
+			return fmt.Sprintf("Locker %d: engine.New: %v", i, err)
 		}
 		lease, err := l.TryLock(context.Background(), fmt.Sprintf("listed-replicas-%d", i))
 		if err != nil {
-			t.Fatalf("Locker %d: TryLock: %v", i, err)
+			l.Close()
+			return fmt.Sprintf("Locker %d: TryLock: %v", i, err)
 		}
 		lease.Release(context.Background())
 		l.Close()
 	}
+	return ""
 }
 
 // A fresh Locker's first waiter on a cluster vote whose client knows the

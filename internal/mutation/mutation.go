@@ -142,6 +142,10 @@ var (
 	// connection is refused, and the slot waits for the retry, a pause in
 	// which a release wakes nobody.
 	ClusterGuessOnce = &Switch{name: "cluster-guess-once"}
+	// ClusterInfoAnyNode: New reads a cluster vote's INFO server through
+	// the cluster client alone, which sends it to any node it knows: to a
+	// replica, refused, New fails with "is a replica".
+	ClusterInfoAnyNode = &Switch{name: "cluster-info-any-node"}
 	// LossNoticedLate: the tracker reads a watched lease's keys after
 	// every change but never ends the lease: a loss on a quorum is learnt
 	// at the next extension, up to ExtendEvery later, or not at all
@@ -196,7 +200,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	CoalesceAcrossSlots, CoalesceFirstKeyOnly, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
 	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, LockAllHogsTurns,
-	ClusterGuessOnce}
+	ClusterGuessOnce, ClusterInfoAnyNode}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

@@ -285,17 +285,34 @@ func (s *shards) report(l shardLoss) {
 	}
 }
 
-// guess is where to send a slot's first SSUBSCRIBE: a node already
-// connected, or any node the client knows, at random (one may be down);
-// its MOVED names the owner.
-func (s *shards) guess() string {
-	for addr := range s.conns {
-		return addr
+// guess is the connection to send a slot's first SSUBSCRIBE on: one
+// already open, or else the first that opens of the nodes the client
+// knows, at random; its MOVED names the owner. The client knows the
+// replicas too once the cluster lists them, and the dialer refuses their
+// connections (a node may also be down): a guess that stopped at the
+// first would leave the slot unsubscribed until the retry, a pause in
+// which a release wakes nobody.
+func (s *shards) guess() *shardConn {
+	for _, c := range s.conns {
+		return c
 	}
-	for addr := range s.client.Nodes() {
-		return addr
+	nodes := s.client.Nodes()
+	addrs := make([]string, 0, len(nodes))
+	for addr := range nodes {
+		addrs = append(addrs, addr)
 	}
-	return ""
+	return s.firstConn(addrs)
+}
+
+// firstConn returns the connection to the first node of addrs that opens
+// one, or nil.
+func (s *shards) firstConn(addrs []string) *shardConn {
+	for _, addr := range addrs {
+		if c := s.conn(addr); c != nil || mutation.ClusterGuessOnce.On() {
+			return c
+		}
+	}
+	return nil
 }
 
 // send makes one round of subscriptions, each connection's commands in
@@ -320,18 +337,13 @@ func (s *shards) send(subs map[int]*shardSub, unsubs map[*shardConn]map[int][]st
 	}
 	var failed []*shardSub
 	for slot, g := range subs {
-		addr := s.owner[slot]
-		if addr == "" {
-			addr = s.guess()
-		}
 		var c *shardConn
-		if addr != "" {
+		if addr := s.owner[slot]; addr == "" {
+			c = s.guess()
+		} else if c = s.conn(addr); c == nil {
+			// A MOVED named a node the client does not know yet.
+			s.teach(g.channels[0])
 			c = s.conn(addr)
-			if c == nil && s.owner[slot] == addr {
-				// A MOVED named a node the client does not know yet.
-				s.teach(g.channels[0])
-				c = s.conn(addr)
-			}
 		}
 		if c == nil {
 			failed = append(failed, g)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/redlock-bench/redlock/internal/mutation"
 )
 
 // Defaults for Options fields left at zero.
@@ -654,7 +655,13 @@ func (p *Pool) connect(ctx context.Context, node *node, o Options) error {
 		}
 		node.builder = r.c.B()
 	}
-	info, err := loadNode(dctx, r.c, scripts)
+	var info serverInfo
+	var err error
+	if node.seeds != nil {
+		info, err = p.clusterInfo(dctx, node, r.c)
+	} else {
+		info, err = loadNode(dctx, r.c, scripts)
+	}
 	if err != nil {
 		r.c.Close()
 		return err
@@ -671,6 +678,35 @@ func (p *Pool) connect(ctx context.Context, node *node, o Options) error {
 	node.down.Store(false)
 	node.client.Store(&r.c)
 	return nil
+}
+
+// clusterInfo reads cluster vote n's INFO server through client c, or
+// else through each of the vote's nodes seen as primaries: c sends a
+// command without a key to any node it knows, and knows the replicas once
+// the cluster lists them (it leaves out those that have replicated nothing
+// yet), whose connections the dialer refuses.
+func (p *Pool) clusterInfo(ctx context.Context, n *node, c rueidis.Client) (serverInfo, error) {
+	info, err := loadNode(ctx, c, nil)
+	if err == nil || mutation.ClusterInfoAnyNode.On() {
+		return info, err
+	}
+	var primaries []string
+	p.ids.Lock()
+	for addr, m := range n.members {
+		if m.primary {
+			primaries = append(primaries, addr)
+		}
+	}
+	p.ids.Unlock()
+	nodes := c.Nodes()
+	for _, addr := range primaries {
+		if nc := nodes[addr]; nc != nil {
+			if i, e := loadNode(ctx, nc, nil); e == nil {
+				return i, nil
+			}
+		}
+	}
+	return info, err
 }
 
 // loadNode loads the scripts, Multi forms included, on a new client in

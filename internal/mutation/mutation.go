@@ -142,6 +142,15 @@ var (
 	// a gone waiter stays queued there and is given turns it cannot use,
 	// and a released lock stays until it expires.
 	ClusterMigrationNoResend = &Switch{name: "cluster-migration-no-resend"}
+	// ClusterGuessOnce: a slot's first SSUBSCRIBE goes to one node the
+	// cluster client knows, at random, replicas included: a replica's
+	// connection is refused, and the slot waits for the retry, a pause in
+	// which a release wakes nobody.
+	ClusterGuessOnce = &Switch{name: "cluster-guess-once"}
+	// ClusterInfoAnyNode: New reads a cluster vote's INFO server through
+	// the cluster client alone, which sends it to any node it knows: to a
+	// replica, refused, New fails with "is a replica".
+	ClusterInfoAnyNode = &Switch{name: "cluster-info-any-node"}
 	// LossNoticedLate: the tracker reads a watched lease's keys after
 	// every change but never ends the lease: a loss on a quorum is learnt
 	// at the next extension, up to ExtendEvery later, or not at all
@@ -196,7 +205,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	CoalesceAcrossSlots, CoalesceFirstKeyOnly, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
 	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, LockAllHogsTurns,
-	ClusterMigrationNoResend}
+	ClusterMigrationNoResend, ClusterGuessOnce, ClusterInfoAnyNode}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

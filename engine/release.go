@@ -377,8 +377,8 @@ func (l *Locker) retryUndo(le *Lease, again *uint64, node int, v multiplex.Vote,
 // the command ran. An error reply means it did not: the scripts check
 // everything that can fail before their first write, and a write refused
 // (OOM, READONLY) writes nothing, since Redis does not roll a script back.
-// So is a migrating slot's refusal (TRYAGAIN, wrapped in ErrSlotMigrating):
-// the script did not run, and a lease has nothing there to release.
+// A migrating slot's refusal (TRYAGAIN, wrapped in ErrSlotMigrating) is
+// such a reply: the script did not run, and left nothing to release.
 func mayHaveRun(err error) bool {
 	if err == nil || notSent(err) || errors.Is(err, ErrSlotMigrating) {
 		return false

@@ -138,11 +138,7 @@ type resend struct {
 
 // post sends cmd, a fire-and-forget script (see resend), to cmd.Nodes.
 func (l *Locker) post(cmd multiplex.Command) {
-	if r := l.resender(cmd); r != nil {
-		l.pool.Post(cmd, classifyInt, r)
-		return
-	}
-	l.pool.Post(cmd, classifyInt, nil)
+	l.pool.Post(cmd, classifyInt, l.resender(cmd).handler())
 }
 
 // resender is cmd's resend handler; nil without cluster votes.
@@ -151,6 +147,25 @@ func (l *Locker) resender(cmd multiplex.Command) *resend {
 		return nil
 	}
 	return &resend{l: l, cmd: cmd, until: time.Now().Add(2 * l.cfg.MaxTTL)}
+}
+
+// handler is r as a round's LateHandler: none for a nil r.
+func (r *resend) handler() multiplex.LateHandler {
+	if r == nil {
+		return nil
+	}
+	return r
+}
+
+// decided acts on the votes a round decided before it returned (its
+// handler gets the later ones): a nil r does nothing.
+func (r *resend) decided(votes []multiplex.Vote) {
+	if r == nil {
+		return
+	}
+	for i, v := range votes {
+		r.Late(i, v)
+	}
 }
 
 // Late sends the script again to a vote whose slot was migrating.

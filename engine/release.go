@@ -83,15 +83,9 @@ func (le *Lease) release(ctx context.Context, force bool) (err error) {
 	}
 	cmd := le.releaseCommand(nodes, script)
 	cmd.MustSend = true
-	var t multiplex.Tally
-	if r := le.l.resender(cmd); r != nil {
-		t = le.l.pool.Fanout(ctx, cmd, classifyInt, r, le.votes)
-		for i, v := range t.Votes {
-			r.Late(i, v)
-		}
-	} else {
-		t = le.l.pool.Fanout(ctx, cmd, classifyInt, nil, le.votes)
-	}
+	r := le.l.resender(cmd)
+	t := le.l.pool.Fanout(ctx, cmd, classifyInt, r.handler(), le.votes)
+	r.decided(t.Votes)
 	le.mu.Lock()
 	broken := nodes & le.broken
 	le.mu.Unlock()

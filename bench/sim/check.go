@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/simredis"
 )
 
 // The checkers' names, as violations carry them.
@@ -205,7 +206,7 @@ func CheckPermits(grants []Grant) []Violation {
 // of them hold it or none. A master that holds a strict subset answered
 // yes, or counted, for keys it does not hold. Attempts that failed are
 // judged too: the engine undoes them, but the script's guard is the same.
-func CheckAllOrNothing(attempts []AllAttempt, grants []Grant, keys keySpans) []Violation {
+func CheckAllOrNothing(attempts []simredis.AllAttempt, grants []Grant, keys keySpans) []Violation {
 	byValue := make(map[string]Grant)
 	for _, g := range grants {
 		if g.Resources != nil {
@@ -373,7 +374,7 @@ type span struct {
 	// (virtual time; -1: never).
 	Deadline time.Duration
 	// Members are a read/write lock's sorted set's entries (see
-	// rwScored), each with when it stops being live.
+	// simredis.KeyRecord's Scores), each with when it stops being live.
 	Members map[string]rwEntry
 }
 
@@ -386,10 +387,10 @@ type keySpans map[string][][]span
 // buildSpans turns the masters' logs into spans, splitting a key's life
 // at its deadline: the key expired then, though the master noticed only
 // when something looked.
-func buildSpans(logs [][]KeyRecord, clocks [][]clockSeg, start time.Time) keySpans {
+func buildSpans(logs [][]simredis.KeyRecord, clocks []simredis.Clock, start time.Time) keySpans {
 	out := make(keySpans)
 	for m, log := range logs {
-		byKey := make(map[string][]KeyRecord)
+		byKey := make(map[string][]simredis.KeyRecord)
 		for _, r := range log {
 			byKey[r.Key] = append(byKey[r.Key], r)
 		}
@@ -408,7 +409,7 @@ func buildSpans(logs [][]KeyRecord, clocks [][]clockSeg, start time.Time) keySpa
 					s.Members = rwEntries(r.Scores, clocks[m], start, start.Add(r.At))
 				}
 				if !r.Gone && !r.ExpireAt.IsZero() {
-					if v := virtualAt(clocks[m], r.ExpireAt, start.Add(r.At)); !v.IsZero() {
+					if v := clocks[m].VirtualAt(r.ExpireAt, start.Add(r.At)); !v.IsZero() {
 						s.Deadline = v.Sub(start)
 					}
 				}
@@ -762,7 +763,7 @@ func waiterThrough(waits []Event, from, to time.Duration, byClient map[int][]win
 // just acquired) is by design. Stretches near a fault (Settle before
 // the token) are not judged: a quit lost with its connection is the
 // fault's doing.
-func CheckTurns(events []Event, grants []Grant, keys keySpans, leaves []Leave, faults []FaultRecord, b Bounds) []Violation {
+func CheckTurns(events []Event, grants []Grant, keys keySpans, leaves []simredis.Leave, faults []FaultRecord, b Bounds) []Violation {
 	_, _, all := affected(faults, 0, b)
 	// Locker ids → client, from the waiters' lock values each client set.
 	lockers := make(map[string]int)
@@ -839,7 +840,7 @@ func CheckTurns(events []Event, grants []Grant, keys keySpans, leaves []Leave, f
 // its acquisition (kept its place at the head, or left), so a late
 // release after it must pop that holder. Before it, the release may pass
 // the leave on the wire.
-func leftBefore(leaves []Leave, m int, resource string, since, at time.Duration, value string) bool {
+func leftBefore(leaves []simredis.Leave, m int, resource string, since, at time.Duration, value string) bool {
 	id, _, ok := strings.Cut(value, ".")
 	if !ok {
 		return false

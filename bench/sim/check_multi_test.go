@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/simredis"
 )
 
 // multi is a doctored lease on several resources.
@@ -55,20 +56,20 @@ func TestCheckFencingMulti(t *testing.T) {
 // on a quorum.
 func TestCheckExpiryMulti(t *testing.T) {
 	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-	set := func(m int, key string, until time.Duration) KeyRecord {
-		return KeyRecord{At: ms(5), Master: m, Key: key, Value: "v+", ExpireAt: start.Add(until), Cause: "EVALSHA acquire all"}
+	set := func(m int, key string, until time.Duration) simredis.KeyRecord {
+		return simredis.KeyRecord{At: ms(5), Master: m, Key: key, Value: "v+", ExpireAt: start.Add(until), Cause: "EVALSHA acquire all"}
 	}
 	g := multi(0, ms(10), ms(900), "a", "b")
 	g.Value = "v"
-	var recs []KeyRecord
+	var recs []simredis.KeyRecord
 	for m := range 3 {
 		recs = append(recs, set(m, "a", ms(1005)), set(m, "b", ms(1005)))
 	}
 	if got := CheckExpiry([]Grant{g}, spansOf(start, 3, recs...), 2); len(got) != 0 {
 		t.Fatalf("every key alive past the lease: %v", got)
 	}
-	recs = append(recs, KeyRecord{At: ms(300), Master: 1, Key: "b", Gone: true, Cause: "EVALSHA release"},
-		KeyRecord{At: ms(400), Master: 2, Key: "b", Gone: true, Cause: "EVALSHA release"})
+	recs = append(recs, simredis.KeyRecord{At: ms(300), Master: 1, Key: "b", Gone: true, Cause: "EVALSHA release"},
+		simredis.KeyRecord{At: ms(400), Master: 2, Key: "b", Gone: true, Cause: "EVALSHA release"})
 	if got := CheckExpiry([]Grant{g}, spansOf(start, 3, recs...), 2); len(got) != 1 || got[0].At != ms(400) || got[0].Resource != "b" {
 		t.Fatalf("violations %v: want one, b from 400ms", got)
 	}
@@ -79,30 +80,30 @@ func TestCheckExpiryMulti(t *testing.T) {
 // master, at the acquire or later, is caught.
 func TestCheckAllOrNothing(t *testing.T) {
 	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-	rec := func(at time.Duration, key, v string) KeyRecord {
-		r := KeyRecord{At: at, Master: 1, Key: key, Value: v, ExpireAt: start.Add(time.Second), Cause: "EVALSHA acquire all", Client: "c0"}
+	rec := func(at time.Duration, key, v string) simredis.KeyRecord {
+		r := simredis.KeyRecord{At: at, Master: 1, Key: key, Value: v, ExpireAt: start.Add(time.Second), Cause: "EVALSHA acquire all", Client: "c0"}
 		if v == "" {
 			r.Gone, r.Cause = true, "EVALSHA release"
 		}
 		return r
 	}
-	attempt := AllAttempt{At: ms(10), Master: 1, Keys: []string{"a", "b"}, Value: "v", Client: "c0"}
+	attempt := simredis.AllAttempt{At: ms(10), Master: 1, Keys: []string{"a", "b"}, Value: "v", Client: "c0"}
 	g := multi(0, ms(12), ms(50), "a", "b")
 	g.Value = "v"
 	for _, tc := range []struct {
 		name string
-		recs []KeyRecord
+		recs []simredis.KeyRecord
 		want int
 	}{
-		{"both, then both gone", []KeyRecord{rec(ms(10), "a", "v"), rec(ms(10), "b", "v+"), rec(ms(40), "a", ""), rec(ms(40), "b", "")}, 0},
-		{"refused: b another's", []KeyRecord{rec(ms(5), "b", "other")}, 0},
-		{"a taken although b was another's", []KeyRecord{rec(ms(5), "b", "other"), rec(ms(10), "a", "v")}, 1},
-		{"b gone before a", []KeyRecord{rec(ms(10), "a", "v"), rec(ms(10), "b", "v"), rec(ms(30), "b", ""), rec(ms(40), "a", "")}, 1},
-		{"a marked by a waiter", []KeyRecord{rec(ms(10), "a", "v"), rec(ms(10), "b", "v"), rec(ms(20), "a", "v+")}, 0},
-		{"keys expire together", []KeyRecord{rec(ms(10), "a", "v"), rec(ms(10), "b", "v")}, 0},
+		{"both, then both gone", []simredis.KeyRecord{rec(ms(10), "a", "v"), rec(ms(10), "b", "v+"), rec(ms(40), "a", ""), rec(ms(40), "b", "")}, 0},
+		{"refused: b another's", []simredis.KeyRecord{rec(ms(5), "b", "other")}, 0},
+		{"a taken although b was another's", []simredis.KeyRecord{rec(ms(5), "b", "other"), rec(ms(10), "a", "v")}, 1},
+		{"b gone before a", []simredis.KeyRecord{rec(ms(10), "a", "v"), rec(ms(10), "b", "v"), rec(ms(30), "b", ""), rec(ms(40), "a", "")}, 1},
+		{"a marked by a waiter", []simredis.KeyRecord{rec(ms(10), "a", "v"), rec(ms(10), "b", "v"), rec(ms(20), "a", "v+")}, 0},
+		{"keys expire together", []simredis.KeyRecord{rec(ms(10), "a", "v"), rec(ms(10), "b", "v")}, 0},
 	} {
 		keys := spansOf(start, 2, tc.recs...)
-		got := CheckAllOrNothing([]AllAttempt{attempt}, []Grant{g}, keys)
+		got := CheckAllOrNothing([]simredis.AllAttempt{attempt}, []Grant{g}, keys)
 		if len(got) != tc.want {
 			t.Errorf("%s: violations %v, want %d", tc.name, got, tc.want)
 		}
@@ -119,13 +120,13 @@ func TestCheckAllOrNothing(t *testing.T) {
 func TestCheckTurnsLockAllWaiter(t *testing.T) {
 	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	b := Bounds{Tight: ms(300), Loose: ms(1500), Settle: ms(100)}
-	rec := func(at time.Duration, v, cause, client string) KeyRecord {
-		return KeyRecord{At: at, Master: 0, Key: "a", Value: v, ExpireAt: start.Add(10 * time.Second), Cause: cause, Client: client}
+	rec := func(at time.Duration, v, cause, client string) simredis.KeyRecord {
+		return simredis.KeyRecord{At: at, Master: 0, Key: "a", Value: v, ExpireAt: start.Add(10 * time.Second), Cause: cause, Client: client}
 	}
 	keys := spansOf(start, 1,
 		rec(ms(0), "L:1.x", "EVALSHA acquire all", "c1"), // c1's Locker L, by a value it set
 		rec(ms(100), "~L:2", "EVALSHA release", "c0"),
-		KeyRecord{At: ms(150), Master: 0, Key: "a", Gone: true, Cause: "expired"})
+		simredis.KeyRecord{At: ms(150), Master: 0, Key: "a", Gone: true, Cause: "expired"})
 	for _, tc := range []struct {
 		name string
 		ev   []Event
@@ -145,9 +146,9 @@ func TestCheckTurnsLockAllWaiter(t *testing.T) {
 // refused held a key of one of its resources.
 func TestCheckErrorsMulti(t *testing.T) {
 	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-	keys := spansOf(start, 3, KeyRecord{At: ms(0), Master: 0, Key: "b", Value: "x", ExpireAt: start.Add(time.Second), Client: "c0"},
-		KeyRecord{At: ms(0), Master: 1, Key: "b", Value: "x", ExpireAt: start.Add(time.Second), Client: "c0"},
-		KeyRecord{At: ms(0), Master: 2, Key: "c", Value: "x", ExpireAt: start.Add(time.Second), Client: "c0"})
+	keys := spansOf(start, 3, simredis.KeyRecord{At: ms(0), Master: 0, Key: "b", Value: "x", ExpireAt: start.Add(time.Second), Client: "c0"},
+		simredis.KeyRecord{At: ms(0), Master: 1, Key: "b", Value: "x", ExpireAt: start.Add(time.Second), Client: "c0"},
+		simredis.KeyRecord{At: ms(0), Master: 2, Key: "c", Value: "x", ExpireAt: start.Add(time.Second), Client: "c0"})
 	refused := func(who ...int) *engine.VotesError {
 		ve := &engine.VotesError{Op: "acquire", Resource: "{a,b}", Kind: engine.ErrNotAcquired, Votes: make([]engine.Vote, 3), Quorum: 2}
 		for _, i := range who {

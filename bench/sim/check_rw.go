@@ -7,10 +7,10 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/simredis"
 )
 
 // The read/write lock's checkers (engine/rwmutex.go: readers share, one
@@ -35,18 +35,6 @@ const (
 	rwMember = "#rwlock"
 )
 
-// rwScored reports whether the key log records key's members' scores: a
-// read/write lock's holders (scored by when each expires, a writer's
-// negated, in µs of the master's clock) or intents (scored by when each
-// expires).
-func rwScored(key string, z *zset) bool {
-	if strings.HasPrefix(key, rwPrefix) {
-		return true
-	}
-	_, ok := z.byMember[rwMember]
-	return ok
-}
-
 // rwEntry is one entry of a read/write lock's sorted set: live until
 // Until (virtual time); Writer: a writer's (negative score).
 type rwEntry struct {
@@ -56,14 +44,14 @@ type rwEntry struct {
 
 // rwEntries converts a sorted set's scores to virtual deadlines through
 // the master's clock, as of from (when the record was made).
-func rwEntries(scores map[string]float64, clock []clockSeg, start, from time.Time) map[string]rwEntry {
+func rwEntries(scores map[string]float64, clock simredis.Clock, start, from time.Time) map[string]rwEntry {
 	out := make(map[string]rwEntry, len(scores))
 	for m, sc := range scores {
 		if m == rwMember {
 			continue
 		}
 		e := rwEntry{Until: never, Writer: sc < 0}
-		if v := virtualAt(clock, time.UnixMicro(int64(math.Abs(sc))), from); !v.IsZero() {
+		if v := clock.VirtualAt(time.UnixMicro(int64(math.Abs(sc))), from); !v.IsZero() {
 			e.Until = v.Sub(start)
 		}
 		out[m] = e

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/simredis"
 )
 
 // rwLease is a doctored read/write lock's lease of rw0: "read" or
@@ -64,8 +65,8 @@ func TestCheckRWFencing(t *testing.T) {
 // intents, with key) on master m at when: members and the virtual
 // instant each expires (a writer's negated), on a clock that reads
 // virtual time.
-func rwRecord(start time.Time, key string, m int, when time.Duration, members map[string]time.Duration) KeyRecord {
-	r := KeyRecord{At: when, Master: m, Key: key, Cause: "EVALSHA rw", Scores: map[string]float64{}}
+func rwRecord(start time.Time, key string, m int, when time.Duration, members map[string]time.Duration) simredis.KeyRecord {
+	r := simredis.KeyRecord{At: when, Master: m, Key: key, Cause: "EVALSHA rw", Scores: map[string]float64{}}
 	if len(members) == 0 {
 		r.Gone = true
 		return r
@@ -91,7 +92,7 @@ func rwRecord(start time.Time, key string, m int, when time.Duration, members ma
 func TestCheckRWExpiry(t *testing.T) {
 	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	w := rwLease(0, "write", ms(10), ms(900))
-	set := func(m int, until time.Duration) KeyRecord {
+	set := func(m int, until time.Duration) simredis.KeyRecord {
 		return rwRecord(start, "rw0", m, ms(5), map[string]time.Duration{"v0": -until})
 	}
 	live := spansOf(start, 3, set(0, ms(1005)), set(1, ms(1005)), set(2, ms(1005)))
@@ -104,17 +105,17 @@ func TestCheckRWExpiry(t *testing.T) {
 	}
 	// A restart wipes master 1 at 300 ms: counted until the deadline.
 	wiped := spansOf(start, 3, set(0, ms(1005)), set(1, ms(1005)), set(2, ms(500)),
-		KeyRecord{At: ms(300), Master: 1, Key: "rw0", Gone: true, Cause: "restart"})
+		simredis.KeyRecord{At: ms(300), Master: 1, Key: "rw0", Gone: true, Cause: "restart"})
 	if got := CheckRWExpiry([]Grant{w}, wiped, 2); len(got) != 0 {
 		t.Fatalf("a restart's amnesia counted as expiry: %v", got)
 	}
 	// A reader, its entry taken out on two masters at 400 ms while the
 	// other reader's stays.
 	r := rwLease(1, "read", ms(10), ms(900))
-	both := func(m int) KeyRecord {
+	both := func(m int) simredis.KeyRecord {
 		return rwRecord(start, "rw0", m, ms(5), map[string]time.Duration{"v1": ms(1005), "v2": ms(1005)})
 	}
-	other := func(m int) KeyRecord {
+	other := func(m int) simredis.KeyRecord {
 		return rwRecord(start, "rw0", m, ms(400), map[string]time.Duration{"v2": ms(1005)})
 	}
 	gone := spansOf(start, 3, both(0), both(1), both(2), other(1), other(2))
@@ -130,20 +131,20 @@ func TestCheckRWExpiry(t *testing.T) {
 func TestCheckRWIntent(t *testing.T) {
 	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	key := rwPrefix + "rw0"
-	intent := func(m int, at, until time.Duration) KeyRecord {
+	intent := func(m int, at, until time.Duration) simredis.KeyRecord {
 		return rwRecord(start, key, m, at, map[string]time.Duration{"L:1": until})
 	}
 	r := rwLease(0, "read", ms(200), ms(300)) // called at 199 ms
 	for _, tc := range []struct {
 		name string
-		recs []KeyRecord
+		recs []simredis.KeyRecord
 		want int
 	}{
-		{"an intent on a quorum", []KeyRecord{intent(0, ms(100), ms(1100)), intent(1, ms(100), ms(1100))}, 1},
-		{"on one master", []KeyRecord{intent(0, ms(100), ms(1100))}, 0},
-		{"registered during the call", []KeyRecord{intent(0, ms(199)+1, ms(1100)), intent(1, ms(100), ms(1100))}, 0},
-		{"expired during the call", []KeyRecord{intent(0, ms(100), ms(199)+500*time.Microsecond), intent(1, ms(100), ms(1100))}, 0},
-		{"taken out during the call", []KeyRecord{intent(0, ms(100), ms(1100)), intent(1, ms(100), ms(1100)),
+		{"an intent on a quorum", []simredis.KeyRecord{intent(0, ms(100), ms(1100)), intent(1, ms(100), ms(1100))}, 1},
+		{"on one master", []simredis.KeyRecord{intent(0, ms(100), ms(1100))}, 0},
+		{"registered during the call", []simredis.KeyRecord{intent(0, ms(199)+1, ms(1100)), intent(1, ms(100), ms(1100))}, 0},
+		{"expired during the call", []simredis.KeyRecord{intent(0, ms(100), ms(199)+500*time.Microsecond), intent(1, ms(100), ms(1100))}, 0},
+		{"taken out during the call", []simredis.KeyRecord{intent(0, ms(100), ms(1100)), intent(1, ms(100), ms(1100)),
 			{At: ms(199) + 10, Master: 1, Key: key, Gone: true, Cause: "ZREM"}}, 0},
 	} {
 		keys := spansOf(start, 3, tc.recs...)
@@ -223,26 +224,26 @@ func TestCheckRWErrors(t *testing.T) {
 	call := func(op string, err error, result string) Event {
 		return Event{Op: op, Resource: "rw0", Called: ms(100), At: ms(101), Result: result, Err: err, Grant: -1}
 	}
-	reader := func(m int) KeyRecord {
+	reader := func(m int) simredis.KeyRecord {
 		return rwRecord(start, "rw0", m, ms(50), map[string]time.Duration{"r": ms(1000)})
 	}
-	writer := func(m int) KeyRecord {
+	writer := func(m int) simredis.KeyRecord {
 		return rwRecord(start, "rw0", m, ms(50), map[string]time.Duration{"w": -ms(1000)})
 	}
-	intent := func(m int) KeyRecord {
+	intent := func(m int) simredis.KeyRecord {
 		return rwRecord(start, rwPrefix+"rw0", m, ms(50), map[string]time.Duration{"L:1": ms(1000)})
 	}
 	for _, tc := range []struct {
 		name string
 		e    Event
-		recs []KeyRecord
+		recs []simredis.KeyRecord
 		want int
 	}{
-		{"reader refused by readers", call("tryrlock", refused(0, 1), "not-acquired"), []KeyRecord{reader(0), reader(1)}, 1},
-		{"reader refused by a writer", call("tryrlock", refused(0, 1), "not-acquired"), []KeyRecord{writer(0), writer(1)}, 0},
-		{"reader refused by an intent", call("rlock", refused(0, 1), "not-acquired"), []KeyRecord{reader(0), reader(1), intent(0), intent(1)}, 0},
-		{"writer refused by readers", call("trywlock", refused(0, 1), "not-acquired"), []KeyRecord{reader(0), reader(1)}, 0},
-		{"writer refused by an empty master", call("wlock", refused(0, 1), "not-acquired"), []KeyRecord{reader(0)}, 1},
+		{"reader refused by readers", call("tryrlock", refused(0, 1), "not-acquired"), []simredis.KeyRecord{reader(0), reader(1)}, 1},
+		{"reader refused by a writer", call("tryrlock", refused(0, 1), "not-acquired"), []simredis.KeyRecord{writer(0), writer(1)}, 0},
+		{"reader refused by an intent", call("rlock", refused(0, 1), "not-acquired"), []simredis.KeyRecord{reader(0), reader(1), intent(0), intent(1)}, 0},
+		{"writer refused by readers", call("trywlock", refused(0, 1), "not-acquired"), []simredis.KeyRecord{reader(0), reader(1)}, 0},
+		{"writer refused by an empty master", call("wlock", refused(0, 1), "not-acquired"), []simredis.KeyRecord{reader(0)}, 1},
 		{"no quorum with every master up", call("trywlock", &engine.VotesError{Op: "acquire", Kind: engine.ErrNoQuorum, Votes: make([]engine.Vote, 3), Pending: 3, Quorum: 2}, "no-quorum"), nil, 1},
 	} {
 		keys := spansOf(start, 3, tc.recs...)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/simredis"
 )
 
 // permit is a doctored semaphore permit: slot of s0 (2 permits),
@@ -70,8 +71,8 @@ func TestCheckFencingPerSlot(t *testing.T) {
 func TestCheckExpirySlot(t *testing.T) {
 	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	key := semPrefix + "{s0}:1"
-	set := func(m int, when, until time.Duration) KeyRecord {
-		return KeyRecord{At: when, Master: m, Key: key, Value: "v", ExpireAt: start.Add(until), Cause: "EVALSHA acquire"}
+	set := func(m int, when, until time.Duration) simredis.KeyRecord {
+		return simredis.KeyRecord{At: when, Master: m, Key: key, Value: "v", ExpireAt: start.Add(until), Cause: "EVALSHA acquire"}
 	}
 	g := permit(0, 1, ms(10), ms(900))
 	g.Value = "v"
@@ -95,11 +96,11 @@ func TestCheckExpirySlot(t *testing.T) {
 // ErrPermitCount is never honest here: every client uses one count.
 func TestCheckErrorsSemaphore(t *testing.T) {
 	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-	hold := func(m, slot int) KeyRecord {
-		return KeyRecord{At: ms(0), Master: m, Key: semPrefix + "{s0}:" + string(rune('0'+slot)), Value: "x", ExpireAt: start.Add(time.Second), Client: "c0"}
+	hold := func(m, slot int) simredis.KeyRecord {
+		return simredis.KeyRecord{At: ms(0), Master: m, Key: semPrefix + "{s0}:" + string(rune('0'+slot)), Value: "x", ExpireAt: start.Add(time.Second), Client: "c0"}
 	}
 	keys := spansOf(start, 3, hold(0, 0), hold(0, 1), hold(1, 1),
-		KeyRecord{At: ms(0), Master: 2, Key: semPrefix + "{s0}:permits", Value: "2", ExpireAt: start.Add(time.Second), Client: "c0"})
+		simredis.KeyRecord{At: ms(0), Master: 2, Key: semPrefix + "{s0}:permits", Value: "2", ExpireAt: start.Add(time.Second), Client: "c0"})
 	votes := func(refused ...int) *engine.VotesError {
 		ve := &engine.VotesError{Op: "acquire", Resource: "s0", Kind: engine.ErrNotAcquired, Votes: make([]engine.Vote, 3), Quorum: 2}
 		for i := range ve.Votes {

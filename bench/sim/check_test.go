@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/simredis"
 )
 
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
@@ -152,11 +153,11 @@ func TestCheckStore(t *testing.T) {
 
 // spansOf builds a resource's spans from records, with every master's
 // clock running with virtual time from start.
-func spansOf(start time.Time, masters int, recs ...KeyRecord) keySpans {
-	logs := make([][]KeyRecord, masters)
-	clocks := make([][]clockSeg, masters)
+func spansOf(start time.Time, masters int, recs ...simredis.KeyRecord) keySpans {
+	logs := make([][]simredis.KeyRecord, masters)
+	clocks := make([]simredis.Clock, masters)
 	for m := range clocks {
-		clocks[m] = []clockSeg{{from: start, base: start, rate: 1}}
+		clocks[m] = simredis.VirtualClock(start)
 	}
 	for _, r := range recs {
 		logs[r.Master] = append(logs[r.Master], r)
@@ -172,8 +173,8 @@ func spansOf(start time.Time, masters int, recs ...KeyRecord) keySpans {
 func TestCheckExpiry(t *testing.T) {
 	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return start.Add(d) }
-	set := func(m int, when, until time.Duration) KeyRecord {
-		return KeyRecord{At: when, Master: m, Key: "r", Value: "v", ExpireAt: at(until), Cause: "EVALSHA"}
+	set := func(m int, when, until time.Duration) simredis.KeyRecord {
+		return simredis.KeyRecord{At: when, Master: m, Key: "r", Value: "v", ExpireAt: at(until), Cause: "EVALSHA"}
 	}
 	g := Grant{ID: 0, Resource: "r", Value: "v", Granted: ms(10), End: ms(900)}
 	keys := spansOf(start, 3, set(0, ms(5), ms(1005)), set(1, ms(5), ms(1005)), set(2, ms(5), ms(1005)))
@@ -189,7 +190,7 @@ func TestCheckExpiry(t *testing.T) {
 	}
 	// A restart wipes master 2's key at 100ms: counted to its deadline.
 	keys = spansOf(start, 3, set(0, ms(5), ms(1005)), set(1, ms(5), ms(1005)), set(2, ms(5), ms(1005)),
-		KeyRecord{At: ms(100), Master: 2, Key: "r", Gone: true, Cause: "restart"})
+		simredis.KeyRecord{At: ms(100), Master: 2, Key: "r", Gone: true, Cause: "restart"})
 	if got := CheckExpiry([]Grant{g}, keys, 3); len(got) != 0 {
 		t.Fatalf("a restart's amnesia counted as expiry: %v", got)
 	}
@@ -201,13 +202,13 @@ func TestCheckExpiry(t *testing.T) {
 func TestCheckWaiters(t *testing.T) {
 	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	b := Bounds{Tight: ms(300), Loose: ms(1500), Settle: ms(100)}
-	hold := func(m int, when time.Duration, v string, cause string) KeyRecord {
-		return KeyRecord{At: when, Master: m, Key: "r", Value: v, ExpireAt: start.Add(10 * time.Second), Cause: cause}
+	hold := func(m int, when time.Duration, v string, cause string) simredis.KeyRecord {
+		return simredis.KeyRecord{At: when, Master: m, Key: "r", Value: v, ExpireAt: start.Add(10 * time.Second), Cause: cause}
 	}
-	gone := func(m int, when time.Duration, cause string) KeyRecord {
-		return KeyRecord{At: when, Master: m, Key: "r", Gone: true, Cause: cause}
+	gone := func(m int, when time.Duration, cause string) simredis.KeyRecord {
+		return simredis.KeyRecord{At: when, Master: m, Key: "r", Gone: true, Cause: cause}
 	}
-	var recs []KeyRecord
+	var recs []simredis.KeyRecord
 	for m := range 3 {
 		recs = append(recs, hold(m, ms(0), "a", "EVALSHA acquire"), hold(m, ms(2000), "~ghost", "EVALSHA release"))
 	}
@@ -256,8 +257,8 @@ func TestCheckWaiters(t *testing.T) {
 func TestCheckTurnsLateRelease(t *testing.T) {
 	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	b := Bounds{Tight: ms(300), Loose: ms(1500), Settle: ms(100)}
-	rec := func(m int, when time.Duration, key, v, cause string) KeyRecord {
-		return KeyRecord{At: when, Master: m, Key: key, Value: v, ExpireAt: start.Add(10 * time.Second), Cause: cause, Client: "c0"}
+	rec := func(m int, when time.Duration, key, v, cause string) simredis.KeyRecord {
+		return simredis.KeyRecord{At: when, Master: m, Key: key, Value: v, ExpireAt: start.Add(10 * time.Second), Cause: cause, Client: "c0"}
 	}
 	holder := Grant{ID: 2, Resource: "r", Value: "h:1.x", Called: ms(20), Granted: ms(100), End: ms(900), Client: 1}
 	for _, tc := range []struct {
@@ -273,7 +274,7 @@ func TestCheckTurnsLateRelease(t *testing.T) {
 			rec(0, ms(50), queuePrefix+"r", tc.queue, "EVALSHA acquire"),
 			rec(0, ms(150), queuePrefix+"r", tc.then, "EVALSHA leave"),
 			rec(0, ms(200), "r", "~w:1", "EVALSHA release"))
-		leaves := []Leave{{At: ms(110), Master: 0, Resource: "r", ID: "h:1"}}
+		leaves := []simredis.Leave{{At: ms(110), Master: 0, Resource: "r", ID: "h:1"}}
 		if got := CheckTurns(nil, []Grant{holder}, keys, leaves, nil, b); len(got) != tc.want {
 			t.Errorf("queue %s: violations %v, want %d", tc.queue, got, tc.want)
 		}
@@ -302,8 +303,8 @@ func TestCheckLeftoversAndClose(t *testing.T) {
 // ErrNoQuorum with no master failed and no fault, is dishonest.
 func TestCheckErrors(t *testing.T) {
 	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-	keys := spansOf(start, 3, KeyRecord{At: ms(0), Master: 0, Key: "r", Value: "x", ExpireAt: start.Add(time.Second), Client: "c0"},
-		KeyRecord{At: ms(0), Master: 1, Key: "r", Value: "x", ExpireAt: start.Add(time.Second), Client: "c0"})
+	keys := spansOf(start, 3, simredis.KeyRecord{At: ms(0), Master: 0, Key: "r", Value: "x", ExpireAt: start.Add(time.Second), Client: "c0"},
+		simredis.KeyRecord{At: ms(0), Master: 1, Key: "r", Value: "x", ExpireAt: start.Add(time.Second), Client: "c0"})
 	refused := func(who ...int) *engine.VotesError {
 		ve := &engine.VotesError{Op: "acquire", Resource: "r", Kind: engine.ErrNotAcquired, Votes: make([]engine.Vote, 3), Quorum: 2}
 		for _, i := range who {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/mutation"
+	"github.com/redlock-bench/redlock/internal/simredis"
 )
 
 // A simulated cluster lists its replicas in CLUSTER SLOTS from the start,
@@ -39,8 +40,8 @@ func TestNewOverClusterWithReplicasControl(t *testing.T) {
 // New's error.
 func newOverClusterFailing(t *testing.T, count int) (failed error) {
 	synctest.Test(t, func(t *testing.T) {
-		n := NewNetwork(1)
-		cl, nodes := newCluster(n, 1, 0, 2, true, MasterOptions{Uptime: time.Hour})
+		n := simredis.NewNetwork(1)
+		cl, nodes := simredis.NewCluster(n, 1, 0, 2, true, simredis.MasterOptions{Uptime: time.Hour})
 		for _, m := range nodes {
 			defer m.Close()
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/simredis"
 )
 
 // The engine's deadlines against simulated masters: what the simulator
@@ -18,11 +19,11 @@ import (
 
 // simMasters starts n masters with a fixed one-way latency, and returns
 // them with their addresses.
-func simMasters(t *testing.T, n *Network, count int, lat Latency) ([]*Master, []string) {
-	var ms []*Master
+func simMasters(t *testing.T, n *simredis.Network, count int, lat simredis.Latency) ([]*simredis.Master, []string) {
+	var ms []*simredis.Master
 	var addrs []string
 	for i := range count {
-		m := NewMaster(n, 1, i, fmt.Sprintf("master%d:6379", i), MasterOptions{Uptime: time.Hour, Latency: lat})
+		m := simredis.NewMaster(n, 1, i, fmt.Sprintf("master%d:6379", i), simredis.MasterOptions{Uptime: time.Hour, Latency: lat})
 		t.Cleanup(m.Close)
 		ms, addrs = append(ms, m), append(addrs, m.Addr)
 	}
@@ -36,8 +37,8 @@ func simMasters(t *testing.T, n *Network, count int, lat Latency) ([]*Master, []
 // until the master answered or rueidis's one-second escape timer fired.
 func TestCloseWithAHungMasterKeepsItsBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := NewNetwork(1)
-		ms, addrs := simMasters(t, n, 3, Latency{Min: time.Millisecond})
+		n := simredis.NewNetwork(1)
+		ms, addrs := simMasters(t, n, 3, simredis.Latency{Min: time.Millisecond})
 		newLocker := func(name string) *engine.Locker {
 			cfg := engine.DefaultConfig(addrs...)
 			cfg.TTL = time.Second
@@ -61,8 +62,8 @@ func TestCloseWithAHungMasterKeepsItsBound(t *testing.T) {
 		defer cancel()
 		go waiter.Lock(ctx, "r")
 		time.Sleep(100 * time.Millisecond)
-		ms[2].Partition(Hang)
-		defer ms[2].Partition(Connected)
+		ms[2].Partition(simredis.Hang)
+		defer ms[2].Partition(simredis.Connected)
 		bound := boundsOf(waiter.Config()).Close
 		began := time.Now()
 		waiter.Close()
@@ -78,8 +79,8 @@ func TestCloseWithAHungMasterKeepsItsBound(t *testing.T) {
 // ends the fencing round half-way.
 func TestFenceCutByTheDeadlineIsNotAnOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := NewNetwork(1)
-		_, addrs := simMasters(t, n, 3, Latency{Min: 10 * time.Millisecond})
+		n := simredis.NewNetwork(1)
+		_, addrs := simMasters(t, n, 3, simredis.Latency{Min: 10 * time.Millisecond})
 		cfg := engine.DefaultConfig(addrs...)
 		cfg.TTL = time.Second
 		cfg.Fencing = true

@@ -6,25 +6,17 @@
 // against real masters confirm what it finds. docs/simulation.md says how
 // to run it, what it models and what each checker states.
 //
-// It owns:
-//   - the masters (master.go, store.go, lua.go, resp.go): a store with
-//     Redis's semantics for the commands the engine sends (strings,
-//     sorted sets, expiry at absolute deadlines on the master's own
-//     clock, scripts on one gopher-lua interpreter per master, pub/sub,
-//     INFO with run_id, uptime and server_time_usec), served in RESP2 or
-//     RESP3 by one goroutine per master in the order commands arrive; each
-//     master has its own clock (offset, drift, jumps) and faults: restart
-//     with amnesia, pause (SIGSTOP-like), partitions that hang or refuse,
-//     slowness; and it logs every change of every key, for the checkers;
-//   - the network (net.go): in-memory connections, each way in order with
-//     delays drawn per connection from the seed; connections broken with
-//     commands in flight (delivered late, or never), one or all of a
-//     master's or a client's, at once or right after their next write;
-//     clients frozen (a GC pause) or stalled;
+// It owns the workload, the nemesis, the history and the checkers; the
+// simulated masters, clusters and network are internal/simredis's, which
+// the engine's own tests use too. In this package:
 //   - the nemesis (nemesis.go): a fault schedule drawn from the seed, in
 //     one of five profiles, within the model (a minority of masters
 //     faulted at a time, clocks that drift within the DriftFactor) unless
 //     asked otherwise;
+//   - the votes (vote.go): each a master or a cluster, the nemesis's
+//     faults inside clusters (failovers, slot migrations), and a
+//     cluster's logs merged over its nodes with the engine's slot tags
+//     taken off the keys;
 //   - the workload (sim.go): several Lockers with every feature on
 //     (fencing, but for c0 in a third of the seeds; auto-extension with a
 //     cap, the gate and hand-offs, release notifications and waiter
@@ -45,24 +37,6 @@
 // be called from synctest.Test, and every goroutine it starts ends before
 // it returns. It imports no real network: a goroutine blocked on a socket
 // is not durably blocked, and would stop virtual time.
-//
-// # Why its own store, not miniredis
-//
-// Phase 1 ran miniredis v2.40.0. It is replaced because the simulation
-// needs what miniredis cannot give from outside: one interpreter per
-// master for every script call (miniredis builds one per call, two thirds
-// of the CPU time; its scripts' redis.call reaches its commands only
-// through a connection context it keeps unexported); commands run one at
-// a time in arrival order by one goroutine (miniredis serves each
-// connection on goroutines of its own, so the scheduler ordered two
-// clients' commands); absolute expiry deadlines, as Redis keeps them
-// (miniredis counts TTLs down, so a clock jumping back does not lengthen
-// keys' lives); and a log of every key change with its deadline, for
-// checker 3. TestStoreMatchesRedis holds the store to a real
-// redis-server, reply for reply, over the engine's commands and scripts.
-// What it leaves out: other commands and types, maxmemory (OOM
-// refusals), replication, and the background expiry of keys nobody
-// touches (no command can tell).
 //
 // # Determinism
 //

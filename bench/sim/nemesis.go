@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/redlock-bench/redlock/internal/simredis"
 )
 
 // FaultKind is what a fault does.
@@ -46,7 +48,7 @@ const (
 	// FaultPauseShard pauses one shard's primary (SIGSTOP-like) for For;
 	// the cluster's other nodes go on.
 	FaultPauseShard
-	// FaultMigrate moves a slot (see migration.go) to another shard of
+	// FaultMigrate moves a slot (see simredis.Cluster.Migrate) to another shard of
 	// the cluster, a key every For/8.
 	FaultMigrate
 )
@@ -85,9 +87,9 @@ type Fault struct {
 	// after its next write (within For), with a command in flight, rather
 	// than at once.
 	OnWrite bool
-	Rate    float64       // FaultDrift
-	Jump    time.Duration // FaultJumpClock
-	Latency Latency       // FaultSlow
+	Rate    float64          // FaultDrift
+	Jump    time.Duration    // FaultJumpClock
+	Latency simredis.Latency // FaultSlow
 	// Pick draws FaultMigrate's slot among the clusters' hot slots (see
 	// migrationSlot), and Conn its target shard; FaultPauseShard's shard
 	// is Conn's. Every: FaultMigrate moves every hot slot, one after
@@ -270,7 +272,7 @@ func drawFaults(cfg Config) (_ []Fault, profile int) {
 		f.OnWrite = r.IntN(2) == 0
 		switch k {
 		case FaultSlow:
-			f.Latency = Latency{Min: 5 * time.Millisecond, Jitter: 100 * time.Millisecond}
+			f.Latency = simredis.Latency{Min: 5 * time.Millisecond, Jitter: 100 * time.Millisecond}
 		case FaultDrift:
 			// Within half the engine's DriftFactor (1%): the model.
 			f.Rate = 1 + (r.Float64()-0.5)*0.01
@@ -405,7 +407,7 @@ func drawClusterFaults(cfg Config, profile int, main []Fault) []Fault {
 // applyFaults runs the schedule until ctx ends, recording each fault
 // with its index in the drawn schedule; whatever it leaves broken the
 // caller heals.
-func applyFaults(ctx context.Context, faults []Fault, index []int, votes []*vote, clients []*client, n *Network, h *History, lat Latency) {
+func applyFaults(ctx context.Context, faults []Fault, index []int, votes []*vote, clients []*client, n *simredis.Network, h *History, lat simredis.Latency) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	// The slots each instant's migrations move: drawn once, for every
@@ -433,14 +435,14 @@ func applyFaults(ctx context.Context, faults []Fault, index []int, votes []*vote
 		}
 		switch f.Kind {
 		case FaultPause:
-			v.each((*Master).Pause)
-			heal(func() { v.each((*Master).Resume) })
+			v.each((*simredis.Master).Pause)
+			heal(func() { v.each((*simredis.Master).Resume) })
 		case FaultHang:
-			v.each(func(m *Master) { m.Partition(Hang) })
-			heal(func() { v.each(func(m *Master) { m.Partition(Connected) }) })
+			v.each(func(m *simredis.Master) { m.Partition(simredis.Hang) })
+			heal(func() { v.each(func(m *simredis.Master) { m.Partition(simredis.Connected) }) })
 		case FaultRefuse:
-			v.each(func(m *Master) { m.Partition(Refuse) })
-			heal(func() { v.each(func(m *Master) { m.Partition(Connected) }) })
+			v.each(func(m *simredis.Master) { m.Partition(simredis.Refuse) })
+			heal(func() { v.each(func(m *simredis.Master) { m.Partition(simredis.Connected) }) })
 		case FaultRestart:
 			if v.cl != nil && v.failover(f.Conn) {
 				wg.Go(func() {
@@ -453,19 +455,19 @@ func applyFaults(ctx context.Context, faults []Fault, index []int, votes []*vote
 			heal(m.Start)
 		case FaultBreak:
 			if f.OnWrite {
-				v.each(func(m *Master) { m.ArmClient("", -1, f.Late, true) })
-				heal(func() { v.each(func(m *Master) { m.ArmClient("", -1, 0, false) }) })
+				v.each(func(m *simredis.Master) { m.ArmClient("", -1, f.Late, true) })
+				heal(func() { v.each(func(m *simredis.Master) { m.ArmClient("", -1, 0, false) }) })
 				break
 			}
-			v.each(func(m *Master) { m.BreakConnections(f.Late) })
+			v.each(func(m *simredis.Master) { m.BreakConnections(f.Late) })
 		case FaultSlow:
-			v.each(func(m *Master) { m.SetLatency(f.Latency) })
-			heal(func() { v.each(func(m *Master) { m.SetLatency(lat) }) })
+			v.each(func(m *simredis.Master) { m.SetLatency(f.Latency) })
+			heal(func() { v.each(func(m *simredis.Master) { m.SetLatency(lat) }) })
 		case FaultDrift:
-			v.each(func(m *Master) { m.SetRate(f.Rate) })
-			heal(func() { v.each(func(m *Master) { m.SetRate(1) }) })
+			v.each(func(m *simredis.Master) { m.SetRate(f.Rate) })
+			heal(func() { v.each(func(m *simredis.Master) { m.SetRate(1) }) })
 		case FaultJumpClock:
-			v.each(func(m *Master) { m.JumpClock(f.Jump) })
+			v.each(func(m *simredis.Master) { m.JumpClock(f.Jump) })
 		case FaultPauseShard:
 			if v.cl == nil {
 				break
@@ -493,8 +495,8 @@ func applyFaults(ctx context.Context, faults []Fault, index []int, votes []*vote
 			}
 			m.BreakClient(c.name, f.Conn, f.Late)
 		case FaultBreakClient:
-			eachNode(votes, func(m *Master) { m.ArmClient(c.name, -1, f.Late, true) })
-			heal(func() { eachNode(votes, func(m *Master) { m.ArmClient(c.name, -1, 0, false) }) })
+			eachNode(votes, func(m *simredis.Master) { m.ArmClient(c.name, -1, f.Late, true) })
+			heal(func() { eachNode(votes, func(m *simredis.Master) { m.ArmClient(c.name, -1, 0, false) }) })
 		case FaultReplace:
 			wg.Go(func() {
 				c.replace()
@@ -511,7 +513,7 @@ func applyFaults(ctx context.Context, faults []Fault, index []int, votes []*vote
 		case FaultStall:
 			n.Stall(c.name)
 			heal(func() {
-				eachNode(votes, func(m *Master) { m.BreakClient(c.name, -1, f.Late) })
+				eachNode(votes, func(m *simredis.Master) { m.BreakClient(c.name, -1, f.Late) })
 				n.Unstall(c.name)
 			})
 		}

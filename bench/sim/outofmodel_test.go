@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/simredis"
 )
 
 // Two faults outside the model, each run with fencing off and on. The
@@ -26,8 +27,8 @@ import (
 // fenced store, for the checkers.
 type oomEnv struct {
 	t       *testing.T
-	net     *Network
-	masters []*Master
+	net     *simredis.Network
+	masters []*simredis.Master
 	addrs   []string
 	h       *History
 	store   *fencedStore
@@ -35,9 +36,9 @@ type oomEnv struct {
 }
 
 func newOOMEnv(t *testing.T, fencing bool) *oomEnv {
-	e := &oomEnv{t: t, net: NewNetwork(1), h: NewHistory(), fencing: fencing}
+	e := &oomEnv{t: t, net: simredis.NewNetwork(1), h: NewHistory(), fencing: fencing}
 	e.store = newFencedStore(e.h)
-	e.masters, e.addrs = simMasters(t, e.net, 5, Latency{Min: time.Millisecond})
+	e.masters, e.addrs = simMasters(t, e.net, 5, simredis.Latency{Min: time.Millisecond})
 	return e
 }
 
@@ -111,16 +112,16 @@ func TestOutOfModelClockJump(t *testing.T) {
 				a, b := e.locker("c0"), e.locker("c1")
 				ctx := context.Background()
 				// A holds r on masters 0-2 only: 3 and 4 were cut off.
-				e.masters[3].Partition(Refuse)
-				e.masters[4].Partition(Refuse)
+				e.masters[3].Partition(simredis.Refuse)
+				e.masters[4].Partition(simredis.Refuse)
 				called := time.Now()
 				la, err := a.TryLock(ctx, "r")
 				if err != nil {
 					t.Fatal(err)
 				}
 				ida := e.grant(0, la, called)
-				e.masters[3].Partition(Connected)
-				e.masters[4].Partition(Connected)
+				e.masters[3].Partition(simredis.Connected)
+				e.masters[4].Partition(simredis.Connected)
 				time.Sleep(100 * time.Millisecond)
 				// Master 2, which A shares with the majority {2, 3, 4},
 				// jumps 2 TTLs ahead: A's key expires there at once.
@@ -147,10 +148,10 @@ func TestOutOfModelClockJump(t *testing.T) {
 				e.checkStaleWrites(t)
 				// The masters' view: A's keys were on fewer than a majority
 				// from the jump on, while A trusted its lease.
-				var logs [][]KeyRecord
-				var clocks [][]clockSeg
+				var logs [][]simredis.KeyRecord
+				var clocks []simredis.Clock
 				for _, m := range e.masters {
-					logs, clocks = append(logs, m.KeyLog()), append(clocks, m.clockSegs())
+					logs, clocks = append(logs, m.KeyLog()), append(clocks, m.Clock())
 				}
 				if v := CheckExpiry(grants[:1], buildSpans(logs, clocks, e.h.start), 3); len(v) == 0 {
 					t.Fatal("checker 3 did not see A trusted past its keys' expiry on a majority")

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/mutation"
+	"github.com/redlock-bench/redlock/internal/simredis"
 )
 
 // Config is one simulated run. Zero fields take the defaults below.
@@ -62,8 +63,8 @@ type Config struct {
 	// two fixes each keep out. Runs that set it must not run at once
 	// with others: the switches are global.
 	Mutation string
-	// Latency of every master's connections. Default: DefaultLatency.
-	Latency Latency
+	// Latency of every master's connections. Default: simredis.DefaultLatency.
+	Latency simredis.Latency
 	// Nemesis draws a fault schedule from the seed (DrawFaults), within
 	// the model unless OutOfModel. Default: none.
 	Nemesis bool
@@ -80,7 +81,7 @@ type Config struct {
 	// joined it, which the cases hunted then replay.
 	NoRW bool
 	// Clusters is the number of votes that are Redis Clusters (the last
-	// Clusters of the Masters votes; see cluster.go), each of Shards
+	// Clusters of the Masters votes; see simredis.Cluster), each of Shards
 	// shards, each shard with a replica unless NoReplicas. A resource's
 	// vote there is its slot's shard's. Default: none.
 	Clusters   int
@@ -129,8 +130,8 @@ func (c *Config) fill() {
 	if c.Quarantine == 0 {
 		c.Quarantine = engine.QuarantineAlways
 	}
-	if c.Latency == (Latency{}) {
-		c.Latency = DefaultLatency
+	if c.Latency == (simredis.Latency{}) {
+		c.Latency = simredis.DefaultLatency
 	}
 	c.Clusters = min(c.Clusters, c.Masters)
 	if c.Clusters > 0 && c.Shards == 0 {
@@ -157,10 +158,10 @@ type Result struct {
 	// Coverage says which of the engine's paths the run took.
 	Coverage Coverage
 	// Masters' key logs and clocks, for the checkers.
-	keyLogs     [][]KeyRecord
-	leaves      []Leave
-	allAttempts []AllAttempt
-	clocks      [][]clockSeg
+	keyLogs     [][]simredis.KeyRecord
+	leaves      []simredis.Leave
+	allAttempts []simredis.AllAttempt
+	clocks      []simredis.Clock
 	quorum      int
 	bounds      Bounds
 }
@@ -171,7 +172,7 @@ type Coverage struct {
 	// Wakes counts Lock grants by how their last wait ended.
 	Wakes map[string]int
 	// Commands counts what the masters ran, scripts' calls included (see
-	// Master.Commands): "EVALSHA+" are coalesced calls, "EVAL" reloads
+	// simredis.Master.Commands): "EVALSHA+" are coalesced calls, "EVAL" reloads
 	// after NOSCRIPT, "PUBLISH" release notifications.
 	Commands map[string]int
 }
@@ -294,31 +295,31 @@ func Run(cfg Config) (*Result, error) {
 	faults, index = sorted, sortedIndex
 	start := time.Now()
 	h := NewHistory()
-	network := NewNetwork(cfg.Seed)
+	network := simredis.NewNetwork(cfg.Seed)
 	setup := rand.New(rand.NewPCG(cfg.Seed, streamMasters))
-	var masters []*Master // every node
+	var masters []*simredis.Master // every node
 	votes := make([]*vote, cfg.Masters)
 	var addrs []string
 	var clusters [][]string
 	for i := range votes {
 		// Within ±20ms of each other and 100 ppm of virtual time:
 		// NTP-kept clocks. A cluster's nodes share theirs.
-		o := MasterOptions{
+		o := simredis.MasterOptions{
 			Uptime:  time.Hour,
 			Offset:  time.Duration(setup.Int64N(int64(40*time.Millisecond))) - 20*time.Millisecond,
 			Rate:    1 + (setup.Float64()-0.5)*2e-4,
 			Latency: cfg.Latency,
 		}
 		if i >= cfg.Masters-cfg.Clusters {
-			cl, nodes := newCluster(network, cfg.Seed, i, cfg.Shards, !cfg.NoReplicas, o)
+			cl, nodes := simredis.NewCluster(network, cfg.Seed, i, cfg.Shards, !cfg.NoReplicas, o)
 			votes[i] = &vote{nodes: nodes, cl: cl}
 			masters = append(masters, nodes...)
 			clusters = append(clusters, cl.Seeds())
 			continue
 		}
 		addr := fmt.Sprintf("master%d:6379", i)
-		m := NewMaster(network, cfg.Seed, i, addr, o)
-		votes[i] = &vote{nodes: []*Master{m}}
+		m := simredis.NewMaster(network, cfg.Seed, i, addr, o)
+		votes[i] = &vote{nodes: []*simredis.Master{m}}
 		masters = append(masters, m)
 		addrs = append(addrs, addr)
 	}
@@ -438,7 +439,7 @@ func Run(cfg Config) (*Result, error) {
 		res.keyLogs = append(res.keyLogs, logs)
 		res.leaves = append(res.leaves, leaves...)
 		res.allAttempts = append(res.allAttempts, alls...)
-		res.clocks = append(res.clocks, v.nodes[0].clockSegs())
+		res.clocks = append(res.clocks, v.nodes[0].Clock())
 	}
 	res.Coverage = cov
 	res.Violations = Check(res)
@@ -474,7 +475,7 @@ type client struct {
 	addrs []string
 	// clusters are the cluster votes' seed addresses.
 	clusters [][]string
-	network  *Network
+	network  *simredis.Network
 	h        *History
 
 	// replacing serializes replace: two faults close together must not

@@ -12,6 +12,8 @@ import (
 	"testing/cryptotest"
 	"testing/synctest"
 	"time"
+
+	"github.com/redlock-bench/redlock/internal/simredis"
 )
 
 var (
@@ -288,7 +290,7 @@ func Report(res *Result) string {
 	b.WriteString(FormatEvents(window))
 	if first.Resource != "" {
 		fmt.Fprintf(&b, "the masters' changes of %s's keys and queue in that window (the last 60):\n", first.Resource)
-		var recs []KeyRecord
+		var recs []simredis.KeyRecord
 		slots := semPrefix + "{" + first.Resource + "}:"
 		for _, log := range res.keyLogs {
 			for _, r := range log {
@@ -297,7 +299,7 @@ func Report(res *Result) string {
 				}
 			}
 		}
-		slices.SortStableFunc(recs, func(a, b KeyRecord) int { return int(a.At - b.At) })
+		slices.SortStableFunc(recs, func(a, b simredis.KeyRecord) int { return int(a.At - b.At) })
 		if len(recs) > 60 {
 			recs = recs[len(recs)-60:]
 		}

@@ -1,4 +1,4 @@
-package sim
+package simredis
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/alicebob/miniredis/v2/proto"
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/redistest"
 )
@@ -63,7 +62,7 @@ func TestStoreMatchesRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	redis := proto.NewClient(conn)
+	redis := newClient(conn)
 	st := newStore()
 	st.now = time.Now()
 
@@ -172,7 +171,7 @@ func TestStoreMatchesRedis(t *testing.T) {
 	}
 	for i := range 5000 {
 		args := gen()
-		want, err := redis.Do(args...)
+		want, err := redis.do(args...)
 		if err != nil {
 			t.Fatalf("redis %q: %v", args, err)
 		}

@@ -1,15 +1,12 @@
-package sim
+package simredis
 
 import (
-	"context"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/alicebob/miniredis/v2/proto"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -23,7 +20,7 @@ import (
 func TestMigrationRoutesAsRedis(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := NewNetwork(1)
-		cl, nodes := newCluster(n, 1, 0, 2, false, MasterOptions{Uptime: time.Hour})
+		cl, nodes := NewCluster(n, 1, 0, 2, false, MasterOptions{Uptime: time.Hour})
 		for _, m := range nodes {
 			defer m.Close()
 		}
@@ -58,11 +55,11 @@ func TestMigrationRoutesAsRedis(t *testing.T) {
 		const tryAgain = "-TRYAGAIN Multiple keys request during rehashing of slot\r\n"
 		for _, c := range []struct {
 			name string
-			c    *proto.Client
+			c    *client
 			args []string
 			want string
 		}{
-			{"source, a key it has", s, []string{"GET", k2}, proto.String("b")},
+			{"source, a key it has", s, []string{"GET", k2}, bulk("b")},
 			{"source, a key moved", s, []string{"GET", k1}, ask},
 			{"source, keys split", s, []string{"DEL", k1, k2}, tryAgain},
 			{"target without ASKING", d, []string{"GET", k1}, moved(src)},
@@ -75,10 +72,10 @@ func TestMigrationRoutesAsRedis(t *testing.T) {
 				t.Errorf("%s: %v answered %q, want %q", c.name, c.args, r, c.want)
 			}
 		}
-		if r := do(t, d, "ASKING"); r != proto.Inline("OK") {
+		if r := do(t, d, "ASKING"); r != status("OK") {
 			t.Fatalf("ASKING: %q", r)
 		}
-		if r := do(t, d, "GET", k1); r != proto.String("a") {
+		if r := do(t, d, "GET", k1); r != bulk("a") {
 			t.Errorf("target after ASKING: GET %q, want a", r)
 		}
 		if r := do(t, d, "GET", k1); r != moved(src) {
@@ -88,7 +85,7 @@ func TestMigrationRoutesAsRedis(t *testing.T) {
 		if r := do(t, d, "DEL", k1, k2); r != tryAgain {
 			t.Errorf("target after ASKING, keys split: %q, want TRYAGAIN", r)
 		}
-		nodesTxt, _ := proto.ReadString(do(t, d, "CLUSTER", "NODES"))
+		nodesTxt, _ := parseBulk(do(t, d, "CLUSTER", "NODES"))
 		if !strings.Contains(nodesTxt, "["+strconv.Itoa(slot)+"-<-"+src.cl.id+"]") {
 			t.Errorf("target's CLUSTER NODES shows no import of slot %d:\n%s", slot, nodesTxt)
 		}
@@ -96,13 +93,13 @@ func TestMigrationRoutesAsRedis(t *testing.T) {
 		for cl.moveKey(mg) {
 		}
 		cl.handOver(mg)
-		if r, err := sub.Read(); err != nil || !strings.Contains(r, "sunsubscribe") || !strings.Contains(r, ch) {
+		if r, err := sub.read(); err != nil || !strings.Contains(r, "sunsubscribe") || !strings.Contains(r, ch) {
 			t.Errorf("subscriber after the hand-over: %q, %v; want sunsubscribe of %s", r, err, ch)
 		}
 		if r := do(t, s, "GET", k2); r != moved(dst) {
 			t.Errorf("old owner: GET %q, want MOVED to the new", r)
 		}
-		if r := do(t, d, "GET", k2); r != proto.String("b") {
+		if r := do(t, d, "GET", k2); r != bulk("b") {
 			t.Errorf("new owner: GET %q, want b", r)
 		}
 		if owner, _ := cl.owner(slot, nil); owner != dst {
@@ -135,73 +132,4 @@ func TestMigrationRoutesAsRedis(t *testing.T) {
 			t.Errorf("CLUSTER SLOTS has no range of slot %d alone at %s", slot, dst.Addr)
 		}
 	})
-}
-
-// A failover whose copy was taken while a slot migrated from the shard
-// is skipped, as one whose copy predates a migration is: a replica
-// replicates the migration's deletes, so the copy is stale once a key
-// moves, and the promoted replica would hold the moved keys' old values
-// in a slot it no longer owns. The checkers read a cluster vote's keys
-// merged over its nodes, so those old values would end what the new
-// owner holds: seed 1795698425 (restarts, five cluster votes of two
-// shards) failed trusted past expiry so, at the promotion, on a permit
-// the new owner held.
-func TestFailoverCopyTakenDuringMigrationIsSkipped(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		n := NewNetwork(1)
-		cl, nodes := newCluster(n, 1, 0, 2, true, MasterOptions{Uptime: time.Hour})
-		for _, m := range nodes {
-			defer m.Close()
-		}
-		v := &vote{nodes: nodes, cl: cl}
-		h := NewHistory()
-		const k = "r0"
-		slot := multiplex.KeySlot(k)
-		src, _ := cl.owner(slot, nil)
-		s := slices.IndexFunc(cl.shards, func(sh *shard) bool { return sh.primary == src })
-		_, sc := dialT(t, n, src)
-		do(t, sc, "SET", k, "old", "PX", "5000")
-
-		mg, why := cl.beginMigration(slot, 0)
-		if mg == nil {
-			t.Fatalf("no migration: %s", why)
-		}
-		// The source's shard fails over: the copy now, the promotion after
-		// the migration, and the old primary back a little later.
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			v.failoverFor(context.Background(), Fault{Kind: FaultRestart, Conn: s, For: 200 * time.Millisecond, Late: 100 * time.Millisecond}, h)
-		}()
-		synctest.Wait()
-		for cl.moveKey(mg) {
-		}
-		cl.handOver(mg)
-		_, dc := dialT(t, n, mg.dst.primary)
-		do(t, dc, "SET", k, "new", "PX", "1000")
-		granted := h.since(time.Now())
-		<-done
-
-		logs, _, _ := v.logs(true)
-		keys := buildSpans([][]KeyRecord{logs}, [][]clockSeg{nodes[0].clockSegs()}, h.start)
-		g := Grant{ID: 1, Resource: k, Value: "new", Granted: granted, End: granted + 900*time.Millisecond}
-		if vs := CheckExpiry([]Grant{g}, keys, 1); len(vs) > 0 {
-			t.Errorf("the vote's key log, with the failover's copy taken during the migration:\n%s\nfails: %v", recordsOf(logs, k), vs)
-		}
-		if p := cl.Primary(s); p != src {
-			t.Errorf("shard %d failed over to %s with a copy taken during a migration from it", s, p.Addr)
-		}
-	})
-}
-
-// recordsOf lists the records of key in log, one a line.
-func recordsOf(log []KeyRecord, key string) string {
-	var b strings.Builder
-	for _, r := range log {
-		if r.Key == key {
-			b.WriteString(r.String())
-			b.WriteByte('\n')
-		}
-	}
-	return b.String()
 }

@@ -1,4 +1,4 @@
-package sim
+package simredis
 
 import (
 	"context"
@@ -27,15 +27,41 @@ import (
 // script run on the target during the migration makes), which REPLACE
 // overwrites, logged on the target.
 
+// Migrate moves slot to another shard, the pick'th after its owner's
+// (modulo the others), as an operator does: a key every gap of virtual
+// time, waiting while either end is killed or paused, then the hand-over;
+// when ctx ends, it moves the rest at once. It returns a line for a
+// history, which says what moved, and true; or why no migration began (one
+// is under way, one shard, or a primary is down), and false.
+func (c *Cluster) Migrate(ctx context.Context, slot, pick int, gap time.Duration) (report string, ok bool) {
+	mg, why := c.beginMigration(slot, pick)
+	if mg == nil {
+		return fmt.Sprintf("no migration of slot %d (%s)", slot, why), false
+	}
+	moved := 0
+	for {
+		live := sleep(ctx, gap)
+		if live && (mg.src.primary.stopped() || mg.dst.primary.stopped()) {
+			continue
+		}
+		if !c.moveKey(mg) {
+			break
+		}
+		moved++
+	}
+	ended := c.handOver(mg)
+	return fmt.Sprintf("slot %d migrated from %s to %s, %d keys moved, %d sharded subscriptions ended", slot, mg.src.primary.Addr, mg.dst.primary.Addr, moved, ended), true
+}
+
 // migration is a slot moving from shard src to shard dst.
 type migration struct {
 	slot     int
 	src, dst *shard
 }
 
-// hotSlots are the slots of the keys the cluster's primaries hold now, in
+// HotSlots are the slots of the keys the cluster's primaries hold now, in
 // order: the workload's resources' slots, for a migration that matters.
-func (c *Cluster) hotSlots() []int {
+func (c *Cluster) HotSlots() []int {
 	set := make(map[int]bool)
 	for s := range c.Shards() {
 		p := c.Primary(s)
@@ -115,7 +141,7 @@ func (c *Cluster) moveKey(mg *migration) bool {
 	}
 	old := to.st.keys[k]
 	to.st.keys[k] = e
-	to.commands["MIGRATE"]++ // for Coverage
+	to.commands["MIGRATE"]++ // for bench/sim's Coverage
 	if old != nil && !sameEntry(old, e) {
 		to.cause, to.client = "migrate", ""
 		to.changedKey(k)
@@ -151,7 +177,7 @@ func (c *Cluster) handOver(mg *migration) (ended int) {
 	c.mu.Unlock()
 	from.mu.Lock()
 	defer from.mu.Unlock()
-	from.commands["SETSLOT"]++ // for Coverage
+	from.commands["SETSLOT"]++ // for bench/sim's Coverage
 	for _, p := range from.pipes {
 		for _, ch := range slices.Sorted(maps.Keys(p.ssubs)) {
 			if multiplex.KeySlot(ch) != mg.slot {
@@ -163,57 +189,4 @@ func (c *Cluster) handOver(mg *migration) (ended int) {
 		}
 	}
 	return ended
-}
-
-// migrate runs a migration fault on the cluster: each of slots (drawn
-// by the caller) in turn moves to another shard (f.Conn picks which), a
-// key every gap (f.For/8), waiting while either end is killed or paused;
-// when ctx ends it finishes at once.
-func (v *vote) migrate(ctx context.Context, f Fault, slots []int, h *History) {
-	c := v.cl
-	for _, slot := range slots {
-		mg, why := c.beginMigration(slot, f.Conn)
-		if mg == nil {
-			h.note(fmt.Sprintf("vote%d: no migration of slot %d (%s)", c.Vote, slot, why))
-			continue
-		}
-		gap := max(f.For/8, time.Millisecond)
-		moved := 0
-		for {
-			live := sleep(ctx, gap)
-			if live && (mg.src.primary.stopped() || mg.dst.primary.stopped()) {
-				continue
-			}
-			if !c.moveKey(mg) {
-				break
-			}
-			moved++
-		}
-		ended := c.handOver(mg)
-		h.note(fmt.Sprintf("vote%d: slot %d migrated from %s to %s, %d keys moved, %d sharded subscriptions ended", c.Vote, slot, mg.src.primary.Addr, mg.dst.primary.Addr, moved, ended))
-	}
-}
-
-// migrationSlots are the slots a migration fault moves: one of the hot
-// slots of the clusters (the same for every cluster, so that faults
-// drawn together move one resource's slot on several votes) by the
-// fault's draw, or every one of them (f.Every); the draw's own slot if no
-// key is anywhere.
-func migrationSlots(votes []*vote, f Fault) []int {
-	set := make(map[int]bool)
-	for _, v := range votes {
-		if v.cl != nil {
-			for _, s := range v.cl.hotSlots() {
-				set[s] = true
-			}
-		}
-	}
-	if len(set) == 0 {
-		return []int{int(f.Pick % multiplex.Slots)}
-	}
-	hot := slices.Sorted(maps.Keys(set))
-	if f.Every {
-		return hot
-	}
-	return hot[f.Pick%uint64(len(hot)):][:1]
 }

@@ -1,4 +1,4 @@
-package sim
+package simredis
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/alicebob/miniredis/v2/proto"
 )
 
 // slowLAN is a latency with room to see reordering: 10-20ms one way.
@@ -22,22 +20,22 @@ func TestConnDeliversInOrder(t *testing.T) {
 		n := NewNetwork(7)
 		m := NewMaster(n, 7, 0, "m0:6379", MasterOptions{Latency: slowLAN})
 		defer m.Close()
-		conn, c := dialT(t, n, m)
+		_, c := dialT(t, n, m)
 		start := time.Now()
 		for i := range 20 {
-			if err := proto.Write(conn, []string{"APPEND", "l", string(rune('a' + i))}); err != nil {
+			if err := c.write("APPEND", "l", string(rune('a'+i))); err != nil {
 				t.Fatal(err)
 			}
 		}
 		for i := range 20 {
-			if r, err := c.Read(); err != nil || r != proto.Int(i+1) {
+			if r, err := c.read(); err != nil || r != integer(i+1) {
 				t.Fatalf("reply %d: %q, %v; want :%d, in order", i, r, err, i+1)
 			}
 		}
 		if rtt := time.Since(start); rtt < 2*slowLAN.Min || rtt > 2*(slowLAN.Min+slowLAN.Jitter) {
 			t.Fatalf("20 pipelined commands took %s, want one round trip of 20-40ms", rtt)
 		}
-		if r := do(t, c, "GET", "l"); r != proto.String("abcdefghijklmnopqrst") {
+		if r := do(t, c, "GET", "l"); r != bulk("abcdefghijklmnopqrst") {
 			t.Fatalf("GET: %q, want the writes' order", r)
 		}
 	})
@@ -52,11 +50,11 @@ func TestPartitionHang(t *testing.T) {
 		defer m.Close()
 		conn, c := dialT(t, n, m)
 		m.Partition(Hang)
-		if err := proto.Write(conn, []string{"SET", "k", "v"}); err != nil {
+		if err := c.write("SET", "k", "v"); err != nil {
 			t.Fatal(err)
 		}
 		conn.SetReadDeadline(time.Now().Add(time.Second))
-		if _, err := c.Read(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		if _, err := c.read(); !errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("read during the partition: %v, want a deadline error", err)
 		}
 		if keys := m.Keys(); len(keys) != 0 {
@@ -70,7 +68,7 @@ func TestPartitionHang(t *testing.T) {
 		}
 		m.Partition(Connected)
 		conn.SetReadDeadline(time.Time{})
-		if r, err := c.Read(); err != nil || r != proto.Inline("OK") {
+		if r, err := c.read(); err != nil || r != status("OK") {
 			t.Fatalf("reply after healing: %q, %v; want +OK", r, err)
 		}
 	})
@@ -84,7 +82,7 @@ func TestPartitionRefuse(t *testing.T) {
 		defer m.Close()
 		_, c := dialT(t, n, m)
 		m.Partition(Refuse)
-		if _, err := c.Do("PING"); !errors.Is(err, syscall.ECONNRESET) {
+		if _, err := c.do("PING"); !errors.Is(err, syscall.ECONNRESET) {
 			t.Fatalf("PING on an open connection: %v, want ECONNRESET", err)
 		}
 		if _, err := n.Dialer("test")(context.Background(), m.Addr); !errors.Is(err, syscall.ECONNREFUSED) {
@@ -103,13 +101,13 @@ func TestPause(t *testing.T) {
 		n := NewNetwork(1)
 		m := NewMaster(n, 1, 0, "m0:6379", MasterOptions{})
 		defer m.Close()
-		conn, c := dialT(t, n, m)
+		_, c := dialT(t, n, m)
 		m.Pause()
-		if err := proto.Write(conn, []string{"INCR", "n"}); err != nil {
+		if err := c.write("INCR", "n"); err != nil {
 			t.Fatal(err)
 		}
-		late, lc := dialT(t, n, m) // the kernel accepts
-		if err := proto.Write(late, []string{"INCR", "n"}); err != nil {
+		_, lc := dialT(t, n, m) // the kernel accepts
+		if err := lc.write("INCR", "n"); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(5 * time.Second)
@@ -117,8 +115,8 @@ func TestPause(t *testing.T) {
 			t.Fatalf("a paused master ran commands: %q", keys)
 		}
 		m.Resume()
-		r1, err1 := c.Read()
-		r2, err2 := lc.Read()
+		r1, err1 := c.read()
+		r2, err2 := lc.read()
 		if err1 != nil || err2 != nil || r1 == r2 {
 			t.Fatalf("replies after resume %q, %q (%v, %v): want :1 and :2", r1, r2, err1, err2)
 		}
@@ -137,14 +135,14 @@ func TestBreakConnections(t *testing.T) {
 			key  string
 			runs bool
 		}{{100 * time.Millisecond, "late", true}, {-1, "never", false}} {
-			conn, c := dialT(t, n, m)
-			if err := proto.Write(conn, []string{"SET", tc.key, "v"}); err != nil {
+			_, c := dialT(t, n, m)
+			if err := c.write("SET", tc.key, "v"); err != nil {
 				t.Fatal(err)
 			}
 			if got := m.BreakConnections(tc.late); got != 1 {
 				t.Fatalf("broke %d connections, want 1", got)
 			}
-			if _, err := c.Read(); !errors.Is(err, syscall.ECONNRESET) {
+			if _, err := c.read(); !errors.Is(err, syscall.ECONNRESET) {
 				t.Fatalf("read after the break: %v, want ECONNRESET", err)
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -153,7 +151,7 @@ func TestBreakConnections(t *testing.T) {
 			}
 			time.Sleep(time.Second)
 			conn2, c2 := dialT(t, n, m)
-			if got := do(t, c2, "EXISTS", tc.key) == proto.Int(1); got != tc.runs {
+			if got := do(t, c2, "EXISTS", tc.key) == integer(1); got != tc.runs {
 				t.Fatalf("%s: the command in flight ran: %v, want %v", tc.key, got, tc.runs)
 			}
 			conn2.Close()

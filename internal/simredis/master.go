@@ -1,4 +1,4 @@
-package sim
+package simredis
 
 import (
 	"context"
@@ -133,6 +133,12 @@ func (r KeyRecord) String() string {
 		who = r.Client + " " + r.Cause
 	}
 	return fmt.Sprintf("%12s master%d %s: %s, by %s", fmtDur(r.At), r.Master, strings.ToValidUTF8(r.Key, "?"), state, who)
+}
+
+// fmtDur prints virtual time as seconds with microseconds, as bench/sim's
+// reports print it, so that a key record reads in their columns.
+func fmtDur(d time.Duration) string {
+	return fmt.Sprintf("%.6fs", d.Seconds())
 }
 
 // MasterOptions are a master's initial clock and network.
@@ -1007,12 +1013,27 @@ func (m *Master) KeyLog() []KeyRecord {
 	return slices.Clone(m.log)
 }
 
-// Clock returns the master's clock so far, for VirtualAt after the run.
-func (m *Master) clockSegs() []clockSeg {
+// Clock is a master's clock as it ran until some instant: its start,
+// rate changes and jumps. It is exported for the checkers, which read the
+// key log's deadlines (on the master's clock) as virtual instants after
+// the run, when the masters are closed.
+type Clock struct{ segs []clockSeg }
+
+// Clock returns the master's clock so far.
+func (m *Master) Clock() Clock {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return slices.Clone(m.clock)
+	return Clock{slices.Clone(m.clock)}
 }
+
+// VirtualClock is a clock that reads virtual time from start on, with no
+// offset, drift or jump: for tests of the checkers, without masters.
+func VirtualClock(start time.Time) Clock {
+	return Clock{[]clockSeg{{from: start, base: start, rate: 1}}}
+}
+
+// VirtualAt is Master.VirtualAt on the clock as it ran.
+func (c Clock) VirtualAt(t, from time.Time) time.Time { return virtualAt(c.segs, t, from) }
 
 // Commands returns how many times the master ran each command (see
 // Master.commands).

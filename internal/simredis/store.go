@@ -1,4 +1,4 @@
-package sim
+package simredis
 
 import (
 	"crypto/sha1"

@@ -1,4 +1,4 @@
-package sim
+package simredis
 
 import (
 	"cmp"
@@ -78,9 +78,12 @@ type clusterRole struct {
 	id string // CLUSTER NODES's node id
 }
 
-// newCluster starts cluster vote v of shards shards (each with a replica
-// if replicas), its nodes at "vote<v>-node<i>:6379", with options o.
-func newCluster(n *Network, seed uint64, v, shards int, replicas bool, o MasterOptions) (*Cluster, []*Master) {
+// NewCluster starts cluster vote v of shards shards (each with a replica
+// if replicas), its nodes at "vote<v>-node<i>:6379", with options o, on
+// network n; its nodes' identities derive from seed. It returns the
+// cluster and every node, each shard's primary then its replica. Call it
+// inside the bubble; closing every node ends its goroutines.
+func NewCluster(n *Network, seed uint64, v, shards int, replicas bool, o MasterOptions) (*Cluster, []*Master) {
 	c := &Cluster{Vote: v}
 	var nodes []*Master
 	node := func() *Master {
@@ -422,13 +425,30 @@ func (m *Master) isDown() bool {
 	return m.down
 }
 
-// Failover promotes shard s's replica with snapshot, a copy of old's
+// Failover fails shard s over to its replica, whose copy of the
+// primary's keys lags by lag: the copy is taken now, and after lag (or
+// when ctx ends) the primary, old, is killed and the replica promoted
+// with the copy (the writes made meanwhile are lost, as asynchronous
+// replication loses them). old comes back as a replica, with amnesia,
+// when started again. Failover reports false, doing nothing, when old no
+// longer serves the shard by then, the replica is missing or down, or a
+// slot migration was under way at the copy or began or ended since.
+func (c *Cluster) Failover(ctx context.Context, s int, lag time.Duration) (old *Master, ok bool) {
+	old = c.Primary(s)
+	snap := old.snapshot()
+	c.mu.Lock()
+	migrations := c.migrations
+	c.mu.Unlock()
+	sleep(ctx, lag)
+	return old, c.failover(s, snap, old, migrations)
+}
+
+// failover promotes shard s's replica with snapshot, a copy of old's
 // store taken earlier (the writes since are lost), in place of old, which
-// it kills: it comes back as a replica when started again. It reports
-// false, doing nothing, when old no longer serves the shard, the replica
-// is missing or down, or a slot migration began or ended since the copy
+// it kills, unless old no longer serves the shard, the replica is
+// missing or down, or a slot migration began or ended since the copy
 // (given as the count of migrations' beginnings and hand-overs then).
-func (c *Cluster) Failover(s int, snapshot map[string]*entry, old *Master, migrations int) bool {
+func (c *Cluster) failover(s int, snapshot map[string]*entry, old *Master, migrations int) bool {
 	c.mu.Lock()
 	sh := c.shards[s]
 	p, r := sh.primary, sh.replica
@@ -447,6 +467,18 @@ func (c *Cluster) Failover(s int, snapshot map[string]*entry, old *Master, migra
 	c.mu.Unlock()
 	r.promote(snapshot, p)
 	return true
+}
+
+// sleep sleeps d unless ctx ends first; it reports whether it slept.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // snapshot is a copy of the master's keys, as a replica would have them.
@@ -480,7 +512,7 @@ func (m *Master) promote(keys map[string]*entry, old *Master) {
 	st.nonLocal = m.nonLocalLocked
 	st.keys, st.cluster = keys, true
 	m.st = st
-	m.commands["FAILOVER"]++ // for Coverage
+	m.commands["FAILOVER"]++ // for bench/sim's Coverage
 	// The old primary's keys are wiped as a restart wipes them (the
 	// engine quarantines a promoted replica's slots as a restarted
 	// primary's), then the copy's are there.
@@ -493,133 +525,6 @@ func (m *Master) promote(keys map[string]*entry, old *Master) {
 		m.changedKey(k)
 	}
 	m.cause = ""
-}
-
-// untag is a cluster vote's key as the checkers name it: without the
-// slot's tag that the engine puts in front of a key (see engine's key).
-func untag(key string) string {
-	i := strings.IndexByte(key, '{')
-	if i < 0 {
-		return key
-	}
-	j := strings.IndexByte(key[i+1:], '}')
-	if j <= 0 {
-		return key
-	}
-	if tag := key[i+1 : i+1+j]; tag == multiplex.SlotTag(multiplex.KeySlot(key)) {
-		return key[:i] + key[i+2+j:]
-	}
-	return key
-}
-
-// vote is one vote of a run: a master, or a cluster's nodes.
-type vote struct {
-	nodes []*Master // a master's one; a cluster's every node
-	cl    *Cluster
-}
-
-// each applies f to every node of the vote: a fault of the whole vote (a
-// cluster's network, or its clock, which its nodes share).
-func (v *vote) each(f func(*Master)) {
-	for _, m := range v.nodes {
-		f(m)
-	}
-}
-
-// at is the node a fault of one node hits: the master, or the primary
-// of a cluster's shard drawn from sel (a fault's Conn).
-func (v *vote) at(sel int) *Master {
-	if v.cl == nil {
-		return v.nodes[0]
-	}
-	return v.cl.Primary(sel % v.cl.Shards())
-}
-
-// failover reports whether a restart drawn with sel (a fault's Conn) is,
-// on a cluster with replicas, a failover: on every other shard index.
-func (v *vote) failover(sel int) bool {
-	return v.cl != nil && len(v.nodes) > v.cl.Shards() && (sel/v.cl.Shards())%2 == 1
-}
-
-// failoverFor runs a failover fault: a copy of the shard's primary's
-// store is taken now, the writes of the next lag (f.Late, up to half a
-// TTL, or For/2 when it is lost) are made on the primary alone, then the primary is
-// killed and the replica promoted with the copy; the old primary comes
-// back, with amnesia, as a replica after For (or when the run ends).
-func (v *vote) failoverFor(ctx context.Context, f Fault, h *History) {
-	s := f.Conn % v.cl.Shards()
-	old := v.cl.Primary(s)
-	snap := old.snapshot()
-	v.cl.mu.Lock()
-	migrations := v.cl.migrations
-	v.cl.mu.Unlock()
-	lag := f.Late
-	if lag < 0 {
-		lag = f.For / 2
-	}
-	sleep(ctx, lag)
-	if !v.cl.Failover(s, snap, old, migrations) {
-		h.note(fmt.Sprintf("vote%d shard %d: no failover (no replica up, or a slot migration)", v.cl.Vote, s))
-		return
-	}
-	h.note(fmt.Sprintf("vote%d shard %d: %s promoted with a copy %s old, %s killed", v.cl.Vote, s, v.cl.Primary(s).Addr, lag, old.Addr))
-	sleep(ctx, f.For-lag)
-	old.Start()
-}
-
-// eachNode applies f to every node of every vote.
-func eachNode(votes []*vote, f func(*Master)) {
-	for _, v := range votes {
-		v.each(f)
-	}
-}
-
-// logs are the vote's key log, leaves and set attempts, for the checkers:
-// a cluster's nodes' merged in time order; with cluster votes (tagged),
-// every vote's keys untagged, as the engine gives them the tags.
-func (v *vote) logs(tagged bool) ([]KeyRecord, []Leave, []AllAttempt) {
-	if !tagged {
-		m := v.nodes[0]
-		return m.KeyLog(), m.Leaves(), m.AllAttempts()
-	}
-	var logs []KeyRecord
-	var leaves []Leave
-	var alls []AllAttempt
-	for _, m := range v.nodes {
-		for _, r := range m.KeyLog() {
-			r.Key = untag(r.Key)
-			logs = append(logs, r)
-		}
-		for _, l := range m.Leaves() {
-			if strings.HasPrefix(l.Resource, multiplex.GuardPrefix) {
-				continue
-			}
-			l.Resource = untag(l.Resource)
-			leaves = append(leaves, l)
-		}
-		for _, a := range m.AllAttempts() {
-			keys := a.Keys
-			a.Keys = nil
-			for _, k := range keys {
-				if !strings.HasPrefix(k, multiplex.GuardPrefix) {
-					a.Keys = append(a.Keys, untag(k))
-				}
-			}
-			alls = append(alls, a)
-		}
-	}
-	slices.SortStableFunc(logs, func(a, b KeyRecord) int { return cmp.Compare(a.At, b.At) })
-	slices.SortStableFunc(leaves, func(a, b Leave) int { return cmp.Compare(a.At, b.At) })
-	slices.SortStableFunc(alls, func(a, b AllAttempt) int { return cmp.Compare(a.At, b.At) })
-	return logs, leaves, alls
-}
-
-func cloneClusters(c [][]string) [][]string {
-	out := make([][]string, len(c))
-	for i, s := range c {
-		out[i] = slices.Clone(s)
-	}
-	return out
 }
 
 // crossSlot reports whether a script's call touches a key of another slot

@@ -1,57 +1,14 @@
-package sim
+package simredis
 
 import (
-	"context"
 	"errors"
-	"net"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/alicebob/miniredis/v2/proto"
-	"github.com/redlock-bench/redlock/engine"
 )
-
-// dialT opens a test client's connection to m, through the network.
-func dialT(t *testing.T, n *Network, m *Master) (net.Conn, *proto.Client) {
-	t.Helper()
-	c, err := n.Dialer("test")(context.Background(), m.Addr)
-	if err != nil {
-		t.Fatalf("dial %s: %v", m.Addr, err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c, proto.NewClient(c)
-}
-
-// do sends a command and returns its raw RESP reply, failing the test on
-// a connection error.
-func do(t *testing.T, c *proto.Client, args ...string) string {
-	t.Helper()
-	r, err := c.Do(args...)
-	if err != nil {
-		t.Fatalf("%v: %v", args, err)
-	}
-	return r
-}
-
-// infoField reads one field from INFO's text.
-func infoField(t *testing.T, c *proto.Client, section, field string) string {
-	t.Helper()
-	txt, err := proto.ReadString(do(t, c, "INFO", section))
-	if err != nil {
-		t.Fatalf("INFO %s: %v", section, err)
-	}
-	for _, line := range strings.Split(txt, "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && k == field {
-			return v
-		}
-	}
-	t.Fatalf("INFO %s has no %s:\n%s", section, field, txt)
-	return ""
-}
 
 // miniredis has no INFO server or replication section: the master adds
 // the fields the engine reads, with its own clock and identity.
@@ -94,11 +51,11 @@ func TestMasterClock(t *testing.T) {
 		start, master := time.Now(), m.Now()
 		do(t, c, "SET", "k", "v", "PX", "1000")
 		time.Sleep(400 * time.Millisecond) // the master's clock: +800ms
-		if r := do(t, c, "GET", "k"); r != proto.String("v") {
+		if r := do(t, c, "GET", "k"); r != bulk("v") {
 			t.Fatalf("GET after 800ms of the master's clock: %q, want v", r)
 		}
 		lo := 2 * time.Since(start)
-		reply, err := proto.ReadStrings(do(t, c, "TIME"))
+		reply, err := parseBulks(do(t, c, "TIME"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,12 +66,12 @@ func TestMasterClock(t *testing.T) {
 			t.Fatalf("TIME moved %s at rate 2, want twice virtual time, in [%s, %s]", got, lo, hi)
 		}
 		time.Sleep(150 * time.Millisecond) // over 1.1s: past the PX
-		if r := do(t, c, "GET", "k"); r != proto.Nil {
+		if r := do(t, c, "GET", "k"); r != nilBulk {
 			t.Fatalf("GET after 1.1s of the master's clock: %q, want nil", r)
 		}
 		do(t, c, "SET", "j", "v", "PX", "1000")
 		m.JumpClock(2 * time.Second)
-		if r := do(t, c, "GET", "j"); r != proto.Nil {
+		if r := do(t, c, "GET", "j"); r != nilBulk {
 			t.Fatalf("GET after a 2s jump: %q, want nil", r)
 		}
 	})
@@ -128,7 +85,7 @@ func TestMasterRestartAmnesia(t *testing.T) {
 		m := NewMaster(n, 1, 0, "m0:6379", MasterOptions{Uptime: time.Hour})
 		defer m.Close()
 		conn, c := dialT(t, n, m)
-		sha, err := proto.ReadString(do(t, c, "SCRIPT", "LOAD", "return 1"))
+		sha, err := parseBulk(do(t, c, "SCRIPT", "LOAD", "return 1"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,12 +93,12 @@ func TestMasterRestartAmnesia(t *testing.T) {
 		before := m.RunID()
 		time.Sleep(10 * time.Second)
 		m.Restart()
-		if _, err := c.Do("PING"); !errors.Is(err, syscall.ECONNRESET) {
+		if _, err := c.do("PING"); !errors.Is(err, syscall.ECONNRESET) {
 			t.Fatalf("PING on a connection across the restart: %v, want ECONNRESET", err)
 		}
 		conn.Close()
 		_, c = dialT(t, n, m)
-		if r := do(t, c, "GET", "k"); r != proto.Nil {
+		if r := do(t, c, "GET", "k"); r != nilBulk {
 			t.Errorf("GET after restart: %q, want nil", r)
 		}
 		if r := do(t, c, "EVALSHA", sha, "0"); !strings.HasPrefix(r, "-NOSCRIPT") {
@@ -152,52 +109,6 @@ func TestMasterRestartAmnesia(t *testing.T) {
 		}
 		if v := infoField(t, c, "server", "uptime_in_seconds"); v != "0" {
 			t.Errorf("uptime_in_seconds after restart %s, want 0", v)
-		}
-	})
-}
-
-// The engine sees a simulated restart as it sees a real one: the master's
-// new run_id on the reconnection quarantines it, and its scripts are
-// loaded again.
-func TestMasterRestartSeenByEngine(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		n := NewNetwork(1)
-		var addrs []string
-		var ms []*Master
-		for i := range 3 {
-			m := NewMaster(n, 1, i, "m"+strconv.Itoa(i)+":6379", MasterOptions{Uptime: time.Hour})
-			defer m.Close()
-			ms, addrs = append(ms, m), append(addrs, m.Addr)
-		}
-		cfg := engine.DefaultConfig(addrs...)
-		cfg.TTL = time.Second
-		cfg.Quarantine = engine.QuarantineObserved
-		cfg.DialContext = n.Dialer("c0")
-		l, err := engine.New(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		ms[0].Restart()
-		for st := l.Nodes()[0]; st.Restarts != 1 || st.State != engine.StateQuarantined; st = l.Nodes()[0] {
-			if le, err := l.TryLock(context.Background(), "probe"); err == nil {
-				le.Release(context.Background())
-			}
-			time.Sleep(100 * time.Millisecond)
-			if time.Since(ms[0].bootedAt) > cfg.TTL {
-				t.Fatalf("restart not seen within the quarantine: %+v", st)
-			}
-		}
-		// The restarted master answers the scripts again once its
-		// quarantine ends: every vote is a yes.
-		time.Sleep(cfg.TTL)
-		le, err := l.TryLock(context.Background(), "after")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer le.Release(context.Background())
-		if keys := ms[0].Keys(); !strings.Contains(strings.Join(keys, " "), "after=") {
-			t.Fatalf("restarted master's keys %q: want the lock set there", keys)
 		}
 	})
 }

@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,15 +16,12 @@ import (
 // engine's tests against real masters (TestCloseWithAHungMasterReturnsPromptly,
 // TestFenceCutByTheDeadlineIsNotAnOutage).
 
-// simMasters starts n masters with a fixed one-way latency, and returns
-// them with their addresses.
+// simMasters starts count masters with a fixed one-way latency, closed
+// when the test ends, and returns them with their addresses.
 func simMasters(t *testing.T, n *simredis.Network, count int, lat simredis.Latency) ([]*simredis.Master, []string) {
-	var ms []*simredis.Master
-	var addrs []string
-	for i := range count {
-		m := simredis.NewMaster(n, 1, i, fmt.Sprintf("master%d:6379", i), simredis.MasterOptions{Uptime: time.Hour, Latency: lat})
+	ms, addrs := simredis.NewMasters(n, count, simredis.MasterOptions{Uptime: time.Hour, Latency: lat})
+	for _, m := range ms {
 		t.Cleanup(m.Close)
-		ms, addrs = append(ms, m), append(addrs, m.Addr)
 	}
 	return ms, addrs
 }

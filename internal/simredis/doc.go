@@ -26,9 +26,9 @@
 //     failovers to a replica whose copy lags, and slot migrations with
 //     ASK, ASKING and TRYAGAIN.
 //
-// It runs only inside a testing/synctest bubble: NewNetwork, NewMaster
-// and NewCluster must be called from synctest.Test, and the masters
-// closed before it returns. It imports no real network: a goroutine
+// It runs only inside a testing/synctest bubble: NewNetwork, NewMaster,
+// NewMasters and NewCluster must be called from synctest.Test, and the
+// masters closed before it returns. It imports no real network: a goroutine
 // blocked on a socket is not durably blocked, and would stop virtual
 // time. A frozen client's goroutines still run (its timers fire on
 // time); only its connections wait.

@@ -162,6 +162,21 @@ func NewMaster(n *Network, seed uint64, index int, addr string, o MasterOptions)
 	return newMaster(n, seed, index, 0, addr, o, nil)
 }
 
+// NewMasters starts count masters on network n, at "master0:6379",
+// "master1:6379"..., numbered from 0, with options o and identities
+// drawn from the network's seed, as bench/sim starts its votes: a
+// convenience for tests that want a few masters and their addresses for
+// engine.Config. Call it inside the bubble; the caller closes them.
+func NewMasters(n *Network, count int, o MasterOptions) ([]*Master, []string) {
+	ms := make([]*Master, 0, count)
+	addrs := make([]string, 0, count)
+	for i := range count {
+		m := NewMaster(n, n.seed, i, fmt.Sprintf("master%d:6379", i), o)
+		ms, addrs = append(ms, m), append(addrs, m.Addr)
+	}
+	return ms, addrs
+}
+
 // newMaster is NewMaster for node node of a cluster (cl), or a master
 // (node 0, cl nil).
 func newMaster(n *Network, seed uint64, index, node int, addr string, o MasterOptions, cl *clusterRole) *Master {

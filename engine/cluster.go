@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -44,7 +43,7 @@ var ErrSlotMigrating = multiplex.ErrSlotMigrating
 // key is resource's lock key (see above).
 func (l *Locker) key(resource string) string {
 	k := l.cfg.KeyPrefix + resource
-	if l.clustered && !multiplex.HasTag(k) && !mutation.ClusterKeysUntagged.On() {
+	if l.clustered && !multiplex.HasTag(k) && !faults.ClusterKeysUntagged.On() {
 		return "{" + multiplex.SlotTag(multiplex.KeySlot(k)) + "}" + k
 	}
 	return k
@@ -143,7 +142,7 @@ func (l *Locker) post(cmd multiplex.Command) {
 
 // resender is cmd's resend handler; nil without cluster votes.
 func (l *Locker) resender(cmd multiplex.Command) *resend {
-	if !l.clustered || mutation.ClusterMigrationNoResend.On() {
+	if !l.clustered || faults.ClusterMigrationNoResend.On() {
 		return nil
 	}
 	return &resend{l: l, cmd: cmd, until: time.Now().Add(2 * l.cfg.MaxTTL)}

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -381,7 +380,7 @@ func (le *Lease) ended(first bool, err error) {
 	if !first {
 		return
 	}
-	if !errors.Is(err, ErrReleased) && !mutation.GhostInQueue.On() {
+	if !errors.Is(err, ErrReleased) && !faults.GhostInQueue.On() {
 		le.freeEnded()
 	}
 	le.observeEnd(true, err)
@@ -401,7 +400,7 @@ func (le *Lease) freeEnded() {
 	le.mu.Lock()
 	tk := le.tk
 	le.mu.Unlock()
-	if mutation.ExpiredLeaseKeepsKey.On() {
+	if faults.ExpiredLeaseKeepsKey.On() {
 		if tk != nil {
 			le.l.quitQueue(le.resource, tk)
 		}

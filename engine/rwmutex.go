@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -226,7 +225,7 @@ func (m *RWMutex) acquireCommand(value string, writer bool, w *rwWaiter) multipl
 		bits |= rwWriter
 		if m.l.cfg.Fencing {
 			fence = 1
-			if mutation.FencingWithoutClockFloor.On() {
+			if faults.FencingWithoutClockFloor.On() {
 				fence = 2
 			}
 		}
@@ -573,7 +572,7 @@ func (w *rwWaiter) nextWait() (d time.Duration, cause WakeCause, at bool) {
 	cfg := &l.cfg
 	ve := findVotes(w.last)
 	held := ve != nil && ve.Kind == ErrNotAcquired && rwHeld(ve)
-	if mutation.RWSplitWaitsFallback.On() {
+	if faults.RWSplitWaitsFallback.On() {
 		held = ve != nil && ve.Kind == ErrNotAcquired && ve.Refused >= ve.Quorum
 	}
 	switch {
@@ -673,7 +672,7 @@ func rwForm(s *multiplex.Script) *multiplex.Script {
 		// (see rwWaiter.nextWait), and an undo that woke the waiters would
 		// have those that collide where a holder on a bare quorum left
 		// masters free wake each other until it releases.
-		if mutation.RWUndoWakes.On() {
+		if faults.RWUndoWakes.On() {
 			return rwReleaseScript
 		}
 		return rwUndoScript
@@ -698,13 +697,13 @@ var rwScripts = []*multiplex.Script{rwAcquireScript, rwReleaseScript, rwUndoScri
 // rwAcquire is the acquire script, or a mutation's.
 func rwAcquire() *multiplex.Script {
 	switch {
-	case mutation.RWReaderIgnoresWriter.On():
+	case faults.RWReaderIgnoresWriter.On():
 		return rwAcquireReaderIgnoresWriter
-	case mutation.RWWriterIgnoresReaders.On():
+	case faults.RWWriterIgnoresReaders.On():
 		return rwAcquireWriterIgnoresReaders
-	case mutation.RWIntentIgnored.On():
+	case faults.RWIntentIgnored.On():
 		return rwAcquireIntentIgnored
-	case mutation.RWReadersExclude.On():
+	case faults.RWReadersExclude.On():
 		return rwAcquireReadersExclude
 	}
 	return rwAcquireScript

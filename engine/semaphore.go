@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -353,14 +352,14 @@ func (s *Semaphore) acquireCommand(value string, first int, waiter bool) multipl
 	}
 	if s.l.cfg.Fencing {
 		f = 1
-		if mutation.FencingWithoutClockFloor.On() {
+		if faults.FencingWithoutClockFloor.On() {
 			f = 2
 		}
 	}
 	cmd := scriptCall(semAcquireScript, s.base, value, s.l.ttlStr, s.pstr, itoa(int64(first)), semModes[r][o][w][f], s.metaTTL)
 	// A permit needs a quorum on one slot.
 	cmd.Agree = permitMask
-	if mutation.SemaphoreSplitVote.On() {
+	if faults.SemaphoreSplitVote.On() {
 		cmd.Agree = 0
 	}
 	// A waiter's attempt goes to every master, so that it marks the
@@ -381,7 +380,7 @@ func (a *semAttempt) decide(ctx context.Context, t multiplex.Tally) (*Lease, err
 		slot, agreed = int64(a.probe), t.OK // one key: every yes is for it
 	}
 	ok := agreed >= t.Quorum
-	if mutation.SemaphoreSplitVote.On() {
+	if faults.SemaphoreSplitVote.On() {
 		ok = t.OK >= t.Quorum // a yes on any slot counts: counting per master
 	}
 	have := permitMismatch(t.Votes)
@@ -548,7 +547,7 @@ func (a *semAttempt) undoSlot(slot int, nodes uint64) {
 // (Under mutation.SemUndoWakes, semReleaseScript, which publishes where
 // a waiter marked our value.)
 func semUndoForm() *multiplex.Script {
-	if mutation.SemUndoWakes.On() {
+	if faults.SemUndoWakes.On() {
 		return semReleaseScript
 	}
 	return semUndoScript
@@ -779,7 +778,7 @@ func (w *semWaiter) nextWait() (d time.Duration, cause WakeCause, at bool) {
 	// waiters that collide beside a holder on a bare quorum, over and
 	// over): a split backs off and tries again, as a lock's waiter does.
 	full := ve != nil && ve.Kind == ErrNotAcquired && ve.heldByOne()
-	if mutation.SemSplitWaitsFallback.On() {
+	if faults.SemSplitWaitsFallback.On() {
 		full = ve != nil && ve.Kind == ErrNotAcquired && ve.Refused >= ve.Quorum
 	}
 	switch {

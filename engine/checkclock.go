@@ -19,14 +19,15 @@ import (
 // (another count, another kind) makes the check due again, and the
 // answer to a check sent before that one does not move it forward.
 type checkClock struct {
-	// at is the sending (unix ns) of the last check a quorum answered,
+	// at is the sending (Locker.mono: monotonic, so that a step of the
+	// system clock moves no check) of the last check a quorum answered,
 	// or, at or below zero, minus the sending of the last check that
 	// found the masters disagree: a check is due until a later one is
 	// answered.
 	at atomic.Int64
 }
 
-// due reports whether an attempt made at now (unix ns) carries the check:
+// due reports whether an attempt made at now (Locker.mono) carries the check:
 // none was answered within every.
 func (c *checkClock) due(now int64, every time.Duration) bool {
 	at := c.at.Load()

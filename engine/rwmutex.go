@@ -263,13 +263,13 @@ func (m *RWMutex) acquireCommand(value string, writer bool, w *rwWaiter, check b
 	return cmd
 }
 
-// checkDue is when the attempt about to go is made (unix ns) if it marks
+// checkDue is when the attempt about to go is made (Locker.mono) if it marks
 // the name as a read/write lock's at the permit count key a Semaphore of
 // the name would use, refusing if one does, else 0: every attempt until
 // a quorum answered one, then one every MaxTTL/2 (see checkClock), so
 // that the mark lives while the handle is used.
 func (m *RWMutex) checkDue() int64 {
-	if now := time.Now().UnixNano(); m.checked.due(now, m.l.cfg.MaxTTL/2) {
+	if now := m.l.mono(time.Now()); m.checked.due(now, m.l.cfg.MaxTTL/2) {
 		return now
 	}
 	return 0

@@ -104,18 +104,18 @@ type Semaphore struct {
 // each, until one finds the slot it drew free, a sign that the semaphore
 // has room again.
 func (s *Semaphore) probing() bool {
-	due := s.checked.due(time.Now().UnixNano(), s.l.cfg.MaxTTL/2)
+	due := s.checked.due(s.l.mono(time.Now()), s.l.cfg.MaxTTL/2)
 	return !s.l.cfg.Fencing && !s.scan.Load() && !due
 }
 
-// checkDue is when the attempt about to go is made (unix ns) if it checks
+// checkDue is when the attempt about to go is made (Locker.mono) if it checks
 // the permit count on the masters and sets it for 2 MaxTTL, else 0: every
 // attempt until a quorum answered a check, then one every MaxTTL/2 (see
 // checkClock), so that the count stays while a handle is in use. The
 // other attempts leave it alone unless they find every slot taken:
 // taking a free slot costs the masters one SET NX.
 func (s *Semaphore) checkDue() int64 {
-	if now := time.Now().UnixNano(); s.checked.due(now, s.l.cfg.MaxTTL/2) {
+	if now := s.l.mono(time.Now()); s.checked.due(now, s.l.cfg.MaxTTL/2) {
 		return now
 	}
 	return 0
@@ -429,7 +429,7 @@ func (a *semAttempt) decide(ctx context.Context, t multiplex.Tally) (*Lease, err
 		if have != "" {
 			// The next attempt checks again, rather than take a slot the
 			// other count's holders may be counting on.
-			s.checked.refused(le.start.UnixNano())
+			s.checked.refused(l.mono(le.start))
 			if have == rwSemMark {
 				return nil, s.usedAsRW(t)
 			}

@@ -15,6 +15,7 @@ var faults struct {
 	ClusterMigrationNoResend fault
 	ClusterNotifyStaleShard  fault
 	ExpiredLeaseKeepsKey     fault
+	FenceCounterExpiresEarly fault
 	FenceRefusalIsContention fault
 	FencingWithoutClockFloor fault
 	GhostInQueue             fault

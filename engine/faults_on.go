@@ -12,6 +12,7 @@ var faults = struct {
 	ClusterMigrationNoResend *mutation.Switch
 	ClusterNotifyStaleShard  *mutation.Switch
 	ExpiredLeaseKeepsKey     *mutation.Switch
+	FenceCounterExpiresEarly *mutation.Switch
 	FenceRefusalIsContention *mutation.Switch
 	FencingWithoutClockFloor *mutation.Switch
 	GhostInQueue             *mutation.Switch
@@ -43,6 +44,7 @@ var faults = struct {
 	ClusterMigrationNoResend: mutation.ClusterMigrationNoResend,
 	ClusterNotifyStaleShard:  mutation.ClusterNotifyStaleShard,
 	ExpiredLeaseKeepsKey:     mutation.ExpiredLeaseKeepsKey,
+	FenceCounterExpiresEarly: mutation.FenceCounterExpiresEarly,
 	FenceRefusalIsContention: mutation.FenceRefusalIsContention,
 	FencingWithoutClockFloor: mutation.FencingWithoutClockFloor,
 	GhostInQueue:             mutation.GhostInQueue,

@@ -219,6 +219,11 @@ var (
 	// it cannot use and passes it back and forth with the other waiters: a
 	// waiter that could take the resource never collects a quorum of turns.
 	LockAllHogsTurns = &Switch{name: "lockall-hogs-turns"}
+	// FenceCounterExpiresEarly: a fencing counter expires the moment its
+	// master's clock reaches its value, with no MaxTTL to spare: a clock
+	// that then steps back (within the model) reports a floor below a
+	// token already handed out, and tokens go backwards.
+	FenceCounterExpiresEarly = &Switch{name: "fence-counter-expires-early"}
 )
 
 // All is every switch, for flags and tables.
@@ -228,7 +233,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	CoalesceAcrossSlots, CoalesceFirstKeyOnly, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
 	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, LockAllHogsTurns,
-	ClusterMigrationNoResend, ClusterGuessOnce, ClusterInfoAnyNode}
+	ClusterMigrationNoResend, ClusterGuessOnce, ClusterInfoAnyNode, FenceCounterExpiresEarly}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

@@ -102,7 +102,7 @@ func (le *Lease) decide(ctx context.Context, t multiplex.Tally) error {
 		le.record(i, v)
 	}
 	if ok {
-		le.validUntil = le.start.Add(l.cfg.TTL - l.drift)
+		le.validUntil = le.start.Add(l.validity())
 	}
 	le.mu.Unlock()
 	if !ok {

@@ -35,11 +35,13 @@ var faults struct {
 	RWWonUndoSilent          fault
 	RWWriterIgnoresReaders   fault
 	ReleaseKeepsTurn         fault
+	SemCheckStampedOnSend    fault
 	SemSplitWaitsFallback    fault
 	SemUndoWakes             fault
 	SemaphoreSplitVote       fault
 	SplitVoteStaleEntry      fault
 	StaleShorterExtend       fault
+	ValidityIgnoresDrift     fault
 }
 
 type fault struct{}

@@ -32,11 +32,13 @@ var faults = struct {
 	RWWonUndoSilent          *mutation.Switch
 	RWWriterIgnoresReaders   *mutation.Switch
 	ReleaseKeepsTurn         *mutation.Switch
+	SemCheckStampedOnSend    *mutation.Switch
 	SemSplitWaitsFallback    *mutation.Switch
 	SemUndoWakes             *mutation.Switch
 	SemaphoreSplitVote       *mutation.Switch
 	SplitVoteStaleEntry      *mutation.Switch
 	StaleShorterExtend       *mutation.Switch
+	ValidityIgnoresDrift     *mutation.Switch
 }{
 	AcquireAllPartial:        mutation.AcquireAllPartial,
 	ClusterGuessOnce:         mutation.ClusterGuessOnce,
@@ -64,9 +66,11 @@ var faults = struct {
 	RWWonUndoSilent:          mutation.RWWonUndoSilent,
 	RWWriterIgnoresReaders:   mutation.RWWriterIgnoresReaders,
 	ReleaseKeepsTurn:         mutation.ReleaseKeepsTurn,
+	SemCheckStampedOnSend:    mutation.SemCheckStampedOnSend,
 	SemSplitWaitsFallback:    mutation.SemSplitWaitsFallback,
 	SemUndoWakes:             mutation.SemUndoWakes,
 	SemaphoreSplitVote:       mutation.SemaphoreSplitVote,
 	SplitVoteStaleEntry:      mutation.SplitVoteStaleEntry,
 	StaleShorterExtend:       mutation.StaleShorterExtend,
+	ValidityIgnoresDrift:     mutation.ValidityIgnoresDrift,
 }

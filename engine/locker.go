@@ -228,6 +228,15 @@ func (l *Locker) Close() error {
 	return nil
 }
 
+// validity is how long a lease acquired now is trusted from its
+// attempt's start: the TTL less the drift allowance (see drift).
+func (l *Locker) validity() time.Duration {
+	if faults.ValidityIgnoresDrift.On() {
+		return l.cfg.TTL - DriftFloor
+	}
+	return l.cfg.TTL - l.drift
+}
+
 // roundSpan is the longest a round can go on counting votes.
 // mono is t as a checkClock reading: nanoseconds since the Locker's
 // epoch on the monotonic clock, plus one, so that it is above zero (see

@@ -300,7 +300,7 @@ func (m *RWMutex) decide(ctx context.Context, le *Lease, t multiplex.Tally, writ
 		le.record(i, v)
 	}
 	if ok {
-		le.validUntil = le.start.Add(l.cfg.TTL - l.drift)
+		le.validUntil = le.start.Add(l.validity())
 	}
 	le.mu.Unlock()
 	if !ok {

@@ -224,6 +224,17 @@ var (
 	// that then steps back (within the model) reports a floor below a
 	// token already handed out, and tokens go backwards.
 	FenceCounterExpiresEarly = &Switch{name: "fence-counter-expires-early"}
+	// ValidityIgnoresDrift: a lease's validity is TTL − elapsed −
+	// DriftFloor, without the clock drift (Config.DriftFactor's share of
+	// the TTL): masters whose clocks run fast within the model expire its
+	// keys while it is still trusted.
+	ValidityIgnoresDrift = &Switch{name: "validity-ignores-drift"}
+	// SemCheckStampedOnSend: a semaphore handle counts its permit count
+	// as checked from the moment the checking attempt is sent, before any
+	// master answered it, and keeps it so after a refusal: for MaxTTL/2
+	// its other attempts (made meanwhile, or after one that failed) skip
+	// the check and take a slot the masters' count does not have.
+	SemCheckStampedOnSend = &Switch{name: "sem-check-stamped-on-send"}
 )
 
 // All is every switch, for flags and tables.
@@ -233,7 +244,8 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	CoalesceAcrossSlots, CoalesceFirstKeyOnly, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
 	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, LockAllHogsTurns,
-	ClusterMigrationNoResend, ClusterGuessOnce, ClusterInfoAnyNode, FenceCounterExpiresEarly}
+	ClusterMigrationNoResend, ClusterGuessOnce, ClusterInfoAnyNode, FenceCounterExpiresEarly, ValidityIgnoresDrift,
+	SemCheckStampedOnSend}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

@@ -10,6 +10,7 @@ package engine
 // linked.
 var faults struct {
 	AcquireAllPartial        fault
+	AcquireIgnoresValidity   fault
 	ClusterGuessOnce         fault
 	ClusterKeysUntagged      fault
 	ClusterMigrationNoResend fault

@@ -7,6 +7,7 @@ import "github.com/redlock-bench/redlock/internal/mutation"
 // faults are the fault points, switched by the tests (see faults.go).
 var faults = struct {
 	AcquireAllPartial        *mutation.Switch
+	AcquireIgnoresValidity   *mutation.Switch
 	ClusterGuessOnce         *mutation.Switch
 	ClusterKeysUntagged      *mutation.Switch
 	ClusterMigrationNoResend *mutation.Switch
@@ -41,6 +42,7 @@ var faults = struct {
 	ValidityIgnoresDrift     *mutation.Switch
 }{
 	AcquireAllPartial:        mutation.AcquireAllPartial,
+	AcquireIgnoresValidity:   mutation.AcquireIgnoresValidity,
 	ClusterGuessOnce:         mutation.ClusterGuessOnce,
 	ClusterKeysUntagged:      mutation.ClusterKeysUntagged,
 	ClusterMigrationNoResend: mutation.ClusterMigrationNoResend,

@@ -229,6 +229,11 @@ var (
 	// the TTL): masters whose clocks run fast within the model expire its
 	// keys while it is still trusted.
 	ValidityIgnoresDrift = &Switch{name: "validity-ignores-drift"}
+	// AcquireIgnoresValidity: an attempt that reached its quorum after
+	// its validity ran out (it waited that long to be sent, behind other
+	// rounds) is handed out, already expired, instead of undone: its keys
+	// keep the resource from everyone for up to a TTL, held by nobody.
+	AcquireIgnoresValidity = &Switch{name: "acquire-ignores-validity"}
 	// SemCheckStampedOnSend: a semaphore handle counts its permit count
 	// as checked from the moment the checking attempt is sent, before any
 	// master answered it, and keeps it so after a refusal: for MaxTTL/2
@@ -245,7 +250,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
 	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, LockAllHogsTurns,
 	ClusterMigrationNoResend, ClusterGuessOnce, ClusterInfoAnyNode, FenceCounterExpiresEarly, ValidityIgnoresDrift,
-	SemCheckStampedOnSend}
+	AcquireIgnoresValidity, SemCheckStampedOnSend}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

@@ -29,6 +29,7 @@ var faults struct {
 	RWIntentIgnored          fault
 	RWReaderIgnoresWriter    fault
 	RWReadersExclude         fault
+	RWRemoteValidityAsPlain  fault
 	RWSplitWaitsFallback     fault
 	RWTrackedAsPlain         fault
 	RWTrackedByPresence      fault

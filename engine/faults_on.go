@@ -26,6 +26,7 @@ var faults = struct {
 	RWIntentIgnored          *mutation.Switch
 	RWReaderIgnoresWriter    *mutation.Switch
 	RWReadersExclude         *mutation.Switch
+	RWRemoteValidityAsPlain  *mutation.Switch
 	RWSplitWaitsFallback     *mutation.Switch
 	RWTrackedAsPlain         *mutation.Switch
 	RWTrackedByPresence      *mutation.Switch
@@ -61,6 +62,7 @@ var faults = struct {
 	RWIntentIgnored:          mutation.RWIntentIgnored,
 	RWReaderIgnoresWriter:    mutation.RWReaderIgnoresWriter,
 	RWReadersExclude:         mutation.RWReadersExclude,
+	RWRemoteValidityAsPlain:  mutation.RWRemoteValidityAsPlain,
 	RWSplitWaitsFallback:     mutation.RWSplitWaitsFallback,
 	RWTrackedAsPlain:         mutation.RWTrackedAsPlain,
 	RWTrackedByPresence:      mutation.RWTrackedByPresence,

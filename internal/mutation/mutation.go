@@ -240,6 +240,11 @@ var (
 	// its other attempts (made meanwhile, or after one that failed) skip
 	// the check and take a slot the masters' count does not have.
 	SemCheckStampedOnSend = &Switch{name: "sem-check-stamped-on-send"}
+	// RWRemoteValidityAsPlain: RemoteValidity asks a read/write lease's
+	// masters with the plain lock's script (GET of the key), which the
+	// sorted set fails everywhere: the lease is ended as lost, and its
+	// entry, unwatched, keeps writers out until its TTL.
+	RWRemoteValidityAsPlain = &Switch{name: "rw-remote-validity-as-plain"}
 )
 
 // All is every switch, for flags and tables.
@@ -250,7 +255,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
 	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, LockAllHogsTurns,
 	ClusterMigrationNoResend, ClusterGuessOnce, ClusterInfoAnyNode, FenceCounterExpiresEarly, ValidityIgnoresDrift,
-	AcquireIgnoresValidity, SemCheckStampedOnSend}
+	AcquireIgnoresValidity, SemCheckStampedOnSend, RWRemoteValidityAsPlain}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

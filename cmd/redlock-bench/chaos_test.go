@@ -99,33 +99,19 @@ func TestChaosNolockFails(t *testing.T) {
 }
 
 // Out of model the lock lets holds overlap; fencing must still reject
-// every stale write, and there must have been stale writes to reject.
+// every stale write, and there must have been stale writes to reject:
+// each delete on a majority is made under a hold of the soak's own, which
+// writes after a later holder has (this seed's first is due at 1.3 s).
 func TestChaosOutOfModelFencing(t *testing.T) {
-	var (
-		code   int
-		stdout string
-		r      *bench.ChaosResult
-	)
-	// A run's faults may leave no holder writing stale (a lease's loss is
-	// noticed at once, and timing decides): another seed then, up to five.
-	for _, seed := range []string{"13", "11", "12", "14", "15"} {
-		code, stdout, r = runChaos(t, "--duration", "6s", "--class", "out-of-model", "--ttl", "500ms", "--seed", seed)
-		if code != 0 || !r.Passed {
-			t.Fatalf("seed %s: exit %d verdict %s\n%s", seed, code, r.Verdict, stdout)
-		}
-		if r.Store.StaleAccepted != 0 {
-			t.Fatalf("seed %s: store %+v: a stale write accepted", seed, r.Store)
-		}
-		if r.Store.Stale > 0 {
-			break
-		}
-		t.Logf("seed %s: no stale write to reject (%+v): another run", seed, r.Store)
+	code, stdout, r := runChaos(t, "--duration", "3s", "--class", "out-of-model", "--ttl", "500ms", "--seed", "13")
+	if code != 0 || !r.Passed {
+		t.Fatalf("exit %d verdict %s\n%s", code, r.Verdict, stdout)
 	}
-	if r.Store.Stale == 0 {
+	if r.Store.StaleAccepted != 0 || r.Store.Stale == 0 {
 		t.Errorf("store %+v: want stale writes, none accepted", r.Store)
 	}
-	if r.Faults["delete-majority"]+r.Faults["clock-jump"] == 0 {
-		t.Errorf("no out-of-model fault injected: %v", r.Faults)
+	if r.Faults["delete-majority"] == 0 || len(r.FaultErrors) > 0 || len(r.FaultsSkipped) > 0 {
+		t.Errorf("faults %v, errors %v, skipped %v: want the deletes in, each under its hold", r.Faults, r.FaultErrors, r.FaultsSkipped)
 	}
 	if !strings.Contains(stdout, "expected   Redlock alone cannot prevent") {
 		t.Errorf("the expected outcome is not stated:\n%s", stdout)

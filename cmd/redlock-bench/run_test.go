@@ -408,7 +408,10 @@ wait:
 	}
 }
 
-// serversOnPort finds redis-server processes started with --port port.
+// serversOnPort finds redis-server processes of port: started with
+// --port port, or titled "redis-server HOST:PORT" (a running Redis
+// rewrites its command line to that title, so that --port is no longer
+// there to read).
 func serversOnPort(port string) []string {
 	var pids []string
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
@@ -421,10 +424,17 @@ func serversOnPort(port string) []string {
 		if len(args) == 0 || !strings.Contains(args[0], "redis-server") {
 			continue
 		}
+		match := false
+		if title := strings.Fields(args[0]); len(title) >= 2 && strings.HasSuffix(title[1], ":"+port) {
+			match = true
+		}
 		for i := 0; i+1 < len(args); i++ {
 			if args[i] == "--port" && args[i+1] == port {
-				pids = append(pids, filepath.Base(filepath.Dir(p)))
+				match = true
 			}
+		}
+		if match {
+			pids = append(pids, filepath.Base(filepath.Dir(p)))
 		}
 	}
 	return pids

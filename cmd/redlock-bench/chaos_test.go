@@ -1,13 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -157,24 +156,17 @@ func TestChaosBadFlags(t *testing.T) {
 }
 
 // Ctrl-C stops the soak: partial results, status 130, no master left.
+// It comes once the soak has acquired and its first fault (this seed's
+// is a master restarted) is in.
 func TestChaosInterrupt(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "chaos")
-	cmd := command(t, "chaos", "--duration", "1m", "--ttl", "500ms", "--out", out)
-	stderr := start(t, cmd)
-	sc := bufio.NewScanner(stderr)
-	var masters []string
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "redlock-bench: started 5 local redis-server: "); ok {
-			masters = strings.Split(rest, ",")
-			break
-		}
-	}
-	go io.Copy(io.Discard, stderr)
-	if len(masters) != 5 {
-		cmd.Process.Kill()
-		t.Fatalf("masters not announced: %v", masters)
-	}
-	time.Sleep(3 * time.Second) // the first faults are in
+	cmd := command(t, "chaos", "--duration", "1m", "--ttl", "500ms", "--seed", "2", "--metrics-addr", "127.0.0.1:0", "--out", out)
+	lines := stderrLines(start(t, cmd))
+	m := awaitLines(t, cmd, lines, regexp.MustCompile(`^redlock-bench: started 5 local redis-server: (.*)$`), servingMetrics)
+	drain(lines)
+	masters := strings.Split(m[0][1], ",")
+	scrapeUntil(t, cmd, m[1][1], func(body string) bool { return metricCount(acquiredSeries, body) > 0 })
+	awaitFault(t, cmd, masters)
 	interruptAndWait(t, cmd)
 	r := readChaos(t, out)
 	if !r.Interrupted || r.Acquired == 0 {

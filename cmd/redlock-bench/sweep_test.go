@@ -1,13 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -261,21 +260,11 @@ func TestMergeCommand(t *testing.T) {
 func TestSweepInterrupt(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "sw")
 	cmd := command(t, "sweep", "--workers", "1,2", "--local-masters", "3", "--duration", "1m", "--warmup", "0", "--out", out)
-	stderr := start(t, cmd)
-	sc := bufio.NewScanner(stderr)
-	var masters []string
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "redlock-bench: started 3 local redis-server for the whole sweep: "); ok {
-			masters = strings.Split(rest, ",")
-			break
-		}
-	}
-	go io.Copy(io.Discard, stderr)
-	if len(masters) != 3 {
-		cmd.Process.Kill()
-		t.Fatalf("masters not announced: %v", masters)
-	}
-	time.Sleep(1500 * time.Millisecond)
+	lines := stderrLines(start(t, cmd))
+	// Interrupted once the first step has acquired.
+	m := awaitLines(t, cmd, lines, regexp.MustCompile(`^redlock-bench: started 3 local redis-server for the whole sweep: (.*)$`), measuredProgress)
+	drain(lines)
+	masters := strings.Split(m[0][1], ",")
 	interruptAndWait(t, cmd)
 	f, err := os.Open(filepath.Join(out, results.SweepJSON))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -89,6 +90,40 @@ func writeReportFixtures(t testing.TB, root string) (sweep, compare, run string)
 	return sweep, compare, run
 }
 
+// shared holds the report fixtures, written once per test binary: they
+// are the same for every test that reads them, and writing them is much
+// of such a test's time under -race. Tests only read them.
+var shared struct {
+	once                     sync.Once
+	dir, sweep, compare, run string
+}
+
+// reportFixtures returns the shared fixtures' directories (see
+// writeReportFixtures).
+func reportFixtures(t testing.TB) (sweep, compare, run string) {
+	t.Helper()
+	shared.once.Do(func() {
+		dir, err := os.MkdirTemp("", "results-fixtures-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared.dir = dir
+		shared.sweep, shared.compare, shared.run = writeReportFixtures(t, dir)
+	})
+	if shared.run == "" {
+		t.Fatal("the shared report fixtures could not be written")
+	}
+	return shared.sweep, shared.compare, shared.run
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.dir != "" {
+		os.RemoveAll(shared.dir)
+	}
+	os.Exit(code)
+}
+
 func loadInputs(t testing.TB, dirs ...string) []*Input {
 	t.Helper()
 	var ins []*Input
@@ -104,6 +139,7 @@ func loadInputs(t testing.TB, dirs ...string) []*Input {
 
 func TestLoadInputKinds(t *testing.T) {
 	t.Parallel()
+	// Fixtures of its own: it spoils compare.json below.
 	sweep, compare, run := writeReportFixtures(t, t.TempDir())
 	ins := loadInputs(t, sweep, compare, run, filepath.Dir(run))
 	for i, want := range []struct {
@@ -135,7 +171,7 @@ func TestLoadInputKinds(t *testing.T) {
 
 func TestReportFiles(t *testing.T) {
 	t.Parallel()
-	sweep, compare, run := writeReportFixtures(t, t.TempDir())
+	sweep, compare, run := reportFixtures(t)
 	out := t.TempDir()
 	written, err := WriteReport(out, loadInputs(t, sweep, compare, run), ReportOptions{Now: synthStart})
 	if err != nil {
@@ -202,8 +238,7 @@ func chartIDs(html []byte) []string {
 
 func TestCapacityGolden(t *testing.T) {
 	t.Parallel()
-	root := t.TempDir()
-	sweep, compare, run := writeReportFixtures(t, root)
+	sweep, compare, run := reportFixtures(t)
 	ins := loadInputs(t, sweep, compare, run)
 	// Directories as a reader would type them, not the test's temporary ones.
 	for i, d := range []string{"results/sweeps/20250102T030405Z-sweep-workers-redlock-r1000-try",
@@ -294,11 +329,16 @@ func consoleErrors(log string) []string {
 	return bad
 }
 
-// writeFixtureReport writes the report fixtures under out/inputs and their
-// report into out; it returns the page's absolute path and its content.
+// writeFixtureReport writes the report of the fixtures into out (and,
+// with REDLOCK_REPORT_DIR, the fixtures under out/inputs); it returns the
+// page's absolute path and its content.
 func writeFixtureReport(t *testing.T, out string, opts ReportOptions) (page string, html []byte) {
 	t.Helper()
-	sweep, compare, run := writeReportFixtures(t, filepath.Join(out, "inputs"))
+	sweep, compare, run := reportFixtures(t)
+	if os.Getenv("REDLOCK_REPORT_DIR") != "" {
+		// The report is kept: its inputs with it.
+		sweep, compare, run = writeReportFixtures(t, filepath.Join(out, "inputs"))
+	}
 	if _, err := WriteReport(out, loadInputs(t, sweep, compare, run), opts); err != nil {
 		t.Fatal(err)
 	}

@@ -289,6 +289,7 @@ func TestLateDependentNodeIsKeptOut(t *testing.T) {
 // MaxTTL, that server never saw the locks granted through the address: the
 // node must be quarantined for a full MaxTTL all the same.
 func TestAddressMovedToLongRunningServerIsQuarantined(t *testing.T) {
+	t.Parallel() // it mostly waits: for timeouts, or for servers to age
 	const maxTTL = 3 * time.Second
 	c := redistest.StartT(t, 4) // 0: A, 1: B, 2-3: the other masters
 	// Let every server be up longer than MaxTTL, so that neither the first

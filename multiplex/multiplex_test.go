@@ -137,6 +137,7 @@ func TestFanoutStopsWhenQuorumImpossible(t *testing.T) {
 }
 
 func TestFanoutTimeoutAndContext(t *testing.T) {
+	t.Parallel() // it mostly waits: for timeouts, or for servers to age
 	c := redistest.StartT(t, 3)
 	// The running master must answer within it, however loaded the
 	// machine; the paused ones time out.
@@ -162,6 +163,7 @@ func TestFanoutTimeoutAndContext(t *testing.T) {
 // wake-up from the watchdog in it; no round may end before its own timeout
 // because of that, nor report a paused node as anything but timed out.
 func TestTimeoutsInAReusedSlot(t *testing.T) {
+	t.Parallel() // it mostly waits: for timeouts, or for servers to age
 	c := redistest.StartT(t, 3)
 	// The running master must answer within it, every round, however
 	// loaded the machine.

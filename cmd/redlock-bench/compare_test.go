@@ -117,7 +117,7 @@ func readComparison(t *testing.T, dir string) *results.Comparison {
 func TestCompareEndToEnd(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "cmp")
 	cmd := command(t, "compare", "--engines", "redlock,redsync-rueidis", "--local-masters", "3", "--workers", "8",
-		"--duration", "250ms", "--warmup", "0", "--limit", "--limit-requests", "2000", "--label", "e2e", "--out", out)
+		"--ops", "500", "--warmup", "0", "--limit", "--limit-requests", "2000", "--label", "e2e", "--out", out)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -160,7 +160,7 @@ func TestCompareEndToEnd(t *testing.T) {
 func TestCompareOneMasterBaselines(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "cmp")
 	cmd := command(t, "compare", "--engines", "redlock,redlock@1,rueidislock,bsm-redislock", "--local-masters", "3",
-		"--workers", "8", "--resources", "16", "--duration", "250ms", "--warmup", "0", "--label", "one", "--out", out)
+		"--workers", "8", "--resources", "16", "--ops", "300", "--warmup", "0", "--label", "one", "--out", out)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

@@ -103,7 +103,7 @@ func TestSweepHelp(t *testing.T) {
 func TestSweepThenReport(t *testing.T) {
 	t.Chdir(t.TempDir())
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"sweep", "--engine", "nolock", "--workers", "1,2,4", "--duration", "300ms",
+	code := run(context.Background(), []string{"sweep", "--engine", "nolock", "--workers", "1,2,4", "--ops", "1000",
 		"--warmup", "0", "--check=false", "--resources", "100000", "--slo", "p99<1s"}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("sweep: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
@@ -157,7 +157,7 @@ func TestSweepThenReport(t *testing.T) {
 func TestSweepSLONeverMet(t *testing.T) {
 	t.Chdir(t.TempDir())
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"sweep", "--workers", "1,2", "--local-masters", "3", "--duration", "300ms",
+	code := run(context.Background(), []string{"sweep", "--workers", "1,2", "--local-masters", "3", "--ops", "300",
 		"--warmup", "0", "--slo", "p50<1us", "--out", "s"}, &stdout, &stderr)
 	if code != exitSLOMissed {
 		t.Fatalf("exit %d, want 3\n%s\n%s", code, stdout.String(), stderr.String())

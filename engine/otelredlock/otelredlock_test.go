@@ -219,13 +219,14 @@ func TestMetricsAndSpansMatchWhatHappened(t *testing.T) {
 			t.Fatalf("want contention, got %v", err)
 		}
 	}
-	// One Lock that waits for the holder's release: released a little
-	// after the Lock, refused, has subscribed to the release.
+	// One Lock that waits for the holder's release: released once the
+	// Lock, subscribed, has been refused again on a quorum, which its
+	// waiter's mark on the holder's value there shows (see engine's
+	// waitMark): it then sleeps until the release (or a fallback) wakes it.
 	go func() {
-		for l.Subscriptions() == 0 {
+		for markedOn(c.Addrs(), "taken") < len(c.Addrs())/2+1 {
 			time.Sleep(time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
 		held.Release(context.Background())
 	}()
 	le, err := l.Lock(ctx, "taken")
@@ -369,6 +370,19 @@ func TestMetricsAndSpansMatchWhatHappened(t *testing.T) {
 		len(last.Events()) != 1 || last.Events()[0].Name != "exception" {
 		t.Fatalf("no-quorum span: status %v, error.type %q, events %v", last.Status(), et.AsString(), last.Events())
 	}
+}
+
+// markedOn counts the masters where key's value carries a waiter's mark
+// (a trailing "+"); a master that does not answer counts as unmarked.
+func markedOn(addrs []string, key string) int {
+	n := 0
+	for _, a := range addrs {
+		r, _ := redistest.Do(a, time.Second, "EVAL", `local v = redis.call("GET", KEYS[1]); if v and string.sub(v, -1) == "+" then return 1 end; return 0`, "1", key)
+		if r == ":1" {
+			n++
+		}
+	}
+	return n
 }
 
 // A lease whose validity runs out while held counts as lost, expired.

@@ -326,16 +326,36 @@ func TestIntervalLogHasOneIntervalPerSecond(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var intervals int
+	// An interval a second, or longer where the collector woke late (a
+	// loaded machine): each but the last lasts at least a second, and
+	// together they tile the measured window, losing nothing.
+	var ivs []interface {
+		StartTimeMs() int64
+		EndTimeMs() int64
+	}
 	var acquired int64
 	for _, tg := range tagged {
 		if tg.Tag == "acquire" {
-			intervals++
+			ivs = append(ivs, tg.Histogram)
 			acquired += tg.Histogram.TotalCount()
 		}
 	}
-	if intervals < 2 || intervals > 3 {
-		t.Errorf("%d acquire intervals in a 2s run", intervals)
+	if len(ivs) < 1 || len(ivs) > 3 {
+		t.Fatalf("%d acquire intervals in a 2s run", len(ivs))
+	}
+	var spans []string
+	for i, h := range ivs {
+		spans = append(spans, fmt.Sprintf("%d-%d", h.StartTimeMs(), h.EndTimeMs()))
+		if i > 0 && abs(h.StartTimeMs()-ivs[i-1].EndTimeMs()) > 1 {
+			t.Errorf("interval %d starts at %d ms, the one before ended at %d ms", i, h.StartTimeMs(), ivs[i-1].EndTimeMs())
+		}
+		if i < len(ivs)-1 && h.EndTimeMs()-h.StartTimeMs() < 999 {
+			t.Errorf("interval %d lasts %d ms, less than a second", i, h.EndTimeMs()-h.StartTimeMs())
+		}
+	}
+	window := ivs[len(ivs)-1].EndTimeMs() - ivs[0].StartTimeMs()
+	if d := int64(res.Summary.DurationS * 1000); abs(window-d) > int64(len(ivs)) {
+		t.Errorf("intervals %v cover %d ms, the measured window %d ms", spans, window, d)
 	}
 	if acquired != res.Summary.Acquired {
 		t.Errorf("intervals hold %d acquisitions, the summary %d", acquired, res.Summary.Acquired)
@@ -345,6 +365,8 @@ func TestIntervalLogHasOneIntervalPerSecond(t *testing.T) {
 		t.Errorf("progress lines:\n%s", progress.String())
 	}
 }
+
+func abs(x int64) int64 { return max(x, -x) }
 
 func TestZipfPrefersLowResources(t *testing.T) {
 	cfg := DefaultConfig()
@@ -438,7 +460,8 @@ func TestFreshMastersQuarantineIsWaitedOut(t *testing.T) {
 	cfg.Quarantine = "always"
 	cfg.TTL = 2 * time.Second
 	cfg.Workers, cfg.Resources, cfg.Hold = 4, 64, Hold{}
-	cfg.Duration, cfg.Warmup = 500*time.Millisecond, 0
+	cfg.Warmup = 0
+	byCount(&cfg, 300)
 	var log, progress bytes.Buffer
 	cfg.Log, cfg.Progress = &log, &progress
 	start := time.Now()
@@ -446,11 +469,15 @@ func TestFreshMastersQuarantineIsWaitedOut(t *testing.T) {
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("the run took %s with a 2s quarantine", d)
 	}
-	for _, want := range []string{"quorum in quarantine until", "5 of 5 masters have been up for less than the TTL (2s)",
-		"none of them was seen restarting", "quarantine over"} {
+	for _, want := range []string{"quorum in quarantine until", "none of them was seen restarting", "quarantine over"} {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, log.String())
 		}
+	}
+	// All 5 were started for the test, but on a loaded machine the first
+	// may be 2 s old by the time the run asks: a quorum or more.
+	if !regexp.MustCompile(`[3-5] of 5 masters have been up for less than the TTL \(2s\)`).MatchString(log.String()) {
+		t.Errorf("log does not say how many masters are too young:\n%s", log.String())
 	}
 	if strings.Contains(log.String(), "run_id changed") {
 		t.Errorf("log blames restarts that never happened:\n%s", log.String())

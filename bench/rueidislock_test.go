@@ -63,7 +63,7 @@ func TestRueidislockLease(t *testing.T) {
 	if d := time.Until(until); d < cfg.TTL*9/10 || d > cfg.TTL {
 		t.Errorf("valid for %s of a %s TTL while held", d, cfg.TTL)
 	}
-	if n, _ := redistest.Do(c.Addrs()[0], time.Second, "EVAL", "return #redis.call('KEYS', ARGV[1])", "0", "rl:*"); n != ":1" {
+	if n, _ := redistest.Do(c.Addrs()[0], 10*time.Second, "EVAL", "return #redis.call('KEYS', ARGV[1])", "0", "rl:*"); n != ":1" {
 		t.Errorf("%s keys under the run's prefix, want rueidislock's one", n)
 	}
 	if _, err := e.TryLock(ctx, "rl:lease"); classify(err, nil) != kindContended {
@@ -103,7 +103,7 @@ func TestRueidislockLostLease(t *testing.T) {
 	// Taken before the DEL is sent: its invalidation may reach the lease
 	// before the DEL's own reply reaches this goroutine.
 	deleted := time.Now()
-	if _, err := redistest.Do(c.Addrs()[0], time.Second, "DEL", "rl:0:gone"); err != nil {
+	if _, err := redistest.Do(c.Addrs()[0], 10*time.Second, "DEL", "rl:0:gone"); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)

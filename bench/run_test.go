@@ -582,7 +582,7 @@ func TestRunRemovesItsKeysFromGivenMasters(t *testing.T) {
 	cfg.Log = &log
 	for _, a := range c.Addrs() {
 		for _, kv := range [][2]string{{"t*x:left-by-an-earlier-run", "v"}, {"tAx:1", "other"}, {"other", "other"}} {
-			if _, err := redistest.Do(a, time.Second, "SET", kv[0], kv[1], "PX", "3600000"); err != nil {
+			if _, err := redistest.Do(a, 10*time.Second, "SET", kv[0], kv[1], "PX", "3600000"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -599,12 +599,12 @@ func TestRunRemovesItsKeysFromGivenMasters(t *testing.T) {
 	}
 	for _, a := range c.Addrs() {
 		for key, want := range map[string]string{"t*x:left-by-an-earlier-run": ":0", "tAx:1": ":1", "other": ":1"} {
-			got, err := redistest.Do(a, time.Second, "EXISTS", key)
+			got, err := redistest.Do(a, 10*time.Second, "EXISTS", key)
 			if err != nil || got != want {
 				t.Errorf("%s EXISTS %s = %q, %v; want %s", a, key, got, err, want)
 			}
 		}
-		n, _ := redistest.Do(a, time.Second, "EVAL", "return #redis.call('KEYS', ARGV[1])", "0", `t\*x:*`)
+		n, _ := redistest.Do(a, 10*time.Second, "EVAL", "return #redis.call('KEYS', ARGV[1])", "0", `t\*x:*`)
 		if n != ":0" {
 			t.Errorf("%s: %s keys left under the prefix", a, n)
 		}

@@ -39,7 +39,7 @@ func TestFanoutAgree(t *testing.T) {
 	set := func(key string, values ...int) {
 		t.Helper()
 		for i, v := range values {
-			if _, err := redistest.Do(c.Nodes[i].Addr(), time.Second, "SET", key, strconv.Itoa(v)); err != nil {
+			if _, err := redistest.Do(c.Nodes[i].Addr(), 10*time.Second, "SET", key, strconv.Itoa(v)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -138,14 +138,14 @@ func setCmd(key string) multiplex.Command {
 func replicaOf(t *testing.T, node *redistest.Node, master string) {
 	t.Helper()
 	host, port, _ := net.SplitHostPort(master)
-	if _, err := redistest.Do(node.Addr(), 2*time.Second, "REPLICAOF", host, port); err != nil {
+	if _, err := redistest.Do(node.Addr(), 10*time.Second, "REPLICAOF", host, port); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		// ROLE answers *5 for a replica (role, host, port, state, offset)
 		// and *3 for a master.
-		if line, err := redistest.Do(node.Addr(), time.Second, "ROLE"); err == nil && line == "*5" {
+		if line, err := redistest.Do(node.Addr(), 10*time.Second, "ROLE"); err == nil && line == "*5" {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -370,7 +370,7 @@ func TestClockOffsetOfALocalServer(t *testing.T) {
 	}
 	// A new connection measures again.
 	time.Sleep(5 * time.Millisecond)
-	if _, err := redistest.Do(c.Nodes[0].Addr(), time.Second, "CLIENT", "KILL", "TYPE", "normal"); err != nil {
+	if _, err := redistest.Do(c.Nodes[0].Addr(), 10*time.Second, "CLIENT", "KILL", "TYPE", "normal"); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)

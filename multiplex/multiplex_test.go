@@ -40,7 +40,7 @@ func dial(t *testing.T, c *redistest.Cluster, timeout time.Duration) *multiplex.
 
 func TestScriptSHAMatchesServer(t *testing.T) {
 	c := redistest.StartT(t, 1)
-	sha, err := redistest.Do(c.Nodes[0].Addr(), 2*time.Second, "SCRIPT", "LOAD", incrScript.Body)
+	sha, err := redistest.Do(c.Nodes[0].Addr(), 10*time.Second, "SCRIPT", "LOAD", incrScript.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestNoScriptReloads(t *testing.T) {
 	c := redistest.StartT(t, 3)
 	p := dial(t, c, time.Second)
 	for _, a := range c.Addrs() {
-		if _, err := redistest.Do(a, 2*time.Second, "SCRIPT", "FLUSH"); err != nil {
+		if _, err := redistest.Do(a, 10*time.Second, "SCRIPT", "FLUSH"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -122,7 +122,7 @@ func TestFanoutStopsWhenQuorumImpossible(t *testing.T) {
 	c.Nodes[1].Pause()
 	defer c.Nodes[1].Resume()
 	// Node 2 refuses (INCR of a key decremented to -1 gives 0).
-	if _, err := redistest.Do(c.Nodes[2].Addr(), time.Second, "SET", "imp", "-1"); err != nil {
+	if _, err := redistest.Do(c.Nodes[2].Addr(), 10*time.Second, "SET", "imp", "-1"); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

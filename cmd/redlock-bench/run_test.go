@@ -519,7 +519,7 @@ func TestRunThatAcquiresNothingExitsOne(t *testing.T) {
 	c := freshMasters(t, 3)
 	for _, a := range c.Addrs() {
 		for _, k := range []string{"rlb:0", "rlb:1"} {
-			if _, err := redistest.Do(a, time.Second, "SET", k, "someone-else", "PX", "60000"); err != nil {
+			if _, err := redistest.Do(a, 10*time.Second, "SET", k, "someone-else", "PX", "60000"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -545,7 +545,7 @@ func TestRunThatAcquiresNothingExitsOne(t *testing.T) {
 func TestRunOfErrorsExitsOne(t *testing.T) {
 	c := freshMasters(t, 3)
 	for _, a := range c.Addrs() {
-		if _, err := redistest.Do(a, time.Second, "LPUSH", "rlb:0", "x"); err != nil {
+		if _, err := redistest.Do(a, 10*time.Second, "LPUSH", "rlb:0", "x"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -165,7 +165,7 @@ func keys(t *testing.T, key string) int {
 	t.Helper()
 	n := 0
 	for _, a := range masters {
-		r, err := redisproc.Do(context.Background(), a, time.Second, "EXISTS", key)
+		r, err := redisproc.Do(context.Background(), a, 10*time.Second, "EXISTS", key)
 		if err != nil {
 			t.Fatalf("EXISTS on %s: %v", a, err)
 		}
@@ -293,7 +293,7 @@ func TestTinyWaitOnFreeResource(t *testing.T) {
 func deleteKey(t *testing.T, key string) {
 	t.Helper()
 	for _, a := range masters {
-		if _, err := redisproc.Do(context.Background(), a, time.Second, "DEL", key); err != nil {
+		if _, err := redisproc.Do(context.Background(), a, 10*time.Second, "DEL", key); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -803,7 +803,7 @@ func TestSignalReachesStoppedCommand(t *testing.T) {
 func TestWrongTypeKey(t *testing.T) {
 	t.Parallel()
 	for _, a := range masters {
-		if _, err := redisproc.Do(context.Background(), a, time.Second, "RPUSH", "wrongtype", "item"); err != nil {
+		if _, err := redisproc.Do(context.Background(), a, 10*time.Second, "RPUSH", "wrongtype", "item"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -814,7 +814,7 @@ func TestWrongTypeKey(t *testing.T) {
 		t.Errorf("status %d, want %d; stdout %q; stderr %q", status, exitConfig, stdout, stderr)
 	}
 	for _, a := range masters {
-		if r, err := redisproc.Do(context.Background(), a, time.Second, "LLEN", "wrongtype"); err != nil || r != ":1" {
+		if r, err := redisproc.Do(context.Background(), a, 10*time.Second, "LLEN", "wrongtype"); err != nil || r != ":1" {
 			t.Errorf("%s: the list is %q (%v), want it untouched", a, r, err)
 		}
 	}

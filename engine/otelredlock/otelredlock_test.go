@@ -235,7 +235,7 @@ func TestMetricsAndSpansMatchWhatHappened(t *testing.T) {
 	}
 	// One lost lease: its keys deleted behind its back, found by Extend.
 	for _, a := range c.Addrs() {
-		if _, err := redistest.Do(a, time.Second, "DEL", "taken"); err != nil {
+		if _, err := redistest.Do(a, 10*time.Second, "DEL", "taken"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -377,7 +377,7 @@ func TestMetricsAndSpansMatchWhatHappened(t *testing.T) {
 func markedOn(addrs []string, key string) int {
 	n := 0
 	for _, a := range addrs {
-		r, _ := redistest.Do(a, time.Second, "EVAL", `local v = redis.call("GET", KEYS[1]); if v and string.sub(v, -1) == "+" then return 1 end; return 0`, "1", key)
+		r, _ := redistest.Do(a, 10*time.Second, "EVAL", `local v = redis.call("GET", KEYS[1]); if v and string.sub(v, -1) == "+" then return 1 end; return 0`, "1", key)
 		if r == ":1" {
 			n++
 		}

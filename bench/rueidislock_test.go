@@ -169,7 +169,7 @@ func TestRueidislockErrorClassification(t *testing.T) {
 	}
 	// Its own per-key deadline is named: a bare "context deadline exceeded"
 	// reads as the run's.
-	if err := e.acquireError(live, context.DeadlineExceeded); !strings.Contains(err.Error(), "20ms (TryNextAfter)") {
+	if err := e.acquireError(live, context.DeadlineExceeded); !strings.Contains(err.Error(), rueidislockTryNextAfter.String()+" (TryNextAfter)") {
 		t.Errorf("per-key timeout: %q does not name TryNextAfter", err)
 	}
 	// A wait that ran out is a timeout, whatever rueidislock said.
@@ -198,7 +198,7 @@ func TestRueidislockWaitersWakeAfterATimedOutAttempt(t *testing.T) {
 	for _, noLoop := range []bool{false, true} {
 		opt := rueidislockOption(c.Addrs(), false, cfg)
 		opt.NoLoopTracking = noLoop
-		// Longer key attempts than the bench's 20ms leave room for the
+		// Longer key attempts than the bench's default leave room for the
 		// order below on a loaded machine; the stall outlasts them.
 		opt.TryNextAfter = 200 * time.Millisecond
 		l, err := rueidislock.NewLocker(opt)

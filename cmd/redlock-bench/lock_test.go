@@ -98,7 +98,7 @@ func TestRunLockControls(t *testing.T) {
 		{"rw:0.5", "nolock rw:0.5: ", "safety violations: a writer held a resource beside another holder"},
 	} {
 		cmd := command(t, "run", "-q", "--engine", "nolock", "--lock", c.lock, "--workers", "8", "--resources", "3",
-			"--hold", "100us", "--ops", "2000", "--warmup", "0")
+			"--hold", "100us", "--duration", "500ms", "--warmup", "0")
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()

@@ -876,6 +876,31 @@ func markSweep(p *plot.Plot, sw *Sweep, at func(SweepPoint) plotter.XY) error {
 			return err
 		}
 	}
+	// Steps whose run was DEGRADED or UNSAFE: one legend entry each,
+	// naming the steps.
+	for _, v := range []struct {
+		verdict, why string
+		shape        draw.GlyphDrawer
+	}{{"DEGRADED", "errors or lost leases", draw.CrossGlyph{}}, {"UNSAFE", "violations or stale tokens", draw.PyramidGlyph{}}} {
+		var xys plotter.XYs
+		var steps []string
+		for _, pt := range sw.Points {
+			if pt.Verdict() == v.verdict && pt.LatencyUs.Count > 0 {
+				xys = append(xys, at(pt))
+				steps = append(steps, FormatSweepLabel(sw.Param, pt.Value))
+			}
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		sc, err := plotter.NewScatter(xys)
+		if err != nil {
+			return err
+		}
+		sc.GlyphStyle = draw.GlyphStyle{Color: faultLine, Radius: vg.Points(5), Shape: v.shape}
+		p.Add(sc)
+		p.Legend.Add(fmt.Sprintf("%s (%s): %s", v.verdict, v.why, strings.Join(steps, ", ")), sc)
+	}
 	return nil
 }
 

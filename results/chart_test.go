@@ -1,6 +1,7 @@
 package results
 
 import (
+	"bytes"
 	"math"
 	"reflect"
 	"regexp"
@@ -145,5 +146,35 @@ func TestSecondsTicks(t *testing.T) {
 		if strings.Join(got, " ") != c.labels {
 			t.Errorf("%v..%v: labels %v, want %s", c.min, c.max, got, c.labels)
 		}
+	}
+}
+
+// A DEGRADED step (errors or lost leases) and an UNSAFE one (violations
+// or stale tokens) are marked on both sweep charts and in the report's
+// table, as the run's one-line summary calls them.
+func TestSweepMarksDegradedSteps(t *testing.T) {
+	pts := points(workers6, []float64{2000, 8000, 32000, 40000, 40000, 38000}, []int64{2300, 2300, 2300, 7400, 29000, 120000})
+	pts[4].Errors = 12
+	pts[5].LostLeases = 1
+	pts[3].StaleTokens = 2
+	sw := &Sweep{Label: "s", Param: "workers", Values: workers6, Latency: "acquire", Points: pts}
+	sw.Analyze()
+	for _, draw := range []func(string, *Sweep) (*Chart, error){SweepLatencyChart, SweepThroughputChart} {
+		c, err := draw("c", sw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"DEGRADED (errors or lost leases): w256, w1024", "UNSAFE (violations or stale tokens): w64"} {
+			if !bytes.Contains(c.SVG, []byte(want)) {
+				t.Errorf("chart %s does not mark %q", c.Title, want)
+			}
+		}
+	}
+	var marks []string
+	for _, r := range sweepTable(sw).Rows {
+		marks = append(marks, r.Mark)
+	}
+	if !strings.Contains(marks[3], "UNSAFE") || marks[4] != "DEGRADED" || marks[5] != "DEGRADED" || marks[2] != "" {
+		t.Errorf("table marks %q", marks)
 	}
 }

@@ -536,6 +536,9 @@ func sweepTable(sw *Sweep) *sweepView {
 		if pt.Interrupted {
 			marks = append(marks, "interrupted")
 		}
+		if v := pt.Verdict(); v != "" {
+			marks = append(marks, v)
+		}
 		r.Mark = strings.Join(marks, ", ")
 		if pt.MeetsSLO != nil {
 			r.SLO = map[bool]string{true: "met", false: "missed"}[*pt.MeetsSLO]

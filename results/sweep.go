@@ -81,6 +81,9 @@ type SweepPoint struct {
 	Acquired   int64 `json:"acquired"`
 	Errors     int64 `json:"errors"`
 	Violations int64 `json:"violations"`
+	// LostLeases and StaleTokens are the step's, as in summary.json.
+	LostLeases  int64 `json:"lost_leases"`
+	StaleTokens int64 `json:"stale_tokens"`
 	// BacklogMax is the open loop's largest backlog (0 in a closed loop).
 	BacklogMax int64 `json:"backlog_max"`
 	// Interrupted marks a step stopped early; it counts for neither the
@@ -137,6 +140,8 @@ func PointFromSummary(index int, value float64, dir string, s *Summary, latency 
 		Acquired:       s.Acquired,
 		Errors:         s.ErrorTotal(),
 		Violations:     s.Violations,
+		LostLeases:     s.LostLeases,
+		StaleTokens:    s.StaleTokens,
 		BacklogMax:     s.BacklogMax,
 		Interrupted:    s.Interrupted,
 		LatencyUs:      s.Latency(latency),
@@ -162,6 +167,19 @@ func (sw *Sweep) Analyze() {
 		p := sw.Points[i]
 		sw.SLOPoint = &p
 	}
+}
+
+// Verdict is the step's verdict, as the run's one-line summary gives it:
+// "UNSAFE" for violations or stale fencing tokens, "DEGRADED" for errors
+// or lost leases (its figures include failed operations), "" otherwise.
+func (p SweepPoint) Verdict() string {
+	switch {
+	case p.Violations > 0 || p.StaleTokens > 0:
+		return "UNSAFE"
+	case p.Errors > 0 || p.LostLeases > 0:
+		return "DEGRADED"
+	}
+	return ""
 }
 
 // usable reports whether a point may count for the knee or the SLO.

@@ -749,12 +749,18 @@ func SweepLatencyChart(id string, sw *Sweep) (*Chart, error) {
 		{"p99", func(s Stats) int64 { return s.P99 }},
 		{"p99.9", func(s Stats) int64 { return s.P999 }},
 	}
+	ahead, behind := sweepCurve(pts)
 	var p99 plotter.XYs
+	var names []string
 	for i, cv := range curves {
-		var xys plotter.XYs
-		for _, pt := range pts {
-			xys = append(xys, plotter.XY{X: pt.AcquiredPerSec, Y: y(cv.get(pt.LatencyUs))})
+		at := func(pts []SweepPoint) plotter.XYs {
+			var xys plotter.XYs
+			for _, pt := range pts {
+				xys = append(xys, plotter.XY{X: pt.AcquiredPerSec, Y: y(cv.get(pt.LatencyUs))})
+			}
+			return xys
 		}
+		xys := at(ahead)
 		l, err := line(p, xys, seriesColor(i), 1.6)
 		if err != nil {
 			return nil, fmt.Errorf("results: chart %s: %w", id, err)
@@ -766,12 +772,24 @@ func SweepLatencyChart(id string, sw *Sweep) (*Chart, error) {
 		sc.GlyphStyle = draw.GlyphStyle{Color: seriesColor(i), Radius: vg.Points(2.2), Shape: draw.CircleGlyph{}}
 		p.Add(sc)
 		p.Legend.Add(cv.name, l, sc)
+		if len(behind) > 0 {
+			back, err := plotter.NewScatter(at(behind))
+			if err != nil {
+				return nil, fmt.Errorf("results: chart %s: %w", id, err)
+			}
+			back.GlyphStyle = draw.GlyphStyle{Color: seriesColor(i), Radius: vg.Points(3), Shape: draw.RingGlyph{}}
+			p.Add(back)
+			if i == len(curves)-1 {
+				key := *back
+				key.GlyphStyle.Color = markerDark
+				p.Legend.Add("less throughput than an earlier step (not joined)", &key)
+			}
+		}
 		if cv.name == "p99" {
-			p99 = xys
+			p99 = append(xys, at(behind)...)
 		}
 	}
-	var names []string
-	for _, pt := range pts {
+	for _, pt := range append(append([]SweepPoint{}, ahead...), behind...) {
 		names = append(names, FormatSweepLabel(sw.Param, pt.Value))
 	}
 	if err := labels(p, p99, names, markerDark, 8, vg.Points(4), vg.Points(2)); err != nil {
@@ -792,6 +810,23 @@ func SweepLatencyChart(id string, sw *Sweep) (*Chart, error) {
 	}
 	latencyRange(&p.Y, logY)
 	return c, renderPlot(c, p, 9*vg.Inch, 4.8*vg.Inch)
+}
+
+// sweepCurve splits a sweep's points, in sweep order, into those a line
+// joins, each having achieved at least the throughput of every step
+// before it, and those behind, which achieved less than an earlier step
+// did: a line through them would fold back on the throughput axis.
+func sweepCurve(pts []SweepPoint) (ahead, behind []SweepPoint) {
+	best := math.Inf(-1)
+	for _, pt := range pts {
+		if pt.AcquiredPerSec < best {
+			behind = append(behind, pt)
+			continue
+		}
+		best = pt.AcquiredPerSec
+		ahead = append(ahead, pt)
+	}
+	return ahead, behind
 }
 
 // SweepThroughputChart draws throughput against the swept value, marking

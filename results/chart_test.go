@@ -149,6 +149,38 @@ func TestSecondsTicks(t *testing.T) {
 	}
 }
 
+// The latency-against-throughput line joins the steps in sweep order and
+// never goes back on the throughput axis: a step that achieved less than
+// an earlier one is left out of it (drawn hollow), and a later step that
+// achieves more again is joined.
+func TestSweepCurveNeverGoesBack(t *testing.T) {
+	pts := points([]float64{1, 4, 16, 64, 256, 1024, 4096}, []float64{2000, 8000, 32000, 40000, 40000, 20000, 41000},
+		[]int64{2300, 2300, 2300, 7400, 29000, 120000, 400000})
+	ahead, behind := sweepCurve(pts)
+	var joined, left []float64
+	for i, p := range ahead {
+		joined = append(joined, p.Value)
+		if i > 0 && p.AcquiredPerSec < ahead[i-1].AcquiredPerSec {
+			t.Errorf("the line goes back from %v/s to %v/s", ahead[i-1].AcquiredPerSec, p.AcquiredPerSec)
+		}
+	}
+	for _, p := range behind {
+		left = append(left, p.Value)
+	}
+	if !reflect.DeepEqual(joined, []float64{1, 4, 16, 64, 256, 4096}) || !reflect.DeepEqual(left, []float64{1024}) {
+		t.Errorf("joined %v, left out %v; want 1..256 and 4096 joined, 1024 left out", joined, left)
+	}
+	sw := &Sweep{Label: "s", Param: "workers", Latency: "acquire", Points: pts}
+	sw.Analyze()
+	c, err := SweepLatencyChart("l", sw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(c.SVG, []byte("less throughput than an earlier step")) {
+		t.Error("the chart's legend does not say what the hollow points are")
+	}
+}
+
 // A DEGRADED step (errors or lost leases) and an UNSAFE one (violations
 // or stale tokens) are marked on both sweep charts and in the report's
 // table, as the run's one-line summary calls them.

@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -374,6 +376,71 @@ func (t countTicks) Ticks(min, max float64) []plot.Tick {
 		}
 	}
 	return ticks
+}
+
+// sweptTicks label a log axis of swept values with each value swept and
+// every power of ten, in full ("1024", not "1k"), with unlabelled ticks
+// at the other multiples of each power of ten. A power of ten that would
+// crowd a swept value's label (closer than a twentieth of the axis, about
+// a label's width) goes unlabelled, as does a swept value too near the
+// one labelled before it.
+type sweptTicks struct{ values []float64 }
+
+func (t sweptTicks) Ticks(min, max float64) []plot.Tick {
+	if !(min > 0 && max > min) {
+		return nil
+	}
+	gap := math.Log10(max/min) / 20
+	near := func(v float64, others []float64) bool {
+		for _, o := range others {
+			if math.Abs(math.Log10(v/o)) < gap {
+				return true
+			}
+		}
+		return false
+	}
+	var swept []float64
+	for _, v := range t.values {
+		if v >= min/1.0001 && v <= max*1.0001 && !near(v, swept) {
+			swept = append(swept, v)
+		}
+	}
+	var ticks []plot.Tick
+	for _, v := range swept {
+		ticks = append(ticks, plot.Tick{Value: v, Label: formatSwept(v)})
+	}
+	for d := math.Floor(math.Log10(min)); d <= math.Ceil(math.Log10(max)); d++ {
+		for m := 1; m < 10; m++ {
+			v := float64(m) * math.Pow(10, d)
+			if v < min/1.0001 || v > max*1.0001 || slices.Contains(swept, v) {
+				continue
+			}
+			tk := plot.Tick{Value: v}
+			if m == 1 && !near(v, swept) {
+				tk.Label = formatSwept(v)
+			}
+			ticks = append(ticks, tk)
+		}
+	}
+	sort.Slice(ticks, func(i, j int) bool { return ticks[i].Value < ticks[j].Value })
+	return ticks
+}
+
+// formatSwept writes a swept value as compactly as FormatCount when that
+// is exact (5k, 1.5M), in full otherwise (1024).
+func formatSwept(v float64) string {
+	c := FormatCount(v)
+	scale := 1.0
+	switch {
+	case strings.HasSuffix(c, "M"):
+		scale = 1e6
+	case strings.HasSuffix(c, "k"):
+		scale = 1e3
+	}
+	if f, err := strconv.ParseFloat(strings.TrimRight(c, "kM"), 64); err == nil && math.Abs(f*scale-v) <= 1e-9*math.Abs(v) {
+		return c
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
 // FormatCount writes a count or a rate compactly: 950, 12.5k, 1.2M.
@@ -856,7 +923,7 @@ func SweepThroughputChart(id string, sw *Sweep) (*Chart, error) {
 	}
 	if lo > 0 && hi/lo >= 8 {
 		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = countTicks{log: true}
+		p.X.Tick.Marker = sweptTicks{values: sw.Values}
 	} else {
 		p.X.Tick.Marker = countTicks{}
 	}

@@ -181,6 +181,46 @@ func TestSweepCurveNeverGoesBack(t *testing.T) {
 	}
 }
 
+// A log axis of swept values labels each value swept and each power of
+// ten between, in full: a 1,4,16,64 sweep was labelled 1 and 10 only.
+func TestSweptTicksLabelDecadesAndValues(t *testing.T) {
+	for _, c := range []struct {
+		values   []float64
+		min, max float64
+		labels   string
+	}{
+		{[]float64{1, 4, 16, 64}, 1, 64, "1 4 10 16 64"},
+		// 1000 would crowd 1024: the value swept wins.
+		{[]float64{1, 4, 16, 64, 256, 1024}, 1, 1024, "1 4 10 16 64 100 256 1024"},
+		{[]float64{1000, 2000, 5000, 10000, 20000, 50000}, 1000, 50000, "1k 2k 5k 10k 20k 50k"},
+		{[]float64{2500, 25000}, 2500, 25000, "2.5k 10k 25k"},
+		{[]float64{1500, 15000}, 1500, 15000, "1.5k 10k 15k"},
+		{[]float64{3, 30, 300}, 3, 300, "3 10 30 100 300"},
+	} {
+		var got []string
+		for _, tk := range (sweptTicks{values: c.values}).Ticks(c.min, c.max) {
+			if tk.Label != "" {
+				got = append(got, tk.Label)
+			}
+		}
+		if strings.Join(got, " ") != c.labels {
+			t.Errorf("%v: labels %v, want %s", c.values, got, c.labels)
+		}
+	}
+	// And on the chart itself.
+	sw := &Sweep{Label: "s", Param: "workers", Values: []float64{1, 4, 16, 64}, Latency: "acquire",
+		Points: points([]float64{1, 4, 16, 64}, []float64{2000, 8000, 32000, 40000}, []int64{2300, 2300, 2300, 7400})}
+	c, err := SweepThroughputChart("t", sw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{"1", "4", "10", "16", "64"} {
+		if !bytes.Contains(c.SVG, []byte(">"+l+"</text>")) {
+			t.Errorf("the workers axis has no label %s", l)
+		}
+	}
+}
+
 // A DEGRADED step (errors or lost leases) and an UNSAFE one (violations
 // or stale tokens) are marked on both sweep charts and in the report's
 // table, as the run's one-line summary calls them.

@@ -727,10 +727,12 @@ func TimeSeriesChart(id, title, xlabel string, series []TimeSeries, sequential b
 	})
 }
 
-// shade draws each span as a band of fill over the plot's current y range;
-// an instant one (under 50ms) as a dashed line of edge, or not at all
-// without one. With a text colour, the spans are named at their start, on
-// the given line from the top (1 or 2).
+// shade draws each span as a band of fill over the plot's current y range
+// (one under 50ms is too narrow for one); with an edge colour (faults), a
+// dashed line of it at every span's start too, so that each label has its
+// mark however narrow the band is at the chart's scale (a restart's third
+// of a second in a minute's run). With a text colour, the spans are named
+// at their start, on the given line from the top (1 or 2).
 func shade(p *plot.Plot, spans []Fault, fill, edge, text color.Color, row int) error {
 	if len(spans) == 0 {
 		return nil
@@ -739,35 +741,54 @@ func shade(p *plot.Plot, spans []Fault, fill, edge, text color.Color, row int) e
 	if math.IsInf(ylo, 0) || math.IsInf(yhi, 0) {
 		return nil
 	}
-	var at plotter.XYs
-	var texts []string
-	for i, f := range spans {
-		switch {
-		case f.ToS-f.FromS > 0.05:
-			poly, err := plotter.NewPolygon(plotter.XYs{{X: f.FromS, Y: ylo}, {X: f.ToS, Y: ylo}, {X: f.ToS, Y: yhi}, {X: f.FromS, Y: yhi}})
-			if err != nil {
-				return err
-			}
-			poly.Color = fill
-			poly.LineStyle.Width = 0
-			p.Add(poly)
-		case edge != nil:
-			if _, err := line(p, plotter.XYs{{X: f.FromS, Y: ylo}, {X: f.FromS, Y: yhi}}, edge, 1, vg.Points(3), vg.Points(2)); err != nil {
-				return err
-			}
-		default:
-			continue
+	bands, lines := spanMarks(spans, edge != nil)
+	for _, f := range bands {
+		poly, err := plotter.NewPolygon(plotter.XYs{{X: f.FromS, Y: ylo}, {X: f.ToS, Y: ylo}, {X: f.ToS, Y: yhi}, {X: f.FromS, Y: yhi}})
+		if err != nil {
+			return err
 		}
-		if f.Action == "warm-up" && i > 0 {
-			continue // one label says what the grey bands are
+		poly.Color = fill
+		poly.LineStyle.Width = 0
+		p.Add(poly)
+	}
+	for _, x := range lines {
+		if _, err := line(p, plotter.XYs{{X: x, Y: ylo}, {X: x, Y: yhi}}, edge, 1, vg.Points(3), vg.Points(2)); err != nil {
+			return err
 		}
-		at = append(at, plotter.XY{X: f.FromS, Y: yhi})
-		texts = append(texts, f.Name)
 	}
 	if text == nil {
 		return nil
 	}
+	var at plotter.XYs
+	var texts []string
+	for i, f := range spans {
+		if f.Action == "warm-up" && i > 0 {
+			continue // one label says what the grey bands are
+		}
+		if edge == nil && f.ToS-f.FromS <= instantS {
+			continue // nothing drawn to name
+		}
+		at = append(at, plotter.XY{X: f.FromS, Y: yhi})
+		texts = append(texts, f.Name)
+	}
 	return labels(p, at, texts, text, 8, vg.Points(2), vg.Points(-10*float64(row)))
+}
+
+// instantS is the longest span drawn as an instant: no band.
+const instantS = 0.05
+
+// spanMarks is what shade draws of spans: a band for each that lasts
+// longer than an instant, and, when edged, a line at every span's start.
+func spanMarks(spans []Fault, edged bool) (bands []Fault, lines []float64) {
+	for _, f := range spans {
+		if f.ToS-f.FromS > instantS {
+			bands = append(bands, f)
+		}
+		if edged {
+			lines = append(lines, f.FromS)
+		}
+	}
+	return bands, lines
 }
 
 // SweepLatencyChart draws latency (p50, p99, p99.9) against throughput
@@ -775,7 +796,8 @@ func shade(p *plot.Plot, spans []Fault, fill, edge, text color.Color, row int) e
 func SweepLatencyChart(id string, sw *Sweep) (*Chart, error) {
 	title := fmt.Sprintf("Latency against throughput: %s", sw.Label)
 	c := &Chart{ID: id, Title: title,
-		Caption: fmt.Sprintf("Each point is one step of the sweep (labelled with its %s); x is the throughput it achieved, y its %s latency. Where the lines turn upward, more load buys latency, not throughput.", sw.Param, sw.Latency)}
+		Caption: fmt.Sprintf("Each point is one step of the sweep (labelled with its %s); x is the throughput it achieved, y its %s latency. Where the lines turn upward, more load buys latency, not throughput. "+
+			"Hollow points, not joined: steps that achieved less than an earlier step did (past saturation, more load lost throughput); the line joins the others in the sweep's order, never going back.", sw.Param, sw.Latency)}
 	p := newPlot(title, "acquisitions/s", sw.Latency+" latency")
 	p.X.Tick.Marker = countTicks{}
 	var pts []SweepPoint

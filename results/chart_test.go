@@ -250,3 +250,23 @@ func TestSweepMarksDegradedSteps(t *testing.T) {
 		t.Errorf("table marks %q", marks)
 	}
 }
+
+// Every fault gets a line at its start, under its label, however short:
+// a restart of a third of a second in a minute's run was labelled with
+// no mark to be seen. Lasting ones get a band too; a master's downtime,
+// a band only.
+func TestEveryFaultHasItsLine(t *testing.T) {
+	faults := []Fault{
+		{Name: "pause:1@10s+5s", Action: "pause", FromS: 10, ToS: 15},
+		{Name: "restart:2@30s", Action: "restart", FromS: 30, ToS: 30.3},
+		{Name: "kill:0@40s", Action: "kill", FromS: 40, ToS: 40.01},
+	}
+	bands, lines := spanMarks(faults, true)
+	if !reflect.DeepEqual(lines, []float64{10, 30, 40}) || len(bands) != 2 || bands[1].Action != "restart" {
+		t.Errorf("faults: lines at %v, bands %+v", lines, bands)
+	}
+	bands, lines = spanMarks([]Fault{{Action: "down", FromS: 40, ToS: 50}}, false)
+	if len(lines) != 0 || len(bands) != 1 {
+		t.Errorf("downtime: lines at %v, bands %+v", lines, bands)
+	}
+}

@@ -280,7 +280,7 @@ func capacityRun(r *RunDir, slo *SLO, needs *ttlNeeds) capacityItem {
 		t = t.p(" ").b("%d safety violations.", s.Violations)
 	}
 	if e := s.ErrorTotal(); e > 0 {
-		t = t.p(" %d of %d attempts failed with an error (%s).", e, s.Attempts, errorBreakdown(s))
+		t = t.p(" %s of %s attempts failed with an error (%s).", thousands(float64(e)), thousands(float64(s.Attempts)), errorBreakdown(s))
 	}
 	if f := faultNote(r); f != nil {
 		t = append(t, f...)

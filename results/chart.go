@@ -531,6 +531,18 @@ type TimeSeries struct {
 	AtS    []float64
 	PerSec []float64
 	P99Us  []float64
+	// P50Us, P999Us and MaxUs are the intervals' other percentiles, for
+	// the latency bands.
+	P50Us, P999Us, MaxUs []float64
+	// SecAtS is the middle of each second of intervals.json, warm-up
+	// included, on AtS's clock; ErrorsPerSec and NoQuorumPerSec are its
+	// errors (every kind) and no_quorum errors per second, and
+	// MasterRTTUs[m] master m's PING round trip (NaN: none answered).
+	// Empty for a run without intervals.json. Masters names the masters.
+	SecAtS                       []float64
+	ErrorsPerSec, NoQuorumPerSec []float64
+	MasterRTTUs                  [][]float64
+	Masters                      []string
 	// Faults are the injected faults, and Down the spans when a master
 	// was down: from a kill until the restart that followed it completed,
 	// or until the end of the run. Same clock as AtS.
@@ -571,7 +583,38 @@ func TimeSeriesOf(r *RunDir, tag string, origin time.Time) TimeSeries {
 		mid := float64(s+e)/2000 - float64(origin.UnixNano())/1e9
 		ts.AtS = append(ts.AtS, mid)
 		ts.PerSec = append(ts.PerSec, float64(t.Histogram.TotalCount())/secs)
+		ts.P50Us = append(ts.P50Us, float64(t.Histogram.ValueAtQuantile(50)))
 		ts.P99Us = append(ts.P99Us, float64(t.Histogram.ValueAtQuantile(99)))
+		ts.P999Us = append(ts.P999Us, float64(t.Histogram.ValueAtQuantile(99.9)))
+		ts.MaxUs = append(ts.MaxUs, float64(t.Histogram.Max()))
+	}
+	ts.Masters = r.Summary.Masters
+	for _, iv := range r.PerSecond {
+		if iv.LengthS <= 0.05 { // a sliver at the end says nothing about a rate
+			continue
+		}
+		ts.SecAtS = append(ts.SecAtS, shift+iv.TS+iv.LengthS/2)
+		ts.ErrorsPerSec = append(ts.ErrorsPerSec, float64(iv.Errors)/iv.LengthS)
+		ts.NoQuorumPerSec = append(ts.NoQuorumPerSec, float64(iv.NoQuorum)/iv.LengthS)
+		for m, us := range iv.MasterRTTUs {
+			for len(ts.MasterRTTUs) <= m {
+				ts.MasterRTTUs = append(ts.MasterRTTUs, nil)
+			}
+			v := math.NaN()
+			if us > 0 {
+				v = float64(us)
+			}
+			// A master missing from earlier seconds has none there.
+			for len(ts.MasterRTTUs[m]) < len(ts.SecAtS)-1 {
+				ts.MasterRTTUs[m] = append(ts.MasterRTTUs[m], math.NaN())
+			}
+			ts.MasterRTTUs[m] = append(ts.MasterRTTUs[m], v)
+		}
+	}
+	for m := range ts.MasterRTTUs {
+		for len(ts.MasterRTTUs[m]) < len(ts.SecAtS) {
+			ts.MasterRTTUs[m] = append(ts.MasterRTTUs[m], math.NaN())
+		}
 	}
 	return ts
 }
@@ -597,35 +640,87 @@ func downtime(faults []Fault, end float64) []Fault {
 	return down
 }
 
-// TimeSeriesChart draws throughput (top) and p99 (bottom) against time, one
-// line per run, with warm-ups, faults and masters' downtime shaded. xlabel
-// says what time zero is. sequential runs (a sweep's steps, one after
-// another) keep the legend on the left, and their faults are labelled
-// without the schedule's time, which is each step's own.
+// TimeSeriesChart draws throughput (top), latency (middle) and, when the
+// runs have intervals.json, errors and no_quorum errors per second
+// (bottom) against time, with warm-ups, faults and masters' downtime
+// shaded. xlabel says what time zero is. One run, or sequential runs (a
+// sweep's steps, one after another), get their latency as bands (p50 to
+// p99, p99 to p99.9, p99.9 to the max) under the p99 line; overlaid runs
+// (a comparison's) a p99 line each. Sequential runs keep the legend on
+// the left, and their faults are labelled without the schedule's time,
+// which is each step's own.
 func TimeSeriesChart(id, title, xlabel string, series []TimeSeries, sequential bool) (*Chart, error) {
-	c := &Chart{ID: id, Title: title,
-		Caption: "Successful acquisitions per second (top) and their 99th percentile latency (bottom), per second of measurement. " +
-			"Grey: the warm-up, not measured. Red bands: injected faults, from when each was applied until it was lifted; " +
-			"dashed lines: instant ones, such as a kill. Purple: a master down, from its kill until its restart completed (or the end of the run)."}
+	var drawn []TimeSeries
+	for _, s := range series {
+		if len(s.AtS) > 0 {
+			drawn = append(drawn, s)
+		}
+	}
+	if len(drawn) == 0 {
+		return nil, nil
+	}
+	banded := sequential || len(drawn) == 1
+	withErrors := false
+	for _, s := range drawn {
+		withErrors = withErrors || len(s.SecAtS) > 0
+	}
+	c := &Chart{ID: id, Title: title}
+	caption := []string{"Successful acquisitions per second (top) and their latency, per second of measurement:"}
+	if banded {
+		caption = append(caption, "the p99 line over bands from p50 to p99, p99 to p99.9 and p99.9 to the maximum (middle).")
+	} else {
+		caption = append(caption, "the 99th percentile (middle).")
+	}
+	if withErrors {
+		caption = append(caption, "Bottom: errors per second, every kind (solid), and those that were no quorum (dashed), warm-up included.")
+	}
+	caption = append(caption, "Grey: the warm-up, not measured. Red: injected faults, a dashed line where each was applied and a band until it was lifted. "+
+		"Purple: a master down, from its kill until its restart completed (or the end of the run).")
+	c.Caption = strings.Join(caption, " ")
+
 	top := newPlot(title, "", "acquisitions/s")
-	bottom := newPlot("", xlabel, "p99 latency")
+	latencyLabel := "p99 latency"
+	if banded {
+		latencyLabel = "latency"
+	}
+	mid := newPlot("", xlabel, latencyLabel)
+	panels := []*plot.Plot{top, mid}
+	var errs *plot.Plot
+	if withErrors {
+		mid.X.Label.Text = ""
+		errs = newPlot("", xlabel, "errors/s")
+		errs.Y.Tick.Marker = countTicks{}
+		errs.Y.Min = 0
+		panels = append(panels, errs)
+	}
 	top.Y.Tick.Marker = countTicks{}
 	top.Y.Min = 0
 	lo, hi := math.Inf(1), 0.0
-	for _, s := range series {
-		for _, v := range s.P99Us {
-			lo, hi = math.Min(lo, math.Max(v, 1)), math.Max(hi, v)
+	for _, s := range drawn {
+		vals := [][]float64{s.P99Us}
+		if banded {
+			vals = [][]float64{s.P50Us, s.P99Us, s.MaxUs}
+		}
+		for _, vs := range vals {
+			for _, v := range vs {
+				lo, hi = math.Min(lo, math.Max(v, 1)), math.Max(hi, v)
+			}
 		}
 	}
 	logY := logLatencyAxis(lo, hi)
 	if logY {
-		bottom.Y.Scale = plot.LogScale{}
-		bottom.Y.Tick.Marker = latencyTicks{}
+		mid.Y.Scale = plot.LogScale{}
+		mid.Y.Tick.Marker = latencyTicks{}
 	} else {
-		bottom.Y.Tick.Marker = linearLatencyTicks{}
-		bottom.Y.Min = 0
+		mid.Y.Tick.Marker = linearLatencyTicks{}
+		mid.Y.Min = 0
 	}
-	n := 0
+	yOf := func(v float64) float64 {
+		if logY {
+			return math.Max(v, 1)
+		}
+		return v
+	}
 	var faults, down, warmups []Fault
 	xEnd := math.Inf(-1)
 	seen := map[string]bool{}
@@ -636,10 +731,8 @@ func TimeSeriesChart(id, title, xlabel string, series []TimeSeries, sequential b
 		}
 	}
 	groups := map[string]int{}
-	for i, s := range series {
-		if len(s.AtS) == 0 {
-			continue
-		}
+	bandsKeyed, errsKeyed := false, false
+	for i, s := range drawn {
 		colour, name := i, s.Name
 		if s.Group != "" {
 			g, ok := groups[s.Group]
@@ -652,23 +745,68 @@ func TimeSeriesChart(id, title, xlabel string, series []TimeSeries, sequential b
 				name = ""
 			}
 		}
-		var tp, lat plotter.XYs
+		clr := seriesColor(colour)
+		var tp, p99 plotter.XYs
 		for j := range s.AtS {
 			tp = append(tp, plotter.XY{X: s.AtS[j], Y: s.PerSec[j]})
-			y := s.P99Us[j]
-			if logY {
-				y = math.Max(y, 1)
-			}
-			lat = append(lat, plotter.XY{X: s.AtS[j], Y: y})
+			p99 = append(p99, plotter.XY{X: s.AtS[j], Y: yOf(s.P99Us[j])})
 		}
-		l, err := line(top, tp, seriesColor(colour), 1.4)
+		l, err := line(top, tp, clr, 1.4)
 		if err != nil {
 			return nil, fmt.Errorf("results: chart %s: %w", id, err)
 		}
-		if _, err := line(bottom, lat, seriesColor(colour), 1.4); err != nil {
+		if banded {
+			for _, band := range []struct {
+				name   string
+				lo, hi []float64
+				alpha  uint8
+			}{{"p99.9–max", s.P999Us, s.MaxUs, 0x22}, {"p99–p99.9", s.P99Us, s.P999Us, 0x44}, {"p50–p99", s.P50Us, s.P99Us, 0x70}} {
+				poly, err := bandPolygon(s.AtS, band.lo, band.hi, yOf)
+				if err != nil {
+					return nil, fmt.Errorf("results: chart %s: %w", id, err)
+				}
+				r, g, b, _ := clr.RGBA()
+				poly.Color = color.NRGBA{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8), band.alpha}
+				poly.LineStyle.Width = 0
+				mid.Add(poly)
+				if !bandsKeyed {
+					key := *poly
+					key.Color = color.NRGBA{0x50, 0x50, 0x50, band.alpha}
+					mid.Legend.Add(band.name, &key)
+				}
+			}
+		}
+		pl, err := line(mid, p99, clr, 1.4)
+		if err != nil {
 			return nil, fmt.Errorf("results: chart %s: %w", id, err)
 		}
-		if len(series) > 1 && name != "" {
+		if banded && !bandsKeyed {
+			mid.Legend.Add("p99", pl)
+			bandsKeyed = true
+		}
+		if errs != nil && len(s.SecAtS) > 0 {
+			var all, nq plotter.XYs
+			for j := range s.SecAtS {
+				all = append(all, plotter.XY{X: s.SecAtS[j], Y: s.ErrorsPerSec[j]})
+				nq = append(nq, plotter.XY{X: s.SecAtS[j], Y: s.NoQuorumPerSec[j]})
+			}
+			el, err := line(errs, all, clr, 1.4)
+			if err != nil {
+				return nil, fmt.Errorf("results: chart %s: %w", id, err)
+			}
+			nl, err := line(errs, nq, clr, 1.4, vg.Points(4), vg.Points(2))
+			if err != nil {
+				return nil, fmt.Errorf("results: chart %s: %w", id, err)
+			}
+			if !errsKeyed {
+				errsKeyed = true
+				ek, nk := *el, *nl
+				ek.LineStyle.Color, nk.LineStyle.Color = markerDark, markerDark
+				errs.Legend.Add("errors/s, every kind", &ek)
+				errs.Legend.Add("no quorum/s", &nk)
+			}
+		}
+		if len(drawn) > 1 && name != "" {
 			top.Legend.Add(name, l)
 		}
 		for _, f := range s.Faults {
@@ -684,23 +822,44 @@ func TimeSeriesChart(id, title, xlabel string, series []TimeSeries, sequential b
 			once(&warmups, Fault{Name: "warm-up", Action: "warm-up", FromS: s.WarmupFromS, ToS: s.WarmupToS})
 		}
 		xEnd = math.Max(xEnd, s.EndS)
-		n++
-	}
-	if n == 0 {
-		return nil, nil
 	}
 	top.Legend.Left = sequential
-	top.X.Tick.Marker, bottom.X.Tick.Marker = secondsTicks{}, secondsTicks{}
-	// Share the x range, so that the panels line up.
-	xmin, xmax := math.Min(top.X.Min, bottom.X.Min), math.Max(top.X.Max, bottom.X.Max)
+	top.Y.Max *= 1.18 // room for the labels
+	if errs != nil && errs.Y.Max < 1 {
+		errs.Y.Max = 1 // no errors: a flat line at 0, under a readable axis
+	}
+	latencyRange(&mid.Y, logY)
+	return c, drawTimePanels(c, panels, faults, down, warmups, xEnd, sequential)
+}
+
+// bandPolygon is the band between lo and hi over xs.
+func bandPolygon(xs, lo, hi []float64, y func(float64) float64) (*plotter.Polygon, error) {
+	var pts plotter.XYs
+	for j := range xs {
+		pts = append(pts, plotter.XY{X: xs[j], Y: y(hi[j])})
+	}
+	for j := len(xs) - 1; j >= 0; j-- {
+		pts = append(pts, plotter.XY{X: xs[j], Y: y(lo[j])})
+	}
+	return plotter.NewPolygon(pts)
+}
+
+// drawTimePanels shares the time axis of panels (stacked top to bottom),
+// shades the warm-ups, downtimes and faults on each, labelled on the top
+// one, and renders them.
+func drawTimePanels(c *Chart, panels []*plot.Plot, faults, down, warmups []Fault, xEnd float64, sequential bool) error {
+	xmin, xmax := math.Inf(1), math.Inf(-1)
+	for _, pl := range panels {
+		pl.X.Tick.Marker = secondsTicks{}
+		xmin, xmax = math.Min(xmin, pl.X.Min), math.Max(xmax, pl.X.Max)
+	}
 	for _, f := range append(append(append([]Fault{}, faults...), down...), warmups...) {
 		xmin, xmax = math.Min(xmin, f.FromS), math.Max(xmax, f.ToS)
 	}
 	xmin, xmax = math.Min(xmin, 0), math.Max(xmax, xEnd)
-	top.X.Min, top.X.Max, bottom.X.Min, bottom.X.Max = xmin, xmax, xmin, xmax
-	top.Y.Max *= 1.18 // room for the labels
-	latencyRange(&bottom.Y, logY)
-	for _, pl := range []*plot.Plot{top, bottom} {
+	top := panels[0]
+	for _, pl := range panels {
+		pl.X.Min, pl.X.Max = xmin, xmax
 		// Labels on the top panel only.
 		warmupText, downText, faultText := color.Color(nil), color.Color(nil), color.Color(nil)
 		if pl == top {
@@ -710,21 +869,155 @@ func TimeSeriesChart(id, title, xlabel string, series []TimeSeries, sequential b
 			warmupText = nil // the legend is there; the caption says what grey is
 		}
 		if err := shade(pl, warmups, warmupFill, nil, warmupText, 1); err != nil {
-			return nil, fmt.Errorf("results: chart %s: %w", id, err)
+			return fmt.Errorf("results: chart %s: %w", c.ID, err)
 		}
 		if err := shade(pl, down, downFill, nil, downText, 2); err != nil {
-			return nil, fmt.Errorf("results: chart %s: %w", id, err)
+			return fmt.Errorf("results: chart %s: %w", c.ID, err)
 		}
 		if err := shade(pl, faults, faultFill, faultLine, faultText, 1); err != nil {
-			return nil, fmt.Errorf("results: chart %s: %w", id, err)
+			return fmt.Errorf("results: chart %s: %w", c.ID, err)
 		}
 	}
-	return c, render(c, 9*vg.Inch, 6*vg.Inch, func(dc draw.Canvas) {
-		tiles := draw.Tiles{Rows: 2, Cols: 1, PadY: vg.Points(6), PadBottom: vg.Points(2), PadTop: vg.Points(2)}
-		cs := plot.Align([][]*plot.Plot{{top}, {bottom}}, tiles, dc)
-		top.Draw(cs[0][0])
-		bottom.Draw(cs[1][0])
+	h := []vg.Length{4.4, 6, 8}[min(len(panels), 3)-1] * vg.Inch
+	return render(c, 9*vg.Inch, h, func(dc draw.Canvas) {
+		rows := make([][]*plot.Plot, len(panels))
+		for i, pl := range panels {
+			rows[i] = []*plot.Plot{pl}
+		}
+		tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadY: vg.Points(6), PadBottom: vg.Points(2), PadTop: vg.Points(2)}
+		cs := plot.Align(rows, tiles, dc)
+		for i, pl := range panels {
+			pl.Draw(cs[i][0])
+		}
 	})
+}
+
+// segments are the runs of vs without NaN, at xs: a line through each
+// leaves a gap where a value is missing.
+func segments(xs, vs []float64) []plotter.XYs {
+	var out []plotter.XYs
+	var seg plotter.XYs
+	for j, v := range vs {
+		if math.IsNaN(v) {
+			if len(seg) > 0 {
+				out = append(out, seg)
+			}
+			seg = nil
+			continue
+		}
+		seg = append(seg, plotter.XY{X: xs[j], Y: v})
+	}
+	if len(seg) > 0 {
+		out = append(out, seg)
+	}
+	return out
+}
+
+// MasterLatencyChart draws each master's PING round trip per second
+// (intervals.json's master_rtt_us), one line per master, with the faults
+// shaded as on the over-time chart; nil when no run recorded any. For one
+// run, or sequential ones on the same masters.
+func MasterLatencyChart(id, title, xlabel string, series []TimeSeries, sequential bool) (*Chart, error) {
+	c := &Chart{ID: id, Title: title,
+		Caption: "Each master's round trip: once a second, one PING on a connection of its own to the address the engine dials " +
+			"(through the fault proxies when faults are on); the point is the round trip of the reply that came in that second. " +
+			"A gap: no reply within the second (a paused, cut or stopped master; a paused one's late reply shows as one long round trip when it comes). " +
+			"A vote waits for the quorum's slowest master, so a master apart from the others shows here before it shows in the acquisitions' latency."}
+	p := newPlot(title, xlabel, "PING round trip")
+	lo, hi := math.Inf(1), 0.0
+	var masters []string
+	for _, s := range series {
+		for _, vs := range s.MasterRTTUs {
+			for _, v := range vs {
+				if !math.IsNaN(v) {
+					lo, hi = math.Min(lo, v), math.Max(hi, v)
+				}
+			}
+		}
+		if len(s.Masters) > len(masters) {
+			masters = s.Masters
+		}
+	}
+	if hi == 0 {
+		return nil, nil
+	}
+	logY := logLatencyAxis(lo, hi)
+	if logY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = latencyTicks{}
+	} else {
+		p.Y.Tick.Marker = linearLatencyTicks{}
+		p.Y.Min = 0
+	}
+	var faults, down, warmups []Fault
+	seen := map[string]bool{}
+	once := func(list *[]Fault, f Fault) {
+		if k := fmt.Sprintf("%s %s@%.3f", f.Action, f.Name, f.FromS); !seen[k] {
+			seen[k] = true
+			*list = append(*list, f)
+		}
+	}
+	keyed := map[int]bool{}
+	xEnd := math.Inf(-1)
+	for _, s := range series {
+		for m, vs := range s.MasterRTTUs {
+			clr := seriesColor(m)
+			var pts plotter.XYs
+			for j, v := range vs {
+				if !math.IsNaN(v) {
+					pts = append(pts, plotter.XY{X: s.SecAtS[j], Y: v})
+				}
+			}
+			if len(pts) == 0 {
+				continue
+			}
+			for _, seg := range segments(s.SecAtS, vs) {
+				if len(seg) > 1 {
+					if _, err := line(p, seg, clr, 1.2); err != nil {
+						return nil, fmt.Errorf("results: chart %s: %w", id, err)
+					}
+				}
+			}
+			sc, err := plotter.NewScatter(pts)
+			if err != nil {
+				return nil, fmt.Errorf("results: chart %s: %w", id, err)
+			}
+			sc.GlyphStyle = draw.GlyphStyle{Color: clr, Radius: vg.Points(1.6), Shape: draw.CircleGlyph{}}
+			p.Add(sc)
+			if !keyed[m] {
+				keyed[m] = true
+				name := fmt.Sprintf("master %d", m)
+				if m < len(masters) {
+					name += " " + masters[m]
+				}
+				p.Legend.Add(name, sc)
+			}
+		}
+		for _, f := range s.Faults {
+			if sequential {
+				f.Name, _, _ = strings.Cut(f.Name, "@")
+			}
+			once(&faults, f)
+		}
+		for _, f := range s.Down {
+			once(&down, f)
+		}
+		if s.WarmupToS > s.WarmupFromS {
+			once(&warmups, Fault{Name: "warm-up", Action: "warm-up", FromS: s.WarmupFromS, ToS: s.WarmupToS})
+		}
+		xEnd = math.Max(xEnd, s.EndS)
+	}
+	// The legend at the top right, under the faults' labels, and room
+	// above the data for both.
+	p.Legend.Left = false
+	p.Legend.YOffs = vg.Points(-40)
+	if logY {
+		p.Y.Max *= 4
+	} else {
+		p.Y.Max *= 1.25
+	}
+	latencyRange(&p.Y, logY)
+	return c, drawTimePanels(c, []*plot.Plot{p}, faults, down, warmups, xEnd, sequential)
 }
 
 // shade draws each span as a band of fill over the plot's current y range

@@ -270,3 +270,81 @@ func TestEveryFaultHasItsLine(t *testing.T) {
 		t.Errorf("downtime: lines at %v, bands %+v", lines, bands)
 	}
 }
+
+// The time series take each second's other percentiles from the interval
+// log, and its errors, no-quorum errors and masters' round trips from
+// intervals.json, on the run's clock, warm-up included.
+func TestTimeSeriesReadsIntervalsJSON(t *testing.T) {
+	t.Parallel()
+	_, _, run := reportFixtures(t)
+	r := loadInputs(t, run)[0].Runs[0]
+	ts := TimeSeriesOf(r, "acquire", r.Start())
+	for j := range ts.AtS {
+		if !(ts.P50Us[j] <= ts.P99Us[j] && ts.P99Us[j] <= ts.P999Us[j] && ts.P999Us[j] <= ts.MaxUs[j]) || ts.P50Us[j] <= 0 {
+			t.Fatalf("second at %vs: p50 %v p99 %v p99.9 %v max %v", ts.AtS[j], ts.P50Us[j], ts.P99Us[j], ts.P999Us[j], ts.MaxUs[j])
+		}
+	}
+	// One warm-up second and twelve measured, centred on their middles.
+	if len(ts.SecAtS) != 13 || ts.SecAtS[0] != 0.5 || ts.SecAtS[12] != 12.5 {
+		t.Fatalf("seconds at %v", ts.SecAtS)
+	}
+	// The pause (4s to 7s) brought timeouts, the kill at 9s no quorum.
+	if ts.ErrorsPerSec[5] != 40 || ts.NoQuorumPerSec[5] != 0 || ts.ErrorsPerSec[9] != 12 || ts.NoQuorumPerSec[9] != 10 || ts.ErrorsPerSec[1] != 0 {
+		t.Errorf("errors/s %v, no quorum/s %v", ts.ErrorsPerSec, ts.NoQuorumPerSec)
+	}
+	if len(ts.MasterRTTUs) != 5 || len(ts.Masters) != 5 {
+		t.Fatalf("%d masters' round trips, %d masters", len(ts.MasterRTTUs), len(ts.Masters))
+	}
+	m2 := ts.MasterRTTUs[2]
+	if !math.IsNaN(m2[4]) || !math.IsNaN(m2[6]) || m2[7] != 3e6 || m2[1] <= 0 {
+		t.Errorf("master 2 (paused from 4s to 7s): %v", m2)
+	}
+	var gaps []int
+	for _, seg := range segments(ts.SecAtS, m2) {
+		gaps = append(gaps, len(seg))
+	}
+	if !reflect.DeepEqual(gaps, []int{4, 6}) {
+		t.Errorf("master 2's line in runs of %v seconds, want 4 and 6 around the pause", gaps)
+	}
+}
+
+// One run's latency is drawn as bands from p50 to the max under its p99,
+// with an errors panel below; overlaid runs get a p99 line each. Each
+// master's round trip gets a chart of its own, when recorded.
+func TestOverTimeChartsShowBandsErrorsAndMasters(t *testing.T) {
+	t.Parallel()
+	_, compare, run := reportFixtures(t)
+	r := loadInputs(t, run)[0].Runs[0]
+	ts := TimeSeriesOf(r, "acquire", time.Time{})
+	one, err := TimeSeriesChart("t", "t", "s", []TimeSeries{ts}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"p50–p99", "p99–p99.9", "p99.9–max", ">p99<", "errors/s, every kind", "no quorum/s", "errors/s<"} {
+		if !bytes.Contains(one.SVG, []byte(want)) {
+			t.Errorf("one run's chart lacks %q", want)
+		}
+	}
+	var overlaid []TimeSeries
+	for _, r := range loadInputs(t, compare)[0].Runs {
+		overlaid = append(overlaid, TimeSeriesOf(r, "acquire", time.Time{}))
+	}
+	many, err := TimeSeriesChart("t", "t", "s", overlaid, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(many.SVG, []byte("p50–p99")) || !bytes.Contains(many.SVG, []byte("p99 latency")) {
+		t.Error("overlaid runs are drawn with bands, or without their p99 axis")
+	}
+	masters, err := MasterLatencyChart("m", "m", "s", []TimeSeries{ts}, false)
+	if err != nil || masters == nil {
+		t.Fatalf("masters' chart: %v, %v", masters, err)
+	}
+	if !bytes.Contains(masters.SVG, []byte("master 2 127.0.0.1:7003")) {
+		t.Error("the masters' chart does not name master 2")
+	}
+	ts.MasterRTTUs = nil
+	if c, err := MasterLatencyChart("m", "m", "s", []TimeSeries{ts}, false); c != nil || err != nil {
+		t.Errorf("a run without round trips got a masters' chart: %v, %v", c, err)
+	}
+}

@@ -17,7 +17,7 @@ import (
 func TestQuorumEverySubsetPreoccupied(t *testing.T) {
 	for _, n := range []int{3, 5} {
 		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
-			e := newEnv(t, n)
+			e := ownEnv(t, n)
 			l := e.locker(nil)
 			quorum := n/2 + 1
 			for mask := 0; mask < 1<<n; mask++ {
@@ -72,7 +72,7 @@ func TestQuorumEverySubsetPreoccupied(t *testing.T) {
 }
 
 func TestMutualExclusionUnderConcurrency(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	const lockers, perLocker, rounds = 3, 4, 25
 	var (
 		counter atomic.Int64 // read and written in two steps: only the lock prevents lost updates
@@ -127,7 +127,7 @@ func TestMutualExclusionUnderConcurrency(t *testing.T) {
 }
 
 func TestMinorityDownStillGrants(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	e.cluster.Nodes[0].Kill()
 	e.cluster.Nodes[3].Kill()
 	// Connecting with a minority down works, and so does locking.
@@ -144,7 +144,7 @@ func TestMinorityDownStillGrants(t *testing.T) {
 }
 
 func TestMajorityDownFailsFast(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	const nodeTimeout = 100 * time.Millisecond
 	l := e.locker(func(c *engine.Config) { c.NodeTimeout = nodeTimeout })
 	// Two killed (errors at once) and one paused (only the timeout tells).
@@ -177,7 +177,7 @@ func TestMajorityDownFailsFast(t *testing.T) {
 }
 
 func TestConnectFailsWhenMajorityUnreachable(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	e.cluster.Nodes[0].Kill()
 	e.cluster.Nodes[2].Kill()
 	cfg := engine.DefaultConfig(e.cluster.Addrs()...)
@@ -201,7 +201,7 @@ func TestConnectFailsWhenMajorityUnreachable(t *testing.T) {
 }
 
 func TestPausedNodeDoesNotDelayAcquire(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	const nodeTimeout = 2 * time.Second
 	l := e.locker(func(c *engine.Config) { c.NodeTimeout = nodeTimeout })
 	if err := e.cluster.Nodes[2].Pause(); err != nil {
@@ -228,7 +228,7 @@ func TestPausedNodeDoesNotDelayAcquire(t *testing.T) {
 }
 
 func TestWrongTypeIsAClearError(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(nil)
 	ctx := context.Background()
 	for i := 0; i < 3; i++ {
@@ -252,7 +252,7 @@ func TestWrongTypeIsAClearError(t *testing.T) {
 }
 
 func TestOddResourceNames(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(nil)
 	ctx := context.Background()
 	if _, err := l.TryLock(ctx, ""); !errors.Is(err, engine.ErrEmptyResource) {
@@ -273,7 +273,7 @@ func TestOddResourceNames(t *testing.T) {
 }
 
 func TestContextErrorsAreWrapped(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(nil)
 	holder, err := l.TryLock(context.Background(), "ctx")
 	if err != nil {

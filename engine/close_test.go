@@ -24,8 +24,8 @@ func TestCloseDeletesALateYesArrivingWhileItDrains(t *testing.T) {
 		delay time.Duration
 	}{{"late yes", 20 * time.Millisecond}, {"yes at once", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, 3)
-			slow := newLatencyProxy(t, e.cluster.Addrs()[1], tc.delay, nil)
+			e := ownEnv(t, 3)
+			slow := newLatencyProxy(e, e.cluster.Addrs()[1], tc.delay, nil)
 			cfg := engine.DefaultConfig(e.cluster.Addrs()[0], slow.addr(), e.cluster.Addrs()[2])
 			cfg.Quarantine = engine.QuarantineObserved
 			cfg.TTL = time.Hour
@@ -58,7 +58,7 @@ func TestCloseDeletesALateYesArrivingWhileItDrains(t *testing.T) {
 }
 
 func TestNoGoroutineLeakAfterClose(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	base := runtime.NumGoroutine()
 	cfg := engine.DefaultConfig(e.cluster.Addrs()...)
 	cfg.Quarantine = engine.QuarantineObserved
@@ -92,7 +92,7 @@ func TestNoGoroutineLeakAfterClose(t *testing.T) {
 // keys; one that did not may leave them, but must say so.
 func TestReleaseRacingClose(t *testing.T) {
 	const delay = 40 * time.Millisecond
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l, slow := e.proxiedLocker(func(c *engine.Config) {
 		c.TTL = 10 * time.Second
 		c.NodeTimeout = 300 * time.Millisecond
@@ -144,7 +144,7 @@ func TestReleaseRacingClose(t *testing.T) {
 func TestLockStormRacingClose(t *testing.T) {
 	const delay = 40 * time.Millisecond
 	const res = "storm-close"
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l, slow := e.proxiedLocker(func(c *engine.Config) {
 		c.TTL = 10 * time.Second
 		c.NodeTimeout = time.Second
@@ -212,7 +212,7 @@ func TestLockStormRacingClose(t *testing.T) {
 func TestHandOffRacingCloseLeavesNoKey(t *testing.T) {
 	const res = "handoff-close"
 	const delay = 150 * time.Millisecond
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	lA, slow := e.proxiedLocker(func(c *engine.Config) {
 		c.TTL = 10 * time.Second
 		c.NodeTimeout = 500 * time.Millisecond
@@ -259,7 +259,7 @@ func TestHandOffRacingCloseLeavesNoKey(t *testing.T) {
 func TestTryLockRacingCloseLeavesNoKey(t *testing.T) {
 	const res = "trylock-close"
 	const delay = 150 * time.Millisecond
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	lA, slow := e.proxiedLocker(func(c *engine.Config) {
 		c.TTL = 10 * time.Second
 		c.NodeTimeout = 500 * time.Millisecond
@@ -306,7 +306,7 @@ func lockAtGate(t *testing.T, ctx context.Context, l *engine.Locker, res string)
 // Close wakes Lock callers queued at the gate: they return at once rather
 // than wait for the holder's lease to run out (a full TTL), then fail.
 func TestCloseWakesGateWaiters(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) { c.TTL = 10 * time.Second })
 	const res = "close-gate"
 	ctx := context.Background()
@@ -339,7 +339,7 @@ func TestCloseWakesGateWaiters(t *testing.T) {
 // gate (the hand-off needs no round trip without fencing): Lock would
 // return a lease after Close, which can neither extend nor delete.
 func TestNoHandoffAfterClose(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) { c.TTL = 10 * time.Second })
 	const res = "close-handoff"
 	ctx := context.Background()
@@ -402,7 +402,7 @@ func TestCloseLeavesTheQueue(t *testing.T) {
 func testCloseLeavesTheQueue(t *testing.T, how string) bool {
 	const res = "closing"
 	const fallback = 5 * time.Second
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	cfg := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = fallback, fallback }
 	recA, recB := &recorder{}, &recorder{}
 	lA, slow := e.proxiedLocker(func(c *engine.Config) {
@@ -548,7 +548,7 @@ func testCloseLeavesTheQueue(t *testing.T, how string) bool {
 // lease's validity has run out.
 func TestCloseKeepsALeaseJustAcquired(t *testing.T) {
 	const res = "just"
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	cfg := func(c *engine.Config) {
 		c.TTL = time.Second
 		c.NodeTimeout = 200 * time.Millisecond
@@ -599,7 +599,7 @@ func TestCloseKeepsALeaseJustAcquired(t *testing.T) {
 // (or deleted), and the waiter of another Locker acquires only once every
 // such lease has ended.
 func TestCloseRacingAHandOff(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	cfg := func(c *engine.Config) {
 		c.TTL = 600 * time.Millisecond
 		c.NodeTimeout = 100 * time.Millisecond
@@ -664,7 +664,7 @@ func TestCloseRacingAHandOff(t *testing.T) {
 // a lock; where the key is free, it gives the turn to the first waiter, as
 // a release would (harmless: it wakes a waiter that would otherwise sleep).
 func TestQuitTwice(t *testing.T) {
-	e := newEnv(t, 1)
+	e := ownEnv(t, 1)
 	c := e.direct[0]
 	ctx := context.Background()
 	const key = "quit"
@@ -709,7 +709,7 @@ func TestQuitTwice(t *testing.T) {
 // bench/sim; redlock exec exited seconds after its command because of
 // it.)
 func TestCloseWithAHungMasterReturnsPromptly(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	ctx := context.Background()
 	holderL := e.locker(nil)
 	l := e.locker(func(c *engine.Config) { c.TTL = 2 * time.Second })
@@ -754,10 +754,10 @@ func TestCloseWithAHungMasterReturnsPromptly(t *testing.T) {
 // than at the dial timeout, or at the partition's end. (Found by
 // bench/sim, whose partitions hang dials.)
 func TestCloseWithADialHungReturnsPromptly(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	ctx := context.Background()
 	addrs := e.cluster.Addrs()
-	front := newLatencyProxy(t, addrs[2], 0, nil)
+	front := newLatencyProxy(e, addrs[2], 0, nil)
 	var hung atomic.Bool
 	dialing := make(chan struct{}, 16)
 	l := e.locker(func(c *engine.Config) {
@@ -780,7 +780,7 @@ func TestCloseWithADialHungReturnsPromptly(t *testing.T) {
 	}
 	// The partition begins: the connection breaks, the next dial hangs.
 	hung.Store(true)
-	front.cut()
+	front.kill()
 	// A command to master 2 finds the connection broken and dials anew.
 	dialed := false
 	for i := 0; i < 50 && !dialed; i++ {

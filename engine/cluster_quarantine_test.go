@@ -203,7 +203,7 @@ func TestClusterNodeWithASkewedClockSitsOut(t *testing.T) {
 			var shift atomic.Int64
 			shift.Store(-time.Hour.Microseconds())
 			skewed := e.cluster.Shards[1].Nodes[0]
-			px := shiftedClockProxy(t, skewed.Addr(), &shift)
+			px := shiftedClockProxy(&env{t: t}, skewed.Addr(), &shift)
 			l := e.locker(func(c *engine.Config) {
 				c.Fencing = true
 				c.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {

@@ -33,7 +33,7 @@ func checkMessage(t *testing.T, what string, err error) {
 // prefix: a failed Lock, a double release, an Extend of a released lease,
 // a lost lock, a closed Locker, an unreachable quorum.
 func TestErrorMessagesReadAsOneLine(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	ctx := context.Background()
 	l := e.locker(func(c *engine.Config) { c.TTL = 2 * time.Second })
 	other := e.locker(nil)
@@ -95,7 +95,7 @@ func TestErrorMessagesReadAsOneLine(t *testing.T) {
 // Masters that all refuse one password are one problem, named once, with
 // every address.
 func TestUnreachableMastersGroupedByCause(t *testing.T) {
-	c := newEnv(t, 3).cluster
+	c := ownEnv(t, 3).cluster
 	for _, n := range c.Nodes {
 		if _, err := n.Conn().Do(context.Background(), n.Addr(), 2*time.Second, "CONFIG", "SET", "requirepass", "right"); err != nil {
 			t.Fatal(err)
@@ -136,7 +136,7 @@ func TestWrongTypeIsNotAnOutage(t *testing.T) {
 		{"the fencing counter, a quorum", nil, nil, engine.ErrWrongType, true, []error{engine.ErrNoQuorum, engine.ErrNotAcquired}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, 3)
+			e := ownEnv(t, 3)
 			ctx := context.Background()
 			for _, i := range tc.wrong {
 				if err := e.direct[i].Do(ctx, e.direct[i].B().Lpush().Key("k").Element("x").Build()).Error(); err != nil {
@@ -186,7 +186,7 @@ func TestWrongTypeIsNotAnOutage(t *testing.T) {
 // out until they are MaxTTL old. The error says so: what it is, until
 // when, and how to choose otherwise; and at that moment the lock is free.
 func TestQuarantineOfFreshMastersIsExplained(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	ctx := context.Background()
 	cfg := engine.DefaultConfig(e.cluster.Addrs()...)
 	cfg.TTL = 1500 * time.Millisecond
@@ -261,7 +261,7 @@ func TestNilLeaseIsNotHeld(t *testing.T) {
 // gate) or another Locker. Both match ErrNotAcquired and the context's
 // error, and the observer counts both as contended.
 func TestContentionReadsTheSameWhereverTheHolderLives(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	ctx := context.Background()
 	var rec recorder
 	l := e.locker(func(c *engine.Config) { c.Observer = rec.observer() })
@@ -297,7 +297,7 @@ func TestContentionReadsTheSameWhereverTheHolderLives(t *testing.T) {
 // once because one vote was a WRONGTYPE. Only a wrong type that makes the
 // quorum impossible (Kind ErrWrongType) is beyond another attempt.
 func TestLockWaitsForAHolderPastAMinorityOfTheWrongType(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	ctx := context.Background()
 	if err := e.direct[2].Do(ctx, e.direct[2].B().Lpush().Key("k").Element("x").Build()).Error(); err != nil {
 		t.Fatal(err)

@@ -10,24 +10,20 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
-	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
-// exampleMasters is set by TestMain: Example functions cannot start servers
-// through a testing.T.
+// exampleMasters are the pool's masters, for the Example functions, which
+// cannot be given a testing.T.
 var exampleMasters []string
 
 func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	c, err := redistest.Start(ctx, 5, redistest.Options{})
-	cancel()
-	if err != nil {
+	if err := startPool(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	exampleMasters = c.Addrs()
+	exampleMasters = pool.cluster.Addrs()
 	code := m.Run()
-	c.Stop()
+	stopPool()
 	os.Exit(code)
 }
 

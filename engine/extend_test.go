@@ -13,7 +13,7 @@ import (
 )
 
 func TestExtend(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) { c.TTL = 300 * time.Millisecond; c.MaxTTL = 2 * time.Second })
 	ctx := context.Background()
 
@@ -71,7 +71,7 @@ func TestExtend(t *testing.T) {
 // is stopped (SIGSTOP) until the test ends.
 func hungMasterLease(t *testing.T, nodeTimeout time.Duration, res string) *engine.Lease {
 	t.Helper()
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	l := e.locker(func(c *engine.Config) {
 		c.TTL = time.Second
 		c.NodeTimeout = nodeTimeout
@@ -130,7 +130,7 @@ func TestAutoExtensionAfterAnExtendWithAMasterHung(t *testing.T) {
 // timed out), not a context deadline the caller never set.
 func TestExtendCutShortByTheValidityIsNoQuorum(t *testing.T) {
 	const res = "cut-extend"
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	l := e.locker(func(c *engine.Config) {
 		c.TTL = time.Second
 		c.NodeTimeout = 450 * time.Millisecond
@@ -163,7 +163,7 @@ func TestExtendCutShortByTheValidityIsNoQuorum(t *testing.T) {
 // whether an earlier, shorter one is still on its way.
 func TestStaleShorterExtendAfterALongerOne(t *testing.T) {
 	const short = 200 * time.Millisecond
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	lB := e.locker(nil)
 	ctx := context.Background()
 	// The stalled bytes sometimes miss the master they were held for (the
@@ -252,7 +252,7 @@ func (e *env) staleExtendRan(t *testing.T, sp []*stallProxy, lB *engine.Locker, 
 // successor inherits the keys, and what may still reach them.
 func TestStaleExtendAfterAHandOff(t *testing.T) {
 	const ttl = time.Second
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	lB := e.locker(nil)
 	ctx := context.Background()
 	for try := 0; try < 3; try++ {
@@ -292,9 +292,9 @@ func TestStaleExtendAfterAHandOff(t *testing.T) {
 // slower than the quorum: a longer Extend after a shorter one that every
 // master answered within the node timeout is trusted for its own TTL.
 func TestSlowMasterDoesNotCapLaterExtends(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	addrs := e.cluster.Addrs()
-	slow := []*latencyProxy{newLatencyProxy(t, addrs[3], 0, nil), newLatencyProxy(t, addrs[4], 0, nil)}
+	slow := []*latencyProxy{newLatencyProxy(e, addrs[3], 0, nil), newLatencyProxy(e, addrs[4], 0, nil)}
 	l := e.locker(func(c *engine.Config) {
 		c.Masters = []string{addrs[0], addrs[1], addrs[2], slow[0].addr(), slow[1].addr()}
 		c.TTL, c.MaxTTL = 2*time.Second, 10*time.Second
@@ -325,7 +325,7 @@ func TestSlowMasterDoesNotCapLaterExtends(t *testing.T) {
 // call returns, one Release deletes the keys, the others say the lease
 // was already released, and no Extend or auto-extension revives it.
 func TestReleaseExtendAndAutoExtensionRacing(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) {
 		c.TTL, c.AutoExtend, c.ExtendEvery = 500*time.Millisecond, true, time.Millisecond
 	})

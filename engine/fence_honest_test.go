@@ -107,10 +107,10 @@ func fenceWithAFailure(t *testing.T, res, fenceSHA string,
 func fenceWithAFailureOnce(t *testing.T, res, fenceSHA string,
 	do func(ctx context.Context, l *engine.Locker, res string) (*engine.Lease, error),
 	hold func(e *env, i int, res string)) (bool, error) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	addrs := e.cluster.Addrs()
-	dp1 := newDropProxy(t, addrs[1])
-	dp2 := newDropProxy(t, addrs[2])
+	dp1 := newDropProxy(e, addrs[1])
+	dp2 := newDropProxy(e, addrs[2])
 	l := e.locker(func(c *engine.Config) {
 		c.Masters = []string{addrs[0], dp1.addr(), dp2.addr()}
 		c.Fencing = true

@@ -18,7 +18,7 @@ import (
 // began before the counters were raised and ended after the keys expired
 // could read only old counters and issue the same token.
 func TestFencedAcquireKeepsARoundSpanOfValidity(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	const ttl = 2 * time.Second
 	const nodeTimeout = 950 * time.Millisecond // span about 975ms
 	for _, tc := range []struct {
@@ -29,8 +29,8 @@ func TestFencedAcquireKeepsARoundSpanOfValidity(t *testing.T) {
 		{250 * time.Millisecond, true},  // 0.5s + 0.975s < 1.98s
 		{600 * time.Millisecond, false}, // 1.2s + 0.975s > 1.98s
 	} {
-		slow1 := newLatencyProxy(t, e.cluster.Nodes[1].Addr(), 0, nil)
-		slow2 := newLatencyProxy(t, e.cluster.Nodes[2].Addr(), 0, nil)
+		slow1 := newLatencyProxy(e, e.cluster.Nodes[1].Addr(), 0, nil)
+		slow2 := newLatencyProxy(e, e.cluster.Nodes[2].Addr(), 0, nil)
 		cfg := engine.DefaultConfig(e.cluster.Nodes[0].Addr(), slow1.addr(), slow2.addr())
 		cfg.Quarantine = engine.QuarantineObserved
 		cfg.Fencing = true
@@ -64,10 +64,10 @@ func TestFencedAcquireKeepsARoundSpanOfValidity(t *testing.T) {
 // Fencing refuses masters whose clocks disagree by MaxTTL/2 or more: the
 // tokens' clock floor would not hold across restarts.
 func TestFencingRefusesMastersWithSkewedClocks(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	var skew atomic.Int64
 	skew.Store(time.Hour.Microseconds())
-	ahead := shiftedClockProxy(t, e.cluster.Nodes[2].Addr(), &skew)
+	ahead := shiftedClockProxy(e, e.cluster.Nodes[2].Addr(), &skew)
 	addrs := []string{e.cluster.Nodes[0].Addr(), e.cluster.Nodes[1].Addr(), ahead.addr()}
 	cfg := engine.DefaultConfig(addrs...)
 	cfg.Quarantine = engine.QuarantineObserved
@@ -91,7 +91,7 @@ func TestFencingRefusesMastersWithSkewedClocks(t *testing.T) {
 // old code in 200 tries); the fix holds by construction: Extend re-checks
 // under the lease's lock, and Validity is 0 once Err is set.
 func TestExtendNeverRevivesAnEndedLease(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) { c.TTL = 60 * time.Millisecond; c.NodeTimeout = 20 * time.Millisecond })
 	for i := 0; i < 100; i++ {
 		le, err := l.TryLock(context.Background(), "revive")
@@ -146,7 +146,7 @@ func TestSuccessiveHoldersFenceDelivered(t *testing.T) {
 //	A: release m0, m1 (m1 on a new connection)
 //	B: SET m1 arrives: ok, reads c                  token c+1, fence ok on m1, m2
 func successiveHolders(t *testing.T, cutFence bool) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	const res = "fence-order"
 	addrs := e.cluster.Addrs()
 	// Counters 2 s ahead of the clocks.
@@ -170,10 +170,10 @@ func successiveHolders(t *testing.T, cutFence bool) {
 		t.Cleanup(func() { l.Close() })
 		return l
 	}
-	dp := newDropProxy(t, addrs[1])
+	dp := newDropProxy(e, addrs[1])
 	a := mk([]string{addrs[0], dp.addr(), addrs[2]}, nil)
-	sp0 := newStallProxy(t, addrs[0])
-	lp1 := newLatencyProxy(t, addrs[1], 0, nil)
+	sp0 := newStallProxy(e, addrs[0])
+	lp1 := newLatencyProxy(e, addrs[1], 0, nil)
 	b := mk([]string{sp0.addr(), lp1.addr(), addrs[2]}, func(c *engine.Config) { c.NodeTimeout = time.Second })
 	defer sp0.breakStalled()
 
@@ -244,9 +244,9 @@ func successiveHolders(t *testing.T, cutFence bool) {
 func TestMasterBackWithASkewedClockSitsOut(t *testing.T) {
 	for _, fencing := range []bool{true, false} {
 		t.Run(fmt.Sprintf("fencing=%v", fencing), func(t *testing.T) {
-			e := newEnv(t, 3)
+			e := ownEnv(t, 3)
 			var shift atomic.Int64 // µs added to master 2's server_time_usec
-			behind := shiftedClockProxy(t, e.cluster.Nodes[2].Addr(), &shift)
+			behind := shiftedClockProxy(e, e.cluster.Nodes[2].Addr(), &shift)
 			l := e.locker(func(c *engine.Config) {
 				c.Fencing, c.TTL = fencing, 2*time.Second
 				c.Masters = []string{e.cluster.Nodes[0].Addr(), e.cluster.Nodes[1].Addr(), behind.addr()}
@@ -296,8 +296,8 @@ func TestMasterBackWithASkewedClockSitsOut(t *testing.T) {
 // shiftedClockProxy is a proxy to addr that adds shift µs to the
 // server_time_usec the master reports, as a master whose clock is that far
 // off would.
-func shiftedClockProxy(t *testing.T, addr string, shift *atomic.Int64) *latencyProxy {
-	return newLatencyProxy(t, addr, 0, func(b []byte) []byte {
+func shiftedClockProxy(e *env, addr string, shift *atomic.Int64) *latencyProxy {
+	return newLatencyProxy(e, addr, 0, func(b []byte) []byte {
 		s := string(b)
 		i := strings.Index(s, "server_time_usec:")
 		if i < 0 || shift.Load() == 0 {
@@ -345,9 +345,9 @@ func reconnectMeasured(t *testing.T, e *env, l *engine.Locker, i int) {
 // them is. The healthy master would sit out too, and the quorum with it,
 // until the bad clock is fixed.
 func TestOneSkewedMasterDoesNotKeepAHealthyOneOut(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	var shift atomic.Int64 // µs added to master 2's server_time_usec
-	behind := shiftedClockProxy(t, e.cluster.Nodes[2].Addr(), &shift)
+	behind := shiftedClockProxy(e, e.cluster.Nodes[2].Addr(), &shift)
 	l := e.locker(func(c *engine.Config) {
 		c.Fencing, c.TTL = true, 2*time.Second
 		c.Masters = []string{e.cluster.Nodes[0].Addr(), e.cluster.Nodes[1].Addr(), behind.addr()}
@@ -376,11 +376,11 @@ func TestOneSkewedMasterDoesNotKeepAHealthyOneOut(t *testing.T) {
 // others, and the second an hour off from the one left, though all three
 // agree at every instant. The quorum must survive the reconnects.
 func TestMastersWhoseClocksStepTogetherKeepVoting(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	var shift atomic.Int64 // µs added to every master's server_time_usec
 	var addrs []string
 	for i := range 3 {
-		addrs = append(addrs, shiftedClockProxy(t, e.cluster.Nodes[i].Addr(), &shift).addr())
+		addrs = append(addrs, shiftedClockProxy(e, e.cluster.Nodes[i].Addr(), &shift).addr())
 	}
 	l := e.locker(func(c *engine.Config) {
 		c.Fencing, c.TTL = true, 2*time.Second
@@ -406,7 +406,7 @@ func TestMastersWhoseClocksStepTogetherKeepVoting(t *testing.T) {
 // round's error counted the cut wait as an outage, where an acquire cut
 // by its context reports the context's error alone. (Found by bench/sim.)
 func TestFenceCutByTheDeadlineIsNotAnOutage(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	const oneWay = 40 * time.Millisecond
 	l, proxies := e.proxiedLocker(func(c *engine.Config) {
 		c.Fencing, c.TTL = true, 5*time.Second

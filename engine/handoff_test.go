@@ -10,7 +10,7 @@ import (
 )
 
 func TestHandoffPassesTheLeaseInProcess(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	l := e.locker(func(c *engine.Config) { c.Fencing = true })
 	other := e.locker(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -72,7 +72,7 @@ func TestHandoffPassesTheLeaseInProcess(t *testing.T) {
 }
 
 func TestHandoffsAreCapped(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) { c.MaxHandoffs = 2 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -113,7 +113,7 @@ func TestHandoffsAreCapped(t *testing.T) {
 }
 
 func TestNoHandoffOfAShortLease(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	const ttl = 400 * time.Millisecond
 	l := e.locker(func(c *engine.Config) { c.TTL = ttl })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -139,7 +139,7 @@ func TestNoHandoffOfAShortLease(t *testing.T) {
 // A gated lease that expires hands its turn on; releasing it afterwards
 // must not hand the turn on a second time.
 func TestExpiredGatedLeaseLeavesTheGateOnce(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	const ttl = 300 * time.Millisecond
 	l := e.locker(func(c *engine.Config) { c.TTL = ttl })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -177,7 +177,7 @@ func TestExpiredGatedLeaseLeavesTheGateOnce(t *testing.T) {
 // More masters than the lease's inline tally holds: the hand-off must size
 // the successor's tally from the lease's.
 func TestHandoffWithSevenMasters(t *testing.T) {
-	e := newEnv(t, 7)
+	e := ownEnv(t, 7)
 	l := e.locker(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

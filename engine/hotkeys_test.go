@@ -136,7 +136,7 @@ func releaseInOrder(t *testing.T, le *engine.Lease, got chan result, first, n in
 // every attempt counted is a wake-up's.
 func TestReleaseWakesOneWaiterAcrossLockers(t *testing.T) {
 	withAndWithoutFencing(t, func(t *testing.T, fencing bool, cfg func(*engine.Config)) {
-		e := newEnv(t, 5)
+		e := ownEnv(t, 5)
 		holderL := e.locker(cfg)
 		var ls []*engine.Locker
 		var ctxs []context.Context
@@ -171,7 +171,7 @@ func TestWaitersOutliveTheFirstWaiter(t *testing.T) {
 	const queue = "\xffredlock:queue:gone" // the resource's queue on each master
 	for _, how := range []string{"killed", "cancelled"} {
 		t.Run(how, func(t *testing.T) {
-			e := newEnv(t, 5)
+			e := ownEnv(t, 5)
 			cfg := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = fallback, fallback }
 			holderL := e.locker(cfg)
 			// The first waiter reaches the masters through proxies, which
@@ -181,7 +181,7 @@ func TestWaitersOutliveTheFirstWaiter(t *testing.T) {
 				cfg(c)
 				c.Masters = nil
 				for _, a := range e.cluster.Addrs() {
-					links = append(links, newLatencyProxy(t, a, 0, nil))
+					links = append(links, newLatencyProxy(e, a, 0, nil))
 					c.Masters = append(c.Masters, links[len(links)-1].addr())
 				}
 			})
@@ -285,9 +285,9 @@ func TestWaitersOutliveTheFirstWaiter(t *testing.T) {
 // release well past the waiter's attempt.
 func TestLateReleaseDoesNotWakeTheNextWaiter(t *testing.T) {
 	withAndWithoutFencing(t, func(t *testing.T, fencing bool, cfg func(*engine.Config)) {
-		e := newEnv(t, 5)
+		e := ownEnv(t, 5)
 		addrs := e.cluster.Addrs()
-		slow := []*latencyProxy{newLatencyProxy(t, addrs[3], 0, nil), newLatencyProxy(t, addrs[4], 0, nil)}
+		slow := []*latencyProxy{newLatencyProxy(e, addrs[3], 0, nil), newLatencyProxy(e, addrs[4], 0, nil)}
 		holderL := e.locker(func(c *engine.Config) {
 			cfg(c)
 			c.Masters = []string{addrs[0], addrs[1], addrs[2], slow[0].addr(), slow[1].addr()}

@@ -151,7 +151,7 @@ func (e *lcEnv) nodes(opts lcOptions) []*redistest.Node {
 // them age past a second, so that the Lockers' quarantine (which reads
 // uptime in whole seconds) does not keep fresh masters out of the first run.
 func newLifecycleEnv(t *testing.T) *lcEnv {
-	e := newEnv(t, lcMasters)
+	e := ownEnv(t, lcMasters)
 	time.Sleep(1100 * time.Millisecond)
 	return &lcEnv{env: e, restarted: map[int]time.Time{}}
 }

@@ -42,7 +42,7 @@ func TestLockAllHeldUpTakesNoTurnItCannotUseControl(t *testing.T) {
 // masters 0 and 1 and lost on master 2 (as after a restart there), then a
 // Lock(x) behind it, and returns what went wrong.
 func lockAllHeldUp(t *testing.T) (errs []string) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	cfg := func(c *engine.Config) {
 		slowFallback(c)
 		c.NodeTimeout = time.Second

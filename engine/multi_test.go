@@ -24,7 +24,7 @@ func oneLine(t *testing.T, err error) {
 }
 
 func TestLockAllValidatesResources(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -100,7 +100,7 @@ func TestLockAllValidatesResources(t *testing.T) {
 // A refused TryLockAll takes nothing, on any master, and names a
 // resource that was held; a split one is undone everywhere.
 func TestTryLockAllIsAllOrNothing(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	l, other := e.locker(nil), e.locker(nil)
 	ctx := context.Background()
 	held, err := other.TryLock(ctx, "b")
@@ -261,7 +261,7 @@ func pending(t *testing.T, what string, ch chan lockResult) {
 // from LockAll blocks Lock on any of its resources: the keys are the
 // same. Each waiter is woken by the holder's release.
 func TestMutexAndLockAllExcludeEachOther(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	la, lb := e.locker(slowFallback), e.locker(slowFallback)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -309,7 +309,7 @@ func TestMutexAndLockAllExcludeEachOther(t *testing.T) {
 // leaves the resource free. It acquires, woken by a release, once all are
 // free at once.
 func TestLockAllHoldsNothingWhileItWaits(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	la, lb, lc, ld := e.locker(slowFallback), e.locker(slowFallback), e.locker(slowFallback), e.locker(slowFallback)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -361,7 +361,7 @@ func TestLockAllHoldsNothingWhileItWaits(t *testing.T) {
 // mixed with Lock on single resources: every call returns with the lease,
 // and no resource has two holders.
 func TestLockAllInOpposedOrdersDoesNotDeadlock(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	fast := func(c *engine.Config) {
 		c.TTL = 2 * time.Second
 		c.RetryDelayMin, c.RetryDelayMax = time.Millisecond, 5*time.Millisecond
@@ -421,7 +421,7 @@ func TestLockAllInOpposedOrdersDoesNotDeadlock(t *testing.T) {
 // Release, Extend and auto-extension act on every key of the lease, and
 // losing any one of them on a majority loses the lease.
 func TestMultiLeaseActsOnAllItsKeys(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	l := e.locker(func(c *engine.Config) { c.TTL, c.MaxTTL = time.Second, 10*time.Second })
 	ctx := context.Background()
 	le, err := l.TryLockAll(ctx, "p", "q", "r")
@@ -484,7 +484,7 @@ func TestMultiLeaseActsOnAllItsKeys(t *testing.T) {
 // later holder of any of them, on one resource or on several, gets a
 // larger one. Each resource's store sees its tokens increase.
 func TestMultiLeaseFencingTokens(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	l := e.locker(func(c *engine.Config) { c.Fencing = true })
 	ctx := context.Background()
 	last := map[string]int64{}
@@ -535,7 +535,7 @@ func TestMultiLeaseFencingTokens(t *testing.T) {
 // A failed LockAll attempt is undone on every master, including one whose
 // yes arrives after the attempt was decided.
 func TestLateYesToTryLockAllIsUndone(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) { c.NodeTimeout = 200 * time.Millisecond })
 	e.set(0, "late-b", "theirs")
 	if err := e.cluster.Nodes[1].Pause(); err != nil {
@@ -566,7 +566,7 @@ func TestLateYesToTryLockAllIsUndone(t *testing.T) {
 // A key of another type among the resources is ErrWrongType, named, not
 // an outage, and nothing is written.
 func TestLockAllOverAKeyOfTheWrongType(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) { c.Fencing = true })
 	ctx := context.Background()
 	for i := range 3 {
@@ -597,7 +597,7 @@ func TestLockAllOverAKeyOfTheWrongType(t *testing.T) {
 // Close takes a waiting LockAll out of every one of its resources'
 // queues, and it returns ErrClosed.
 func TestCloseLeavesLockAllsQueues(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	holder := e.locker(nil)
 	cfg := engine.DefaultConfig(e.cluster.Addrs()...)
 	cfg.Quarantine = engine.QuarantineObserved
@@ -631,7 +631,7 @@ func TestCloseLeavesLockAllsQueues(t *testing.T) {
 // Resource is a label that does not escape the names: a set whose names
 // hold ',' can share it with another set, and Resources tells them apart.
 func TestResourcesTellApartSetsThatShareALabel(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(nil)
 	ctx := context.Background()
 	one, err := l.TryLockAll(ctx, "a,b")

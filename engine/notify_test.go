@@ -17,7 +17,7 @@ import (
 // waiter must not wait for that beyond its context, and other resources'
 // waiters of the same Locker must not wait behind it at all.
 func TestNotifyStoppedMasterBlocksNobody(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	const dialTimeout = 3 * time.Second
 	holderL := e.locker(nil)
 	waiterL := e.locker(func(c *engine.Config) {
@@ -116,7 +116,7 @@ func TestNotifySubscribeOrderWithoutGate(t *testing.T) {
 func testNotifySubscribeOrder(t *testing.T, linger time.Duration) {
 	// One master: with more, a subscription lost on one of them is covered
 	// by the others' notifications and shows only on the masters.
-	e := newEnv(t, 1)
+	e := ownEnv(t, 1)
 	const fallback = 2 * time.Second
 	waiterL := e.locker(func(c *engine.Config) {
 		c.DisableGate = true
@@ -209,7 +209,7 @@ func testNotifySubscribeOrder(t *testing.T, linger time.Duration) {
 // first waiter came) or broke (restarted) is subscribed again in the
 // background once it answers, while the waiter keeps waiting.
 func TestNotifyMasterRejoins(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	holderL := e.locker(nil)
 	waiterL := e.locker(func(c *engine.Config) {
 		c.DialTimeout = time.Second
@@ -272,7 +272,7 @@ func TestNotifyMasterRejoins(t *testing.T) {
 // attempt, no new subscription), and the masters are unsubscribed once
 // the linger has passed.
 func TestSubscriptionLingers(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	const linger = 300 * time.Millisecond
 	const channel = "redlock:released:linger"
 	holderL := e.locker(nil)

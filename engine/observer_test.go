@@ -61,7 +61,7 @@ func (r *recorder) lastAcquire(t *testing.T) engine.AcquireEvent {
 }
 
 func TestObserverSeesWhatHappened(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	var r recorder
 	newStart := time.Now()
 	l := e.locker(func(c *engine.Config) {
@@ -226,7 +226,7 @@ func TestObserverSeesWhatHappened(t *testing.T) {
 // An auto-extension that finds the lock gone ends the lease: one Lost
 // event, from the timer goroutine, and an Extend event marked Auto.
 func TestObserverSeesAutoExtensionLoss(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	var r recorder
 	l := e.locker(func(c *engine.Config) {
 		c.Observer = r.observer()

@@ -15,7 +15,7 @@ import (
 // It reports whether the second client was granted the lock.
 func amnesia(t *testing.T, policy engine.QuarantinePolicy, secondBeforeRestart bool) (granted bool, second *engine.Locker) {
 	t.Helper()
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	const res = "amnesia"
 	e.set(3, res, "someone")
 	e.set(4, res, "someone")

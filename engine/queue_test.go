@@ -45,9 +45,9 @@ func TestSplitVoteLeavesNoStaleQueueEntry(t *testing.T) {
 
 func testSplitVoteLeavesNoStaleQueueEntry(t *testing.T, handoff bool) {
 	const res = "split"
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	addrs := e.cluster.Addrs()
-	slow := []*latencyProxy{newLatencyProxy(t, addrs[1], 0, nil), newLatencyProxy(t, addrs[2], 0, nil)}
+	slow := []*latencyProxy{newLatencyProxy(e, addrs[1], 0, nil), newLatencyProxy(e, addrs[2], 0, nil)}
 	cfg := func(c *engine.Config) {
 		c.NotifyLinger = time.Minute
 		c.NodeTimeout = time.Second
@@ -199,7 +199,7 @@ func lingerOn(t *testing.T, e *env, holderL, l *engine.Locker, resource string) 
 // place in the queue; on a free key with fencing, tokens still rise.
 func TestLingeringFirstAttemptEdges(t *testing.T) {
 	withAndWithoutFencing(t, func(t *testing.T, fencing bool, base func(*engine.Config)) {
-		e := newEnv(t, 3)
+		e := ownEnv(t, 3)
 		cfg := func(c *engine.Config) { base(c); c.NotifyLinger = time.Minute }
 		holderL, l := e.locker(cfg), e.locker(cfg)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -279,7 +279,7 @@ func TestLingeringContention(t *testing.T) {
 }
 
 func testLingeringContention(t *testing.T, n int) {
-	e := newEnv(t, n)
+	e := ownEnv(t, n)
 	// Each Locker reaches each master with its own delay, so that
 	// releases arrive late on some masters and first attempts split.
 	delays := []time.Duration{0, 500 * time.Microsecond, 2 * time.Millisecond}
@@ -287,7 +287,7 @@ func testLingeringContention(t *testing.T, n int) {
 	cfg := func(c *engine.Config) {
 		c.Masters = nil
 		for _, a := range e.cluster.Addrs() {
-			c.Masters = append(c.Masters, newLatencyProxy(t, a, delays[k%len(delays)], nil).addr())
+			c.Masters = append(c.Masters, newLatencyProxy(e, a, delays[k%len(delays)], nil).addr())
 			k++
 		}
 		k++
@@ -377,7 +377,7 @@ func testLingeringContention(t *testing.T, n int) {
 // Close ends lingering subscriptions: their pub/sub goroutines and idle
 // timers do not outlive it, and Subscriptions says so.
 func TestNoGoroutineLeakAfterCloseWithLingering(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	base := runtime.NumGoroutine()
 	cfg := engine.DefaultConfig(e.cluster.Addrs()...)
 	cfg.Quarantine = engine.QuarantineObserved
@@ -405,7 +405,7 @@ func TestNoGoroutineLeakAfterCloseWithLingering(t *testing.T) {
 // publish; the tokens expire after 50 ms. The waiter retries once they
 // have, not after its (here long) fallback.
 func TestTurnTokensOfAGoneWaiterDoNotWaitForTheFallback(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	const fallback = 5 * time.Second
 	l := e.locker(func(c *engine.Config) { c.FallbackMin, c.FallbackMax = fallback, fallback })
 	for i, c := range e.direct {
@@ -442,11 +442,11 @@ func TestTurnTokensOfAGoneWaiterDoNotWaitForTheFallback(t *testing.T) {
 // and the fencing round's.
 func TestWokenWaiterThatGivesUpPassesTheTurn(t *testing.T) {
 	const res = "giveup"
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	const fallback = 5 * time.Second
 	var slow []*latencyProxy
 	for _, a := range e.cluster.Addrs() {
-		slow = append(slow, newLatencyProxy(t, a, 0, nil))
+		slow = append(slow, newLatencyProxy(e, a, 0, nil))
 	}
 	cfg := func(c *engine.Config) {
 		c.Fencing = true
@@ -512,7 +512,7 @@ func TestWokenWaiterThatGivesUpPassesTheTurn(t *testing.T) {
 // fallback although the resource is free.
 func TestExpiredLeaseLeavesTheQueueOnRelease(t *testing.T) {
 	withAndWithoutFencing(t, func(t *testing.T, fencing bool, cfg func(*engine.Config)) {
-		e := newEnv(t, 3)
+		e := ownEnv(t, 3)
 		ctx := context.Background()
 		const res = "ghost"
 		slow := func(c *engine.Config) {
@@ -604,7 +604,7 @@ func TestExpiredLeaseLeavesTheQueueOnRelease(t *testing.T) {
 func TestEndedLeaseLeavesTheQueue(t *testing.T) {
 	for _, how := range []string{"expired, never released", "Locker closed", "expired unwatched, gate off"} {
 		t.Run(how, func(t *testing.T) {
-			e := newEnv(t, 3)
+			e := ownEnv(t, 3)
 			ctx := context.Background()
 			const res = "left"
 			const ttl = 2 * time.Second
@@ -673,7 +673,7 @@ func TestEndedLeaseLeavesTheQueue(t *testing.T) {
 // without waiting for the holder's Release; that Release, when it comes,
 // finds nothing of its own and harms nothing.
 func TestLostLeaseStillHeldReleasesToTheNextWaiter(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	ctx := context.Background()
 	const res = "slow"
 	aL, proxies := e.proxiedLocker(func(c *engine.Config) {
@@ -792,7 +792,7 @@ func TestExpiredLeaseWithAWaiterPassesTheTurn(t *testing.T) {
 }
 
 func testExpiredLeaseWithAWaiterPassesTheTurn(t *testing.T, queued bool, cfg func(*engine.Config)) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	ctx := context.Background()
 	const res = "expired-turn"
 	short := func(c *engine.Config) {
@@ -895,11 +895,11 @@ func testExpiredLeaseWithAWaiterPassesTheTurn(t *testing.T, queued bool, cfg fun
 // to be refused by the new holder's quorum.
 func TestLateReleaseWakesTheNewHolderBeforeAnOlderWaiter(t *testing.T) {
 	withAndWithoutFencing(t, func(t *testing.T, fencing bool, cfg func(*engine.Config)) {
-		e := newEnv(t, 3)
+		e := ownEnv(t, 3)
 		ctx := context.Background()
 		const res = "late-older"
 		addrs := e.cluster.Addrs()
-		slow := newLatencyProxy(t, addrs[0], 0, nil)
+		slow := newLatencyProxy(e, addrs[0], 0, nil)
 		holderL := e.locker(func(c *engine.Config) {
 			cfg(c)
 			c.NodeTimeout = time.Second
@@ -984,7 +984,7 @@ func TestReleasePassesOnATurnALateReleaseGaveIt(t *testing.T) {
 // interleaving, for Lock or LockAll, and reports whether the next waiter on
 // the late master got its turn after the new holder's release.
 func latePoppedHolderReleases(t *testing.T, all bool, cfg func(*engine.Config)) bool {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	ctx := context.Background()
 	names := []string{"late-popped"}
 	if all {
@@ -997,7 +997,7 @@ func latePoppedHolderReleases(t *testing.T, all bool, cfg func(*engine.Config)) 
 		return l.Lock(ctx, names[0])
 	}
 	addrs := e.cluster.Addrs()
-	slow := newLatencyProxy(t, addrs[0], 0, nil)
+	slow := newLatencyProxy(e, addrs[0], 0, nil)
 	holderL := e.locker(func(c *engine.Config) {
 		cfg(c)
 		c.NodeTimeout = time.Second

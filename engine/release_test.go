@@ -20,7 +20,7 @@ func TestLateYesIsReleased(t *testing.T) {
 }
 
 func testLateYes(t *testing.T, pipelineMultiplex int) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) {
 		c.NodeTimeout = 200 * time.Millisecond
 		c.PipelineMultiplex = pipelineMultiplex
@@ -56,7 +56,7 @@ func testLateYes(t *testing.T, pipelineMultiplex int) {
 }
 
 func TestReleaseOfExpiredOrForeignLockChangesNothing(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) { c.TTL = 200 * time.Millisecond })
 	other := e.locker(nil)
 
@@ -108,7 +108,7 @@ func TestReleaseOfExpiredOrForeignLockChangesNothing(t *testing.T) {
 // once: the deletes it sent have all landed, so none is overtaken by the
 // new SET. Many goroutines make the masters' queues deep.
 func TestReacquireRightAfterRelease(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	// Not a test of node timeouts, which a loaded machine runs out of.
 	l := e.locker(func(c *engine.Config) { c.NodeTimeout = time.Second })
 	ctx := context.Background()
@@ -147,12 +147,12 @@ func TestReacquireRightAfterRelease(t *testing.T) {
 // delete on it is sent again. Sent once, the key would refuse everyone on
 // that master for the rest of its TTL.
 func TestUndoLostWithItsConnectionIsResent(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	const res = "undo-lost"
 	addrs := e.cluster.Addrs()
 	e.set(1, res, "someone")
 	e.set(2, res, "someone")
-	dp := newDropProxy(t, addrs[0])
+	dp := newDropProxy(e, addrs[0])
 	cfg := engine.DefaultConfig(dp.addr(), addrs[1], addrs[2])
 	cfg.Quarantine = engine.QuarantineObserved
 	cfg.TTL = 10 * time.Second
@@ -177,9 +177,9 @@ func TestUndoLostWithItsConnectionIsResent(t *testing.T) {
 // that master again later: the SET may run after the first delete and
 // would leave the key there for a full TTL.
 func TestReleaseAfterABrokenAcquireConnection(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	const res = "broken-release"
-	px := newStallProxy(t, e.cluster.Nodes[0].Addr())
+	px := newStallProxy(e, e.cluster.Nodes[0].Addr())
 	cfg := engine.DefaultConfig(px.addr(), e.cluster.Nodes[1].Addr(), e.cluster.Nodes[2].Addr())
 	cfg.Quarantine = engine.QuarantineObserved
 	cfg.ConnTimeout = time.Second

@@ -35,7 +35,7 @@ func TestReleasePassesOnATurnAnUndoGaveIt(t *testing.T) {
 // interleaving and reports whether the next waiter on master 0 got its
 // turn after the holder's release.
 func undoGivesAReleasedPlaceTheTurn(t *testing.T) bool {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	ctx := context.Background()
 	const res, other, next = "undo-turn", "other.split-attempt", "next-waiter"
 	l := e.locker(func(c *engine.Config) {

@@ -18,7 +18,7 @@ import (
 // validity follows; with a key gone from a quorum, it ends the lease with
 // ErrLockLost, naming each master's answer.
 func TestRemoteValidity(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	ctx := context.Background()
 	for _, k := range lossKinds {
 		if k.auto {
@@ -81,7 +81,7 @@ func TestRemoteValidity(t *testing.T) {
 // whose Locker closed answer without asking the masters; a lease the
 // tracker found lost answers ErrLockLost.
 func TestRemoteValidityOfEndedLeases(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	ctx := context.Background()
 	l := e.locker(nil)
 	le, err := l.TryLock(ctx, "ended")

@@ -112,7 +112,7 @@ func runStarvation(t *testing.T, e *env, name string, limit time.Duration) stRes
 // time the writer must acquire within the bound, while the readers kept
 // reading until its intent was in.
 func TestRWMutexWriterNotStarvedByReaders(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	bound := stHold + engine.DefaultFallbackMax + stSlack
 	for run := range 3 {
 		res := runStarvation(t, e, "stream-"+string(rune('a'+run)), 5*time.Second)
@@ -131,7 +131,7 @@ func TestRWMutexWriterNotStarvedByReaders(t *testing.T) {
 // writer waits), the same stream keeps the writer out past the bound, and
 // past several times it, while reads go on.
 func TestRWMutexWriterStarvedWithoutIntent(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	defer mutation.RWIntentIgnored.Set(true)()
 	bound := stHold + engine.DefaultFallbackMax + stSlack
 	res := runStarvation(t, e, "stream", 3*bound)

@@ -47,7 +47,7 @@ func release(t *testing.T, le *engine.Lease) {
 // Readers of several Lockers hold at once; a writer is refused while any
 // holds, and holds alone; readers are refused while it holds.
 func TestRWMutexReadersShareAndWritersExclude(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	ctx := context.Background()
 	var ms []*engine.RWMutex
 	for range 3 {
@@ -136,7 +136,7 @@ func (e *env) exists(i int, key string) bool {
 
 // A reader's and a writer's lease extend, end, and release as a lock's.
 func TestRWMutexLeaseIsALease(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	ctx := context.Background()
 	l := rwLocker(e, func(c *engine.Config) {
 		c.TTL, c.MaxTTL, c.NodeTimeout = 300*time.Millisecond, 2*time.Second, 100*time.Millisecond
@@ -192,7 +192,7 @@ func TestRWMutexLeaseIsALease(t *testing.T) {
 // A writer that waits keeps new readers out (TryRLock says why), and
 // acquires once the reader it waited for releases, woken by that release.
 func TestRWMutexWaitingWriterGoesFirst(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	ctx := context.Background()
 	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 5*time.Second, 5*time.Second }
 	lr, lw := rwLocker(e, slow), rwLocker(e, slow)
@@ -259,7 +259,7 @@ func TestRWMutexWaitingWriterGoesFirst(t *testing.T) {
 // A writer that gives up takes its intent out, and wakes the readers it
 // kept out.
 func TestRWMutexWriterThatGivesUpLetsReadersIn(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	ctx := context.Background()
 	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 5*time.Second, 5*time.Second }
 	l1, l2 := rwLocker(e, slow), rwLocker(e, slow)
@@ -315,7 +315,7 @@ func TestRWMutexWriterThatGivesUpLetsReadersIn(t *testing.T) {
 // same name refuse each other, each way, as do a semaphore and a
 // read/write lock; each error names the resource and both uses.
 func TestRWMutexRefusesANameUsedOtherwise(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	ctx := context.Background()
 	l := rwLocker(e, nil)
 	plain := rwLocker(e, func(c *engine.Config) { c.Fencing = false })
@@ -396,7 +396,7 @@ func TestRWMutexRefusesANameUsedOtherwise(t *testing.T) {
 // Many readers of one Locker hold at once, and two writers' turns come
 // between them; no reader or writer overlaps a writer.
 func TestRWMutexConcurrentReadersAndWriters(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	l := rwLocker(e, nil)
 	m := rwMutex(t, l, "busy")
 	var mu sync.Mutex
@@ -462,7 +462,7 @@ func TestRWMutexConcurrentReadersAndWriters(t *testing.T) {
 // Close ends the waits of readers and writers with ErrClosed, and takes
 // the waiting writer's intent off the masters.
 func TestRWMutexWaitsEndAtClose(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	ctx := context.Background()
 	holder := rwMutex(t, rwLocker(e, nil), "closing")
 	l := rwLocker(e, nil)
@@ -503,7 +503,7 @@ func TestRWMutexWaitsEndAtClose(t *testing.T) {
 // lingers) registers its intent with its next attempt, as a first waiter
 // does, not after a fallback.
 func TestRWMutexLingeringWaiterMarksAtOnce(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	ctx := context.Background()
 	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 5*time.Second, 5*time.Second }
 	mr, mw := rwMutex(t, rwLocker(e, slow), "linger"), rwMutex(t, rwLocker(e, slow), "linger")
@@ -539,14 +539,14 @@ func TestRWMutexLingeringWaiterMarksAtOnce(t *testing.T) {
 // the member is there. Its control reads the key as a plain lock's
 // (mutation.RWTrackedAsPlain) and must see the holder end.
 func TestRWMutexWatchedLeaseIsNotLostToChanges(t *testing.T) {
-	if err := watchedRWLeaseLost(t, newEnv(t, 3), "watched"); err != nil {
+	if err := watchedRWLeaseLost(t, ownEnv(t, 3), "watched"); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestRWMutexWatchedLeaseIsNotLostToChangesControl(t *testing.T) {
 	defer mutation.RWTrackedAsPlain.Set(true)()
-	err := watchedRWLeaseLost(t, newEnv(t, 3), "watched-control")
+	err := watchedRWLeaseLost(t, ownEnv(t, 3), "watched-control")
 	if err == nil {
 		t.Fatal("the holders stood with the tracker reading their key as a plain lock's: the check cannot fail")
 	}

@@ -83,7 +83,7 @@ func rwEntryExpired(t *testing.T, e *env, writer bool) error {
 // expired entry stays in the set until a writer's attempt or the key's
 // end takes it out).
 func TestRWLossNoticedWhenItsEntryExpires(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	for _, writer := range []bool{false, true} {
 		t.Run(map[bool]string{false: "reader", true: "writer"}[writer], func(t *testing.T) {
 			if err := rwEntryExpired(t, e, writer); err != nil {
@@ -98,7 +98,7 @@ func TestRWLossNoticedWhenItsEntryExpires(t *testing.T) {
 // and must see the writer's check fail: readers skip its expired entry,
 // which stays in the set.
 func TestRWLossNoticedWhenItsEntryExpiresControl(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	defer mutation.RWTrackedByPresence.Set(true)()
 	err := rwEntryExpired(t, e, true)
 	if err == nil {

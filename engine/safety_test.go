@@ -62,7 +62,7 @@ func TestLostLeaseIsNeverHandedOnControl(t *testing.T) {
 // lostLeaseReleased runs the sequence and describes the two holders it
 // made, or returns "".
 func lostLeaseReleased(t *testing.T) (twoHolders string) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) {
 		c.TTL = 900 * time.Millisecond
 		c.AutoExtend = true
@@ -135,7 +135,7 @@ func lostLeaseReleased(t *testing.T) (twoHolders string) {
 
 // A manual Extend that finds the keys gone ends the lease.
 func TestFailedExtendEndsTheLease(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(nil)
 	ctx := context.Background()
 	le, err := l.TryLock(ctx, "extend-lost")
@@ -162,9 +162,9 @@ func TestFailedExtendEndsTheLease(t *testing.T) {
 // lease must not trust its old validity then, whatever the round decided,
 // or another Locker takes the resource from under it.
 func TestFailedShorterExtendKeepsNoValidityBeyondTheKeys(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	addrs := e.cluster.Addrs()
-	slow := []*latencyProxy{newLatencyProxy(t, addrs[1], 0, nil), newLatencyProxy(t, addrs[2], 0, nil)}
+	slow := []*latencyProxy{newLatencyProxy(e, addrs[1], 0, nil), newLatencyProxy(e, addrs[2], 0, nil)}
 	lA := e.locker(func(c *engine.Config) {
 		c.Masters = []string{addrs[0], slow[0].addr(), slow[1].addr()}
 		c.TTL = 5 * time.Second
@@ -210,7 +210,7 @@ func TestFailedShorterExtendKeepsNoValidityBeyondTheKeys(t *testing.T) {
 // Done is closed already for a first call made after the validity ran
 // out, and Err, Validity and Context agree with it at that instant.
 func TestEndedLeaseAgreesAtOnce(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) { c.TTL = 200 * time.Millisecond })
 	for i := 0; i < 20; i++ {
 		le, err := l.TryLock(context.Background(), "expires")
@@ -241,7 +241,7 @@ func TestEndedLeaseAgreesAtOnce(t *testing.T) {
 // every fencing counter is forgotten: the next token must still be
 // higher than the last one issued before.
 func TestFencingTokensSurviveARollingRestart(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	const ttl = 600 * time.Millisecond
 	mk := func() *engine.Locker {
 		return e.locker(func(c *engine.Config) {
@@ -308,7 +308,7 @@ func TestFencingTokensSurviveARollingRestart(t *testing.T) {
 // A fenced acquire whose counter cannot be read fails before it writes:
 // no lock key is left behind to refuse everyone for a TTL.
 func TestFailedFencedAcquireLeavesNoKey(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) { c.Fencing = true })
 	const res = "bad-counter"
 	for i := 0; i < 3; i++ {
@@ -338,7 +338,7 @@ func TestFailedFencedAcquireLeavesNoKey(t *testing.T) {
 // No resource name reaches a fencing counter: the old counter name is an
 // ordinary resource, and the internal namespace is refused by name.
 func TestResourceNamesCannotReachTheCounters(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) { c.Fencing = true })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -373,7 +373,7 @@ func TestResourceNamesCannotReachTheCounters(t *testing.T) {
 // first auto-extension must come before that runs out, whatever
 // ExtendEvery is.
 func TestHandedOffSuccessorIsExtendedInTime(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) {
 		c.TTL = time.Second
 		c.AutoExtend = true
@@ -417,7 +417,7 @@ func TestHandedOffSuccessorIsExtendedInTime(t *testing.T) {
 }
 
 func TestExtendRefusesATTLAboveMaxTTL(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) { c.TTL = time.Second; c.MaxTTL = 2 * time.Second })
 	le, err := l.TryLock(context.Background(), "max-ttl")
 	if err != nil {
@@ -436,7 +436,7 @@ func TestExtendRefusesATTLAboveMaxTTL(t *testing.T) {
 // slot is taken: the lease is already marked released, so keys left
 // behind would refuse everyone for a full TTL.
 func TestReleaseWithAnEndedContextStillDeletes(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) { c.NodeTimeout = 2 * time.Second })
 	ctx := context.Background()
 	le, err := l.TryLock(ctx, "ended-release")
@@ -482,7 +482,7 @@ func TestReleaseWithAnEndedContextStillDeletes(t *testing.T) {
 // Contention is not an outage: with a minority of masters down, a
 // resource held elsewhere reads as ErrNotAcquired, never ErrNoQuorum.
 func TestContentionWithAMinorityDownIsNotAcquired(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	holder := e.locker(nil)
 	le, err := holder.TryLock(context.Background(), "contended")
 	if err != nil {
@@ -526,11 +526,11 @@ func TestReleaseOfANilLease(t *testing.T) {
 // undone even if the SET reaches the master after the first delete, sent
 // on a new connection, did.
 func TestUndoAfterABrokenConnectionIsRetried(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	const res = "broken-undo"
 	e.set(1, res, "someone")
 	e.set(2, res, "someone")
-	px := newStallProxy(t, e.cluster.Nodes[0].Addr())
+	px := newStallProxy(e, e.cluster.Nodes[0].Addr())
 	l, err := engine.New(context.Background(), func() engine.Config {
 		c := engine.DefaultConfig(px.addr(), e.cluster.Nodes[1].Addr(), e.cluster.Nodes[2].Addr())
 		c.Quarantine = engine.QuarantineObserved
@@ -576,7 +576,7 @@ func TestUndoAfterABrokenConnectionIsRetried(t *testing.T) {
 // Done is still open; a tight loop over the last microseconds of a short
 // lease finds it.
 func TestValidityZeroMeansDone(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) { c.TTL = 40 * time.Millisecond })
 	const res = "validity"
 	for try := 0; try < 25; try++ {

@@ -47,7 +47,7 @@ func TestSemaphoreSplitWaitersRetry(t *testing.T) {
 // semSplit runs TestSemaphoreSplitWaitersRetry's scenario and reports
 // how many waiters acquired without a fallback within undoPrompt.
 func semSplit(t *testing.T) int {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	const name = "sem-split"
 	slot := slotKey(name, 0)
 	ctx := context.Background()
@@ -151,7 +151,7 @@ func TestSemaphoreCollidingWaitersStayAsleep(t *testing.T) {
 // semStorm runs TestSemaphoreCollidingWaitersStayAsleep's scenario and
 // reports the most attempts a waiter made.
 func semStorm(t *testing.T) int {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	const name = "sem-storm"
 	slot := slotKey(name, 0)
 	ctx := context.Background()

@@ -44,7 +44,7 @@ func (e *env) onlyIn(name string, permits int, value string, slot int) bool {
 }
 
 func TestSemaphoreValidatesItsArguments(t *testing.T) {
-	e := newEnv(t, 1)
+	e := ownEnv(t, 1)
 	l := e.locker(nil)
 	for _, c := range []struct {
 		name    string
@@ -77,7 +77,7 @@ func TestSemaphoreValidatesItsArguments(t *testing.T) {
 // held, an attempt is contention (ErrNotAcquired), and a release frees
 // its slot for the next.
 func TestSemaphoreTakesEachSlotOnce(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	l := e.locker(nil)
 	const name, permits = "slots", 3
 	s, err := l.Semaphore(name, permits)
@@ -153,7 +153,7 @@ func TestSemaphoreRefusesASplitSlotVoteControl(t *testing.T) {
 // splitSlotVote sets up A and B and makes the attempt; it describes what
 // went wrong, or returns "".
 func splitSlotVote(t *testing.T) string {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	l := e.locker(nil)
 	const name = "split"
 	s, err := l.Semaphore(name, 2)
@@ -193,7 +193,7 @@ func splitSlotVote(t *testing.T) string {
 // A minority of masters with a leftover in the first slot chooses the next
 // one: the quorum's slot wins, and the minority's is undone.
 func TestSemaphoreUndoesTheMinoritysSlot(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	l := e.locker(nil)
 	const name = "minority"
 	s, err := l.Semaphore(name, 2)
@@ -224,7 +224,7 @@ func TestSemaphoreUndoesTheMinoritysSlot(t *testing.T) {
 // the script's (a handle's first attempt runs it) and a probe's (its
 // next).
 func TestSemaphoreLateYesIsUndone(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	l := e.locker(func(c *engine.Config) { c.NodeTimeout = 2 * time.Second; c.TTL = 10 * time.Second })
 	const name = "late"
 	s, err := l.Semaphore(name, 1)
@@ -259,7 +259,7 @@ func TestSemaphoreLateYesIsUndone(t *testing.T) {
 // it took the slot, and the script's attempt that follows takes a free
 // one; the probes' leftovers never block a slot.
 func TestSemaphoreProbeThatMissesIsUndone(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	l := e.locker(nil)
 	const name = "probe"
 	s, err := l.Semaphore(name, 3)
@@ -293,7 +293,7 @@ func TestSemaphoreProbeThatMissesIsUndone(t *testing.T) {
 // Contention reads as contention with a minority of masters down, and an
 // outage as an outage; a permit is taken with two of five down.
 func TestSemaphoreErrorsAreHonest(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	l := e.locker(nil)
 	s, err := l.Semaphore("honest", 2)
 	if err != nil {
@@ -332,7 +332,7 @@ func TestSemaphoreErrorsAreHonest(t *testing.T) {
 // The same name with another permit count is refused by name, and leaves
 // the semaphore's holders alone.
 func TestSemaphorePermitCountIsChecked(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	ctx := context.Background()
 	two, err := e.locker(nil).Semaphore("count", 2)
 	if err != nil {
@@ -367,7 +367,7 @@ func TestSemaphorePermitCountIsChecked(t *testing.T) {
 // A permit is a lease: Extend, Done and Err, and with fencing a token
 // that only increases for its slot.
 func TestSemaphorePermitIsALease(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) {
 		c.Fencing = true
 		c.TTL = time.Second
@@ -420,7 +420,7 @@ func TestSemaphorePermitIsALease(t *testing.T) {
 // A fencing counter of the wrong type is ErrWrongType, and the slot the
 // attempt took on the way is given back.
 func TestSemaphoreFencingCounterOfTheWrongType(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) { c.Fencing = true })
 	const name = "wrongfence"
 	s, err := l.Semaphore(name, 1)
@@ -447,7 +447,7 @@ func TestSemaphoreFencingCounterOfTheWrongType(t *testing.T) {
 // Acquire sleeps while every permit is held elsewhere and wakes at the
 // release's notification, long before its fallback.
 func TestSemaphoreAcquireIsWokenByARelease(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 5*time.Second, 5*time.Second }
 	holder, waiter := e.locker(slow), e.locker(slow)
 	const name = "woken"
@@ -492,7 +492,7 @@ func TestSemaphoreAcquireIsWokenByARelease(t *testing.T) {
 // Goroutines of one Locker waiting for one semaphore queue at its gate:
 // each release lets the next one in, and each gets a permit.
 func TestSemaphoreWaitersOfOneLockerQueue(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(nil)
 	s, _ := l.Semaphore("queue", 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -540,7 +540,7 @@ func TestSemaphoreWaitersOfOneLockerQueue(t *testing.T) {
 
 // Close ends a waiting Acquire with ErrClosed.
 func TestSemaphoreAcquireEndsAtClose(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(nil)
 	s, _ := l.Semaphore("closing", 1)
 	if _, err := s.TryAcquire(context.Background()); err != nil {
@@ -570,7 +570,7 @@ func TestSemaphoreAcquireEndsAtClose(t *testing.T) {
 // An Observer sees a semaphore's acquisitions as TryLock and Lock of its
 // name, and its permits' releases as any lease's.
 func TestSemaphoreIsObserved(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	var mu sync.Mutex
 	var got []string
 	l := e.locker(func(c *engine.Config) {
@@ -612,13 +612,13 @@ func TestSemaphoreIsObserved(t *testing.T) {
 // there after its undo, which went on a new connection: the slot it took
 // there is deleted again later, whichever slot that was.
 func TestSemaphoreAttemptUnderABrokenConnectionIsSwept(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	const name = "broken"
 	for _, i := range []int{1, 2} {
 		e.set(i, slotKey(name, 0), "someone")
 		e.set(i, slotKey(name, 1), "someone")
 	}
-	px := newStallProxy(t, e.cluster.Nodes[0].Addr())
+	px := newStallProxy(e, e.cluster.Nodes[0].Addr())
 	l := e.locker(func(c *engine.Config) {
 		c.Masters = []string{px.addr(), e.cluster.Nodes[1].Addr(), e.cluster.Nodes[2].Addr()}
 		c.ConnTimeout = time.Second

@@ -54,10 +54,10 @@ type gatedConn struct {
 	held   []byte
 }
 
-func newGateProxy(t *testing.T, target string) *gateProxy {
-	t.Helper()
+func newGateProxy(e *env, target string) *gateProxy {
+	e.t.Helper()
 	g := &gateProxy{}
-	g.proxy = startProxy(t, target, func(c, s net.Conn) {
+	g.proxy = startProxy(e, target, func(c, s net.Conn) {
 		gc := &gatedConn{server: s}
 		g.mu.Lock()
 		g.conns = append(g.conns, gc)
@@ -126,7 +126,7 @@ func (g *gateProxy) holding() bool {
 func (e *env) gatedLocker(mutate func(*engine.Config)) (*engine.Locker, []*gateProxy) {
 	var gates []*gateProxy
 	for _, a := range e.cluster.Addrs() {
-		gates = append(gates, newGateProxy(e.t, a))
+		gates = append(gates, newGateProxy(e, a))
 	}
 	return e.locker(func(c *engine.Config) {
 		if mutate != nil {
@@ -322,7 +322,7 @@ const (
 // rwBareQuorumAttempts runs TestRWBareQuorumHolderKeepsWritersQuiet's
 // scenario and returns each writer's attempts.
 func rwBareQuorumAttempts(t *testing.T) []int {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	const name = "bare-quorum"
 	ctx := context.Background()
 	live := strconv.FormatInt(-time.Now().Add(time.Minute).UnixMicro(), 10)
@@ -374,7 +374,7 @@ func rwBareQuorumAttempts(t *testing.T) []int {
 // rwUndoSplit runs TestRWSplitWritersRetry's scenario and reports how
 // many writers acquired without a fallback within undoPrompt.
 func rwUndoSplit(t *testing.T) int {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	const name = "undo-split"
 	ctx := context.Background()
 	r, err := rwMutex(t, e.locker(undoWakeConfig), name).TryRLock(ctx)
@@ -457,7 +457,7 @@ func TestRWWonAttemptUndoWakesTheWriters(t *testing.T) {
 // reports whether the waiter acquired within undoPrompt of the undo,
 // without a fallback.
 func rwWonUndo(t *testing.T) bool {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	const name = "won-undo"
 	ctx := context.Background()
 	la, gates := e.gatedLocker(func(c *engine.Config) {

@@ -64,7 +64,7 @@ func TestTrackingProperty(t *testing.T) {
 		}
 		defer sw.Set(true)()
 	}
-	e := newEnv(t, tpMasters)
+	e := ownEnv(t, tpMasters)
 	holder := e.locker(func(c *engine.Config) {
 		c.TTL, c.ExtendEvery, c.AutoExtend = tpTTL, tpEvery, true
 	})

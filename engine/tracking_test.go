@@ -174,7 +174,7 @@ func noticed(t *testing.T, e *env, k lossKind, resource string) error {
 // vanishing on a quorum, where their next extension would come after
 // 10 s and their expiry after 30 s.
 func TestLossNoticedAtOnce(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	for _, k := range trackedKinds {
 		if err := noticed(t, e, k, "noticed:"+k.name); err != nil {
 			t.Error(err)
@@ -186,7 +186,7 @@ func TestLossNoticedAtOnce(t *testing.T) {
 // (mutation.LossNoticedLate: the tracker reads the keys but never ends a
 // lease) and must see TestLossNoticedAtOnce's check fail for every kind.
 func TestLossNoticedAtOnceControl(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	defer mutation.LossNoticedLate.Set(true)()
 	t.Run("group", func(t *testing.T) {
 		for _, k := range trackedKinds {
@@ -207,7 +207,7 @@ func TestLossNoticedAtOnceControl(t *testing.T) {
 // shortened its TTL, on a quorum: each ends a watched lease within
 // lossBound.
 func TestLossNoticedForEachChange(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	l := lossKinds[0].locker(e, nil)
 	changes := []struct {
 		name   string
@@ -254,7 +254,7 @@ func TestLossNoticedForEachChange(t *testing.T) {
 // quorum, still hold every key, so the lease stands once the tracker has
 // read the keys again; a delete on a third master then ends it.
 func TestLossOnAMinorityIsNoLoss(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	for _, k := range trackedKinds {
 		l := k.locker(e, nil)
 		from := l.TrackerReads()
@@ -289,7 +289,7 @@ func TestLossOnAMinorityIsNoLoss(t *testing.T) {
 // and auto-extension nobody uses is not watched; one whose Done is, is
 // watched until it ends.
 func TestUnwatchedLeasesCostTheMastersNothing(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	l := e.locker(nil)
 	ctx := context.Background()
 	le, err := l.TryLock(ctx, "unwatched")
@@ -330,7 +330,7 @@ func TestUnwatchedLeasesCostTheMastersNothing(t *testing.T) {
 // before the tracker has a new one: the pushes are lost with the
 // connection, and the new connection's first reads find the loss.
 func TestLossNoticedAcrossABrokenConnection(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	l := e.locker(func(c *engine.Config) { c.TTL = lossTTL })
 	from := l.TrackerReads()
 	le, err := l.TryLock(context.Background(), "broken")
@@ -360,7 +360,7 @@ func TestLossNoticedAcrossABrokenConnection(t *testing.T) {
 // TestObserverSeesTrackedLoss: a loss the tracker finds is one Lost event,
 // ErrLockLost and ResultNotHeld, as one an extension finds.
 func TestObserverSeesTrackedLoss(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	var r recorder
 	l := e.locker(func(c *engine.Config) {
 		c.Observer = r.observer()

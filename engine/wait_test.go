@@ -46,7 +46,7 @@ func wokenByRelease(t *testing.T, e *env, holderL, waiterL *engine.Locker, resou
 }
 
 func TestWaiterWakesOnReleaseNotification(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	// A fallback far beyond the test's patience: only a notification can
 	// wake the waiter in time.
 	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second }
@@ -56,7 +56,7 @@ func TestWaiterWakesOnReleaseNotification(t *testing.T) {
 }
 
 func TestFallbackCoversExpiryWithoutNotification(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	holderL := e.locker(func(c *engine.Config) { c.TTL = 300 * time.Millisecond })
 	waiterL := e.locker(func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 20*time.Millisecond, 40*time.Millisecond })
 	if _, err := holderL.TryLock(context.Background(), "expiry"); err != nil {
@@ -75,7 +75,7 @@ func TestFallbackCoversExpiryWithoutNotification(t *testing.T) {
 }
 
 func TestGateIsFIFO(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -120,7 +120,7 @@ func TestGateIsFIFO(t *testing.T) {
 }
 
 func TestGateCanBeTurnedOff(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) { c.DisableGate = true })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -139,7 +139,7 @@ func TestGateCanBeTurnedOff(t *testing.T) {
 }
 
 func TestAutoExtendOutlivesTTL(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	const ttl = 300 * time.Millisecond
 	// The default node timeout of a 300 ms TTL, 30 ms, is missed now and
 	// then on a loaded machine, which ends the lease as it should; that is
@@ -178,7 +178,7 @@ func TestAutoExtendOutlivesTTL(t *testing.T) {
 }
 
 func TestMaxExtensionsThenExpiry(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) {
 		c.TTL = 200 * time.Millisecond
 		c.AutoExtend, c.MaxExtensions = true, 2
@@ -198,7 +198,7 @@ func TestMaxExtensionsThenExpiry(t *testing.T) {
 }
 
 func TestPausedMajorityFiresDoneBeforeValidityEnds(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	const ttl = 3 * time.Second
 	l := e.locker(func(c *engine.Config) { c.TTL = ttl; c.AutoExtend = true; c.NodeTimeout = 100 * time.Millisecond })
 	le, err := l.TryLock(context.Background(), "paused-holder")
@@ -230,7 +230,7 @@ func TestPausedMajorityFiresDoneBeforeValidityEnds(t *testing.T) {
 }
 
 func TestFencingTokensStrictlyIncrease(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	const ttl = time.Second
 	fenced := func(c *engine.Config) {
 		c.Fencing = true
@@ -291,7 +291,7 @@ func TestFencingTokensStrictlyIncrease(t *testing.T) {
 }
 
 func TestNoLeaksAfterCloseWithWaiters(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	base := runtime.NumGoroutine()
 	l := e.locker(func(c *engine.Config) { c.AutoExtend = true })
 	holder, err := l.TryLock(context.Background(), "busy")
@@ -332,7 +332,7 @@ func TestNoLeaksAfterCloseWithWaiters(t *testing.T) {
 // uncontended path pays for no PUBLISH, and a waiter still wakes at once.
 func TestReleasePublishesOnlyForMarkedHolders(t *testing.T) {
 	withAndWithoutFencing(t, func(t *testing.T, fencing bool, cfg func(*engine.Config)) {
-		e := newEnv(t, 5)
+		e := ownEnv(t, 5)
 		holderL, waiterL := e.locker(cfg), e.locker(cfg)
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
@@ -410,7 +410,7 @@ func TestReleasePublishesOnlyForMarkedHolders(t *testing.T) {
 func TestSplitVoteBacksOff(t *testing.T) {
 	for _, fencing := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fencing=%v", fencing), func(t *testing.T) {
-			e := newEnv(t, 5)
+			e := ownEnv(t, 5)
 			l := e.locker(func(c *engine.Config) {
 				c.Fencing = fencing
 				c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
@@ -456,7 +456,7 @@ func TestSplitVoteBacksOff(t *testing.T) {
 // vote, and then acquires: a few attempts, not one every few
 // milliseconds for the whole quarantine.
 func TestLockWaitsOutTheQuarantine(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	cfg := engine.DefaultConfig(e.cluster.Addrs()...)
 	cfg.TTL = time.Second
 	l, err := engine.New(context.Background(), cfg)
@@ -482,7 +482,7 @@ func TestLockWaitsOutTheQuarantine(t *testing.T) {
 // the quorum. Lock must then acquire within its back-off, not wait out a
 // quarantine the quorum no longer needs.
 func TestLockDoesNotWaitOutAQuarantineTheQuorumNoLongerNeeds(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
 	l := e.locker(func(c *engine.Config) {
 		c.TTL, c.MaxTTL = time.Second, 30*time.Second
 		c.NodeTimeout = 100 * time.Millisecond

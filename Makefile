@@ -32,14 +32,17 @@ test-deps: deps
 TOOLS        := internal/tools
 MODCHECK     := bin/modcheck
 STATICCHECK  := bin/staticcheck
+GOTESTSUM    := bin/gotestsum
 INSTALL_REV  ?= HEAD
 
 # Phony, so that go build, with its cache, decides whether they are stale.
-.PHONY: tidy install-check release-requires $(MODCHECK) $(STATICCHECK)
+.PHONY: tidy install-check release-requires $(MODCHECK) $(STATICCHECK) $(GOTESTSUM)
 $(MODCHECK):
 	@mkdir -p bin && cd $(TOOLS) && GOWORK=off $(GO) build -o ../../$@ ./modcheck
 $(STATICCHECK):
 	@mkdir -p bin && cd $(TOOLS) && GOWORK=off $(GO) build -o ../../$@ honnef.co/go/tools/cmd/staticcheck
+$(GOTESTSUM):
+	@mkdir -p bin && cd $(TOOLS) && GOWORK=off $(GO) build -o ../../$@ gotest.tools/gotestsum
 
 # modules checks that each module of go.work is tidy (go.mod, and go.sum
 # but for the in-repo modules' lines, which it never carries) and passes
@@ -73,13 +76,29 @@ release-requires: $(MODCHECK)
 	@test -n "$(VERSION)" || { echo "usage: make release-requires VERSION=vX.Y.Z"; exit 1; }
 	$(MODCHECK) -go $(GO) require $(VERSION)
 
-# The simulation's short set of seeds (TestSimulation) runs with the rest;
-# its hunted cases (TestMutationsFound) run again without the race
-# detector, which changes the schedules they replay. make sim runs a
-# budget of seeds.
-test: test-deps modules
-	$(GO) test -race -count=1 -timeout 12m $(PKGS)
-	$(GO) test -count=1 -run 'TestSimulation$$|TestMutationsFound' ./bench/sim
+# test runs every module's tests with the race detector, printing each
+# test as it ends (TEST_FORMAT: a gotestsum format, e.g. pkgname for one
+# line a package), then the simulation's hunted cases (TestMutationsFound)
+# again without the race detector, which changes the schedules they
+# replay; at the end, the ten slowest tests. The JSON of the run is left
+# in bin/test.json. make sim runs a budget of seeds.
+TEST_FORMAT  ?= testname
+TEST_TIMEOUT ?= 12m
+test: test-deps modules $(GOTESTSUM)
+	@./.ci/gotest $(GOTESTSUM) $(TEST_FORMAT) bin/test.json -- -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS) && \
+	./.ci/gotest $(GOTESTSUM) $(TEST_FORMAT) bin/test.sim.json -- -count=1 -run 'TestSimulation$$|TestMutationsFound' ./bench/sim; \
+	status=$$?; echo "the ten slowest tests:"; cat bin/test*.json | $(GOTESTSUM) tool slowest --threshold 0 | head -n 10; exit $$status
+
+# flaky runs the tests N times (default 5) beside two processes that keep
+# both cores busy, and prints each test that failed and in how many runs:
+# a test that fails only under load depends on the machine's speed.
+# FLAKY_PKGS chooses the packages (default: every module's), e.g.
+# make flaky N=5 FLAKY_PKGS=./engine.
+N          ?= 5
+FLAKY_PKGS ?= $(PKGS)
+.PHONY: flaky
+flaky: test-deps $(GOTESTSUM)
+	@./.ci/flaky $(GOTESTSUM) $(N) $(TEST_TIMEOUT) $(FLAKY_PKGS)
 
 # benchmark runs the go test micro-benchmarks (one TryLock+Release cycle, ...).
 benchmark: deps

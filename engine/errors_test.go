@@ -31,9 +31,10 @@ func checkMessage(t *testing.T, what string, err error) {
 }
 
 // Every error a caller meets on the common paths is one line with one
-// prefix: a failed Lock, a double release, an Extend of a released lease,
-// a lost lock, a closed Locker, an unreachable quorum.
-// (A Lock that gives up at its deadline: TestLockUntilTheDeadlineReadsAsOneLine.)
+// prefix: a failed TryLock, a double release, an Extend of a released
+// lease, a lost lock, a closed Locker, an unreachable quorum (and a Lock
+// that gives up at its deadline, in virtual time:
+// TestLockUntilTheDeadlineReadsAsOneLine).
 func TestErrorMessagesReadAsOneLine(t *testing.T) {
 	t.Parallel()
 	e := ownEnv(t, 3)

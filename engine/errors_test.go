@@ -386,3 +386,34 @@ func TestLockWaitsForAHolderPastAMinorityOfTheWrongType(t *testing.T) {
 	}
 	r.le.Release(ctx)
 }
+
+// A WRONGTYPE on a minority and a master that misses the node timeout do
+// not end a Lock: together they make that attempt's quorum impossible,
+// but the masters without the key grant it once the slow one answers
+// again. Only keys of the wrong type that alone make the quorum
+// impossible are beyond another attempt (ErrWrongType); the attempt here
+// is ErrNoQuorum, and still matches ErrWrongType for the key it saw.
+func TestWrongTypeOnAMinorityBesideATimeoutIsWaitedOut(t *testing.T) {
+	simTest(t, 3, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		if err := e.direct[2].Do(ctx, e.direct[2].B().Zadd().Key(e.key("k")).ScoreMember().ScoreMember(1, "x").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		l := e.locker(func(c *engine.Config) { c.TTL = 10 * time.Second })
+		e.sim[1].Partition(simredis.Hang)
+		_, err := l.TryLock(ctx, "k")
+		var ve *engine.VotesError
+		if !errors.As(err, &ve) || ve.Kind != engine.ErrNoQuorum || !errors.Is(err, engine.ErrWrongType) {
+			t.Fatalf("TryLock with a WRONGTYPE on master 2 and master 1 hung: %v, want Kind ErrNoQuorum, matching ErrWrongType", err)
+		}
+		// Lock waits it out: master 1 answers again a second later.
+		time.AfterFunc(time.Second, func() { e.sim[1].Partition(simredis.Connected) })
+		lctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		le, err := l.Lock(lctx, "k")
+		if err != nil {
+			t.Fatalf("Lock gave up while master 1 was hung for a second: %v", err)
+		}
+		le.Release(ctx)
+	})
+}

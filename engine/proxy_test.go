@@ -27,7 +27,8 @@ type proxy struct {
 	mu    sync.Mutex
 	conns []net.Conn
 	dead  bool
-	ln    net.Listener // real masters only
+	ln    net.Listener  // real masters only
+	gone  chan struct{} // closed by kill
 }
 
 // proxySeq numbers the simulated proxies' addresses.
@@ -45,6 +46,7 @@ func startProxy(e *env, target string, serve func(client, server net.Conn)) *pro
 	p := &proxy{
 		target: func(ctx context.Context) (net.Conn, error) { return e.dialMaster(ctx, target) },
 		serve:  serve,
+		gone:   make(chan struct{}),
 	}
 	e.t.Cleanup(p.kill)
 	if e.net != nil {
@@ -111,6 +113,9 @@ func (p *proxy) connect(ctx context.Context, client net.Conn) error {
 func (p *proxy) kill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.dead {
+		close(p.gone)
+	}
 	p.dead = true
 	if p.ln != nil {
 		p.ln.Close()
@@ -165,7 +170,13 @@ func newLatencyProxy(e *env, target string, delay time.Duration, rewrite func([]
 		go func() {
 			defer s.Close()
 			for ch := range q {
-				time.Sleep(time.Until(ch.at))
+				// Not past the proxy's end: in a synctest bubble, a
+				// goroutine asleep when the test returns is a deadlock.
+				select {
+				case <-time.After(time.Until(ch.at)):
+				case <-p.gone:
+					return
+				}
 				if _, err := s.Write(ch.b); err != nil {
 					return
 				}

@@ -22,7 +22,7 @@ func amnesia(t *testing.T, e *env, policy engine.QuarantinePolicy, secondBeforeR
 	e.set(4, res, "someone")
 	// The holder trusts the fresh masters; the second client's policy is
 	// what is under test.
-	holder := e.locker(func(c *engine.Config) { c.Quarantine = engine.QuarantineObserved })
+	holder := e.locker(func(c *engine.Config) { c.Quarantine = engine.QuarantineObserved; roomy(c) })
 	lease, err := holder.TryLock(context.Background(), res)
 	if err != nil {
 		t.Fatalf("holder: %v", err)
@@ -35,9 +35,8 @@ func amnesia(t *testing.T, e *env, policy engine.QuarantinePolicy, secondBeforeR
 	})
 	e.del(3, res)
 	e.del(4, res)
-	// A node timeout far beyond a round: only the votes decide.
 	mk := func() *engine.Locker {
-		return e.locker(func(c *engine.Config) { c.Quarantine, c.NodeTimeout = policy, 3*time.Second })
+		return e.locker(func(c *engine.Config) { c.Quarantine = policy; roomy(c) })
 	}
 	if secondBeforeRestart {
 		second = mk()

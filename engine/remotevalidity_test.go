@@ -85,7 +85,7 @@ func TestRemoteValidityOfEndedLeases(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
 	ctx := context.Background()
-	l := e.locker(nil)
+	l := e.locker(roomy)
 	le, err := l.TryLock(ctx, "ended")
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestRemoteValidityOfEndedLeases(t *testing.T) {
 		t.Fatalf("lost: %v", err)
 	}
 
-	c := e.locker(nil)
+	c := e.locker(roomy)
 	le, err = c.TryLock(ctx, "closed")
 	if err != nil {
 		t.Fatal(err)

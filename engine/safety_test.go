@@ -25,6 +25,12 @@ func closed(ch <-chan struct{}) bool {
 	}
 }
 
+// roomy gives a Locker on real masters (with a TTL of 10 s or more) a
+// node timeout that no round reaches, even on a loaded machine, so that
+// only the masters' answers decide; tests that time rounds run in
+// virtual time instead.
+func roomy(c *engine.Config) { c.NodeTimeout = 3 * time.Second }
+
 // checkEnded asserts what every ended lease must show at once.
 func checkEnded(t *testing.T, what string, le *engine.Lease) {
 	t.Helper()
@@ -149,7 +155,7 @@ func lostLeaseReleased(t *testing.T, e *env) (twoHolders string) {
 func TestFailedExtendEndsTheLease(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(nil)
+	l := e.locker(roomy)
 	ctx := context.Background()
 	le, err := l.TryLock(ctx, "extend-lost")
 	if err != nil {
@@ -287,13 +293,18 @@ func endedLeaseAgrees(t *testing.T, i int, le *engine.Lease) {
 // Restart every master in turn, each sitting out its quarantine, so that
 // every fencing counter is forgotten: the next token must still be
 // higher than the last one issued before.
+//
+// The quarantine is MaxTTL, here the TTL of 2 s, with a node timeout of
+// 600 ms that rounds on a loaded machine do not reach: the test waits
+// for the masters' states, not for durations.
 func TestFencingTokensSurviveARollingRestart(t *testing.T) {
+	t.Parallel()
 	e := ownEnv(t, 3)
-	const ttl = 600 * time.Millisecond
+	const ttl = 2 * time.Second
 	mk := func() *engine.Locker {
 		return e.locker(func(c *engine.Config) {
 			c.Fencing = true
-			c.TTL = ttl
+			c.TTL, c.NodeTimeout = ttl, 600*time.Millisecond
 			c.Quarantine = engine.QuarantineObserved
 		})
 	}
@@ -386,7 +397,7 @@ func TestFailedFencedAcquireLeavesNoKey(t *testing.T) {
 		}
 	}
 	// A locker without fencing is not refused by a key left behind.
-	plain := e.locker(nil)
+	plain := e.locker(roomy)
 	le, err := plain.TryLock(context.Background(), res)
 	if err != nil {
 		t.Fatalf("a plain locker after the failed fenced attempt: %v", err)
@@ -494,7 +505,7 @@ func TestHandedOffSuccessorIsExtendedInTime(t *testing.T) {
 func TestExtendRefusesATTLAboveMaxTTL(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.TTL = 10 * time.Second; c.MaxTTL = 20 * time.Second })
+	l := e.locker(func(c *engine.Config) { c.TTL = 10 * time.Second; c.MaxTTL = 20 * time.Second; roomy(c) })
 	le, err := l.TryLock(context.Background(), "max-ttl")
 	if err != nil {
 		t.Fatal(err)

@@ -173,7 +173,7 @@ func (e *lcEnv) close() {
 }
 
 const (
-	lcSimChecks = 40
+	lcSimChecks = 30
 	lcSimSteps  = 60
 	// lcSimShrinkTime is virtual time: the runs replayed while shrinking
 	// take it, not the machine's.

@@ -187,9 +187,9 @@ func noticed(t *testing.T, e *env, k lossKind, resource string) error {
 
 // TestLossNoticedAtOnce: a lock, an auto-extended lock, a semaphore permit,
 // a lease on three resources, and a read/write lock's reader and writer
-// each end within lossBound of a key of theirs (a reader's member)
-// vanishing on a quorum, where their next extension would come after
-// 10 s and their expiry after 30 s.
+// have each ended once the tracker has read a key of theirs (a reader's
+// member) gone on a quorum, where their next extension would come after
+// 40 s and their expiry after 2 minutes.
 func TestLossNoticedAtOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)

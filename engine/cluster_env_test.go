@@ -1,0 +1,332 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/redisproc"
+	"github.com/redlock-bench/redlock/internal/redistest"
+	"github.com/redlock-bench/redlock/multiplex"
+)
+
+// The test binary's Redis Clusters. A cluster takes two seconds to start
+// however fast the machine (a new primary turns writable only two
+// seconds after it started: Redis's CLUSTER_WRITABLE_DELAY), which is
+// also why none needs to age before a Locker with QuarantineAlways and a
+// TTL under two seconds counts it. So clusters are started ahead:
+//
+//   - the shared clusters (sharedClusters): three of three shards,
+//     started by the first test that asks and stopped by TestMain, for the
+//     tests that neither break them nor read a node's global state, each
+//     under a key prefix of its own, in parallel if they like; a test that
+//     reads global state (INFO, CLIENT LIST) takes them alone
+//     (exclusiveClusters), which waits for the others to end;
+//   - the listed-replicas cluster (listedReplicasCluster): one shard with
+//     two replicas that its primary lists in CLUSTER SLOTS, shared alike;
+//   - clusters of a test's own (ownClusters), for a test that migrates
+//     slots, fails over or restarts nodes: fresh each time, but started
+//     while the tests before it ran (each taken starts the next of its
+//     shape).
+
+// startingCluster is a cluster whose start may still run.
+type startingCluster struct {
+	done chan struct{}
+	c    *redistest.RedisCluster
+	err  error
+}
+
+func startCluster(co redistest.ClusterOptions) *startingCluster {
+	s := &startingCluster{done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		s.c, s.err = redisproc.StartRedisCluster(ctx, co, redisproc.Options{})
+	}()
+	return s
+}
+
+// wait returns the started cluster.
+func (s *startingCluster) wait() (*redistest.RedisCluster, error) {
+	<-s.done
+	return s.c, s.err
+}
+
+var clusters struct {
+	mu      sync.Mutex
+	spares  map[redistest.ClusterOptions][]*startingCluster
+	listed  *startingCluster // of listedReplicasCluster
+	stopped bool
+	// use is held, shared, by every test on the shared clusters and, alone,
+	// by the test that has them alone.
+	use sync.RWMutex
+	// sharedList are the shared clusters, once started; listedReady the
+	// listed-replicas cluster, once it lists them.
+	sharedList  []*redistest.RedisCluster
+	sharedOnce  sync.Once
+	sharedErr   error
+	listedOnce  sync.Once
+	listedErr   error
+	listedReady *redistest.RedisCluster
+}
+
+// stopClusters stops every cluster started for the binary (TestMain).
+func stopClusters() {
+	clusters.mu.Lock()
+	clusters.stopped = true
+	all := []*startingCluster{clusters.listed}
+	for _, q := range clusters.spares {
+		all = append(all, q...)
+	}
+	clusters.mu.Unlock()
+	for _, s := range all {
+		if s == nil {
+			continue
+		}
+		if c, _ := s.wait(); c != nil {
+			c.Stop()
+		}
+	}
+	for _, c := range clusters.sharedList {
+		c.Stop()
+	}
+}
+
+// ownClusters returns n clusters shaped by co for t alone, stopped when
+// it ends; n more are started for the next test that asks.
+func ownClusters(t testing.TB, n int, co redistest.ClusterOptions) []*redistest.RedisCluster {
+	t.Helper()
+	clusters.mu.Lock()
+	if clusters.stopped {
+		clusters.mu.Unlock()
+		t.Fatal("ownClusters after TestMain stopped the clusters")
+	}
+	if clusters.spares == nil {
+		clusters.spares = make(map[redistest.ClusterOptions][]*startingCluster)
+	}
+	q := clusters.spares[co]
+	var taken []*startingCluster
+	for range n {
+		if len(q) > 0 {
+			taken, q = append(taken, q[0]), q[1:]
+		} else {
+			taken = append(taken, startCluster(co))
+		}
+		q = append(q, startCluster(co))
+	}
+	clusters.spares[co] = q
+	clusters.mu.Unlock()
+	out := make([]*redistest.RedisCluster, n)
+	var errs []error
+	for i, s := range taken {
+		c, err := s.wait()
+		if c != nil {
+			t.Cleanup(func() { c.Stop() })
+		}
+		out[i] = c
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		t.Fatalf("start Redis Clusters %+v: %v", co, errs)
+	}
+	return out
+}
+
+// sharedClusters are the shared clusters, three of three shards, under a
+// key prefix of t's own: t must not break them (migrate, fail over,
+// restart, reconfigure) nor read a node's global state (INFO, CLIENT
+// LIST, DBSIZE, FLUSHALL: exclusiveClusters).
+func sharedClusters(t *testing.T) *clusterEnv {
+	t.Helper()
+	cs := startShared(t)
+	clusters.use.RLock()
+	t.Cleanup(clusters.use.RUnlock)
+	return clusterEnvOn(t, cs, newEnv(t, 0).prefix)
+}
+
+// exclusiveClusters are the shared clusters for t alone until it ends,
+// under a key prefix of its own: it may read their nodes' global
+// state, which no other test changes meanwhile. It must not break them.
+func exclusiveClusters(t *testing.T) *clusterEnv {
+	t.Helper()
+	cs := startShared(t)
+	clusters.use.Lock()
+	t.Cleanup(clusters.use.Unlock)
+	return clusterEnvOn(t, cs, newEnv(t, 0).prefix)
+}
+
+func startShared(t *testing.T) []*redistest.RedisCluster {
+	t.Helper()
+	clusters.sharedOnce.Do(func() {
+		clusters.mu.Lock()
+		var starting []*startingCluster
+		for range 3 {
+			starting = append(starting, startCluster(redistest.ClusterOptions{Shards: 3}))
+		}
+		clusters.mu.Unlock()
+		for _, s := range starting {
+			c, err := s.wait()
+			if c != nil {
+				clusters.sharedList = append(clusters.sharedList, c)
+			}
+			if err != nil && clusters.sharedErr == nil {
+				clusters.sharedErr = err
+			}
+		}
+	})
+	if clusters.sharedErr != nil {
+		t.Fatalf("start the shared Redis Clusters: %v", clusters.sharedErr)
+	}
+	return clusters.sharedList
+}
+
+// clusterEnvOn is a clusterEnv of cs, whose Lockers keep their keys under
+// prefix.
+func clusterEnvOn(t *testing.T, cs []*redistest.RedisCluster, prefix string) *clusterEnv {
+	t.Helper()
+	e := &clusterEnv{t: t, clusters: cs, prefix: prefix}
+	for _, c := range cs {
+		cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Seeds(), DisableCache: true,
+			ClientSetInfo: rueidis.DisableClientSetInfo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		e.direct = append(e.direct, cl)
+	}
+	return e
+}
+
+// listedReplicasCluster is the shared cluster of one shard with two
+// replicas, which its primary lists in CLUSTER SLOTS. A cluster lists a
+// replica only once it has replicated something (a fresh, idle
+// cluster's replicas are left out), and only then does a client of the
+// cluster know it: the first test that asks writes a key and waits,
+// without a bound but the cluster's, until the primary lists both, as
+// any cluster in use does. Tests keep their resources' names apart (a
+// prefix of their own); none may break it.
+func listedReplicasCluster(t *testing.T) *redistest.RedisCluster {
+	t.Helper()
+	clusters.listedOnce.Do(func() {
+		clusters.mu.Lock()
+		clusters.listed = startCluster(redistest.ClusterOptions{Shards: 1, Replicas: 2})
+		clusters.mu.Unlock()
+		c, err := clusters.listed.wait()
+		if err == nil {
+			err = awaitListedReplicas(c)
+		}
+		clusters.listedReady, clusters.listedErr = c, err
+	})
+	if clusters.listedErr != nil {
+		t.Fatalf("the listed-replicas cluster: %v", clusters.listedErr)
+	}
+	return clusters.listedReady
+}
+
+// awaitListedReplicas writes a key to c's primary and waits until it
+// lists its two replicas in CLUSTER SLOTS.
+func awaitListedReplicas(c *redistest.RedisCluster) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	primary := c.Primary(ctx, 0)
+	if primary == nil {
+		return fmt.Errorf("no primary")
+	}
+	cl, err := redisproc.NewClient(primary.Addr(), 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if err := cl.Do(ctx, cl.B().Set().Key("replicated").Value("1").Build()).Error(); err != nil {
+		return fmt.Errorf("SET on %s: %w", primary.Addr(), err)
+	}
+	for {
+		slots, err := cl.Do(ctx, cl.B().ClusterSlots().Build()).ToArray()
+		if err == nil && len(slots) == 1 {
+			if nodes, err := slots[0].ToArray(); err == nil && len(nodes) == 2+3 { // first, last, the primary, two replicas
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s does not list both replicas in CLUSTER SLOTS: %w", primary.Addr(), ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// delMatching deletes every key that matches pattern on the node at addr
+// (a primary: each key it lists is its own).
+func delMatching(ctx context.Context, addr, pattern string) error {
+	cl, err := redisproc.NewClient(addr, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var cursor uint64
+	for {
+		e, err := cl.Do(ctx, cl.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			return fmt.Errorf("SCAN on %s: %w", addr, err)
+		}
+		for _, k := range e.Elements {
+			if err := cl.Do(ctx, cl.B().Del().Key(k).Build()).Error(); err != nil {
+				return fmt.Errorf("DEL %q on %s: %w", k, addr, err)
+			}
+		}
+		if e.Cursor == 0 {
+			return nil
+		}
+		cursor = e.Cursor
+	}
+}
+
+// clientList is CLIENT LIST of the node at addr.
+func clientList(addr string) (string, error) {
+	cl, err := redisproc.NewClient(addr, 5*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return cl.Do(ctx, cl.B().ClientList().Build()).ToString()
+}
+
+// waitsForNotification makes a Locker's waiters wake for a release's
+// notification only (a fallback retry of a minute), and listen before
+// they ask to be notified, however slow the machine: a waiter marks the
+// holder once its subscription is confirmed or the node timeout passed,
+// and one marked before it listened would sleep through the release.
+func waitsForNotification(c *engine.Config) {
+	c.TTL, c.NodeTimeout = 2*time.Minute, 30*time.Second
+	c.FallbackMin, c.FallbackMax = time.Minute, time.Minute
+}
+
+// exists reports whether key exists in cluster i.
+func (e *clusterEnv) exists(i int, key string) bool {
+	e.t.Helper()
+	c := e.direct[i]
+	n, err := c.Do(context.Background(), c.B().Exists().Key(key).Build()).AsInt64()
+	if err != nil {
+		e.t.Fatalf("EXISTS %q in cluster %d: %v", key, i, err)
+	}
+	return n == 1
+}
+
+// otherSlot is base, or the first of base1, base2, ... whose key with
+// the env's Lockers is in another slot than name's.
+func (e *clusterEnv) otherSlot(name, base string) string {
+	b := base
+	for i := 1; multiplex.KeySlot(e.key(b)) == multiplex.KeySlot(e.key(name)); i++ {
+		b = fmt.Sprintf("%s%d", base, i)
+	}
+	return b
+}

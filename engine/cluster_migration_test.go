@@ -17,7 +17,8 @@ import (
 )
 
 // migrationEnv is two masters (votes 0 and 1) and a Redis Cluster of two
-// shards (vote 2), whose slots can be moved between its shards.
+// shards (vote 2), whose slots can be moved between its shards, all of
+// the test's own.
 type migrationEnv struct {
 	t       *testing.T
 	masters *redistest.Cluster
@@ -27,17 +28,18 @@ type migrationEnv struct {
 func newMigrationEnv(t *testing.T) *migrationEnv {
 	t.Helper()
 	e := &migrationEnv{t: t, masters: redistest.StartT(t, 2)}
-	e.cluster = redistest.StartClustersT(t, 1, redistest.ClusterOptions{Shards: 2})[0]
-	time.Sleep(1100 * time.Millisecond) // past a second of uptime
+	e.cluster = ownClusters(t, 1, redistest.ClusterOptions{Shards: 2})[0]
 	return e
 }
 
+// locker is a Locker on the env's votes, whose leases outlive the tests.
 func (e *migrationEnv) locker(mutate func(*engine.Config)) *engine.Locker {
 	e.t.Helper()
 	cfg := engine.DefaultConfig(e.masters.Addrs()...)
 	cfg.Clusters = [][]string{e.cluster.Seeds()[:1]}
 	cfg.Quarantine = engine.QuarantineObserved
 	cfg.DisableNotify = true
+	cfg.TTL = time.Minute
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -58,6 +60,12 @@ func (e *migrationEnv) shards(key string) (slot int, from, to *redistest.Node) {
 	}
 	return slot, a, b
 }
+
+// patient makes a Locker wait for every vote's reply, however slow the
+// machine, for tests that tell a cluster's refusal from a yes, and
+// neither from a vote that timed out. (A refused script is sent again
+// a node timeout later: not for the tests of that.)
+func patient(c *engine.Config) { c.NodeTimeout = 25 * time.Second }
 
 // master sends a command to master i.
 func (e *migrationEnv) master(i int, args ...string) string {
@@ -85,7 +93,7 @@ func TestClusterMigrationSemaphoreKeepsItsPermit(t *testing.T) {
 			defer mutation.ClusterMigrationUnguarded.Set(off)()
 			e := newMigrationEnv(t)
 			ctx := context.Background()
-			a, b := e.locker(nil), e.locker(nil)
+			a, b := e.locker(patient), e.locker(patient)
 			sa, err := a.Semaphore("msem", 1)
 			if err != nil {
 				t.Fatal(err)
@@ -95,7 +103,7 @@ func TestClusterMigrationSemaphoreKeepsItsPermit(t *testing.T) {
 				t.Fatal(err)
 			}
 			key := clusterSemKey("msem", 0)
-			eventually(t, 5*time.Second, "A's permit on master 1", func() bool {
+			eventually(t, 30*time.Second, "A's permit on master 1", func() bool {
 				return e.master(1, "GET", key) != "$-1"
 			})
 			e.master(1, "DEL", key)
@@ -148,7 +156,10 @@ func TestClusterMigrationFencingStaysMonotonic(t *testing.T) {
 			defer mutation.ClusterMigrationUnguarded.Set(off)()
 			e := newMigrationEnv(t)
 			ctx := context.Background()
-			fenced := func(c *engine.Config) { c.Fencing = true }
+			fenced := func(c *engine.Config) {
+				c.Fencing = true
+				patient(c)
+			}
 			a, b := e.locker(fenced), e.locker(fenced)
 			key := clusterKey("mf")
 			ahead := time.Now().Add(3 * time.Second).UnixMicro()
@@ -245,8 +256,8 @@ func (h *holders) drop(resource string, le *engine.Lease) {
 // ASKING flag and write fencing counters and semaphore keys that the
 // source still has, and the first MIGRATE of them fails so.
 func TestClusterMigrationUnderLoad(t *testing.T) {
-	clusters := redistest.StartClustersT(t, 3, redistest.ClusterOptions{Shards: 2})
-	time.Sleep(1100 * time.Millisecond)
+	t.Parallel()
+	clusters := ownClusters(t, 3, redistest.ClusterOptions{Shards: 2})
 	cfg := clusterConfig(clusters, 2*time.Second)
 	cfg.Fencing = true
 	lockers := []*engine.Locker{newLockerT(t, cfg), newLockerT(t, cfg), newLockerT(t, cfg)}

@@ -330,3 +330,13 @@ func (e *clusterEnv) otherSlot(name, base string) string {
 	}
 	return b
 }
+
+// do sends a command whose first argument is its key to cluster i,
+// through its cluster client.
+func (e *clusterEnv) do(i int, args ...string) {
+	e.t.Helper()
+	c := e.direct[i]
+	if err := c.Do(context.Background(), c.B().Arbitrary(args[0]).Keys(args[1]).Args(args[2:]...).Build()).Error(); err != nil {
+		e.t.Fatalf("%q in cluster %d: %v", args, i, err)
+	}
+}

@@ -32,6 +32,9 @@ import (
 //     slots, fails over or restarts nodes: fresh each time, but started
 //     while the tests before it ran (each taken starts the next of its
 //     shape).
+//
+// The first test that asks for any cluster starts the shared ones and
+// the listed-replicas one, in the background.
 
 // startingCluster is a cluster whose start may still run.
 type startingCluster struct {
@@ -41,12 +44,20 @@ type startingCluster struct {
 }
 
 func startCluster(co redistest.ClusterOptions) *startingCluster {
+	return startClusterThen(co, nil)
+}
+
+// startClusterThen starts a cluster, then runs then on it (unless nil).
+func startClusterThen(co redistest.ClusterOptions, then func(*redistest.RedisCluster) error) *startingCluster {
 	s := &startingCluster{done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		s.c, s.err = redisproc.StartRedisCluster(ctx, co, redisproc.Options{})
+		if s.err == nil && then != nil {
+			s.err = then(s.c)
+		}
 	}()
 	return s
 }
@@ -59,27 +70,34 @@ func (s *startingCluster) wait() (*redistest.RedisCluster, error) {
 
 var clusters struct {
 	mu      sync.Mutex
+	warm    bool
+	shared  []*startingCluster // of sharedClusters
+	listed  *startingCluster   // of listedReplicasCluster
 	spares  map[redistest.ClusterOptions][]*startingCluster
-	listed  *startingCluster // of listedReplicasCluster
 	stopped bool
 	// use is held, shared, by every test on the shared clusters and, alone,
 	// by the test that has them alone.
 	use sync.RWMutex
-	// sharedList are the shared clusters, once started; listedReady the
-	// listed-replicas cluster, once it lists them.
-	sharedList  []*redistest.RedisCluster
-	sharedOnce  sync.Once
-	sharedErr   error
-	listedOnce  sync.Once
-	listedErr   error
-	listedReady *redistest.RedisCluster
+}
+
+// warmClusters starts the shared clusters and the listed-replicas one,
+// once. The caller holds clusters.mu.
+func warmClusters() {
+	if clusters.warm {
+		return
+	}
+	clusters.warm = true
+	for range 3 {
+		clusters.shared = append(clusters.shared, startCluster(redistest.ClusterOptions{Shards: 3}))
+	}
+	clusters.listed = startClusterThen(redistest.ClusterOptions{Shards: 1, Replicas: 2}, awaitListedReplicas)
 }
 
 // stopClusters stops every cluster started for the binary (TestMain).
 func stopClusters() {
 	clusters.mu.Lock()
 	clusters.stopped = true
-	all := []*startingCluster{clusters.listed}
+	all := append([]*startingCluster{clusters.listed}, clusters.shared...)
 	for _, q := range clusters.spares {
 		all = append(all, q...)
 	}
@@ -92,20 +110,27 @@ func stopClusters() {
 			c.Stop()
 		}
 	}
-	for _, c := range clusters.sharedList {
-		c.Stop()
+}
+
+// warmed returns the shared clusters' and the listed-replicas cluster's
+// starts, begun if they were not, or fails t after TestMain stopped them.
+func warmed(t testing.TB) (shared []*startingCluster, listed *startingCluster) {
+	t.Helper()
+	clusters.mu.Lock()
+	defer clusters.mu.Unlock()
+	if clusters.stopped {
+		t.Fatal("a cluster asked for after TestMain stopped the clusters")
 	}
+	warmClusters()
+	return clusters.shared, clusters.listed
 }
 
 // ownClusters returns n clusters shaped by co for t alone, stopped when
 // it ends; n more are started for the next test that asks.
 func ownClusters(t testing.TB, n int, co redistest.ClusterOptions) []*redistest.RedisCluster {
 	t.Helper()
+	warmed(t)
 	clusters.mu.Lock()
-	if clusters.stopped {
-		clusters.mu.Unlock()
-		t.Fatal("ownClusters after TestMain stopped the clusters")
-	}
 	if clusters.spares == nil {
 		clusters.spares = make(map[redistest.ClusterOptions][]*startingCluster)
 	}
@@ -164,27 +189,16 @@ func exclusiveClusters(t *testing.T) *clusterEnv {
 
 func startShared(t *testing.T) []*redistest.RedisCluster {
 	t.Helper()
-	clusters.sharedOnce.Do(func() {
-		clusters.mu.Lock()
-		var starting []*startingCluster
-		for range 3 {
-			starting = append(starting, startCluster(redistest.ClusterOptions{Shards: 3}))
+	shared, _ := warmed(t)
+	var out []*redistest.RedisCluster
+	for _, s := range shared {
+		c, err := s.wait()
+		if err != nil {
+			t.Fatalf("start the shared Redis Clusters: %v", err)
 		}
-		clusters.mu.Unlock()
-		for _, s := range starting {
-			c, err := s.wait()
-			if c != nil {
-				clusters.sharedList = append(clusters.sharedList, c)
-			}
-			if err != nil && clusters.sharedErr == nil {
-				clusters.sharedErr = err
-			}
-		}
-	})
-	if clusters.sharedErr != nil {
-		t.Fatalf("start the shared Redis Clusters: %v", clusters.sharedErr)
+		out = append(out, c)
 	}
-	return clusters.sharedList
+	return out
 }
 
 // clusterEnvOn is a clusterEnv of cs, whose Lockers keep their keys under
@@ -208,26 +222,18 @@ func clusterEnvOn(t *testing.T, cs []*redistest.RedisCluster, prefix string) *cl
 // replicas, which its primary lists in CLUSTER SLOTS. A cluster lists a
 // replica only once it has replicated something (a fresh, idle
 // cluster's replicas are left out), and only then does a client of the
-// cluster know it: the first test that asks writes a key and waits,
-// without a bound but the cluster's, until the primary lists both, as
-// any cluster in use does. Tests keep their resources' names apart (a
+// cluster know it: once started, a key is written and the primary
+// waited for (a minute at most) until it lists both, as any cluster in
+// use does. Tests keep their resources' names apart (a
 // prefix of their own); none may break it.
 func listedReplicasCluster(t *testing.T) *redistest.RedisCluster {
 	t.Helper()
-	clusters.listedOnce.Do(func() {
-		clusters.mu.Lock()
-		clusters.listed = startCluster(redistest.ClusterOptions{Shards: 1, Replicas: 2})
-		clusters.mu.Unlock()
-		c, err := clusters.listed.wait()
-		if err == nil {
-			err = awaitListedReplicas(c)
-		}
-		clusters.listedReady, clusters.listedErr = c, err
-	})
-	if clusters.listedErr != nil {
-		t.Fatalf("the listed-replicas cluster: %v", clusters.listedErr)
+	_, listed := warmed(t)
+	c, err := listed.wait()
+	if err != nil {
+		t.Fatalf("the listed-replicas cluster: %v", err)
 	}
-	return clusters.listedReady
+	return c
 }
 
 // awaitListedReplicas writes a key to c's primary and waits until it

@@ -269,15 +269,18 @@ func TestClusterVotesRWMutex(t *testing.T) {
 			got <- w
 		}()
 		// The writer's intent, which its second attempt leaves once it
-		// listens for the release, is on every cluster.
+		// listens for the release, is on a quorum of clusters (a round
+		// that a quorum refused may end before the last vote's script is
+		// sent), whose releases will wake it.
 		intents := "\xffredlock:rw:" + e.key(name)
-		eventually(t, 30*time.Second, fmt.Sprintf("%q: the writer's intent on every cluster", name), func() bool {
+		eventually(t, 30*time.Second, fmt.Sprintf("%q: the writer's intent on a quorum of clusters", name), func() bool {
+			n := 0
 			for i := range e.clusters {
-				if !e.exists(i, intents) {
-					return false
+				if e.exists(i, intents) {
+					n++
 				}
 			}
-			return true
+			return n >= len(e.clusters)/2+1
 		})
 		for _, r := range []*engine.Lease{r1, r2} {
 			if err := r.Release(ctx); err != nil {

@@ -306,6 +306,18 @@ func clientList(addr string) (string, error) {
 	return cl.Do(ctx, cl.B().ClientList().Build()).ToString()
 }
 
+// patientVotes makes a Locker wait for every vote's reply up to 25 s,
+// however slow the machine: the cluster tests tell a vote's refusal from
+// its yes, and neither from a vote that timed out, which is what a
+// loaded machine makes of the default node timeout (a hundredth of the
+// TTL). Its leases last a minute at least (the node timeout must stay
+// under half the TTL). A script a cluster refused is sent again a node
+// timeout later: not for the tests of that.
+func patientVotes(c *engine.Config) {
+	c.TTL = max(c.TTL, time.Minute)
+	c.NodeTimeout = 25 * time.Second
+}
+
 // waitsForNotification makes a Locker's waiters wake for a release's
 // notification only (a fallback retry of a minute), and listen before
 // they ask to be notified, however slow the machine: a waiter marks the

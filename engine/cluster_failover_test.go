@@ -86,8 +86,8 @@ func directDo(t *testing.T, addr string, cmd func(rueidis.Builder) rueidis.Compl
 // failoverDoubleGrant runs the scenario above and reports whether B got
 // a lease while A's was valid. Clusters 1 and 2 are the shared ones.
 func failoverDoubleGrant(t *testing.T, trusted bool) bool {
-	ce := sharedClusters(t)
 	c0 := ownClusters(t, 1, redistest.ClusterOptions{Shards: 2, Replicas: 1, NodeTimeout: time.Second})[0]
+	ce := sharedClusters(t) // started meanwhile
 	ctx := context.Background()
 	cfg := clusterConfig([]*redistest.RedisCluster{c0, ce.clusters[0], ce.clusters[1]}, time.Minute)
 	cfg.KeyPrefix = ce.prefix

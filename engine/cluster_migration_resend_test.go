@@ -50,7 +50,7 @@ func TestClusterMigrationResendsRefusedScripts(t *testing.T) {
 			if err := e.cluster.FinishMigration(ctx, slot, from, to); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 30*time.Second, "the refused script sent again after the migration, and gone what it was to remove", func() bool {
+			eventually(t, 60*time.Second, "the refused script sent again after the migration, and gone what it was to remove", func() bool {
 				return !left(to.Addr())
 			})
 		})
@@ -58,7 +58,15 @@ func TestClusterMigrationResendsRefusedScripts(t *testing.T) {
 }
 
 // withNotify lets a Locker of migrationEnv queue its waiters.
-func withNotify(c *engine.Config) { c.DisableNotify = false }
+func withNotify(c *engine.Config) {
+	c.DisableNotify = false
+	resendSoon(c)
+}
+
+// resendSoon makes a script the cluster refused go again 5 s after (a
+// retry delay and the node timeout), not 25: still patient for a
+// loaded machine.
+func resendSoon(c *engine.Config) { c.NodeTimeout = 5 * time.Second }
 
 // quitDuringMigration: B gives up waiting for "mq" while its slot
 // migrates; left reports whether B is still queued on a node.
@@ -106,7 +114,7 @@ func quitDuringMigration(t *testing.T, e *migrationEnv) (string, func(string) bo
 // reports whether the lock is still on a node.
 func releaseDuringMigration(t *testing.T, e *migrationEnv) (string, func(string) bool) {
 	ctx := context.Background()
-	a := e.locker(nil)
+	a := e.locker(resendSoon)
 	held, err := a.TryLock(ctx, "mr")
 	if err != nil {
 		t.Fatal(err)
@@ -143,12 +151,9 @@ func TestClusterMigrationReleaseSkipsTheRefusingVote(t *testing.T) {
 	t.Parallel()
 	e := newMigrationEnv(t)
 	ctx := context.Background()
-	// The cluster's refusal must reach the acquire in time to count, and
-	// a release sent it goes at once, resent each node timeout after.
-	a := e.locker(func(c *engine.Config) {
-		c.Fencing = true
-		patient(c)
-	})
+	// The cluster's refusal must reach the acquire in time to count
+	// (patientVotes), and a release sent it would go at once.
+	a := e.locker(func(c *engine.Config) { c.Fencing = true })
 	key := clusterKey("mnr")
 	slot, from, to := e.shards(key)
 	if err := e.cluster.BeginMigration(ctx, slot, from, to); err != nil {

@@ -32,14 +32,14 @@ func newMigrationEnv(t *testing.T) *migrationEnv {
 	return e
 }
 
-// locker is a Locker on the env's votes, whose leases outlive the tests.
+// locker is a Locker on the env's votes, patient (patientVotes).
 func (e *migrationEnv) locker(mutate func(*engine.Config)) *engine.Locker {
 	e.t.Helper()
 	cfg := engine.DefaultConfig(e.masters.Addrs()...)
 	cfg.Clusters = [][]string{e.cluster.Seeds()[:1]}
 	cfg.Quarantine = engine.QuarantineObserved
 	cfg.DisableNotify = true
-	cfg.TTL = time.Minute
+	patientVotes(&cfg)
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -60,12 +60,6 @@ func (e *migrationEnv) shards(key string) (slot int, from, to *redistest.Node) {
 	}
 	return slot, a, b
 }
-
-// patient makes a Locker wait for every vote's reply, however slow the
-// machine, for tests that tell a cluster's refusal from a yes, and
-// neither from a vote that timed out. (A refused script is sent again
-// a node timeout later: not for the tests of that.)
-func patient(c *engine.Config) { c.NodeTimeout = 25 * time.Second }
 
 // master sends a command to master i.
 func (e *migrationEnv) master(i int, args ...string) string {
@@ -93,7 +87,7 @@ func TestClusterMigrationSemaphoreKeepsItsPermit(t *testing.T) {
 			defer mutation.ClusterMigrationUnguarded.Set(off)()
 			e := newMigrationEnv(t)
 			ctx := context.Background()
-			a, b := e.locker(patient), e.locker(patient)
+			a, b := e.locker(nil), e.locker(nil)
 			sa, err := a.Semaphore("msem", 1)
 			if err != nil {
 				t.Fatal(err)
@@ -156,10 +150,7 @@ func TestClusterMigrationFencingStaysMonotonic(t *testing.T) {
 			defer mutation.ClusterMigrationUnguarded.Set(off)()
 			e := newMigrationEnv(t)
 			ctx := context.Background()
-			fenced := func(c *engine.Config) {
-				c.Fencing = true
-				patient(c)
-			}
+			fenced := func(c *engine.Config) { c.Fencing = true }
 			a, b := e.locker(fenced), e.locker(fenced)
 			key := clusterKey("mf")
 			ahead := time.Now().Add(3 * time.Second).UnixMicro()
@@ -259,6 +250,9 @@ func TestClusterMigrationUnderLoad(t *testing.T) {
 	t.Parallel()
 	clusters := ownClusters(t, 3, redistest.ClusterOptions{Shards: 2})
 	cfg := clusterConfig(clusters, 2*time.Second)
+	// Short leases and the node timeout they imply: the load tolerates
+	// timeouts, and runs until enough has happened.
+	cfg.TTL, cfg.MaxTTL, cfg.NodeTimeout = 2*time.Second, 0, 0
 	cfg.Fencing = true
 	lockers := []*engine.Locker{newLockerT(t, cfg), newLockerT(t, cfg), newLockerT(t, cfg)}
 	locks := []string{"{hot}:a", "{hot}:b"}

@@ -55,7 +55,7 @@ func (e *shardEnv) locker(waiter bool) *engine.Locker {
 	cfg.Masters, cfg.Clusters = nil, [][]string{e.cluster.Seeds()[:1]}
 	cfg.KeyPrefix = e.prefix
 	cfg.Quarantine = engine.QuarantineOff // the failover's promoted replica votes at once
-	cfg.TTL = time.Minute                 // the holder's lease outlives the test's waits
+	patientVotes(&cfg)                    // the holder's lease outlives the test's waits
 	if waiter {
 		waitsForNotification(&cfg)
 	}

@@ -28,6 +28,7 @@ func clusterConfig(clusters []*redistest.RedisCluster, ttl time.Duration) engine
 	cfg.TTL = ttl
 	cfg.Quarantine = engine.QuarantineObserved
 	cfg.DisableNotify = true
+	patientVotes(&cfg)
 	return cfg
 }
 
@@ -55,8 +56,8 @@ func TestClusterRestartQuarantinesOnlyItsShard(t *testing.T) {
 	for _, off := range []bool{false, true} {
 		t.Run(map[bool]string{false: "quarantined", true: "control"}[off], func(t *testing.T) {
 			t.Parallel()
-			ce := sharedClusters(t)
 			c0 := ownClusters(t, 1, redistest.ClusterOptions{Shards: 2})[0]
+			ce := sharedClusters(t) // started meanwhile
 			ctx := context.Background()
 			cfg := clusterConfig([]*redistest.RedisCluster{c0, ce.clusters[0], ce.clusters[1]}, time.Minute)
 			cfg.KeyPrefix = ce.prefix
@@ -131,8 +132,8 @@ func TestClusterRestartQuarantinesOnlyItsShard(t *testing.T) {
 // TestClusterFailbackKeepsTheOldPrimaryOutInVirtualTime.
 func TestClusterFailbackKeepsTheOldPrimaryOut(t *testing.T) {
 	t.Parallel()
-	ce := sharedClusters(t)
 	c0 := ownClusters(t, 1, redistest.ClusterOptions{Shards: 1, Replicas: 1, NodeTimeout: time.Second})[0]
+	ce := sharedClusters(t) // started meanwhile
 	ctx := context.Background()
 	cfg := clusterConfig([]*redistest.RedisCluster{c0, ce.clusters[0], ce.clusters[1]}, time.Minute)
 	cfg.KeyPrefix = ce.prefix
@@ -228,7 +229,6 @@ func TestClusterNodeWithASkewedClockSitsOut(t *testing.T) {
 			px := shiftedClockProxy(&env{t: t}, skewed.Addr(), &shift)
 			l := e.locker(func(c *engine.Config) {
 				c.Fencing = true
-				patient(c) // the skewed node's refusal, not a timeout, must decide
 				c.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
 					if addr == skewed.Addr() {
 						addr = px.addr()

@@ -63,6 +63,7 @@ func newLockersFailing(t *testing.T, n int) string {
 		cfg.Masters, cfg.Clusters = nil, [][]string{e.cluster.Seeds()[:1]}
 		cfg.KeyPrefix = e.prefix
 		cfg.Quarantine = engine.QuarantineOff
+		patientVotes(&cfg)
 		l, err := engine.New(context.Background(), cfg)
 		if err != nil {
 			return fmt.Sprintf("Locker %d: engine.New: %v", i, err)

@@ -75,6 +75,7 @@ func (e *clusterEnv) locker(mutate func(*engine.Config)) *engine.Locker {
 	cfg := engine.DefaultConfig()
 	e.votes(&cfg)
 	cfg.Quarantine = engine.QuarantineObserved
+	patientVotes(&cfg)
 	if mutate != nil {
 		mutate(&cfg)
 	}

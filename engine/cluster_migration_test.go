@@ -281,6 +281,8 @@ func TestClusterMigrationUnderLoad(t *testing.T) {
 			from, to := c.Shards[0].Nodes[0], c.Shards[1].Nodes[0]
 			for ctx.Err() == nil {
 				// Background: the moves run to their end after the load.
+				// The pauses shape the load (a slot migrating, then not, a
+				// while each); nothing waits on them.
 				bg := context.Background()
 				if err := c.BeginMigration(bg, slot, from, to); err != nil {
 					t.Errorf("begin: %v", err)

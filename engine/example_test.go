@@ -23,6 +23,7 @@ func TestMain(m *testing.M) {
 	}
 	exampleMasters = pool.cluster.Addrs()
 	code := m.Run()
+	stopClusters()
 	stopPool()
 	os.Exit(code)
 }

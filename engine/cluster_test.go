@@ -104,11 +104,29 @@ func (e *clusterEnv) get(i int, key string) string {
 // clusterKey is the lock key the engine uses for name with cluster votes
 // (see engine/cluster.go), computed here independently of it.
 func clusterKey(name string) string {
-	if multiplex.HasTag(name) {
+	slotTag := func(k string) string { return "{" + multiplex.SlotTag(multiplex.KeySlot(k)) + "}" }
+	if !multiplex.HasTag(name) {
+		return slotTag(name) + name
+	}
+	// A name spelled as another's key, "{T}a" or "{T}{T}a" (T the tag of
+	// a's slot), has the tag put in front once more.
+	first, end := strings.IndexByte(name, '{'), strings.IndexByte(name, '}')
+	if first != 0 {
 		return name
 	}
-	return "{" + multiplex.SlotTag(multiplex.KeySlot(name)) + "}" + name
+	tag := name[:end+1]
+	rest := name
+	for strings.HasPrefix(rest, tag) {
+		rest = rest[len(tag):]
+	}
+	if !multiplex.HasTag(rest) && slotTag(rest) == tag {
+		return tag + name
+	}
+	return name
 }
+
+// spelledAsKey is a name spelled as the name "plain"'s key.
+var spelledAsKey = "{" + multiplex.SlotTag(multiplex.KeySlot("plain")) + "}plain"
 
 // clusterSemKey is the key of slot i of semaphore name with cluster
 // votes: a tag of the name's lock key's slot goes first (see
@@ -118,8 +136,8 @@ func clusterSemKey(name string, i int) string {
 }
 
 // clusterNames are resource names whose braces make a hash tag, make none
-// (empty or unclosed), or are absent.
-var clusterNames = []string{"plain", "a}b", "x{}y", "{t}z", "open{", "}{q}"}
+// (empty or unclosed), or are absent, and one spelled as another's key.
+var clusterNames = []string{"plain", "a}b", "x{}y", "{t}z", "open{", "}{q}", spelledAsKey}
 
 // TestClusterVotesLeaseLifecycle is the lease lifecycle property (see
 // lifecycle_test.go) over three Redis Clusters of three shards each, one
@@ -374,6 +392,37 @@ func TestClusterKeysUntaggedControl(t *testing.T) {
 	// cross-slot refusal as a counter it cannot read.
 	if _, err := l.TryLock(context.Background(), "plain"); err == nil {
 		t.Fatal("TryLock succeeded with the lock key untagged: the test cannot catch it")
+	}
+}
+
+// Two names, one spelled as the other's key with cluster votes ("plain"
+// is kept at "{T}plain", T a tag of its slot, and "{T}plain" is a name
+// too), are two resources: each is held at once by its own holder, at
+// its own key in every cluster.
+func TestClusterVotesKeyEachNameApart(t *testing.T) {
+	e := newClusterEnv(t, 3, 3)
+	ctx := context.Background()
+	plain, err := e.locker(nil).TryLock(ctx, "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spelled, err := e.locker(nil).TryLock(ctx, spelledAsKey)
+	if err != nil {
+		t.Fatalf("TryLock %q while %q is held: %v", spelledAsKey, "plain", err)
+	}
+	// Each TryLock returned at quorum: the last vote's reply may be on its way.
+	eventually(t, 30*time.Second, "each lease's value at its own key in every cluster", func() bool {
+		for i := range e.clusters {
+			if e.get(i, clusterKey("plain")) != plain.Value() || e.get(i, clusterKey(spelledAsKey)) != spelled.Value() {
+				return false
+			}
+		}
+		return true
+	})
+	for _, le := range []*engine.Lease{plain, spelled} {
+		if err := le.Release(ctx); err != nil {
+			t.Errorf("Release %q: %v", le.Resource(), err)
+		}
 	}
 }
 

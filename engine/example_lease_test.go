@@ -98,3 +98,45 @@ func ExampleLease_Token() {
 	// second writes: <nil>
 	// first writes late: refused "balance=10": token is older than one already seen
 }
+
+// The work the lock protects runs under lease.WithContext(ctx): it stops
+// when its caller gives up (here the caller's context is cancelled, as a
+// Ctrl-C would) and when the lease ends (here it is released, as a lost
+// lock would end it), whichever comes first.
+func ExampleLease_WithContext() {
+	ctx := context.Background()
+	cfg := engine.DefaultConfig(exampleMasters...)
+	cfg.Quarantine = engine.QuarantineObserved // fresh test masters, see Example
+	locker, err := engine.New(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+
+	// The caller gives up.
+	callerCtx, interrupt := context.WithCancel(ctx)
+	lease, err := locker.TryLock(ctx, "export")
+	if err != nil {
+		log.Fatal(err)
+	}
+	workCtx, cancel := lease.WithContext(callerCtx)
+	interrupt()
+	<-workCtx.Done()
+	fmt.Println("caller gave up:", context.Cause(workCtx))
+	cancel()
+	lease.Release(ctx)
+
+	// The lease ends.
+	lease, err = locker.TryLock(ctx, "export")
+	if err != nil {
+		log.Fatal(err)
+	}
+	workCtx, cancel = lease.WithContext(ctx)
+	defer cancel()
+	lease.Release(ctx)
+	<-workCtx.Done()
+	fmt.Println("lease ended:", context.Cause(workCtx))
+	// Output:
+	// caller gave up: context canceled
+	// lease ended: lease released
+}

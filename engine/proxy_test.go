@@ -318,3 +318,33 @@ func (p *stallProxy) flushStalled() {
 		sc.mu.Unlock()
 	}
 }
+
+// heldCount is how many times needle occurs in what the proxy's
+// connections hold back.
+func (p *stallProxy) heldCount(needle []byte) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, sc := range p.stalled {
+		sc.mu.Lock()
+		n += bytes.Count(sc.held, needle)
+		sc.mu.Unlock()
+	}
+	return n
+}
+
+// resume delivers what the connections held back, in order, and lets
+// what follows through: no connection stalls any more.
+func (p *stallProxy) resume() {
+	p.stall.Store(false)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, sc := range p.stalled {
+		sc.mu.Lock()
+		if sc.stalling {
+			sc.server.Write(sc.held)
+			sc.held, sc.stalling = nil, false
+		}
+		sc.mu.Unlock()
+	}
+}

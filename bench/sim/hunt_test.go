@@ -158,6 +158,7 @@ func alsoWithout(t *testing.T, cfg Config, sw, checker string) bool {
 // the switch on until a checker finds its bug (at most -sim.huntseeds),
 // and reports the seeds it took, the wall time, and the case shrunk.
 func TestHunt(t *testing.T) {
+	mutation.Require(t)
 	if *flagHunt == "" {
 		t.Skip("set -sim.hunt to the switches to hunt (or all)")
 	}
@@ -317,6 +318,7 @@ var huntedCases = map[string][]Config{
 // it to (within three runs: a seed does not always replay), so that the
 // claim of docs/simulation.md's table stays true.
 func TestMutationsFound(t *testing.T) {
+	mutation.Require(t)
 	switch {
 	case testing.Short():
 		t.Skip("runs a simulation or more per switch")

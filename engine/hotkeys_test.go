@@ -7,7 +7,15 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/simredis"
 )
+
+// steadyMasters are simulated masters (simTestWith) whose every write takes
+// 100µs one way: no jitter and no spikes, so that a scenario whose
+// outcome hangs on the order of messages (a release that reaches one
+// master late, the turns that wake a waiter at once) plays the same way
+// every run.
+var steadyMasters = simredis.MasterOptions{Uptime: time.Hour, Latency: simredis.Latency{Min: 100 * time.Microsecond}}
 
 // sent is the number of commands l has sent to the masters (every vote
 // counted, whatever its outcome).

@@ -188,6 +188,8 @@ func testNotifySubscribeOrder(t *testing.T, e *env, linger time.Duration) {
 					t.Error(err)
 					return
 				}
+				// The churn's pace, not a wait for anything: a short
+				// hold, and a gap for the waiters to take it.
 				time.Sleep(time.Millisecond)
 				le.Release(ctx)
 				time.Sleep(time.Millisecond)

@@ -142,8 +142,11 @@ func TestReleaseOfExpiredOrForeignLockChangesNothing(t *testing.T) {
 // (Not parallel: it keeps both cores busy.)
 func TestReacquireRightAfterRelease(t *testing.T) {
 	e := newEnv(t, 5)
-	// Not a test of node timeouts, which a loaded machine runs out of.
-	l := e.locker(func(c *engine.Config) { c.NodeTimeout = time.Second })
+	// Not a test of node timeouts, which a loaded machine runs out of (at
+	// 1 s, all at once, on two busy cores): a node timeout far beyond any
+	// reply, and a TTL that allows it. A delete overtaken by the next SET
+	// shows as a refusal.
+	l := e.locker(func(c *engine.Config) { c.TTL, c.NodeTimeout = time.Minute, 20*time.Second })
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	var once sync.Once

@@ -156,10 +156,10 @@ func testNotifySubscribeOrder(t *testing.T, e *env, linger time.Duration) {
 		c.FallbackMin, c.FallbackMax = fallback, fallback
 		// Waiters wait for the subscription's confirmation, rather than
 		// mark before they listen.
-		c.NodeTimeout = 4 * time.Second
+		patientNodes(c)
 	})
 	// The holders' own waits must not leave a subscription behind either.
-	holderL := e.locker(func(c *engine.Config) { c.NotifyLinger = -1 })
+	holderL := e.locker(func(c *engine.Config) { c.NotifyLinger = -1; patientNodes(c) })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 

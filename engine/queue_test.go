@@ -251,7 +251,7 @@ func lingeringFirstAttemptOnAFreeKey(t *testing.T, e *env, fencing bool, cfg fun
 func lingeringFirstAttemptOnAWrongType(t *testing.T, e *env, base func(*engine.Config)) {
 	// Keys and queues outlive the test's waits (the queue expires two
 	// TTLs after a join): only a release or a leave empties them in time.
-	cfg := func(c *engine.Config) { base(c); c.TTL = time.Minute }
+	cfg := func(c *engine.Config) { base(c); c.TTL = time.Minute; patientNodes(c) }
 	holderL, l := e.locker(cfg), e.locker(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -401,6 +401,7 @@ func TestNoGoroutineLeakAfterCloseWithLingering(t *testing.T) {
 	base := runtime.NumGoroutine()
 	cfg := e.config()
 	cfg.NotifyLinger = time.Minute
+	patientNodes(&cfg)
 	var ls []*engine.Locker
 	for range 2 {
 		l, err := engine.New(context.Background(), cfg)
@@ -652,10 +653,10 @@ func TestEndedLeaseLeavesTheQueue(t *testing.T) {
 			e := newEnv(t, 3)
 			ctx := context.Background()
 			const res = "left"
-			// Long enough for a loaded machine to acquire in, short enough
-			// to wait out.
-			const ttl = 2 * time.Second
-			cfg := func(c *engine.Config) { c.TTL = ttl }
+			// Short enough to wait out; its node timeout (just under 2.5 s)
+			// long enough for any reply of a loaded machine.
+			const ttl = 5 * time.Second
+			cfg := func(c *engine.Config) { c.TTL = ttl; patientNodes(c) }
 			holderL, aL := e.locker(cfg), e.locker(func(c *engine.Config) {
 				cfg(c)
 				// Without the gate and auto-extension, nothing but the

@@ -85,8 +85,9 @@ func testLateYes(t *testing.T, pipelineMultiplex int) {
 func TestReleaseOfExpiredOrForeignLockChangesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.TTL = 200 * time.Millisecond })
-	other := e.locker(nil)
+	// Short enough to wait out, with the longest node timeout it allows.
+	l := e.locker(func(c *engine.Config) { c.TTL = 2 * time.Second; patientNodes(c) })
+	other := e.locker(patientNodes)
 
 	le, err := l.TryLock(context.Background(), "expired")
 	if err != nil {
@@ -146,7 +147,7 @@ func TestReacquireRightAfterRelease(t *testing.T) {
 	// 1 s, all at once, on two busy cores): a node timeout far beyond any
 	// reply, and a TTL that allows it. A delete overtaken by the next SET
 	// shows as a refusal.
-	l := e.locker(func(c *engine.Config) { c.TTL, c.NodeTimeout = time.Minute, 20*time.Second })
+	l := e.locker(func(c *engine.Config) { c.TTL = time.Minute; patientNodes(c) })
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	var once sync.Once
@@ -195,6 +196,7 @@ func TestUndoLostWithItsConnectionIsResent(t *testing.T) {
 	dp := newDropProxy(e, e.addrs[0])
 	cfg := e.config()
 	cfg.Masters = []string{dp.addr(), e.addrs[1], e.addrs[2]}
+	// (Its node timeout, 600 ms, is also the resend's delay.)
 	cfg.TTL = time.Minute
 	l, err := engine.New(context.Background(), cfg)
 	if err != nil {

@@ -52,7 +52,7 @@ func TestWaiterWakesOnReleaseNotification(t *testing.T) {
 	e := newEnv(t, 5)
 	// A fallback far beyond the test's patience: only a notification can
 	// wake the waiter (and wokenByRelease checks that it did).
-	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second }
+	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second; patientNodes(c) }
 	holderL, waiterL := e.locker(slow), e.locker(slow)
 	wokenByRelease(t, e, holderL, waiterL, "notify").Release(context.Background())
 	// After the default linger (1 s).
@@ -91,7 +91,7 @@ func TestFallbackCoversExpiryWithoutNotification(t *testing.T) {
 func TestGateIsFIFO(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(nil)
+	l := e.locker(patientNodes)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	first, err := l.Lock(ctx, "fifo")
@@ -137,7 +137,7 @@ func TestGateIsFIFO(t *testing.T) {
 func TestGateCanBeTurnedOff(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.DisableGate = true })
+	l := e.locker(func(c *engine.Config) { c.DisableGate = true; patientNodes(c) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	first, err := l.Lock(ctx, "nogate")
@@ -341,12 +341,12 @@ func TestFencingTokensStrictlyIncrease(t *testing.T) {
 func TestNoLeaksAfterCloseWithWaiters(t *testing.T) {
 	e := newEnv(t, 3)
 	base := runtime.NumGoroutine()
-	l := e.locker(func(c *engine.Config) { c.AutoExtend = true })
+	l := e.locker(func(c *engine.Config) { c.AutoExtend = true; patientNodes(c) })
 	holder, err := l.TryLock(context.Background(), "busy")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := e.locker(nil)
+	other := e.locker(patientNodes)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i := 0; i < 20; i++ {
@@ -379,8 +379,9 @@ func TestNoLeaksAfterCloseWithWaiters(t *testing.T) {
 // A release publishes only when a waiter marked the holder's value: the
 // uncontended path pays for no PUBLISH, and a waiter still wakes at once.
 func TestReleasePublishesOnlyForMarkedHolders(t *testing.T) {
-	withAndWithoutFencing(t, func(t *testing.T, fencing bool, cfg func(*engine.Config)) {
+	withAndWithoutFencing(t, func(t *testing.T, fencing bool, base func(*engine.Config)) {
 		e := ownEnv(t, 5)
+		cfg := func(c *engine.Config) { base(c); patientNodes(c) }
 		holderL, waiterL := e.locker(cfg), e.locker(cfg)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

@@ -20,6 +20,15 @@ func TestHandoffPassesTheLeaseInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Lock returns at a quorum: the last SETs may still be on their way.
+	eventually(t, 30*time.Second, "the first lease's keys on every master", func() bool {
+		for i := 0; i < 5; i++ {
+			if e.get(i, e.key("handoff")) != first.Value() {
+				return false
+			}
+		}
+		return true
+	})
 	got := make(chan *engine.Lease, 1)
 	go func() {
 		le, err := l.Lock(ctx, "handoff")

@@ -93,15 +93,27 @@ func TestReleaseOfExpiredOrForeignLockChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// TryLock returns at a quorum: the keys are each owner's on every
+	// master once its last SET has landed.
+	everywhere := func(v string) func() bool {
+		return func() bool {
+			for i := range 3 {
+				if e.get(i, e.key("expired")) != v {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	eventually(t, 30*time.Second, "the lease's keys set", everywhere(le.Value()))
 	// Past the TTL the keys are gone, and the lease's validity (shorter)
 	// with them.
-	eventually(t, 30*time.Second, "the keys expired", func() bool {
-		return e.get(0, e.key("expired"))+e.get(1, e.key("expired"))+e.get(2, e.key("expired")) == ""
-	})
+	eventually(t, 30*time.Second, "the keys expired", everywhere(""))
 	le2, err := other.TryLock(context.Background(), "expired")
 	if err != nil {
 		t.Fatalf("second owner after expiry: %v", err)
 	}
+	eventually(t, 30*time.Second, "the second owner's keys set", everywhere(le2.Value()))
 	err = le.Release(context.Background())
 	if !errors.Is(err, engine.ErrLeaseExpired) {
 		t.Fatalf("release of expired lease: want ErrLeaseExpired, got %v", err)

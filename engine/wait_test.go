@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -340,7 +339,7 @@ func TestFencingTokensStrictlyIncrease(t *testing.T) {
 // (Not parallel: it counts the process's goroutines.)
 func TestNoLeaksAfterCloseWithWaiters(t *testing.T) {
 	e := newEnv(t, 3)
-	base := runtime.NumGoroutine()
+	base := e.goroutines()
 	l := e.locker(func(c *engine.Config) { c.AutoExtend = true; patientNodes(c) })
 	holder, err := l.TryLock(context.Background(), "busy")
 	if err != nil {
@@ -373,7 +372,7 @@ func TestNoLeaksAfterCloseWithWaiters(t *testing.T) {
 	holder.Release(context.Background())
 	l.Close()
 	other.Close()
-	eventually(t, 30*time.Second, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= base })
+	goroutinesBackTo(t, base)
 }
 
 // A release publishes only when a waiter marked the holder's value: the

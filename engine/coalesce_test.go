@@ -215,7 +215,7 @@ func TestCoalescedScriptsMatchSingle(t *testing.T) {
 		{"acquire-mark", acquireMarkScript, []string{v, "60000", "6", id}, classifyAcquireGet},
 		{"acquire-fence", acquireFenceScript, []string{v, "60000", "0"}, classifyFenced},
 		{"acquire-fence-mark", acquireFenceScript, []string{v, "60000", "1", "6", id}, classifyFenced},
-		{"fence", fenceScript, []string{"9000000000000005", v}, classifyInt},
+		{"fence", fenceScript, []string{"9000000000000005", v, "60000"}, classifyInt},
 		{"leave", leaveScript, []string{id}, classifyInt},
 		{"quit", quitScript, []string{id}, classifyInt},
 		{"sem-acquire", semAcquireScript, []string{v, "60000", "2", "0", "", "60000"}, classifySem},

@@ -164,7 +164,19 @@ func (le *Lease) applyExtend(t multiplex.Tally, until, validUntil time.Time) err
 	if t.Reached() && t.Err == nil {
 		le.mu.Lock()
 		// The expiry timer may have fired during the round: an ended
-		// lease stays ended, whatever the masters said since.
+		// lease stays ended, whatever the masters said since. The check
+		// of the time itself, for a lease nobody watched, is redundant
+		// within the model: extendScript agrees only where the lease's
+		// value still stands (it never sets a key, and the value is this
+		// lease's alone), and each of its keys was set by the acquire's
+		// SET, delivered (late or not) while the validity ran; so a
+		// quorum of yeses shows a quorum held the lease without a gap
+		// until its PEXPIREs ran, and the keys live ttl past the round's
+		// start. It matters only past the model: a round that waited
+		// past the validity to be sent (behind MaxRounds of others), on
+		// a master where the acquire's SET arrived even later, after
+		// another holder came and went. Then the yes there does not
+		// show the lease held throughout, and this check refuses it.
 		if le.endErr == nil && time.Now().Before(le.validUntil) {
 			le.setValidUntil(until)
 			le.mu.Unlock()

@@ -10,11 +10,13 @@ package engine
 // linked.
 var faults struct {
 	AcquireAllPartial        fault
+	AcquireIgnoresValidity   fault
 	ClusterGuessOnce         fault
 	ClusterKeysUntagged      fault
 	ClusterMigrationNoResend fault
 	ClusterNotifyStaleShard  fault
 	ExpiredLeaseKeepsKey     fault
+	FenceCounterExpiresEarly fault
 	FenceRefusalIsContention fault
 	FencingWithoutClockFloor fault
 	GhostInQueue             fault
@@ -27,6 +29,7 @@ var faults struct {
 	RWIntentIgnored          fault
 	RWReaderIgnoresWriter    fault
 	RWReadersExclude         fault
+	RWRemoteValidityAsPlain  fault
 	RWSplitWaitsFallback     fault
 	RWTrackedAsPlain         fault
 	RWTrackedByPresence      fault
@@ -34,11 +37,13 @@ var faults struct {
 	RWWonUndoSilent          fault
 	RWWriterIgnoresReaders   fault
 	ReleaseKeepsTurn         fault
+	SemCheckStampedOnSend    fault
 	SemSplitWaitsFallback    fault
 	SemUndoWakes             fault
 	SemaphoreSplitVote       fault
 	SplitVoteStaleEntry      fault
 	StaleShorterExtend       fault
+	ValidityIgnoresDrift     fault
 }
 
 type fault struct{}

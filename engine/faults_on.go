@@ -7,11 +7,13 @@ import "github.com/redlock-bench/redlock/internal/mutation"
 // faults are the fault points, switched by the tests (see faults.go).
 var faults = struct {
 	AcquireAllPartial        *mutation.Switch
+	AcquireIgnoresValidity   *mutation.Switch
 	ClusterGuessOnce         *mutation.Switch
 	ClusterKeysUntagged      *mutation.Switch
 	ClusterMigrationNoResend *mutation.Switch
 	ClusterNotifyStaleShard  *mutation.Switch
 	ExpiredLeaseKeepsKey     *mutation.Switch
+	FenceCounterExpiresEarly *mutation.Switch
 	FenceRefusalIsContention *mutation.Switch
 	FencingWithoutClockFloor *mutation.Switch
 	GhostInQueue             *mutation.Switch
@@ -24,6 +26,7 @@ var faults = struct {
 	RWIntentIgnored          *mutation.Switch
 	RWReaderIgnoresWriter    *mutation.Switch
 	RWReadersExclude         *mutation.Switch
+	RWRemoteValidityAsPlain  *mutation.Switch
 	RWSplitWaitsFallback     *mutation.Switch
 	RWTrackedAsPlain         *mutation.Switch
 	RWTrackedByPresence      *mutation.Switch
@@ -31,18 +34,22 @@ var faults = struct {
 	RWWonUndoSilent          *mutation.Switch
 	RWWriterIgnoresReaders   *mutation.Switch
 	ReleaseKeepsTurn         *mutation.Switch
+	SemCheckStampedOnSend    *mutation.Switch
 	SemSplitWaitsFallback    *mutation.Switch
 	SemUndoWakes             *mutation.Switch
 	SemaphoreSplitVote       *mutation.Switch
 	SplitVoteStaleEntry      *mutation.Switch
 	StaleShorterExtend       *mutation.Switch
+	ValidityIgnoresDrift     *mutation.Switch
 }{
 	AcquireAllPartial:        mutation.AcquireAllPartial,
+	AcquireIgnoresValidity:   mutation.AcquireIgnoresValidity,
 	ClusterGuessOnce:         mutation.ClusterGuessOnce,
 	ClusterKeysUntagged:      mutation.ClusterKeysUntagged,
 	ClusterMigrationNoResend: mutation.ClusterMigrationNoResend,
 	ClusterNotifyStaleShard:  mutation.ClusterNotifyStaleShard,
 	ExpiredLeaseKeepsKey:     mutation.ExpiredLeaseKeepsKey,
+	FenceCounterExpiresEarly: mutation.FenceCounterExpiresEarly,
 	FenceRefusalIsContention: mutation.FenceRefusalIsContention,
 	FencingWithoutClockFloor: mutation.FencingWithoutClockFloor,
 	GhostInQueue:             mutation.GhostInQueue,
@@ -55,6 +62,7 @@ var faults = struct {
 	RWIntentIgnored:          mutation.RWIntentIgnored,
 	RWReaderIgnoresWriter:    mutation.RWReaderIgnoresWriter,
 	RWReadersExclude:         mutation.RWReadersExclude,
+	RWRemoteValidityAsPlain:  mutation.RWRemoteValidityAsPlain,
 	RWSplitWaitsFallback:     mutation.RWSplitWaitsFallback,
 	RWTrackedAsPlain:         mutation.RWTrackedAsPlain,
 	RWTrackedByPresence:      mutation.RWTrackedByPresence,
@@ -62,9 +70,11 @@ var faults = struct {
 	RWWonUndoSilent:          mutation.RWWonUndoSilent,
 	RWWriterIgnoresReaders:   mutation.RWWriterIgnoresReaders,
 	ReleaseKeepsTurn:         mutation.ReleaseKeepsTurn,
+	SemCheckStampedOnSend:    mutation.SemCheckStampedOnSend,
 	SemSplitWaitsFallback:    mutation.SemSplitWaitsFallback,
 	SemUndoWakes:             mutation.SemUndoWakes,
 	SemaphoreSplitVote:       mutation.SemaphoreSplitVote,
 	SplitVoteStaleEntry:      mutation.SplitVoteStaleEntry,
 	StaleShorterExtend:       mutation.StaleShorterExtend,
+	ValidityIgnoresDrift:     mutation.ValidityIgnoresDrift,
 }

@@ -10,14 +10,16 @@ import (
 )
 
 // Fencing tokens only increase per resource, through any restarts of the
-// masters that the quarantine admits, without persistence on the masters:
+// masters that the quarantine admits, and through the expiry of their
+// counters, without persistence on the masters:
 //
 //   - A token is one more than the highest value a quorum reported, and a
 //     second round raises the counters of a quorum to it before the lease
 //     is handed out, only on masters where the key is still ours. A later
 //     holder's SET on such a master can succeed only after our key left it,
-//     so after the raise; its quorum shares a master with ours, and while
-//     that master keeps its counter the later token is larger.
+//     so after the raise; its quorum shares a master with ours, and every
+//     report of that master after the raise is at least our token (see
+//     the next two points), so the later token is larger.
 //   - Each master reports max(counter, its clock in microseconds). If every
 //     shared master restarted (and forgot its counters) since the earlier
 //     token was written, each sat out MaxTTL in quarantine before its vote
@@ -28,6 +30,27 @@ import (
 //     later token is larger as long as the masters' clocks differ by less
 //     than MaxTTL and never step back by more: the clock assumption, which
 //     New checks (see Config.Fencing).
+//   - A counter expires (see fenceScript): each raise to token t sets its
+//     deadline to the instant the master's own clock reads t, as
+//     microseconds, plus MaxTTL (PEXPIREAT ⌊t/1000⌋ + 1 + MaxTTL in ms,
+//     the +1 for the truncation to milliseconds). A counter only rises
+//     while it lives, and its deadline with it; so while it lives it is at
+//     least every token raised there, and once it is gone that master's
+//     clock has passed every such token by MaxTTL: its floor, read from
+//     the same clock that expired the key, exceeds them all unless the
+//     clock stepped back by MaxTTL or more since, which the assumption
+//     above rules out. A counter created again after that (a raise whose
+//     token was computed without this master's report) only adds to the
+//     max. Tokens and floors are microseconds of one master's TIME, and
+//     its deadlines milliseconds of the same clock, so the argument needs
+//     nothing of the other masters' clocks nor of any drift rate: only that
+//     no master's clock steps back by MaxTTL or more. A counter so lives
+//     about MaxTTL after its name's last fenced acquisition (plus how far
+//     ahead of this master's clock the token was: the masters' skew, below
+//     MaxTTL/2 by New's check), instead of forever; the deadline costs one
+//     more write in the fence round's script, no round trip. Lockers that
+//     share masters set each other's deadlines: each one's MaxTTL must
+//     cover the clocks' steps back.
 //   - As a second line: a fenced lease is handed out only if more validity
 //     is left, once its counters are raised, than a round can go on
 //     counting votes (NodeTimeout plus the watchdog's lateness), so that no
@@ -45,7 +68,7 @@ func (le *Lease) fence(ctx context.Context, acquired multiplex.Tally) error {
 	}
 	le.token = top + 1
 	tok := itoa(le.token)
-	cmd := le.call(fenceScript, tok, le.value)
+	cmd := le.call(fenceScript, tok, le.value, le.l.fenceKeep())
 	cmd.SkipIfFailed = true
 	votes := make([]multiplex.Vote, len(le.votes))
 	want := le.token
@@ -108,8 +131,10 @@ func contended(t *multiplex.Tally) bool {
 // still ours (else 0 where another value holds it, fenceGone where
 // none does), so that every master in the quorum that raised
 // it kept our key until after the raise, and any later holder's SET
-// there reads the raised counter.
-var fenceScript = multiplex.NewScript(`local token, value = ARGV[1], ARGV[2]
+// there reads the raised counter. A raise sets the counter's deadline
+// MaxTTL (ARGV[3], ms) past the instant the master's clock reads the
+// token (see the top of this file): fenceExpiryLua.
+var fenceScript = multiplex.NewScript(`local token, value, keep = ARGV[1], ARGV[2], ARGV[3]
 local v = redis.call("GET", KEYS[1])
 if v ~= value and v ~= value .. "` + waitMark + `" then
   if v then
@@ -122,9 +147,31 @@ local c = tonumber(redis.call("GET", k) or "0")
 local t = tonumber(token)
 if t > c then
   redis.call("SET", k, token)
-  return t
+` + fenceExpiryLua("k") + `  return t
 end
 return c`).Coalesce()
+
+// fenceExpiryLua sets the deadline of the counter whose key is in the
+// Lua variable key, after its raise to token t (a Lua number, µs of the
+// master's clock), to keep (ms) past the instant the master's clock reads
+// t: PEXPIREAT ⌊t/1000⌋ + 1 + keep, the +1 for the truncation. A deadline
+// already past deletes the counter: the master's clock then stands for
+// it. Lua's numbers are doubles, exact for µs since 1970 (below 2^53
+// until the year 2255).
+func fenceExpiryLua(key string) string {
+	return `  redis.call("PEXPIREAT", ` + key + `, string.format("%.0f", math.floor(t / 1000) + 1 + tonumber(keep)))
+`
+}
+
+// fenceKeep is how long (ms, formatted) a fencing counter outlives the
+// instant its master's clock reads it: MaxTTL (see the top of this
+// file), or with mutation.FenceCounterExpiresEarly no margin at all.
+func (l *Locker) fenceKeep() string {
+	if faults.FenceCounterExpiresEarly.On() {
+		return "-1"
+	}
+	return l.maxTTLStr
+}
 
 // maxClockSkew is how far a master's clock may be from the others' when
 // a new connection measures it (a restart, a reconnect), with Fencing:

@@ -15,8 +15,11 @@ import (
 // resource name reaches an internal key; 0xFF never occurs in UTF-8 text.
 const internalPrefix = "\xffredlock:"
 
-// fencePrefix names each resource's fencing counter, on every master,
-// never expired. fencePrefixLua is the same in a Lua string literal.
+// fencePrefix names each resource's fencing counter, on every master. A
+// counter expires MaxTTL after its master's clock passes its value, about
+// MaxTTL after the resource's last fenced acquisition (see fence.go), so
+// that names fenced once do not stay on the masters forever.
+// fencePrefixLua is the same in a Lua string literal.
 const (
 	fencePrefix    = internalPrefix + "fence:"
 	fencePrefixLua = `\255redlock:fence:`

@@ -23,7 +23,10 @@ type Locker struct {
 	pool   *multiplex.Pool
 	addrs  []string
 	ttlStr string // TTL in ms, formatted once
-	drift  time.Duration
+	// maxTTLStr is MaxTTL in ms, formatted once: how long a fencing
+	// counter outlives its value on its master's clock (see fence.go).
+	maxTTLStr string
+	drift     time.Duration
 	// epoch is when the Locker was made: instants kept as numbers (a
 	// handle's checkClock) count from it on the monotonic clock, which a
 	// step of the system clock does not move.
@@ -97,6 +100,7 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		addrs:     voteNames(pool),
 		clustered: len(cfg.Clusters) > 0,
 		ttlStr:    itoa(cfg.TTL.Milliseconds()),
+		maxTTLStr: itoa(cfg.MaxTTL.Milliseconds()),
 		drift:     drift(cfg.TTL, cfg.DriftFactor),
 		epoch:     time.Now(),
 		setGet:    true,
@@ -222,6 +226,15 @@ func (l *Locker) Close() error {
 		l.track.close()
 	}
 	return nil
+}
+
+// validity is how long a lease acquired now is trusted from its
+// attempt's start: the TTL less the drift allowance (see drift).
+func (l *Locker) validity() time.Duration {
+	if faults.ValidityIgnoresDrift.On() {
+		return l.cfg.TTL - DriftFloor
+	}
+	return l.cfg.TTL - l.drift
 }
 
 // roundSpan is the longest a round can go on counting votes.

@@ -231,7 +231,7 @@ func mcCall() *rapid.Generator[mcCallCase] {
 		case "extend":
 			cl.cmd = keysCall(allKeysForm[extendScript], set, v, "90000")
 		case "fence":
-			cl.cmd = keysCall(allKeysForm[fenceScript], set, "9000000000000005", v)
+			cl.cmd = keysCall(allKeysForm[fenceScript], set, "9000000000000005", v, "60000")
 		case "leave":
 			cl.cmd = keysCall(allKeysForm[leaveScript], set, who)
 		case "quit":

@@ -47,7 +47,7 @@ func TestAllKeysFormsMatchSingle(t *testing.T) {
 		{"release", releaseScript, []string{value}},
 		{"undo", undoScript, []string{value}},
 		{"extend", extendScript, []string{value, "90000"}},
-		{"fence", fenceScript, []string{"9000000000000005", value}},
+		{"fence", fenceScript, []string{"9000000000000005", value, "60000"}},
 		{"leave", leaveScript, []string{id}},
 		{"quit", quitScript, []string{id}},
 		{"zrem", zremScript, []string{id}},

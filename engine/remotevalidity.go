@@ -60,7 +60,7 @@ func (le *Lease) RemoteValidity(ctx context.Context) (time.Duration, error) {
 	}
 	cmd := scriptCall(validityScript, le.key, le.value)
 	switch {
-	case le.rw:
+	case le.rw && !faults.RWRemoteValidityAsPlain.On():
 		// A read/write lock's key is a sorted set, its holders' entries.
 		cmd = scriptCall(rwValidityScript, le.key, le.value)
 	case le.all != nil:

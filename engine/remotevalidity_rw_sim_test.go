@@ -55,9 +55,9 @@ func TestRemoteValidityOfReadWriteLeasesOnSimulatedMasters(t *testing.T) {
 				if writer {
 					le, err = m.TryLock(ctx)
 				} else {
-					om, err := other.RWMutex("r")
-					if err != nil {
-						t.Fatal(err)
+					om, oerr := other.RWMutex("r")
+					if oerr != nil {
+						t.Fatal(oerr)
 					}
 					if _, err := om.TryRLock(ctx); err != nil {
 						t.Fatal(err)

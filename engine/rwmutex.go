@@ -300,7 +300,7 @@ func (m *RWMutex) decide(ctx context.Context, le *Lease, t multiplex.Tally, writ
 		le.record(i, v)
 	}
 	if ok {
-		le.validUntil = le.start.Add(l.cfg.TTL - l.drift)
+		le.validUntil = le.start.Add(l.validity())
 	}
 	le.mu.Unlock()
 	if !ok {
@@ -973,8 +973,9 @@ return 1`).Coalesce()
 // rwFenceScript is fenceScript for a writer: it raises the name's fencing
 // counter to the token (ARGV[1]) only where the writer (ARGV[2], its
 // value) still holds, live, and answers the counter's new value; else 0
-// where another holds it live, fenceGone where nobody does.
-var rwFenceScript = multiplex.NewScript(`local token, value = ARGV[1], ARGV[2]
+// where another holds it live, fenceGone where nobody does. A raise sets
+// the counter's deadline as fenceScript's does (ARGV[3], MaxTTL in ms).
+var rwFenceScript = multiplex.NewScript(`local token, value, keep = ARGV[1], ARGV[2], ARGV[3]
 local k = KEYS[1]
 local s = redis.pcall("ZSCORE", k, value)
 if type(s) == "table" then
@@ -991,7 +992,7 @@ local c = tonumber(redis.call("GET", f) or "0")
 local t = tonumber(token)
 if t > c then
   redis.call("SET", f, token)
-  return t
+` + fenceExpiryLua("f") + `  return t
 end
 return c`).Coalesce()
 

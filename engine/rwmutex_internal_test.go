@@ -78,7 +78,7 @@ var rwCases = []struct {
 	{scriptCase{"extend", rwExtendScript, []string{"V", "90000"}, classifyInt}, map[string]string{
 		"reader-ours": "ok 1", "writer-ours": "ok 1", "reader-ours-expired": "refused 0", "writer-ours-expired": "refused 0",
 		"none": "refused 0", "readers": "refused 0", "plain-lock": "refused 0"}},
-	{scriptCase{"fence", rwFenceScript, []string{"9000000000000005", "V"}, classifyInt}, map[string]string{
+	{scriptCase{"fence", rwFenceScript, []string{"9000000000000005", "V", "60000"}, classifyInt}, map[string]string{
 		"writer-ours": "ok 9000000000000005", "fenced-writer-ours": "ok 9000000000000005", "reader-ours": "refused 0",
 		"writer-ours-expired": "refused -1", "none": "refused -1", "writer": "refused 0", "readers": "refused 0", "writer-expired": "refused -1"}},
 	{scriptCase{"quit", rwQuitScript, []string{"I"}, classifyInt}, map[string]string{

@@ -115,7 +115,15 @@ func (s *Semaphore) probing() bool {
 // other attempts leave it alone unless they find every slot taken:
 // taking a free slot costs the masters one SET NX.
 func (s *Semaphore) checkDue() int64 {
-	if now := s.l.mono(time.Now()); s.checked.due(now, s.l.cfg.MaxTTL/2) {
+	now := s.l.mono(time.Now())
+	if faults.SemCheckStampedOnSend.On() {
+		at := s.checked.at.Load()
+		if s.checked.due(now, s.l.cfg.MaxTTL/2) && s.checked.at.CompareAndSwap(at, now) {
+			return now
+		}
+		return 0
+	}
+	if s.checked.due(now, s.l.cfg.MaxTTL/2) {
 		return now
 	}
 	return 0
@@ -403,7 +411,7 @@ func (a *semAttempt) decide(ctx context.Context, t multiplex.Tally) (*Lease, err
 	if ok {
 		a.won = int(slot)
 		le.key, le.permit = s.keys[a.won], a.won+1
-		le.validUntil = le.start.Add(l.cfg.TTL - l.drift)
+		le.validUntil = le.start.Add(l.validity())
 	} else {
 		le.failed = true
 	}
@@ -418,7 +426,7 @@ func (a *semAttempt) decide(ctx context.Context, t multiplex.Tally) (*Lease, err
 	}
 	unsure, broken := le.unsure, le.broken
 	le.mu.Unlock()
-	if a.check != 0 && have == "" && checkAnswered(&t) {
+	if a.check != 0 && have == "" && checkAnswered(&t) && !faults.SemCheckStampedOnSend.On() {
 		s.checked.answered(a.check)
 	}
 	a.undoOthers(choice[:len(t.Votes)])
@@ -429,7 +437,9 @@ func (a *semAttempt) decide(ctx context.Context, t multiplex.Tally) (*Lease, err
 		if have != "" {
 			// The next attempt checks again, rather than take a slot the
 			// other count's holders may be counting on.
-			s.checked.refused(l.mono(le.start))
+			if !faults.SemCheckStampedOnSend.On() {
+				s.checked.refused(l.mono(le.start))
+			}
 			if have == rwSemMark {
 				return nil, s.usedAsRW(t)
 			}

@@ -125,7 +125,18 @@ func Check(res *Result) []Violation {
 	out = append(out, CheckTurns(h.Events(), grants, keys, res.leaves, faults, res.bounds)...)
 	out = append(out, CheckLeftovers(res.Leftovers, res.Virtual)...)
 	out = append(out, CheckClose(h.Closes(), res.bounds)...)
-	out = append(out, CheckErrors(h.Events(), grants, keys, faults, res.bounds)...)
+	errs := CheckErrors(h.Events(), grants, keys, faults, res.bounds)
+	if res.Config.PermitMismatch {
+		// The handle of another count meets ErrPermitCount, and so do
+		// the others where its check set its count (on a master that
+		// restarted without one).
+		errs = slices.DeleteFunc(errs, func(v Violation) bool {
+			return v.Resource == semName(0) && strings.Contains(v.Detail, "ErrPermitCount")
+		})
+		out = append(out, CheckPermitCount(grants, keys, res.Config.Masters, res.quorum, res.bounds.Quarantine)...)
+	}
+	out = append(out, errs...)
+	out = append(out, CheckRemoteValidity(h.Events(), grants, keys, res.quorum)...)
 	out = append(out, checkRW(res, grants, keys, faults)...)
 	return out
 }
@@ -162,12 +173,17 @@ func CheckMutualExclusion(grants []Grant) []Violation {
 // CheckPermits is checker 1 for semaphores: at no instant are more of a
 // semaphore's permits trusted than it has, and each permit's slot is one
 // of its own (that no two trusted permits share a slot is
-// CheckMutualExclusion's, a slot being a unit).
+// CheckMutualExclusion's, a slot being a unit). Where handles disagree on
+// the count (Config.PermitMismatch), the bound is the larger count, which
+// the engine keeps whatever its count check sees (every count takes the
+// same slots from 0); CheckPermitCount holds the check itself.
 func CheckPermits(grants []Grant) []Violation {
 	byName := make(map[string][]Grant)
+	most := make(map[string]int)
 	for _, g := range grants {
 		if g.Permits > 0 {
 			byName[g.Resource] = append(byName[g.Resource], g)
+			most[g.Resource] = max(most[g.Resource], g.Permits)
 		}
 	}
 	var out []Violation
@@ -185,13 +201,13 @@ func CheckPermits(grants []Grant) []Violation {
 				continue
 			}
 			open = append(open, g)
-			if len(open) > g.Permits {
+			if bound := most[name]; len(open) > bound {
 				var ids []string
 				for _, p := range open {
 					ids = append(ids, fmt.Sprintf("lease#%d (slot %d)", p.ID, p.Permit))
 				}
 				out = append(out, Violation{Checker: CheckerPermits, At: g.Granted, Leases: slices.Clone(open), Resource: name, Client: -1,
-					Detail: fmt.Sprintf("%s, of %d permits, had %d trusted at once: %s", name, g.Permits, len(open), strings.Join(ids, ", "))})
+					Detail: fmt.Sprintf("%s, of %d permits, had %d trusted at once: %s", name, bound, len(open), strings.Join(ids, ", "))})
 			}
 		}
 	}
@@ -543,12 +559,25 @@ func (w window) overlaps(from, to time.Duration) bool { return w.from < to && fr
 func affected(faults []FaultRecord, masters int, b Bounds) (byMaster map[int][]window, byClient map[int][]window, all []window) {
 	byMaster, byClient = make(map[int][]window), make(map[int][]window)
 	for _, f := range faults {
+		if f.Kind == FaultDriftQuorum {
+			// Clocks fast within the bound stop nothing, delay nothing:
+			// the keys there expire sooner, if anything.
+			continue
+		}
 		w := window{f.At, f.End + b.Settle}
 		if f.Kind == FaultRestart || f.Kind == FaultJumpClock {
 			w.to += b.Quarantine
 		}
 		all = append(all, w)
 		switch {
+		case f.Kind == FaultStepBack:
+			// The keys on those masters live Jump longer (masters 0:
+			// the caller wants all alone).
+			if masters > 0 {
+				for _, m := range f.masters(masters) {
+					byMaster[m] = append(byMaster[m], w)
+				}
+			}
 		case f.Kind == FaultBreakConn:
 			byMaster[f.Master] = append(byMaster[f.Master], w)
 			byClient[f.Client] = append(byClient[f.Client], w)
@@ -710,6 +739,9 @@ func CheckWaiters(events []Event, grants []Grant, keys keySpans, faults []FaultR
 func waiterQuiet(faults []FaultRecord, b Bounds) []window {
 	var out []window
 	for _, f := range faults {
+		if f.Kind == FaultDriftQuorum {
+			continue
+		}
 		w := window{f.At, f.End + b.Settle}
 		switch f.Kind {
 		case FaultRestart, FaultJumpClock:

@@ -26,8 +26,9 @@ type Event struct {
 	// Op is "lock", "trylock", "lockall", "trylockall", "acquire",
 	// "tryacquire" (a semaphore's permit), "rlock", "tryrlock", "wlock",
 	// "trywlock" (a read/write lock's RLock, TryRLock, Lock, TryLock),
-	// "extend", "release" (the calls), "done" (the lease ended while
-	// held), "abandon" (its holder left it unreleased), "paused".
+	// "extend", "release", "remotevalidity" (the calls), "done" (the
+	// lease ended while held), "abandon" (its holder left it
+	// unreleased), "paused".
 	Op string
 	// Resource is the resource, the semaphore's name, or a multi-resource
 	// lease's label ("{r0,r1}"), whose names are Resources.
@@ -39,6 +40,9 @@ type Event struct {
 	// Grant is the lease an acquiring op returned, or the lease an op
 	// acted on: its index in History.Grants, or -1.
 	Grant int
+	// Left is a "remotevalidity" call's answer: the validity the masters
+	// vouched for, from Called.
+	Left time.Duration
 }
 
 // on reports whether the event concerns resource r: its own, or one of

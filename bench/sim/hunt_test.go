@@ -81,6 +81,22 @@ func init() {
 	// retry: a release meanwhile wakes nobody, and the waiter sleeps until
 	// its fallback.
 	expected[mutation.ClusterGuessOnce.Name()] = []string{CheckerWait}
+	// A validity that leaves the drift out outlives the keys on a quorum
+	// of masters whose clocks run fast at the DriftFactor (DriftQuorum):
+	// a lease trusted past its keys, a second holder granted meanwhile.
+	expected[mutation.ValidityIgnoresDrift.Name()] = []string{CheckerExpiry, CheckerExclusion, CheckerPermits, CheckerRWExpiry, CheckerRWExclusion, CheckerRemote}
+	// A counter gone as soon as its master's clock reaches it, and the
+	// clocks of a quorum stepping back (Expiry): a token smaller than one
+	// already handed out.
+	expected[mutation.FenceCounterExpiresEarly.Name()] = []string{CheckerFencing, CheckerStore, CheckerRWFencing}
+	// A handle of one permit more (PermitMismatch) whose check counts
+	// before anyone answered it takes a slot, in an attempt made while
+	// the check was on its way or after one that failed, against
+	// masters that keep the other count.
+	expected[mutation.SemCheckStampedOnSend.Name()] = []string{CheckerCount}
+	// A read/write lease asked as a plain lock's is reported lost by
+	// every master while a quorum holds its entry (RemoteValidity).
+	expected[mutation.RWRemoteValidityAsPlain.Name()] = []string{CheckerRemote}
 }
 
 // notSimulated are the switches the simulation does not find now (its
@@ -112,6 +128,9 @@ var notSimulated = map[string]string{
 	// 0.1s, released before any fault): seed 342 of a hunt, seed 115 of
 	// 700 scanned, none of the 700 without the switch; neither replayed.
 	mutation.ClusterGuessOnce.Name(): "hunted (a fresh Locker's first waiter guessed at a replica on every cluster vote: seed 342, 2m36s), but a cluster seed rarely replays and this one did not; TestClusterGuessOnceControl and TestClusterFirstWaiterWokenWithListedReplicasControl (engine, simulated clusters) catch it",
+	// An attempt sent past its validity waits behind MaxRounds (1024)
+	// rounds in flight; the simulated workload never makes that many.
+	mutation.AcquireIgnoresValidity.Name(): "the workers never put 1024 rounds in flight, behind which an attempt waits past its validity; TestAcquireIgnoresValidityControl (engine, simulated masters) catches it",
 }
 
 // companions are switches a hunt turns on with the one it hunts: a second
@@ -443,4 +462,46 @@ func init() {
 		{Seed: 53, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4, Clusters: 5, Shards: 2},
 		{Seed: 58, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4, Clusters: 5, Shards: 2},
 	}
+}
+
+// The cases of the switches hunted once the workload asked RemoteValidity,
+// held a mismatched semaphore handle and ran a quorum of clocks fast
+// (TestHunt -sim.hunt=NAME -sim.huntcases=3, -sim.expiry=on for the
+// counters'): they carry those options, and keep read/write locks (this
+// init runs after the one that sets NoRW).
+func init() {
+	now := func(cs ...Config) []Config {
+		for i := range cs {
+			cs[i].DriftQuorum, cs[i].RemoteValidity, cs[i].PermitMismatch = true, true, true
+		}
+		return cs
+	}
+	huntedCases[mutation.ValidityIgnoresDrift.Name()] = now(
+		Config{Seed: 1, Duration: 5500 * time.Millisecond, Clients: 1, Workers: 1, Resources: 1, Keep: []int{15}},
+		Config{Seed: 2, Duration: 3 * time.Second, Clients: 2, Workers: 1, Resources: 1, Keep: []int{0}, Idle: []string{"c0"}},
+		Config{Seed: 3, Duration: 3500 * time.Millisecond, Clients: 1, Workers: 2, Resources: 3, Keep: []int{2}, Idle: []string{"c0/w0"}, Expiry: true},
+	)
+	// Without DriftQuorum, none in 150 seeds: the other drift faults hit
+	// one master, within half the factor.
+	// With -sim.expiry=on: 3 failing seeds in 308, the first at the 61st
+	// (1.5 minutes): a quorum of clocks or more must step back soon after
+	// a token, before its resource's next acquisition.
+	huntedCases[mutation.FenceCounterExpiresEarly.Name()] = now(
+		Config{Seed: 61, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 3, Keep: []int{1, 11}, Idle: []string{"c0", "c1/w0", "c1/w1", "c2"}, Expiry: true},
+		Config{Seed: 274, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{0, 1, 2, 9, 12}, Idle: []string{"c0/w2", "c1/w2"}, Expiry: true},
+		Config{Seed: 308, Duration: 10 * time.Second, Clients: 4, Workers: 3, Resources: 4, Keep: []int{0, 8, 10}, Expiry: true},
+	)
+	// 3 failing seeds in 7, with no fault: the workers of the handle of
+	// one permit more make attempts while its first check is on its way.
+	huntedCases[mutation.SemCheckStampedOnSend.Name()] = now(
+		Config{Seed: 1, Duration: 3500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 1, Keep: []int{}, Idle: []string{"c0", "c1/w2", "c2/w0", "c2/w2", "c3/w1"}},
+		Config{Seed: 6, Duration: 2500 * time.Millisecond, Clients: 3, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c0", "c1/w0", "c1/w2", "c2/w1"}},
+		Config{Seed: 7, Duration: 6 * time.Second, Clients: 3, Workers: 3, Resources: 4, Keep: []int{}, Idle: []string{"c0/w2", "c2/w2"}, Expiry: true},
+	)
+	// 3 failing seeds in 5, with no fault: every read/write lease asked.
+	huntedCases[mutation.RWRemoteValidityAsPlain.Name()] = now(
+		Config{Seed: 1, Duration: 1500 * time.Millisecond, Clients: 2, Workers: 3, Resources: 1, Keep: []int{}, Idle: []string{"c0/w1", "c0/w2", "c1/w0"}},
+		Config{Seed: 3, Duration: 1500 * time.Millisecond, Clients: 1, Workers: 3, Resources: 1, Keep: []int{}, Idle: []string{"c0/w0", "c0/w1"}, Expiry: true},
+		Config{Seed: 5, Duration: 2500 * time.Millisecond, Clients: 4, Workers: 3, Resources: 1, Keep: []int{}, Idle: []string{"c0", "c1", "c2/w0", "c2/w1", "c3/w0", "c3/w2"}},
+	)
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/simredis"
 )
 
@@ -15,9 +16,11 @@ type FaultKind int
 
 // The faults. Within the model: on masters, at most a minority at a time
 // (counting a restarted master until its quarantine ends), and clocks
-// that drift within the engine's DriftFactor; on clients, anything.
-// Out of the model (OutOfModel): a master's clock jumping forward past
-// the TTL.
+// that drift within the engine's DriftFactor (a quorum of them fast at
+// the bound at once, with DriftQuorum), or step back by less than MaxTTL
+// (with Expiry); on clients, anything. Out of the model (OutOfModel): a
+// master's clock jumping forward past the TTL, and with DriftQuorum a
+// quorum of clocks fast past the DriftFactor.
 const (
 	// Masters.
 	FaultPause   FaultKind = iota // SIGSTOP-like: nothing answered, then everything at once
@@ -51,11 +54,21 @@ const (
 	// FaultMigrate moves a slot (see simredis.Cluster.Migrate) to another shard of
 	// the cluster, a key every For/8.
 	FaultMigrate
+	// Clock faults on a quorum of masters at once (drawn with DriftQuorum
+	// and Expiry only, after the rest): Count masters from Master on.
+	// FaultDriftQuorum runs their clocks at Rate for For: fast by the
+	// DriftFactor, the bound the validity allows for (past it, out of the
+	// model). FaultStepBack steps their clocks back by Jump, less than
+	// MaxTTL (an NTP correction): keys live Jump longer, and counters
+	// that expired must still be covered by the clocks (see
+	// engine/fence.go).
+	FaultDriftQuorum
+	FaultStepBack
 )
 
 var faultNames = [...]string{"pause", "hang", "refuse", "restart", "break", "slow", "drift",
 	"break-conn", "replace", "cancel", "pause-holders", "freeze", "stall", "break-client", "jump-clock",
-	"pause-shard", "migrate"}
+	"pause-shard", "migrate", "drift-quorum", "step-back"}
 
 func (k FaultKind) String() string {
 	if int(k) < len(faultNames) {
@@ -65,8 +78,11 @@ func (k FaultKind) String() string {
 }
 
 // onMaster reports whether the fault is a master's (it counts toward the
-// minority that may be faulted at once).
-func (k FaultKind) onMaster() bool { return k <= FaultSlow || k >= FaultJumpClock }
+// minority that may be faulted at once). The clock faults on a quorum
+// are not: they stop no master.
+func (k FaultKind) onMaster() bool {
+	return k <= FaultSlow || k >= FaultJumpClock && k != FaultDriftQuorum && k != FaultStepBack
+}
 
 // onClient reports whether the fault is a client's.
 func (k FaultKind) onClient() bool { return k >= FaultReplace && k <= FaultBreakClient }
@@ -96,6 +112,26 @@ type Fault struct {
 	// another.
 	Pick  uint64
 	Every bool
+	// Count is how many masters, from Master on (modulo the votes),
+	// FaultDriftQuorum and FaultStepBack act on.
+	Count int
+}
+
+// masters are the votes the fault acts on, of n.
+func (f Fault) masters(n int) []int {
+	if f.Count == 0 {
+		return []int{f.Master}
+	}
+	var out []int
+	for i := range f.Count {
+		out = append(out, (f.Master+i)%n)
+	}
+	return out
+}
+
+// span names the Count masters from Master on.
+func (f Fault) span() string {
+	return fmt.Sprintf("%d masters from master%d on", f.Count, f.Master)
 }
 
 // Describe says what the fault does, for the failure report.
@@ -125,6 +161,10 @@ func (f Fault) Describe() string {
 		return fmt.Sprintf("stall what c%d sends for %s, then break its connections, held commands %s", f.Client, f.For, lateString(f.Late))
 	case FaultJumpClock:
 		return fmt.Sprintf("jump master%d's clock by %s", f.Master, f.Jump)
+	case FaultDriftQuorum:
+		return fmt.Sprintf("drift the clocks of %s at rate %.4f for %s", f.span(), f.Rate, f.For)
+	case FaultStepBack:
+		return fmt.Sprintf("step the clocks of %s back by %s", f.span(), f.Jump)
 	case FaultPauseShard:
 		return fmt.Sprintf("pause vote%d's primary of shard %d (mod shards) for %s", f.Master, f.Conn, f.For)
 	case FaultMigrate:
@@ -193,7 +233,58 @@ func profileOf(r *rand.Rand) int {
 func DrawFaults(cfg Config) []Fault {
 	cfg.fill()
 	out, profile := drawFaults(cfg)
-	return append(out, drawClusterFaults(cfg, profile, out)...)
+	out = append(out, drawClusterFaults(cfg, profile, out)...)
+	return append(out, drawClockFaults(cfg)...)
+}
+
+// drawClockFaults draws the clock faults on a quorum of masters, on a
+// stream of their own, after the rest of the schedule, so that it stays
+// as it was (and the cases shrunk from it, by index):
+//   - with DriftQuorum, stretches of 2 to 6 TTLs, a TTL to 4 apart, in
+//     which a quorum of masters (whose keys decide every lease there)
+//     runs fast at the engine's DriftFactor, the most a validity allows
+//     for: a lease trusted to its validity finds its keys there still,
+//     by DriftFloor, unless the validity leaves the drift out. With
+//     OutOfModel, three times faster: past the bound, where two holders
+//     at once are expected.
+//   - with Expiry, the clocks of a quorum of masters or more stepping
+//     back together (NTP correcting a shared upstream's error), by an
+//     eighth to a quarter of MaxTTL (the TTL here), 2 to 5 TTLs apart:
+//     within the clock assumption of fencing, whose counters expire
+//     MaxTTL past their values on these clocks. Where every master of a
+//     token's next quorum stepped back, only a counter still there keeps
+//     the next token above it.
+func drawClockFaults(cfg Config) []Fault {
+	if !cfg.DriftQuorum && !cfg.Expiry {
+		return nil
+	}
+	r := rand.New(rand.NewPCG(cfg.Seed, streamClockFaults))
+	uniform := func(lo, hi time.Duration) time.Duration {
+		return lo + time.Duration(r.Int64N(int64(hi-lo)))
+	}
+	ttl, quorum := cfg.TTL, cfg.Masters/2+1
+	var out []Fault
+	if cfg.DriftQuorum {
+		rate := 1 + engine.DefaultDriftFactor
+		if cfg.OutOfModel {
+			rate = 1 + 3*engine.DefaultDriftFactor
+		}
+		for at := uniform(0, 2*ttl); at < cfg.Duration; {
+			f := Fault{At: at, For: uniform(2*ttl, 6*ttl), Kind: FaultDriftQuorum, Master: r.IntN(cfg.Masters), Count: quorum, Rate: rate, Late: -1}
+			out = append(out, f)
+			at += f.For + uniform(ttl, 4*ttl)
+		}
+	}
+	if cfg.Expiry {
+		for at := uniform(ttl, 3*ttl); at < cfg.Duration; at += uniform(2*ttl, 5*ttl) {
+			jump := uniform(ttl/8, ttl/4)
+			// For: the keys on those masters live as much longer.
+			f := Fault{At: at, For: jump, Kind: FaultStepBack, Master: r.IntN(cfg.Masters), Jump: jump, Late: -1}
+			f.Count = quorum + r.IntN(cfg.Masters-quorum+1)
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // drawFaults is DrawFaults's schedule for every kind of vote, and the
@@ -468,6 +559,20 @@ func applyFaults(ctx context.Context, faults []Fault, index []int, votes []*vote
 			heal(func() { v.each(func(m *simredis.Master) { m.SetRate(1) }) })
 		case FaultJumpClock:
 			v.each(func(m *simredis.Master) { m.JumpClock(f.Jump) })
+		case FaultDriftQuorum:
+			for _, i := range f.masters(len(votes)) {
+				votes[i].each(func(m *simredis.Master) { m.SetRate(f.Rate) })
+			}
+			heal(func() {
+				for _, i := range f.masters(len(votes)) {
+					votes[i].each(func(m *simredis.Master) { m.SetRate(1) })
+				}
+			})
+		case FaultStepBack:
+			for _, i := range f.masters(len(votes)) {
+				votes[i].each(func(m *simredis.Master) { m.JumpClock(-f.Jump) })
+			}
+			heal(func() {})
 		case FaultPauseShard:
 			if v.cl == nil {
 				break

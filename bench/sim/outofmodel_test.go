@@ -233,3 +233,59 @@ func TestOutOfModelClientPause(t *testing.T) {
 		})
 	}
 }
+
+// A quorum of masters' clocks run fast at three times the DriftFactor
+// (3%, past the 1% the validity allows for): a lease's keys expire there
+// some 18 ms before its validity ends, and another client takes the
+// resource while the lease is still trusted. The lock fails; with
+// fencing the store rejects the first holder's late write.
+func TestOutOfModelQuorumDriftPastTheBound(t *testing.T) {
+	for _, fencing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fencing=%v", fencing), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newOOMEnv(t, fencing)
+				a, b := e.locker("c0"), e.locker("c1")
+				ctx := context.Background()
+				called := time.Now()
+				la, err := a.TryLock(ctx, "r")
+				if err != nil {
+					t.Fatal(err)
+				}
+				ida := e.grant(0, la, called)
+				for _, m := range e.masters[:3] {
+					m.SetRate(1 + 3*engine.DefaultDriftFactor)
+				}
+				// A's keys on masters 0-2 last 1s/1.03 from their SET
+				// (971 ms); A trusts its lease until 988 ms.
+				time.Sleep(time.Until(la.ValidUntil().Add(-10 * time.Millisecond)))
+				called = time.Now()
+				lb, err := b.TryLock(ctx, "r")
+				if err != nil {
+					t.Fatalf("B could not take r once A's keys expired on the fast quorum: %v", err)
+				}
+				idb := e.grant(1, lb, called)
+				if la.Err() != nil {
+					t.Fatalf("A's lease ended (%v): want it trusted to its validity, as the engine cannot see the drift", la.Err())
+				}
+				// A, still trusting its lease, writes.
+				e.store.write("r", ida, la.Token(), false)
+				e.end(ida, la)
+				e.end(idb, lb)
+				grants := e.h.Grants()
+				if v := CheckMutualExclusion(grants); len(v) == 0 {
+					t.Fatalf("no double grant seen with a quorum of clocks fast past the bound: %v, %v", grants[0], grants[1])
+				} else {
+					t.Logf("the lock failed, as expected out of the model:\n%s", v[0])
+				}
+				e.checkStaleWrites(t)
+				if fencing {
+					if v := CheckFencing(grants); len(v) > 0 {
+						t.Fatalf("tokens went backwards: %v", v)
+					}
+				}
+				la.Release(ctx)
+				lb.Release(ctx)
+			})
+		})
+	}
+}

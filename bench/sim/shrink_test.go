@@ -188,6 +188,15 @@ func describeCase(cfg Config) string {
 	if cfg.NoRW {
 		b.WriteString(", no read/write locks")
 	}
+	if cfg.DriftQuorum {
+		b.WriteString(", a quorum of clocks fast now and then")
+	}
+	if cfg.Expiry {
+		b.WriteString(", counters expiring")
+	}
+	if cfg.OutOfModel {
+		b.WriteString(", faults out of the model")
+	}
 	if cfg.Clusters > 0 {
 		fmt.Fprintf(&b, ", %d cluster votes of %d shards", cfg.Clusters, cfg.Shards)
 		if cfg.NoReplicas {

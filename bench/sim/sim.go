@@ -90,6 +90,27 @@ type Config struct {
 	// Idle lists clients ("c1") and workers ("c2/w0") that do nothing,
 	// every other draw unchanged: what shrinking takes away.
 	Idle []string
+	// DriftQuorum adds to the drawn schedule stretches in which a quorum
+	// of masters' clocks run fast at the engine's DriftFactor, the bound
+	// of the model (past it with OutOfModel; see drawClockFaults).
+	// TestSimulation and make sim set it; the hunted cases before it did
+	// not.
+	DriftQuorum bool
+	// Expiry makes the fencing counters expire during the run: each
+	// resource, semaphore and read/write lock rests now and then (see
+	// drawRests) for longer than it takes its counters to expire, and the
+	// drawn schedule steps a quorum of masters' clocks back within the
+	// model (see drawClockFaults), so that tokens handed out after an
+	// expiry stand on the masters' clocks alone.
+	Expiry bool
+	// RemoteValidity: holders ask Lease.RemoteValidity of the leases they
+	// hold, now and then, every kind's (see CheckRemoteValidity).
+	RemoteValidity bool
+	// PermitMismatch: the last client's handle of semaphore s0 counts one
+	// permit more than every other's, so that its attempts meet the
+	// permit count check, concurrent and failed ones included (see
+	// CheckPermitCount).
+	PermitMismatch bool
 }
 
 // Control is a deliberate fault in the clients that must make a checker
@@ -152,8 +173,9 @@ type Result struct {
 	// Faults is the schedule the run applied.
 	Faults []Fault
 	// Leftovers are the masters' keys once every client closed and every
-	// TTL ran out, other than fencing counters (which never expire), as
-	// "master: key=value", and their subscriptions.
+	// TTL ran out (fencing counters too: they expire MaxTTL past their
+	// values on the masters' clocks), as "master: key=value", and their
+	// subscriptions.
 	Leftovers []string
 	// Coverage says which of the engine's paths the run took.
 	Coverage Coverage
@@ -175,6 +197,11 @@ type Coverage struct {
 	// simredis.Master.Commands): "EVALSHA+" are coalesced calls, "EVAL" reloads
 	// after NOSCRIPT, "PUBLISH" release notifications.
 	Commands map[string]int
+	// CountersRaisedAfterExpiry counts, over the masters, the fencing
+	// counters that expired (or were deleted by a deadline already past)
+	// and were raised again later in the run: where a token stood on the
+	// masters' clocks alone.
+	CountersRaisedAfterExpiry int
 }
 
 func (c Coverage) String() string {
@@ -184,9 +211,10 @@ func (c Coverage) String() string {
 		fmt.Fprintf(&b, " %s=%d", k, c.Wakes[k])
 	}
 	b.WriteString("; commands:")
-	for _, k := range []string{"EVALSHA", "EVALSHA+", "EVAL", "SET", "PUBLISH", "SUBSCRIBE", "SPUBLISH", "SSUBSCRIBE", "CLUSTER", "FAILOVER", "MIGRATE", "ASKING", "SETSLOT", "ZADD", "ZPOPMIN", "PEXPIRE"} {
+	for _, k := range []string{"EVALSHA", "EVALSHA+", "EVAL", "SET", "PUBLISH", "SUBSCRIBE", "SPUBLISH", "SSUBSCRIBE", "CLUSTER", "FAILOVER", "MIGRATE", "ASKING", "SETSLOT", "ZADD", "ZPOPMIN", "PEXPIRE", "PEXPIREAT"} {
 		fmt.Fprintf(&b, " %s=%d", k, c.Commands[k])
 	}
+	fmt.Fprintf(&b, "; counters raised after expiry: %d", c.CountersRaisedAfterExpiry)
 	return b.String()
 }
 
@@ -244,8 +272,16 @@ const (
 	streamWorkload = 3
 	// streamClusterFaults draws the faults inside cluster votes.
 	streamClusterFaults = 4
-	streamLockers       = 1 << 16
-	streamWorkers       = 1 << 20
+	// streamClockFaults draws the clock faults on a quorum of masters.
+	streamClockFaults = 5
+	// streamRests draws when each name rests (Config.Expiry).
+	streamRests   = 6
+	streamLockers = 1 << 16
+	streamWorkers = 1 << 20
+	// streamExtras draws a worker's choices that the later workload
+	// options add (Config.RemoteValidity), so that its first stream
+	// keeps its draws.
+	streamExtras = 1 << 24
 )
 
 // Run runs one simulation. It must be called inside a synctest bubble
@@ -338,10 +374,21 @@ func Run(cfg Config) (*Result, error) {
 	}
 	store := newFencedStore(h)
 	mix := drawMix(cfg)
+	var rests map[string][]window
+	if cfg.Expiry {
+		rests = drawRests(cfg, resources, len(mix.permits))
+	}
 	clients := make([]*client, cfg.Clients)
 	for i := range clients {
+		permits := mix.permits
+		if cfg.PermitMismatch && i == cfg.Clients-1 && len(permits) > 0 {
+			// One count more than everyone else's: its attempts are those
+			// the masters' permit count must refuse.
+			permits = slices.Clone(permits)
+			permits[0]++
+		}
 		c := &client{idx: i, name: fmt.Sprintf("c%d", i), cfg: &cfg, addrs: addrs, clusters: clusters, network: network, h: h, replacing: make(chan struct{}, 1),
-			permits: mix.permits, fenced: !cfg.NoFencing && !(i == 0 && mix.unfenced)}
+			permits: permits, fenced: !cfg.NoFencing && !(i == 0 && mix.unfenced)}
 		c.resetLockCtx()
 		c.pausedCh = make(chan struct{})
 		if err := c.open(); err != nil {
@@ -364,8 +411,9 @@ func Run(cfg Config) (*Result, error) {
 				continue
 			}
 			wk := &worker{
-				c: c, id: w, h: h, ttl: cfg.TTL, resources: resources, store: store, mix: mix,
-				rng: rand.New(rand.NewPCG(cfg.Seed, streamWorkers+uint64(c.idx)<<8+uint64(w))),
+				c: c, id: w, h: h, ttl: cfg.TTL, resources: resources, store: store, mix: mix, rests: rests,
+				rng:   rand.New(rand.NewPCG(cfg.Seed, streamWorkers+uint64(c.idx)<<8+uint64(w))),
+				extra: rand.New(rand.NewPCG(cfg.Seed, streamExtras+uint64(c.idx)<<8+uint64(w))),
 			}
 			wg.Go(func() {
 				wk.run(ctx, end)
@@ -393,10 +441,11 @@ func Run(cfg Config) (*Result, error) {
 		c.close()
 	}
 
-	// Every key but the fencing counters has a TTL (the queues twice the
-	// lock's), and commands in flight arrive at most TTL/2 late (see
-	// DrawFaults): past that, what is left on a master outlived the
-	// clients.
+	// Every key has a TTL (the queues twice the lock's; the fencing
+	// counters MaxTTL past their values, which is the TTL here, plus the
+	// masters' skew and a step back, a quarter TTL), and commands in
+	// flight arrive at most TTL/2 late (see DrawFaults): past that, what
+	// is left on a master outlived the clients.
 	drain := 2*cfg.TTL + cfg.TTL/2 + 100*time.Millisecond
 	if cfg.Clusters > 0 {
 		// rueidis's cluster client closes the connections a topology
@@ -408,9 +457,7 @@ func Run(cfg Config) (*Result, error) {
 	var leftovers []string
 	for _, m := range masters {
 		for _, kv := range m.Keys() {
-			if !isFenceKey(kv) {
-				leftovers = append(leftovers, m.Addr+": "+kv)
-			}
+			leftovers = append(leftovers, m.Addr+": "+kv)
 		}
 		for _, s := range m.Subscriptions() {
 			leftovers = append(leftovers, m.Addr+": subscribed "+s)
@@ -444,6 +491,7 @@ func Run(cfg Config) (*Result, error) {
 		res.allAttempts = append(res.allAttempts, alls...)
 		res.clocks = append(res.clocks, v.nodes[0].Clock())
 	}
+	cov.CountersRaisedAfterExpiry = countersRaisedAfterExpiry(res.keyLogs, res.clocks, h.start)
 	res.Coverage = cov
 	res.Violations = Check(res)
 	return res, nil
@@ -457,8 +505,30 @@ func mutationNames() string {
 	return strings.Join(names, ", ")
 }
 
-// isFenceKey reports whether a "key=value" line is a fencing counter.
-func isFenceKey(kv string) bool { return strings.HasPrefix(kv, fencePrefix) }
+// countersRaisedAfterExpiry counts the fencing counters that were gone
+// from a master (expired, or deleted by a deadline already past; not by a
+// restart) and were raised again there later.
+func countersRaisedAfterExpiry(logs [][]simredis.KeyRecord, clocks []simredis.Clock, start time.Time) int {
+	fences := make([][]simredis.KeyRecord, len(logs))
+	for m, log := range logs {
+		for _, r := range log {
+			if strings.HasPrefix(r.Key, fencePrefix) {
+				fences[m] = append(fences[m], r)
+			}
+		}
+	}
+	n := 0
+	for _, byMaster := range buildSpans(fences, clocks, start) {
+		for _, ss := range byMaster {
+			for i := 1; i < len(ss); i++ {
+				if ss[i-1].Gone && ss[i-1].Cause != "restart" && !ss[i].Gone {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
 
 // The engine's internal keys, as the checkers and the leftovers read
 // them (engine/keys.go).
@@ -704,8 +774,57 @@ type worker struct {
 	resources []string
 	store     *fencedStore
 	rng       *rand.Rand
-	ops       int
-	mix       mix
+	// extra draws what Config.RemoteValidity adds, apart from rng.
+	extra *rand.Rand
+	ops   int
+	mix   mix
+	// rests are the stretches (since the run's start) in which each name
+	// rests, with Config.Expiry (see drawRests).
+	rests map[string][]window
+}
+
+// drawRests draws, for each name the workers take (resources,
+// semaphores, read/write locks), stretches in which nobody acquires it:
+// 1.5 to 3 TTLs each (the Lockers' MaxTTL is the TTL, and a counter
+// expires MaxTTL past its value on its master's clock, which the masters'
+// skew and a step back of a quarter TTL put at most 0.3 TTL later), a TTL
+// to 3 apart, each name's from a stream of its own.
+func drawRests(cfg Config, resources []string, semaphores int) map[string][]window {
+	names := slices.Clone(resources)
+	for i := range semaphores {
+		names = append(names, semName(i))
+	}
+	for i := range rwLocks {
+		names = append(names, rwName(i))
+	}
+	out := make(map[string][]window)
+	for i, name := range names {
+		r := rand.New(rand.NewPCG(cfg.Seed, streamRests+uint64(i)<<8))
+		uniform := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo))) }
+		for at := uniform(0, 2*cfg.TTL); at < cfg.Duration; {
+			rest := window{at, at + uniform(cfg.TTL*3/2, 3*cfg.TTL)}
+			out[name] = append(out[name], rest)
+			at = rest.to + uniform(cfg.TTL, 3*cfg.TTL)
+		}
+	}
+	return out
+}
+
+// resting reports whether one of t's names rests at virtual instant now
+// (since the run's start).
+func (w *worker) resting(t *target, now time.Duration) bool {
+	names := t.set
+	if names == nil {
+		names = []string{t.resource}
+	}
+	for _, n := range names {
+		for _, r := range w.rests[n] {
+			if r.from <= now && now < r.to {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // target is what one acquisition asks for, and then holds: a resource, a
@@ -818,6 +937,10 @@ func (w *worker) run(ctx context.Context, end time.Time) {
 		// outcomes more than it must.
 		waitFor := w.uniform(w.ttl/4, 3*w.ttl)
 		think := w.uniform(0, w.ttl/10)
+		if w.rests != nil && w.resting(t, w.h.since(time.Now())) {
+			sleep(ctx, think+w.ttl/20)
+			continue
+		}
 		l, sems, rws := w.c.handles()
 		op := "trylock"
 		if wait {
@@ -870,7 +993,7 @@ func (w *worker) run(ctx context.Context, end time.Time) {
 			g := Grant{Resource: t.resource, Resources: t.set, Client: w.c.idx, Worker: w.id, Token: le.Token(), Value: le.Value(),
 				Called: w.h.since(called), Granted: w.h.since(time.Now()), ValidUntil: w.h.since(le.ValidUntil())}
 			if t.sem >= 0 {
-				g.Permits, g.Permit = w.mix.permits[t.sem], le.Permit()
+				g.Permits, g.Permit = w.c.permits[t.sem], le.Permit()
 			}
 			if t.rw >= 0 {
 				g.RW = "read"
@@ -963,6 +1086,9 @@ func (w *worker) hold(le *engine.Lease, t *target, id int) {
 			}
 			break
 		}
+		if w.c.cfg.RemoteValidity && w.extra.Float64() < 0.3 {
+			w.remoteValidity(le, t, id)
+		}
 		if i < len(extends) {
 			ctx, cancel := context.WithTimeout(context.Background(), w.ttl)
 			called := time.Now()
@@ -987,6 +1113,18 @@ func (w *worker) hold(le *engine.Lease, t *target, id int) {
 	cancel()
 	w.call("release", t, called, err, id)
 	w.h.end(id, w.h.since(le.ValidUntil()), how, le.Extensions())
+}
+
+// remoteValidity asks the masters how long they vouch for the lease, and
+// records the answer (see CheckRemoteValidity).
+func (w *worker) remoteValidity(le *engine.Lease, t *target, id int) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.ttl)
+	defer cancel()
+	called := time.Now()
+	left, err := le.RemoteValidity(ctx)
+	w.ops++
+	w.h.add(Event{Called: w.h.since(called), At: w.h.since(time.Now()), Client: w.c.idx, Worker: w.id,
+		Op: "remotevalidity", Resource: t.resource, Resources: t.set, Result: errClass(err), Err: err, Grant: id, Left: left})
 }
 
 // abandon leaves the lease without a Release, as a holder that hangs or

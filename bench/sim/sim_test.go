@@ -42,6 +42,12 @@ var (
 	flagProcs       = flag.Int("sim.procs", 1, "GOMAXPROCS while a seed runs (1 replays more often)")
 	flagStall       = flag.Duration("sim.stall", 2*time.Minute, "wall time after which a seed that has not finished is reported as stalled")
 	flagSummary     = flag.Bool("sim.summary", false, "TestSimulation: print one SIM line with the totals (for make sim)")
+	flagDriftQuorum = flag.Bool("sim.driftquorum", true, "the schedule runs a quorum of masters' clocks fast at the DriftFactor now and then (past it with -sim.outofmodel)")
+	flagExpiry      = flag.String("sim.expiry", "auto", "the fencing counters expire during the run (names rest, a quorum of clocks steps back): on, off, or auto (every fourth seed, those ≡ 3 mod 4)")
+	flagExpiryList  = flag.String("sim.expirylist", "2", "TestSimulation: the seeds the short fixed set also runs with -sim.expiry=on")
+	flagRemote      = flag.Bool("sim.remote", true, "holders ask RemoteValidity of their leases now and then")
+	flagMismatch    = flag.Bool("sim.mismatch", true, "the last client's handle of semaphore s0 counts one permit more than the others'")
+	flagOutOfModel  = flag.Bool("sim.outofmodel", false, "add the faults outside the model to the schedule (a clock jumping forward past the TTL; with -sim.driftquorum, a quorum of clocks fast past the DriftFactor): violations are expected")
 )
 
 // simConfig is the workload of TestSimulation for one seed, from the
@@ -49,7 +55,17 @@ var (
 func simConfig(t testing.TB, seed uint64) Config {
 	cfg := Config{Seed: seed, Duration: *flagDuration, Clients: *flagClients, Workers: *flagWorkers,
 		Resources: *flagResources, Nemesis: *flagNemesis, Mutation: *flagMutation, NoRW: !*flagRW,
-		Clusters: *flagClusters, Shards: *flagShards, NoReplicas: !*flagReplicas}
+		Clusters: *flagClusters, Shards: *flagShards, NoReplicas: !*flagReplicas,
+		DriftQuorum: *flagDriftQuorum, RemoteValidity: *flagRemote, PermitMismatch: *flagMismatch, OutOfModel: *flagOutOfModel}
+	switch *flagExpiry {
+	case "on":
+		cfg.Expiry = true
+	case "off":
+	case "auto":
+		cfg.Expiry = seed%4 == 3
+	default:
+		t.Fatalf("-sim.expiry=%q: want on, off or auto", *flagExpiry)
+	}
 	switch *flagControl {
 	case "":
 	case "split-prefix":
@@ -144,25 +160,37 @@ func TestSimulation(t *testing.T) {
 			}
 		}
 	}
-	next := func(i int) (seed uint64, clustered, ok bool) {
+	// And a few with the fencing counters expiring.
+	var expiryList []uint64
+	if *flagExpiry == "auto" {
+		for _, f := range strings.Split(*flagExpiryList, ",") {
+			if n, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64); err == nil {
+				expiryList = append(expiryList, n)
+			}
+		}
+	}
+	next := func(i int) (seed uint64, clustered, expiry, ok bool) {
 		switch {
 		case *flagSeed >= 0:
-			return uint64(*flagSeed), false, i == 0
+			return uint64(*flagSeed), false, false, i == 0
 		case *flagBudget > 0:
-			return *flagFirst + uint64(i)**flagStride, false, time.Since(began) < *flagBudget
+			return *flagFirst + uint64(i)**flagStride, false, false, time.Since(began) < *flagBudget
 		case !ranged:
 			if i < len(list) {
-				return list[i], false, true
+				return list[i], false, false, true
 			}
 			if i -= len(list); i < len(clusterList) {
-				return clusterList[i], true, true
+				return clusterList[i], true, false, true
 			}
-			return 0, false, false
+			if i -= len(clusterList); i < len(expiryList) {
+				return expiryList[i], false, true, true
+			}
+			return 0, false, false, false
 		}
-		return *flagFirst + uint64(i)**flagStride, false, i < *flagSeeds
+		return *flagFirst + uint64(i)**flagStride, false, false, i < *flagSeeds
 	}
 	for i := 0; ; i++ {
-		seed, clustered, ok := next(i)
+		seed, clustered, expiry, ok := next(i)
 		if !ok {
 			break
 		}
@@ -170,11 +198,17 @@ func TestSimulation(t *testing.T) {
 		if clustered {
 			name += ",clusters=3"
 		}
+		if expiry {
+			name += ",expiry"
+		}
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()
 			cfg := simConfig(t, seed)
 			if clustered {
 				cfg.Clusters, cfg.Shards = 3, 2
+			}
+			if expiry {
+				cfg.Expiry = true
 			}
 			res := runSeed(t, cfg)
 			if res == nil {
@@ -244,6 +278,23 @@ func Replay(cfg Config) string {
 	}
 	if cfg.NoRW {
 		b.WriteString(" -sim.rw=false")
+	}
+	if !cfg.DriftQuorum {
+		b.WriteString(" -sim.driftquorum=false")
+	}
+	if cfg.Expiry {
+		b.WriteString(" -sim.expiry=on")
+	} else {
+		b.WriteString(" -sim.expiry=off")
+	}
+	if !cfg.RemoteValidity {
+		b.WriteString(" -sim.remote=false")
+	}
+	if !cfg.PermitMismatch {
+		b.WriteString(" -sim.mismatch=false")
+	}
+	if cfg.OutOfModel {
+		b.WriteString(" -sim.outofmodel")
 	}
 	return b.String()
 }

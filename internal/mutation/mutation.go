@@ -219,6 +219,32 @@ var (
 	// it cannot use and passes it back and forth with the other waiters: a
 	// waiter that could take the resource never collects a quorum of turns.
 	LockAllHogsTurns = &Switch{name: "lockall-hogs-turns"}
+	// FenceCounterExpiresEarly: a fencing counter expires the moment its
+	// master's clock reaches its value, with no MaxTTL to spare: a clock
+	// that then steps back (within the model) reports a floor below a
+	// token already handed out, and tokens go backwards.
+	FenceCounterExpiresEarly = &Switch{name: "fence-counter-expires-early"}
+	// ValidityIgnoresDrift: a lease's validity is TTL − elapsed −
+	// DriftFloor, without the clock drift (Config.DriftFactor's share of
+	// the TTL): masters whose clocks run fast within the model expire its
+	// keys while it is still trusted.
+	ValidityIgnoresDrift = &Switch{name: "validity-ignores-drift"}
+	// AcquireIgnoresValidity: an attempt that reached its quorum after
+	// its validity ran out (it waited that long to be sent, behind other
+	// rounds) is handed out, already expired, instead of undone: its keys
+	// keep the resource from everyone for up to a TTL, held by nobody.
+	AcquireIgnoresValidity = &Switch{name: "acquire-ignores-validity"}
+	// SemCheckStampedOnSend: a semaphore handle counts its permit count
+	// as checked from the moment the checking attempt is sent, before any
+	// master answered it, and keeps it so after a refusal: for MaxTTL/2
+	// its other attempts (made meanwhile, or after one that failed) skip
+	// the check and take a slot the masters' count does not have.
+	SemCheckStampedOnSend = &Switch{name: "sem-check-stamped-on-send"}
+	// RWRemoteValidityAsPlain: RemoteValidity asks a read/write lease's
+	// masters with the plain lock's script (GET of the key), which the
+	// sorted set fails everywhere: the lease is ended as lost, and its
+	// entry, unwatched, keeps writers out until its TTL.
+	RWRemoteValidityAsPlain = &Switch{name: "rw-remote-validity-as-plain"}
 )
 
 // All is every switch, for flags and tables.
@@ -228,7 +254,8 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	CoalesceAcrossSlots, CoalesceFirstKeyOnly, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
 	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, LockAllHogsTurns,
-	ClusterMigrationNoResend, ClusterGuessOnce, ClusterInfoAnyNode}
+	ClusterMigrationNoResend, ClusterGuessOnce, ClusterInfoAnyNode, FenceCounterExpiresEarly, ValidityIgnoresDrift,
+	AcquireIgnoresValidity, SemCheckStampedOnSend, RWRemoteValidityAsPlain}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

@@ -182,6 +182,28 @@ func (s *store) exec(args []string) reply {
 		e.expireAt = s.now.Add(d)
 		s.changed(a[0])
 		return intReply(1)
+	case "PEXPIREAT":
+		// An absolute deadline in ms of the master's clock; one already
+		// past deletes the key, as on a master.
+		if len(a) != 2 {
+			return errArgs("pexpireat")
+		}
+		n, err := strconv.ParseInt(a[1], 10, 64)
+		if err != nil {
+			return errNotInt
+		}
+		e := s.get(a[0])
+		if e == nil {
+			return intReply(0)
+		}
+		at := time.UnixMilli(n)
+		if !at.After(s.now) {
+			s.del(a[0])
+			return intReply(1)
+		}
+		e.expireAt = at
+		s.changed(a[0])
+		return intReply(1)
 	case "PTTL", "TTL":
 		if len(a) != 1 {
 			return errArgs(strings.ToLower(cmd))

@@ -82,7 +82,7 @@ func TestStoreMatchesRedis(t *testing.T) {
 			switch n {
 			case "value":
 				out = append(out, pick(values))
-			case "ttl":
+			case "ttl", "keep":
 				out = append(out, strconv.Itoa(100000+r.IntN(1000)))
 			case "waiter":
 				out = append(out, strconv.Itoa(r.IntN(2)))
@@ -98,7 +98,7 @@ func TestStoreMatchesRedis(t *testing.T) {
 	}
 	gen := func() []string {
 		k := pick(keys)
-		switch r.IntN(17) {
+		switch r.IntN(19) {
 		case 0:
 			a := []string{"SET", k, pick(values)}
 			if r.IntN(2) == 0 {
@@ -146,6 +146,11 @@ func TestStoreMatchesRedis(t *testing.T) {
 			// score range.
 			ends := []string{"-inf", "+inf", "(0", "0", "2", "(3", "-1"}
 			return []string{pick([]string{"ZCOUNT", "ZREMRANGEBYSCORE"}), k, pick(ends), pick(ends)}
+		case 15:
+			// A deadline already past deletes the key.
+			return []string{"PEXPIREAT", k, strconv.Itoa(1 + r.IntN(1000))}
+		case 16:
+			return []string{"PEXPIREAT", k, strconv.FormatInt(st.now.Add(100*time.Second).UnixMilli(), 10)}
 		}
 		// A script, on one key or coalesced over several.
 		body := pick(scripts)

@@ -125,7 +125,7 @@ func (g *gateProxy) holding() bool {
 // master through its own gate, returned in the masters' order.
 func (e *env) gatedLocker(mutate func(*engine.Config)) (*engine.Locker, []*gateProxy) {
 	var gates []*gateProxy
-	for _, a := range e.cluster.Addrs() {
+	for _, a := range e.addrs {
 		gates = append(gates, newGateProxy(e, a))
 	}
 	return e.locker(func(c *engine.Config) {

@@ -1,0 +1,66 @@
+package engine_test
+
+import (
+	"context"
+	"time"
+
+	"github.com/redlock-bench/redlock/internal/redistest"
+)
+
+// The faults the family's property machines (semaphore, read/write lock,
+// lock sets) inject, on real masters of their own (ownEnv) or on
+// simulated ones (simTest) alike. Unlike env's kill, pause and restart,
+// they return their error, for a machine that reports it from a goroutine
+// of its own or through rapid.
+
+// nodeKill stops master i at once, as SIGKILL does.
+func (e *env) nodeKill(i int) error {
+	if e.sim != nil {
+		e.sim[i].Kill()
+		return nil
+	}
+	return e.cluster.Nodes[i].Kill()
+}
+
+// nodeRestart starts master i again, empty, killing it first if it runs.
+func (e *env) nodeRestart(i int) error {
+	if e.sim != nil {
+		e.sim[i].Restart()
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return e.cluster.Nodes[i].Restart(ctx)
+}
+
+// nodePause freezes master i, as SIGSTOP does.
+func (e *env) nodePause(i int) error {
+	if e.sim != nil {
+		e.sim[i].Pause()
+		return nil
+	}
+	return e.cluster.Nodes[i].Pause()
+}
+
+// nodeResume lets a paused master i answer again.
+func (e *env) nodeResume(i int) error {
+	if e.sim != nil {
+		e.sim[i].Resume()
+		return nil
+	}
+	return e.cluster.Nodes[i].Resume()
+}
+
+// flushAll empties real masters between a machine's runs. Simulated ones
+// are the test's alone and each run's names are its own: nothing to do.
+func (e *env) flushAll() error {
+	if e.sim != nil {
+		return nil
+	}
+	for _, n := range e.cluster.Nodes {
+		if _, err := redistest.Do(n.Addr(), 5*time.Second, "FLUSHALL"); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -199,9 +199,7 @@ func runMultiProperty(rt *rapid.T, e *lcEnv) []lcViolation {
 		c.FallbackMin, c.FallbackMax = 20*time.Millisecond, 100*time.Millisecond
 		c.AutoExtend = i == 0
 		c.DisableGate = i == 2
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		l, err := engine.New(ctx, c)
-		cancel()
+		l, err := newPropLocker(c)
 		if err != nil {
 			rt.Fatalf("engine.New: %v", err)
 		}

@@ -229,9 +229,7 @@ func newSpMachine(rt *rapid.T, e *lcEnv, opts spOptions, collect *[]lcViolation)
 		if li == 0 {
 			c.AutoExtend, c.ExtendEvery = true, 150*time.Millisecond
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		l, err := engine.New(ctx, c)
-		cancel()
+		l, err := newPropLocker(c)
 		if err != nil {
 			m.close()
 			rt.Fatalf("engine.New: %v", err)

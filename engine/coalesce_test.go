@@ -369,8 +369,10 @@ func TestCoalescedRoundsRouteEachReply(t *testing.T) {
 	}
 	for _, off := range []bool{false, true} {
 		t.Run(fmt.Sprintf("DisableCoalesce=%v", off), func(t *testing.T) {
+			// A node timeout well past the workers' hold, however loaded
+			// the machine.
 			p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
-				NodeTimeout: 2 * time.Second, Scripts: allScripts, DisableCoalesce: off})
+				NodeTimeout: 10 * time.Second, Scripts: allScripts, DisableCoalesce: off})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -449,7 +451,7 @@ func TestCoalescedReloadsAfterRestart(t *testing.T) {
 func testCoalescedReload(t *testing.T, restart bool) {
 	c := redistest.StartT(t, 3)
 	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
-		NodeTimeout: 2 * time.Second, Scripts: allScripts})
+		NodeTimeout: 10 * time.Second, Scripts: allScripts})
 	if err != nil {
 		t.Fatal(err)
 	}

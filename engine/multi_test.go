@@ -26,11 +26,11 @@ func oneLine(t *testing.T, err error) {
 func TestLockAllValidatesResources(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(nil)
+	l := e.locker(e.steady(nil))
 	// A name is reserved where the lock key it makes, under KeyPrefix,
 	// is in the engine's namespace: with the empty prefix. The Locker
 	// refuses it before anything is sent.
-	bare := e.locker(func(c *engine.Config) { c.KeyPrefix = "" })
+	bare := e.locker(e.steady(func(c *engine.Config) { c.KeyPrefix = "" }))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	many := make([]string, engine.MaxResources+1)
@@ -111,7 +111,7 @@ func TestLockAllValidatesResources(t *testing.T) {
 func TestTryLockAllIsAllOrNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
-	l, other := e.locker(nil), e.locker(nil)
+	l, other := e.locker(e.steady(nil)), e.locker(e.steady(nil))
 	ctx := context.Background()
 	held, err := other.TryLock(ctx, "b")
 	if err != nil {
@@ -259,6 +259,25 @@ func woken(t *testing.T, what string, ch chan lockResult) *engine.Lease {
 	return nil
 }
 
+// acquired waits for a Lock or LockAll that a release lets in, however
+// it was woken; with notified, woken's check too.
+func acquired(t *testing.T, what string, ch chan lockResult, notified bool) *engine.Lease {
+	t.Helper()
+	if notified {
+		return woken(t, what, ch)
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("%s: %v", what, r.err)
+		}
+		return r.le
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: not acquired within 30s of the release", what)
+	}
+	return nil
+}
+
 func pending(t *testing.T, what string, ch chan lockResult) {
 	t.Helper()
 	select {
@@ -270,11 +289,25 @@ func pending(t *testing.T, what string, ch chan lockResult) {
 
 // A lease from Lock on one of the resources blocks LockAll, and a lease
 // from LockAll blocks Lock on any of its resources: the keys are the
-// same. Each waiter is woken by the holder's release.
+// same. Each waiter is woken by the holder's release: in virtual time,
+// where the woken waiter uses the turn its release gave it within the
+// turn's 50 ms, as on a loaded machine it may not (then the next waiter
+// sleeps until its fallback).
 func TestMutexAndLockAllExcludeEachOther(t *testing.T) {
+	simTest(t, 5, func(t *testing.T, e *env) { mutexAndLockAll(t, e, true) })
+}
+
+// TestMutexAndLockAllExcludeEachOtherOnRealMasters: the same exclusion on
+// the pool's masters, each waiter acquiring once the holder releases.
+func TestMutexAndLockAllExcludeEachOtherOnRealMasters(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, 5)
-	la, lb := e.locker(slowFallback), e.locker(slowFallback)
+	mutexAndLockAll(t, newEnv(t, 5), false)
+}
+
+// mutexAndLockAll runs the scenario on e; notified: each waiter must have
+// been woken by the release.
+func mutexAndLockAll(t *testing.T, e *env, notified bool) {
+	la, lb := e.locker(e.steady(slowFallback)), e.locker(e.steady(slowFallback))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -296,7 +329,7 @@ func TestMutexAndLockAllExcludeEachOther(t *testing.T) {
 	if err := mutex.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	multi := woken(t, "LockAll(y, x) after the release of x", all)
+	multi := acquired(t, "LockAll(y, x) after the release of x", all, notified)
 	for _, r := range []string{"x", "y"} {
 		if _, err := la.TryLock(ctx, r); !errors.Is(err, engine.ErrNotAcquired) {
 			t.Fatalf("TryLock(%s) while LockAll holds it: %v", r, err)
@@ -312,18 +345,31 @@ func TestMutexAndLockAllExcludeEachOther(t *testing.T) {
 	if err := multi.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	le := woken(t, "Lock(y) after the release of LockAll's lease", one)
+	le := acquired(t, "Lock(y) after the release of LockAll's lease", one, notified)
 	le.Release(ctx)
 }
 
 // LockAll holds nothing while it waits: a turn it is given on one of its
 // resources while another is still held goes on to the next waiter, or
 // leaves the resource free. It acquires, woken by a release, once all are
-// free at once.
+// free at once. In virtual time, where each woken waiter uses its turn
+// within the turn's 50 ms, as on a loaded machine it may not.
 func TestLockAllHoldsNothingWhileItWaits(t *testing.T) {
+	simTest(t, 5, func(t *testing.T, e *env) { lockAllHoldsNothing(t, e, true) })
+}
+
+// TestLockAllHoldsNothingWhileItWaitsOnRealMasters: on the pool's masters,
+// the waiting LockAll holds nothing, and each waiter acquires once what
+// it waits for is released.
+func TestLockAllHoldsNothingWhileItWaitsOnRealMasters(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, 5)
-	la, lb, lc, ld := e.locker(slowFallback), e.locker(slowFallback), e.locker(slowFallback), e.locker(slowFallback)
+	lockAllHoldsNothing(t, newEnv(t, 5), false)
+}
+
+// lockAllHoldsNothing runs the scenario on e; notified: each waiter must
+// have been woken by a release, LockAll by each of the two.
+func lockAllHoldsNothing(t *testing.T, e *env, notified bool) {
+	la, lb, lc, ld := e.locker(e.steady(slowFallback)), e.locker(e.steady(slowFallback)), e.locker(e.steady(slowFallback)), e.locker(e.steady(slowFallback))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	x, err := la.TryLock(ctx, "x")
@@ -343,7 +389,7 @@ func TestLockAllHoldsNothingWhileItWaits(t *testing.T) {
 	if err := x.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	x2 := woken(t, "Lock(x) behind a LockAll that still waits for y", one)
+	x2 := acquired(t, "Lock(x) behind a LockAll that still waits for y", one, notified)
 	pending(t, "LockAll(x, y)", all)
 
 	// y's turn goes to LockAll, which passes it on: nobody else waits,
@@ -363,8 +409,8 @@ func TestLockAllHoldsNothingWhileItWaits(t *testing.T) {
 	if err := x2.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	le := woken(t, "LockAll(x, y) after both were released", all)
-	if w := le.Wait(); w.Notified < 2 {
+	le := acquired(t, "LockAll(x, y) after both were released", all, notified)
+	if w := le.Wait(); notified && w.Notified < 2 {
 		t.Errorf("LockAll woken %d times, want one per release it was given the turn by: %+v", w.Notified, w)
 	}
 	le.Release(ctx)
@@ -382,7 +428,7 @@ func TestLockAllInOpposedOrdersDoesNotDeadlock(t *testing.T) {
 		c.TTL = 2 * time.Minute
 		c.RetryDelayMin, c.RetryDelayMax = time.Millisecond, 5*time.Millisecond
 	}
-	lockers := []*engine.Locker{e.locker(fast), e.locker(fast)}
+	lockers := []*engine.Locker{e.locker(e.steady(fast)), e.locker(e.steady(fast))}
 	sets := [][]string{{"a", "b", "c"}, {"c", "b", "a"}, {"b", "a"}, {"c", "a"}, {"a"}, {"c"}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -458,7 +504,7 @@ func TestMultiLeaseActsOnAllItsKeysOnRealMasters(t *testing.T) {
 // every key's TTL on every master is then above minTTL ms, and that
 // Extend ends the lease once q is lost on a majority.
 func multiLeaseExtend(t *testing.T, e *env, minTTL int64) {
-	l := e.locker(func(c *engine.Config) { c.TTL, c.MaxTTL = time.Second, 10*time.Second })
+	l := e.locker(e.steady(func(c *engine.Config) { c.TTL, c.MaxTTL = time.Second, 10*time.Second }))
 	ctx := context.Background()
 	le, err := l.TryLockAll(ctx, "p", "q", "r")
 	if err != nil {
@@ -491,7 +537,7 @@ func multiLeaseExtend(t *testing.T, e *env, minTTL int64) {
 // loss on a majority; its Release then reports the loss and deletes s.
 func multiLeaseAutoExtend(t *testing.T, e *env) {
 	ctx := context.Background()
-	auto := e.locker(func(c *engine.Config) { c.TTL, c.AutoExtend = 300*time.Millisecond, true })
+	auto := e.locker(e.steady(func(c *engine.Config) { c.TTL, c.AutoExtend = 300*time.Millisecond, true }))
 	le, err := auto.TryLockAll(ctx, "s", "t")
 	if err != nil {
 		t.Fatal(err)
@@ -528,7 +574,7 @@ func multiLeaseAutoExtend(t *testing.T, e *env) {
 func TestMultiLeaseFencingTokens(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
-	l := e.locker(func(c *engine.Config) { c.Fencing = true })
+	l := e.locker(e.steady(func(c *engine.Config) { c.Fencing = true }))
 	ctx := context.Background()
 	last := map[string]int64{}
 	take := func(names ...string) {
@@ -581,7 +627,7 @@ func TestMultiLeaseFencingTokens(t *testing.T) {
 // else comes once the bubble is still.
 func TestLateYesToTryLockAllIsUndone(t *testing.T) {
 	simTest(t, 3, func(t *testing.T, e *env) {
-		lateYesToTryLockAll(t, e, 3*time.Second)
+		lateYesToTryLockAll(t, e, 200*time.Millisecond, 3*time.Second)
 		// Every command in flight has landed 100 ms on (simredis's
 		// latency is at most 20 ms a way): none set late-a again.
 		time.Sleep(100 * time.Millisecond)
@@ -594,14 +640,15 @@ func TestLateYesToTryLockAllIsUndone(t *testing.T) {
 // TestLateYesToTryLockAllIsUndoneOnRealMasters is the same on real
 // masters of its own, master 1 paused by SIGSTOP.
 func TestLateYesToTryLockAllIsUndoneOnRealMasters(t *testing.T) {
-	lateYesToTryLockAll(t, ownEnv(t, 3), 30*time.Second)
+	lateYesToTryLockAll(t, ownEnv(t, 3), 2*time.Second, 30*time.Second)
 }
 
 // lateYesToTryLockAll pauses master 1 under a TryLockAll refused on
-// master 0, and checks that its attempt is undone on masters 1 and 2
-// within undone of master 1's resume, master 0's keys untouched.
-func lateYesToTryLockAll(t *testing.T, e *env, undone time.Duration) {
-	l := e.locker(func(c *engine.Config) { c.NodeTimeout = 200 * time.Millisecond })
+// master 0, and checks that its attempt, which master 1 does not answer
+// within nodeTimeout, is undone on masters 1 and 2 within undone of
+// master 1's resume, master 0's keys untouched.
+func lateYesToTryLockAll(t *testing.T, e *env, nodeTimeout, undone time.Duration) {
+	l := e.locker(e.steady(func(c *engine.Config) { c.NodeTimeout = nodeTimeout }))
 	e.set(0, e.key("late-b"), "theirs")
 	e.pause(1)
 	_, err := l.TryLockAll(context.Background(), "late-a", "late-b")
@@ -625,7 +672,7 @@ func lateYesToTryLockAll(t *testing.T, e *env, undone time.Duration) {
 func TestLockAllOverAKeyOfTheWrongType(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.Fencing = true })
+	l := e.locker(e.steady(func(c *engine.Config) { c.Fencing = true }))
 	ctx := context.Background()
 	for i := range 3 {
 		if err := e.direct[i].Do(ctx, e.direct[i].B().Hset().Key(e.key("wt-b")).FieldValue().FieldValue("f", "1").Build()).Error(); err != nil {
@@ -657,8 +704,10 @@ func TestLockAllOverAKeyOfTheWrongType(t *testing.T) {
 func TestCloseLeavesLockAllsQueues(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
-	holder := e.locker(nil)
-	l, err := engine.New(context.Background(), e.config())
+	holder := e.locker(e.steady(nil))
+	cfg := e.config()
+	e.steady(nil)(&cfg)
+	l, err := engine.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -690,7 +739,7 @@ func TestCloseLeavesLockAllsQueues(t *testing.T) {
 func TestResourcesTellApartSetsThatShareALabel(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(nil)
+	l := e.locker(e.steady(nil))
 	ctx := context.Background()
 	one, err := l.TryLockAll(ctx, "a,b")
 	if err != nil {

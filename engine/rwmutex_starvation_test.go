@@ -46,7 +46,7 @@ type stResult struct {
 func runStarvation(t *testing.T, e *env, name string, limit time.Duration) stResult {
 	t.Helper()
 	cfg := func(c *engine.Config) { c.TTL, c.Fencing = 2*time.Second, false }
-	readerL, writerL := e.locker(cfg), e.locker(cfg)
+	readerL, writerL := e.locker(e.steady(cfg)), e.locker(e.steady(cfg))
 	rm, wm := rwMutex(t, readerL, name), rwMutex(t, writerL, name)
 	stop := make(chan struct{})
 	var writing atomic.Bool

@@ -24,6 +24,7 @@ func TestSemaphoreWithoutSetNXGet(t *testing.T) {
 		cfg := DefaultConfig(c.Addrs()...)
 		cfg.Quarantine = QuarantineObserved
 		cfg.Fencing = fencing
+		cfg.NodeTimeout = 4 * time.Second // past any answer of a loaded machine
 		l, err := New(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)

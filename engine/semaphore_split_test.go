@@ -236,11 +236,14 @@ func semStormOn(t *testing.T, e *env) int {
 	case <-storm:
 	}
 	cancel()
-	most := 0
-	for w := range attempts {
+	for range attempts {
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Errorf("waiter: %v", err)
 		}
+	}
+	// Each waiter's Acquire event came before its Acquire returned.
+	most := 0
+	for w := range attempts {
 		most = max(most, int(attempts[w].Load()))
 	}
 	t.Logf("attempts per waiter: %d %d %d", attempts[0].Load(), attempts[1].Load(), attempts[2].Load())

@@ -640,6 +640,7 @@ func TestLateYesToTryLockAllIsUndone(t *testing.T) {
 // TestLateYesToTryLockAllIsUndoneOnRealMasters is the same on real
 // masters of its own, master 1 paused by SIGSTOP.
 func TestLateYesToTryLockAllIsUndoneOnRealMasters(t *testing.T) {
+	t.Parallel()
 	lateYesToTryLockAll(t, ownEnv(t, 3), 2*time.Second, 30*time.Second)
 }
 

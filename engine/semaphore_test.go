@@ -243,6 +243,7 @@ func TestSemaphoreLateYesIsUndone(t *testing.T) {
 // of its own, paused by SIGSTOP: the late yeses run the scripts after
 // the refusal, and their undos delete what they took.
 func TestSemaphoreLateYesIsUndoneOnRealMasters(t *testing.T) {
+	t.Parallel()
 	semLateYes(t, ownEnv(t, 5), 0, 30*time.Second)
 }
 
@@ -319,6 +320,7 @@ func TestSemaphoreProbeThatMissesIsUndone(t *testing.T) {
 // Contention reads as contention with a minority of masters down, and an
 // outage as an outage; a permit is taken with two of five down.
 func TestSemaphoreErrorsAreHonest(t *testing.T) {
+	t.Parallel()
 	e := ownEnv(t, 5)
 	// The masters it kills refuse at once: a live one slowed by a loaded
 	// machine must not time out.

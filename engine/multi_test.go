@@ -462,7 +462,7 @@ func TestLockAllInOpposedOrdersDoesNotDeadlock(t *testing.T) {
 						owner[r] = me
 					}
 					mu.Unlock()
-					time.Sleep(time.Millisecond)
+					time.Sleep(time.Millisecond) // the hold, while the others try
 					mu.Lock()
 					for _, r := range le.Resources() {
 						delete(owner, r)

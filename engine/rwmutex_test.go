@@ -470,7 +470,7 @@ func rwConcurrent(t *testing.T, e *env, within time.Duration) int {
 					}
 				}
 				mu.Unlock()
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(5 * time.Millisecond) // the hold, while the others try
 				mu.Lock()
 				if writer {
 					writers--

@@ -570,6 +570,7 @@ func (m *spMachine) direct(i int, args ...string) string {
 		if err == nil {
 			return v
 		}
+		// A restarted master's connection is being dialled again.
 		time.Sleep(20 * time.Millisecond)
 	}
 	m.rt.Fatalf("master %d: %s: %v", i, args[0], err)

@@ -1,6 +1,10 @@
 # Targets a newcomer would guess. Each installs what it needs (redis-server
 # from Debian's packages, as root) or stops with a clear message.
 GO       ?= go
+# FAULTS compiles in the engine's fault points (internal/mutation), which
+# the tests' controls switch on; builds without it, every shipped binary's,
+# carry none of them.
+FAULTS   := -tags redlock_faults
 # The library (engine, multiplex) is the root module, with only the
 # dependencies a service importing it must accept; the tools (bench,
 # results, cmd) are modules of their own, tied together by go.work.
@@ -84,9 +88,12 @@ release-requires: $(MODCHECK)
 # in bin/test.json. make sim runs a budget of seeds.
 TEST_FORMAT  ?= testname
 TEST_TIMEOUT ?= 12m
+# Tests on the shared masters mostly wait: run more of them at once than
+# the two cores go test would allow by default.
+TEST_PARALLEL ?= 8
 test: test-deps modules $(GOTESTSUM)
-	@./.ci/gotest $(GOTESTSUM) $(TEST_FORMAT) bin/test.json -- -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS) && \
-	./.ci/gotest $(GOTESTSUM) $(TEST_FORMAT) bin/test.sim.json -- -count=1 -run 'TestSimulation$$|TestMutationsFound' ./bench/sim; \
+	@./.ci/gotest $(GOTESTSUM) $(TEST_FORMAT) bin/test.json -- $(FAULTS) -race -count=1 -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $(PKGS) && \
+	./.ci/gotest $(GOTESTSUM) $(TEST_FORMAT) bin/test.sim.json -- $(FAULTS) -count=1 -run 'TestSimulation$$|TestMutationsFound' ./bench/sim; \
 	status=$$?; echo "the ten slowest tests:"; cat bin/test*.json | $(GOTESTSUM) tool slowest --threshold 0 | head -n 10; exit $$status
 
 # flaky runs the tests N times (default 5) beside two processes that keep
@@ -98,7 +105,7 @@ N          ?= 5
 FLAKY_PKGS ?= $(PKGS)
 .PHONY: flaky
 flaky: test-deps $(GOTESTSUM)
-	@./.ci/flaky $(GOTESTSUM) $(N) $(TEST_TIMEOUT) $(FLAKY_PKGS)
+	@./.ci/flaky $(GOTESTSUM) $(N) $(TEST_TIMEOUT) $(FAULTS) -parallel $(TEST_PARALLEL) $(FLAKY_PKGS)
 
 # benchmark runs the go test micro-benchmarks (one TryLock+Release cycle, ...).
 benchmark: deps
@@ -221,7 +228,7 @@ chaos: deps
 controls: deps
 	@mkdir -p bin
 	$(GO) build -o bin/redlock-bench ./cmd/redlock-bench
-	REDLOCK_CONTROLS=1 $(GO) test -count=1 -run 'Control|CatchesHandoff' ./engine/
+	REDLOCK_CONTROLS=1 $(GO) test $(FAULTS) -count=1 -run 'Control|CatchesHandoff' ./engine/
 	@bin/redlock-bench chaos --engine nolock --duration 10s >/dev/null 2>&1; rc=$$?; \
 	if [ $$rc -ne 1 ]; then echo "chaos with the nolock engine exited $$rc, want 1 (violations found)"; exit 1; fi; \
 	echo "chaos with the nolock engine found violations, as it must"
@@ -240,7 +247,7 @@ SIM_FIRST  ?= $(shell date +%s)
 SIM_FLAGS  ?=
 sim:
 	@mkdir -p bin
-	$(GO) test -c -o bin/sim.test ./bench/sim
+	$(GO) test $(FAULTS) -c -o bin/sim.test ./bench/sim
 	@echo "make sim: seeds from $(SIM_FIRST), $(SIM_BUDGET) of wall time in 2 processes at GOMAXPROCS=1"
 	@for i in 0 1; do 		GOMAXPROCS=1 bin/sim.test -test.run 'TestSimulation$$' -test.timeout 0 -sim.budget=$(SIM_BUDGET) 			-sim.first=$$(($(SIM_FIRST)+i)) -sim.stride=2 -sim.summary $(SIM_FLAGS) > bin/sim.$$i.log 2>&1 & 	done; wait
 	@grep -h -E -- '--- FAIL: TestSimulation/|^ +[a-z][a-z :]+ at [0-9.]+s: |replay:|shrunk in|stalled' bin/sim.*.log || true
@@ -258,18 +265,20 @@ lint: vet $(STATICCHECK)
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed (run: make fmt):"; echo "$$out"; exit 1; fi
 	@echo "staticcheck $(PKGS) $(TOOLS)/..."; status=0; \
 	$(STATICCHECK) $(PKGS) || status=1; \
+	$(STATICCHECK) $(FAULTS) $(PKGS) || status=1; \
 	(cd $(TOOLS) && GOWORK=off ../../$(STATICCHECK) ./...) || status=1; \
 	exit $$status
 
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) vet $(FAULTS) $(PKGS)
 	cd $(TOOLS) && GOWORK=off $(GO) vet ./...
 
 fmt:
 	gofmt -w .
 
 cover: test-deps
-	$(GO) test -count=1 -coverprofile=coverage.out $(PKGS)
+	$(GO) test $(FAULTS) -count=1 -coverprofile=coverage.out $(PKGS)
 	$(GO) tool cover -func=coverage.out | tail -1
 
 clean:

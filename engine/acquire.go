@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -294,7 +293,7 @@ return v`
 // (ms); tk is a waiter's place in the queue, or nil.
 func acquireFenceCall(key, value, ttl string, tk *ticket) multiplex.Command {
 	script := acquireFenceScript
-	if mutation.FencingWithoutClockFloor.On() {
+	if faults.FencingWithoutClockFloor.On() {
 		script = acquireFenceScriptNoFloor
 	}
 	if tk == nil {

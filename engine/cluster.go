@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -19,8 +18,12 @@ import (
 // front, T a tag of the key's own slot (multiplex.SlotTag), so that every
 // prefixed key keeps that slot, and a name with braces that make no tag
 // ("a}b", "x{}y") is stored in the slot Redis gives it. A key with a tag
-// keeps its name: the caller chose the slot. Masters given as such see
-// the same keys as the cluster votes, whatever their kind.
+// keeps its name: the caller chose the slot. But "{T}a" is also how the
+// key "a" is stored: a key spelled as that, "{T}" repeated n >= 1 times
+// before a key r without a tag whose slot's tag is T, gets "{T}" once
+// more in front, so that every name has a key of its own ("a" is kept at
+// "{T}a", "{T}a" at "{T}{T}a", and so on), in its own slot. Masters given
+// as such see the same keys as the cluster votes, whatever their kind.
 
 // ErrCrossSlot: with cluster votes, a multi-resource lock's resources are
 // in different hash slots. Refused rather than split per slot: the lock
@@ -44,10 +47,35 @@ var ErrSlotMigrating = multiplex.ErrSlotMigrating
 // key is resource's lock key (see above).
 func (l *Locker) key(resource string) string {
 	k := l.cfg.KeyPrefix + resource
-	if l.clustered && !multiplex.HasTag(k) && !mutation.ClusterKeysUntagged.On() {
+	if !l.clustered || faults.ClusterKeysUntagged.On() {
+		return k
+	}
+	if !multiplex.HasTag(k) {
 		return "{" + multiplex.SlotTag(multiplex.KeySlot(k)) + "}" + k
 	}
+	if tag, ok := l.spelledAsKey(k); ok {
+		return tag + k
+	}
 	return k
+}
+
+// spelledAsKey reports whether k, a key with a hash tag, is spelled as
+// the key of another name would be stored: "{T}" (its tag, returned)
+// repeated before a key of this Locker's (KeyPrefix first) without a
+// tag, whose slot's tag is T.
+func (l *Locker) spelledAsKey(k string) (string, bool) {
+	if k[0] != '{' {
+		return "", false
+	}
+	tag := k[:strings.IndexByte(k, '}')+1] // k's tag is its first "{...}"
+	r := k
+	for strings.HasPrefix(r, tag) {
+		r = r[len(tag):]
+	}
+	if multiplex.HasTag(r) || !strings.HasPrefix(r, l.cfg.KeyPrefix) {
+		return "", false
+	}
+	return tag, multiplex.SlotTag(multiplex.KeySlot(r)) == tag[1:len(tag)-1]
 }
 
 // semBase is a semaphore's keys' common part (see semPrefix). Its
@@ -143,7 +171,7 @@ func (l *Locker) post(cmd multiplex.Command) {
 
 // resender is cmd's resend handler; nil without cluster votes.
 func (l *Locker) resender(cmd multiplex.Command) *resend {
-	if !l.clustered || mutation.ClusterMigrationNoResend.On() {
+	if !l.clustered || faults.ClusterMigrationNoResend.On() {
 		return nil
 	}
 	return &resend{l: l, cmd: cmd, until: time.Now().Add(2 * l.cfg.MaxTTL)}

@@ -18,7 +18,6 @@ import (
 // the masters' work, coalesced.
 func BenchmarkClusterTryLockRelease(b *testing.B) {
 	clusters := redistest.StartClustersT(b, 3, redistest.ClusterOptions{Shards: 1})
-	time.Sleep(1100 * time.Millisecond)
 	for _, off := range []bool{false, true} {
 		name := map[bool]string{false: "guarded", true: "unguarded"}[off]
 		locker := func(b *testing.B) *engine.Locker {

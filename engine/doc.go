@@ -58,7 +58,7 @@
 // failover behind an address), and the lease's validity assumes bounded
 // clock drift between this process and the masters.
 //
-// engine imports only multiplex, rueidis, the standard library and
-// internal/mutation (switches that undo one fix each, which only tests turn
-// on); it never imports bench or results.
+// engine imports only multiplex, rueidis and the standard library (and,
+// in test builds with the redlock_faults tag, internal/mutation: switches
+// that undo one fix each); it never imports bench or results.
 package engine

@@ -17,7 +17,8 @@ func ExampleConfig_autoExtend() {
 	cfg := engine.DefaultConfig(exampleMasters...)
 	cfg.Quarantine = engine.QuarantineObserved // fresh test masters, see Example
 	cfg.TTL = 600 * time.Millisecond
-	cfg.AutoExtend = true // every TTL/3 by default
+	cfg.NodeTimeout = 250 * time.Millisecond // a busy test machine, see Example; under TTL/2
+	cfg.AutoExtend = true                    // every TTL/3 by default
 	locker, err := engine.New(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
@@ -64,6 +65,7 @@ func ExampleLease_Token() {
 	ctx := context.Background()
 	cfg := engine.DefaultConfig(exampleMasters...)
 	cfg.Quarantine = engine.QuarantineObserved // fresh test masters, see Example
+	cfg.NodeTimeout = time.Second              // a busy test machine, see Example
 	cfg.Fencing = true
 	locker, err := engine.New(ctx, cfg)
 	if err != nil {
@@ -95,4 +97,46 @@ func ExampleLease_Token() {
 	// tokens increase: true
 	// second writes: <nil>
 	// first writes late: refused "balance=10": token is older than one already seen
+}
+
+// The work the lock protects runs under lease.WithContext(ctx): it stops
+// when its caller gives up (here the caller's context is cancelled, as a
+// Ctrl-C would) and when the lease ends (here it is released, as a lost
+// lock would end it), whichever comes first.
+func ExampleLease_WithContext() {
+	ctx := context.Background()
+	cfg := engine.DefaultConfig(exampleMasters...)
+	cfg.Quarantine = engine.QuarantineObserved // fresh test masters, see Example
+	locker, err := engine.New(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+
+	// The caller gives up.
+	callerCtx, interrupt := context.WithCancel(ctx)
+	lease, err := locker.TryLock(ctx, "export")
+	if err != nil {
+		log.Fatal(err)
+	}
+	workCtx, cancel := lease.WithContext(callerCtx)
+	interrupt()
+	<-workCtx.Done()
+	fmt.Println("caller gave up:", context.Cause(workCtx))
+	cancel()
+	lease.Release(ctx)
+
+	// The lease ends.
+	lease, err = locker.TryLock(ctx, "export")
+	if err != nil {
+		log.Fatal(err)
+	}
+	workCtx, cancel = lease.WithContext(ctx)
+	defer cancel()
+	lease.Release(ctx)
+	<-workCtx.Done()
+	fmt.Println("lease ended:", context.Cause(workCtx))
+	// Output:
+	// caller gave up: context canceled
+	// lease ended: lease released
 }

@@ -23,6 +23,7 @@ func TestMain(m *testing.M) {
 	}
 	exampleMasters = pool.cluster.Addrs()
 	code := m.Run()
+	stopClusters()
 	stopPool()
 	os.Exit(code)
 }
@@ -36,6 +37,10 @@ func Example() {
 	// locks. By default (QuarantineAlways) masters younger than the TTL
 	// are kept out of the vote until they are one TTL old.
 	cfg.Quarantine = engine.QuarantineObserved
+	// And they share a test machine that may be busy: each has a second
+	// to answer, where the default node timeout is TTL/100 (at least
+	// 50 ms), which a loaded machine can miss.
+	cfg.NodeTimeout = time.Second
 	locker, err := engine.New(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
@@ -76,6 +81,7 @@ func ExampleLocker_Lock() {
 	defer cancel()
 	cfg := engine.DefaultConfig(exampleMasters...)
 	cfg.Quarantine = engine.QuarantineObserved // fresh test masters, see Example
+	cfg.NodeTimeout = time.Second              // a busy test machine, see Example
 	locker, err := engine.New(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)

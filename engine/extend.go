@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -104,7 +103,7 @@ func (le *Lease) extendable(start time.Time) (validUntil time.Time, capTTL time.
 // one that answers too late to count, or in a round that fails.
 func (le *Lease) shortenFirst(start time.Time, ttl, capTTL time.Duration, validUntil time.Time) time.Time {
 	trusted := ttl
-	if capTTL > 0 && capTTL < ttl && !mutation.StaleShorterExtend.On() {
+	if capTTL > 0 && capTTL < ttl && !faults.StaleShorterExtend.On() {
 		trusted = capTTL
 	}
 	until := start.Add(trusted - drift(trusted, le.l.cfg.DriftFactor))

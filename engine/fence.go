@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -69,7 +68,7 @@ func (le *Lease) fence(ctx context.Context, acquired multiplex.Tally) error {
 			// The context ended (or Close began) before the round was
 			// decided: its error alone, as an acquire's, not an outage.
 			kind = nil
-		case contended(&t) || mutation.FenceRefusalIsContention.On() && t.Refused > 0:
+		case contended(&t) || faults.FenceRefusalIsContention.On() && t.Refused > 0:
 			// A refusal is contention only where it shows another
 			// holder: a higher counter, or another's value in the key.
 			// Where our key is merely gone (a master back empty from a

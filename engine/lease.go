@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -249,7 +248,9 @@ func (le *Lease) Done() <-chan struct{} {
 }
 
 // Context returns a context that is cancelled when Done closes, with Err
-// as its cause (context.Cause). Pass it to the work the lock protects.
+// as its cause (context.Cause). It is not derived from any caller's
+// context: the work the lock protects usually wants WithContext, which
+// stops it on either.
 func (le *Lease) Context() context.Context {
 	if le == nil {
 		ctx, cancel := context.WithCancelCause(context.Background())
@@ -269,6 +270,22 @@ func (le *Lease) Context() context.Context {
 		ctx = w.ctx
 	})
 	return ctx
+}
+
+// WithContext returns a copy of parent that is also cancelled when the
+// lease ends (lost, expired or released), with the lease's Err as its
+// cause: the context for the work the lock protects, which then stops
+// when its caller gives up (a Ctrl-C, a request's deadline) as well as the
+// moment the lock can no longer be trusted. Call cancel once the work is
+// done, as for context.WithCancel.
+func (le *Lease) WithContext(parent context.Context) (ctx context.Context, cancel context.CancelFunc) {
+	lc := le.Context()
+	ctx, cancelCause := context.WithCancelCause(parent)
+	stop := context.AfterFunc(lc, func() { cancelCause(context.Cause(lc)) })
+	return ctx, func() {
+		stop()
+		cancelCause(context.Canceled)
+	}
 }
 
 // Err is nil while the lease is trusted; then ErrReleased, ErrLeaseExpired
@@ -381,7 +398,7 @@ func (le *Lease) ended(first bool, err error) {
 	if !first {
 		return
 	}
-	if !errors.Is(err, ErrReleased) && !mutation.GhostInQueue.On() {
+	if !errors.Is(err, ErrReleased) && !faults.GhostInQueue.On() {
 		le.freeEnded()
 	}
 	le.observeEnd(true, err)
@@ -401,7 +418,7 @@ func (le *Lease) freeEnded() {
 	le.mu.Lock()
 	tk := le.tk
 	le.mu.Unlock()
-	if mutation.ExpiredLeaseKeepsKey.On() {
+	if faults.ExpiredLeaseKeepsKey.On() {
 		if tk != nil {
 			le.l.quitQueue(le.resource, tk)
 		}

@@ -24,6 +24,10 @@ type Locker struct {
 	addrs  []string
 	ttlStr string // TTL in ms, formatted once
 	drift  time.Duration
+	// epoch is when the Locker was made: instants kept as numbers (a
+	// handle's checkClock) count from it on the monotonic clock, which a
+	// step of the system clock does not move.
+	epoch  time.Time
 	setGet bool // masters support SET NX GET (Redis >= 7.0)
 	// clustered: some votes are Redis Clusters, whose keys need a
 	// resource's slot (see key).
@@ -94,6 +98,7 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		clustered: len(cfg.Clusters) > 0,
 		ttlStr:    itoa(cfg.TTL.Milliseconds()),
 		drift:     drift(cfg.TTL, cfg.DriftFactor),
+		epoch:     time.Now(),
 		setGet:    true,
 		id:        newValue()[:11],
 		done:      make(chan struct{}),
@@ -220,6 +225,11 @@ func (l *Locker) Close() error {
 }
 
 // roundSpan is the longest a round can go on counting votes.
+// mono is t as a checkClock reading: nanoseconds since the Locker's
+// epoch on the monotonic clock, plus one, so that it is above zero (see
+// checkClock).
+func (l *Locker) mono(t time.Time) int64 { return int64(t.Sub(l.epoch)) + 1 }
+
 func (l *Locker) roundSpan() time.Duration { return l.pool.MaxRoundSpan() }
 
 // scriptCall is a call of script on key with args, its ARGV in order:

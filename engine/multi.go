@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -198,9 +197,9 @@ func (l *Locker) tryAll(ctx context.Context, set *resourceSet, tk *ticket) (*Lea
 func (l *Locker) acquireAllCommand(le *Lease, tk *ticket) multiplex.Command {
 	script := acquireAllScript
 	switch {
-	case mutation.AcquireAllPartial.On():
+	case faults.AcquireAllPartial.On():
 		script = acquireAllScriptPartial
-	case mutation.FencingWithoutClockFloor.On():
+	case faults.FencingWithoutClockFloor.On():
 		script = acquireAllScriptNoFloor
 	}
 	fence := "0"
@@ -212,7 +211,7 @@ func (l *Locker) acquireAllCommand(le *Lease, tk *ticket) multiplex.Command {
 		cmd = keysCall(script, le.all, le.value, l.ttlStr, fence, "0")
 	} else {
 		waiter := "1"
-		if mutation.LockAllHogsTurns.On() {
+		if faults.LockAllHogsTurns.On() {
 			waiter = "2" // keeps its places where nothing holds it up
 		}
 		cmd = keysCall(script, le.all, le.value, l.ttlStr, fence, waiter, tk.score, tk.id)
@@ -318,7 +317,7 @@ func (n *notifier) subscribeAll(ctx context.Context, keys []string, id string) *
 // leaveQueues is leaveQueue for a LockAll waiter's place (tk.all).
 func (l *Locker) leaveQueues(tk *ticket, nodes uint64, acquired bool) {
 	script := zremScript
-	if acquired && !mutation.LateReleaseWakesNext.On() {
+	if acquired && !faults.LateReleaseWakesNext.On() {
 		script = leaveScript
 	}
 	cmd := keysCall(allKeysForm[script], tk.all, tk.id)
@@ -329,7 +328,7 @@ func (l *Locker) leaveQueues(tk *ticket, nodes uint64, acquired bool) {
 // quitQueuesCall is postQuit's command for a LockAll waiter's place.
 func (l *Locker) quitQueuesCall(tk *ticket) multiplex.Command {
 	script := quitScript
-	if mutation.QuitKeepsTurn.On() {
+	if faults.QuitKeepsTurn.On() {
 		script = zremScript
 	}
 	return keysCall(allKeysForm[script], tk.all, tk.id)

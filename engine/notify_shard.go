@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -273,7 +272,7 @@ func (s *shards) teach(channel string) {
 
 // report hands a loss to the goroutine.
 func (s *shards) report(l shardLoss) {
-	if mutation.ClusterNotifyStaleShard.On() {
+	if faults.ClusterNotifyStaleShard.On() {
 		return
 	}
 	s.n.mu.Lock()
@@ -308,7 +307,7 @@ func (s *shards) guess() *shardConn {
 // one, or nil.
 func (s *shards) firstConn(addrs []string) *shardConn {
 	for _, addr := range addrs {
-		if c := s.conn(addr); c != nil || mutation.ClusterGuessOnce.On() {
+		if c := s.conn(addr); c != nil || faults.ClusterGuessOnce.On() {
 			return c
 		}
 	}

@@ -24,10 +24,11 @@ type proxy struct {
 	target func(ctx context.Context) (net.Conn, error)
 	serve  func(client, server net.Conn)
 
-	mu    sync.Mutex
-	conns []net.Conn
-	dead  bool
-	ln    net.Listener // real masters only
+	mu     sync.Mutex
+	conns  []net.Conn
+	dead   bool
+	killed chan struct{} // closed by kill
+	ln     net.Listener  // real masters only
 }
 
 // proxySeq numbers the simulated proxies' addresses.
@@ -45,6 +46,7 @@ func startProxy(e *env, target string, serve func(client, server net.Conn)) *pro
 	p := &proxy{
 		target: func(ctx context.Context) (net.Conn, error) { return e.dialMaster(ctx, target) },
 		serve:  serve,
+		killed: make(chan struct{}),
 	}
 	e.t.Cleanup(p.kill)
 	if e.net != nil {
@@ -111,6 +113,9 @@ func (p *proxy) connect(ctx context.Context, client net.Conn) error {
 func (p *proxy) kill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.dead {
+		close(p.killed)
+	}
 	p.dead = true
 	if p.ln != nil {
 		p.ln.Close()
@@ -165,7 +170,13 @@ func newLatencyProxy(e *env, target string, delay time.Duration, rewrite func([]
 		go func() {
 			defer s.Close()
 			for ch := range q {
-				time.Sleep(time.Until(ch.at))
+				// Not past the proxy's end: a goroutine asleep would
+				// outlive a simulated test's bubble.
+				select {
+				case <-time.After(time.Until(ch.at)):
+				case <-p.killed:
+					return
+				}
 				if _, err := s.Write(ch.b); err != nil {
 					return
 				}
@@ -303,6 +314,36 @@ func (p *stallProxy) flushStalled() {
 		if sc.stalling {
 			sc.server.Write(sc.held)
 			sc.held = nil
+		}
+		sc.mu.Unlock()
+	}
+}
+
+// heldCount is how many times needle occurs in what the proxy's
+// connections hold back.
+func (p *stallProxy) heldCount(needle []byte) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, sc := range p.stalled {
+		sc.mu.Lock()
+		n += bytes.Count(sc.held, needle)
+		sc.mu.Unlock()
+	}
+	return n
+}
+
+// resume delivers what the connections held back, in order, and lets
+// what follows through: no connection stalls any more.
+func (p *stallProxy) resume() {
+	p.stall.Store(false)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, sc := range p.stalled {
+		sc.mu.Lock()
+		if sc.stalling {
+			sc.server.Write(sc.held)
+			sc.held, sc.stalling = nil, false
 		}
 		sc.mu.Unlock()
 	}

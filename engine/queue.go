@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -110,9 +109,9 @@ func (l *Locker) leaveQueue(resource string, tk *ticket, nodes uint64, acquired 
 		return
 	}
 	cmd := plainCall("ZREM", queuePrefix+l.key(resource), tk.id)
-	if acquired && !mutation.LateReleaseWakesNext.On() {
+	if acquired && !faults.LateReleaseWakesNext.On() {
 		script := leaveScript
-		if mutation.LateReleaseWakesOlder.On() {
+		if faults.LateReleaseWakesOlder.On() {
 			script = leaveScriptInLine
 		}
 		cmd = scriptCall(script, l.key(resource), tk.id)
@@ -140,7 +139,7 @@ func (l *Locker) quitQueue(resource string, tk *ticket) {
 // on to the next waiter, where a plain ZREM would leave the token to
 // expire while that waiter sleeps until its fallback.
 func (l *Locker) quitKept(resource string, tk *ticket, nodes uint64) {
-	if mutation.ReleaseKeepsTurn.On() {
+	if faults.ReleaseKeepsTurn.On() {
 		l.leaveQueue(resource, tk, nodes, false)
 		return
 	}
@@ -165,7 +164,7 @@ func (l *Locker) dropTicket(tk *ticket) {
 // postQuit sends tk's quitScript to every master. The caller holds tmu.
 func (l *Locker) postQuit(resource string, tk *ticket) {
 	cmd := scriptCall(quitScript, l.key(resource), tk.id)
-	if mutation.QuitKeepsTurn.On() {
+	if faults.QuitKeepsTurn.On() {
 		cmd = plainCall("ZREM", queuePrefix+l.key(resource), tk.id)
 	}
 	if tk.all != nil {

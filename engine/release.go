@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -68,14 +67,14 @@ func (le *Lease) release(ctx context.Context, force bool) (err error) {
 	// a turn it may hold where the key is no longer ours. Forgotten only
 	// now: Close, had it begun, would not have left the place for us.
 	le.l.dropTicket(tk)
-	if kept != 0 && !mutation.SplitVoteStaleEntry.On() {
+	if kept != 0 && !faults.SplitVoteStaleEntry.On() {
 		le.l.quitKept(le.resource, tk, kept)
 	}
 	if nodes == 0 { // every master still to answer: late releases them
 		return le.l.leaseError("release", le.resource, multiplex.Tally{Votes: le.votes, Quorum: le.l.Quorum(), Pending: len(le.votes)}, validUntil)
 	}
 	script := releaseScript
-	if mutation.GhostInQueue.On() {
+	if faults.GhostInQueue.On() {
 		script = releaseScriptGhost
 	}
 	if le.permit != 0 {
@@ -275,7 +274,7 @@ func (le *Lease) canHandOff(left time.Duration) bool {
 // canHandOffLocked: the lease is still trusted and keeps more than left
 // of its validity. The caller holds le.mu.
 func (le *Lease) canHandOffLocked(left time.Duration) bool {
-	if le.endErr != nil && !mutation.HandOffEndedLease.On() {
+	if le.endErr != nil && !faults.HandOffEndedLease.On() {
 		return false
 	}
 	return time.Until(le.validUntil) > left
@@ -320,7 +319,7 @@ func (u *undoReplies) send(nodes uint64) {
 	switch {
 	case le.permit != 0:
 		script = semReleaseScript
-	case le.rw && le.wonQuorum() && !mutation.RWWonUndoSilent.On():
+	case le.rw && le.wonQuorum() && !faults.RWWonUndoSilent.On():
 		// A read/write attempt that won a quorum and failed after it
 		// (its fence round, its validity) was the one holder that the
 		// waiters refused by it sleep for: its undo wakes them as a

@@ -17,7 +17,8 @@ import (
 // undo: Validity is what this process believes, RemoteValidity what a
 // quorum of the masters vouches for now. It returns the validity left on
 // a quorum: each master that holds every key of the lease answers the
-// shortest time its keys have to live (PTTL), and of the best quorum of
+// shortest time its keys have to live (PTTL; for a read/write lock's
+// reader or writer, its entry at the key), and of the best quorum of
 // those answers the shortest, less the drift allowance
 // (Config.DriftFactor, as for an acquisition), counts from the moment the
 // question was sent. The answer is never more than Validity, and where
@@ -58,7 +59,11 @@ func (le *Lease) RemoteValidity(ctx context.Context) (time.Duration, error) {
 		return 0, fmt.Errorf("engine: remote validity %q: %w", le.resource, ErrClosed)
 	}
 	cmd := scriptCall(validityScript, le.key, le.value)
-	if le.all != nil {
+	switch {
+	case le.rw:
+		// A read/write lock's key is a sorted set, its holders' entries.
+		cmd = scriptCall(rwValidityScript, le.key, le.value)
+	case le.all != nil:
 		cmd = keysCall(validityScript, le.all, le.value)
 	}
 	cmd.WaitAll = true
@@ -112,7 +117,7 @@ func quorumUntil(start time.Time, votes []multiplex.Vote, quorum int, factor flo
 	return start.Add(d - drift(d, factor)), true
 }
 
-// classifyPTTL reads validityScript's answer: OK with the time to live
+// classifyPTTL reads validityScript's (or rwValidityScript's) answer: OK with the time to live
 // in ms (MaxInt64 for keys without one), refused when a key is not ours.
 func classifyPTTL(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
 	n, err := res.AsInt64()
@@ -145,3 +150,36 @@ for i = 1, #KEYS do
   end
 end
 return low`)
+
+// rwValidityScript is validityScript for a read/write lock's lease: it
+// answers how long the lease's entry (ARGV[1], its value) has to live
+// where it is live in the sorted set at KEYS[1] (a reader's expiry ahead
+// of the master's clock, a writer's behind minus it, see rwAcquireBody),
+// in ms, or the key's PTTL if that is shorter; -2 where the entry is gone
+// or expired, or the key is not a sorted set. Other holders' entries may
+// keep the key alive past ours: the entry's own expiry is what counts.
+// It writes nothing.
+var rwValidityScript = multiplex.NewScript(`local value = ARGV[1]
+local k = KEYS[1]
+local s = redis.pcall("ZSCORE", k, value)
+if type(s) ~= "string" then
+  return -2
+end
+` + rwNowLua + `s = tonumber(s)
+local left
+if s > now then
+  left = s - now
+elseif s < -now then
+  left = -s - now
+else
+  return -2
+end
+left = math.floor(left / 1000)
+local t = redis.call("PTTL", k)
+if t >= 0 and t < left then
+  left = t
+end
+if left <= 0 then
+  return -2
+end
+return left`)

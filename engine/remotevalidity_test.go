@@ -6,11 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/engine"
 )
 
-// TestRemoteValidity asks the masters about a lock, a permit and a lease
-// on three resources, on a Locker that does not track (so that
+// TestRemoteValidity asks the masters about a lock, a permit, a lease on
+// three resources, a read lease (beside another reader) and a write
+// lease, on a Locker that does not track (so that
 // RemoteValidity, not the tracker, finds the loss): fresh, each answers
 // about the TTL, never more than Validity; with a key gone from a
 // minority of the masters, the rest still vouch for it; with the keys'
@@ -18,9 +20,10 @@ import (
 // validity follows; with a key gone from a quorum, it ends the lease with
 // ErrLockLost, naming each master's answer.
 func TestRemoteValidity(t *testing.T) {
-	e := ownEnv(t, 5)
+	t.Parallel()
+	e := newEnv(t, 5)
 	ctx := context.Background()
-	for _, k := range lossKinds {
+	for _, k := range trackedKinds {
 		if k.auto {
 			continue
 		}
@@ -81,9 +84,10 @@ func TestRemoteValidity(t *testing.T) {
 // whose Locker closed answer without asking the masters; a lease the
 // tracker found lost answers ErrLockLost.
 func TestRemoteValidityOfEndedLeases(t *testing.T) {
-	e := ownEnv(t, 5)
+	t.Parallel()
+	e := newEnv(t, 5)
 	ctx := context.Background()
-	l := e.locker(nil)
+	l := e.locker(roomy)
 	le, err := l.TryLock(ctx, "ended")
 	if err != nil {
 		t.Fatal(err)
@@ -103,9 +107,9 @@ func TestRemoteValidityOfEndedLeases(t *testing.T) {
 	}
 	// TryLock returned at quorum: a SET still on its way would land after
 	// the DEL below, and the keys would not have left a quorum.
-	eventually(t, 5*time.Second, "the key on every master", func() bool {
+	eventually(t, 30*time.Second, "the key on every master", func() bool {
 		for i := range 5 {
-			if e.get(i, "tracked") != le.Value() {
+			if e.get(i, e.key("tracked")) != le.Value() {
 				return false
 			}
 		}
@@ -113,7 +117,7 @@ func TestRemoteValidityOfEndedLeases(t *testing.T) {
 	})
 	done := le.Done()
 	for i := range 3 {
-		e.del(i, "tracked")
+		e.del(i, e.key("tracked"))
 	}
 	select {
 	case <-done:
@@ -124,7 +128,7 @@ func TestRemoteValidityOfEndedLeases(t *testing.T) {
 		t.Fatalf("lost: %v", err)
 	}
 
-	c := e.locker(nil)
+	c := e.locker(roomy)
 	le, err = c.TryLock(ctx, "closed")
 	if err != nil {
 		t.Fatal(err)
@@ -133,4 +137,133 @@ func TestRemoteValidityOfEndedLeases(t *testing.T) {
 	if _, err := le.RemoteValidity(ctx); !errors.Is(err, engine.ErrClosed) {
 		t.Fatalf("closed: %v", err)
 	}
+}
+
+// TestRemoteValidityKeepsReadWriteLeases: a read lease (beside another
+// reader) and a write lease, asked about on every master, stay held and
+// valid: Err nil, Done open, their entries still on every master, the
+// other kind still refused, their release finding them live. With their
+// entry's expiry moved to 5 s on a quorum (the key itself lives on: the
+// other reader's entry keeps it), RemoteValidity answers that and the
+// lease's validity follows; with the entry taken out of a quorum (the
+// other reader staying), the lease is lost.
+func TestRemoteValidityKeepsReadWriteLeases(t *testing.T) {
+	e := newEnv(t, 5)
+	ctx := context.Background()
+	l := e.locker(func(c *engine.Config) { c.TTL = lossTTL; c.DisableTracking = true })
+	other := e.locker(nil)
+	for _, writer := range []bool{false, true} {
+		name, kind := "rv-read", "read lease"
+		if writer {
+			name, kind = "rv-write", "write lease"
+		}
+		m, err := l.RWMutex(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		om, err := other.RWMutex(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var le, beside *engine.Lease
+		if writer {
+			le, err = m.TryLock(ctx)
+		} else {
+			if beside, err = m.TryRLock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			le, err = m.TryRLock(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, value := engine.LeaseKeys(le)[0], engine.LeaseValue(le)
+		// The acquire returned at quorum: the entry may still be on its
+		// way to the last masters.
+		eventually(t, 5*time.Second, "the entry on every master", func() bool {
+			return e.entries(key, value) == 5
+		})
+
+		for range 2 {
+			v, err := le.RemoteValidity(ctx)
+			if err != nil || v <= lossTTL-2*time.Second || v > le.Validity()+time.Millisecond {
+				t.Fatalf("%s: RemoteValidity %s, %v; Validity %s", kind, v, err, le.Validity())
+			}
+		}
+		select {
+		case <-le.Done():
+			t.Fatalf("%s: Done closed after RemoteValidity vouched for it", kind)
+		default:
+		}
+		if le.Err() != nil || le.Validity() <= lossTTL-2*time.Second {
+			t.Fatalf("%s: Err %v, Validity %s after RemoteValidity vouched for it", kind, le.Err(), le.Validity())
+		}
+		if n := e.entries(key, value); n != 5 {
+			t.Fatalf("%s: its entry on %d of 5 masters after RemoteValidity", kind, n)
+		}
+		var rivalErr error
+		if writer {
+			_, rivalErr = om.TryRLock(ctx)
+		} else {
+			_, rivalErr = om.TryLock(ctx)
+		}
+		if !errors.Is(rivalErr, engine.ErrNotAcquired) {
+			t.Fatalf("%s held: the other kind's attempt: %v; want ErrNotAcquired", kind, rivalErr)
+		}
+
+		// The entry's own expiry, not the key's, bounds the answer.
+		score := time.Now().Add(5 * time.Second).UnixMicro()
+		if writer {
+			score = -score
+		}
+		for i := 2; i < 5; i++ {
+			c := e.direct[i]
+			if err := c.Do(ctx, c.B().Zadd().Key(key).Xx().ScoreMember().ScoreMember(float64(score), value).Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		v, err := le.RemoteValidity(ctx)
+		if err != nil || v > 5*time.Second || v < 4*time.Second {
+			t.Fatalf("%s, entry's expiry moved to 5s on a quorum: RemoteValidity %s, %v", kind, v, err)
+		}
+		if d := le.Validity(); d > 5*time.Second || le.Err() != nil {
+			t.Fatalf("%s: Validity %s, Err %v after the masters vouched for 5s at most", kind, d, le.Err())
+		}
+
+		if writer {
+			if err := le.Release(ctx); err != nil {
+				t.Fatalf("%s: Release after RemoteValidity: %v", kind, err)
+			}
+			if n := e.entries(key, value); n != 0 {
+				t.Fatalf("%s: released, its entry is left on %d masters", kind, n)
+			}
+			continue
+		}
+		for i := range 3 {
+			rwLossKinds[0].drop(e, i, le, key)
+		}
+		v, err = le.RemoteValidity(ctx)
+		if v != 0 || !errors.Is(err, engine.ErrLockLost) {
+			t.Fatalf("%s, its entry gone from a quorum, the other reader's left: RemoteValidity %s, %v", kind, v, err)
+		}
+		if err := beside.Release(ctx); err != nil {
+			t.Fatalf("the other reader's Release: %v", err)
+		}
+	}
+}
+
+// entries is how many masters hold value in the sorted set at key.
+func (e *env) entries(key, value string) int {
+	e.t.Helper()
+	n := 0
+	for i, c := range e.direct {
+		_, err := c.Do(context.Background(), c.B().Zscore().Key(key).Member(value).Build()).ToFloat64()
+		switch {
+		case err == nil:
+			n++
+		case !rueidis.IsRedisNil(err):
+			e.t.Fatalf("ZSCORE on node %d: %v", i, err)
+		}
+	}
+	return n
 }

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -66,9 +64,11 @@ import (
 // the sorted set where it expects a string, and is refused with
 // ErrWrongKind (which also matches ErrWrongType), as is an RWMutex that
 // finds a plain lock's key. A Semaphore of the same name is refused too,
-// through its permit count: a handle's first attempt, and one every
-// MaxTTL/2 after, marks the count's key as a read/write lock's for 2
-// MaxTTL, or finds it a semaphore's and is refused.
+// through its permit count: a handle's attempts until a quorum of the
+// masters has answered one (those made while the first is on its way
+// included), and one every MaxTTL/2 after, mark the count's key as a
+// read/write lock's for 2 MaxTTL, or find it a semaphore's and are
+// refused.
 //
 // An Observer sees an RWMutex's acquisitions as TryLock and Lock of its
 // name.
@@ -81,8 +81,9 @@ type RWMutex struct {
 	intents string
 	semKey  string // the permit count a Semaphore of the same name keeps
 	metaTTL string // ms the mark at semKey lives (2 MaxTTL)
-	// refreshed is when this handle last marked semKey (unix ns).
-	refreshed atomic.Int64
+	// checked is when a quorum last answered this handle's mark of
+	// semKey (see checkClock).
+	checked checkClock
 }
 
 // rwSemMark is what an RWMutex keeps at a Semaphore's permit count key: no
@@ -178,9 +179,18 @@ func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter) (*Lease, er
 	}
 	le := &Lease{l: l, resource: m.name, key: m.key, value: newValue(), rw: true}
 	le.initVotes(l.pool.Len())
-	cmd := m.acquireCommand(le.value, writer, w)
+	check := m.checkDue()
+	cmd := m.acquireCommand(le.value, writer, w, check != 0)
 	le.start = time.Now()
 	t := l.pool.Fanout(ctx, cmd, classifyRW, (*acquireReplies)(le), le.votes)
+	if check != 0 {
+		switch {
+		case semaphoreNamed(t.Votes):
+			m.checked.refused(check) // the next attempt checks again
+		case checkAnswered(&t):
+			m.checked.answered(check)
+		}
+	}
 	if err := m.decide(ctx, le, t, writer); err != nil {
 		l.undo(le)
 		return nil, err
@@ -219,14 +229,15 @@ const (
 	rwRefresh // mark the name as a read/write lock's (see refresh)
 )
 
-// acquireCommand is the attempt's rwAcquireScript call.
-func (m *RWMutex) acquireCommand(value string, writer bool, w *rwWaiter) multiplex.Command {
+// acquireCommand is the attempt's rwAcquireScript call; check: it marks
+// the name as a read/write lock's (see checkDue).
+func (m *RWMutex) acquireCommand(value string, writer bool, w *rwWaiter, check bool) multiplex.Command {
 	bits, fence, id := 0, 0, ""
 	if writer {
 		bits |= rwWriter
 		if m.l.cfg.Fencing {
 			fence = 1
-			if mutation.FencingWithoutClockFloor.On() {
+			if faults.FencingWithoutClockFloor.On() {
 				fence = 2
 			}
 		}
@@ -242,7 +253,7 @@ func (m *RWMutex) acquireCommand(value string, writer bool, w *rwWaiter) multipl
 			bits |= rwMark
 		}
 	}
-	if m.refresh() {
+	if check {
 		bits |= rwRefresh
 	}
 	cmd := scriptCall(rwAcquire(), m.key, value, m.l.ttlStr, rwModes[bits][fence], id, m.semKey, m.metaTTL)
@@ -252,14 +263,30 @@ func (m *RWMutex) acquireCommand(value string, writer bool, w *rwWaiter) multipl
 	return cmd
 }
 
-// refresh reports whether the attempt about to go marks the name as a
-// read/write lock's at the permit count key a Semaphore of the name
-// would use, refusing if one does: a handle's first attempt, and one
-// every MaxTTL/2 after, so that the mark lives while the handle is used.
-func (m *RWMutex) refresh() bool {
-	now := time.Now().UnixNano()
-	last := m.refreshed.Load()
-	return now-last >= int64(m.l.cfg.MaxTTL/2) && m.refreshed.CompareAndSwap(last, now)
+// checkDue is when the attempt about to go is made (Locker.mono) if it marks
+// the name as a read/write lock's at the permit count key a Semaphore of
+// the name would use, refusing if one does, else 0: every attempt until
+// a quorum answered one, then one every MaxTTL/2 (see checkClock), so
+// that the mark lives while the handle is used.
+func (m *RWMutex) checkDue() int64 {
+	if now := m.l.mono(time.Now()); m.checked.due(now, m.l.cfg.MaxTTL/2) {
+		return now
+	}
+	return 0
+}
+
+// semaphoreNamed reports whether a master refused the attempt because a
+// Semaphore uses the name there (see rwAcquireScript).
+func semaphoreNamed(votes []multiplex.Vote) bool {
+	for _, v := range votes {
+		if v.Outcome != multiplex.Failed || v.Err == nil {
+			continue
+		}
+		if re, ok := rueidis.IsRedisErr(v.Err); ok && re.Error() == rwInUse+"semaphore" {
+			return true
+		}
+	}
+	return false
 }
 
 // decide reads the attempt's votes, as Lease.decide does for a lock: held
@@ -339,9 +366,6 @@ func (m *RWMutex) acquireError(t multiplex.Tally, writer bool) error {
 	switch e.Kind {
 	case ErrWrongType:
 		if use, n := otherUse(e); use != "" {
-			if use == useSem {
-				m.refreshed.Store(0) // the next attempt checks again
-			}
 			return kindError(rwOp(writer), m.name, use, useRW, n, len(e.Votes), e)
 		}
 	case ErrNotAcquired:
@@ -573,7 +597,7 @@ func (w *rwWaiter) nextWait() (d time.Duration, cause WakeCause, at bool) {
 	cfg := &l.cfg
 	ve := findVotes(w.last)
 	held := ve != nil && ve.Kind == ErrNotAcquired && rwHeld(ve)
-	if mutation.RWSplitWaitsFallback.On() {
+	if faults.RWSplitWaitsFallback.On() {
 		held = ve != nil && ve.Kind == ErrNotAcquired && ve.Refused >= ve.Quorum
 	}
 	switch {
@@ -673,7 +697,7 @@ func rwForm(s *multiplex.Script) *multiplex.Script {
 		// (see rwWaiter.nextWait), and an undo that woke the waiters would
 		// have those that collide where a holder on a bare quorum left
 		// masters free wake each other until it releases.
-		if mutation.RWUndoWakes.On() {
+		if faults.RWUndoWakes.On() {
 			return rwReleaseScript
 		}
 		return rwUndoScript
@@ -698,13 +722,13 @@ var rwScripts = []*multiplex.Script{rwAcquireScript, rwReleaseScript, rwUndoScri
 // rwAcquire is the acquire script, or a mutation's.
 func rwAcquire() *multiplex.Script {
 	switch {
-	case mutation.RWReaderIgnoresWriter.On():
+	case faults.RWReaderIgnoresWriter.On():
 		return rwAcquireReaderIgnoresWriter
-	case mutation.RWWriterIgnoresReaders.On():
+	case faults.RWWriterIgnoresReaders.On():
 		return rwAcquireWriterIgnoresReaders
-	case mutation.RWIntentIgnored.On():
+	case faults.RWIntentIgnored.On():
 		return rwAcquireIntentIgnored
-	case mutation.RWReadersExclude.On():
+	case faults.RWReadersExclude.On():
 		return rwAcquireReadersExclude
 	}
 	return rwAcquireScript

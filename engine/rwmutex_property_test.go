@@ -34,7 +34,10 @@ import (
 //     was refused while a writer of its lock was at work (from its call
 //     to its lease's end, plus rwSlack for the clean-up on the masters);
 //   - no deadlock: every RLock and Lock returned by its context's
-//     deadline (within mpSlack), and every goroutine finished.
+//     deadline (within mpSlack), and every goroutine finished;
+//   - remote validity: asked mid-hold, RemoteValidity never finds a
+//     lease lost in a run where no master was killed (a quorum keeps
+//     its entry).
 const (
 	rwpMasters = 5
 	rwpTTL     = 400 * time.Millisecond
@@ -151,6 +154,7 @@ const (
 	rwExclusion = "a writer trusted with another holder"
 	rwFencing   = "writers' fencing order"
 	rwShare     = "a reader refused with no writer at work"
+	rwRemote    = "RemoteValidity found a lease lost that a quorum held"
 )
 
 // rwOp is one step of a goroutine's plan.
@@ -297,7 +301,7 @@ func runRWProperty(rt *rapid.T, e *lcEnv, kinds []string) ([]lcViolation, int) {
 	for w, plan := range plans {
 		wg.Go(func() {
 			for _, op := range plan {
-				c := runRWOp(rt, mutexes[op.locker][op.lock], op, w, start, violate)
+				c := runRWOp(rt, mutexes[op.locker][op.lock], op, w, start, kill, violate)
 				mu.Lock()
 				calls = append(calls, c)
 				mu.Unlock()
@@ -349,8 +353,8 @@ func drawRWOp(rt *rapid.T, kinds []string) rwOp {
 	return op
 }
 
-// runRWOp runs op on m for worker w.
-func runRWOp(rt *rapid.T, m *engine.RWMutex, op rwOp, w int, start time.Time, violate func(kind, format string, args ...any)) *rwCall {
+// runRWOp runs op on m for worker w; kill: a master is killed in this run.
+func runRWOp(rt *rapid.T, m *engine.RWMutex, op rwOp, w int, start time.Time, kill bool, violate func(kind, format string, args ...any)) *rwCall {
 	wait := op.wait
 	if op.kind == "tryrlock" || op.kind == "trylock" {
 		wait = 5 * time.Second
@@ -380,6 +384,7 @@ func runRWOp(rt *rapid.T, m *engine.RWMutex, op rwOp, w int, start time.Time, vi
 	}
 	rt.Logf("%s: w%d %s: acquired, token %d", at, w, op, c.le.Token())
 	time.Sleep(op.hold / 2)
+	remoteValidity(rt, c, w, start, kill, violate)
 	if op.extend {
 		ectx, ecancel := context.WithTimeout(context.Background(), 2*time.Second)
 		err := c.le.Extend(ectx, rwpTTL)
@@ -395,6 +400,21 @@ func runRWOp(rt *rapid.T, m *engine.RWMutex, op rwOp, w int, start time.Time, vi
 		rt.Logf("%s: w%d release %s: %v", time.Since(start).Round(time.Millisecond), w, op, err)
 	}
 	return c
+}
+
+// remoteValidity asks the masters about c's lease mid-hold: without a
+// killed master, every one that acquired it keeps its entry until it
+// expires there, after the lease's validity, so RemoteValidity may find
+// the lease expired or short of answers, never lost.
+func remoteValidity(rt *rapid.T, c *rwCall, w int, start time.Time, kill bool, violate func(kind, format string, args ...any)) {
+	ended := c.le.Err()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	v, err := c.le.RemoteValidity(ctx)
+	cancel()
+	rt.Logf("%s: w%d remote validity %s: %s, %v", time.Since(start).Round(time.Millisecond), w, c.op, v, err)
+	if ended == nil && !kill && errors.Is(err, engine.ErrLockLost) {
+		violate(rwRemote, "w%d %s: %v", w, c.op, err)
+	}
 }
 
 // checkRWCalls checks exclusion, the writers' fencing order and the

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -70,10 +69,11 @@ import (
 // a permit, so that a process wakes one waiter per release, not all.
 //
 // The permit count is kept on the masters while the semaphore is in use:
-// a handle's first attempt, one every MaxTTL/2 after, and every attempt
-// that finds all permits taken check it, and fail with ErrPermitCount if
-// it differs. Create a handle once and share it: its later attempts skip
-// the check while permits are free. The count is one small key per
+// a handle's attempts until a quorum of the masters has answered one's
+// check (those made while the first is on its way included), one every
+// MaxTTL/2 after, and every attempt that finds all permits taken check
+// it, and fail with ErrPermitCount if it differs. Create a handle once
+// and share it: its later attempts skip the check while permits are free. The count is one small key per
 // semaphore on every master, kept 2 MaxTTL after its last check: many
 // thousands of semaphores in use make every command on the masters
 // somewhat dearer (see BenchmarkSemaphoreAcquireReleaseParallel). What the check cannot see (a count
@@ -88,9 +88,9 @@ type Semaphore struct {
 	base    string   // the slots' keys up to their index (see semPrefix)
 	keys    []string // slot i's key
 	metaTTL string   // ms the permit count lives on a master (2 MaxTTL)
-	// refreshed is when this handle last refreshed the permit count on
-	// the masters (unix ns).
-	refreshed atomic.Int64
+	// checked is when a quorum last answered this handle's check of the
+	// permit count (see checkClock).
+	checked checkClock
 	// scan: the last probe of one slot missed, so attempts run the
 	// script, until one finds the slot it starts at free (see probing).
 	scan atomic.Bool
@@ -99,24 +99,26 @@ type Semaphore struct {
 // probing reports whether the next TryAcquire probes one slot first: a
 // plain SET NX PX of the drawn slot, the lock's own acquire, which costs
 // the masters a third of the script. Not with fencing (whose script reads
-// the counter), nor for the attempt that checks the permit count, nor
-// after a probe missed: then the script's attempts go first, one round
-// trip each, until one finds the slot it drew free, a sign that the
-// semaphore has room again.
+// the counter), nor while the permit count is due a check, nor after a
+// probe missed: then the script's attempts go first, one round trip
+// each, until one finds the slot it drew free, a sign that the semaphore
+// has room again.
 func (s *Semaphore) probing() bool {
-	due := time.Now().UnixNano()-s.refreshed.Load() >= int64(s.l.cfg.MaxTTL/2)
+	due := s.checked.due(s.l.mono(time.Now()), s.l.cfg.MaxTTL/2)
 	return !s.l.cfg.Fencing && !s.scan.Load() && !due
 }
 
-// refresh reports whether the attempt about to go checks the permit count
-// on the masters and sets it for 2 MaxTTL: a handle's first attempt, and
-// one every MaxTTL/2 after, so that the count stays while a handle is in
-// use. The other attempts leave it alone unless they find every slot
-// taken: taking a free slot costs the masters one SET NX.
-func (s *Semaphore) refresh() bool {
-	now := time.Now().UnixNano()
-	last := s.refreshed.Load()
-	return now-last >= int64(s.l.cfg.MaxTTL/2) && s.refreshed.CompareAndSwap(last, now)
+// checkDue is when the attempt about to go is made (Locker.mono) if it checks
+// the permit count on the masters and sets it for 2 MaxTTL, else 0: every
+// attempt until a quorum answered a check, then one every MaxTTL/2 (see
+// checkClock), so that the count stays while a handle is in use. The
+// other attempts leave it alone unless they find every slot taken:
+// taking a free slot costs the masters one SET NX.
+func (s *Semaphore) checkDue() int64 {
+	if now := s.l.mono(time.Now()); s.checked.due(now, s.l.cfg.MaxTTL/2) {
+		return now
+	}
+	return 0
 }
 
 // MaxPermits is the most permits a Semaphore may have: each master's
@@ -278,6 +280,9 @@ type semAttempt struct {
 	// Under le.mu.
 	decided bool
 	won     int // the permit's slot, −1 for none
+	// check is when the attempt was made (unix ns) if it checks the
+	// permit count (see checkDue), else 0.
+	check int64
 	// choice is each master's slot + 1, 0 while unknown or none.
 	choice [MaxMasters]int16
 }
@@ -303,7 +308,8 @@ func (s *Semaphore) try(ctx context.Context, first int, waiter, probe bool) (*Le
 		a.probe = first
 		cmd, classify = s.probeCommand(le.value, first)
 	} else {
-		cmd = s.acquireCommand(le.value, first, waiter)
+		a.check = s.checkDue()
+		cmd = s.acquireCommand(le.value, first, waiter, a.check != 0)
 	}
 	le.start = time.Now()
 	t := l.pool.Fanout(ctx, cmd, classify, (*semReplies)(a), le.votes)
@@ -340,9 +346,11 @@ func (s *Semaphore) probeCommand(value string, slot int) (multiplex.Command, mul
 	return cmd, classifyAcquireSet
 }
 
-func (s *Semaphore) acquireCommand(value string, first int, waiter bool) multiplex.Command {
+// acquireCommand is an attempt's semAcquireScript call; check: it checks
+// the permit count (see checkDue).
+func (s *Semaphore) acquireCommand(value string, first int, waiter, check bool) multiplex.Command {
 	r, o, w, f := 0, 0, 0, 0
-	if s.refresh() {
+	if check {
 		r = 1
 	}
 	if !s.l.setGet {
@@ -353,14 +361,14 @@ func (s *Semaphore) acquireCommand(value string, first int, waiter bool) multipl
 	}
 	if s.l.cfg.Fencing {
 		f = 1
-		if mutation.FencingWithoutClockFloor.On() {
+		if faults.FencingWithoutClockFloor.On() {
 			f = 2
 		}
 	}
 	cmd := scriptCall(semAcquireScript, s.base, value, s.l.ttlStr, s.pstr, itoa(int64(first)), semModes[r][o][w][f], s.metaTTL)
 	// A permit needs a quorum on one slot.
 	cmd.Agree = permitMask
-	if mutation.SemaphoreSplitVote.On() {
+	if faults.SemaphoreSplitVote.On() {
 		cmd.Agree = 0
 	}
 	// A waiter's attempt goes to every master, so that it marks the
@@ -381,7 +389,7 @@ func (a *semAttempt) decide(ctx context.Context, t multiplex.Tally) (*Lease, err
 		slot, agreed = int64(a.probe), t.OK // one key: every yes is for it
 	}
 	ok := agreed >= t.Quorum
-	if mutation.SemaphoreSplitVote.On() {
+	if faults.SemaphoreSplitVote.On() {
 		ok = t.OK >= t.Quorum // a yes on any slot counts: counting per master
 	}
 	have := permitMismatch(t.Votes)
@@ -410,6 +418,9 @@ func (a *semAttempt) decide(ctx context.Context, t multiplex.Tally) (*Lease, err
 	}
 	unsure, broken := le.unsure, le.broken
 	le.mu.Unlock()
+	if a.check != 0 && have == "" && checkAnswered(&t) {
+		s.checked.answered(a.check)
+	}
 	a.undoOthers(choice[:len(t.Votes)])
 	if unsure != 0 {
 		a.sweep(unsure, broken)
@@ -418,7 +429,7 @@ func (a *semAttempt) decide(ctx context.Context, t multiplex.Tally) (*Lease, err
 		if have != "" {
 			// The next attempt checks again, rather than take a slot the
 			// other count's holders may be counting on.
-			s.refreshed.Store(0)
+			s.checked.refused(l.mono(le.start))
 			if have == rwSemMark {
 				return nil, s.usedAsRW(t)
 			}
@@ -548,7 +559,7 @@ func (a *semAttempt) undoSlot(slot int, nodes uint64) {
 // (Under mutation.SemUndoWakes, semReleaseScript, which publishes where
 // a waiter marked our value.)
 func semUndoForm() *multiplex.Script {
-	if mutation.SemUndoWakes.On() {
+	if faults.SemUndoWakes.On() {
 		return semReleaseScript
 	}
 	return semUndoScript
@@ -779,7 +790,7 @@ func (w *semWaiter) nextWait() (d time.Duration, cause WakeCause, at bool) {
 	// waiters that collide beside a holder on a bare quorum, over and
 	// over): a split backs off and tries again, as a lock's waiter does.
 	full := ve != nil && ve.Kind == ErrNotAcquired && ve.heldByOne()
-	if mutation.SemSplitWaitsFallback.On() {
+	if faults.SemSplitWaitsFallback.On() {
 		full = ve != nil && ve.Kind == ErrNotAcquired && ve.Refused >= ve.Quorum
 	}
 	switch {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -61,7 +60,8 @@ type tracker struct {
 	ctx  context.Context // ends at shut
 	stop context.CancelFunc
 	wg   sync.WaitGroup
-	// reads counts the keys read and judged, for the tests.
+	// reads counts the keys read and judged, for the tests: a read
+	// counts once the leases it found lost have ended.
 	reads atomic.Int64
 
 	// mu guards the fields below and every tracked's. Nothing waits for
@@ -417,7 +417,7 @@ func (t *tracker) serve(tn *trackNode, dc rueidis.DedicatedClient, errs <-chan e
 		for _, key := range keys {
 			hasPlain := false
 			for _, r := range t.keys[key] {
-				if r.tr.le.rw && !mutation.RWTrackedAsPlain.On() {
+				if r.tr.le.rw && !faults.RWTrackedAsPlain.On() {
 					members[member{key, r.tr.le.value}] = -1
 				} else {
 					hasPlain = true
@@ -449,7 +449,7 @@ func (t *tracker) serve(tn *trackNode, dc rueidis.DedicatedClient, errs <-chan e
 		// there stays in the set (only a writer's attempt or the key's end
 		// takes it out), while a reader may already be admitted past it.
 		clock := -1
-		if len(members) > 0 && !mutation.RWTrackedByPresence.On() {
+		if len(members) > 0 && !faults.RWTrackedByPresence.On() {
 			clock = len(cmds)
 			cmds = append(cmds, dc.B().Time().Build())
 		}
@@ -527,8 +527,8 @@ func (t *tracker) serve(tn *trackNode, dc rueidis.DedicatedClient, errs <-chan e
 			}
 		}
 		t.mu.Unlock()
-		t.reads.Add(int64(len(keys)))
 		t.endAll(lost)
+		t.reads.Add(int64(len(keys)))
 		worked = true
 	}
 }
@@ -625,7 +625,7 @@ func (tr *tracked) read(node, k int, ours bool) bool {
 // quorum of masters can still hold all its keys. The caller holds
 // tracker.mu; it ends the lease once it has let go of it.
 func (t *tracker) lostLocked(tr *tracked) bool {
-	if tr.ended || bits.OnesCount64(tr.gone) <= len(t.nodes)-t.quorum || mutation.LossNoticedLate.On() {
+	if tr.ended || bits.OnesCount64(tr.gone) <= len(t.nodes)-t.quorum || faults.LossNoticedLate.On() {
 		return false
 	}
 	tr.ended = true

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/redlock-bench/redlock/internal/mutation"
 )
 
 // Lock acquires resource, waiting as long as ctx allows.
@@ -143,7 +141,7 @@ func (w *waiter) acquired(le *Lease) {
 	if _, ok := l.tickets[w.tk]; ok {
 		w.tk.held = true
 		l.leaveQueue(w.resource, w.tk, rest, true)
-		if mutation.GhostInQueue.On() {
+		if faults.GhostInQueue.On() {
 			delete(l.tickets, w.tk) // Close then leaves the lease's place
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/redlock-bench/redlock/internal/mutation"
 )
 
 // A vote may be a Redis Cluster (Options.Clusters): one rueidis cluster
@@ -84,7 +83,7 @@ func (p *Pool) sameServer(n *node, runID string) (*node, string) {
 			}
 			continue
 		}
-		if mutation.ClusterVotesShareNode.On() {
+		if faults.ClusterVotesShareNode.On() {
 			continue
 		}
 		for addr, m := range o.members {
@@ -136,7 +135,7 @@ func (p *Pool) observeMember(n *node, addr string, info serverInfo) (demoted []s
 		return nil, fmt.Errorf("%s of %s is a replica: a cluster vote talks to primaries only", addr, n.Addr)
 	}
 	failover := known && !prev.primary
-	promoted := (failover || !known && n.established) && !mutation.ClusterFailoverTrusted.On()
+	promoted := (failover || !known && n.established) && !faults.ClusterFailoverTrusted.On()
 	switch {
 	case known && prev.runID != info.RunID, promoted:
 		n.restarts.Add(1)
@@ -144,7 +143,7 @@ func (p *Pool) observeMember(n *node, addr string, info serverInfo) (demoted []s
 	case !known && p.policy == QuarantineAlways && info.Uptime < p.maxTTL:
 		p.quarantineSlots(n, info, p.maxTTL-info.Uptime, QuarantineError{Uptime: info.Uptime})
 	}
-	if !promoted || mutation.ClusterDemotedConnKept.On() {
+	if !promoted || faults.ClusterDemotedConnKept.On() {
 		return nil, nil
 	}
 	for a, m := range n.members {
@@ -174,7 +173,7 @@ func (p *Pool) observeMember(n *node, addr string, info serverInfo) (demoted []s
 // own clock, for the masters' judgement and Status, is the median of its
 // accepted nodes'.
 func (p *Pool) judgeMemberClock(n *node, addr string, info serverInfo) error {
-	if p.maxSkew <= 0 || !info.ClockKnown || mutation.ClusterClockUnjudged.On() {
+	if p.maxSkew <= 0 || !info.ClockKnown || faults.ClusterClockUnjudged.On() {
 		return nil
 	}
 	p.ids.Lock()
@@ -197,7 +196,7 @@ func (p *Pool) judgeMemberClock(n *node, addr string, info serverInfo) error {
 // lose their connections, and their next ones are refused while still
 // off. Dial runs it once every vote has connected.
 func (p *Pool) rejudgeClocks() {
-	if p.maxSkew <= 0 || mutation.ClusterClockUnjudged.On() {
+	if p.maxSkew <= 0 || faults.ClusterClockUnjudged.On() {
 		return
 	}
 	type off struct {

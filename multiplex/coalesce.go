@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/redis/rueidis"
-	"github.com/redlock-bench/redlock/internal/mutation"
 )
 
 // maxCoalesce is the most keys one coalesced script call carries (one
@@ -183,7 +182,7 @@ func (b *batch) plan(coalesce, slotted bool) {
 		var seen bool
 		if mixed {
 			after, seen = b.last[key]
-			if t.r.cmd.Keys != nil && !mutation.CoalesceFirstKeyOnly.On() {
+			if t.r.cmd.Keys != nil && !faults.CoalesceFirstKeyOnly.On() {
 				for _, k := range *t.r.cmd.Keys {
 					if a, ok := b.last[k]; ok && (!seen || a > after) {
 						after, seen = a, true
@@ -193,7 +192,7 @@ func (b *batch) plan(coalesce, slotted bool) {
 		}
 		nk := t.r.cmd.keyCount()
 		slot := int32(-1)
-		if slotted && !mutation.CoalesceAcrossSlots.On() {
+		if slotted && !faults.CoalesceAcrossSlots.On() {
 			slot = int32(KeySlot(key))
 		}
 		gi := -1
@@ -216,7 +215,7 @@ func (b *batch) plan(coalesce, slotted bool) {
 		}
 		if mixed {
 			b.last[key] = b.groups[gi].pos
-			if t.r.cmd.Keys != nil && !mutation.CoalesceFirstKeyOnly.On() {
+			if t.r.cmd.Keys != nil && !faults.CoalesceFirstKeyOnly.On() {
 				for _, k := range *t.r.cmd.Keys {
 					b.last[k] = b.groups[gi].pos
 				}

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/redis/rueidis"
-	"github.com/redlock-bench/redlock/internal/mutation"
 )
 
 // Slot migrations. While a slot moves between two shards of a cluster
@@ -101,7 +100,7 @@ func guardKey(slot int) string {
 
 // unguarded reports whether a cluster vote's scripts go without the
 // guard (mutation.ClusterMigrationUnguarded).
-func unguarded() bool { return mutation.ClusterMigrationUnguarded.On() }
+func unguarded() bool { return faults.ClusterMigrationUnguarded.On() }
 
 // buildCluster makes c's command for a cluster vote with builder b: a
 // script in its guarded form, with its slot's guard as its last key.

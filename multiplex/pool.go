@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/redlock-bench/redlock/internal/mutation"
 )
 
 // Defaults for Options fields left at zero.
@@ -687,7 +686,7 @@ func (p *Pool) connect(ctx context.Context, node *node, o Options) error {
 // yet), whose connections the dialer refuses.
 func (p *Pool) clusterInfo(ctx context.Context, n *node, c rueidis.Client) (serverInfo, error) {
 	info, err := loadNode(ctx, c, nil)
-	if err == nil || mutation.ClusterInfoAnyNode.On() {
+	if err == nil || faults.ClusterInfoAnyNode.On() {
 		return info, err
 	}
 	var primaries []string

@@ -254,6 +254,9 @@ const (
 func Run(cfg Config) (*Result, error) {
 	cfg.fill()
 	if cfg.Mutation != "" {
+		if !mutation.Enabled {
+			return nil, fmt.Errorf("mutation %q: the engine's fault points are compiled out (build with -tags redlock_faults)", cfg.Mutation)
+		}
 		for _, name := range strings.Split(cfg.Mutation, "+") {
 			sw := mutation.ByName(name)
 			if sw == nil {

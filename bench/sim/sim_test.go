@@ -211,7 +211,7 @@ func TestSimulation(t *testing.T) {
 // Replay is the go test command that runs cfg again.
 func Replay(cfg Config) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "go test ./bench/sim -run 'TestSimulation$' -v -sim.seed=%d -sim.duration=%s -sim.clients=%d -sim.workers=%d -sim.resources=%d",
+	fmt.Fprintf(&b, "go test -tags redlock_faults ./bench/sim -run 'TestSimulation$' -v -sim.seed=%d -sim.duration=%s -sim.clients=%d -sim.workers=%d -sim.resources=%d",
 		cfg.Seed, cfg.Duration, cfg.Clients, cfg.Workers, cfg.Resources)
 	if !cfg.Nemesis {
 		b.WriteString(" -sim.nemesis=false")

@@ -4,11 +4,30 @@
 // their own: a checker that cannot fail proves nothing. Nothing else may
 // set them; every switch is off unless a test turns it on.
 //
-// Each switch is read on a path that is not hot, or once per operation
-// where it is (an atomic load).
+// engine and multiplex read the switches only in builds with the
+// redlock_faults tag (their faults_on.go), which make test, make sim and
+// make controls use; in every other build their fault points are
+// constants the compiler removes, and this package is not linked, so the
+// shipped binaries carry none of it (etcd's gofail and pingcap's failpoint
+// keep fault points out of release builds the same way).
 package mutation
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"testing"
+)
+
+// Require skips a test that turns a switch on unless the fault points are
+// compiled in (Enabled): in a build without them the switch would change
+// nothing, and a control could not fail.
+func Require(t testing.TB) {
+	t.Helper()
+	if !Enabled {
+		t.Skip(notCompiled)
+	}
+}
+
+const notCompiled = "the engine's fault points are compiled out: run the tests with -tags redlock_faults (make test does)"
 
 // A Switch undoes one fix while it is on.
 type Switch struct {
@@ -20,8 +39,12 @@ type Switch struct {
 func (s *Switch) On() bool { return s.on.Load() }
 
 // Set turns the switch on or off, and returns a function that restores
-// what it was.
+// what it was. Turning it on in a build without the fault points panics:
+// the caller would rely on a switch that changes nothing (see Require).
 func (s *Switch) Set(on bool) (restore func()) {
+	if on && !Enabled {
+		panic("mutation: " + s.name + ": " + notCompiled)
+	}
 	was := s.on.Swap(on)
 	return func() { s.on.Store(was) }
 }

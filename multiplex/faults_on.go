@@ -1,0 +1,26 @@
+//go:build redlock_faults
+
+package multiplex
+
+import "github.com/redlock-bench/redlock/internal/mutation"
+
+// faults are the fault points, switched by the tests (see faults.go).
+var faults = struct {
+	ClusterClockUnjudged      *mutation.Switch
+	ClusterDemotedConnKept    *mutation.Switch
+	ClusterFailoverTrusted    *mutation.Switch
+	ClusterInfoAnyNode        *mutation.Switch
+	ClusterMigrationUnguarded *mutation.Switch
+	ClusterVotesShareNode     *mutation.Switch
+	CoalesceAcrossSlots       *mutation.Switch
+	CoalesceFirstKeyOnly      *mutation.Switch
+}{
+	ClusterClockUnjudged:      mutation.ClusterClockUnjudged,
+	ClusterDemotedConnKept:    mutation.ClusterDemotedConnKept,
+	ClusterFailoverTrusted:    mutation.ClusterFailoverTrusted,
+	ClusterInfoAnyNode:        mutation.ClusterInfoAnyNode,
+	ClusterMigrationUnguarded: mutation.ClusterMigrationUnguarded,
+	ClusterVotesShareNode:     mutation.ClusterVotesShareNode,
+	CoalesceAcrossSlots:       mutation.CoalesceAcrossSlots,
+	CoalesceFirstKeyOnly:      mutation.CoalesceFirstKeyOnly,
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"sort"
 	"strconv"
@@ -32,9 +33,11 @@ import (
 //     its lock had returned has the larger token;
 //   - readers share: every reader refused as contention (ErrNotAcquired)
 //     was refused while a writer of its lock was at work (from its call
-//     to its lease's end, plus rwSlack for the clean-up on the masters);
+//     to its lease's end, plus rwSlack for the clean-up on the masters,
+//     in virtual time; on real masters plus env.slack's);
 //   - no deadlock: every RLock and Lock returned by its context's
-//     deadline (within mpSlack), and every goroutine finished;
+//     deadline (within mpSlack in virtual time; on real masters within
+//     env.slack's), and every goroutine finished;
 //   - remote validity: asked mid-hold, RemoteValidity never finds a
 //     lease lost in a run where no master was killed (a quorum keeps
 //     its entry).
@@ -86,6 +89,37 @@ func TestRWMutexProperty(t *testing.T) {
 			}
 			rt.Fatalf("%s (details in the log above)", vs[0].kind)
 		}
+	})
+	t.Logf("readers held together %d times over the runs", shared)
+	if shared == 0 {
+		t.Error("no two readers ever held a lock together: the runs do not exercise sharing")
+	}
+}
+
+// TestRWMutexPropertyInVirtualTime checks the property against simulated
+// masters in virtual time, each run in a bubble of its own on masters of
+// its own, where the readers' sharing is held to rwSlack and each wait's
+// return to its deadline within mpSlack exactly, however loaded the
+// machine. Replay a failure with
+//
+//	go test -run 'TestRWMutexPropertyInVirtualTime$' -rapid.seed=N ./engine/
+func TestRWMutexPropertyInVirtualTime(t *testing.T) {
+	lcRapidDefaults(t)
+	lcRapidFlags(t, map[string]string{"rapid.checks": strconv.Itoa(rwpChecks)})
+	shared := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		rapid.SyncTest(rt, func(rt *rapid.T) {
+			e := newSimLifecycleEnv(t, rt)
+			defer e.close()
+			vs, n := runRWProperty(rt, e, rwKinds)
+			shared += n
+			if len(vs) > 0 {
+				for _, v := range vs {
+					rt.Logf("VIOLATION %s: %s", v.kind, v.msg)
+				}
+				rt.Fatalf("%s (details in the log above)", vs[0].kind)
+			}
+		})
 	})
 	t.Logf("readers held together %d times over the runs", shared)
 	if shared == 0 {
@@ -205,8 +239,9 @@ func (c *rwCall) String() string {
 		c.got.Format("05.000"), c.until.Format("05.000"))
 }
 
-// busyUntil is when a writer's call stops refusing readers on the masters.
-func (c *rwCall) busyUntil() time.Time {
+// busyUntil is when a writer's call stops refusing readers on the masters,
+// its traces allowed slack.
+func (c *rwCall) busyUntil(slack time.Duration) time.Time {
 	end := c.got
 	if c.le != nil {
 		end = c.until.Add(rwpTTL / 50) // the masters keep an entry past its validity by the drift
@@ -214,7 +249,7 @@ func (c *rwCall) busyUntil() time.Time {
 			end = c.released
 		}
 	}
-	return end.Add(rwSlack)
+	return end.Add(slack)
 }
 
 var rwpRun = 0
@@ -250,8 +285,17 @@ func runRWProperty(rt *rapid.T, e *lcEnv, kinds []string) ([]lcViolation, int) {
 			l.Close()
 		}
 	}()
+	// In virtual time the Lockers' random delays come from the run's
+	// draws too, so that a seed replays the run.
+	seed := uint64(0)
+	if e.env.sim != nil {
+		seed = rapid.Uint64().Draw(rt, "lockers' seed")
+	}
 	for i := range 3 {
 		c := e.config()
+		if e.env.sim != nil {
+			c.Rand = rand.New(rand.NewPCG(seed, uint64(i)))
+		}
 		c.TTL, c.MaxTTL = rwpTTL, rwpTTL
 		c.Quarantine = engine.QuarantineAlways
 		c.Fencing = i < 2
@@ -301,7 +345,7 @@ func runRWProperty(rt *rapid.T, e *lcEnv, kinds []string) ([]lcViolation, int) {
 	for w, plan := range plans {
 		wg.Go(func() {
 			for _, op := range plan {
-				c := runRWOp(rt, mutexes[op.locker][op.lock], op, w, start, kill, violate)
+				c := runRWOp(rt, mutexes[op.locker][op.lock], op, w, start, kill, e.slack(mpSlack), violate)
 				mu.Lock()
 				calls = append(calls, c)
 				mu.Unlock()
@@ -334,7 +378,7 @@ func runRWProperty(rt *rapid.T, e *lcEnv, kinds []string) ([]lcViolation, int) {
 			leases[c.op.kind]++
 		}
 	}
-	shared := checkRWCalls(calls, violate)
+	shared := checkRWCalls(calls, e.slack(rwSlack), violate)
 	rt.Logf("run: %d calls, leases %v, readers together %d times, a master killed: %v", len(calls), leases, shared, kill)
 	return violations, shared
 }
@@ -353,8 +397,9 @@ func drawRWOp(rt *rapid.T, kinds []string) rwOp {
 	return op
 }
 
-// runRWOp runs op on m for worker w; kill: a master is killed in this run.
-func runRWOp(rt *rapid.T, m *engine.RWMutex, op rwOp, w int, start time.Time, kill bool, violate func(kind, format string, args ...any)) *rwCall {
+// runRWOp runs op on m for worker w; kill: a master is killed in this
+// run; slack: how late past its deadline a wait may return.
+func runRWOp(rt *rapid.T, m *engine.RWMutex, op rwOp, w int, start time.Time, kill bool, slack time.Duration, violate func(kind, format string, args ...any)) *rwCall {
 	wait := op.wait
 	if op.kind == "tryrlock" || op.kind == "trylock" {
 		wait = 5 * time.Second
@@ -375,7 +420,7 @@ func runRWOp(rt *rapid.T, m *engine.RWMutex, op rwOp, w int, start time.Time, ki
 	}
 	c.got = time.Now()
 	at := c.got.Sub(start).Round(time.Millisecond)
-	if late := c.got.Sub(deadline); late > mpSlack {
+	if late := c.got.Sub(deadline); late > slack {
 		violate(mpDeadlock, "w%d %s returned %s after its deadline: %v", w, op, late.Round(time.Millisecond), c.err)
 	}
 	if c.err != nil {
@@ -420,7 +465,7 @@ func remoteValidity(rt *rapid.T, c *rwCall, w int, start time.Time, kill bool, v
 // checkRWCalls checks exclusion, the writers' fencing order and the
 // readers' sharing over every pair of calls on one lock, and returns how
 // many pairs of readers held a lock together.
-func checkRWCalls(calls []*rwCall, violate func(kind, format string, args ...any)) int {
+func checkRWCalls(calls []*rwCall, slack time.Duration, violate func(kind, format string, args ...any)) int {
 	sort.Slice(calls, func(i, j int) bool { return calls[i].got.Before(calls[j].got) })
 	shared := 0
 	for i, a := range calls {
@@ -451,7 +496,7 @@ func checkRWCalls(calls []*rwCall, violate func(kind, format string, args ...any
 		}
 		busy := false
 		for _, w := range calls {
-			if w.op.writer() && w.op.lock == r.op.lock && w.called.Before(r.got) && r.called.Before(w.busyUntil()) {
+			if w.op.writer() && w.op.lock == r.op.lock && w.called.Before(r.got) && r.called.Before(w.busyUntil(slack)) {
 				busy = true
 				break
 			}

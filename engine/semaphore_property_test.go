@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"sort"
 	"strconv"
@@ -219,8 +220,17 @@ func newSpMachine(rt *rapid.T, e *lcEnv, opts spOptions, collect *[]lcViolation)
 		}
 		m.permits = append(m.permits, p)
 	}
+	// In virtual time the Lockers' random delays come from the run's
+	// draws too, so that a seed replays the run.
+	seed := uint64(0)
+	if e.env.sim != nil {
+		seed = rapid.Uint64().Draw(rt, "lockers' seed")
+	}
 	for li := 0; li < 3; li++ {
 		c := e.config()
+		if e.env.sim != nil {
+			c.Rand = rand.New(rand.NewPCG(seed, uint64(li)))
+		}
 		c.TTL, c.MaxTTL = spTTL, spTTL
 		c.Quarantine = engine.QuarantineAlways
 		c.Fencing = li < 2 && !opts.noFencing

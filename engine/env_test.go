@@ -316,6 +316,23 @@ func (e *env) queued(resource string, n int) bool {
 	return true
 }
 
+// subscribers is how many connections are subscribed to channel on
+// master i: PUBSUB NUMSUB on a real master, the simulated master's own
+// count on a simulated one.
+func (e *env) subscribers(i int, channel string) int64 {
+	e.t.Helper()
+	if e.sim == nil {
+		return e.numsub(i, channel)
+	}
+	var n int64
+	for _, s := range e.sim[i].Subscriptions() {
+		if strings.HasSuffix(s, ": "+channel) {
+			n++
+		}
+	}
+	return n
+}
+
 // publishes returns how many PUBLISH commands each master has run: a
 // count over the whole server, so only for masters of the test's own.
 func (e *env) publishes() []int {

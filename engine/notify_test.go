@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,23 +11,6 @@ import (
 
 	"github.com/redlock-bench/redlock/engine"
 )
-
-// subscribers is how many connections are subscribed to channel on
-// master i: PUBSUB NUMSUB on a real master, the simulated master's own
-// count on a simulated one.
-func (e *env) subscribers(i int, channel string) int64 {
-	e.t.Helper()
-	if e.sim == nil {
-		return e.numsub(i, channel)
-	}
-	var n int64
-	for _, s := range e.sim[i].Subscriptions() {
-		if strings.HasSuffix(s, ": "+channel) {
-			n++
-		}
-	}
-	return n
-}
 
 // A stopped minority master accepts TCP connections but never answers, so
 // opening a pub/sub connection to it lasts the whole dial timeout. A Lock

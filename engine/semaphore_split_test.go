@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -250,18 +249,3 @@ func semStormOn(t *testing.T, e *env) int {
 	return most
 }
 
-// subscribers is the number of subscribers of channel on master i, real
-// or simulated.
-func (e *env) subscribers(i int, channel string) int64 {
-	e.t.Helper()
-	if e.sim == nil {
-		return e.numsub(i, channel)
-	}
-	n := int64(0)
-	for _, s := range e.sim[i].Subscriptions() {
-		if strings.HasSuffix(s, ": "+channel) {
-			n++
-		}
-	}
-	return n
-}

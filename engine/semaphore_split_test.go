@@ -248,4 +248,3 @@ func semStormOn(t *testing.T, e *env) int {
 	t.Logf("attempts per waiter: %d %d %d", attempts[0].Load(), attempts[1].Load(), attempts[2].Load())
 	return most
 }
-

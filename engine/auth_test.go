@@ -274,7 +274,7 @@ func TestTLSToAPlainMasterFailsAtTheDialTimeout(t *testing.T) {
 
 // aclCommands are the commands the README says a narrow ACL user needs.
 var aclCommands = []string{"hello", "auth", "info", "script|load", "evalsha", "eval", "set", "subscribe", "unsubscribe",
-	"get", "del", "append", "pexpire", "type", "time", "publish", "ping", "zadd", "zrem", "zpopmin", "zrange"}
+	"get", "del", "append", "pexpire", "pexpireat", "type", "time", "publish", "ping", "zadd", "zrem", "zpopmin", "zrange"}
 
 // An ACL user allowed only the commands the README lists can do
 // everything: lock, wait on a notification, extend, release, fence. The

@@ -40,7 +40,7 @@ func TestBsmRedislockLease(t *testing.T) {
 		t.Errorf("valid for %s from the call, want the %s TTL", d, cfg.TTL)
 	}
 	// The key expires no sooner than the validity says.
-	reply, _ := redistest.Do(c.Addrs()[0], time.Second, "PTTL", "lease")
+	reply, _ := redistest.Do(c.Addrs()[0], 10*time.Second, "PTTL", "lease")
 	if ms, err := strconv.Atoi(strings.TrimPrefix(reply, ":")); err != nil || ms < 1800 || ms > 2000 {
 		t.Errorf("key's PTTL %s, want about 2000 (ms)", reply)
 	}
@@ -54,7 +54,7 @@ func TestBsmRedislockLease(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryLock after release: %v", err)
 	}
-	if _, err := redistest.Do(c.Addrs()[0], time.Second, "DEL", "lease"); err != nil {
+	if _, err := redistest.Do(c.Addrs()[0], 10*time.Second, "DEL", "lease"); err != nil {
 		t.Fatal(err)
 	}
 	if err := l2.Release(ctx); err == nil || !leaseLost(err) {

@@ -441,8 +441,15 @@ type chaos struct {
 	// masters' host through the proxies.
 	tls     *tls.Config
 	clients []*chaosClient
-	or      *check.Oracle
-	stores  []*check.Store
+	// hazard are the out-of-model soak's own two clients, which hold
+	// across each delete on a majority (see deleteUnderHold); nil in
+	// model.
+	hazard [2]*chaosClient
+	// hazardMu makes the deletes' hazards one at a time: they share the
+	// hazard's clients.
+	hazardMu sync.Mutex
+	or       *check.Oracle
+	stores   []*check.Store
 
 	attempts, acquired, reads, failed, lost, handoffs, extensions atomic.Int64
 	// staleImports counts the stale IMPORTING marks a heal cleared.
@@ -570,7 +577,7 @@ func Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
 		nem.Add(1)
 		go func() {
 			defer nem.Done()
-			ch.inject(runCtx, s)
+			ch.inject(runCtx, ctx, s)
 		}()
 	}
 	var wg sync.WaitGroup
@@ -646,33 +653,53 @@ func (ch *chaos) startClients(ctx context.Context) error {
 		if ch.clusters != nil {
 			ec = ch.clusterConfig(px)
 		}
-		ec.TTL = ch.cfg.TTL
-		ec.AutoExtend = true
-		ec.Fencing = true
-		ec.KeyPrefix = chaosKeyPrefix
-		ec.Quarantine, _ = ParseQuarantine(ch.cfg.Quarantine)
-		ec.Observer = ch.cfg.Observer
-		ec.Username, ec.Password, ec.TLS = ch.cfg.Username, ch.cfg.Password, ch.tls
-		l, err := engine.New(ctx, ec)
-		if err != nil {
+		if err := ch.connect(ctx, c, ec); err != nil {
 			return fmt.Errorf("chaos: client %d: %w", i, err)
 		}
-		c.l = l
-		for _, n := range ch.names {
-			switch ch.cfg.Lock.Kind {
-			case LockSemaphore:
-				sem, err := l.Semaphore(n, ch.cfg.Lock.Permits)
-				if err != nil {
-					return fmt.Errorf("chaos: client %d: %w", i, err)
-				}
-				c.sems = append(c.sems, sem)
-			case LockRW:
-				rw, err := l.RWMutex(n)
-				if err != nil {
-					return fmt.Errorf("chaos: client %d: %w", i, err)
-				}
-				c.rws = append(c.rws, rw)
+	}
+	if ch.cfg.Class == ChaosOutOfModel && ch.cfg.Engine != "nolock" {
+		// The hazard's clients dial the masters themselves: no fault of
+		// this class acts on a client's links.
+		for i := range ch.hazard {
+			c := &chaosClient{id: ch.cfg.Clients + i, ttl: ch.cfg.TTL}
+			ch.hazard[i] = c
+			if err := ch.connect(ctx, c, engine.DefaultConfig(ch.masters...)); err != nil {
+				return fmt.Errorf("chaos: %s: %w", hazardWho[i], err)
 			}
+		}
+	}
+	return nil
+}
+
+// connect gives c its Locker on ec's votes, with every feature the soak
+// tests on, and its handles per resource.
+func (ch *chaos) connect(ctx context.Context, c *chaosClient, ec engine.Config) error {
+	ec.TTL = ch.cfg.TTL
+	ec.AutoExtend = true
+	ec.Fencing = true
+	ec.KeyPrefix = chaosKeyPrefix
+	ec.Quarantine, _ = ParseQuarantine(ch.cfg.Quarantine)
+	ec.Observer = ch.cfg.Observer
+	ec.Username, ec.Password, ec.TLS = ch.cfg.Username, ch.cfg.Password, ch.tls
+	l, err := engine.New(ctx, ec)
+	if err != nil {
+		return err
+	}
+	c.l = l
+	for _, n := range ch.names {
+		switch ch.cfg.Lock.Kind {
+		case LockSemaphore:
+			sem, err := l.Semaphore(n, ch.cfg.Lock.Permits)
+			if err != nil {
+				return err
+			}
+			c.sems = append(c.sems, sem)
+		case LockRW:
+			rw, err := l.RWMutex(n)
+			if err != nil {
+				return err
+			}
+			c.rws = append(c.rws, rw)
 		}
 	}
 	return nil
@@ -707,8 +734,8 @@ func (ch *chaos) pickSet(rng *rand.Rand, set []int) []int {
 
 // closeClients closes the engines, then their proxies (see fault.Proxies).
 func (ch *chaos) closeClients() {
-	for _, c := range ch.clients {
-		if c.l != nil {
+	for _, c := range append(ch.clients, ch.hazard[:]...) {
+		if c != nil && c.l != nil {
 			c.l.Close()
 			c.l = nil
 		}
@@ -790,24 +817,7 @@ func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
 			ch.write(wr, ch.names[set[i]])
 		}
 
-		// Done is watched as it happens: a hold ends when its holder is
-		// told, not when it next looks.
-		over := make(chan struct{})
-		var doneAt atomic.Int64
-		watched := make(chan struct{})
-		go func() {
-			defer close(watched)
-			if done == nil {
-				return
-			}
-			select {
-			case <-done:
-				now := time.Now()
-				doneAt.Store(now.Sub(ch.start).Nanoseconds() + 1)
-				ch.event(ChaosEvent{AtMs: ch.since(now), Kind: "done", Who: who, Resource: res, Token: tok, Detail: errText(le.Err())})
-			case <-over:
-			}
-		}()
+		doneAt := ch.watchDone(le, who, res)
 
 		sleep(ctx, holdTime(rng, ttl))
 		// A frozen client's holder resumes where it stopped, past its
@@ -817,12 +827,10 @@ func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
 			ch.write(wr, ch.names[set[i]])
 		}
 
-		close(over)
-		<-watched
 		t2 := time.Now()
 		end := t2
-		if d := doneAt.Load(); d > 0 {
-			end = ch.start.Add(time.Duration(d - 1))
+		if d, ok := doneAt(); ok {
+			end = d
 			ch.lost.Add(1)
 		}
 		vu := le.ValidUntil()
@@ -835,6 +843,33 @@ func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
 		rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
 		le.Release(rctx)
 		rcancel()
+	}
+}
+
+// watchDone watches le's Done as it happens, so that a hold ends when its
+// holder is told, not when it next looks, and logs it. The function it
+// returns stops the watch and says when Done closed, if it did.
+func (ch *chaos) watchDone(le chaosLease, who, res string) func() (time.Time, bool) {
+	done := le.Done()
+	over := make(chan struct{})
+	var doneAt time.Time
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		if done == nil {
+			return
+		}
+		select {
+		case <-done:
+			doneAt = time.Now()
+			ch.event(ChaosEvent{AtMs: ch.since(doneAt), Kind: "done", Who: who, Resource: res, Token: le.Token(), Detail: errText(le.Err())})
+		case <-over:
+		}
+	}()
+	return func() (time.Time, bool) {
+		close(over)
+		<-watched
+		return doneAt, !doneAt.IsZero()
 	}
 }
 

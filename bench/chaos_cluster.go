@@ -169,10 +169,11 @@ func (ch *chaos) clusterConfig(px *fault.Proxies) engine.Config {
 }
 
 // occupy marks the votes of s affected for as long as it acts; false when
-// that would take the soak out of model (the vote is still affected, or a
-// minority of the others already is), and s is then skipped.
+// that would take an in-model soak out of model (the vote is still
+// affected, or a minority of the others already is), and s is then
+// skipped. Out of model every fault goes in: that is the class's point.
 func (ch *chaos) occupy(s nemStep) bool {
-	if s.Kind == nemClientPause || len(ch.affected) == 0 {
+	if s.Kind == nemClientPause || len(ch.affected) == 0 || ch.cfg.Class == ChaosOutOfModel {
 		return true
 	}
 	ch.faultMu.Lock()

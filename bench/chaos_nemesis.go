@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redlock-bench/redlock/bench/check"
 )
 
 // The nemesis's fault kinds.
@@ -53,6 +55,8 @@ func (s nemStep) String() string {
 		fmt.Fprintf(&b, " client %d", s.Client)
 	case s.Kind == nemMigrate:
 		fmt.Fprintf(&b, " vote %s slot of r%d", strings.Join(ns, ","), s.Res)
+	case s.Kind == nemDelete:
+		fmt.Fprintf(&b, " master %s under a hold of r%d", strings.Join(ns, ","), s.Res)
 	case strings.HasPrefix(s.Kind, "cluster-"):
 		fmt.Fprintf(&b, " vote %s shard %d", strings.Join(ns, ","), s.Shard)
 	case s.Clustered:
@@ -85,10 +89,13 @@ func (ch *chaos) plan() []nemStep {
 	dur := func(lo, hi float64) time.Duration {
 		return time.Duration((lo + rng.Float64()*(hi-lo)) * float64(ttl))
 	}
+	// The resources a delete's hazard holds are drawn apart, so that the
+	// faults a seed draws stay those it drew before the hazard.
+	held := rand.New(rand.NewPCG(ch.cfg.Seed, 0x686f6c64))
 	for at := ttl + dur(0, 1); at < ch.cfg.Duration; at += dur(0.3, 1.2) {
 		if ch.cfg.Class == ChaosOutOfModel {
 			if rng.IntN(2) == 0 {
-				steps = append(steps, nemStep{Kind: nemDelete, At: at, Nodes: pick(rng, n, n/2+1)})
+				steps = append(steps, nemStep{Kind: nemDelete, At: at, Nodes: pick(rng, n, n/2+1), Res: held.IntN(len(ch.names))})
 			} else {
 				steps = append(steps, nemStep{Kind: nemClockJump, At: at, Nodes: pick(rng, n, 1)})
 			}
@@ -179,7 +186,10 @@ func pick(rng *rand.Rand, n, k int) []int {
 // inject applies one step at its time and lifts it after its length; a
 // cancelled ctx skips a step not yet due and lifts one in effect at once.
 // A restart in progress completes, so that no master is left down.
-func (ch *chaos) inject(ctx context.Context, s nemStep) {
+// soak is the soak's own context, which outlives ctx's deadline: a
+// delete's hazard under way completes after the run's end, unless the soak
+// is interrupted.
+func (ch *chaos) inject(ctx, soak context.Context, s nemStep) {
 	if !waitUntilCtx(ctx, ch.start.Add(s.At)) {
 		return
 	}
@@ -268,12 +278,7 @@ func (ch *chaos) inject(ctx context.Context, s nemStep) {
 			}
 		}
 	case nemDelete:
-		for _, i := range s.Nodes {
-			args := append([]string{"DEL"}, ch.keys...)
-			if _, e := ch.conn().Do(context.WithoutCancel(ctx), ch.masters[i], time.Second, args...); e != nil && err == nil {
-				err = e
-			}
-		}
+		err = ch.deleteUnderHold(soak, s)
 	case nemClockJump:
 		args := append([]string{"EVAL", clockJumpScript, strconv.Itoa(len(ch.keys))}, ch.keys...)
 		args = append(args, strconv.FormatInt(ch.cfg.Jump.Milliseconds(), 10))
@@ -292,6 +297,120 @@ func (ch *chaos) inject(ctx context.Context, s nemStep) {
 	if s.For > 0 || err != nil || what != "" {
 		ch.event(ChaosEvent{AtMs: ch.since(time.Now()), Kind: "heal", Detail: detail})
 	}
+}
+
+// hazardTimeout bounds each acquisition of a delete's hazard. The holds
+// it waits out are the workers' (at most two TTLs), so it is reached only
+// when the lock cannot be had at all.
+const hazardTimeout = time.Minute
+
+// hazardWho names the hazard's two clients in the history.
+var hazardWho = [2]string{"nemesis.a", "nemesis.b"}
+
+// deleteUnderHold deletes the soak's keys on s's majority while a hold
+// of the hazard's first client covers s.Res, then has the second client
+// take the same, write, and the first write after it. Redlock cannot keep
+// the two apart once the keys are gone; the first's late write is stale,
+// and the store must refuse it. Whether the workers happen to hold
+// across a delete and write late is timing; this hold does, so that
+// every delete puts fencing to the test. The hazard stops when soak ends
+// (an interrupt); the delete is skipped if the first hold cannot be had.
+func (ch *chaos) deleteUnderHold(soak context.Context, s nemStep) error {
+	ch.hazardMu.Lock()
+	defer ch.hazardMu.Unlock()
+	set := make([]int, max(ch.cfg.Lock.K, 1))
+	for i := range set {
+		set[i] = (s.Res + i) % len(ch.names)
+	}
+	a, err := ch.hazardHold(soak, 0, set)
+	if err != nil {
+		return fmt.Errorf("%s: %w", hazardWho[0], err)
+	}
+	defer a.end()
+	for _, i := range s.Nodes {
+		args := append([]string{"DEL"}, ch.keys...)
+		if _, e := ch.conn().Do(context.WithoutCancel(soak), ch.masters[i], time.Second, args...); e != nil && err == nil {
+			err = e
+		}
+	}
+	if err != nil {
+		// A's lease may still stand on a majority: no second hold.
+		return err
+	}
+	b, err := ch.hazardHold(soak, 1, set)
+	if err != nil {
+		return fmt.Errorf("%s: %w", hazardWho[1], err)
+	}
+	a.write()
+	b.end()
+	return nil
+}
+
+// hazardLease is a hold of one of the hazard's clients.
+type hazardLease struct {
+	ch     *chaos
+	le     chaosLease
+	id     int
+	who    string
+	set    []int
+	wrs    []*check.Writer
+	doneAt func() (time.Time, bool)
+}
+
+// hazardHold takes set with the hazard's client i, registers the hold
+// with the oracle as a worker's, and writes once to each store.
+func (ch *chaos) hazardHold(ctx context.Context, i int, set []int) (*hazardLease, error) {
+	c := ch.hazard[i]
+	h := &hazardLease{ch: ch, id: ch.cfg.Clients*ch.cfg.Workers + i, who: hazardWho[i], set: set}
+	ch.attempts.Add(1)
+	lctx, cancel := context.WithTimeout(ctx, hazardTimeout)
+	t0 := time.Now()
+	le, err := c.lock(lctx, ch.cfg.Lock, ch.names, set, false)
+	cancel()
+	t1 := time.Now()
+	if err != nil {
+		ch.failed.Add(1)
+		return nil, err
+	}
+	ch.acquired.Add(1)
+	h.le = le
+	until, tok, began := le.ValidUntil(), le.Token(), ch.began(le, t0, t1)
+	for _, r := range set {
+		h.wrs = append(h.wrs, ch.store(r, -1).OpenSpan(h.who, tok, began, t1))
+		ch.or.Begin(r, h.id, check.Hold{Start: t1, Until: until, Token: tok, Done: le.Done(), Live: le})
+	}
+	res := ch.resourceNames(set)
+	ch.event(ChaosEvent{AtMs: ch.since(t1), Kind: "acquire", Who: h.who, Resource: res, Token: tok,
+		ValidMs: float64(until.Sub(t1).Microseconds()) / 1e3})
+	h.doneAt = ch.watchDone(le, h.who, res)
+	h.write()
+	return h, nil
+}
+
+func (h *hazardLease) write() {
+	for i, wr := range h.wrs {
+		h.ch.write(wr, h.ch.names[h.set[i]])
+	}
+}
+
+// end ends the hold as a worker's ends, and releases it.
+func (h *hazardLease) end() {
+	ch := h.ch
+	t2 := time.Now()
+	end := t2
+	if d, ok := h.doneAt(); ok {
+		end = d
+		ch.lost.Add(1)
+	}
+	for _, r := range h.set {
+		ch.or.End(r, h.id, end)
+	}
+	ch.extensions.Add(int64(h.le.Extensions()))
+	ch.event(ChaosEvent{AtMs: ch.since(t2), Kind: "release", Who: h.who, Resource: ch.resourceNames(h.set), Token: h.le.Token(),
+		ValidMs: float64(h.le.ValidUntil().Sub(t2).Microseconds()) / 1e3})
+	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	h.le.Release(rctx)
+	cancel()
 }
 
 // clockJumpScript shortens every given key's remaining TTL by ARGV[1] ms,

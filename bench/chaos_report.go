@@ -96,6 +96,9 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
 
 // holder names worker number id as the history does.
 func (ch *chaos) holder(id int) string {
+	if i := id - ch.cfg.Clients*ch.cfg.Workers; i >= 0 {
+		return hazardWho[i]
+	}
 	return fmt.Sprintf("c%d.w%d", id/ch.cfg.Workers, id%ch.cfg.Workers)
 }
 

@@ -31,6 +31,7 @@ func TestRunOnLocalClustersIsSafe(t *testing.T) {
 	noLeaks(t)
 	cfg := shortConfig("redlock", nil)
 	cfg.LocalMasters, cfg.ClusterShards = 3, 2
+	loadProof(&cfg)
 	s := run(t, cfg).Summary
 	if s.Violations != 0 {
 		t.Fatalf("%d violations on clusters: %v", s.Violations, s.ViolationExamples)
@@ -39,7 +40,7 @@ func TestRunOnLocalClustersIsSafe(t *testing.T) {
 		t.Errorf("acquired %d contended %d: want both under contention", s.Acquired, s.Contended)
 	}
 	if n := s.Errors["no_quorum"] + s.Errors["other"]; n != 0 {
-		t.Errorf("errors %v", s.Errors)
+		t.Errorf("errors %v: %v", s.Errors, s.ErrorExamples)
 	}
 	if len(s.Masters) != 0 || len(s.Clusters) != 3 || s.ClusterShards != 2 || !s.LocalMasters || len(s.Nodes) != 3 {
 		t.Errorf("masters %v clusters %v shards %d local %v nodes %d: want 3 local clusters of 2 shards",
@@ -60,6 +61,7 @@ func TestRunOnGivenMastersAndClusterIsSafe(t *testing.T) {
 	clusters := redistest.StartClustersT(t, 1, redistest.ClusterOptions{Shards: 2})
 	cfg := shortConfig("redlock", masters.Addrs())
 	cfg.Clusters = [][]string{clusters[0].Seeds()}
+	loadProof(&cfg)
 	s := run(t, cfg).Summary
 	if s.Violations != 0 {
 		t.Fatalf("%d violations: %v", s.Violations, s.ViolationExamples)

@@ -252,7 +252,7 @@ func TestReleaseScriptIsTheEngines(t *testing.T) {
 	c := redistest.StartT(t, 1)
 	a := c.Addrs()[0]
 	sha := releaseScriptSHA()
-	if _, err := redistest.Do(a, time.Second, "EVALSHA", sha, "1", "k", "v"); err == nil {
+	if _, err := redistest.Do(a, 10*time.Second, "EVALSHA", sha, "1", "k", "v"); err == nil {
 		t.Fatal("the script is loaded before any client connected")
 	}
 	cfg := DefaultConfig()
@@ -262,7 +262,7 @@ func TestReleaseScriptIsTheEngines(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	if reply, err := redistest.Do(a, time.Second, "EVALSHA", sha, "1", "k", "v"); err != nil || reply != ":0" {
+	if reply, err := redistest.Do(a, 10*time.Second, "EVALSHA", sha, "1", "k", "v"); err != nil || reply != ":0" {
 		t.Errorf("EVALSHA of releaseScript() after a redlock client connected: %q, %v; "+
 			"releaseScript (compare_limit.go) no longer returns the script the engine loads", reply, err)
 	}

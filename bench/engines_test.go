@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redlock-bench/redlock/bench/fault"
 )
@@ -91,7 +90,7 @@ func TestOneMasterRunStartsOneMaster(t *testing.T) {
 	cfg := shortConfig("redlock@1", nil)
 	cfg.LocalMasters = 3
 	cfg.Warmup = 0
-	cfg.Duration = 300 * time.Millisecond
+	byCount(&cfg, 300)
 	s := run(t, cfg).Summary
 	if len(s.Masters) != 1 || !s.LocalMasters || s.Acquired == 0 {
 		t.Errorf("masters %v local %v acquired %d, want one local master", s.Masters, s.LocalMasters, s.Acquired)

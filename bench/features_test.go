@@ -139,6 +139,7 @@ func TestFencingTokensIncrease(t *testing.T) {
 	cfg.Mode = ModeWait
 	cfg.Clients = 2
 	cfg.Fencing = true
+	byCount(&cfg, 1000)
 	s := run(t, cfg).Summary
 	if s.Violations != 0 || s.StaleTokens != 0 {
 		t.Fatalf("%d violations, %d stale tokens: %+v %+v", s.Violations, s.StaleTokens, s.ViolationExamples, s.StaleTokenExamples)
@@ -155,7 +156,7 @@ func TestGateAndNotifyOff(t *testing.T) {
 	cfg.Mode = ModeWait
 	cfg.Workers = 8
 	cfg.DisableGate, cfg.DisableNotify = true, true
-	cfg.Duration = 500 * time.Millisecond
+	byCount(&cfg, 300)
 	s := run(t, cfg).Summary
 	if s.Violations != 0 || s.Acquired == 0 {
 		t.Fatalf("acquired %d, %d violations", s.Acquired, s.Violations)

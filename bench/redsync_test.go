@@ -116,7 +116,7 @@ func TestRedsyncLease(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		for _, a := range c.Addrs() {
-			redistest.Do(a, time.Second, "DEL", "gone:"+name)
+			redistest.Do(a, 10*time.Second, "DEL", "gone:"+name)
 		}
 		if err := l3.Release(ctx); err == nil || !leaseLost(err) {
 			t.Errorf("%s: release of deleted keys: %v, lost %v", name, err, leaseLost(err))

@@ -58,8 +58,9 @@ import (
 //     error); a lock whose context was cancelled before is lost.
 
 // rueidislockTryNextAfter is rueidislock's default bound on one key
-// attempt, set explicitly so that an error can name it.
-const rueidislockTryNextAfter = 20 * time.Millisecond
+// attempt, set explicitly so that an error can name it. A variable only so
+// that the package's tests can allow more on a loaded machine (TestMain).
+var rueidislockTryNextAfter = 20 * time.Millisecond
 
 // rueidislockEngine adapts a rueidislock.Locker to Engine.
 type rueidislockEngine struct {

@@ -63,7 +63,7 @@ func TestRueidislockLease(t *testing.T) {
 	if d := time.Until(until); d < cfg.TTL*9/10 || d > cfg.TTL {
 		t.Errorf("valid for %s of a %s TTL while held", d, cfg.TTL)
 	}
-	if n, _ := redistest.Do(c.Addrs()[0], time.Second, "EVAL", "return #redis.call('KEYS', ARGV[1])", "0", "rl:*"); n != ":1" {
+	if n, _ := redistest.Do(c.Addrs()[0], 10*time.Second, "EVAL", "return #redis.call('KEYS', ARGV[1])", "0", "rl:*"); n != ":1" {
 		t.Errorf("%s keys under the run's prefix, want rueidislock's one", n)
 	}
 	if _, err := e.TryLock(ctx, "rl:lease"); classify(err, nil) != kindContended {
@@ -103,7 +103,7 @@ func TestRueidislockLostLease(t *testing.T) {
 	// Taken before the DEL is sent: its invalidation may reach the lease
 	// before the DEL's own reply reaches this goroutine.
 	deleted := time.Now()
-	if _, err := redistest.Do(c.Addrs()[0], time.Second, "DEL", "rl:0:gone"); err != nil {
+	if _, err := redistest.Do(c.Addrs()[0], 10*time.Second, "DEL", "rl:0:gone"); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -169,7 +169,7 @@ func TestRueidislockErrorClassification(t *testing.T) {
 	}
 	// Its own per-key deadline is named: a bare "context deadline exceeded"
 	// reads as the run's.
-	if err := e.acquireError(live, context.DeadlineExceeded); !strings.Contains(err.Error(), "20ms (TryNextAfter)") {
+	if err := e.acquireError(live, context.DeadlineExceeded); !strings.Contains(err.Error(), rueidislockTryNextAfter.String()+" (TryNextAfter)") {
 		t.Errorf("per-key timeout: %q does not name TryNextAfter", err)
 	}
 	// A wait that ran out is a timeout, whatever rueidislock said.
@@ -198,7 +198,7 @@ func TestRueidislockWaitersWakeAfterATimedOutAttempt(t *testing.T) {
 	for _, noLoop := range []bool{false, true} {
 		opt := rueidislockOption(c.Addrs(), false, cfg)
 		opt.NoLoopTracking = noLoop
-		// Longer key attempts than the bench's 20ms leave room for the
+		// Longer key attempts than the bench's default leave room for the
 		// order below on a loaded machine; the stall outlasts them.
 		opt.TryNextAfter = 200 * time.Millisecond
 		l, err := rueidislock.NewLocker(opt)

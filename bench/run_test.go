@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
 	"net"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -32,15 +32,33 @@ func shortConfig(engine string, masters []string) Config {
 	return c
 }
 
+// byCount makes cfg's run end after ops measured attempts, not after a
+// time: on a loaded machine a short window may see no acquisition, no
+// contention, no overlap of the control's holds.
+func byCount(cfg *Config, ops int64) {
+	cfg.Ops, cfg.Duration = ops, 0
+}
+
+// loadProof makes cfg's run one that a loaded machine cannot fail by
+// being slow: it ends after 2000 attempts (byCount), and its TTL is a
+// minute, which sets the engine's node timeout to 600 ms
+// (TTL/DefaultNodeTimeoutDivisor): only a stall of that length counts a
+// healthy master as timed out.
+func loadProof(cfg *Config) {
+	byCount(cfg, 2000)
+	cfg.TTL = time.Minute
+}
+
 // noLeaks fails the test if goroutines started during it are still running
-// shortly after it ends. "Shortly" outlasts rueidis's cluster client, which
-// closes the connections a topology refresh replaced 5 s later, in a goroutine
-// of its own that its Close does not wait for.
+// after it ends. The wait outlasts rueidis's cluster client, which closes
+// the connections a topology refresh replaced 5 s later, in a goroutine of
+// its own that its Close does not wait for, on however loaded a machine;
+// it ends as soon as they have.
 func noLeaks(t *testing.T) {
 	t.Helper()
 	before := runtime.NumGoroutine()
 	t.Cleanup(func() {
-		deadline := time.Now().Add(7 * time.Second)
+		deadline := time.Now().Add(30 * time.Second)
 		for {
 			n := runtime.NumGoroutine()
 			if n <= before {
@@ -69,7 +87,9 @@ func run(t *testing.T, cfg Config) *Result {
 // under contention two workers hold one resource at once.
 func TestNolockTripsTheOracle(t *testing.T) {
 	noLeaks(t)
-	res := run(t, shortConfig("nolock", nil))
+	cfg := shortConfig("nolock", nil)
+	byCount(&cfg, 2000)
+	res := run(t, cfg)
 	s := res.Summary
 	if s.Violations == 0 || len(s.ViolationExamples) == 0 {
 		t.Fatalf("nolock under contention: %d violations, examples %v; the oracle is blind", s.Violations, s.ViolationExamples)
@@ -94,7 +114,9 @@ func TestCheckOffCountsNothing(t *testing.T) {
 func TestRedlockHoldsMutualExclusion(t *testing.T) {
 	noLeaks(t)
 	c := redistest.StartT(t, 5)
-	res := run(t, shortConfig("redlock", c.Addrs()))
+	cfg := shortConfig("redlock", c.Addrs())
+	loadProof(&cfg)
+	res := run(t, cfg)
 	s := res.Summary
 	if s.Violations != 0 {
 		t.Fatalf("redlock: %d violations: %+v", s.Violations, s.ViolationExamples)
@@ -195,20 +217,44 @@ func TestInterruptGivesPartialResults(t *testing.T) {
 	noLeaks(t)
 	cfg := shortConfig("nolock", nil)
 	cfg.Duration = time.Minute
+	// Interrupted once a second of the measured window has acquired: its
+	// progress line says so, however slow the machine.
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(700*time.Millisecond, cancel)
-	start := time.Now()
+	defer cancel()
+	var stopped time.Time
+	cfg.Progress = writerFunc(func(p []byte) {
+		if stopped.IsZero() && measuredLine.Match(p) {
+			stopped = time.Now()
+			cancel()
+		}
+	})
 	res, err := Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > 3*time.Second {
+	if stopped.IsZero() {
+		t.Fatal("the run ended without a measured progress line")
+	}
+	// Well before the minute the run would otherwise last.
+	if d := time.Since(stopped); d > 30*time.Second {
 		t.Errorf("stopping took %s", d)
 	}
 	s := res.Summary
-	if !s.Interrupted || s.DurationS <= 0 || s.DurationS > 2 || s.Acquired == 0 {
+	if !s.Interrupted || s.DurationS <= 0 || s.DurationS > 30 || s.Acquired == 0 {
 		t.Errorf("interrupted %v duration %v acquired %d", s.Interrupted, s.DurationS, s.Acquired)
 	}
+}
+
+// measuredLine matches a progress line of the measured window that counted
+// acquisitions.
+var measuredLine = regexp.MustCompile(`\[[^\]/]*/[^\]]*\] last [^:]*: acquired/s [1-9]`)
+
+// writerFunc is an io.Writer that hands each write to f.
+type writerFunc func(p []byte)
+
+func (f writerFunc) Write(p []byte) (int, error) {
+	f(p)
+	return len(p), nil
 }
 
 func TestOpsBoundsTheRun(t *testing.T) {
@@ -236,12 +282,15 @@ func TestOpenLoopKeepsTheRate(t *testing.T) {
 	if s.LoadModel != "open" {
 		t.Errorf("load model %q", s.LoadModel)
 	}
-	if math.Abs(float64(s.Attempts)-2000) > 200 {
-		t.Errorf("attempts = %d in 1s at 2000/s", s.Attempts)
+	// The attempts follow the schedule, not the workers: a closed loop
+	// would make a hundred times more, a stalled schedule none. How close
+	// to it they keep on this machine (oversleeps move operations across
+	// the window's edges; a worker held up lets the backlog grow) is
+	// speed, which the benchmarks measure: by 15% under a CPU hog.
+	if due := cfg.Rate * s.DurationS; float64(s.Attempts) < due/2 || float64(s.Attempts) > due*3/2 {
+		t.Errorf("%d attempts in %.3fs at %.0f/s: want about %.0f", s.Attempts, s.DurationS, cfg.Rate, due)
 	}
-	if s.BacklogMax > 100 {
-		t.Errorf("backlog max %d for an idle engine", s.BacklogMax)
-	}
+	t.Logf("%d attempts, backlog at most %d, %d at the end", s.Attempts, s.BacklogMax, s.BacklogEnd)
 }
 
 // A schedule the workers cannot keep: latency must include the time an
@@ -277,16 +326,36 @@ func TestIntervalLogHasOneIntervalPerSecond(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var intervals int
+	// An interval a second, or longer where the collector woke late (a
+	// loaded machine): each but the last lasts at least a second, and
+	// together they tile the measured window, losing nothing.
+	var ivs []interface {
+		StartTimeMs() int64
+		EndTimeMs() int64
+	}
 	var acquired int64
 	for _, tg := range tagged {
 		if tg.Tag == "acquire" {
-			intervals++
+			ivs = append(ivs, tg.Histogram)
 			acquired += tg.Histogram.TotalCount()
 		}
 	}
-	if intervals < 2 || intervals > 3 {
-		t.Errorf("%d acquire intervals in a 2s run", intervals)
+	if len(ivs) < 1 || len(ivs) > 3 {
+		t.Fatalf("%d acquire intervals in a 2s run", len(ivs))
+	}
+	var spans []string
+	for i, h := range ivs {
+		spans = append(spans, fmt.Sprintf("%d-%d", h.StartTimeMs(), h.EndTimeMs()))
+		if i > 0 && abs(h.StartTimeMs()-ivs[i-1].EndTimeMs()) > 1 {
+			t.Errorf("interval %d starts at %d ms, the one before ended at %d ms", i, h.StartTimeMs(), ivs[i-1].EndTimeMs())
+		}
+		if i < len(ivs)-1 && h.EndTimeMs()-h.StartTimeMs() < 999 {
+			t.Errorf("interval %d lasts %d ms, less than a second", i, h.EndTimeMs()-h.StartTimeMs())
+		}
+	}
+	window := ivs[len(ivs)-1].EndTimeMs() - ivs[0].StartTimeMs()
+	if d := int64(res.Summary.DurationS * 1000); abs(window-d) > int64(len(ivs)) {
+		t.Errorf("intervals %v cover %d ms, the measured window %d ms", spans, window, d)
 	}
 	if acquired != res.Summary.Acquired {
 		t.Errorf("intervals hold %d acquisitions, the summary %d", acquired, res.Summary.Acquired)
@@ -296,6 +365,8 @@ func TestIntervalLogHasOneIntervalPerSecond(t *testing.T) {
 		t.Errorf("progress lines:\n%s", progress.String())
 	}
 }
+
+func abs(x int64) int64 { return max(x, -x) }
 
 func TestZipfPrefersLowResources(t *testing.T) {
 	cfg := DefaultConfig()
@@ -389,7 +460,8 @@ func TestFreshMastersQuarantineIsWaitedOut(t *testing.T) {
 	cfg.Quarantine = "always"
 	cfg.TTL = 2 * time.Second
 	cfg.Workers, cfg.Resources, cfg.Hold = 4, 64, Hold{}
-	cfg.Duration, cfg.Warmup = 500*time.Millisecond, 0
+	cfg.Warmup = 0
+	byCount(&cfg, 300)
 	var log, progress bytes.Buffer
 	cfg.Log, cfg.Progress = &log, &progress
 	start := time.Now()
@@ -397,11 +469,15 @@ func TestFreshMastersQuarantineIsWaitedOut(t *testing.T) {
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("the run took %s with a 2s quarantine", d)
 	}
-	for _, want := range []string{"quorum in quarantine until", "5 of 5 masters have been up for less than the TTL (2s)",
-		"none of them was seen restarting", "quarantine over"} {
+	for _, want := range []string{"quorum in quarantine until", "none of them was seen restarting", "quarantine over"} {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, log.String())
 		}
+	}
+	// All 5 were started for the test, but on a loaded machine the first
+	// may be 2 s old by the time the run asks: a quorum or more.
+	if !regexp.MustCompile(`[3-5] of 5 masters have been up for less than the TTL \(2s\)`).MatchString(log.String()) {
+		t.Errorf("log does not say how many masters are too young:\n%s", log.String())
 	}
 	if strings.Contains(log.String(), "run_id changed") {
 		t.Errorf("log blames restarts that never happened:\n%s", log.String())
@@ -506,7 +582,7 @@ func TestRunRemovesItsKeysFromGivenMasters(t *testing.T) {
 	cfg.Log = &log
 	for _, a := range c.Addrs() {
 		for _, kv := range [][2]string{{"t*x:left-by-an-earlier-run", "v"}, {"tAx:1", "other"}, {"other", "other"}} {
-			if _, err := redistest.Do(a, time.Second, "SET", kv[0], kv[1], "PX", "3600000"); err != nil {
+			if _, err := redistest.Do(a, 10*time.Second, "SET", kv[0], kv[1], "PX", "3600000"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -523,12 +599,12 @@ func TestRunRemovesItsKeysFromGivenMasters(t *testing.T) {
 	}
 	for _, a := range c.Addrs() {
 		for key, want := range map[string]string{"t*x:left-by-an-earlier-run": ":0", "tAx:1": ":1", "other": ":1"} {
-			got, err := redistest.Do(a, time.Second, "EXISTS", key)
+			got, err := redistest.Do(a, 10*time.Second, "EXISTS", key)
 			if err != nil || got != want {
 				t.Errorf("%s EXISTS %s = %q, %v; want %s", a, key, got, err, want)
 			}
 		}
-		n, _ := redistest.Do(a, time.Second, "EVAL", "return #redis.call('KEYS', ARGV[1])", "0", `t\*x:*`)
+		n, _ := redistest.Do(a, 10*time.Second, "EVAL", "return #redis.call('KEYS', ARGV[1])", "0", `t\*x:*`)
 		if n != ":0" {
 			t.Errorf("%s: %s keys left under the prefix", a, n)
 		}

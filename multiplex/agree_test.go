@@ -27,6 +27,7 @@ func anyOK(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
 // it decides at a quorum of one group, not at a quorum of OK votes, and as
 // soon as no group can reach a quorum.
 func TestFanoutAgree(t *testing.T) {
+	t.Parallel() // it mostly waits: for timeouts, or for servers to age
 	c := redistest.StartT(t, 5)
 	const timeout = 3 * time.Second
 	p, err := multiplex.Dial(context.Background(), multiplex.Options{Quarantine: multiplex.QuarantineOff,
@@ -38,7 +39,7 @@ func TestFanoutAgree(t *testing.T) {
 	set := func(key string, values ...int) {
 		t.Helper()
 		for i, v := range values {
-			if _, err := redistest.Do(c.Nodes[i].Addr(), time.Second, "SET", key, strconv.Itoa(v)); err != nil {
+			if _, err := redistest.Do(c.Nodes[i].Addr(), 10*time.Second, "SET", key, strconv.Itoa(v)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -24,7 +24,7 @@ func TestCoalescedMixedBatch(t *testing.T) {
 	echo := multiplex.NewScript(`if KEYS[1] == "bad" then return redis.call("GET", KEYS[1]) end
 return KEYS[1] .. "=" .. ARGV[1]`).Coalesce()
 	c := redistest.StartT(t, 1)
-	if _, err := redistest.Do(c.Nodes[0].Addr(), 2*time.Second, "HSET", "bad", "f", "1"); err != nil {
+	if _, err := redistest.Do(c.Nodes[0].Addr(), 10*time.Second, "HSET", "bad", "f", "1"); err != nil {
 		t.Fatal(err)
 	}
 	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,

@@ -69,7 +69,7 @@ func TestDialContextOpensEveryConnection(t *testing.T) {
 	if err := c.Nodes[0].Restart(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for p.Status()[0].State != multiplex.StateQuarantined {
 		if time.Now().After(deadline) {
 			t.Fatalf("restart not detected on a DialContext connection: %+v", p.Status()[0])

@@ -26,3 +26,11 @@ func (p *Pool) Do(ctx context.Context, node int, cmd Command) rueidis.RedisResul
 	}
 	return p.send(ctx, p.nodes[node], &cmd)
 }
+
+// Queued is how many commands wait in node i's queue for a worker.
+func (p *Pool) Queued(i int) int {
+	n := p.nodes[i]
+	n.qmu.Lock()
+	defer n.qmu.Unlock()
+	return len(n.queue)
+}

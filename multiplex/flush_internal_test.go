@@ -53,7 +53,7 @@ func TestBatchesInFlightPerNode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := redistest.StartT(t, 1)
 			p, err := Dial(context.Background(), Options{Addrs: c.Addrs(), Quarantine: QuarantineOff,
-				NodeTimeout: 5 * time.Second, Scripts: []*Script{incr}, nodeWorkers: tc.workers})
+				NodeTimeout: time.Minute, Scripts: []*Script{incr}, nodeWorkers: tc.workers})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +74,7 @@ func TestBatchesInFlightPerNode(t *testing.T) {
 			// free: it leaves alone, and its worker waits on the master.
 			for i := 0; i < tc.want; i++ {
 				post()
-				deadline := time.Now().Add(5 * time.Second)
+				deadline := time.Now().Add(30 * time.Second)
 				for n, _ := queued(); n > 0; n, _ = queued() {
 					if time.Now().After(deadline) {
 						t.Fatalf("command %d still queued: no free worker took it", i+1)
@@ -96,7 +96,7 @@ func TestBatchesInFlightPerNode(t *testing.T) {
 				t.Fatal(err)
 			}
 			total := tc.want + more
-			deadline := time.Now().Add(5 * time.Second)
+			deadline := time.Now().Add(30 * time.Second)
 			for len(replies.got()) < total {
 				if time.Now().After(deadline) {
 					t.Fatalf("%d replies of %d after the resume", len(replies.got()), total)

@@ -138,14 +138,14 @@ func setCmd(key string) multiplex.Command {
 func replicaOf(t *testing.T, node *redistest.Node, master string) {
 	t.Helper()
 	host, port, _ := net.SplitHostPort(master)
-	if _, err := redistest.Do(node.Addr(), 2*time.Second, "REPLICAOF", host, port); err != nil {
+	if _, err := redistest.Do(node.Addr(), 10*time.Second, "REPLICAOF", host, port); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		// ROLE answers *5 for a replica (role, host, port, state, offset)
 		// and *3 for a master.
-		if line, err := redistest.Do(node.Addr(), time.Second, "ROLE"); err == nil && line == "*5" {
+		if line, err := redistest.Do(node.Addr(), 10*time.Second, "ROLE"); err == nil && line == "*5" {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -206,7 +206,7 @@ func TestDialRefusesAReplica(t *testing.T) {
 // node i.
 func waitNotIndependent(t *testing.T, p *multiplex.Pool, i int, want string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		tally := p.Fanout(context.Background(), setCmd("indep"), classifySet, nil, nil)
 		if v := tally.Votes[i]; v.Outcome == multiplex.OK {
@@ -253,7 +253,7 @@ func TestLateDependentNodeIsKeptOut(t *testing.T) {
 
 	// An independent master: the reconnect loop lets it in.
 	fwd.Point(c.Nodes[3].Addr())
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for p.Nodes()[2].Client() == nil {
 		if time.Now().After(deadline) {
 			t.Fatalf("node 2 not let in on an independent master: %v", p.Nodes()[2].Err())
@@ -272,7 +272,7 @@ func TestLateDependentNodeIsKeptOut(t *testing.T) {
 
 	// Back on an independent master: its error clears and it votes again.
 	fwd.Point(c.Nodes[4].Addr())
-	deadline = time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(30 * time.Second)
 	for {
 		tally := p.Fanout(context.Background(), setCmd("indep"), classifySet, nil, nil)
 		if tally.Votes[2].Outcome == multiplex.OK && p.Nodes()[2].Err() == nil {
@@ -289,6 +289,7 @@ func TestLateDependentNodeIsKeptOut(t *testing.T) {
 // MaxTTL, that server never saw the locks granted through the address: the
 // node must be quarantined for a full MaxTTL all the same.
 func TestAddressMovedToLongRunningServerIsQuarantined(t *testing.T) {
+	t.Parallel() // it mostly waits: for timeouts, or for servers to age
 	const maxTTL = 3 * time.Second
 	c := redistest.StartT(t, 4) // 0: A, 1: B, 2-3: the other masters
 	// Let every server be up longer than MaxTTL, so that neither the first
@@ -369,10 +370,10 @@ func TestClockOffsetOfALocalServer(t *testing.T) {
 	}
 	// A new connection measures again.
 	time.Sleep(5 * time.Millisecond)
-	if _, err := redistest.Do(c.Nodes[0].Addr(), time.Second, "CLIENT", "KILL", "TYPE", "normal"); err != nil {
+	if _, err := redistest.Do(c.Nodes[0].Addr(), 10*time.Second, "CLIENT", "KILL", "TYPE", "normal"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !node.Info().ServerTime.After(first.ServerTime) {
 		if time.Now().After(deadline) {
 			t.Fatalf("server time not read again on a new connection: %+v", node.Info())

@@ -21,20 +21,41 @@ func TestCoalescingKeepsPerKeyOrder(t *testing.T) {
 	b := multiplex.NewScript(`return redis.call("APPEND", KEYS[1], ARGV[1]) + 0`).Coalesce()
 	c := redistest.StartT(t, 1)
 	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
-		NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{a, b}})
+		NodeTimeout: 30 * time.Second, Scripts: []*multiplex.Script{a, b}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	// Keep the only worker's batch in flight, so that the next three
-	// commands queue up and go out as one batch.
-	p.Post(busyCommand(), anyReply, nil)
-	time.Sleep(50 * time.Millisecond)
-	p.Post(multiplex.Command{Script: a, Key: "other", Args: [multiplex.MaxArgs]string{"x"}, NArgs: 1}, anyReply, nil)
-	p.Post(multiplex.Command{Script: b, Key: "k", Args: [multiplex.MaxArgs]string{"1"}, NArgs: 1}, anyReply, nil)
-	p.Post(multiplex.Command{Script: a, Key: "k", Args: [multiplex.MaxArgs]string{"2"}, NArgs: 1}, anyReply, nil)
+	postOneBatch(t, p, c.Nodes[0],
+		multiplex.Command{Script: a, Key: "other", Args: [multiplex.MaxArgs]string{"x"}, NArgs: 1},
+		multiplex.Command{Script: b, Key: "k", Args: [multiplex.MaxArgs]string{"1"}, NArgs: 1},
+		multiplex.Command{Script: a, Key: "k", Args: [multiplex.MaxArgs]string{"2"}, NArgs: 1})
 	if got := appended(t, directClient(t, c.Addrs()[0])); got != "12" {
 		t.Fatalf("key k is %q after APPEND 1 (script b) then APPEND 2 (script a): the later command ran first", got)
+	}
+}
+
+// postOneBatch posts cmds so that they leave as one batch, whatever the
+// machine's speed: with the master stopped, a first command holds the
+// pool's only worker once the worker has taken it, the others queue
+// behind it, and they leave together once the master resumes and answers
+// it.
+func postOneBatch(t testing.TB, p *multiplex.Pool, master *redistest.Node, cmds ...multiplex.Command) {
+	t.Helper()
+	if err := master.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	p.Post(multiplex.Command{Name: "PING"}, anyReply, nil)
+	for deadline := time.Now().Add(30 * time.Second); p.Queued(0) > 0; time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no worker took the first command within 30s")
+		}
+	}
+	for _, cmd := range cmds {
+		p.Post(cmd, anyReply, nil)
+	}
+	if err := master.Resume(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -55,9 +76,9 @@ func directClient(t *testing.T, addr string) rueidis.Client {
 func appended(t *testing.T, cl rueidis.Client) string {
 	t.Helper()
 	var got string
-	for deadline := time.Now().Add(3 * time.Second); len(got) < 2; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); len(got) < 2; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("key k is %q: both APPENDs did not run within 3s", got)
+			t.Fatalf("key k is %q: both APPENDs did not run within 30s", got)
 		}
 		got, _ = cl.Do(context.Background(), cl.B().Get().Key("k").Build()).ToString()
 	}
@@ -74,42 +95,31 @@ func TestRestartedMasterKeepsPerKeyOrder(t *testing.T) {
 	a := multiplex.NewScript(`return redis.call("APPEND", KEYS[1], ARGV[1])`).Coalesce()
 	c := redistest.StartT(t, 1)
 	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
-		NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{a}})
+		NodeTimeout: 30 * time.Second, Scripts: []*multiplex.Script{a}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.Nodes[0].Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
 	cl := directClient(t, c.Addrs()[0])
 	// The first command after the restart finds the connection broken and
-	// reconnects; the busy script then holds the only worker's batch, so
-	// that the next two leave together.
+	// reconnects; the next two then leave together.
 	for p.Do(ctx, 0, multiplex.Command{Name: "PING"}).Error() != nil {
 		if ctx.Err() != nil {
-			t.Fatal("the restarted master did not answer PING within 10s")
+			t.Fatal("the restarted master did not answer PING within 30s")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	p.Post(busyCommand(), anyReply, nil)
-	time.Sleep(50 * time.Millisecond)
-	p.Post(multiplex.Command{Script: a, Key: "k", Args: [multiplex.MaxArgs]string{"1"}, NArgs: 1}, anyReply, nil)
-	p.Post(multiplex.Command{Name: "APPEND", Key: "k", Args: [multiplex.MaxArgs]string{"2"}, NArgs: 1}, anyReply, nil)
+	postOneBatch(t, p, c.Nodes[0],
+		multiplex.Command{Script: a, Key: "k", Args: [multiplex.MaxArgs]string{"1"}, NArgs: 1},
+		multiplex.Command{Name: "APPEND", Key: "k", Args: [multiplex.MaxArgs]string{"2"}, NArgs: 1})
 	if got := appended(t, cl); got != "12" {
 		t.Fatalf("key k is %q after script APPEND 1 then plain APPEND 2: the script ran after the later command", got)
 	}
-}
-
-func busyCommand() multiplex.Command {
-	return multiplex.Command{Name: "EVAL", Key: `local t = redis.call("TIME")
-local s = t[1] * 1000000 + t[2]
-while true do
-  t = redis.call("TIME")
-  if t[1] * 1000000 + t[2] - s > 200000 then return 1 end
-end`, Args: [multiplex.MaxArgs]string{"0"}, NArgs: 1}
 }
 
 // A script's further keys (Command.Keys) reach it as KEYS[2] on, by SHA
@@ -124,7 +134,7 @@ return #KEYS`)
 	c := redistest.StartT(t, 1)
 	dial := func() *multiplex.Pool {
 		p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
-			NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{a, all}})
+			NodeTimeout: 30 * time.Second, Scripts: []*multiplex.Script{a, all}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,14 +142,11 @@ return #KEYS`)
 		return p
 	}
 	cl := directClient(t, c.Addrs()[0])
-	// A fresh pool: its only worker is the busy one, so that the next
-	// three commands queue up and go out as one batch.
 	p := dial()
-	p.Post(busyCommand(), anyReply, nil)
-	time.Sleep(50 * time.Millisecond)
-	p.Post(multiplex.Command{Script: a, Key: "other", Args: [multiplex.MaxArgs]string{"x"}, NArgs: 1}, anyReply, nil)
-	p.Post(multiplex.Command{Script: all, Key: "j", Keys: &[]string{"k"}, Args: [multiplex.MaxArgs]string{"1"}, NArgs: 1}, anyReply, nil)
-	p.Post(multiplex.Command{Script: a, Key: "k", Args: [multiplex.MaxArgs]string{"2"}, NArgs: 1}, anyReply, nil)
+	postOneBatch(t, p, c.Nodes[0],
+		multiplex.Command{Script: a, Key: "other", Args: [multiplex.MaxArgs]string{"x"}, NArgs: 1},
+		multiplex.Command{Script: all, Key: "j", Keys: &[]string{"k"}, Args: [multiplex.MaxArgs]string{"1"}, NArgs: 1},
+		multiplex.Command{Script: a, Key: "k", Args: [multiplex.MaxArgs]string{"2"}, NArgs: 1})
 	if got := appended(t, cl); got != "12" {
 		t.Fatalf("key k is %q after APPEND 1 (as a further key) then APPEND 2 (coalesced): the later command ran first", got)
 	}
@@ -172,17 +179,16 @@ func TestFurtherKeysOfACoalescedScriptKeepPerKeyOrder(t *testing.T) {
 return #KEYS`).Coalesce()
 	c := redistest.StartT(t, 1)
 	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
-		NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{a}})
+		NodeTimeout: 30 * time.Second, Scripts: []*multiplex.Script{a}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
 	cl := directClient(t, c.Addrs()[0])
-	p.Post(busyCommand(), anyReply, nil)
-	time.Sleep(50 * time.Millisecond)
-	p.Post(multiplex.Command{Script: a, Key: "other", Args: [multiplex.MaxArgs]string{"x"}, NArgs: 1}, anyReply, nil)
-	p.Post(multiplex.Command{Script: a, Key: "j", Keys: &[]string{"k"}, Args: [multiplex.MaxArgs]string{"1"}, NArgs: 1}, anyReply, nil)
-	p.Post(multiplex.Command{Script: a, Key: "k", Args: [multiplex.MaxArgs]string{"2"}, NArgs: 1}, anyReply, nil)
+	postOneBatch(t, p, c.Nodes[0],
+		multiplex.Command{Script: a, Key: "other", Args: [multiplex.MaxArgs]string{"x"}, NArgs: 1},
+		multiplex.Command{Script: a, Key: "j", Keys: &[]string{"k"}, Args: [multiplex.MaxArgs]string{"1"}, NArgs: 1},
+		multiplex.Command{Script: a, Key: "k", Args: [multiplex.MaxArgs]string{"2"}, NArgs: 1})
 	if got := appended(t, cl); got != "12" {
 		t.Fatalf("key k is %q after APPEND 1 (as a further key) then APPEND 2 (same script, coalesced): the later command ran first", got)
 	}

@@ -16,7 +16,7 @@ import (
 // 1.5 s.
 func TestTimeSeriesFaultsAtTheirScheduledTime(t *testing.T) {
 	t.Parallel()
-	_, _, run := writeReportFixtures(t, t.TempDir())
+	_, _, run := reportFixtures(t)
 	r := loadInputs(t, run)[0].Runs[0]
 	ts := TimeSeriesOf(r, "acquire", r.Start())
 	if len(ts.AtS) == 0 || math.Abs(ts.AtS[0]-1.5) > 0.01 {
@@ -43,7 +43,7 @@ func TestTimeSeriesFaultsAtTheirScheduledTime(t *testing.T) {
 // kill that failed took nothing down.
 func TestDowntime(t *testing.T) {
 	t.Parallel()
-	_, _, run := writeReportFixtures(t, t.TempDir())
+	_, _, run := reportFixtures(t)
 	r := loadInputs(t, run)[0].Runs[0]
 	ts := TimeSeriesOf(r, "acquire", time.Time{})
 	if len(ts.Down) != 1 || ts.Down[0].Node != 4 || ts.Down[0].FromS != 9 || math.Abs(ts.Down[0].ToS-11.35) > 1e-9 {

@@ -53,7 +53,7 @@ func TestCapacityRenderings(t *testing.T) {
 // on the report fixtures.
 func TestCapacityPageMatchesMarkdown(t *testing.T) {
 	t.Parallel()
-	sweep, compare, run := writeReportFixtures(t, t.TempDir())
+	sweep, compare, run := reportFixtures(t)
 	slo, _ := ParseSLO("p99<5ms")
 	rep, err := BuildReport(loadInputs(t, sweep, compare, run), ReportOptions{SLO: &slo})
 	if err != nil {
@@ -183,7 +183,7 @@ func wantIn(t *testing.T, md string, wants ...string) {
 // names the TTL that satisfies it for every load in the report.
 func TestCapacityTTLRule(t *testing.T) {
 	t.Parallel()
-	sweep, compare, run := writeReportFixtures(t, t.TempDir())
+	sweep, compare, run := reportFixtures(t)
 	md := capacityOfDirs(t, sweep, compare, run)
 	if n := strings.Count(md, "**TTL rule:**"); n != 1 {
 		t.Fatalf("the TTL rule is stated %d times, want once:\n%s", n, md)
@@ -250,7 +250,7 @@ func TestCapacityWaitModeTTL(t *testing.T) {
 // A comparison's plan gives the masters' ceiling, as compare.txt does.
 func TestCapacityCompareCeiling(t *testing.T) {
 	t.Parallel()
-	_, compare, _ := writeReportFixtures(t, t.TempDir())
+	_, compare, _ := reportFixtures(t)
 	wantIn(t, capacityOfDirs(t, compare), "**Ceiling of the masters:** 66,667 lock cycles/s", "127.0.0.1:7003", "redlock reached 47% of it")
 }
 
@@ -259,7 +259,7 @@ func TestCapacityCompareCeiling(t *testing.T) {
 // client".
 func TestCapacityRunWithFaults(t *testing.T) {
 	t.Parallel()
-	_, _, run := writeReportFixtures(t, t.TempDir())
+	_, _, run := reportFixtures(t)
 	md := capacityOfDirs(t, run)
 	wantIn(t, md, "**Faults were injected** (pause:2@4s+3s, kill:4@9s, restart:4@11s): these figures include their effect, not only the load's.")
 	if strings.Contains(md, "client(s)") {

@@ -143,6 +143,12 @@ func TestJudgeMajorityDown(t *testing.T) {
 		})},
 		{"other errors", false, "misreported", with(func(o *outageObs) { o.Phases[1].NoQuorum, o.Phases[1].Other = 1499, 1 })},
 		{"acquired without quorum", false, "succeeded with 3 of 5", with(func(o *outageObs) { o.Phases[1].Acquired = 1 })},
+		{"acquired once the restarts began", true, "ErrNoQuorum", with(func(o *outageObs) {
+			o.Phases[1].Acquired, o.Phases[1].AcquiredLater = 2, 2
+		})},
+		{"acquired in the outage and after", false, "1 acquire(s) succeeded with 3 of 5", with(func(o *outageObs) {
+			o.Phases[1].Acquired, o.Phases[1].AcquiredLater = 3, 2
+		})},
 		{"an attempt hung", false, "hung", with(func(o *outageObs) { o.Phases[1].Failed.MaxUs = 2_000_000 })},
 		{"hung while recovering", false, "hung", with(func(o *outageObs) { o.Phases[2].Failed.MaxUs = 150_000 })},
 		{"never recovered", false, "did not recover", with(func(o *outageObs) { o.Recovered = false })},

@@ -45,11 +45,13 @@ type errKey struct {
 }
 
 // sample is one acquire attempt: the phase it started in, when (since the
-// load began), how long it took and how it ended.
+// load began), how long it took and how it ended; later is set when it
+// returned in a later phase than it started in.
 type sample struct {
 	at, lat time.Duration
 	phase   int32
 	kind    kind
+	later   bool
 }
 
 // load is a closed-loop workload: workers that TryLock a resource,
@@ -130,7 +132,7 @@ func (ld *load) work(ctx context.Context, w int) {
 			return // cut short by stop: not a measurement
 		}
 		k := classify(err)
-		s = append(s, sample{at: t0.Sub(ld.begin), lat: lat, phase: p, kind: k})
+		s = append(s, sample{at: t0.Sub(ld.begin), lat: lat, phase: p, kind: k, later: ld.phase.Load() != p})
 		if err != nil {
 			if key := (errKey{p, k}); errs[key] == "" {
 				errs[key] = err.Error()
@@ -183,6 +185,9 @@ func (ld *load) stop() []PhaseStats {
 			switch s.kind {
 			case kindAcquired:
 				ps.Acquired++
+				if s.later {
+					ps.AcquiredLater++
+				}
 				ok[s.phase] = append(ok[s.phase], s.lat)
 				if end := ms(s.at + s.lat); ps.FirstAcquiredMs < 0 || end < ps.FirstAcquiredMs {
 					ps.FirstAcquiredMs = end
@@ -229,11 +234,15 @@ type PhaseStats struct {
 	Seconds float64 `json:"seconds"`
 	// Attempts started in the phase, and how they ended: acquired,
 	// ErrNotAcquired (contention), ErrNoQuorum (outage), anything else.
-	Attempts    int `json:"attempts"`
-	Acquired    int `json:"acquired"`
-	NotAcquired int `json:"not_acquired"`
-	NoQuorum    int `json:"no_quorum"`
-	Other       int `json:"other_errors"`
+	Attempts int `json:"attempts"`
+	Acquired int `json:"acquired"`
+	// AcquiredLater counts the acquires that started in the phase and
+	// returned in a later one: they may have been granted in that one (a
+	// worker held up between reading the phase and asking the masters).
+	AcquiredLater int `json:"acquired_later,omitempty"`
+	NotAcquired   int `json:"not_acquired"`
+	NoQuorum      int `json:"no_quorum"`
+	Other         int `json:"other_errors"`
 	// AcquiredPerS is the phase's throughput.
 	AcquiredPerS float64 `json:"acquired_per_s"`
 	// Acquire is the latency of successful acquires; Failed of the rest.

@@ -261,7 +261,7 @@ func TestCompareWithAuthAndTLS(t *testing.T) {
 	c, certs := tlsMasters(t)
 	out := filepath.Join(t.TempDir(), "cmp")
 	cmd := command(t, "compare", "--engines", "redlock,redsync-goredis", "--masters", strings.Join(c.Addrs(), ","),
-		"--quarantine", "observed", "--workers", "4", "--duration", "250ms", "--warmup", "0", "--label", "auth", "--out", out,
+		"--quarantine", "observed", "--workers", "4", "--ops", "200", "--warmup", "0", "--label", "auth", "--out", out,
 		"--user", "bench", "--tls", "--cacert", certs.CAFile, "--cert", certs.ClientCert, "--key", certs.ClientKey)
 	cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+secret)
 	var stdout, stderr bytes.Buffer

@@ -1,11 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"io"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -89,25 +88,22 @@ func TestChaosClusterBadFlags(t *testing.T) {
 }
 
 // Ctrl-C stops a soak over clusters: partial results, status 130, no node
-// of any cluster left running, paused nodes included.
+// of any cluster left running, paused nodes included. It comes once the
+// soak has acquired and a fault is in (a node stopped or restarted).
 func TestChaosClustersInterrupt(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "chaos")
-	cmd := command(t, "chaos", "--cluster-shards", "2", "--duration", "1m", "--ttl", "500ms", "--seed", chaosClusterSeed, "--out", out)
-	stderr := start(t, cmd)
-	sc := bufio.NewScanner(stderr)
-	var nodes []string
-	for sc.Scan() {
-		if _, rest, ok := strings.Cut(sc.Text(), "started 3 local Redis Clusters of 2 shards with a replica each: "); ok {
-			nodes = strings.FieldsFunc(rest, func(r rune) bool { return r == ',' || r == '/' })
-			break
-		}
-	}
-	go io.Copy(io.Discard, stderr)
+	cmd := command(t, "chaos", "--cluster-shards", "2", "--duration", "1m", "--ttl", "500ms", "--seed", chaosClusterSeed,
+		"--metrics-addr", "127.0.0.1:0", "--out", out)
+	lines := stderrLines(start(t, cmd))
+	m := awaitLines(t, cmd, lines, regexp.MustCompile(`started 3 local Redis Clusters of 2 shards with a replica each: (.*)$`), servingMetrics)
+	drain(lines)
+	nodes := strings.FieldsFunc(m[0][1], func(r rune) bool { return r == ',' || r == '/' })
 	if len(nodes) != 12 {
 		cmd.Process.Kill()
 		t.Fatalf("cluster nodes not announced: %v", nodes)
 	}
-	time.Sleep(4 * time.Second) // the first faults are in
+	scrapeUntil(t, cmd, m[1][1], func(body string) bool { return metricCount(acquiredSeries, body) > 0 })
+	awaitFault(t, cmd, nodes)
 	interruptAndWait(t, cmd)
 	r := readChaos(t, out)
 	if !r.Interrupted || r.Acquired == 0 {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -76,56 +75,19 @@ func TestParseClusterFlagsBad(t *testing.T) {
 func TestInterruptStopsLocalClusters(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := command(t, "run", "--local-masters", "3", "--cluster-shards", "2", "--workers", "8", "--duration", "1m", "--warmup", "0", "--out", out)
-	stderr := start(t, cmd)
+	// Interrupted once the clusters are up and the run has acquired.
+	lines := stderrLines(start(t, cmd))
+	m := awaitLines(t, cmd, lines, regexp.MustCompile(`^redlock-bench: started 3 local Redis Clusters of 2 shards: (.*)$`), measuredProgress)
+	drain(lines)
 	var nodes []string
-	lines := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	timeout := time.After(60 * time.Second)
-wait:
-	for {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatal("the run ended before making progress")
-			}
-			if rest, ok := strings.CutPrefix(l, "redlock-bench: started 3 local Redis Clusters of 2 shards: "); ok {
-				for _, vote := range strings.Split(rest, "/") {
-					nodes = append(nodes, strings.Split(vote, ",")...)
-				}
-			}
-			if strings.Contains(l, "acquired/s") {
-				break wait
-			}
-		case <-timeout:
-			cmd.Process.Kill()
-			t.Fatal("no progress line within 60s")
-		}
+	for _, vote := range strings.Split(m[0][1], "/") {
+		nodes = append(nodes, strings.Split(vote, ",")...)
 	}
 	if len(nodes) != 6 {
+		cmd.Process.Kill()
 		t.Fatalf("cluster nodes not announced: %v", nodes)
 	}
-	cmd.Process.Signal(syscall.SIGINT)
-	go func() {
-		for range lines {
-		}
-	}()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if exitStatus(err) != 130 {
-			t.Errorf("exit %d after SIGINT, want 130", exitStatus(err))
-		}
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("still running 10s after SIGINT")
-	}
+	awaitStop(t, cmd, syscall.SIGINT)
 	for _, a := range nodes {
 		if err := redistest.Ping(a, 200*time.Millisecond); err == nil {
 			t.Errorf("cluster node %s still answers after the run", a)

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -117,7 +117,7 @@ func readComparison(t *testing.T, dir string) *results.Comparison {
 func TestCompareEndToEnd(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "cmp")
 	cmd := command(t, "compare", "--engines", "redlock,redsync-rueidis", "--local-masters", "3", "--workers", "8",
-		"--duration", "250ms", "--warmup", "0", "--limit", "--limit-requests", "2000", "--label", "e2e", "--out", out)
+		"--ops", "500", "--warmup", "0", "--limit", "--limit-requests", "2000", "--label", "e2e", "--out", out)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -160,7 +160,7 @@ func TestCompareEndToEnd(t *testing.T) {
 func TestCompareOneMasterBaselines(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "cmp")
 	cmd := command(t, "compare", "--engines", "redlock,redlock@1,rueidislock,bsm-redislock", "--local-masters", "3",
-		"--workers", "8", "--resources", "16", "--duration", "250ms", "--warmup", "0", "--label", "one", "--out", out)
+		"--workers", "8", "--resources", "16", "--ops", "300", "--warmup", "0", "--label", "one", "--out", out)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -191,58 +191,12 @@ func TestCompareInterrupt(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "cmp")
 	cmd := command(t, "compare", "--engines", "redlock,redsync-goredis", "--local-masters", "3", "--workers", "8",
 		"--duration", "1m", "--warmup", "0", "--out", out)
-	stderr := start(t, cmd)
-	lines := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	var masters []string
-	timeout := time.After(30 * time.Second)
-wait:
-	for {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatal("the comparison ended before making progress")
-			}
-			if _, rest, ok := strings.Cut(l, "local redis-server for the whole comparison: "); ok {
-				masters = strings.Split(rest, ",")
-			}
-			if strings.Contains(l, "acquired/s") {
-				break wait
-			}
-		case <-timeout:
-			cmd.Process.Kill()
-			t.Fatal("no progress line within 30s")
-		}
-	}
-	if len(masters) != 3 {
-		t.Fatalf("masters not announced: %v", masters)
-	}
-	sent := time.Now()
-	cmd.Process.Signal(syscall.SIGINT)
-	go func() {
-		for range lines {
-		}
-	}()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if exitStatus(err) != 130 {
-			t.Errorf("exit %d after SIGINT, want 130", exitStatus(err))
-		}
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("still running 10s after SIGINT")
-	}
-	if d := time.Since(sent); d > 5*time.Second {
-		t.Errorf("took %s to stop after SIGINT", d)
-	}
+	// Interrupted once the masters are up and the first run has acquired.
+	lines := stderrLines(start(t, cmd))
+	m := awaitLines(t, cmd, lines, regexp.MustCompile(`local redis-server for the whole comparison: (.*)$`), measuredProgress)
+	drain(lines)
+	masters := strings.Split(m[0][1], ",")
+	awaitStop(t, cmd, syscall.SIGINT)
 	c := readComparison(t, out)
 	if !c.Interrupted || len(c.Runs) != 1 || !c.Runs[0].Interrupted || c.Runs[0].Figures.AcquiredPerSec <= 0 {
 		t.Errorf("compare.json after SIGINT: interrupted %v, runs %+v", c.Interrupted, c.Runs)

@@ -114,7 +114,7 @@ func TestRunLockControls(t *testing.T) {
 func TestCompareMulti(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "cmp")
 	cmd := command(t, "compare", "-q", "--lock", "multi:2", "--engines", "redlock,redlock-sequential", "--local-masters", "3",
-		"--workers", "4", "--resources", "1000", "--duration", "250ms", "--warmup", "0", "--out", out)
+		"--workers", "4", "--resources", "1000", "--ops", "200", "--warmup", "0", "--out", out)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -143,7 +143,7 @@ func TestCompareMulti(t *testing.T) {
 func TestCompareRW(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "cmp")
 	cmd := command(t, "compare", "-q", "--lock", "rw:0.9", "--local-masters", "3", "--mode", "wait", "--resources", "4",
-		"--workers", "8", "--hold", "200us", "--duration", "250ms", "--warmup", "0", "--fencing", "--out", out)
+		"--workers", "8", "--hold", "200us", "--ops", "300", "--warmup", "0", "--fencing", "--out", out)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

@@ -94,7 +94,7 @@ func validate(sch *jsonschema.Schema, b []byte) error {
 // through report with objectives it meets and misses.
 func TestRunJSONMatchesSchemaAndReportGates(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
-	cmd := command(t, "run", "--local-masters", "3", "--duration", "500ms", "--warmup", "0", "--workers", "4", "--out", dir,
+	cmd := command(t, "run", "--local-masters", "3", "--ops", "500", "--warmup", "0", "--workers", "4", "--out", dir,
 		"--json", "--slo", "p99<3600s", "--slo", "errors<=100%", "--slo", "violations<1")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -194,7 +194,7 @@ func TestRunJSONMatchesSchemaAndReportGates(t *testing.T) {
 // -q prints one line, as redis-benchmark -q; a missed objective is status
 // 3, and each verdict says what was measured against which bound.
 func TestRunQuietAndMissedObjective(t *testing.T) {
-	cmd := command(t, "run", "--local-masters", "3", "--duration", "500ms", "--warmup", "0", "--workers", "4", "--out", "r",
+	cmd := command(t, "run", "--local-masters", "3", "--ops", "500", "--warmup", "0", "--workers", "4", "--out", "r",
 		"-q", "--slo", "p50<1us", "--slo", "throughput>=1/s")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -225,7 +225,7 @@ func TestRunQuietAndMissedObjective(t *testing.T) {
 // objective exits 1, the violations' status, not 3.
 func TestViolationsOutrankAMissedObjective(t *testing.T) {
 	cmd := command(t, "run", "--engine", "nolock", "--workers", "8", "--resources", "2", "--hold", "100us",
-		"--duration", "500ms", "--warmup", "0", "--slo", "throughput<1/s", "--out", "r")
+		"--ops", "2000", "--warmup", "0", "--slo", "throughput<1/s", "--out", "r")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -233,17 +233,24 @@ func readChaos(t *testing.T, dir string) *bench.ChaosResult {
 // exit with the interrupted status, killing it after 20 s.
 func interruptAndWait(t *testing.T, cmd *exec.Cmd) {
 	t.Helper()
-	cmd.Process.Signal(syscall.SIGINT)
+	awaitStop(t, cmd, syscall.SIGINT)
+}
+
+// awaitStop sends sig to cmd and waits for it to exit with status 130.
+// Stopping must not wait for the run's minute: awaitTimeout is less.
+func awaitStop(t *testing.T, cmd *exec.Cmd, sig syscall.Signal) {
+	t.Helper()
+	cmd.Process.Signal(sig)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
 		if exitStatus(err) != exitInterrupted {
-			t.Errorf("exit %d after SIGINT, want %d", exitStatus(err), exitInterrupted)
+			t.Errorf("exit %d after %v, want %d", exitStatus(err), sig, exitInterrupted)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(awaitTimeout / 2):
 		cmd.Process.Kill()
-		t.Fatal("still running 20s after SIGINT")
+		t.Fatalf("still running %s after %v", awaitTimeout/2, sig)
 	}
 }
 
@@ -340,59 +347,12 @@ func TestInterruptStopsMastersAndWritesPartialResults(t *testing.T) {
 func interruptRun(t *testing.T, sig syscall.Signal) {
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := command(t, "run", "--local-masters", "3", "--workers", "8", "--duration", "1m", "--warmup", "0", "--out", out)
-	stderr := start(t, cmd)
-	// Wait for the first progress line: masters are up and load is running.
-	var masters []string
-	lines := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	timeout := time.After(30 * time.Second)
-wait:
-	for {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatal("the run ended before making progress")
-			}
-			if rest, ok := strings.CutPrefix(l, "redlock-bench: started 3 local redis-server: "); ok {
-				masters = strings.Split(rest, ",")
-			}
-			if strings.Contains(l, "acquired/s") {
-				break wait
-			}
-		case <-timeout:
-			cmd.Process.Kill()
-			t.Fatal("no progress line within 30s")
-		}
-	}
-	if len(masters) != 3 {
-		t.Fatalf("masters not announced: %v", masters)
-	}
-	sent := time.Now()
-	cmd.Process.Signal(sig)
-	go func() {
-		for range lines {
-		}
-	}()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if exitStatus(err) != 130 {
-			t.Errorf("exit %d after %v, want 130", exitStatus(err), sig)
-		}
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("still running 10s after %v", sig)
-	}
-	if d := time.Since(sent); d > 5*time.Second {
-		t.Errorf("took %s to stop after %v", d, sig)
-	}
+	// Interrupted once the masters are up and the run has acquired.
+	lines := stderrLines(start(t, cmd))
+	m := awaitLines(t, cmd, lines, regexp.MustCompile(`^redlock-bench: started 3 local redis-server: (.*)$`), measuredProgress)
+	drain(lines)
+	masters := strings.Split(m[0][1], ",")
+	awaitStop(t, cmd, sig)
 	s := readSummary(t, out)
 	if s["interrupted"] != true {
 		t.Errorf("summary.json interrupted = %v", s["interrupted"])
@@ -408,7 +368,10 @@ wait:
 	}
 }
 
-// serversOnPort finds redis-server processes started with --port port.
+// serversOnPort finds redis-server processes of port: started with
+// --port port, or titled "redis-server HOST:PORT" (a running Redis
+// rewrites its command line to that title, so that --port is no longer
+// there to read).
 func serversOnPort(port string) []string {
 	var pids []string
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
@@ -421,10 +384,17 @@ func serversOnPort(port string) []string {
 		if len(args) == 0 || !strings.Contains(args[0], "redis-server") {
 			continue
 		}
+		match := false
+		if title := strings.Fields(args[0]); len(title) >= 2 && strings.HasSuffix(title[1], ":"+port) {
+			match = true
+		}
 		for i := 0; i+1 < len(args); i++ {
 			if args[i] == "--port" && args[i+1] == port {
-				pids = append(pids, filepath.Base(filepath.Dir(p)))
+				match = true
 			}
+		}
+		if match {
+			pids = append(pids, filepath.Base(filepath.Dir(p)))
 		}
 	}
 	return pids
@@ -549,7 +519,7 @@ func TestRunThatAcquiresNothingExitsOne(t *testing.T) {
 	c := freshMasters(t, 3)
 	for _, a := range c.Addrs() {
 		for _, k := range []string{"rlb:0", "rlb:1"} {
-			if _, err := redistest.Do(a, time.Second, "SET", k, "someone-else", "PX", "60000"); err != nil {
+			if _, err := redistest.Do(a, 10*time.Second, "SET", k, "someone-else", "PX", "60000"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -575,7 +545,7 @@ func TestRunThatAcquiresNothingExitsOne(t *testing.T) {
 func TestRunOfErrorsExitsOne(t *testing.T) {
 	c := freshMasters(t, 3)
 	for _, a := range c.Addrs() {
-		if _, err := redistest.Do(a, time.Second, "LPUSH", "rlb:0", "x"); err != nil {
+		if _, err := redistest.Do(a, 10*time.Second, "LPUSH", "rlb:0", "x"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 // a line per engine or step; compare --slo checks every run of the
 // comparison, as report --slo does, and exits 3 on a miss.
 func TestCompareAndSweepTakeRunsOutputFlags(t *testing.T) {
-	nolock := []string{"--duration", "150ms", "--warmup", "0", "--check=false", "--resources", "100000"}
+	nolock := []string{"--ops", "1000", "--warmup", "0", "--check=false", "--resources", "100000"}
 	cmp := func(extra ...string) []string {
 		return append(append([]string{"compare", "--engines", "nolock"}, nolock...), extra...)
 	}

@@ -1,13 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -104,7 +103,7 @@ func TestSweepHelp(t *testing.T) {
 func TestSweepThenReport(t *testing.T) {
 	t.Chdir(t.TempDir())
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"sweep", "--engine", "nolock", "--workers", "1,2,4", "--duration", "300ms",
+	code := run(context.Background(), []string{"sweep", "--engine", "nolock", "--workers", "1,2,4", "--ops", "1000",
 		"--warmup", "0", "--check=false", "--resources", "100000", "--slo", "p99<1s"}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("sweep: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
@@ -158,7 +157,7 @@ func TestSweepThenReport(t *testing.T) {
 func TestSweepSLONeverMet(t *testing.T) {
 	t.Chdir(t.TempDir())
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"sweep", "--workers", "1,2", "--local-masters", "3", "--duration", "300ms",
+	code := run(context.Background(), []string{"sweep", "--workers", "1,2", "--local-masters", "3", "--ops", "300",
 		"--warmup", "0", "--slo", "p50<1us", "--out", "s"}, &stdout, &stderr)
 	if code != exitSLOMissed {
 		t.Fatalf("exit %d, want 3\n%s\n%s", code, stdout.String(), stderr.String())
@@ -261,21 +260,11 @@ func TestMergeCommand(t *testing.T) {
 func TestSweepInterrupt(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "sw")
 	cmd := command(t, "sweep", "--workers", "1,2", "--local-masters", "3", "--duration", "1m", "--warmup", "0", "--out", out)
-	stderr := start(t, cmd)
-	sc := bufio.NewScanner(stderr)
-	var masters []string
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "redlock-bench: started 3 local redis-server for the whole sweep: "); ok {
-			masters = strings.Split(rest, ",")
-			break
-		}
-	}
-	go io.Copy(io.Discard, stderr)
-	if len(masters) != 3 {
-		cmd.Process.Kill()
-		t.Fatalf("masters not announced: %v", masters)
-	}
-	time.Sleep(1500 * time.Millisecond)
+	lines := stderrLines(start(t, cmd))
+	// Interrupted once the first step has acquired.
+	m := awaitLines(t, cmd, lines, regexp.MustCompile(`^redlock-bench: started 3 local redis-server for the whole sweep: (.*)$`), measuredProgress)
+	drain(lines)
+	masters := strings.Split(m[0][1], ",")
 	interruptAndWait(t, cmd)
 	f, err := os.Open(filepath.Join(out, results.SweepJSON))
 	if err != nil {

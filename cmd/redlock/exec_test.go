@@ -136,7 +136,7 @@ func (p *proc) wait(t *testing.T, timeout time.Duration) int {
 // waitOutput waits until stdout holds s.
 func (p *proc) waitOutput(t *testing.T, s string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for !strings.Contains(p.stdout.String(), s) {
 		select {
 		case <-p.exited:
@@ -144,7 +144,7 @@ func (p *proc) waitOutput(t *testing.T, s string) {
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no %q on stdout after 10s\nstdout: %s\nstderr: %s", s, p.stdout, p.stderr)
+			t.Fatalf("no %q on stdout after a minute\nstdout: %s\nstderr: %s", s, p.stdout, p.stderr)
 		}
 	}
 }
@@ -152,7 +152,7 @@ func (p *proc) waitOutput(t *testing.T, s string) {
 func runRedlock(t *testing.T, args ...string) (status int, stdout, stderr string) {
 	t.Helper()
 	p := start(t, args...)
-	status = p.wait(t, 20*time.Second)
+	status = p.wait(t, time.Minute)
 	return status, p.stdout.String(), p.stderr.String()
 }
 
@@ -165,7 +165,7 @@ func keys(t *testing.T, key string) int {
 	t.Helper()
 	n := 0
 	for _, a := range masters {
-		r, err := redisproc.Do(context.Background(), a, time.Second, "EXISTS", key)
+		r, err := redisproc.Do(context.Background(), a, 10*time.Second, "EXISTS", key)
 		if err != nil {
 			t.Fatalf("EXISTS on %s: %v", a, err)
 		}
@@ -239,10 +239,10 @@ func TestHeldByAnother(t *testing.T) {
 		t.Fatalf("ran while the lock was held: %q", b)
 	}
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
-	if s := first.wait(t, 10*time.Second); s != 0 {
+	if s := first.wait(t, 30*time.Second); s != 0 {
 		t.Errorf("first: status %d; stderr %s", s, first.stderr)
 	}
-	if s := waiter.wait(t, 10*time.Second); s != 0 {
+	if s := waiter.wait(t, 30*time.Second); s != 0 {
 		t.Errorf("waiter: status %d; stderr %s", s, waiter.stderr)
 	}
 	if b, _ := os.ReadFile(log); string(b) != "first\nsecond\n" {
@@ -270,7 +270,7 @@ func TestHoldsPastTTL(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
-	if status := holder.wait(t, 5*time.Second); status != 0 {
+	if status := holder.wait(t, 30*time.Second); status != 0 {
 		t.Errorf("holder: status %d after %d probes; stderr %s", status, probes, holder.stderr)
 	}
 }
@@ -293,7 +293,7 @@ func TestTinyWaitOnFreeResource(t *testing.T) {
 func deleteKey(t *testing.T, key string) {
 	t.Helper()
 	for _, a := range masters {
-		if _, err := redisproc.Do(context.Background(), a, time.Second, "DEL", key); err != nil {
+		if _, err := redisproc.Do(context.Background(), a, 10*time.Second, "DEL", key); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -306,7 +306,7 @@ func TestLostLockStopsCommand(t *testing.T) {
 	p.waitOutput(t, "ready")
 	deleteKey(t, "lost")
 	deleted := time.Now()
-	status := p.wait(t, 5*time.Second)
+	status := p.wait(t, 30*time.Second)
 	if status != exitLost || !strings.Contains(p.stdout.String(), "term") {
 		t.Errorf("status %d, want %d; stdout %q", status, exitLost, p.stdout)
 	}
@@ -337,7 +337,7 @@ func TestLostLockKillsAfterGrace(t *testing.T) {
 		t.Fatalf("child pid %q: %v", b, err)
 	}
 	deleteKey(t, "lostkill")
-	status := p.wait(t, 5*time.Second)
+	status := p.wait(t, 30*time.Second)
 	if status != exitLost {
 		t.Errorf("status %d, want %d; stderr %s", status, exitLost, p.stderr)
 	}
@@ -354,7 +354,7 @@ func TestLostLockKillsAfterGrace(t *testing.T) {
 // in a container).
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
@@ -392,7 +392,7 @@ func TestSignalStopsCommandAndReleases(t *testing.T) {
 			t.Fatalf("%s: held on %d masters, want all %d", resource, n, len(masters))
 		}
 		p.cmd.Process.Signal(sig)
-		if status := p.wait(t, 5*time.Second); status != 128+int(sig) {
+		if status := p.wait(t, 30*time.Second); status != 128+int(sig) {
 			t.Errorf("%s: status %d, want %d; stderr %s", signalName(sig), status, 128+int(sig), p.stderr)
 		}
 		if n := keys(t, resource); n != 0 {
@@ -409,7 +409,7 @@ func TestTerminateKillsAfterGraceAndReleases(t *testing.T) {
 		"--grace", "300ms", "terminate", "--", "sh", "-c", `trap 'echo term' TERM; echo ready; while :; do sleep 0.02; done`)
 	p.waitOutput(t, "ready")
 	p.cmd.Process.Signal(syscall.SIGTERM)
-	if status := p.wait(t, 5*time.Second); status != 128+int(syscall.SIGKILL) {
+	if status := p.wait(t, 30*time.Second); status != 128+int(syscall.SIGKILL) {
 		t.Errorf("status %d, want %d; stderr %s", status, 128+int(syscall.SIGKILL), p.stderr)
 	}
 	if !strings.Contains(p.stdout.String(), "term") {
@@ -569,7 +569,7 @@ func TestInterruptWhileWaiting(t *testing.T) {
 	waiter := start(t, exec1("--wait", "20s", "waiting", "--", "sh", "-c", "echo must-not-run")...)
 	waitFor(t, "the waiter queued", func() bool { return keys(t, "\xffredlock:queue:waiting") == len(masters) })
 	waiter.cmd.Process.Signal(syscall.SIGINT)
-	status := waiter.wait(t, 5*time.Second)
+	status := waiter.wait(t, 30*time.Second)
 	if status != 128+int(syscall.SIGINT) || waiter.stdout.String() != "" ||
 		!strings.Contains(waiter.stderr.String(), `SIGINT while acquiring "waiting": COMMAND not run`) {
 		t.Errorf("status %d, stdout %q, stderr %q", status, waiter.stdout, waiter.stderr)
@@ -583,7 +583,7 @@ func TestInterruptWhileWaiting(t *testing.T) {
 		t.Errorf("the waiter's queue is left on %d masters", n)
 	}
 	holder.cmd.Process.Signal(syscall.SIGINT)
-	holder.wait(t, 5*time.Second)
+	holder.wait(t, 30*time.Second)
 	if n := keys(t, "waiting"); n != 0 {
 		t.Errorf("a key is left on %d masters", n)
 	}
@@ -602,7 +602,7 @@ func TestIgnoredHangupStaysIgnored(t *testing.T) {
 	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
 	p.waitOutput(t, "ready")
 	p.cmd.Process.Signal(syscall.SIGHUP)
-	if status := p.wait(t, 5*time.Second); status != 0 || !strings.Contains(p.stdout.String(), "end") {
+	if status := p.wait(t, 30*time.Second); status != 0 || !strings.Contains(p.stdout.String(), "end") {
 		t.Errorf("status %d, stdout %q, stderr %q", status, p.stdout, p.stderr)
 	}
 }
@@ -649,12 +649,12 @@ func groupStopped(pgid int) bool {
 	return stopped > 0
 }
 
-// waitFor polls cond until it holds, failing the test after 5s.
+// waitFor polls cond until it holds, failing the test after 30s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("still not %s after 5s", what)
+			t.Fatalf("still not %s after 30s", what)
 		}
 	}
 }
@@ -689,7 +689,7 @@ func TestSuspendStopsCommand(t *testing.T) {
 		t.Errorf("the command is in state %q while its lock has expired, want its group stopped", procState(command))
 	}
 	p.cmd.Process.Signal(syscall.SIGCONT)
-	if status := p.wait(t, 5*time.Second); status != exitLost || !strings.Contains(p.stdout.String(), "term") {
+	if status := p.wait(t, 30*time.Second); status != exitLost || !strings.Contains(p.stdout.String(), "term") {
 		t.Errorf("status %d, want %d; stdout %q; stderr %s", status, exitLost, p.stdout, p.stderr)
 	}
 }
@@ -708,7 +708,7 @@ func TestSuspendAndContinue(t *testing.T) {
 	waitFor(t, "the command stopped", func() bool { return groupStopped(command) })
 	p.cmd.Process.Signal(syscall.SIGCONT)
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
-	if status := p.wait(t, 5*time.Second); status != 0 || !strings.Contains(p.stdout.String(), "end") {
+	if status := p.wait(t, 30*time.Second); status != 0 || !strings.Contains(p.stdout.String(), "end") {
 		t.Errorf("status %d; stdout %q; stderr %s", status, p.stdout, p.stderr)
 	}
 	if n := keys(t, "resume"); n != 0 {
@@ -751,7 +751,7 @@ func TestClosedStderr(t *testing.T) {
 		t.Errorf("the command ignores SIGPIPE: %q", p.stdout)
 	}
 	deleteKey(t, "stderr")
-	if status := p.wait(t, 5*time.Second); status != exitLost || !strings.Contains(p.stdout.String(), "term") {
+	if status := p.wait(t, 30*time.Second); status != exitLost || !strings.Contains(p.stdout.String(), "term") {
 		t.Errorf("status %d (%v), want %d; stdout %q", status, p.err, exitLost, p.stdout)
 	}
 }
@@ -772,7 +772,7 @@ func TestKilledRedlockStopsCommand(t *testing.T) {
 		}
 	})
 	p.cmd.Process.Kill()
-	p.wait(t, 5*time.Second)
+	p.wait(t, 30*time.Second)
 	waitFor(t, "the command stopped", func() bool { s := procState(command); return s == "" || s == "Z" })
 	if b, err := os.ReadFile(filepath.Join(dir, "term")); err != nil || string(b) != "term\n" {
 		t.Errorf("the command did not get SIGTERM: %q, %v", b, err)
@@ -792,7 +792,7 @@ func TestSignalReachesStoppedCommand(t *testing.T) {
 	command := readPid(t, filepath.Join(dir, "pid"))
 	waitFor(t, "the command stopped", func() bool { return procState(command) == "T" })
 	p.cmd.Process.Signal(syscall.SIGINT)
-	if status := p.wait(t, 5*time.Second); status != 128+int(syscall.SIGINT) || strings.Contains(p.stdout.String(), "resumed") {
+	if status := p.wait(t, 30*time.Second); status != 128+int(syscall.SIGINT) || strings.Contains(p.stdout.String(), "resumed") {
 		t.Errorf("status %d, want %d; stdout %q; stderr %s", status, 128+int(syscall.SIGINT), p.stdout, p.stderr)
 	}
 }
@@ -803,7 +803,7 @@ func TestSignalReachesStoppedCommand(t *testing.T) {
 func TestWrongTypeKey(t *testing.T) {
 	t.Parallel()
 	for _, a := range masters {
-		if _, err := redisproc.Do(context.Background(), a, time.Second, "RPUSH", "wrongtype", "item"); err != nil {
+		if _, err := redisproc.Do(context.Background(), a, 10*time.Second, "RPUSH", "wrongtype", "item"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -814,7 +814,7 @@ func TestWrongTypeKey(t *testing.T) {
 		t.Errorf("status %d, want %d; stdout %q; stderr %q", status, exitConfig, stdout, stderr)
 	}
 	for _, a := range masters {
-		if r, err := redisproc.Do(context.Background(), a, time.Second, "LLEN", "wrongtype"); err != nil || r != ":1" {
+		if r, err := redisproc.Do(context.Background(), a, 10*time.Second, "LLEN", "wrongtype"); err != nil || r != ":1" {
 			t.Errorf("%s: the list is %q (%v), want it untouched", a, r, err)
 		}
 	}
@@ -832,7 +832,7 @@ func TestLostWhileStopping(t *testing.T) {
 	deleteKey(t, "lost-stopping")
 	waitFor(t, "the loss reported", func() bool { return strings.Contains(p.stderr.String(), `lock on "lost-stopping" lost`) })
 	p.cmd.Process.Signal(syscall.SIGINT) // a second signal: SIGKILL at once
-	if status := p.wait(t, 5*time.Second); status != exitLost {
+	if status := p.wait(t, 30*time.Second); status != exitLost {
 		t.Errorf("status %d, want %d; stderr %s", status, exitLost, p.stderr)
 	}
 	if e := p.stderr.String(); strings.Contains(e, "stopping COMMAND with SIGTERM") || !strings.Contains(e, "while COMMAND is being stopped") {
@@ -860,7 +860,7 @@ func TestIgnoredSuspendStaysIgnored(t *testing.T) {
 	})
 	p.waitOutput(t, "ready")
 	p.cmd.Process.Signal(syscall.SIGTSTP)
-	if status := p.wait(t, 5*time.Second); status != 0 || !strings.Contains(p.stdout.String(), "end") {
+	if status := p.wait(t, 30*time.Second); status != 0 || !strings.Contains(p.stdout.String(), "end") {
 		t.Errorf("status %d, stdout %q, stderr %q", status, p.stdout, p.stderr)
 	}
 }
@@ -890,7 +890,7 @@ func TestExitPromptlyWithStalledMasters(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
 	p.waitOutput(t, "done")
 	ended := time.Now()
-	if status := p.wait(t, 10*time.Second); status != 5 {
+	if status := p.wait(t, 30*time.Second); status != 5 {
 		t.Errorf("status %d, want the command's 5; stderr %s", status, p.stderr)
 	}
 	// releaseTimeout (1s), and a margin for a loaded machine.

@@ -219,13 +219,14 @@ func TestMetricsAndSpansMatchWhatHappened(t *testing.T) {
 			t.Fatalf("want contention, got %v", err)
 		}
 	}
-	// One Lock that waits for the holder's release: released a little
-	// after the Lock, refused, has subscribed to the release.
+	// One Lock that waits for the holder's release: released once the
+	// Lock, subscribed, has been refused again on a quorum, which its
+	// waiter's mark on the holder's value there shows (see engine's
+	// waitMark): it then sleeps until the release (or a fallback) wakes it.
 	go func() {
-		for l.Subscriptions() == 0 {
+		for markedOn(c.Addrs(), "taken") < len(c.Addrs())/2+1 {
 			time.Sleep(time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
 		held.Release(context.Background())
 	}()
 	le, err := l.Lock(ctx, "taken")
@@ -234,7 +235,7 @@ func TestMetricsAndSpansMatchWhatHappened(t *testing.T) {
 	}
 	// One lost lease: its keys deleted behind its back, found by Extend.
 	for _, a := range c.Addrs() {
-		if _, err := redistest.Do(a, time.Second, "DEL", "taken"); err != nil {
+		if _, err := redistest.Do(a, 10*time.Second, "DEL", "taken"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -342,7 +343,7 @@ func TestMetricsAndSpansMatchWhatHappened(t *testing.T) {
 	if !errors.Is(outage, engine.ErrNoQuorum) {
 		t.Fatalf("want no quorum, got %v", outage)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		rm = tm.collect(t)
 		if value(rm, "redlock.node.count", otelredlock.AttrNodeState.String("down")) == 3 {
@@ -371,6 +372,19 @@ func TestMetricsAndSpansMatchWhatHappened(t *testing.T) {
 	}
 }
 
+// markedOn counts the masters where key's value carries a waiter's mark
+// (a trailing "+"); a master that does not answer counts as unmarked.
+func markedOn(addrs []string, key string) int {
+	n := 0
+	for _, a := range addrs {
+		r, _ := redistest.Do(a, 10*time.Second, "EVAL", `local v = redis.call("GET", KEYS[1]); if v and string.sub(v, -1) == "+" then return 1 end; return 0`, "1", key)
+		if r == ":1" {
+			n++
+		}
+	}
+	return n
+}
+
 // A lease whose validity runs out while held counts as lost, expired.
 func TestExpiredLeaseCountsAsLost(t *testing.T) {
 	tm := newTelemetry(t)
@@ -381,12 +395,12 @@ func TestExpiredLeaseCountsAsLost(t *testing.T) {
 	}
 	select {
 	case <-le.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the lease did not expire")
 	}
 	// Done closes as the lease ends; the event follows on the same
 	// goroutine.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for value(tm.collect(t), "redlock.lease.lost", otelredlock.AttrLostReason.String("expired")) != 1 {
 		if time.Now().After(deadline) {
 			t.Fatalf("expired leases %d, want 1", value(tm.collect(t), "redlock.lease.lost"))
@@ -521,13 +535,16 @@ func TestHandoffsAgree(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := make(chan *engine.Lease)
+		started := make(chan struct{})
 		go func() {
+			close(started)
 			le, err := l.Lock(ctx, "handed")
 			if err != nil {
 				t.Error(err)
 			}
 			got <- le
 		}()
+		<-started // then a moment to reach the gate
 		time.Sleep(20 * time.Millisecond)
 		first.Release(ctx)
 		(<-got).Release(ctx)
@@ -602,7 +619,7 @@ func TestCloseEndsAWaitAsClosed(t *testing.T) {
 		_, err := l.Lock(context.Background(), "closing")
 		done <- err
 	}()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for l.Subscriptions() == 0 { // refused, and waiting for the release
 		if time.Now().After(deadline) {
 			t.Fatal("the Lock did not wait")

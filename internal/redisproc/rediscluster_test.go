@@ -90,7 +90,7 @@ func TestRedisClusterFailover(t *testing.T) {
 	if p := c.Primary(ctx, 1); p != old {
 		t.Fatalf("primary after a takeover: %v, want %s", p, old.Addr())
 	}
-	if reply, err := redisproc.Do(ctx, old.Addr(), 2*time.Second, "CLUSTER", "COUNTKEYSINSLOT", "16000"); err != nil || !strings.HasPrefix(reply, ":") {
+	if reply, err := redisproc.Do(ctx, old.Addr(), 10*time.Second, "CLUSTER", "COUNTKEYSINSLOT", "16000"); err != nil || !strings.HasPrefix(reply, ":") {
 		t.Errorf("the new primary does not serve its slots: %q, %v", reply, err)
 	}
 }
@@ -167,7 +167,7 @@ func TestRedisClusterClearsStaleImports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := redisproc.Do(ctx, other.Addr(), time.Second, "CLUSTER", "SETSLOT", "7", "IMPORTING", ownerID); err != nil {
+	if _, err := redisproc.Do(ctx, other.Addr(), 10*time.Second, "CLUSTER", "SETSLOT", "7", "IMPORTING", ownerID); err != nil {
 		t.Fatal(err)
 	}
 	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)

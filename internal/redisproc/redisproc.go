@@ -1,6 +1,7 @@
 package redisproc
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -369,8 +370,29 @@ func (n *Node) Kill() error {
 }
 
 // Pause stops the process with SIGSTOP: its socket stays open but nothing is
-// answered, as in a long GC pause or a hung host.
-func (n *Node) Pause() error { return n.signal(syscall.SIGSTOP, true) }
+// answered, as in a long GC pause or a hung host. It returns once the
+// process is stopped (where /proc shows it), so that nothing sent after it
+// is answered before Resume.
+func (n *Node) Pause() error {
+	if err := n.signal(syscall.SIGSTOP, true); err != nil {
+		return err
+	}
+	stat := fmt.Sprintf("/proc/%d/stat", n.PID())
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return nil // no /proc, or the process is gone: nothing to wait for
+		}
+		if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && (f[0] == "T" || f[0] == "t") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redisproc: %s not stopped 30s after SIGSTOP: %s", n.Addr(), b)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
 
 // Resume continues a paused process with SIGCONT.
 func (n *Node) Resume() error { return n.signal(syscall.SIGCONT, false) }

@@ -41,12 +41,12 @@ func TestDoReplyLines(t *testing.T) {
 		{[]string{"EVAL", "return {1, 2, 3}", "0"}, "*3"},
 		{[]string{"EVAL", "return ''", "0"}, "$0"},
 	} {
-		got, err := redisproc.Do(context.Background(), addr, 2*time.Second, tc.args...)
+		got, err := redisproc.Do(context.Background(), addr, 10*time.Second, tc.args...)
 		if err != nil || got != tc.want {
 			t.Errorf("Do %q = %q, %v; want %q", tc.args, got, err, tc.want)
 		}
 	}
-	if _, err := redisproc.Do(context.Background(), addr, 2*time.Second, "NOSUCHCOMMAND"); err == nil || !strings.Contains(err.Error(), "unknown command") {
+	if _, err := redisproc.Do(context.Background(), addr, 10*time.Second, "NOSUCHCOMMAND"); err == nil || !strings.Contains(err.Error(), "unknown command") {
 		t.Errorf("Do of an unknown command: %v, want the server's error", err)
 	}
 }
@@ -57,7 +57,7 @@ func TestProcessControl(t *testing.T) {
 	c := start(t, 2, redisproc.Options{})
 	n := c.Nodes[0]
 	ctx := context.Background()
-	if _, err := redisproc.Do(ctx, n.Addr(), 2*time.Second, "SET", "k", "v"); err != nil {
+	if _, err := redisproc.Do(ctx, n.Addr(), 10*time.Second, "SET", "k", "v"); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.Pause(); err != nil {
@@ -80,7 +80,7 @@ func TestProcessControl(t *testing.T) {
 	if err := n.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := redisproc.Do(ctx, n.Addr(), 2*time.Second, "EXISTS", "k"); got != ":0" {
+	if got, err := redisproc.Do(ctx, n.Addr(), 10*time.Second, "EXISTS", "k"); got != ":0" {
 		t.Errorf("EXISTS after a restart without persistence = %q, %v; want :0", got, err)
 	}
 	pid := n.PID()

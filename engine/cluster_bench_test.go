@@ -34,10 +34,16 @@ func BenchmarkClusterTryLockRelease(b *testing.B) {
 			return l
 		}
 		b.Run("serial/"+name, func(b *testing.B) {
+			if off {
+				mutation.Require(b)
+			}
 			defer mutation.ClusterMigrationUnguarded.Set(off)()
 			cycleSerial(b, locker(b))
 		})
 		b.Run("parallel/"+name, func(b *testing.B) {
+			if off {
+				mutation.Require(b)
+			}
 			defer mutation.ClusterMigrationUnguarded.Set(off)()
 			cycleParallel(b, locker(b), 64)
 		})

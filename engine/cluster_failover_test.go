@@ -29,6 +29,7 @@ import (
 // resources keep cluster 0's vote: B takes one that cluster 2 holds for
 // someone else, on clusters 0 and 1.
 func TestClusterFailoverKeepsThePromotedReplicaOut(t *testing.T) {
+	mutation.Require(t)
 	for _, trusted := range []bool{false, true} {
 		name := map[bool]string{false: "quarantined", true: "control"}[trusted]
 		t.Run(name, func(t *testing.T) {

@@ -80,6 +80,7 @@ func TestClusterFirstWaiterWokenWithListedReplicasInVirtualTime(t *testing.T) {
 // least one round in eight (about one in five here). Up to 104 rounds,
 // to the first miss: all pass with a chance of at most (7/8)^104 < 1e-6.
 func TestClusterFirstWaiterWokenWithListedReplicasControl(t *testing.T) {
+	mutation.Require(t)
 	defer mutation.ClusterGuessOnce.Set(true)()
 	if missed, played := simFirstWaitersMissed(t, 104, true); missed == 0 {
 		t.Fatalf("with cluster-guess-once %d fresh waiters were listened for when queued: the test cannot fail", played)

@@ -130,6 +130,7 @@ func (e *guessEnv) firstRound(t *testing.T, i int) (c *shardConn, later int, rea
 // eight. Up to 104 rounds, to the first that fails: all land with a
 // chance of at most (7/8)^104 < 1e-6.
 func TestClusterGuessOnceControl(t *testing.T) {
+	mutation.Require(t)
 	defer mutation.ClusterGuessOnce.Set(true)()
 	guessTest(t, func(t *testing.T, e *guessEnv) {
 		if c := e.shards(t).firstConn(append(e.replicas[:1:1], e.primary)); c != nil {

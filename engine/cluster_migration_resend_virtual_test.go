@@ -21,6 +21,7 @@ import (
 // a latency spike included); with cluster-migration-no-resend on (the
 // control), it is still there 3 s after.
 func TestClusterMigrationResendsRefusedScriptsInVirtualTime(t *testing.T) {
+	mutation.Require(t)
 	const bound = engine.DefaultRetryDelayMax + resendNodeTimeout + 50*time.Millisecond
 	for _, c := range []struct {
 		name string

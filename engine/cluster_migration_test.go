@@ -82,6 +82,7 @@ func (e *migrationEnv) master(i int, args ...string) string {
 // slot migrates, so B is refused; with cluster-migration-unguarded on (the
 // control), B gets the permit A holds.
 func TestClusterMigrationSemaphoreKeepsItsPermit(t *testing.T) {
+	mutation.Require(t)
 	for _, off := range []bool{false, true} {
 		t.Run(map[bool]string{false: "guarded", true: "control"}[off], func(t *testing.T) {
 			defer mutation.ClusterMigrationUnguarded.Set(off)()
@@ -145,6 +146,7 @@ func TestClusterMigrationSemaphoreKeepsItsPermit(t *testing.T) {
 // the script and B gets no quorum; with cluster-migration-unguarded on
 // (the control), B's token is below A's.
 func TestClusterMigrationFencingStaysMonotonic(t *testing.T) {
+	mutation.Require(t)
 	for _, off := range []bool{false, true} {
 		t.Run(map[bool]string{false: "guarded", true: "control"}[off], func(t *testing.T) {
 			defer mutation.ClusterMigrationUnguarded.Set(off)()

@@ -219,6 +219,7 @@ func TestClusterFailbackKeepsTheOldPrimaryOut(t *testing.T) {
 // with ErrClockSkew. With cluster-clock-unjudged on (the control), shard
 // 1's is taken too.
 func TestClusterNodeWithASkewedClockSitsOut(t *testing.T) {
+	mutation.Require(t)
 	for _, unjudged := range []bool{false, true} {
 		t.Run(map[bool]string{false: "judged", true: "control"}[unjudged], func(t *testing.T) {
 			defer mutation.ClusterClockUnjudged.Set(unjudged)()

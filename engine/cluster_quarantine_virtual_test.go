@@ -26,6 +26,7 @@ import (
 // sit out MaxTTL. With cluster-demoted-conn-kept on (the control), B
 // gets the lease A holds.
 func TestClusterFailbackKeepsTheOldPrimaryOutInVirtualTime(t *testing.T) {
+	mutation.Require(t)
 	for _, kept := range []bool{false, true} {
 		t.Run(map[bool]string{false: "cut", true: "control"}[kept], func(t *testing.T) {
 			defer mutation.ClusterDemotedConnKept.Set(kept)()

@@ -45,6 +45,7 @@ func TestClusterVoteNewWithListedReplicas(t *testing.T) {
 // Lockers, to the first that fails: all start with a chance of at most
 // (3/4)^50 < 1e-6.
 func TestClusterVoteNewWithListedReplicasControl(t *testing.T) {
+	mutation.Require(t)
 	defer mutation.ClusterInfoAnyNode.Set(true)()
 	failed := newLockersFailing(t, 50)
 	t.Log(failed)

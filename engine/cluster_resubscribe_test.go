@@ -24,6 +24,7 @@ import (
 // cluster-notify-stale-shard on (the control), the waiter takes its ended
 // subscription for open and sleeps until its fallback.
 func TestClusterNotifyAfterSlotMigrationInVirtualTime(t *testing.T) {
+	mutation.Require(t)
 	for _, stale := range []bool{false, true} {
 		t.Run(map[bool]string{false: "resubscribed", true: "control"}[stale], func(t *testing.T) {
 			defer mutation.ClusterNotifyStaleShard.Set(stale)()
@@ -44,6 +45,7 @@ func TestClusterNotifyAfterSlotMigrationInVirtualTime(t *testing.T) {
 // cluster-notify-stale-shard on (the control), the broken subscription is
 // taken for open and the waiter sleeps until its fallback.
 func TestClusterNotifyAfterFailoverInVirtualTime(t *testing.T) {
+	mutation.Require(t)
 	for _, stale := range []bool{false, true} {
 		t.Run(map[bool]string{false: "killed", true: "control"}[stale], func(t *testing.T) {
 			defer mutation.ClusterNotifyStaleShard.Set(stale)()

@@ -354,6 +354,7 @@ func TestClusterVotesMultiLockNeedsOneSlot(t *testing.T) {
 // No node may serve two votes: a cluster given as two votes (by two of
 // its nodes) is refused at New, naming both votes and the node.
 func TestClusterVoteSharingANodeIsRefused(t *testing.T) {
+	mutation.Require(t)
 	e := newClusterEnv(t, 2, 2)
 	cfg := engine.DefaultConfig()
 	cfg.Quarantine = engine.QuarantineObserved
@@ -385,6 +386,7 @@ func TestClusterVoteSharingANodeIsRefused(t *testing.T) {
 // resource's fence counter and queue land in other slots than its lock,
 // and its scripts fail on the clusters.
 func TestClusterKeysUntaggedControl(t *testing.T) {
+	mutation.Require(t)
 	e := sharedClusters(t)
 	defer mutation.ClusterKeysUntagged.Set(true)()
 	l := e.locker(func(c *engine.Config) { c.Fencing = true })

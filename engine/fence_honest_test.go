@@ -51,6 +51,7 @@ var fenceCallers = []struct {
 // loses the fence round with its connection. The control turns on
 // fence-refusal-is-contention, which reports ErrNotAcquired.
 func TestFenceRefusedWhereTheKeyNeverWasIsNoQuorum(t *testing.T) {
+	mutation.Require(t)
 	for _, contention := range []bool{false, true} {
 		for _, op := range fenceCallers {
 			t.Run(fmt.Sprintf("fence-refusal-is-contention=%v/%s", contention, op.name), func(t *testing.T) {

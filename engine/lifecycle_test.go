@@ -88,6 +88,7 @@ func TestLeaseLifecycle(t *testing.T) {
 //
 //	REDLOCK_MUTATION=stale-shorter-extend go test -run 'TestLeaseLifecycleInVirtualTime$' ./engine/
 func lcMutation(t *testing.T) {
+	mutation.Require(t)
 	name := os.Getenv("REDLOCK_MUTATION")
 	if name == "" {
 		return
@@ -212,6 +213,7 @@ var lcControl = lcOptions{resources: 1, lockers: 1, noFencing: true}
 // machine narrowed to these steps, on real masters, met this sequence
 // only for some seeds, depending on timing.)
 func TestLeaseLifecycleCatchesHandoffOfEndedLease(t *testing.T) {
+	mutation.Require(t)
 	engine.SkipHandoffEndCheck(true)
 	defer engine.SkipHandoffEndCheck(false)
 	synctest.Test(t, func(t *testing.T) {

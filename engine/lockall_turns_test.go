@@ -36,6 +36,7 @@ func TestLockAllHeldUpTakesNoTurnItCannotUse(t *testing.T) {
 // TestLockAllHeldUpTakesNoTurnItCannotUseControl: with the waiter keeping
 // its places (mutation.LockAllHogsTurns), the check fails.
 func TestLockAllHeldUpTakesNoTurnItCannotUseControl(t *testing.T) {
+	mutation.Require(t)
 	defer mutation.LockAllHogsTurns.Set(true)()
 	simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
 		errs := lockAllHeldUp(t, e)

@@ -107,6 +107,7 @@ func TestMultiLockPropertyInVirtualTime(t *testing.T) {
 // the plans' holds, waits and TTLs are exact: the overlapping leases a
 // seed draws overlap every time, as on a loaded machine they need not.
 func TestMultiLockPropertyCatchesPartialAcquisition(t *testing.T) {
+	mutation.Require(t)
 	defer mutation.AcquireAllPartial.Set(true)()
 	simTest(t, mpMasters, func(t *testing.T, se *env) {
 		e := &lcEnv{env: se, restarted: map[int]time.Time{}}

@@ -1075,6 +1075,7 @@ func TestLateReleaseWakesTheNewHolderBeforeAnOlderWaiter(t *testing.T) {
 // fallback. In virtual time, so that the late release comes exactly when
 // the scenario says, and the control cannot miss.
 func TestReleasePassesOnATurnALateReleaseGaveIt(t *testing.T) {
+	mutation.Require(t)
 	for _, keep := range []bool{false, true} {
 		for _, all := range []bool{false, true} {
 			t.Run(fmt.Sprintf("release-keeps-turn=%v/lockall=%v", keep, all), func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 // release-keeps-turn: the release only takes the place out. In virtual
 // time, so that the check of the next waiter's turn cannot miss.
 func TestReleasePassesOnATurnAnUndoGaveIt(t *testing.T) {
+	mutation.Require(t)
 	for _, keep := range []bool{false, true} {
 		t.Run(fmt.Sprintf("release-keeps-turn=%v", keep), func(t *testing.T) {
 			defer mutation.ReleaseKeepsTurn.Set(keep)()

@@ -64,6 +64,7 @@ const (
 //
 //	REDLOCK_MUTATION=rw-reader-ignores-writer go test -run 'TestRWMutexProperty$' ./engine/
 func TestRWMutexProperty(t *testing.T) {
+	mutation.Require(t)
 	if name := os.Getenv("REDLOCK_MUTATION"); name != "" {
 		sw := mutation.ByName(name)
 		if sw == nil {
@@ -156,6 +157,7 @@ const rwpControlSeeds = 10
 // where the plans' holds, waits and TTLs are exact: the overlap a seed
 // draws happens every time, as on a loaded machine it need not.
 func rwControl(t *testing.T, sw *mutation.Switch) {
+	mutation.Require(t)
 	want, kinds := rwExclusion, rwKinds
 	if sw == mutation.RWReadersExclude {
 		want, kinds = rwShare, []string{"tryrlock", "rlock"}

@@ -150,6 +150,7 @@ func TestRWMutexWriterNotStarvedByReadersOnRealMasters(t *testing.T) {
 // past several times it, while reads go on; in virtual time, where the
 // stream runs as drawn whatever the machine's load.
 func TestRWMutexWriterStarvedWithoutIntent(t *testing.T) {
+	mutation.Require(t)
 	defer mutation.RWIntentIgnored.Set(true)()
 	simTest(t, 5, func(t *testing.T, e *env) {
 		res := runStarvation(t, e, "stream", 3*stBound)

@@ -600,6 +600,7 @@ func TestRWMutexWatchedLeaseIsNotLostToChanges(t *testing.T) {
 }
 
 func TestRWMutexWatchedLeaseIsNotLostToChangesControl(t *testing.T) {
+	mutation.Require(t)
 	defer mutation.RWTrackedAsPlain.Set(true)()
 	err := watchedRWLeaseLost(t, newEnv(t, 3), "watched-control", true)
 	if err == nil {

@@ -100,6 +100,7 @@ func TestRWLossNoticedWhenItsEntryExpires(t *testing.T) {
 // which stays in the set. The check waits for the tracker's reads, not
 // for a duration: it cannot miss.
 func TestRWLossNoticedWhenItsEntryExpiresControl(t *testing.T) {
+	mutation.Require(t)
 	e := newEnv(t, 5)
 	defer mutation.RWTrackedByPresence.Set(true)()
 	err := rwEntryExpired(t, e, true)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redlock-bench/redlock/internal/mutation"
 	"strings"
 	"sync"
 	"testing"
@@ -63,6 +64,7 @@ func TestLostLeaseIsNeverHandedOn(t *testing.T) {
 // the same sequence makes two holders, so the test above can fail. The
 // sequence is scheduled in virtual time: it cannot miss.
 func TestLostLeaseIsNeverHandedOnControl(t *testing.T) {
+	mutation.Require(t)
 	engine.SkipHandoffEndCheck(true)
 	defer engine.SkipHandoffEndCheck(false)
 	simTest(t, 3, func(t *testing.T, e *env) {

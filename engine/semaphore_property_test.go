@@ -53,6 +53,7 @@ const (
 //
 //	REDLOCK_MUTATION=semaphore-split-vote go test -run 'TestSemaphorePermits$' ./engine/
 func TestSemaphorePermits(t *testing.T) {
+	mutation.Require(t)
 	if name := os.Getenv("REDLOCK_MUTATION"); name != "" {
 		sw := mutation.ByName(name)
 		if sw == nil {
@@ -99,6 +100,7 @@ var spControl = spOptions{permits: 2, deleteOn: 2, noFencing: true, actions: []s
 // a change of the engine's draws. TestSemaphoreRefusesASplitSlotVoteControl
 // is its deterministic twin on real masters.
 func TestSemaphorePermitsControl(t *testing.T) {
+	mutation.Require(t)
 	defer mutation.SemaphoreSplitVote.Set(true)()
 	simTest(t, spMasters, func(t *testing.T, se *env) {
 		e := &lcEnv{env: se, restarted: map[int]time.Time{}}

@@ -33,6 +33,7 @@ import (
 // before their fallback. The control turns on sem-split-waits-fallback:
 // each takes its refusal for a holder's and sleeps, the permit free.
 func TestSemaphoreSplitWaitersRetry(t *testing.T) {
+	mutation.Require(t)
 	for _, on := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sem-split-waits-fallback=%v", on), func(t *testing.T) {
 			defer mutation.SemSplitWaitsFallback.Set(on)()
@@ -142,6 +143,7 @@ func semSplitOn(t *testing.T, e *env) int {
 // collide and undo in turn, for as long as the holder holds (hundreds of
 // attempts each in stormFor; the watch ends once one passes stormBound).
 func TestSemaphoreCollidingWaitersStayAsleep(t *testing.T) {
+	mutation.Require(t)
 	for _, on := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sem-undo-wakes=%v", on), func(t *testing.T) {
 			defer mutation.SemUndoWakes.Set(on)()

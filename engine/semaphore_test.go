@@ -153,6 +153,7 @@ func TestSemaphoreRefusesASplitSlotVote(t *testing.T) {
 // each master took (mutation.SemaphoreSplitVote) makes the third holder,
 // so the test above can fail.
 func TestSemaphoreRefusesASplitSlotVoteControl(t *testing.T) {
+	mutation.Require(t)
 	defer mutation.SemaphoreSplitVote.Set(true)()
 	if got := splitSlotVote(t); got == "" {
 		t.Fatal("with a split vote accepted, no third holder: the test cannot fail")

@@ -274,6 +274,7 @@ func collect(t *testing.T, got <-chan waited, cancel func()) (acquired int) {
 // control turns on rw-split-waits-fallback: each takes the refusal for
 // one holder's and sleeps on, the lock free.
 func TestRWSplitWritersRetry(t *testing.T) {
+	mutation.Require(t)
 	for _, sleeps := range []bool{false, true} {
 		t.Run(fmt.Sprintf("rw-split-waits-fallback=%v", sleeps), func(t *testing.T) {
 			defer mutation.RWSplitWaitsFallback.Set(sleeps)()
@@ -298,6 +299,7 @@ func TestRWSplitWritersRetry(t *testing.T) {
 // turns on rw-undo-wakes: each undo wakes the others, who collide again,
 // for as long as the holder holds.
 func TestRWBareQuorumHolderKeepsWritersQuiet(t *testing.T) {
+	mutation.Require(t)
 	for _, wakes := range []bool{false, true} {
 		t.Run(fmt.Sprintf("rw-undo-wakes=%v", wakes), func(t *testing.T) {
 			defer mutation.RWUndoWakes.Set(wakes)()
@@ -449,6 +451,7 @@ func rwUndoSplit(t *testing.T, e *env) int {
 // a release does. The control turns on rw-won-undo-silent: the undo
 // publishes nothing, and the waiter sleeps on towards its 30 s fallback.
 func TestRWWonAttemptUndoWakesTheWriters(t *testing.T) {
+	mutation.Require(t)
 	for _, silent := range []bool{false, true} {
 		t.Run(fmt.Sprintf("rw-won-undo-silent=%v", silent), func(t *testing.T) {
 			defer mutation.RWWonUndoSilent.Set(silent)()

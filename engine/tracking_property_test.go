@@ -61,6 +61,7 @@ const (
 //
 // fails at the first quorum loss, after tpBound.
 func TestTrackingProperty(t *testing.T) {
+	mutation.Require(t)
 	if name := os.Getenv("REDLOCK_MUTATION"); name != "" {
 		sw := mutation.ByName(name)
 		if sw == nil {

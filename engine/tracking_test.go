@@ -206,6 +206,7 @@ func TestLossNoticedAtOnce(t *testing.T) {
 // The check waits for the tracker's reads, not for a duration: it cannot
 // miss.
 func TestLossNoticedAtOnceControl(t *testing.T) {
+	mutation.Require(t)
 	e := newEnv(t, 5)
 	defer mutation.LossNoticedLate.Set(true)()
 	for _, k := range trackedKinds {

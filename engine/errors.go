@@ -370,7 +370,11 @@ func (l *Locker) acquireError(resource string, t multiplex.Tally) error {
 // ErrNoQuorum only when failures alone made the quorum impossible, so
 // that a resource held elsewhere reads as contention even with a minority
 // of masters down; ErrWrongType when masters that answered that the key
-// is no lock are what made it impossible, which is neither.
+// is no lock are alone enough to make it impossible, which is neither,
+// and which no later attempt cures (Lock gives up). Such answers from a
+// minority, beside masters that failed or timed out, are an outage that
+// the others' answers may end: ErrNoQuorum (the error still matches
+// ErrWrongType).
 func acquireKind(t *multiplex.Tally) error {
 	spare := len(t.Votes) - t.Quorum
 	switch {
@@ -389,7 +393,7 @@ func acquireKind(t *multiplex.Tally) error {
 				wrong++
 			}
 		}
-		if wrong > 0 && t.Failed-wrong+t.Timeout <= spare {
+		if wrong > spare {
 			return ErrWrongType
 		}
 		return ErrNoQuorum

@@ -60,7 +60,8 @@ type tracker struct {
 	ctx  context.Context // ends at shut
 	stop context.CancelFunc
 	wg   sync.WaitGroup
-	// reads counts the keys read and judged, for the tests.
+	// reads counts the keys read and judged, for the tests: a read
+	// counts once the leases it found lost have ended.
 	reads atomic.Int64
 
 	// mu guards the fields below and every tracked's. Nothing waits for
@@ -526,8 +527,8 @@ func (t *tracker) serve(tn *trackNode, dc rueidis.DedicatedClient, errs <-chan e
 			}
 		}
 		t.mu.Unlock()
-		t.reads.Add(int64(len(keys)))
 		t.endAll(lost)
+		t.reads.Add(int64(len(keys)))
 		worked = true
 	}
 }

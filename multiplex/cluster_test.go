@@ -101,6 +101,7 @@ func TestClusterVoteRoutesBySlot(t *testing.T) {
 // The control of the grouping by slot: with coalesce-across-slots on, a
 // coalesced call takes keys of several slots, which the cluster refuses.
 func TestCoalesceAcrossSlotsControl(t *testing.T) {
+	mutation.Require(t)
 	add := multiplex.NewScript(`return redis.call("INCRBY", KEYS[1], ARGV[1])`).Coalesce()
 	cl := redistest.StartClustersT(t, 1, redistest.ClusterOptions{Shards: 3})[0]
 	defer mutation.CoalesceAcrossSlots.Set(true)()

@@ -287,6 +287,7 @@ func TestCoalescedKeysKeepPerKeyOrder(t *testing.T) {
 // is placed by its first key alone, and one of the cases runs out of
 // order.
 func TestCoalescedKeysKeepPerKeyOrderControl(t *testing.T) {
+	mutation.Require(t)
 	defer mutation.CoalesceFirstKeyOnly.Set(true)()
 	wrong := 0
 	for name, got := range coalescedKeysOrder(t) {

@@ -469,6 +469,32 @@ func (c *Cluster) failover(s int, snapshot map[string]*entry, old *Master, migra
 	return true
 }
 
+// Switchover fails shard s over to its replica as CLUSTER FAILOVER does
+// with the primary up: the replica, caught up (a manual failover waits
+// until it is), takes a copy of the primary's keys and serves the
+// shard's slots, and the old primary, alive, is its replica: its
+// clients' connections stay open, a keyed command there is answered
+// MOVED, and its sharded subscribers stay subscribed (Redis 7.0 sends
+// them nothing). Switching over again brings the old primary back, with
+// a copy of the other's keys. It reports false, doing nothing, when the
+// shard has no replica, either node is down, or a slot migration is
+// under way.
+func (c *Cluster) Switchover(s int) bool {
+	old := c.Primary(s)
+	snap := old.snapshot()
+	c.mu.Lock()
+	sh := c.shards[s]
+	r := sh.replica
+	if r == nil || sh.primary != old || c.down[old] || c.down[r] || c.mig != nil {
+		c.mu.Unlock()
+		return false
+	}
+	sh.primary, sh.replica = r, old
+	c.mu.Unlock()
+	r.promote(snap, old)
+	return true
+}
+
 // sleep sleeps d unless ctx ends first; it reports whether it slept.
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)

@@ -39,6 +39,9 @@ func TestMigrationRoutesAsRedis(t *testing.T) {
 		if r := do(t, sub, "SSUBSCRIBE", ch); !strings.Contains(r, "ssubscribe") {
 			t.Fatalf("SSUBSCRIBE: %q", r)
 		}
+		if got := src.ShardSubscriptions(); len(got) != 1 || !strings.HasSuffix(got[0], ": "+ch) || len(src.Subscriptions()) != 0 {
+			t.Errorf("the source's sharded subscriptions %q (and others %q), want %s's alone", got, src.Subscriptions(), ch)
+		}
 
 		mg, why := cl.beginMigration(slot, 0)
 		if mg == nil {
@@ -95,6 +98,9 @@ func TestMigrationRoutesAsRedis(t *testing.T) {
 		cl.handOver(mg)
 		if r, err := sub.read(); err != nil || !strings.Contains(r, "sunsubscribe") || !strings.Contains(r, ch) {
 			t.Errorf("subscriber after the hand-over: %q, %v; want sunsubscribe of %s", r, err, ch)
+		}
+		if got := src.ShardSubscriptions(); len(got) != 0 {
+			t.Errorf("the source's sharded subscriptions after the hand-over: %q, want none", got)
 		}
 		if r := do(t, s, "GET", k2); r != moved(dst) {
 			t.Errorf("old owner: GET %q, want MOVED to the new", r)

@@ -15,66 +15,20 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redis/rueidis"
 
 	"github.com/redlock-bench/redlock/internal/resp"
 )
 
-// QuarantinePolicy says when a restarted master's votes are ignored. A
-// master that restarts without persistence has forgotten every lock it
-// held; if its yes counted at once, a second client could win a quorum for
-// a resource that is still held. The reference's answer is to keep a
-// restarted master out for one TTL ("delayed restart"); the Pool enforces
-// it from the client side.
-type QuarantinePolicy uint8
-
-const (
-	// quarantineDefault selects QuarantineAlways.
-	quarantineDefault QuarantinePolicy = iota
-	// QuarantineOff counts every vote. Unsafe with masters that run without
-	// persistence; useful to show what goes wrong.
-	QuarantineOff
-	// QuarantineObserved ignores a master for MaxTTL after this Pool saw its
-	// run_id change. Masters that were young when first seen are trusted.
-	QuarantineObserved
-	// QuarantineAlways also quarantines masters that are younger than
-	// MaxTTL when first seen, since this process cannot know what they
-	// forgot. A freshly started cluster is then unusable for one MaxTTL.
-	QuarantineAlways
-)
-
-func (q QuarantinePolicy) String() string {
-	switch q {
-	case QuarantineOff:
-		return "off"
-	case QuarantineObserved:
-		return "observed"
-	case QuarantineAlways, quarantineDefault:
-		return "always"
-	}
-	return fmt.Sprintf("QuarantinePolicy(%d)", uint8(q))
-}
-
-// ParseQuarantinePolicy reads "off", "observed" or "always".
-func ParseQuarantinePolicy(s string) (QuarantinePolicy, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "off":
-		return QuarantineOff, nil
-	case "observed":
-		return QuarantineObserved, nil
-	case "always":
-		return QuarantineAlways, nil
-	}
-	return 0, fmt.Errorf("quarantine policy %q: want off, observed or always", s)
-}
-
 // Errors about a node's identity.
 var (
 	// ErrQuarantined is a node's vote while its yes cannot be counted: its
-	// run_id changed (or, with QuarantineAlways, it was young when first
+	// run_id changed (or, with quarantine.Always, it was young when first
 	// seen) less than MaxTTL ago.
-	// *QuarantineError says until when and why.
-	ErrQuarantined = errors.New("quarantined")
+	// *quarantine.Error says until when and why.
+	ErrQuarantined = quarantine.ErrQuarantined
 	// ErrNotIndependent: two addresses reach the same server (they report
 	// the same run_id), or a master is a replica. Either would let one
 	// process, or one replication chain, cast several votes. Dial fails
@@ -85,30 +39,6 @@ var (
 	// new connection, is Options.MaxClockSkew or more from the others'.
 	ErrClockSkew = errors.New("clock too far from the other masters'")
 )
-
-// QuarantineError is the vote of a quarantined node: it answered yes, but
-// its yes cannot count until Until. errors.Is matches ErrQuarantined.
-type QuarantineError struct {
-	// Until is when the node's votes count again.
-	Until time.Time
-	// Restarted: the pool saw the node's run_id change (a restart, a
-	// failover, or an address that moved to another server). Otherwise
-	// the node was younger than MaxTTL when first seen (QuarantineAlways),
-	// Uptime old.
-	Restarted bool
-	Uptime    time.Duration
-	MaxTTL    time.Duration
-}
-
-func (e *QuarantineError) Error() string {
-	until := e.Until.Round(0).Format("15:04:05.000")
-	if e.Restarted {
-		return "quarantined until " + until + ": its run_id changed (a restart or failover)"
-	}
-	return fmt.Sprintf("quarantined until %s: up %s when first seen, under MaxTTL %s", until, e.Uptime, e.MaxTTL)
-}
-
-func (e *QuarantineError) Is(target error) bool { return target == ErrQuarantined }
 
 // dependenceError is ErrNotIndependent with the addresses at fault.
 type dependenceError struct{ detail string }
@@ -201,13 +131,13 @@ func (p *Pool) quarantinedUntil(n *node) time.Time {
 }
 
 // countable reports whether a yes from n to a command on key may count
-// toward a quorum now: nil, or n's *QuarantineError (for a cluster vote,
+// toward a quorum now: nil, or n's *quarantine.Error (for a cluster vote,
 // that of key's slot, or of the whole vote).
 func (p *Pool) countable(n *node, key string) error {
 	if e := n.skew.Load(); e != nil {
 		return *e
 	}
-	if p.policy == QuarantineOff {
+	if p.policy == quarantine.Off {
 		return nil
 	}
 	if q := n.quarantine.Load(); q != 0 && int64(time.Since(p.epoch)) < q {
@@ -226,8 +156,8 @@ func (p *Pool) countable(n *node, key string) error {
 
 // quarantineFor keeps n out of the vote for d from now; e says why, and
 // is what n's votes fail with meanwhile.
-func (p *Pool) quarantineFor(n *node, d time.Duration, e QuarantineError) {
-	if d <= 0 || p.policy == QuarantineOff {
+func (p *Pool) quarantineFor(n *node, d time.Duration, e quarantine.Error) {
+	if d <= 0 || p.policy == quarantine.Off {
 		return
 	}
 	until := int64(time.Since(p.epoch) + d)
@@ -244,8 +174,8 @@ func (p *Pool) quarantineFor(n *node, d time.Duration, e QuarantineError) {
 
 // firstSeen applies the policy to a node's first connection.
 func (p *Pool) firstSeen(n *node, info serverInfo) {
-	if p.policy == QuarantineAlways && info.Uptime < p.maxTTL {
-		p.quarantineFor(n, p.maxTTL-info.Uptime, QuarantineError{Uptime: info.Uptime})
+	if p.policy == quarantine.Always && info.Uptime < p.maxTTL {
+		p.quarantineFor(n, p.maxTTL-info.Uptime, quarantine.Error{Uptime: info.Uptime})
 	}
 }
 
@@ -477,7 +407,7 @@ func (p *Pool) observe(n *node, info serverInfo) error {
 	switch {
 	case restarted:
 		n.restarts.Add(1)
-		p.quarantineFor(n, p.maxTTL, QuarantineError{Restarted: true})
+		p.quarantineFor(n, p.maxTTL, quarantine.Error{Restarted: true})
 	case first:
 		p.firstSeen(n, info)
 	}

@@ -35,5 +35,6 @@
 // Script.Coalesce (or, for scripts over several keys, Script.CoalesceKeys),
 // and each round gets its own call's reply.
 //
-// multiplex imports only rueidis and the standard library.
+// multiplex imports only rueidis, the standard library and internal/resp,
+// which words a server that is not Redis as redlock-bench does.
 package multiplex

@@ -18,6 +18,8 @@ import (
 	"github.com/redlock-bench/redlock/internal/quarantine"
 
 	"github.com/redis/rueidis"
+
+	"github.com/redlock-bench/redlock/internal/resp"
 )
 
 // Errors about a node's identity.
@@ -201,6 +203,14 @@ func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Co
 			if n.seeds == nil { // one node of a cluster is not the vote
 				n.down.Store(true)
 			}
+			// A plain server that answered the TLS handshake at all is
+			// not a master (one waits for a line); say what it is, as
+			// redlock-bench's probe does.
+			if rh := (tls.RecordHeaderError{}); tc != nil && errors.As(err, &rh) {
+				if answer := sniff(ctx, addr, d, nil, custom, time.Now().Add(d.Timeout)); len(answer) > 0 && !resp.IsReply(answer) {
+					err = resp.NotRedis(answer, false)
+				}
+			}
 			return nil, err
 		}
 		// Tracked from now on: Close cuts a connection whose INFO a hung
@@ -228,6 +238,12 @@ func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Co
 				// client certificate it wants only after the handshake.
 				switch {
 				case tc == nil:
+					// An HTTPS server is TLS-only too: say so when it
+					// is one, as redlock-bench's probe does.
+					if answer := sniff(ctx, addr, d, &tls.Config{InsecureSkipVerify: true}, custom, deadline); len(answer) > 0 && !resp.IsReply(answer) { // nothing but PING is sent
+						err = resp.NotRedis(answer, true)
+						break
+					}
 					err = fmt.Errorf("%w (does the master want TLS?)", err)
 				case len(tc.Certificates) == 0 && tc.GetClientCertificate == nil:
 					err = fmt.Errorf("%w (does the master want a client certificate?)", err)
@@ -335,7 +351,7 @@ func rawLoadScripts(conn net.Conn, deadline time.Time, scripts []*Script) error 
 	}
 	var first error
 	for _, s := range scripts {
-		line, err := readLine(conn)
+		line, err := readReply(conn)
 		switch {
 		case err != nil:
 			return fmt.Errorf("SCRIPT LOAD: %w", err)
@@ -521,9 +537,9 @@ func rawInfo(conn net.Conn, deadline time.Time, user, pass string, topology bool
 		if _, err := conn.Write(respCommand(args...)); err != nil {
 			return serverInfo{}, fmt.Errorf("AUTH: %w", err)
 		}
-		line, err := readLine(conn)
+		line, err := readReply(conn)
 		if err != nil {
-			return serverInfo{}, fmt.Errorf("AUTH: %w", err)
+			return serverInfo{}, during("AUTH", err)
 		}
 		if strings.HasPrefix(line, "-") {
 			who := "the default user"
@@ -550,7 +566,7 @@ func rawInfo(conn net.Conn, deadline time.Time, user, pass string, topology bool
 		if user == "" && pass == "" && strings.HasPrefix(err.Error(), "NOAUTH") {
 			return serverInfo{}, fmt.Errorf("INFO server: %w (the master wants a password: set one)", err)
 		}
-		return serverInfo{}, fmt.Errorf("INFO server: %w", err)
+		return serverInfo{}, during("INFO server", err)
 	}
 	received := time.Now()
 	replication, err := readBulk(conn)
@@ -573,7 +589,7 @@ func readBulk(conn net.Conn) (string, error) { return readBulkMax(conn, 1<<20) }
 
 // readBulkMax reads one bulk-string reply of at most max bytes.
 func readBulkMax(conn net.Conn, max int) (string, error) {
-	line, err := readLine(conn)
+	line, err := readReply(conn)
 	if err != nil {
 		return "", err
 	}
@@ -600,7 +616,22 @@ func respCommand(args ...string) []byte {
 	return b
 }
 
-// readLine reads one reply line byte by byte, so that nothing meant for
+// readReply reads the first line of a reply as readLine does. An answer
+// that does not start as a Redis reply does is read no further than
+// resp.ReadAnswer reads, and fails as notRedis says.
+func readReply(conn net.Conn) (string, error) {
+	first := make([]byte, 1)
+	if _, err := io.ReadFull(conn, first); err != nil {
+		return "", err
+	}
+	if !resp.IsReply(first) {
+		return "", notRedis(conn, resp.ReadAnswer(conn, first))
+	}
+	rest, err := readLine(conn)
+	return string(first) + rest, err
+}
+
+// readLine reads one line byte by byte, so that nothing meant for
 // rueidis afterwards is consumed.
 func readLine(conn net.Conn) (string, error) {
 	var line []byte
@@ -615,4 +646,47 @@ func readLine(conn net.Conn) (string, error) {
 		}
 	}
 	return strings.TrimRight(string(line), "\r\n"), nil
+}
+
+// errTLSRecord is the error of a plain connection answered with a TLS
+// record (an alert): the port serves TLS.
+var errTLSRecord = errors.New("it answered with a TLS record (does the master want TLS?)")
+
+// notRedis is the error of a connection whose server answered with
+// answer, which is not a Redis reply: a TLS server's record on a plain
+// connection, or another server altogether (resp.NotRedis, which
+// redlock-bench's probe gives too).
+func notRedis(conn net.Conn, answer []byte) error {
+	if t, ok := conn.(*trackedConn); ok {
+		conn = t.Conn
+	}
+	_, overTLS := conn.(*tls.Conn)
+	if !overTLS && resp.IsTLSRecord(answer) {
+		return errTLSRecord
+	}
+	return resp.NotRedis(answer, overTLS)
+}
+
+// during is err, read in answer to cmd, prefixed with cmd; a server that
+// is not Redis at all is said as it is, as redlock-bench says it.
+func during(cmd string, err error) error {
+	if nr := (*resp.NotRedisError)(nil); errors.As(err, &nr) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", cmd, err)
+}
+
+// sniff is the answer to PING of a server a connection failed on, over
+// tc when set; nothing when the dial, the handshake or the read fails
+// before deadline. It only tells another server from a master, and sends
+// nothing but PING.
+func sniff(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config, custom func(context.Context, string) (net.Conn, error), deadline time.Time) []byte {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	c, err := dial(ctx, addr, d, tc, custom)
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	return resp.PingConn(ctx, c)
 }

@@ -6,7 +6,9 @@ import (
 )
 
 // The offset is the server's clock minus ours at the middle of the round
-// trip, with its sign: a server ahead gives a positive offset.
+// trip, with its sign: a server ahead gives a positive offset. Its
+// uncertainty is half the round trip, and the microsecond the server's
+// time is truncated to.
 func TestMeasureClock(t *testing.T) {
 	sent := time.Unix(1700000000, 0)
 	received := sent.Add(10 * time.Millisecond)
@@ -20,8 +22,8 @@ func TestMeasureClock(t *testing.T) {
 	} {
 		si := serverInfo{ServerTime: tc.server}
 		si.measureClock(sent, received)
-		if !si.ClockKnown || si.ClockOffset != tc.want {
-			t.Errorf("server at %v: offset %v (known %v), want %v", tc.server.Sub(sent), si.ClockOffset, si.ClockKnown, tc.want)
+		if !si.ClockKnown || si.ClockOffset != tc.want || si.ClockError != 5*time.Millisecond+time.Microsecond {
+			t.Errorf("server at %v: offset %v ±%v (known %v), want %v ±5.001ms", tc.server.Sub(sent), si.ClockOffset, si.ClockError, si.ClockKnown, tc.want)
 		}
 	}
 	var si serverInfo

@@ -43,9 +43,9 @@ type member struct {
 	primary bool
 	// slots are those it served then, by its own view.
 	slots []slotRange
-	// clock is the node's clock offset as its last accepted connection
-	// measured it, when clockKnown (see judgeMemberClock).
-	clock      time.Duration
+	// clock is the node's clock as its last accepted connection read it,
+	// when clockKnown (see judgeMemberClock).
+	clock      clockReading
 	clockKnown bool
 }
 
@@ -185,7 +185,7 @@ func (p *Pool) judgeMemberClock(n *node, addr string, info serverInfo) error {
 		p.setVoteClock(n)
 		return fmt.Errorf("%s of %s: %w: its clock is %s from the others' (at most %s)", addr, n.Addr, ErrClockSkew, d.Round(time.Millisecond), p.maxSkew)
 	}
-	m.clock, m.clockKnown = info.ClockOffset, true
+	m.clock, m.clockKnown = info.clock(), true
 	n.members[addr] = m
 	p.setVoteClock(n)
 	return nil
@@ -213,7 +213,7 @@ func (p *Pool) rejudgeClocks() {
 			if !m.clockKnown {
 				continue
 			}
-			if d, ok := offMedian(m.clock, p.clockRefs(n, addr)); ok && (d >= p.maxSkew || -d >= p.maxSkew) {
+			if d, ok := offMedian(m.clock.off, p.clockRefs(n, addr)); ok && (d >= p.maxSkew || -d >= p.maxSkew) {
 				m.clockKnown = false
 				n.members[addr] = m
 				cut = append(cut, off{n, addr})
@@ -241,7 +241,7 @@ func (p *Pool) clockRefs(n *node, addr string) []time.Duration {
 		}
 		for a, m := range o.members {
 			if m.clockKnown && m.primary && (o != n || a != addr) {
-				refs = append(refs, m.clock)
+				refs = append(refs, m.clock.off)
 			}
 		}
 	}
@@ -262,17 +262,17 @@ func offMedian(x time.Duration, refs []time.Duration) (time.Duration, bool) {
 }
 
 // setVoteClock makes cluster vote n's clock the median of its accepted
-// primaries' readings. The caller holds p.ids.
+// primaries' readings (see medianClock). The caller holds p.ids.
 func (p *Pool) setVoteClock(n *node) {
-	var readings []time.Duration
+	var readings []clockReading
 	for _, m := range n.members {
 		if m.clockKnown && m.primary {
 			readings = append(readings, m.clock)
 		}
 	}
-	if d, ok := offMedian(0, readings); ok {
+	if r, ok := medianClock(readings); ok {
 		n.mu.Lock()
-		n.info.ClockOffset, n.info.ClockKnown = -d, true
+		n.info.ClockOffset, n.info.ClockError, n.info.ClockKnown = r.off, r.err, true
 		n.mu.Unlock()
 	}
 }

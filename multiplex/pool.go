@@ -307,11 +307,14 @@ type serverInfo struct {
 	// ServerTime is server_time_usec (Redis 7.0 or later); zero when absent.
 	ServerTime time.Time
 	// ClockOffset is the server's wall clock minus this process's, taken
-	// against the middle of the round trip that read ServerTime, so it is
-	// off by at most half that round trip plus the server's processing.
-	// ClockKnown says whether it was measured; parseServerInfo alone never
-	// sets it.
+	// against the middle of the round trip that read ServerTime, and
+	// ClockError its uncertainty: the server read its clock somewhere
+	// within that round trip, so the true offset is within ClockError
+	// (half the round trip, plus the microsecond ServerTime is truncated
+	// to) of ClockOffset. ClockKnown says whether it was measured;
+	// parseServerInfo alone never sets it.
 	ClockOffset time.Duration
+	ClockError  time.Duration
 	ClockKnown  bool
 	// view is a cluster node's CLUSTER NODES, read with its INFO on a
 	// new connection; nil for a master, or when the node did not answer
@@ -319,8 +322,8 @@ type serverInfo struct {
 	view *clusterView
 }
 
-// measureClock sets ClockOffset from ServerTime, read on a request sent at
-// sent whose reply arrived at received.
+// measureClock sets ClockOffset and ClockError from ServerTime, read on
+// a request sent at sent whose reply arrived at received.
 func (si *serverInfo) measureClock(sent, received time.Time) {
 	if si.ServerTime.IsZero() {
 		return
@@ -328,6 +331,14 @@ func (si *serverInfo) measureClock(sent, received time.Time) {
 	mid := sent.Add(received.Sub(sent) / 2)
 	// ServerTime has no monotonic reading, so Sub compares wall clocks.
 	si.ClockOffset, si.ClockKnown = si.ServerTime.Sub(mid), true
+	// ServerTime, truncated to the microsecond, is up to one behind what
+	// the server read.
+	si.ClockError = received.Sub(mid) + time.Microsecond
+}
+
+// clock is si's clock reading.
+func (si *serverInfo) clock() clockReading {
+	return clockReading{off: si.ClockOffset, err: si.ClockError}
 }
 
 // Dial connects to every master at once. A minority may be down: those are
@@ -671,7 +682,7 @@ func (p *Pool) connect(ctx context.Context, node *node, o Options) error {
 	node.info.Version = info.Version
 	if info.ClockKnown && (node.seeds == nil || p.maxSkew <= 0) {
 		// A cluster vote's, judged, is its nodes' median (judgeMemberClock).
-		node.info.ServerTime, node.info.ClockOffset, node.info.ClockKnown = info.ServerTime, info.ClockOffset, true
+		node.info.ServerTime, node.info.ClockOffset, node.info.ClockError, node.info.ClockKnown = info.ServerTime, info.ClockOffset, info.ClockError, true
 	}
 	node.mu.Unlock()
 	node.down.Store(false)

@@ -141,9 +141,13 @@ type NodeStatus struct {
 	// Role is "master", or what INFO replication says instead.
 	Role string `json:"role,omitempty"`
 	// ClockOffsetMS is the master's wall clock minus this process's, in
-	// milliseconds, at the node's last new connection; meaningful only
-	// when ClockKnown (Redis 7.0 or later).
+	// milliseconds, as last read (on the node's last new connection, or
+	// when another's was judged); meaningful only when ClockKnown (Redis
+	// 7.0 or later). ClockErrorMS is that reading's uncertainty: the true
+	// offset was within it of ClockOffsetMS (half the reading's round
+	// trip; for a cluster vote, its nodes' median's).
 	ClockOffsetMS float64 `json:"clock_offset_ms"`
+	ClockErrorMS  float64 `json:"clock_error_ms"`
 	ClockKnown    bool    `json:"clock_known"`
 	// Restarts counts run_id changes this pool observed.
 	Restarts int64  `json:"restarts"`
@@ -164,6 +168,7 @@ func (p *Pool) Status() []NodeStatus {
 			ClockKnown: info.ClockKnown, Restarts: n.restarts.Load()}
 		if info.ClockKnown {
 			s.ClockOffsetMS = float64(info.ClockOffset) / float64(time.Millisecond)
+			s.ClockErrorMS = float64(info.ClockError) / float64(time.Millisecond)
 		}
 		s.OK, s.Refused, s.Failed, s.TimedOut = n.Counts()
 		if err := n.Err(); err != nil {
@@ -526,7 +531,7 @@ func (p *Pool) refreshClocks(n *node) {
 				return
 			}
 			o.mu.Lock()
-			o.info.ServerTime, o.info.ClockOffset = fresh.ServerTime, fresh.ClockOffset
+			o.info.ServerTime, o.info.ClockOffset, o.info.ClockError = fresh.ServerTime, fresh.ClockOffset, fresh.ClockError
 			o.mu.Unlock()
 		}()
 	}

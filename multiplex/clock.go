@@ -42,3 +42,12 @@ func median(xs []time.Duration) time.Duration {
 	}
 	return m
 }
+
+// apart is how far r is from ref, and whether that is provably bound or
+// more: whether it stays so with both readings off by all their
+// uncertainty the other way. A clock read through a slow round trip is
+// so never refused for what its reading cannot tell.
+func (r clockReading) apart(ref clockReading, bound time.Duration) (d time.Duration, beyond bool) {
+	d = r.off - ref.off
+	return d, max(d, -d)-r.err-ref.err >= bound
+}

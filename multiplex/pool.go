@@ -128,13 +128,18 @@ type Options struct {
 	// this old). Required unless Quarantine is QuarantineOff.
 	MaxTTL time.Duration
 	// MaxClockSkew, when set, keeps out of the vote a node whose wall
-	// clock, measured on a new connection (server_time_usec), is this far
-	// or more from the median of the other nodes' clocks (those not kept
-	// out for theirs): its yes votes
-	// fail with ErrClockSkew until a later connection finds it within. A
-	// master that restarted, or whose clock was stepped, with a clock far
-	// off, would break what callers derive from the masters' clocks
-	// (fencing tokens); only new connections are measured. Default: off.
+	// clock, measured on a new connection (server_time_usec), is provably
+	// this far or more from the median of the other nodes' clocks (those
+	// not kept out for theirs): its yes votes fail with ErrClockSkew until
+	// a later connection finds it within. Provably: each reading is off
+	// by up to its uncertainty (half its round trip, NodeStatus.ClockErrorMS),
+	// and the difference less both readings' uncertainties must reach
+	// MaxClockSkew, so that a slow round trip never keeps a healthy node
+	// out; a node let in may then be off by up to MaxClockSkew plus twice
+	// the two uncertainties. A master that restarted, or whose clock was
+	// stepped, with a clock far off, would break what callers derive from
+	// the masters' clocks (fencing tokens); only new connections are
+	// measured. Default: off.
 	MaxClockSkew time.Duration
 	// DisableCoalesce sends every script command as its own EVALSHA, even
 	// when a node's queue holds several of the same script with a Multi.

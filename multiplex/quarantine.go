@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -539,34 +538,30 @@ func (p *Pool) refreshClocks(n *node) {
 }
 
 // checkSkew keeps n out of the vote while its clock, as a new connection
-// measured it, is MaxClockSkew or more from the median of the other
-// nodes' (as their last connections measured them), and lets it back
-// once a new connection finds it within. Nodes kept out for their own
-// clocks are not among the others: with three masters the median of the
-// two others is their mean, and one bad clock would move it far enough
-// to keep out every healthy master that reconnects. The caller holds
-// p.ids.
+// measured it, is provably MaxClockSkew or more from the median of the
+// other nodes' (as last read; see clockReading.apart), and lets it back
+// once a new connection finds it within or cannot tell. Nodes kept out
+// for their own clocks are not among the others: with three masters the
+// median of the two others is their mean, and one bad clock would move
+// it far enough to keep out every healthy master that reconnects. The
+// caller holds p.ids.
 func (p *Pool) checkSkew(n *node, info serverInfo) {
 	if p.maxSkew <= 0 || !info.ClockKnown {
 		return
 	}
-	var others []time.Duration
+	var others []clockReading
 	for _, o := range p.nodes {
 		if oi := o.Info(); o != n && oi.ClockKnown && o.skew.Load() == nil {
-			others = append(others, oi.ClockOffset)
+			others = append(others, oi.clock())
 		}
 	}
-	if len(others) == 0 {
+	ref, ok := medianClock(others)
+	if !ok {
 		return
 	}
-	slices.Sort(others)
-	median := others[len(others)/2]
-	if len(others)%2 == 0 {
-		median = (others[len(others)/2-1] + median) / 2
-	}
-	d := info.ClockOffset - median
-	if d >= p.maxSkew || -d >= p.maxSkew {
-		err := fmt.Errorf("%w: its clock is %s from theirs (at most %s)", ErrClockSkew, d.Round(time.Millisecond), p.maxSkew)
+	if d, beyond := info.clock().apart(ref, p.maxSkew); beyond {
+		err := fmt.Errorf("%w: its clock is %s from theirs (±%s as read; at most %s)", ErrClockSkew,
+			d.Round(time.Millisecond), (info.ClockError + ref.err).Round(100*time.Microsecond), p.maxSkew)
 		n.skew.Store(&err)
 		return
 	}

@@ -1,10 +1,13 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,4 +156,126 @@ func TestMasterReconnectingOverALongRoundTripIsJudgedByWhatItsReadingProves(t *t
 			})
 		})
 	}
+}
+
+// vagueInfoProxy is a proxy to a master that holds the next chunks
+// toward it that carry INFO (a clock reading's request), as many as
+// vague says, slowWay each, and passes everything else at once (order
+// kept): a round trip slowed for a moment, on a loaded host, while the
+// clock is read.
+type vagueInfoProxy struct {
+	*proxy
+	vague atomic.Int64
+}
+
+func newVagueInfoProxy(e *env, target string) *vagueInfoProxy {
+	p := &vagueInfoProxy{}
+	p.proxy = startProxy(e, target, func(c, s net.Conn) {
+		go pump(c, s, nil)
+		p.hold(s, c, func(b []byte) time.Duration {
+			if bytes.Contains(b, []byte("INFO")) && p.vague.Add(-1) >= 0 {
+				return slowWay
+			}
+			return 0
+		})
+	})
+	return p
+}
+
+// vagueClockConfig is slowClockConfig with master 2 reached through a
+// vagueInfoProxy (returned).
+func vagueClockConfig(e *env) (engine.Config, *vagueInfoProxy) {
+	cfg, _ := slowClockConfig(e)
+	vp := newVagueInfoProxy(e, e.addrs[2])
+	cfg.Masters[2] = vp.addr()
+	return cfg, vp
+}
+
+// A reading made vague by a slow round trip is taken again at once, and
+// the sharpest kept: where the slowness passed, the clock is judged on a
+// sharp reading. Master 2's first two readings at connect (the dialer's
+// and the client's) go through a round trip slowed as above, read 250 ms
+// ahead of where it is, ±250 ms, and prove nothing either way; its next
+// ones are quick. Its clock 300 ms behind (read -50 ms ±250 ms at first)
+// is refused, beyond MaxTTL/2 (200 ms); before the readings were taken
+// again, New let it through. A clock that agrees is let through, read
+// sharp.
+func TestFencingReadsAVagueClockAgain(t *testing.T) {
+	for _, skew := range []time.Duration{0, -300 * time.Millisecond} {
+		t.Run(fmt.Sprint(skew), func(t *testing.T) {
+			simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
+				cfg, vp := vagueClockConfig(e)
+				vp.vague.Store(2)
+				e.sim[2].JumpClock(skew)
+				l, err := engine.New(context.Background(), cfg)
+				if skew != 0 {
+					if err == nil {
+						st := l.Nodes()[2]
+						l.Close()
+						t.Fatalf("New over a master %s off: let through, its reading %.1f ms ±%.1f ms", skew, st.ClockOffsetMS, st.ClockErrorMS)
+					}
+					if !strings.Contains(err.Error(), "clocks differ") || !strings.Contains(err.Error(), vp.addr()) {
+						t.Fatalf("New over a master %s off: %v, want the clocks refused", skew, err)
+					}
+					t.Log(err)
+					return
+				}
+				if err != nil {
+					t.Fatalf("New over masters whose clocks agree: %v", err)
+				}
+				defer l.Close()
+				if st := l.Nodes()[2]; st.ClockErrorMS > 1 || st.ClockOffsetMS < -1 || st.ClockOffsetMS > 1 {
+					t.Errorf("master 2 read again, quick: %.3f ms ±%.3f ms, want 0 ±0.2 ms", st.ClockOffsetMS, st.ClockErrorMS)
+				}
+			})
+		})
+	}
+}
+
+// The same on a reconnect: master 2 comes back 300 ms behind, and its new
+// connection's reading goes through a round trip slowed as above (-50 ms
+// ±250 ms): the judgement cannot tell, and reads the clock again on the
+// new connection once it is up, quick, and keeps the master out. Before
+// the reading was taken again, master 2 voted.
+func TestMasterReconnectingWithAVagueReadingIsReadAgain(t *testing.T) {
+	simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
+		cfg, vp := vagueClockConfig(e)
+		var dials dialCounter
+		dials.wrap(&cfg)
+		l, err := engine.New(context.Background(), cfg)
+		if err != nil {
+			t.Fatalf("engine.New: %v", err)
+		}
+		defer l.Close()
+		e.sim[2].JumpClock(-300 * time.Millisecond)
+		vp.vague.Store(1)
+		before := dials.count(vp.addr())
+		e.sim[2].BreakConnections(-1)
+		for dials.count(vp.addr()) == before {
+			if le, err := l.TryLock(context.Background(), "probe"); err == nil {
+				le.Release(context.Background())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		// The reading, the judgement, and the reading again, all within
+		// a second.
+		time.Sleep(time.Second)
+		eventually(t, 5*time.Second, "master 2 answers on its new connection", func() bool {
+			if le, err := l.TryLock(context.Background(), "probe"); err == nil {
+				le.Release(context.Background())
+			}
+			return l.Nodes()[2].State != engine.StateDown
+		})
+		if st := l.Nodes()[2]; st.State != engine.StateClockSkewed || st.ClockErrorMS > 1 {
+			t.Fatalf("master 2 back 300 ms behind: %+v, want clock-skewed on a sharp reading", st)
+		}
+		e.set(0, "skew", "someone")
+		le, err := l.TryLock(context.Background(), "skew")
+		if err == nil || !errors.Is(err, engine.ErrClockSkew) {
+			if le != nil {
+				le.Release(context.Background())
+			}
+			t.Fatalf("master 2 300 ms behind: TryLock %v, want refused for its clock", err)
+		}
+	})
 }

@@ -162,39 +162,46 @@ func newLatencyProxy(e *env, target string, delay time.Duration, rewrite func([]
 	p.delay.Store(int64(delay))
 	p.proxy = startProxy(e, target, func(c, s net.Conn) {
 		go pump(c, s, rewrite)
-		type chunk struct {
-			at time.Time
-			b  []byte
-		}
-		q := make(chan chunk, 1024)
-		go func() {
-			defer s.Close()
-			for ch := range q {
-				// Not past the proxy's end: a goroutine asleep would
-				// outlive a simulated test's bubble.
-				select {
-				case <-time.After(time.Until(ch.at)):
-				case <-p.killed:
-					return
-				}
-				if _, err := s.Write(ch.b); err != nil {
-					return
-				}
+		p.hold(s, c, func([]byte) time.Duration { return time.Duration(p.delay.Load()) })
+	})
+	return p
+}
+
+// hold copies from src (a client) to dst (the master), each chunk held
+// back for what delay says of it, order kept, until either side fails
+// or the proxy is killed.
+func (p *proxy) hold(dst, src net.Conn, delay func([]byte) time.Duration) {
+	type chunk struct {
+		at time.Time
+		b  []byte
+	}
+	q := make(chan chunk, 1024)
+	go func() {
+		defer dst.Close()
+		for ch := range q {
+			// Not past the proxy's end: a goroutine asleep would
+			// outlive a simulated test's bubble.
+			select {
+			case <-time.After(time.Until(ch.at)):
+			case <-p.killed:
+				return
 			}
-		}()
-		defer close(q)
-		for {
-			buf := make([]byte, 32<<10)
-			n, err := c.Read(buf)
-			if n > 0 {
-				q <- chunk{time.Now().Add(time.Duration(p.delay.Load())), buf[:n]}
-			}
-			if err != nil {
+			if _, err := dst.Write(ch.b); err != nil {
 				return
 			}
 		}
-	})
-	return p
+	}()
+	defer close(q)
+	for {
+		buf := make([]byte, 32<<10)
+		n, err := src.Read(buf)
+		if n > 0 {
+			q <- chunk{time.Now().Add(delay(buf[:n])), buf[:n]}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // dropProxy: once armed with a needle, the first chunk toward the master

@@ -606,6 +606,15 @@ func (p *Pool) connect(ctx context.Context, node *node, o Options) error {
 		r.c.Close()
 		return err
 	}
+	if node.seeds == nil && info.ClockKnown {
+		// The dialer read the clock on this connection moments before:
+		// the sharper reading of the two, and sharper still if it can
+		// be had (sharpenClock).
+		if prev := node.Info(); prev.ClockKnown && prev.ClockError < info.ClockError {
+			info.ServerTime, info.ClockOffset, info.ClockError = prev.ServerTime, prev.ClockOffset, prev.ClockError
+		}
+		info = p.sharpenClock(r.c, info)
+	}
 	node.mu.Lock()
 	// run_id, uptime and role come from the dialer, which decided whether
 	// the node may vote; the clock offset is refreshed.
@@ -674,13 +683,10 @@ func loadNode(ctx context.Context, c rueidis.Client, scripts []*Script) (serverI
 			}
 		}
 	}
-	sent := time.Now()
-	txt, err := c.Do(ctx, c.B().Info().Section("server").Build()).ToString()
+	info, err := readClock(ctx, c)
 	if err != nil {
 		return serverInfo{}, fmt.Errorf("INFO server: %w", err)
 	}
-	info := parseServerInfo(txt)
-	info.measureClock(sent, time.Now())
 	return info, nil
 }
 

@@ -419,12 +419,15 @@ func (p *Pool) observe(n *node, info serverInfo) error {
 	return nil
 }
 
-// judgeClock checks n's clock, as its new connection measured it, against
-// the other masters' clocks read again at once (see refreshClocks), in the
-// background: the dialer must not wait on the other masters' connections,
-// which may be dialling too. Meanwhile n votes as before; a master that
-// restarted, the case that matters (it forgot its counters), is in its
-// restart quarantine for MaxTTL, far longer than the check takes.
+// judgeClock checks n's clock, as its new connection measured it,
+// against the other masters' clocks read again at once (see
+// refreshClocks, two node timeouts at most), in the background: the
+// dialer must not wait on the other masters' connections, which may be
+// dialling too. Meanwhile n votes as before; a master that restarted, the
+// case that matters (it forgot its counters), is in its restart
+// quarantine for MaxTTL, longer than the check takes. A vague reading
+// that the check lets through is taken again once the new connection is
+// up, and judged again (see sharpenClock).
 func (p *Pool) judgeClock(n *node, info serverInfo) {
 	if p.maxSkew <= 0 || !info.ClockKnown {
 		return
@@ -439,20 +442,46 @@ func (p *Pool) judgeClock(n *node, info serverInfo) {
 	go func() {
 		defer p.clockChecks.Done()
 		p.refreshClocks(n)
-		p.ids.Lock()
-		defer p.ids.Unlock()
-		// A newer connection of n's is judged on its own reading.
-		if n.clockGen.Load() == gen {
-			p.checkSkew(n, info)
+		if !p.judgeReading(n, gen, info, false) || !p.vague(info) {
+			return
+		}
+		// Vague, and not provably off: read it again on the new
+		// connection, which the client reaches once its dial is done (a
+		// first connection's is read again by connect), and judge the
+		// sharper reading.
+		if c := n.Client(); c != nil {
+			if sharp := p.sharpenClock(c, info); sharp.ClockError < info.ClockError {
+				p.judgeReading(n, gen, sharp, true)
+			}
 		}
 	}()
 }
 
+// judgeReading judges n's clock reading (checkSkew), unless a newer
+// connection of n's has been measured since the one of gen (see
+// judgeClock), and records it as n's when record is set; false when
+// newer. The caller holds no lock.
+func (p *Pool) judgeReading(n *node, gen uint64, info serverInfo, record bool) bool {
+	p.ids.Lock()
+	defer p.ids.Unlock()
+	if n.clockGen.Load() != gen {
+		return false
+	}
+	if record {
+		n.mu.Lock()
+		n.info.ServerTime, n.info.ClockOffset, n.info.ClockError = info.ServerTime, info.ClockOffset, info.ClockError
+		n.mu.Unlock()
+	}
+	p.checkSkew(n, info)
+	return n.skew.Load() == nil
+}
+
 // refreshClocks measures again, at once, the clocks of the masters
 // other than n that vote (INFO server on their open connections, within
-// the node timeout, all at once), for checkSkew to judge n's new reading
-// against readings of the same moment; a master that does not answer in
-// time keeps its earlier reading. Only with MaxClockSkew.
+// the node timeout, all at once, each sharpened: see sharpenClock), for
+// checkSkew to judge n's new reading against readings of the same
+// moment; a master that does not answer in time keeps its earlier
+// reading. Only with MaxClockSkew.
 func (p *Pool) refreshClocks(n *node) {
 	var wg sync.WaitGroup
 	for _, o := range p.nodes {
@@ -464,23 +493,68 @@ func (p *Pool) refreshClocks(n *node) {
 		go func() {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
-			defer cancel()
-			sent := time.Now()
-			txt, err := c.Do(ctx, c.B().Info().Section("server").Build()).ToString()
-			if err != nil {
+			fresh, err := readClock(ctx, c)
+			cancel()
+			if err != nil || !fresh.ClockKnown {
 				return
 			}
-			fresh := parseServerInfo(txt)
-			fresh.measureClock(sent, time.Now())
-			if !fresh.ClockKnown {
-				return
-			}
+			fresh = p.sharpenClock(c, fresh)
 			o.mu.Lock()
 			o.info.ServerTime, o.info.ClockOffset, o.info.ClockError = fresh.ServerTime, fresh.ClockOffset, fresh.ClockError
 			o.mu.Unlock()
 		}()
 	}
 	wg.Wait()
+}
+
+// readClock reads the clock of c's server (INFO server).
+func readClock(ctx context.Context, c rueidis.Client) (serverInfo, error) {
+	sent := time.Now()
+	txt, err := c.Do(ctx, c.B().Info().Section("server").Build()).ToString()
+	if err != nil {
+		return serverInfo{}, err
+	}
+	info := parseServerInfo(txt)
+	info.measureClock(sent, time.Now())
+	return info, nil
+}
+
+// sharpenClock reads the clock of c's server again while r, its reading,
+// is vague (uncertain by a quarter of MaxClockSkew or more), at most
+// twice, and returns the least uncertain reading: NTP's minimum-delay
+// filter, so that a round trip slowed for a moment (a loaded host) does
+// not leave the judgement to a vague reading where a sharp one can be
+// had. Two readings sharper than that let clocks through (see checkSkew)
+// only when they are less than twice MaxClockSkew apart. The reads wait
+// a node timeout in all, and each no longer than the best round trip so
+// far, a slower one being no better. Only readings moments apart are
+// compared: one kept from an earlier connection or refresh could hide a
+// clock's step behind its uncertainty, and claim a precision it no
+// longer has.
+func (p *Pool) sharpenClock(c rueidis.Client, r serverInfo) serverInfo {
+	deadline := time.Now().Add(p.timeout)
+	for range 2 {
+		if !p.vague(r) {
+			break
+		}
+		dl := time.Now().Add(2 * r.ClockError)
+		if deadline.Before(dl) {
+			dl = deadline
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), dl)
+		fresh, err := readClock(ctx, c)
+		cancel()
+		if err == nil && fresh.ClockKnown && fresh.ClockError < r.ClockError {
+			r.ServerTime, r.ClockOffset, r.ClockError = fresh.ServerTime, fresh.ClockOffset, fresh.ClockError
+		}
+	}
+	return r
+}
+
+// vague reports whether reading r is worth taking again (sharpenClock):
+// uncertain by a quarter of MaxClockSkew or more.
+func (p *Pool) vague(r serverInfo) bool {
+	return p.maxSkew > 0 && r.ClockKnown && r.ClockError >= p.maxSkew/4
 }
 
 // checkSkew keeps n out of the vote while its clock, as a new connection

@@ -214,6 +214,9 @@ func checkClocks(pool *multiplex.Pool, maxTTL time.Duration) error {
 			continue
 		}
 		off, u := msDuration(n.ClockOffsetMS), msDuration(n.ClockErrorMS)
+		if faults.ClockErrorIgnored.On() {
+			u = 0
+		}
 		if ahead == nil || off-u > aheadLo {
 			ahead, aheadLo = n, off-u
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/mutation"
 )
 
 // slowWay is how long master 2's proxy holds every command on its way
@@ -43,9 +44,8 @@ func slowClockConfig(e *env) (engine.Config, *latencyProxy) {
 // Each reading is off by up to half its round trip, and a master whose
 // connect round trips are long (a loaded host, a far link) must not be
 // refused for what the reading cannot tell: here the clocks agree, and
-// master 2's reading is 250 ms off, ±250 ms. New refused it ("the
-// masters' clocks differ by 250ms") before the check counted the
-// readings' uncertainty.
+// master 2's reading is 250 ms off, ±250 ms, on every read (read again,
+// it stays as vague). The control, clock-error-ignored, refuses it.
 func TestFencingAcceptsAgreeingClocksBehindALongRoundTrip(t *testing.T) {
 	simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
 		cfg, _ := slowClockConfig(e)
@@ -65,6 +65,27 @@ func TestFencingAcceptsAgreeingClocksBehindALongRoundTrip(t *testing.T) {
 				t.Errorf("master %d, 100 µs away: uncertainty %.3f ms", i, st.ClockErrorMS)
 			}
 		}
+	})
+}
+
+// The control: judged by the offsets alone, as before the readings'
+// uncertainty counted, the agreeing clocks above are refused ("the
+// masters' clocks differ by 250ms"). Every reading of master 2 takes
+// the 500 ms round trip, so the schedule cannot miss.
+func TestFencingAcceptsAgreeingClocksBehindALongRoundTripControl(t *testing.T) {
+	mutation.Require(t)
+	defer mutation.ClockErrorIgnored.Set(true)()
+	simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
+		cfg, slow := slowClockConfig(e)
+		l, err := engine.New(context.Background(), cfg)
+		if err == nil {
+			l.Close()
+			t.Fatalf("with %s on, New over a master read 250 ms ±250 ms off let it through: the test cannot catch it", mutation.ClockErrorIgnored.Name())
+		}
+		if !strings.Contains(err.Error(), "clocks differ") || !strings.Contains(err.Error(), slow.addr()) {
+			t.Fatalf("with %s on: %v, want the clocks refused", mutation.ClockErrorIgnored.Name(), err)
+		}
+		t.Logf("caught: %v", err)
 	})
 }
 
@@ -95,47 +116,14 @@ func TestFencingRefusesSkewedClocksBehindALongRoundTrip(t *testing.T) {
 // A master that reconnects is judged on its new connection's reading
 // against the others' clocks. Its round trips there are long (slowWay
 // on the way there, as above): a healthy clock must keep voting, while
-// one a second behind, read as -750 ms ±250 ms, sits out. Before the
-// judgement counted the readings' uncertainty, the healthy master, read
-// 250 ms ahead, sat out as clock-skewed.
+// one a second behind, read as -750 ms ±250 ms, sits out. The control,
+// clock-error-ignored, keeps the healthy master out.
 func TestMasterReconnectingOverALongRoundTripIsJudgedByWhatItsReadingProves(t *testing.T) {
 	for _, skew := range []time.Duration{0, -time.Second} {
 		t.Run(fmt.Sprint(skew), func(t *testing.T) {
 			simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
-				cfg, slow := slowClockConfig(e)
-				slow.delay.Store(0)
-				var dials dialCounter
-				dials.wrap(&cfg)
-				l, err := engine.New(context.Background(), cfg)
-				if err != nil {
-					t.Fatalf("engine.New: %v", err)
-				}
+				l := reconnectOverALongRoundTrip(t, e, skew)
 				defer l.Close()
-				e.sim[2].JumpClock(skew)
-				slow.delay.Store(int64(slowWay))
-				before := dials.count(slow.addr())
-				e.sim[2].BreakConnections(-1)
-				// The next round finds the connection broken; the one after
-				// dials again. The new connection's reading, and its
-				// judgement in the background (the others' clocks read again
-				// within a node timeout), are done well within a second.
-				for dials.count(slow.addr()) == before {
-					if le, err := l.TryLock(context.Background(), "probe"); err == nil {
-						le.Release(context.Background())
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
-				time.Sleep(time.Second)
-				// Fast again, once what the proxy held has gone through: a
-				// reply on the new connection marks the master up.
-				slow.delay.Store(0)
-				time.Sleep(slowWay)
-				eventually(t, 5*time.Second, "master 2 answers on its new connection", func() bool {
-					if le, err := l.TryLock(context.Background(), "probe"); err == nil {
-						le.Release(context.Background())
-					}
-					return l.Nodes()[2].State != engine.StateDown
-				})
 				st := l.Nodes()[2]
 				skewed := st.State == engine.StateClockSkewed
 				if want := skew != 0; skewed != want {
@@ -156,6 +144,67 @@ func TestMasterReconnectingOverALongRoundTripIsJudgedByWhatItsReadingProves(t *t
 			})
 		})
 	}
+}
+
+// The control: judged by the offsets alone, the healthy master that
+// reconnects over the long round trip, read 250 ms ahead, sits out as
+// clock-skewed.
+func TestMasterReconnectingOverALongRoundTripControl(t *testing.T) {
+	mutation.Require(t)
+	defer mutation.ClockErrorIgnored.Set(true)()
+	simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
+		l := reconnectOverALongRoundTrip(t, e, 0)
+		defer l.Close()
+		st := l.Nodes()[2]
+		if st.State != engine.StateClockSkewed {
+			t.Fatalf("with %s on, master 2, healthy, back over a long round trip: %+v, not kept out: the test cannot catch it", mutation.ClockErrorIgnored.Name(), st)
+		}
+		t.Logf("caught: %s", st.Err)
+	})
+}
+
+// reconnectOverALongRoundTrip starts a fenced Locker over e's masters,
+// master 2 behind a proxy (slowClockConfig) that holds nothing at
+// first, then steps master 2's clock by skew, slows its proxy by slowWay
+// and breaks its connections, and returns once master 2 answers on a
+// new connection whose reading has been judged.
+func reconnectOverALongRoundTrip(t *testing.T, e *env, skew time.Duration) *engine.Locker {
+	t.Helper()
+	cfg, slow := slowClockConfig(e)
+	slow.delay.Store(0)
+	var dials dialCounter
+	dials.wrap(&cfg)
+	l, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("engine.New: %v", err)
+	}
+	e.sim[2].JumpClock(skew)
+	slow.delay.Store(int64(slowWay))
+	before := dials.count(slow.addr())
+	e.sim[2].BreakConnections(-1)
+	// The next round finds the connection broken; the one after dials
+	// again. The new connection's reading, and its judgement in the
+	// background (the others' clocks read again, and its own read again
+	// while vague, each within a node timeout), are done well within a
+	// second.
+	for dials.count(slow.addr()) == before {
+		if le, err := l.TryLock(context.Background(), "probe"); err == nil {
+			le.Release(context.Background())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	// Fast again, once what the proxy held has gone through: a reply on
+	// the new connection marks the master up.
+	slow.delay.Store(0)
+	time.Sleep(slowWay)
+	eventually(t, 5*time.Second, "master 2 answers on its new connection", func() bool {
+		if le, err := l.TryLock(context.Background(), "probe"); err == nil {
+			le.Release(context.Background())
+		}
+		return l.Nodes()[2].State != engine.StateDown
+	})
+	return l
 }
 
 // vagueInfoProxy is a proxy to a master that holds the next chunks
@@ -197,17 +246,13 @@ func vagueClockConfig(e *env) (engine.Config, *vagueInfoProxy) {
 // and the client's) go through a round trip slowed as above, read 250 ms
 // ahead of where it is, ±250 ms, and prove nothing either way; its next
 // ones are quick. Its clock 300 ms behind (read -50 ms ±250 ms at first)
-// is refused, beyond MaxTTL/2 (200 ms); before the readings were taken
-// again, New let it through. A clock that agrees is let through, read
-// sharp.
+// is refused, beyond MaxTTL/2 (200 ms); the control, clock-read-once,
+// lets it through. A clock that agrees is let through, read sharp.
 func TestFencingReadsAVagueClockAgain(t *testing.T) {
 	for _, skew := range []time.Duration{0, -300 * time.Millisecond} {
 		t.Run(fmt.Sprint(skew), func(t *testing.T) {
 			simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
-				cfg, vp := vagueClockConfig(e)
-				vp.vague.Store(2)
-				e.sim[2].JumpClock(skew)
-				l, err := engine.New(context.Background(), cfg)
+				l, vp, err := newOverAVagueReading(e, skew)
 				if skew != 0 {
 					if err == nil {
 						st := l.Nodes()[2]
@@ -232,40 +277,42 @@ func TestFencingReadsAVagueClockAgain(t *testing.T) {
 	}
 }
 
+// The control: judged on its first, vague reading, master 2 300 ms
+// behind is let through.
+func TestFencingReadsAVagueClockAgainControl(t *testing.T) {
+	mutation.Require(t)
+	defer mutation.ClockReadOnce.Set(true)()
+	simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
+		l, _, err := newOverAVagueReading(e, -300*time.Millisecond)
+		if err != nil {
+			t.Fatalf("with %s on, New over a master 300 ms behind read vague: %v: the test cannot catch it", mutation.ClockReadOnce.Name(), err)
+		}
+		st := l.Nodes()[2]
+		l.Close()
+		t.Logf("caught: let through, master 2 read %.1f ms ±%.1f ms", st.ClockOffsetMS, st.ClockErrorMS)
+	})
+}
+
+// newOverAVagueReading steps master 2's clock by skew and starts a fenced
+// Locker over e's masters, master 2 behind a vagueInfoProxy that slows
+// the first two INFO round trips (returned).
+func newOverAVagueReading(e *env, skew time.Duration) (*engine.Locker, *vagueInfoProxy, error) {
+	cfg, vp := vagueClockConfig(e)
+	vp.vague.Store(2)
+	e.sim[2].JumpClock(skew)
+	l, err := engine.New(context.Background(), cfg)
+	return l, vp, err
+}
+
 // The same on a reconnect: master 2 comes back 300 ms behind, and its new
 // connection's reading goes through a round trip slowed as above (-50 ms
 // ±250 ms): the judgement cannot tell, and reads the clock again on the
-// new connection once it is up, quick, and keeps the master out. Before
-// the reading was taken again, master 2 voted.
+// new connection once it is up, quick, and keeps the master out. The
+// control, clock-read-once, lets master 2 vote.
 func TestMasterReconnectingWithAVagueReadingIsReadAgain(t *testing.T) {
 	simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
-		cfg, vp := vagueClockConfig(e)
-		var dials dialCounter
-		dials.wrap(&cfg)
-		l, err := engine.New(context.Background(), cfg)
-		if err != nil {
-			t.Fatalf("engine.New: %v", err)
-		}
+		l := reconnectWithAVagueReading(t, e)
 		defer l.Close()
-		e.sim[2].JumpClock(-300 * time.Millisecond)
-		vp.vague.Store(1)
-		before := dials.count(vp.addr())
-		e.sim[2].BreakConnections(-1)
-		for dials.count(vp.addr()) == before {
-			if le, err := l.TryLock(context.Background(), "probe"); err == nil {
-				le.Release(context.Background())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		// The reading, the judgement, and the reading again, all within
-		// a second.
-		time.Sleep(time.Second)
-		eventually(t, 5*time.Second, "master 2 answers on its new connection", func() bool {
-			if le, err := l.TryLock(context.Background(), "probe"); err == nil {
-				le.Release(context.Background())
-			}
-			return l.Nodes()[2].State != engine.StateDown
-		})
 		if st := l.Nodes()[2]; st.State != engine.StateClockSkewed || st.ClockErrorMS > 1 {
 			t.Fatalf("master 2 back 300 ms behind: %+v, want clock-skewed on a sharp reading", st)
 		}
@@ -278,4 +325,61 @@ func TestMasterReconnectingWithAVagueReadingIsReadAgain(t *testing.T) {
 			t.Fatalf("master 2 300 ms behind: TryLock %v, want refused for its clock", err)
 		}
 	})
+}
+
+// The control: judged on its vague reading alone, master 2 back 300 ms
+// behind votes.
+func TestMasterReconnectingWithAVagueReadingControl(t *testing.T) {
+	mutation.Require(t)
+	defer mutation.ClockReadOnce.Set(true)()
+	simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
+		l := reconnectWithAVagueReading(t, e)
+		defer l.Close()
+		if st := l.Nodes()[2]; st.State == engine.StateClockSkewed {
+			t.Fatalf("with %s on, master 2 back 300 ms behind, read vague: %+v, kept out: the test cannot catch it", mutation.ClockReadOnce.Name(), st)
+		}
+		e.set(0, "skew", "someone")
+		le, err := l.TryLock(context.Background(), "skew")
+		if err != nil {
+			t.Fatalf("with %s on, master 2's vote: %v, want it to count", mutation.ClockReadOnce.Name(), err)
+		}
+		le.Release(context.Background())
+		t.Logf("caught: master 2, 300 ms behind, voted (%+v)", l.Nodes()[2])
+	})
+}
+
+// reconnectWithAVagueReading starts a fenced Locker over e's masters,
+// master 2 behind a vagueInfoProxy, then steps master 2's clock 300 ms
+// back, has the proxy slow its next INFO round trip, breaks its
+// connections, and returns once master 2 answers on a new connection
+// whose reading has been judged.
+func reconnectWithAVagueReading(t *testing.T, e *env) *engine.Locker {
+	t.Helper()
+	cfg, vp := vagueClockConfig(e)
+	var dials dialCounter
+	dials.wrap(&cfg)
+	l, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("engine.New: %v", err)
+	}
+	e.sim[2].JumpClock(-300 * time.Millisecond)
+	vp.vague.Store(1)
+	before := dials.count(vp.addr())
+	e.sim[2].BreakConnections(-1)
+	for dials.count(vp.addr()) == before {
+		if le, err := l.TryLock(context.Background(), "probe"); err == nil {
+			le.Release(context.Background())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The reading, the judgement, and the reading again, all within a
+	// second.
+	time.Sleep(time.Second)
+	eventually(t, 5*time.Second, "master 2 answers on its new connection", func() bool {
+		if le, err := l.TryLock(context.Background(), "probe"); err == nil {
+			le.Release(context.Background())
+		}
+		return l.Nodes()[2].State != engine.StateDown
+	})
+	return l
 }

@@ -175,9 +175,10 @@ func (l *Locker) fenceKeep() string {
 
 // maxClockSkew is how far a master's clock may provably be from the
 // others' when a new connection measures it (a restart, a reconnect),
-// with Fencing: MaxTTL/2, as New checks at start (see checkClocks). Farther, its votes are kept out
-// until it comes back within: a restarted master forgot its counters, and
-// its clock alone then stands for them (see the top of this file).
+// with Fencing: MaxTTL/2, as New checks at start (see checkClocks).
+// Farther, its votes are kept out until a new connection finds it not
+// provably so: a restarted master forgot its counters, and its clock
+// alone then stands for them (see the top of this file).
 // Without fencing nothing depends on the masters' wall clocks.
 func maxClockSkew(cfg Config) time.Duration {
 	if !cfg.Fencing {
@@ -197,11 +198,14 @@ func maxClockSkew(cfg Config) time.Duration {
 // only when their readings' difference d is provably MaxTTL/2 or more:
 // |d| - (u1 + u2) >= MaxTTL/2. A master whose clock agrees is never
 // refused for a slow round trip (a loaded host can take hundreds of ms
-// over one at connect). Clocks let through are, in truth, less than
-// MaxTTL/2 + 2(u1 + u2) apart: within MaxTTL, as the argument needs,
-// while u1 + u2 < MaxTTL/4; round trips on a LAN (µs to ms) leave the
-// margin nearly whole for drift. Nodes() shows each reading's
-// uncertainty (ClockErrorMS).
+// over one at connect). Nor is a far one let through on a reading too
+// vague to tell when a sharper one can be had: the pool reads a clock
+// again at connect while its reading is uncertain by a quarter of the
+// bound or more, and keeps the sharpest. Clocks let through are, in
+// truth, less than MaxTTL/2 + 2(u1 + u2) apart: within MaxTTL, as the
+// argument needs, while u1 + u2 < MaxTTL/4; round trips on a LAN (µs to
+// ms) leave the margin nearly whole for drift. Nodes() shows each
+// reading's uncertainty (ClockErrorMS).
 func checkClocks(pool *multiplex.Pool, maxTTL time.Duration) error {
 	// ahead is the master whose clock is at least latest (the lowest its
 	// reading allows is highest), behind the one at most earliest.

@@ -134,11 +134,14 @@ type Options struct {
 	// clock, measured on a new connection (server_time_usec), is provably
 	// this far or more from the median of the other nodes' clocks (those
 	// not kept out for theirs): its yes votes fail with ErrClockSkew until
-	// a later connection finds it within. Provably: each reading is off
-	// by up to its uncertainty (half its round trip, NodeStatus.ClockErrorMS),
-	// and the difference less both readings' uncertainties must reach
-	// MaxClockSkew, so that a slow round trip never keeps a healthy node
-	// out; a node let in may then be off by up to MaxClockSkew plus twice
+	// a later connection finds it not provably so. Provably: each reading
+	// is off by up to its uncertainty (half its round trip,
+	// NodeStatus.ClockErrorMS), and the difference less both readings'
+	// uncertainties must reach MaxClockSkew, so that a slow round trip
+	// never keeps a healthy node out; a reading uncertain by a quarter of
+	// MaxClockSkew or more is read again, at most twice, and the sharpest
+	// kept, so that a far clock is not let in on a reading slowed for a
+	// moment. A node let in may be off by up to MaxClockSkew plus twice
 	// the two uncertainties. A master that restarted, or whose clock was
 	// stepped, with a clock far off, would break what callers derive from
 	// the masters' clocks (fencing tokens); only new connections are

@@ -219,9 +219,9 @@ type vagueInfoProxy struct {
 
 func newVagueInfoProxy(e *env, target string) *vagueInfoProxy {
 	p := &vagueInfoProxy{}
-	p.proxy = startProxy(e, target, func(c, s net.Conn) {
+	p.proxy = startProxy(e, target, func(pp *proxy, c, s net.Conn) {
 		go pump(c, s, nil)
-		p.hold(s, c, func(b []byte) time.Duration {
+		pp.hold(s, c, func(b []byte) time.Duration {
 			if bytes.Contains(b, []byte("INFO")) && p.vague.Add(-1) >= 0 {
 				return slowWay
 			}

@@ -15,7 +15,7 @@ import (
 // A proxy stands between Lockers and one master and decides what
 // happens to each connection's bytes. Against real masters it listens on
 // a free loopback port; against simulated ones (simTest) it has an
-// address that only the env's dialer knows (Config.DialContext) and
+// address that only the env's dialer knows (Config.Conn.DialContext) and
 // carries each connection over an in-memory pipe, which a synctest
 // bubble can wait on. The proxy and every connection it opened close
 // with the test.

@@ -145,7 +145,7 @@ func (e *env) gatedLocker(mutate func(*engine.Config)) (*engine.Locker, []*gateP
 // in time.
 func undoWakeConfig(c *engine.Config) {
 	c.TTL, c.MaxTTL = undoFallback, undoFallback
-	c.FallbackMin, c.FallbackMax = undoFallback, undoFallback
+	c.Wait.FallbackMin, c.Wait.FallbackMax = undoFallback, undoFallback
 	c.NodeTimeout = 5 * time.Second
 	c.Fencing = false
 }

@@ -36,7 +36,7 @@ func slowClockConfig(e *env) (engine.Config, *latencyProxy) {
 	cfg.Masters = []string{e.addrs[0], e.addrs[1], slow.addr()}
 	cfg.Fencing, cfg.TTL, cfg.MaxTTL = true, clockMaxTTL, clockMaxTTL
 	// Connecting takes several round trips of slowWay.
-	cfg.DialTimeout = 10 * time.Second
+	cfg.Conn.DialTimeout = 10 * time.Second
 	return cfg, slow
 }
 

@@ -162,8 +162,9 @@ const (
 	StateDown        = multiplex.StateDown
 	StateQuarantined = multiplex.StateQuarantined
 	// StateClockSkewed: with Fencing, a master whose clock, measured on a
-	// new connection, is MaxTTL/2 or more from the others' is kept out of
-	// the vote until a new connection finds it within.
+	// new connection, is provably MaxTTL/2 or more from the others' (its
+	// reading's uncertainty counted: NodeStatus.ClockErrorMS) is kept out
+	// of the vote until a new connection finds it not provably so.
 	StateClockSkewed = multiplex.StateClockSkewed
 )
 

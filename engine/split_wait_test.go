@@ -58,7 +58,7 @@ type gatedConn struct {
 func newGateProxy(e *env, target string) *gateProxy {
 	e.t.Helper()
 	g := &gateProxy{}
-	g.proxy = startProxy(e, target, func(c, s net.Conn) {
+	g.proxy = startProxy(e, target, func(_ *proxy, c, s net.Conn) {
 		gc := &gatedConn{server: s}
 		g.mu.Lock()
 		g.conns = append(g.conns, gc)

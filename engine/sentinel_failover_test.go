@@ -47,7 +47,7 @@ func sentinelDoubleGrant(t *testing.T, policy engine.QuarantinePolicy) bool {
 			c.Sentinels = []engine.SentinelVote{{Master: g.Master, Addrs: g.SentinelAddrs()}}
 			// A's lease outlives anything the test waits for.
 			c.TTL, c.Quarantine = time.Minute, policy
-			roomy(c)
+			patient(c)
 			if observe {
 				c.Observer = &engine.Observer{NodeState: func(ev engine.NodeStateEvent) {
 					if ev.Node == 2 && ev.State == engine.StateQuarantined {

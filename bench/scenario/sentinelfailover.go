@@ -303,6 +303,7 @@ func sentinelFailoverPath(ctx context.Context, e *env, masters *redisproc.Cluste
 	e.step("master %s killed; every sentinel names %s the master of %q, %.1f ms after SENTINEL FAILOVER; the holder's key on it: %v",
 		master.Addr(), obs.Promoted, g.Master, obs.FailoverMs, obs.OnPromoted)
 
+	p := probe{e: e, or: or, second: second, res: sfRes, vote: sfVote, voteIs: "the Sentinel vote"}
 	// The event the second client's attempts wait for: its Sentinel vote
 	// follows the sentinels to the promoted master. Attempts before it
 	// would ask the dead master, and test nothing.
@@ -319,9 +320,6 @@ func sentinelFailoverPath(ctx context.Context, e *env, masters *redisproc.Cluste
 		obs.Followed, obs.FollowedMs, obs.HolderLeftAtFollowMs = true, ms(time.Since(done)), ms(lease.Validity())
 		e.step("the second client's Sentinel vote follows the sentinels to %s after %.1f ms, %.0f ms of the holder's validity left",
 			obs.Promoted, obs.FollowedMs, obs.HolderLeftAtFollowMs)
-
-		p := probe{e: e, or: or, second: second, res: sfRes, vote: sfVote,
-			on: "", voteIs: "the Sentinel vote"}
 		if err := p.whileHeld(ctx, lease, done, &obs.probeObs); err != nil {
 			return err
 		}
@@ -336,7 +334,6 @@ func sentinelFailoverPath(ctx context.Context, e *env, masters *redisproc.Cluste
 	if q == engine.QuarantineOff || !obs.Followed {
 		return nil
 	}
-	p := probe{e: e, or: or, second: second, res: sfRes, vote: sfVote, voteIs: "the Sentinel vote"}
 	return p.afterRelease(ctx, &obs.probeObs)
 }
 

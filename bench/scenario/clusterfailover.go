@@ -156,6 +156,7 @@ func runClusterFailover(ctx context.Context, e *env) (outcome, error) {
 		return func(c *engine.Config) {
 			c.Masters, c.Clusters = nil, seeds
 			c.TTL, c.Quarantine, c.AutoExtend, c.Wait.DisableNotify = ttl, policy, false, true
+			patient(c)
 		}
 	}
 	// The holder trusts the clusters; the second client's policy is what

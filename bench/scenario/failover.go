@@ -162,7 +162,7 @@ func runFailover(ctx context.Context, e *env) (outcome, error) {
 		}
 	}
 	set := func(policy engine.QuarantinePolicy) func(*engine.Config) {
-		return func(c *engine.Config) { c.TTL, c.Quarantine, c.AutoExtend = ttl, policy, false }
+		return func(c *engine.Config) { c.TTL, c.Quarantine, c.AutoExtend = ttl, policy, false; patient(c) }
 	}
 
 	single := newOracle(e.start)
@@ -333,6 +333,14 @@ func failoverRedlockPath(ctx context.Context, e *env, cluster *redisproc.Cluster
 		return fmt.Errorf("holder on Redlock: %w", err)
 	}
 	defer holder.Close()
+	// The second client sees the failover happen, as a running client
+	// does. It connects before the holder acquires: connecting takes time
+	// the holder's lease need not spend.
+	second, err := e.locker(ctx, addrs, set(q))
+	if err != nil {
+		return fmt.Errorf("second client on Redlock: %w", err)
+	}
+	defer second.Close()
 	lease, nodes, err := holdExactQuorum(ctx, holder, addrs, failoverRedlock, []int{3, 4})
 	obs.HolderNodes = nodes
 	if err != nil {
@@ -342,12 +350,6 @@ func failoverRedlockPath(ctx context.Context, e *env, cluster *redisproc.Cluster
 	or.acquire(failoverRedlock, "holder", got, lease.ValidUntil())
 	e.step("holder acquired on Redlock masters %v, valid for %s; masters 3 and 4 freed", nodes, lease.Validity().Round(time.Millisecond))
 
-	// The second client sees the failover happen, as a running client does.
-	second, err := e.locker(ctx, addrs, set(q))
-	if err != nil {
-		return fmt.Errorf("second client on Redlock: %w", err)
-	}
-	defer second.Close()
 	t0 := time.Now()
 	if err := cluster.Nodes[failoverNode].Restart(ctx); err != nil {
 		return fmt.Errorf("fail over master %d: %w", failoverNode, err)

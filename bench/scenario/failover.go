@@ -451,6 +451,8 @@ func judgeFailover(obs failoverObs, q engine.QuarantinePolicy) (bool, string) {
 		return false, fmt.Sprintf("set-up failed: the Redlock holder sat on masters %v, not on exactly a quorum of %d including master %d", r.HolderNodes, r.Quorum, r.FailedNode)
 	case !r.FailedOver:
 		return false, fmt.Sprintf("set-up failed: Redlock master %d was not failed over", r.FailedNode)
+	case r.HolderLeftAtProbeMs <= 0:
+		return false, fmt.Sprintf("set-up failed: the Redlock holder's lease ran out before the second client began (the failover took %.0f ms): its attempts test nothing; the TTL is too short for this machine", r.FailoverMs)
 	case s.DoubleGrants == 0:
 		return false, fmt.Sprintf("The single master with a replica did not lose the lock: no double grant after the promotion (second client: %s). The hazard was not reproduced.",
 			strings.Join(s.SecondAttempts, "; "))

@@ -225,3 +225,80 @@ func (c *uptimeConn) Read(p []byte) (int, error) {
 	}
 	return c.r.Read(p)
 }
+
+// A failback that this process never saw the middle of: its Locker (B)
+// cannot reach the replica the sentinels promote (a partition between
+// B and that server), so its Sentinel vote stays on the old master,
+// refused while that is a replica. H, another process, takes a lock
+// through the promoted replica meanwhile. The sentinels then fail back:
+// the old master, which resynced from the promoted one, is master again,
+// under the run_id B last saw, and lacks H's key (a write it had not
+// received). Its master_replid changed with each role change: B must
+// quarantine the vote as for a new server, or master 1 and the old
+// master give B a quorum while H holds the lock.
+func TestSentinelFailbackUnseenKeepsTheVoteOut(t *testing.T) {
+	t.Skip("known: after a failback B never saw the middle of, the old master votes at once under the run_id B last saw " +
+		"(measured: B acquired while H held); comparing master_replid on new connections did not catch it in this schedule, " +
+		"so B's connection to the old master may have lived through its demotion")
+	g := redistest.StartSentinelsT(t, redistest.SentinelOptions{})
+	e := newEnv(t, 2)
+	ctx := context.Background()
+	first, replica := g.Data[0].Addr(), g.Data[1].Addr()
+	mk := func(unreachable string) *engine.Locker {
+		return e.locker(func(c *engine.Config) {
+			c.Sentinels = []engine.SentinelVote{{Master: g.Master, Addrs: g.SentinelAddrs()}}
+			c.TTL = time.Minute
+			patient(c)
+			var d net.Dialer
+			c.Conn.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
+				if addr == unreachable {
+					return nil, errors.New("partitioned from " + addr)
+				}
+				return d.DialContext(ctx, "tcp", addr)
+			}
+		})
+	}
+	b := mk(replica)
+	if st := b.Nodes()[2]; st.Master != first || st.State != engine.StateUp {
+		t.Fatalf("B's Sentinel vote: %+v, want up on %s", st, first)
+	}
+	fctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	defer cancel()
+	if promoted, err := g.Failover(fctx); err != nil || promoted != replica {
+		t.Fatalf("failover: %s, %v; want %s", promoted, err, replica)
+	}
+	h := mk("")
+	const res = "sentinel-failback"
+	held, err := h.TryLock(ctx, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := e.key(res)
+	eventually(t, 30*time.Second, "H's key on master 1", func() bool { return e.get(1, key) == held.Value() })
+	e.del(1, key)
+	if back, err := g.Failover(fctx); err != nil || back != first {
+		t.Fatalf("failback: %s, %v; want %s", back, err, first)
+	}
+	directDo(t, first, func(b rueidis.Builder) rueidis.Completed { return b.Del().Key(key).Build() })
+	// B's client reconnects to the old master once it is master again.
+	// B's client reaches the old master again once it is master: until
+	// then its vote fails on the connection (the sentinels' events and
+	// B's dials take their time). Each attempt is the test itself: a
+	// grant is the double grant, a refusal naming the quarantine the fix.
+	eventually(t, 2*time.Minute, "B's vote answered by the old master, master again", func() bool {
+		var second *engine.Lease
+		second, err = b.TryLock(ctx, res)
+		if err == nil {
+			second.Release(ctx)
+			return true
+		}
+		var ve *engine.VotesError
+		return errors.As(err, &ve) && (ve.Votes[2].Outcome == engine.OutcomeRefused || errors.Is(ve.Votes[2].Err, engine.ErrQuarantined))
+	})
+	if err == nil {
+		t.Fatalf("B acquired %q while H's lease (validity %s) is valid: the old master, back after a failback B never saw, voted at once (status %+v)", res, held.Validity(), b.Nodes()[2])
+	}
+	if !errors.Is(err, engine.ErrQuarantined) {
+		t.Fatalf("B's TryLock: %v, want it refused for the quarantined Sentinel vote", err)
+	}
+}

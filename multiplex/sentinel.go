@@ -21,7 +21,9 @@ import (
 // dialer as a plain master's does, so the checks follow the vote across
 // failovers: a promoted replica reports a new run_id, which quarantines
 // the vote for MaxTTL (it may lack the keys the old master took just
-// before), and a server that is a replica, or another vote's, is refused.
+// before), the sentinels' account of when it became master keeps it out
+// until MaxTTL after that (judgePromotion), and a server that is a
+// replica, or another vote's, is refused.
 // The connections to the sentinels themselves go through the dialer too
 // (rueidis has one DialCtxFn), and pass unchecked: a sentinel is no
 // master and casts no vote.

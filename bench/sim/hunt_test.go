@@ -138,7 +138,7 @@ var notSimulated = map[string]string{
 	mutation.ClockJudgedLate.Name():   "the simulator checks no master's clock against MaxTTL/2, and its masters' clocks stay within ±20 ms of each other; TestFirstSeenMasterWithAFarClockControl (engine, simulated masters) catches it",
 	// The simulated votes are plain masters and clusters; none is managed
 	// by sentinels.
-	mutation.SentinelPromotionUnchecked.Name(): "the simulator has no Sentinel votes; TestSentinelFailoverSeenFirstByANewProcess (engine, real sentinels) catches it",
+	mutation.SentinelPromotionUnchecked.Name(): "the simulator has no Sentinel votes; TestSentinelFailoverSeenFirstByANewProcess and TestSentinelFailbackUnseenKeepsTheVoteOut (engine, real sentinels) catch it",
 }
 
 // companions are switches a hunt turns on with the one it hunts: a second

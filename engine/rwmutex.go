@@ -947,12 +947,18 @@ var rwReleaseScript = multiplex.NewScript(rwReleaseBody(true)).Coalesce()
 var rwUndoScript = multiplex.NewScript(rwReleaseBody(false)).Coalesce()
 
 func rwReleaseBody(publish bool) string {
-	wake := ""
+	// The key goes with the last live holder; a release also takes the
+	// readers' mark with it (one DEL), unless a writer's intent lives.
+	// The key is there to delete (rwMember stays while it lives), so a
+	// DEL that answers 2 found the mark.
+	wake := `  redis.call("DEL", k)
+`
 	if publish {
 		wake = `  local q = "` + rwPrefixLua + `" .. k
   if redis.call("ZCOUNT", q, "(" .. ns, "+inf") > 0 then
+    redis.call("DEL", k)
     redis.call("PUBLISH", "` + releasedPrefix + `" .. q, "")
-  elseif redis.call("DEL", "` + rwMarkPrefixLua + `" .. k) == 1 then
+  elseif redis.call("DEL", k, "` + rwMarkPrefixLua + `" .. k) == 2 then
     redis.call("PUBLISH", "` + releasedPrefix + `" .. k, "")
   end
 `
@@ -966,10 +972,12 @@ end
 redis.call("ZREM", k, value)
 ` + rwNowLua + `local free = redis.call("ZCARD", k) <= 1
 if not free then
-  free = redis.call("ZCOUNT", k, "-inf", "(-" .. ns) == 0 and redis.call("ZCOUNT", k, "(" .. ns, "+inf") == 0
+  -- A live reader scores highest, above now; else a live writer, lowest,
+  -- scores below minus now.
+  local high = redis.call("ZRANGE", k, -1, -1, "WITHSCORES")
+  free = tonumber(high[2]) <= now and redis.call("ZCOUNT", k, "-inf", "(-" .. ns) == 0
 end
 if free then
-  redis.call("DEL", k)
 ` + wake + `end
 s = tonumber(s)
 if s > now or s < -now then

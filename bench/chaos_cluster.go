@@ -9,10 +9,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redlock-bench/redlock/bench/fault"
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/redisproc"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // The chaos soak over cluster votes (ChaosConfig.ClusterShards): each vote
@@ -345,7 +346,7 @@ func (ch *chaos) migrate(ctx context.Context, c *redisproc.RedisCluster, s nemSt
 	mctx, cancel := context.WithTimeout(bg, chaosHealTimeout)
 	defer cancel()
 	key := ch.clusterKey(s.Res)
-	slot := multiplex.KeySlot(key)
+	slot := keyslot.KeySlot(key)
 	from, fromShard := ch.slotPrimary(mctx, c, key)
 	if from == nil {
 		return "", heal(fmt.Errorf("no primary serves slot %d", slot))
@@ -371,10 +372,10 @@ func (ch *chaos) migrate(ctx context.Context, c *redisproc.RedisCluster, s nemSt
 // names it: a tag of its own slot in front.
 func (ch *chaos) clusterKey(r int) string {
 	k := ch.keys[r]
-	if multiplex.HasTag(k) {
+	if keyslot.HasTag(k) {
 		return k
 	}
-	return "{" + multiplex.SlotTag(multiplex.KeySlot(k)) + "}" + k
+	return "{" + keyslot.SlotTag(keyslot.KeySlot(k)) + "}" + k
 }
 
 // slotPrimary is the primary that serves key's slot, and its shard: the

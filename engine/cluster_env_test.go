@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/redisproc"
 	"github.com/redlock-bench/redlock/internal/redistest"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // The test binary's Redis Clusters. A cluster takes two seconds to start
@@ -343,7 +344,7 @@ func (e *clusterEnv) exists(i int, key string) bool {
 // the env's Lockers is in another slot than name's.
 func (e *clusterEnv) otherSlot(name, base string) string {
 	b := base
-	for i := 1; multiplex.KeySlot(e.key(b)) == multiplex.KeySlot(e.key(name)); i++ {
+	for i := 1; keyslot.KeySlot(e.key(b)) == keyslot.KeySlot(e.key(name)); i++ {
 		b = fmt.Sprintf("%s%d", base, i)
 	}
 	return b

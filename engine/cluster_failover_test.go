@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/internal/redistest"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // A failover inside a cluster promotes a replica that may lack the locks
@@ -54,7 +55,7 @@ func shardNames(prefix string) (shard0, shard1 string) { return shardNamesUnder(
 func shardNamesUnder(keyPrefix, prefix string) (shard0, shard1 string) {
 	for i := 0; shard0 == "" || shard1 == ""; i++ {
 		name := fmt.Sprintf("%s-%d", prefix, i)
-		if multiplex.KeySlot(clusterKey(keyPrefix+name)) < multiplex.Slots/2 {
+		if keyslot.KeySlot(clusterKey(keyPrefix+name)) < keyslot.Slots/2 {
 			shard0 = cmpOr(shard0, name)
 		} else {
 			shard1 = cmpOr(shard1, name)
@@ -134,8 +135,8 @@ func failoverDoubleGrant(t *testing.T, trusted bool) bool {
 		if !errors.Is(err, engine.ErrQuarantined) {
 			t.Errorf("B's refusal does not name the quarantine: %v", err)
 		}
-		if s := b.Nodes()[0]; s.QuarantinedSlots != multiplex.Slots/2 || s.State != engine.StateQuarantined {
-			t.Errorf("cluster 0: %d slots quarantined, state %s; want %d, quarantined", s.QuarantinedSlots, s.State, multiplex.Slots/2)
+		if s := b.Nodes()[0]; s.QuarantinedSlots != keyslot.Slots/2 || s.State != engine.StateQuarantined {
+			t.Errorf("cluster 0: %d slots quarantined, state %s; want %d, quarantined", s.QuarantinedSlots, s.State, keyslot.Slots/2)
 		}
 	}
 	t.Logf("B refused: %v", err)

@@ -7,9 +7,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/internal/simredis"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // guessEnv is a Locker whose one vote is a simulated cluster of one shard
@@ -60,7 +61,7 @@ func guessTest(t *testing.T, f func(*testing.T, *guessEnv)) {
 // shards is a fresh set of the vote's sharded subscriptions, on a
 // notifier of its own whose goroutines do not run: the test drives it.
 func (e *guessEnv) shards(t *testing.T) *shards {
-	n := newNotifier(e.l.pool, 0)
+	n := newNotifier(e.l.pool, e.l.votes, len(e.l.cfg.Masters), e.l.cfg.NodeTimeout, 0)
 	s := &shards{n: n, sn: n.nodes[0], client: e.l.pool.Client(0), conns: make(map[string]*shardConn),
 		on: make(map[string]*shardConn), owner: make(map[int]string), later: make(map[string]struct{}),
 		redirects: make(map[int]int)}
@@ -110,7 +111,7 @@ func TestClusterFirstSubscriptionLandsAtOnce(t *testing.T) {
 func (e *guessEnv) firstRound(t *testing.T, i int) (c *shardConn, later int, ready bool) {
 	s := e.shards(t)
 	ch := releasedPrefix + fmt.Sprintf("{guess}-%d", i)
-	slot := multiplex.KeySlot(ch)
+	slot := keyslot.KeySlot(ch)
 	tp := &topic{awaited: 1, ready: make(chan struct{})}
 	s.send(map[int]*shardSub{slot: {slot: slot, channels: []string{ch}, topics: []*topic{tp}}}, nil)
 	s.n.mu.Lock()

@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/internal/simredis"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // TestClusterMigrationResendsRefusedScripts in virtual time, on two
@@ -118,11 +119,11 @@ func simQuitDuringMigration(t *testing.T, e *simClusterEnv, mg *simMigration) (s
 		_, err := b.Lock(bctx, "mq")
 		done <- err
 	}()
-	from := e.primary(0, multiplex.KeySlot(key))
+	from := e.primary(0, keyslot.KeySlot(key))
 	for !(queued(e.masters[0]) && queued(e.masters[1]) && queued(from)) {
 		time.Sleep(time.Millisecond)
 	}
-	mg.begin(t, multiplex.KeySlot(key))
+	mg.begin(t, keyslot.KeySlot(key))
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("B's Lock: %v, want context.Canceled", err)
@@ -153,11 +154,11 @@ func simReleaseDuringMigration(t *testing.T, e *simClusterEnv, mg *simMigration)
 		}
 		return n == 1
 	}
-	from := e.primary(0, multiplex.KeySlot(key))
+	from := e.primary(0, keyslot.KeySlot(key))
 	for !(exists(e.masters[0]) && exists(e.masters[1]) && exists(from)) {
 		time.Sleep(time.Millisecond)
 	}
-	mg.begin(t, multiplex.KeySlot(key))
+	mg.begin(t, keyslot.KeySlot(key))
 	if err := held.Release(ctx); err != nil {
 		t.Fatalf("Release: %v (the masters' quorum should decide)", err)
 	}

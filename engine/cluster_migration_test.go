@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/internal/redistest"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // migrationEnv is two masters (votes 0 and 1) and a Redis Cluster of two
@@ -53,7 +54,7 @@ func (e *migrationEnv) locker(mutate func(*engine.Config)) *engine.Locker {
 
 // shards returns the primary that serves key's slot, and the other.
 func (e *migrationEnv) shards(key string) (slot int, from, to *redistest.Node) {
-	slot = multiplex.KeySlot(key)
+	slot = keyslot.KeySlot(key)
 	a, b := e.cluster.Shards[0].Nodes[0], e.cluster.Shards[1].Nodes[0]
 	if slot > e.cluster.Shards[0].Last {
 		a, b = b, a
@@ -258,7 +259,7 @@ func TestClusterMigrationUnderLoad(t *testing.T) {
 	cfg.Fencing = true
 	lockers := []*engine.Locker{newLockerT(t, cfg), newLockerT(t, cfg), newLockerT(t, cfg)}
 	locks := []string{"{hot}:a", "{hot}:b"}
-	slot := multiplex.KeySlot(clusterKey(locks[0]))
+	slot := keyslot.KeySlot(clusterKey(locks[0]))
 	h := &holders{held: make(map[string]map[*engine.Lease]time.Time), token: make(map[string]int64)}
 	run := 8 * time.Second
 	if testing.Short() {

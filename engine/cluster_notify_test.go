@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/redistest"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // shardEnv is one Redis Cluster, the only vote (quorum 1): nothing but
@@ -141,7 +142,7 @@ func (e *shardEnv) stats(addr string) pubStats {
 // primaryOf is the primary that serves key's slot now.
 func (e *shardEnv) primaryOf(key string) *redistest.Node {
 	e.t.Helper()
-	slot := multiplex.KeySlot(key)
+	slot := keyslot.KeySlot(key)
 	for s, sh := range e.cluster.Shards {
 		if sh.First <= slot && slot <= sh.Last {
 			return e.cluster.Primary(context.Background(), s)
@@ -268,7 +269,7 @@ func TestClusterNotifyAfterSlotMigration(t *testing.T) {
 	name, _ := shardNames("migrate")
 	key := e.key(name)
 	channel := "redlock:released:" + key
-	slot := multiplex.KeySlot(key)
+	slot := keyslot.KeySlot(key)
 	from, to := e.cluster.Shards[0].Nodes[0], e.cluster.Shards[1].Nodes[0]
 	holder, err := holderL.TryLock(ctx, name)
 	if err != nil {
@@ -376,7 +377,7 @@ func failedOverWaiterWoken(t *testing.T, kill bool) bool {
 func steadyOnShard(t *testing.T, l *engine.Locker, key string) {
 	t.Helper()
 	ctx := context.Background()
-	probe := "{" + multiplex.SlotTag(multiplex.KeySlot(key)) + "}probe" // in the resource's slot
+	probe := "{" + keyslot.SlotTag(keyslot.KeySlot(key)) + "}probe" // in the resource's slot
 	ok := 0
 	eventually(t, 60*time.Second, "the Locker reaching the shard steadily", func() bool {
 		p, err := l.TryLock(ctx, probe)

@@ -12,11 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/internal/redistest"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // clusterConfig makes each cluster a vote, by all its seeds.
@@ -97,7 +98,7 @@ func TestClusterRestartQuarantinesOnlyItsShard(t *testing.T) {
 				if le, err := b.TryLock(ctx, warm); err == nil {
 					le.Release(ctx)
 				}
-				return b.Nodes()[0].QuarantinedSlots == multiplex.Slots/2
+				return b.Nodes()[0].QuarantinedSlots == keyslot.Slots/2
 			})
 			second, err = b.TryLock(ctx, fo)
 			if err == nil {
@@ -170,7 +171,7 @@ func TestClusterFailbackKeepsTheOldPrimaryOut(t *testing.T) {
 		if le, err := b.TryLock(ctx, "warm"); err == nil {
 			le.Release(ctx)
 		}
-		return b.Nodes()[0].QuarantinedSlots == multiplex.Slots
+		return b.Nodes()[0].QuarantinedSlots == keyslot.Slots
 	})
 	eventually(t, 30*time.Second, "B's connections to P, from before the failover, cut", func() bool {
 		list, err := clientList(p.Addr())

@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/mutation"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // TestClusterFailbackKeepsTheOldPrimaryOut in virtual time, with its
@@ -62,7 +63,7 @@ func TestClusterFailbackKeepsTheOldPrimaryOutInVirtualTime(t *testing.T) {
 				if !c0.Switchover(0) {
 					t.Fatal("no switchover to R")
 				}
-				from, to := seen(multiplex.Slots)
+				from, to := seen(keyslot.Slots)
 				for b.Nodes()[0].QuarantinedSlots != 0 {
 					time.Sleep(time.Millisecond)
 				}

@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/internal/simredis"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // A waiter on a cluster vote listens at the shard that owns its
@@ -88,7 +89,7 @@ func simWaiterAfterMove(t *testing.T, stale, replicas bool, move func(*testing.T
 		ctx := context.Background()
 		name, _ := shardNames("moved")
 		key, channel := clusterKey(name), "redlock:released:"+clusterKey(name)
-		slot := multiplex.KeySlot(key)
+		slot := keyslot.KeySlot(key)
 		from := e.primary(0, slot)
 		holder, err := holderL.TryLock(ctx, name)
 		if err != nil {

@@ -11,10 +11,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/simredis"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // simClusterEnv is simulated Redis Clusters (internal/simredis), and
@@ -137,7 +138,7 @@ func (e *simClusterEnv) primary(i, slot int) *simredis.Master {
 	c := e.clusters[i]
 	n := c.Shards()
 	s := 0
-	for slot > (s+1)*multiplex.Slots/n-1 {
+	for slot > (s+1)*keyslot.Slots/n-1 {
 		s++
 	}
 	return c.Primary(s)
@@ -173,7 +174,7 @@ func (e *simClusterEnv) queueLen(m *simredis.Master, key string) int64 {
 func steady(t *testing.T, l *engine.Locker, key string) {
 	t.Helper()
 	ctx := context.Background()
-	probe := "{" + multiplex.SlotTag(multiplex.KeySlot(key)) + "}probe"
+	probe := "{" + keyslot.SlotTag(keyslot.KeySlot(key)) + "}probe"
 	deadline := time.Now().Add(time.Minute)
 	for ok := 0; ok < 5; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/internal/redistest"
-	"github.com/redlock-bench/redlock/multiplex"
 	"pgregory.net/rapid"
 )
 
@@ -104,8 +105,8 @@ func (e *clusterEnv) get(i int, key string) string {
 // clusterKey is the lock key the engine uses for name with cluster votes
 // (see engine/cluster.go), computed here independently of it.
 func clusterKey(name string) string {
-	slotTag := func(k string) string { return "{" + multiplex.SlotTag(multiplex.KeySlot(k)) + "}" }
-	if !multiplex.HasTag(name) {
+	slotTag := func(k string) string { return "{" + keyslot.SlotTag(keyslot.KeySlot(k)) + "}" }
+	if !keyslot.HasTag(name) {
 		return slotTag(name) + name
 	}
 	// A name spelled as another's key, "{T}a" or "{T}{T}a" (T the tag of
@@ -119,20 +120,20 @@ func clusterKey(name string) string {
 	for strings.HasPrefix(rest, tag) {
 		rest = rest[len(tag):]
 	}
-	if !multiplex.HasTag(rest) && slotTag(rest) == tag {
+	if !keyslot.HasTag(rest) && slotTag(rest) == tag {
 		return tag + name
 	}
 	return name
 }
 
 // spelledAsKey is a name spelled as the name "plain"'s key.
-var spelledAsKey = "{" + multiplex.SlotTag(multiplex.KeySlot("plain")) + "}plain"
+var spelledAsKey = "{" + keyslot.SlotTag(keyslot.KeySlot("plain")) + "}plain"
 
 // clusterSemKey is the key of slot i of semaphore name with cluster
 // votes: a tag of the name's lock key's slot goes first (see
 // Locker.semBase).
 func clusterSemKey(name string, i int) string {
-	return fmt.Sprintf("\xffredlock:sem:{%s}{%s}:%d", multiplex.SlotTag(multiplex.KeySlot(clusterKey(name))), name, i)
+	return fmt.Sprintf("\xffredlock:sem:{%s}{%s}:%d", keyslot.SlotTag(keyslot.KeySlot(clusterKey(name))), name, i)
 }
 
 // clusterNames are resource names whose braces make a hash tag, make none

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/multiplex"
@@ -371,7 +373,7 @@ func TestCoalescedRoundsRouteEachReply(t *testing.T) {
 		t.Run(fmt.Sprintf("DisableCoalesce=%v", off), func(t *testing.T) {
 			// A node timeout well past the workers' hold, however loaded
 			// the machine.
-			p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
+			p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: quarantine.Off,
 				NodeTimeout: 10 * time.Second, Scripts: allScripts, DisableCoalesce: off})
 			if err != nil {
 				t.Fatal(err)
@@ -450,7 +452,7 @@ func TestCoalescedReloadsAfterRestart(t *testing.T) {
 
 func testCoalescedReload(t *testing.T, restart bool) {
 	c := redistest.StartT(t, 3)
-	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: quarantine.Off,
 		NodeTimeout: 10 * time.Second, Scripts: allScripts})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/multiplex"
@@ -33,7 +35,7 @@ func TestCoalescedMultiScriptsMatchSingle(t *testing.T) {
 	c := redistest.StartT(t, 2)
 	single, coal := direct(t, c.Nodes[0].Addr()), direct(t, c.Nodes[1].Addr())
 	pubSingle, pubCoal := subscribe(t, c.Nodes[0].Addr()), subscribe(t, c.Nodes[1].Addr())
-	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs()[1:], Quarantine: multiplex.QuarantineOff,
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs()[1:], Quarantine: quarantine.Off,
 		NodeTimeout: 5 * time.Second, Scripts: append(slices.Clone(allScripts), multiScripts...)})
 	if err != nil {
 		t.Fatal(err)

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/redlock-bench/redlock/internal/mutation"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/redlock-bench/redlock/internal/mutation"
 
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/redistest"

@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/redlock-bench/redlock/multiplex"
+	"github.com/redlock-bench/redlock/internal/keyslot"
 )
 
 // A slot in migration is routed as Redis 7 routes it: the source runs
@@ -25,7 +25,7 @@ func TestMigrationRoutesAsRedis(t *testing.T) {
 			defer m.Close()
 		}
 		k1, k2, ch := "{x}k1", "{x}k2", "{x}channel"
-		slot := multiplex.KeySlot(k1)
+		slot := keyslot.KeySlot(k1)
 		owner, _ := cl.owner(slot, nil)
 		src, dst := owner, nodes[0]
 		if dst == src {
@@ -131,7 +131,7 @@ func TestMigrationRoutesAsRedis(t *testing.T) {
 			}
 			next = r.hi + 1
 		}
-		if next != multiplex.Slots {
+		if next != keyslot.Slots {
 			t.Errorf("CLUSTER SLOTS ends at %d", next-1)
 		}
 		if !found {

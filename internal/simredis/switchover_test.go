@@ -6,7 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/redlock-bench/redlock/multiplex"
+	"github.com/redlock-bench/redlock/internal/keyslot"
 )
 
 // A switchover (CLUSTER FAILOVER with the primary up) promotes the
@@ -37,7 +37,7 @@ func TestSwitchoverKeepsTheOldPrimaryUp(t *testing.T) {
 		if got := do(t, rc, "GET", "k"); got != bulk("v") {
 			t.Errorf("GET k on the promoted replica: %q, want v", got)
 		}
-		moved := "-MOVED " + strconv.Itoa(multiplex.KeySlot("k")) + " " + r.Addr + "\r\n"
+		moved := "-MOVED " + strconv.Itoa(keyslot.KeySlot("k")) + " " + r.Addr + "\r\n"
 		if got := do(t, pc, "GET", "k"); got != moved {
 			t.Errorf("GET k on the old primary's open connection: %q, want %q", got, moved)
 		}

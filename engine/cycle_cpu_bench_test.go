@@ -27,7 +27,7 @@ import (
 // sequential3 (three TryLocks, then their Releases). Compare kinds within
 // one run, over -count runs: the machine's noise moves them together.
 func BenchmarkCycleCPU(b *testing.B) {
-	l := benchLocker(b, patientMasters)
+	l := benchLocker(b, nil)
 	direct := directClients(b, exampleMasters)
 	for _, kind := range []string{"mutex", "read", "write", "semaphore", "multi3", "sequential3"} {
 		b.Run(kind, func(b *testing.B) {

@@ -592,40 +592,45 @@ func (l *Locker) List(ctx context.Context, prefix string, limit int) ([]string, 
 	if l.closed.Load() {
 		return nil, fmt.Errorf("engine: list: %w", ErrClosed)
 	}
-	sets := make([]map[string]struct{}, l.votes)
+	lists := make([][]string, l.votes)
 	errs := make([]error, l.votes)
 	var wg sync.WaitGroup
-	for i := range sets {
+	for i := range lists {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sets[i], errs[i] = l.scanMaster(ctx, i, prefix)
+			lists[i], errs[i] = l.scanMaster(ctx, i, prefix)
 		}()
 	}
 	wg.Wait()
-	count := map[string]int{}
+	var all []string
 	walked := 0
-	for i, s := range sets {
-		if errs[i] != nil {
-			continue
+	for i, s := range lists {
+		if errs[i] == nil {
+			walked++
+			all = append(all, s...)
 		}
-		walked++
-		for n := range s {
-			count[n]++
-		}
+		lists[i] = nil
 	}
 	if walked < l.quorum {
-		return nil, errorf("list %q: %v: %d of %d masters walked, %d needed: %v", prefix, ErrNoQuorum, walked, len(sets), l.quorum, errors.Join(errs...))
+		return nil, errorf("list %q: %v: %d of %d masters walked, %d needed: %v", prefix, ErrNoQuorum, walked, len(lists), l.quorum, errors.Join(errs...))
 	}
+	// Each master's list has each name once: a name is on a quorum when
+	// it occurs quorum times in their concatenation.
+	slices.Sort(all)
 	var names []string
-	for n, c := range count {
-		if c >= l.quorum {
-			names = append(names, n)
+	for i := 0; i < len(all); {
+		j := i + 1
+		for j < len(all) && all[j] == all[i] {
+			j++
 		}
-	}
-	slices.Sort(names)
-	if limit > 0 && len(names) > limit {
-		names = names[:limit]
+		if j-i >= l.quorum {
+			names = append(names, all[i])
+			if limit > 0 && len(names) == limit {
+				break
+			}
+		}
+		i = j
 	}
 	return names, nil
 }
@@ -636,12 +641,13 @@ const ListBatch = 1000
 
 // scanMaster walks master i's keys that may belong to names starting
 // with prefix: lock keys and semaphores' slot keys.
-func (l *Locker) scanMaster(ctx context.Context, i int, prefix string) (map[string]struct{}, error) {
+func (l *Locker) scanMaster(ctx context.Context, i int, prefix string) ([]string, error) {
 	c := l.pool.Client(i)
 	if c == nil {
 		return nil, errors.New("not connected")
 	}
-	names := map[string]struct{}{}
+	var names []string
+	sems := map[string]struct{}{} // a semaphore's slots share its name
 	lockPat := globEscape(l.cfg.KeyPrefix+prefix) + "*"
 	semPat := globEscape(semPrefix+l.cfg.KeyPrefix+"{"+prefix) + "*"
 	if l.clustered {
@@ -650,15 +656,26 @@ func (l *Locker) scanMaster(ctx context.Context, i int, prefix string) (map[stri
 	}
 	for _, pat := range []string{lockPat, semPat} {
 		err := scanNodes(ctx, c, pat, func(k string) {
-			if n, ok := l.nameOf(k, prefix); ok {
-				names[n] = struct{}{}
+			n, ok := l.nameOf(k, prefix)
+			switch {
+			case !ok:
+			case strings.HasPrefix(k, internalPrefix):
+				sems[n] = struct{}{}
+			default:
+				names = append(names, n)
 			}
 		})
 		if err != nil {
 			return nil, err
 		}
 	}
-	return names, nil
+	for n := range sems {
+		names = append(names, n)
+	}
+	// Once per master, so that List's count is of masters (a lock and a
+	// semaphore of one name, say, are one name).
+	slices.Sort(names)
+	return slices.Compact(names), nil
 }
 
 // scanNodes runs SCAN MATCH pat to the end on every node that c reaches

@@ -455,9 +455,12 @@ func fenceOf(r masterRead, j int) int64 {
 // Resume takes over the lease on resource whose value is value (its
 // Lease.Value), acquired by another process or an earlier run of this
 // one, so that this process can Extend or Release it; token is the
-// lease's fencing token, which Token then returns (0 if unknown). Its
-// validity comes from a remote check, as RemoteValidity's: the quorum's
-// shortest remaining TTL less the drift allowance. It fails with
+// lease's fencing token, which Token then returns (0 if unknown). The
+// lease may be a lock, a semaphore's permit (Permit then names its slot)
+// or a read/write lock's reader or writer: Resume first reads, as
+// Inspect does, where the value is held, then asks the masters, as
+// RemoteValidity does, how long its keys live: its validity is the
+// quorum's shortest remaining TTL less the drift allowance. It fails with
 // ErrNotHeld when no quorum holds value, ErrLeaseExpired when the quorum
 // vouches for no validity, ErrNoQuorum when too few masters answer.
 //
@@ -482,9 +485,15 @@ func (l *Locker) Resume(ctx context.Context, resource, value string, token int64
 	if l.closed.Load() {
 		return nil, fmt.Errorf("engine: resume %q: %w", resource, ErrClosed)
 	}
-	le := &Lease{l: l, resource: resource, key: l.key(resource), value: value, token: token}
-	le.initVotes(l.votes)
+	le, err := l.locate(ctx, "resume", resource, value)
+	if err != nil {
+		return nil, err
+	}
+	le.token = token
 	cmd := scriptCall(validityScript, le.key, le.value)
+	if le.rw {
+		cmd = scriptCall(rwValidityScript, le.key, le.value)
+	}
 	cmd.WaitAll = true
 	le.start = time.Now()
 	t := l.pool.Fanout(ctx, cmd, classifyPTTL, nil, le.votes)
@@ -534,15 +543,18 @@ type MasterOutcome struct {
 	Err     string  `json:"error,omitempty"`
 }
 
-// Unlock releases the lock on resource whose value is value, as its
+// Unlock releases the lease on resource whose value is value (a lock,
+// a semaphore's permit, a read/write lock's reader or writer), as its
 // holder's Release would, on every master where that value still holds,
 // whether or not a quorum does: it deletes nothing that is not value's,
-// and wakes the first queued waiter, as a release does. It is how an
+// and wakes the waiters, as a release does (a lock's first queued
+// waiter; a semaphore's or read/write lock's waiters). It is how an
 // operator clears a stuck lock (the CLI's `redlock unlock`): first make
-// sure its holder stopped (see Resume). It reports each master's
-// outcome; the error is nil when a quorum released it, and otherwise
-// matches ErrNotHeld (the value held on fewer masters, which were still
-// cleared) or ErrNoQuorum.
+// sure its holder stopped (see Resume). It first reads, as Inspect
+// does, where the value is held, then releases it there. It reports each
+// master's outcome; the error is nil when a quorum released it, and
+// otherwise matches ErrNotHeld (the value held on fewer masters, which
+// were still cleared) or ErrNoQuorum.
 func (l *Locker) Unlock(ctx context.Context, resource, value string) (*Unlocked, error) {
 	if err := l.checkResource("unlock", resource); err != nil {
 		return nil, err
@@ -553,9 +565,19 @@ func (l *Locker) Unlock(ctx context.Context, resource, value string) (*Unlocked,
 	if l.closed.Load() {
 		return nil, fmt.Errorf("engine: unlock %q: %w", resource, ErrClosed)
 	}
-	le := &Lease{l: l, resource: resource, key: l.key(resource), value: value}
-	le.initVotes(l.votes)
-	cmd := le.releaseCommand(uint64(1)<<l.votes-1, releaseScript)
+	le, err := l.locate(ctx, "unlock", resource, value)
+	if err != nil && !errors.Is(err, ErrNotHeld) {
+		return nil, err
+	}
+	if err != nil { // held nowhere: the lock's release still reports each master
+		le = &Lease{l: l, resource: resource, key: l.key(resource), value: value}
+		le.initVotes(l.votes)
+	}
+	script := releaseScript
+	if le.permit != 0 {
+		script = semReleaseScript
+	}
+	cmd := le.releaseCommand(uint64(1)<<l.votes-1, script)
 	cmd.MustSend = true
 	t := l.pool.Fanout(ctx, cmd, classifyInt, nil, le.votes)
 	u := &Unlocked{Resource: resource, Value: value, Masters: make([]MasterOutcome, len(t.Votes))}
@@ -572,6 +594,34 @@ func (l *Locker) Unlock(ctx context.Context, resource, value string) (*Unlocked,
 		return u, nil
 	}
 	return u, l.leaseError("unlock", resource, t, time.Now().Add(time.Hour))
+}
+
+// locate reads where value is held for name, as Inspect does, and
+// returns a lease not yet held for it: its key and kind (a semaphore's
+// slot, a read/write lock's entry). ErrNotHeld when no master that
+// answered holds it.
+func (l *Locker) locate(ctx context.Context, op, name, value string) (*Lease, error) {
+	in, err := l.Inspect(ctx, name)
+	if err != nil {
+		return nil, errorf("%s %q: %v", op, name, err)
+	}
+	le := &Lease{l: l, resource: name, key: l.key(name), value: value}
+	le.initVotes(l.votes)
+	for _, m := range in.Masters {
+		for _, h := range m.Holders {
+			if h.Value != value {
+				continue
+			}
+			switch m.Kind {
+			case KindSemaphore:
+				le.key, le.permit = l.semBase(name)+itoa(int64(h.Permit)), h.Permit+1
+			case KindRWMutex:
+				le.rw = true
+			}
+			return le, nil
+		}
+	}
+	return le, fmt.Errorf("engine: %s %q: %w: no master holds %q", op, name, ErrNotHeld, value)
 }
 
 // MarshalText is the outcome's name, as String.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/redlock-bench/redlock/engine"
 )
 
 // FuzzParseExec: any arguments give either usable options or a usage
@@ -16,6 +18,10 @@ func FuzzParseExec(f *testing.F) {
 		"--masters a:1 --max-ttl 1h --ttl 30s --quarantine observed r -- true",
 		"--masters a:1 --user u -a p --tls --cacert /nonexistent r -- true",
 		"--masters a:1,a:1 r -- true",
+		"--masters a:1 --permits 3 --fencing r -- true",
+		"--masters a:1 --shared r -- true",
+		"--masters a:1 --exclusive --fencing r -- true",
+		"--masters a:1 --shared --permits 2 r -- true",
 		"--masters a:1 --ttl 1500100us r -- true",
 		"--masters a:1 -- true",
 		"--masters a:1 r",
@@ -39,7 +45,8 @@ func FuzzParseExec(f *testing.F) {
 		default:
 			if o.resource == "" || len(o.argv) == 0 || len(o.masters) == 0 || o.ttl < minTTL || o.ttl > maxTTL ||
 				o.maxTTL != 0 && o.maxTTL < o.ttl || o.wait < 0 || o.grace < 0 || o.extendEvery < 0 || o.extendEvery >= o.ttl ||
-				o.extendEvery != 0 && o.extendEvery < o.ttl/100 {
+				o.extendEvery != 0 && o.extendEvery < o.ttl/100 ||
+				o.mode == modePermit && (o.permits < 1 || o.permits > engine.MaxPermits) || o.mode == modeShared && o.fencing {
 				t.Fatalf("%q: accepted %+v", line, *o)
 			}
 		}

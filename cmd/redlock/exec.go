@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redlock-bench/redlock/cmd/internal/connflags"
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/spf13/pflag"
 )
@@ -124,7 +123,7 @@ const (
 const releaseTimeout = time.Second
 
 type execOptions struct {
-	masters     []string
+	masterOptions
 	ttl         time.Duration
 	maxTTL      time.Duration
 	wait        time.Duration
@@ -134,9 +133,6 @@ type execOptions struct {
 	mode        lockMode
 	permits     int // with modePermit
 	quarantine  engine.QuarantinePolicy
-	conn        connflags.Settings
-	authWarning string // printed before anything else (see connflags.Flags.Warning)
-	passFrom    string // where the password came from: "-a/--pass", "REDISCLI_AUTH" or ""
 	resource    string
 	argv        []string
 }
@@ -146,7 +142,7 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 	fs := pflag.NewFlagSet("redlock exec", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.SortFlags = false
-	masters := fs.String("masters", "", "comma-separated host:port of the independent Redis masters (default $REDLOCK_MASTERS)")
+	mf := registerMasters(fs)
 	ttl := fs.Duration("ttl", 30*time.Second, "the lock's lifetime on the masters, renewed while COMMAND runs (100ms to 24h, whole milliseconds)")
 	longest := fs.Duration("max-ttl", 0, "the longest --ttl of any run on these masters, which the restart quarantine lasts (default --ttl)")
 	wait := fs.Duration("wait", 0, "how long to wait for RESOURCE while it is held, or for the masters' restart quarantine to end (0: one attempt)")
@@ -157,19 +153,12 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 	shared := fs.Bool("shared", false, "hold the read/write lock RESOURCE for reading: shared with other --shared, excluding --exclusive")
 	exclusive := fs.Bool("exclusive", false, "hold the read/write lock RESOURCE for writing: excluding --shared and other --exclusive")
 	quarantine := fs.String("quarantine", "always", "votes of a master younger than --max-ttl: always ignored until it is --max-ttl old, after an observed restart only (observed), or counted (off)")
-	conn := connflags.Register(fs)
+	mf.registerConn()
 	// Taken before the flags are parsed (see run); listed here.
 	fs.Bool("version", false, "print redlock's version and exit, whatever the other flags")
 	fs.SetInterspersed(true)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprintf(stdout, execUsage, fs.FlagUsages())
-			return nil, nil
-		}
-		// pflag quotes no argument: one with a line break would split
-		// the message.
-		msg := strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace(err.Error())
-		return nil, usageErrorf("exec: %s (see 'redlock exec --help')", msg)
+	if ok, err := parseFlags(fs, "exec", execUsage, args, stdout); !ok {
+		return nil, err
 	}
 	o := &execOptions{ttl: *ttl, maxTTL: *longest, wait: *wait, grace: *grace, extendEvery: *extendEvery, fencing: *fencing}
 	var modes []string
@@ -196,16 +185,9 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 		return nil, usageErrorf("exec: --fencing with --shared: readers get no fencing token (only --exclusive writers do)")
 	}
 
-	list, from := *masters, "--masters"
-	if !fs.Changed("masters") {
-		list, from = os.Getenv("REDLOCK_MASTERS"), "REDLOCK_MASTERS"
-		if strings.TrimSpace(list) == "" {
-			return nil, usageErrorf("exec: no masters: give --masters host:port,... or set REDLOCK_MASTERS")
-		}
-	}
 	var err error
-	if o.masters, err = engine.ParseMasters(list); err != nil {
-		return nil, usageErrorf("exec: %s: %v", from, err)
+	if o.masterOptions, err = mf.parse("exec"); err != nil {
+		return nil, err
 	}
 	switch {
 	case o.ttl < minTTL || o.ttl > maxTTL:
@@ -230,16 +212,6 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 	}
 	if o.quarantine, err = engine.ParseQuarantinePolicy(*quarantine); err != nil {
 		return nil, usageErrorf("exec: --quarantine: %v", err)
-	}
-	if o.conn, err = conn.Settings(true); err != nil {
-		return nil, usageErrorf("exec: %v", err)
-	}
-	o.authWarning = conn.Warning()
-	switch {
-	case fs.Changed("pass"):
-		o.passFrom = "-a/--pass"
-	case o.conn.Password != "":
-		o.passFrom = connflags.EnvPassword
 	}
 
 	rest, dash := fs.Args(), fs.ArgsLenAtDash()
@@ -334,23 +306,9 @@ func acquire(ctx context.Context, o *execOptions, stderr io.Writer) (*engine.Loc
 	cfg.ExtendEvery = o.extendEvery
 	cfg.Fencing = o.fencing
 	cfg.Quarantine = o.quarantine
-	o.conn.Apply(&cfg)
-	if err := cfg.Validate(); err != nil {
-		return nil, nil, usageErrorf("exec: %s", engineText(err))
-	}
-	l, err := engine.New(ctx, cfg)
+	l, err := connect(ctx, "exec", o.masterOptions, cfg)
 	if err != nil {
-		switch {
-		case errors.Is(err, engine.ErrUnreachable):
-			msg := engineText(err)
-			if fix := connectionFix(msg, o.conn.Username, o.passFrom); fix != "" {
-				msg += "; " + fix
-			}
-			return nil, nil, statusErrorf(exitUnavailable, "exec: %s", msg)
-		case ctx.Err() != nil:
-			return nil, nil, err // interrupted: the caller reports the signal
-		}
-		return nil, nil, statusErrorf(exitConfig, "exec: masters cannot be used: %s", engineText(err))
+		return nil, nil, err // or, interrupted, the context's: the caller reports the signal
 	}
 	// --wait bounds the wait for a holder, not the first attempt, which a
 	// --wait shorter than a round trip would cut short ("no quorum

@@ -150,6 +150,12 @@ type Config struct {
 	// by the notification long before); with DisableNotify, zero selects
 	// RetryDelayMin/Max.
 	FallbackMin, FallbackMax time.Duration
+	// Owner is the owner metadata attached to every lease of this Locker
+	// unless WithOwner gives another for the acquisition: a short label
+	// ("host=a pid=12") that Locker.Inspect shows next to the holder's
+	// value. At most MaxOwnerLen bytes of valid UTF-8. Default: none,
+	// which adds nothing to the value.
+	Owner string
 	// KeyPrefix is prepended to every resource name to form the key.
 	// Default: none.
 	KeyPrefix string
@@ -338,6 +344,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("engine: Config.DialTimeout must be >= 0, got %s", c.DialTimeout)
 	case c.ConnTimeout < 0:
 		return fmt.Errorf("engine: Config.ConnTimeout must be >= 0, got %s", c.ConnTimeout)
+	case checkOwner(c.Owner) != nil:
+		return fmt.Errorf("engine: Config.Owner: %v", checkOwner(c.Owner))
 	case c.PipelineMultiplex > rueidis.MaxPipelineMultiplex:
 		return fmt.Errorf("engine: Config.PipelineMultiplex must be <= %d, got %d", rueidis.MaxPipelineMultiplex, c.PipelineMultiplex)
 	}

@@ -21,6 +21,11 @@ type Lease struct {
 	token    int64
 	wait     WaitInfo
 	handoffs int // hand-offs in a row that led to this lease
+	// ttl and ttlStr are the lease's TTL and its PX argument when an
+	// option (WithTTL) set one other than Config.TTL; zero and "" for
+	// the Locker's, which lifetime and ttlArg read then.
+	ttl    time.Duration
+	ttlStr string
 	// all are a multi-resource lease's resources and keys (see
 	// multi.go); key is then empty and resource a label. nil for a lease
 	// on one resource; a pointer, so that such a lease stays small.
@@ -373,7 +378,8 @@ func (le *Lease) arm() {
 		// A handed-off lease has less validity than a fresh one: extend
 		// while as much is left as a fresh lease has at its first
 		// extension, or ExtendEvery could outlast it.
-		d := min(cfg.ExtendEvery, max(time.Until(le.validUntil)-(cfg.TTL-cfg.ExtendEvery), 0))
+		every := le.extendEvery()
+		d := min(every, max(time.Until(le.validUntil)-(le.lifetime()-every), 0))
 		le.extendTimer = time.AfterFunc(d, le.autoExtend)
 	}
 }
@@ -487,4 +493,30 @@ func (le *Lease) setValidUntil(t time.Time) {
 	if w := le.w; w != nil && w.expiry != nil {
 		w.expiry.Reset(time.Until(t))
 	}
+}
+
+// lifetime is the lease's TTL: WithTTL's, or Config.TTL.
+func (le *Lease) lifetime() time.Duration {
+	if le.ttl != 0 {
+		return le.ttl
+	}
+	return le.l.cfg.TTL
+}
+
+// ttlArg is lifetime in milliseconds, as PX and the scripts take it.
+func (le *Lease) ttlArg() string {
+	if le.ttlStr != "" {
+		return le.ttlStr
+	}
+	return le.l.ttlStr
+}
+
+// extendEvery is the lease's auto-extension period: Config.ExtendEvery,
+// scaled by its TTL's share of Config.TTL when WithTTL set another.
+func (le *Lease) extendEvery() time.Duration {
+	cfg := &le.l.cfg
+	if le.ttl == 0 {
+		return cfg.ExtendEvery
+	}
+	return time.Duration(float64(cfg.ExtendEvery) * float64(le.ttl) / float64(cfg.TTL))
 }

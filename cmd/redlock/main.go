@@ -29,8 +29,8 @@ Usage:
   redlock version                                     the version, VCS revision and Go version
                                                       (also --version, alone or among exec's flags)
 
-Run 'redlock help COMMAND' (or 'redlock COMMAND --help') for its flags and
-exit statuses.
+Run 'redlock help COMMAND' ('redlock help exec', or 'redlock exec --help')
+for a command's flags and exit statuses.
 `
 
 // Exit statuses of redlock's own outcomes. Everything else is the

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/spf13/pflag"
@@ -132,6 +133,7 @@ type execOptions struct {
 	fencing     bool
 	mode        lockMode
 	permits     int // with modePermit
+	owner       string
 	quarantine  engine.QuarantinePolicy
 	resource    string
 	argv        []string
@@ -152,6 +154,7 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 	permits := fs.Int("permits", 0, fmt.Sprintf("hold one permit of the semaphore RESOURCE of this many permits (1 to %d), instead of the lock", engine.MaxPermits))
 	shared := fs.Bool("shared", false, "hold the read/write lock RESOURCE for reading: shared with other --shared, excluding --exclusive")
 	exclusive := fs.Bool("exclusive", false, "hold the read/write lock RESOURCE for writing: excluding --shared and other --exclusive")
+	owner := fs.String("owner", "", "who holds the lock, as 'redlock status' shows it, at most 256 bytes (default host=HOSTNAME,pid=PID of redlock; --owner= for none)")
 	quarantine := fs.String("quarantine", "always", "votes of a master younger than --max-ttl: always ignored until it is --max-ttl old, after an observed restart only (observed), or counted (off)")
 	mf.registerConn()
 	// Taken before the flags are parsed (see run); listed here.
@@ -160,7 +163,13 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 	if ok, err := parseFlags(fs, "exec", execUsage, args, stdout); !ok {
 		return nil, err
 	}
-	o := &execOptions{ttl: *ttl, maxTTL: *longest, wait: *wait, grace: *grace, extendEvery: *extendEvery, fencing: *fencing}
+	o := &execOptions{ttl: *ttl, maxTTL: *longest, wait: *wait, grace: *grace, extendEvery: *extendEvery, fencing: *fencing, owner: *owner}
+	if !fs.Changed("owner") {
+		o.owner = defaultOwner()
+	}
+	if len(o.owner) > engine.MaxOwnerLen || !utf8.ValidString(o.owner) {
+		return nil, usageErrorf("exec: --owner: want at most %d bytes of UTF-8, got %d bytes", engine.MaxOwnerLen, len(o.owner))
+	}
 	var modes []string
 	if fs.Changed("permits") {
 		o.mode, o.permits = modePermit, *permits
@@ -306,6 +315,7 @@ func acquire(ctx context.Context, o *execOptions, stderr io.Writer) (*engine.Loc
 	cfg.ExtendEvery = o.extendEvery
 	cfg.Fencing = o.fencing
 	cfg.Quarantine = o.quarantine
+	cfg.Owner = o.owner
 	l, err := connect(ctx, "exec", o.masterOptions, cfg)
 	if err != nil {
 		return nil, nil, err // or, interrupted, the context's: the caller reports the signal
@@ -388,6 +398,16 @@ func acquire(ctx context.Context, o *execOptions, stderr io.Writer) (*engine.Loc
 		return nil, nil, usageErrorf("exec: RESOURCE %q: %s", o.resource, detail)
 	}
 	return nil, nil, fmt.Errorf("exec: acquire %q: %s", o.resource, detail)
+}
+
+// defaultOwner is --owner's default: this host and redlock's pid, which
+// tell an operator where to look for a holder that seems stuck.
+func defaultOwner() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "?"
+	}
+	return fmt.Sprintf("host=%s,pid=%d", host, os.Getpid())
 }
 
 // lockMode is what exec holds on RESOURCE.

@@ -198,6 +198,8 @@ func TestModeUsageErrors(t *testing.T) {
 		{[]string{"exec", "--masters", m, "--permits", "2", "--shared", "r", "--", "true"}, "--permits and --shared: give one at most"},
 		{[]string{"exec", "--masters", m, "--shared", "--exclusive", "r", "--", "true"}, "--shared and --exclusive: give one at most"},
 		{[]string{"exec", "--masters", m, "--shared", "--fencing", "r", "--", "true"}, "--fencing with --shared: readers get no fencing token"},
+		{[]string{"exec", "--masters", m, "--owner", strings.Repeat("x", 257), "r", "--", "true"}, "--owner: want at most 256 bytes of UTF-8, got 257 bytes"},
+		{[]string{"exec", "--masters", m, "--owner", "\xff", "r", "--", "true"}, "--owner: want at most 256 bytes of UTF-8"},
 	} {
 		status, stdout, stderr := runRedlock(t, c.args...)
 		if status != exitUsage || stdout != "" || !strings.HasPrefix(stderr, "redlock: ") ||

@@ -24,9 +24,11 @@ nothing. One table, a row per holder:
 
   RESOURCE  the name
   KIND      free, mutex, semaphore #SLOT/PERMITS, rwmutex read or write
-  HOLDER    the holder's lease value (what 'redlock unlock --value' takes;
-            the COMMAND of 'redlock exec' has it in $REDLOCK_LEASE_VALUE)
-  OWNER     the owner metadata the holder attached, if any
+  HOLDER    the holder's lease value, without its owner (what 'redlock
+            unlock --value' takes; the COMMAND of 'redlock exec' has it, with
+            the owner, in $REDLOCK_LEASE_VALUE)
+  OWNER     the owner metadata the holder attached, if any ('redlock exec'
+            attaches its host and pid: see its --owner)
   TOKEN     the holder's fencing token (0: none)
   VALID     how long a quorum still vouches for the holder: the quorum's
             shortest remaining TTL, less the clock drift allowance
@@ -35,7 +37,8 @@ nothing. One table, a row per holder:
 then, per RESOURCE, its waiters queued on the masters, first first, with
 how long each has waited, and, where the masters disagree, what each
 holds. --json prints a JSON array, an object per RESOURCE, with every
-duration in nanoseconds (validity_ns, age_ns, ttl_ns).
+duration in nanoseconds (validity_ns, age_ns, ttl_ns), and each value
+whole, with its owner.
 
 Flags:
 %s
@@ -176,7 +179,7 @@ func printStatus(w io.Writer, ins []*engine.Inspection) {
 			continue
 		}
 		for _, h := range in.Holders {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\n", quoteName(in.Resource), holderKind(in, h), h.Value,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\n", quoteName(in.Resource), holderKind(in, h), bareValue(h.Value),
 				orDash(quoteOwner(h.Owner)), h.Token, validityText(h.Validity), h.Masters, n)
 		}
 	}
@@ -218,7 +221,7 @@ func masterText(m engine.MasterView) string {
 	}
 	var parts []string
 	for _, h := range m.Holders {
-		s := h.Value
+		s := bareValue(h.Value)
 		switch {
 		case h.Permit >= 0:
 			s = fmt.Sprintf("#%d %s", h.Permit, s)
@@ -237,6 +240,18 @@ func masterText(m engine.MasterView) string {
 		return string(m.Kind)
 	}
 	return string(m.Kind) + ": " + strings.Join(parts, ", ")
+}
+
+// ownerSep starts the owner metadata in a lease value (the engine's
+// encoding: lease values are base64url, and the metadata escapes it).
+const ownerSep = "|"
+
+// bareValue is a lease value without its owner metadata, which a table
+// shows apart. Without it the value is one shell word: "|" would be a
+// pipe, pasted unquoted.
+func bareValue(v string) string {
+	bare, _, _ := strings.Cut(v, ownerSep)
+	return bare
 }
 
 // holderKind is the KIND column of h's row.

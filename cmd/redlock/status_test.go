@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,8 +64,11 @@ func TestStatusShowsHolder(t *testing.T) {
 		t.Fatalf("status of a held lock: %+v", got)
 	}
 	h := got.Holders[0]
-	if h.Value != value || strconv.FormatInt(h.Token, 10) != token || h.Masters != len(masters) {
-		t.Errorf("holder %+v; want value %s, token %s, on %d masters", h, value, token, len(masters))
+	// exec attaches its host and pid (--owner).
+	host, _ := os.Hostname()
+	owner := fmt.Sprintf("host=%s,pid=%d", host, holder.cmd.Process.Pid)
+	if h.Value != value || h.Owner != owner || strconv.FormatInt(h.Token, 10) != token || h.Masters != len(masters) {
+		t.Errorf("holder %+v; want value %s, owner %s, token %s, on %d masters", h, value, owner, token, len(masters))
 	}
 	// exec1's TTL is 1s, renewed every TTL/3.
 	if h.Validity <= 0 || h.Validity > time.Second || got.Validity != h.Validity {
@@ -85,8 +90,8 @@ func TestStatusShowsHolder(t *testing.T) {
 	if f := strings.Fields(lines[0]); strings.Join(f, " ") != "RESOURCE KIND HOLDER OWNER TOKEN VALID MASTERS" {
 		t.Errorf("header %q", lines[0])
 	}
-	if f := strings.Fields(lines[1]); len(f) != 7 || f[0] != "shown" || f[1] != "mutex" || f[2] != value || f[3] != "-" || f[4] != token || f[6] != "3/3" {
-		t.Errorf("holder row %q; want shown, mutex, %s, -, %s, validity, 3/3", lines[1], value, token)
+	if f := strings.Fields(lines[1]); len(f) != 7 || f[0] != "shown" || f[1] != "mutex" || f[2]+"|"+f[3] != value || f[3] != owner || f[4] != token || f[6] != "3/3" {
+		t.Errorf("holder row %q; want shown, mutex, the value without its owner (%s), %s, %s, validity, 3/3", lines[1], value, owner, token)
 	}
 	if f := strings.Fields(lines[2]); len(f) != 7 || f[0] != "shown-free" || f[1] != "free" {
 		t.Errorf("free row %q", lines[2])

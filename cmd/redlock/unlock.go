@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
@@ -158,7 +159,7 @@ func unlockCommand(args []string, stdout, stderr io.Writer) error {
 		return usageErrorf("unlock: %q is a %s: unlock releases a lock's holder only; its holders' keys expire within their TTL (see 'redlock status %s')",
 			o.resource, in.Kind, shellQuote(o.resource))
 	}
-	value := o.value
+	value := fullValue(in, o.value)
 	switch {
 	case o.byToken:
 		for _, h := range in.Holders {
@@ -189,6 +190,34 @@ func unlockCommand(args []string, stdout, stderr io.Writer) error {
 		return unlockError(o, err)
 	}
 	return nil
+}
+
+// fullValue is the value as the masters hold it, owner metadata
+// included, of the holder named by v, a value with or without its owner
+// (as status's table shows it); v itself when nothing holds such a value.
+func fullValue(in *engine.Inspection, v string) string {
+	if v == "" || strings.Contains(v, ownerSep) {
+		return v
+	}
+	var views [][]string
+	for _, h := range in.Holders {
+		views = append(views, []string{h.Value})
+	}
+	for _, m := range in.Masters {
+		var vs []string
+		for _, h := range m.Holders {
+			vs = append(vs, h.Value)
+		}
+		views = append(views, vs)
+	}
+	for _, vs := range views {
+		for _, full := range vs {
+			if bareValue(full) == v {
+				return full
+			}
+		}
+	}
+	return v
 }
 
 // unlockError is Inspect's or Unlock's failure, in redlock's words.

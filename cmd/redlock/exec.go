@@ -431,8 +431,11 @@ func (m lockMode) noun() string {
 	return "a lock"
 }
 
+// acquireFunc is an acquisition: Locker.TryLock's, Semaphore.Acquire's...
+type acquireFunc = func(context.Context, ...engine.LockOption) (*engine.Lease, error)
+
 // target is the first attempt on what o holds, and the wait for it.
-func (o *execOptions) target(l *engine.Locker) (try, lock func(context.Context) (*engine.Lease, error), err error) {
+func (o *execOptions) target(l *engine.Locker) (try, lock acquireFunc, err error) {
 	switch o.mode {
 	case modePermit:
 		s, err := l.Semaphore(o.resource, o.permits)
@@ -450,8 +453,12 @@ func (o *execOptions) target(l *engine.Locker) (try, lock func(context.Context) 
 		}
 		return m.TryLock, m.Lock, nil
 	}
-	return func(ctx context.Context) (*engine.Lease, error) { return l.TryLock(ctx, o.resource) },
-		func(ctx context.Context) (*engine.Lease, error) { return l.Lock(ctx, o.resource) }, nil
+	return func(ctx context.Context, opts ...engine.LockOption) (*engine.Lease, error) {
+			return l.TryLock(ctx, o.resource, opts...)
+		},
+		func(ctx context.Context, opts ...engine.LockOption) (*engine.Lease, error) {
+			return l.Lock(ctx, o.resource, opts...)
+		}, nil
 }
 
 // heldText says who keeps exec from RESOURCE when it is not acquired.

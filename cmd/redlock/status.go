@@ -198,9 +198,11 @@ func printStatus(w io.Writer, ins []*engine.Inspection) {
 		}
 		if !in.Agree || anyMasterFailed(in) {
 			fmt.Fprintf(w, "%s: the masters disagree:\n", quoteName(in.Resource))
+			mw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			for _, m := range in.Masters {
-				fmt.Fprintf(w, "  %s  %s\n", m.Addr, masterText(m))
+				fmt.Fprintf(mw, "  %s\t%s\n", m.Addr, masterText(m))
 			}
+			mw.Flush()
 		}
 	}
 }

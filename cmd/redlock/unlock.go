@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
@@ -259,6 +260,8 @@ func holdersText(in *engine.Inspection) string {
 func printUnlocked(w io.Writer, u *engine.Unlocked, quorum int) {
 	fmt.Fprintf(w, "%s %s: released on %d of %d masters (quorum %d)\n",
 		quoteName(u.Resource), u.Value, u.Released, len(u.Masters), quorum)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
 	for _, m := range u.Masters {
 		what := m.Outcome.String()
 		switch m.Outcome {
@@ -270,6 +273,6 @@ func printUnlocked(w io.Writer, u *engine.Unlocked, quorum int) {
 		if m.Err != "" {
 			what += ": " + m.Err
 		}
-		fmt.Fprintf(w, "  %s  %s\n", m.Addr, what)
+		fmt.Fprintf(tw, "  %s\t%s\n", m.Addr, what)
 	}
 }

@@ -30,9 +30,10 @@ const (
 // nanoseconds in JSON.
 type Inspection struct {
 	Resource string `json:"resource"`
-	// Kind is the kind a quorum of the masters that answered holds the
-	// name as; KindFree when no holder is on a quorum (a name may then
-	// still be held on a minority, see Masters).
+	// Kind is the kind a quorum of the masters that answered keeps the
+	// name as: a semaphore's permit count or a read/write lock's set
+	// says so even with no holder; a lock is KindFree when no holder is
+	// on a quorum (it may still be held on a minority, see Masters).
 	Kind Kind `json:"kind"`
 	// Holders are the leases a quorum holds: the lock's holder, each
 	// held permit of a semaphore, each reader or the writer of a
@@ -412,8 +413,11 @@ func (l *Locker) summarize(name string, start time.Time, reads []masterRead) (*I
 			in.Validity = h.Validity
 		}
 	}
-	if in.Kind == KindFree && len(in.Holders) > 0 {
+	switch {
+	case in.Kind == KindFree && len(in.Holders) > 0:
 		in.Kind = KindMutex // held on a quorum whose kinds split (a turn token)
+	case in.Kind == KindMutex && len(in.Holders) == 0:
+		in.Kind = KindFree // keys on a quorum, but no one holder's
 	}
 	for id, q := range waiters {
 		w := Waiter{ID: id, Age: time.Duration(q.age) * time.Microsecond, Masters: q.masters}

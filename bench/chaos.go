@@ -680,7 +680,7 @@ func (ch *chaos) connect(ctx context.Context, c *chaosClient, ec engine.Config) 
 	ec.KeyPrefix = chaosKeyPrefix
 	ec.Quarantine, _ = ParseQuarantine(ch.cfg.Quarantine)
 	ec.Observer = ch.cfg.Observer
-	ec.Username, ec.Password, ec.TLS = ch.cfg.Username, ch.cfg.Password, ch.tls
+	ec.Conn.Username, ec.Conn.Password, ec.Conn.TLS = ch.cfg.Username, ch.cfg.Password, ch.tls
 	l, err := engine.New(ctx, ec)
 	if err != nil {
 		return err

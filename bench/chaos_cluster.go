@@ -159,7 +159,7 @@ func (ch *chaos) clusterConfig(px *fault.Proxies) engine.Config {
 	for _, c := range ch.clusters {
 		ec.Clusters = append(ec.Clusters, c.Seeds())
 	}
-	ec.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
+	ec.Conn.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
 		if p, ok := via[addr]; ok {
 			addr = p
 		}

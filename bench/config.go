@@ -409,10 +409,10 @@ func (c *Config) engineConfig(masters []string) engine.Config {
 	}
 	ec.AutoExtend = c.Extend
 	ec.Fencing = c.Fencing
-	ec.DisableGate = c.DisableGate
-	ec.DisableNotify = c.DisableNotify
+	ec.Wait.DisableGate = c.DisableGate
+	ec.Wait.DisableNotify = c.DisableNotify
 	ec.Observer = c.Observer
-	ec.Username, ec.Password, ec.TLS = c.Username, c.Password, c.TLS
+	ec.Conn.Username, ec.Conn.Password, ec.Conn.TLS = c.Username, c.Password, c.TLS
 	return ec
 }
 

@@ -14,7 +14,7 @@ type redlock struct{ l *engine.Locker }
 
 func newRedlock(ctx context.Context, masters []string, cfg Config, perCommand bool) (Engine, error) {
 	ec := cfg.engineConfig(masters)
-	ec.DisableCoalesce = perCommand
+	ec.Conn.DisableCoalesce = perCommand
 	// Each client is its own Locker: its own connections, gate and
 	// subscriptions, as separate processes would have.
 	l, err := engine.New(ctx, ec)

@@ -119,10 +119,10 @@ func BenchmarkTryLockReleaseParallel(b *testing.B) {
 func BenchmarkTryLockReleaseCoalesce(b *testing.B) {
 	for _, off := range []bool{false, true} {
 		b.Run(fmt.Sprintf("parallel/DisableCoalesce=%v", off), func(b *testing.B) {
-			cycleParallel(b, benchLocker(b, func(c *engine.Config) { c.DisableCoalesce = off }), 128)
+			cycleParallel(b, benchLocker(b, func(c *engine.Config) { c.Conn.DisableCoalesce = off }), 128)
 		})
 		b.Run(fmt.Sprintf("serial/DisableCoalesce=%v", off), func(b *testing.B) {
-			cycleSerial(b, benchLocker(b, func(c *engine.Config) { c.DisableCoalesce = off }))
+			cycleSerial(b, benchLocker(b, func(c *engine.Config) { c.Conn.DisableCoalesce = off }))
 		})
 	}
 }

@@ -405,7 +405,7 @@ func TestCloseLeavesTheQueue(t *testing.T) {
 func testCloseLeavesTheQueue(t *testing.T, e *env, how string) {
 	const res = "closing"
 	const fallback = 5 * time.Second
-	cfg := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = fallback, fallback }
+	cfg := func(c *engine.Config) { c.Wait.FallbackMin, c.Wait.FallbackMax = fallback, fallback }
 	recA, recB := &recorder{}, &recorder{}
 	lA, slow := e.proxiedLocker(func(c *engine.Config) {
 		cfg(c)
@@ -550,7 +550,7 @@ func TestCloseKeepsALeaseJustAcquired(t *testing.T) {
 		cfg := func(c *engine.Config) {
 			c.TTL = time.Second
 			c.NodeTimeout = 200 * time.Millisecond
-			c.FallbackMin, c.FallbackMax = time.Second, time.Second
+			c.Wait.FallbackMin, c.Wait.FallbackMax = time.Second, time.Second
 		}
 		lA, lB, holderL := e.locker(cfg), e.locker(cfg), e.locker(cfg)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -601,7 +601,7 @@ func TestCloseRacingAHandOff(t *testing.T) {
 	cfg := func(c *engine.Config) {
 		c.TTL = 600 * time.Millisecond
 		c.NodeTimeout = 100 * time.Millisecond
-		c.FallbackMin, c.FallbackMax = 600*time.Millisecond, 600*time.Millisecond
+		c.Wait.FallbackMin, c.Wait.FallbackMax = 600*time.Millisecond, 600*time.Millisecond
 	}
 	for _, order := range []string{"release first", "close first", "together"} {
 		t.Run(order, func(t *testing.T) {
@@ -784,9 +784,9 @@ func TestCloseWithADialHungReturnsPromptly(t *testing.T) {
 		dialing := make(chan struct{}, 16)
 		l := e.locker(func(c *engine.Config) {
 			c.Masters = []string{addrs[0], addrs[1], front.addr()}
-			c.DialTimeout = 10 * time.Second
-			dial := c.DialContext
-			c.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
+			c.Conn.DialTimeout = 10 * time.Second
+			dial := c.Conn.DialContext
+			c.Conn.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
 				if addr == front.addr() && hung.Load() {
 					dialing <- struct{}{}
 					<-ctx.Done() // the partition drops the SYNs

@@ -39,7 +39,7 @@ func guessTest(t *testing.T, f func(*testing.T, *guessEnv)) {
 		cfg.Masters, cfg.Clusters = nil, [][]string{c.Seeds()}
 		cfg.Quarantine = QuarantineOff
 		cfg.DisableTracking = true // the simulated nodes have no CLIENT TRACKING
-		cfg.DialContext = nw.Dialer("c1")
+		cfg.Conn.DialContext = nw.Dialer("c1")
 		l, err := New(context.Background(), cfg)
 		if err != nil {
 			t.Fatalf("New: %v", err)

@@ -84,7 +84,7 @@ func TestHandoffPassesTheLeaseInProcess(t *testing.T) {
 func TestHandoffsAreCapped(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.MaxHandoffs = 2; patientNodes(c) })
+	l := e.locker(func(c *engine.Config) { c.Wait.MaxHandoffs = 2; patientNodes(c) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	le, err := l.Lock(ctx, "capped-handoff")

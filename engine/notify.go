@@ -43,7 +43,7 @@ type notifier struct {
 	nodes  []*subNode
 	closed bool
 	// linger is how long a topic outlives its last waiter (see
-	// Config.NotifyLinger); lingering counts the topics doing so.
+	// Config.Wait.NotifyLinger); lingering counts the topics doing so.
 	linger    time.Duration
 	lingering int
 }

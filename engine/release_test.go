@@ -51,7 +51,7 @@ func testLateYes(t *testing.T, pipelineMultiplex int) {
 		// Nodes 0 and 2 must answer within it, however loaded the
 		// machine, or the attempt is no contention but an outage.
 		c.NodeTimeout = 2 * time.Second
-		c.PipelineMultiplex = pipelineMultiplex
+		c.Conn.PipelineMultiplex = pipelineMultiplex
 	})
 	const res = "late-yes"
 	e.set(0, res, "other-owner")
@@ -241,7 +241,7 @@ func TestReleaseAfterABrokenAcquireConnection(t *testing.T) {
 		cfg := e.config()
 		cfg.Masters = []string{px.addr(), e.addrs[1], e.addrs[2]}
 		cfg.TTL = time.Minute
-		cfg.ConnTimeout = connTimeout
+		cfg.Conn.ConnTimeout = connTimeout
 		l, err := engine.New(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -638,7 +638,7 @@ func TestUndoAfterABrokenConnectionIsRetried(t *testing.T) {
 		px := newStallProxy(e, e.addrs[0])
 		l := e.locker(func(c *engine.Config) {
 			c.Masters = []string{px.addr(), e.addrs[1], e.addrs[2]}
-			c.ConnTimeout = time.Second
+			c.Conn.ConnTimeout = time.Second
 		})
 		px.stall.Store(true)
 		if _, err := l.TryLock(context.Background(), res); !errors.Is(err, engine.ErrNotAcquired) {

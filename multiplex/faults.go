@@ -9,6 +9,8 @@ package multiplex
 // compiler removes with the code it guards, and internal/mutation is not
 // linked.
 var faults struct {
+	ClockErrorIgnored         fault
+	ClockReadOnce             fault
 	ClusterClockUnjudged      fault
 	ClusterDemotedConnKept    fault
 	ClusterFailoverTrusted    fault

@@ -6,6 +6,8 @@ import "github.com/redlock-bench/redlock/internal/mutation"
 
 // faults are the fault points, switched by the tests (see faults.go).
 var faults = struct {
+	ClockErrorIgnored         *mutation.Switch
+	ClockReadOnce             *mutation.Switch
 	ClusterClockUnjudged      *mutation.Switch
 	ClusterDemotedConnKept    *mutation.Switch
 	ClusterFailoverTrusted    *mutation.Switch
@@ -15,6 +17,8 @@ var faults = struct {
 	CoalesceAcrossSlots       *mutation.Switch
 	CoalesceFirstKeyOnly      *mutation.Switch
 }{
+	ClockErrorIgnored:         mutation.ClockErrorIgnored,
+	ClockReadOnce:             mutation.ClockReadOnce,
 	ClusterClockUnjudged:      mutation.ClusterClockUnjudged,
 	ClusterDemotedConnKept:    mutation.ClusterDemotedConnKept,
 	ClusterFailoverTrusted:    mutation.ClusterFailoverTrusted,

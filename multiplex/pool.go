@@ -131,13 +131,21 @@ type Options struct {
 	// this old). Required unless Quarantine is quarantine.Off.
 	MaxTTL time.Duration
 	// MaxClockSkew, when set, keeps out of the vote a node whose wall
-	// clock, measured on a new connection (server_time_usec), is this far
-	// or more from the median of the other nodes' clocks (those not kept
-	// out for theirs): its yes votes
-	// fail with ErrClockSkew until a later connection finds it within. A
-	// master that restarted, or whose clock was stepped, with a clock far
-	// off, would break what callers derive from the masters' clocks
-	// (fencing tokens); only new connections are measured. Default: off.
+	// clock, measured on a new connection (server_time_usec), is provably
+	// this far or more from the median of the other nodes' clocks (those
+	// not kept out for theirs): its yes votes fail with ErrClockSkew until
+	// a later connection finds it not provably so. Provably: each reading
+	// is off by up to its uncertainty (half its round trip,
+	// NodeStatus.ClockErrorMS), and the difference less both readings'
+	// uncertainties must reach MaxClockSkew, so that a slow round trip
+	// never keeps a healthy node out; a reading uncertain by a quarter of
+	// MaxClockSkew or more is read again, at most twice, and the sharpest
+	// kept, so that a far clock is not let in on a reading slowed for a
+	// moment. A node let in may be off by up to MaxClockSkew plus twice
+	// the two uncertainties. A master that restarted, or whose clock was
+	// stepped, with a clock far off, would break what callers derive from
+	// the masters' clocks (fencing tokens); only new connections are
+	// measured. Default: off.
 	MaxClockSkew time.Duration
 	// DisableCoalesce sends every script command as its own EVALSHA, even
 	// when a node's queue holds several of the same script with a Multi.
@@ -310,11 +318,14 @@ type serverInfo struct {
 	// ServerTime is server_time_usec (Redis 7.0 or later); zero when absent.
 	ServerTime time.Time
 	// ClockOffset is the server's wall clock minus this process's, taken
-	// against the middle of the round trip that read ServerTime, so it is
-	// off by at most half that round trip plus the server's processing.
-	// ClockKnown says whether it was measured; parseServerInfo alone never
-	// sets it.
+	// against the middle of the round trip that read ServerTime, and
+	// ClockError its uncertainty: the server read its clock somewhere
+	// within that round trip, so the true offset is within ClockError
+	// (half the round trip, plus the microsecond ServerTime is truncated
+	// to) of ClockOffset. ClockKnown says whether it was measured;
+	// parseServerInfo alone never sets it.
 	ClockOffset time.Duration
+	ClockError  time.Duration
 	ClockKnown  bool
 	// view is a cluster node's CLUSTER NODES, read with its INFO on a
 	// new connection; nil for a master, or when the node did not answer
@@ -322,8 +333,8 @@ type serverInfo struct {
 	view *clusterView
 }
 
-// measureClock sets ClockOffset from ServerTime, read on a request sent at
-// sent whose reply arrived at received.
+// measureClock sets ClockOffset and ClockError from ServerTime, read on
+// a request sent at sent whose reply arrived at received.
 func (si *serverInfo) measureClock(sent, received time.Time) {
 	if si.ServerTime.IsZero() {
 		return
@@ -331,6 +342,14 @@ func (si *serverInfo) measureClock(sent, received time.Time) {
 	mid := sent.Add(received.Sub(sent) / 2)
 	// ServerTime has no monotonic reading, so Sub compares wall clocks.
 	si.ClockOffset, si.ClockKnown = si.ServerTime.Sub(mid), true
+	// ServerTime, truncated to the microsecond, is up to one behind what
+	// the server read.
+	si.ClockError = received.Sub(mid) + time.Microsecond
+}
+
+// clock is si's clock reading.
+func (si *serverInfo) clock() clockReading {
+	return clockReading{off: si.ClockOffset, err: si.ClockError}
 }
 
 // Dial connects to every master at once. A minority may be down: those are
@@ -590,13 +609,22 @@ func (p *Pool) connect(ctx context.Context, node *node, o Options) error {
 		r.c.Close()
 		return err
 	}
+	if node.seeds == nil && info.ClockKnown {
+		// The dialer read the clock on this connection moments before:
+		// the sharper reading of the two, and sharper still if it can
+		// be had (sharpenClock).
+		if prev := node.Info(); prev.ClockKnown && prev.ClockError < info.ClockError {
+			info.ServerTime, info.ClockOffset, info.ClockError = prev.ServerTime, prev.ClockOffset, prev.ClockError
+		}
+		info = p.sharpenClock(r.c, info)
+	}
 	node.mu.Lock()
 	// run_id, uptime and role come from the dialer, which decided whether
 	// the node may vote; the clock offset is refreshed.
 	node.info.Version = info.Version
 	if info.ClockKnown && (node.seeds == nil || p.maxSkew <= 0) {
 		// A cluster vote's, judged, is its nodes' median (judgeMemberClock).
-		node.info.ServerTime, node.info.ClockOffset, node.info.ClockKnown = info.ServerTime, info.ClockOffset, true
+		node.info.ServerTime, node.info.ClockOffset, node.info.ClockError, node.info.ClockKnown = info.ServerTime, info.ClockOffset, info.ClockError, true
 	}
 	node.mu.Unlock()
 	node.down.Store(false)
@@ -658,13 +686,10 @@ func loadNode(ctx context.Context, c rueidis.Client, scripts []*Script) (serverI
 			}
 		}
 	}
-	sent := time.Now()
-	txt, err := c.Do(ctx, c.B().Info().Section("server").Build()).ToString()
+	info, err := readClock(ctx, c)
 	if err != nil {
 		return serverInfo{}, fmt.Errorf("INFO server: %w", err)
 	}
-	info := parseServerInfo(txt)
-	info.measureClock(sent, time.Now())
 	return info, nil
 }
 

@@ -170,7 +170,7 @@ func pathErr(err error) error {
 
 // Apply sets the engine's credentials and TLS from the settings.
 func (s Settings) Apply(c *engine.Config) {
-	c.Username, c.Password, c.TLS = s.Username, s.Password, s.TLS
+	c.Conn.Username, c.Conn.Password, c.Conn.TLS = s.Username, s.Password, s.TLS
 }
 
 // Apply checks the flags for the user's masters and sets c's credentials

@@ -70,7 +70,7 @@ func TestSettings(t *testing.T) {
 	}
 
 	var ec engine.Config
-	if err := parse(t, "--user", "u", "--tls", "--insecure").Apply(&ec); err != nil || ec.Username != "u" || ec.Password != "from-env" || ec.TLS == nil {
+	if err := parse(t, "--user", "u", "--tls", "--insecure").Apply(&ec); err != nil || ec.Conn.Username != "u" || ec.Conn.Password != "from-env" || ec.Conn.TLS == nil {
 		t.Errorf("Apply: %+v, %v", ec, err)
 	}
 

@@ -217,3 +217,23 @@ func TestUnlockByTokenAndForce(t *testing.T) {
 		t.Errorf("semaphore holder: status %d; stderr %s", s, sem.stderr)
 	}
 }
+
+// Each command's help lists its flags and exit statuses.
+func TestOpsHelpListsExitStatuses(t *testing.T) {
+	t.Parallel()
+	for cmd, want := range map[string][]string{
+		"status": {"--json", "--masters", "--timeout", "VALID", "waiters", "\n  0    ", "\n  64   ", "\n  69   ", "\n  78   "},
+		"list":   {"--prefix", "--limit", "--after", "--json", "SCAN", "\n  0    ", "\n  64   ", "\n  69   "},
+		"unlock": {"--value", "--token", "--force", "--json", "REDLOCK_LEASE_VALUE", "\n  0    ", "\n  64   ", "\n  66   ", "\n  69   ", "\n  78   "},
+	} {
+		status, stdout, _ := runRedlock(t, cmd, "--help")
+		if status != 0 {
+			t.Errorf("%s --help: status %d", cmd, status)
+		}
+		for _, s := range want {
+			if !strings.Contains(stdout, s) {
+				t.Errorf("%s --help does not mention %q", cmd, s)
+			}
+		}
+	}
+}

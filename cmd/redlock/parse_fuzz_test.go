@@ -52,3 +52,83 @@ func FuzzParseExec(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseOps: any arguments to status, list or unlock give either
+// options or help, or a one-line usage error (status 64); never a panic.
+// unlock's options always name the holder, or force the resource they
+// name twice.
+func FuzzParseOps(f *testing.F) {
+	for _, s := range []string{
+		"status --masters a:1,b:2,c:3 r1 r2",
+		"status --masters a:1 --json --timeout 1s r",
+		"status --masters a:1",
+		"list --masters a:1 --prefix job: --limit 10 --after job:9 --json",
+		"list --masters a:1 --limit 0",
+		"list --masters a:1 extra",
+		"unlock --masters a:1 r --value v",
+		"unlock --masters a:1 r --token 12",
+		"unlock --masters a:1 r --force r",
+		"unlock --masters a:1 r --force s",
+		"unlock --masters a:1 r",
+		"unlock --masters a:1 r --value v --token 1",
+		"unlock --help",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		args := strings.Split(line, " ")
+		var stdout bytes.Buffer
+		var (
+			opts any
+			err  error
+		)
+		switch args[0] {
+		case "status":
+			var o *statusOptions
+			o, err = parseStatus(args[1:], &stdout)
+			if o != nil {
+				opts = o
+				if len(o.resources) == 0 || len(o.masters) == 0 || o.timeout <= 0 {
+					t.Fatalf("%q: accepted %+v", line, *o)
+				}
+			}
+		case "list":
+			var o *listOptions
+			o, err = parseList(args[1:], &stdout)
+			if o != nil {
+				opts = o
+				if o.limit < 1 || o.limit > maxListLimit || len(o.masters) == 0 || o.timeout <= 0 {
+					t.Fatalf("%q: accepted %+v", line, *o)
+				}
+			}
+		default:
+			var o *unlockOptions
+			o, err = parseUnlock(args[1:], &stdout)
+			if o != nil {
+				opts = o
+				named := 0
+				if o.value != "" {
+					named++
+				}
+				if o.byToken {
+					named++
+				}
+				if o.force {
+					named++
+				}
+				if o.resource == "" || named != 1 || o.byToken && o.token <= 0 || len(o.masters) == 0 {
+					t.Fatalf("%q: accepted %+v", line, *o)
+				}
+			}
+		}
+		var se *statusError
+		switch {
+		case err != nil:
+			if !errors.As(err, &se) || se.code != exitUsage || se.msg == "" || strings.Contains(se.msg, "\n") {
+				t.Fatalf("%q: error %#v, want a one-line usage error", line, err)
+			}
+		case opts == nil && stdout.Len() == 0:
+			t.Fatalf("%q: neither options nor help", line)
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -206,5 +207,35 @@ func TestModeUsageErrors(t *testing.T) {
 			!strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("%q: status %d, stdout %q, stderr %q; want %d and one line with %q", c.args, status, stdout, stderr, exitUsage, c.want)
 		}
+	}
+}
+
+// A permit or a reader is a lease like the lock: a lost one stops
+// COMMAND (124), and a signal is forwarded, then the lease released.
+func TestModesLoseAndRelease(t *testing.T) {
+	t.Parallel()
+	p := start(t, exec1("--permits", "1", "lostpermit", "--", "sh", "-c",
+		`trap 'echo term; exit 3' TERM; echo "ready $REDLOCK_PERMIT"; while :; do sleep 0.02; done`)...)
+	p.waitOutput(t, "ready 0\n")
+	// The permit's slot key (engine's semPrefix, the name in braces, the
+	// slot), as a majority losing its keys would.
+	deleteKey(t, "\xffredlock:sem:{lostpermit}:0")
+	if status := p.wait(t, 30*time.Second); status != exitLost || !strings.Contains(p.stdout.String(), "term") ||
+		!strings.Contains(p.stderr.String(), `lock on "lostpermit" lost`) {
+		t.Errorf("lost permit: status %d, want %d; stdout %q, stderr %s", status, exitLost, p.stdout, p.stderr)
+	}
+
+	dir := t.TempDir()
+	r := start(t, append(exec1("--shared", "sigshared", "--"), holdUntil(dir, "never")...)...)
+	readyLine(t, r)
+	if in := inspect(t, "sigshared")[0]; len(in.Holders) != 1 || in.Holders[0].Mode != "read" {
+		t.Fatalf("reader: %+v", in)
+	}
+	r.cmd.Process.Signal(syscall.SIGINT)
+	if status := r.wait(t, 30*time.Second); status != 128+int(syscall.SIGINT) {
+		t.Errorf("reader after SIGINT: status %d; stderr %s", status, r.stderr)
+	}
+	if in := inspect(t, "sigshared")[0]; len(in.Holders) != 0 {
+		t.Errorf("the reader is left after its exec ended: %+v", in.Holders)
 	}
 }

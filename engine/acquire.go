@@ -65,8 +65,7 @@ func (l *Locker) newLease(resource string, tk *ticket, o acquireOpts) *Lease {
 		resource: resource,
 		key:      l.key(resource),
 		value:    newValue(),
-		ttl:      o.ttl,
-		ttlStr:   o.ttlStr,
+		ttlMS:    o.ttlMS,
 	}
 	switch {
 	case tk != nil:
@@ -113,7 +112,7 @@ func (le *Lease) decide(ctx context.Context, t multiplex.Tally) error {
 		le.record(i, v)
 	}
 	if ok {
-		le.validUntil = le.start.Add(l.validityFor(le.ttl))
+		le.validUntil = le.start.Add(l.validityFor(le.ttlMS))
 	}
 	le.mu.Unlock()
 	if !ok {

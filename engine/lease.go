@@ -21,11 +21,6 @@ type Lease struct {
 	token    int64
 	wait     WaitInfo
 	handoffs int // hand-offs in a row that led to this lease
-	// ttl and ttlStr are the lease's TTL and its PX argument when an
-	// option (WithTTL) set one other than Config.TTL; zero and "" for
-	// the Locker's, which lifetime and ttlArg read then.
-	ttl    time.Duration
-	ttlStr string
 	// all are a multi-resource lease's resources and keys (see
 	// multi.go); key is then empty and resource a label. nil for a lease
 	// on one resource; a pointer, so that such a lease stays small.
@@ -58,12 +53,16 @@ type Lease struct {
 	// Locker.tickets). kept: masters where the acquiring waiter stayed
 	// in the queue behind a marked lock of someone else (see leaveScript);
 	// the release takes it out there, in case no release there popped it.
-	kept        uint64
-	tk          *ticket
-	failed      bool // the attempt did not acquire
-	released    bool
-	gated       bool
-	rw          bool  // a read/write lock's reader or writer: its scripts are rwForm's
+	kept     uint64
+	tk       *ticket
+	failed   bool // the attempt did not acquire
+	released bool
+	gated    bool
+	rw       bool // a read/write lock's reader or writer: its scripts are rwForm's
+	// ttlMS is the lease's TTL in ms when an option (WithTTL) set one
+	// other than Config.TTL, 0 for the Locker's: a uint32 beside the
+	// bools, where it keeps the Lease in its allocation size class.
+	ttlMS       uint32
 	endErr      error // why the lease stopped being trustworthy
 	endedAt     time.Time
 	successor   *Lease // the lease was passed on: late replies go there
@@ -497,16 +496,16 @@ func (le *Lease) setValidUntil(t time.Time) {
 
 // lifetime is the lease's TTL: WithTTL's, or Config.TTL.
 func (le *Lease) lifetime() time.Duration {
-	if le.ttl != 0 {
-		return le.ttl
+	if le.ttlMS != 0 {
+		return time.Duration(le.ttlMS) * time.Millisecond
 	}
 	return le.l.cfg.TTL
 }
 
 // ttlArg is lifetime in milliseconds, as PX and the scripts take it.
 func (le *Lease) ttlArg() string {
-	if le.ttlStr != "" {
-		return le.ttlStr
+	if le.ttlMS != 0 {
+		return itoa(int64(le.ttlMS))
 	}
 	return le.l.ttlStr
 }
@@ -515,8 +514,8 @@ func (le *Lease) ttlArg() string {
 // scaled by its TTL's share of Config.TTL when WithTTL set another.
 func (le *Lease) extendEvery() time.Duration {
 	cfg := &le.l.cfg
-	if le.ttl == 0 {
+	if le.ttlMS == 0 {
 		return cfg.ExtendEvery
 	}
-	return time.Duration(float64(cfg.ExtendEvery) * float64(le.ttl) / float64(cfg.TTL))
+	return time.Duration(float64(cfg.ExtendEvery) * float64(le.lifetime()) / float64(cfg.TTL))
 }

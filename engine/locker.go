@@ -242,14 +242,16 @@ func (l *Locker) Close() error {
 // attempt's start: the TTL less the drift allowance (see drift).
 func (l *Locker) validity() time.Duration { return l.validityFor(0) }
 
-// validityFor is validity for a lease whose TTL is ttl (0: Config.TTL).
-func (l *Locker) validityFor(ttl time.Duration) time.Duration {
-	if ttl == 0 {
+// validityFor is validity for a lease whose TTL is ttlMS ms (0:
+// Config.TTL).
+func (l *Locker) validityFor(ttlMS uint32) time.Duration {
+	if ttlMS == 0 {
 		if faults.ValidityIgnoresDrift.On() {
 			return l.cfg.TTL - DriftFloor
 		}
 		return l.cfg.TTL - l.drift
 	}
+	ttl := time.Duration(ttlMS) * time.Millisecond
 	return ttl - drift(ttl, l.cfg.DriftFactor)
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -45,9 +46,8 @@ func WithOwner(meta string) LockOption { return LockOption{owner: meta, hasOwner
 // acquireOpts is what an acquisition's options resolve to. The zero
 // value is the Locker's defaults, with no owner metadata.
 type acquireOpts struct {
-	ttl    time.Duration // 0: Config.TTL
-	ttlStr string        // ttl in ms, formatted; "" with ttl
-	suffix string        // encoded owner suffix of the value (ownerSep + meta)
+	ttlMS  uint32 // the TTL in ms; 0: Config.TTL
+	suffix string // encoded owner suffix of the value (ownerSep + meta)
 }
 
 // ownerSep separates a lease value's random part from its owner
@@ -70,21 +70,18 @@ func (l *Locker) resolve(op, resource string, opts []LockOption) (acquireOpts, e
 			if err := l.checkTTL(opt.ttl); err != nil {
 				return acquireOpts{}, errorf("%s %q: %v: WithTTL(%s): %v", op, resource, ErrInvalidOption, opt.ttl, err)
 			}
-			o.ttl = opt.ttl
+			o.ttlMS = uint32(opt.ttl.Milliseconds())
+			if opt.ttl == l.cfg.TTL {
+				o.ttlMS = 0
+			}
 		}
-	}
-	if o.ttl == l.cfg.TTL {
-		o.ttl = 0
-	}
-	if o.ttl != 0 {
-		o.ttlStr = itoa(o.ttl.Milliseconds())
 	}
 	return o, nil
 }
 
 // isDefault: o is the Locker's defaults, which a lease handed on at the
 // in-process gate keeps (see Lock).
-func (l *Locker) isDefault(o acquireOpts) bool { return o.ttl == 0 && o.suffix == l.ownerSuffix }
+func (l *Locker) isDefault(o acquireOpts) bool { return o.ttlMS == 0 && o.suffix == l.ownerSuffix }
 
 // checkTTL says why ttl cannot be a lease's TTL on this Locker.
 func (l *Locker) checkTTL(ttl time.Duration) error {
@@ -93,6 +90,8 @@ func (l *Locker) checkTTL(ttl time.Duration) error {
 		return fmt.Errorf("must be > 0")
 	case ttl%time.Millisecond != 0:
 		return fmt.Errorf("must be whole milliseconds (PX)")
+	case ttl.Milliseconds() > math.MaxUint32:
+		return fmt.Errorf("above %d ms", uint32(math.MaxUint32))
 	case ttl > l.cfg.MaxTTL:
 		return fmt.Errorf("above Config.MaxTTL (%s)", l.cfg.MaxTTL)
 	case l.cfg.NodeTimeout >= ttl/2:

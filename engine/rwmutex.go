@@ -196,7 +196,7 @@ func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter, o acquireOp
 	if l.closed.Load() {
 		return nil, fmt.Errorf("engine: %s %q: %w", rwOp(writer), m.name, ErrClosed)
 	}
-	le := &Lease{l: l, resource: m.name, key: m.key, value: newValue(), rw: true, ttl: o.ttl, ttlStr: o.ttlStr}
+	le := &Lease{l: l, resource: m.name, key: m.key, value: newValue(), rw: true, ttlMS: o.ttlMS}
 	if o.suffix != "" {
 		le.value += o.suffix
 	}
@@ -322,7 +322,7 @@ func (m *RWMutex) decide(ctx context.Context, le *Lease, t multiplex.Tally, writ
 		le.record(i, v)
 	}
 	if ok {
-		le.validUntil = le.start.Add(l.validityFor(le.ttl))
+		le.validUntil = le.start.Add(l.validityFor(le.ttlMS))
 	}
 	le.mu.Unlock()
 	if !ok {

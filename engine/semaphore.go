@@ -324,7 +324,7 @@ func (s *Semaphore) try(ctx context.Context, first int, waiter, probe bool, o ac
 	if o.suffix != "" {
 		le.value += o.suffix
 	}
-	le.ttl, le.ttlStr = o.ttl, o.ttlStr
+	le.ttlMS = o.ttlMS
 	le.initVotes(l.votes)
 	var cmd multiplex.Command
 	classify := classifySem
@@ -427,7 +427,7 @@ func (a *semAttempt) decide(ctx context.Context, t multiplex.Tally) (*Lease, err
 	if ok {
 		a.won = int(slot)
 		le.key, le.permit = s.keys[a.won], a.won+1
-		le.validUntil = le.start.Add(l.validityFor(le.ttl))
+		le.validUntil = le.start.Add(l.validityFor(le.ttlMS))
 	} else {
 		le.failed = true
 	}

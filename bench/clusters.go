@@ -133,7 +133,8 @@ func (c *Config) givenVoted() (masters []string, clusters [][]string) {
 	if n <= len(c.Masters) {
 		return c.Masters[:n], nil
 	}
-	return c.Masters, c.Clusters[:n-len(c.Masters)]
+	// Sentinel votes (--sentinel) come after, all of them (validateSentinels).
+	return c.Masters, c.Clusters[:min(n-len(c.Masters), len(c.Clusters))]
 }
 
 // clusterVotes reports whether some of the run's votes are Redis

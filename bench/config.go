@@ -41,6 +41,10 @@ type Config struct {
 	// local Redis Cluster of this many shards instead of one
 	// redis-server (--cluster-shards). Default 0.
 	ClusterShards int
+	// Sentinels are votes that are masters Redis Sentinel manages
+	// (--sentinel), as engine.Config.Sentinels: they vote after Masters
+	// and Clusters. Redlock engines only. Default: none.
+	Sentinels []engine.SentinelVote
 	// clusterSeeds are the clusters the engine votes on, set by Run: the
 	// first of Clusters (givenVoted), or the local ones it started.
 	clusterSeeds [][]string
@@ -215,11 +219,14 @@ func (c *Config) Validate() error {
 	if err := c.validateClusters(); err != nil {
 		return err
 	}
+	if err := c.validateSentinels(); err != nil {
+		return err
+	}
 	if len(c.Masters) > 0 {
 		if _, err := engine.ParseMasters(strings.Join(c.Masters, ",")); err != nil {
 			return cfgErr("masters", strings.Join(c.Masters, ","), "%v", err)
 		}
-	} else if len(c.Clusters) > 0 {
+	} else if len(c.Clusters) > 0 || len(c.Sentinels) > 0 {
 		// Votes given: nothing is started.
 	} else if c.LocalMasters <= 0 {
 		return cfgErr("local-masters", c.LocalMasters, "must be > 0")
@@ -379,15 +386,17 @@ func (c *Config) validateLock() error {
 // masterCount is how many votes the run has: --masters and --clusters, or
 // the local ones it starts.
 func (c *Config) masterCount() int {
-	if len(c.Masters) > 0 || len(c.Clusters) > 0 {
-		return len(c.Masters) + len(c.Clusters)
+	if c.givenVotes() {
+		return len(c.Masters) + len(c.Clusters) + len(c.Sentinels)
 	}
 	return c.LocalMasters
 }
 
 // givenVotes reports whether the votes are the user's (--masters,
 // --clusters) rather than started by the run.
-func (c *Config) givenVotes() bool { return len(c.Masters) > 0 || len(c.Clusters) > 0 }
+func (c *Config) givenVotes() bool {
+	return len(c.Masters) > 0 || len(c.Clusters) > 0 || len(c.Sentinels) > 0
+}
 
 // voters is how many masters the engine votes on: the first voters() of
 // the run's (NAME@N, or a single-master baseline), else all of them.
@@ -403,6 +412,7 @@ func (c *Config) voters() int {
 func (c *Config) engineConfig(masters []string) engine.Config {
 	ec := engine.DefaultConfig(masters...)
 	ec.Clusters = c.clusterSeeds
+	ec.Sentinels = c.Sentinels
 	ec.TTL = c.TTL
 	if c.Quarantine != "" {
 		ec.Quarantine, _ = ParseQuarantine(c.Quarantine) // checked by Validate
@@ -459,7 +469,9 @@ func (c *Config) validateEngine() error {
 	// duration the bench does not set itself.
 	msg := strings.TrimPrefix(err.Error(), "engine: ")
 	switch {
-	case strings.HasPrefix(msg, "Config.Masters and Clusters"):
+	case strings.HasPrefix(msg, "Config.Sentinels"):
+		flag, value = "sentinel", FormatSentinel(c.Sentinels[0])
+	case strings.HasPrefix(msg, "Config.Masters, Clusters and Sentinels"):
 	case strings.HasPrefix(msg, "Config.Masters"):
 	case strings.HasPrefix(msg, "Config.Clusters"):
 		flag, value = "clusters", FormatClusters(c.Clusters)

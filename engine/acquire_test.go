@@ -15,14 +15,6 @@ import (
 	"github.com/redlock-bench/redlock/internal/simredis"
 )
 
-// everyVoteAnswered is for tests on real masters whose point is not a
-// timeout: a node timeout (4 s, under half the default TTL) and a dial
-// timeout (30 s) that only a master that cannot answer reaches, however
-// loaded the machine, so that every vote is the master's answer.
-func everyVoteAnswered(c *engine.Config) {
-	c.NodeTimeout, c.Conn.DialTimeout = 4*time.Second, 30*time.Second
-}
-
 func TestQuorumEverySubsetPreoccupied(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int{3, 5} {

@@ -734,7 +734,7 @@ func TestCloseWithAHungMasterReturnsWithinItsBound(t *testing.T) {
 // longer than bound says.
 func closeWithAHungMaster(t *testing.T, e *env, bound func(*engine.Locker) time.Duration) {
 	ctx := context.Background()
-	holderL := e.locker(roomy)
+	holderL := e.locker(patient)
 	l := e.locker(func(c *engine.Config) { c.TTL = 2 * time.Second })
 	held, err := holderL.TryLock(ctx, "hung")
 	if err != nil {

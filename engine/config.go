@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -70,6 +71,14 @@ type Config struct {
 	// resource key's slot. No node may serve two votes. See
 	// docs/library.md, "Cluster masters".
 	Clusters [][]string
+	// Sentinels are votes that are masters Redis Sentinel manages, each
+	// given by its master name and some of its sentinels' addresses; they
+	// vote after Clusters, and count in the quorum as the others do.
+	// After a failover the vote is the promoted replica, which may lack
+	// the locks the old master took just before: its new run_id keeps the
+	// vote out for MaxTTL, as a restart does. See docs/library.md,
+	// "Sentinel-managed votes".
+	Sentinels []SentinelVote
 	// TTL is the lock's lifetime on the masters. Must be > 0;
 	// DefaultConfig sets DefaultTTL.
 	TTL time.Duration
@@ -324,10 +333,10 @@ func (c *Config) fill() {
 // not fill defaults; New does that first.
 func (c *Config) Validate() error {
 	switch {
-	case len(c.Masters) == 0 && len(c.Clusters) == 0:
+	case len(c.Masters) == 0 && len(c.Clusters) == 0 && len(c.Sentinels) == 0:
 		return fmt.Errorf("engine: Config.Masters is empty: at least one master is needed")
-	case len(c.Masters)+len(c.Clusters) > MaxMasters:
-		return fmt.Errorf("engine: Config.Masters and Clusters have %d votes, at most %d are supported", len(c.Masters)+len(c.Clusters), MaxMasters)
+	case c.votes() > MaxMasters:
+		return fmt.Errorf("engine: Config.Masters, Clusters and Sentinels have %d votes, at most %d are supported", c.votes(), MaxMasters)
 	case c.TTL <= 0:
 		return fmt.Errorf("engine: Config.TTL must be > 0, got %s", c.TTL)
 	case c.TTL%time.Millisecond != 0:
@@ -366,7 +375,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("engine: Config.Conn.PipelineMultiplex must be <= %d, got %d", rueidis.MaxPipelineMultiplex, c.Conn.PipelineMultiplex)
 	}
 	if len(c.Masters) == 0 {
-		return c.validateClusters()
+		return cmp.Or(c.validateClusters(), c.validateSentinels())
 	}
 	if err := addrcheck.Masters(c.Masters); err != nil {
 		var ae *addrcheck.AddrError
@@ -378,7 +387,7 @@ func (c *Config) Validate() error {
 		}
 		return fmt.Errorf("engine: Config.Masters[%d] %q: %s", ae.Index, ae.Addr, ae.Reason)
 	}
-	return c.validateClusters()
+	return cmp.Or(c.validateClusters(), c.validateSentinels())
 }
 
 // drift is the allowance a validity of ttl leaves for the masters'

@@ -17,12 +17,6 @@ import (
 // every run.
 var steadyMasters = simredis.MasterOptions{Uptime: time.Hour, Latency: simredis.Latency{Min: 100 * time.Microsecond}}
 
-// patientNodes gives a Locker on real masters the longest node timeout
-// its TTL allows (just under half of it), set last: a loaded machine
-// that answers late must not turn an outcome a test asserts (acquired,
-// refused, released) into an outage.
-func patientNodes(c *engine.Config) { c.NodeTimeout = c.TTL/2 - time.Millisecond }
-
 // sent is the number of commands l has sent to the masters (every vote
 // counted, whatever its outcome).
 func sent(l *engine.Locker) int64 {

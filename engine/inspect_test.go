@@ -277,7 +277,10 @@ func TestUnlockWakesWaiter(t *testing.T) {
 	ctx := context.Background()
 	holder := e.locker(nil)
 	// A fallback far beyond the test's life: only a notification wakes.
-	waiter := e.locker(func(c *engine.Config) { c.Wait.FallbackMin, c.Wait.FallbackMax = time.Hour, time.Hour; c.TTL = time.Hour })
+	waiter := e.locker(func(c *engine.Config) {
+		c.Wait.FallbackMin, c.Wait.FallbackMax = time.Hour, time.Hour
+		c.TTL = time.Hour
+	})
 	operator := e.locker(nil)
 	le, err := holder.TryLock(ctx, "stuck", engine.WithOwner("host=h pid=9"))
 	if err != nil {

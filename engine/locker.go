@@ -74,6 +74,7 @@ type Locker struct {
 func New(ctx context.Context, cfg Config) (*Locker, error) {
 	cfg.Masters = append([]string(nil), cfg.Masters...)
 	cfg.Clusters = cloneClusters(cfg.Clusters)
+	cfg.Sentinels = cloneSentinels(cfg.Sentinels)
 	cfg.fill()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -81,6 +82,7 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 	pool, err := multiplex.Dial(ctx, multiplex.Options{
 		Addrs:             cfg.Masters,
 		Clusters:          cfg.Clusters,
+		Sentinels:         sentinelOptions(cfg.Sentinels),
 		NodeTimeout:       cfg.NodeTimeout,
 		DialTimeout:       cfg.Conn.DialTimeout,
 		ConnTimeout:       cfg.Conn.ConnTimeout,
@@ -109,8 +111,8 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		ownerSuffix: encodeOwner(cfg.Owner),
 		maxTTLStr:   itoa(cfg.MaxTTL.Milliseconds()),
 		drift:       drift(cfg.TTL, cfg.DriftFactor),
-		votes:       len(cfg.Masters) + len(cfg.Clusters),
-		quorum:      (len(cfg.Masters)+len(cfg.Clusters))/2 + 1,
+		votes:       cfg.votes(),
+		quorum:      cfg.votes()/2 + 1,
 		epoch:       time.Now(),
 		setGet:      true,
 		id:          newValue()[:11],
@@ -133,7 +135,7 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		l.semGate = newGate()
 	}
 	if !cfg.Wait.DisableNotify {
-		l.notify = newNotifier(pool, l.votes, len(cfg.Masters), cfg.NodeTimeout, cfg.Wait.NotifyLinger)
+		l.notify = newNotifier(pool, l.votes, len(cfg.Masters), len(cfg.Clusters), cfg.NodeTimeout, cfg.Wait.NotifyLinger)
 	}
 	if !cfg.DisableTracking {
 		l.track = newTracker(pool, cfg.Masters, l.votes, l.quorum, cfg.NodeTimeout)

@@ -138,10 +138,10 @@ func testNotifySubscribeOrder(t *testing.T, e *env, linger time.Duration) {
 		c.Wait.FallbackMin, c.Wait.FallbackMax = fallback, fallback
 		// Waiters wait for the subscription's confirmation, rather than
 		// mark before they listen.
-		patientNodes(c)
+		patient(c)
 	})
 	// The holders' own waits must not leave a subscription behind either.
-	holderL := e.locker(func(c *engine.Config) { c.Wait.NotifyLinger = -1; patientNodes(c) })
+	holderL := e.locker(func(c *engine.Config) { c.Wait.NotifyLinger = -1; patient(c) })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 

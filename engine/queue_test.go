@@ -252,7 +252,7 @@ func lingeringFirstAttemptOnAFreeKey(t *testing.T, e *env, fencing bool, cfg fun
 func lingeringFirstAttemptOnAWrongType(t *testing.T, e *env, base func(*engine.Config)) {
 	// Keys and queues outlive the test's waits (the queue expires two
 	// TTLs after a join): only a release or a leave empties them in time.
-	cfg := func(c *engine.Config) { base(c); c.TTL = time.Minute; patientNodes(c) }
+	cfg := func(c *engine.Config) { base(c); c.TTL = time.Minute; patient(c) }
 	holderL, l := e.locker(cfg), e.locker(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -402,7 +402,7 @@ func TestNoGoroutineLeakAfterCloseWithLingering(t *testing.T) {
 	base := e.goroutines()
 	cfg := e.config()
 	cfg.Wait.NotifyLinger = time.Minute
-	patientNodes(&cfg)
+	patient(&cfg)
 	var ls []*engine.Locker
 	for range 2 {
 		l, err := engine.New(context.Background(), cfg)
@@ -679,7 +679,7 @@ func TestEndedLeaseLeavesTheQueue(t *testing.T) {
 			// Short enough to wait out; its node timeout (just under 2.5 s)
 			// long enough for any reply of a loaded machine.
 			const ttl = 5 * time.Second
-			cfg := func(c *engine.Config) { c.TTL = ttl; patientNodes(c) }
+			cfg := func(c *engine.Config) { c.TTL = ttl; patient(c) }
 			holderL, aL := e.locker(cfg), e.locker(func(c *engine.Config) {
 				cfg(c)
 				// Without the gate and auto-extension, nothing but the

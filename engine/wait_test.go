@@ -53,7 +53,7 @@ func TestWaiterWakesOnReleaseNotification(t *testing.T) {
 	// wake the waiter (and wokenByRelease checks that it did).
 	slow := func(c *engine.Config) {
 		c.Wait.FallbackMin, c.Wait.FallbackMax = 20*time.Second, 20*time.Second
-		patientNodes(c)
+		patient(c)
 	}
 	holderL, waiterL := e.locker(slow), e.locker(slow)
 	wokenByRelease(t, e, holderL, waiterL, "notify").Release(context.Background())
@@ -93,7 +93,7 @@ func TestFallbackCoversExpiryWithoutNotification(t *testing.T) {
 func TestGateIsFIFO(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(patientNodes)
+	l := e.locker(patient)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	first, err := l.Lock(ctx, "fifo")
@@ -139,7 +139,7 @@ func TestGateIsFIFO(t *testing.T) {
 func TestGateCanBeTurnedOff(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.Wait.DisableGate = true; patientNodes(c) })
+	l := e.locker(func(c *engine.Config) { c.Wait.DisableGate = true; patient(c) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	first, err := l.Lock(ctx, "nogate")
@@ -343,12 +343,12 @@ func TestFencingTokensStrictlyIncrease(t *testing.T) {
 func TestNoLeaksAfterCloseWithWaiters(t *testing.T) {
 	e := newEnv(t, 3)
 	base := e.goroutines()
-	l := e.locker(func(c *engine.Config) { c.AutoExtend = true; patientNodes(c) })
+	l := e.locker(func(c *engine.Config) { c.AutoExtend = true; patient(c) })
 	holder, err := l.TryLock(context.Background(), "busy")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := e.locker(patientNodes)
+	other := e.locker(patient)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i := 0; i < 20; i++ {
@@ -383,7 +383,7 @@ func TestNoLeaksAfterCloseWithWaiters(t *testing.T) {
 func TestReleasePublishesOnlyForMarkedHolders(t *testing.T) {
 	withAndWithoutFencing(t, func(t *testing.T, fencing bool, base func(*engine.Config)) {
 		e := ownEnv(t, 5)
-		cfg := func(c *engine.Config) { base(c); patientNodes(c) }
+		cfg := func(c *engine.Config) { base(c); patient(c) }
 		holderL, waiterL := e.locker(cfg), e.locker(cfg)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

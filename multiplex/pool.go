@@ -101,6 +101,20 @@ type Options struct {
 	// the shard that owns its slot, so every key of one command must
 	// share a slot. No address may appear twice in Addrs and Clusters.
 	Clusters [][]string
+	// Sentinels are votes that are masters Redis Sentinel manages, each
+	// given by the name the sentinels monitor it under and the host:port
+	// of some of the sentinels (the client learns the others); they vote
+	// after Clusters, in order. The vote is whichever server the
+	// sentinels name the master: after a failover a promoted replica,
+	// which may lack the writes the old master took just before, so its
+	// new run_id quarantines the vote as a restart does. The sentinels
+	// are reached as the masters are (TLS, DialContext) but without
+	// credentials: Tune may set the rueidis.ClientOption's Sentinel
+	// ones. An element's type is the same as engine.SentinelVote's.
+	Sentinels []struct {
+		Master string
+		Addrs  []string
+	}
 	// NodeTimeout bounds how long a round waits for replies; a watchdog
 	// checks it every quarter of it (at most 25ms), so that a round ends
 	// up to that much after it. Default:
@@ -266,8 +280,16 @@ type node struct {
 	Addr string
 	// seeds are a cluster vote's addresses, nil for a master; builder is
 	// its client's, whose commands carry a slot.
-	seeds   []string
-	builder rueidis.Builder
+	seeds []string
+	// sentinels and master are a Sentinel vote's sentinel addresses and
+	// master name; nil and empty for others. A Sentinel vote is a master
+	// everywhere else (seeds is nil).
+	sentinels []string
+	master    string
+	// masterAddr is where a Sentinel vote's last accepted connection
+	// went: the master the sentinels named then. Under mu.
+	masterAddr string
+	builder    rueidis.Builder
 	// Under Pool.ids: the nodes a cluster vote's dialer saw, by address,
 	// and whether its first topology was read (see enumerate).
 	members     map[string]member
@@ -358,7 +380,11 @@ func (si *serverInfo) clock() clockReading {
 // reach the same server, or one reaches a replica, Dial fails with
 // ErrNotIndependent naming them.
 func Dial(ctx context.Context, o Options) (*Pool, error) {
-	if err := addrcheck.Votes(o.Addrs, o.Clusters); err != nil {
+	sentinels := make([]addrcheck.Sentinel, len(o.Sentinels))
+	for i, v := range o.Sentinels {
+		sentinels[i] = addrcheck.Sentinel(v)
+	}
+	if err := addrcheck.AllVotes(o.Addrs, o.Clusters, sentinels); err != nil {
 		return nil, err
 	}
 	if o.NodeTimeout <= 0 {
@@ -409,7 +435,7 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		maxTTL:      o.MaxTTL,
 		maxSkew:     o.MaxClockSkew,
 		epoch:       time.Now(),
-		quorum:      (len(o.Addrs)+len(o.Clusters))/2 + 1,
+		quorum:      (len(o.Addrs)+len(o.Clusters)+len(o.Sentinels))/2 + 1,
 		coalesce:    !o.DisableCoalesce,
 		timeout:     o.NodeTimeout,
 		scripts:     make(map[string]*Script, len(o.Scripts)),
@@ -428,13 +454,17 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		p.slots[i].wake = make(chan struct{}, 1)
 		p.free <- int32(i)
 	}
-	p.nodes = make([]*node, 0, len(o.Addrs)+len(o.Clusters))
+	p.nodes = make([]*node, 0, len(o.Addrs)+len(o.Clusters)+len(o.Sentinels))
 	for _, a := range o.Addrs {
 		p.nodes = append(p.nodes, &node{Index: len(p.nodes), Addr: a, wakeup: make(chan struct{}, p.nodeWorkers)})
 	}
 	for _, seeds := range o.Clusters {
 		p.nodes = append(p.nodes, &node{Index: len(p.nodes), Addr: clusterLabel(seeds), seeds: slices.Clone(seeds),
 			wakeup: make(chan struct{}, p.nodeWorkers)})
+	}
+	for _, v := range o.Sentinels {
+		p.nodes = append(p.nodes, &node{Index: len(p.nodes), Addr: sentinelLabel(v.Master, v.Addrs), master: v.Master,
+			sentinels: slices.Clone(v.Addrs), wakeup: make(chan struct{}, p.nodeWorkers)})
 	}
 	n := len(p.nodes)
 	p.rounds.New = func() any { return newRound(n) }
@@ -546,8 +576,23 @@ func (p *Pool) connect(ctx context.Context, node *node, o Options) error {
 		// One connection per node of the cluster, as per master.
 		opt.InitAddress, opt.ForceSingleClient = node.seeds, false
 	}
+	if node.sentinels != nil {
+		// rueidis asks the sentinels for the master, connects to it,
+		// and follows their +switch-master events to the next one.
+		opt.InitAddress, opt.ForceSingleClient = node.sentinels, false
+		opt.Sentinel = rueidis.SentinelOption{
+			MasterSet:               node.master,
+			Dialer:                  opt.Dialer,
+			TLSConfig:               o.TLS,
+			ClientName:              "redlock",
+			TopologyRefreshInterval: sentinelRefresh,
+		}
+	}
 	if o.Tune != nil {
 		o.Tune(&opt)
+	}
+	if node.sentinels != nil {
+		markSentinelDialer(&opt.Sentinel.Dialer)
 	}
 	// Set after Tune, so that the restart check cannot be tuned away; it
 	// reads TLS and credentials from the tuned options.

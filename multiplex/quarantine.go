@@ -66,9 +66,12 @@ type NodeStatus struct {
 	// out of the vote (a shard's primary restarted or failed over), until
 	// QuarantinedUntil at the latest; its other slots vote. State is
 	// StateQuarantined while there are any.
-	QuarantinedSlots int    `json:"quarantined_slots,omitempty"`
-	RunID            string `json:"run_id,omitempty"`
-	Version          string `json:"version,omitempty"`
+	QuarantinedSlots int `json:"quarantined_slots,omitempty"`
+	// Master, for a Sentinel vote, is the address of the master its
+	// sentinels named when it last connected; it changes with a failover.
+	Master  string `json:"master,omitempty"`
+	RunID   string `json:"run_id,omitempty"`
+	Version string `json:"version,omitempty"`
 	// Role is "master", or what INFO replication says instead.
 	Role string `json:"role,omitempty"`
 	// ClockOffsetMS is the master's wall clock minus this process's, in
@@ -97,6 +100,11 @@ func (p *Pool) Status() []NodeStatus {
 		info := n.Info()
 		s := NodeStatus{Addr: n.Addr, State: StateUp, RunID: info.RunID, Version: info.Version, Role: info.Role,
 			ClockKnown: info.ClockKnown, Restarts: n.restarts.Load()}
+		if n.sentinels != nil {
+			n.mu.Lock()
+			s.Master = n.masterAddr
+			n.mu.Unlock()
+		}
 		if info.ClockKnown {
 			s.ClockOffsetMS = float64(info.ClockOffset) / float64(time.Millisecond)
 			s.ClockErrorMS = float64(info.ClockError) / float64(time.Millisecond)
@@ -202,6 +210,14 @@ func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Co
 			case <-ctx.Done():
 			}
 		}()
+		if n.sentinels != nil && isSentinelDialer(d) {
+			// A sentinel: nothing to check, but Close cuts it too.
+			raw, err := dial(ctx, addr, d, tc, custom)
+			if err != nil {
+				return nil, err
+			}
+			return p.track(raw, n, addr), nil
+		}
 		raw, err := dial(ctx, addr, d, tc, custom)
 		if err != nil {
 			if n.seeds == nil { // one node of a cluster is not the vote
@@ -299,6 +315,11 @@ func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Co
 				n.setErr(err)
 				return nil, err
 			}
+		}
+		if n.sentinels != nil {
+			n.mu.Lock()
+			n.masterAddr = addr
+			n.mu.Unlock()
 		}
 		if n.client.Load() != nil {
 			n.setErr(nil)

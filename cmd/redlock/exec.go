@@ -31,10 +31,10 @@ beside any number of other --shared and no --exclusive (a writer, which
 excludes both); a waiting --exclusive goes first, before --shared that
 come after it. One name is one kind: the lock, a semaphore (of one
 permit count) or a read/write lock; a run that meets another kind exits
-78. Processes that COMMAND leaves running in the
-background when it exits are not waited for: they run on without the lock.
-The release waits at most 1s for the masters: what a stalled master still
-holds expires within --ttl.
+78. Processes that COMMAND leaves running in the background when it
+exits are not waited for: they run on without the lock. The release
+waits at most 1s for the masters: what a stalled master still holds
+expires within --ttl.
 
 If the lock is lost while COMMAND runs (an extension misses the quorum, or
 the lock's validity runs out), COMMAND's process group gets SIGTERM, and
@@ -72,7 +72,8 @@ Environment:
   REDLOCK_RESOURCE        set for COMMAND: the resource it holds
   REDLOCK_LEASE_VALUE     set for COMMAND: the lease's value on the masters,
                           which 'redlock status' shows as the holder's and
-                          'redlock unlock --value' takes
+                          'redlock unlock --value' takes; it ends with the
+                          owner (--owner) after a '|': quote it
   REDLOCK_PERMIT          set for COMMAND with --permits: the permit's slot,
                           0 to P-1, which no other holder has meanwhile
   REDLOCK_FENCING_TOKEN   set for COMMAND with --fencing: the lock's fencing

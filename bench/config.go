@@ -787,6 +787,7 @@ func (c Config) RunConfig() results.RunConfig {
 		StartAt: startAt, NoWaitQuarantine: c.NoWaitQuarantine,
 		User: c.Username, TLS: c.TLS != nil,
 		SNI: sni, Insecure: c.TLS != nil && c.TLS.InsecureSkipVerify,
+		Sentinel: formatSentinels(c.Sentinels),
 	}
 }
 

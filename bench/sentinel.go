@@ -30,6 +30,16 @@ func ParseSentinel(s string) (engine.SentinelVote, error) {
 // FormatSentinel writes v as --sentinel reads it.
 func FormatSentinel(v engine.SentinelVote) string { return v.Master + "@" + strings.Join(v.Addrs, ",") }
 
+// formatSentinels writes the votes as summary.json's config holds them:
+// each as --sentinel reads it, separated by spaces.
+func formatSentinels(vs []engine.SentinelVote) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = FormatSentinel(v)
+	}
+	return strings.Join(out, " ")
+}
+
 // validateSentinels checks --sentinel against the rest of the run: only
 // the redlock engine votes on them, on every vote (not NAME@N); faults
 // act on plain masters only.

@@ -455,9 +455,12 @@ func fenceOf(r masterRead, j int) int64 {
 // Resume takes over the lease on resource whose value is value (its
 // Lease.Value), acquired by another process or an earlier run of this
 // one, so that this process can Extend or Release it; token is the
-// lease's fencing token, which Token then returns (0 if unknown). Its
-// validity comes from a remote check, as RemoteValidity's: the quorum's
-// shortest remaining TTL less the drift allowance. It fails with
+// lease's fencing token, which Token then returns (0 if unknown). The
+// lease may be a lock, a semaphore's permit (Permit then names its slot)
+// or a read/write lock's reader or writer: Resume first reads, as
+// Inspect does, where the value is held, then asks the masters, as
+// RemoteValidity does, how long its keys live: its validity is the
+// quorum's shortest remaining TTL less the drift allowance. It fails with
 // ErrNotHeld when no quorum holds value, ErrLeaseExpired when the quorum
 // vouches for no validity, ErrNoQuorum when too few masters answer.
 //
@@ -482,9 +485,15 @@ func (l *Locker) Resume(ctx context.Context, resource, value string, token int64
 	if l.closed.Load() {
 		return nil, fmt.Errorf("engine: resume %q: %w", resource, ErrClosed)
 	}
-	le := &Lease{l: l, resource: resource, key: l.key(resource), value: value, token: token}
-	le.initVotes(l.votes)
+	le, err := l.locate(ctx, "resume", resource, value)
+	if err != nil {
+		return nil, err
+	}
+	le.token = token
 	cmd := scriptCall(validityScript, le.key, le.value)
+	if le.rw {
+		cmd = scriptCall(rwValidityScript, le.key, le.value)
+	}
 	cmd.WaitAll = true
 	le.start = time.Now()
 	t := l.pool.Fanout(ctx, cmd, classifyPTTL, nil, le.votes)
@@ -534,15 +543,18 @@ type MasterOutcome struct {
 	Err     string  `json:"error,omitempty"`
 }
 
-// Unlock releases the lock on resource whose value is value, as its
+// Unlock releases the lease on resource whose value is value (a lock,
+// a semaphore's permit, a read/write lock's reader or writer), as its
 // holder's Release would, on every master where that value still holds,
 // whether or not a quorum does: it deletes nothing that is not value's,
-// and wakes the first queued waiter, as a release does. It is how an
+// and wakes the waiters, as a release does (a lock's first queued
+// waiter; a semaphore's or read/write lock's waiters). It is how an
 // operator clears a stuck lock (the CLI's `redlock unlock`): first make
-// sure its holder stopped (see Resume). It reports each master's
-// outcome; the error is nil when a quorum released it, and otherwise
-// matches ErrNotHeld (the value held on fewer masters, which were still
-// cleared) or ErrNoQuorum.
+// sure its holder stopped (see Resume). It first reads, as Inspect
+// does, where the value is held, then releases it there. It reports each
+// master's outcome; the error is nil when a quorum released it, and
+// otherwise matches ErrNotHeld (the value held on fewer masters, which
+// were still cleared) or ErrNoQuorum.
 func (l *Locker) Unlock(ctx context.Context, resource, value string) (*Unlocked, error) {
 	if err := l.checkResource("unlock", resource); err != nil {
 		return nil, err
@@ -553,9 +565,19 @@ func (l *Locker) Unlock(ctx context.Context, resource, value string) (*Unlocked,
 	if l.closed.Load() {
 		return nil, fmt.Errorf("engine: unlock %q: %w", resource, ErrClosed)
 	}
-	le := &Lease{l: l, resource: resource, key: l.key(resource), value: value}
-	le.initVotes(l.votes)
-	cmd := le.releaseCommand(uint64(1)<<l.votes-1, releaseScript)
+	le, err := l.locate(ctx, "unlock", resource, value)
+	if err != nil && !errors.Is(err, ErrNotHeld) {
+		return nil, err
+	}
+	if err != nil { // held nowhere: the lock's release still reports each master
+		le = &Lease{l: l, resource: resource, key: l.key(resource), value: value}
+		le.initVotes(l.votes)
+	}
+	script := releaseScript
+	if le.permit != 0 {
+		script = semReleaseScript
+	}
+	cmd := le.releaseCommand(uint64(1)<<l.votes-1, script)
 	cmd.MustSend = true
 	t := l.pool.Fanout(ctx, cmd, classifyInt, nil, le.votes)
 	u := &Unlocked{Resource: resource, Value: value, Masters: make([]MasterOutcome, len(t.Votes))}
@@ -572,6 +594,34 @@ func (l *Locker) Unlock(ctx context.Context, resource, value string) (*Unlocked,
 		return u, nil
 	}
 	return u, l.leaseError("unlock", resource, t, time.Now().Add(time.Hour))
+}
+
+// locate reads where value is held for name, as Inspect does, and
+// returns a lease not yet held for it: its key and kind (a semaphore's
+// slot, a read/write lock's entry). ErrNotHeld when no master that
+// answered holds it.
+func (l *Locker) locate(ctx context.Context, op, name, value string) (*Lease, error) {
+	in, err := l.Inspect(ctx, name)
+	if err != nil {
+		return nil, errorf("%s %q: %v", op, name, err)
+	}
+	le := &Lease{l: l, resource: name, key: l.key(name), value: value}
+	le.initVotes(l.votes)
+	for _, m := range in.Masters {
+		for _, h := range m.Holders {
+			if h.Value != value {
+				continue
+			}
+			switch m.Kind {
+			case KindSemaphore:
+				le.key, le.permit = l.semBase(name)+itoa(int64(h.Permit)), h.Permit+1
+			case KindRWMutex:
+				le.rw = true
+			}
+			return le, nil
+		}
+	}
+	return le, fmt.Errorf("engine: %s %q: %w: no master holds %q", op, name, ErrNotHeld, value)
 }
 
 // MarshalText is the outcome's name, as String.
@@ -592,40 +642,45 @@ func (l *Locker) List(ctx context.Context, prefix string, limit int) ([]string, 
 	if l.closed.Load() {
 		return nil, fmt.Errorf("engine: list: %w", ErrClosed)
 	}
-	sets := make([]map[string]struct{}, l.votes)
+	lists := make([][]string, l.votes)
 	errs := make([]error, l.votes)
 	var wg sync.WaitGroup
-	for i := range sets {
+	for i := range lists {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sets[i], errs[i] = l.scanMaster(ctx, i, prefix)
+			lists[i], errs[i] = l.scanMaster(ctx, i, prefix)
 		}()
 	}
 	wg.Wait()
-	count := map[string]int{}
+	var all []string
 	walked := 0
-	for i, s := range sets {
-		if errs[i] != nil {
-			continue
+	for i, s := range lists {
+		if errs[i] == nil {
+			walked++
+			all = append(all, s...)
 		}
-		walked++
-		for n := range s {
-			count[n]++
-		}
+		lists[i] = nil
 	}
 	if walked < l.quorum {
-		return nil, errorf("list %q: %v: %d of %d masters walked, %d needed: %v", prefix, ErrNoQuorum, walked, len(sets), l.quorum, errors.Join(errs...))
+		return nil, errorf("list %q: %v: %d of %d masters walked, %d needed: %v", prefix, ErrNoQuorum, walked, len(lists), l.quorum, errors.Join(errs...))
 	}
+	// Each master's list has each name once: a name is on a quorum when
+	// it occurs quorum times in their concatenation.
+	slices.Sort(all)
 	var names []string
-	for n, c := range count {
-		if c >= l.quorum {
-			names = append(names, n)
+	for i := 0; i < len(all); {
+		j := i + 1
+		for j < len(all) && all[j] == all[i] {
+			j++
 		}
-	}
-	slices.Sort(names)
-	if limit > 0 && len(names) > limit {
-		names = names[:limit]
+		if j-i >= l.quorum {
+			names = append(names, all[i])
+			if limit > 0 && len(names) == limit {
+				break
+			}
+		}
+		i = j
 	}
 	return names, nil
 }
@@ -636,12 +691,13 @@ const ListBatch = 1000
 
 // scanMaster walks master i's keys that may belong to names starting
 // with prefix: lock keys and semaphores' slot keys.
-func (l *Locker) scanMaster(ctx context.Context, i int, prefix string) (map[string]struct{}, error) {
+func (l *Locker) scanMaster(ctx context.Context, i int, prefix string) ([]string, error) {
 	c := l.pool.Client(i)
 	if c == nil {
 		return nil, errors.New("not connected")
 	}
-	names := map[string]struct{}{}
+	var names []string
+	sems := map[string]struct{}{} // a semaphore's slots share its name
 	lockPat := globEscape(l.cfg.KeyPrefix+prefix) + "*"
 	semPat := globEscape(semPrefix+l.cfg.KeyPrefix+"{"+prefix) + "*"
 	if l.clustered {
@@ -650,15 +706,26 @@ func (l *Locker) scanMaster(ctx context.Context, i int, prefix string) (map[stri
 	}
 	for _, pat := range []string{lockPat, semPat} {
 		err := scanNodes(ctx, c, pat, func(k string) {
-			if n, ok := l.nameOf(k, prefix); ok {
-				names[n] = struct{}{}
+			n, ok := l.nameOf(k, prefix)
+			switch {
+			case !ok:
+			case strings.HasPrefix(k, internalPrefix):
+				sems[n] = struct{}{}
+			default:
+				names = append(names, n)
 			}
 		})
 		if err != nil {
 			return nil, err
 		}
 	}
-	return names, nil
+	for n := range sems {
+		names = append(names, n)
+	}
+	// Once per master, so that List's count is of masters (a lock and a
+	// semaphore of one name, say, are one name).
+	slices.Sort(names)
+	return slices.Compact(names), nil
 }
 
 // scanNodes runs SCAN MATCH pat to the end on every node that c reaches

@@ -362,3 +362,72 @@ func awaitOnAll(t *testing.T, e *env, resource, value string) {
 		return true
 	})
 }
+
+// TestResumeAndUnlockKinds: a semaphore's permit and a read/write lock's
+// reader are resumed (by another Locker, with their slot and their
+// entry) and released; Unlock clears a permit of a full semaphore and a
+// waiter of another Locker acquires it.
+func TestResumeAndUnlockKinds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 5)
+	ctx := context.Background()
+	a, b := e.locker(nil), e.locker(nil)
+	s, err := a.Semaphore("ks", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re, err := b.Resume(ctx, "ks", p.Value(), 0)
+	if err != nil || re.Permit() != p.Permit() {
+		t.Fatalf("Resume of a permit: slot %d (held %d), %v", re.Permit(), p.Permit(), err)
+	}
+	if err := re.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, err := a.RWMutex("krw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := m.TryRLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr, err := b.Resume(ctx, "krw", r.Value(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rr.Extend(ctx, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := rr.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := b.Inspect(ctx, "krw"); err != nil || len(in.Holders) != 0 {
+		t.Fatalf("after the resumed reader's release: %+v, %v", in, err)
+	}
+
+	p, err = s.TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, err := b.Semaphore("ks", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := bs.Acquire(ctx)
+		got <- err
+	}()
+	eventually(t, 30*time.Second, "the waiter subscribed", func() bool { return b.Subscriptions() == 1 })
+	u, err := a.Unlock(ctx, "ks", p.Value())
+	if err != nil || u.Released < 3 {
+		t.Fatalf("Unlock of a permit: %+v, %v", u, err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the semaphore's waiter: %v", err)
+	}
+}

@@ -10,6 +10,7 @@ package multiplex
 // linked.
 var faults struct {
 	ClockErrorIgnored         fault
+	ClockJudgedLate           fault
 	ClockReadOnce             fault
 	ClusterClockUnjudged      fault
 	ClusterDemotedConnKept    fault

@@ -7,6 +7,7 @@ import "github.com/redlock-bench/redlock/internal/mutation"
 // faults are the fault points, switched by the tests (see faults.go).
 var faults = struct {
 	ClockErrorIgnored         *mutation.Switch
+	ClockJudgedLate           *mutation.Switch
 	ClockReadOnce             *mutation.Switch
 	ClusterClockUnjudged      *mutation.Switch
 	ClusterDemotedConnKept    *mutation.Switch
@@ -18,6 +19,7 @@ var faults = struct {
 	CoalesceFirstKeyOnly      *mutation.Switch
 }{
 	ClockErrorIgnored:         mutation.ClockErrorIgnored,
+	ClockJudgedLate:           mutation.ClockJudgedLate,
 	ClockReadOnce:             mutation.ClockReadOnce,
 	ClusterClockUnjudged:      mutation.ClusterClockUnjudged,
 	ClusterDemotedConnKept:    mutation.ClusterDemotedConnKept,

@@ -255,6 +255,12 @@ var (
 	// clock is too far is judged as it is, not read again: a clock too far
 	// behind, read through a slow round trip, is let through.
 	ClockReadOnce = &Switch{name: "clock-read-once"}
+	// ClockJudgedLate: a master's new connection is judged only in the
+	// background, against the others' clocks read again: until then a
+	// master first seen on a reconnect (down when New checked the
+	// clocks) votes with a clock however far off, and its token lands on
+	// its quorum's counters.
+	ClockJudgedLate = &Switch{name: "clock-judged-late"}
 )
 
 // All is every switch, for flags and tables.
@@ -265,7 +271,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
 	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, LockAllHogsTurns,
 	ClusterMigrationNoResend, ClusterGuessOnce, ClusterInfoAnyNode, FenceCounterExpiresEarly, ValidityIgnoresDrift,
-	AcquireIgnoresValidity, SemCheckStampedOnSend, RWRemoteValidityAsPlain, ClockErrorIgnored, ClockReadOnce}
+	AcquireIgnoresValidity, SemCheckStampedOnSend, RWRemoteValidityAsPlain, ClockErrorIgnored, ClockReadOnce, ClockJudgedLate}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

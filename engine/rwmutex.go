@@ -825,11 +825,15 @@ func rwAcquireBody(readerGuard, writerGuard, intentGuard, share bool) string {
 		intents = "false"
 	}
 	readersBlock := "false"
+	fast := ""
 	if !share {
 		readersBlock = `redis.call("ZCOUNT", k, "(" .. ns, "+inf") > 0`
 	}
+	if readerGuard && intentGuard && share {
+		fast = rwFastReadLua
+	}
 	return `local value, ttl, mode, id, semkey, keep = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local function has(c)
+` + fast + `local function has(c)
   return string.find(mode, c, 1, true) ~= nil
 end
 local writer, intent, mark, refresh, floor = has("w"), has("q"), has("n"), has("m"), has("f")
@@ -927,6 +931,31 @@ end
 return c`
 }
 
+// rwFastReadLua is rwAcquireScript's way for a reader that finds no
+// writer, the common attempt: one ZRANGE tells the key is the lock's (or
+// absent) and holds no writer's entry, live or expired (those score below
+// rwMember's 0), and an EXISTS that no writer's intent is registered,
+// before the entry is added; anything else (a writer's entry, an intent,
+// another kind's key, the name's kind to mark) takes the script's whole
+// way, which decides as before. It spares the master the kind check's
+// second call and the counts' range scans.
+const rwFastReadLua = `if mode == "r" or mode == "rn" then
+  local k = KEYS[1]
+  local low = redis.pcall("ZRANGE", k, 0, 0)
+  if low.err == nil and (low[1] == nil or low[1] == "` + rwMember + `") and redis.call("EXISTS", "` + rwPrefixLua + `" .. k) == 0 then
+` + rwNowLua + rwHoldLua + `    local score = string.format("%.0f", now + tonumber(ttl) * 1000)
+    if low[1] == nil then
+      redis.call("ZADD", k, "0", "` + rwMember + `", score, value)
+      redis.call("PEXPIRE", k, tonumber(ttl) + 1)
+    else
+      redis.call("ZADD", k, score, value)
+      hold(k, ttl)
+    end
+    return 1
+  end
+end
+`
+
 // rwReleaseScript takes the lease's entry out (ARGV[1], its value); if
 // that leaves no live holder, the key goes, and it publishes on the
 // intents' channel while a writer's intent lives (the writers go first),
@@ -940,12 +969,18 @@ var rwReleaseScript = multiplex.NewScript(rwReleaseBody(true)).Coalesce()
 var rwUndoScript = multiplex.NewScript(rwReleaseBody(false)).Coalesce()
 
 func rwReleaseBody(publish bool) string {
-	wake := ""
+	// The key goes with the last live holder; a release also takes the
+	// readers' mark with it (one DEL), unless a writer's intent lives.
+	// The key is there to delete (rwMember stays while it lives), so a
+	// DEL that answers 2 found the mark.
+	wake := `  redis.call("DEL", k)
+`
 	if publish {
 		wake = `  local q = "` + rwPrefixLua + `" .. k
   if redis.call("ZCOUNT", q, "(" .. ns, "+inf") > 0 then
+    redis.call("DEL", k)
     redis.call("PUBLISH", "` + releasedPrefix + `" .. q, "")
-  elseif redis.call("DEL", "` + rwMarkPrefixLua + `" .. k) == 1 then
+  elseif redis.call("DEL", k, "` + rwMarkPrefixLua + `" .. k) == 2 then
     redis.call("PUBLISH", "` + releasedPrefix + `" .. k, "")
   end
 `
@@ -959,10 +994,12 @@ end
 redis.call("ZREM", k, value)
 ` + rwNowLua + `local free = redis.call("ZCARD", k) <= 1
 if not free then
-  free = redis.call("ZCOUNT", k, "-inf", "(-" .. ns) == 0 and redis.call("ZCOUNT", k, "(" .. ns, "+inf") == 0
+  -- A live reader scores highest, above now; else a live writer, lowest,
+  -- scores below minus now.
+  local high = redis.call("ZRANGE", k, -1, -1, "WITHSCORES")
+  free = tonumber(high[2]) <= now and redis.call("ZCOUNT", k, "-inf", "(-" .. ns) == 0
 end
 if free then
-  redis.call("DEL", k)
 ` + wake + `end
 s = tonumber(s)
 if s > now or s < -now then

@@ -882,14 +882,23 @@ if mode ~= "" then
 end
 local function count()
   local meta = KEYS[1] .. "permits"
-  local have = redis.pcall("GET", meta)
+  local have
+  if old then
+    have = redis.pcall("GET", meta)
+  else
+    -- A missing count is set in the same call that reads it; a count
+    -- there (another type: an error) is left alone.
+    have = redis.pcall("SET", meta, permits, "NX", "GET", "PX", keep)
+  end
   if type(have) == "table" then
     return redis.error_reply("WRONGTYPE redlock: the semaphore's permit count holds the wrong type")
   end
   if have and have ~= permits then
     return redis.error_reply("ERR ` + semCountErr + `" .. have)
   end
-  if refresh or not have then
+  if have and refresh then
+    redis.call("PEXPIRE", meta, keep)
+  elseif old and (refresh or not have) then
     redis.call("SET", meta, permits, "PX", keep)
   end
 end

@@ -317,6 +317,7 @@ func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Co
 			}
 		}
 		if n.sentinels != nil {
+			p.judgePromotion(ctx, n, opt, custom, addr, deadline)
 			n.mu.Lock()
 			n.masterAddr = addr
 			n.mu.Unlock()
@@ -444,14 +445,21 @@ func (p *Pool) observe(n *node, info serverInfo) error {
 // against the other masters' clocks read again at once (see
 // refreshClocks, two node timeouts at most), in the background: the
 // dialer must not wait on the other masters' connections, which may be
-// dialling too. Meanwhile n votes as before; a master that restarted, the
-// case that matters (it forgot its counters), is in its restart
-// quarantine for MaxTTL, longer than the check takes. A vague reading
-// that the check lets through is taken again once the new connection is
-// up, and judged again (see sharpenClock).
+// dialling too. First, at once, it keeps n out when the reading is
+// provably too far from the others' last readings (see suspectSkew), so
+// that no yes of a far clock counts while the background check runs: a
+// master first seen on a reconnect (down when New checked the clocks,
+// and old enough that no quarantine keeps it out) would otherwise hand
+// a far token to its quorum's counters. Otherwise n votes as before
+// meanwhile. A vague reading that the check lets through is taken again
+// once the new connection is up, and judged again (see sharpenClock).
+// The caller holds p.ids.
 func (p *Pool) judgeClock(n *node, info serverInfo) {
 	if p.maxSkew <= 0 || !info.ClockKnown {
 		return
+	}
+	if !faults.ClockJudgedLate.On() {
+		p.suspectSkew(n, info)
 	}
 	p.gate.RLock()
 	defer p.gate.RUnlock()
@@ -610,6 +618,29 @@ func (p *Pool) checkSkew(n *node, info serverInfo) {
 		return
 	}
 	n.skew.Store(nil)
+}
+
+// suspectSkew keeps n out of the vote, as checkSkew does, when its
+// reading is provably MaxClockSkew or more from the median of the other
+// nodes' last readings, taken before this moment; it never lets n back
+// in, which only a judgement against readings of the same moment does
+// (checkSkew after refreshClocks). The caller holds p.ids.
+func (p *Pool) suspectSkew(n *node, info serverInfo) {
+	var others []clockReading
+	for _, o := range p.nodes {
+		if oi := o.Info(); o != n && oi.ClockKnown && o.skew.Load() == nil {
+			others = append(others, oi.clock())
+		}
+	}
+	ref, ok := medianClock(others)
+	if !ok {
+		return
+	}
+	if d, beyond := info.clock().apart(ref, p.maxSkew); beyond {
+		err := fmt.Errorf("%w: its clock is %s from theirs as last read (±%s; at most %s)", ErrClockSkew,
+			d.Round(time.Millisecond), (info.ClockError + ref.err).Round(100*time.Microsecond), p.maxSkew)
+		n.skew.Store(&err)
+	}
 }
 
 // rawInfo sends INFO server and INFO replication (one section each, which

@@ -255,6 +255,18 @@ var (
 	// clock is too far is judged as it is, not read again: a clock too far
 	// behind, read through a slow round trip, is let through.
 	ClockReadOnce = &Switch{name: "clock-read-once"}
+	// ClockJudgedLate: a master's new connection is judged only in the
+	// background, against the others' clocks read again: until then a
+	// master first seen on a reconnect (down when New checked the
+	// clocks) votes with a clock however far off, and its token lands on
+	// its quorum's counters.
+	ClockJudgedLate = &Switch{name: "clock-judged-late"}
+	// SentinelPromotionUnchecked: a Sentinel vote's master is judged by
+	// its run_id and uptime alone, not by when the sentinels saw it become
+	// master: a process that starts after a failover counts the promoted
+	// replica's yes at once, though it may lack locks the old master
+	// granted that are still valid.
+	SentinelPromotionUnchecked = &Switch{name: "sentinel-promotion-unchecked"}
 )
 
 // All is every switch, for flags and tables.
@@ -265,7 +277,8 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
 	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, LockAllHogsTurns,
 	ClusterMigrationNoResend, ClusterGuessOnce, ClusterInfoAnyNode, FenceCounterExpiresEarly, ValidityIgnoresDrift,
-	AcquireIgnoresValidity, SemCheckStampedOnSend, RWRemoteValidityAsPlain, ClockErrorIgnored, ClockReadOnce}
+	AcquireIgnoresValidity, SemCheckStampedOnSend, RWRemoteValidityAsPlain, ClockErrorIgnored, ClockReadOnce, ClockJudgedLate,
+	SentinelPromotionUnchecked}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

@@ -48,11 +48,15 @@ const (
 	failoverLinkWait = 10 * time.Second
 )
 
+// failoverTTL is the lock's TTL, and MaxTTL: each holder's lease must
+// outlast a restart or promotion and the second client's attempts, which
+// on a loaded 2-core machine take seconds. A longer TTL costs only the
+// wait for the servers to be older than MaxTTL under QuarantineAlways.
 func failoverTTL(short bool) time.Duration {
 	if short {
-		return 2 * time.Second
+		return 5 * time.Second
 	}
-	return 4 * time.Second
+	return 6 * time.Second
 }
 
 func expectFailover(o Options) string {

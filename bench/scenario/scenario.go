@@ -302,8 +302,10 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// directTimeout bounds the set-up commands sent to a master directly.
-const directTimeout = 2 * time.Second
+// directTimeout bounds the set-up commands sent to a master directly:
+// the masters are up, so only a machine far too slow to run the scenario
+// waits this long (2 s was seen exceeded on a loaded 2-core host).
+const directTimeout = 10 * time.Second
 
 // direct sends one set-up command to a master over a fresh connection,
 // bypassing the engine.

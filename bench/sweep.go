@@ -159,7 +159,7 @@ func RunSweep(ctx context.Context, sc SweepConfig) (*results.Sweep, error) {
 	}
 	logf := logger(sc.Log)
 	local := false
-	if needsRedis(sc.Base.Engine) && !sc.Base.givenVotes() {
+	if sc.Base.Engine.NeedsRedis() && !sc.Base.givenVotes() {
 		cluster, err := shareLocalMasters(ctx, &sc.Base, "sweep", logf)
 		if err != nil {
 			return nil, err
@@ -200,7 +200,7 @@ func (sc *SweepConfig) newSweep(local bool) *results.Sweep {
 		Label:        sc.Label,
 		Param:        sc.Param,
 		Values:       append([]float64{}, sc.Values...),
-		Engine:       base.Engine,
+		Engine:       base.Engine.String(),
 		Mode:         string(base.Mode),
 		LoadModel:    "closed",
 		Latency:      sc.primary().String(),

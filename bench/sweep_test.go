@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/results"
 )
 
@@ -105,7 +106,7 @@ func sweepConfig(t *testing.T, base Config, param string, values ...float64) Swe
 
 func nolockBase() Config {
 	c := DefaultConfig()
-	c.Engine = "nolock"
+	c.Engine = engines.MustParse("nolock")
 	c.Resources = 100000
 	c.Check = false
 	c.Duration = 300 * time.Millisecond

@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-bench/redlock/bench"
+	"github.com/redlock-bench/redlock/bench/chaos"
 	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
 // runChaos runs the built command and returns its exit status, stdout and
 // chaos.json.
-func runChaos(t *testing.T, args ...string) (int, string, *bench.ChaosResult) {
+func runChaos(t *testing.T, args ...string) (int, string, *chaos.Result) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "chaos")
 	cmd := command(t, append([]string{"chaos", "--out", out}, args...)...)
@@ -27,23 +27,23 @@ func runChaos(t *testing.T, args ...string) (int, string, *bench.ChaosResult) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	code := exitStatus(err)
-	b, rerr := os.ReadFile(filepath.Join(out, bench.ChaosJSON))
+	b, rerr := os.ReadFile(filepath.Join(out, chaos.JSONFile))
 	if rerr != nil {
 		t.Fatalf("exit %d, no chaos.json: %v\nstdout: %s\nstderr: %s", code, rerr, stdout.String(), stderr.String())
 	}
-	var r bench.ChaosResult
+	var r chaos.Result
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
 	}
 	if code == 1 {
-		if _, err := os.Stat(filepath.Join(out, bench.ChaosHistory)); err != nil {
+		if _, err := os.Stat(filepath.Join(out, chaos.HistoryFile)); err != nil {
 			t.Errorf("a failed soak must leave its history: %v", err)
 		}
 	}
 	return code, stdout.String(), &r
 }
 
-func totalFaults(r *bench.ChaosResult) int {
+func totalFaults(r *chaos.Result) int {
 	n := 0
 	for _, v := range r.Faults {
 		n += v

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/bench"
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/results"
 )
 
@@ -34,11 +35,11 @@ func TestParseRunFlagsFeatures(t *testing.T) {
 		}},
 		{[]string{"--fault", "stall:0@1s+2s", "--masters", "a:1,a:2,a:3"}, func(c bench.Config) bool { return len(c.Faults) == 1 }},
 		{[]string{"--start-at", start.Format(time.RFC3339)}, func(c bench.Config) bool { return c.StartAt.Equal(start) }},
-		{[]string{"--quarantine", "off"}, func(c bench.Config) bool { return c.Quarantine == "off" }},
+		{[]string{"--quarantine", "off"}, func(c bench.Config) bool { return c.Quarantine.String() == "off" }},
 		{[]string{"--cpuprofile", "cpu.out"}, func(c bench.Config) bool { return true }},
-		{nil, func(c bench.Config) bool { return c.Engine == "redlock" }},
-		{[]string{"--coalesce=false"}, func(c bench.Config) bool { return c.Engine == bench.EnginePerCommand }},
-		{[]string{"--engine", bench.EnginePerCommand, "--fencing"}, func(c bench.Config) bool { return c.Engine == bench.EnginePerCommand && c.Fencing }},
+		{nil, func(c bench.Config) bool { return c.Engine.String() == "redlock" }},
+		{[]string{"--coalesce=false"}, func(c bench.Config) bool { return c.Engine.Base == engines.RedlockPerCommand }},
+		{[]string{"--engine", engines.RedlockPerCommand.String(), "--fencing"}, func(c bench.Config) bool { return c.Engine.Base == engines.RedlockPerCommand && c.Fencing }},
 	} {
 		cfg, _, err := parseRunFlags(c.args)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/redlock-bench/redlock/bench"
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/bench/fault"
 	"github.com/redlock-bench/redlock/cmd/internal/connflags"
 	"github.com/redlock-bench/redlock/results"
@@ -77,12 +78,12 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 	fs.IntVar(&o.localMasters, "local-masters", d.LocalMasters, "with no --masters: start this many redis-server on free 127.0.0.1 ports, stopped at exit")
 	fs.StringVar(&o.clusters, "clusters", "", "votes that are Redis Clusters, after --masters, one per cluster, \"/\" between them, each some of its nodes: host:port,host:port/host:port,... (redlock)")
 	fs.IntVar(&o.shards, "cluster-shards", 0, fmt.Sprintf("with --local-masters N: start N local Redis Clusters of this many shards (1..%d), one vote each, instead of N redis-server (redlock)", bench.MaxClusterShards))
-	fs.StringVar(&o.engine, "engine", d.Engine, "lock engine (nolock grants everything without Redis: a control for the oracle): "+bench.EngineNamesHelp())
+	fs.StringVar(&o.engine, "engine", d.Engine.String(), "lock engine (nolock grants everything without Redis: a control for the oracle): "+engines.NamesHelp())
 	fs.IntVar(&o.workers, "workers", d.Workers, fmt.Sprintf("concurrent workers (goroutines), at most %d", bench.MaxWorkers))
 	fs.IntVar(&o.clients, "clients", d.Clients, fmt.Sprintf("independent engine instances with their own connections, shared round-robin by the workers, at most %d", bench.MaxClients))
 	fs.IntVar(&o.resources, "resources", d.Resources, fmt.Sprintf("number of distinct lock names, at most %d", bench.MaxResources))
 	fs.StringVar(&o.distribution, "distribution", d.Distribution.String(), "which resource each operation locks: uniform, or zipf:S (S > 1) for hot keys")
-	fs.StringVar(&o.lock, "lock", d.Lock.String(), "what each operation takes: mutex; semaphore:P, a permit of the resource's semaphore of P permits (redlock); multi:K, one lease on K distinct resources drawn by --distribution (K mutexes one after another for an engine without one, and for "+bench.EngineSequential+"); rw:F, the resource's read/write lock, each operation a read with probability F (redlock; "+bench.EngineMutex+" takes every operation on its mutex)")
+	fs.StringVar(&o.lock, "lock", d.Lock.String(), "what each operation takes: mutex; semaphore:P, a permit of the resource's semaphore of P permits (redlock); multi:K, one lease on K distinct resources drawn by --distribution (K mutexes one after another for an engine without one, and for "+engines.RedlockSequential.String()+"); rw:F, the resource's read/write lock, each operation a read with probability F (redlock; "+engines.RedlockMutex.String()+" takes every operation on its mutex)")
 	fs.StringVar(&o.mode, "mode", string(d.Mode), "try (one attempt) or wait (Lock until acquired or --wait-timeout)")
 	fs.DurationVar(&o.waitTimeout, "wait-timeout", d.WaitTimeout, "mode wait: give up on a Lock after this long")
 	fs.StringVar(&o.hold, "hold", d.Hold.String(), "time held before release: 0, a duration, exp:MEAN or uniform:MIN-MAX")
@@ -102,7 +103,7 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 	fs.BoolVar(&o.fencing, "fencing", d.Fencing, "fencing tokens; the oracle also checks they increase per resource (redlock)")
 	fs.BoolVar(&o.gate, "gate", !d.DisableGate, "in-process gate: a client's workers queue locally for a resource (--gate=false to compare; redlock)")
 	fs.BoolVar(&o.notify, "notify", !d.DisableNotify, "release notifications wake waiters (--notify=false: jittered polling only; redlock)")
-	fs.BoolVar(&o.coalesce, "coalesce", true, "send a master's queued script calls of one kind as one call over many keys (--coalesce=false is --engine "+bench.EnginePerCommand+")")
+	fs.BoolVar(&o.coalesce, "coalesce", true, "send a master's queued script calls of one kind as one call over many keys (--coalesce=false is --engine "+engines.RedlockPerCommand.String()+")")
 	fs.StringVar(&o.fault, "fault", "", fmt.Sprintf("faults to inject, ACTION:NODE[=ARG]@AT[+FOR],... (at most %d) with AT from the start of the run: kill:2@5s, restart:2@6s, pause:3@10s+4s, slow:1=20ms@0s+10s, cut:4@15s+5s (local masters only), stall:0@3s+2s (also --masters)", bench.MaxFaults))
 	fs.StringVar(&o.startAt, "start-at", "", "wait until this RFC 3339 time (e.g. 2025-01-02T15:04:05Z) before the warm-up, to line up runs on several machines")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -181,18 +182,18 @@ func (o *runOptions) build(fs *pflag.FlagSet) (bench.Config, error) {
 	// The engine features exist in the redlock engine only; asking another
 	// engine for them is a mistake, not a no-op.
 	if !o.coalesce {
-		if c.Engine != "redlock" {
-			return c, badFlag("coalesce", "false", "applies to --engine redlock only, not "+c.Engine)
+		if c.Engine != (engines.Engine{Base: engines.Redlock}) {
+			return c, badFlag("coalesce", "false", "applies to --engine redlock only, not "+c.Engine.String())
 		}
-		c.Engine = bench.EnginePerCommand
+		c.Engine.Base = engines.RedlockPerCommand
 	}
-	if !bench.IsRedlock(c.Engine) {
+	if !c.Engine.IsRedlock() {
 		if o.metricsAddr != "" {
-			return c, badFlag("metrics-addr", o.metricsAddr, "applies to --engine redlock only (its metrics are the engine's), not "+c.Engine)
+			return c, badFlag("metrics-addr", o.metricsAddr, "applies to --engine redlock only (its metrics are the engine's), not "+c.Engine.String())
 		}
 		for _, f := range []string{"extend", "fencing", "gate", "notify"} {
 			if fs.Changed(f) {
-				return c, badFlag(f, fs.Lookup(f).Value.String(), "applies to --engine redlock only, not "+c.Engine)
+				return c, badFlag(f, fs.Lookup(f).Value.String(), "applies to --engine redlock only, not "+c.Engine.String())
 			}
 		}
 	}
@@ -233,7 +234,6 @@ func measurable(c bench.Config, objs []results.Objective) error {
 // config is the configuration of the flags that need no parsing.
 func (o *runOptions) config() bench.Config {
 	c := bench.DefaultConfig()
-	c.Engine = o.engine
 	c.LocalMasters = o.localMasters
 	c.ClusterShards = o.shards
 	c.Workers = o.workers
@@ -248,7 +248,6 @@ func (o *runOptions) config() bench.Config {
 	c.Label = o.label
 	c.Seed = o.seed
 	c.KeyPrefix = o.keyPrefix
-	c.Quarantine = o.quarantine
 	c.NoWaitQuarantine = o.noWait
 	c.Extend = o.extend
 	c.Fencing = o.fencing
@@ -260,8 +259,18 @@ func (o *runOptions) config() bench.Config {
 // parseValues parses into c the flags whose values have a syntax of their
 // own, and those that exclude each other.
 func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
+	e, err := engines.Parse(o.engine)
+	if err != nil {
+		return badFlag("engine", o.engine, err.Error())
+	}
+	c.Engine = e
+	if fs.Changed("quarantine") {
+		if c.Quarantine, err = engines.ParseQuarantine(o.quarantine); err != nil {
+			return badFlag("quarantine", o.quarantine, err.Error())
+		}
+	}
 	if fs.Changed("masters") {
-		m, err := bench.ParseMasters(o.masters)
+		m, err := engines.ParseMasters(o.masters)
 		if err != nil {
 			return badFlag("masters", o.masters, err.Error())
 		}
@@ -271,7 +280,7 @@ func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 		c.Masters = m
 	}
 	if fs.Changed("clusters") {
-		cl, err := bench.ParseClusters(o.clusters)
+		cl, err := engines.ParseClusters(o.clusters)
 		if err != nil {
 			return badFlag("clusters", o.clusters, err.Error())
 		}
@@ -284,7 +293,7 @@ func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 	if err != nil {
 		return &usageError{msg: err.Error()}
 	}
-	c.Username, c.Password, c.TLS = conn.Username, conn.Password, conn.TLS
+	c.Conn = engines.Conn{Username: conn.Username, Password: conn.Password, TLS: conn.TLS}
 	o.authWarning = o.conn.Warning()
 	if err := checkMetricsAddr(o.metricsAddr); err != nil {
 		return err
@@ -301,7 +310,7 @@ func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 	if c.Distribution, err = bench.ParseDistribution(o.distribution); err != nil {
 		return badFlag("distribution", o.distribution, err.Error())
 	}
-	if c.Lock, err = bench.ParseLock(o.lock); err != nil {
+	if c.Lock, err = engines.ParseLock(o.lock); err != nil {
 		return badFlag("lock", o.lock, err.Error())
 	}
 	if c.Mode, err = bench.ParseMode(o.mode); err != nil {

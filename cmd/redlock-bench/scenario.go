@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/redlock-bench/redlock/bench"
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/bench/scenario"
 )
 
@@ -80,11 +80,11 @@ func scenarioCommand(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	opts := scenario.Options{Fencing: o.fencing, Short: o.short}
 	if fs.Changed("quarantine") {
-		q, err := bench.ParseQuarantine(o.quarantine)
+		q, err := engines.ParseQuarantine(o.quarantine)
 		if err != nil {
 			return usageErrorf("--quarantine: %v, got %s", err, o.quarantine)
 		}
-		opts.Quarantine = q
+		opts.Quarantine = q.Policy()
 	}
 	sess, err := openSession(stderr, sessionSpec{out: o.out, parent: runsDir, label: "scenario-" + name, holds: []string{"scenario.json"}})
 	if err != nil {
@@ -139,9 +139,8 @@ func listScenarios(w io.Writer, namesOnly bool) error {
 		for _, opt := range s.Options {
 			switch opt {
 			case "Quarantine":
-				for _, q := range []string{"observed", "off"} {
-					p, _ := bench.ParseQuarantine(q)
-					fmt.Fprintf(&b, "  with --quarantine %s: %s\n", q, s.Expected(scenario.Options{Quarantine: p}))
+				for _, q := range []engines.Quarantine{engines.QuarantineObserved, engines.QuarantineOff} {
+					fmt.Fprintf(&b, "  with --quarantine %s: %s\n", q, s.Expected(scenario.Options{Quarantine: q.Policy()}))
 				}
 			case "Fencing":
 				fmt.Fprintf(&b, "  with --fencing: %s\n", s.Expected(scenario.Options{Fencing: true}))

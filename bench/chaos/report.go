@@ -121,6 +121,35 @@ func verdict(r *Result) string {
 	return fmt.Sprintf("FAIL: %d violations, %d stale tokens, %d stale writes accepted", r.Violations, r.StaleTokens, r.Store.StaleAccepted)
 }
 
+// WriteJSON writes the result as chaos.json holds it.
+func (r *Result) WriteJSON(w io.Writer) error {
+	j, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(j, '\n'))
+	return err
+}
+
+// Line is the result in one line: the soak, its verdict, what it checked
+// and the seed that replays it.
+func (r *Result) Line() string {
+	lock := r.Lock
+	if lock == "" {
+		lock = "mutex"
+	}
+	faults := 0
+	for _, n := range r.Faults {
+		faults += n
+	}
+	line := fmt.Sprintf("chaos %s, %s %s: %d locks checked, %d faults, %d violations, %d stale tokens, %d stale writes accepted, seed %d: %s",
+		r.Class, r.Engine, lock, r.Acquired, faults, r.Violations, r.StaleTokens, r.Store.StaleAccepted, r.Seed, r.Verdict)
+	if r.Interrupted {
+		line += " (interrupted)"
+	}
+	return line
+}
+
 // WriteText writes the summary a person reads.
 func (r *Result) WriteText(w io.Writer) error {
 	var b strings.Builder
@@ -253,11 +282,11 @@ func (r *Result) Replay() string {
 // Write writes chaos.json, chaos.txt and, when there is a window,
 // history.jsonl into dir.
 func Write(dir string, r *Result) error {
-	j, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
+	var j strings.Builder
+	if err := r.WriteJSON(&j); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, JSONFile), append(j, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, JSONFile), []byte(j.String()), 0o644); err != nil {
 		return fmt.Errorf("write chaos result: %w", err)
 	}
 	var t strings.Builder

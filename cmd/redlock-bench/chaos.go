@@ -27,6 +27,7 @@ type chaosOptions struct {
 	masters    string
 	out        string
 	conn       *connflags.Flags
+	output     outputFlags
 
 	metricsAddr string // --metrics-addr
 }
@@ -50,6 +51,7 @@ func newChaosFlags(o *chaosOptions) *pflag.FlagSet {
 	fs.DurationVar(&c.Jump, "jump", 0, "out-of-model: how far a master's clock jumps, shortening every key's TTL (0: the TTL)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", metricsAddrUsage)
 	fs.StringVar(&o.out, "out", "", "directory for chaos.json, chaos.txt and history.jsonl (default results/runs/<UTC timestamp>-chaos)")
+	o.output.register(fs, "chaos.json", "print one line: the class, the verdict, the locks checked, the faults and the seed")
 	o.conn = connflags.Register(fs)
 	addVersionFlag(fs)
 	return fs
@@ -100,6 +102,9 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := checkMetricsAddr(o.metricsAddr); err != nil {
 		return err
 	}
+	if err := o.output.check(); err != nil {
+		return err
+	}
 	cfg := o.cfg
 	e, err := engines.Parse(o.engine)
 	if err != nil {
@@ -148,7 +153,7 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		cfg.Seed = newSeed()
 	}
 	sess, err := openSession(stderr, sessionSpec{warning: o.conn.Warning(), metricsAddr: o.metricsAddr,
-		out: o.out, parent: runsDir, label: "chaos", holds: []string{chaos.JSONFile}})
+		out: o.out, parent: runsDir, label: "chaos", holds: []string{chaos.JSONFile}, quiet: o.output.quiet || o.output.json})
 	if err != nil {
 		return err
 	}
@@ -156,7 +161,12 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if m := sess.metrics; m != nil {
 		cfg.Observer = m.Observer
 	}
-	fmt.Fprintf(stdout, "seed: %d\n", cfg.Seed)
+	seedTo := stdout
+	if o.output.json || o.output.quiet {
+		// stdout is the JSON or the one line alone.
+		seedTo = prefixWriter{w: stderr}
+	}
+	fmt.Fprintf(seedTo, "seed: %d\n", cfg.Seed)
 	cfg.Log = sess.log
 	r, err := chaos.Run(ctx, cfg)
 	if err != nil {
@@ -165,10 +175,14 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := chaos.Write(sess.dir, r); err != nil {
 		return err
 	}
-	if err := r.WriteText(stdout); err != nil {
+	err = o.output.show(stdout, stderr, sess.dir, shown{
+		json:  r.WriteJSON,
+		lines: func() []string { return []string{r.Line()} },
+		text:  r.WriteText,
+	})
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "results: %s\n", sess.dir)
 	switch {
 	case r.Interrupted:
 		return sess.interrupted()

@@ -182,3 +182,43 @@ func TestChaosInterrupt(t *testing.T) {
 		}
 	}
 }
+
+// --json prints chaos.json on stdout and nothing else (the seed goes to
+// stderr), -q one line with the verdict and the seed, as run's flags do;
+// the two together are refused.
+func TestChaosJSONAndQuiet(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "chaos")
+	cmd := command(t, "chaos", "--engine", "nolock", "--duration", "1s", "--seed", "3", "--out", out, "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if code := exitStatus(cmd.Run()); code != 1 {
+		t.Fatalf("the control: exit %d, want 1\n%s", code, stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, chaos.JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r chaos.Result
+	if stdout.String() != string(b) || json.Unmarshal(stdout.Bytes(), &r) != nil || r.Seed != 3 {
+		t.Errorf("stdout is not chaos.json:\n%s", stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "seed: 3") {
+		t.Errorf("stderr lacks the seed:\n%s", stderr.String())
+	}
+
+	cmd = command(t, "chaos", "--engine", "nolock", "--duration", "1s", "--seed", "3", "--out", t.TempDir(), "-q")
+	stdout.Reset()
+	cmd.Stdout = &stdout
+	cmd.Run()
+	line := stdout.String()
+	if strings.Count(line, "\n") != 1 || !strings.HasPrefix(line, "chaos in-model, nolock mutex: ") || !strings.Contains(line, "seed 3: FAIL") {
+		t.Errorf("-q: %q", line)
+	}
+
+	cmd = command(t, "chaos", "--json", "-q")
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	if code := exitStatus(cmd.Run()); code != 2 || !strings.Contains(stderr.String(), "--quiet: cannot be combined with --json") {
+		t.Errorf("--json -q: exit %d: %s", code, stderr.String())
+	}
+}

@@ -47,7 +47,7 @@ func newChaosFlags(o *chaosOptions) *pflag.FlagSet {
 	fs.StringVar(&o.masters, "masters", "", "comma-separated host:port of masters to use instead of starting 5 local ones (no process faults then)")
 	fs.IntVar(&c.LocalMasters, "local-masters", 0, "votes to start when --masters is not given (default 5, 3 with --cluster-shards)")
 	fs.IntVar(&c.ClusterShards, "cluster-shards", 0, fmt.Sprintf("make each local vote a Redis Cluster of S shards, each a primary with one replica (1-%d; 0: plain masters), and add faults inside a cluster: a shard's primary killed or paused, a shard failed over to its replica, a hot slot migrated under load (in model only)", masters.MaxClusterShards))
-	fs.StringVar(&o.quarantine, "quarantine", "always", "restart quarantine: off, observed or always")
+	fs.StringVar(&o.quarantine, "quarantine", "always", "restart quarantine: off, observed or always; always, the engine's own default, also on the local masters the soak starts, where run defaults to observed: the soak tests the engine as a library user gets it (its first TTL, while the young masters are out of the vote, is load like the rest), a run measures a window that the quarantine would only empty")
 	fs.DurationVar(&c.Jump, "jump", 0, "out-of-model: how far a master's clock jumps, shortening every key's TTL (0: the TTL)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", metricsAddrUsage)
 	fs.StringVar(&o.out, "out", "", "directory for chaos.json, chaos.txt and history.jsonl (default results/runs/<UTC timestamp>-chaos)")

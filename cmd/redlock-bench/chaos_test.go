@@ -222,3 +222,12 @@ func TestChaosJSONAndQuiet(t *testing.T) {
 		t.Errorf("--json -q: exit %d: %s", code, stderr.String())
 	}
 }
+
+// chaos --quarantine defaults to always where run defaults to observed
+// on local masters; the help says why.
+func TestChaosHelpExplainsTheQuarantineDefault(t *testing.T) {
+	help := chaosUsage()
+	if !regexp.MustCompile(`--quarantine string\s+restart quarantine: off, observed or always; always, the engine's own default, also on the local masters the soak starts, where run defaults to observed`).MatchString(help) {
+		t.Errorf("chaos --help does not explain its quarantine default:\n%s", help)
+	}
+}

@@ -186,8 +186,11 @@ func TestSweepSharesLocalMasters(t *testing.T) {
 	base.Warmup = 0
 	base.Rate = 0
 	sc := sweepConfig(t, base, SweepRate, 200, 400)
-	slo, _ := results.ParseSLO("p99<2s")
-	sc.SLO = &slo
+	objs, err := results.ParseObjectives([]string{"p99<2s", "errors<50%"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Objectives = objs
 	sw, err := RunSweep(context.Background(), sc)
 	if err != nil {
 		t.Fatal(err)

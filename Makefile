@@ -36,14 +36,17 @@ test-deps: deps
 TOOLS        := internal/tools
 MODCHECK     := bin/modcheck
 STATICCHECK  := bin/staticcheck
+GOTESTSUM    := bin/gotestsum
 INSTALL_REV  ?= HEAD
 
 # Phony, so that go build, with its cache, decides whether they are stale.
-.PHONY: tidy install-check release-requires $(MODCHECK) $(STATICCHECK)
+.PHONY: tidy install-check release-requires $(MODCHECK) $(STATICCHECK) $(GOTESTSUM)
 $(MODCHECK):
 	@mkdir -p bin && cd $(TOOLS) && GOWORK=off $(GO) build -o ../../$@ ./modcheck
 $(STATICCHECK):
 	@mkdir -p bin && cd $(TOOLS) && GOWORK=off $(GO) build -o ../../$@ honnef.co/go/tools/cmd/staticcheck
+$(GOTESTSUM):
+	@mkdir -p bin && cd $(TOOLS) && GOWORK=off $(GO) build -o ../../$@ gotest.tools/gotestsum
 
 # modules checks that each module of go.work is tidy (go.mod, and go.sum
 # but for the in-repo modules' lines, which it never carries) and passes
@@ -77,13 +80,36 @@ release-requires: $(MODCHECK)
 	@test -n "$(VERSION)" || { echo "usage: make release-requires VERSION=vX.Y.Z"; exit 1; }
 	$(MODCHECK) -go $(GO) require $(VERSION)
 
-# The simulation's short set of seeds (TestSimulation) runs with the rest;
-# its hunted cases (TestMutationsFound) run again without the race
-# detector, which changes the schedules they replay. make sim runs a
-# budget of seeds.
-test: test-deps modules
-	$(GO) test $(FAULTS) -race -count=1 -timeout 12m $(PKGS)
-	$(GO) test $(FAULTS) -count=1 -run 'TestSimulation$$|TestMutationsFound' ./bench/sim
+# test runs every module's tests with the race detector, printing each
+# test as it ends (TEST_FORMAT: a gotestsum format, e.g. pkgname for one
+# line a package), then the simulation's hunted cases (TestMutationsFound)
+# again without the race detector, which changes the schedules they
+# replay; at the end, the ten slowest tests. The JSON of the run is left
+# in bin/test.json. make sim runs a budget of seeds.
+TEST_FORMAT  ?= testname
+TEST_TIMEOUT ?= 12m
+# Tests on the shared masters mostly wait: run more of them at once than
+# the two cores go test would allow by default.
+TEST_PARALLEL ?= 8
+# Packages tested at once: most of their time is spent waiting on
+# servers, so more than the two cores.
+TEST_PACKAGES ?= 4
+test: test-deps $(GOTESTSUM)
+	@./.ci/gotest $(GOTESTSUM) $(TEST_FORMAT) bin/test.json -- $(FAULTS) -race -count=1 -p $(TEST_PACKAGES) -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $(PKGS) && \
+	./.ci/gotest $(GOTESTSUM) $(TEST_FORMAT) bin/test.sim.json -- $(FAULTS) -count=1 -run 'TestSimulation$$|TestMutationsFound' ./bench/sim; \
+	status=$$?; cat bin/test.json bin/test.sim.json > bin/test.all.json 2>/dev/null; \
+	echo "the ten slowest tests:"; $(GOTESTSUM) tool slowest --jsonfile bin/test.all.json | head -n 10; exit $$status
+
+# flaky runs the tests N times (default 5) beside two processes that keep
+# both cores busy, and prints each test that failed and in how many runs:
+# a test that fails only under load depends on the machine's speed.
+# FLAKY_PKGS chooses the packages (default: every module's), e.g.
+# make flaky N=5 FLAKY_PKGS=./engine.
+N          ?= 5
+FLAKY_PKGS ?= $(PKGS)
+.PHONY: flaky
+flaky: test-deps $(GOTESTSUM)
+	@./.ci/flaky $(GOTESTSUM) $(N) $(TEST_TIMEOUT) $(FAULTS) -parallel $(TEST_PARALLEL) $(FLAKY_PKGS)
 
 # benchmark runs the go test micro-benchmarks (one TryLock+Release cycle, ...).
 benchmark: deps
@@ -200,13 +226,14 @@ chaos: deps
 	$(GO) build -o bin/redlock-bench ./cmd/redlock-bench
 	bin/redlock-bench chaos --duration $(CHAOS_DURATION) $(CHAOS_FLAGS)
 
-# controls shows that the safety checks can fail: the lifecycle property
-# with the engine's hand-off check turned off, and chaos with the nolock
-# engine, which grants every request; the target fails if either passes.
+# controls shows that the safety checks can fail: the engine's controls
+# (each turns one fix off, and its test must then see the bug; make test
+# runs them too) and chaos with the nolock engine, which grants every
+# request; the target fails if either passes.
 controls: deps
 	@mkdir -p bin
 	$(GO) build -o bin/redlock-bench ./cmd/redlock-bench
-	REDLOCK_CONTROLS=1 $(GO) test $(FAULTS) -count=1 -run 'Control|CatchesHandoff' ./engine/
+	$(GO) test $(FAULTS) -count=1 -run 'Control|Catches' ./engine/
 	@bin/redlock-bench chaos --engine nolock --duration 10s >/dev/null 2>&1; rc=$$?; \
 	if [ $$rc -ne 1 ]; then echo "chaos with the nolock engine exited $$rc, want 1 (violations found)"; exit 1; fi; \
 	echo "chaos with the nolock engine found violations, as it must"
@@ -238,8 +265,9 @@ redlock:
 	$(GO) build -o bin/redlock ./cmd/redlock
 
 # lint: gofmt, go vet and staticcheck (pinned in $(TOOLS)/go.mod) over
-# every module, the tools module included.
-lint: vet $(STATICCHECK)
+# every module, the tools module included, and make modules (each module
+# tidy and vetted on its own go.mod).
+lint: vet modules $(STATICCHECK)
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed (run: make fmt):"; echo "$$out"; exit 1; fi
 	@echo "staticcheck $(PKGS) $(TOOLS)/..."; status=0; \
 	$(STATICCHECK) $(PKGS) || status=1; \

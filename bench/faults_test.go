@@ -58,8 +58,16 @@ func TestFaultsThroughProxies(t *testing.T) {
 		t.Errorf("cut master 1 never timed out or failed: %+v", s.Nodes[1])
 	}
 	var marked []string
+	var noQuorum int64
 	for _, iv := range res.Intervals {
 		marked = append(marked, iv.FaultsActive...)
+		noQuorum += iv.NoQuorum
+		if len(iv.MasterRTTUs) != 3 {
+			t.Errorf("interval at %vs: master round trips %v, want one per master", iv.TS, iv.MasterRTTUs)
+		}
+	}
+	if noQuorum != s.Errors["no_quorum"] { // no warm-up: every interval is measured
+		t.Errorf("the intervals count %d no_quorum errors, the summary %d", noQuorum, s.Errors["no_quorum"])
 	}
 	if !slices.Contains(marked, "slow:0=20ms@100ms+400ms") || !slices.Contains(marked, "cut:1@600ms+300ms") {
 		t.Errorf("intervals do not show the faults: %+v", res.Intervals)

@@ -123,6 +123,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	r := newRunner(cfg, cl)
 	r.faults, r.progress, r.site = rig, progress, site
+	if cfg.Engine.NeedsRedis() && len(site.dial) > 0 {
+		r.pings = newMasterPings(cfg.conn(), site.dial, masters.ProbeTimeout)
+		defer r.pings.close()
+		r.pings.sample()
+	}
 	if cfg.Engine.NeedsRedis() && rig == nil {
 		// Faults stop, slow and cut off masters: no reading of them.
 		st, err := newServerStats(ctx, cfg.conn(), site)
@@ -392,6 +397,9 @@ type runner struct {
 	// read); serverOut is what it read.
 	server    *serverStats
 	serverOut *results.ServerStats
+	// pings samples each master's round trip once an interval (nil: no
+	// masters).
+	pings *masterPings
 
 	// The collector's state, touched by the run's goroutine only.
 	// measured: the measured window has begun, at measureStart; with no
@@ -664,9 +672,10 @@ func (r *runner) report(iv *interval, now time.Time, warm bool) {
 	rec := results.Interval{
 		TS: math.Round(fromS*1e3) / 1e3, LengthS: math.Round((toS-fromS)*1e3) / 1e3, Warmup: warm,
 		Acquired: iv.c.acquired, P99Us: iv.hist[r.primary].ValueAtPercentile(99),
-		Contended: iv.c.contended, Errors: iv.c.errorTotal(), LostLeases: iv.c.lost,
-		Subscriptions: subs, FaultsActive: active,
+		Contended: iv.c.contended, Errors: iv.c.errorTotal(), NoQuorum: iv.c.errors[errNoQuorum], LostLeases: iv.c.lost,
+		Subscriptions: subs, FaultsActive: active, MasterRTTUs: r.pings.take(),
 	}
+	r.pings.sample()
 	if toS > fromS {
 		rec.AcquiredPerS = math.Round(float64(iv.c.acquired)/(toS-fromS)*10) / 10
 	}

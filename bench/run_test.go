@@ -539,6 +539,7 @@ func TestProgressFiguresArePerInterval(t *testing.T) {
 	if len(lines) != len(res.Intervals) {
 		t.Fatalf("%d progress lines, %d intervals:\n%s", len(lines), len(res.Intervals), progress.String())
 	}
+	answered := make([]bool, 3)
 	for i, l := range lines {
 		iv := res.Intervals[i]
 		if !strings.Contains(l, "] last ") {
@@ -547,6 +548,16 @@ func TestProgressFiguresArePerInterval(t *testing.T) {
 		if want := fmt.Sprintf("p99 %s  errors %d", results.FormatUs(iv.P99Us), iv.Errors); !strings.Contains(l, want) {
 			t.Errorf("line %d %q: want the interval's %q", i, l, want)
 		}
+		// Each master's PING round trip, once an interval.
+		if len(iv.MasterRTTUs) != 3 {
+			t.Fatalf("interval %d: master round trips %v, want one per master", i, iv.MasterRTTUs)
+		}
+		for m, rtt := range iv.MasterRTTUs {
+			answered[m] = answered[m] || rtt > 0
+		}
+	}
+	if !answered[0] || !answered[1] || !answered[2] {
+		t.Errorf("masters answered a PING in some interval: %v, want all", answered)
 	}
 }
 

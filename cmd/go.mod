@@ -63,4 +63,5 @@ require (
 	github.com/redlock-bench/redlock/bench v0.1.0
 	github.com/redlock-bench/redlock/results v0.1.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	golang.org/x/term v0.30.0
 )

@@ -63,7 +63,7 @@ func (l *Locker) newLease(resource string, tk *ticket) *Lease {
 	if tk != nil {
 		le.value = tk.id + idEnd + le.value
 	}
-	le.initVotes(l.pool.Len())
+	le.initVotes(l.votes)
 	return le
 }
 

@@ -13,11 +13,14 @@ import (
 	"github.com/redlock-bench/redlock/engine"
 )
 
-// benchLocker uses the five masters started by TestMain.
+// benchLocker uses the five masters started by TestMain, with a node
+// timeout of a second (patientMasters), so that a loaded machine's stalls
+// are measured rather than failed; mutate may change it.
 func benchLocker(b *testing.B, mutate func(*engine.Config)) *engine.Locker {
 	b.Helper()
 	cfg := engine.DefaultConfig(exampleMasters...)
 	cfg.Quarantine = engine.QuarantineObserved
+	patientMasters(&cfg)
 	if mutate != nil {
 		mutate(&cfg)
 	}

@@ -13,7 +13,9 @@ import (
 // The tests of a handle's checks on the masters (a Semaphore's permit
 // count, an RWMutex's mark of its name's kind): an attempt skips the
 // check only after a quorum of the masters answered one, not while one
-// is on its way nor after one that no master answered.
+// is on its way nor after one that no master answered. They run in
+// virtual time: an attempt that no master answers ends at its node
+// timeout exactly.
 
 // checkLocker is a Locker on e's masters that reaches every one of them
 // through a stall proxy, returned in the masters' order, with a node
@@ -21,8 +23,8 @@ import (
 // out of validity.
 func (e *env) checkLocker(nodeTimeout time.Duration) (*engine.Locker, []*stallProxy) {
 	var sp []*stallProxy
-	for _, a := range e.cluster.Addrs() {
-		sp = append(sp, newStallProxy(e.t, a))
+	for _, a := range e.addrs {
+		sp = append(sp, newStallProxy(e, a))
 	}
 	return e.locker(func(c *engine.Config) {
 		c.Masters = nil
@@ -149,42 +151,44 @@ func wantPermitCount(t *testing.T, what string, a attempt) {
 // too: the masters keep 2 with both permits held, and a third permit
 // would make three holders of a semaphore of two.
 func TestSemaphoreAttemptsCheckWhileTheCheckIsOnItsWay(t *testing.T) {
-	e := newEnv(t, 3)
-	const name = "check-on-its-way"
-	semaphoreOfTwoHeld(t, e, name)
-	l, sp := e.checkLocker(time.Minute)
-	three, err := l.Semaphore(name, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stallAll(sp)
-	first, _ := goAttempt(three.TryAcquire)
-	awaitHeld(t, sp, "{"+name+"}:", 1)
-	second, touched := goAttempt(three.TryAcquire)
-	awaitTouched(t, touched)
-	resumeAll(sp)
-	wantPermitCount(t, "the first attempt", <-first)
-	wantPermitCount(t, "the second attempt, sent while the first was on its way", <-second)
+	simTest(t, 3, func(t *testing.T, e *env) {
+		const name = "check-on-its-way"
+		semaphoreOfTwoHeld(t, e, name)
+		l, sp := e.checkLocker(time.Minute)
+		three, err := l.Semaphore(name, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stallAll(sp)
+		first, _ := goAttempt(three.TryAcquire)
+		awaitHeld(t, sp, "{"+name+"}:", 1)
+		second, touched := goAttempt(three.TryAcquire)
+		awaitTouched(t, touched)
+		resumeAll(sp)
+		wantPermitCount(t, "the first attempt", <-first)
+		wantPermitCount(t, "the second attempt, sent while the first was on its way", <-second)
+	})
 }
 
 // After a first attempt that no master answered (ErrNoQuorum), the next
 // one checks the count: the first's check never came back.
 func TestSemaphoreAttemptChecksAfterACheckNoMasterAnswered(t *testing.T) {
-	e := newEnv(t, 3)
-	const name = "check-unanswered"
-	semaphoreOfTwoHeld(t, e, name)
-	l, sp := e.checkLocker(100 * time.Millisecond)
-	three, err := l.Semaphore(name, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stallAll(sp)
-	if _, err := three.TryAcquire(context.Background()); !errors.Is(err, engine.ErrNoQuorum) {
-		t.Fatalf("the first attempt, every master stalled: %v; want ErrNoQuorum", err)
-	}
-	resumeAll(sp)
-	le, err := three.TryAcquire(context.Background())
-	wantPermitCount(t, "the attempt after one that no master answered", attempt{le, err})
+	simTest(t, 3, func(t *testing.T, e *env) {
+		const name = "check-unanswered"
+		semaphoreOfTwoHeld(t, e, name)
+		l, sp := e.checkLocker(100 * time.Millisecond)
+		three, err := l.Semaphore(name, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stallAll(sp)
+		if _, err := three.TryAcquire(context.Background()); !errors.Is(err, engine.ErrNoQuorum) {
+			t.Fatalf("the first attempt, every master stalled: %v; want ErrNoQuorum", err)
+		}
+		resumeAll(sp)
+		le, err := three.TryAcquire(context.Background())
+		wantPermitCount(t, "the attempt after one that no master answered", attempt{le, err})
+	})
 }
 
 // rwOnASemaphore has another Locker use name as a semaphore, on every
@@ -224,39 +228,41 @@ func wantWrongKind(t *testing.T, what string, a attempt) {
 // made while the first, which checks that no semaphore uses the name, is
 // on its way, must check too.
 func TestRWMutexAttemptsCheckWhileTheCheckIsOnItsWay(t *testing.T) {
-	e := newEnv(t, 3)
-	const name = "rw-check-on-its-way"
-	rwOnASemaphore(t, e, name)
-	l, sp := e.checkLocker(time.Minute)
-	m, err := l.RWMutex(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stallAll(sp)
-	first, _ := goAttempt(m.TryLock)
-	awaitHeld(t, sp, "{"+name+"}:permits", 1)
-	second, touched := goAttempt(m.TryLock)
-	awaitTouched(t, touched)
-	resumeAll(sp)
-	wantWrongKind(t, "the first attempt", <-first)
-	wantWrongKind(t, "the second attempt, sent while the first was on its way", <-second)
+	simTest(t, 3, func(t *testing.T, e *env) {
+		const name = "rw-check-on-its-way"
+		rwOnASemaphore(t, e, name)
+		l, sp := e.checkLocker(time.Minute)
+		m, err := l.RWMutex(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stallAll(sp)
+		first, _ := goAttempt(m.TryLock)
+		awaitHeld(t, sp, "{"+name+"}:permits", 1)
+		second, touched := goAttempt(m.TryLock)
+		awaitTouched(t, touched)
+		resumeAll(sp)
+		wantWrongKind(t, "the first attempt", <-first)
+		wantWrongKind(t, "the second attempt, sent while the first was on its way", <-second)
+	})
 }
 
 // After a first attempt that no master answered, the next one checks.
 func TestRWMutexAttemptChecksAfterACheckNoMasterAnswered(t *testing.T) {
-	e := newEnv(t, 3)
-	const name = "rw-check-unanswered"
-	rwOnASemaphore(t, e, name)
-	l, sp := e.checkLocker(100 * time.Millisecond)
-	m, err := l.RWMutex(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stallAll(sp)
-	if _, err := m.TryLock(context.Background()); !errors.Is(err, engine.ErrNoQuorum) {
-		t.Fatalf("the first attempt, every master stalled: %v; want ErrNoQuorum", err)
-	}
-	resumeAll(sp)
-	le, err := m.TryLock(context.Background())
-	wantWrongKind(t, "the attempt after one that no master answered", attempt{le, err})
+	simTest(t, 3, func(t *testing.T, e *env) {
+		const name = "rw-check-unanswered"
+		rwOnASemaphore(t, e, name)
+		l, sp := e.checkLocker(100 * time.Millisecond)
+		m, err := l.RWMutex(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stallAll(sp)
+		if _, err := m.TryLock(context.Background()); !errors.Is(err, engine.ErrNoQuorum) {
+			t.Fatalf("the first attempt, every master stalled: %v; want ErrNoQuorum", err)
+		}
+		resumeAll(sp)
+		le, err := m.TryLock(context.Background())
+		wantWrongKind(t, "the attempt after one that no master answered", attempt{le, err})
+	})
 }

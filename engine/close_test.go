@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
@@ -24,45 +25,40 @@ func TestCloseDeletesALateYesArrivingWhileItDrains(t *testing.T) {
 		delay time.Duration
 	}{{"late yes", 20 * time.Millisecond}, {"yes at once", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, 3)
-			slow := newLatencyProxy(t, e.cluster.Addrs()[1], tc.delay, nil)
-			cfg := engine.DefaultConfig(e.cluster.Addrs()[0], slow.addr(), e.cluster.Addrs()[2])
-			cfg.Quarantine = engine.QuarantineObserved
-			cfg.TTL = time.Hour
-			cfg.NodeTimeout = time.Second
-			l, err := engine.New(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			const res = "late-yes-at-close"
-			e.set(0, res, "other-owner")
-			if err := e.cluster.Nodes[2].Kill(); err != nil {
-				t.Fatal(err)
-			}
-			// Node 0 refuses and node 2 is down: TryLock fails at once,
-			// while node 1's yes is still on its way (or just arrived),
-			// to come back during Close.
-			_, err = l.TryLock(context.Background(), res)
-			if !errors.Is(err, engine.ErrNotAcquired) {
-				t.Fatalf("want ErrNotAcquired, got %v", err)
-			}
-			l.Close()
-			if v := e.get(1, res); v != "" {
-				t.Fatalf("node 1 keeps the failed attempt's key %q after Close", v)
-			}
-			if v := e.get(0, res); v != "other-owner" {
-				t.Fatalf("node 0 holds %q: the other owner's key was touched", v)
-			}
+			simTest(t, 3, func(t *testing.T, e *env) {
+				slow := newLatencyProxy(e, e.addrs[1], tc.delay, nil)
+				l := e.locker(func(c *engine.Config) {
+					c.Masters = []string{e.addrs[0], slow.addr(), e.addrs[2]}
+					c.TTL = time.Hour
+					c.NodeTimeout = time.Second
+				})
+				const res = "late-yes-at-close"
+				e.set(0, res, "other-owner")
+				e.kill(2)
+				// Node 0 refuses and node 2 is down: TryLock fails at
+				// once, while node 1's yes is still on its way (or just
+				// arrived), to come back during Close.
+				_, err := l.TryLock(context.Background(), res)
+				if !errors.Is(err, engine.ErrNotAcquired) {
+					t.Fatalf("want ErrNotAcquired, got %v", err)
+				}
+				l.Close()
+				if v := e.get(1, res); v != "" {
+					t.Fatalf("node 1 keeps the failed attempt's key %q after Close", v)
+				}
+				if v := e.get(0, res); v != "other-owner" {
+					t.Fatalf("node 0 holds %q: the other owner's key was touched", v)
+				}
+			})
 		})
 	}
 }
 
+// On the pool, not in parallel: the goroutines counted are the process's.
 func TestNoGoroutineLeakAfterClose(t *testing.T) {
 	e := newEnv(t, 3)
 	base := runtime.NumGoroutine()
-	cfg := engine.DefaultConfig(e.cluster.Addrs()...)
-	cfg.Quarantine = engine.QuarantineObserved
-	l, err := engine.New(context.Background(), cfg)
+	l, err := engine.New(context.Background(), e.config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,123 +81,125 @@ func TestNoGoroutineLeakAfterClose(t *testing.T) {
 	if _, err := l.TryLock(context.Background(), "after-close"); !errors.Is(err, engine.ErrClosed) {
 		t.Fatalf("TryLock after Close: want ErrClosed, got %v", err)
 	}
-	eventually(t, 5*time.Second, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= base })
+	eventually(t, 30*time.Second, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= base })
 }
 
 // Release racing Close: a Release that reports success has deleted the
 // keys; one that did not may leave them, but must say so.
 func TestReleaseRacingClose(t *testing.T) {
-	const delay = 40 * time.Millisecond
-	e := newEnv(t, 3)
-	l, slow := e.proxiedLocker(func(c *engine.Config) {
-		c.TTL = 10 * time.Second
-		c.NodeTimeout = 300 * time.Millisecond
-	})
-	ctx := context.Background()
-	const n = 20
-	var les []*engine.Lease
-	for i := 0; i < n; i++ {
-		le, err := l.TryLock(ctx, fmt.Sprintf("rel-close-%d", i))
-		if err != nil {
-			t.Fatal(err)
+	simTest(t, 3, func(t *testing.T, e *env) {
+		const delay = 40 * time.Millisecond
+		l, slow := e.proxiedLocker(func(c *engine.Config) {
+			c.TTL = 10 * time.Second
+			c.NodeTimeout = 300 * time.Millisecond
+		})
+		ctx := context.Background()
+		const n = 20
+		var les []*engine.Lease
+		for i := 0; i < n; i++ {
+			le, err := l.TryLock(ctx, fmt.Sprintf("rel-close-%d", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			les = append(les, le)
 		}
-		les = append(les, le)
-	}
-	for _, p := range slow {
-		p.delay.Store(int64(delay))
-	}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i, le := range les {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			time.Sleep(time.Duration(i) * delay / n)
-			errs[i] = le.Release(ctx)
-		}()
-	}
-	time.Sleep(delay / 2)
-	l.Close()
-	wg.Wait()
-	ok := 0
-	for i := range les {
-		if errs[i] != nil {
-			continue
+		for _, p := range slow {
+			p.delay.Store(int64(delay))
 		}
-		ok++
-		for m := range e.direct {
-			if v := e.get(m, les[i].Resource()); v != "" {
-				t.Errorf("Release %d returned nil but master %d keeps %q", i, m, v)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i, le := range les {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(i) * delay / n)
+				errs[i] = le.Release(ctx)
+			}()
+		}
+		time.Sleep(delay / 2)
+		l.Close()
+		wg.Wait()
+		ok := 0
+		for i := range les {
+			if errs[i] != nil {
+				continue
+			}
+			ok++
+			for m := range e.direct {
+				if v := e.get(m, les[i].Resource()); v != "" {
+					t.Errorf("Release %d returned nil but master %d keeps %q", i, m, v)
+				}
 			}
 		}
-	}
-	t.Logf("%d of %d Releases succeeded", ok, n)
+		t.Logf("%d of %d Releases succeeded", ok, n)
+	})
 }
 
 // Many goroutines Lock one resource (gate, fencing, a slow link) while the
 // Locker closes: every Lock returns, Close does not wait its full bound,
 // and unless a Lock handed out a lease, no key is left.
 func TestLockStormRacingClose(t *testing.T) {
-	const delay = 40 * time.Millisecond
-	const res = "storm-close"
-	e := newEnv(t, 3)
-	l, slow := e.proxiedLocker(func(c *engine.Config) {
-		c.TTL = 10 * time.Second
-		c.NodeTimeout = time.Second
-		c.Fencing = true
-	})
-	other := e.locker(nil)
-	ctx := context.Background()
-	held, err := other.TryLock(ctx, res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range slow {
-		p.delay.Store(int64(delay))
-	}
-	const n = 30
-	got := make(chan result, n)
-	for i := 0; i < n; i++ {
-		go func() {
-			time.Sleep(time.Duration(i) * 3 * delay / n)
-			le, err := l.Lock(ctx, res)
-			got <- result{i, le, err, time.Now()}
-		}()
-	}
-	time.Sleep(delay)
-	held.Release(ctx) // a waiter is woken and attempts while Close begins
-	time.Sleep(delay + delay/2)
-	start := time.Now()
-	l.Close()
-	took := time.Since(start)
-	leases := 0
-	for i := 0; i < n; i++ {
-		select {
-		case r := <-got:
-			if r.err == nil {
-				leases++
-				t.Logf("Lock %d got a lease at Close; Release: %v", r.i, r.le.Release(ctx))
-			} else if !errors.Is(r.err, engine.ErrClosed) {
-				t.Logf("Lock %d: %v", r.i, r.err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("Lock calls still blocked 5 s after Close")
-		}
-	}
-	t.Logf("Close took %s; %d leases handed out", took, leases)
-	if took > 2*time.Second {
-		t.Errorf("Close took %s: it waited its full bound for Lock callers", took)
-	}
-	if leases == 0 {
-		eventually(t, 3*time.Second, "no key left", func() bool {
-			for m := range e.direct {
-				if v := e.get(m, res); v != "" {
-					return false
-				}
-			}
-			return true
+	simTest(t, 3, func(t *testing.T, e *env) {
+		const delay = 40 * time.Millisecond
+		const res = "storm-close"
+		l, slow := e.proxiedLocker(func(c *engine.Config) {
+			c.TTL = 10 * time.Second
+			c.NodeTimeout = time.Second
+			c.Fencing = true
 		})
-	}
+		other := e.locker(nil)
+		ctx := context.Background()
+		held, err := other.TryLock(ctx, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range slow {
+			p.delay.Store(int64(delay))
+		}
+		const n = 30
+		got := make(chan result, n)
+		for i := 0; i < n; i++ {
+			go func() {
+				time.Sleep(time.Duration(i) * 3 * delay / n)
+				le, err := l.Lock(ctx, res)
+				got <- result{i, le, err, time.Now()}
+			}()
+		}
+		time.Sleep(delay)
+		held.Release(ctx) // a waiter is woken and attempts while Close begins
+		time.Sleep(delay + delay/2)
+		start := time.Now()
+		l.Close()
+		took := time.Since(start)
+		leases := 0
+		for i := 0; i < n; i++ {
+			select {
+			case r := <-got:
+				if r.err == nil {
+					leases++
+					t.Logf("Lock %d got a lease at Close; Release: %v", r.i, r.le.Release(ctx))
+				} else if !errors.Is(r.err, engine.ErrClosed) {
+					t.Logf("Lock %d: %v", r.i, r.err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("Lock calls still blocked 5 s after Close")
+			}
+		}
+		t.Logf("Close took %s; %d leases handed out", took, leases)
+		if took > 2*time.Second {
+			t.Errorf("Close took %s: it waited its full bound for Lock callers", took)
+		}
+		if leases == 0 {
+			eventually(t, 3*time.Second, "no key left", func() bool {
+				for m := range e.direct {
+					if v := e.get(m, res); v != "" {
+						return false
+					}
+				}
+				return true
+			})
+		}
+	})
 }
 
 // A Release that hands its lease on at the gate while its Locker closes:
@@ -210,82 +208,84 @@ func TestLockStormRacingClose(t *testing.T) {
 // report the lock released while its keys stay on the masters for the TTL,
 // leaving the waiters of other processes to their fallback.
 func TestHandOffRacingCloseLeavesNoKey(t *testing.T) {
-	const res = "handoff-close"
-	const delay = 150 * time.Millisecond
-	e := newEnv(t, 3)
-	lA, slow := e.proxiedLocker(func(c *engine.Config) {
-		c.TTL = 10 * time.Second
-		c.NodeTimeout = 500 * time.Millisecond
-		c.Fencing = true
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	a1, err := lA.Lock(ctx, res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a2 := lockAtGate(t, ctx, lA, res)
-	for _, p := range slow {
-		p.delay.Store(int64(delay))
-	}
-	released := make(chan error, 1)
-	go func() { released <- a1.Release(context.Background()) }()
-	time.Sleep(delay / 3) // the hand-off's fencing round is on its way
-	lA.Close()
-	rerr := <-released
-	r := <-a2
-	t.Logf("Release: %v; the second goroutine's Lock: %v", rerr, r.err)
-	if r.le != nil {
-		t.Logf("the second goroutine got the lease (valid for %s): a lease held at Close", r.le.Validity())
-		return
-	}
-	if rerr != nil {
-		return // Release admits the keys were not deleted
-	}
-	var left []string
-	for i := range e.direct {
-		if v := e.get(i, res); v != "" {
-			left = append(left, fmt.Sprintf("master %d: %q", i, v))
+	simTest(t, 3, func(t *testing.T, e *env) {
+		const res = "handoff-close"
+		const delay = 150 * time.Millisecond
+		lA, slow := e.proxiedLocker(func(c *engine.Config) {
+			c.TTL = 10 * time.Second
+			c.NodeTimeout = 500 * time.Millisecond
+			c.Fencing = true
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		a1, err := lA.Lock(ctx, res)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if len(left) > 0 {
-		t.Errorf("Release returned nil and nobody holds the lease, but the key stays for its TTL: %v", left)
-	}
+		a2 := lockAtGate(t, ctx, lA, res)
+		for _, p := range slow {
+			p.delay.Store(int64(delay))
+		}
+		released := make(chan error, 1)
+		go func() { released <- a1.Release(context.Background()) }()
+		time.Sleep(delay / 3) // the hand-off's fencing round is on its way
+		lA.Close()
+		rerr := <-released
+		r := <-a2
+		t.Logf("Release: %v; the second goroutine's Lock: %v", rerr, r.err)
+		if r.le != nil {
+			t.Logf("the second goroutine got the lease (valid for %s): a lease held at Close", r.le.Validity())
+			return
+		}
+		if rerr != nil {
+			return // Release admits the keys were not deleted
+		}
+		var left []string
+		for i := range e.direct {
+			if v := e.get(i, res); v != "" {
+				left = append(left, fmt.Sprintf("master %d: %q", i, v))
+			}
+		}
+		if len(left) > 0 {
+			t.Errorf("Release returned nil and nobody holds the lease, but the key stays for its TTL: %v", left)
+		}
+	})
 }
 
 // A TryLock on a slow link when its Locker closes: it must not hand out a
 // lease whose keys nobody can delete (Release after Close deletes
 // nothing), leaving them for the TTL.
 func TestTryLockRacingCloseLeavesNoKey(t *testing.T) {
-	const res = "trylock-close"
-	const delay = 150 * time.Millisecond
-	e := newEnv(t, 3)
-	lA, slow := e.proxiedLocker(func(c *engine.Config) {
-		c.TTL = 10 * time.Second
-		c.NodeTimeout = 500 * time.Millisecond
-	})
-	for _, p := range slow {
-		p.delay.Store(int64(delay))
-	}
-	got := make(chan result, 1)
-	go func() {
-		le, err := lA.TryLock(context.Background(), res)
-		got <- result{0, le, err, time.Now()}
-	}()
-	time.Sleep(delay / 3) // the SETs are on their way
-	lA.Close()
-	r := <-got
-	t.Logf("TryLock: %v", r.err)
-	if r.le != nil {
-		t.Logf("Release: %v", r.le.Release(context.Background()))
-	}
-	eventually(t, 2*time.Second, "no key left", func() bool {
-		for i := range e.direct {
-			if e.get(i, res) != "" {
-				return false
-			}
+	simTest(t, 3, func(t *testing.T, e *env) {
+		const res = "trylock-close"
+		const delay = 150 * time.Millisecond
+		lA, slow := e.proxiedLocker(func(c *engine.Config) {
+			c.TTL = 10 * time.Second
+			c.NodeTimeout = 500 * time.Millisecond
+		})
+		for _, p := range slow {
+			p.delay.Store(int64(delay))
 		}
-		return true
+		got := make(chan result, 1)
+		go func() {
+			le, err := lA.TryLock(context.Background(), res)
+			got <- result{0, le, err, time.Now()}
+		}()
+		time.Sleep(delay / 3) // the SETs are on their way
+		lA.Close()
+		r := <-got
+		t.Logf("TryLock: %v", r.err)
+		if r.le != nil {
+			t.Logf("Release: %v", r.le.Release(context.Background()))
+		}
+		eventually(t, 2*time.Second, "no key left", func() bool {
+			for i := range e.direct {
+				if e.get(i, res) != "" {
+					return false
+				}
+			}
+			return true
+		})
 	})
 }
 
@@ -306,67 +306,77 @@ func lockAtGate(t *testing.T, ctx context.Context, l *engine.Locker, res string)
 // Close wakes Lock callers queued at the gate: they return at once rather
 // than wait for the holder's lease to run out (a full TTL), then fail.
 func TestCloseWakesGateWaiters(t *testing.T) {
-	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.TTL = 10 * time.Second })
-	const res = "close-gate"
-	ctx := context.Background()
-	held, err := l.Lock(ctx, res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Release(ctx)
-	errc := make(chan error, 1)
-	go func() {
-		le, err := l.Lock(ctx, res)
-		if le != nil {
-			le.Release(ctx)
+	simTest(t, 3, func(t *testing.T, e *env) {
+		l := e.locker(func(c *engine.Config) { c.TTL = 10 * time.Second })
+		const res = "close-gate"
+		ctx := context.Background()
+		held, err := l.Lock(ctx, res)
+		if err != nil {
+			t.Fatal(err)
 		}
-		errc <- err
-	}()
-	eventually(t, 2*time.Second, "the waiter queued", func() bool { return l.GateWaiting(res) == 1 })
-	l.Close()
-	select {
-	case err := <-errc:
-		if err == nil {
-			t.Fatal("Lock succeeded after Close")
+		defer held.Release(ctx)
+		errc := make(chan error, 1)
+		go func() {
+			le, err := l.Lock(ctx, res)
+			if le != nil {
+				le.Release(ctx)
+			}
+			errc <- err
+		}()
+		eventually(t, 2*time.Second, "the waiter queued", func() bool { return l.GateWaiting(res) == 1 })
+		l.Close()
+		// In virtual time "at once" is exact: the waiter has returned
+		// once everything Close woke is blocked again, with no time
+		// passed.
+		closedAt := time.Now()
+		synctest.Wait()
+		select {
+		case err := <-errc:
+			if err == nil {
+				t.Fatal("Lock succeeded after Close")
+			}
+		default:
+			t.Fatalf("a Lock queued at the gate still waits after Close returned (the holder's validity is %s)", held.Validity())
 		}
-	case <-time.After(2 * time.Second):
-		t.Fatalf("a Lock queued at the gate still waits 2 s after Close (the holder's validity is %s)", held.Validity())
-	}
+		if d := time.Since(closedAt); d != 0 {
+			t.Fatalf("set-up: %s passed", d)
+		}
+	})
 }
 
 // A Release after Close does not hand the lease to a Lock queued at the
 // gate (the hand-off needs no round trip without fencing): Lock would
 // return a lease after Close, which can neither extend nor delete.
 func TestNoHandoffAfterClose(t *testing.T) {
-	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.TTL = 10 * time.Second })
-	const res = "close-handoff"
-	ctx := context.Background()
-	held, err := l.Lock(ctx, res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type got struct {
-		le  *engine.Lease
-		err error
-	}
-	gc := make(chan got, 1)
-	go func() {
-		le, err := l.Lock(ctx, res)
-		gc <- got{le, err}
-	}()
-	eventually(t, 2*time.Second, "the waiter queued", func() bool { return l.GateWaiting(res) == 1 })
-	l.Close()
-	held.Release(ctx)
-	select {
-	case g := <-gc:
-		if g.err == nil {
-			t.Fatalf("Lock returned a lease (cause %v, validity %s) after Close", g.le.Wait().Cause, g.le.Validity())
+	simTest(t, 3, func(t *testing.T, e *env) {
+		l := e.locker(func(c *engine.Config) { c.TTL = 10 * time.Second })
+		const res = "close-handoff"
+		ctx := context.Background()
+		held, err := l.Lock(ctx, res)
+		if err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(12 * time.Second):
-		t.Fatal("the waiter never returned")
-	}
+		type got struct {
+			le  *engine.Lease
+			err error
+		}
+		gc := make(chan got, 1)
+		go func() {
+			le, err := l.Lock(ctx, res)
+			gc <- got{le, err}
+		}()
+		eventually(t, 2*time.Second, "the waiter queued", func() bool { return l.GateWaiting(res) == 1 })
+		l.Close()
+		held.Release(ctx)
+		select {
+		case g := <-gc:
+			if g.err == nil {
+				t.Fatalf("Lock returned a lease (cause %v, validity %s) after Close", g.le.Wait().Cause, g.le.Validity())
+			}
+		case <-time.After(12 * time.Second):
+			t.Fatal("the waiter never returned")
+		}
+	})
 }
 
 // A Locker closed while one of its goroutines waits in Lock (a service
@@ -386,23 +396,15 @@ func TestNoHandoffAfterClose(t *testing.T) {
 func TestCloseLeavesTheQueue(t *testing.T) {
 	for _, how := range []string{"asleep", "turn", "cancelled"} {
 		t.Run(how, func(t *testing.T) {
-			// The turn's set-up may miss on a loaded machine (the release's
-			// turn unseen on a master): on fresh masters, up to three times.
-			for try := 1; !testCloseLeavesTheQueue(t, how); try++ {
-				if try == 3 {
-					t.Fatal("set-up: the release's turn to A was never seen on every master")
-				}
-				t.Logf("set-up %d: the release's turn to A unseen on a master; again", try)
-			}
+			simTest(t, 3, func(t *testing.T, e *env) { testCloseLeavesTheQueue(t, e, how) })
 		})
 	}
 }
 
-// testCloseLeavesTheQueue runs one case; false: the turn's set-up missed.
-func testCloseLeavesTheQueue(t *testing.T, how string) bool {
+// testCloseLeavesTheQueue runs one case, in virtual time.
+func testCloseLeavesTheQueue(t *testing.T, e *env, how string) {
 	const res = "closing"
 	const fallback = 5 * time.Second
-	e := newEnv(t, 3)
 	cfg := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = fallback, fallback }
 	recA, recB := &recorder{}, &recorder{}
 	lA, slow := e.proxiedLocker(func(c *engine.Config) {
@@ -428,9 +430,9 @@ func testCloseLeavesTheQueue(t *testing.T, how string) bool {
 		}
 		// The release gives A the turn and wakes it; A's attempt then
 		// takes 300 ms to reach the masters. On every master, A's turn
-		// token (it lives 50 ms, which a loaded machine's polling may
-		// miss) or A popped from the queue, B left alone in it (which
-		// lasts until A's attempt arrives): the release gave A the turn.
+		// token (it lives 50 ms) or A popped from the queue, B left
+		// alone in it (which lasts until A's attempt arrives): the
+		// release gave A the turn.
 		gave := make([]bool, len(e.direct))
 		if !within(5*time.Second, func() bool {
 			all := true
@@ -440,10 +442,7 @@ func testCloseLeavesTheQueue(t *testing.T, how string) bool {
 			}
 			return all
 		}) {
-			lA.Close()
-			acancel()
-			bcancel()
-			return false
+			t.Fatal("set-up: the release's turn to A was not seen on every master")
 		}
 	}
 	closed := make(chan struct{})
@@ -538,7 +537,6 @@ func testCloseLeavesTheQueue(t *testing.T, how string) bool {
 		}
 		return true
 	})
-	return true
 }
 
 // A lease that a waiter acquired just before its Locker closed is held:
@@ -547,51 +545,52 @@ func testCloseLeavesTheQueue(t *testing.T, how string) bool {
 // next waiter (B, of another Locker) gets the resource only once the
 // lease's validity has run out.
 func TestCloseKeepsALeaseJustAcquired(t *testing.T) {
-	const res = "just"
-	e := newEnv(t, 3)
-	cfg := func(c *engine.Config) {
-		c.TTL = time.Second
-		c.NodeTimeout = 200 * time.Millisecond
-		c.FallbackMin, c.FallbackMax = time.Second, time.Second
-	}
-	lA, lB, holderL := e.locker(cfg), e.locker(cfg), e.locker(cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	holder, got := holdAndQueue(t, e, holderL, []*engine.Locker{lA, lB}, res, []context.Context{ctx, ctx})
-	a := releaseToFirst(t, holder, got)
-	// A Release after Close would end the lease at once, keys left: its
-	// validity as acquired is what the keys outlive.
-	until := a.le.ValidUntil()
-	lA.Close()
-	held := 0
-	for i := range e.direct {
-		v := e.get(i, res)
-		if strings.HasPrefix(v, a.le.Value()) {
-			held++
+	simTest(t, 3, func(t *testing.T, e *env) {
+		const res = "just"
+		cfg := func(c *engine.Config) {
+			c.TTL = time.Second
+			c.NodeTimeout = 200 * time.Millisecond
+			c.FallbackMin, c.FallbackMax = time.Second, time.Second
 		}
-		// A's own token is a release that reached this master after A's
-		// attempt, which popped A there (see leaveScript).
-		if strings.HasPrefix(v, "~") && v != "~"+waiterID(a.le) {
-			t.Errorf("master %d: turn token %q while A's lease is valid", i, v)
+		lA, lB, holderL := e.locker(cfg), e.locker(cfg), e.locker(cfg)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		holder, got := holdAndQueue(t, e, holderL, []*engine.Locker{lA, lB}, res, []context.Context{ctx, ctx})
+		a := releaseToFirst(t, holder, got)
+		// A Release after Close would end the lease at once, keys left: its
+		// validity as acquired is what the keys outlive.
+		until := a.le.ValidUntil()
+		lA.Close()
+		held := 0
+		for i := range e.direct {
+			v := e.get(i, res)
+			if strings.HasPrefix(v, a.le.Value()) {
+				held++
+			}
+			// A's own token is a release that reached this master after A's
+			// attempt, which popped A there (see leaveScript).
+			if strings.HasPrefix(v, "~") && v != "~"+waiterID(a.le) {
+				t.Errorf("master %d: turn token %q while A's lease is valid", i, v)
+			}
 		}
-	}
-	if held < 2 && a.le.Validity() > 0 {
-		t.Errorf("A's key is on %d masters while its lease is valid", held)
-	}
-	b := <-got
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	defer b.le.Release(context.Background())
-	if b.at.Before(until) {
-		t.Fatalf("B acquired %s before A's lease ran out: two holders", until.Sub(b.at))
-	}
-	if a.le.Err() == nil {
-		t.Fatalf("A's lease still trusted after B acquired")
-	}
-	if err := a.le.Release(context.Background()); !errors.Is(err, engine.ErrClosed) {
-		t.Fatalf("A's Release after Close: %v, want ErrClosed", err)
-	}
+		if held < 2 && a.le.Validity() > 0 {
+			t.Errorf("A's key is on %d masters while its lease is valid", held)
+		}
+		b := <-got
+		if b.err != nil {
+			t.Fatal(b.err)
+		}
+		defer b.le.Release(context.Background())
+		if b.at.Before(until) {
+			t.Fatalf("B acquired %s before A's lease ran out: two holders", until.Sub(b.at))
+		}
+		if a.le.Err() == nil {
+			t.Fatalf("A's lease still trusted after B acquired")
+		}
+		if err := a.le.Release(context.Background()); !errors.Is(err, engine.ErrClosed) {
+			t.Fatalf("A's Release after Close: %v, want ErrClosed", err)
+		}
+	})
 }
 
 // Close races a release that hands the lease on at the in-process gate:
@@ -599,62 +598,63 @@ func TestCloseKeepsALeaseJustAcquired(t *testing.T) {
 // (or deleted), and the waiter of another Locker acquires only once every
 // such lease has ended.
 func TestCloseRacingAHandOff(t *testing.T) {
-	e := newEnv(t, 3)
 	cfg := func(c *engine.Config) {
 		c.TTL = 600 * time.Millisecond
 		c.NodeTimeout = 100 * time.Millisecond
 		c.FallbackMin, c.FallbackMax = 600*time.Millisecond, 600*time.Millisecond
 	}
-	for i, order := range []string{"release first", "close first", "together"} {
+	for _, order := range []string{"release first", "close first", "together"} {
 		t.Run(order, func(t *testing.T) {
-			res := fmt.Sprintf("handoff-%d", i)
-			lA, lB := e.locker(cfg), e.locker(cfg)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			a1, err := lA.Lock(ctx, res)
-			if err != nil {
-				t.Fatal(err)
-			}
-			a2 := lockAtGate(t, ctx, lA, res)
-			bGot := make(chan result, 1)
-			go func() {
-				le, err := lB.Lock(ctx, res)
-				bGot <- result{2, le, err, time.Now()}
-			}()
-			eventually(t, 5*time.Second, "B subscribed and queued", func() bool { return lB.Subscriptions() == 1 && e.queued(res, 1) })
-
-			// A Release after Close ends a lease at once, keys left: its
-			// validity as acquired is what the keys outlive.
-			untils := []time.Time{a1.ValidUntil()}
-			released := make(chan error, 1)
-			switch order {
-			case "release first":
-				released <- a1.Release(context.Background())
-				lA.Close()
-			case "close first":
-				lA.Close()
-				released <- a1.Release(context.Background())
-			default:
-				go func() { released <- a1.Release(context.Background()) }()
-				lA.Close()
-			}
-			t.Logf("A's release: %v", <-released)
-			if r := <-a2; r.err == nil {
-				untils = append(untils, r.le.ValidUntil())
-				t.Logf("A's second goroutine got the lease: %+v", r.le.Wait())
-			} else if !errors.Is(r.err, engine.ErrClosed) {
-				t.Errorf("A's second goroutine: %v, want a lease or ErrClosed", r.err)
-			}
-			b := <-bGot
-			if b.err != nil {
-				t.Fatal(b.err)
-			}
-			defer b.le.Release(context.Background())
-			for _, until := range untils {
-				if b.at.Before(until) {
-					t.Errorf("B acquired %s before a lease of A ran out: two holders", until.Sub(b.at))
+			simTest(t, 3, func(t *testing.T, e *env) {
+				const res = "handoff"
+				lA, lB := e.locker(cfg), e.locker(cfg)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				a1, err := lA.Lock(ctx, res)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
+				a2 := lockAtGate(t, ctx, lA, res)
+				bGot := make(chan result, 1)
+				go func() {
+					le, err := lB.Lock(ctx, res)
+					bGot <- result{2, le, err, time.Now()}
+				}()
+				eventually(t, 5*time.Second, "B subscribed and queued", func() bool { return lB.Subscriptions() == 1 && e.queued(res, 1) })
+
+				// A Release after Close ends a lease at once, keys left: its
+				// validity as acquired is what the keys outlive.
+				untils := []time.Time{a1.ValidUntil()}
+				released := make(chan error, 1)
+				switch order {
+				case "release first":
+					released <- a1.Release(context.Background())
+					lA.Close()
+				case "close first":
+					lA.Close()
+					released <- a1.Release(context.Background())
+				default:
+					go func() { released <- a1.Release(context.Background()) }()
+					lA.Close()
+				}
+				t.Logf("A's release: %v", <-released)
+				if r := <-a2; r.err == nil {
+					untils = append(untils, r.le.ValidUntil())
+					t.Logf("A's second goroutine got the lease: %+v", r.le.Wait())
+				} else if !errors.Is(r.err, engine.ErrClosed) {
+					t.Errorf("A's second goroutine: %v, want a lease or ErrClosed", r.err)
+				}
+				b := <-bGot
+				if b.err != nil {
+					t.Fatal(b.err)
+				}
+				defer b.le.Release(context.Background())
+				for _, until := range untils {
+					if b.at.Before(until) {
+						t.Errorf("B acquired %s before a lease of A ran out: two holders", until.Sub(b.at))
+					}
+				}
+			})
 		})
 	}
 }
@@ -664,11 +664,12 @@ func TestCloseRacingAHandOff(t *testing.T) {
 // a lock; where the key is free, it gives the turn to the first waiter, as
 // a release would (harmless: it wakes a waiter that would otherwise sleep).
 func TestQuitTwice(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	c := e.direct[0]
 	ctx := context.Background()
-	const key = "quit"
-	const queue = "\xffredlock:queue:" + key
+	key := e.key("quit")
+	queue := "\xffredlock:queue:" + key
 	do := func(args ...string) {
 		t.Helper()
 		if err := c.Do(ctx, c.B().Arbitrary(args[0]).Args(args[1:]...).Build()).Error(); err != nil {
@@ -684,7 +685,7 @@ func TestQuitTwice(t *testing.T) {
 		if v := e.get(0, key); v != wantKey {
 			t.Errorf("%s: key %q, want %q", when, v, wantKey)
 		}
-		if q := e.queueOf(0, key); strings.Join(q, " ") != strings.Join(wantQueue, " ") {
+		if q := e.queueOf(0, "quit"); strings.Join(q, " ") != strings.Join(wantQueue, " ") {
 			t.Errorf("%s: queue %v, want %v", when, q, wantQueue)
 		}
 	}
@@ -708,10 +709,32 @@ func TestQuitTwice(t *testing.T) {
 // closed politely, which waited for replies that never came. (Found by
 // bench/sim; redlock exec exited seconds after its command because of
 // it.)
+//
+// On real masters (the guarantees' table names it) Close must return, and
+// the waiter with ErrClosed; the 30 s allowed fail only when Close hangs
+// on the stopped master. The bound of a few round spans, which a polite
+// close overruns by a second, is a matter of time: virtual time checks it
+// exactly (TestCloseWithAHungMasterReturnsWithinItsBound).
 func TestCloseWithAHungMasterReturnsPromptly(t *testing.T) {
-	e := newEnv(t, 3)
+	e := ownEnv(t, 3)
+	closeWithAHungMaster(t, e, func(*engine.Locker) time.Duration { return 30 * time.Second })
+}
+
+// TestCloseWithAHungMasterReturnsWithinItsBound is
+// TestCloseWithAHungMasterReturnsPromptly in virtual time, where Close
+// must return within three node timeouts and half a second.
+func TestCloseWithAHungMasterReturnsWithinItsBound(t *testing.T) {
+	simTest(t, 3, func(t *testing.T, e *env) {
+		closeWithAHungMaster(t, e, func(l *engine.Locker) time.Duration { return 3*l.Config().NodeTimeout + 500*time.Millisecond })
+	})
+}
+
+// closeWithAHungMaster closes a Locker with a waiter subscribed and
+// commands in flight to its third master, hung; Close must take no
+// longer than bound says.
+func closeWithAHungMaster(t *testing.T, e *env, bound func(*engine.Locker) time.Duration) {
 	ctx := context.Background()
-	holderL := e.locker(nil)
+	holderL := e.locker(roomy)
 	l := e.locker(func(c *engine.Config) { c.TTL = 2 * time.Second })
 	held, err := holderL.TryLock(ctx, "hung")
 	if err != nil {
@@ -727,24 +750,23 @@ func TestCloseWithAHungMasterReturnsPromptly(t *testing.T) {
 		_, err := l.Lock(wctx, "hung")
 		waited <- err
 	}()
-	eventually(t, 5*time.Second, "the waiter subscribed and queued", func() bool { return l.Subscriptions() == 1 && e.queued("hung", 1) })
-	if err := e.cluster.Nodes[2].Pause(); err != nil {
-		t.Fatal(err)
-	}
-	defer e.cluster.Nodes[2].Resume()
+	eventually(t, 30*time.Second, "the waiter subscribed and queued", func() bool { return l.Subscriptions() == 1 && e.queued("hung", 1) })
+	e.pause(2)
 	// Commands are in flight to the hung master when Close begins.
 	if _, err := l.TryLock(ctx, "other"); err != nil {
 		t.Logf("TryLock with one master hung: %v", err)
 	}
-	bound := 3*l.Config().NodeTimeout + 500*time.Millisecond
+	most := bound(l)
 	began := time.Now()
 	l.Close()
-	if took := time.Since(began); took > bound {
-		t.Fatalf("Close took %s with one master of three hung, want at most %s", took, bound)
+	if took := time.Since(began); took > most {
+		t.Fatalf("Close took %s with one master of three hung, want at most %s", took, most)
 	}
 	if err := <-waited; !errors.Is(err, engine.ErrClosed) {
 		t.Errorf("the waiter's Lock: %v, want ErrClosed", err)
 	}
+	// The holder's deferred Release finds the master answering again.
+	e.resume(2)
 }
 
 // Close returns within its bound while a dial to a master is hung: the
@@ -752,52 +774,55 @@ func TestCloseWithAHungMasterReturnsPromptly(t *testing.T) {
 // whose kernel still completes the handshake), and a new connection was
 // on its way when Close began. The dial's context ends with Close rather
 // than at the dial timeout, or at the partition's end. (Found by
-// bench/sim, whose partitions hang dials.)
+// bench/sim, whose partitions hang dials.) In virtual time.
 func TestCloseWithADialHungReturnsPromptly(t *testing.T) {
-	e := newEnv(t, 3)
-	ctx := context.Background()
-	addrs := e.cluster.Addrs()
-	front := newLatencyProxy(t, addrs[2], 0, nil)
-	var hung atomic.Bool
-	dialing := make(chan struct{}, 16)
-	l := e.locker(func(c *engine.Config) {
-		c.Masters = []string{addrs[0], addrs[1], front.addr()}
-		c.DialTimeout = 10 * time.Second
-		c.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
-			if addr == front.addr() && hung.Load() {
-				dialing <- struct{}{}
-				<-ctx.Done() // the partition drops the SYNs
-				return nil, ctx.Err()
+	simTest(t, 3, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		addrs := e.addrs
+		front := newLatencyProxy(e, addrs[2], 0, nil)
+		var hung atomic.Bool
+		dialing := make(chan struct{}, 16)
+		l := e.locker(func(c *engine.Config) {
+			c.Masters = []string{addrs[0], addrs[1], front.addr()}
+			c.DialTimeout = 10 * time.Second
+			dial := c.DialContext
+			c.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
+				if addr == front.addr() && hung.Load() {
+					dialing <- struct{}{}
+					<-ctx.Done() // the partition drops the SYNs
+					return nil, ctx.Err()
+				}
+				return dial(ctx, addr)
 			}
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", addr)
+		})
+		if le, err := l.TryLock(ctx, "dial"); err != nil {
+			t.Fatal(err)
+		} else {
+			le.Release(ctx)
+		}
+		// The partition begins: the connection breaks, the next dial
+		// hangs.
+		hung.Store(true)
+		front.kill()
+		// A command to master 2 finds the connection broken and dials
+		// anew.
+		dialed := false
+		for i := 0; i < 50 && !dialed; i++ {
+			go l.TryLock(ctx, fmt.Sprintf("dial-%d", i))
+			select {
+			case <-dialing:
+				dialed = true
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if !dialed {
+			t.Fatal("set-up: no dial to the partitioned master")
+		}
+		bound := 3*l.Config().NodeTimeout + 500*time.Millisecond
+		began := time.Now()
+		l.Close()
+		if took := time.Since(began); took > bound {
+			t.Errorf("Close took %s with a dial hung (dial timeout 10s): want at most %s", took.Round(time.Millisecond), bound)
 		}
 	})
-	if le, err := l.TryLock(ctx, "dial"); err != nil {
-		t.Fatal(err)
-	} else {
-		le.Release(ctx)
-	}
-	// The partition begins: the connection breaks, the next dial hangs.
-	hung.Store(true)
-	front.cut()
-	// A command to master 2 finds the connection broken and dials anew.
-	dialed := false
-	for i := 0; i < 50 && !dialed; i++ {
-		go l.TryLock(ctx, fmt.Sprintf("dial-%d", i))
-		select {
-		case <-dialing:
-			dialed = true
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	if !dialed {
-		t.Fatal("set-up: no dial to the partitioned master")
-	}
-	bound := 3*l.Config().NodeTimeout + 500*time.Millisecond
-	began := time.Now()
-	l.Close()
-	if took := time.Since(began); took > bound {
-		t.Errorf("Close took %s with a dial hung (dial timeout 10s): want at most %s", took.Round(time.Millisecond), bound)
-	}
 }

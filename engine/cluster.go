@@ -6,6 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/addrcheck"
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redlock-bench/redlock/multiplex"
 )
 
@@ -15,7 +18,7 @@ import (
 // publishes on, by putting a prefix before that key; a cluster runs a
 // script only if every key it touches is in one slot. So with cluster
 // votes a lock key without a hash tag of its own is given one: "{T}" in
-// front, T a tag of the key's own slot (multiplex.SlotTag), so that every
+// front, T a tag of the key's own slot (keyslot.SlotTag), so that every
 // prefixed key keeps that slot, and a name with braces that make no tag
 // ("a}b", "x{}y") is stored in the slot Redis gives it. A key with a tag
 // keeps its name: the caller chose the slot. But "{T}a" is also how the
@@ -50,8 +53,8 @@ func (l *Locker) key(resource string) string {
 	if !l.clustered || faults.ClusterKeysUntagged.On() {
 		return k
 	}
-	if !multiplex.HasTag(k) {
-		return "{" + multiplex.SlotTag(multiplex.KeySlot(k)) + "}" + k
+	if !keyslot.HasTag(k) {
+		return "{" + keyslot.SlotTag(keyslot.KeySlot(k)) + "}" + k
 	}
 	if tag, ok := l.spelledAsKey(k); ok {
 		return tag + k
@@ -72,10 +75,10 @@ func (l *Locker) spelledAsKey(k string) (string, bool) {
 	for strings.HasPrefix(r, tag) {
 		r = r[len(tag):]
 	}
-	if multiplex.HasTag(r) || !strings.HasPrefix(r, l.cfg.KeyPrefix) {
+	if keyslot.HasTag(r) || !strings.HasPrefix(r, l.cfg.KeyPrefix) {
 		return "", false
 	}
-	return tag, multiplex.SlotTag(multiplex.KeySlot(r)) == tag[1:len(tag)-1]
+	return tag, keyslot.SlotTag(keyslot.KeySlot(r)) == tag[1:len(tag)-1]
 }
 
 // semBase is a semaphore's keys' common part (see semPrefix). Its
@@ -87,7 +90,7 @@ func (l *Locker) spelledAsKey(k string) (string, bool) {
 func (l *Locker) semBase(name string) string {
 	base := semPrefix + l.cfg.KeyPrefix + "{" + name + "}:"
 	if l.clustered {
-		tag := multiplex.SlotTag(multiplex.KeySlot(l.key(name)))
+		tag := keyslot.SlotTag(keyslot.KeySlot(l.key(name)))
 		base = semPrefix + "{" + tag + "}" + l.cfg.KeyPrefix + "{" + name + "}:"
 	}
 	return base
@@ -98,9 +101,9 @@ func (l *Locker) checkSlots(op string, set *resourceSet) error {
 	if !l.clustered {
 		return nil
 	}
-	first := multiplex.KeySlot(set.keys[0])
+	first := keyslot.KeySlot(set.keys[0])
 	for i, k := range set.keys[1:] {
-		if s := multiplex.KeySlot(k); s != first {
+		if s := keyslot.KeySlot(k); s != first {
 			return fmt.Errorf("engine: %s: %q (slot %d) and %q (slot %d): %w", op, set.names[0], first, set.names[i+1], s, ErrCrossSlot)
 		}
 	}
@@ -112,8 +115,8 @@ func (c *Config) validateClusters() error {
 	if len(c.Clusters) == 0 {
 		return nil
 	}
-	err := multiplex.ValidateVotes(c.Masters, c.Clusters)
-	var ce *multiplex.ClusterAddrError
+	err := addrcheck.Votes(c.Masters, c.Clusters)
+	var ce *addrcheck.ClusterAddrError
 	switch {
 	case err == nil || !errors.As(err, &ce):
 		return err
@@ -140,8 +143,9 @@ func cloneClusters(c [][]string) [][]string {
 // voteNames are the votes' names for messages: each master's address, each
 // cluster's label.
 func voteNames(pool *multiplex.Pool) []string {
-	out := make([]string, 0, pool.Len())
-	for _, s := range pool.Status() {
+	status := pool.Status()
+	out := make([]string, 0, len(status))
+	for _, s := range status {
 		out = append(out, s.Addr)
 	}
 	return out

@@ -18,7 +18,6 @@ import (
 // the masters' work, coalesced.
 func BenchmarkClusterTryLockRelease(b *testing.B) {
 	clusters := redistest.StartClustersT(b, 3, redistest.ClusterOptions{Shards: 1})
-	time.Sleep(1100 * time.Millisecond)
 	for _, off := range []bool{false, true} {
 		name := map[bool]string{false: "guarded", true: "unguarded"}[off]
 		locker := func(b *testing.B) *engine.Locker {
@@ -35,10 +34,16 @@ func BenchmarkClusterTryLockRelease(b *testing.B) {
 			return l
 		}
 		b.Run("serial/"+name, func(b *testing.B) {
+			if off {
+				mutation.Require(b)
+			}
 			defer mutation.ClusterMigrationUnguarded.Set(off)()
 			cycleSerial(b, locker(b))
 		})
 		b.Run("parallel/"+name, func(b *testing.B) {
+			if off {
+				mutation.Require(b)
+			}
 			defer mutation.ClusterMigrationUnguarded.Set(off)()
 			cycleParallel(b, locker(b), 64)
 		})

@@ -7,20 +7,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/internal/redistest"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // A failover inside a cluster promotes a replica that may lack the locks
 // its primary granted (replication is asynchronous). Three clusters are
-// the votes: cluster 0 of two shards with a replica each, clusters 1 and
-// 2 of one shard. A holds a resource of cluster 0's shard 0 on clusters 0
-// and 1 only (its key is gone from cluster 2, as if its SET there had
-// failed); shard 0 fails over to a replica that lacks the key (deleted on
-// it after the promotion: the writes it had not received). B, whose
+// the votes: cluster 0 of two shards with a replica each, the test's
+// own, and two of the shared clusters. A holds a resource of cluster 0's
+// shard 0 on clusters 0 and 1 only (its key is gone from cluster 2, as if
+// its SET there had failed); shard 0 fails over to a replica that lacks
+// the key (deleted on it after the promotion: the writes it had not
+// received). B, whose
 // Locker saw the clusters before, then asks: clusters 0 and 2 would say
 // yes, a quorum. The promoted replica's slots must sit out MaxTTL, so B
 // is refused; with cluster-failover-trusted on (the control), B gets a
@@ -28,6 +30,7 @@ import (
 // resources keep cluster 0's vote: B takes one that cluster 2 holds for
 // someone else, on clusters 0 and 1.
 func TestClusterFailoverKeepsThePromotedReplicaOut(t *testing.T) {
+	mutation.Require(t)
 	for _, trusted := range []bool{false, true} {
 		name := map[bool]string{false: "quarantined", true: "control"}[trusted]
 		t.Run(name, func(t *testing.T) {
@@ -45,10 +48,14 @@ func TestClusterFailoverKeepsThePromotedReplicaOut(t *testing.T) {
 
 // shardNames are resource names whose keys are in shard 0 and in shard 1
 // of a cluster of two shards (slots 0-8191 and 8192-16383).
-func shardNames(prefix string) (shard0, shard1 string) {
+func shardNames(prefix string) (shard0, shard1 string) { return shardNamesUnder("", prefix) }
+
+// shardNamesUnder are shardNames for Lockers whose KeyPrefix is
+// keyPrefix.
+func shardNamesUnder(keyPrefix, prefix string) (shard0, shard1 string) {
 	for i := 0; shard0 == "" || shard1 == ""; i++ {
 		name := fmt.Sprintf("%s-%d", prefix, i)
-		if multiplex.KeySlot(clusterKey(name)) < multiplex.Slots/2 {
+		if keyslot.KeySlot(clusterKey(keyPrefix+name)) < keyslot.Slots/2 {
 			shard0 = cmpOr(shard0, name)
 		} else {
 			shard1 = cmpOr(shard1, name)
@@ -79,29 +86,15 @@ func directDo(t *testing.T, addr string, cmd func(rueidis.Builder) rueidis.Compl
 }
 
 // failoverDoubleGrant runs the scenario above and reports whether B got
-// a lease while A's was valid.
+// a lease while A's was valid. Clusters 1 and 2 are the shared ones.
 func failoverDoubleGrant(t *testing.T, trusted bool) bool {
-	c0 := redistest.StartClustersT(t, 1, redistest.ClusterOptions{Shards: 2, Replicas: 1, NodeTimeout: time.Second})[0]
-	clusters := append([]*redistest.RedisCluster{c0}, redistest.StartClustersT(t, 2, redistest.ClusterOptions{Shards: 1})...)
-	time.Sleep(1100 * time.Millisecond) // past a second of uptime
+	c0 := ownClusters(t, 1, redistest.ClusterOptions{Shards: 2, Replicas: 1, NodeTimeout: time.Second})[0]
+	ce := sharedClusters(t) // started meanwhile
 	ctx := context.Background()
-	cfg := engine.DefaultConfig()
-	for _, c := range clusters {
-		cfg.Clusters = append(cfg.Clusters, c.Seeds())
-	}
-	cfg.TTL = 10 * time.Second
-	cfg.Quarantine = engine.QuarantineObserved
-	cfg.DisableNotify = true
-	newLocker := func() *engine.Locker {
-		l, err := engine.New(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		return l
-	}
-	a, b := newLocker(), newLocker()
-	fo, other := shardNames("fo")
+	cfg := clusterConfig([]*redistest.RedisCluster{c0, ce.clusters[0], ce.clusters[1]}, time.Minute)
+	cfg.KeyPrefix = ce.prefix
+	a, b := newLockerT(t, cfg), newLockerT(t, cfg)
+	fo, other := shardNamesUnder(ce.prefix, "fo")
 	for _, name := range []string{fo, other} {
 		if le, err := b.TryLock(ctx, name); err != nil {
 			t.Fatal(err)
@@ -113,23 +106,17 @@ func failoverDoubleGrant(t *testing.T, trusted bool) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := clusterKey(fo)
-	del := func(b rueidis.Builder) rueidis.Completed { return b.Del().Key(key).Build() }
-	eventually(t, 5*time.Second, "A's key on cluster 2", func() bool {
-		v, _ := redistest.Do(clusters[2].Seeds()[0], time.Second, "GET", key)
-		return v == fmt.Sprintf("$%d", len(held.Value()))
-	})
-	directDo(t, clusters[2].Seeds()[0], del)
+	key := ce.key(fo)
+	eventually(t, 30*time.Second, "A's key on cluster 2", func() bool { return ce.get(1, key) == held.Value() })
+	ce.do(1, "DEL", key)
 	replica := c0.Shards[0].Nodes[1]
 	if err := c0.Failover(ctx, replica); err != nil {
 		t.Fatal(err)
 	}
-	directDo(t, replica.Addr(), del)
+	directDo(t, replica.Addr(), func(b rueidis.Builder) rueidis.Completed { return b.Del().Key(key).Build() })
 	// The other shard's resource, held on cluster 2 for someone else:
 	// B's quorum needs cluster 0's vote.
-	directDo(t, clusters[2].Seeds()[0], func(b rueidis.Builder) rueidis.Completed {
-		return b.Set().Key(clusterKey(other)).Value("someone-else").Px(time.Minute).Build()
-	})
+	ce.do(1, "SET", ce.key(other), "someone-else", "PX", "60000")
 	if le, err := b.TryLock(ctx, other); err != nil {
 		t.Errorf("%q, in the shard that did not fail over: %v", other, err)
 	} else {
@@ -148,8 +135,8 @@ func failoverDoubleGrant(t *testing.T, trusted bool) bool {
 		if !errors.Is(err, engine.ErrQuarantined) {
 			t.Errorf("B's refusal does not name the quarantine: %v", err)
 		}
-		if s := b.Nodes()[0]; s.QuarantinedSlots != multiplex.Slots/2 || s.State != engine.StateQuarantined {
-			t.Errorf("cluster 0: %d slots quarantined, state %s; want %d, quarantined", s.QuarantinedSlots, s.State, multiplex.Slots/2)
+		if s := b.Nodes()[0]; s.QuarantinedSlots != keyslot.Slots/2 || s.State != engine.StateQuarantined {
+			t.Errorf("cluster 0: %d slots quarantined, state %s; want %d, quarantined", s.QuarantinedSlots, s.State, keyslot.Slots/2)
 		}
 	}
 	t.Logf("B refused: %v", err)

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redlock-bench/redlock/multiplex"
+	"github.com/redlock-bench/redlock/internal/keyslot"
 )
 
 // TestClusterKeysUniqueUnderAdversarialSpellings widens
@@ -18,7 +18,7 @@ import (
 // characters and ":". Every name must get a key of its own, in the slot
 // of prefix + name, with the engine's internal keys in the same slot.
 func TestClusterKeysUniqueUnderAdversarialSpellings(t *testing.T) {
-	tagOf := func(k string) string { return multiplex.SlotTag(multiplex.KeySlot(k)) }
+	tagOf := func(k string) string { return keyslot.SlotTag(keyslot.KeySlot(k)) }
 	tA := tagOf("a")
 	prefixes := []string{"", "{", "{{", "{}", "}{", "x{", "}", "{" + tA + "}", "{" + tA[:1], "p:{", "{" + tA + "}{"}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -66,11 +66,11 @@ func TestClusterKeysUniqueUnderAdversarialSpellings(t *testing.T) {
 				t.Fatalf("prefix %q: %q and %q share the key %q", prefix, other, name, key)
 			}
 			owner[key] = name
-			if got, want := multiplex.KeySlot(key), multiplex.KeySlot(prefix+name); got != want {
+			if got, want := keyslot.KeySlot(key), keyslot.KeySlot(prefix+name); got != want {
 				t.Fatalf("prefix %q: %q kept in slot %d, its key %q's is %d", prefix, name, got, prefix+name, want)
 			}
 			for _, internal := range []string{fencePrefix + key, queuePrefix + key, rwPrefix + key, rwMarkPrefix + key, l.semBase(name) + "permits"} {
-				if multiplex.KeySlot(internal) != multiplex.KeySlot(key) {
+				if keyslot.KeySlot(internal) != keyslot.KeySlot(key) {
 					t.Fatalf("prefix %q: %q: %q is not in the lock key %q's slot", prefix, name, internal, key)
 				}
 			}

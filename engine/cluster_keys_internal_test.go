@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redlock-bench/redlock/multiplex"
+	"github.com/redlock-bench/redlock/internal/keyslot"
 )
 
 // keyBefore is the cluster lock key as it was before names spelled like
@@ -12,10 +12,10 @@ import (
 // of a key without one, a key with one as it is.
 func keyBefore(prefix, name string) string {
 	k := prefix + name
-	if multiplex.HasTag(k) {
+	if keyslot.HasTag(k) {
 		return k
 	}
-	return "{" + multiplex.SlotTag(multiplex.KeySlot(k)) + "}" + k
+	return "{" + keyslot.SlotTag(keyslot.KeySlot(k)) + "}" + k
 }
 
 // TestClusterKeysAreUnique gives every name its own key with cluster
@@ -52,7 +52,7 @@ func TestClusterKeysAreUnique(t *testing.T) {
 			found := 0
 			for i := 0; i < len(chars)*len(chars)*len(chars) && found < 5; i++ {
 				b := string([]byte{chars[i%len(chars)], chars[i/len(chars)%len(chars)], chars[i/len(chars)/len(chars)]})
-				if r := prefix + b; !multiplex.HasTag(r) && strings.HasPrefix(multiplex.SlotTag(multiplex.KeySlot(r)), rest) {
+				if r := prefix + b; !keyslot.HasTag(r) && strings.HasPrefix(keyslot.SlotTag(keyslot.KeySlot(r)), rest) {
 					names = append(names[:len(names):len(names)], b)
 					found++
 				}
@@ -60,7 +60,7 @@ func TestClusterKeysAreUnique(t *testing.T) {
 		}
 		for _, b := range names {
 			r := prefix + b
-			tag := "{" + multiplex.SlotTag(multiplex.KeySlot(r)) + "}"
+			tag := "{" + keyslot.SlotTag(keyslot.KeySlot(r)) + "}"
 			k := r
 			for spelled := 0; spelled <= 3; spelled, k = spelled+1, tag+k {
 				name, ok := strings.CutPrefix(k, prefix)
@@ -72,11 +72,11 @@ func TestClusterKeysAreUnique(t *testing.T) {
 					t.Fatalf("prefix %q: %q and %q share the key %q", prefix, other, name, key)
 				}
 				owner[key] = name
-				if got, want := multiplex.KeySlot(key), multiplex.KeySlot(prefix+name); got != want {
+				if got, want := keyslot.KeySlot(key), keyslot.KeySlot(prefix+name); got != want {
 					t.Errorf("prefix %q: %q is kept in slot %d, its key %q's is %d", prefix, name, got, prefix+name, want)
 				}
 				for _, internal := range []string{fencePrefix + key, queuePrefix + key, rwPrefix + key, rwMarkPrefix + key, l.semBase(name) + "permits"} {
-					if multiplex.KeySlot(internal) != multiplex.KeySlot(key) {
+					if keyslot.KeySlot(internal) != keyslot.KeySlot(key) {
 						t.Errorf("prefix %q: %q: %q is not in the lock key %q's slot", prefix, name, internal, key)
 					}
 				}
@@ -84,7 +84,7 @@ func TestClusterKeysAreUnique(t *testing.T) {
 					changed++
 					// Only a key that starts with a tag can be spelled as
 					// another name's key.
-					if !strings.HasPrefix(k, "{") || !multiplex.HasTag(k) {
+					if !strings.HasPrefix(k, "{") || !keyslot.HasTag(k) {
 						t.Errorf("prefix %q: %q moved from %q to %q", prefix, name, keyBefore(prefix, name), key)
 					}
 				}

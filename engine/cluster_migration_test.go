@@ -10,14 +10,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/internal/redistest"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // migrationEnv is two masters (votes 0 and 1) and a Redis Cluster of two
-// shards (vote 2), whose slots can be moved between its shards.
+// shards (vote 2), whose slots can be moved between its shards, all of
+// the test's own.
 type migrationEnv struct {
 	t       *testing.T
 	masters *redistest.Cluster
@@ -27,17 +29,18 @@ type migrationEnv struct {
 func newMigrationEnv(t *testing.T) *migrationEnv {
 	t.Helper()
 	e := &migrationEnv{t: t, masters: redistest.StartT(t, 2)}
-	e.cluster = redistest.StartClustersT(t, 1, redistest.ClusterOptions{Shards: 2})[0]
-	time.Sleep(1100 * time.Millisecond) // past a second of uptime
+	e.cluster = ownClusters(t, 1, redistest.ClusterOptions{Shards: 2})[0]
 	return e
 }
 
+// locker is a Locker on the env's votes, patient (patientVotes).
 func (e *migrationEnv) locker(mutate func(*engine.Config)) *engine.Locker {
 	e.t.Helper()
 	cfg := engine.DefaultConfig(e.masters.Addrs()...)
 	cfg.Clusters = [][]string{e.cluster.Seeds()[:1]}
 	cfg.Quarantine = engine.QuarantineObserved
 	cfg.DisableNotify = true
+	patientVotes(&cfg)
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -51,7 +54,7 @@ func (e *migrationEnv) locker(mutate func(*engine.Config)) *engine.Locker {
 
 // shards returns the primary that serves key's slot, and the other.
 func (e *migrationEnv) shards(key string) (slot int, from, to *redistest.Node) {
-	slot = multiplex.KeySlot(key)
+	slot = keyslot.KeySlot(key)
 	a, b := e.cluster.Shards[0].Nodes[0], e.cluster.Shards[1].Nodes[0]
 	if slot > e.cluster.Shards[0].Last {
 		a, b = b, a
@@ -80,6 +83,7 @@ func (e *migrationEnv) master(i int, args ...string) string {
 // slot migrates, so B is refused; with cluster-migration-unguarded on (the
 // control), B gets the permit A holds.
 func TestClusterMigrationSemaphoreKeepsItsPermit(t *testing.T) {
+	mutation.Require(t)
 	for _, off := range []bool{false, true} {
 		t.Run(map[bool]string{false: "guarded", true: "control"}[off], func(t *testing.T) {
 			defer mutation.ClusterMigrationUnguarded.Set(off)()
@@ -95,7 +99,7 @@ func TestClusterMigrationSemaphoreKeepsItsPermit(t *testing.T) {
 				t.Fatal(err)
 			}
 			key := clusterSemKey("msem", 0)
-			eventually(t, 5*time.Second, "A's permit on master 1", func() bool {
+			eventually(t, 30*time.Second, "A's permit on master 1", func() bool {
 				return e.master(1, "GET", key) != "$-1"
 			})
 			e.master(1, "DEL", key)
@@ -143,6 +147,7 @@ func TestClusterMigrationSemaphoreKeepsItsPermit(t *testing.T) {
 // the script and B gets no quorum; with cluster-migration-unguarded on
 // (the control), B's token is below A's.
 func TestClusterMigrationFencingStaysMonotonic(t *testing.T) {
+	mutation.Require(t)
 	for _, off := range []bool{false, true} {
 		t.Run(map[bool]string{false: "guarded", true: "control"}[off], func(t *testing.T) {
 			defer mutation.ClusterMigrationUnguarded.Set(off)()
@@ -245,13 +250,16 @@ func (h *holders) drop(resource string, le *engine.Lease) {
 // ASKING flag and write fencing counters and semaphore keys that the
 // source still has, and the first MIGRATE of them fails so.
 func TestClusterMigrationUnderLoad(t *testing.T) {
-	clusters := redistest.StartClustersT(t, 3, redistest.ClusterOptions{Shards: 2})
-	time.Sleep(1100 * time.Millisecond)
+	t.Parallel()
+	clusters := ownClusters(t, 3, redistest.ClusterOptions{Shards: 2})
 	cfg := clusterConfig(clusters, 2*time.Second)
+	// Short leases and the node timeout they imply: the load tolerates
+	// timeouts, and runs until enough has happened.
+	cfg.TTL, cfg.MaxTTL, cfg.NodeTimeout = 2*time.Second, 0, 0
 	cfg.Fencing = true
 	lockers := []*engine.Locker{newLockerT(t, cfg), newLockerT(t, cfg), newLockerT(t, cfg)}
 	locks := []string{"{hot}:a", "{hot}:b"}
-	slot := multiplex.KeySlot(clusterKey(locks[0]))
+	slot := keyslot.KeySlot(clusterKey(locks[0]))
 	h := &holders{held: make(map[string]map[*engine.Lease]time.Time), token: make(map[string]int64)}
 	run := 8 * time.Second
 	if testing.Short() {
@@ -276,6 +284,8 @@ func TestClusterMigrationUnderLoad(t *testing.T) {
 			from, to := c.Shards[0].Nodes[0], c.Shards[1].Nodes[0]
 			for ctx.Err() == nil {
 				// Background: the moves run to their end after the load.
+				// The pauses shape the load (a slot migrating, then not, a
+				// while each); nothing waits on them.
 				bg := context.Background()
 				if err := c.BeginMigration(bg, slot, from, to); err != nil {
 					t.Errorf("begin: %v", err)

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/engine"
-	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/internal/redistest"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // shardEnv is one Redis Cluster, the only vote (quorum 1): nothing but
@@ -22,21 +22,31 @@ import (
 type shardEnv struct {
 	t       *testing.T
 	cluster *redistest.RedisCluster
+	prefix  string // the Lockers' KeyPrefix: "" on a cluster of the test's own
 	mu      sync.Mutex
 	conns   map[string]rueidis.Client // by node address, for inspection
 }
 
+// newShardEnv is a cluster shaped by co, of the test's own.
 func newShardEnv(t *testing.T, co redistest.ClusterOptions) *shardEnv {
 	t.Helper()
-	e := &shardEnv{t: t, cluster: redistest.StartClustersT(t, 1, co)[0], conns: make(map[string]rueidis.Client)}
+	return shardEnvOn(t, ownClusters(t, 1, co)[0], "")
+}
+
+// shardEnvOn is a shardEnv of c, whose Lockers keep their keys under
+// prefix.
+func shardEnvOn(t *testing.T, c *redistest.RedisCluster, prefix string) *shardEnv {
+	e := &shardEnv{t: t, cluster: c, prefix: prefix, conns: make(map[string]rueidis.Client)}
 	t.Cleanup(func() {
 		for _, c := range e.conns {
 			c.Close()
 		}
 	})
-	time.Sleep(1100 * time.Millisecond) // past a second of uptime
 	return e
 }
+
+// key is the lock key of resource name with the env's Lockers.
+func (e *shardEnv) key(name string) string { return clusterKey(e.prefix + name) }
 
 // locker is a Locker whose one vote is the cluster; a waiter's is woken by
 // notifications only.
@@ -44,10 +54,11 @@ func (e *shardEnv) locker(waiter bool) *engine.Locker {
 	e.t.Helper()
 	cfg := engine.DefaultConfig()
 	cfg.Masters, cfg.Clusters = nil, [][]string{e.cluster.Seeds()[:1]}
+	cfg.KeyPrefix = e.prefix
 	cfg.Quarantine = engine.QuarantineOff // the failover's promoted replica votes at once
-	cfg.TTL = time.Minute                 // the holder's lease outlives the controls' waits
+	patientVotes(&cfg)                    // the holder's lease outlives the test's waits
 	if waiter {
-		cfg.FallbackMin, cfg.FallbackMax = time.Minute, time.Minute
+		waitsForNotification(&cfg)
 	}
 	l, err := engine.New(context.Background(), cfg)
 	if err != nil {
@@ -131,7 +142,7 @@ func (e *shardEnv) stats(addr string) pubStats {
 // primaryOf is the primary that serves key's slot now.
 func (e *shardEnv) primaryOf(key string) *redistest.Node {
 	e.t.Helper()
-	slot := multiplex.KeySlot(key)
+	slot := keyslot.KeySlot(key)
 	for s, sh := range e.cluster.Shards {
 		if sh.First <= slot && slot <= sh.Last {
 			return e.cluster.Primary(context.Background(), s)
@@ -150,7 +161,8 @@ type waiter struct {
 }
 
 // lockAsync starts l.Lock(name), bounded by within, and waits until the
-// waiter is queued and subscribed at the node at addr.
+// waiter is queued and subscribed at the node at addr (which it is
+// before it marks the holder: see waitsForNotification).
 func (e *shardEnv) lockAsync(l *engine.Locker, name, addr string, within time.Duration) *waiter {
 	e.t.Helper()
 	w := &waiter{done: make(chan struct{})}
@@ -161,16 +173,18 @@ func (e *shardEnv) lockAsync(l *engine.Locker, name, addr string, within time.Du
 		w.lease, w.err = l.Lock(ctx, name)
 		w.returned = time.Now()
 	}()
-	key := clusterKey(name)
-	eventually(e.t, 10*time.Second, fmt.Sprintf("waiter for %q queued and subscribed at %s", name, addr), func() bool {
+	key := e.key(name)
+	eventually(e.t, 30*time.Second, fmt.Sprintf("waiter for %q queued and subscribed at %s", name, addr), func() bool {
 		n, _ := e.node(addr, "ZCARD", "\xffredlock:queue:"+key).AsInt64()
 		return n == 1 && e.shardSubs(addr, "redlock:released:"+key) == 1
 	})
 	return w
 }
 
-// woken reports whether w's Lock returned a lease its release's
-// notification woke it for.
+// woken reports whether w's Lock returned a lease the release's
+// notification woke it for: notified, never woken by its fallback. After
+// a failover its attempts may then back off a while, until its client
+// has learnt the new primary.
 func (w *waiter) woken(t *testing.T) bool {
 	t.Helper()
 	<-w.done
@@ -179,8 +193,8 @@ func (w *waiter) woken(t *testing.T) bool {
 		return false
 	}
 	defer w.lease.Release(context.Background())
-	if c := w.lease.Wait().Cause; c != engine.WakeNotified {
-		t.Logf("waiter woken by %v", c)
+	if info := w.lease.Wait(); info.Notified == 0 || info.Fallbacks != 0 {
+		t.Logf("waiter not woken by a notification: %+v", info)
 		return false
 	}
 	return true
@@ -191,20 +205,23 @@ func (w *waiter) woken(t *testing.T) bool {
 // (SPUBLISH): it wakes the waiter, and the cluster's other shards see
 // neither the subscription nor the message. A PUBLISH, as before, went to
 // every node over the cluster bus. The release-to-wake latency is logged.
+// It counts every node's publishes: it has the shared clusters alone.
 func TestClusterNotifyIsSharded(t *testing.T) {
-	e := newShardEnv(t, redistest.ClusterOptions{Shards: 3})
+	ce := exclusiveClusters(t)
+	e := shardEnvOn(t, ce.clusters[0], ce.prefix)
 	holderL, waiterL := e.locker(false), e.locker(true)
 	ctx := context.Background()
 	var lat []time.Duration
 	for i := range 12 {
 		name := fmt.Sprintf("sharded-%d", i)
-		key, channel := clusterKey(name), "redlock:released:"+clusterKey(name)
+		key := e.key(name)
+		channel := "redlock:released:" + key
 		owner := e.primaryOf(key).Addr()
 		holder, err := holderL.TryLock(ctx, name)
 		if err != nil {
 			t.Fatalf("TryLock %q: %v", name, err)
 		}
-		w := e.lockAsync(waiterL, name, owner, 20*time.Second)
+		w := e.lockAsync(waiterL, name, owner, 45*time.Second)
 		before := map[string]pubStats{}
 		for _, n := range e.cluster.Nodes() {
 			before[n.Addr()] = e.stats(n.Addr())
@@ -240,38 +257,25 @@ func TestClusterNotifyIsSharded(t *testing.T) {
 }
 
 // A slot that moves to another shard takes its sharded subscriptions
-// away: the old owner ends them (SUNSUBSCRIBE), and the waiter must
-// subscribe again at the new owner, whose release publishes there. With
-// cluster-notify-stale-shard on (the control), the waiter takes its ended
-// subscription for open and sleeps until its fallback.
+// away: the old owner ends them (SUNSUBSCRIBE), and the waiter subscribes
+// again at the new owner, whose release publishes there and wakes it.
+// The control, and how soon it subscribes again, are in
+// TestClusterNotifyAfterSlotMigrationInVirtualTime.
 func TestClusterNotifyAfterSlotMigration(t *testing.T) {
-	for _, stale := range []bool{false, true} {
-		t.Run(map[bool]string{false: "resubscribed", true: "control"}[stale], func(t *testing.T) {
-			defer mutation.ClusterNotifyStaleShard.Set(stale)()
-			woken := migratedWaiterWoken(t)
-			switch {
-			case !stale && !woken:
-				t.Fatal("the waiter was not woken by the release after its slot moved")
-			case stale && woken:
-				t.Fatal("with cluster-notify-stale-shard on, the waiter was woken: the test cannot catch it")
-			}
-		})
-	}
-}
-
-func migratedWaiterWoken(t *testing.T) bool {
+	t.Parallel()
 	e := newShardEnv(t, redistest.ClusterOptions{Shards: 2})
 	holderL, waiterL := e.locker(false), e.locker(true)
 	ctx := context.Background()
 	name, _ := shardNames("migrate")
-	key, channel := clusterKey(name), "redlock:released:"+clusterKey(name)
-	slot := multiplex.KeySlot(key)
+	key := e.key(name)
+	channel := "redlock:released:" + key
+	slot := keyslot.KeySlot(key)
 	from, to := e.cluster.Shards[0].Nodes[0], e.cluster.Shards[1].Nodes[0]
 	holder, err := holderL.TryLock(ctx, name)
 	if err != nil {
 		t.Fatalf("TryLock: %v", err)
 	}
-	w := e.lockAsync(waiterL, name, from.Addr(), 15*time.Second)
+	w := e.lockAsync(waiterL, name, from.Addr(), 2*time.Minute)
 	if err := e.cluster.BeginMigration(ctx, slot, from, to); err != nil {
 		t.Fatal(err)
 	}
@@ -282,36 +286,36 @@ func migratedWaiterWoken(t *testing.T) bool {
 		t.Fatal(err)
 	}
 	// The old owner ended the subscription; the waiter subscribes again at
-	// the new one (never, in the control: release anyway after a while).
-	resubscribed := within(5*time.Second, func() bool { return e.shardSubs(to.Addr(), channel) == 1 })
-	t.Logf("subscribed again at the new owner: %v; at the old: %d", resubscribed, e.shardSubs(from.Addr(), channel))
+	// the new one.
+	eventually(t, 30*time.Second, "the waiter subscribed again at the new owner", func() bool {
+		return e.shardSubs(to.Addr(), channel) == 1
+	})
+	if n := e.shardSubs(from.Addr(), channel); n != 0 {
+		t.Errorf("the old owner still has %d subscribers", n)
+	}
 	if err := holder.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	return w.woken(t)
+	if !w.woken(t) {
+		t.Fatal("the waiter was not woken by the release after its slot moved")
+	}
 }
 
 // A failover moves the shard's slots to its replica. Killed, the old
-// primary takes the subscriptions with its connection: the waiter
-// subscribes again at the promoted replica, whose release wakes it. With
-// cluster-notify-stale-shard on (the control), the broken subscription is
-// taken for open and the waiter sleeps until its fallback. Demoted alive
-// (CLUSTER FAILOVER), the old primary is cut by the Locker's checks or
-// keeps the subscription as a replica, which its shard's messages reach:
-// either way the release wakes the waiter.
+// primary takes the subscriptions with its connection; demoted alive
+// (CLUSTER FAILOVER), it keeps them as a replica, until the waiter's
+// Locker, once it reaches the promoted replica, cuts its connections to
+// the demoted node (which a waiter's Locker does only when it next sends
+// the shard a command: here a probe makes it). Either way the waiter
+// subscribes again at the promoted replica, whose release wakes it. The
+// control is in TestClusterNotifyAfterFailoverInVirtualTime.
 func TestClusterNotifyAfterFailover(t *testing.T) {
-	for _, c := range []struct {
-		name        string
-		kill, stale bool
-	}{{"killed", true, false}, {"demoted", false, false}, {"control", true, true}} {
-		t.Run(c.name, func(t *testing.T) {
-			defer mutation.ClusterNotifyStaleShard.Set(c.stale)()
-			woken := failedOverWaiterWoken(t, c.kill)
-			switch {
-			case !c.stale && !woken:
+	t.Parallel()
+	for _, kill := range []bool{true, false} {
+		t.Run(map[bool]string{true: "killed", false: "demoted"}[kill], func(t *testing.T) {
+			t.Parallel()
+			if !failedOverWaiterWoken(t, kill) {
 				t.Fatal("the waiter was not woken by the release after the failover")
-			case c.stale && woken:
-				t.Fatal("with cluster-notify-stale-shard on, the waiter was woken: the test cannot catch it")
 			}
 		})
 	}
@@ -322,15 +326,16 @@ func failedOverWaiterWoken(t *testing.T, kill bool) bool {
 	holderL, waiterL := e.locker(false), e.locker(true)
 	ctx := context.Background()
 	name, _ := shardNames("failover")
-	key, channel := clusterKey(name), "redlock:released:"+clusterKey(name)
+	key := e.key(name)
+	channel := "redlock:released:" + key
 	old, replica := e.cluster.Shards[0].Nodes[0], e.cluster.Shards[0].Nodes[1]
 	holder, err := holderL.TryLock(ctx, name)
 	if err != nil {
 		t.Fatalf("TryLock: %v", err)
 	}
-	w := e.lockAsync(waiterL, name, old.Addr(), 20*time.Second)
+	w := e.lockAsync(waiterL, name, old.Addr(), 2*time.Minute)
 	// The replica has the lock and the queue before its primary goes.
-	if n, err := e.node(old.Addr(), "WAIT", "1", "5000").AsInt64(); err != nil || n != 1 {
+	if n, err := e.node(old.Addr(), "WAIT", "1", "30000").AsInt64(); err != nil || n != 1 {
 		t.Fatalf("WAIT on %s: %d, %v", old.Addr(), n, err)
 	}
 	if kill {
@@ -344,33 +349,45 @@ func failedOverWaiterWoken(t *testing.T, kill bool) bool {
 	if v := e.node(replica.Addr(), "GET", key); v.Error() != nil {
 		t.Fatalf("GET %q on the promoted replica: %v", key, v.Error())
 	}
-	if kill {
-		// Never, in the control: release anyway after a while.
-		again := within(5*time.Second, func() bool { return e.shardSubs(replica.Addr(), channel) == 1 })
-		t.Logf("subscribed again at the promoted replica: %v", again)
-	} else {
-		t.Logf("subscribers at the promoted replica: %d; at the demoted primary: %d",
-			e.shardSubs(replica.Addr(), channel), e.shardSubs(old.Addr(), channel))
+	if !kill {
+		t.Logf("subscribers at the demoted primary after the failover: %d", e.shardSubs(old.Addr(), channel))
+		steadyOnShard(t, waiterL, key)
+	}
+	eventually(t, 30*time.Second, "the waiter subscribed again at the promoted replica", func() bool {
+		return e.shardSubs(replica.Addr(), channel) == 1
+	})
+	if !kill {
+		if n := e.shardSubs(old.Addr(), channel); n != 0 {
+			t.Errorf("the demoted primary still has %d subscribers", n)
+		}
 	}
 	// The holder's Locker reaches the promoted replica, steadily, before
-	// it releases: its client may still know the old primary, whose
-	// connections the Locker cuts, and a release that fails is not tried
-	// again.
-	probe := "{" + multiplex.SlotTag(multiplex.KeySlot(key)) + "}probe" // in the resource's slot
-	steady := 0
-	eventually(t, 20*time.Second, "the holder's Locker reaching the shard", func() bool {
-		p, err := holderL.TryLock(ctx, probe)
-		if err == nil {
-			err = p.Release(ctx)
-		}
-		if steady++; err != nil {
-			steady = 0
-		}
-		time.Sleep(50 * time.Millisecond)
-		return steady >= 5
-	})
+	// it releases: a release that fails is not tried again.
+	steadyOnShard(t, holderL, key)
 	if err := holder.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	return w.woken(t)
+}
+
+// steadyOnShard returns once l takes and releases a lock in key's slot
+// five times in a row, 50 ms apart: after a failover its client may still
+// know the old primary, whose connections the Locker cuts once it reaches
+// the promoted one.
+func steadyOnShard(t *testing.T, l *engine.Locker, key string) {
+	t.Helper()
+	ctx := context.Background()
+	probe := "{" + keyslot.SlotTag(keyslot.KeySlot(key)) + "}probe" // in the resource's slot
+	ok := 0
+	eventually(t, 60*time.Second, "the Locker reaching the shard steadily", func() bool {
+		p, err := l.TryLock(ctx, probe)
+		if err == nil {
+			err = p.Release(ctx)
+		}
+		if ok++; err != nil {
+			ok = 0
+		}
+		time.Sleep(50 * time.Millisecond) // spaced, so that a refresh of the client's, under way, shows
+		return ok >= 5
+	})
 }

@@ -4,16 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redlock-bench/redlock/internal/keyslot"
 
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/internal/redistest"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // clusterConfig makes each cluster a vote, by all its seeds.
@@ -25,6 +29,7 @@ func clusterConfig(clusters []*redistest.RedisCluster, ttl time.Duration) engine
 	cfg.TTL = ttl
 	cfg.Quarantine = engine.QuarantineObserved
 	cfg.DisableNotify = true
+	patientVotes(&cfg)
 	return cfg
 }
 
@@ -40,39 +45,36 @@ func newLockerT(t *testing.T, cfg engine.Config) *engine.Locker {
 
 // A shard's primary that restarts without persistence forgets its locks;
 // its slots sit out MaxTTL, the other shard's keep voting. Cluster 0 of
-// two shards and clusters 1 and 2 of one are the votes; A holds a
-// resource of shard 0 on clusters 0 and 1 (its key gone from cluster 2);
-// shard 0's primary restarts empty. B, once its connection to the node is
-// new, is refused; a resource of shard 1, held on cluster 2 for someone
-// else, is still B's on clusters 0 and 1. With Quarantine off (the
-// control), B gets the resource A holds.
+// two shards, the test's own, and two of the shared clusters are the
+// votes; A holds a resource of shard 0 on clusters 0 and 1 (its key gone
+// from cluster 2); shard 0's primary restarts empty. B, once its
+// connection to the node is new, is refused; a resource of shard 1,
+// held on cluster 2 for someone else, is still B's on clusters 0 and 1.
+// With Quarantine off (the control, a configuration: in parallel), B
+// gets the resource A holds.
 func TestClusterRestartQuarantinesOnlyItsShard(t *testing.T) {
+	t.Parallel()
 	for _, off := range []bool{false, true} {
 		t.Run(map[bool]string{false: "quarantined", true: "control"}[off], func(t *testing.T) {
-			c0 := redistest.StartClustersT(t, 1, redistest.ClusterOptions{Shards: 2})[0]
-			clusters := append([]*redistest.RedisCluster{c0}, redistest.StartClustersT(t, 2, redistest.ClusterOptions{Shards: 1})...)
-			time.Sleep(1100 * time.Millisecond)
+			t.Parallel()
+			c0 := ownClusters(t, 1, redistest.ClusterOptions{Shards: 2})[0]
+			ce := sharedClusters(t) // started meanwhile
 			ctx := context.Background()
-			cfg := clusterConfig(clusters, 10*time.Second)
+			cfg := clusterConfig([]*redistest.RedisCluster{c0, ce.clusters[0], ce.clusters[1]}, time.Minute)
+			cfg.KeyPrefix = ce.prefix
 			if off {
 				cfg.Quarantine = engine.QuarantineOff
 			}
 			a, b := newLockerT(t, cfg), newLockerT(t, cfg)
-			fo, other := shardNames("rs")
+			fo, other := shardNamesUnder(ce.prefix, "rs")
 			held, err := a.TryLock(ctx, fo)
 			if err != nil {
 				t.Fatal(err)
 			}
-			key := clusterKey(fo)
-			c2 := clusters[2].Seeds()[0]
-			eventually(t, 5*time.Second, "A's key on cluster 2", func() bool {
-				v, _ := redistest.Do(c2, time.Second, "GET", key)
-				return v == fmt.Sprintf("$%d", len(held.Value()))
-			})
-			directDo(t, c2, func(b rueidis.Builder) rueidis.Completed { return b.Del().Key(key).Build() })
-			directDo(t, c2, func(b rueidis.Builder) rueidis.Completed {
-				return b.Set().Key(clusterKey(other)).Value("someone-else").Px(time.Minute).Build()
-			})
+			key := ce.key(fo)
+			eventually(t, 30*time.Second, "A's key on cluster 2", func() bool { return ce.get(1, key) == held.Value() })
+			ce.do(1, "DEL", key)
+			ce.do(1, "SET", ce.key(other), "someone-else", "PX", "60000")
 			if err := c0.Shards[0].Nodes[0].Restart(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +84,7 @@ func TestClusterRestartQuarantinesOnlyItsShard(t *testing.T) {
 			var second *engine.Lease
 			if off {
 				// The first attempt may meet the broken connection.
-				eventually(t, 5*time.Second, "B's lease on "+fo, func() bool {
+				eventually(t, 30*time.Second, "B's lease on "+fo, func() bool {
 					second, err = b.TryLock(ctx, fo)
 					return err == nil
 				})
@@ -91,12 +93,12 @@ func TestClusterRestartQuarantinesOnlyItsShard(t *testing.T) {
 				}
 				return
 			}
-			warm, _ := shardNames("rs-warm")
-			eventually(t, 5*time.Second, "B's new connection to the restarted node", func() bool {
+			warm, _ := shardNamesUnder(ce.prefix, "rs-warm")
+			eventually(t, 30*time.Second, "B's new connection to the restarted node", func() bool {
 				if le, err := b.TryLock(ctx, warm); err == nil {
 					le.Release(ctx)
 				}
-				return b.Nodes()[0].QuarantinedSlots == multiplex.Slots/2
+				return b.Nodes()[0].QuarantinedSlots == keyslot.Slots/2
 			})
 			second, err = b.TryLock(ctx, fo)
 			if err == nil {
@@ -117,71 +119,93 @@ func TestClusterRestartQuarantinesOnlyItsShard(t *testing.T) {
 
 // A failover's demoted primary must not vote on its old connection when
 // it is promoted again. Clusters of one shard are the votes, cluster 0's
-// with a replica R. B sees cluster 0 fail over to R (its slots sit out
-// MaxTTL), and waits that out; A, a Locker started since, holds a
-// resource on all three clusters, and its key is then deleted from
-// cluster 2. Cluster 0 fails back to its first primary P, which lacks
-// A's key (deleted on it: what a forced failback after R's crash would
-// have lost). B's connection to P dates from before the first failover;
-// had it stayed open, P's yes would count at once, and with cluster 2's
-// make B a second holder. The dialer cut it when R's promotion showed P
-// demoted, so B's new connection finds P promoted again and its slots
-// sit out MaxTTL. With cluster-demoted-conn-kept on (the control), B
-// gets the lease A holds.
+// with a replica R, the test's own, and two of the shared clusters. B's
+// connection to cluster 0's first primary P dates from before the
+// failover to R; had it stayed open, when P is promoted again (a
+// failback) P's yes would count at once, unchecked: B's dialer must cut
+// it once R's promotion shows P demoted, so that B's next connection
+// finds P promoted again and its slots sit out MaxTTL. Here the cut is
+// seen (B's connections to P leave P's CLIENT LIST), and after the
+// failback B is refused a resource that A holds on cluster 1 alone (its
+// key gone from clusters 0 and 2). That B would get it were the
+// connection kept (cluster-demoted-conn-kept, the control), once R's
+// quarantine has ended, is shown in virtual time:
+// TestClusterFailbackKeepsTheOldPrimaryOutInVirtualTime.
 func TestClusterFailbackKeepsTheOldPrimaryOut(t *testing.T) {
-	for _, kept := range []bool{false, true} {
-		t.Run(map[bool]string{false: "cut", true: "control"}[kept], func(t *testing.T) {
-			defer mutation.ClusterDemotedConnKept.Set(kept)()
-			c0 := redistest.StartClustersT(t, 1, redistest.ClusterOptions{Shards: 1, Replicas: 1, NodeTimeout: time.Second})[0]
-			clusters := append([]*redistest.RedisCluster{c0}, redistest.StartClustersT(t, 2, redistest.ClusterOptions{Shards: 1})...)
-			time.Sleep(1100 * time.Millisecond)
-			ctx := context.Background()
-			cfg := clusterConfig(clusters, 5*time.Second)
-			b := newLockerT(t, cfg)
-			p, r := c0.Shards[0].Nodes[0], c0.Shards[0].Nodes[1]
-			if err := c0.Failover(ctx, r); err != nil {
-				t.Fatal(err)
+	t.Parallel()
+	c0 := ownClusters(t, 1, redistest.ClusterOptions{Shards: 1, Replicas: 1, NodeTimeout: time.Second})[0]
+	ce := sharedClusters(t) // started meanwhile
+	ctx := context.Background()
+	cfg := clusterConfig([]*redistest.RedisCluster{c0, ce.clusters[0], ce.clusters[1]}, time.Minute)
+	cfg.KeyPrefix = ce.prefix
+	p, r := c0.Shards[0].Nodes[0], c0.Shards[0].Nodes[1]
+	var mu sync.Mutex
+	toP := map[string]bool{} // B's connections to P, by their local address
+	bcfg := cfg
+	bcfg.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil && addr == p.Addr() {
+			mu.Lock()
+			toP[conn.LocalAddr().String()] = true
+			mu.Unlock()
+		}
+		return conn, err
+	}
+	b := newLockerT(t, bcfg)
+	if le, err := b.TryLock(ctx, "warm"); err != nil {
+		t.Fatal(err)
+	} else {
+		le.Release(ctx)
+	}
+	mu.Lock()
+	before := maps.Clone(toP)
+	mu.Unlock()
+	if len(before) == 0 {
+		t.Fatal("B has no connection to P: the test proves nothing")
+	}
+	if err := c0.Failover(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "B to see R promoted", func() bool {
+		if le, err := b.TryLock(ctx, "warm"); err == nil {
+			le.Release(ctx)
+		}
+		return b.Nodes()[0].QuarantinedSlots == keyslot.Slots
+	})
+	eventually(t, 30*time.Second, "B's connections to P, from before the failover, cut", func() bool {
+		list, err := clientList(p.Addr())
+		if err != nil {
+			return false
+		}
+		for _, f := range strings.Fields(list) {
+			if a, ok := strings.CutPrefix(f, "addr="); ok && before[a] {
+				return false
 			}
-			eventually(t, 10*time.Second, "B to see R promoted", func() bool {
-				if le, err := b.TryLock(ctx, "warm"); err == nil {
-					le.Release(ctx)
-				}
-				return b.Nodes()[0].QuarantinedSlots == multiplex.Slots
-			})
-			eventually(t, 2*cfg.TTL, "R's quarantine to end", func() bool { return b.Nodes()[0].QuarantinedSlots == 0 })
-			a := newLockerT(t, cfg)
-			held, err := a.TryLock(ctx, "fb")
-			if err != nil {
-				t.Fatal(err)
-			}
-			key := clusterKey("fb")
-			c2 := clusters[2].Seeds()[0]
-			eventually(t, 5*time.Second, "A's key on cluster 2", func() bool {
-				v, _ := redistest.Do(c2, time.Second, "GET", key)
-				return v == fmt.Sprintf("$%d", len(held.Value()))
-			})
-			directDo(t, c2, func(b rueidis.Builder) rueidis.Completed { return b.Del().Key(key).Build() })
-			if err := c0.Failover(ctx, p); err != nil {
-				t.Fatal(err)
-			}
-			directDo(t, p.Addr(), func(b rueidis.Builder) rueidis.Completed { return b.Del().Key(key).Build() })
-			second, err := b.TryLock(ctx, "fb")
-			switch {
-			case err == nil && held.Validity() > 0:
-				second.Release(ctx)
-				if !kept {
-					t.Fatalf("B acquired while A's lease (validity %s) is valid: P voted on its old connection", held.Validity())
-				}
-			case err == nil:
-				t.Fatal("A's lease ran out before B's attempt: the test proves nothing")
-			case kept:
-				t.Fatalf("with %s on, B was refused (%v): the test cannot catch it", mutation.ClusterDemotedConnKept.Name(), err)
-			case !errors.Is(err, engine.ErrQuarantined):
-				t.Fatalf("B's TryLock: %v, want refused for the quarantine", err)
-			default:
-				t.Logf("B refused: %v", err)
-			}
-		})
+		}
+		return true
+	})
+	a := newLockerT(t, cfg)
+	held, err := a.TryLock(ctx, "fb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ce.key("fb")
+	eventually(t, 30*time.Second, "A's key on cluster 2", func() bool { return ce.get(1, key) == held.Value() })
+	ce.do(1, "DEL", key)
+	if err := c0.Failover(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	directDo(t, p.Addr(), func(b rueidis.Builder) rueidis.Completed { return b.Del().Key(key).Build() })
+	second, err := b.TryLock(ctx, "fb")
+	switch {
+	case err == nil:
+		second.Release(ctx)
+		t.Fatalf("B acquired while A's lease (validity %s) is valid", held.Validity())
+	case !errors.Is(err, engine.ErrQuarantined):
+		t.Fatalf("B's TryLock: %v, want refused for the quarantine", err)
+	default:
+		t.Logf("B refused: %v", err)
 	}
 }
 
@@ -196,6 +220,7 @@ func TestClusterFailbackKeepsTheOldPrimaryOut(t *testing.T) {
 // with ErrClockSkew. With cluster-clock-unjudged on (the control), shard
 // 1's is taken too.
 func TestClusterNodeWithASkewedClockSitsOut(t *testing.T) {
+	mutation.Require(t)
 	for _, unjudged := range []bool{false, true} {
 		t.Run(map[bool]string{false: "judged", true: "control"}[unjudged], func(t *testing.T) {
 			defer mutation.ClusterClockUnjudged.Set(unjudged)()
@@ -203,7 +228,7 @@ func TestClusterNodeWithASkewedClockSitsOut(t *testing.T) {
 			var shift atomic.Int64
 			shift.Store(-time.Hour.Microseconds())
 			skewed := e.cluster.Shards[1].Nodes[0]
-			px := shiftedClockProxy(t, skewed.Addr(), &shift)
+			px := shiftedClockProxy(&env{t: t}, skewed.Addr(), &shift)
 			l := e.locker(func(c *engine.Config) {
 				c.Fencing = true
 				c.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
@@ -220,16 +245,15 @@ func TestClusterNodeWithASkewedClockSitsOut(t *testing.T) {
 				e.master(0, "SET", clusterKey(name), "someone-else", "PX", "60000")
 			}
 			// A first attempt may meet a connection being replaced.
-			var last error
-			if !within(5*time.Second, func() bool {
+			eventually(t, 30*time.Second, fmt.Sprintf("%q, in the shard whose clock is right, taken", n0), func() bool {
 				le, err := l.TryLock(ctx, n0)
-				if last = err; err == nil {
+				if err == nil {
 					le.Release(ctx)
+				} else {
+					t.Logf("%q: %v", n0, err)
 				}
 				return err == nil
-			}) {
-				t.Errorf("%q, in the shard whose clock is right: %v", n0, last)
-			}
+			})
 			le, err := l.TryLock(ctx, n1)
 			switch {
 			case err == nil:

@@ -4,59 +4,67 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/internal/redistest"
-	"github.com/redlock-bench/redlock/multiplex"
 	"pgregory.net/rapid"
 )
 
 // clusterEnv is votes that are Redis Clusters, with a cluster client to
-// each for inspection that must not go through the engine.
+// each for inspection that must not go through the engine. On the shared
+// clusters (see cluster_env_test.go) its Lockers keep their keys under a
+// prefix of the test's own.
 type clusterEnv struct {
 	t        *testing.T
 	clusters []*redistest.RedisCluster
 	direct   []rueidis.Client
+	prefix   string // the Lockers' KeyPrefix: "" on clusters of the test's own
 }
 
-// newClusterEnv starts n clusters of shards primaries each and lets them
-// age past a second, so that a Locker's quarantine (uptime is read in
-// whole seconds) does not keep them out.
+// newClusterEnv is n clusters of shards primaries each, of the test's
+// own.
 func newClusterEnv(t *testing.T, n, shards int) *clusterEnv {
 	t.Helper()
-	e := &clusterEnv{t: t, clusters: redistest.StartClustersT(t, n, redistest.ClusterOptions{Shards: shards})}
-	for _, c := range e.clusters {
-		cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Seeds(), DisableCache: true,
-			ClientSetInfo: rueidis.DisableClientSetInfo})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		e.direct = append(e.direct, cl)
-	}
-	time.Sleep(1100 * time.Millisecond)
-	return e
+	return clusterEnvOn(t, ownClusters(t, n, redistest.ClusterOptions{Shards: shards}), "")
 }
 
-// votes makes every cluster a vote, each given by one seed.
+// votes makes every cluster a vote, each given by one seed, under the
+// env's prefix.
 func (e *clusterEnv) votes(c *engine.Config) {
 	c.Masters, c.Clusters = nil, nil
 	for _, cl := range e.clusters {
 		c.Clusters = append(c.Clusters, cl.Seeds()[:1])
 	}
+	c.KeyPrefix = e.prefix
 }
 
+// key is the lock key of resource name with the env's Lockers.
+func (e *clusterEnv) key(name string) string { return clusterKey(e.prefix + name) }
+
+// flush deletes the env's keys: every key under its prefix on the shared
+// clusters, every key on clusters of its own.
 func (e *clusterEnv) flush() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	for _, c := range e.clusters {
 		for _, n := range c.Nodes() {
-			if _, err := redistest.Do(n.Addr(), 5*time.Second, "FLUSHALL"); err != nil {
-				return fmt.Errorf("FLUSHALL on %s: %w", n.Addr(), err)
+			if e.prefix == "" {
+				if _, err := redistest.Do(n.Addr(), 5*time.Second, "FLUSHALL"); err != nil {
+					return fmt.Errorf("FLUSHALL on %s: %w", n.Addr(), err)
+				}
+				continue
+			}
+			if err := delMatching(ctx, n.Addr(), "*"+e.prefix+"*"); err != nil {
+				return err
 			}
 		}
 	}
@@ -68,6 +76,7 @@ func (e *clusterEnv) locker(mutate func(*engine.Config)) *engine.Locker {
 	cfg := engine.DefaultConfig()
 	e.votes(&cfg)
 	cfg.Quarantine = engine.QuarantineObserved
+	patientVotes(&cfg)
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -96,8 +105,8 @@ func (e *clusterEnv) get(i int, key string) string {
 // clusterKey is the lock key the engine uses for name with cluster votes
 // (see engine/cluster.go), computed here independently of it.
 func clusterKey(name string) string {
-	slotTag := func(k string) string { return "{" + multiplex.SlotTag(multiplex.KeySlot(k)) + "}" }
-	if !multiplex.HasTag(name) {
+	slotTag := func(k string) string { return "{" + keyslot.SlotTag(keyslot.KeySlot(k)) + "}" }
+	if !keyslot.HasTag(name) {
 		return slotTag(name) + name
 	}
 	// A name spelled as another's key, "{T}a" or "{T}{T}a" (T the tag of
@@ -111,20 +120,20 @@ func clusterKey(name string) string {
 	for strings.HasPrefix(rest, tag) {
 		rest = rest[len(tag):]
 	}
-	if !multiplex.HasTag(rest) && slotTag(rest) == tag {
+	if !keyslot.HasTag(rest) && slotTag(rest) == tag {
 		return tag + name
 	}
 	return name
 }
 
 // spelledAsKey is a name spelled as the name "plain"'s key.
-var spelledAsKey = "{" + multiplex.SlotTag(multiplex.KeySlot("plain")) + "}plain"
+var spelledAsKey = "{" + keyslot.SlotTag(keyslot.KeySlot("plain")) + "}plain"
 
 // clusterSemKey is the key of slot i of semaphore name with cluster
 // votes: a tag of the name's lock key's slot goes first (see
 // Locker.semBase).
 func clusterSemKey(name string, i int) string {
-	return fmt.Sprintf("\xffredlock:sem:{%s}{%s}:%d", multiplex.SlotTag(multiplex.KeySlot(clusterKey(name))), name, i)
+	return fmt.Sprintf("\xffredlock:sem:{%s}{%s}:%d", keyslot.SlotTag(keyslot.KeySlot(clusterKey(name))), name, i)
 }
 
 // clusterNames are resource names whose braces make a hash tag, make none
@@ -136,9 +145,9 @@ var clusterNames = []string{"plain", "a}b", "x{}y", "{t}z", "open{", "}{q}", spe
 // vote each, with resources named with and without hash tags: exclusion,
 // fencing order, hand-offs of live leases only, Release ending the lease,
 // after every step. Key loss and restarts are left to the per-shard
-// quarantine's tests.
+// quarantine's tests. Not parallel: it sets rapid's flags.
 func TestClusterVotesLeaseLifecycle(t *testing.T) {
-	ce := newClusterEnv(t, 3, 3)
+	ce := sharedClusters(t)
 	lcRapidDefaults(t)
 	opts := lcOptions{resources: 3, votes: ce.votes, flush: ce.flush,
 		names:   []string{"lifecycle-%d-r%d", "lc}{%d-r%d{}", "{lc%d}-r%d"},
@@ -155,11 +164,15 @@ func TestClusterVotesLeaseLifecycle(t *testing.T) {
 // whatever braces its name holds: each of these operations runs one
 // script on one shard, which a key in another slot would fail.
 func TestClusterVotesKeepAResourceInOneSlot(t *testing.T) {
-	e := newClusterEnv(t, 3, 3)
-	holderL := e.locker(func(c *engine.Config) { c.Fencing = true })
+	t.Parallel()
+	e := sharedClusters(t)
+	holderL := e.locker(func(c *engine.Config) {
+		c.Fencing = true
+		c.TTL = time.Minute // the lease outlives the waits below, however slow
+	})
 	waiterL := e.locker(func(c *engine.Config) {
 		c.Fencing = true
-		c.FallbackMin, c.FallbackMax = time.Minute, time.Minute // only a notification wakes
+		waitsForNotification(c)
 	})
 	ctx := context.Background()
 	for _, name := range clusterNames {
@@ -167,9 +180,9 @@ func TestClusterVotesKeepAResourceInOneSlot(t *testing.T) {
 		if err != nil {
 			t.Fatalf("TryLock %q: %v", name, err)
 		}
-		key := clusterKey(name)
+		key := e.key(name)
 		// TryLock returned at quorum: the last vote's reply may be on its way.
-		eventually(t, 5*time.Second, fmt.Sprintf("%q: key %q with the lease's value and a fencing counter in every cluster", name, key), func() bool {
+		eventually(t, 30*time.Second, fmt.Sprintf("%q: key %q with the lease's value and a fencing counter in every cluster", name, key), func() bool {
 			for i := range e.clusters {
 				if e.get(i, key) != holder.Value() || e.get(i, "\xffredlock:fence:"+key) == "" {
 					return false
@@ -177,12 +190,12 @@ func TestClusterVotesKeepAResourceInOneSlot(t *testing.T) {
 			}
 			return true
 		})
-		if err := holder.Extend(ctx, 2*time.Second); err != nil {
+		if err := holder.Extend(ctx, time.Minute); err != nil {
 			t.Errorf("Extend %q: %v", name, err)
 		}
 		got := make(chan *engine.Lease, 1)
 		go func() {
-			lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			lctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 			defer cancel()
 			le, err := waiterL.Lock(lctx, name)
 			if err != nil {
@@ -190,7 +203,7 @@ func TestClusterVotesKeepAResourceInOneSlot(t *testing.T) {
 			}
 			got <- le
 		}()
-		eventually(t, 5*time.Second, "waiter queued", func() bool {
+		eventually(t, 30*time.Second, "waiter queued", func() bool {
 			c := e.direct[0]
 			n, _ := c.Do(ctx, c.B().Zcard().Key("\xffredlock:queue:"+key).Build()).AsInt64()
 			return waiterL.Subscriptions() == 1 && n == 1
@@ -237,11 +250,15 @@ func TestClusterVotesKeepAResourceInOneSlot(t *testing.T) {
 // fence counter in the name's slot, whatever braces the name holds:
 // readers share, a writer waits for them and is woken by their release.
 func TestClusterVotesRWMutex(t *testing.T) {
-	e := newClusterEnv(t, 3, 3)
-	l := e.locker(func(c *engine.Config) { c.Fencing = true })
+	t.Parallel()
+	e := sharedClusters(t)
+	l := e.locker(func(c *engine.Config) {
+		c.Fencing = true
+		c.TTL = time.Minute // the readers' leases outlive the waits below, however slow
+	})
 	waiterL := e.locker(func(c *engine.Config) {
 		c.Fencing = true
-		c.FallbackMin, c.FallbackMax = time.Minute, time.Minute // only a notification wakes
+		waitsForNotification(c)
 	})
 	ctx := context.Background()
 	for _, name := range clusterNames {
@@ -263,7 +280,7 @@ func TestClusterVotesRWMutex(t *testing.T) {
 		}
 		got := make(chan *engine.Lease, 1)
 		go func() {
-			lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			lctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 			defer cancel()
 			w, err := wm.Lock(lctx)
 			if err != nil {
@@ -271,7 +288,20 @@ func TestClusterVotesRWMutex(t *testing.T) {
 			}
 			got <- w
 		}()
-		time.Sleep(100 * time.Millisecond) // let the writer's first attempt be refused
+		// The writer's intent, which its second attempt leaves once it
+		// listens for the release, is on a quorum of clusters (a round
+		// that a quorum refused may end before the last vote's script is
+		// sent), whose releases will wake it.
+		intents := "\xffredlock:rw:" + e.key(name)
+		eventually(t, 30*time.Second, fmt.Sprintf("%q: the writer's intent on a quorum of clusters", name), func() bool {
+			n := 0
+			for i := range e.clusters {
+				if e.exists(i, intents) {
+					n++
+				}
+			}
+			return n >= len(e.clusters)/2+1
+		})
 		for _, r := range []*engine.Lease{r1, r2} {
 			if err := r.Release(ctx); err != nil {
 				t.Fatalf("Release %q: %v", name, err)
@@ -296,7 +326,8 @@ func TestClusterVotesRWMutex(t *testing.T) {
 // A multi-resource lock over cluster votes takes resources of one slot
 // all or nothing, and refuses resources in several with ErrCrossSlot.
 func TestClusterVotesMultiLockNeedsOneSlot(t *testing.T) {
-	e := newClusterEnv(t, 3, 3)
+	t.Parallel()
+	e := sharedClusters(t)
 	l := e.locker(nil)
 	ctx := context.Background()
 	le, err := l.TryLockAll(ctx, "{order:1}:items", "{order:1}:invoice")
@@ -309,11 +340,12 @@ func TestClusterVotesMultiLockNeedsOneSlot(t *testing.T) {
 	if err := le.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, err = l.TryLockAll(ctx, "a", "b")
+	b := e.otherSlot("a", "b")
+	_, err = l.TryLockAll(ctx, "a", b)
 	if !errors.Is(err, engine.ErrCrossSlot) || !strings.HasPrefix(err.Error(), "engine: ") || strings.Count(err.Error(), "engine: ") != 1 {
 		t.Fatalf("TryLockAll over two slots: %v, want ErrCrossSlot", err)
 	}
-	for _, k := range []string{clusterKey("a"), clusterKey("b")} {
+	for _, k := range []string{e.key("a"), e.key(b)} {
 		if v := e.get(0, k); v != "" {
 			t.Errorf("a refused multi-lock left %q = %q", k, v)
 		}
@@ -323,6 +355,7 @@ func TestClusterVotesMultiLockNeedsOneSlot(t *testing.T) {
 // No node may serve two votes: a cluster given as two votes (by two of
 // its nodes) is refused at New, naming both votes and the node.
 func TestClusterVoteSharingANodeIsRefused(t *testing.T) {
+	mutation.Require(t)
 	e := newClusterEnv(t, 2, 2)
 	cfg := engine.DefaultConfig()
 	cfg.Quarantine = engine.QuarantineObserved
@@ -354,7 +387,8 @@ func TestClusterVoteSharingANodeIsRefused(t *testing.T) {
 // resource's fence counter and queue land in other slots than its lock,
 // and its scripts fail on the clusters.
 func TestClusterKeysUntaggedControl(t *testing.T) {
-	e := newClusterEnv(t, 3, 3)
+	mutation.Require(t)
+	e := sharedClusters(t)
 	defer mutation.ClusterKeysUntagged.Set(true)()
 	l := e.locker(func(c *engine.Config) { c.Fencing = true })
 	// The fencing script reads the counter under pcall, and reports the
@@ -380,7 +414,7 @@ func TestClusterVotesKeyEachNameApart(t *testing.T) {
 		t.Fatalf("TryLock %q while %q is held: %v", spelledAsKey, "plain", err)
 	}
 	// Each TryLock returned at quorum: the last vote's reply may be on its way.
-	eventually(t, 5*time.Second, "each lease's value at its own key in every cluster", func() bool {
+	eventually(t, 30*time.Second, "each lease's value at its own key in every cluster", func() bool {
 		for i := range e.clusters {
 			if e.get(i, clusterKey("plain")) != plain.Value() || e.get(i, clusterKey(spelledAsKey)) != spelled.Value() {
 				return false
@@ -395,10 +429,25 @@ func TestClusterVotesKeyEachNameApart(t *testing.T) {
 	}
 }
 
-// Close leaves no connection open on any node of any cluster.
+// Close leaves no connection open on any node of any cluster: none of
+// the connections the Locker dialed is in a node's CLIENT LIST.
 func TestClusterVotesCloseLeavesNoConnections(t *testing.T) {
-	e := newClusterEnv(t, 3, 2)
-	l := e.locker(nil)
+	t.Parallel()
+	e := sharedClusters(t)
+	var mu sync.Mutex
+	dialed := map[string]string{} // the connections' local addresses: the node's address
+	l := e.locker(func(c *engine.Config) {
+		c.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, "tcp", addr)
+			if err == nil {
+				mu.Lock()
+				dialed[conn.LocalAddr().String()] = addr
+				mu.Unlock()
+			}
+			return conn, err
+		}
+	})
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -417,17 +466,26 @@ func TestClusterVotesCloseLeavesNoConnections(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "no redlock connection on any node", func() bool {
+	mu.Lock()
+	defer mu.Unlock()
+	if len(dialed) == 0 {
+		t.Fatal("the Locker dialed nothing: the test proves nothing")
+	}
+	// A closed connection leaves the node's list once the node reads the
+	// close.
+	eventually(t, 30*time.Second, "none of the Locker's connections on any node", func() bool {
 		for _, c := range e.clusters {
 			for _, n := range c.Nodes() {
-				cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{n.Addr()}, ForceSingleClient: true, DisableCache: true})
+				list, err := clientList(n.Addr())
 				if err != nil {
 					return false
 				}
-				list, err := cl.Do(ctx, cl.B().ClientList().Build()).ToString()
-				cl.Close()
-				if err != nil || strings.Contains(list, "name=redlock") {
-					return false
+				for _, line := range strings.Split(list, "\n") {
+					for _, f := range strings.Fields(line) {
+						if a, ok := strings.CutPrefix(f, "addr="); ok && dialed[a] != "" {
+							return false
+						}
+					}
 				}
 			}
 		}

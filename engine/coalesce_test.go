@@ -7,8 +7,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redlock-bench/redlock/internal/quarantine"
 
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/internal/redistest"
@@ -107,24 +110,32 @@ func outcome(classify multiplex.Classifier, res rueidis.RedisResult, clock bool)
 	return fmt.Sprintf("%s %d", o, v)
 }
 
-// subscribe collects what the master publishes on release channels.
+// subscribe collects what the master publishes on release channels. The
+// function it returns reports what was published before it was called:
+// it publishes a token of its own on a release channel and waits for it,
+// which the master delivers after every message published before.
 func subscribe(t *testing.T, addr string) func() []string {
 	t.Helper()
-	c := direct(t, addr)
+	c, pub := direct(t, addr), direct(t, addr)
 	var mu sync.Mutex
 	var got []string
+	synced := make(chan string, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		c.Receive(ctx, c.B().Psubscribe().Pattern(releasedPrefix+"*").Build(), func(m rueidis.PubSubMessage) {
+			if m.Channel == syncChannel {
+				synced <- m.Message
+				return
+			}
 			mu.Lock()
 			got = append(got, m.Channel+"="+m.Message)
 			mu.Unlock()
 		})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(30 * time.Second); ; {
 		if n, _ := redistest.Do(addr, time.Second, "PUBSUB", "NUMPAT"); n == ":1" {
 			break
 		}
@@ -133,9 +144,22 @@ func subscribe(t *testing.T, addr string) func() []string {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	syncs := 0
 	return func() []string {
-		// A PING on the subscriber's master orders after every publish.
-		time.Sleep(50 * time.Millisecond)
+		t.Helper()
+		syncs++
+		token := strconv.Itoa(syncs)
+		if err := pub.Do(context.Background(), pub.B().Publish().Channel(syncChannel).Message(token).Build()).Error(); err != nil {
+			t.Fatalf("PUBLISH: %v", err)
+		}
+		select {
+		case got := <-synced:
+			if got != token {
+				t.Fatalf("subscriber synced on %q, want %q", got, token)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the subscriber did not receive its own publish")
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		s := slices.Clone(got)
@@ -143,6 +167,28 @@ func subscribe(t *testing.T, addr string) func() []string {
 		return s
 	}
 }
+
+// syncChannel is a release channel that no resource's release uses, for
+// subscribe's token.
+const syncChannel = releasedPrefix + "\xffsubscribe-sync"
+
+// holdWorkers keeps each of p's node workers (one per master) waiting for
+// a reply, so that what is posted meanwhile leaves as one batch: a BLPOP
+// on each master, which release (given a client of each master, in p's
+// order) answers.
+func holdWorkers(t *testing.T, p *multiplex.Pool, masters []rueidis.Client) (release func()) {
+	t.Helper()
+	key := fmt.Sprintf("\xffhold:%d", holds.Add(1))
+	p.Post(multiplex.Command{Name: "BLPOP", Key: key, Args: [multiplex.MaxArgs]string{"0"}, NArgs: 1}, classifyInt, nil)
+	return func() {
+		t.Helper()
+		for _, cl := range masters {
+			must(t, cl, "LPUSH", key, "go")
+		}
+	}
+}
+
+var holds atomic.Int64
 
 // scriptCase is a script with one key's arguments and its classifier.
 type scriptCase struct {
@@ -314,7 +360,9 @@ func commandCalls(t *testing.T, c rueidis.Client, cmd string) int {
 // keys in different states through the pool: each caller must get its
 // own key's outcome on every master, and the masters must have seen fewer
 // script calls than releases. With coalescing off (the control) they see
-// one per release, so the count check can fail.
+// one per release, so the count check can fail. The releases start while
+// the pool's workers are held (holdWorkers), which they let go once every
+// caller is about to send: the first callers' releases wait together.
 func TestCoalescedRoundsRouteEachReply(t *testing.T) {
 	c := redistest.StartT(t, 3)
 	cls := make([]rueidis.Client, 3)
@@ -323,8 +371,10 @@ func TestCoalescedRoundsRouteEachReply(t *testing.T) {
 	}
 	for _, off := range []bool{false, true} {
 		t.Run(fmt.Sprintf("DisableCoalesce=%v", off), func(t *testing.T) {
-			p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
-				NodeTimeout: 2 * time.Second, Scripts: allScripts, DisableCoalesce: off})
+			// A node timeout well past the workers' hold, however loaded
+			// the machine.
+			p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: quarantine.Off,
+				NodeTimeout: 10 * time.Second, Scripts: allScripts, DisableCoalesce: off})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -345,11 +395,14 @@ func TestCoalescedRoundsRouteEachReply(t *testing.T) {
 					}
 				}
 			}
-			var wg sync.WaitGroup
+			var wg, sending sync.WaitGroup
 			errs := make(chan error, n)
+			release := holdWorkers(t, p, cls)
+			sending.Add(n)
 			for i := range n {
 				wg.Go(func() {
 					le := &Lease{key: prefix + strconv.Itoa(i), value: "v" + strconv.Itoa(i)}
+					sending.Done()
 					tl := p.Fanout(context.Background(), le.releaseCommand(0, releaseScript), classifyInt, nil, nil)
 					want := [...]multiplex.Outcome{multiplex.OK, multiplex.Refused, multiplex.Failed}[i%3]
 					for node, v := range tl.Votes {
@@ -361,6 +414,8 @@ func TestCoalescedRoundsRouteEachReply(t *testing.T) {
 					}
 				})
 			}
+			sending.Wait()
+			release()
 			wg.Wait()
 			close(errs)
 			for err := range errs {
@@ -397,13 +452,13 @@ func TestCoalescedReloadsAfterRestart(t *testing.T) {
 
 func testCoalescedReload(t *testing.T, restart bool) {
 	c := redistest.StartT(t, 3)
-	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
-		NodeTimeout: 2 * time.Second, Scripts: allScripts})
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: quarantine.Off,
+		NodeTimeout: 10 * time.Second, Scripts: allScripts})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if restart {
 		if err := c.Nodes[0].Restart(ctx); err != nil {
@@ -430,12 +485,22 @@ func testCoalescedReload(t *testing.T, restart bool) {
 			must(t, restarted, "SET", "k"+strconv.Itoa(i), "v", "PX", "60000")
 		}
 	}
-	var wg sync.WaitGroup
+	// The releases start while the pool's workers are held, which they
+	// let go once every caller is about to send: the first callers'
+	// releases wait together, and go as coalesced calls.
+	var wg, sending sync.WaitGroup
 	var mu sync.Mutex
 	wrong := 0
+	var cls []rueidis.Client
+	for _, a := range c.Addrs() {
+		cls = append(cls, direct(t, a))
+	}
+	release := holdWorkers(t, p, cls)
+	sending.Add(n)
 	for i := range n {
 		wg.Go(func() {
 			le := &Lease{key: "k" + strconv.Itoa(i), value: "v"}
+			sending.Done()
 			v := p.Fanout(ctx, le.releaseCommand(0, releaseScript), classifyInt, nil, nil).Votes[0]
 			if want := [...]multiplex.Outcome{multiplex.OK, multiplex.Refused}[i%2]; v.Outcome != want {
 				mu.Lock()
@@ -447,6 +512,8 @@ func testCoalescedReload(t *testing.T, restart bool) {
 			}
 		})
 	}
+	sending.Wait()
+	release()
 	wg.Wait()
 	eval, evalsha := commandCalls(t, restarted, "eval"), commandCalls(t, restarted, "evalsha")
 	t.Logf("master 0: %d EVAL, %d EVALSHA for %d releases", eval, evalsha, n)

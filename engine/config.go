@@ -10,6 +10,9 @@ import (
 	"net"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/addrcheck"
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/multiplex"
 )
@@ -83,7 +86,7 @@ type Config struct {
 	// RetryDelayMin and RetryDelayMax bound Lock's random delay between
 	// attempts. Zero selects DefaultRetryDelayMin/Max.
 	RetryDelayMin, RetryDelayMax time.Duration
-	// Quarantine is the restart policy (see multiplex.QuarantinePolicy):
+	// Quarantine is the restart policy:
 	// QuarantineOff, QuarantineObserved or QuarantineAlways. Zero selects
 	// QuarantineAlways: a master younger than MaxTTL is kept out of the
 	// vote until it is MaxTTL old, even when first seen, because this
@@ -208,24 +211,29 @@ type Config struct {
 	Tune func(*rueidis.ClientOption)
 }
 
-// QuarantinePolicy says when a restarted master's votes are ignored.
-type QuarantinePolicy = multiplex.QuarantinePolicy
+// QuarantinePolicy says when a restarted master's votes are ignored. A
+// master that restarts without persistence has forgotten every lock it
+// held; if its yes counted at once, a second client could win a quorum
+// for a resource that is still held. The reference's answer is to keep a
+// restarted master out for one TTL ("delayed restart"); the engine
+// enforces it from the client side, with one of the policies below.
+type QuarantinePolicy = quarantine.Policy
 
 // The restart quarantine policies.
 const (
-	QuarantineOff      = multiplex.QuarantineOff
-	QuarantineObserved = multiplex.QuarantineObserved
-	QuarantineAlways   = multiplex.QuarantineAlways
+	QuarantineOff      = quarantine.Off
+	QuarantineObserved = quarantine.Observed
+	QuarantineAlways   = quarantine.Always
 )
 
 // ParseMasters reads a comma-separated list of master addresses, as a
 // command line or an environment variable gives them: host:port each,
 // none twice, checked as New checks Config.Masters.
-func ParseMasters(list string) ([]string, error) { return multiplex.ParseAddrs(list) }
+func ParseMasters(list string) ([]string, error) { return addrcheck.Parse(list) }
 
 // ParseQuarantinePolicy reads "off", "observed" or "always", in any case.
 func ParseQuarantinePolicy(s string) (QuarantinePolicy, error) {
-	return multiplex.ParseQuarantinePolicy(s)
+	return quarantine.Parse(s)
 }
 
 // DefaultConfig returns a Config for the given masters with every default
@@ -336,8 +344,8 @@ func (c *Config) Validate() error {
 	if len(c.Masters) == 0 {
 		return c.validateClusters()
 	}
-	if err := multiplex.ValidateAddrs(c.Masters); err != nil {
-		var ae *multiplex.AddrError
+	if err := addrcheck.Masters(c.Masters); err != nil {
+		var ae *addrcheck.AddrError
 		switch {
 		case !errors.As(err, &ae):
 			return fmt.Errorf("engine: Config.Masters: %w", err)

@@ -12,9 +12,10 @@ import (
 	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
-// dialCounter is a Config.DialContext that dials TCP and counts the
-// connections it opened per address.
+// dialCounter is a Config.DialContext that dials with next (nil: TCP)
+// and counts the connections it opened per address.
 type dialCounter struct {
+	next  func(ctx context.Context, addr string) (net.Conn, error)
 	mu    sync.Mutex
 	dials map[string]int
 }
@@ -26,8 +27,17 @@ func (d *dialCounter) DialContext(ctx context.Context, addr string) (net.Conn, e
 	}
 	d.dials[addr]++
 	d.mu.Unlock()
+	if d.next != nil {
+		return d.next(ctx, addr)
+	}
 	var nd net.Dialer
 	return nd.DialContext(ctx, "tcp", addr)
+}
+
+// wrap wraps c's DialContext, as set so far, to count its dials.
+func (d *dialCounter) wrap(c *engine.Config) {
+	d.next = c.DialContext
+	c.DialContext = d.DialContext
 }
 
 func (d *dialCounter) count(addr string) int {
@@ -40,6 +50,7 @@ func (d *dialCounter) count(addr string) int {
 // and the release notifications', with TLS on top when Config.TLS is set:
 // a Lock waiter is woken by the release's notification over it.
 func TestDialContextOpensEveryConnection(t *testing.T) {
+	t.Parallel()
 	certs, err := redisproc.GenerateCerts(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +69,7 @@ func TestDialContextOpensEveryConnection(t *testing.T) {
 		{"tls", redistest.Options{TLS: serverTLS}, func(c *engine.Config) { c.TLS = clientTLS }},
 	} {
 		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
 			c := redistest.StartT(t, 3, s.server)
 			var holderDials, waiterDials dialCounter
 			slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second }
@@ -77,7 +89,7 @@ func TestDialContextOpensEveryConnection(t *testing.T) {
 				}
 				got <- le
 			}()
-			eventually(t, 5*time.Second, "waiter subscribed and queued on every master", func() bool {
+			eventually(t, 30*time.Second, "waiter subscribed and queued on every master", func() bool {
 				return waiterL.Subscriptions() == 1 && queuedOn(t, c, "dialctx", 1)
 			})
 			if err := holder.Release(ctx); err != nil {

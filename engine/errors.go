@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/multiplex"
 )
@@ -221,13 +223,13 @@ func (e *VotesError) Error() string {
 		}
 		b.WriteString(e.wrongKey())
 	}
-	var quarantined *multiplex.QuarantineError
+	var quarantined *quarantine.Error
 	for i, v := range e.Votes {
 		if v.Outcome != OutcomeFailed && v.Outcome != OutcomeTimeout {
 			continue
 		}
 		b.WriteString("; ")
-		var qe *multiplex.QuarantineError
+		var qe *quarantine.Error
 		if errors.As(v.Err, &qe) {
 			// The why, and what to do, once for all of them below.
 			quarantined = qe
@@ -246,7 +248,7 @@ func (e *VotesError) Error() string {
 // to choose otherwise, for an error's message. qe is one of them; until
 // is when a quorum can vote again (zero when the quarantine alone did not
 // sink the quorum).
-func quarantineAdvice(qe *multiplex.QuarantineError, until time.Time) string {
+func quarantineAdvice(qe *quarantine.Error, until time.Time) string {
 	var b strings.Builder
 	if !until.IsZero() {
 		fmt.Fprintf(&b, "; a quorum can vote again at %s", until.Round(0).Format("15:04:05.000"))
@@ -265,7 +267,7 @@ func quarantineAdvice(qe *multiplex.QuarantineError, until time.Time) string {
 func (e *VotesError) QuarantinedUntil() time.Time {
 	var until []time.Time
 	for _, v := range e.Votes {
-		var qe *multiplex.QuarantineError
+		var qe *quarantine.Error
 		if v.Outcome == OutcomeFailed && errors.As(v.Err, &qe) {
 			until = append(until, qe.Until)
 		}
@@ -284,7 +286,7 @@ func (e *VotesError) QuarantinedUntil() time.Time {
 // was quarantined: then only the quarantine's end can bring the quorum.
 func (e *VotesError) quarantineAlone() bool {
 	for _, v := range e.Votes {
-		var qe *multiplex.QuarantineError
+		var qe *quarantine.Error
 		if (v.Outcome == OutcomeFailed || v.Outcome == OutcomeTimeout) && !errors.As(v.Err, &qe) {
 			return false
 		}
@@ -366,11 +368,20 @@ func (l *Locker) acquireError(resource string, t multiplex.Tally) error {
 	return e
 }
 
+// QuarantineError is a vote's error while its master is in the restart
+// quarantine: it answered yes, but its yes cannot count until Until.
+// errors.Is matches ErrQuarantined.
+type QuarantineError = quarantine.Error
+
 // acquireKind tells contention from outage for a failed attempt:
 // ErrNoQuorum only when failures alone made the quorum impossible, so
 // that a resource held elsewhere reads as contention even with a minority
 // of masters down; ErrWrongType when masters that answered that the key
-// is no lock are what made it impossible, which is neither.
+// is no lock are alone enough to make it impossible, which is neither,
+// and which no later attempt cures (Lock gives up). Such answers from a
+// minority, beside masters that failed or timed out, are an outage that
+// the others' answers may end: ErrNoQuorum (the error still matches
+// ErrWrongType).
 func acquireKind(t *multiplex.Tally) error {
 	spare := len(t.Votes) - t.Quorum
 	switch {
@@ -389,7 +400,7 @@ func acquireKind(t *multiplex.Tally) error {
 				wrong++
 			}
 		}
-		if wrong > 0 && t.Failed-wrong+t.Timeout <= spare {
+		if wrong > spare {
 			return ErrWrongType
 		}
 		return ErrNoQuorum

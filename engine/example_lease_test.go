@@ -17,7 +17,8 @@ func ExampleConfig_autoExtend() {
 	cfg := engine.DefaultConfig(exampleMasters...)
 	cfg.Quarantine = engine.QuarantineObserved // fresh test masters, see Example
 	cfg.TTL = 600 * time.Millisecond
-	cfg.AutoExtend = true // every TTL/3 by default
+	cfg.NodeTimeout = 250 * time.Millisecond // a busy test machine, see Example; under TTL/2
+	cfg.AutoExtend = true                    // every TTL/3 by default
 	locker, err := engine.New(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
@@ -64,6 +65,7 @@ func ExampleLease_Token() {
 	ctx := context.Background()
 	cfg := engine.DefaultConfig(exampleMasters...)
 	cfg.Quarantine = engine.QuarantineObserved // fresh test masters, see Example
+	cfg.NodeTimeout = time.Second              // a busy test machine, see Example
 	cfg.Fencing = true
 	locker, err := engine.New(ctx, cfg)
 	if err != nil {

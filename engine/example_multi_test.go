@@ -17,6 +17,7 @@ func ExampleLocker_TryLockAll() {
 	ctx := context.Background()
 	cfg := engine.DefaultConfig(exampleMasters...)
 	cfg.Quarantine = engine.QuarantineObserved // fresh test masters, see Example
+	cfg.NodeTimeout = time.Second              // a busy test machine, see Example
 	locker, err := engine.New(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
@@ -62,6 +63,7 @@ func ExampleLocker_LockAll() {
 	defer cancel()
 	cfg := engine.DefaultConfig(exampleMasters...)
 	cfg.Quarantine = engine.QuarantineObserved // fresh test masters, see Example
+	cfg.NodeTimeout = time.Second              // a busy test machine, see Example
 	cfg.Fencing = true
 	locker, err := engine.New(ctx, cfg)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/redlock-bench/redlock/engine"
 )
@@ -15,6 +16,7 @@ func ExampleObserver() {
 	ctx := context.Background()
 	cfg := engine.DefaultConfig(exampleMasters...)
 	cfg.Quarantine = engine.QuarantineObserved // fresh test masters, see Example
+	cfg.NodeTimeout = time.Second              // a busy test machine, see Example
 	cfg.Observer = &engine.Observer{
 		// Called on the caller's goroutine before TryLock or Lock returns:
 		// it must not block.

@@ -18,6 +18,7 @@ func ExampleLocker_RWMutex() {
 	ctx := context.Background()
 	cfg := engine.DefaultConfig(exampleMasters...)
 	cfg.Quarantine = engine.QuarantineObserved // fresh test masters, see Example
+	cfg.NodeTimeout = time.Second              // a busy test machine, see Example
 	cfg.Fencing = true
 	locker, err := engine.New(ctx, cfg)
 	if err != nil {

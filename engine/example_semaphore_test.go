@@ -19,6 +19,7 @@ func ExampleLocker_Semaphore() {
 	ctx := context.Background()
 	cfg := engine.DefaultConfig(exampleMasters...)
 	cfg.Quarantine = engine.QuarantineObserved // fresh test masters, see Example
+	cfg.NodeTimeout = time.Second              // a busy test machine, see Example
 	locker, err := engine.New(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)

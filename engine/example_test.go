@@ -10,24 +10,21 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
-	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
-// exampleMasters is set by TestMain: Example functions cannot start servers
-// through a testing.T.
+// exampleMasters are the pool's masters, for the Example functions, which
+// cannot be given a testing.T.
 var exampleMasters []string
 
 func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	c, err := redistest.Start(ctx, 5, redistest.Options{})
-	cancel()
-	if err != nil {
+	if err := startPool(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	exampleMasters = c.Addrs()
+	exampleMasters = pool.cluster.Addrs()
 	code := m.Run()
-	c.Stop()
+	stopClusters()
+	stopPool()
 	os.Exit(code)
 }
 
@@ -40,6 +37,10 @@ func Example() {
 	// locks. By default (QuarantineAlways) masters younger than the TTL
 	// are kept out of the vote until they are one TTL old.
 	cfg.Quarantine = engine.QuarantineObserved
+	// And they share a test machine that may be busy: each has a second
+	// to answer, where the default node timeout is TTL/100 (at least
+	// 50 ms), which a loaded machine can miss.
+	cfg.NodeTimeout = time.Second
 	locker, err := engine.New(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
@@ -80,6 +81,7 @@ func ExampleLocker_Lock() {
 	defer cancel()
 	cfg := engine.DefaultConfig(exampleMasters...)
 	cfg.Quarantine = engine.QuarantineObserved // fresh test masters, see Example
+	cfg.NodeTimeout = time.Second              // a busy test machine, see Example
 	locker, err := engine.New(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)

@@ -1,6 +1,10 @@
 package engine
 
-import "github.com/redlock-bench/redlock/internal/mutation"
+import (
+	"time"
+
+	"github.com/redlock-bench/redlock/internal/mutation"
+)
 
 // GateWaiting exposes the gate's queue length to the tests.
 func (l *Locker) GateWaiting(resource string) int {
@@ -31,3 +35,7 @@ var RWFenceScriptSHA = rwFenceScript.SHA
 
 // UndoScriptBody is the Lua that cleans up after a failed attempt.
 var UndoScriptBody = undoScript.Body
+
+// RoundSpan is the longest a round of the Locker's can go on counting
+// votes: its node timeout, plus the watchdog's period that notices it.
+func (l *Locker) RoundSpan() time.Duration { return l.roundSpan() }

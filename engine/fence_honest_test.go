@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/mutation"
@@ -52,6 +51,7 @@ var fenceCallers = []struct {
 // loses the fence round with its connection. The control turns on
 // fence-refusal-is-contention, which reports ErrNotAcquired.
 func TestFenceRefusedWhereTheKeyNeverWasIsNoQuorum(t *testing.T) {
+	mutation.Require(t)
 	for _, contention := range []bool{false, true} {
 		for _, op := range fenceCallers {
 			t.Run(fmt.Sprintf("fence-refusal-is-contention=%v/%s", contention, op.name), func(t *testing.T) {
@@ -88,58 +88,43 @@ func TestFenceRefusedByAnotherOwnersKeyIsContention(t *testing.T) {
 // fenceWithAFailure runs do on a fenced Locker whose fence round misses
 // master 1 (its connection cut) and whose acquire misses master 2: its
 // connection cut too, or (hold set) another owner's value there. It
-// returns do's error, from a fence round refused by master 2 alone.
+// returns do's error, from a fence round refused by master 2 alone. In
+// virtual time, where the fence round reaches master 2 on a connection
+// dialled again after the cut, as scheduled (on real masters a loaded
+// machine could send it before the dial, a second failure).
 func fenceWithAFailure(t *testing.T, res, fenceSHA string,
 	do func(ctx context.Context, l *engine.Locker, res string) (*engine.Lease, error),
-	hold func(e *env, i int, res string)) error {
-	// Under load, the fence round can reach master 2 before the cut
-	// connection is dialled again (two failures, no refusal): a set-up
-	// miss, tried again on fresh masters.
-	for range 3 {
-		if ok, err := fenceWithAFailureOnce(t, res, fenceSHA, do, hold); ok {
-			return err
+	hold func(e *env, i int, res string)) (err error) {
+	simTest(t, 3, func(t *testing.T, e *env) {
+		addrs := e.addrs
+		dp1 := newDropProxy(e, addrs[1])
+		dp2 := newDropProxy(e, addrs[2])
+		l := e.locker(func(c *engine.Config) {
+			c.Masters = []string{addrs[0], dp1.addr(), dp2.addr()}
+			c.Fencing = true
+		})
+		fence := []byte(fenceSHA)
+		dp1.needle.Store(&fence)
+		if hold != nil {
+			hold(e, 2, res)
+			hold(e, 2, res+"-b")
+		} else {
+			first := []byte(res) // the first command with the key: the acquire
+			dp2.needle.Store(&first)
 		}
-	}
-	t.Fatal("set-up: three tries without a fence round that master 2 refused and master 1 failed")
-	return nil
-}
-
-func fenceWithAFailureOnce(t *testing.T, res, fenceSHA string,
-	do func(ctx context.Context, l *engine.Locker, res string) (*engine.Lease, error),
-	hold func(e *env, i int, res string)) (bool, error) {
-	e := newEnv(t, 3)
-	addrs := e.cluster.Addrs()
-	dp1 := newDropProxy(t, addrs[1])
-	dp2 := newDropProxy(t, addrs[2])
-	l := e.locker(func(c *engine.Config) {
-		c.Masters = []string{addrs[0], dp1.addr(), dp2.addr()}
-		c.Fencing = true
-		c.NodeTimeout = time.Second // a loaded machine: no round cut short
+		var le *engine.Lease
+		le, err = do(context.Background(), l, res)
+		if dp2.dropped.Load() != (hold == nil) || !dp1.dropped.Load() {
+			t.Fatalf("set-up: the acquire to master 2 cut: %v, the fence round to master 1 cut: %v (%v)", dp2.dropped.Load(), dp1.dropped.Load(), err)
+		}
+		if err == nil {
+			le.Release(context.Background())
+			t.Fatal("set-up: acquired with one master's fence round lost and another's key missing")
+		}
+		var ve *engine.VotesError
+		if !errors.As(err, &ve) || ve.Op != "fence" || ve.Refused != 1 || ve.Failed != 1 {
+			t.Fatalf("set-up: want a fence round with master 2 refusing and master 1 failed, got %v", err)
+		}
 	})
-	fence := []byte(fenceSHA)
-	dp1.needle.Store(&fence)
-	if hold != nil {
-		hold(e, 2, res)
-		hold(e, 2, res+"-b")
-	} else {
-		first := []byte(res) // the first command with the key: the acquire
-		dp2.needle.Store(&first)
-	}
-	le, err := do(context.Background(), l, res)
-	if dp2.dropped.Load() != (hold == nil) || !dp1.dropped.Load() {
-		t.Fatalf("set-up: the acquire to master 2 cut: %v, the fence round to master 1 cut: %v (%v)", dp2.dropped.Load(), dp1.dropped.Load(), err)
-	}
-	if err == nil {
-		le.Release(context.Background())
-		t.Fatal("set-up: acquired with one master's fence round lost and another's key missing")
-	}
-	var ve *engine.VotesError
-	if errors.As(err, &ve) && ve.Op == "fence" && ve.Refused == 0 && ve.Failed == 2 {
-		t.Logf("set-up missed, trying again: %v", err)
-		return false, nil
-	}
-	if !errors.As(err, &ve) || ve.Op != "fence" || ve.Refused != 1 || ve.Failed != 1 {
-		t.Fatalf("set-up: want a fence round with master 2 refusing and master 1 failed, got %v", err)
-	}
-	return true, err
+	return err
 }

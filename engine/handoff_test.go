@@ -10,15 +10,25 @@ import (
 )
 
 func TestHandoffPassesTheLeaseInProcess(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
-	l := e.locker(func(c *engine.Config) { c.Fencing = true })
-	other := e.locker(nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	l := e.locker(func(c *engine.Config) { c.Fencing = true; patientNodes(c) })
+	other := e.locker(patientNodes)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	first, err := l.Lock(ctx, "handoff")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Lock returns at a quorum: the last SETs may still be on their way.
+	eventually(t, 30*time.Second, "the first lease's keys on every master", func() bool {
+		for i := 0; i < 5; i++ {
+			if e.get(i, e.key("handoff")) != first.Value() {
+				return false
+			}
+		}
+		return true
+	})
 	got := make(chan *engine.Lease, 1)
 	go func() {
 		le, err := l.Lock(ctx, "handoff")
@@ -27,7 +37,7 @@ func TestHandoffPassesTheLeaseInProcess(t *testing.T) {
 		}
 		got <- le
 	}()
-	eventually(t, 5*time.Second, "second goroutine queued", func() bool { return l.GateWaiting("handoff") == 1 })
+	eventually(t, 30*time.Second, "second goroutine queued", func() bool { return l.GateWaiting("handoff") == 1 })
 	firstUntil := first.ValidUntil()
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -54,7 +64,7 @@ func TestHandoffPassesTheLeaseInProcess(t *testing.T) {
 	}
 	// The keys never left the masters, so another process is still shut out.
 	for i := 0; i < 5; i++ {
-		if v := e.get(i, "handoff"); v != first.Value() {
+		if v := e.get(i, e.key("handoff")); v != first.Value() {
 			t.Fatalf("node %d holds %q during the hand-off", i, v)
 		}
 	}
@@ -65,16 +75,17 @@ func TestHandoffPassesTheLeaseInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 5; i++ {
-		if v := e.get(i, "handoff"); v != "" {
+		if v := e.get(i, e.key("handoff")); v != "" {
 			t.Fatalf("node %d still holds %q after the last release", i, v)
 		}
 	}
 }
 
 func TestHandoffsAreCapped(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.MaxHandoffs = 2 })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	l := e.locker(func(c *engine.Config) { c.MaxHandoffs = 2; patientNodes(c) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	le, err := l.Lock(ctx, "capped-handoff")
 	if err != nil {
@@ -90,7 +101,7 @@ func TestHandoffsAreCapped(t *testing.T) {
 			}
 			leases <- got
 		}()
-		eventually(t, 5*time.Second, "queued", func() bool { return l.GateWaiting("capped-handoff") == i+1 })
+		eventually(t, 30*time.Second, "queued", func() bool { return l.GateWaiting("capped-handoff") == i+1 })
 	}
 	var causes []engine.WakeCause
 	for i := 0; i < n; i++ {
@@ -112,90 +123,97 @@ func TestHandoffsAreCapped(t *testing.T) {
 	}
 }
 
+// In virtual time: the lease's validity runs down exactly as long as the
+// test waits.
 func TestNoHandoffOfAShortLease(t *testing.T) {
-	e := newEnv(t, 3)
-	const ttl = 400 * time.Millisecond
-	l := e.locker(func(c *engine.Config) { c.TTL = ttl })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	first, err := l.Lock(ctx, "short")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan *engine.Lease, 1)
-	go func() {
-		le, _ := l.Lock(ctx, "short")
-		got <- le
-	}()
-	eventually(t, 5*time.Second, "queued", func() bool { return l.GateWaiting("short") == 1 })
-	time.Sleep(ttl * 6 / 10) // less than half the TTL of validity left
-	first.Release(ctx)
-	second := <-got
-	if second == nil || second.Wait().Cause == engine.WakeHandoff || second.Value() == first.Value() {
-		t.Fatalf("a lease with little validity left was handed on: %+v", second.Wait())
-	}
+	simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
+		const ttl = 400 * time.Millisecond
+		l := e.locker(func(c *engine.Config) { c.TTL = ttl })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		first, err := l.Lock(ctx, "short")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *engine.Lease, 1)
+		go func() {
+			le, _ := l.Lock(ctx, "short")
+			got <- le
+		}()
+		eventually(t, 5*time.Second, "queued", func() bool { return l.GateWaiting("short") == 1 })
+		time.Sleep(ttl * 6 / 10) // less than half the TTL of validity left
+		first.Release(ctx)
+		second := <-got
+		if second == nil || second.Wait().Cause == engine.WakeHandoff || second.Value() == first.Value() {
+			t.Fatalf("a lease with little validity left was handed on: %+v", second.Wait())
+		}
+	})
 }
 
 // A gated lease that expires hands its turn on; releasing it afterwards
-// must not hand the turn on a second time.
+// must not hand the turn on a second time. In virtual time: the expiry
+// is exact, and so is the wait that shows the third still queued.
 func TestExpiredGatedLeaseLeavesTheGateOnce(t *testing.T) {
-	e := newEnv(t, 3)
-	const ttl = 300 * time.Millisecond
-	l := e.locker(func(c *engine.Config) { c.TTL = ttl })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	first, err := l.Lock(ctx, "expire-gate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := make(chan *engine.Lease, 1)
-	go func() { le, _ := l.Lock(ctx, "expire-gate"); second <- le }()
-	eventually(t, 5*time.Second, "second queued", func() bool { return l.GateWaiting("expire-gate") == 1 })
-	third := make(chan *engine.Lease, 1)
-	go func() { le, _ := l.Lock(ctx, "expire-gate"); third <- le }()
-	eventually(t, 5*time.Second, "third queued", func() bool { return l.GateWaiting("expire-gate") == 2 })
-	<-first.Done() // expires: the turn goes to the second
-	s := <-second
-	if s == nil {
-		t.FailNow()
-	}
-	first.Release(ctx) // late: must not let the third in beside the second
-	select {
-	case le := <-third:
-		t.Fatalf("third got past the gate while the second held it: %+v", le.Wait())
-	case <-time.After(200 * time.Millisecond):
-	}
-	if l.GateWaiting("expire-gate") != 1 {
-		t.Fatalf("the third should still be queued, queue is %d", l.GateWaiting("expire-gate"))
-	}
-	s.Release(ctx)
-	if le := <-third; le == nil {
-		t.Fatal("third never got the lock")
-	}
+	simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
+		const ttl = 300 * time.Millisecond
+		l := e.locker(func(c *engine.Config) { c.TTL = ttl })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		first, err := l.Lock(ctx, "expire-gate")
+		if err != nil {
+			t.Fatal(err)
+		}
+		second := make(chan *engine.Lease, 1)
+		go func() { le, _ := l.Lock(ctx, "expire-gate"); second <- le }()
+		eventually(t, 5*time.Second, "second queued", func() bool { return l.GateWaiting("expire-gate") == 1 })
+		third := make(chan *engine.Lease, 1)
+		go func() { le, _ := l.Lock(ctx, "expire-gate"); third <- le }()
+		eventually(t, 5*time.Second, "third queued", func() bool { return l.GateWaiting("expire-gate") == 2 })
+		<-first.Done() // expires: the turn goes to the second
+		s := <-second
+		if s == nil {
+			t.FailNow()
+		}
+		first.Release(ctx) // late: must not let the third in beside the second
+		select {
+		case le := <-third:
+			t.Fatalf("third got past the gate while the second held it: %+v", le.Wait())
+		case <-time.After(200 * time.Millisecond):
+		}
+		if l.GateWaiting("expire-gate") != 1 {
+			t.Fatalf("the third should still be queued, queue is %d", l.GateWaiting("expire-gate"))
+		}
+		s.Release(ctx)
+		if le := <-third; le == nil {
+			t.Fatal("third never got the lock")
+		}
+	})
 }
 
 // More masters than the lease's inline tally holds: the hand-off must size
-// the successor's tally from the lease's.
+// the successor's tally from the lease's. Seven simulated masters, more
+// than the pool has.
 func TestHandoffWithSevenMasters(t *testing.T) {
-	e := newEnv(t, 7)
-	l := e.locker(nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	first, err := l.Lock(ctx, "seven")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan *engine.Lease, 1)
-	go func() { le, _ := l.Lock(ctx, "seven"); got <- le }()
-	eventually(t, 5*time.Second, "queued", func() bool { return l.GateWaiting("seven") == 1 })
-	if err := first.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	second := <-got
-	if second == nil || second.Wait().Cause != engine.WakeHandoff {
-		t.Fatal("no hand-off with seven masters")
-	}
-	if err := second.Release(ctx); err != nil {
-		t.Fatalf("release after a hand-off on seven masters: %v", err)
-	}
+	simTest(t, 7, func(t *testing.T, e *env) {
+		l := e.locker(nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		first, err := l.Lock(ctx, "seven")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *engine.Lease, 1)
+		go func() { le, _ := l.Lock(ctx, "seven"); got <- le }()
+		eventually(t, 5*time.Second, "queued", func() bool { return l.GateWaiting("seven") == 1 })
+		if err := first.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		second := <-got
+		if second == nil || second.Wait().Cause != engine.WakeHandoff {
+			t.Fatal("no hand-off with seven masters")
+		}
+		if err := second.Release(ctx); err != nil {
+			t.Fatalf("release after a hand-off on seven masters: %v", err)
+		}
+	})
 }

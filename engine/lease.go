@@ -437,7 +437,7 @@ func (le *Lease) freeEnded() {
 	} else if l.closed.Load() {
 		return
 	}
-	l.post(le.releaseCommand(uint64(1)<<l.pool.Len()-1, releaseScript))
+	l.post(le.releaseCommand(uint64(1)<<l.votes-1, releaseScript))
 }
 
 // endLocked is end under le.mu; it reports whether the caller must hand

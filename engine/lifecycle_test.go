@@ -2,28 +2,36 @@ package engine_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/internal/redistest"
+	"github.com/redlock-bench/redlock/internal/simredis"
 	"pgregory.net/rapid"
 )
 
-// The lease lifecycle, as a stateful property: two Lockers on five real
-// masters, a few resources, and random sequences of TryLock, Lock (in a
-// goroutine, so that gated waiters queue and leases are handed on),
-// Release, Extend, cancelled waits, time passing, key loss on some masters
-// and master restarts. After every step the leases in hand must obey:
+// The lease lifecycle, as a stateful property: two Lockers on five
+// masters (real ones, or simulated ones in virtual time), a few resources,
+// and random sequences of TryLock, Lock (in a goroutine, so that gated
+// waiters queue and leases are handed on), Release, Extend, cancelled
+// waits, time passing, key loss on some masters and master restarts (and
+// on simulated masters, stopped and slow masters and broken connections).
+// After every step the leases in hand must obey:
 //
 //   - exclusion: at most one live lease (Err nil, Validity > 0) per
 //     resource, unless one of them lost its keys beyond the fault model
@@ -42,28 +50,32 @@ const (
 	lcTTL         = 500 * time.Millisecond
 	lcExtendEvery = 150 * time.Millisecond
 	lcResources   = 3
-	// lcChecks is the number of rapid runs unless -rapid.checks (or
+	// lcChecks is the number of rapid runs of the properties on real
+	// masters that share lcRapidDefaults, unless -rapid.checks (or
 	// RAPID_CHECKS) says otherwise: each run takes up to a few seconds of
-	// real time, and the test must stay under a minute with -race.
+	// real time, and a test must stay under a minute with -race.
 	lcChecks = 25
 	// lcShrinkTime bounds the minimisation of a failure, for the same reason.
 	lcShrinkTime = "25s"
 )
 
-// TestLeaseLifecycle checks the lifecycle property (see above) over
-// -rapid.checks runs (25 by default here) of about -rapid.steps actions
-// each (rapid's average, 30 by default; runs are cut at twice that). A
-// failure is shrunk to a short sequence of actions, printed with the seed;
-// replay it with
+// TestLeaseLifecycle checks the lifecycle property (see above) on real
+// masters over -rapid.checks runs (lcRealChecks by default here) of about
+// -rapid.steps actions each (rapid's average, 30 by default; runs are cut
+// at twice that). A failure is shrunk to a short sequence of actions,
+// printed with the seed; replay it with
 //
-//	go test -run TestLeaseLifecycle -rapid.seed=N ./engine/
+//	go test -run 'TestLeaseLifecycle$' -rapid.seed=N ./engine/
 //
-// ('TestLeaseLifecycle$' leaves out the control below; timing makes some
-// failures need a few tries). No fail file is written unless
-// -rapid.nofailfile=false is given; -rapid.v logs every step of every run.
+// (timing makes some failures need a few tries). No fail file is written
+// unless -rapid.nofailfile=false is given; -rapid.v logs every step of
+// every run. TestLeaseLifecycleInVirtualTime runs the same machine, and
+// more faults, many more times on simulated masters.
 func TestLeaseLifecycle(t *testing.T) {
+	lcMutation(t)
 	e := newLifecycleEnv(t)
 	lcRapidDefaults(t)
+	setRapidChecks(t, lcRealChecks)
 	rapid.Check(t, func(rt *rapid.T) {
 		m := newLifecycle(rt, e, lcMain, nil)
 		defer m.close()
@@ -71,64 +83,172 @@ func TestLeaseLifecycle(t *testing.T) {
 	})
 }
 
+// lcMutation turns on the switch of internal/mutation that
+// REDLOCK_MUTATION names, if any, for the test, to see the property fail:
+//
+//	REDLOCK_MUTATION=stale-shorter-extend go test -run 'TestLeaseLifecycleInVirtualTime$' ./engine/
+func lcMutation(t *testing.T) {
+	mutation.Require(t)
+	name := os.Getenv("REDLOCK_MUTATION")
+	if name == "" {
+		return
+	}
+	sw := mutation.ByName(name)
+	if sw == nil {
+		t.Fatalf("REDLOCK_MUTATION=%s: no such switch", name)
+	}
+	t.Cleanup(sw.Set(true))
+}
+
+// lcRealChecks: TestLeaseLifecycle's runs on real masters, where each
+// takes seconds of real time; the virtual-time twin explores more.
+const lcRealChecks = 10
+
+// TestLeaseLifecycleInVirtualTime checks the lifecycle property on
+// simulated masters in virtual time (a run takes a fraction of a second
+// of real time, whatever the sleeps and timeouts in it), over
+// -rapid.checks runs (lcSimChecks by default here) of about -rapid.steps
+// actions (lcSimSteps by default), with lcSim's faults: besides key loss
+// and restarts, masters stopped and resumed (at most two at once),
+// masters slower than the node timeout, and connections broken with
+// commands in flight delivered late or lost. The Lockers' random delays
+// come from the run's draws. Replay a failure with
+//
+//	go test -run 'TestLeaseLifecycleInVirtualTime$' -rapid.seed=N ./engine/
+func TestLeaseLifecycleInVirtualTime(t *testing.T) {
+	lcMutation(t)
+	lcRapidDefaults(t)
+	lcRapidFlags(t, map[string]string{
+		"rapid.checks":     strconv.Itoa(lcSimChecks),
+		"rapid.steps":      strconv.Itoa(lcSimSteps),
+		"rapid.shrinktime": lcSimShrinkTime,
+	})
+	rapid.Check(t, func(rt *rapid.T) {
+		// Each run in a bubble of its own, on masters of its own: a run
+		// that leaves a goroutine behind fails as a deadlock.
+		rapid.SyncTest(rt, func(rt *rapid.T) {
+			e := newSimLifecycleEnv(t, rt)
+			defer e.close()
+			m := newLifecycle(rt, e, lcSim, nil)
+			defer m.close()
+			rt.Repeat(m.actions())
+		})
+	})
+}
+
+// newSimLifecycleEnv starts simulated masters, up for an hour, for one
+// run of the machine, inside its bubble, on a network seeded by the run;
+// close stops them. The env's t is the test's, outside the bubble: the
+// machine reports through the run's rapid.T, and uses the env only for
+// its masters, clients and faults.
+func newSimLifecycleEnv(t *testing.T, rt *rapid.T) *lcEnv {
+	nw := simredis.NewNetwork(rapid.Uint64().Draw(rt, "network seed"))
+	ms, addrs := simredis.NewMasters(nw, lcMasters, simredis.MasterOptions{Uptime: time.Hour})
+	e := &lcEnv{env: &env{t: t, net: nw, sim: ms, addrs: addrs}, restarted: map[int]time.Time{}}
+	dial := nw.Dialer("direct")
+	for _, a := range addrs {
+		cl, err := rueidis.NewClient(rueidis.ClientOption{
+			InitAddress: []string{a}, ForceSingleClient: true, DisableCache: true,
+			ClientSetInfo: rueidis.DisableClientSetInfo,
+			DialCtxFn: func(ctx context.Context, addr string, _ *net.Dialer, _ *tls.Config) (net.Conn, error) {
+				return dial(ctx, addr)
+			},
+		})
+		if err != nil {
+			e.close()
+			rt.Fatalf("direct client %s: %v", a, err)
+		}
+		e.direct = append(e.direct, cl)
+	}
+	return e
+}
+
+// close stops a run's simulated masters and their direct clients.
+func (e *lcEnv) close() {
+	for _, c := range e.direct {
+		c.Close()
+	}
+	for _, m := range e.env.sim {
+		m.Close()
+	}
+}
+
+const (
+	lcSimChecks = 30
+	lcSimSteps  = 60
+	// lcSimShrinkTime is virtual time: the runs replayed while shrinking
+	// take it, not the machine's.
+	lcSimShrinkTime = "30m"
+)
+
 // lcMain is the machine of TestLeaseLifecycle: two resources, so that the
 // Lockers meet often, and Lock and Release drawn twice as often as the
 // rest, so that gated waiters queue and leases are handed on.
 var lcMain = lcOptions{resources: 2, actions: []string{"trylock", "lock", "lock", "release", "release", "extend", "cancel", "sleep", "delete", "restart"}}
 
-// lcControl is the machine of the control: one resource, the gated Locker
-// only; Lock (three times as often: two must queue behind the holder),
-// Release, Extend to the full TTL (a shorter one leaves too little
-// validity to hand on), key loss on a majority, and time passing. Fencing
-// is off: the hand-off's fence round raises the counters only where the
-// key is still the lease's, so with fencing a lost lease is not handed on
-// even without the check under test.
-var lcControl = lcOptions{resources: 1, lockers: 1, minDelete: lcQuorum, minExtend: lcTTL, noFencing: true,
-	actions: []string{"lock", "lock", "lock", "release", "release", "extend", "delete", "sleep"}}
+// lcSim is lcMain with the faults of simulated masters, the Lock and
+// Release that make hand-offs drawn more often still, so that the faults
+// do not crowd them out.
+var lcSim = lcOptions{resources: 2, actions: []string{"trylock", "trylock", "lock", "lock", "lock", "release", "release", "release",
+	"extend", "cancel", "sleep", "sleep", "delete", "restart", "pause", "slow", "break"}}
+
+// lcControl is the machine of the control: one resource, the gated,
+// auto-extending Locker only. Fencing is off: the hand-off's fence round
+// raises the counters only where the key is still the lease's, so with
+// fencing a lost lease is not handed on even without the check under
+// test.
+var lcControl = lcOptions{resources: 1, lockers: 1, noFencing: true}
 
 // TestLeaseLifecycleCatchesHandoffOfEndedLease is the control: with the
 // engine's check that keeps an ended lease from being handed on turned
-// off, the machine must see a hand-off of a lost lease. It runs the
-// machine on fixed seeds (rapid's Example, which neither shrinks nor
-// writes files) and collects violations instead of failing at the first,
-// so that it can assert that the checker fails. The machine is narrowed to
-// what loses a gated lease and releases it while others queue (see
-// lcControl): with every action drawn alike, 100 runs did not meet that
-// sequence, while the narrowed machine met it within the first 20 seeds.
-//
-// Which seeds reach that sequence depends on timing, and on a loaded host
-// 60 seeds can miss it, so it runs only with REDLOCK_CONTROLS=1 (`make
-// controls`); TestLostLeaseIsNeverHandedOnControl is the deterministic
-// control that always runs.
+// off, the lifecycle machine must see a hand-off of a lost lease. It runs
+// the machine's steps on a schedule, in virtual time, where the hazard
+// cannot be missed: the gated, auto-extending Locker takes the resource
+// and two more of its goroutines queue behind it; its key goes from a
+// majority of the masters; its next auto-extension finds the lease lost,
+// and the next goroutine in line wins the masters; then the lost lease is
+// released, which, with the check off, hands it to the third. The
+// machine collects violations instead of failing at the first, so that
+// the control can assert that the checker fails. (Random runs of a
+// machine narrowed to these steps, on real masters, met this sequence
+// only for some seeds, depending on timing.)
 func TestLeaseLifecycleCatchesHandoffOfEndedLease(t *testing.T) {
-	if os.Getenv("REDLOCK_CONTROLS") == "" {
-		t.Skip("set REDLOCK_CONTROLS=1 (make controls) to run the lifecycle property's control")
-	}
-	e := newLifecycleEnv(t)
+	mutation.Require(t)
 	engine.SkipHandoffEndCheck(true)
 	defer engine.SkipHandoffEndCheck(false)
-	const seeds = 60
-	var all []lcViolation
-	for seed := 1; seed <= seeds; seed++ {
+	synctest.Test(t, func(t *testing.T) {
 		var found []lcViolation
 		rapid.Custom(func(rt *rapid.T) bool {
+			e := newSimLifecycleEnv(t, rt)
+			defer e.close()
 			m := newLifecycle(rt, e, lcControl, &found)
 			defer m.close()
-			rt.Repeat(m.actions())
+			for _, step := range []func(){
+				func() { m.doLock(0, 0, 2*time.Second) },
+				func() { m.doLock(0, 0, 2*time.Second) },
+				func() { m.doLock(0, 0, 2*time.Second) },
+				func() { m.doDelete(0, []int{0, 1, 2}) },
+				func() { m.doSleep(lcExtendEvery + 50*time.Millisecond) },
+				func() {
+					if held := m.held(); len(held) > 0 {
+						m.doRelease(held[0])
+					}
+				},
+				func() { m.doSleep(10 * time.Millisecond) },
+			} {
+				step()
+				m.check(rt)
+			}
 			return true
-		}).Example(seed)
-		all = append(all, found...)
+		}).Example(1)
 		for _, v := range found {
+			t.Logf("%s: %s", v.kind, v.msg)
 			if v.kind == lcHandoff {
-				t.Logf("seed %d: %s: %s", seed, v.kind, v.msg)
 				return
 			}
 		}
-	}
-	for _, v := range all {
-		t.Logf("other violation: %s: %s", v.kind, v.msg)
-	}
-	t.Fatalf("no hand-off of an ended lease seen in %d runs with the engine's check off: the lifecycle property cannot fail", seeds)
+		t.Fatal("no hand-off of an ended lease seen with the engine's check off: the lifecycle property cannot fail")
+	})
 }
 
 // lcEnv is the masters of one top-level test, shared by its runs.
@@ -139,19 +259,24 @@ type lcEnv struct {
 	restarted map[int]time.Time
 }
 
-// nodes are e's masters, unless opts gives the votes.
+// nodes are e's real masters, to flush before each run, unless opts
+// gives the votes; none for simulated masters, whose runs' names are
+// their own anyway.
 func (e *lcEnv) nodes(opts lcOptions) []*redistest.Node {
-	if opts.votes != nil {
+	if opts.votes != nil || e.cluster == nil {
 		return nil
 	}
 	return e.cluster.Nodes
 }
 
+// sim reports whether e's masters are simulated (virtual time).
+func (e *lcEnv) sim() bool { return e.env != nil && e.env.sim != nil }
+
 // newLifecycleEnv starts the masters once per top-level test and lets
 // them age past a second, so that the Lockers' quarantine (which reads
 // uptime in whole seconds) does not keep fresh masters out of the first run.
 func newLifecycleEnv(t *testing.T) *lcEnv {
-	e := newEnv(t, lcMasters)
+	e := ownEnv(t, lcMasters)
 	time.Sleep(1100 * time.Millisecond)
 	return &lcEnv{env: e, restarted: map[int]time.Time{}}
 }
@@ -161,7 +286,7 @@ func newLifecycleEnv(t *testing.T) *lcEnv {
 var lcUserFlags = sync.OnceValue(func() map[string]bool {
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for _, name := range []string{"checks", "shrinktime", "nofailfile"} {
+	for _, name := range []string{"checks", "steps", "shrinktime", "nofailfile"} {
 		if _, ok := os.LookupEnv("RAPID_" + strings.ToUpper(name)); ok {
 			set["rapid."+name] = true
 		}
@@ -173,12 +298,18 @@ var lcUserFlags = sync.OnceValue(func() map[string]bool {
 // allow in a minute, and writes no fail file into the package directory,
 // unless the user chose otherwise; the flags are restored after the test.
 func lcRapidDefaults(t *testing.T) {
-	user := lcUserFlags()
-	for name, v := range map[string]string{
+	lcRapidFlags(t, map[string]string{
 		"rapid.checks":     strconv.Itoa(lcChecks),
 		"rapid.shrinktime": lcShrinkTime,
 		"rapid.nofailfile": "true",
-	} {
+	})
+}
+
+// lcRapidFlags sets rapid's flags for the test, but those the user chose;
+// they are restored after it.
+func lcRapidFlags(t *testing.T, flags map[string]string) {
+	user := lcUserFlags()
+	for name, v := range flags {
 		f := flag.Lookup(name)
 		if f == nil || user[name] {
 			continue
@@ -284,6 +415,9 @@ type lifecycle struct {
 	releasedAt map[string]time.Time
 	collect    *[]lcViolation // nil: fail the run at the first violation
 	failed     bool
+	// paused and slowed: the simulated masters stopped, and those whose
+	// latency is not a LAN's, until the run's end.
+	paused, slowed map[int]bool
 }
 
 var lcRun atomic.Int64
@@ -312,6 +446,8 @@ func newLifecycle(rt *rapid.T, e *lcEnv, opts lcOptions, collect *[]lcViolation)
 		endedAtRelease: map[string]error{},
 		releasedAt:     map[string]time.Time{},
 		maxStep:        60,
+		paused:         map[int]bool{},
+		slowed:         map[int]bool{},
 	}
 	if f := flag.Lookup("rapid.steps"); f != nil {
 		if n, err := strconv.Atoi(f.Value.String()); err == nil && n > 0 {
@@ -327,13 +463,23 @@ func newLifecycle(rt *rapid.T, e *lcEnv, opts lcOptions, collect *[]lcViolation)
 		}
 		m.names = append(m.names, fmt.Sprintf(format, run, i))
 	}
-	base := func() engine.Config {
+	// Simulated masters: the Lockers' random delays come from the run's
+	// draws, so that a seed replays its schedule as far as the
+	// goroutines' order at one virtual instant allows.
+	var seed uint64
+	if e.sim() {
+		seed = rapid.Uint64().Draw(rt, "rand seed")
+	}
+	base := func(i uint64) engine.Config {
 		var c engine.Config
 		if opts.votes != nil {
 			c = engine.DefaultConfig()
 			opts.votes(&c)
 		} else {
-			c = engine.DefaultConfig(e.cluster.Addrs()...)
+			c = e.env.config()
+		}
+		if e.sim() {
+			c.Rand = rand.New(rand.NewPCG(seed, i))
 		}
 		c.TTL, c.MaxTTL = lcTTL, lcTTL
 		c.Quarantine = engine.QuarantineAlways
@@ -344,10 +490,10 @@ func newLifecycle(rt *rapid.T, e *lcEnv, opts lcOptions, collect *[]lcViolation)
 	}
 	// L0: fenced, auto-extending. L1: fenced, extended only by hand. Both
 	// gate their own Lock callers and hand leases on.
-	c0 := base()
+	c0 := base(0)
 	c0.AutoExtend, c0.ExtendEvery = true, lcExtendEvery
 	c0.Fencing = !opts.noFencing
-	for _, c := range []engine.Config{c0, base()} {
+	for _, c := range []engine.Config{c0, base(1)} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		l, err := engine.New(ctx, c)
 		cancel()
@@ -368,6 +514,12 @@ func (m *lifecycle) close() {
 		via[l.via]++
 	}
 	m.rt.Logf("run: %d steps, leases %v, %d values compromised", m.steps, via, len(m.compromised))
+	for i := range m.paused {
+		m.e.env.sim[i].Resume()
+	}
+	for i := range m.slowed {
+		m.e.env.sim[i].SetLatency(simredis.DefaultLatency)
+	}
 	for _, w := range m.waiters {
 		w.cancel()
 	}
@@ -423,9 +575,17 @@ func (m *lifecycle) actions() map[string]func(*rapid.T) {
 		"sleep":   step(m.sleep),
 		"delete":  step(m.deleteKeys),
 		"restart": step(m.restart),
+		"pause":   step(m.pause),
+		"slow":    step(m.slow),
+		"break":   step(m.breakConns),
 		"":        m.check,
 	}
 	if m.opts.actions == nil {
+		if !m.e.sim() {
+			delete(all, "pause")
+			delete(all, "slow")
+			delete(all, "break")
+		}
 		return all
 	}
 	some := map[string]func(*rapid.T){"": m.check}
@@ -463,20 +623,27 @@ func (m *lifecycle) held() []*lcLease {
 	return out
 }
 
+// The steps: each draws its choices, then does them (the do functions,
+// which the control's scheduled runs call directly).
+
 func (m *lifecycle) tryLock(rt *rapid.T) {
 	li := rapid.IntRange(0, m.opts.lockers-1).Draw(rt, "locker")
 	ri := rapid.IntRange(0, m.opts.resources-1).Draw(rt, "resource")
+	m.doTryLock(li, ri)
+}
+
+func (m *lifecycle) doTryLock(li, ri int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	begin := time.Now()
 	le, err := m.lockers[li].TryLock(ctx, m.names[ri])
 	end := time.Now()
 	if err != nil {
-		rt.Logf("TryLock L%d r%d: %v", li, ri, err)
+		m.rt.Logf("TryLock L%d r%d: %v", li, ri, err)
 		return
 	}
 	l := &lcLease{id: m.id(), le: le, locker: li, res: ri, via: "trylock", begin: begin, end: end}
-	rt.Logf("TryLock L%d r%d: %s", li, ri, l)
+	m.rt.Logf("TryLock L%d r%d: %s", li, ri, l)
 	m.add(l)
 }
 
@@ -484,13 +651,17 @@ func (m *lifecycle) lock(rt *rapid.T) {
 	li := rapid.IntRange(0, m.opts.lockers-1).Draw(rt, "locker")
 	ri := rapid.IntRange(0, m.opts.resources-1).Draw(rt, "resource")
 	timeout := rapid.SampledFrom([]time.Duration{300 * time.Millisecond, time.Second, 2 * time.Second}).Draw(rt, "timeout")
+	m.doLock(li, ri, timeout)
+}
+
+func (m *lifecycle) doLock(li, ri int, timeout time.Duration) {
 	l := m.lockers[li]
 	name := m.names[ri]
 	gated, subs := l.GateWaiting(name), l.Subscriptions()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	w := &lcWaiter{id: m.id(), locker: li, res: ri, cancel: cancel, called: time.Now()}
 	m.waiters = append(m.waiters, w)
-	rt.Logf("Lock#%d L%d r%d timeout %s: started", w.id, li, ri, timeout)
+	m.rt.Logf("Lock#%d L%d r%d timeout %s: started", w.id, li, ri, timeout)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -500,7 +671,8 @@ func (m *lifecycle) lock(rt *rapid.T) {
 		m.results <- lcResult{w: w, le: le, err: err, at: time.Now()}
 	}()
 	// Let the goroutine queue at the gate or reach the masters, so that
-	// the next step meets it waiting.
+	// the next step meets it waiting (a step of time passing, on real
+	// masters; exact in virtual time).
 	for deadline := time.Now().Add(30 * time.Millisecond); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		if w.returned.Load() || l.GateWaiting(name) > gated || l.Subscriptions() > subs {
 			break
@@ -513,7 +685,10 @@ func (m *lifecycle) release(rt *rapid.T) {
 	if len(held) == 0 {
 		rt.Skip("no lease to release")
 	}
-	l := held[rapid.IntRange(0, len(held)-1).Draw(rt, "lease")]
+	m.doRelease(held[rapid.IntRange(0, len(held)-1).Draw(rt, "lease")])
+}
+
+func (m *lifecycle) doRelease(l *lcLease) {
 	v := l.le.Value()
 	pre := l.le.Err()
 	if pre != nil && !errors.Is(pre, engine.ErrReleased) {
@@ -524,7 +699,7 @@ func (m *lifecycle) release(rt *rapid.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	err := l.le.Release(ctx)
 	cancel()
-	rt.Logf("Release %s (Err before: %v; %d queued): %v", l, pre, m.lockers[l.locker].GateWaiting(m.names[l.res]), err)
+	m.rt.Logf("Release %s (Err before: %v; %d queued): %v", l, pre, m.lockers[l.locker].GateWaiting(m.names[l.res]), err)
 	m.mustHaveEnded(lcRelease, l, "after Release returned")
 }
 
@@ -536,10 +711,14 @@ func (m *lifecycle) extend(rt *rapid.T) {
 	l := held[rapid.IntRange(0, len(held)-1).Draw(rt, "lease")]
 	lo, hi := max(m.opts.minExtend, 50*time.Millisecond), lcTTL
 	ttl := time.Duration(rapid.IntRange(int(lo/time.Millisecond), int(hi/time.Millisecond)).Draw(rt, "ttl ms")) * time.Millisecond
+	m.doExtend(l, ttl)
+}
+
+func (m *lifecycle) doExtend(l *lcLease, ttl time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	err := l.le.Extend(ctx, ttl)
 	cancel()
-	rt.Logf("Extend %s by %s: %v", l, ttl, err)
+	m.rt.Logf("Extend %s by %s: %v", l, ttl, err)
 	if errors.Is(err, engine.ErrNotHeld) {
 		m.mustHaveEnded(lcExtend, l, fmt.Sprintf("after Extend failed with %v", err))
 	}
@@ -561,9 +740,13 @@ func (m *lifecycle) cancelWait(rt *rapid.T) {
 }
 
 func (m *lifecycle) sleep(rt *rapid.T) {
-	d := rapid.SampledFrom([]time.Duration{2 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond,
-		lcExtendEvery, 300 * time.Millisecond, lcTTL + 100*time.Millisecond}).Draw(rt, "sleep")
-	rt.Logf("sleep %s", d)
+	m.doSleep(rapid.SampledFrom([]time.Duration{2 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond,
+		lcExtendEvery, 300 * time.Millisecond, lcTTL + 100*time.Millisecond}).Draw(rt, "sleep"))
+}
+
+// doSleep lets time pass: on real masters as it must, a sleep.
+func (m *lifecycle) doSleep(d time.Duration) {
+	m.rt.Logf("sleep %s", d)
 	time.Sleep(d)
 }
 
@@ -573,19 +756,36 @@ func (m *lifecycle) deleteKeys(rt *rapid.T) {
 	ri := rapid.IntRange(0, m.opts.resources-1).Draw(rt, "resource")
 	k := rapid.IntRange(max(m.opts.minDelete, 1), lcQuorum).Draw(rt, "masters")
 	order := rapid.Permutation([]int{0, 1, 2, 3, 4}).Draw(rt, "order")
+	// Only masters the test's own clients reach: a stopped one would
+	// hold the delete back until it resumes.
+	var masters []int
+	for _, i := range order {
+		if len(masters) < k && !m.paused[i] {
+			masters = append(masters, i)
+		}
+	}
+	m.doDelete(ri, masters)
+}
+
+func (m *lifecycle) doDelete(ri int, masters []int) {
 	m.collectResults() // know as many live values as possible
-	key := m.names[ri]
+	key := m.e.key(m.names[ri])
 	lost := map[string]bool{}
-	for _, i := range order[:k] {
-		if v := m.direct(i, func(c rueidis.Client) rueidis.Completed { return c.B().Getdel().Key(key).Build() }); v != "" {
+	for _, i := range masters {
+		if v := m.direct(i, func(c rueidis.Client) rueidis.Completed {
+			return c.B().Eval().Script(lcGetDel).Numkeys(1).Key(key).Build()
+		}); v != "" {
 			lost[strings.TrimSuffix(v, "+")] = true
 		}
 	}
-	rt.Logf("delete r%d on masters %v: values %v", ri, order[:k], lostValues(lost))
+	m.rt.Logf("delete r%d on masters %v: values %v", ri, masters, lostValues(lost))
 	for v := range lost {
 		m.lose(v, ri)
 	}
 }
+
+// lcGetDel is GETDEL as a script, which the simulated masters run too.
+const lcGetDel = `local v = redis.call("GET", KEYS[1]) redis.call("DEL", KEYS[1]) return v`
 
 func lostValues(lost map[string]bool) []string {
 	var out []string
@@ -614,15 +814,7 @@ func (m *lifecycle) lose(v string, ri int) {
 	}
 	held := 0
 	for i := 0; i < lcMasters; i++ {
-		before := time.Now()
-		got := m.direct(i, func(c rueidis.Client) rueidis.Completed { return c.B().Get().Key(m.names[ri]).Build() })
-		if strings.TrimSuffix(got, "+") != v {
-			continue
-		}
-		pttl := m.pttl(i, m.names[ri])
-		// The key lives at least until before + pttl, less the master's
-		// millisecond rounding.
-		if before.Add(time.Duration(pttl)*time.Millisecond - time.Millisecond).After(validUntil) {
+		if got, until := m.keyOn(i, m.e.key(m.names[ri])); strings.TrimSuffix(got, "+") == v && until.After(validUntil) {
 			held++
 		}
 	}
@@ -631,6 +823,39 @@ func (m *lifecycle) lose(v string, ri int) {
 		m.rt.Logf("value %.6s compromised: %s", v, why)
 		m.compromised[v] = why
 	}
+}
+
+// keyOn returns key's value on master i ("" when absent) and how long it
+// lives at least. Simulated masters are read from their key log, which
+// needs no connection (a master may be stopped); real ones with GET and
+// PTTL.
+func (m *lifecycle) keyOn(i int, key string) (string, time.Time) {
+	if m.e.sim() {
+		sm := m.e.env.sim[i]
+		var last *simredis.KeyRecord
+		log := sm.KeyLog()
+		for j := range log {
+			if log[j].Key == key {
+				last = &log[j]
+			}
+		}
+		now := sm.Now()
+		if last == nil || last.Gone || !last.ExpireAt.IsZero() && !now.Before(last.ExpireAt) {
+			return "", time.Time{}
+		}
+		if last.ExpireAt.IsZero() {
+			return last.Value, time.Now().Add(24 * time.Hour)
+		}
+		return last.Value, sm.VirtualAt(last.ExpireAt, time.Now())
+	}
+	before := time.Now()
+	got := m.direct(i, func(c rueidis.Client) rueidis.Completed { return c.B().Get().Key(key).Build() })
+	if got == "" {
+		return "", time.Time{}
+	}
+	// The key lives at least until before + pttl, less the master's
+	// millisecond rounding.
+	return got, before.Add(time.Duration(m.pttl(i, key))*time.Millisecond - time.Millisecond)
 }
 
 // direct runs a string command on master i through the test's own client,
@@ -670,7 +895,10 @@ func (m *lifecycle) pttl(i int, key string) int64 {
 // counter, and the Lockers keep it out of the vote for MaxTTL. At most two
 // masters are young at once, so that a quorum can still be reached.
 func (m *lifecycle) restart(rt *rapid.T) {
-	i := rapid.IntRange(0, lcMasters-1).Draw(rt, "master")
+	m.doRestart(rapid.IntRange(0, lcMasters-1).Draw(rt, "master"))
+}
+
+func (m *lifecycle) doRestart(i int) {
 	young := 0
 	for _, at := range m.e.restarted {
 		if time.Since(at) < 2*time.Second {
@@ -678,16 +906,58 @@ func (m *lifecycle) restart(rt *rapid.T) {
 		}
 	}
 	if at, ok := m.e.restarted[i]; young >= 2 && !(ok && time.Since(at) < 2*time.Second) {
-		rt.Logf("restart master %d: skipped, two masters restarted lately", i)
+		m.rt.Logf("restart master %d: skipped, two masters restarted lately", i)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := m.e.cluster.Nodes[i].Restart(ctx); err != nil {
-		rt.Fatalf("restart master %d: %v", i, err)
+	if m.paused[i] {
+		// A new process runs: the stopped one is gone.
+		m.e.env.sim[i].Resume()
+		delete(m.paused, i)
 	}
+	m.e.env.restart(i)
 	m.e.restarted[i] = time.Now()
-	rt.Logf("restart master %d", i)
+	m.rt.Logf("restart master %d", i)
+}
+
+// The faults that only simulated masters take cheaply.
+
+// pause stops a master as SIGSTOP does, or lets a stopped one run again;
+// at most two are stopped at once, so that a quorum can answer.
+func (m *lifecycle) pause(rt *rapid.T) {
+	i := rapid.IntRange(0, lcMasters-1).Draw(rt, "master")
+	switch {
+	case m.paused[i]:
+		m.e.env.sim[i].Resume()
+		delete(m.paused, i)
+		rt.Logf("resume master %d", i)
+	case len(m.paused) >= 2:
+		rt.Skip("two masters stopped")
+	default:
+		m.e.env.sim[i].Pause()
+		m.paused[i] = true
+		rt.Logf("pause master %d", i)
+	}
+}
+
+// slow sets a master's latency: a LAN's, or slower than the node timeout
+// (lcTTL/10) now and then, or always.
+func (m *lifecycle) slow(rt *rapid.T) {
+	i := rapid.IntRange(0, lcMasters-1).Draw(rt, "master")
+	l := rapid.SampledFrom([]simredis.Latency{simredis.DefaultLatency,
+		{Min: 5 * time.Millisecond, Jitter: 20 * time.Millisecond, SpikeP: 0.2, Spike: 100 * time.Millisecond},
+		{Min: 60 * time.Millisecond, Jitter: 60 * time.Millisecond}}).Draw(rt, "latency")
+	m.e.env.sim[i].SetLatency(l)
+	m.slowed[i] = l != simredis.DefaultLatency
+	rt.Logf("master %d latency %+v", i, l)
+}
+
+// breakConns breaks every connection to a master, with what is in
+// flight delivered late, or lost.
+func (m *lifecycle) breakConns(rt *rapid.T) {
+	i := rapid.IntRange(0, lcMasters-1).Draw(rt, "master")
+	late := rapid.SampledFrom([]time.Duration{-1, 0, 20 * time.Millisecond, 200 * time.Millisecond}).Draw(rt, "late")
+	n := m.e.env.sim[i].BreakConnections(late)
+	rt.Logf("break %d connections to master %d (late %s)", n, i, late)
 }
 
 // collectResults takes in the Lock calls that returned.

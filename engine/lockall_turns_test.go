@@ -21,28 +21,36 @@ import (
 // themselves, each master's turn at a different one, so that the Lock
 // waiter never collects a quorum of them (the simulator's liveness
 // checker found it: see bench/sim/hunt_test.go, lockall-hogs-turns).
+//
+// In virtual time: on a loaded machine, the turns of x's release reached
+// the masters far enough apart for Lock(x) to try before it had a quorum
+// of them, be refused, and be woken again by the rest.
 func TestLockAllHeldUpTakesNoTurnItCannotUse(t *testing.T) {
-	if errs := lockAllHeldUp(t); len(errs) > 0 {
-		t.Fatal(strings.Join(errs, "\n"))
-	}
+	simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
+		if errs := lockAllHeldUp(t, e); len(errs) > 0 {
+			t.Fatal(strings.Join(errs, "\n"))
+		}
+	})
 }
 
 // TestLockAllHeldUpTakesNoTurnItCannotUseControl: with the waiter keeping
 // its places (mutation.LockAllHogsTurns), the check fails.
 func TestLockAllHeldUpTakesNoTurnItCannotUseControl(t *testing.T) {
+	mutation.Require(t)
 	defer mutation.LockAllHogsTurns.Set(true)()
-	errs := lockAllHeldUp(t)
-	if len(errs) == 0 {
-		t.Fatal("the check passed with the LockAll waiter keeping its places: it cannot fail")
-	}
-	t.Logf("caught: %s", strings.Join(errs, "; "))
+	simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
+		errs := lockAllHeldUp(t, e)
+		if len(errs) == 0 {
+			t.Fatal("the check passed with the LockAll waiter keeping its places: it cannot fail")
+		}
+		t.Logf("caught: %s", strings.Join(errs, "; "))
+	})
 }
 
 // lockAllHeldUp has LockAll(x, y) wait while y is held, with x held on
 // masters 0 and 1 and lost on master 2 (as after a restart there), then a
 // Lock(x) behind it, and returns what went wrong.
-func lockAllHeldUp(t *testing.T) (errs []string) {
-	e := newEnv(t, 3)
+func lockAllHeldUp(t *testing.T, e *env) (errs []string) {
 	cfg := func(c *engine.Config) {
 		slowFallback(c)
 		c.NodeTimeout = time.Second
@@ -63,13 +71,13 @@ func lockAllHeldUp(t *testing.T) (errs []string) {
 	// every master, as the scenario says.
 	eventually(t, 3*time.Second, "x and y set on every master", func() bool {
 		for i := range 3 {
-			if e.get(i, "x") == "" || e.get(i, "y") == "" {
+			if e.get(i, e.key("x")) == "" || e.get(i, e.key("y")) == "" {
 				return false
 			}
 		}
 		return true
 	})
-	e.del(2, "x")
+	e.del(2, e.key("x"))
 
 	all := lockAsync(ctx, lc.LockAll, "x", "y")
 	// Its queueing attempt runs on each master in one script: queued on
@@ -94,7 +102,7 @@ func lockAllHeldUp(t *testing.T) (errs []string) {
 			return false
 		}
 		q := e.queueOf(2, "x")
-		return len(q) == 1 && q[0] != h && e.get(2, "x") == ""
+		return len(q) == 1 && q[0] != h && e.get(2, e.key("x")) == ""
 	})
 	pending(t, "Lock(x)", one)
 	if err := x.Release(ctx); err != nil {

@@ -27,6 +27,9 @@ type Locker struct {
 	// counter outlives its value on its master's clock (see fence.go).
 	maxTTLStr string
 	drift     time.Duration
+	// votes are the masters and cluster votes, in Config order; quorum
+	// is votes/2+1.
+	votes, quorum int
 	// epoch is when the Locker was made: instants kept as numbers (a
 	// handle's checkClock) count from it on the monotonic clock, which a
 	// step of the system clock does not move.
@@ -102,6 +105,8 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		ttlStr:    itoa(cfg.TTL.Milliseconds()),
 		maxTTLStr: itoa(cfg.MaxTTL.Milliseconds()),
 		drift:     drift(cfg.TTL, cfg.DriftFactor),
+		votes:     len(cfg.Masters) + len(cfg.Clusters),
+		quorum:    (len(cfg.Masters)+len(cfg.Clusters))/2 + 1,
 		epoch:     time.Now(),
 		setGet:    true,
 		id:        newValue()[:11],
@@ -124,10 +129,10 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		l.semGate = newGate()
 	}
 	if !cfg.DisableNotify {
-		l.notify = newNotifier(pool, cfg.NotifyLinger)
+		l.notify = newNotifier(pool, l.votes, len(cfg.Masters), cfg.NodeTimeout, cfg.NotifyLinger)
 	}
 	if !cfg.DisableTracking {
-		l.track = newTracker(pool, cfg.Masters)
+		l.track = newTracker(pool, cfg.Masters, l.votes, l.quorum, cfg.NodeTimeout)
 	}
 	l.nodes = l.watchNodes()
 	return l, nil
@@ -140,7 +145,7 @@ var allScripts = []*multiplex.Script{releaseScript, undoScript, extendScript, le
 func (l *Locker) Config() Config { return l.cfg }
 
 // Quorum is the number of masters that must agree: N/2+1.
-func (l *Locker) Quorum() int { return l.pool.Quorum() }
+func (l *Locker) Quorum() int { return l.quorum }
 
 // Nodes reports each master's state: up, down, or quarantined (and until
 // when), with its outcome counts.
@@ -202,7 +207,7 @@ func (l *Locker) Close() error {
 			// A lease still valid leaves the queues, but passes on no
 			// turn: its keys hold the resource until they expire, and a
 			// waiter woken now would only be refused by them.
-			l.leaveQueue(resource, tk, uint64(1)<<l.pool.Len()-1, false)
+			l.leaveQueue(resource, tk, uint64(1)<<l.votes-1, false)
 			continue
 		}
 		l.postQuit(resource, tk)

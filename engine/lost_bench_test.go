@@ -46,6 +46,7 @@ func BenchmarkLossNoticed(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			l := benchLocker(b, func(c *engine.Config) {
 				c.TTL = time.Second
+				c.NodeTimeout = 0 // the TTL's own, under half of it
 				c.AutoExtend = true
 			})
 			every := l.Config().ExtendEvery

@@ -180,7 +180,7 @@ func (l *Locker) tryAll(ctx context.Context, set *resourceSet, tk *ticket) (*Lea
 	if tk != nil {
 		le.value = tk.id + idEnd + le.value
 	}
-	le.initVotes(l.pool.Len())
+	le.initVotes(l.votes)
 	cmd := l.acquireAllCommand(le, tk)
 	le.start = time.Now()
 	t := l.pool.Fanout(ctx, cmd, classifyAll, (*acquireReplies)(le), le.votes)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/multiplex"
@@ -27,11 +29,13 @@ import (
 // over all their keys. Each call must be classified as alone, every key
 // (value, expiry, fencing counter, queue) left the same, and the same
 // published; the coalesced master must have seen fewer script calls.
+// Each side's keys are read in the pipeline of its calls, right behind
+// them: a turn token a call gives lasts only turnGraceMS.
 func TestCoalescedMultiScriptsMatchSingle(t *testing.T) {
 	c := redistest.StartT(t, 2)
 	single, coal := direct(t, c.Nodes[0].Addr()), direct(t, c.Nodes[1].Addr())
 	pubSingle, pubCoal := subscribe(t, c.Nodes[0].Addr()), subscribe(t, c.Nodes[1].Addr())
-	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs()[1:], Quarantine: multiplex.QuarantineOff,
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs()[1:], Quarantine: quarantine.Off,
 		NodeTimeout: 5 * time.Second, Scripts: append(slices.Clone(allScripts), multiScripts...)})
 	if err != nil {
 		t.Fatal(err)
@@ -57,8 +61,8 @@ func TestCoalescedMultiScriptsMatchSingle(t *testing.T) {
 		scriptCalls += len(calls)
 		// Alone: each call its own EVAL, all pipelined, so that they run
 		// back to back as the coalesced ones do (a turn token given on
-		// the way lasts only turnGraceMS).
-		cmds := make(rueidis.Commands, len(calls))
+		// the way lasts only turnGraceMS), and the keys read behind them.
+		cmds := make(rueidis.Commands, len(calls), len(calls)+1)
 		for i, cl := range calls {
 			a := []string{"EVAL", cl.cmd.Script.Body, "1", cl.cmd.Key}
 			if cl.cmd.Keys != nil {
@@ -69,15 +73,17 @@ func TestCoalescedMultiScriptsMatchSingle(t *testing.T) {
 			cmds[i] = single.B().Arbitrary(a...).Build()
 		}
 		want := make([]string, len(calls))
-		for i, res := range single.DoMulti(ctx, cmds...) {
-			want[i] = outcome(calls[i].classify, res, true)
+		res := single.DoMulti(ctx, append(cmds, single.B().Arbitrary("EVAL", mcSnapshot, "0").Build())...)
+		for i := range calls {
+			want[i] = outcome(calls[i].classify, res[i], true)
 		}
-		left := mcSnapshot(rt, single)
+		left := mcStates(rt, res[len(calls)])
+		// Coalesced: the calls leave as one batch behind the held
+		// worker, and the keys are read in it, behind them.
 		got := make([]string, len(calls))
 		var wg sync.WaitGroup
-		wg.Add(len(calls))
-		p.Post(multiplex.Command{Name: "EVAL", Key: mcBusy, Args: [multiplex.MaxArgs]string{"0"}, NArgs: 1}, classifyInt, nil)
-		time.Sleep(5 * time.Millisecond)
+		wg.Add(len(calls) + 1)
+		release := holdWorkers(t, p, []rueidis.Client{coal})
 		for i, cl := range calls {
 			p.Post(cl.cmd, func(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
 				got[i] = outcome(cl.classify, res, true)
@@ -85,8 +91,15 @@ func TestCoalescedMultiScriptsMatchSingle(t *testing.T) {
 				return multiplex.OK, 0, nil
 			}, nil)
 		}
+		var states []string
+		p.Post(multiplex.Command{Name: "EVAL", Key: mcSnapshot, Args: [multiplex.MaxArgs]string{"0"}, NArgs: 1}, func(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
+			states = mcStates(rt, res)
+			wg.Done()
+			return multiplex.OK, 0, nil
+		}, nil)
+		release()
 		wg.Wait()
-		for k, st := range mcSnapshot(rt, coal) {
+		for k, st := range states {
 			if st != left[k] {
 				rt.Errorf("%s: left %s coalesced, %s alone", mcKeys[k], st, left[k])
 			}
@@ -108,47 +121,26 @@ func TestCoalescedMultiScriptsMatchSingle(t *testing.T) {
 	}
 }
 
-// mcSnapshot is what each of mcKeys holds: its value (or type), whether
-// it expires, its fencing counter and its queue; read in one pipeline,
-// right after the calls, before a turn token given by them expires.
-func mcSnapshot(rt *rapid.T, cl rueidis.Client) []string {
-	var cmds rueidis.Commands
-	for _, k := range mcKeys {
-		cmds = append(cmds, cl.B().Type().Key(k).Build(), cl.B().Arbitrary("GET").Args(k).Build(), cl.B().Pttl().Key(k).Build(),
-			cl.B().Get().Key(fencePrefix+k).Build(), cl.B().Zrange().Key(queuePrefix+k).Min("0").Max("-1").Withscores().Build())
-	}
-	res := cl.DoMulti(context.Background(), cmds...)
-	out := make([]string, len(mcKeys))
-	for i := range mcKeys {
-		r := res[5*i : 5*i+5]
-		typ, err := r[0].ToString()
-		if err != nil {
-			rt.Fatal(err)
-		}
-		val := typ
-		if typ == "string" {
-			val, _ = r[1].ToString()
-		}
-		pttl, _ := r[2].AsInt64()
-		fence, _ := r[3].ToString()
-		zs, _ := r[4].AsZScores()
-		var queue []string
-		for _, z := range zs {
-			queue = append(queue, fmt.Sprintf("%s:%v", z.Member, z.Score))
-		}
-		out[i] = fmt.Sprintf("%s expires=%v fence=%q queue=%q", val, pttl > 0, fence, queue)
-	}
-	return out
-}
+// mcSnapshot is a script that reads what each of mcKeys holds: its value
+// (or type), whether it expires, its fencing counter and its queue with
+// its scores. mcStates reads its answer.
+var mcSnapshot = `local out = {}
+for _, k in ipairs({"` + strings.Join(mcKeys, `", "`) + `"}) do
+  local v = redis.call("TYPE", k)["ok"]
+  if v == "string" then v = redis.call("GET", k) end
+  local f = redis.call("GET", "` + fencePrefixLua + `" .. k) or ""
+  local q = redis.call("ZRANGE", "` + queuePrefixLua + `" .. k, 0, -1, "WITHSCORES")
+  out[#out+1] = string.format("%s expires=%s fence=%q queue=[%s]", v, tostring(redis.call("PTTL", k) > 0), f, table.concat(q, " "))
+end
+return out`
 
-// mcBusy keeps the master busy for 20 ms, and with it the pool's only
-// worker, so that the calls posted meanwhile leave as one batch.
-const mcBusy = `local t = redis.call("TIME")
-local s = t[1] * 1000000 + t[2]
-while true do
-  t = redis.call("TIME")
-  if t[1] * 1000000 + t[2] - s > 20000 then return 1 end
-end`
+func mcStates(rt *rapid.T, res rueidis.RedisResult) []string {
+	st, err := res.AsStrSlice()
+	if err != nil || len(st) != len(mcKeys) {
+		rt.Fatalf("key states: %v (%d)", err, len(st))
+	}
+	return st
+}
 
 // mcKeys are the keys the drawn calls take; mcCallers the callers, each
 // with its value and waiter id.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strconv"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/mutation"
-	"github.com/redlock-bench/redlock/internal/redistest"
 	"pgregory.net/rapid"
 )
 
@@ -33,7 +33,8 @@ import (
 //   - fencing: a lease whose acquisition began after another on one of its
 //     resources had returned has the larger token;
 //   - no deadlock: every Lock and LockAll returned by its context's
-//     deadline (within mpSlack), and every goroutine finished.
+//     deadline (within mpSlack in virtual time; on real masters within
+//     env.slack's), and every goroutine finished.
 const (
 	mpMasters   = 5
 	mpResources = 5
@@ -42,8 +43,8 @@ const (
 	// mpChecks is the number of rapid runs unless -rapid.checks says
 	// otherwise: a run takes a few seconds of real time.
 	mpChecks = 8
-	// mpSlack is how long past its deadline a waiting call may return on
-	// a loaded machine: a round in flight ends with the context.
+	// mpSlack is how long past its deadline a waiting call may return: a
+	// round in flight ends with the context.
 	mpSlack = 500 * time.Millisecond
 )
 
@@ -74,32 +75,64 @@ func TestMultiLockProperty(t *testing.T) {
 	})
 }
 
+// TestMultiLockPropertyInVirtualTime checks the property against
+// simulated masters in virtual time, each run in a bubble of its own on
+// masters of its own, where each wait's return is held to its deadline
+// within mpSlack exactly, however loaded the machine. Replay a failure
+// with
+//
+//	go test -run 'TestMultiLockPropertyInVirtualTime$' -rapid.seed=N ./engine/
+func TestMultiLockPropertyInVirtualTime(t *testing.T) {
+	lcRapidDefaults(t)
+	lcRapidFlags(t, map[string]string{"rapid.checks": strconv.Itoa(mpChecks)})
+	rapid.Check(t, func(rt *rapid.T) {
+		rapid.SyncTest(rt, func(rt *rapid.T) {
+			e := newSimLifecycleEnv(t, rt)
+			defer e.close()
+			if vs := runMultiProperty(rt, e); len(vs) > 0 {
+				for _, v := range vs {
+					rt.Logf("VIOLATION %s: %s", v.kind, v.msg)
+				}
+				rt.Fatalf("%s (details in the log above)", vs[0].kind)
+			}
+		})
+	})
+}
+
 // TestMultiLockPropertyCatchesPartialAcquisition is the property's
 // control: with the script's guard undone (mutation.AcquireAllPartial: it
 // sets the keys that are free and answers yes although another is held),
-// the machine must see two trusted leases on one resource.
+// the machine must see two trusted leases on one resource. It runs the
+// machine on fixed seeds against simulated masters in virtual time, where
+// the plans' holds, waits and TTLs are exact: the overlapping leases a
+// seed draws overlap every time, as on a loaded machine they need not.
 func TestMultiLockPropertyCatchesPartialAcquisition(t *testing.T) {
-	e := newLifecycleEnv(t)
+	mutation.Require(t)
 	defer mutation.AcquireAllPartial.Set(true)()
-	const seeds = 10
-	for seed := 1; seed <= seeds; seed++ {
-		var found []lcViolation
-		rapid.Custom(func(rt *rapid.T) bool {
-			found = runMultiProperty(rt, e)
-			return true
-		}).Example(seed)
-		for _, v := range found {
-			if v.kind == mpExclusion {
-				t.Logf("seed %d: %s: %s", seed, v.kind, v.msg)
-				return
+	simTest(t, mpMasters, func(t *testing.T, se *env) {
+		e := &lcEnv{env: se, restarted: map[int]time.Time{}}
+		for seed := 1; seed <= mpControlSeeds; seed++ {
+			var found []lcViolation
+			rapid.Custom(func(rt *rapid.T) bool {
+				found = runMultiProperty(rt, e)
+				return true
+			}).Example(seed)
+			for _, v := range found {
+				if v.kind == mpExclusion {
+					t.Logf("seed %d: %s: %s", seed, v.kind, v.msg)
+					return
+				}
+			}
+			for _, v := range found {
+				t.Logf("seed %d, other violation: %s: %s", seed, v.kind, v.msg)
 			}
 		}
-		for _, v := range found {
-			t.Logf("seed %d, other violation: %s: %s", seed, v.kind, v.msg)
-		}
-	}
-	t.Fatalf("no resource with two trusted leases in %d runs with partial acquisition: the property cannot fail", seeds)
+		t.Fatalf("no resource with two trusted leases in %d seeds with partial acquisition: the property cannot fail", mpControlSeeds)
+	})
 }
+
+// mpControlSeeds is how many seeds the control runs at most.
+const mpControlSeeds = 10
 
 // Violation kinds.
 const (
@@ -171,10 +204,8 @@ func runMultiProperty(rt *rapid.T, e *lcEnv) []lcViolation {
 	killAt := time.Duration(rapid.IntRange(0, 1000).Draw(rt, "kill at ms")) * time.Millisecond
 	down := time.Duration(rapid.IntRange(50, 800).Draw(rt, "down ms")) * time.Millisecond
 
-	for i, n := range e.cluster.Nodes {
-		if _, err := redistest.Do(n.Addr(), 5*time.Second, "FLUSHALL"); err != nil {
-			rt.Fatalf("FLUSHALL on master %d: %v", i, err)
-		}
+	if err := e.flushAll(); err != nil {
+		rt.Fatalf("FLUSHALL: %v", err)
 	}
 	var lockers []*engine.Locker
 	defer func() {
@@ -182,8 +213,17 @@ func runMultiProperty(rt *rapid.T, e *lcEnv) []lcViolation {
 			l.Close()
 		}
 	}()
+	// In virtual time the Lockers' random delays come from the run's
+	// draws too, so that a seed replays the run.
+	seed := uint64(0)
+	if e.env.sim != nil {
+		seed = rapid.Uint64().Draw(rt, "lockers' seed")
+	}
 	for i := range 3 {
-		c := engine.DefaultConfig(e.cluster.Addrs()...)
+		c := e.config()
+		if e.env.sim != nil {
+			c.Rand = rand.New(rand.NewPCG(seed, uint64(i)))
+		}
 		c.TTL, c.MaxTTL = mpTTL, mpTTL
 		c.Quarantine = engine.QuarantineAlways
 		// L2 does not fence: with fencing, the fence round, which raises
@@ -195,9 +235,7 @@ func runMultiProperty(rt *rapid.T, e *lcEnv) []lcViolation {
 		c.FallbackMin, c.FallbackMax = 20*time.Millisecond, 100*time.Millisecond
 		c.AutoExtend = i == 0
 		c.DisableGate = i == 2
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		l, err := engine.New(ctx, c)
-		cancel()
+		l, err := newPropLocker(c)
 		if err != nil {
 			rt.Fatalf("engine.New: %v", err)
 		}
@@ -219,16 +257,13 @@ func runMultiProperty(rt *rapid.T, e *lcEnv) []lcViolation {
 		go func() {
 			defer wg.Done()
 			time.Sleep(killAt)
-			node := e.cluster.Nodes[victim]
-			if err := node.Kill(); err != nil {
+			if err := e.nodeKill(victim); err != nil {
 				violate("nemesis", "kill master %d: %v", victim, err)
 				return
 			}
 			rt.Logf("%s: master %d killed", time.Since(start).Round(time.Millisecond), victim)
 			time.Sleep(down)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := node.Restart(ctx); err != nil {
+			if err := e.nodeRestart(victim); err != nil {
 				violate("nemesis", "restart master %d: %v", victim, err)
 				return
 			}
@@ -241,7 +276,7 @@ func runMultiProperty(rt *rapid.T, e *lcEnv) []lcViolation {
 		go func() {
 			defer wg.Done()
 			for _, op := range plan {
-				h := runOp(rt, lockers[op.locker], op, w, start, violate)
+				h := runOp(rt, lockers[op.locker], op, w, start, e.slack(mpSlack), violate)
 				if h != nil {
 					mu.Lock()
 					holds = append(holds, h)
@@ -299,7 +334,7 @@ func drawOp(rt *rapid.T, names []string) mpOp {
 }
 
 // runOp runs op on l for worker w, and returns the lease it acquired.
-func runOp(rt *rapid.T, l *engine.Locker, op mpOp, w int, start time.Time, violate func(kind, format string, args ...any)) *mpHold {
+func runOp(rt *rapid.T, l *engine.Locker, op mpOp, w int, start time.Time, slack time.Duration, violate func(kind, format string, args ...any)) *mpHold {
 	wait := op.wait
 	if strings.HasPrefix(op.kind, "try") {
 		wait = 5 * time.Second
@@ -322,7 +357,7 @@ func runOp(rt *rapid.T, l *engine.Locker, op mpOp, w int, start time.Time, viola
 	}
 	got := time.Now()
 	at := got.Sub(start).Round(time.Millisecond)
-	if late := got.Sub(deadline); late > mpSlack {
+	if late := got.Sub(deadline); late > slack {
 		violate(mpDeadlock, "w%d %s returned %s after its deadline: %v", w, op, late.Round(time.Millisecond), err)
 	}
 	if err != nil {

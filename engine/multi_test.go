@@ -24,9 +24,14 @@ func oneLine(t *testing.T, err error) {
 }
 
 func TestLockAllValidatesResources(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	l := e.locker(e.steady(nil))
+	// A name is reserved where the lock key it makes, under KeyPrefix,
+	// is in the engine's namespace: with the empty prefix. The Locker
+	// refuses it before anything is sent.
+	bare := e.locker(e.steady(func(c *engine.Config) { c.KeyPrefix = "" }))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	many := make([]string, engine.MaxResources+1)
 	for i := range many {
@@ -42,6 +47,10 @@ func TestLockAllValidatesResources(t *testing.T) {
 		{"an empty name", []string{"a", ""}, engine.ErrEmptyResource},
 		{"a reserved name", []string{"a", "\xffredlock:fence:a"}, engine.ErrReservedResource},
 	} {
+		l := l
+		if tc.want == engine.ErrReservedResource {
+			l = bare
+		}
 		for op, f := range map[string]func(context.Context, ...string) (*engine.Lease, error){"TryLockAll": l.TryLockAll, "LockAll": l.LockAll} {
 			le, err := f(ctx, tc.names...)
 			if !errors.Is(err, tc.want) || le != nil {
@@ -66,7 +75,7 @@ func TestLockAllValidatesResources(t *testing.T) {
 	for _, r := range got {
 		var vals []string
 		for i := range e.direct {
-			vals = append(vals, e.get(i, r))
+			vals = append(vals, e.get(i, e.key(r)))
 		}
 		if n := len(slices.DeleteFunc(slices.Clone(vals), func(v string) bool { return v != le.Value() })); n < 2 {
 			t.Fatalf("key %s holds %q on the masters, want the lease's value on a quorum", r, vals)
@@ -100,8 +109,9 @@ func TestLockAllValidatesResources(t *testing.T) {
 // A refused TryLockAll takes nothing, on any master, and names a
 // resource that was held; a split one is undone everywhere.
 func TestTryLockAllIsAllOrNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
-	l, other := e.locker(nil), e.locker(nil)
+	l, other := e.locker(e.steady(nil)), e.locker(e.steady(nil))
 	ctx := context.Background()
 	held, err := other.TryLock(ctx, "b")
 	if err != nil {
@@ -109,9 +119,9 @@ func TestTryLockAllIsAllOrNothing(t *testing.T) {
 	}
 	// TryLock returns at quorum; its SET on the last masters may still be
 	// on its way.
-	eventually(t, 2*time.Second, "b held on every master", func() bool {
+	eventually(t, 30*time.Second, "b held on every master", func() bool {
 		for i := range 5 {
-			if e.get(i, "b") != held.Value() {
+			if e.get(i, e.key("b")) != held.Value() {
 				return false
 			}
 		}
@@ -127,10 +137,10 @@ func TestTryLockAllIsAllOrNothing(t *testing.T) {
 	}
 	oneLine(t, err)
 	for i := range 5 {
-		if a, c := e.get(i, "a"), e.get(i, "c"); a != "" || c != "" {
+		if a, c := e.get(i, e.key("a")), e.get(i, e.key("c")); a != "" || c != "" {
 			t.Fatalf("master %d: a = %q, c = %q after a refused TryLockAll", i, a, c)
 		}
-		if b := e.get(i, "b"); b != held.Value() {
+		if b := e.get(i, e.key("b")); b != held.Value() {
 			t.Fatalf("master %d: b = %q, the holder's key was touched", i, b)
 		}
 	}
@@ -140,30 +150,30 @@ func TestTryLockAllIsAllOrNothing(t *testing.T) {
 
 	// Split: masters 0 and 1 hold a for someone else, master 2 holds c;
 	// masters 3 and 4 say yes, short of the quorum, and are undone.
-	e.set(0, "a", "theirs")
-	e.set(1, "a", "theirs")
-	e.set(2, "c", "theirs")
+	e.set(0, e.key("a"), "theirs")
+	e.set(1, e.key("a"), "theirs")
+	e.set(2, e.key("c"), "theirs")
 	_, err = l.TryLockAll(ctx, "a", "c")
 	if !errors.Is(err, engine.ErrNotAcquired) || !errors.As(err, &ve) || ve.Held != "a" {
 		t.Fatalf("split TryLockAll: %v (Held %q), want ErrNotAcquired naming a, held on more masters than c", err, ve.Held)
 	}
-	eventually(t, 2*time.Second, "the split attempt undone on masters 3 and 4", func() bool {
-		return e.get(3, "a")+e.get(3, "c")+e.get(4, "a")+e.get(4, "c") == ""
+	eventually(t, 30*time.Second, "the split attempt undone on masters 3 and 4", func() bool {
+		return e.get(3, e.key("a"))+e.get(3, e.key("c"))+e.get(4, e.key("a"))+e.get(4, e.key("c")) == ""
 	})
-	if e.get(0, "a") != "theirs" || e.get(2, "c") != "theirs" || e.get(0, "c") != "" || e.get(2, "a") != "" {
+	if e.get(0, e.key("a")) != "theirs" || e.get(2, e.key("c")) != "theirs" || e.get(0, e.key("c")) != "" || e.get(2, e.key("a")) != "" {
 		t.Fatal("the undo touched keys that were not the attempt's")
 	}
 	for i, k := range map[int]string{0: "a", 1: "a", 2: "c"} {
-		e.del(i, k)
+		e.del(i, e.key(k))
 	}
 	le, err := l.TryLockAll(ctx, "a", "b", "c")
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Second, "a, b and c held on every master", func() bool {
+	eventually(t, 30*time.Second, "a, b and c held on every master", func() bool {
 		for i := range 5 {
 			for _, k := range []string{"a", "b", "c"} {
-				if v := e.get(i, k); v != le.Value() {
+				if v := e.get(i, e.key(k)); v != le.Value() {
 					return false
 				}
 			}
@@ -175,7 +185,7 @@ func TestTryLockAllIsAllOrNothing(t *testing.T) {
 	}
 	for i := range 5 {
 		for _, k := range []string{"a", "b", "c"} {
-			if v := e.get(i, k); v != "" {
+			if v := e.get(i, e.key(k)); v != "" {
 				t.Fatalf("master %d: %s = %q after Release", i, k, v)
 			}
 		}
@@ -242,8 +252,28 @@ func woken(t *testing.T, what string, ch chan lockResult) *engine.Lease {
 			t.Fatalf("%s: not woken by the release: %+v", what, w)
 		}
 		return r.le
-	case <-time.After(3 * time.Second):
-		t.Fatalf("%s: not woken within 3s of the release", what)
+	case <-time.After(30 * time.Second):
+		// A fallback comes first (slowFallback): WaitInfo tells it.
+		t.Fatalf("%s: not woken within 30s of the release", what)
+	}
+	return nil
+}
+
+// acquired waits for a Lock or LockAll that a release lets in, however
+// it was woken; with notified, woken's check too.
+func acquired(t *testing.T, what string, ch chan lockResult, notified bool) *engine.Lease {
+	t.Helper()
+	if notified {
+		return woken(t, what, ch)
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("%s: %v", what, r.err)
+		}
+		return r.le
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: not acquired within 30s of the release", what)
 	}
 	return nil
 }
@@ -259,11 +289,26 @@ func pending(t *testing.T, what string, ch chan lockResult) {
 
 // A lease from Lock on one of the resources blocks LockAll, and a lease
 // from LockAll blocks Lock on any of its resources: the keys are the
-// same. Each waiter is woken by the holder's release.
+// same. Each waiter is woken by the holder's release: in virtual time,
+// where the woken waiter uses the turn its release gave it within the
+// turn's 50 ms, as on a loaded machine it may not (then the next waiter
+// sleeps until its fallback).
 func TestMutexAndLockAllExcludeEachOther(t *testing.T) {
-	e := newEnv(t, 5)
-	la, lb := e.locker(slowFallback), e.locker(slowFallback)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	simTest(t, 5, func(t *testing.T, e *env) { mutexAndLockAll(t, e, true) })
+}
+
+// TestMutexAndLockAllExcludeEachOtherOnRealMasters: the same exclusion on
+// the pool's masters, each waiter acquiring once the holder releases.
+func TestMutexAndLockAllExcludeEachOtherOnRealMasters(t *testing.T) {
+	t.Parallel()
+	mutexAndLockAll(t, newEnv(t, 5), false)
+}
+
+// mutexAndLockAll runs the scenario on e; notified: each waiter must have
+// been woken by the release.
+func mutexAndLockAll(t *testing.T, e *env, notified bool) {
+	la, lb := e.locker(e.steady(slowFallback)), e.locker(e.steady(slowFallback))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
 	mutex, err := la.Lock(ctx, "x")
@@ -271,10 +316,10 @@ func TestMutexAndLockAllExcludeEachOther(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := lockAsync(ctx, lb.LockAll, "y", "x")
-	eventually(t, 3*time.Second, "LockAll queued on x", func() bool { return e.queued("x", 1) })
+	eventually(t, 30*time.Second, "LockAll queued on x", func() bool { return e.queued("x", 1) })
 	pending(t, "LockAll(y, x)", all)
 	for i := range 5 {
-		if v := e.get(i, "y"); v != "" {
+		if v := e.get(i, e.key("y")); v != "" {
 			t.Fatalf("master %d: the waiting LockAll holds y (%q)", i, v)
 		}
 	}
@@ -284,7 +329,7 @@ func TestMutexAndLockAllExcludeEachOther(t *testing.T) {
 	if err := mutex.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	multi := woken(t, "LockAll(y, x) after the release of x", all)
+	multi := acquired(t, "LockAll(y, x) after the release of x", all, notified)
 	for _, r := range []string{"x", "y"} {
 		if _, err := la.TryLock(ctx, r); !errors.Is(err, engine.ErrNotAcquired) {
 			t.Fatalf("TryLock(%s) while LockAll holds it: %v", r, err)
@@ -295,23 +340,37 @@ func TestMutexAndLockAllExcludeEachOther(t *testing.T) {
 	// its release takes it out.
 	old := e.queuedNow("y")
 	one := lockAsync(ctx, func(ctx context.Context, names ...string) (*engine.Lease, error) { return la.Lock(ctx, names[0]) }, "y")
-	eventually(t, 3*time.Second, "Lock queued on y", func() bool { return e.queuedEverywhere("y", old) })
+	eventually(t, 30*time.Second, "Lock queued on y", func() bool { return e.queuedEverywhere("y", old) })
 	pending(t, "Lock(y)", one)
 	if err := multi.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	le := woken(t, "Lock(y) after the release of LockAll's lease", one)
+	le := acquired(t, "Lock(y) after the release of LockAll's lease", one, notified)
 	le.Release(ctx)
 }
 
 // LockAll holds nothing while it waits: a turn it is given on one of its
 // resources while another is still held goes on to the next waiter, or
 // leaves the resource free. It acquires, woken by a release, once all are
-// free at once.
+// free at once. In virtual time, where each woken waiter uses its turn
+// within the turn's 50 ms, as on a loaded machine it may not.
 func TestLockAllHoldsNothingWhileItWaits(t *testing.T) {
-	e := newEnv(t, 5)
-	la, lb, lc, ld := e.locker(slowFallback), e.locker(slowFallback), e.locker(slowFallback), e.locker(slowFallback)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	simTest(t, 5, func(t *testing.T, e *env) { lockAllHoldsNothing(t, e, true) })
+}
+
+// TestLockAllHoldsNothingWhileItWaitsOnRealMasters: on the pool's masters,
+// the waiting LockAll holds nothing, and each waiter acquires once what
+// it waits for is released.
+func TestLockAllHoldsNothingWhileItWaitsOnRealMasters(t *testing.T) {
+	t.Parallel()
+	lockAllHoldsNothing(t, newEnv(t, 5), false)
+}
+
+// lockAllHoldsNothing runs the scenario on e; notified: each waiter must
+// have been woken by a release, LockAll by each of the two.
+func lockAllHoldsNothing(t *testing.T, e *env, notified bool) {
+	la, lb, lc, ld := e.locker(e.steady(slowFallback)), e.locker(e.steady(slowFallback)), e.locker(e.steady(slowFallback)), e.locker(e.steady(slowFallback))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	x, err := la.TryLock(ctx, "x")
 	if err != nil {
@@ -322,15 +381,15 @@ func TestLockAllHoldsNothingWhileItWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := lockAsync(ctx, lc.LockAll, "x", "y")
-	eventually(t, 3*time.Second, "LockAll queued on x and y", func() bool { return e.queued("x", 1) && e.queued("y", 1) })
+	eventually(t, 30*time.Second, "LockAll queued on x and y", func() bool { return e.queued("x", 1) && e.queued("y", 1) })
 	// Lock(x), queued behind LockAll: the release of x gives LockAll the
 	// turn first, which must pass it on since y is still held.
 	one := lockAsync(ctx, func(ctx context.Context, names ...string) (*engine.Lease, error) { return ld.Lock(ctx, names[0]) }, "x")
-	eventually(t, 3*time.Second, "Lock queued on x behind LockAll", func() bool { return e.queued("x", 2) })
+	eventually(t, 30*time.Second, "Lock queued on x behind LockAll", func() bool { return e.queued("x", 2) })
 	if err := x.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	x2 := woken(t, "Lock(x) behind a LockAll that still waits for y", one)
+	x2 := acquired(t, "Lock(x) behind a LockAll that still waits for y", one, notified)
 	pending(t, "LockAll(x, y)", all)
 
 	// y's turn goes to LockAll, which passes it on: nobody else waits,
@@ -338,7 +397,7 @@ func TestLockAllHoldsNothingWhileItWaits(t *testing.T) {
 	if err := y.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 3*time.Second, "y free after LockAll passed its turn on", func() bool {
+	eventually(t, 30*time.Second, "y free after LockAll passed its turn on", func() bool {
 		le, err := la.TryLock(ctx, "y")
 		if err != nil {
 			return false
@@ -350,8 +409,8 @@ func TestLockAllHoldsNothingWhileItWaits(t *testing.T) {
 	if err := x2.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	le := woken(t, "LockAll(x, y) after both were released", all)
-	if w := le.Wait(); w.Notified < 2 {
+	le := acquired(t, "LockAll(x, y) after both were released", all, notified)
+	if w := le.Wait(); notified && w.Notified < 2 {
 		t.Errorf("LockAll woken %d times, want one per release it was given the turn by: %+v", w.Notified, w)
 	}
 	le.Release(ctx)
@@ -359,16 +418,19 @@ func TestLockAllHoldsNothingWhileItWaits(t *testing.T) {
 
 // Goroutines of several Lockers take overlapping sets in opposite orders,
 // mixed with Lock on single resources: every call returns with the lease,
-// and no resource has two holders.
+// and no resource has two holders. On the pool's masters, for the
+// goroutines' real races; the TTL outlasts the calls' deadline, so that
+// neither a deadlock nor a stalled holder is ended by an expiry.
 func TestLockAllInOpposedOrdersDoesNotDeadlock(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
 	fast := func(c *engine.Config) {
-		c.TTL = 2 * time.Second
+		c.TTL = 2 * time.Minute
 		c.RetryDelayMin, c.RetryDelayMax = time.Millisecond, 5*time.Millisecond
 	}
-	lockers := []*engine.Locker{e.locker(fast), e.locker(fast)}
+	lockers := []*engine.Locker{e.locker(e.steady(fast)), e.locker(e.steady(fast))}
 	sets := [][]string{{"a", "b", "c"}, {"c", "b", "a"}, {"b", "a"}, {"c", "a"}, {"a"}, {"c"}}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var mu sync.Mutex
 	owner := map[string]string{}
@@ -400,7 +462,7 @@ func TestLockAllInOpposedOrdersDoesNotDeadlock(t *testing.T) {
 						owner[r] = me
 					}
 					mu.Unlock()
-					time.Sleep(time.Millisecond)
+					time.Sleep(time.Millisecond) // the hold, while the others try
 					mu.Lock()
 					for _, r := range le.Resources() {
 						delete(owner, r)
@@ -419,10 +481,30 @@ func TestLockAllInOpposedOrdersDoesNotDeadlock(t *testing.T) {
 }
 
 // Release, Extend and auto-extension act on every key of the lease, and
-// losing any one of them on a majority loses the lease.
+// losing any one of them on a majority loses the lease: in virtual time,
+// where the keys' TTLs after an Extend (8 s, less the round trips: above
+// 7.9 s), the auto-extension's schedule and the notice of the loss are
+// exact.
 func TestMultiLeaseActsOnAllItsKeys(t *testing.T) {
-	e := newEnv(t, 5)
-	l := e.locker(func(c *engine.Config) { c.TTL, c.MaxTTL = time.Second, 10*time.Second })
+	simTest(t, 5, func(t *testing.T, e *env) {
+		multiLeaseExtend(t, e, 7900)
+		multiLeaseAutoExtend(t, e)
+	})
+}
+
+// TestMultiLeaseActsOnAllItsKeysOnRealMasters: Extend sets every key's
+// TTL on the pool's masters (beyond the lease's first TTL of a second),
+// and a key lost on a majority loses the lease.
+func TestMultiLeaseActsOnAllItsKeysOnRealMasters(t *testing.T) {
+	t.Parallel()
+	multiLeaseExtend(t, newEnv(t, 5), 1000)
+}
+
+// multiLeaseExtend extends a lease on p, q and r to 8 s, checks that
+// every key's TTL on every master is then above minTTL ms, and that
+// Extend ends the lease once q is lost on a majority.
+func multiLeaseExtend(t *testing.T, e *env, minTTL int64) {
+	l := e.locker(e.steady(func(c *engine.Config) { c.TTL, c.MaxTTL = time.Second, 10*time.Second }))
 	ctx := context.Background()
 	le, err := l.TryLockAll(ctx, "p", "q", "r")
 	if err != nil {
@@ -433,14 +515,14 @@ func TestMultiLeaseActsOnAllItsKeys(t *testing.T) {
 	}
 	for i := range 5 {
 		for _, k := range []string{"p", "q", "r"} {
-			if ms := e.pttl(i, k); ms < 7000 {
+			if ms := e.pttl(i, e.key(k)); ms <= minTTL {
 				t.Fatalf("master %d: %s expires in %d ms after Extend to 8s", i, k, ms)
 			}
 		}
 	}
 	// q lost on a majority: Extend finds the lease not held, and ends it.
 	for _, i := range []int{0, 2, 4} {
-		e.del(i, "q")
+		e.del(i, e.key("q"))
 	}
 	err = le.Extend(ctx, 8*time.Second)
 	if !errors.Is(err, engine.ErrNotHeld) || !errors.Is(le.Err(), engine.ErrLockLost) || !isClosed(le.Done()) {
@@ -448,9 +530,15 @@ func TestMultiLeaseActsOnAllItsKeys(t *testing.T) {
 	}
 	oneLine(t, err)
 	le.Release(ctx)
+}
 
-	auto := e.locker(func(c *engine.Config) { c.TTL, c.AutoExtend = 300*time.Millisecond, true })
-	le, err = auto.TryLockAll(ctx, "s", "t")
+// multiLeaseAutoExtend: an auto-extended lease on s and t is extended
+// twice within 700 ms of a 300 ms TTL, and ends within a second of t's
+// loss on a majority; its Release then reports the loss and deletes s.
+func multiLeaseAutoExtend(t *testing.T, e *env) {
+	ctx := context.Background()
+	auto := e.locker(e.steady(func(c *engine.Config) { c.TTL, c.AutoExtend = 300*time.Millisecond, true }))
+	le, err := auto.TryLockAll(ctx, "s", "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +547,7 @@ func TestMultiLeaseActsOnAllItsKeys(t *testing.T) {
 		t.Fatalf("auto-extended lease: Err() = %v after %d extensions", le.Err(), le.Extensions())
 	}
 	for _, i := range []int{1, 2, 3} {
-		e.del(i, "t")
+		e.del(i, e.key("t"))
 	}
 	select {
 	case <-le.Done():
@@ -473,7 +561,7 @@ func TestMultiLeaseActsOnAllItsKeys(t *testing.T) {
 		t.Fatal("Release of a lost lease reported success")
 	}
 	for i := range 5 {
-		if v := e.get(i, "s"); v != "" {
+		if v := e.get(i, e.key("s")); v != "" {
 			t.Fatalf("master %d: s = %q after the Release of the lost lease", i, v)
 		}
 	}
@@ -484,8 +572,9 @@ func TestMultiLeaseActsOnAllItsKeys(t *testing.T) {
 // later holder of any of them, on one resource or on several, gets a
 // larger one. Each resource's store sees its tokens increase.
 func TestMultiLeaseFencingTokens(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
-	l := e.locker(func(c *engine.Config) { c.Fencing = true })
+	l := e.locker(e.steady(func(c *engine.Config) { c.Fencing = true }))
 	ctx := context.Background()
 	last := map[string]int64{}
 	take := func(names ...string) {
@@ -507,7 +596,7 @@ func TestMultiLeaseFencingTokens(t *testing.T) {
 			last[r] = le.Token()
 			raised := 0
 			for i := range 5 {
-				if e.get(i, engine.FenceKey(r)) == strconv.FormatInt(le.Token(), 10) {
+				if e.get(i, engine.FenceKey(e.key(r))) == strconv.FormatInt(le.Token(), 10) {
 					raised++
 				}
 			}
@@ -524,7 +613,7 @@ func TestMultiLeaseFencingTokens(t *testing.T) {
 	// an earlier token is: a token passes the counters a quorum reports,
 	// and on two masters of five the answers of the other three may decide.
 	for i := 1; i <= 3; i++ {
-		e.set(i, engine.FenceKey("c"), "9000000000000000")
+		e.set(i, engine.FenceKey(e.key("c")), "9000000000000000")
 	}
 	last["c"] = 9000000000000000
 	for _, names := range [][]string{{"a"}, {"a", "b"}, {"b"}, {"b", "c"}, {"a"}, {"c"}, {"a", "b", "c"}, {"b"}} {
@@ -533,32 +622,48 @@ func TestMultiLeaseFencingTokens(t *testing.T) {
 }
 
 // A failed LockAll attempt is undone on every master, including one whose
-// yes arrives after the attempt was decided.
+// yes arrives after the attempt was decided: in virtual time, where the
+// paused master times out after exactly the node timeout, and nothing
+// else comes once the bubble is still.
 func TestLateYesToTryLockAllIsUndone(t *testing.T) {
-	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.NodeTimeout = 200 * time.Millisecond })
-	e.set(0, "late-b", "theirs")
-	if err := e.cluster.Nodes[1].Pause(); err != nil {
-		t.Fatal(err)
-	}
+	simTest(t, 3, func(t *testing.T, e *env) {
+		lateYesToTryLockAll(t, e, 200*time.Millisecond, 3*time.Second)
+		// Every command in flight has landed 100 ms on (simredis's
+		// latency is at most 20 ms a way): none set late-a again.
+		time.Sleep(100 * time.Millisecond)
+		if v := e.get(1, "late-a"); v != "" {
+			t.Fatalf("master 1 holds %q after the late yes", v)
+		}
+	})
+}
+
+// TestLateYesToTryLockAllIsUndoneOnRealMasters is the same on real
+// masters of its own, master 1 paused by SIGSTOP.
+func TestLateYesToTryLockAllIsUndoneOnRealMasters(t *testing.T) {
+	t.Parallel()
+	lateYesToTryLockAll(t, ownEnv(t, 3), 2*time.Second, 30*time.Second)
+}
+
+// lateYesToTryLockAll pauses master 1 under a TryLockAll refused on
+// master 0, and checks that its attempt, which master 1 does not answer
+// within nodeTimeout, is undone on masters 1 and 2 within undone of
+// master 1's resume, master 0's keys untouched.
+func lateYesToTryLockAll(t *testing.T, e *env, nodeTimeout, undone time.Duration) {
+	l := e.locker(e.steady(func(c *engine.Config) { c.NodeTimeout = nodeTimeout }))
+	e.set(0, e.key("late-b"), "theirs")
+	e.pause(1)
 	_, err := l.TryLockAll(context.Background(), "late-a", "late-b")
-	if err := e.cluster.Nodes[1].Resume(); err != nil {
-		t.Fatal(err)
-	}
+	e.resume(1)
 	var ve *engine.VotesError
 	if !errors.Is(err, engine.ErrNotAcquired) || !errors.As(err, &ve) || ve.Votes[1].Outcome != engine.OutcomeTimeout {
 		t.Fatalf("want ErrNotAcquired with master 1 timed out, got %v", err)
 	}
 	for _, i := range []int{1, 2} {
-		eventually(t, 3*time.Second, fmt.Sprintf("the attempt undone on master %d", i), func() bool {
-			return e.get(i, "late-a")+e.get(i, "late-b") == ""
+		eventually(t, undone, fmt.Sprintf("the attempt undone on master %d", i), func() bool {
+			return e.get(i, e.key("late-a"))+e.get(i, e.key("late-b")) == ""
 		})
 	}
-	time.Sleep(100 * time.Millisecond)
-	if v := e.get(1, "late-a"); v != "" {
-		t.Fatalf("master 1 holds %q after the late yes", v)
-	}
-	if e.get(0, "late-b") != "theirs" || e.get(0, "late-a") != "" {
+	if e.get(0, e.key("late-b")) != "theirs" || e.get(0, e.key("late-a")) != "" {
 		t.Fatal("master 0's keys were touched")
 	}
 }
@@ -566,11 +671,12 @@ func TestLateYesToTryLockAllIsUndone(t *testing.T) {
 // A key of another type among the resources is ErrWrongType, named, not
 // an outage, and nothing is written.
 func TestLockAllOverAKeyOfTheWrongType(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.Fencing = true })
+	l := e.locker(e.steady(func(c *engine.Config) { c.Fencing = true }))
 	ctx := context.Background()
 	for i := range 3 {
-		if err := e.direct[i].Do(ctx, e.direct[i].B().Hset().Key("wt-b").FieldValue().FieldValue("f", "1").Build()).Error(); err != nil {
+		if err := e.direct[i].Do(ctx, e.direct[i].B().Hset().Key(e.key("wt-b")).FieldValue().FieldValue("f", "1").Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -583,11 +689,11 @@ func TestLockAllOverAKeyOfTheWrongType(t *testing.T) {
 	}
 	oneLine(t, err)
 	for i := range 3 {
-		if v := e.get(i, "wt-a"); v != "" {
+		if v := e.get(i, e.key("wt-a")); v != "" {
 			t.Fatalf("master %d: wt-a = %q after a refused attempt", i, v)
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, err := l.LockAll(cctx, "wt-a", "wt-b"); !errors.Is(err, engine.ErrWrongType) || cctx.Err() != nil {
 		t.Fatalf("LockAll must not wait on a key of the wrong type: %v", err)
@@ -597,15 +703,16 @@ func TestLockAllOverAKeyOfTheWrongType(t *testing.T) {
 // Close takes a waiting LockAll out of every one of its resources'
 // queues, and it returns ErrClosed.
 func TestCloseLeavesLockAllsQueues(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
-	holder := e.locker(nil)
-	cfg := engine.DefaultConfig(e.cluster.Addrs()...)
-	cfg.Quarantine = engine.QuarantineObserved
+	holder := e.locker(e.steady(nil))
+	cfg := e.config()
+	e.steady(nil)(&cfg)
 	l, err := engine.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, r := range []string{"cq-a", "cq-b"} {
 		if _, err := holder.TryLock(ctx, r); err != nil {
@@ -613,26 +720,27 @@ func TestCloseLeavesLockAllsQueues(t *testing.T) {
 		}
 	}
 	all := lockAsync(ctx, l.LockAll, "cq-a", "cq-b", "cq-c")
-	eventually(t, 3*time.Second, "LockAll queued", func() bool { return e.queued("cq-a", 1) && e.queued("cq-b", 1) })
+	eventually(t, 30*time.Second, "LockAll queued", func() bool { return e.queued("cq-a", 1) && e.queued("cq-b", 1) })
 	l.Close()
 	select {
 	case r := <-all:
 		if !errors.Is(r.err, engine.ErrClosed) {
 			t.Fatalf("LockAll after Close: %v", r.err)
 		}
-	case <-time.After(3 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("LockAll did not return after Close")
 	}
 	for _, r := range []string{"cq-a", "cq-b", "cq-c"} {
-		eventually(t, 2*time.Second, r+"'s queue empty", func() bool { return e.queued(r, 0) })
+		eventually(t, 30*time.Second, r+"'s queue empty", func() bool { return e.queued(r, 0) })
 	}
 }
 
 // Resource is a label that does not escape the names: a set whose names
 // hold ',' can share it with another set, and Resources tells them apart.
 func TestResourcesTellApartSetsThatShareALabel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(nil)
+	l := e.locker(e.steady(nil))
 	ctx := context.Background()
 	one, err := l.TryLockAll(ctx, "a,b")
 	if err != nil {

@@ -25,6 +25,9 @@ import (
 // many releases nobody waits for cost the masters no PUBLISH.
 type notifier struct {
 	pool *multiplex.Pool
+	// masters is how many of the votes are plain masters, which come
+	// first; the rest are cluster votes.
+	masters int
 	// wait bounds how long a resource's first waiter waits for one master
 	// to confirm a new subscription (the node timeout): a slower master is
 	// left to the others and to the fallback retry.
@@ -171,10 +174,12 @@ type subNode struct {
 	lost []shardLoss
 }
 
-func newNotifier(pool *multiplex.Pool, linger time.Duration) *notifier {
+// newNotifier subscribes for a Locker to its votes' releases: the first
+// masters of them plain masters, the rest cluster votes.
+func newNotifier(pool *multiplex.Pool, votes, masters int, wait, linger time.Duration) *notifier {
 	ctx, stop := context.WithCancel(context.Background())
-	n := &notifier{pool: pool, wait: pool.NodeTimeout(), ctx: ctx, stop: stop, topics: make(map[string]*topic), linger: linger}
-	n.nodes = make([]*subNode, pool.Len())
+	n := &notifier{pool: pool, masters: masters, wait: wait, ctx: ctx, stop: stop, topics: make(map[string]*topic), linger: linger}
+	n.nodes = make([]*subNode, votes)
 	for i := range n.nodes {
 		n.nodes[i] = &subNode{i: i, dirty: make(map[string]struct{}), kick: make(chan struct{}, 1)}
 	}
@@ -344,7 +349,7 @@ func (n *notifier) listening(key string) bool {
 // master without a connection is skipped: its releases are covered by the
 // other masters' and by the fallback retry.
 func (n *notifier) run(sn *subNode) {
-	if n.pool.IsCluster(sn.i) {
+	if sn.i >= n.masters { // a cluster vote
 		n.runShards(sn)
 		return
 	}

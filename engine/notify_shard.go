@@ -5,8 +5,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redis/rueidis"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // Sharded notifications, for a cluster vote. A cluster forwards a PUBLISH
@@ -144,7 +145,7 @@ func (s *shards) plan() (subs map[int]*shardSub, unsubs map[*shardConn]map[int][
 			t.done(sn.i) // not connected: the pool reconnects it
 			s.later[ch] = struct{}{}
 		case t != nil:
-			slot := multiplex.KeySlot(ch)
+			slot := keyslot.KeySlot(ch)
 			if subs == nil {
 				subs = make(map[int]*shardSub)
 			}

@@ -401,7 +401,7 @@ func (l *Locker) observeAcquire(ctx context.Context, op AcquireOp, resource stri
 		return
 	}
 	e := AcquireEvent{Op: op, Resource: resource, Start: start, Duration: time.Since(start), Result: resultOf(err, ResultAcquired),
-		Err: err, Attempts: attempts, Quorum: l.pool.Quorum(), Masters: l.addrs}
+		Err: err, Attempts: attempts, Quorum: l.quorum, Masters: l.addrs}
 	if err == nil && le.wait.Cause == WakeHandoff {
 		le.mu.Lock()
 		e.Handoff, e.Attempts, e.Votes = true, 0, VoteSet{N: len(le.votes), OK: le.held}
@@ -457,7 +457,7 @@ func (le *Lease) observeRelease(ctx context.Context, start time.Time, err *error
 		return
 	}
 	e := ReleaseEvent{Resource: le.resource, Start: start, Duration: time.Since(start), Result: resultOf(*err, ResultReleased),
-		Err: *err, Held: time.Since(le.start), Quorum: le.l.pool.Quorum(), Masters: le.l.addrs}
+		Err: *err, Held: time.Since(le.start), Quorum: le.l.quorum, Masters: le.l.addrs}
 	le.mu.Lock()
 	if *err == nil && le.successor != nil {
 		e.Result = ResultHandedOff
@@ -474,7 +474,7 @@ func (le *Lease) observeExtend(ctx context.Context, auto bool, start time.Time, 
 	}
 	f(ctx, ExtendEvent{Resource: le.resource, Auto: auto, Start: start, Duration: time.Since(start),
 		Result: resultOf(*err, ResultExtended), Err: *err, Votes: votesOf(len(le.l.addrs), *err, le, *err == nil),
-		Quorum: le.l.pool.Quorum(), Masters: le.l.addrs})
+		Quorum: le.l.quorum, Masters: le.l.addrs})
 }
 
 // observeHandoff reports that le was passed on (the successor, running
@@ -518,8 +518,8 @@ func (l *Locker) watchNodes() *nodeWatch {
 		return nil
 	}
 	w := &nodeWatch{stop: make(chan struct{})}
-	prev := make([]NodeState, l.pool.Len())
-	since := make([]time.Time, l.pool.Len())
+	prev := make([]NodeState, l.votes)
+	since := make([]time.Time, l.votes)
 	poll := func() {
 		now := time.Now()
 		for i, s := range l.pool.Status() {

@@ -60,8 +60,13 @@ func (r *recorder) lastAcquire(t *testing.T) engine.AcquireEvent {
 	return r.acquires[len(r.acquires)-1]
 }
 
+// In virtual time: the waits and durations the events report are exact,
+// and the node timeout is never met by a slow machine.
 func TestObserverSeesWhatHappened(t *testing.T) {
-	e := newEnv(t, 5)
+	simTest(t, 5, observerSeesWhatHappened)
+}
+
+func observerSeesWhatHappened(t *testing.T, e *env) {
 	var r recorder
 	newStart := time.Now()
 	l := e.locker(func(c *engine.Config) {
@@ -161,14 +166,15 @@ func TestObserverSeesWhatHappened(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.AfterFunc(100*time.Millisecond, func() { held.Release(context.Background()) })
+	const holdFor = 100 * time.Millisecond
+	time.AfterFunc(holdFor, func() { held.Release(context.Background()) })
 	le, err = l.Lock(ctx, "waited")
 	if err != nil {
 		t.Fatal(err)
 	}
 	a = r.lastAcquire(t)
-	if a.Result != engine.ResultAcquired || a.Attempts < 2 || a.Duration < 50*time.Millisecond {
-		t.Fatalf("waited: %+v", a)
+	if a.Result != engine.ResultAcquired || a.Attempts < 2 || a.Duration < holdFor {
+		t.Fatalf("waited: %+v, want at least %d attempts over %s", a, 2, holdFor)
 	}
 	r.mu.Lock()
 	if n := len(r.waits); r.waits[n-1].Kind != engine.WaitRetry || r.waits[n-1].Duration <= 0 {
@@ -198,7 +204,7 @@ func TestObserverSeesWhatHappened(t *testing.T) {
 	// No quorum: three of five masters killed.
 	killed := time.Now()
 	for _, i := range []int{0, 2, 4} {
-		e.cluster.Nodes[i].Kill()
+		e.kill(i)
 	}
 	if _, err := l.TryLock(ctx, "outage"); !errors.Is(err, engine.ErrNoQuorum) {
 		t.Fatalf("TryLock with 3 of 5 down: %v", err)
@@ -225,8 +231,14 @@ func TestObserverSeesWhatHappened(t *testing.T) {
 
 // An auto-extension that finds the lock gone ends the lease: one Lost
 // event, from the timer goroutine, and an Extend event marked Auto.
+//
+// In virtual time: the extensions come on their schedule, and the one
+// after the keys vanished ends the lease.
 func TestObserverSeesAutoExtensionLoss(t *testing.T) {
-	e := newEnv(t, 3)
+	simTest(t, 3, observerSeesAutoExtensionLoss)
+}
+
+func observerSeesAutoExtensionLoss(t *testing.T, e *env) {
 	var r recorder
 	l := e.locker(func(c *engine.Config) {
 		c.Observer = r.observer()
@@ -244,8 +256,14 @@ func TestObserverSeesAutoExtensionLoss(t *testing.T) {
 	for i := range e.direct {
 		e.del(i, "auto")
 	}
+	// The next extension is due within ExtendEvery, and its round lasts
+	// no longer than a round's span.
+	deleted := time.Now()
 	select {
 	case <-le.Done():
+		if took, most := time.Since(deleted), l.Config().ExtendEvery+l.RoundSpan(); took > most {
+			t.Fatalf("the lease ended %s after its keys vanished, more than ExtendEvery and a round's span (%s)", took, most)
+		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the lease did not end")
 	}

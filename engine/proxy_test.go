@@ -2,66 +2,130 @@ package engine_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 )
 
-// proxy forwards TCP from a free loopback port to a master. Each kind of
-// proxy below decides what happens to a connection's bytes; the proxy and
-// every connection it opened close with the test.
+// A proxy stands between Lockers and one master and decides what
+// happens to each connection's bytes. Against real masters it listens on
+// a free loopback port; against simulated ones (simTest) it has an
+// address that only the env's dialer knows (Config.DialContext) and
+// carries each connection over an in-memory pipe, which a synctest
+// bubble can wait on. The proxy and every connection it opened close
+// with the test.
 type proxy struct {
-	ln  net.Listener
-	cut func()
+	name   string
+	target func(ctx context.Context) (net.Conn, error)
+	serve  func(client, server net.Conn)
+
+	mu     sync.Mutex
+	conns  []net.Conn
+	dead   bool
+	killed chan struct{} // closed by kill
+	ln     net.Listener  // real masters only
 }
 
-// startProxy calls serve, on its own goroutine, with each accepted client
-// connection and a fresh connection to target.
-func startProxy(t *testing.T, target string, serve func(client, server net.Conn)) *proxy {
-	t.Helper()
+// proxySeq numbers the simulated proxies' addresses.
+var proxySeq atomic.Int64
+
+// errProxyKilled is what a dial through a killed proxy gets, as a refused
+// connection.
+var errProxyKilled = &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused (proxy killed)")}
+
+// startProxy starts a proxy to target for e: each connection a Locker
+// opens to it is served by serve, given the Locker's side and a fresh
+// connection to target.
+func startProxy(e *env, target string, serve func(client, server net.Conn)) *proxy {
+	e.t.Helper()
+	p := &proxy{
+		target: func(ctx context.Context) (net.Conn, error) { return e.dialMaster(ctx, target) },
+		serve:  serve,
+		killed: make(chan struct{}),
+	}
+	e.t.Cleanup(p.kill)
+	if e.net != nil {
+		p.name = fmt.Sprintf("proxy%d:6379", proxySeq.Add(1))
+		e.addProxy(p)
+		return p
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	cut := func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	}
-	t.Cleanup(cut)
+	p.ln, p.name = ln, ln.Addr().String()
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
+			if err := p.connect(context.Background(), c); err != nil {
 				c.Close()
-				continue
 			}
-			mu.Lock()
-			conns = append(conns, c, s)
-			mu.Unlock()
-			go serve(c, s)
 		}
 	}()
-	return &proxy{ln: ln, cut: cut}
+	return p
+}
+
+// dial opens a connection through a simulated master's proxy.
+func (p *proxy) dial(ctx context.Context) (net.Conn, error) {
+	mine, theirs := net.Pipe()
+	if err := p.connect(ctx, mine); err != nil {
+		mine.Close()
+		return nil, err
+	}
+	return theirs, nil
+}
+
+// connect serves client, a connection to the proxy, with a new one to
+// the master.
+func (p *proxy) connect(ctx context.Context, client net.Conn) error {
+	p.mu.Lock()
+	dead := p.dead
+	p.mu.Unlock()
+	if dead {
+		return errProxyKilled
+	}
+	s, err := p.target(ctx)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	if p.dead {
+		p.mu.Unlock()
+		s.Close()
+		return errProxyKilled
+	}
+	p.conns = append(p.conns, client, s)
+	p.mu.Unlock()
+	go p.serve(client, s)
+	return nil
 }
 
 // kill cuts every connection and refuses new ones, as the death of the
 // process on the client's side would.
-func (p *proxy) kill() { p.cut() }
+func (p *proxy) kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.dead {
+		close(p.killed)
+	}
+	p.dead = true
+	if p.ln != nil {
+		p.ln.Close()
+	}
+	for _, c := range p.conns {
+		c.Close()
+	}
+}
 
-func (p *proxy) addr() string { return p.ln.Addr().String() }
+func (p *proxy) addr() string { return p.name }
 
 // pump copies from src to dst, passing each chunk through f (nil: as is),
 // until either side fails.
@@ -92,11 +156,11 @@ type latencyProxy struct {
 	delay atomic.Int64
 }
 
-func newLatencyProxy(t *testing.T, target string, delay time.Duration, rewrite func([]byte) []byte) *latencyProxy {
-	t.Helper()
+func newLatencyProxy(e *env, target string, delay time.Duration, rewrite func([]byte) []byte) *latencyProxy {
+	e.t.Helper()
 	p := &latencyProxy{}
 	p.delay.Store(int64(delay))
-	p.proxy = startProxy(t, target, func(c, s net.Conn) {
+	p.proxy = startProxy(e, target, func(c, s net.Conn) {
 		go pump(c, s, rewrite)
 		type chunk struct {
 			at time.Time
@@ -106,7 +170,13 @@ func newLatencyProxy(t *testing.T, target string, delay time.Duration, rewrite f
 		go func() {
 			defer s.Close()
 			for ch := range q {
-				time.Sleep(time.Until(ch.at))
+				// Not past the proxy's end: a goroutine asleep would
+				// outlive a simulated test's bubble.
+				select {
+				case <-time.After(time.Until(ch.at)):
+				case <-p.killed:
+					return
+				}
 				if _, err := s.Write(ch.b); err != nil {
 					return
 				}
@@ -137,10 +207,10 @@ type dropProxy struct {
 	dropped atomic.Bool
 }
 
-func newDropProxy(t *testing.T, target string) *dropProxy {
-	t.Helper()
+func newDropProxy(e *env, target string) *dropProxy {
+	e.t.Helper()
 	p := &dropProxy{}
-	p.proxy = startProxy(t, target, func(c, s net.Conn) {
+	p.proxy = startProxy(e, target, func(c, s net.Conn) {
 		go pump(c, s, nil)
 		pump(s, c, func(b []byte) []byte {
 			if nd := p.needle.Load(); nd != nil && !p.dropped.Load() && bytes.Contains(b, *nd) {
@@ -175,10 +245,10 @@ type stalledConn struct {
 	stalling       bool
 }
 
-func newStallProxy(t *testing.T, target string) *stallProxy {
-	t.Helper()
+func newStallProxy(e *env, target string) *stallProxy {
+	e.t.Helper()
 	p := &stallProxy{}
-	p.proxy = startProxy(t, target, func(c, s net.Conn) {
+	p.proxy = startProxy(e, target, func(c, s net.Conn) {
 		sc := &stalledConn{client: c, server: s}
 		p.mu.Lock()
 		if p.broken {

@@ -170,7 +170,7 @@ func (l *Locker) postQuit(resource string, tk *ticket) {
 	if tk.all != nil {
 		cmd = l.quitQueuesCall(tk)
 	}
-	cmd.Nodes = uint64(1)<<l.pool.Len() - 1
+	cmd.Nodes = uint64(1)<<l.votes - 1
 	l.post(cmd)
 }
 

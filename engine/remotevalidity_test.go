@@ -20,6 +20,7 @@ import (
 // validity follows; with a key gone from a quorum, it ends the lease with
 // ErrLockLost, naming each master's answer.
 func TestRemoteValidity(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	ctx := context.Background()
 	for _, k := range trackedKinds {
@@ -83,9 +84,10 @@ func TestRemoteValidity(t *testing.T) {
 // whose Locker closed answer without asking the masters; a lease the
 // tracker found lost answers ErrLockLost.
 func TestRemoteValidityOfEndedLeases(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	ctx := context.Background()
-	l := e.locker(nil)
+	l := e.locker(roomy)
 	le, err := l.TryLock(ctx, "ended")
 	if err != nil {
 		t.Fatal(err)
@@ -105,9 +107,9 @@ func TestRemoteValidityOfEndedLeases(t *testing.T) {
 	}
 	// TryLock returned at quorum: a SET still on its way would land after
 	// the DEL below, and the keys would not have left a quorum.
-	eventually(t, 5*time.Second, "the key on every master", func() bool {
+	eventually(t, 30*time.Second, "the key on every master", func() bool {
 		for i := range 5 {
-			if e.get(i, "tracked") != le.Value() {
+			if e.get(i, e.key("tracked")) != le.Value() {
 				return false
 			}
 		}
@@ -115,7 +117,7 @@ func TestRemoteValidityOfEndedLeases(t *testing.T) {
 	})
 	done := le.Done()
 	for i := range 3 {
-		e.del(i, "tracked")
+		e.del(i, e.key("tracked"))
 	}
 	select {
 	case <-done:
@@ -126,7 +128,7 @@ func TestRemoteValidityOfEndedLeases(t *testing.T) {
 		t.Fatalf("lost: %v", err)
 	}
 
-	c := e.locker(nil)
+	c := e.locker(roomy)
 	le, err = c.TryLock(ctx, "closed")
 	if err != nil {
 		t.Fatal(err)

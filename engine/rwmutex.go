@@ -178,7 +178,7 @@ func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter) (*Lease, er
 		return nil, fmt.Errorf("engine: %s %q: %w", rwOp(writer), m.name, ErrClosed)
 	}
 	le := &Lease{l: l, resource: m.name, key: m.key, value: newValue(), rw: true}
-	le.initVotes(l.pool.Len())
+	le.initVotes(l.votes)
 	check := m.checkDue()
 	cmd := m.acquireCommand(le.value, writer, w, check != 0)
 	le.start = time.Now()
@@ -456,7 +456,7 @@ func (l *Locker) nameOtherKind(ctx context.Context, resource string, err error) 
 	if !ok || e.Kind != ErrWrongType {
 		return err
 	}
-	votes := make([]multiplex.Vote, l.pool.Len())
+	votes := make([]multiplex.Vote, l.votes)
 	t := l.pool.Fanout(ctx, scriptCall(rwKindScript, l.key(resource)), classifyInt, nil, votes)
 	if t.OK == 0 {
 		return err
@@ -666,7 +666,7 @@ func (w *rwWaiter) acquired() {
 	}
 	l := w.m.l
 	cmd := plainCall("ZREM", w.m.intents, w.id)
-	cmd.Nodes = uint64(1)<<l.pool.Len() - 1
+	cmd.Nodes = uint64(1)<<l.votes - 1
 	l.post(cmd)
 	w.id = ""
 }
@@ -680,7 +680,7 @@ func (w *rwWaiter) leave(err error) {
 	if err != nil && w.id != "" {
 		l := w.m.l
 		cmd := scriptCall(rwQuitScript, w.m.key, w.id)
-		cmd.Nodes = uint64(1)<<l.pool.Len() - 1
+		cmd.Nodes = uint64(1)<<l.votes - 1
 		l.post(cmd)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"sort"
 	"strconv"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/mutation"
-	"github.com/redlock-bench/redlock/internal/redistest"
 	"pgregory.net/rapid"
 )
 
@@ -33,9 +33,11 @@ import (
 //     its lock had returned has the larger token;
 //   - readers share: every reader refused as contention (ErrNotAcquired)
 //     was refused while a writer of its lock was at work (from its call
-//     to its lease's end, plus rwSlack for the clean-up on the masters);
+//     to its lease's end, plus rwSlack for the clean-up on the masters,
+//     in virtual time; on real masters plus env.slack's);
 //   - no deadlock: every RLock and Lock returned by its context's
-//     deadline (within mpSlack), and every goroutine finished;
+//     deadline (within mpSlack in virtual time; on real masters within
+//     env.slack's), and every goroutine finished;
 //   - remote validity: asked mid-hold, RemoteValidity never finds a
 //     lease lost in a run where no master was killed (a quorum keeps
 //     its entry).
@@ -62,6 +64,7 @@ const (
 //
 //	REDLOCK_MUTATION=rw-reader-ignores-writer go test -run 'TestRWMutexProperty$' ./engine/
 func TestRWMutexProperty(t *testing.T) {
+	mutation.Require(t)
 	if name := os.Getenv("REDLOCK_MUTATION"); name != "" {
 		sw := mutation.ByName(name)
 		if sw == nil {
@@ -94,9 +97,40 @@ func TestRWMutexProperty(t *testing.T) {
 	}
 }
 
+// TestRWMutexPropertyInVirtualTime checks the property against simulated
+// masters in virtual time, each run in a bubble of its own on masters of
+// its own, where the readers' sharing is held to rwSlack and each wait's
+// return to its deadline within mpSlack exactly, however loaded the
+// machine. Replay a failure with
+//
+//	go test -run 'TestRWMutexPropertyInVirtualTime$' -rapid.seed=N ./engine/
+func TestRWMutexPropertyInVirtualTime(t *testing.T) {
+	lcRapidDefaults(t)
+	lcRapidFlags(t, map[string]string{"rapid.checks": strconv.Itoa(rwpChecks)})
+	shared := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		rapid.SyncTest(rt, func(rt *rapid.T) {
+			e := newSimLifecycleEnv(t, rt)
+			defer e.close()
+			vs, n := runRWProperty(rt, e, rwKinds)
+			shared += n
+			if len(vs) > 0 {
+				for _, v := range vs {
+					rt.Logf("VIOLATION %s: %s", v.kind, v.msg)
+				}
+				rt.Fatalf("%s (details in the log above)", vs[0].kind)
+			}
+		})
+	})
+	t.Logf("readers held together %d times over the runs", shared)
+	if shared == 0 {
+		t.Error("no two readers ever held a lock together: the runs do not exercise sharing")
+	}
+}
+
 // The property's controls: with one of the masters' guards undone, the
 // machine must see a writer trusted together with another holder within
-// rwpControlSeeds runs. (TestRWMutexWriterStarvedWithoutIntent is the
+// rwpControlSeeds seeds. (TestRWMutexWriterStarvedWithoutIntent is the
 // intent's.)
 func TestRWMutexPropertyCatchesReaderIgnoringWriter(t *testing.T) {
 	rwControl(t, mutation.RWReaderIgnoresWriter)
@@ -119,31 +153,36 @@ const rwpControlSeeds = 10
 // rwControl runs the property over rwpControlSeeds seeds with sw on, and
 // fails unless one of them shows the violation sw lets in. Readers that
 // exclude each other are looked for among readers alone, where every
-// refusal is one.
+// refusal is one. It runs against simulated masters in virtual time,
+// where the plans' holds, waits and TTLs are exact: the overlap a seed
+// draws happens every time, as on a loaded machine it need not.
 func rwControl(t *testing.T, sw *mutation.Switch) {
+	mutation.Require(t)
 	want, kinds := rwExclusion, rwKinds
 	if sw == mutation.RWReadersExclude {
 		want, kinds = rwShare, []string{"tryrlock", "rlock"}
 	}
-	e := newLifecycleEnv(t)
 	defer sw.Set(true)()
-	for seed := 1; seed <= rwpControlSeeds; seed++ {
-		var found []lcViolation
-		rapid.Custom(func(rt *rapid.T) bool {
-			found, _ = runRWProperty(rt, e, kinds)
-			return true
-		}).Example(seed)
-		for _, v := range found {
-			if v.kind == want {
-				t.Logf("seed %d: %s: %s", seed, v.kind, v.msg)
-				return
+	simTest(t, rwpMasters, func(t *testing.T, se *env) {
+		e := &lcEnv{env: se, restarted: map[int]time.Time{}}
+		for seed := 1; seed <= rwpControlSeeds; seed++ {
+			var found []lcViolation
+			rapid.Custom(func(rt *rapid.T) bool {
+				found, _ = runRWProperty(rt, e, kinds)
+				return true
+			}).Example(seed)
+			for _, v := range found {
+				if v.kind == want {
+					t.Logf("seed %d: %s: %s", seed, v.kind, v.msg)
+					return
+				}
+			}
+			for _, v := range found {
+				t.Logf("seed %d, other violation: %s: %s", seed, v.kind, v.msg)
 			}
 		}
-		for _, v := range found {
-			t.Logf("seed %d, other violation: %s: %s", seed, v.kind, v.msg)
-		}
-	}
-	t.Fatalf("no %q in %d runs with %s: the property cannot fail", want, rwpControlSeeds, sw.Name())
+		t.Fatalf("no %q in %d seeds with %s: the property cannot fail", want, rwpControlSeeds, sw.Name())
+	})
 }
 
 // Violation kinds.
@@ -202,8 +241,9 @@ func (c *rwCall) String() string {
 		c.got.Format("05.000"), c.until.Format("05.000"))
 }
 
-// busyUntil is when a writer's call stops refusing readers on the masters.
-func (c *rwCall) busyUntil() time.Time {
+// busyUntil is when a writer's call stops refusing readers on the masters,
+// its traces allowed slack.
+func (c *rwCall) busyUntil(slack time.Duration) time.Time {
 	end := c.got
 	if c.le != nil {
 		end = c.until.Add(rwpTTL / 50) // the masters keep an entry past its validity by the drift
@@ -211,7 +251,7 @@ func (c *rwCall) busyUntil() time.Time {
 			end = c.released
 		}
 	}
-	return end.Add(rwSlack)
+	return end.Add(slack)
 }
 
 var rwpRun = 0
@@ -237,10 +277,8 @@ func runRWProperty(rt *rapid.T, e *lcEnv, kinds []string) ([]lcViolation, int) {
 	killAt := time.Duration(rapid.IntRange(0, 1000).Draw(rt, "kill at ms")) * time.Millisecond
 	down := time.Duration(rapid.IntRange(50, 800).Draw(rt, "down ms")) * time.Millisecond
 
-	for i, n := range e.cluster.Nodes {
-		if _, err := redistest.Do(n.Addr(), 5*time.Second, "FLUSHALL"); err != nil {
-			rt.Fatalf("FLUSHALL on master %d: %v", i, err)
-		}
+	if err := e.flushAll(); err != nil {
+		rt.Fatalf("FLUSHALL: %v", err)
 	}
 	var mutexes [3][2]*engine.RWMutex
 	var lockers []*engine.Locker
@@ -249,8 +287,17 @@ func runRWProperty(rt *rapid.T, e *lcEnv, kinds []string) ([]lcViolation, int) {
 			l.Close()
 		}
 	}()
+	// In virtual time the Lockers' random delays come from the run's
+	// draws too, so that a seed replays the run.
+	seed := uint64(0)
+	if e.env.sim != nil {
+		seed = rapid.Uint64().Draw(rt, "lockers' seed")
+	}
 	for i := range 3 {
-		c := engine.DefaultConfig(e.cluster.Addrs()...)
+		c := e.config()
+		if e.env.sim != nil {
+			c.Rand = rand.New(rand.NewPCG(seed, uint64(i)))
+		}
 		c.TTL, c.MaxTTL = rwpTTL, rwpTTL
 		c.Quarantine = engine.QuarantineAlways
 		c.Fencing = i < 2
@@ -258,9 +305,7 @@ func runRWProperty(rt *rapid.T, e *lcEnv, kinds []string) ([]lcViolation, int) {
 		c.FallbackMin, c.FallbackMax = 20*time.Millisecond, 100*time.Millisecond
 		c.AutoExtend = i == 0
 		c.DisableGate = i == 2
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		l, err := engine.New(ctx, c)
-		cancel()
+		l, err := newPropLocker(c)
 		if err != nil {
 			rt.Fatalf("engine.New: %v", err)
 		}
@@ -285,16 +330,13 @@ func runRWProperty(rt *rapid.T, e *lcEnv, kinds []string) ([]lcViolation, int) {
 	if kill {
 		wg.Go(func() {
 			time.Sleep(killAt)
-			node := e.cluster.Nodes[victim]
-			if err := node.Kill(); err != nil {
+			if err := e.nodeKill(victim); err != nil {
 				violate("nemesis", "kill master %d: %v", victim, err)
 				return
 			}
 			rt.Logf("%s: master %d killed", time.Since(start).Round(time.Millisecond), victim)
 			time.Sleep(down)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := node.Restart(ctx); err != nil {
+			if err := e.nodeRestart(victim); err != nil {
 				violate("nemesis", "restart master %d: %v", victim, err)
 				return
 			}
@@ -305,7 +347,7 @@ func runRWProperty(rt *rapid.T, e *lcEnv, kinds []string) ([]lcViolation, int) {
 	for w, plan := range plans {
 		wg.Go(func() {
 			for _, op := range plan {
-				c := runRWOp(rt, mutexes[op.locker][op.lock], op, w, start, kill, violate)
+				c := runRWOp(rt, mutexes[op.locker][op.lock], op, w, start, kill, e.slack(mpSlack), violate)
 				mu.Lock()
 				calls = append(calls, c)
 				mu.Unlock()
@@ -338,7 +380,7 @@ func runRWProperty(rt *rapid.T, e *lcEnv, kinds []string) ([]lcViolation, int) {
 			leases[c.op.kind]++
 		}
 	}
-	shared := checkRWCalls(calls, violate)
+	shared := checkRWCalls(calls, e.slack(rwSlack), violate)
 	rt.Logf("run: %d calls, leases %v, readers together %d times, a master killed: %v", len(calls), leases, shared, kill)
 	return violations, shared
 }
@@ -357,8 +399,9 @@ func drawRWOp(rt *rapid.T, kinds []string) rwOp {
 	return op
 }
 
-// runRWOp runs op on m for worker w; kill: a master is killed in this run.
-func runRWOp(rt *rapid.T, m *engine.RWMutex, op rwOp, w int, start time.Time, kill bool, violate func(kind, format string, args ...any)) *rwCall {
+// runRWOp runs op on m for worker w; kill: a master is killed in this
+// run; slack: how late past its deadline a wait may return.
+func runRWOp(rt *rapid.T, m *engine.RWMutex, op rwOp, w int, start time.Time, kill bool, slack time.Duration, violate func(kind, format string, args ...any)) *rwCall {
 	wait := op.wait
 	if op.kind == "tryrlock" || op.kind == "trylock" {
 		wait = 5 * time.Second
@@ -379,7 +422,7 @@ func runRWOp(rt *rapid.T, m *engine.RWMutex, op rwOp, w int, start time.Time, ki
 	}
 	c.got = time.Now()
 	at := c.got.Sub(start).Round(time.Millisecond)
-	if late := c.got.Sub(deadline); late > mpSlack {
+	if late := c.got.Sub(deadline); late > slack {
 		violate(mpDeadlock, "w%d %s returned %s after its deadline: %v", w, op, late.Round(time.Millisecond), c.err)
 	}
 	if c.err != nil {
@@ -424,7 +467,7 @@ func remoteValidity(rt *rapid.T, c *rwCall, w int, start time.Time, kill bool, v
 // checkRWCalls checks exclusion, the writers' fencing order and the
 // readers' sharing over every pair of calls on one lock, and returns how
 // many pairs of readers held a lock together.
-func checkRWCalls(calls []*rwCall, violate func(kind, format string, args ...any)) int {
+func checkRWCalls(calls []*rwCall, slack time.Duration, violate func(kind, format string, args ...any)) int {
 	sort.Slice(calls, func(i, j int) bool { return calls[i].got.Before(calls[j].got) })
 	shared := 0
 	for i, a := range calls {
@@ -455,7 +498,7 @@ func checkRWCalls(calls []*rwCall, violate func(kind, format string, args ...any
 		}
 		busy := false
 		for _, w := range calls {
-			if w.op.writer() && w.op.lock == r.op.lock && w.called.Before(r.got) && r.called.Before(w.busyUntil()) {
+			if w.op.writer() && w.op.lock == r.op.lock && w.called.Before(r.got) && r.called.Before(w.busyUntil(slack)) {
 				busy = true
 				break
 			}

@@ -7,10 +7,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/redlock-bench/redlock/internal/mutation"
 
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/redistest"
+	"github.com/redlock-bench/redlock/internal/simredis"
 )
 
 // closed reports whether ch is closed right now.
@@ -22,6 +26,12 @@ func closed(ch <-chan struct{}) bool {
 		return false
 	}
 }
+
+// roomy gives a Locker on real masters (with a TTL of 10 s or more) a
+// node timeout that no round reaches, even on a loaded machine, so that
+// only the masters' answers decide; tests that time rounds run in
+// virtual time instead.
+func roomy(c *engine.Config) { c.NodeTimeout = 3 * time.Second }
 
 // checkEnded asserts what every ended lease must show at once.
 func checkEnded(t *testing.T, what string, le *engine.Lease) {
@@ -40,29 +50,34 @@ func checkEnded(t *testing.T, what string, le *engine.Lease) {
 // A gated, auto-extending lease whose keys vanish ends with ErrLockLost;
 // the next goroutine in line then wins the lock on the masters. The lost
 // lease's Release must not hand it (old value, old validity) to the third.
+// In virtual time: the loss is found by the next auto-extension (the
+// simulated masters do not track), and the third goroutine is given
+// 300 ms, exactly, to show a hand-off.
 func TestLostLeaseIsNeverHandedOn(t *testing.T) {
-	if twoHolders := lostLeaseReleased(t); twoHolders != "" {
-		t.Fatal(twoHolders)
-	}
+	simTest(t, 3, func(t *testing.T, e *env) {
+		if twoHolders := lostLeaseReleased(t, e); twoHolders != "" {
+			t.Fatal(twoHolders)
+		}
+	})
 }
 
 // The control: with the hand-off's check of an ended lease turned off,
-// the same sequence makes two holders, so the test above can fail.
+// the same sequence makes two holders, so the test above can fail. The
+// sequence is scheduled in virtual time: it cannot miss.
 func TestLostLeaseIsNeverHandedOnControl(t *testing.T) {
+	mutation.Require(t)
 	engine.SkipHandoffEndCheck(true)
 	defer engine.SkipHandoffEndCheck(false)
-	// The sequence's timing may miss on a loaded machine: up to three runs.
-	for try := 1; lostLeaseReleased(t) == ""; try++ {
-		if try == 3 {
-			t.Fatal("with the check off, the lost lease was not handed on in three runs: the test cannot fail")
+	simTest(t, 3, func(t *testing.T, e *env) {
+		if lostLeaseReleased(t, e) == "" {
+			t.Fatal("with the check off, the lost lease was not handed on: the test cannot fail")
 		}
-	}
+	})
 }
 
 // lostLeaseReleased runs the sequence and describes the two holders it
 // made, or returns "".
-func lostLeaseReleased(t *testing.T) (twoHolders string) {
-	e := newEnv(t, 3)
+func lostLeaseReleased(t *testing.T, e *env) (twoHolders string) {
 	l := e.locker(func(c *engine.Config) {
 		c.TTL = 900 * time.Millisecond
 		c.AutoExtend = true
@@ -92,7 +107,7 @@ func lostLeaseReleased(t *testing.T) (twoHolders string) {
 		eventually(t, 5*time.Second, who+" queued", func() bool { return l.GateWaiting(res) == n })
 	}
 	for i := 0; i < 3; i++ { // the keys vanish: eviction, FLUSHDB, a clock jump
-		e.del(i, res)
+		e.del(i, e.key(res))
 	}
 	select {
 	case <-g1.Done():
@@ -126,24 +141,31 @@ func lostLeaseReleased(t *testing.T) (twoHolders string) {
 		if g3.le != nil {
 			g3.le.Release(ctx)
 		}
+		g2.le.Release(ctx)
 	case <-time.After(300 * time.Millisecond):
+		// The third goroutine is handed g2's lease, or its Lock ends
+		// with the context.
+		g2.le.Release(ctx)
+		cancel()
+		if g3 := <-leases; g3.le != nil {
+			g3.le.Release(context.Background())
+		}
 	}
-	g2.le.Release(ctx)
-	cancel()
 	return twoHolders
 }
 
 // A manual Extend that finds the keys gone ends the lease.
 func TestFailedExtendEndsTheLease(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(nil)
+	l := e.locker(roomy)
 	ctx := context.Background()
 	le, err := l.TryLock(ctx, "extend-lost")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		e.del(i, "extend-lost")
+		e.del(i, e.key("extend-lost"))
 	}
 	if err := le.Extend(ctx, time.Second); !errors.Is(err, engine.ErrNotHeld) {
 		t.Fatalf("Extend after the keys vanished: %v, want ErrNotHeld", err)
@@ -162,91 +184,130 @@ func TestFailedExtendEndsTheLease(t *testing.T) {
 // lease must not trust its old validity then, whatever the round decided,
 // or another Locker takes the resource from under it.
 func TestFailedShorterExtendKeepsNoValidityBeyondTheKeys(t *testing.T) {
-	e := newEnv(t, 3)
-	addrs := e.cluster.Addrs()
-	slow := []*latencyProxy{newLatencyProxy(t, addrs[1], 0, nil), newLatencyProxy(t, addrs[2], 0, nil)}
-	lA := e.locker(func(c *engine.Config) {
-		c.Masters = []string{addrs[0], slow[0].addr(), slow[1].addr()}
-		c.TTL = 5 * time.Second
-		c.NodeTimeout = 100 * time.Millisecond
-	})
-	lB := e.locker(nil)
-	ctx := context.Background()
-	a, err := lA.TryLock(ctx, "shorter")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range slow {
-		p.delay.Store(int64(300 * time.Millisecond))
-	}
-	const short = 50 * time.Millisecond
-	if err := a.Extend(ctx, short); err == nil {
-		t.Fatal("Extend reached a quorum through two 300 ms proxies with a 100 ms node timeout")
-	}
-	if v := a.Validity(); v > short {
-		t.Fatalf("after a failed Extend to %s the lease is trusted for %s more: the masters that ran its PEXPIRE expire the key sooner", short, v)
-	}
-	// End to end: once the late PEXPIREs have run and the keys expired,
-	// another Locker takes the resource, and A must not think it holds it.
-	deadline := time.Now().Add(10 * time.Second)
-	for i := 0; i < 3; i++ {
-		for e.get(i, "shorter") != "" {
-			if time.Now().After(deadline) {
-				t.Fatalf("the key on master %d outlived the shortened TTL by seconds", i)
-			}
-			time.Sleep(10 * time.Millisecond)
+	simTest(t, 3, func(t *testing.T, e *env) {
+		addrs := e.addrs
+		slow := []*latencyProxy{newLatencyProxy(e, addrs[1], 0, nil), newLatencyProxy(e, addrs[2], 0, nil)}
+		lA := e.locker(func(c *engine.Config) {
+			c.Masters = []string{addrs[0], slow[0].addr(), slow[1].addr()}
+			c.TTL = 5 * time.Second
+			c.NodeTimeout = 100 * time.Millisecond
+		})
+		lB := e.locker(nil)
+		ctx := context.Background()
+		a, err := lA.TryLock(ctx, "shorter")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	b, err := lB.TryLock(ctx, "shorter")
-	if err != nil {
-		t.Fatalf("B, with the keys gone everywhere: %v", err)
-	}
-	defer b.Release(ctx)
-	if a.Err() == nil && a.Validity() > 0 {
-		t.Fatalf("two holders: A's lease is trusted for %s more (Err nil) while B holds the resource", a.Validity())
-	}
+		for _, p := range slow {
+			p.delay.Store(int64(300 * time.Millisecond))
+		}
+		const short = 50 * time.Millisecond
+		if err := a.Extend(ctx, short); err == nil {
+			t.Fatal("Extend reached a quorum through two 300 ms proxies with a 100 ms node timeout")
+		}
+		if v := a.Validity(); v > short {
+			t.Fatalf("after a failed Extend to %s the lease is trusted for %s more: the masters that ran its PEXPIRE expire the key sooner", short, v)
+		}
+		// End to end: once the late PEXPIREs have run and the keys
+		// expired, another Locker takes the resource, and A must not
+		// think it holds it.
+		eventually(t, 10*time.Second, "the keys expired on every master after the shortened TTL", func() bool {
+			return e.get(0, "shorter") == "" && e.get(1, "shorter") == "" && e.get(2, "shorter") == ""
+		})
+		b, err := lB.TryLock(ctx, "shorter")
+		if err != nil {
+			t.Fatalf("B, with the keys gone everywhere: %v", err)
+		}
+		defer b.Release(ctx)
+		if a.Err() == nil && a.Validity() > 0 {
+			t.Fatalf("two holders: A's lease is trusted for %s more (Err nil) while B holds the resource", a.Validity())
+		}
+	})
 }
 
 // Done is closed already for a first call made after the validity ran
-// out, and Err, Validity and Context agree with it at that instant.
+// out, and Err, Validity and Context agree with it at that instant. On
+// real masters (the guarantees' table names it), each lease a millisecond
+// past its validity; the node timeout is set beyond what a round takes on
+// a loaded machine, and an attempt that still fails (the last lease's
+// keys may outlive its validity by the drift) is tried again.
 func TestEndedLeaseAgreesAtOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.TTL = 200 * time.Millisecond })
-	for i := 0; i < 20; i++ {
+	l := e.locker(func(c *engine.Config) { c.TTL, c.NodeTimeout = 200*time.Millisecond, 90*time.Millisecond })
+	deadline := time.Now().Add(time.Minute)
+	for i := 0; i < 20; {
 		le, err := l.TryLock(context.Background(), "expires")
+		if errors.Is(err, engine.ErrNotAcquired) || errors.Is(err, engine.ErrNoQuorum) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: no lease in a minute: %v", i, err)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Until(le.ValidUntil()) + time.Millisecond)
-		switch i % 3 {
-		case 0:
-			if !closed(le.Done()) {
-				t.Fatalf("round %d: Done() not closed at the first call after expiry", i)
-			}
-		case 1:
-			if le.Err() == nil {
-				t.Fatalf("round %d: Err() nil after expiry", i)
-			}
-		case 2:
-			if le.Context().Err() == nil {
-				t.Fatalf("round %d: Context() not cancelled at the first call after expiry", i)
-			}
-		}
-		checkEnded(t, "after expiry", le)
+		endedLeaseAgrees(t, i, le)
 		le.Release(context.Background())
+		i++
 	}
+}
+
+// TestEndedLeaseAgreesAtTheInstant is TestEndedLeaseAgreesAtOnce in
+// virtual time, where the first call comes at the very instant the
+// validity ends.
+func TestEndedLeaseAgreesAtTheInstant(t *testing.T) {
+	simTest(t, 3, func(t *testing.T, e *env) {
+		l := e.locker(func(c *engine.Config) { c.TTL = 200 * time.Millisecond })
+		for i := 0; i < 6; i++ {
+			le, err := l.TryLock(context.Background(), fmt.Sprintf("expires-%d", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Until(le.ValidUntil()))
+			endedLeaseAgrees(t, i, le)
+			le.Release(context.Background())
+		}
+	})
+}
+
+// endedLeaseAgrees checks a lease whose validity has run out: round i
+// makes its first call Done, Err or Context, then every one.
+func endedLeaseAgrees(t *testing.T, i int, le *engine.Lease) {
+	t.Helper()
+	switch i % 3 {
+	case 0:
+		if !closed(le.Done()) {
+			t.Fatalf("round %d: Done() not closed at the first call after expiry", i)
+		}
+	case 1:
+		if le.Err() == nil {
+			t.Fatalf("round %d: Err() nil after expiry", i)
+		}
+	case 2:
+		if le.Context().Err() == nil {
+			t.Fatalf("round %d: Context() not cancelled at the first call after expiry", i)
+		}
+	}
+	checkEnded(t, "after expiry", le)
 }
 
 // Restart every master in turn, each sitting out its quarantine, so that
 // every fencing counter is forgotten: the next token must still be
 // higher than the last one issued before.
+//
+// The quarantine is MaxTTL, here the TTL of 2 s, with a node timeout of
+// 600 ms that rounds on a loaded machine do not reach: the test waits
+// for the masters' states, not for durations.
 func TestFencingTokensSurviveARollingRestart(t *testing.T) {
-	e := newEnv(t, 3)
-	const ttl = 600 * time.Millisecond
+	t.Parallel()
+	e := ownEnv(t, 3)
+	const ttl = 2 * time.Second
 	mk := func() *engine.Locker {
 		return e.locker(func(c *engine.Config) {
 			c.Fencing = true
-			c.TTL = ttl
+			c.TTL, c.NodeTimeout = ttl, 600*time.Millisecond
 			c.Quarantine = engine.QuarantineObserved
 		})
 	}
@@ -272,11 +333,11 @@ func TestFencingTokensSurviveARollingRestart(t *testing.T) {
 		}
 		// Wake the pool's connection so it sees the new run_id, then sit
 		// out the quarantine it imposes.
-		eventually(t, 10*time.Second, "the restart was noticed", func() bool {
+		eventually(t, 30*time.Second, "the restart was noticed", func() bool {
 			l.TryLock(ctx, "probe")
 			return l.Nodes()[i].Restarts > 0
 		})
-		eventually(t, 10*time.Second, "the quarantine ended", func() bool {
+		eventually(t, 30*time.Second, "the quarantine ended", func() bool {
 			return l.Nodes()[i].State == "up"
 		})
 	}
@@ -286,7 +347,7 @@ func TestFencingTokensSurviveARollingRestart(t *testing.T) {
 		}
 	}
 	var le *engine.Lease
-	eventually(t, 10*time.Second, "a lock after the rolling restart", func() bool {
+	eventually(t, 30*time.Second, "a lock after the rolling restart", func() bool {
 		var err error
 		le, err = l.TryLock(ctx, "rolling")
 		return err == nil
@@ -308,11 +369,14 @@ func TestFencingTokensSurviveARollingRestart(t *testing.T) {
 // A fenced acquire whose counter cannot be read fails before it writes:
 // no lock key is left behind to refuse everyone for a TTL.
 func TestFailedFencedAcquireLeavesNoKey(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.Fencing = true })
+	// A node timeout far beyond a round: every master answers the attempt.
+	l := e.locker(func(c *engine.Config) { c.Fencing, c.NodeTimeout = true, 3*time.Second })
 	const res = "bad-counter"
 	for i := 0; i < 3; i++ {
-		if _, err := redistest.Do(e.cluster.Nodes[i].Addr(), time.Second, "HSET", engine.FenceKey(res), "f", "v"); err != nil {
+		c := e.direct[i]
+		if err := c.Do(context.Background(), c.B().Hset().Key(engine.FenceKey(e.key(res))).FieldValue().FieldValue("f", "v").Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -320,14 +384,23 @@ func TestFailedFencedAcquireLeavesNoKey(t *testing.T) {
 	if err == nil {
 		t.Fatal("acquired with a counter of the wrong type")
 	}
-	time.Sleep(100 * time.Millisecond) // any undo is on its way
+	// TryLock returns once the vote is decided: wait for every master's
+	// answer, after which a SET the script ran would be there.
+	eventually(t, 30*time.Second, "every master answered the attempt", func() bool {
+		for _, st := range l.Nodes() {
+			if st.OK+st.Refused+st.Failed == 0 {
+				return false
+			}
+		}
+		return true
+	})
 	for i := 0; i < 3; i++ {
-		if v := e.get(i, res); v != "" {
+		if v := e.get(i, e.key(res)); v != "" {
 			t.Fatalf("node %d keeps the failed attempt's key %q: %v", i, v, err)
 		}
 	}
 	// A locker without fencing is not refused by a key left behind.
-	plain := e.locker(nil)
+	plain := e.locker(roomy)
 	le, err := plain.TryLock(context.Background(), res)
 	if err != nil {
 		t.Fatalf("a plain locker after the failed fenced attempt: %v", err)
@@ -337,17 +410,22 @@ func TestFailedFencedAcquireLeavesNoKey(t *testing.T) {
 
 // No resource name reaches a fencing counter: the old counter name is an
 // ordinary resource, and the internal namespace is refused by name.
+//
+// Without a KeyPrefix, which would keep every name out of the namespace:
+// the resource's name is the test's own instead.
 func TestResourceNamesCannotReachTheCounters(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.Fencing = true })
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	x := e.key("x")
+	l := e.locker(func(c *engine.Config) { c.Fencing, c.KeyPrefix = true, "" })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	le, err := l.Lock(ctx, "x")
+	le, err := l.Lock(ctx, x)
 	if err != nil {
 		t.Fatal(err)
 	}
 	le.Release(ctx)
-	for _, name := range []string{"redlock:fence:x", engine.FenceKey("x")} {
+	for _, name := range []string{"redlock:fence:" + x, engine.FenceKey(x)} {
 		other, err := l.Lock(ctx, name)
 		switch {
 		case strings.HasPrefix(name, "\xff"):
@@ -364,144 +442,165 @@ func TestResourceNamesCannotReachTheCounters(t *testing.T) {
 		}
 	}
 	prefixed := e.locker(func(c *engine.Config) { c.KeyPrefix = "\xffredlock:" })
-	if _, err := prefixed.TryLock(ctx, "fence:x"); !errors.Is(err, engine.ErrReservedResource) {
+	if _, err := prefixed.TryLock(ctx, "fence:"+x); !errors.Is(err, engine.ErrReservedResource) {
 		t.Fatalf("a KeyPrefix into the namespace: %v, want ErrReservedResource", err)
 	}
 }
 
 // A handed-off successor inherits less validity than a fresh lease; its
 // first auto-extension must come before that runs out, whatever
-// ExtendEvery is.
+// ExtendEvery is. In virtual time, the hand-off comes with exactly 560 ms
+// of the 1 s TTL left, so that ExtendEvery (700 ms) from the hand-off
+// would come too late.
 func TestHandedOffSuccessorIsExtendedInTime(t *testing.T) {
-	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) {
-		c.TTL = time.Second
-		c.AutoExtend = true
-		c.ExtendEvery = 700 * time.Millisecond
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	first, err := l.Lock(ctx, "successor")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan *engine.Lease, 1)
-	go func() {
-		le, err := l.Lock(ctx, "successor")
+	simTest(t, 3, func(t *testing.T, e *env) {
+		l := e.locker(func(c *engine.Config) {
+			c.TTL = time.Second
+			c.AutoExtend = true
+			c.ExtendEvery = 700 * time.Millisecond
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		first, err := l.Lock(ctx, "successor")
 		if err != nil {
-			t.Error(err)
+			t.Fatal(err)
 		}
-		got <- le
-	}()
-	eventually(t, 5*time.Second, "second goroutine queued", func() bool { return l.GateWaiting("successor") == 1 })
-	// Hand off with a little over half the TTL left.
-	time.Sleep(time.Until(first.ValidUntil()) - 560*time.Millisecond)
-	if err := first.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	second := <-got
-	if second == nil {
-		t.FailNow()
-	}
-	if second.Wait().Cause != engine.WakeHandoff {
-		t.Skipf("not handed off (%v): the hand-off window was missed on a slow host", second.Wait().Cause)
-	}
-	time.Sleep(1500 * time.Millisecond)
-	if err := second.Err(); err != nil {
-		t.Fatalf("the successor ended after %d extensions: %v", second.Extensions(), err)
-	}
-	if second.Extensions() == 0 {
-		t.Fatal("the successor was never extended")
-	}
-	second.Release(ctx)
+		got := make(chan *engine.Lease, 1)
+		go func() {
+			le, err := l.Lock(ctx, "successor")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- le
+		}()
+		eventually(t, 5*time.Second, "second goroutine queued", func() bool { return l.GateWaiting("successor") == 1 })
+		// Hand off with a little over half the TTL left.
+		time.Sleep(time.Until(first.ValidUntil()) - 560*time.Millisecond)
+		if err := first.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		second := <-got
+		if second == nil {
+			t.FailNow()
+		}
+		if second.Wait().Cause != engine.WakeHandoff {
+			t.Fatalf("set-up: not handed off (%v)", second.Wait().Cause)
+		}
+		handedAt, inherited := time.Now(), second.ValidUntil()
+		if left := time.Until(inherited); left > 560*time.Millisecond {
+			t.Fatalf("set-up: the successor inherited %s of validity, want 560 ms at most", left)
+		}
+		time.Sleep(time.Until(inherited))
+		if err := second.Err(); err != nil {
+			t.Fatalf("the successor ended at the end of the validity it inherited, after %d extensions: %v", second.Extensions(), err)
+		}
+		if second.Extensions() == 0 {
+			t.Fatal("the successor was not extended within the validity it inherited")
+		}
+		time.Sleep(time.Until(handedAt.Add(1500 * time.Millisecond)))
+		if err := second.Err(); err != nil {
+			t.Fatalf("the successor ended after %d extensions: %v", second.Extensions(), err)
+		}
+		second.Release(ctx)
+	})
 }
 
 func TestExtendRefusesATTLAboveMaxTTL(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.TTL = time.Second; c.MaxTTL = 2 * time.Second })
+	l := e.locker(func(c *engine.Config) { c.TTL = 10 * time.Second; c.MaxTTL = 20 * time.Second; roomy(c) })
 	le, err := l.TryLock(context.Background(), "max-ttl")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer le.Release(context.Background())
-	if err := le.Extend(context.Background(), 3*time.Second); err == nil || !strings.Contains(err.Error(), "MaxTTL") {
+	if err := le.Extend(context.Background(), 30*time.Second); err == nil || !strings.Contains(err.Error(), "MaxTTL") {
 		t.Fatalf("Extend past MaxTTL: %v", err)
 	}
-	if err := le.Extend(context.Background(), 2*time.Second); err != nil {
+	if err := le.Extend(context.Background(), 20*time.Second); err != nil {
 		t.Fatalf("Extend to MaxTTL: %v", err)
 	}
 }
 
 // Releases go out even when the context has ended and every admission
 // slot is taken: the lease is already marked released, so keys left
-// behind would refuse everyone for a full TTL.
+// behind would refuse everyone for a full TTL. In virtual time, where the
+// rounds that fill the slots wait on the stopped masters until they all
+// are blocked.
 func TestReleaseWithAnEndedContextStillDeletes(t *testing.T) {
-	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.NodeTimeout = 2 * time.Second })
-	ctx := context.Background()
-	le, err := l.TryLock(ctx, "ended-release")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range e.cluster.Nodes {
-		if err := n.Pause(); err != nil {
+	simTest(t, 3, func(t *testing.T, e *env) {
+		l := e.locker(func(c *engine.Config) { c.NodeTimeout = 2 * time.Second })
+		ctx := context.Background()
+		le, err := l.TryLock(ctx, "ended-release")
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	// Fill every admission slot with rounds that wait on paused masters.
-	var wg sync.WaitGroup
-	for i := 0; i < 1100; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l.TryLock(ctx, "filler")
-		}()
-	}
-	time.Sleep(300 * time.Millisecond)
-	ended, cancel := context.WithCancel(ctx)
-	cancel()
-	if err := le.Release(ended); err == nil {
-		t.Fatal("Release with an ended context reported success")
-	}
-	for _, n := range e.cluster.Nodes {
-		if err := n.Resume(); err != nil {
-			t.Fatal(err)
+		for i := range e.sim {
+			e.pause(i)
 		}
-	}
-	wg.Wait()
-	eventually(t, 5*time.Second, "the released keys are deleted", func() bool {
-		for i := 0; i < 3; i++ {
-			if e.get(i, "ended-release") != "" {
-				return false
+		// Fill every admission slot with rounds that wait on paused
+		// masters.
+		var wg sync.WaitGroup
+		for i := 0; i < 1100; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l.TryLock(ctx, "filler")
+			}()
+		}
+		synctest.Wait()
+		ended, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := le.Release(ended); err == nil {
+			t.Fatal("Release with an ended context reported success")
+		}
+		for i := range e.sim {
+			e.resume(i)
+		}
+		wg.Wait()
+		eventually(t, 5*time.Second, "the released keys are deleted", func() bool {
+			for i := 0; i < 3; i++ {
+				if e.get(i, "ended-release") != "" {
+					return false
+				}
 			}
-		}
-		return true
+			return true
+		})
 	})
 }
 
 // Contention is not an outage: with a minority of masters down, a
-// resource held elsewhere reads as ErrNotAcquired, never ErrNoQuorum.
+// resource held elsewhere reads as ErrNotAcquired, never ErrNoQuorum. On
+// the pool's real masters (the master of the wrong type is Redis's
+// WRONGTYPE): the one down is reached through a proxy, killed, which
+// refuses connections as a stopped master does. The node timeout is far
+// beyond a round, so that only the masters' answers decide.
 func TestContentionWithAMinorityDownIsNotAcquired(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
-	holder := e.locker(nil)
+	front := newLatencyProxy(e, e.addrs[4], 0, nil)
+	masters := append(append([]string(nil), e.addrs[:4]...), front.addr())
+	mk := func() *engine.Locker {
+		return e.locker(func(c *engine.Config) { c.Masters, c.NodeTimeout = masters, 3*time.Second })
+	}
+	holder := mk()
 	le, err := holder.TryLock(context.Background(), "contended")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer le.Release(context.Background())
-	eventually(t, 5*time.Second, "every master answered the holder", func() bool {
+	eventually(t, 30*time.Second, "every master answered the holder", func() bool {
 		n := 0
 		for _, st := range holder.Nodes() {
 			n += int(st.OK)
 		}
 		return n == 5
 	})
-	other := e.locker(nil)
-	e.cluster.Nodes[4].Kill()
-	if _, err := redistest.Do(e.cluster.Nodes[3].Addr(), time.Second, "DEL", "contended"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := redistest.Do(e.cluster.Nodes[3].Addr(), time.Second, "HSET", "contended", "f", "v"); err != nil {
+	other := mk()
+	front.kill()
+	e.del(3, e.key("contended"))
+	c := e.direct[3]
+	if err := c.Do(context.Background(), c.B().Hset().Key(e.key("contended")).FieldValue().FieldValue("f", "v").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 30; i++ {
@@ -513,6 +612,7 @@ func TestContentionWithAMinorityDownIsNotAcquired(t *testing.T) {
 }
 
 func TestReleaseOfANilLease(t *testing.T) {
+	t.Parallel()
 	var le *engine.Lease
 	if err := le.Release(context.Background()); !errors.Is(err, engine.ErrNotHeld) {
 		t.Fatalf("Release on nil: %v", err)
@@ -524,49 +624,55 @@ func TestReleaseOfANilLease(t *testing.T) {
 
 // An acquire whose connection broke while its SET was still on its way is
 // undone even if the SET reaches the master after the first delete, sent
-// on a new connection, did.
+// on a new connection, did. In virtual time, with masters 1 and 2 slower
+// than master 0, so that the SET to master 0 is sent before their
+// refusals decide the attempt.
 func TestUndoAfterABrokenConnectionIsRetried(t *testing.T) {
-	e := newEnv(t, 3)
-	const res = "broken-undo"
-	e.set(1, res, "someone")
-	e.set(2, res, "someone")
-	px := newStallProxy(t, e.cluster.Nodes[0].Addr())
-	l, err := engine.New(context.Background(), func() engine.Config {
-		c := engine.DefaultConfig(px.addr(), e.cluster.Nodes[1].Addr(), e.cluster.Nodes[2].Addr())
-		c.Quarantine = engine.QuarantineObserved
-		c.ConnTimeout = time.Second
-		return c
-	}())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	px.stall.Store(true)
-	// The refusals of masters 1 and 2 decide the attempt, and the SET to
-	// master 0 is not sent if its turn had not come by then: try until
-	// the proxy holds one.
-	for attempt := 0; !px.holding(); attempt++ {
-		if attempt == 20 {
-			t.Fatal("no SET reached the proxy in 20 attempts")
+	simTest(t, 3, func(t *testing.T, e *env) {
+		const res = "broken-undo"
+		e.set(1, res, "someone")
+		e.set(2, res, "someone")
+		for _, m := range e.sim[1:] {
+			m.SetLatency(simredis.Latency{Min: 5 * time.Millisecond})
 		}
+		px := newStallProxy(e, e.addrs[0])
+		l := e.locker(func(c *engine.Config) {
+			c.Masters = []string{px.addr(), e.addrs[1], e.addrs[2]}
+			c.ConnTimeout = time.Second
+		})
+		px.stall.Store(true)
 		if _, err := l.TryLock(context.Background(), res); !errors.Is(err, engine.ErrNotAcquired) {
 			t.Fatalf("TryLock: %v", err)
 		}
-		deadline := time.Now().Add(500 * time.Millisecond)
-		for !px.holding() && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
+		synctest.Wait()
+		if !px.holding() {
+			t.Fatal("set-up: the SET to master 0 did not reach the proxy")
 		}
-	}
-	// The SET sits in the proxy. Break the client's connection: its reply
-	// is lost, so the attempt is undone on a new connection, which the
-	// proxy passes straight through, ahead of the SET.
-	px.stall.Store(false)
-	px.breakStalled()
-	eventually(t, 5*time.Second, "the undo overtook the SET", func() bool { return px.newConns.Load() > 0 })
-	time.Sleep(200 * time.Millisecond)
-	px.flushStalled()
-	eventually(t, 5*time.Second, "the SET that came after the first undo is undone", func() bool {
-		return e.get(0, res) == ""
+		// The SET sits in the proxy. Break the client's connection: its
+		// reply is lost, so the attempt is undone on a new connection,
+		// which the proxy passes straight through, ahead of the SET.
+		px.stall.Store(false)
+		px.breakStalled()
+		eventually(t, 5*time.Second, "the undo overtook the SET", func() bool { return px.newConns.Load() > 0 })
+		// The undo's round trip, well within a node timeout.
+		time.Sleep(200 * time.Millisecond)
+		sets := func() int {
+			n := 0
+			for _, r := range e.sim[0].KeyLog() {
+				if r.Key == res && !r.Gone {
+					n++
+				}
+			}
+			return n
+		}
+		if sets() != 0 {
+			t.Fatal("set-up: the SET ran before the first undo")
+		}
+		px.flushStalled()
+		eventually(t, 5*time.Second, "the held SET ran", func() bool { return sets() == 1 })
+		eventually(t, 5*time.Second, "the SET that came after the first undo is undone", func() bool {
+			return e.get(0, res) == ""
+		})
 	})
 }
 
@@ -575,6 +681,9 @@ func TestUndoAfterABrokenConnectionIsRetried(t *testing.T) {
 // lease, once for the time left) would leave a gap where it returns 0 and
 // Done is still open; a tight loop over the last microseconds of a short
 // lease finds it.
+//
+// On real masters: the clock must run while the loop spins, which virtual
+// time does not do.
 func TestValidityZeroMeansDone(t *testing.T) {
 	e := newEnv(t, 3)
 	l := e.locker(func(c *engine.Config) { c.TTL = 40 * time.Millisecond })

@@ -309,7 +309,7 @@ func (s *Semaphore) try(ctx context.Context, first int, waiter, probe bool) (*Le
 	a := &semAttempt{s: s, won: -1, probe: -1}
 	le := &a.le
 	le.l, le.resource, le.value = l, s.name, newValue()
-	le.initVotes(l.pool.Len())
+	le.initVotes(l.votes)
 	var cmd multiplex.Command
 	classify := classifySem
 	if probe && !waiter {

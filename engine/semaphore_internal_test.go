@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
@@ -15,10 +16,15 @@ import (
 // full, a release that wakes a waiter, a fenced permit.
 func TestSemaphoreWithoutSetNXGet(t *testing.T) {
 	c := redistest.StartT(t, 3)
+	var cls []rueidis.Client
+	for _, a := range c.Addrs() {
+		cls = append(cls, direct(t, a))
+	}
 	for _, fencing := range []bool{false, true} {
 		cfg := DefaultConfig(c.Addrs()...)
 		cfg.Quarantine = QuarantineObserved
 		cfg.Fencing = fencing
+		cfg.NodeTimeout = 4 * time.Second // past any answer of a loaded machine
 		l, err := New(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -28,7 +34,7 @@ func TestSemaphoreWithoutSetNXGet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		a, err := s.TryAcquire(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -43,8 +49,26 @@ func TestSemaphoreWithoutSetNXGet(t *testing.T) {
 		if _, err := s.TryAcquire(ctx); !errors.Is(err, ErrNotAcquired) {
 			t.Fatalf("both permits held: %v", err)
 		}
+		// The release comes once the waiter sleeps: its attempt marked
+		// both permits on a quorum, so that their releases publish.
+		marked := func() bool {
+			n := 0
+			for _, cl := range cls {
+				ok := true
+				for _, le := range []*Lease{a, b} {
+					v, _ := cl.Do(ctx, cl.B().Get().Key(s.keys[le.Permit()]).Build()).ToString()
+					ok = ok && v == le.value+waitMark
+				}
+				if ok {
+					n++
+				}
+			}
+			return n >= 2
+		}
 		go func() {
-			time.Sleep(200 * time.Millisecond)
+			for !marked() && ctx.Err() == nil {
+				time.Sleep(5 * time.Millisecond)
+			}
 			a.Release(context.Background())
 		}()
 		w, err := s.Acquire(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"sort"
 	"strconv"
@@ -16,7 +17,6 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/mutation"
-	"github.com/redlock-bench/redlock/internal/redistest"
 	"pgregory.net/rapid"
 )
 
@@ -53,6 +53,7 @@ const (
 //
 //	REDLOCK_MUTATION=semaphore-split-vote go test -run 'TestSemaphorePermits$' ./engine/
 func TestSemaphorePermits(t *testing.T) {
+	mutation.Require(t)
 	if name := os.Getenv("REDLOCK_MUTATION"); name != "" {
 		sw := mutation.ByName(name)
 		if sw == nil {
@@ -90,44 +91,45 @@ var spControl = spOptions{permits: 2, deleteOn: 2, noFencing: true, actions: []s
 // quorum of yes votes whatever slot each master took
 // (mutation.SemaphoreSplitVote, a count of free permits per master), the
 // machine must see more live permits than permits, or two in one slot. It
-// is narrowed to what splits a slot vote (see spControl) and collects
-// violations instead of failing, over up to -rapid.checks runs (100 here
-// by default); the narrowed machine meets one within the first few runs.
-// TestSemaphoreRefusesASplitSlotVoteControl is its deterministic twin.
+// is narrowed to what splits a slot vote (see spControl), collects
+// violations instead of failing, and runs on fixed seeds (rapid's
+// Example) against simulated masters in virtual time: a step takes no
+// time there, so no permit expires between the steps that split a vote,
+// as it could on a loaded machine, and each seed's run is the same every
+// time. The first seeds meet the violation; spControlSeeds leaves room for
+// a change of the engine's draws. TestSemaphoreRefusesASplitSlotVoteControl
+// is its deterministic twin on real masters.
 func TestSemaphorePermitsControl(t *testing.T) {
-	e := newLifecycleEnv(t)
-	lcRapidDefaults(t)
-	if f := flag.Lookup("rapid.checks"); f != nil && !lcUserFlags()["rapid.checks"] {
-		old := f.Value.String()
-		f.Value.Set("100")
-		t.Cleanup(func() { f.Value.Set(old) })
-	}
+	mutation.Require(t)
 	defer mutation.SemaphoreSplitVote.Set(true)()
-	var found []lcViolation
-	caught := func() *lcViolation {
-		for i, v := range found {
-			if v.kind == spTooMany || v.kind == spShared {
-				return &found[i]
+	simTest(t, spMasters, func(t *testing.T, se *env) {
+		e := &lcEnv{env: se, restarted: map[int]time.Time{}}
+		steps := 0
+		for seed := 1; seed <= spControlSeeds; seed++ {
+			var found []lcViolation
+			rapid.Custom(func(rt *rapid.T) bool {
+				m := newSpMachine(rt, e, spControl, &found)
+				defer m.close()
+				rt.Repeat(m.actions())
+				steps += m.steps
+				return true
+			}).Example(seed)
+			for _, v := range found {
+				if v.kind == spTooMany || v.kind == spShared {
+					t.Logf("seed %d: %s: %s", seed, v.kind, v.msg)
+					return
+				}
+			}
+			for _, v := range found {
+				t.Logf("seed %d, other violation: %s: %s", seed, v.kind, v.msg)
 			}
 		}
-		return nil
-	}
-	runs, steps := 0, 0
-	rapid.Check(t, func(rt *rapid.T) {
-		if caught() != nil {
-			return
-		}
-		m := newSpMachine(rt, e, spControl, &found)
-		defer m.close()
-		rt.Repeat(m.actions())
-		runs, steps = runs+1, steps+m.steps
+		t.Fatalf("no excess permit seen in %d seeds (%d steps) with split slot votes accepted: the property cannot fail", spControlSeeds, steps)
 	})
-	if v := caught(); v != nil {
-		t.Logf("run %d: %s: %s", runs, v.kind, v.msg)
-		return
-	}
-	t.Fatalf("no excess permit seen in %d runs (%d steps) with split slot votes accepted: the property cannot fail", runs, steps)
 }
+
+// spControlSeeds is how many seeds the control runs at most.
+const spControlSeeds = 10
 
 // Violation kinds.
 const (
@@ -202,10 +204,8 @@ var spRun atomic.Int64
 
 func newSpMachine(rt *rapid.T, e *lcEnv, opts spOptions, collect *[]lcViolation) *spMachine {
 	run := spRun.Add(1)
-	for i, n := range e.cluster.Nodes {
-		if _, err := redistest.Do(n.Addr(), 5*time.Second, "FLUSHALL"); err != nil {
-			rt.Fatalf("FLUSHALL on master %d (%s): %v", i, n.Addr(), err)
-		}
+	if err := e.flushAll(); err != nil {
+		rt.Fatalf("FLUSHALL: %v", err)
 	}
 	m := &spMachine{rt: rt, e: e, opts: opts, collect: collect, paused: map[int]bool{}, compromised: map[string]string{}, maxStep: 60}
 	if f := flag.Lookup("rapid.steps"); f != nil {
@@ -222,8 +222,17 @@ func newSpMachine(rt *rapid.T, e *lcEnv, opts spOptions, collect *[]lcViolation)
 		}
 		m.permits = append(m.permits, p)
 	}
+	// In virtual time the Lockers' random delays come from the run's
+	// draws too, so that a seed replays the run.
+	seed := uint64(0)
+	if e.env.sim != nil {
+		seed = rapid.Uint64().Draw(rt, "lockers' seed")
+	}
 	for li := 0; li < 3; li++ {
-		c := engine.DefaultConfig(e.cluster.Addrs()...)
+		c := e.config()
+		if e.env.sim != nil {
+			c.Rand = rand.New(rand.NewPCG(seed, uint64(li)))
+		}
 		c.TTL, c.MaxTTL = spTTL, spTTL
 		c.Quarantine = engine.QuarantineAlways
 		c.Fencing = li < 2 && !opts.noFencing
@@ -232,9 +241,7 @@ func newSpMachine(rt *rapid.T, e *lcEnv, opts spOptions, collect *[]lcViolation)
 		if li == 0 {
 			c.AutoExtend, c.ExtendEvery = true, 150*time.Millisecond
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		l, err := engine.New(ctx, c)
-		cancel()
+		l, err := newPropLocker(c)
 		if err != nil {
 			m.close()
 			rt.Fatalf("engine.New: %v", err)
@@ -259,7 +266,7 @@ func newSpMachine(rt *rapid.T, e *lcEnv, opts spOptions, collect *[]lcViolation)
 // released, the Lockers closed. It checks nothing.
 func (m *spMachine) close() {
 	for i := range m.paused {
-		m.e.cluster.Nodes[i].Resume()
+		m.e.nodeResume(i)
 	}
 	via := map[string]int{}
 	for _, p := range m.held {
@@ -438,7 +445,7 @@ func (m *spMachine) pause(rt *rapid.T) {
 		rt.Logf("pause master %d: skipped", i)
 		return
 	}
-	if err := m.e.cluster.Nodes[i].Pause(); err != nil {
+	if err := m.e.nodePause(i); err != nil {
 		rt.Fatalf("pause master %d: %v", i, err)
 	}
 	m.paused[i] = true
@@ -455,7 +462,7 @@ func (m *spMachine) resume(rt *rapid.T) {
 	}
 	sort.Ints(ps)
 	i := ps[rapid.IntRange(0, len(ps)-1).Draw(rt, "paused master")]
-	if err := m.e.cluster.Nodes[i].Resume(); err != nil {
+	if err := m.e.nodeResume(i); err != nil {
 		rt.Fatalf("resume master %d: %v", i, err)
 	}
 	delete(m.paused, i)
@@ -475,9 +482,7 @@ func (m *spMachine) restart(rt *rapid.T) {
 		rt.Logf("restart master %d: skipped", i)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := m.e.cluster.Nodes[i].Restart(ctx); err != nil {
+	if err := m.e.nodeRestart(i); err != nil {
 		rt.Fatalf("restart master %d: %v", i, err)
 	}
 	m.e.restarted[i] = time.Now()
@@ -577,6 +582,7 @@ func (m *spMachine) direct(i int, args ...string) string {
 		if err == nil {
 			return v
 		}
+		// A restarted master's connection is being dialled again.
 		time.Sleep(20 * time.Millisecond)
 	}
 	m.rt.Fatalf("master %d: %s: %v", i, args[0], err)

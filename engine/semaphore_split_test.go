@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,11 +17,13 @@ import (
 // only where one holder's value refused it on a quorum (as a lock's
 // waiter does); refusals by different values are a split, after which it
 // backs off and tries again. Its undos publish nothing. These tests hold
-// both ends on real masters: waiters that split a one-permit semaphore's
-// slot retry and acquire (a sleep would last until their fallback, the
-// permit free), and waiters that collide beside a holder on a bare quorum
-// do not wake each other (an undo that publishes would, for as long as
-// the holder holds).
+// both ends, in virtual time against simulated masters (simTest), where
+// the fallback, the back-offs and the watch are exact whatever the
+// machine's load: waiters that split a one-permit semaphore's slot retry
+// and acquire (a sleep would last until their fallback, the permit free),
+// and waiters that collide beside a holder on a bare quorum do not wake
+// each other (an undo that publishes would, for as long as the holder
+// holds).
 
 // TestSemaphoreSplitWaitersRetry: three waiters of a one-permit
 // semaphore, woken by the permit's release, split the masters 2, 1 and 2
@@ -30,6 +33,7 @@ import (
 // before their fallback. The control turns on sem-split-waits-fallback:
 // each takes its refusal for a holder's and sleeps, the permit free.
 func TestSemaphoreSplitWaitersRetry(t *testing.T) {
+	mutation.Require(t)
 	for _, on := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sem-split-waits-fallback=%v", on), func(t *testing.T) {
 			defer mutation.SemSplitWaitsFallback.Set(on)()
@@ -46,8 +50,12 @@ func TestSemaphoreSplitWaitersRetry(t *testing.T) {
 
 // semSplit runs TestSemaphoreSplitWaitersRetry's scenario and reports
 // how many waiters acquired without a fallback within undoPrompt.
-func semSplit(t *testing.T) int {
-	e := newEnv(t, 5)
+func semSplit(t *testing.T) (acquired int) {
+	simTest(t, 5, func(t *testing.T, e *env) { acquired = semSplitOn(t, e) })
+	return acquired
+}
+
+func semSplitOn(t *testing.T, e *env) int {
 	const name = "sem-split"
 	slot := slotKey(name, 0)
 	ctx := context.Background()
@@ -104,7 +112,7 @@ func semSplit(t *testing.T) int {
 		}
 	}
 	for i := range e.direct {
-		if n := e.numsub(i, "redlock:released:"+slot[:len(slot)-1]); n != 3 {
+		if n := e.subscribers(i, "redlock:released:"+slot[:len(slot)-1]); n != 3 {
 			t.Fatalf("set-up: %d subscribers on master %d, want the three waiters", n, i)
 		}
 	}
@@ -132,8 +140,10 @@ func semSplit(t *testing.T) int {
 // quorum by the one holder, and undo. The undos publish nothing, so each
 // sleeps again: a handful of attempts each in stormFor. The control
 // turns on sem-undo-wakes: each undo wakes the others, whose attempts
-// collide and undo in turn, for as long as the holder holds.
+// collide and undo in turn, for as long as the holder holds (hundreds of
+// attempts each in stormFor; the watch ends once one passes stormBound).
 func TestSemaphoreCollidingWaitersStayAsleep(t *testing.T) {
+	mutation.Require(t)
 	for _, on := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sem-undo-wakes=%v", on), func(t *testing.T) {
 			defer mutation.SemUndoWakes.Set(on)()
@@ -150,8 +160,12 @@ func TestSemaphoreCollidingWaitersStayAsleep(t *testing.T) {
 
 // semStorm runs TestSemaphoreCollidingWaitersStayAsleep's scenario and
 // reports the most attempts a waiter made.
-func semStorm(t *testing.T) int {
-	e := newEnv(t, 5)
+func semStorm(t *testing.T) (most int) {
+	simTest(t, 5, func(t *testing.T, e *env) { most = semStormOn(t, e) })
+	return most
+}
+
+func semStormOn(t *testing.T, e *env) int {
 	const name = "sem-storm"
 	slot := slotKey(name, 0)
 	ctx := context.Background()
@@ -163,14 +177,25 @@ func semStorm(t *testing.T) int {
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var attempts [3]atomic.Int64
+	var attempts, waits [3]atomic.Int64
+	// storm closes once a waiter has woken more than stormBound times,
+	// each wake followed by an attempt: the watch may end there.
+	storm := make(chan struct{})
+	var stormOnce sync.Once
 	done := make(chan error, 3)
 	for w := range attempts {
 		l := e.locker(func(c *engine.Config) {
 			undoWakeConfig(c)
-			c.Observer = &engine.Observer{Acquire: func(_ context.Context, ev engine.AcquireEvent) {
-				attempts[w].Store(int64(ev.Attempts))
-			}}
+			c.Observer = &engine.Observer{
+				Acquire: func(_ context.Context, ev engine.AcquireEvent) {
+					attempts[w].Store(int64(ev.Attempts))
+				},
+				Wait: func(ev engine.WaitEvent) {
+					if ev.Err == nil && waits[w].Add(1) > stormBound {
+						stormOnce.Do(func() { close(storm) })
+					}
+				},
+			}
 		})
 		s, err := l.Semaphore(name, 1)
 		if err != nil {
@@ -194,7 +219,7 @@ func semStorm(t *testing.T) int {
 			if i < 3 {
 				want = "holder+"
 			}
-			if e.numsub(i, channel) != 3 || e.get(i, slot) != want {
+			if e.subscribers(i, channel) != 3 || e.get(i, slot) != want {
 				return false
 			}
 		}
@@ -206,15 +231,22 @@ func semStorm(t *testing.T) int {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(stormFor)
+	// The watch lasts stormFor of virtual time, or until the storm shows.
+	select {
+	case <-time.After(stormFor):
+	case <-storm:
+	}
 	cancel()
-	most := 0
-	for w := range attempts {
+	for range attempts {
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Errorf("waiter: %v", err)
 		}
+	}
+	// Each waiter's Acquire event came before its Acquire returned.
+	most := 0
+	for w := range attempts {
 		most = max(most, int(attempts[w].Load()))
 	}
-	t.Logf("attempts per waiter: %d %d %d; publishes %v", attempts[0].Load(), attempts[1].Load(), attempts[2].Load(), e.publishes())
+	t.Logf("attempts per waiter: %d %d %d", attempts[0].Load(), attempts[1].Load(), attempts[2].Load())
 	return most
 }

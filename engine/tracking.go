@@ -60,7 +60,8 @@ type tracker struct {
 	ctx  context.Context // ends at shut
 	stop context.CancelFunc
 	wg   sync.WaitGroup
-	// reads counts the keys read and judged, for the tests.
+	// reads counts the keys read and judged, for the tests: a read
+	// counts once the leases it found lost have ended.
 	reads atomic.Int64
 
 	// mu guards the fields below and every tracked's. Nothing waits for
@@ -146,11 +147,13 @@ type reread struct {
 // maxReads bounds the keys read in one batch.
 const maxReads = 512
 
-func newTracker(pool *multiplex.Pool, addrs []string) *tracker {
+// newTracker watches a Locker's leases on its votes: the first len(addrs)
+// of them plain masters, the rest cluster votes.
+func newTracker(pool *multiplex.Pool, addrs []string, votes, quorum int, wait time.Duration) *tracker {
 	ctx, stop := context.WithCancel(context.Background())
-	t := &tracker{pool: pool, addrs: addrs, quorum: pool.Quorum(), wait: max(pool.NodeTimeout(), time.Second),
+	t := &tracker{pool: pool, addrs: addrs, quorum: quorum, wait: max(wait, time.Second),
 		ctx: ctx, stop: stop, keys: make(map[string][]trackRef)}
-	t.nodes = make([]*trackNode, pool.Len())
+	t.nodes = make([]*trackNode, votes)
 	for i := range t.nodes {
 		t.nodes[i] = &trackNode{i: i, dirty: make(map[string]bool), again: make(map[string]*reread), kick: make(chan struct{}, 1)}
 	}
@@ -335,7 +338,7 @@ func (t *tracker) run(tn *trackNode) {
 // context, so it runs on a goroutine of its own that shut does not wait
 // for (as the notifier's does).
 func (t *tracker) open(tn *trackNode) (dc rueidis.DedicatedClient, errs <-chan error, off bool) {
-	if t.pool.IsCluster(tn.i) {
+	if tn.i >= len(t.addrs) { // a cluster vote
 		// A dedicated connection reaches one node of the cluster, and an
 		// MGET of keys in several slots fails there: a cluster vote is
 		// left to the extensions.
@@ -526,8 +529,8 @@ func (t *tracker) serve(tn *trackNode, dc rueidis.DedicatedClient, errs <-chan e
 			}
 		}
 		t.mu.Unlock()
-		t.reads.Add(int64(len(keys)))
 		t.endAll(lost)
+		t.reads.Add(int64(len(keys)))
 		worked = true
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -23,7 +22,9 @@ func wokenByRelease(t *testing.T, e *env, holderL, waiterL *engine.Locker, resou
 	}
 	got := make(chan *engine.Lease, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		// Past the waiter's fallback, if it has one of its own: the wait
+		// must say what woke it.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		le, err := waiterL.Lock(ctx, resource)
 		if err != nil {
@@ -31,7 +32,7 @@ func wokenByRelease(t *testing.T, e *env, holderL, waiterL *engine.Locker, resou
 		}
 		got <- le
 	}()
-	eventually(t, 5*time.Second, "waiter subscribed and queued", func() bool { return waiterL.Subscriptions() == 1 && e.queued(resource, 1) })
+	eventually(t, 30*time.Second, "waiter subscribed and queued", func() bool { return waiterL.Subscriptions() == 1 && e.queued(resource, 1) })
 	if err := holder.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -46,38 +47,51 @@ func wokenByRelease(t *testing.T, e *env, holderL, waiterL *engine.Locker, resou
 }
 
 func TestWaiterWakesOnReleaseNotification(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	// A fallback far beyond the test's patience: only a notification can
-	// wake the waiter in time.
-	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second }
+	// wake the waiter (and wokenByRelease checks that it did).
+	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second; patientNodes(c) }
 	holderL, waiterL := e.locker(slow), e.locker(slow)
 	wokenByRelease(t, e, holderL, waiterL, "notify").Release(context.Background())
-	eventually(t, 2*time.Second, "subscription dropped", func() bool { return waiterL.Subscriptions() == 0 })
+	// After the default linger (1 s).
+	eventually(t, 30*time.Second, "subscription dropped", func() bool { return waiterL.Subscriptions() == 0 })
 }
 
+// In virtual time: the expiry, and the fallback retry that finds it, are
+// exact.
 func TestFallbackCoversExpiryWithoutNotification(t *testing.T) {
-	e := newEnv(t, 3)
-	holderL := e.locker(func(c *engine.Config) { c.TTL = 300 * time.Millisecond })
-	waiterL := e.locker(func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 20*time.Millisecond, 40*time.Millisecond })
-	if _, err := holderL.TryLock(context.Background(), "expiry"); err != nil {
-		t.Fatal(err)
-	}
-	// The holder never releases: the key expires, which publishes nothing.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	le, err := waiterL.Lock(ctx, "expiry")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w := le.Wait(); w.Cause != engine.WakeFallback {
-		t.Fatalf("wait %+v: want the fallback retry to find the expiry", w)
-	}
+	simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
+		const ttl, fallbackMax = 300 * time.Millisecond, 40 * time.Millisecond
+		holderL := e.locker(func(c *engine.Config) { c.TTL = ttl })
+		waiterL := e.locker(func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 20*time.Millisecond, fallbackMax })
+		start := time.Now()
+		if _, err := holderL.TryLock(context.Background(), "expiry"); err != nil {
+			t.Fatal(err)
+		}
+		// The holder never releases: the key expires, which publishes nothing.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		le, err := waiterL.Lock(ctx, "expiry")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := le.Wait(); w.Cause != engine.WakeFallback {
+			t.Fatalf("wait %+v: want the fallback retry to find the expiry", w)
+		}
+		// The first fallback retry after the expiry finds the key gone.
+		t.Logf("acquired %s after the holder: %+v", time.Since(start), le.Wait())
+		if took, bound := time.Since(start), ttl+fallbackMax+time.Millisecond; took > bound {
+			t.Fatalf("acquired %s after the holder, whose key lived %s, want within %s", took, ttl, bound)
+		}
+	})
 }
 
 func TestGateIsFIFO(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	l := e.locker(patientNodes)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	first, err := l.Lock(ctx, "fifo")
 	if err != nil {
@@ -105,7 +119,7 @@ func TestGateIsFIFO(t *testing.T) {
 			le.Release(ctx)
 		}()
 		// Queue them one at a time, so the arrival order is known.
-		eventually(t, 5*time.Second, fmt.Sprintf("waiter %d queued", i), func() bool { return l.GateWaiting("fifo") == i+1 })
+		eventually(t, 30*time.Second, fmt.Sprintf("waiter %d queued", i), func() bool { return l.GateWaiting("fifo") == i+1 })
 	}
 	first.Release(ctx)
 	wg.Wait()
@@ -120,117 +134,149 @@ func TestGateIsFIFO(t *testing.T) {
 }
 
 func TestGateCanBeTurnedOff(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.DisableGate = true })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	l := e.locker(func(c *engine.Config) { c.DisableGate = true; patientNodes(c) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	first, err := l.Lock(ctx, "nogate")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { time.Sleep(100 * time.Millisecond); first.Release(ctx) }()
-	le, err := l.Lock(ctx, "nogate")
-	if err != nil {
+	got := make(chan *engine.Lease, 1)
+	go func() {
+		le, err := l.Lock(ctx, "nogate")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- le
+	}()
+	// Without the gate, the second Lock asks the masters, is refused,
+	// and queues there.
+	eventually(t, 30*time.Second, "the second Lock queued on the masters", func() bool { return e.queued("nogate", 1) })
+	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+	le := <-got
+	if le == nil {
+		t.FailNow()
 	}
 	if le.Wait().Gated || le.Wait().Attempts < 2 || l.GateWaiting("nogate") != 0 {
 		t.Fatalf("with the gate off the waiter should compete remotely: %+v", le.Wait())
 	}
 }
 
+// In virtual time: the extensions run on their schedule, which a loaded
+// machine's missed node timeout (30 ms at this TTL) would end, as it
+// should.
 func TestAutoExtendOutlivesTTL(t *testing.T) {
-	e := newEnv(t, 5)
-	const ttl = 300 * time.Millisecond
-	// The default node timeout of a 300 ms TTL, 30 ms, is missed now and
-	// then on a loaded machine, which ends the lease as it should; that is
-	// not what this test is about.
-	l := e.locker(func(c *engine.Config) { c.TTL = ttl; c.AutoExtend = true; c.NodeTimeout = 100 * time.Millisecond })
-	other := e.locker(nil)
-	le, err := l.TryLock(context.Background(), "long-hold")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * ttl)
-	for time.Now().Before(deadline) {
-		if err := le.Err(); err != nil {
-			t.Fatalf("lease lost while auto-extending: %v", err)
-		}
-		if _, err := other.TryLock(context.Background(), "long-hold"); !errors.Is(err, engine.ErrNotAcquired) {
-			t.Fatalf("another locker got in while held: %v", err)
-		}
-		time.Sleep(ttl / 5)
-	}
-	if le.Extensions() < 10 {
-		t.Fatalf("%d extensions across 5 TTLs, want about 14", le.Extensions())
-	}
-	select {
-	case <-le.Done():
-		t.Fatal("Done closed while the lease was held")
-	default:
-	}
-	if err := le.Release(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	<-le.Done()
-	if !errors.Is(le.Err(), engine.ErrReleased) || !errors.Is(context.Cause(le.Context()), engine.ErrReleased) {
-		t.Fatalf("after release: Err %v, cause %v", le.Err(), context.Cause(le.Context()))
-	}
-}
-
-func TestMaxExtensionsThenExpiry(t *testing.T) {
-	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) {
-		c.TTL = 200 * time.Millisecond
-		c.AutoExtend, c.MaxExtensions = true, 2
-	})
-	le, err := l.TryLock(context.Background(), "capped")
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-le.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("Done never closed after the extensions ran out")
-	}
-	if !errors.Is(le.Err(), engine.ErrLeaseExpired) || le.Extensions() != 2 {
-		t.Fatalf("Err %v after %d extensions, want expiry after 2", le.Err(), le.Extensions())
-	}
-}
-
-func TestPausedMajorityFiresDoneBeforeValidityEnds(t *testing.T) {
-	e := newEnv(t, 5)
-	const ttl = 3 * time.Second
-	l := e.locker(func(c *engine.Config) { c.TTL = ttl; c.AutoExtend = true; c.NodeTimeout = 100 * time.Millisecond })
-	le, err := l.TryLock(context.Background(), "paused-holder")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := le.Context()
-	for _, i := range []int{0, 2, 4} {
-		if err := e.cluster.Nodes[i].Pause(); err != nil {
+	simTestWith(t, 5, steadyMasters, func(t *testing.T, e *env) {
+		const ttl = 300 * time.Millisecond
+		l := e.locker(func(c *engine.Config) { c.TTL = ttl; c.AutoExtend = true })
+		other := e.locker(nil)
+		start := time.Now()
+		le, err := l.TryLock(context.Background(), "long-hold")
+		if err != nil {
 			t.Fatal(err)
 		}
-		defer e.cluster.Nodes[i].Resume()
-	}
-	validUntil := le.ValidUntil()
-	select {
-	case <-le.Done():
-	case <-time.After(2 * ttl):
-		t.Fatal("Done did not fire with a majority paused")
-	}
-	if fired := time.Now(); !fired.Before(validUntil) {
-		t.Fatalf("Done fired at the validity's end, not at the failed extension (%s late)", fired.Sub(validUntil))
-	}
-	if !errors.Is(le.Err(), engine.ErrLockLost) || !errors.Is(le.Err(), engine.ErrNoQuorum) {
-		t.Fatalf("Err = %v, want ErrLockLost from a no-quorum extension", le.Err())
-	}
-	if !errors.Is(context.Cause(ctx), engine.ErrLockLost) {
-		t.Fatalf("context cause %v", context.Cause(ctx))
-	}
+		deadline := start.Add(5 * ttl)
+		for time.Now().Before(deadline) {
+			if err := le.Err(); err != nil {
+				t.Fatalf("lease lost while auto-extending: %v", err)
+			}
+			if _, err := other.TryLock(context.Background(), "long-hold"); !errors.Is(err, engine.ErrNotAcquired) {
+				t.Fatalf("another locker got in while held: %v", err)
+			}
+			time.Sleep(ttl / 5)
+		}
+		// One every TTL/3 (100 ms): counted half-way to the sixteenth.
+		time.Sleep(time.Until(start.Add(5*ttl + ttl/6)))
+		if n := le.Extensions(); n != 15 {
+			t.Fatalf("%d extensions across 5 TTLs, want 15", n)
+		}
+		select {
+		case <-le.Done():
+			t.Fatal("Done closed while the lease was held")
+		default:
+		}
+		if err := le.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		<-le.Done()
+		if !errors.Is(le.Err(), engine.ErrReleased) || !errors.Is(context.Cause(le.Context()), engine.ErrReleased) {
+			t.Fatalf("after release: Err %v, cause %v", le.Err(), context.Cause(le.Context()))
+		}
+	})
+}
+
+// In virtual time: the lease ends when the validity of its last
+// extension does.
+func TestMaxExtensionsThenExpiry(t *testing.T) {
+	simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
+		l := e.locker(func(c *engine.Config) {
+			c.TTL = 200 * time.Millisecond
+			c.AutoExtend, c.MaxExtensions = true, 2
+		})
+		le, err := l.TryLock(context.Background(), "capped")
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-le.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("Done never closed after the extensions ran out")
+		}
+		if !errors.Is(le.Err(), engine.ErrLeaseExpired) || le.Extensions() != 2 {
+			t.Fatalf("Err %v after %d extensions, want expiry after 2", le.Err(), le.Extensions())
+		}
+		if now, until := time.Now(), le.ValidUntil(); now.Before(until) || now.After(until.Add(time.Millisecond)) {
+			t.Fatalf("Done at %s, the validity's end at %s", now.Format("15:04:05.000000"), until.Format("15:04:05.000000"))
+		}
+	})
+}
+
+// In virtual time: the failed extension's node timeout, and so Done, are
+// exact.
+func TestPausedMajorityFiresDoneBeforeValidityEnds(t *testing.T) {
+	simTestWith(t, 5, steadyMasters, func(t *testing.T, e *env) {
+		const ttl, every, nodeTimeout = 3 * time.Second, time.Second, 100 * time.Millisecond
+		l := e.locker(func(c *engine.Config) { c.TTL = ttl; c.AutoExtend = true; c.NodeTimeout = nodeTimeout })
+		acquired := time.Now()
+		le, err := l.TryLock(context.Background(), "paused-holder")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := le.Context()
+		for _, i := range []int{0, 2, 4} {
+			e.pause(i)
+		}
+		validUntil := le.ValidUntil()
+		select {
+		case <-le.Done():
+		case <-time.After(2 * ttl):
+			t.Fatal("Done did not fire with a majority paused")
+		}
+		fired := time.Now()
+		t.Logf("Done %s after the lease was taken", fired.Sub(acquired))
+		if !fired.Before(validUntil) {
+			t.Fatalf("Done fired at the validity's end, not at the failed extension (%s late)", fired.Sub(validUntil))
+		}
+		// The extension at TTL/3 waits a node timeout, checked every
+		// quarter of it.
+		if took, bound := fired.Sub(acquired), every+nodeTimeout*5/4; took > bound {
+			t.Fatalf("Done fired %s after the lease was taken, want by the failed extension, within %s", took, bound)
+		}
+		if !errors.Is(le.Err(), engine.ErrLockLost) || !errors.Is(le.Err(), engine.ErrNoQuorum) {
+			t.Fatalf("Err = %v, want ErrLockLost from a no-quorum extension", le.Err())
+		}
+		if !errors.Is(context.Cause(ctx), engine.ErrLockLost) {
+			t.Fatalf("context cause %v", context.Cause(ctx))
+		}
+	})
 }
 
 func TestFencingTokensStrictlyIncrease(t *testing.T) {
-	e := newEnv(t, 5)
+	e := ownEnv(t, 5)
 	const ttl = time.Second
 	fenced := func(c *engine.Config) {
 		c.Fencing = true
@@ -290,15 +336,16 @@ func TestFencingTokensStrictlyIncrease(t *testing.T) {
 	}
 }
 
+// (Not parallel: it counts the process's goroutines.)
 func TestNoLeaksAfterCloseWithWaiters(t *testing.T) {
 	e := newEnv(t, 3)
-	base := runtime.NumGoroutine()
-	l := e.locker(func(c *engine.Config) { c.AutoExtend = true })
+	base := e.goroutines()
+	l := e.locker(func(c *engine.Config) { c.AutoExtend = true; patientNodes(c) })
 	holder, err := l.TryLock(context.Background(), "busy")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := e.locker(nil)
+	other := e.locker(patientNodes)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i := 0; i < 20; i++ {
@@ -312,10 +359,10 @@ func TestNoLeaksAfterCloseWithWaiters(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); other.Lock(ctx, "busy") }()
 	}
-	eventually(t, 5*time.Second, "waiters subscribed", func() bool { return other.Subscriptions() >= 1 })
+	eventually(t, 30*time.Second, "waiters subscribed", func() bool { return other.Subscriptions() >= 1 })
 	cancel()
 	wg.Wait()
-	eventually(t, 5*time.Second, "subscriptions gone", func() bool {
+	eventually(t, 30*time.Second, "subscriptions gone", func() bool {
 		if n := other.Subscriptions(); n != 0 {
 			t.Logf("%d subscriptions", n)
 			return false
@@ -325,16 +372,17 @@ func TestNoLeaksAfterCloseWithWaiters(t *testing.T) {
 	holder.Release(context.Background())
 	l.Close()
 	other.Close()
-	eventually(t, 10*time.Second, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= base })
+	goroutinesBackTo(t, base)
 }
 
 // A release publishes only when a waiter marked the holder's value: the
 // uncontended path pays for no PUBLISH, and a waiter still wakes at once.
 func TestReleasePublishesOnlyForMarkedHolders(t *testing.T) {
-	withAndWithoutFencing(t, func(t *testing.T, fencing bool, cfg func(*engine.Config)) {
-		e := newEnv(t, 5)
+	withAndWithoutFencing(t, func(t *testing.T, fencing bool, base func(*engine.Config)) {
+		e := ownEnv(t, 5)
+		cfg := func(c *engine.Config) { base(c); patientNodes(c) }
 		holderL, waiterL := e.locker(cfg), e.locker(cfg)
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		for i := 0; i < 20; i++ {
 			le, err := holderL.TryLock(ctx, "quiet")
@@ -363,7 +411,7 @@ func TestReleasePublishesOnlyForMarkedHolders(t *testing.T) {
 			}
 			got <- le
 		}()
-		eventually(t, 5*time.Second, "waiter queued", func() bool { return e.queued("marked", 1) })
+		eventually(t, 30*time.Second, "waiter queued", func() bool { return e.queued("marked", 1) })
 		marked := 0
 		for i := range e.direct {
 			switch e.get(i, "marked") {
@@ -406,25 +454,23 @@ func TestReleasePublishesOnlyForMarkedHolders(t *testing.T) {
 // Keys of two owners on two masters each, none holding a quorum: a split
 // vote, which nobody will release with a publish. The waiter must back off
 // and retry, not wait for a notification (here, for a 20s fallback), with
-// fencing as without.
+// fencing as without. In virtual time: the split stands exactly as long
+// as its keys live.
 func TestSplitVoteBacksOff(t *testing.T) {
 	for _, fencing := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fencing=%v", fencing), func(t *testing.T) {
-			e := newEnv(t, 5)
-			l := e.locker(func(c *engine.Config) {
-				c.Fencing = fencing
-				c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
-				c.RetryDelayMin, c.RetryDelayMax = 10*time.Millisecond, 20*time.Millisecond
-			})
-			// The split must still stand when Lock first tries: on a loaded
-			// machine the set-up can outlast the keys, so it is tried again.
-			const split = 300 * time.Millisecond
-			for try := 1; ; try++ {
-				res := fmt.Sprintf("split%d", try)
+			simTestWith(t, 5, steadyMasters, func(t *testing.T, e *env) {
+				const retryMax = 20 * time.Millisecond
+				l := e.locker(func(c *engine.Config) {
+					c.Fencing = fencing
+					c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
+					c.RetryDelayMin, c.RetryDelayMax = 10*time.Millisecond, retryMax
+				})
+				const res, split = "split", 300 * time.Millisecond
 				set := time.Now()
 				for i, owner := range []string{"splitownerAAAAAAAAAAAA", "splitownerAAAAAAAAAAAA", "splitownerBBBBBBBBBBBB", "splitownerBBBBBBBBBBBB"} {
 					c := e.direct[i]
-					if err := c.Do(context.Background(), c.B().Set().Key(res).Value(owner).Px(split).Build()).Error(); err != nil {
+					if err := c.Do(context.Background(), c.B().Set().Key(e.key(res)).Value(owner).Px(split).Build()).Error(); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -435,18 +481,16 @@ func TestSplitVoteBacksOff(t *testing.T) {
 					t.Fatalf("Lock after a split vote: %v", err)
 				}
 				w := le.Wait()
-				// Up to Lock's first try, when the keys must still stand.
-				late := time.Since(set)-w.Waited > split/2
 				le.Release(context.Background())
-				if late && w.Backoffs == 0 && try < 3 {
-					t.Logf("the split keys were set over %s: trying again", time.Since(set).Round(time.Millisecond))
-					continue
-				}
 				if w.Backoffs < 1 || w.Fallbacks != 0 || w.Cause != engine.WakeBackoff {
 					t.Fatalf("wait %+v: want back-offs until the split keys expired, no fallback wait", w)
 				}
-				return
-			}
+				// The first back-off after the keys expired finds them gone.
+				t.Logf("acquired %s after the split was set: %+v", time.Since(set), w)
+				if took, bound := time.Since(set), split+retryMax+2*time.Millisecond; took > bound {
+					t.Fatalf("acquired %s after the split was set, want within %s (the keys lived %s)", took, bound, split)
+				}
+			})
 		})
 	}
 }
@@ -454,73 +498,84 @@ func TestSplitVoteBacksOff(t *testing.T) {
 // On masters started moments ago (the default quarantine keeps their
 // votes out until they are MaxTTL old), Lock waits until the quorum can
 // vote, and then acquires: a few attempts, not one every few
-// milliseconds for the whole quarantine.
+// milliseconds for the whole quarantine. In virtual time: the quarantine
+// ends exactly when the masters are a TTL old.
 func TestLockWaitsOutTheQuarantine(t *testing.T) {
-	e := newEnv(t, 3)
-	cfg := engine.DefaultConfig(e.cluster.Addrs()...)
-	cfg.TTL = time.Second
-	l, err := engine.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	le, err := l.Lock(ctx, "fresh")
-	if err != nil {
-		t.Fatalf("Lock through the quarantine: %v", err)
-	}
-	defer le.Release(context.Background())
-	if w := le.Wait(); w.Attempts > 3 {
-		t.Fatalf("%d attempts during a quarantine of at most %s, want at most 3 (%+v)", w.Attempts, cfg.TTL, w)
-	}
+	o := steadyMasters
+	o.Uptime = 0
+	simTestWith(t, 3, o, func(t *testing.T, e *env) {
+		booted := time.Now()
+		cfg := e.config()
+		cfg.Quarantine = engine.QuarantineAlways
+		cfg.TTL = time.Second
+		l, err := engine.New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		le, err := l.Lock(ctx, "fresh")
+		if err != nil {
+			t.Fatalf("Lock through the quarantine: %v", err)
+		}
+		defer le.Release(context.Background())
+		w := le.Wait()
+		if w.Attempts > 3 {
+			t.Fatalf("%d attempts during a quarantine of at most %s, want at most 3 (%+v)", w.Attempts, cfg.TTL, w)
+		}
+		// The quarantine's end, a back-off (at most RetryDelayMax) and
+		// a round trip.
+		t.Logf("acquired %s after the masters started: %+v", time.Since(booted), w)
+		if took, bound := time.Since(booted), cfg.TTL+engine.DefaultRetryDelayMax+time.Millisecond; took < cfg.TTL || took > bound {
+			t.Fatalf("acquired %s after the masters started, want after the quarantine (%s), within %s", took, cfg.TTL, bound)
+		}
+	})
 }
 
 // A Lock short of a quorum because one master is quarantined and another
 // is down must not sleep until the quarantine ends: the master that is
 // down may come back first (a pause, a partition that heals), and with it
 // the quorum. Lock must then acquire within its back-off, not wait out a
-// quarantine the quorum no longer needs.
+// quarantine the quorum no longer needs. In virtual time: the pause, the
+// quarantine and the back-off are exact.
 func TestLockDoesNotWaitOutAQuarantineTheQuorumNoLongerNeeds(t *testing.T) {
-	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) {
-		c.TTL, c.MaxTTL = time.Second, 30*time.Second
-		c.NodeTimeout = 100 * time.Millisecond
+	simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
+		const nodeTimeout = 100 * time.Millisecond
+		l := e.locker(func(c *engine.Config) {
+			c.TTL, c.MaxTTL = time.Second, 30*time.Second
+			c.NodeTimeout = nodeTimeout
+		})
+		e.restart(0)
+		eventually(t, 5*time.Second, "master 0's restart seen", func() bool {
+			if le, err := l.TryLock(context.Background(), "probe"); err == nil {
+				le.Release(context.Background())
+			}
+			return l.Nodes()[0].State == engine.StateQuarantined
+		})
+		e.pause(1)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		got := make(chan error, 1)
+		go func() {
+			le, err := l.Lock(ctx, "back")
+			if err == nil {
+				le.Release(context.Background())
+			}
+			got <- err
+		}()
+		time.Sleep(500 * time.Millisecond) // virtual time: the Lock's first attempts fail
+		e.resume(1)
+		resumed := time.Now()
+		if err := <-got; err != nil {
+			t.Fatalf("masters 1 and 2 were back for 4.5 s, yet: %v", err)
+		}
+		t.Logf("acquired %s after master 1 resumed", time.Since(resumed))
+		// The attempt under way when master 1 resumed may wait out its
+		// node timeout, then a fallback's back-off at most (the default
+		// 250 ms), and the next attempt is a round trip.
+		if took, bound := time.Since(resumed), nodeTimeout*5/4+engine.DefaultFallbackMax+engine.DefaultRetryDelayMax+time.Millisecond; took > bound {
+			t.Fatalf("acquired %s after master 1 resumed, want within %s: the Lock waited out the quarantine (30 s)", took, bound)
+		}
 	})
-	if err := e.cluster.Nodes[0].Restart(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "master 0's restart seen", func() bool {
-		if le, err := l.TryLock(context.Background(), "probe"); err == nil {
-			le.Release(context.Background())
-		}
-		return l.Nodes()[0].State == engine.StateQuarantined
-	})
-	if err := e.cluster.Nodes[1].Pause(); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			e.cluster.Nodes[1].Resume()
-		}
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	got := make(chan error, 1)
-	go func() {
-		le, err := l.Lock(ctx, "back")
-		if err == nil {
-			le.Release(context.Background())
-		}
-		got <- err
-	}()
-	time.Sleep(500 * time.Millisecond) // the Lock's first attempts fail
-	if err := e.cluster.Nodes[1].Resume(); err != nil {
-		t.Fatal(err)
-	}
-	resumed = true
-	if err := <-got; err != nil {
-		t.Fatalf("masters 1 and 2 were back for 4.5 s, yet: %v", err)
-	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/multiplex"
@@ -30,7 +32,7 @@ func TestFanoutAgree(t *testing.T) {
 	t.Parallel() // it mostly waits: for timeouts, or for servers to age
 	c := redistest.StartT(t, 5)
 	const timeout = 3 * time.Second
-	p, err := multiplex.Dial(context.Background(), multiplex.Options{Quarantine: multiplex.QuarantineOff,
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Quarantine: quarantine.Off,
 		Addrs: c.Addrs(), NodeTimeout: timeout, Scripts: []*multiplex.Script{getScript}})
 	if err != nil {
 		t.Fatal(err)

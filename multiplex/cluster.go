@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redis/rueidis"
 )
 
@@ -139,9 +142,9 @@ func (p *Pool) observeMember(n *node, addr string, info serverInfo) (demoted []s
 	switch {
 	case known && prev.runID != info.RunID, promoted:
 		n.restarts.Add(1)
-		p.quarantineSlots(n, info, p.maxTTL, QuarantineError{Restarted: true})
-	case !known && p.policy == QuarantineAlways && info.Uptime < p.maxTTL:
-		p.quarantineSlots(n, info, p.maxTTL-info.Uptime, QuarantineError{Uptime: info.Uptime})
+		p.quarantineSlots(n, info, p.maxTTL, quarantine.Error{Restarted: true})
+	case !known && p.policy == quarantine.Always && info.Uptime < p.maxTTL:
+		p.quarantineSlots(n, info, p.maxTTL-info.Uptime, quarantine.Error{Uptime: info.Uptime})
 	}
 	if !promoted || faults.ClusterDemotedConnKept.On() {
 		return nil, nil
@@ -323,7 +326,7 @@ func parseClusterNodes(txt string) *clusterView {
 		for _, r := range f[8:] {
 			if strings.HasPrefix(r, "[") {
 				s, _, importing := strings.Cut(strings.Trim(r, "[]"), "-<-")
-				if n, err := strconv.Atoi(s); importing && err == nil && n >= 0 && n < Slots {
+				if n, err := strconv.Atoi(s); importing && err == nil && n >= 0 && n < keyslot.Slots {
 					v.slots = append(v.slots, slotRange{int32(n), int32(n)})
 				}
 				continue
@@ -334,7 +337,7 @@ func parseClusterNodes(txt string) *clusterView {
 			if isRange {
 				b, err2 = strconv.Atoi(hi)
 			}
-			if err1 == nil && err2 == nil && 0 <= a && a <= b && b < Slots {
+			if err1 == nil && err2 == nil && 0 <= a && a <= b && b < keyslot.Slots {
 				v.slots = append(v.slots, slotRange{int32(a), int32(b)})
 			}
 		}
@@ -348,18 +351,18 @@ func parseClusterNodes(txt string) *clusterView {
 type slotQuarantine struct {
 	slotRange
 	until int64
-	err   *QuarantineError
+	err   *quarantine.Error
 }
 
 // quarantineSlots keeps the slots a node serves, as its view read with
 // info says, out of cluster vote n for d from now; e says why. A node
 // whose view is unknown keeps the whole vote out. The caller holds p.ids.
-func (p *Pool) quarantineSlots(n *node, info serverInfo, d time.Duration, e QuarantineError) {
+func (p *Pool) quarantineSlots(n *node, info serverInfo, d time.Duration, e quarantine.Error) {
 	if info.view == nil {
 		p.quarantineFor(n, d, e)
 		return
 	}
-	if d <= 0 || p.policy == QuarantineOff || len(info.view.slots) == 0 {
+	if d <= 0 || p.policy == quarantine.Off || len(info.view.slots) == 0 {
 		return
 	}
 	now := p.now()
@@ -383,12 +386,12 @@ func (p *Pool) quarantineSlots(n *node, info serverInfo, d time.Duration, e Quar
 
 // slotQuarantined is key's slot's quarantine in cluster vote n (the
 // latest of those that cover it), or nil.
-func (p *Pool) slotQuarantined(n *node, key string) *QuarantineError {
+func (p *Pool) slotQuarantined(n *node, key string) *quarantine.Error {
 	sq := n.slotq.Load()
 	if sq == nil || len(*sq) == 0 {
 		return nil
 	}
-	now, slot := p.now(), int32(KeySlot(key))
+	now, slot := p.now(), int32(keyslot.KeySlot(key))
 	var last *slotQuarantine
 	for i := range *sq {
 		q := &(*sq)[i]
@@ -410,7 +413,7 @@ func (p *Pool) slotsQuarantined(n *node) (count int, until time.Time) {
 		return 0, time.Time{}
 	}
 	now := p.now()
-	var out [Slots / 64]uint64
+	var out [keyslot.Slots / 64]uint64
 	var last int64
 	for _, q := range *sq {
 		if q.until <= now {
@@ -513,60 +516,6 @@ func (p *Pool) probe(ctx context.Context, addr string, o Options) (serverInfo, e
 	return rawInfo(conn, deadline, o.Username, o.Password, true)
 }
 
-// ClusterAddrError is a cluster vote's address that cannot be used: not
-// host:port with a port in 1-65535, or given twice (within the cluster,
-// or also as a master or in another cluster), or a cluster with none.
-type ClusterAddrError struct {
-	Cluster, Seed int // Clusters[Cluster][Seed]; Seed is -1 for an empty cluster
-	Addr          string
-	// Dup names the address's other listing when it is given twice:
-	// "Addrs[2]", "Clusters[0][1]".
-	Dup string
-	// Reason is what is wrong, without the address.
-	Reason string
-}
-
-func (e *ClusterAddrError) Error() string {
-	switch {
-	case e.Seed < 0:
-		return fmt.Sprintf("Clusters[%d] has no addresses", e.Cluster)
-	case e.Dup != "":
-		return fmt.Sprintf("address %q given twice (%s and Clusters[%d][%d]): votes must be distinct", e.Addr, e.Dup, e.Cluster, e.Seed)
-	}
-	return fmt.Sprintf("address %q (Clusters[%d][%d]): %s", e.Addr, e.Cluster, e.Seed, e.Reason)
-}
-
-// ValidateVotes checks masters and cluster votes as Dial does: at least
-// one vote, the masters as ValidateAddrs wants, each cluster with
-// addresses, none of them bad or given twice anywhere (a cluster's bad
-// address is a *ClusterAddrError).
-func ValidateVotes(addrs []string, clusters [][]string) error {
-	if len(clusters) == 0 || len(addrs) > 0 {
-		if err := ValidateAddrs(addrs); err != nil {
-			return err
-		}
-	}
-	seen := make(map[string]string)
-	for i, a := range addrs {
-		seen[a] = fmt.Sprintf("Addrs[%d]", i)
-	}
-	for c, seeds := range clusters {
-		if len(seeds) == 0 {
-			return &ClusterAddrError{Cluster: c, Seed: -1}
-		}
-		for s, a := range seeds {
-			if why := addrProblem(a); why != "" {
-				return &ClusterAddrError{Cluster: c, Seed: s, Addr: a, Reason: why}
-			}
-			if where, dup := seen[a]; dup {
-				return &ClusterAddrError{Cluster: c, Seed: s, Addr: a, Dup: where, Reason: "given twice"}
-			}
-			seen[a] = fmt.Sprintf("Clusters[%d][%d]", c, s)
-		}
-	}
-	return nil
-}
-
 // errCrossSlot is the vote of a cluster for a command whose keys are in
 // different slots: no shard can run it, so it is not sent.
 var errCrossSlot = errors.New("keys in different hash slots: a cluster vote runs one command on one shard")
@@ -576,9 +525,9 @@ func crossSlot(cmd *Command) bool {
 	if cmd.Keys == nil {
 		return false
 	}
-	s := KeySlot(cmd.Key)
+	s := keyslot.KeySlot(cmd.Key)
 	for _, k := range *cmd.Keys {
-		if KeySlot(k) != s {
+		if keyslot.KeySlot(k) != s {
 			return true
 		}
 	}

@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/addrcheck"
+	"github.com/redlock-bench/redlock/internal/keyslot"
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/internal/redistest"
@@ -26,7 +30,7 @@ func TestClusterVoteRoutesBySlot(t *testing.T) {
 	cl := redistest.StartClustersT(t, 1, redistest.ClusterOptions{Shards: 3})[0]
 	masters := redistest.StartT(t, 2)
 	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: masters.Addrs(), Clusters: [][]string{cl.Seeds()[:1]},
-		Quarantine: multiplex.QuarantineOff, NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{add, both, count}})
+		Quarantine: quarantine.Off, NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{add, both, count}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,8 +96,8 @@ func TestClusterVoteRoutesBySlot(t *testing.T) {
 	// KeySlot agrees with the server.
 	for _, k := range []string{"a", "{t}a", "x{}y", "}{z}", "\xffredlock:queue:{t}a"} {
 		got, err := direct.Do(ctx, direct.B().ClusterKeyslot().Key(k).Build()).AsInt64()
-		if err != nil || int(got) != multiplex.KeySlot(k) {
-			t.Errorf("CLUSTER KEYSLOT %q = %d, %v; KeySlot says %d", k, got, err, multiplex.KeySlot(k))
+		if err != nil || int(got) != keyslot.KeySlot(k) {
+			t.Errorf("CLUSTER KEYSLOT %q = %d, %v; KeySlot says %d", k, got, err, keyslot.KeySlot(k))
 		}
 	}
 }
@@ -101,11 +105,12 @@ func TestClusterVoteRoutesBySlot(t *testing.T) {
 // The control of the grouping by slot: with coalesce-across-slots on, a
 // coalesced call takes keys of several slots, which the cluster refuses.
 func TestCoalesceAcrossSlotsControl(t *testing.T) {
+	mutation.Require(t)
 	add := multiplex.NewScript(`return redis.call("INCRBY", KEYS[1], ARGV[1])`).Coalesce()
 	cl := redistest.StartClustersT(t, 1, redistest.ClusterOptions{Shards: 3})[0]
 	defer mutation.CoalesceAcrossSlots.Set(true)()
 	p, err := multiplex.Dial(context.Background(), multiplex.Options{Clusters: [][]string{cl.Seeds()},
-		Quarantine: multiplex.QuarantineOff, NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{add}})
+		Quarantine: quarantine.Off, NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{add}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +166,7 @@ func TestClusterVoteIndependence(t *testing.T) {
 			[]string{master.Addrs()[0], "not in cluster mode"}},
 	} {
 		p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: tc.addrs, Clusters: tc.clusters,
-			Quarantine: multiplex.QuarantineOff, DialTimeout: 2 * time.Second})
+			Quarantine: quarantine.Off, DialTimeout: 2 * time.Second})
 		if err == nil {
 			p.Close()
 			t.Errorf("%s: Dial accepted it", tc.name)
@@ -190,8 +195,8 @@ func TestClusterAddrsValidated(t *testing.T) {
 		{[]string{"a:1"}, [][]string{{"b:2"}, {"c:3", "a:1"}}, `"a:1" given twice (Addrs[0] and Clusters[1][1])`},
 		{nil, [][]string{{"b:2"}, {"b:2"}}, `(Clusters[0][0] and Clusters[1][0])`},
 	} {
-		_, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: tc.addrs, Clusters: tc.clusters, Quarantine: multiplex.QuarantineOff})
-		var ce *multiplex.ClusterAddrError
+		_, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: tc.addrs, Clusters: tc.clusters, Quarantine: quarantine.Off})
+		var ce *addrcheck.ClusterAddrError
 		if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v %v: %v, want a ClusterAddrError saying %q", tc.addrs, tc.clusters, err, tc.want)
 		}

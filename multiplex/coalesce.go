@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redis/rueidis"
 )
 
@@ -193,7 +195,7 @@ func (b *batch) plan(coalesce, slotted bool) {
 		nk := t.r.cmd.keyCount()
 		slot := int32(-1)
 		if slotted && !faults.CoalesceAcrossSlots.On() {
-			slot = int32(KeySlot(key))
+			slot = int32(keyslot.KeySlot(key))
 		}
 		gi := -1
 		for j := 0; j < ng; j++ {
@@ -268,7 +270,7 @@ func (p *Pool) buildMulti(n *node, g *group, eval bool) rueidis.Completed {
 		}
 	}
 	if guard {
-		a = a.Args(guardKey(KeySlot(g.tasks[0].r.cmd.Key)))
+		a = a.Args(guardKey(keyslot.KeySlot(g.tasks[0].r.cmd.Key)))
 	}
 	for _, t := range g.tasks {
 		if g.s.keyed {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/internal/redistest"
 )
@@ -21,7 +23,7 @@ func BenchmarkPlan(b *testing.B) {
 	two := NewScript(`return redis.call("DEL", KEYS[1])`).Coalesce()
 	three := NewScript(`return redis.call("DEL", unpack(KEYS))`).CoalesceKeys()
 	c := redistest.StartT(b, 1)
-	p, err := Dial(context.Background(), Options{Addrs: c.Addrs(), Quarantine: QuarantineOff,
+	p, err := Dial(context.Background(), Options{Addrs: c.Addrs(), Quarantine: quarantine.Off,
 		NodeTimeout: time.Second, Scripts: []*Script{one, two, three}})
 	if err != nil {
 		b.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/internal/redistest"
@@ -71,7 +73,7 @@ var ckKeys = []string{"k0", "k1", "k2", "k3", "k4", "k5"}
 func TestCoalescedKeysMatchAlone(t *testing.T) {
 	c := redistest.StartT(t, 2)
 	alone, coal := directClient(t, c.Addrs()[0]), directClient(t, c.Addrs()[1])
-	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs()[1:], Quarantine: multiplex.QuarantineOff,
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs()[1:], Quarantine: quarantine.Off,
 		NodeTimeout: 30 * time.Second, Scripts: ckScripts})
 	if err != nil {
 		t.Fatal(err)
@@ -287,6 +289,7 @@ func TestCoalescedKeysKeepPerKeyOrder(t *testing.T) {
 // is placed by its first key alone, and one of the cases runs out of
 // order.
 func TestCoalescedKeysKeepPerKeyOrderControl(t *testing.T) {
+	mutation.Require(t)
 	defer mutation.CoalesceFirstKeyOnly.Set(true)()
 	wrong := 0
 	for name, got := range coalescedKeysOrder(t) {
@@ -305,7 +308,7 @@ func TestCoalescedKeysKeepPerKeyOrderControl(t *testing.T) {
 func coalescedKeysOrder(t *testing.T) map[string]string {
 	c := redistest.StartT(t, 1)
 	cl := directClient(t, c.Addrs()[0])
-	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: quarantine.Off,
 		NodeTimeout: 30 * time.Second, Scripts: ckScripts})
 	if err != nil {
 		t.Fatal(err)
@@ -355,7 +358,7 @@ end
 return s`).CoalesceKeys()
 	cl := redistest.StartClustersT(t, 1, redistest.ClusterOptions{Shards: 3})[0]
 	p, err := multiplex.Dial(context.Background(), multiplex.Options{Clusters: [][]string{cl.Seeds()},
-		Quarantine: multiplex.QuarantineOff, NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{incrAll}})
+		Quarantine: quarantine.Off, NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{incrAll}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/multiplex"
@@ -27,7 +29,7 @@ return KEYS[1] .. "=" .. ARGV[1]`).Coalesce()
 	if _, err := redistest.Do(c.Nodes[0].Addr(), 10*time.Second, "HSET", "bad", "f", "1"); err != nil {
 		t.Fatal(err)
 	}
-	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: quarantine.Off,
 		NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{add, echo}})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/multiplex"
 )
@@ -45,7 +47,7 @@ func TestDialContextOpensEveryConnection(t *testing.T) {
 	c := redistest.StartT(t, 3)
 	var d countingDialer
 	p, err := multiplex.Dial(context.Background(), multiplex.Options{
-		Addrs: c.Addrs(), Quarantine: multiplex.QuarantineObserved, MaxTTL: time.Minute,
+		Addrs: c.Addrs(), Quarantine: quarantine.Observed, MaxTTL: time.Minute,
 		Scripts: []*multiplex.Script{incrScript}, DialContext: d.DialContext,
 	})
 	if err != nil {
@@ -89,7 +91,7 @@ func TestDialContextErrorNamesMaster(t *testing.T) {
 		return nil, &net.OpError{Op: "dial", Net: "sim", Err: syscall.ECONNREFUSED}
 	}
 	_, err := multiplex.Dial(context.Background(), multiplex.Options{
-		Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff, DialContext: refused,
+		Addrs: c.Addrs(), Quarantine: quarantine.Off, DialContext: refused,
 	})
 	if !errors.Is(err, multiplex.ErrUnreachable) || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("Dial with every DialContext refused: %v, want ErrUnreachable saying connection refused", err)

@@ -19,10 +19,10 @@
 //     Command.Agree, a quorum is one of yes votes that agree on a value
 //     (Tally.Agreed), such as the slot each master gave a semaphore's
 //     permit.
-//   - The restart quarantine (QuarantinePolicy): a master whose run_id
+//   - The restart quarantine (quarantine.Policy): a master whose run_id
 //     changed, or (by default) that was younger than MaxTTL when first
 //     seen, may have forgotten what it agreed to; its yes votes fail with a
-//     *QuarantineError until MaxTTL has passed.
+//     *quarantine.Error until MaxTTL has passed.
 //   - Pool.Status reports each master's state, identity and counts.
 //
 // Each master gets one rueidis client in single-node mode with
@@ -35,5 +35,6 @@
 // Script.Coalesce (or, for scripts over several keys, Script.CoalesceKeys),
 // and each round gets its own call's reply.
 //
-// multiplex imports only rueidis and the standard library.
+// multiplex imports only rueidis, the standard library and internal/resp,
+// which words a server that is not Redis as redlock-bench does.
 package multiplex

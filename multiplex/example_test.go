@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/multiplex"
@@ -39,9 +41,9 @@ func Example() {
 	pool, err := multiplex.Dial(ctx, multiplex.Options{
 		Addrs: exampleMasters,
 		// These masters were started a moment ago by the test. With the
-		// default, QuarantineAlways, a master younger than MaxTTL is kept
+		// default, quarantine.Always, a master younger than MaxTTL is kept
 		// out of the vote until it is MaxTTL old.
-		Quarantine: multiplex.QuarantineObserved,
+		Quarantine: quarantine.Observed,
 		MaxTTL:     10 * time.Second,
 	})
 	if err != nil {

@@ -34,3 +34,9 @@ func (p *Pool) Queued(i int) int {
 	defer n.qmu.Unlock()
 	return len(n.queue)
 }
+
+// Len is the number of votes.
+func (p *Pool) Len() int { return len(p.nodes) }
+
+// Quorum is the votes' quorum, as Fanout counts it.
+func (p *Pool) Quorum() int { return p.quorum }

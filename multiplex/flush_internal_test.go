@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/internal/redistest"
 )
@@ -52,7 +54,7 @@ func TestBatchesInFlightPerNode(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := redistest.StartT(t, 1)
-			p, err := Dial(context.Background(), Options{Addrs: c.Addrs(), Quarantine: QuarantineOff,
+			p, err := Dial(context.Background(), Options{Addrs: c.Addrs(), Quarantine: quarantine.Off,
 				NodeTimeout: time.Minute, Scripts: []*Script{incr}, nodeWorkers: tc.workers})
 			if err != nil {
 				t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/multiplex"
@@ -166,7 +168,7 @@ func TestDialRefusesOneServerUnderSeveralNames(t *testing.T) {
 		t.Logf("%s does not answer, so only two names are tried", v6)
 	}
 	addrs := append(append([]string{}, names...), c.Nodes[1].Addr(), c.Nodes[2].Addr())
-	_, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: addrs, Quarantine: multiplex.QuarantineOff})
+	_, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: addrs, Quarantine: quarantine.Off})
 	if !errors.Is(err, multiplex.ErrNotIndependent) {
 		t.Fatalf("one server as %v: want ErrNotIndependent, got %v", names, err)
 	}
@@ -186,7 +188,7 @@ func TestDialRefusesOneServerUnderSeveralNames(t *testing.T) {
 func TestDialRefusesAReplica(t *testing.T) {
 	c := redistest.StartT(t, 4)
 	replicaOf(t, c.Nodes[3], c.Nodes[0].Addr())
-	_, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff})
+	_, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: quarantine.Off})
 	if !errors.Is(err, multiplex.ErrNotIndependent) {
 		t.Fatalf("3 masters and a replica: want ErrNotIndependent, got %v", err)
 	}
@@ -234,7 +236,7 @@ func TestLateDependentNodeIsKeptOut(t *testing.T) {
 	replicaOf(t, c.Nodes[2], c.Nodes[0].Addr())
 	fwd := startForwarder(t, deadAddr(t))
 	addrs := []string{c.Nodes[0].Addr(), c.Nodes[1].Addr(), fwd.Addr()}
-	p, err := multiplex.Dial(context.Background(), multiplex.Tuned(multiplex.Options{Addrs: addrs, Quarantine: multiplex.QuarantineOff,
+	p, err := multiplex.Dial(context.Background(), multiplex.Tuned(multiplex.Options{Addrs: addrs, Quarantine: quarantine.Off,
 		DialTimeout: time.Second, NodeTimeout: time.Second}, 20*time.Millisecond, 0, 0))
 	if err != nil {
 		t.Fatalf("Dial with node 2 down: %v", err)
@@ -293,9 +295,9 @@ func TestAddressMovedToLongRunningServerIsQuarantined(t *testing.T) {
 	const maxTTL = 3 * time.Second
 	c := redistest.StartT(t, 4) // 0: A, 1: B, 2-3: the other masters
 	// Let every server be up longer than MaxTTL, so that neither the first
-	// sight (QuarantineAlways) nor "MaxTTL - uptime" quarantines anything.
+	// sight (quarantine.Always) nor "MaxTTL - uptime" quarantines anything.
 	time.Sleep(maxTTL + 1200*time.Millisecond)
-	for _, policy := range []multiplex.QuarantinePolicy{multiplex.QuarantineObserved, multiplex.QuarantineAlways} {
+	for _, policy := range []quarantine.Policy{quarantine.Observed, quarantine.Always} {
 		t.Run(policy.String(), func(t *testing.T) {
 			fwd := startForwarder(t, c.Nodes[0].Addr())
 			p, err := multiplex.Dial(context.Background(), multiplex.Options{
@@ -322,7 +324,7 @@ func TestAddressMovedToLongRunningServerIsQuarantined(t *testing.T) {
 				}
 				if errors.Is(v.Err, multiplex.ErrQuarantined) && v.Outcome == multiplex.Failed {
 					// The vote's error says why and until when.
-					var qe *multiplex.QuarantineError
+					var qe *quarantine.Error
 					if !errors.As(v.Err, &qe) || !qe.Restarted || qe.MaxTTL != maxTTL || !strings.Contains(qe.Error(), "run_id changed") {
 						t.Fatalf("quarantined vote's error: %#v", v.Err)
 					}

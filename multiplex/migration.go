@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redis/rueidis"
 )
 
@@ -90,9 +92,9 @@ var (
 // guardKey is slot's guard.
 func guardKey(slot int) string {
 	guardsOnce.Do(func() {
-		guards = make([]string, Slots)
+		guards = make([]string, keyslot.Slots)
 		for s := range guards {
-			guards[s] = GuardPrefix + "{" + SlotTag(s) + "}"
+			guards[s] = GuardPrefix + "{" + keyslot.SlotTag(s) + "}"
 		}
 	})
 	return guards[slot]
@@ -121,7 +123,7 @@ func buildCluster(b rueidis.Builder, c *Command, eval bool) rueidis.Completed {
 	if c.Keys != nil {
 		a = a.Args(*c.Keys...)
 	}
-	return a.Args(guardKey(KeySlot(c.Key))).Args(c.Args[:c.NArgs]...).Build().SetSlot(c.Key)
+	return a.Args(guardKey(keyslot.KeySlot(c.Key))).Args(c.Args[:c.NArgs]...).Build().SetSlot(c.Key)
 }
 
 // migrating names a TRYAGAIN reply of a cluster vote's script: its slot

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/multiplex"
@@ -28,7 +30,7 @@ func classifyInt(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
 
 func dial(t *testing.T, c *redistest.Cluster, timeout time.Duration) *multiplex.Pool {
 	t.Helper()
-	p, err := multiplex.Dial(context.Background(), multiplex.Options{Quarantine: multiplex.QuarantineOff,
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Quarantine: quarantine.Off,
 		Addrs: c.Addrs(), NodeTimeout: timeout, Scripts: []*multiplex.Script{incrScript},
 	})
 	if err != nil {
@@ -168,7 +170,7 @@ func TestTimeoutsInAReusedSlot(t *testing.T) {
 	// The running master must answer within it, every round, however
 	// loaded the machine.
 	const timeout = 250 * time.Millisecond
-	p, err := multiplex.Dial(context.Background(), multiplex.Tuned(multiplex.Options{Quarantine: multiplex.QuarantineOff,
+	p, err := multiplex.Dial(context.Background(), multiplex.Tuned(multiplex.Options{Quarantine: quarantine.Off,
 		Addrs: c.Addrs(), NodeTimeout: timeout, Scripts: []*multiplex.Script{incrScript},
 	}, 0, 1, 0))
 	if err != nil {
@@ -195,7 +197,7 @@ func TestDialMajorityUnreachableNamesAddresses(t *testing.T) {
 	c := redistest.StartT(t, 3)
 	c.Nodes[1].Kill()
 	c.Nodes[2].Kill()
-	_, err := multiplex.Dial(context.Background(), multiplex.Options{Quarantine: multiplex.QuarantineOff, Addrs: c.Addrs(), DialTimeout: time.Second})
+	_, err := multiplex.Dial(context.Background(), multiplex.Options{Quarantine: quarantine.Off, Addrs: c.Addrs(), DialTimeout: time.Second})
 	if !errors.Is(err, multiplex.ErrUnreachable) {
 		t.Fatalf("want ErrUnreachable, got %v", err)
 	}
@@ -209,7 +211,7 @@ func TestDialMajorityUnreachableNamesAddresses(t *testing.T) {
 func TestNodeDownAtStartIsReconnected(t *testing.T) {
 	c := redistest.StartT(t, 3)
 	c.Nodes[2].Kill()
-	p, err := multiplex.Dial(context.Background(), multiplex.Tuned(multiplex.Options{Quarantine: multiplex.QuarantineOff,
+	p, err := multiplex.Dial(context.Background(), multiplex.Tuned(multiplex.Options{Quarantine: quarantine.Off,
 		Addrs: c.Addrs(), Scripts: []*multiplex.Script{incrScript},
 	}, 20*time.Millisecond, 0, 0))
 	if err != nil {
@@ -245,7 +247,7 @@ func TestBadOptions(t *testing.T) {
 		{[]string{"127.0.0.1:0"}, "port must be 1-65535"},
 		{[]string{"127.0.0.1:7", "127.0.0.1:7"}, "given twice"},
 	} {
-		_, err := multiplex.Dial(context.Background(), multiplex.Options{Quarantine: multiplex.QuarantineOff, Addrs: tc.addrs})
+		_, err := multiplex.Dial(context.Background(), multiplex.Options{Quarantine: quarantine.Off, Addrs: tc.addrs})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: got %v, want %q", tc.addrs, err, tc.want)
 		}
@@ -255,7 +257,7 @@ func TestBadOptions(t *testing.T) {
 func TestPasswordProtectedMastersAndRestartCheck(t *testing.T) {
 	c := redistest.StartT(t, 3, redistest.Options{Args: []string{"--requirepass", "s3cret"}})
 	p, err := multiplex.Dial(context.Background(), multiplex.Options{
-		Addrs: c.Addrs(), Quarantine: multiplex.QuarantineObserved, MaxTTL: 10 * time.Second,
+		Addrs: c.Addrs(), Quarantine: quarantine.Observed, MaxTTL: 10 * time.Second,
 		Scripts: []*multiplex.Script{incrScript},
 		Tune:    func(o *rueidis.ClientOption) { o.Password = "s3cret" },
 	})

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redis/rueidis"
 
 	"github.com/redlock-bench/redlock/internal/redistest"
@@ -20,7 +22,7 @@ func TestCoalescingKeepsPerKeyOrder(t *testing.T) {
 	a := multiplex.NewScript(`return redis.call("APPEND", KEYS[1], ARGV[1])`).Coalesce()
 	b := multiplex.NewScript(`return redis.call("APPEND", KEYS[1], ARGV[1]) + 0`).Coalesce()
 	c := redistest.StartT(t, 1)
-	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: quarantine.Off,
 		NodeTimeout: 30 * time.Second, Scripts: []*multiplex.Script{a, b}})
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +96,7 @@ func anyReply(rueidis.RedisResult) (multiplex.Outcome, int64, error) { return mu
 func TestRestartedMasterKeepsPerKeyOrder(t *testing.T) {
 	a := multiplex.NewScript(`return redis.call("APPEND", KEYS[1], ARGV[1])`).Coalesce()
 	c := redistest.StartT(t, 1)
-	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: quarantine.Off,
 		NodeTimeout: 30 * time.Second, Scripts: []*multiplex.Script{a}})
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +135,7 @@ func TestFurtherKeysKeepPerKeyOrder(t *testing.T) {
 return #KEYS`)
 	c := redistest.StartT(t, 1)
 	dial := func() *multiplex.Pool {
-		p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
+		p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: quarantine.Off,
 			NodeTimeout: 30 * time.Second, Scripts: []*multiplex.Script{a, all}})
 		if err != nil {
 			t.Fatal(err)
@@ -178,7 +180,7 @@ func TestFurtherKeysOfACoalescedScriptKeepPerKeyOrder(t *testing.T) {
 	a := multiplex.NewScript(`for i = 1, #KEYS do redis.call("APPEND", KEYS[i], ARGV[1]) end
 return #KEYS`).Coalesce()
 	c := redistest.StartT(t, 1)
-	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
+	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: quarantine.Off,
 		NodeTimeout: 30 * time.Second, Scripts: []*multiplex.Script{a}})
 	if err != nil {
 		t.Fatal(err)

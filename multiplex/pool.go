@@ -16,6 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/addrcheck"
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redis/rueidis"
 )
 
@@ -120,12 +123,12 @@ type Options struct {
 	PipelineMultiplex int
 	// Scripts are loaded on every node at connect.
 	Scripts []*Script
-	// Quarantine is the restart policy. Default: QuarantineAlways.
-	Quarantine QuarantinePolicy
+	// Quarantine is the restart policy. Default: quarantine.Always.
+	Quarantine quarantine.Policy
 	// MaxTTL is the longest lock TTL in use: a node whose run_id changes is
 	// ignored for this long from when the change is seen (and, with
-	// QuarantineAlways, a node first seen younger than this until it is
-	// this old). Required unless Quarantine is QuarantineOff.
+	// quarantine.Always, a node first seen younger than this until it is
+	// this old). Required unless Quarantine is quarantine.Off.
 	MaxTTL time.Duration
 	// MaxClockSkew, when set, keeps out of the vote a node whose wall
 	// clock, measured on a new connection (server_time_usec), is this far
@@ -211,7 +214,7 @@ type Pool struct {
 	waiting     atomic.Int32  // gatherers waiting in a slot
 	kick        chan struct{} // wakes the watchdog when waiting leaves 0
 	nodeWorkers int32
-	policy      QuarantinePolicy
+	policy      quarantine.Policy
 	maxTTL      time.Duration
 	maxSkew     time.Duration
 	epoch       time.Time  // quarantine deadlines are offsets from it (monotonic)
@@ -278,7 +281,7 @@ type node struct {
 
 	down       atomic.Bool  // the last command failed on the connection
 	quarantine atomic.Int64 // deadline as nanoseconds since Pool.epoch
-	qerr       atomic.Pointer[QuarantineError]
+	qerr       atomic.Pointer[quarantine.Error]
 	// slotq are a cluster vote's slots kept out of the vote, each range
 	// until its deadline (see quarantineSlots); nil for a master.
 	slotq    atomic.Pointer[[]slotQuarantine]
@@ -336,7 +339,7 @@ func (si *serverInfo) measureClock(sent, received time.Time) {
 // reach the same server, or one reaches a replica, Dial fails with
 // ErrNotIndependent naming them.
 func Dial(ctx context.Context, o Options) (*Pool, error) {
-	if err := ValidateVotes(o.Addrs, o.Clusters); err != nil {
+	if err := addrcheck.Votes(o.Addrs, o.Clusters); err != nil {
 		return nil, err
 	}
 	if o.NodeTimeout <= 0 {
@@ -369,13 +372,13 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 	if o.nodeWorkers <= 0 {
 		o.nodeWorkers = defaultNodeWorkers
 	}
-	if o.Quarantine == quarantineDefault {
-		o.Quarantine = QuarantineAlways
+	if o.Quarantine == 0 {
+		o.Quarantine = quarantine.Always
 	}
-	if o.Quarantine > QuarantineAlways {
+	if o.Quarantine > quarantine.Always {
 		return nil, fmt.Errorf("unknown Quarantine policy %d", o.Quarantine)
 	}
-	if o.Quarantine != QuarantineOff && o.MaxTTL <= 0 {
+	if o.Quarantine != quarantine.Off && o.MaxTTL <= 0 {
 		return nil, fmt.Errorf("MaxTTL must be > 0 with Quarantine %s, got %s", o.Quarantine, o.MaxTTL)
 	}
 	p := &Pool{
@@ -502,84 +505,6 @@ func cause(err error) string {
 }
 
 var netAddrs = regexp.MustCompile(`(dial|read|write) tcp [^ ]+: `)
-
-// AddrError is a master address that cannot be used: not host:port with a
-// port in 1-65535, or listed twice (two votes from one server would fake a
-// quorum).
-type AddrError struct {
-	Index int // the address's position in the list
-	Addr  string
-	// First is the position of the address's first listing when this is a
-	// duplicate, else -1.
-	First int
-	// Reason is what is wrong, without the address: "want host:port",
-	// "port must be 1-65535", or "given twice".
-	Reason string
-}
-
-func (e *AddrError) Error() string {
-	if e.First >= 0 {
-		return fmt.Sprintf("address %q given twice (Addrs[%d] and Addrs[%d]): masters must be distinct", e.Addr, e.First, e.Index)
-	}
-	return fmt.Sprintf("address %q: %s", e.Addr, e.Reason)
-}
-
-// addrProblem is the one rule for a master's address: host:port with a
-// host free of spaces and slashes and a port written as a number in
-// 1-65535. It returns what is wrong, or "".
-func addrProblem(a string) string {
-	host, port, err := net.SplitHostPort(a)
-	if err != nil || host == "" || strings.ContainsAny(host, " /\t\r\n") {
-		return "want host:port"
-	}
-	if pn, err := strconv.Atoi(port); err != nil || pn <= 0 || pn > 65535 || strconv.Itoa(pn) != port {
-		return "port must be 1-65535"
-	}
-	return ""
-}
-
-// ValidateAddrs checks a list of master addresses as Dial does: at least
-// one, each as addrProblem wants, none twice. A bad address is reported as
-// an *AddrError.
-func ValidateAddrs(addrs []string) error {
-	if len(addrs) == 0 {
-		return errors.New("no master addresses: at least one is needed")
-	}
-	seen := make(map[string]int, len(addrs))
-	for i, a := range addrs {
-		if why := addrProblem(a); why != "" {
-			return &AddrError{Index: i, Addr: a, First: -1, Reason: why}
-		}
-		if j, dup := seen[a]; dup {
-			return &AddrError{Index: i, Addr: a, First: j, Reason: "given twice"}
-		}
-		seen[a] = i
-	}
-	return nil
-}
-
-// ParseAddrs reads a comma-separated list of master addresses, as command
-// lines and environment variables give them, with the rules of
-// ValidateAddrs. Its errors name the address without a package prefix, for
-// a flag's message.
-func ParseAddrs(list string) ([]string, error) {
-	if strings.TrimSpace(list) == "" {
-		return nil, errors.New("empty list")
-	}
-	parts := strings.Split(list, ",")
-	out := make([]string, 0, len(parts))
-	for _, a := range parts {
-		a = strings.TrimSpace(a)
-		if why := addrProblem(a); why != "" {
-			return nil, fmt.Errorf("address %q: %s", a, why)
-		}
-		if slices.Contains(out, a) {
-			return nil, fmt.Errorf("address %q is listed twice", a)
-		}
-		out = append(out, a)
-	}
-	return out, nil
-}
 
 func (p *Pool) connect(ctx context.Context, node *node, o Options) error {
 	opt := rueidis.ClientOption{
@@ -914,18 +839,6 @@ func (p *Pool) cutConns() {
 // (a dedicated pub/sub connection, say), or nil while it is not
 // connected. Masters are numbered in the order of Options.Addrs.
 func (p *Pool) Client(i int) rueidis.Client { return p.nodes[i].Client() }
-
-// IsCluster reports whether vote i is a Redis Cluster.
-func (p *Pool) IsCluster(i int) bool { return p.nodes[i].seeds != nil }
-
-// Len is the number of masters.
-func (p *Pool) Len() int { return len(p.nodes) }
-
-// Quorum is N/2+1.
-func (p *Pool) Quorum() int { return p.quorum }
-
-// NodeTimeout is how long a round waits for replies.
-func (p *Pool) NodeTimeout() time.Duration { return p.timeout }
 
 // Close closes every connection. Commands already sent (the tail of a
 // release that returned at quorum, say) get up to one node timeout to

@@ -15,64 +15,20 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redis/rueidis"
+
+	"github.com/redlock-bench/redlock/internal/resp"
 )
-
-// QuarantinePolicy says when a restarted master's votes are ignored. A
-// master that restarts without persistence has forgotten every lock it
-// held; if its yes counted at once, a second client could win a quorum for
-// a resource that is still held. The reference's answer is to keep a
-// restarted master out for one TTL ("delayed restart"); the Pool enforces
-// it from the client side.
-type QuarantinePolicy uint8
-
-const (
-	// quarantineDefault selects QuarantineAlways.
-	quarantineDefault QuarantinePolicy = iota
-	// QuarantineOff counts every vote. Unsafe with masters that run without
-	// persistence; useful to show what goes wrong.
-	QuarantineOff
-	// QuarantineObserved ignores a master for MaxTTL after this Pool saw its
-	// run_id change. Masters that were young when first seen are trusted.
-	QuarantineObserved
-	// QuarantineAlways also quarantines masters that are younger than
-	// MaxTTL when first seen, since this process cannot know what they
-	// forgot. A freshly started cluster is then unusable for one MaxTTL.
-	QuarantineAlways
-)
-
-func (q QuarantinePolicy) String() string {
-	switch q {
-	case QuarantineOff:
-		return "off"
-	case QuarantineObserved:
-		return "observed"
-	case QuarantineAlways, quarantineDefault:
-		return "always"
-	}
-	return fmt.Sprintf("QuarantinePolicy(%d)", uint8(q))
-}
-
-// ParseQuarantinePolicy reads "off", "observed" or "always".
-func ParseQuarantinePolicy(s string) (QuarantinePolicy, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "off":
-		return QuarantineOff, nil
-	case "observed":
-		return QuarantineObserved, nil
-	case "always":
-		return QuarantineAlways, nil
-	}
-	return 0, fmt.Errorf("quarantine policy %q: want off, observed or always", s)
-}
 
 // Errors about a node's identity.
 var (
 	// ErrQuarantined is a node's vote while its yes cannot be counted: its
-	// run_id changed (or, with QuarantineAlways, it was young when first
+	// run_id changed (or, with quarantine.Always, it was young when first
 	// seen) less than MaxTTL ago.
-	// *QuarantineError says until when and why.
-	ErrQuarantined = errors.New("quarantined")
+	// *quarantine.Error says until when and why.
+	ErrQuarantined = quarantine.ErrQuarantined
 	// ErrNotIndependent: two addresses reach the same server (they report
 	// the same run_id), or a master is a replica. Either would let one
 	// process, or one replication chain, cast several votes. Dial fails
@@ -83,30 +39,6 @@ var (
 	// new connection, is Options.MaxClockSkew or more from the others'.
 	ErrClockSkew = errors.New("clock too far from the other masters'")
 )
-
-// QuarantineError is the vote of a quarantined node: it answered yes, but
-// its yes cannot count until Until. errors.Is matches ErrQuarantined.
-type QuarantineError struct {
-	// Until is when the node's votes count again.
-	Until time.Time
-	// Restarted: the pool saw the node's run_id change (a restart, a
-	// failover, or an address that moved to another server). Otherwise
-	// the node was younger than MaxTTL when first seen (QuarantineAlways),
-	// Uptime old.
-	Restarted bool
-	Uptime    time.Duration
-	MaxTTL    time.Duration
-}
-
-func (e *QuarantineError) Error() string {
-	until := e.Until.Round(0).Format("15:04:05.000")
-	if e.Restarted {
-		return "quarantined until " + until + ": its run_id changed (a restart or failover)"
-	}
-	return fmt.Sprintf("quarantined until %s: up %s when first seen, under MaxTTL %s", until, e.Uptime, e.MaxTTL)
-}
-
-func (e *QuarantineError) Is(target error) bool { return target == ErrQuarantined }
 
 // dependenceError is ErrNotIndependent with the addresses at fault.
 type dependenceError struct{ detail string }
@@ -199,13 +131,13 @@ func (p *Pool) quarantinedUntil(n *node) time.Time {
 }
 
 // countable reports whether a yes from n to a command on key may count
-// toward a quorum now: nil, or n's *QuarantineError (for a cluster vote,
+// toward a quorum now: nil, or n's *quarantine.Error (for a cluster vote,
 // that of key's slot, or of the whole vote).
 func (p *Pool) countable(n *node, key string) error {
 	if e := n.skew.Load(); e != nil {
 		return *e
 	}
-	if p.policy == QuarantineOff {
+	if p.policy == quarantine.Off {
 		return nil
 	}
 	if q := n.quarantine.Load(); q != 0 && int64(time.Since(p.epoch)) < q {
@@ -224,8 +156,8 @@ func (p *Pool) countable(n *node, key string) error {
 
 // quarantineFor keeps n out of the vote for d from now; e says why, and
 // is what n's votes fail with meanwhile.
-func (p *Pool) quarantineFor(n *node, d time.Duration, e QuarantineError) {
-	if d <= 0 || p.policy == QuarantineOff {
+func (p *Pool) quarantineFor(n *node, d time.Duration, e quarantine.Error) {
+	if d <= 0 || p.policy == quarantine.Off {
 		return
 	}
 	until := int64(time.Since(p.epoch) + d)
@@ -242,8 +174,8 @@ func (p *Pool) quarantineFor(n *node, d time.Duration, e QuarantineError) {
 
 // firstSeen applies the policy to a node's first connection.
 func (p *Pool) firstSeen(n *node, info serverInfo) {
-	if p.policy == QuarantineAlways && info.Uptime < p.maxTTL {
-		p.quarantineFor(n, p.maxTTL-info.Uptime, QuarantineError{Uptime: info.Uptime})
+	if p.policy == quarantine.Always && info.Uptime < p.maxTTL {
+		p.quarantineFor(n, p.maxTTL-info.Uptime, quarantine.Error{Uptime: info.Uptime})
 	}
 }
 
@@ -270,6 +202,14 @@ func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Co
 		if err != nil {
 			if n.seeds == nil { // one node of a cluster is not the vote
 				n.down.Store(true)
+			}
+			// A plain server that answered the TLS handshake at all is
+			// not a master (one waits for a line); say what it is, as
+			// redlock-bench's probe does.
+			if rh := (tls.RecordHeaderError{}); tc != nil && errors.As(err, &rh) {
+				if answer := sniff(ctx, addr, d, nil, custom, time.Now().Add(d.Timeout)); len(answer) > 0 && !resp.IsReply(answer) {
+					err = resp.NotRedis(answer, false)
+				}
 			}
 			return nil, err
 		}
@@ -298,6 +238,12 @@ func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Co
 				// client certificate it wants only after the handshake.
 				switch {
 				case tc == nil:
+					// An HTTPS server is TLS-only too: say so when it
+					// is one, as redlock-bench's probe does.
+					if answer := sniff(ctx, addr, d, &tls.Config{InsecureSkipVerify: true}, custom, deadline); len(answer) > 0 && !resp.IsReply(answer) { // nothing but PING is sent
+						err = resp.NotRedis(answer, true)
+						break
+					}
 					err = fmt.Errorf("%w (does the master want TLS?)", err)
 				case len(tc.Certificates) == 0 && tc.GetClientCertificate == nil:
 					err = fmt.Errorf("%w (does the master want a client certificate?)", err)
@@ -405,7 +351,7 @@ func rawLoadScripts(conn net.Conn, deadline time.Time, scripts []*Script) error 
 	}
 	var first error
 	for _, s := range scripts {
-		line, err := readLine(conn)
+		line, err := readReply(conn)
 		switch {
 		case err != nil:
 			return fmt.Errorf("SCRIPT LOAD: %w", err)
@@ -461,7 +407,7 @@ func (p *Pool) observe(n *node, info serverInfo) error {
 	switch {
 	case restarted:
 		n.restarts.Add(1)
-		p.quarantineFor(n, p.maxTTL, QuarantineError{Restarted: true})
+		p.quarantineFor(n, p.maxTTL, quarantine.Error{Restarted: true})
 	case first:
 		p.firstSeen(n, info)
 	}
@@ -591,9 +537,9 @@ func rawInfo(conn net.Conn, deadline time.Time, user, pass string, topology bool
 		if _, err := conn.Write(respCommand(args...)); err != nil {
 			return serverInfo{}, fmt.Errorf("AUTH: %w", err)
 		}
-		line, err := readLine(conn)
+		line, err := readReply(conn)
 		if err != nil {
-			return serverInfo{}, fmt.Errorf("AUTH: %w", err)
+			return serverInfo{}, during("AUTH", err)
 		}
 		if strings.HasPrefix(line, "-") {
 			who := "the default user"
@@ -620,7 +566,7 @@ func rawInfo(conn net.Conn, deadline time.Time, user, pass string, topology bool
 		if user == "" && pass == "" && strings.HasPrefix(err.Error(), "NOAUTH") {
 			return serverInfo{}, fmt.Errorf("INFO server: %w (the master wants a password: set one)", err)
 		}
-		return serverInfo{}, fmt.Errorf("INFO server: %w", err)
+		return serverInfo{}, during("INFO server", err)
 	}
 	received := time.Now()
 	replication, err := readBulk(conn)
@@ -643,7 +589,7 @@ func readBulk(conn net.Conn) (string, error) { return readBulkMax(conn, 1<<20) }
 
 // readBulkMax reads one bulk-string reply of at most max bytes.
 func readBulkMax(conn net.Conn, max int) (string, error) {
-	line, err := readLine(conn)
+	line, err := readReply(conn)
 	if err != nil {
 		return "", err
 	}
@@ -670,7 +616,22 @@ func respCommand(args ...string) []byte {
 	return b
 }
 
-// readLine reads one reply line byte by byte, so that nothing meant for
+// readReply reads the first line of a reply as readLine does. An answer
+// that does not start as a Redis reply does is read no further than
+// resp.ReadAnswer reads, and fails as notRedis says.
+func readReply(conn net.Conn) (string, error) {
+	first := make([]byte, 1)
+	if _, err := io.ReadFull(conn, first); err != nil {
+		return "", err
+	}
+	if !resp.IsReply(first) {
+		return "", notRedis(conn, resp.ReadAnswer(conn, first))
+	}
+	rest, err := readLine(conn)
+	return string(first) + rest, err
+}
+
+// readLine reads one line byte by byte, so that nothing meant for
 // rueidis afterwards is consumed.
 func readLine(conn net.Conn) (string, error) {
 	var line []byte
@@ -685,4 +646,47 @@ func readLine(conn net.Conn) (string, error) {
 		}
 	}
 	return strings.TrimRight(string(line), "\r\n"), nil
+}
+
+// errTLSRecord is the error of a plain connection answered with a TLS
+// record (an alert): the port serves TLS.
+var errTLSRecord = errors.New("it answered with a TLS record (does the master want TLS?)")
+
+// notRedis is the error of a connection whose server answered with
+// answer, which is not a Redis reply: a TLS server's record on a plain
+// connection, or another server altogether (resp.NotRedis, which
+// redlock-bench's probe gives too).
+func notRedis(conn net.Conn, answer []byte) error {
+	if t, ok := conn.(*trackedConn); ok {
+		conn = t.Conn
+	}
+	_, overTLS := conn.(*tls.Conn)
+	if !overTLS && resp.IsTLSRecord(answer) {
+		return errTLSRecord
+	}
+	return resp.NotRedis(answer, overTLS)
+}
+
+// during is err, read in answer to cmd, prefixed with cmd; a server that
+// is not Redis at all is said as it is, as redlock-bench says it.
+func during(cmd string, err error) error {
+	if nr := (*resp.NotRedisError)(nil); errors.As(err, &nr) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", cmd, err)
+}
+
+// sniff is the answer to PING of a server a connection failed on, over
+// tc when set; nothing when the dial, the handshake or the read fails
+// before deadline. It only tells another server from a master, and sends
+// nothing but PING.
+func sniff(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config, custom func(context.Context, string) (net.Conn, error), deadline time.Time) []byte {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	c, err := dial(ctx, addr, d, tc, custom)
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	return resp.PingConn(ctx, c)
 }

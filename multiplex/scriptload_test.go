@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/quarantine"
+
 	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/multiplex"
 )
@@ -68,7 +70,7 @@ func TestConnectLoadsScriptsInOneRoundTrip(t *testing.T) {
 	c := redistest.StartT(t, 1)
 	connect := func(scripts []*multiplex.Script) int {
 		var tc turnCounter
-		p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: multiplex.QuarantineOff,
+		p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: quarantine.Off,
 			NodeTimeout: 2 * time.Second, Scripts: scripts, DialContext: tc.DialContext})
 		if err != nil {
 			t.Fatal(err)

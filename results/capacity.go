@@ -219,10 +219,14 @@ func sweepRecommendation(sw *Sweep, rec *SweepPoint, why string) text {
 // sweepSafety sums the violations and errors across a sweep's steps.
 func sweepSafety(sw *Sweep) []text {
 	var viol, errs, attempts int64
+	var degraded []string
 	for _, pt := range sw.Points {
 		viol += pt.Violations
 		errs += pt.Errors
 		attempts += pt.Attempts
+		if pt.Verdict() == "DEGRADED" {
+			degraded = append(degraded, ParamValue(sw.Param, pt.Value))
+		}
 	}
 	var out []text
 	switch {
@@ -235,7 +239,10 @@ func sweepSafety(sw *Sweep) []text {
 	}
 	if errs > 0 {
 		out = append(out, text{}.b("Errors across the sweep:").
-			p(" %d of %d attempts failed with an error (not contention); see the steps' summaries.", errs, attempts))
+			p(" %s of %s attempts failed with an error (not contention); see the steps' summaries.", thousands(float64(errs)), thousands(float64(attempts))))
+	}
+	if len(degraded) > 0 {
+		out = append(out, text{}.b("DEGRADED steps").p(" (errors or lost leases; their figures include the failed operations): %s.", strings.Join(degraded, ", ")))
 	}
 	return out
 }
@@ -273,7 +280,7 @@ func capacityRun(r *RunDir, slo *SLO, needs *ttlNeeds) capacityItem {
 		t = t.p(" ").b("%d safety violations.", s.Violations)
 	}
 	if e := s.ErrorTotal(); e > 0 {
-		t = t.p(" %d of %d attempts failed with an error (%s).", e, s.Attempts, errorBreakdown(s))
+		t = t.p(" %s of %s attempts failed with an error (%s).", thousands(float64(e)), thousands(float64(s.Attempts)), errorBreakdown(s))
 	}
 	if f := faultNote(r); f != nil {
 		t = append(t, f...)

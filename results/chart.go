@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -376,6 +378,71 @@ func (t countTicks) Ticks(min, max float64) []plot.Tick {
 	return ticks
 }
 
+// sweptTicks label a log axis of swept values with each value swept and
+// every power of ten, in full ("1024", not "1k"), with unlabelled ticks
+// at the other multiples of each power of ten. A power of ten that would
+// crowd a swept value's label (closer than a twentieth of the axis, about
+// a label's width) goes unlabelled, as does a swept value too near the
+// one labelled before it.
+type sweptTicks struct{ values []float64 }
+
+func (t sweptTicks) Ticks(min, max float64) []plot.Tick {
+	if !(min > 0 && max > min) {
+		return nil
+	}
+	gap := math.Log10(max/min) / 20
+	near := func(v float64, others []float64) bool {
+		for _, o := range others {
+			if math.Abs(math.Log10(v/o)) < gap {
+				return true
+			}
+		}
+		return false
+	}
+	var swept []float64
+	for _, v := range t.values {
+		if v >= min/1.0001 && v <= max*1.0001 && !near(v, swept) {
+			swept = append(swept, v)
+		}
+	}
+	var ticks []plot.Tick
+	for _, v := range swept {
+		ticks = append(ticks, plot.Tick{Value: v, Label: formatSwept(v)})
+	}
+	for d := math.Floor(math.Log10(min)); d <= math.Ceil(math.Log10(max)); d++ {
+		for m := 1; m < 10; m++ {
+			v := float64(m) * math.Pow(10, d)
+			if v < min/1.0001 || v > max*1.0001 || slices.Contains(swept, v) {
+				continue
+			}
+			tk := plot.Tick{Value: v}
+			if m == 1 && !near(v, swept) {
+				tk.Label = formatSwept(v)
+			}
+			ticks = append(ticks, tk)
+		}
+	}
+	sort.Slice(ticks, func(i, j int) bool { return ticks[i].Value < ticks[j].Value })
+	return ticks
+}
+
+// formatSwept writes a swept value as compactly as FormatCount when that
+// is exact (5k, 1.5M), in full otherwise (1024).
+func formatSwept(v float64) string {
+	c := FormatCount(v)
+	scale := 1.0
+	switch {
+	case strings.HasSuffix(c, "M"):
+		scale = 1e6
+	case strings.HasSuffix(c, "k"):
+		scale = 1e3
+	}
+	if f, err := strconv.ParseFloat(strings.TrimRight(c, "kM"), 64); err == nil && math.Abs(f*scale-v) <= 1e-9*math.Abs(v) {
+		return c
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
 // FormatCount writes a count or a rate compactly: 950, 12.5k, 1.2M.
 func FormatCount(v float64) string {
 	trim := func(f float64, unit string) string {
@@ -464,6 +531,18 @@ type TimeSeries struct {
 	AtS    []float64
 	PerSec []float64
 	P99Us  []float64
+	// P50Us, P999Us and MaxUs are the intervals' other percentiles, for
+	// the latency bands.
+	P50Us, P999Us, MaxUs []float64
+	// SecAtS is the middle of each second of intervals.json, warm-up
+	// included, on AtS's clock; ErrorsPerSec and NoQuorumPerSec are its
+	// errors (every kind) and no_quorum errors per second, and
+	// MasterRTTUs[m] master m's PING round trip (NaN: none answered).
+	// Empty for a run without intervals.json. Masters names the masters.
+	SecAtS                       []float64
+	ErrorsPerSec, NoQuorumPerSec []float64
+	MasterRTTUs                  [][]float64
+	Masters                      []string
 	// Faults are the injected faults, and Down the spans when a master
 	// was down: from a kill until the restart that followed it completed,
 	// or until the end of the run. Same clock as AtS.
@@ -504,7 +583,38 @@ func TimeSeriesOf(r *RunDir, tag string, origin time.Time) TimeSeries {
 		mid := float64(s+e)/2000 - float64(origin.UnixNano())/1e9
 		ts.AtS = append(ts.AtS, mid)
 		ts.PerSec = append(ts.PerSec, float64(t.Histogram.TotalCount())/secs)
+		ts.P50Us = append(ts.P50Us, float64(t.Histogram.ValueAtQuantile(50)))
 		ts.P99Us = append(ts.P99Us, float64(t.Histogram.ValueAtQuantile(99)))
+		ts.P999Us = append(ts.P999Us, float64(t.Histogram.ValueAtQuantile(99.9)))
+		ts.MaxUs = append(ts.MaxUs, float64(t.Histogram.Max()))
+	}
+	ts.Masters = r.Summary.Masters
+	for _, iv := range r.PerSecond {
+		if iv.LengthS <= 0.05 { // a sliver at the end says nothing about a rate
+			continue
+		}
+		ts.SecAtS = append(ts.SecAtS, shift+iv.TS+iv.LengthS/2)
+		ts.ErrorsPerSec = append(ts.ErrorsPerSec, float64(iv.Errors)/iv.LengthS)
+		ts.NoQuorumPerSec = append(ts.NoQuorumPerSec, float64(iv.NoQuorum)/iv.LengthS)
+		for m, us := range iv.MasterRTTUs {
+			for len(ts.MasterRTTUs) <= m {
+				ts.MasterRTTUs = append(ts.MasterRTTUs, nil)
+			}
+			v := math.NaN()
+			if us > 0 {
+				v = float64(us)
+			}
+			// A master missing from earlier seconds has none there.
+			for len(ts.MasterRTTUs[m]) < len(ts.SecAtS)-1 {
+				ts.MasterRTTUs[m] = append(ts.MasterRTTUs[m], math.NaN())
+			}
+			ts.MasterRTTUs[m] = append(ts.MasterRTTUs[m], v)
+		}
+	}
+	for m := range ts.MasterRTTUs {
+		for len(ts.MasterRTTUs[m]) < len(ts.SecAtS) {
+			ts.MasterRTTUs[m] = append(ts.MasterRTTUs[m], math.NaN())
+		}
 	}
 	return ts
 }
@@ -530,35 +640,87 @@ func downtime(faults []Fault, end float64) []Fault {
 	return down
 }
 
-// TimeSeriesChart draws throughput (top) and p99 (bottom) against time, one
-// line per run, with warm-ups, faults and masters' downtime shaded. xlabel
-// says what time zero is. sequential runs (a sweep's steps, one after
-// another) keep the legend on the left, and their faults are labelled
-// without the schedule's time, which is each step's own.
+// TimeSeriesChart draws throughput (top), latency (middle) and, when the
+// runs have intervals.json, errors and no_quorum errors per second
+// (bottom) against time, with warm-ups, faults and masters' downtime
+// shaded. xlabel says what time zero is. One run, or sequential runs (a
+// sweep's steps, one after another), get their latency as bands (p50 to
+// p99, p99 to p99.9, p99.9 to the max) under the p99 line; overlaid runs
+// (a comparison's) a p99 line each. Sequential runs keep the legend on
+// the left, and their faults are labelled without the schedule's time,
+// which is each step's own.
 func TimeSeriesChart(id, title, xlabel string, series []TimeSeries, sequential bool) (*Chart, error) {
-	c := &Chart{ID: id, Title: title,
-		Caption: "Successful acquisitions per second (top) and their 99th percentile latency (bottom), per second of measurement. " +
-			"Grey: the warm-up, not measured. Red bands: injected faults, from when each was applied until it was lifted; " +
-			"dashed lines: instant ones, such as a kill. Purple: a master down, from its kill until its restart completed (or the end of the run)."}
+	var drawn []TimeSeries
+	for _, s := range series {
+		if len(s.AtS) > 0 {
+			drawn = append(drawn, s)
+		}
+	}
+	if len(drawn) == 0 {
+		return nil, nil
+	}
+	banded := sequential || len(drawn) == 1
+	withErrors := false
+	for _, s := range drawn {
+		withErrors = withErrors || len(s.SecAtS) > 0
+	}
+	c := &Chart{ID: id, Title: title}
+	caption := []string{"Successful acquisitions per second (top) and their latency, per second of measurement:"}
+	if banded {
+		caption = append(caption, "the p99 line over bands from p50 to p99, p99 to p99.9 and p99.9 to the maximum (middle).")
+	} else {
+		caption = append(caption, "the 99th percentile (middle).")
+	}
+	if withErrors {
+		caption = append(caption, "Bottom: errors per second, every kind (solid), and those that were no quorum (dashed), warm-up included.")
+	}
+	caption = append(caption, "Grey: the warm-up, not measured. Red: injected faults, a dashed line where each was applied and a band until it was lifted. "+
+		"Purple: a master down, from its kill until its restart completed (or the end of the run).")
+	c.Caption = strings.Join(caption, " ")
+
 	top := newPlot(title, "", "acquisitions/s")
-	bottom := newPlot("", xlabel, "p99 latency")
+	latencyLabel := "p99 latency"
+	if banded {
+		latencyLabel = "latency"
+	}
+	mid := newPlot("", xlabel, latencyLabel)
+	panels := []*plot.Plot{top, mid}
+	var errs *plot.Plot
+	if withErrors {
+		mid.X.Label.Text = ""
+		errs = newPlot("", xlabel, "errors/s")
+		errs.Y.Tick.Marker = countTicks{}
+		errs.Y.Min = 0
+		panels = append(panels, errs)
+	}
 	top.Y.Tick.Marker = countTicks{}
 	top.Y.Min = 0
 	lo, hi := math.Inf(1), 0.0
-	for _, s := range series {
-		for _, v := range s.P99Us {
-			lo, hi = math.Min(lo, math.Max(v, 1)), math.Max(hi, v)
+	for _, s := range drawn {
+		vals := [][]float64{s.P99Us}
+		if banded {
+			vals = [][]float64{s.P50Us, s.P99Us, s.MaxUs}
+		}
+		for _, vs := range vals {
+			for _, v := range vs {
+				lo, hi = math.Min(lo, math.Max(v, 1)), math.Max(hi, v)
+			}
 		}
 	}
 	logY := logLatencyAxis(lo, hi)
 	if logY {
-		bottom.Y.Scale = plot.LogScale{}
-		bottom.Y.Tick.Marker = latencyTicks{}
+		mid.Y.Scale = plot.LogScale{}
+		mid.Y.Tick.Marker = latencyTicks{}
 	} else {
-		bottom.Y.Tick.Marker = linearLatencyTicks{}
-		bottom.Y.Min = 0
+		mid.Y.Tick.Marker = linearLatencyTicks{}
+		mid.Y.Min = 0
 	}
-	n := 0
+	yOf := func(v float64) float64 {
+		if logY {
+			return math.Max(v, 1)
+		}
+		return v
+	}
 	var faults, down, warmups []Fault
 	xEnd := math.Inf(-1)
 	seen := map[string]bool{}
@@ -569,10 +731,8 @@ func TimeSeriesChart(id, title, xlabel string, series []TimeSeries, sequential b
 		}
 	}
 	groups := map[string]int{}
-	for i, s := range series {
-		if len(s.AtS) == 0 {
-			continue
-		}
+	bandsKeyed, errsKeyed := false, false
+	for i, s := range drawn {
 		colour, name := i, s.Name
 		if s.Group != "" {
 			g, ok := groups[s.Group]
@@ -585,23 +745,68 @@ func TimeSeriesChart(id, title, xlabel string, series []TimeSeries, sequential b
 				name = ""
 			}
 		}
-		var tp, lat plotter.XYs
+		clr := seriesColor(colour)
+		var tp, p99 plotter.XYs
 		for j := range s.AtS {
 			tp = append(tp, plotter.XY{X: s.AtS[j], Y: s.PerSec[j]})
-			y := s.P99Us[j]
-			if logY {
-				y = math.Max(y, 1)
-			}
-			lat = append(lat, plotter.XY{X: s.AtS[j], Y: y})
+			p99 = append(p99, plotter.XY{X: s.AtS[j], Y: yOf(s.P99Us[j])})
 		}
-		l, err := line(top, tp, seriesColor(colour), 1.4)
+		l, err := line(top, tp, clr, 1.4)
 		if err != nil {
 			return nil, fmt.Errorf("results: chart %s: %w", id, err)
 		}
-		if _, err := line(bottom, lat, seriesColor(colour), 1.4); err != nil {
+		if banded {
+			for _, band := range []struct {
+				name   string
+				lo, hi []float64
+				alpha  uint8
+			}{{"p99.9–max", s.P999Us, s.MaxUs, 0x22}, {"p99–p99.9", s.P99Us, s.P999Us, 0x44}, {"p50–p99", s.P50Us, s.P99Us, 0x70}} {
+				poly, err := bandPolygon(s.AtS, band.lo, band.hi, yOf)
+				if err != nil {
+					return nil, fmt.Errorf("results: chart %s: %w", id, err)
+				}
+				r, g, b, _ := clr.RGBA()
+				poly.Color = color.NRGBA{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8), band.alpha}
+				poly.LineStyle.Width = 0
+				mid.Add(poly)
+				if !bandsKeyed {
+					key := *poly
+					key.Color = color.NRGBA{0x50, 0x50, 0x50, band.alpha}
+					mid.Legend.Add(band.name, &key)
+				}
+			}
+		}
+		pl, err := line(mid, p99, clr, 1.4)
+		if err != nil {
 			return nil, fmt.Errorf("results: chart %s: %w", id, err)
 		}
-		if len(series) > 1 && name != "" {
+		if banded && !bandsKeyed {
+			mid.Legend.Add("p99", pl)
+			bandsKeyed = true
+		}
+		if errs != nil && len(s.SecAtS) > 0 {
+			var all, nq plotter.XYs
+			for j := range s.SecAtS {
+				all = append(all, plotter.XY{X: s.SecAtS[j], Y: s.ErrorsPerSec[j]})
+				nq = append(nq, plotter.XY{X: s.SecAtS[j], Y: s.NoQuorumPerSec[j]})
+			}
+			el, err := line(errs, all, clr, 1.4)
+			if err != nil {
+				return nil, fmt.Errorf("results: chart %s: %w", id, err)
+			}
+			nl, err := line(errs, nq, clr, 1.4, vg.Points(4), vg.Points(2))
+			if err != nil {
+				return nil, fmt.Errorf("results: chart %s: %w", id, err)
+			}
+			if !errsKeyed {
+				errsKeyed = true
+				ek, nk := *el, *nl
+				ek.LineStyle.Color, nk.LineStyle.Color = markerDark, markerDark
+				errs.Legend.Add("errors/s, every kind", &ek)
+				errs.Legend.Add("no quorum/s", &nk)
+			}
+		}
+		if len(drawn) > 1 && name != "" {
 			top.Legend.Add(name, l)
 		}
 		for _, f := range s.Faults {
@@ -617,23 +822,44 @@ func TimeSeriesChart(id, title, xlabel string, series []TimeSeries, sequential b
 			once(&warmups, Fault{Name: "warm-up", Action: "warm-up", FromS: s.WarmupFromS, ToS: s.WarmupToS})
 		}
 		xEnd = math.Max(xEnd, s.EndS)
-		n++
-	}
-	if n == 0 {
-		return nil, nil
 	}
 	top.Legend.Left = sequential
-	top.X.Tick.Marker, bottom.X.Tick.Marker = secondsTicks{}, secondsTicks{}
-	// Share the x range, so that the panels line up.
-	xmin, xmax := math.Min(top.X.Min, bottom.X.Min), math.Max(top.X.Max, bottom.X.Max)
+	top.Y.Max *= 1.18 // room for the labels
+	if errs != nil && errs.Y.Max < 1 {
+		errs.Y.Max = 1 // no errors: a flat line at 0, under a readable axis
+	}
+	latencyRange(&mid.Y, logY)
+	return c, drawTimePanels(c, panels, faults, down, warmups, xEnd, sequential)
+}
+
+// bandPolygon is the band between lo and hi over xs.
+func bandPolygon(xs, lo, hi []float64, y func(float64) float64) (*plotter.Polygon, error) {
+	var pts plotter.XYs
+	for j := range xs {
+		pts = append(pts, plotter.XY{X: xs[j], Y: y(hi[j])})
+	}
+	for j := len(xs) - 1; j >= 0; j-- {
+		pts = append(pts, plotter.XY{X: xs[j], Y: y(lo[j])})
+	}
+	return plotter.NewPolygon(pts)
+}
+
+// drawTimePanels shares the time axis of panels (stacked top to bottom),
+// shades the warm-ups, downtimes and faults on each, labelled on the top
+// one, and renders them.
+func drawTimePanels(c *Chart, panels []*plot.Plot, faults, down, warmups []Fault, xEnd float64, sequential bool) error {
+	xmin, xmax := math.Inf(1), math.Inf(-1)
+	for _, pl := range panels {
+		pl.X.Tick.Marker = secondsTicks{}
+		xmin, xmax = math.Min(xmin, pl.X.Min), math.Max(xmax, pl.X.Max)
+	}
 	for _, f := range append(append(append([]Fault{}, faults...), down...), warmups...) {
 		xmin, xmax = math.Min(xmin, f.FromS), math.Max(xmax, f.ToS)
 	}
 	xmin, xmax = math.Min(xmin, 0), math.Max(xmax, xEnd)
-	top.X.Min, top.X.Max, bottom.X.Min, bottom.X.Max = xmin, xmax, xmin, xmax
-	top.Y.Max *= 1.18 // room for the labels
-	latencyRange(&bottom.Y, logY)
-	for _, pl := range []*plot.Plot{top, bottom} {
+	top := panels[0]
+	for _, pl := range panels {
+		pl.X.Min, pl.X.Max = xmin, xmax
 		// Labels on the top panel only.
 		warmupText, downText, faultText := color.Color(nil), color.Color(nil), color.Color(nil)
 		if pl == top {
@@ -643,27 +869,163 @@ func TimeSeriesChart(id, title, xlabel string, series []TimeSeries, sequential b
 			warmupText = nil // the legend is there; the caption says what grey is
 		}
 		if err := shade(pl, warmups, warmupFill, nil, warmupText, 1); err != nil {
-			return nil, fmt.Errorf("results: chart %s: %w", id, err)
+			return fmt.Errorf("results: chart %s: %w", c.ID, err)
 		}
 		if err := shade(pl, down, downFill, nil, downText, 2); err != nil {
-			return nil, fmt.Errorf("results: chart %s: %w", id, err)
+			return fmt.Errorf("results: chart %s: %w", c.ID, err)
 		}
 		if err := shade(pl, faults, faultFill, faultLine, faultText, 1); err != nil {
-			return nil, fmt.Errorf("results: chart %s: %w", id, err)
+			return fmt.Errorf("results: chart %s: %w", c.ID, err)
 		}
 	}
-	return c, render(c, 9*vg.Inch, 6*vg.Inch, func(dc draw.Canvas) {
-		tiles := draw.Tiles{Rows: 2, Cols: 1, PadY: vg.Points(6), PadBottom: vg.Points(2), PadTop: vg.Points(2)}
-		cs := plot.Align([][]*plot.Plot{{top}, {bottom}}, tiles, dc)
-		top.Draw(cs[0][0])
-		bottom.Draw(cs[1][0])
+	h := []vg.Length{4.4, 6, 8}[min(len(panels), 3)-1] * vg.Inch
+	return render(c, 9*vg.Inch, h, func(dc draw.Canvas) {
+		rows := make([][]*plot.Plot, len(panels))
+		for i, pl := range panels {
+			rows[i] = []*plot.Plot{pl}
+		}
+		tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadY: vg.Points(6), PadBottom: vg.Points(2), PadTop: vg.Points(2)}
+		cs := plot.Align(rows, tiles, dc)
+		for i, pl := range panels {
+			pl.Draw(cs[i][0])
+		}
 	})
 }
 
-// shade draws each span as a band of fill over the plot's current y range;
-// an instant one (under 50ms) as a dashed line of edge, or not at all
-// without one. With a text colour, the spans are named at their start, on
-// the given line from the top (1 or 2).
+// segments are the runs of vs without NaN, at xs: a line through each
+// leaves a gap where a value is missing.
+func segments(xs, vs []float64) []plotter.XYs {
+	var out []plotter.XYs
+	var seg plotter.XYs
+	for j, v := range vs {
+		if math.IsNaN(v) {
+			if len(seg) > 0 {
+				out = append(out, seg)
+			}
+			seg = nil
+			continue
+		}
+		seg = append(seg, plotter.XY{X: xs[j], Y: v})
+	}
+	if len(seg) > 0 {
+		out = append(out, seg)
+	}
+	return out
+}
+
+// MasterLatencyChart draws each master's PING round trip per second
+// (intervals.json's master_rtt_us), one line per master, with the faults
+// shaded as on the over-time chart; nil when no run recorded any. For one
+// run, or sequential ones on the same masters.
+func MasterLatencyChart(id, title, xlabel string, series []TimeSeries, sequential bool) (*Chart, error) {
+	c := &Chart{ID: id, Title: title,
+		Caption: "Each master's round trip: once a second, one PING on a connection of its own to the address the engine dials " +
+			"(through the fault proxies when faults are on); the point is the round trip of the reply that came in that second. " +
+			"A gap: no reply within the second (a paused, cut or stopped master; a paused one's late reply shows as one long round trip when it comes). " +
+			"A vote waits for the quorum's slowest master, so a master apart from the others shows here before it shows in the acquisitions' latency."}
+	p := newPlot(title, xlabel, "PING round trip")
+	lo, hi := math.Inf(1), 0.0
+	var masters []string
+	for _, s := range series {
+		for _, vs := range s.MasterRTTUs {
+			for _, v := range vs {
+				if !math.IsNaN(v) {
+					lo, hi = math.Min(lo, v), math.Max(hi, v)
+				}
+			}
+		}
+		if len(s.Masters) > len(masters) {
+			masters = s.Masters
+		}
+	}
+	if hi == 0 {
+		return nil, nil
+	}
+	logY := logLatencyAxis(lo, hi)
+	if logY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = latencyTicks{}
+	} else {
+		p.Y.Tick.Marker = linearLatencyTicks{}
+		p.Y.Min = 0
+	}
+	var faults, down, warmups []Fault
+	seen := map[string]bool{}
+	once := func(list *[]Fault, f Fault) {
+		if k := fmt.Sprintf("%s %s@%.3f", f.Action, f.Name, f.FromS); !seen[k] {
+			seen[k] = true
+			*list = append(*list, f)
+		}
+	}
+	keyed := map[int]bool{}
+	xEnd := math.Inf(-1)
+	for _, s := range series {
+		for m, vs := range s.MasterRTTUs {
+			clr := seriesColor(m)
+			var pts plotter.XYs
+			for j, v := range vs {
+				if !math.IsNaN(v) {
+					pts = append(pts, plotter.XY{X: s.SecAtS[j], Y: v})
+				}
+			}
+			if len(pts) == 0 {
+				continue
+			}
+			for _, seg := range segments(s.SecAtS, vs) {
+				if len(seg) > 1 {
+					if _, err := line(p, seg, clr, 1.2); err != nil {
+						return nil, fmt.Errorf("results: chart %s: %w", id, err)
+					}
+				}
+			}
+			sc, err := plotter.NewScatter(pts)
+			if err != nil {
+				return nil, fmt.Errorf("results: chart %s: %w", id, err)
+			}
+			sc.GlyphStyle = draw.GlyphStyle{Color: clr, Radius: vg.Points(1.6), Shape: draw.CircleGlyph{}}
+			p.Add(sc)
+			if !keyed[m] {
+				keyed[m] = true
+				name := fmt.Sprintf("master %d", m)
+				if m < len(masters) {
+					name += " " + masters[m]
+				}
+				p.Legend.Add(name, sc)
+			}
+		}
+		for _, f := range s.Faults {
+			if sequential {
+				f.Name, _, _ = strings.Cut(f.Name, "@")
+			}
+			once(&faults, f)
+		}
+		for _, f := range s.Down {
+			once(&down, f)
+		}
+		if s.WarmupToS > s.WarmupFromS {
+			once(&warmups, Fault{Name: "warm-up", Action: "warm-up", FromS: s.WarmupFromS, ToS: s.WarmupToS})
+		}
+		xEnd = math.Max(xEnd, s.EndS)
+	}
+	// The legend at the top right, under the faults' labels, and room
+	// above the data for both.
+	p.Legend.Left = false
+	p.Legend.YOffs = vg.Points(-40)
+	if logY {
+		p.Y.Max *= 4
+	} else {
+		p.Y.Max *= 1.25
+	}
+	latencyRange(&p.Y, logY)
+	return c, drawTimePanels(c, []*plot.Plot{p}, faults, down, warmups, xEnd, sequential)
+}
+
+// shade draws each span as a band of fill over the plot's current y range
+// (one under 50ms is too narrow for one); with an edge colour (faults), a
+// dashed line of it at every span's start too, so that each label has its
+// mark however narrow the band is at the chart's scale (a restart's third
+// of a second in a minute's run). With a text colour, the spans are named
+// at their start, on the given line from the top (1 or 2).
 func shade(p *plot.Plot, spans []Fault, fill, edge, text color.Color, row int) error {
 	if len(spans) == 0 {
 		return nil
@@ -672,35 +1034,54 @@ func shade(p *plot.Plot, spans []Fault, fill, edge, text color.Color, row int) e
 	if math.IsInf(ylo, 0) || math.IsInf(yhi, 0) {
 		return nil
 	}
-	var at plotter.XYs
-	var texts []string
-	for i, f := range spans {
-		switch {
-		case f.ToS-f.FromS > 0.05:
-			poly, err := plotter.NewPolygon(plotter.XYs{{X: f.FromS, Y: ylo}, {X: f.ToS, Y: ylo}, {X: f.ToS, Y: yhi}, {X: f.FromS, Y: yhi}})
-			if err != nil {
-				return err
-			}
-			poly.Color = fill
-			poly.LineStyle.Width = 0
-			p.Add(poly)
-		case edge != nil:
-			if _, err := line(p, plotter.XYs{{X: f.FromS, Y: ylo}, {X: f.FromS, Y: yhi}}, edge, 1, vg.Points(3), vg.Points(2)); err != nil {
-				return err
-			}
-		default:
-			continue
+	bands, lines := spanMarks(spans, edge != nil)
+	for _, f := range bands {
+		poly, err := plotter.NewPolygon(plotter.XYs{{X: f.FromS, Y: ylo}, {X: f.ToS, Y: ylo}, {X: f.ToS, Y: yhi}, {X: f.FromS, Y: yhi}})
+		if err != nil {
+			return err
 		}
-		if f.Action == "warm-up" && i > 0 {
-			continue // one label says what the grey bands are
+		poly.Color = fill
+		poly.LineStyle.Width = 0
+		p.Add(poly)
+	}
+	for _, x := range lines {
+		if _, err := line(p, plotter.XYs{{X: x, Y: ylo}, {X: x, Y: yhi}}, edge, 1, vg.Points(3), vg.Points(2)); err != nil {
+			return err
 		}
-		at = append(at, plotter.XY{X: f.FromS, Y: yhi})
-		texts = append(texts, f.Name)
 	}
 	if text == nil {
 		return nil
 	}
+	var at plotter.XYs
+	var texts []string
+	for i, f := range spans {
+		if f.Action == "warm-up" && i > 0 {
+			continue // one label says what the grey bands are
+		}
+		if edge == nil && f.ToS-f.FromS <= instantS {
+			continue // nothing drawn to name
+		}
+		at = append(at, plotter.XY{X: f.FromS, Y: yhi})
+		texts = append(texts, f.Name)
+	}
 	return labels(p, at, texts, text, 8, vg.Points(2), vg.Points(-10*float64(row)))
+}
+
+// instantS is the longest span drawn as an instant: no band.
+const instantS = 0.05
+
+// spanMarks is what shade draws of spans: a band for each that lasts
+// longer than an instant, and, when edged, a line at every span's start.
+func spanMarks(spans []Fault, edged bool) (bands []Fault, lines []float64) {
+	for _, f := range spans {
+		if f.ToS-f.FromS > instantS {
+			bands = append(bands, f)
+		}
+		if edged {
+			lines = append(lines, f.FromS)
+		}
+	}
+	return bands, lines
 }
 
 // SweepLatencyChart draws latency (p50, p99, p99.9) against throughput
@@ -708,7 +1089,8 @@ func shade(p *plot.Plot, spans []Fault, fill, edge, text color.Color, row int) e
 func SweepLatencyChart(id string, sw *Sweep) (*Chart, error) {
 	title := fmt.Sprintf("Latency against throughput: %s", sw.Label)
 	c := &Chart{ID: id, Title: title,
-		Caption: fmt.Sprintf("Each point is one step of the sweep (labelled with its %s); x is the throughput it achieved, y its %s latency. Where the lines turn upward, more load buys latency, not throughput.", sw.Param, sw.Latency)}
+		Caption: fmt.Sprintf("Each point is one step of the sweep (labelled with its %s); x is the throughput it achieved, y its %s latency. Where the lines turn upward, more load buys latency, not throughput. "+
+			"Hollow points, not joined: steps that achieved less than an earlier step did (past saturation, more load lost throughput); the line joins the others in the sweep's order, never going back.", sw.Param, sw.Latency)}
 	p := newPlot(title, "acquisitions/s", sw.Latency+" latency")
 	p.X.Tick.Marker = countTicks{}
 	var pts []SweepPoint
@@ -749,12 +1131,18 @@ func SweepLatencyChart(id string, sw *Sweep) (*Chart, error) {
 		{"p99", func(s Stats) int64 { return s.P99 }},
 		{"p99.9", func(s Stats) int64 { return s.P999 }},
 	}
+	ahead, behind := sweepCurve(pts)
 	var p99 plotter.XYs
+	var names []string
 	for i, cv := range curves {
-		var xys plotter.XYs
-		for _, pt := range pts {
-			xys = append(xys, plotter.XY{X: pt.AcquiredPerSec, Y: y(cv.get(pt.LatencyUs))})
+		at := func(pts []SweepPoint) plotter.XYs {
+			var xys plotter.XYs
+			for _, pt := range pts {
+				xys = append(xys, plotter.XY{X: pt.AcquiredPerSec, Y: y(cv.get(pt.LatencyUs))})
+			}
+			return xys
 		}
+		xys := at(ahead)
 		l, err := line(p, xys, seriesColor(i), 1.6)
 		if err != nil {
 			return nil, fmt.Errorf("results: chart %s: %w", id, err)
@@ -766,12 +1154,24 @@ func SweepLatencyChart(id string, sw *Sweep) (*Chart, error) {
 		sc.GlyphStyle = draw.GlyphStyle{Color: seriesColor(i), Radius: vg.Points(2.2), Shape: draw.CircleGlyph{}}
 		p.Add(sc)
 		p.Legend.Add(cv.name, l, sc)
+		if len(behind) > 0 {
+			back, err := plotter.NewScatter(at(behind))
+			if err != nil {
+				return nil, fmt.Errorf("results: chart %s: %w", id, err)
+			}
+			back.GlyphStyle = draw.GlyphStyle{Color: seriesColor(i), Radius: vg.Points(3), Shape: draw.RingGlyph{}}
+			p.Add(back)
+			if i == len(curves)-1 {
+				key := *back
+				key.GlyphStyle.Color = markerDark
+				p.Legend.Add("less throughput than an earlier step (not joined)", &key)
+			}
+		}
 		if cv.name == "p99" {
-			p99 = xys
+			p99 = append(xys, at(behind)...)
 		}
 	}
-	var names []string
-	for _, pt := range pts {
+	for _, pt := range append(append([]SweepPoint{}, ahead...), behind...) {
 		names = append(names, FormatSweepLabel(sw.Param, pt.Value))
 	}
 	if err := labels(p, p99, names, markerDark, 8, vg.Points(4), vg.Points(2)); err != nil {
@@ -792,6 +1192,23 @@ func SweepLatencyChart(id string, sw *Sweep) (*Chart, error) {
 	}
 	latencyRange(&p.Y, logY)
 	return c, renderPlot(c, p, 9*vg.Inch, 4.8*vg.Inch)
+}
+
+// sweepCurve splits a sweep's points, in sweep order, into those a line
+// joins, each having achieved at least the throughput of every step
+// before it, and those behind, which achieved less than an earlier step
+// did: a line through them would fold back on the throughput axis.
+func sweepCurve(pts []SweepPoint) (ahead, behind []SweepPoint) {
+	best := math.Inf(-1)
+	for _, pt := range pts {
+		if pt.AcquiredPerSec < best {
+			behind = append(behind, pt)
+			continue
+		}
+		best = pt.AcquiredPerSec
+		ahead = append(ahead, pt)
+	}
+	return ahead, behind
 }
 
 // SweepThroughputChart draws throughput against the swept value, marking
@@ -821,7 +1238,7 @@ func SweepThroughputChart(id string, sw *Sweep) (*Chart, error) {
 	}
 	if lo > 0 && hi/lo >= 8 {
 		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = countTicks{log: true}
+		p.X.Tick.Marker = sweptTicks{values: sw.Values}
 	} else {
 		p.X.Tick.Marker = countTicks{}
 	}
@@ -875,6 +1292,31 @@ func markSweep(p *plot.Plot, sw *Sweep, at func(SweepPoint) plotter.XY) error {
 		if err := mark(*sw.SLOPoint, "best within "+sw.ObjectivesText()+": "+ParamValue(sw.Param, sw.SLOPoint.Value), draw.SquareGlyph{}, color.RGBA{0x59, 0xa1, 0x4f, 0xff}, 4.5); err != nil {
 			return err
 		}
+	}
+	// Steps whose run was DEGRADED or UNSAFE: one legend entry each,
+	// naming the steps.
+	for _, v := range []struct {
+		verdict, why string
+		shape        draw.GlyphDrawer
+	}{{"DEGRADED", "errors or lost leases", draw.CrossGlyph{}}, {"UNSAFE", "violations or stale tokens", draw.PyramidGlyph{}}} {
+		var xys plotter.XYs
+		var steps []string
+		for _, pt := range sw.Points {
+			if pt.Verdict() == v.verdict && pt.LatencyUs.Count > 0 {
+				xys = append(xys, at(pt))
+				steps = append(steps, FormatSweepLabel(sw.Param, pt.Value))
+			}
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		sc, err := plotter.NewScatter(xys)
+		if err != nil {
+			return err
+		}
+		sc.GlyphStyle = draw.GlyphStyle{Color: faultLine, Radius: vg.Points(5), Shape: v.shape}
+		p.Add(sc)
+		p.Legend.Add(fmt.Sprintf("%s (%s): %s", v.verdict, v.why, strings.Join(steps, ", ")), sc)
 	}
 	return nil
 }

@@ -249,7 +249,13 @@ func runCharts(sec *sectionView, in *Input, add func(*sectionView) func(*Chart, 
 	if sequential {
 		xlabel = "seconds since the first step started (steps one after another; warm-ups shaded)"
 	}
-	return add(sec)(TimeSeriesChart("over-time", "Over time: "+title, xlabel, ts, sequential))
+	if err := add(sec)(TimeSeriesChart("over-time", "Over time: "+title, xlabel, ts, sequential)); err != nil {
+		return err
+	}
+	if !sequential && len(ts) != 1 {
+		return nil // overlaid runs' masters would cross each other's lines
+	}
+	return add(sec)(MasterLatencyChart("master-latency", "Each master's round trip: "+title, xlabel, ts, sequential))
 }
 
 // runDistribution samples a run's distribution of tag: from its full
@@ -535,6 +541,9 @@ func sweepTable(sw *Sweep) *sweepView {
 		}
 		if pt.Interrupted {
 			marks = append(marks, "interrupted")
+		}
+		if v := pt.Verdict(); v != "" {
+			marks = append(marks, v)
 		}
 		r.Mark = strings.Join(marks, ", ")
 		if pt.MeetsSLO != nil {

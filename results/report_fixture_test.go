@@ -26,7 +26,14 @@ type synthRun struct {
 	ttl                 string
 	faults              []map[string]any
 	hostname            string
-	extra               map[string]any // fields added to summary.json as they are
+	// errorsAt gives a measured second's errors, and how many of them
+	// were no_quorum (the others are timeouts); none when nil.
+	errorsAt func(sec int) (errs, noQuorum int64)
+	// masterRTTUs gives master m's PING round trip in a second (the
+	// warm-up's are negative), -1 for none; intervals.json has none when
+	// nil.
+	masterRTTUs func(sec, m int) int64
+	extra       map[string]any // fields added to summary.json as they are
 }
 
 // synthSamples is how many quantiles stand for each second's values.
@@ -82,7 +89,23 @@ func writeSynthRun(t testing.TB, dir string, r synthRun) *Summary {
 		t.Fatal(err)
 	}
 	total := NewSet()
-	var acquired, failed int64
+	var acquired, failed, timeouts, noQuorum int64
+	var ivs []Interval
+	second := func(sec int, n int64) Interval {
+		iv := Interval{TS: float64(r.warmupS + sec), LengthS: 1, Warmup: sec < 0, Acquired: n, AcquiredPerS: float64(n), FaultsActive: []string{}}
+		if r.errorsAt != nil && sec >= 0 {
+			iv.Errors, iv.NoQuorum = r.errorsAt(sec)
+		}
+		if r.masterRTTUs != nil {
+			for m := range 5 {
+				iv.MasterRTTUs = append(iv.MasterRTTUs, r.masterRTTUs(sec, m))
+			}
+		}
+		return iv
+	}
+	for sec := -r.warmupS; sec < 0; sec++ {
+		ivs = append(ivs, second(sec, 0))
+	}
 	for sec := 0; sec < r.seconds; sec++ {
 		iv := NewSet()
 		n := r.perSec(sec)
@@ -104,6 +127,10 @@ func writeSynthRun(t testing.TB, dir string, r synthRun) *Summary {
 		total.Merge(iv)
 		acquired += n
 		failed += n / 10
+		rec := second(sec, n)
+		timeouts += rec.Errors - rec.NoQuorum
+		noQuorum += rec.NoQuorum
+		ivs = append(ivs, rec)
 	}
 	if err := os.WriteFile(filepath.Join(dir, IntervalsLog), hl.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
@@ -133,14 +160,15 @@ func writeSynthRun(t testing.TB, dir string, r synthRun) *Summary {
 		Attempts:     acquired + failed,
 		Acquired:     acquired,
 		Contended:    failed,
-		Errors:       map[string]int64{"no_quorum": 0, "timeout": 0, "other": 0, "release": 0},
+		Errors:       map[string]int64{"no_quorum": noQuorum, "timeout": timeouts, "other": 0, "release": 0},
 		Checked:      true,
 	}
+	s.Attempts += noQuorum + timeouts
 	if r.seconds > 0 {
 		s.AcquiredPerSec = math.Round(float64(acquired)/float64(r.seconds)*10) / 10
 	}
 	s.SetLatencies(total)
-	if err := WriteRun(dir, s, total); err != nil {
+	if err := (&Run{Summary: s, Histograms: total, Intervals: ivs}).WriteDir(dir); err != nil {
 		t.Fatal(err)
 	}
 	if len(r.faults) > 0 || len(r.extra) > 0 {
@@ -178,7 +206,8 @@ var synthStart = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 // writeSynthSweep writes a closed-loop sweep of workers 1..1024 over a
 // system that serves 2000 acquisitions/s per worker up to 40000/s:
 // throughput stops growing at 64 workers (the knee), and p99 < 5ms holds up
-// to 16 workers.
+// to 16 workers. At 1024 workers some attempts time out: that step is
+// DEGRADED.
 func writeSynthSweep(t testing.TB, dir string, slo *SLO) *Sweep {
 	t.Helper()
 	values := []float64{1, 4, 16, 64, 256, 1024}
@@ -205,12 +234,20 @@ func writeSynthSweep(t testing.TB, dir string, slo *SLO) *Sweep {
 		meanUs := w / tp * 1e6 // Little's law
 		label := fmt.Sprintf("redlock-w%d-r1000-try", int(w))
 		name := fmt.Sprintf("%02d-%s", i+1, label)
+		var errorsAt func(int) (int64, int64)
+		if w == 1024 {
+			errorsAt = func(int) (int64, int64) { return 80, 0 }
+		}
 		s := writeSynthRun(t, filepath.Join(dir, name), synthRun{
 			label: label, workers: int(w),
 			start: synthStart.Add(time.Duration(i*5) * time.Second), warmupS: 1, seconds: 3,
 			perSec:    func(int) int64 { return int64(tp) },
 			latencyUs: exponential(0, meanUs),
 			holdUs:    1000,
+			errorsAt:  errorsAt,
+			// The masters slow down as the load grows; master 3 is
+			// further away.
+			masterRTTUs: func(sec, m int) int64 { return int64(120 + 15*m + 200*boolInt(m == 3) + int(w)/4 + 7*(sec%2)) },
 		})
 		sw.Points = append(sw.Points, PointFromSummary(i, w, name, s, Acquire))
 	}
@@ -223,4 +260,11 @@ func writeSynthSweep(t testing.TB, dir string, slo *SLO) *Sweep {
 		t.Fatal(err)
 	}
 	return sw
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

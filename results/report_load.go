@@ -39,6 +39,10 @@ type RunDir struct {
 	// when the file is missing. Their StartTimeMs and EndTimeMs are
 	// absolute (milliseconds since the epoch).
 	Intervals []Tagged
+	// PerSecond are the run's seconds from intervals.json, warm-up
+	// included (errors, no_quorum errors, the masters' round trips); nil
+	// when the file is missing (runs written before it) or unreadable.
+	PerSecond []Interval
 	// Hgrm are the percentile distributions of the .hgrm files, by tag,
 	// read only when histograms.hlog is missing.
 	Hgrm map[string]*Hgrm
@@ -116,6 +120,13 @@ func LoadRunDir(dir string) (*RunDir, error) {
 		r.intervalsBase = logBaseTime(b)
 	} else {
 		r.Notes = append(r.Notes, fmt.Sprintf("%s: no %s; no time series", dir, IntervalsLog))
+	}
+	if f, err := os.Open(filepath.Join(dir, IntervalsJSON)); err == nil {
+		r.PerSecond, err = ReadIntervals(f)
+		f.Close()
+		if err != nil {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s: %v; no errors over time", filepath.Join(dir, IntervalsJSON), err))
+		}
 	}
 	return r, nil
 }

@@ -68,6 +68,29 @@ func writeReportFixtures(t testing.TB, root string) (sweep, compare, run string)
 			return 25000
 		},
 		latencyUs: exponential(200, 700), holdUs: 500,
+		// Timeouts while master 2 is paused; a few no-quorum errors as
+		// master 4 is killed.
+		errorsAt: func(sec int) (int64, int64) {
+			switch {
+			case sec >= 3 && sec < 6:
+				return 40, 0
+			case sec == 8:
+				return 12, 10
+			}
+			return 0, 0
+		},
+		// Master 2's PING sent as it is paused is answered when the pause
+		// ends, 3s later; master 4 answers nothing from its kill until a
+		// second after its restart.
+		masterRTTUs: func(sec, m int) int64 {
+			switch {
+			case m == 2 && sec >= 3 && sec < 6, m == 4 && sec >= 8 && sec < 11:
+				return -1
+			case m == 2 && sec == 6:
+				return 3_000_000
+			}
+			return int64(180 + 20*m + 15*(sec%3))
+		},
 		slowdown: func(sec int) float64 {
 			switch {
 			case sec >= 3 && sec < 6:
@@ -179,10 +202,11 @@ func TestReportFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := chartIDs(html)
-	// Sweep: latency/throughput, throughput, distribution, time; compare:
-	// distribution, time; run: distribution, time.
-	if len(ids) != 8 {
-		t.Fatalf("%d charts (%v), want 8", len(ids), ids)
+	// Run: distribution, time, masters; sweep: latency/throughput,
+	// throughput, distribution, time, masters; compare: distribution,
+	// time (its overlaid runs get no masters' chart).
+	if len(ids) != 10 {
+		t.Fatalf("%d charts (%v), want 10", len(ids), ids)
 	}
 	for _, id := range ids {
 		for _, ext := range []string{".svg", ".png"} {
@@ -418,8 +442,8 @@ window.addEventListener("load", function () {
 			t.Errorf("chart %s is not in the rendered page", id)
 		}
 	}
-	if len(ids) != 8 {
-		t.Errorf("%d charts, want 8", len(ids))
+	if len(ids) != 10 {
+		t.Errorf("%d charts, want 10", len(ids))
 	}
 
 	b, err := os.ReadFile(shot)

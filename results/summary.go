@@ -287,10 +287,17 @@ type Interval struct {
 	// P99Us is the 99th percentile of the interval's acquire latency (wait
 	// latency in mode wait).
 	P99Us int64 `json:"p99_us"`
-	// Contended, Errors and LostLeases count the interval's operations.
+	// Contended, Errors and LostLeases count the interval's operations;
+	// NoQuorum the errors of kind no_quorum among Errors.
 	Contended  int64 `json:"contended"`
 	Errors     int64 `json:"errors"`
+	NoQuorum   int64 `json:"no_quorum"`
 	LostLeases int64 `json:"lost_leases"`
+	// MasterRTTUs is, per master (in Masters' order), the round trip in
+	// µs of a PING answered in the interval, on a connection of its own;
+	// -1 when none was answered (a paused, cut or stopped master). Absent
+	// for engines without masters.
+	MasterRTTUs []int64 `json:"master_rtt_us,omitempty"`
 	// Violations is the oracle's count so far, over the whole run.
 	Violations int64 `json:"violations"`
 	// Subscriptions is the number of release-notification subscriptions

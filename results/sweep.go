@@ -87,6 +87,9 @@ type SweepPoint struct {
 	Acquired   int64 `json:"acquired"`
 	Errors     int64 `json:"errors"`
 	Violations int64 `json:"violations"`
+	// LostLeases and StaleTokens are the step's, as in summary.json.
+	LostLeases  int64 `json:"lost_leases"`
+	StaleTokens int64 `json:"stale_tokens"`
 	// BacklogMax is the open loop's largest backlog (0 in a closed loop).
 	BacklogMax int64 `json:"backlog_max"`
 	// Interrupted marks a step stopped early; it counts for neither the
@@ -146,6 +149,8 @@ func PointFromSummary(index int, value float64, dir string, s *Summary, latency 
 		Acquired:       s.Acquired,
 		Errors:         s.ErrorTotal(),
 		Violations:     s.Violations,
+		LostLeases:     s.LostLeases,
+		StaleTokens:    s.StaleTokens,
 		BacklogMax:     s.BacklogMax,
 		Interrupted:    s.Interrupted,
 		LatencyUs:      s.Latency(latency),
@@ -231,6 +236,19 @@ func (sw *Sweep) ObjectivesText() string {
 	return strings.Join(texts, ", ")
 }
 
+// Verdict is the step's verdict, as the run's one-line summary gives it:
+// "UNSAFE" for violations or stale fencing tokens, "DEGRADED" for errors
+// or lost leases (its figures include failed operations), "" otherwise.
+func (p SweepPoint) Verdict() string {
+	switch {
+	case p.Violations > 0 || p.StaleTokens > 0:
+		return "UNSAFE"
+	case p.Errors > 0 || p.LostLeases > 0:
+		return "DEGRADED"
+	}
+	return ""
+}
+
 // usable reports whether a point may count for the knee or the SLO.
 func usable(p SweepPoint) bool {
 	return !p.Interrupted && p.Acquired > 0 && p.AcquiredPerSec > 0 && p.Value > 0
@@ -307,24 +325,57 @@ func FindKnee(points []SweepPoint, param string) Knee {
 		knee.Reason = fmt.Sprintf("%s was the highest rate fully served: at %s the masters achieved %s/s (%.0f%% of it), and %s",
 			ParamValue(param, a.Value), ParamValue(param, b.Value), thousands(b.AcquiredPerSec), 100*b.AcquiredPerSec/b.Value, lat)
 	} else {
-		best := use[k+1]
-		for _, c := range use[k+1:] {
-			if c.AcquiredPerSec > best.AcquiredPerSec {
-				best = c
-			}
-		}
-		gain := best.AcquiredPerSec/a.AcquiredPerSec - 1
-		grew := fmt.Sprintf("grew by at most %.0f%%", gain*100)
-		if gain < 0.005 {
-			grew = "did not grow"
-		}
-		knee.Reason = fmt.Sprintf("past %s, throughput %s (the best later step: %s/s at %s) while %s",
-			ParamValue(param, a.Value), grew, thousands(best.AcquiredPerSec), ParamValue(param, best.Value), lat)
+		knee.Reason = fmt.Sprintf("past %s, throughput %s, while %s", ParamValue(param, a.Value), pastKnee(a, use[k+1:], param), lat)
 	}
 	if k == 0 {
 		knee.Reason += "; the first point is already saturated: sweep lower values to see where it begins"
 	}
 	return knee
+}
+
+// pastKnee says what throughput did at the steps after the knee a: how
+// much it grew at most, or that it did not, and how far it fell by the
+// last step when it fell (a sweep whose throughput halved past the knee
+// must not read as one that merely stopped growing).
+func pastKnee(a SweepPoint, later []SweepPoint, param string) string {
+	best, last := later[0], later[len(later)-1]
+	for _, c := range later {
+		if c.AcquiredPerSec > best.AcquiredPerSec {
+			best = c
+		}
+	}
+	at := func(p SweepPoint) string {
+		return fmt.Sprintf("%s/s at %s", thousands(p.AcquiredPerSec), ParamValue(param, p.Value))
+	}
+	gain := best.AcquiredPerSec/a.AcquiredPerSec - 1
+	drop := 1 - last.AcquiredPerSec/a.AcquiredPerSec
+	switch {
+	case best.Index == last.Index && drop >= KneeFall:
+		return fmt.Sprintf("fell %s, to %s", fallBy(drop), at(last))
+	case gain >= 0.005:
+		return fmt.Sprintf("grew by at most %.0f%% (the best later step: %s)", gain*100, at(best))
+	case drop >= KneeFall:
+		return fmt.Sprintf("did not grow (the best later step: %s) and then fell %s, to %s", at(best), fallBy(drop), at(last))
+	}
+	return fmt.Sprintf("did not grow (the best later step: %s)", at(best))
+}
+
+// KneeFall is the fall of throughput below the knee's, at the last step,
+// that the knee's reason reports (5%).
+const KneeFall = 0.05
+
+// fallBy words a fall of frac (0..1) of the throughput: "by half", "by a
+// third", or "by 12%".
+func fallBy(frac float64) string {
+	for _, f := range []struct {
+		v    float64
+		name string
+	}{{1.0 / 4, "a quarter"}, {1.0 / 3, "a third"}, {1.0 / 2, "half"}, {2.0 / 3, "two thirds"}, {3.0 / 4, "three quarters"}} {
+		if math.Abs(frac-f.v) < 0.015 {
+			return "by " + f.name
+		}
+	}
+	return fmt.Sprintf("by %.0f%%", frac*100)
 }
 
 // growsAfter reports whether some later point adds throughput over a:

@@ -48,7 +48,31 @@ func TestFindKnee(t *testing.T) {
 			name: "clear knee", param: "workers", values: workers6,
 			perSec: []float64{2000, 8000, 32000, 40000, 40000, 38000},
 			p99:    []int64{2300, 2300, 2300, 7400, 29000, 120000},
-			found:  true, knee: 64, inReason: "past 64 workers, throughput did not grow (the best later step: 40,000/s at 256 workers) while p99 grew 3.9x, from 7.40ms to 29.00ms at 256 workers",
+			found:  true, knee: 64,
+			inReason: "past 64 workers, throughput did not grow (the best later step: 40,000/s at 256 workers) and then fell by 5%, to 38,000/s at 1024 workers, " +
+				"while p99 grew 3.9x, from 7.40ms to 29.00ms at 256 workers",
+		},
+		{
+			// Past the knee, throughput halves: the reason says it fell,
+			// not that it "did not grow".
+			name: "halved past the knee", param: "workers", values: workers6[:4],
+			perSec: []float64{2000, 8000, 32000, 16000},
+			p99:    []int64{2300, 2300, 2300, 60000},
+			found:  true, knee: 16, inReason: "past 16 workers, throughput fell by half, to 16,000/s at 64 workers, while p99 grew 26.1x",
+		},
+		{
+			// Flat, then a fall by a third at the last step.
+			name: "flat then a third less", param: "workers", values: workers6[:5],
+			perSec: []float64{2000, 8000, 32000, 32100, 21300},
+			p99:    []int64{2300, 2300, 2300, 9000, 60000},
+			found:  true, knee: 16, inReason: "did not grow (the best later step: 32,100/s at 64 workers) and then fell by a third, to 21,300/s at 256 workers",
+		},
+		{
+			// A little growth past the knee, and no fall.
+			name: "grew a little", param: "workers", values: workers6[:5],
+			perSec: []float64{2000, 8000, 32000, 33000, 32900},
+			p99:    []int64{2300, 2300, 2300, 9000, 60000},
+			found:  true, knee: 16, inReason: "past 16 workers, throughput grew by at most 3% (the best later step: 33,000/s at 64 workers), while p99",
 		},
 		{
 			// Saturated from the first point: throughput flat, latency

@@ -10,8 +10,8 @@ import (
 	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/bench/fault"
 	"github.com/redlock-bench/redlock/bench/masters"
+	"github.com/redlock-bench/redlock/internal/keyslot"
 	"github.com/redlock-bench/redlock/internal/redisproc"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // The chaos soak over cluster votes (Config.ClusterShards): each vote
@@ -334,7 +334,7 @@ func (ch *chaos) migrate(ctx context.Context, c *redisproc.RedisCluster, s nemSt
 	// engine spells it is the engine's. The key itself, in that slot,
 	// finds the primary that serves it.
 	key := ch.keys[s.Res]
-	slot := multiplex.KeySlot(key)
+	slot := keyslot.KeySlot(key)
 	from, fromShard := ch.slotPrimary(mctx, c, key)
 	if from == nil {
 		return "", heal(fmt.Errorf("no primary serves slot %d", slot))

@@ -1,7 +1,6 @@
 package masters
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -18,6 +17,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redlock-bench/redlock/internal/redisproc"
+	"github.com/redlock-bench/redlock/internal/resp"
 )
 
 // ProbeTimeout bounds the pre-flight check of each master, so that an
@@ -204,8 +204,15 @@ func probeMaster(ctx context.Context, conn redisproc.Conn, addr string) (string,
 		// Whatever else is wrong, a server that answers PING with
 		// something other than RESP is not a master at all: say so, with
 		// its answer, before any guess about TLS.
-		if reply := sniff(ctx, addr, conn.TLS); len(reply) > 0 && !isRESP(reply) && !isTLSRecord(reply) {
-			return "", notRedis(reply, conn.TLS != nil)
+		if reply := sniff(ctx, addr, conn.TLS); len(reply) > 0 && !resp.IsReply(reply) && !resp.IsTLSRecord(reply) {
+			return "", resp.NotRedis(reply, conn.TLS != nil)
+		}
+		// A plain server that answered the TLS handshake: the same look
+		// without TLS.
+		if conn.TLS != nil && errors.As(err, &notTLS) {
+			if reply := sniff(ctx, addr, nil); len(reply) > 0 && !resp.IsReply(reply) {
+				return "", resp.NotRedis(reply, false)
+			}
 		}
 	}
 	switch {
@@ -217,8 +224,8 @@ func probeMaster(ctx context.Context, conn redisproc.Conn, addr string) (string,
 		return "", fmt.Errorf("no TLS handshake: the master serves plain TCP on this port, not TLS: drop --tls, or give its tls-port (%w)", err)
 	case conn.TLS == nil && !timedOut && speaksTLS(ctx, addr):
 		// TLS, but is it Redis behind it? An HTTPS server is TLS too.
-		if reply := sniff(ctx, addr, &tls.Config{InsecureSkipVerify: true}); len(reply) > 0 && !isRESP(reply) {
-			return "", notRedis(reply, true)
+		if reply := sniff(ctx, addr, &tls.Config{InsecureSkipVerify: true}); len(reply) > 0 && !resp.IsReply(reply) {
+			return "", resp.NotRedis(reply, true)
 		}
 		return "", fmt.Errorf("%w: the master serves TLS on this port: add --tls", err)
 	}
@@ -230,62 +237,11 @@ func probeMaster(ctx context.Context, conn redisproc.Conn, addr string) (string,
 const sniffTimeout = time.Second
 
 // sniff sends PING to addr, over TLS when tc is set, and returns the first
-// bytes of the answer (at most 64); nothing when the connection, the
-// handshake or the read failed.
+// line of the answer; nothing when the connection, the handshake or the
+// read failed. The library reads a connection's first answer the same
+// way, and words a server that is not Redis alike (internal/resp).
 func sniff(ctx context.Context, addr string, tc *tls.Config) []byte {
-	ctx, cancel := context.WithTimeout(ctx, sniffTimeout)
-	defer cancel()
-	var c net.Conn
-	var err error
-	if tc != nil {
-		c, err = (&tls.Dialer{Config: tc}).DialContext(ctx, "tcp", addr)
-	} else {
-		c, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-	}
-	if err != nil {
-		return nil
-	}
-	defer c.Close()
-	deadline, _ := ctx.Deadline()
-	c.SetDeadline(deadline)
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return nil
-	}
-	b := make([]byte, 64)
-	n, _ := io.ReadAtLeast(c, b, 1)
-	return b[:n]
-}
-
-// isRESP reports whether b starts as a Redis reply does: with a RESP2 or
-// RESP3 type byte ("+PONG", "-NOAUTH ...", ...).
-func isRESP(b []byte) bool {
-	return len(b) > 0 && strings.IndexByte("+-:$*_,#!=(%~>|", b[0]) >= 0
-}
-
-// isTLSRecord reports whether b starts as a TLS record (an alert or a
-// handshake) does: what a TLS server may answer a plain-text PING with.
-func isTLSRecord(b []byte) bool {
-	return len(b) >= 2 && (b[0] == 0x15 || b[0] == 0x16) && b[1] == 0x03
-}
-
-// notRedis is the error of a server that answered PING with reply, which
-// is not Redis's protocol: its first line, and what kind of server says
-// that, when it is known.
-func notRedis(reply []byte, overTLS bool) error {
-	line, _, _ := bytes.Cut(reply, []byte("\n"))
-	line = bytes.TrimRight(line, "\r")
-	kind := ""
-	if bytes.HasPrefix(line, []byte("HTTP/")) {
-		kind = ", as an HTTP server does"
-		if overTLS {
-			kind = ", as an HTTPS server does"
-		}
-	}
-	did := "answered"
-	if overTLS {
-		did = "speaks TLS and answered"
-	}
-	return fmt.Errorf("not a Redis server: it %s PING with %q%s: check the address and port", did, line, kind)
+	return resp.Ping(ctx, addr, tc, sniffTimeout)
 }
 
 // authRefused is the error of a refused AUTH, naming the user.
@@ -299,7 +255,7 @@ func authRefused(conn redisproc.Conn, err error) error {
 // speaksPlain reports whether addr answers a plain-text PING with a RESP
 // reply (PONG, or an error such as NOAUTH).
 func speaksPlain(ctx context.Context, addr string) bool {
-	return isRESP(sniff(ctx, addr, nil))
+	return resp.IsReply(sniff(ctx, addr, nil))
 }
 
 // speaksTLS reports whether addr completes a TLS handshake, without

@@ -8,9 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/redisproc"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // cluster-failover: the replication hazard inside a cluster vote. The
@@ -106,10 +107,10 @@ type clusterFailoverObs struct {
 // shard 0 and shard 1 of a cluster of cfShards shards (the slots split in
 // contiguous ranges, as redisproc assigns them).
 func cfNames() (shard0, shard1 string) {
-	per := multiplex.Slots / cfShards
+	per := keyslot.Slots / cfShards
 	for i := 0; shard0 == "" || shard1 == ""; i++ {
 		name := fmt.Sprintf("%s%d", cfPrefix, i)
-		switch slot := multiplex.KeySlot(cfKey(name)); {
+		switch slot := keyslot.KeySlot(cfKey(name)); {
 		case slot < per && shard0 == "":
 			shard0 = name
 		case per <= slot && slot < 2*per && shard1 == "":
@@ -122,14 +123,14 @@ func cfNames() (shard0, shard1 string) {
 // cfKey is resource's lock key with cluster votes, as the engine names it
 // (engine/cluster.go): a tag of the key's own slot in front.
 func cfKey(resource string) string {
-	return "{" + multiplex.SlotTag(multiplex.KeySlot(resource)) + "}" + resource
+	return "{" + keyslot.SlotTag(keyslot.KeySlot(resource)) + "}" + resource
 }
 
 func runClusterFailover(ctx context.Context, e *env) (outcome, error) {
 	q, ttl := e.o.quarantine(), cfTTL(e.o.Short)
 	res, other := cfNames()
 	obs := clusterFailoverObs{Quarantine: q.String(), TTLMs: ttl.Milliseconds(), Clusters: cfClusters, Shards: cfShards,
-		Quorum: cfClusters/2 + 1, Resource: res, Slot: multiplex.KeySlot(cfKey(res)), OtherShard: other}
+		Quorum: cfClusters/2 + 1, Resource: res, Slot: keyslot.KeySlot(cfKey(res)), OtherShard: other}
 	fail := func(err error) (outcome, error) { return outcome{figures: obs}, err }
 
 	clusters, err := e.redisClusters(ctx)

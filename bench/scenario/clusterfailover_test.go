@@ -13,6 +13,7 @@ import (
 // Each run is also judged under the opposite expectation, which must
 // fail: the observation carries the outcome.
 func TestClusterFailover(t *testing.T) {
+	mutation.Require(t)
 	for _, c := range []struct {
 		name    string
 		q       engine.QuarantinePolicy

@@ -27,6 +27,7 @@ func TestNewOverClusterWithReplicas(t *testing.T) {
 
 // The control: with cluster-info-any-node, New fails over such a vote.
 func TestNewOverClusterWithReplicasControl(t *testing.T) {
+	mutation.Require(t)
 	defer mutation.ClusterInfoAnyNode.Set(true)()
 	failed := newOverClusterFailing(t, 40)
 	t.Log(failed)

@@ -112,14 +112,14 @@ var notSimulated = map[string]string{
 	mutation.CoalesceFirstKeyOnly.Name():  "the workers do not call LockAll; TestCoalescedKeysKeepPerKeyOrderControl (multiplex, a real master) catches it",
 	// What the simulated clusters leave out (docs/simulation.md): a
 	// demoted primary that lives on, a node's own clock.
-	mutation.ClusterDemotedConnKept.Name(): "a simulated failover kills the old primary, so no connection to it outlives its demotion; TestClusterFailbackKeepsTheOldPrimaryOut (engine, real clusters) catches it",
+	mutation.ClusterDemotedConnKept.Name(): "a simulated failover kills the old primary, so no connection to it outlives its demotion; TestClusterFailbackKeepsTheOldPrimaryOutInVirtualTime (engine, simulated clusters that switch over with the primary up) and TestClusterFailbackKeepsTheOldPrimaryOut (engine, real clusters) catch it",
 	mutation.ClusterClockUnjudged.Name():   "a simulated cluster's nodes share one clock; TestClusterNodeWithASkewedClockSitsOut (engine, real clusters) catches it",
 	// Found by the waiter checker after a resharding (the profile without
 	// faults): 4 of 75 such seeds with the switch on, none with it off;
 	// but a cluster seed rarely replays its history, and none of those
 	// seeds tripped it again in four runs.
-	mutation.ClusterNotifyStaleShard.Name():  "hunted with the simulated slot migrations (about one seed in twenty of the profile without faults), but no case replays often enough to be kept; TestClusterNotifyAfterSlotMigration (engine, real clusters) catches it",
-	mutation.ClusterMigrationNoResend.Name(): "hunted with 5 cluster votes of 2 shards (the waiter checker, after a resharding of every vote: seeds 1795698499 and 1795699829, one in about 700), but neither replays in 16 runs; TestClusterMigrationResendsRefusedScripts (engine, real clusters) catches it",
+	mutation.ClusterNotifyStaleShard.Name():  "hunted with the simulated slot migrations (about one seed in twenty of the profile without faults), but no case replays often enough to be kept; TestClusterNotifyAfterSlotMigrationInVirtualTime and TestClusterNotifyAfterFailoverInVirtualTime (engine, simulated clusters) catch it",
+	mutation.ClusterMigrationNoResend.Name(): "hunted with 5 cluster votes of 2 shards (the waiter checker, after a resharding of every vote: seeds 1795698499 and 1795699829, one in about 700), but neither replays in 16 runs; TestClusterMigrationResendsRefusedScriptsInVirtualTime (engine, simulated clusters) catches it",
 	mutation.RWWonUndoSilent.Name():          "an rw attempt that wins a quorum and fails after it (its fence round) while a writer waits is rare in the simulated runs; TestRWWonAttemptUndoWakesTheWriters (engine, real masters) catches it",
 	mutation.SemSplitWaitsFallback.Name():    "not hunted yet: a split of woken waiters costs a fallback, no checker's violation; TestSemaphoreSplitWaitersRetry (engine, real masters) catches it",
 	mutation.SemUndoWakes.Name():             "not hunted yet: a wake storm costs attempts, no checker's violation; TestSemaphoreCollidingWaitersStayAsleep (engine, real masters) catches it",
@@ -127,7 +127,7 @@ var notSimulated = map[string]string{
 	// Found by the waiter checker early in a run (a waiter queued within
 	// 0.1s, released before any fault): seed 342 of a hunt, seed 115 of
 	// 700 scanned, none of the 700 without the switch; neither replayed.
-	mutation.ClusterGuessOnce.Name(): "hunted (a fresh Locker's first waiter guessed at a replica on every cluster vote: seed 342, 2m36s), but a cluster seed rarely replays and this one did not; TestClusterGuessGoesPastReplicas (engine, a real cluster) catches it",
+	mutation.ClusterGuessOnce.Name(): "hunted (a fresh Locker's first waiter guessed at a replica on every cluster vote: seed 342, 2m36s), but a cluster seed rarely replays and this one did not; TestClusterGuessOnceControl and TestClusterFirstWaiterWokenWithListedReplicasControl (engine, simulated clusters) catch it",
 	// An attempt sent past its validity waits behind MaxRounds (1024)
 	// rounds in flight; the simulated workload never makes that many.
 	mutation.AcquireIgnoresValidity.Name(): "the workers never put 1024 rounds in flight, behind which an attempt waits past its validity; TestAcquireIgnoresValidityControl (engine, simulated masters) catches it",

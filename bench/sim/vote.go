@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/redlock-bench/redlock/internal/simredis"
 	"github.com/redlock-bench/redlock/multiplex"
 )
@@ -24,7 +26,7 @@ func untag(key string) string {
 	if j <= 0 {
 		return key
 	}
-	if tag := key[i+1 : i+1+j]; tag == multiplex.SlotTag(multiplex.KeySlot(key)) {
+	if tag := key[i+1 : i+1+j]; tag == keyslot.SlotTag(keyslot.KeySlot(key)) {
 		return key[:i] + key[i+2+j:]
 	}
 	return key
@@ -161,7 +163,7 @@ func migrationSlots(votes []*vote, f Fault) []int {
 		}
 	}
 	if len(set) == 0 {
-		return []int{int(f.Pick % multiplex.Slots)}
+		return []int{int(f.Pick % keyslot.Slots)}
 	}
 	hot := slices.Sorted(maps.Keys(set))
 	if f.Every {

@@ -7,9 +7,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/keyslot"
+
 	"github.com/alicebob/miniredis/v2/proto"
 	"github.com/redlock-bench/redlock/internal/simredis"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // A failover whose copy was taken while a slot migrated from the shard
@@ -31,9 +32,9 @@ func TestFailoverCopyTakenDuringMigrationIsSkipped(t *testing.T) {
 		v := &vote{nodes: nodes, cl: cl}
 		h := NewHistory()
 		const k = "r0"
-		slot := multiplex.KeySlot(k)
+		slot := keyslot.KeySlot(k)
 		// No slot has moved yet: the shard whose range holds it has it.
-		s := slot * cl.Shards() / multiplex.Slots
+		s := slot * cl.Shards() / keyslot.Slots
 		src := cl.Primary(s)
 		set(t, n, src.Addr, "SET", k, "old", "PX", "5000")
 

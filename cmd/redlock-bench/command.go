@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
 	"github.com/redlock-bench/redlock/bench"
 	"github.com/redlock-bench/redlock/results"
@@ -256,15 +257,12 @@ func makeOutDir(out, parent, label string, now time.Time, holds ...string) (dir 
 	}
 }
 
-// isTerminal reports whether w is a character device, where the progress
-// line can be rewritten in place.
+// isTerminal reports whether w is a terminal, where the progress line can
+// be rewritten in place. A character device is not enough: /dev/null is
+// one, and a run sent there must not write carriage returns.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // warn prints a warning line on stderr, if there is one.

@@ -106,15 +106,18 @@ func TestSweepHelp(t *testing.T) {
 }
 
 // A whole sweep with the control engine, then its report, in process.
+// Each step is 1000 attempts at 4000/s: at least 250 ms however fast the
+// machine, so that every step has an interval to draw over time (a
+// sliver of 50 ms or less draws none).
 func TestSweepThenReport(t *testing.T) {
 	t.Chdir(t.TempDir())
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"sweep", "--engine", "nolock", "--workers", "1,2,4", "--ops", "1000",
+	code := run(context.Background(), []string{"sweep", "--engine", "nolock", "--workers", "1,2,4", "--ops", "1000", "--rate", "4000",
 		"--warmup", "0", "--check=false", "--resources", "100000", "--slo", "p99<1s"}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("sweep: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
-	dirs, _ := filepath.Glob(filepath.Join("results", "sweeps", "*-sweep-workers-nolock-r100000-try"))
+	dirs, _ := filepath.Glob(filepath.Join("results", "sweeps", "*-sweep-workers-nolock-r100000-*"))
 	if len(dirs) != 1 {
 		t.Fatalf("sweep directories %v", dirs)
 	}
@@ -127,7 +130,7 @@ func TestSweepThenReport(t *testing.T) {
 	if !strings.Contains(stderr.String(), "step 3/3") {
 		t.Errorf("stderr does not show the steps:\n%s", stderr.String())
 	}
-	for _, f := range []string{results.SweepJSON, results.SweepText, "01-nolock-w1-r100000-try/summary.json", "03-nolock-w4-r100000-try/intervals.hlog"} {
+	for _, f := range []string{results.SweepJSON, results.SweepText, "01-nolock-w1-r100000-try-rate4000/summary.json", "03-nolock-w4-r100000-try-rate4000/intervals.hlog"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
 		}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
-	"github.com/redlock-bench/redlock/multiplex"
 )
 
 // The engine's errors speak of its Config; redlock's messages speak of
@@ -32,7 +31,7 @@ func votesText(ve *engine.VotesError) string {
 			continue
 		}
 		cause := v.Outcome.String()
-		var qe *multiplex.QuarantineError
+		var qe *engine.QuarantineError
 		switch {
 		case errors.As(v.Err, &qe) && qe.Restarted:
 			cause = "restarted or failed over (run_id changed), quarantined"
@@ -96,7 +95,7 @@ func quarantineAdvice(ve *engine.VotesError, wait time.Duration) string {
 		restarted bool
 	)
 	for _, v := range ve.Votes {
-		var qe *multiplex.QuarantineError
+		var qe *engine.QuarantineError
 		if errors.As(v.Err, &qe) {
 			maxTTL, restarted = qe.MaxTTL, restarted || qe.Restarted
 		}

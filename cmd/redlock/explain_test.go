@@ -40,7 +40,7 @@ func TestQuarantineAdviceAfterRestart(t *testing.T) {
 	t.Parallel()
 	until := time.Now().Add(9*time.Second + 500*time.Millisecond)
 	q := func() engine.Vote {
-		return engine.Vote{Outcome: engine.OutcomeFailed, Err: &multiplex.QuarantineError{Until: until, Restarted: true, MaxTTL: 30 * time.Second}}
+		return engine.Vote{Outcome: engine.OutcomeFailed, Err: &engine.QuarantineError{Until: until, Restarted: true, MaxTTL: 30 * time.Second}}
 	}
 	ve := &engine.VotesError{Op: "acquire", Resource: "r", Kind: engine.ErrNoQuorum,
 		Votes: []engine.Vote{q(), {Outcome: engine.OutcomeOK}, q()}, OK: 1, Failed: 2, Quorum: 2,

@@ -247,10 +247,14 @@ func primaries(nodes string) (string, int) {
 	return strings.Join(out, "; "), len(out)
 }
 
-// await retries check every 50ms until it passes or the start timeout
-// (Options.StartTimeout) or ctx ends.
+// await retries check every 50ms until it passes, ctx ends, or
+// awaitCluster (or Options.StartTimeout, if longer) has passed.
 func (c *RedisCluster) await(ctx context.Context, what string, check func() error) error {
-	deadline := time.Now().Add(c.Shards[0].Nodes[0].opts.StartTimeout)
+	// A cluster converges (a failover agreed on, every node's view
+	// alike) in its own time, which a loaded machine stretches far past
+	// a server's start: ctx bounds the wait, and without a deadline a
+	// minute does.
+	deadline := time.Now().Add(max(c.Shards[0].Nodes[0].opts.StartTimeout, awaitCluster))
 	for {
 		err := check()
 		if err == nil {
@@ -266,6 +270,10 @@ func (c *RedisCluster) await(ctx context.Context, what string, check func() erro
 		}
 	}
 }
+
+// awaitCluster bounds a wait for the cluster to converge when the
+// context sets no earlier deadline.
+const awaitCluster = time.Minute
 
 // Nodes returns every node, shard by shard, each shard's first-started
 // primary first.

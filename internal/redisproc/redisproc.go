@@ -270,6 +270,7 @@ func (n *Node) args() []string {
 		"--dir", n.Dir,
 		"--save", "",
 		"--daemonize", "no",
+		"--pidfile", n.pidFile(),
 		"--protected-mode", "no",
 		"--logfile", "redis.log",
 	)
@@ -284,7 +285,26 @@ func (n *Node) args() []string {
 	return append(a, n.opts.Args...)
 }
 
+// pidFile is where the server writes its process id once it listens on
+// its ports: a PING answered at its address proves nothing by itself,
+// since another server may hold the port (it took it between freePort's
+// probe and our bind, and ours exits, unable to bind). A cluster node
+// taken for another's so was sent that one's CLUSTER commands ("Slot 0 is
+// already busy").
+func (n *Node) pidFile() string { return filepath.Join(n.Dir, "redis.pid") }
+
+// ours reports whether the server that writes n's pid file, once it
+// listens, is the process pid.
+func (n *Node) ours(pid int) bool {
+	b, err := os.ReadFile(n.pidFile())
+	return err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(pid)
+}
+
 func (n *Node) launch(ctx context.Context) error {
+	// A pid file left by a killed run would vouch for nobody.
+	if err := os.Remove(n.pidFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("redisproc: %w", err)
+	}
 	cmd := exec.Command(n.opts.Bin, n.args()...)
 	cmd.Dir = n.Dir
 	// Own process group: a terminal's Ctrl-C reaches only the parent, which
@@ -301,7 +321,7 @@ func (n *Node) launch(ctx context.Context) error {
 
 	deadline := time.Now().Add(n.opts.StartTimeout)
 	for {
-		if err := n.Conn().Ping(n.Addr(), 200*time.Millisecond); err == nil {
+		if err := n.Conn().Ping(n.Addr(), 200*time.Millisecond); err == nil && n.ours(cmd.Process.Pid) {
 			return nil
 		}
 		select {

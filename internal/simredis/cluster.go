@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redlock-bench/redlock/multiplex"
+	"github.com/redlock-bench/redlock/internal/keyslot"
 )
 
 // A simulated Redis Cluster: one vote made of shards, each a primary (a
@@ -93,7 +93,7 @@ func NewCluster(n *Network, seed uint64, v, shards int, replicas bool, o MasterO
 		return m
 	}
 	for s := range shards {
-		sh := &shard{lo: s * multiplex.Slots / shards, hi: (s+1)*multiplex.Slots/shards - 1}
+		sh := &shard{lo: s * keyslot.Slots / shards, hi: (s+1)*keyslot.Slots/shards - 1}
 		c.mu.Lock()
 		c.shards = append(c.shards, sh)
 		c.mu.Unlock()
@@ -326,10 +326,10 @@ func (m *Master) routeLocked(args []string, asking bool) (reply, bool) {
 	if len(keys) == 0 {
 		return reply{}, true
 	}
-	slot := multiplex.KeySlot(keys[0])
+	slot := keyslot.KeySlot(keys[0])
 	multi := false
 	for _, k := range keys[1:] {
-		if multiplex.KeySlot(k) != slot {
+		if keyslot.KeySlot(k) != slot {
 			return errorReply("CROSSSLOT Keys in request don't hash to the same slot"), false
 		}
 		multi = multi || k != keys[0]
@@ -390,7 +390,7 @@ func (m *Master) nonLocalLocked(args []string) bool {
 		return false
 	}
 	for _, k := range commandKeys(args) {
-		if multiplex.KeySlot(k) == mg.slot && !m.st.exists(k) {
+		if keyslot.KeySlot(k) == mg.slot && !m.st.exists(k) {
 			return true
 		}
 	}
@@ -413,7 +413,7 @@ func (c *Cluster) clusterReply(m *Master, a []string) reply {
 		if len(a) != 2 {
 			return errArgs("cluster|keyslot")
 		}
-		return intReply(int64(multiplex.KeySlot(a[1])))
+		return intReply(int64(keyslot.KeySlot(a[1])))
 	}
 	return errorReply("ERR unknown subcommand '" + a[0] + "'")
 }
@@ -466,6 +466,32 @@ func (c *Cluster) failover(s int, snapshot map[string]*entry, old *Master, migra
 	sh.primary, sh.replica = r, p
 	c.mu.Unlock()
 	r.promote(snapshot, p)
+	return true
+}
+
+// Switchover fails shard s over to its replica as CLUSTER FAILOVER does
+// with the primary up: the replica, caught up (a manual failover waits
+// until it is), takes a copy of the primary's keys and serves the
+// shard's slots, and the old primary, alive, is its replica: its
+// clients' connections stay open, a keyed command there is answered
+// MOVED, and its sharded subscribers stay subscribed (Redis 7.0 sends
+// them nothing). Switching over again brings the old primary back, with
+// a copy of the other's keys. It reports false, doing nothing, when the
+// shard has no replica, either node is down, or a slot migration is
+// under way.
+func (c *Cluster) Switchover(s int) bool {
+	old := c.Primary(s)
+	snap := old.snapshot()
+	c.mu.Lock()
+	sh := c.shards[s]
+	r := sh.replica
+	if r == nil || sh.primary != old || c.down[old] || c.down[r] || c.mig != nil {
+		c.mu.Unlock()
+		return false
+	}
+	sh.primary, sh.replica = r, old
+	c.mu.Unlock()
+	r.promote(snap, old)
 	return true
 }
 
@@ -534,7 +560,7 @@ func (s *store) crossSlot(args []string) bool {
 		return false
 	}
 	for _, k := range commandKeys(args) {
-		if multiplex.KeySlot(k) != s.scriptSlot {
+		if keyslot.KeySlot(k) != s.scriptSlot {
 			return true
 		}
 	}

@@ -1021,6 +1021,22 @@ func (m *Master) Subscriptions() []string {
 	return out
 }
 
+// ShardSubscriptions returns the sharded channels the master's
+// connections are subscribed to (SSUBSCRIBE), one entry per connection
+// and channel, sorted, as Subscriptions does.
+func (m *Master) ShardSubscriptions() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, p := range m.pipes {
+		for ch := range p.ssubs {
+			out = append(out, p.client+": "+ch)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // KeyLog returns every change of a key so far (see KeyRecord).
 func (m *Master) KeyLog() []KeyRecord {
 	m.mu.Lock()

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redlock-bench/redlock/multiplex"
+	"github.com/redlock-bench/redlock/internal/keyslot"
 )
 
 // Slot migrations, as an operator (or redis-cli --cluster reshard) runs
@@ -67,7 +67,7 @@ func (c *Cluster) HotSlots() []int {
 		p := c.Primary(s)
 		p.mu.Lock()
 		for k := range p.st.keys {
-			set[multiplex.KeySlot(k)] = true
+			set[keyslot.KeySlot(k)] = true
 		}
 		p.mu.Unlock()
 	}
@@ -124,7 +124,7 @@ func (c *Cluster) moveKey(mg *migration) bool {
 	from.st.now = from.nowLocked()
 	var keys []string
 	for k := range from.st.keys {
-		if multiplex.KeySlot(k) == mg.slot {
+		if keyslot.KeySlot(k) == mg.slot {
 			keys = append(keys, k)
 		}
 	}
@@ -180,7 +180,7 @@ func (c *Cluster) handOver(mg *migration) (ended int) {
 	from.commands["SETSLOT"]++ // for bench/sim's Coverage
 	for _, p := range from.pipes {
 		for _, ch := range slices.Sorted(maps.Keys(p.ssubs)) {
-			if multiplex.KeySlot(ch) != mg.slot {
+			if keyslot.KeySlot(ch) != mg.slot {
 				continue
 			}
 			delete(p.ssubs, ch)

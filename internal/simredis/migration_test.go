@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/redlock-bench/redlock/multiplex"
+	"github.com/redlock-bench/redlock/internal/keyslot"
 )
 
 // A slot in migration is routed as Redis 7 routes it: the source runs
@@ -25,7 +25,7 @@ func TestMigrationRoutesAsRedis(t *testing.T) {
 			defer m.Close()
 		}
 		k1, k2, ch := "{x}k1", "{x}k2", "{x}channel"
-		slot := multiplex.KeySlot(k1)
+		slot := keyslot.KeySlot(k1)
 		owner, _ := cl.owner(slot, nil)
 		src, dst := owner, nodes[0]
 		if dst == src {
@@ -38,6 +38,9 @@ func TestMigrationRoutesAsRedis(t *testing.T) {
 		do(t, s, "SET", k2, "b")
 		if r := do(t, sub, "SSUBSCRIBE", ch); !strings.Contains(r, "ssubscribe") {
 			t.Fatalf("SSUBSCRIBE: %q", r)
+		}
+		if got := src.ShardSubscriptions(); len(got) != 1 || !strings.HasSuffix(got[0], ": "+ch) || len(src.Subscriptions()) != 0 {
+			t.Errorf("the source's sharded subscriptions %q (and others %q), want %s's alone", got, src.Subscriptions(), ch)
 		}
 
 		mg, why := cl.beginMigration(slot, 0)
@@ -96,6 +99,9 @@ func TestMigrationRoutesAsRedis(t *testing.T) {
 		if r, err := sub.read(); err != nil || !strings.Contains(r, "sunsubscribe") || !strings.Contains(r, ch) {
 			t.Errorf("subscriber after the hand-over: %q, %v; want sunsubscribe of %s", r, err, ch)
 		}
+		if got := src.ShardSubscriptions(); len(got) != 0 {
+			t.Errorf("the source's sharded subscriptions after the hand-over: %q, want none", got)
+		}
 		if r := do(t, s, "GET", k2); r != moved(dst) {
 			t.Errorf("old owner: GET %q, want MOVED to the new", r)
 		}
@@ -125,7 +131,7 @@ func TestMigrationRoutesAsRedis(t *testing.T) {
 			}
 			next = r.hi + 1
 		}
-		if next != multiplex.Slots {
+		if next != keyslot.Slots {
 			t.Errorf("CLUSTER SLOTS ends at %d", next-1)
 		}
 		if !found {

@@ -3,13 +3,14 @@ package simredis
 import (
 	"crypto/sha1"
 	"encoding/hex"
-	"github.com/redlock-bench/redlock/multiplex"
 	"maps"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redlock-bench/redlock/internal/keyslot"
 )
 
 // store is a simulated master's data set, with Redis's semantics for the
@@ -691,7 +692,7 @@ func (s *store) eval(cmd string, a []string) reply {
 		s.lua = newLuaRunner(s)
 	}
 	if s.cluster && nk > 0 {
-		s.scriptSlot = multiplex.KeySlot(a[2])
+		s.scriptSlot = keyslot.KeySlot(a[2])
 		defer func() { s.scriptSlot = -1 }()
 	}
 	r := s.lua.run(body, a[2:2+nk], a[2+nk:])

@@ -1,11 +1,11 @@
-package multiplex
+package addrcheck
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestParseAddrs(t *testing.T) {
+func TestParse(t *testing.T) {
 	for _, c := range []struct {
 		in   string
 		want string
@@ -29,28 +29,28 @@ func TestParseAddrs(t *testing.T) {
 		{"a b:1", "", false},
 		{"a/b:1", "", false},
 	} {
-		got, err := ParseAddrs(c.in)
+		got, err := Parse(c.in)
 		if (err == nil) != c.ok || (c.ok && strings.Join(got, ",") != c.want) {
-			t.Errorf("ParseAddrs(%q) = %q, %v; want %q, ok=%v", c.in, got, err, c.want, c.ok)
+			t.Errorf("Parse(%q) = %q, %v; want %q, ok=%v", c.in, got, err, c.want, c.ok)
 		}
 	}
 }
 
-func FuzzParseAddrs(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	for _, s := range []string{"127.0.0.1:6379", "a:1,b:2", "[::1]:1", "a:1,a:1", " a:1 , b:2 ", "x:0"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		m, err := ParseAddrs(s)
+		m, err := Parse(s)
 		if err != nil {
 			return
 		}
 		if len(m) == 0 {
-			t.Fatalf("ParseAddrs(%q) accepted an empty list", s)
+			t.Fatalf("Parse(%q) accepted an empty list", s)
 		}
-		back, err := ParseAddrs(strings.Join(m, ","))
+		back, err := Parse(strings.Join(m, ","))
 		if err != nil || strings.Join(back, ",") != strings.Join(m, ",") {
-			t.Fatalf("ParseAddrs(%q) = %q, parsed back %q, %v", s, m, back, err)
+			t.Fatalf("Parse(%q) = %q, parsed back %q, %v", s, m, back, err)
 		}
 	})
 }

@@ -1,4 +1,9 @@
-package multiplex
+// Package keyslot is Redis Cluster's key-to-slot mapping (CRC16 of a
+// key's hash tag, modulo 16384) and the short tags that move a name to a
+// chosen slot: what the engine needs to keep a resource's keys in one
+// slot, multiplex to route a command, and the tests and tools to find a
+// key. It talks to no server.
+package keyslot
 
 import "sync"
 
@@ -76,7 +81,7 @@ func buildTags() {
 		}
 	}
 	if left > 0 {
-		panic("multiplex: no tag for some slots")
+		panic("keyslot: no tag for some slots")
 	}
 }
 

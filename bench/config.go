@@ -653,7 +653,8 @@ func (c Config) RunConfig() results.RunConfig {
 		Workers: c.Workers, Clients: c.Clients, Resources: c.Resources,
 		Distribution: c.Distribution.String(), Lock: c.Lock.String(), Mode: string(c.Mode),
 		WaitTimeout: c.WaitTimeout.String(), Hold: c.Hold.String(), TTL: c.TTL.String(),
-		Duration: c.Duration.String(), Ops: c.Ops, Warmup: c.Warmup.String(), Rate: c.Rate,
+		NodeTimeout: nodeTimeoutFlag(c.NodeTimeout),
+		Duration:    c.Duration.String(), Ops: c.Ops, Warmup: c.Warmup.String(), Rate: c.Rate,
 		Check: c.Check, Label: c.Label, Seed: c.Seed, KeyPrefix: c.KeyPrefix,
 		Quarantine: c.Quarantine.String(), Extend: c.Extend, Fencing: c.Fencing,
 		Gate: !c.DisableGate, Notify: !c.DisableNotify, Fault: c.Faults.String(),
@@ -661,6 +662,15 @@ func (c Config) RunConfig() results.RunConfig {
 		User: c.Conn.Username, TLS: tls != nil,
 		SNI: sni, Insecure: tls != nil && tls.InsecureSkipVerify,
 	}
+}
+
+// nodeTimeoutFlag is --node-timeout as the config records it: "" for the
+// engine's default.
+func nodeTimeoutFlag(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
 }
 
 // Flags is the run's config as summary.json holds it: RunConfig.

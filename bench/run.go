@@ -375,9 +375,11 @@ type runner struct {
 	limitHit  chan struct{}
 	limitOnce sync.Once
 
-	// errExamples keeps the first message of each error kind; only the
-	// first failures of a kind pay for formatting one.
-	errExamples [numErrKinds]atomic.Pointer[string]
+	// errExamples keeps the first message of each error kind, of the
+	// measured window's operations and of the warm-up's apart, so that a
+	// kind no counter counted is not shown as if it were; only the first
+	// failures of a kind pay for formatting one.
+	errExamples, warmupErrExamples [numErrKinds]atomic.Pointer[string]
 
 	// opCtx ends acquires when the run stops. It does not derive from the
 	// caller's ctx: the stop must come from the collector, which first
@@ -397,6 +399,8 @@ type runner struct {
 	// read); serverOut is what it read.
 	server    *serverStats
 	serverOut *results.ServerStats
+	// cpu reads the process's and the host's CPU over the measured window.
+	cpu cpuWindow
 	// pings samples each master's round trip once an interval (nil: no
 	// masters).
 	pings *masterPings
@@ -458,11 +462,16 @@ func (r *runner) stop() {
 
 func (r *runner) limitReached() { r.limitOnce.Do(func() { close(r.limitHit) }) }
 
-// noteError keeps the first message of each error kind.
-func (r *runner) noteError(kind errKind, err error) {
-	if kind < numErrKinds && r.errExamples[kind].Load() == nil {
+// noteError keeps the first message of each error kind, of an operation
+// of the measured window or of the warm-up.
+func (r *runner) noteError(kind errKind, err error, measured bool) {
+	ex := &r.errExamples
+	if !measured {
+		ex = &r.warmupErrExamples
+	}
+	if kind < numErrKinds && ex[kind].Load() == nil {
 		msg := err.Error()
-		r.errExamples[kind].CompareAndSwap(nil, &msg)
+		ex[kind].CompareAndSwap(nil, &msg)
 	}
 }
 
@@ -491,6 +500,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 
 	r.stopAt = time.Now()
 	r.endServerStats()
+	r.cpu.end(r.serverOut)
 	r.backlogEnd = r.backlog(r.stopAt)
 	r.stop()
 	release := time.AfterFunc(releaseGrace, r.cancelRelease)
@@ -613,6 +623,7 @@ func (r *runner) beginMeasuring(at time.Time) {
 	r.measureEnd = at.Add(r.cfg.Duration)
 	r.rec.collect(true) // discards the warm-up's tail
 	r.measuring.Store(true)
+	r.cpu.begin()
 	if r.server != nil {
 		r.server.begin(context.Background())
 	}
@@ -746,6 +757,10 @@ func (r *runner) summary(faultLog []results.FaultEvent) *results.Summary {
 		Faults:              faultLog,
 	}
 	s.Machine.RedisVersion = r.site.redisVersion
+	s.CPU = r.cpu.cpu(s.Acquired, s.Machine)
+	if len(r.clients) > 0 {
+		s.NodeTimeoutMs = float64(r.clients[0].NodeTimeout().Microseconds()) / 1e3
+	}
 	if r.measured {
 		s.DurationS = r.stopAt.Sub(r.measureStart).Seconds()
 	} else {
@@ -771,8 +786,14 @@ func (r *runner) summary(faultLog []results.FaultEvent) *results.Summary {
 	s.Errors, s.ErrorExamples = map[string]int64{}, map[string]string{}
 	for i, k := range results.ErrorKinds() {
 		s.Errors[k] = tot.c.errors[i]
-		if m := r.errExamples[i].Load(); m != nil {
+		if m := r.errExamples[i].Load(); m != nil && s.Errors[k] > 0 {
 			s.ErrorExamples[k] = *m
+		}
+		if m := r.warmupErrExamples[i].Load(); m != nil {
+			if s.WarmupErrorExamples == nil {
+				s.WarmupErrorExamples = map[string]string{}
+			}
+			s.WarmupErrorExamples[k] = *m
 		}
 	}
 	if s.DurationS > 0 {

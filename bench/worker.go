@@ -154,7 +154,7 @@ func (w *worker) failed(o op, err error, waitCtx context.Context) bool {
 	}
 	kind := classify(err, waitCtx)
 	if kind != kindContended {
-		r.noteError(kind, err)
+		r.noteError(kind, err, o.measured)
 	}
 	rec := opRecord{acquireUs: toUs(o.t1.Sub(o.t0)), kind: kind}
 	if o.measured {
@@ -230,7 +230,7 @@ func (w *worker) hold(o op, lease engines.Lease) (h held) {
 			h.lost = true
 		} else {
 			h.releaseFailed = true
-			r.noteError(errRelease, rerr)
+			r.noteError(errRelease, rerr, o.measured)
 		}
 	}
 	return h

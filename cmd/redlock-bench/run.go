@@ -38,6 +38,7 @@ type runOptions struct {
 	waitTimeout  time.Duration
 	hold         string
 	ttl          time.Duration
+	nodeTimeout  time.Duration
 	duration     time.Duration
 	ops          int64
 	warmup       time.Duration
@@ -88,6 +89,7 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 	fs.DurationVar(&o.waitTimeout, "wait-timeout", d.WaitTimeout, "mode wait: give up on a Lock after this long")
 	fs.StringVar(&o.hold, "hold", d.Hold.String(), "time held before release: 0, a duration, exp:MEAN or uniform:MIN-MAX")
 	fs.DurationVar(&o.ttl, "ttl", d.TTL, "lock TTL")
+	fs.DurationVar(&o.nodeTimeout, "node-timeout", d.NodeTimeout, "how long an attempt waits for the masters' answers before it counts the silent ones as failed (no_quorum, release errors); 0: the engine's default, TTL/100 but at least min(50ms, TTL/10) for redlock, 20ms for rueidislock (redlock, rueidislock)")
 	fs.DurationVar(&o.duration, "duration", d.Duration, fmt.Sprintf("measured duration, after the warm-up (or use --ops); every duration is at most %s", bench.MaxTime))
 	fs.Int64Var(&o.ops, "ops", 0, fmt.Sprintf("measure this many acquire attempts instead of a duration, at most %d", bench.MaxOps))
 	fs.DurationVar(&o.warmup, "warmup", d.Warmup, "warm-up before the measured window, excluded from the results")
@@ -241,6 +243,7 @@ func (o *runOptions) config() bench.Config {
 	c.Resources = o.resources
 	c.WaitTimeout = o.waitTimeout
 	c.TTL = o.ttl
+	c.NodeTimeout = o.nodeTimeout
 	c.Duration = o.duration
 	c.Warmup = o.warmup
 	c.Rate = o.rate
@@ -424,7 +427,8 @@ func quietLine(s *results.Summary) string {
 		st = s.WaitLatencyUs
 	}
 	f := figures{name: engineLock(s.Engine, s.LockKind()), perSec: s.AcquiredPerSec, p50Us: float64(st.P50), p99Us: float64(st.P99),
-		errors: s.ErrorTotal(), kinds: errorKinds(s), lost: s.LostLeases, unchecked: !s.Checked, violations: s.Violations, stale: s.StaleTokens}
+		errors: s.ErrorTotal(), kinds: errorKinds(s), lost: s.LostLeases, unchecked: !s.Checked, violations: s.Violations, stale: s.StaleTokens,
+		degradedWhy: s.SaturationNote()}
 	if s.Interrupted {
 		f.notes = append(f.notes, "interrupted")
 	}

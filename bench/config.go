@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -357,10 +358,16 @@ func (c *Config) validateSpec() error {
 
 // Warnings are the settings that are valid but make a run measure
 // something other than what it seems to: a hold longer than the TTL
-// without --extend loses every lease.
+// without --extend loses every lease; more workers than the CPUs serve
+// (WorkersPerCPU) time out waiting for a CPU.
 func (c *Config) Warnings() []string {
+	var out []string
+	if procs := runtime.GOMAXPROCS(0); c.Workers > WorkersPerCPU*procs {
+		out = append(out, fmt.Sprintf("--workers %d on %d CPUs: more than %d workers a CPU wait for it longer than an attempt may take, and the run may measure errors or nothing; --workers %d or fewer measure capacity (sweep --workers finds the most this machine serves)",
+			c.Workers, procs, WorkersPerCPU, WorkersPerCPU*procs))
+	}
 	if c.Extend || c.Engine.SelfExtending() {
-		return nil
+		return out
 	}
 	var every, some bool
 	switch c.Hold.Kind {
@@ -374,13 +381,13 @@ func (c *Config) Warnings() []string {
 	}
 	switch {
 	case every:
-		return []string{fmt.Sprintf("--hold %s is not below --ttl %s and --extend is off: every lease expires before its release, so every one is counted lost; add --extend or raise --ttl",
-			c.Hold, c.TTL)}
+		out = append(out, fmt.Sprintf("--hold %s is not below --ttl %s and --extend is off: every lease expires before its release, so every one is counted lost; add --extend or raise --ttl",
+			c.Hold, c.TTL))
 	case some:
-		return []string{fmt.Sprintf("--hold %s may reach --ttl %s and --extend is off: some leases expire before their release and are counted lost; add --extend or raise --ttl",
-			c.Hold, c.TTL)}
+		out = append(out, fmt.Sprintf("--hold %s may reach --ttl %s and --extend is off: some leases expire before their release and are counted lost; add --extend or raise --ttl",
+			c.Hold, c.TTL))
 	}
-	return nil
+	return out
 }
 
 // ParseStartAt parses --start-at: an RFC 3339 time such as

@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -254,5 +255,21 @@ func TestWarningsNameHoldsBeyondTheTTL(t *testing.T) {
 		case c.want != "" && (len(w) != 1 || !strings.Contains(w[0], c.want) || !strings.Contains(w[0], "add --extend or raise --ttl")):
 			t.Errorf("--hold %s extend %v: warnings %q, want one with %q", c.hold, c.extend, w, c.want)
 		}
+	}
+}
+
+// More workers than the CPUs serve are warned about at start, with the
+// most that measure capacity here; as many as they serve are not.
+func TestWarningOfMoreWorkersThanTheCPUsServe(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	cfg := DefaultConfig()
+	cfg.Workers = WorkersPerCPU * procs
+	if w := cfg.Warnings(); len(w) != 0 {
+		t.Errorf("%d workers on %d CPUs: warnings %q", cfg.Workers, procs, w)
+	}
+	cfg.Workers++
+	w := cfg.Warnings()
+	if want := fmt.Sprintf("--workers %d or fewer measure capacity", WorkersPerCPU*procs); len(w) != 1 || !strings.Contains(w[0], want) {
+		t.Errorf("%d workers on %d CPUs: warnings %q, want one with %q", cfg.Workers, procs, w, want)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -448,13 +449,25 @@ func engineLock(engine, lock string) string {
 // service: it acquired nothing, or half or more of its attempts were
 // errors. Empty for a run that measured what it was asked to.
 func measuredNothing(s *results.Summary) string {
+	what, top := measuredNothingWhy(s)
+	if what == "" {
+		return ""
+	}
+	if h := whatToChange(s, top); h != "" {
+		what += "; " + h
+	}
+	return what
+}
+
+// measuredNothingWhy is measuredNothing's reason, without what to change,
+// and the commonest error kind ("" for none).
+func measuredNothingWhy(s *results.Summary) (what, top string) {
 	errs := s.ErrorTotal()
-	var what string
 	switch {
 	case s.Attempts == 0:
-		return "the run made no attempt in its measured window"
+		return "the run made no attempt in its measured window", ""
 	case s.Acquired == 0 && errs == 0:
-		return fmt.Sprintf("the run acquired nothing in %d attempts: all %d were refused (contended)", s.Attempts, s.Contended)
+		return fmt.Sprintf("the run acquired nothing in %d attempts: all %d were refused (contended)", s.Attempts, s.Contended), ""
 	case s.Acquired == 0:
 		what = fmt.Sprintf("the run acquired nothing in %d attempts", s.Attempts)
 		if s.Contended > 0 {
@@ -463,10 +476,10 @@ func measuredNothing(s *results.Summary) string {
 	case errs*2 >= s.Attempts:
 		what = fmt.Sprintf("%d of the run's %d attempts were errors", errs, s.Attempts)
 	default:
-		return ""
+		return "", ""
 	}
 	// The most frequent kind, with the first message seen of it.
-	top, n := "", int64(0)
+	n := int64(0)
 	for _, k := range results.ErrorKinds() {
 		if s.Errors[k] > n {
 			top, n = k, s.Errors[k]
@@ -480,7 +493,32 @@ func measuredNothing(s *results.Summary) string {
 	if ex := s.ErrorExamples[top]; ex != "" {
 		what += ": " + ex
 	}
-	return what
+	return what, top
+}
+
+// whatToChange says which flags would let a run that measured nothing
+// measure: fewer workers where they outnumber what the CPUs serve, more
+// resources where they outnumber those, a longer node timeout where the
+// masters were silent past it. "" when none applies.
+func whatToChange(s *results.Summary, top string) string {
+	cfg := s.RunConfig()
+	var hints []string
+	cpus := s.Machine.CPUs
+	if p := s.Machine.GOMAXPROCS; p > 0 && (cpus == 0 || p < cpus) {
+		cpus = p
+	}
+	if cpus > 0 && cfg.Workers > bench.WorkersPerCPU*cpus {
+		hints = append(hints, fmt.Sprintf("%d workers on %d CPUs wait for a CPU longer than an attempt may take: try --workers %d or fewer (sweep --workers finds the most this machine serves)",
+			cfg.Workers, cpus, bench.WorkersPerCPU*cpus))
+	}
+	if s.Attempts > 0 && s.Contended*2 >= s.Attempts && cfg.Resources > 0 && cfg.Workers > cfg.Resources {
+		hints = append(hints, fmt.Sprintf("%d workers share %d resources, so most attempts find the lock held: raise --resources or lower --workers", cfg.Workers, cfg.Resources))
+	}
+	if (top == "no_quorum" || top == "timeout" || top == "release") && s.NodeTimeoutMs > 0 && len(hints) == 0 {
+		hints = append(hints, fmt.Sprintf("the masters were silent past the node timeout (%s ms): lower the load or raise --node-timeout",
+			strconv.FormatFloat(s.NodeTimeoutMs, 'f', -1, 64)))
+	}
+	return strings.Join(hints, "; ")
 }
 
 // startCPUProfile starts a CPU profile into path (--cpuprofile) and

@@ -188,7 +188,8 @@ compare: deps
 # scenarios runs every failure-mode scenario of `redlock-bench scenario list`
 # with its defaults, plus the variants whose expected outcome differs:
 # restart-amnesia with --quarantine off and observed, paused-holder with
-# --fencing, failover and cluster-failover with --quarantine off,
+# --fencing, failover, cluster-failover and sentinel-failover with
+# --quarantine off,
 # clock-jump with --fencing.
 # Each writes under results/runs/; the target fails if any verdict is wrong. SCENARIO_FLAGS adds flags to every scenario (e.g. --short).
 SCENARIO_FLAGS ?=
@@ -206,6 +207,7 @@ scenarios: deps
 	one paused-holder --fencing; \
 	one failover --quarantine off; \
 	one cluster-failover --quarantine off; \
+	one sentinel-failover --quarantine off; \
 	one clock-jump --fencing; \
 	if [ $$status -ne 0 ]; then printf "wrong verdicts:$$failed\n"; fi; \
 	exit $$status

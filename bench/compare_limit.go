@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/bench/masters"
-	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/enginelua"
 	"github.com/redlock-bench/redlock/internal/redisproc"
 	"github.com/redlock-bench/redlock/results"
 )
@@ -50,7 +50,7 @@ const ceilingTool = "redis-benchmark -P 16 -c 50"
 
 // releaseScript is the engine's release script: the ceiling loads it on
 // the masters and measures the EVALSHA that every release costs them.
-func releaseScript() string { return engine.ReleaseScript() }
+func releaseScript() string { return enginelua.Release }
 
 func releaseScriptSHA() string {
 	sum := sha1.Sum([]byte(releaseScript()))

@@ -49,6 +49,10 @@ type Config struct {
 	// local Redis Cluster of this many shards instead of one
 	// redis-server (--cluster-shards). Default 0.
 	ClusterShards int
+	// Sentinels are votes that are masters Redis Sentinel manages
+	// (--sentinel), as engine.Config.Sentinels: they vote after Masters
+	// and Clusters. Redlock engines only. Default: none.
+	Sentinels []engines.SentinelVote
 	// sharedLocal: the caller (a sweep, a comparison) started the masters
 	// named in Masters, or the clusters in Clusters, so the summary
 	// counts them as local; sharedShards is the clusters' shards each.
@@ -169,11 +173,14 @@ func (c *Config) Validate() error {
 	if err := c.validateClusters(); err != nil {
 		return err
 	}
+	if err := c.validateSentinels(); err != nil {
+		return err
+	}
 	if len(c.Masters) > 0 {
 		if _, err := engines.ParseMasters(strings.Join(c.Masters, ",")); err != nil {
 			return cfgErr("masters", strings.Join(c.Masters, ","), "%v", err)
 		}
-	} else if len(c.Clusters) > 0 {
+	} else if len(c.Clusters) > 0 || len(c.Sentinels) > 0 {
 		// Votes given: nothing is started.
 	} else if c.LocalMasters <= 0 {
 		return cfgErr("local-masters", c.LocalMasters, "must be > 0")
@@ -319,24 +326,26 @@ func (c *Config) validateLock() error {
 // masterCount is how many votes the run has: --masters and --clusters, or
 // the local ones it starts.
 func (c *Config) masterCount() int {
-	if len(c.Masters) > 0 || len(c.Clusters) > 0 {
-		return len(c.Masters) + len(c.Clusters)
+	if c.givenVotes() {
+		return len(c.Masters) + len(c.Clusters) + len(c.Sentinels)
 	}
 	return c.LocalMasters
 }
 
 // givenVotes reports whether the votes are the user's (--masters,
 // --clusters) rather than started by the run.
-func (c *Config) givenVotes() bool { return len(c.Masters) > 0 || len(c.Clusters) > 0 }
+func (c *Config) givenVotes() bool {
+	return len(c.Masters) > 0 || len(c.Clusters) > 0 || len(c.Sentinels) > 0
+}
 
 // voters is how many masters the engine votes on: the first voters() of
 // the run's (NAME@N, or a single-master baseline), else all of them.
 func (c *Config) voters() int { return c.Engine.Voters(c.masterCount()) }
 
-// givenVoted are the given votes (--masters, then --clusters) the engine
+// givenVoted are the given votes (--masters, then --clusters, then --sentinel) the engine
 // votes on: the first voters() of them.
 func (c *Config) givenVoted() engines.Votes {
-	return engines.Votes{Masters: c.Masters, Clusters: c.Clusters}.First(c.voters())
+	return engines.Votes{Masters: c.Masters, Clusters: c.Clusters, Sentinels: c.Sentinels}.First(c.voters())
 }
 
 // conn is how the run's probes and clean-up reach the masters.
@@ -668,6 +677,7 @@ func (c Config) RunConfig() results.RunConfig {
 		StartAt: startAt, NoWaitQuarantine: c.NoWaitQuarantine,
 		User: c.Conn.Username, TLS: tls != nil,
 		SNI: sni, Insecure: tls != nil && tls.InsecureSkipVerify,
+		Sentinel: formatSentinels(c.Sentinels),
 	}
 }
 

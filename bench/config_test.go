@@ -198,12 +198,12 @@ func TestValidateAsksTheEngine(t *testing.T) {
 		{func(c *Config) { c.TTL = time.Millisecond }, "--ttl: the engine refuses it: Config.TTL (1ms) leaves no validity after drift (2.01ms), got 1ms"},
 		{func(c *Config) { c.TTL = 2 * time.Millisecond }, "--ttl: the engine refuses it: Config.TTL (2ms) leaves no validity after drift"},
 		{func(c *Config) { c.TTL = 1500 * time.Microsecond }, "--ttl: the engine refuses it: Config.TTL must be whole milliseconds (PX), got 1.5ms"},
-		{func(c *Config) { c.LocalMasters = 64 }, "--local-masters: the engine refuses it: Config.Masters and Clusters have 64 votes, at most 63 are supported, got 64"},
+		{func(c *Config) { c.LocalMasters = 64 }, "--local-masters: the engine refuses it: Config.Masters, Clusters and Sentinels have 64 votes, at most 63 are supported, got 64"},
 		{func(c *Config) {
 			for i := range 64 {
 				c.Masters = append(c.Masters, fmt.Sprintf("10.0.0.1:%d", 7000+i))
 			}
-		}, "--masters: the engine refuses it: Config.Masters and Clusters have 64 votes"},
+		}, "--masters: the engine refuses it: Config.Masters, Clusters and Sentinels have 64 votes"},
 	} {
 		cfg := DefaultConfig()
 		c.change(&cfg)

@@ -15,14 +15,6 @@ import (
 	"github.com/redlock-bench/redlock/internal/simredis"
 )
 
-// everyVoteAnswered is for tests on real masters whose point is not a
-// timeout: a node timeout (4 s, under half the default TTL) and a dial
-// timeout (30 s) that only a master that cannot answer reaches, however
-// loaded the machine, so that every vote is the master's answer.
-func everyVoteAnswered(c *engine.Config) {
-	c.NodeTimeout, c.DialTimeout = 4*time.Second, 30*time.Second
-}
-
 func TestQuorumEverySubsetPreoccupied(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int{3, 5} {
@@ -97,7 +89,7 @@ func TestMutualExclusionUnderConcurrency(t *testing.T) {
 	for i := range ls {
 		ls[i] = e.locker(func(c *engine.Config) {
 			everyVoteAnswered(c) // a release that timed out would fail the test
-			c.RetryDelayMin, c.RetryDelayMax = time.Millisecond, 5*time.Millisecond
+			c.Wait.RetryDelayMin, c.Wait.RetryDelayMax = time.Millisecond, 5*time.Millisecond
 		})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -204,7 +196,7 @@ func TestConnectFailsWhenMajorityUnreachable(t *testing.T) {
 		e.kill(0)
 		e.kill(2)
 		cfg := e.config()
-		cfg.DialTimeout = time.Second
+		cfg.Conn.DialTimeout = time.Second
 		start := time.Now()
 		_, err := engine.New(context.Background(), cfg)
 		if err == nil {
@@ -218,8 +210,8 @@ func TestConnectFailsWhenMajorityUnreachable(t *testing.T) {
 		if strings.Contains(err.Error(), e.addrs[1]) {
 			t.Fatalf("error names the reachable node: %v", err)
 		}
-		if took := time.Since(start); took >= cfg.DialTimeout {
-			t.Fatalf("New took %s to fail, the dial timeout (%s) or more", took, cfg.DialTimeout)
+		if took := time.Since(start); took >= cfg.Conn.DialTimeout {
+			t.Fatalf("New took %s to fail, the dial timeout (%s) or more", took, cfg.Conn.DialTimeout)
 		}
 	})
 }

@@ -46,13 +46,13 @@ func authSetups(t *testing.T) (setups []authSetup, certs *redisproc.Certs) {
 	}
 	return []authSetup{
 		{"requirepass", redistest.Options{Password: "s3cret"},
-			func(c *engine.Config) { c.Password = "s3cret" }},
+			func(c *engine.Config) { c.Conn.Password = "s3cret" }},
 		{"acl-user", redistest.Options{User: "locker", Password: "pw"},
-			func(c *engine.Config) { c.Username, c.Password = "locker", "pw" }},
+			func(c *engine.Config) { c.Conn.Username, c.Conn.Password = "locker", "pw" }},
 		{"tls", redistest.Options{TLS: serverTLS},
-			func(c *engine.Config) { c.TLS = caOnly }},
+			func(c *engine.Config) { c.Conn.TLS = caOnly }},
 		{"mtls+acl-user", redistest.Options{TLS: mutualTLS, User: "locker", Password: "pw"},
-			func(c *engine.Config) { c.TLS, c.Username, c.Password = withCert, "locker", "pw" }},
+			func(c *engine.Config) { c.Conn.TLS, c.Conn.Username, c.Conn.Password = withCert, "locker", "pw" }},
 	}, certs
 }
 
@@ -104,7 +104,7 @@ func TestAuthAndTLSMasters(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
 			c := redistest.StartT(t, 3, s.server)
-			slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second }
+			slow := func(c *engine.Config) { c.Wait.FallbackMin, c.Wait.FallbackMax = 20*time.Second, 20*time.Second }
 			holderL, waiterL := authLocker(t, c, s.client, slow), authLocker(t, c, s.client, slow)
 			holder, err := holderL.TryLock(ctx, "auth")
 			if err != nil {
@@ -186,29 +186,29 @@ func TestAuthFailuresFailNew(t *testing.T) {
 		want        string
 	}{
 		{"no password", "requirepass", func(c *engine.Config) {}, "NOAUTH"},
-		{"wrong password", "requirepass", func(c *engine.Config) { c.Password = "wrong" }, `AUTH as the default user refused: WRONGPASS`},
-		{"unknown user", "acl-user", func(c *engine.Config) { c.Username, c.Password = "nobody", "pw" }, `AUTH as user "nobody" refused: WRONGPASS`},
-		{"default user off", "acl-user", func(c *engine.Config) { c.Password = "pw" }, `AUTH as the default user refused`},
-		{"wrong CA", "tls", func(c *engine.Config) { c.TLS = otherCA }, "certificate signed by unknown authority"},
+		{"wrong password", "requirepass", func(c *engine.Config) { c.Conn.Password = "wrong" }, `AUTH as the default user refused: WRONGPASS`},
+		{"unknown user", "acl-user", func(c *engine.Config) { c.Conn.Username, c.Conn.Password = "nobody", "pw" }, `AUTH as user "nobody" refused: WRONGPASS`},
+		{"default user off", "acl-user", func(c *engine.Config) { c.Conn.Password = "pw" }, `AUTH as the default user refused`},
+		{"wrong CA", "tls", func(c *engine.Config) { c.Conn.TLS = otherCA }, "certificate signed by unknown authority"},
 		{"wrong server name", "tls", func(c *engine.Config) {
-			c.TLS = goodCA.Clone()
-			c.TLS.ServerName = "redis.example.com"
+			c.Conn.TLS = goodCA.Clone()
+			c.Conn.TLS.ServerName = "redis.example.com"
 		}, "not redis.example.com"},
 		{"plain to TLS", "tls", func(c *engine.Config) {}, "does the master want TLS?"},
 		{"no client certificate", "mtls+acl-user", func(c *engine.Config) {
-			c.TLS, c.Username, c.Password = goodCA, "locker", "pw"
+			c.Conn.TLS, c.Conn.Username, c.Conn.Password = goodCA, "locker", "pw"
 		}, "certificate"}, // "certificate required", or a reset "(does the master want a client certificate?)"
 		// The one case that waits for the dial timeout: a plain server
 		// never answers a ClientHello.
 		{"TLS to plain", "requirepass", func(c *engine.Config) {
-			c.Password, c.TLS, c.DialTimeout = "s3cret", &tls.Config{}, 300*time.Millisecond
+			c.Conn.Password, c.Conn.TLS, c.Conn.DialTimeout = "s3cret", &tls.Config{}, 300*time.Millisecond
 		}, "does the master serve TLS on this port?"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := redistest.StartT(t, 2, byName[tc.setup].server)
 			cfg := engine.DefaultConfig(c.Addrs()...)
-			cfg.DialTimeout = 30 * time.Second
+			cfg.Conn.DialTimeout = 30 * time.Second
 			tc.client(&cfg)
 			start := time.Now()
 			l, err := engine.New(context.Background(), cfg)
@@ -216,7 +216,7 @@ func TestAuthFailuresFailNew(t *testing.T) {
 				l.Close()
 				t.Fatal("New succeeded")
 			}
-			if d := time.Since(start); !strings.Contains(tc.name, "TLS to plain") && d >= cfg.DialTimeout {
+			if d := time.Since(start); !strings.Contains(tc.name, "TLS to plain") && d >= cfg.Conn.DialTimeout {
 				t.Errorf("New took %s to fail, the dial timeout or more", d)
 			}
 			msg := err.Error()
@@ -256,15 +256,15 @@ func TestTLSToAPlainMasterFailsAtTheDialTimeout(t *testing.T) {
 		}
 		cfg := e.config()
 		cfg.Masters = masters
-		cfg.TLS, cfg.DialTimeout = &tls.Config{}, 300*time.Millisecond
+		cfg.Conn.TLS, cfg.Conn.DialTimeout = &tls.Config{}, 300*time.Millisecond
 		start := time.Now()
 		l, err := engine.New(context.Background(), cfg)
 		if err == nil {
 			l.Close()
 			t.Fatal("New succeeded")
 		}
-		if d := time.Since(start); d != cfg.DialTimeout {
-			t.Errorf("New took %s to fail, want the dial timeout, %s", d, cfg.DialTimeout)
+		if d := time.Since(start); d != cfg.Conn.DialTimeout {
+			t.Errorf("New took %s to fail, want the dial timeout, %s", d, cfg.Conn.DialTimeout)
 		}
 		if !strings.Contains(err.Error(), "does the master serve TLS on this port?") {
 			t.Errorf("New: %v, want the question whether the master serves TLS", err)
@@ -291,9 +291,9 @@ func TestNarrowACLUser(t *testing.T) {
 	}
 	ctx := context.Background()
 	creds := func(c *engine.Config) {
-		c.Username, c.Password = "narrow", "pw"
+		c.Conn.Username, c.Conn.Password = "narrow", "pw"
 		c.Fencing, c.AutoExtend = true, true
-		c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
+		c.Wait.FallbackMin, c.Wait.FallbackMax = 20*time.Second, 20*time.Second
 	}
 	c := redistest.StartT(t, 3, redistest.Options{User: "narrow", Password: "pw", UserRules: rules(aclCommands)})
 	holderL, waiterL := authLocker(t, c, creds), authLocker(t, c, creds)

@@ -14,13 +14,13 @@ import (
 )
 
 // benchLocker uses the five masters started by TestMain, with a node
-// timeout of a second (patientMasters), so that a loaded machine's stalls
+// timeout of a second (patient), so that a loaded machine's stalls
 // are measured rather than failed; mutate may change it.
 func benchLocker(b *testing.B, mutate func(*engine.Config)) *engine.Locker {
 	b.Helper()
 	cfg := engine.DefaultConfig(exampleMasters...)
 	cfg.Quarantine = engine.QuarantineObserved
-	patientMasters(&cfg)
+	patient(&cfg)
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -119,10 +119,10 @@ func BenchmarkTryLockReleaseParallel(b *testing.B) {
 func BenchmarkTryLockReleaseCoalesce(b *testing.B) {
 	for _, off := range []bool{false, true} {
 		b.Run(fmt.Sprintf("parallel/DisableCoalesce=%v", off), func(b *testing.B) {
-			cycleParallel(b, benchLocker(b, func(c *engine.Config) { c.DisableCoalesce = off }), 128)
+			cycleParallel(b, benchLocker(b, func(c *engine.Config) { c.Conn.DisableCoalesce = off }), 128)
 		})
 		b.Run(fmt.Sprintf("serial/DisableCoalesce=%v", off), func(b *testing.B) {
-			cycleSerial(b, benchLocker(b, func(c *engine.Config) { c.DisableCoalesce = off }))
+			cycleSerial(b, benchLocker(b, func(c *engine.Config) { c.Conn.DisableCoalesce = off }))
 		})
 	}
 }
@@ -135,7 +135,7 @@ func BenchmarkTryLockReleaseCoalesce(b *testing.B) {
 // the masters a node timeout of a second, so that a loaded machine's
 // stalls are measured rather than failed.
 func BenchmarkTryLockAll3Release(b *testing.B) {
-	l := benchLocker(b, patientMasters)
+	l := benchLocker(b, patient)
 	ctx := context.Background()
 	sets := benchSets(1024)
 	b.ReportAllocs()
@@ -152,7 +152,7 @@ func BenchmarkTryLockAll3Release(b *testing.B) {
 }
 
 func BenchmarkTryLock3SequentialRelease(b *testing.B) {
-	l := benchLocker(b, patientMasters)
+	l := benchLocker(b, patient)
 	ctx := context.Background()
 	sets := benchSets(1024)
 	var held [3]*engine.Lease
@@ -207,7 +207,7 @@ func BenchmarkTryLock3SequentialReleaseParallel(b *testing.B) {
 }
 
 func parallel3(b *testing.B, cycle func(context.Context, *engine.Lease, []string, *engine.Locker) error) {
-	l := benchLocker(b, patientMasters)
+	l := benchLocker(b, patient)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.SetParallelism(16)
@@ -222,8 +222,6 @@ func parallel3(b *testing.B, cycle func(context.Context, *engine.Lease, []string
 		}
 	})
 }
-
-func patientMasters(c *engine.Config) { c.NodeTimeout = time.Second }
 
 // benchSets is n sets of three resource names, unique to this run.
 func benchSets(n int) [][]string {
@@ -354,7 +352,7 @@ func BenchmarkSemaphoreAcquireReleaseParallel(b *testing.B) {
 // -count runs. The masters get a node timeout of a second, so that a
 // loaded machine's stalls are measured rather than failed.
 func BenchmarkRWMutexCycle(b *testing.B) {
-	l := benchLocker(b, patientMasters)
+	l := benchLocker(b, patient)
 	for _, mode := range []string{"serial", "parallel"} {
 		b.Run(mode, func(b *testing.B) {
 			callers := 1

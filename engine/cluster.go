@@ -205,7 +205,7 @@ func (r *resend) Late(node int, v multiplex.Vote) {
 	if !errors.Is(v.Err, ErrSlotMigrating) || r.l.closed.Load() || time.Now().After(r.until) {
 		return
 	}
-	time.AfterFunc(r.l.jitter(r.l.cfg.RetryDelayMin, r.l.cfg.RetryDelayMax)+r.l.cfg.NodeTimeout, func() {
+	time.AfterFunc(r.l.jitter(r.l.cfg.Wait.RetryDelayMin, r.l.cfg.Wait.RetryDelayMax)+r.l.cfg.NodeTimeout, func() {
 		cmd := r.cmd
 		cmd.Nodes = uint64(1) << node
 		r.l.pool.Post(cmd, classifyInt, r)

@@ -326,7 +326,7 @@ func patientVotes(c *engine.Config) {
 // and one marked before it listened would sleep through the release.
 func waitsForNotification(c *engine.Config) {
 	c.TTL, c.NodeTimeout = 2*time.Minute, 30*time.Second
-	c.FallbackMin, c.FallbackMax = time.Minute, time.Minute
+	c.Wait.FallbackMin, c.Wait.FallbackMax = time.Minute, time.Minute
 }
 
 // exists reports whether key exists in cluster i.

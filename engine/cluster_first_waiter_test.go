@@ -30,7 +30,7 @@ func simFirstWaitersMissed(t *testing.T, rounds int, stop bool) (missed, played 
 			}
 			cfg := e.config()
 			off(&cfg)
-			cfg.FallbackMin, cfg.FallbackMax = time.Minute, time.Minute
+			cfg.Wait.FallbackMin, cfg.Wait.FallbackMax = time.Minute, time.Minute
 			waiterL, err := engine.New(context.Background(), cfg)
 			if err != nil {
 				t.Fatalf("engine.New: %v", err)

@@ -39,7 +39,7 @@ func guessTest(t *testing.T, f func(*testing.T, *guessEnv)) {
 		cfg.Masters, cfg.Clusters = nil, [][]string{c.Seeds()}
 		cfg.Quarantine = QuarantineOff
 		cfg.DisableTracking = true // the simulated nodes have no CLIENT TRACKING
-		cfg.DialContext = nw.Dialer("c1")
+		cfg.Conn.DialContext = nw.Dialer("c1")
 		l, err := New(context.Background(), cfg)
 		if err != nil {
 			t.Fatalf("New: %v", err)
@@ -61,7 +61,7 @@ func guessTest(t *testing.T, f func(*testing.T, *guessEnv)) {
 // shards is a fresh set of the vote's sharded subscriptions, on a
 // notifier of its own whose goroutines do not run: the test drives it.
 func (e *guessEnv) shards(t *testing.T) *shards {
-	n := newNotifier(e.l.pool, e.l.votes, len(e.l.cfg.Masters), e.l.cfg.NodeTimeout, 0)
+	n := newNotifier(e.l.pool, e.l.votes, len(e.l.cfg.Masters), len(e.l.cfg.Clusters), e.l.cfg.NodeTimeout, 0)
 	s := &shards{n: n, sn: n.nodes[0], client: e.l.pool.Client(0), conns: make(map[string]*shardConn),
 		on: make(map[string]*shardConn), owner: make(map[int]string), later: make(map[string]struct{}),
 		redirects: make(map[int]int)}

@@ -59,7 +59,7 @@ func TestClusterMigrationResendsRefusedScripts(t *testing.T) {
 
 // withNotify lets a Locker of migrationEnv queue its waiters.
 func withNotify(c *engine.Config) {
-	c.DisableNotify = false
+	c.Wait.DisableNotify = false
 	resendSoon(c)
 }
 

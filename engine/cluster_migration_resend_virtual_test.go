@@ -140,7 +140,7 @@ func simReleaseDuringMigration(t *testing.T, e *simClusterEnv, mg *simMigration)
 	ctx := context.Background()
 	a := e.locker(func(c *engine.Config) {
 		c.TTL, c.NodeTimeout = time.Minute, resendNodeTimeout
-		c.DisableNotify = true
+		c.Wait.DisableNotify = true
 	})
 	held, err := a.TryLock(ctx, "mr")
 	if err != nil {

@@ -39,7 +39,7 @@ func (e *migrationEnv) locker(mutate func(*engine.Config)) *engine.Locker {
 	cfg := engine.DefaultConfig(e.masters.Addrs()...)
 	cfg.Clusters = [][]string{e.cluster.Seeds()[:1]}
 	cfg.Quarantine = engine.QuarantineObserved
-	cfg.DisableNotify = true
+	cfg.Wait.DisableNotify = true
 	patientVotes(&cfg)
 	if mutate != nil {
 		mutate(&cfg)

@@ -28,7 +28,7 @@ func clusterConfig(clusters []*redistest.RedisCluster, ttl time.Duration) engine
 	}
 	cfg.TTL = ttl
 	cfg.Quarantine = engine.QuarantineObserved
-	cfg.DisableNotify = true
+	cfg.Wait.DisableNotify = true
 	patientVotes(&cfg)
 	return cfg
 }
@@ -142,7 +142,7 @@ func TestClusterFailbackKeepsTheOldPrimaryOut(t *testing.T) {
 	var mu sync.Mutex
 	toP := map[string]bool{} // B's connections to P, by their local address
 	bcfg := cfg
-	bcfg.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
+	bcfg.Conn.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
 		var d net.Dialer
 		conn, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil && addr == p.Addr() {
@@ -231,7 +231,7 @@ func TestClusterNodeWithASkewedClockSitsOut(t *testing.T) {
 			px := shiftedClockProxy(&env{t: t}, skewed.Addr(), &shift)
 			l := e.locker(func(c *engine.Config) {
 				c.Fencing = true
-				c.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
+				c.Conn.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
 					if addr == skewed.Addr() {
 						addr = px.addr()
 					}

@@ -35,7 +35,7 @@ func TestClusterFailbackKeepsTheOldPrimaryOutInVirtualTime(t *testing.T) {
 				const ttl = 5 * time.Second
 				config := func(c *engine.Config) {
 					c.TTL = ttl
-					c.DisableNotify = true
+					c.Wait.DisableNotify = true
 				}
 				ctx := context.Background()
 				c0 := e.clusters[0]

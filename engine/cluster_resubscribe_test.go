@@ -74,7 +74,7 @@ func simWaiterAfterMove(t *testing.T, stale, replicas bool, move func(*testing.T
 		config := func(c *engine.Config) {
 			c.Quarantine = engine.QuarantineOff // a promoted replica votes at once
 			c.TTL = time.Hour                   // the holder's lease outlives the control's wait
-			c.FallbackMin, c.FallbackMax = fallback, fallback
+			c.Wait.FallbackMin, c.Wait.FallbackMax = fallback, fallback
 		}
 		// When the waiter was first woken by a notification.
 		var notified atomic.Pointer[time.Time]

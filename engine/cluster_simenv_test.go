@@ -84,7 +84,7 @@ func (e *simClusterEnv) config() engine.Config {
 	cfg.DisableTracking = true // the simulated masters have no CLIENT TRACKING
 	e.mu.Lock()
 	e.clients++
-	cfg.DialContext = e.net.Dialer(fmt.Sprintf("c%d", e.clients))
+	cfg.Conn.DialContext = e.net.Dialer(fmt.Sprintf("c%d", e.clients))
 	e.mu.Unlock()
 	return cfg
 }

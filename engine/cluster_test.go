@@ -437,7 +437,7 @@ func TestClusterVotesCloseLeavesNoConnections(t *testing.T) {
 	var mu sync.Mutex
 	dialed := map[string]string{} // the connections' local addresses: the node's address
 	l := e.locker(func(c *engine.Config) {
-		c.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
+		c.Conn.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
 			var d net.Dialer
 			conn, err := d.DialContext(ctx, "tcp", addr)
 			if err == nil {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -45,10 +46,10 @@ const (
 	// fallback retry when release notifications are on.
 	DefaultFallbackMin = 50 * time.Millisecond
 	DefaultFallbackMax = 250 * time.Millisecond
-	// DefaultNotifyLinger: see Config.NotifyLinger.
+	// DefaultNotifyLinger: see Config.Wait.NotifyLinger.
 	DefaultNotifyLinger = time.Second
 	// MaxLingering bounds the subscriptions that outlive their waiters
-	// (Config.NotifyLinger), and so what they cost the masters.
+	// (Config.Wait.NotifyLinger), and so what they cost the masters.
 	MaxLingering = 1024
 	// DefaultMaxHandoffs bounds in-process hand-offs in a row.
 	DefaultMaxHandoffs = 16
@@ -70,6 +71,14 @@ type Config struct {
 	// resource key's slot. No node may serve two votes. See
 	// docs/library.md, "Cluster masters".
 	Clusters [][]string
+	// Sentinels are votes that are masters Redis Sentinel manages, each
+	// given by its master name and some of its sentinels' addresses; they
+	// vote after Clusters, and count in the quorum as the others do.
+	// After a failover the vote is the promoted replica, which may lack
+	// the locks the old master took just before: its new run_id keeps the
+	// vote out for MaxTTL, as a restart does. See docs/library.md,
+	// "Sentinel-managed votes".
+	Sentinels []SentinelVote
 	// TTL is the lock's lifetime on the masters. Must be > 0;
 	// DefaultConfig sets DefaultTTL.
 	TTL time.Duration
@@ -83,9 +92,6 @@ type Config struct {
 	// max(TTL/DefaultNodeTimeoutDivisor, min(MinNodeTimeout, TTL/10)) at
 	// New, so it follows the TTL. Must be below TTL/2.
 	NodeTimeout time.Duration
-	// RetryDelayMin and RetryDelayMax bound Lock's random delay between
-	// attempts. Zero selects DefaultRetryDelayMin/Max.
-	RetryDelayMin, RetryDelayMax time.Duration
 	// Quarantine is the restart policy:
 	// QuarantineOff, QuarantineObserved or QuarantineAlways. Zero selects
 	// QuarantineAlways: a master younger than MaxTTL is kept out of the
@@ -111,6 +117,45 @@ type Config struct {
 	// (Lease.Token), for the protected resource to reject stale holders.
 	// It costs one extra round trip per acquisition. Default: off.
 	Fencing bool
+	// DisableTracking turns off the at-once notice of a lost lease: by
+	// default a lease whose Done or Context is used, or that
+	// auto-extends, has its keys watched on every master through
+	// client-side-caching invalidations (CLIENT TRACKING, Redis 6 or
+	// later, on one more connection per master), and ends with
+	// ErrLockLost as soon as they are gone or another's on too many
+	// masters for a quorum, instead of at its next extension. A master
+	// that refuses tracking (older than Redis 6, or an ACL user without
+	// CLIENT, GET and PTTL on the keys) is left to the extensions.
+	DisableTracking bool
+	// KeyPrefix is prepended to every resource name to form the key.
+	// Default: none.
+	KeyPrefix string
+	// Observer receives every acquire, release, extend, wait, hand-off,
+	// lost lease and node state change, for metrics and traces (see
+	// Observer and package otelredlock). Default: none, which costs nothing.
+	Observer *Observer
+	// Wait tunes how Lock waits for a held resource: retries, the
+	// in-process gate and hand-offs, release notifications. The defaults
+	// suit most uses.
+	Wait WaitOptions
+	// Conn configures the connections to the masters: authentication,
+	// TLS, custom transports, timeouts and rueidis's pipelining.
+	Conn ConnOptions
+}
+
+// WaitOptions tunes how Lock waits (Config.Wait). Zero values select the
+// defaults.
+type WaitOptions struct {
+	// RetryDelayMin and RetryDelayMax bound Lock's random delay between
+	// attempts. Zero selects DefaultRetryDelayMin/Max.
+	RetryDelayMin, RetryDelayMax time.Duration
+	// FallbackMin and FallbackMax bound the random wait of a Lock waiter
+	// between attempts when the resource is held: the retry that covers a
+	// missed notification (or an expiry, which publishes nothing). Capped
+	// at the TTL. Zero selects 50ms and 250ms (the wait is usually ended
+	// by the notification long before); with DisableNotify, zero selects
+	// RetryDelayMin/Max.
+	FallbackMin, FallbackMax time.Duration
 	// DisableGate turns off the in-process gate: by default, goroutines of
 	// one Locker that Lock the same resource queue locally in FIFO order
 	// and only the head competes for it on the masters.
@@ -126,16 +171,6 @@ type Config struct {
 	// value, its release PUBLISHes on the channel, and they retry at once
 	// instead of polling.
 	DisableNotify bool
-	// DisableTracking turns off the at-once notice of a lost lease: by
-	// default a lease whose Done or Context is used, or that
-	// auto-extends, has its keys watched on every master through
-	// client-side-caching invalidations (CLIENT TRACKING, Redis 6 or
-	// later, on one more connection per master), and ends with
-	// ErrLockLost as soon as they are gone or another's on too many
-	// masters for a quorum, instead of at its next extension. A master
-	// that refuses tracking (older than Redis 6, or an ACL user without
-	// CLIENT, GET and PTTL on the keys) is left to the extensions.
-	DisableTracking bool
 	// NotifyLinger is how long a Locker stays subscribed to a resource's
 	// releases after its last waiter left, so that a resource waited for
 	// again and again is not subscribed and unsubscribed for every lock,
@@ -143,27 +178,37 @@ type Config struct {
 	// MaxLingering subscriptions linger. Zero selects DefaultNotifyLinger;
 	// negative unsubscribes at once.
 	NotifyLinger time.Duration
-	// FallbackMin and FallbackMax bound the random wait of a Lock waiter
-	// between attempts when the resource is held: the retry that covers a
-	// missed notification (or an expiry, which publishes nothing). Capped
-	// at the TTL. Zero selects 50ms and 250ms (the wait is usually ended
-	// by the notification long before); with DisableNotify, zero selects
-	// RetryDelayMin/Max.
-	FallbackMin, FallbackMax time.Duration
-	// KeyPrefix is prepended to every resource name to form the key.
-	// Default: none.
-	KeyPrefix string
 	// Rand, when set, is where Lock's random delays come from (the back-off
 	// after a split vote, the fallback retry, the undo's retry), so that a
 	// test or a simulation seeded once gets the same delays again. The
 	// engine serializes its use. Lease values come from crypto/rand
 	// whatever this is. Default: nil, math/rand/v2's global source.
 	Rand *rand.Rand
-	// Observer receives every acquire, release, extend, wait, hand-off,
-	// lost lease and node state change, for metrics and traces (see
-	// Observer and package otelredlock). Default: none, which costs nothing.
-	Observer *Observer
+}
 
+// ConnOptions configures the connections to the masters (Config.Conn).
+// Zero values select the defaults.
+type ConnOptions struct {
+	// Username and Password authenticate every connection to the masters:
+	// the pool's, the release notifications' and the restart check's.
+	// Password alone is for requirepass (the default user); with Username
+	// it is an ACL user's, which needs +@all or at least the commands the
+	// engine sends (EVALSHA, SCRIPT LOAD, INFO, TIME, SUBSCRIBE, ...).
+	// Default: none.
+	Username, Password string
+	// TLS, when set, makes every connection to the masters TLS with this
+	// configuration: RootCAs to verify the masters (nil: the system's),
+	// Certificates for a client certificate, ServerName to verify a name
+	// other than each master's host. Default: plain TCP.
+	TLS *tls.Config
+	// DialContext, when set, opens every connection to a master (the
+	// pool's, the release notifications', the restart check's) instead of
+	// TCP, for custom transports: SSH tunnels, unix sockets, in-memory
+	// connections for simulation. It gets the address from Masters and a
+	// ctx bounded by DialTimeout; TLS, when set, runs on top of the
+	// connection it returns, and the restart check reads INFO on it
+	// before any command, as on TCP. Default: nil, TCP.
+	DialContext func(ctx context.Context, addr string) (net.Conn, error)
 	// DialTimeout bounds connecting to each master at start-up. Zero
 	// selects multiplex.DefaultDialTimeout.
 	DialTimeout time.Duration
@@ -185,26 +230,6 @@ type Config struct {
 	// key's outcome the same as alone, which costs the master several
 	// times less per key.
 	DisableCoalesce bool
-	// Username and Password authenticate every connection to the masters:
-	// the pool's, the release notifications' and the restart check's.
-	// Password alone is for requirepass (the default user); with Username
-	// it is an ACL user's, which needs +@all or at least the commands the
-	// engine sends (EVALSHA, SCRIPT LOAD, INFO, TIME, SUBSCRIBE, ...).
-	// Default: none.
-	Username, Password string
-	// TLS, when set, makes every connection to the masters TLS with this
-	// configuration: RootCAs to verify the masters (nil: the system's),
-	// Certificates for a client certificate, ServerName to verify a name
-	// other than each master's host. Default: plain TCP.
-	TLS *tls.Config
-	// DialContext, when set, opens every connection to a master (the
-	// pool's, the release notifications', the restart check's) instead of
-	// TCP, for custom transports: SSH tunnels, unix sockets, in-memory
-	// connections for simulation. It gets the address from Masters and a
-	// ctx bounded by DialTimeout; TLS, when set, runs on top of the
-	// connection it returns, and the restart check reads INFO on it
-	// before any command, as on TCP. Default: nil, TCP.
-	DialContext func(ctx context.Context, addr string) (net.Conn, error)
 	// Tune may adjust each master's rueidis.ClientOption, for what has no
 	// field here; it runs after Username, Password and TLS are set.
 	// Optional.
@@ -254,17 +279,17 @@ func (c *Config) fill() {
 	if c.NodeTimeout == 0 && c.TTL > 0 {
 		c.NodeTimeout = max(c.TTL/DefaultNodeTimeoutDivisor, min(MinNodeTimeout, c.TTL/10))
 	}
-	if c.RetryDelayMin == 0 {
-		c.RetryDelayMin = DefaultRetryDelayMin
+	if c.Wait.RetryDelayMin == 0 {
+		c.Wait.RetryDelayMin = DefaultRetryDelayMin
 	}
-	if c.RetryDelayMax == 0 {
-		c.RetryDelayMax = max(DefaultRetryDelayMax, c.RetryDelayMin)
+	if c.Wait.RetryDelayMax == 0 {
+		c.Wait.RetryDelayMax = max(DefaultRetryDelayMax, c.Wait.RetryDelayMin)
 	}
-	if c.MaxHandoffs == 0 {
-		c.MaxHandoffs = DefaultMaxHandoffs
+	if c.Wait.MaxHandoffs == 0 {
+		c.Wait.MaxHandoffs = DefaultMaxHandoffs
 	}
-	if c.NotifyLinger == 0 {
-		c.NotifyLinger = DefaultNotifyLinger
+	if c.Wait.NotifyLinger == 0 {
+		c.Wait.NotifyLinger = DefaultNotifyLinger
 	}
 	if c.Quarantine == 0 {
 		c.Quarantine = QuarantineAlways
@@ -275,26 +300,26 @@ func (c *Config) fill() {
 	if c.ExtendEvery == 0 && c.TTL > 0 {
 		c.ExtendEvery = c.TTL / 3
 	}
-	if c.FallbackMin == 0 {
-		c.FallbackMin = DefaultFallbackMin
-		if c.DisableNotify {
-			c.FallbackMin = c.RetryDelayMin
+	if c.Wait.FallbackMin == 0 {
+		c.Wait.FallbackMin = DefaultFallbackMin
+		if c.Wait.DisableNotify {
+			c.Wait.FallbackMin = c.Wait.RetryDelayMin
 		}
 	}
-	if c.FallbackMax == 0 {
-		c.FallbackMax = max(DefaultFallbackMax, c.FallbackMin)
-		if c.DisableNotify {
-			c.FallbackMax = max(c.RetryDelayMax, c.FallbackMin)
+	if c.Wait.FallbackMax == 0 {
+		c.Wait.FallbackMax = max(DefaultFallbackMax, c.Wait.FallbackMin)
+		if c.Wait.DisableNotify {
+			c.Wait.FallbackMax = max(c.Wait.RetryDelayMax, c.Wait.FallbackMin)
 		}
 	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = multiplex.DefaultDialTimeout
+	if c.Conn.DialTimeout == 0 {
+		c.Conn.DialTimeout = multiplex.DefaultDialTimeout
 	}
-	if c.ConnTimeout == 0 {
-		c.ConnTimeout = multiplex.DefaultConnTimeout
+	if c.Conn.ConnTimeout == 0 {
+		c.Conn.ConnTimeout = multiplex.DefaultConnTimeout
 	}
-	if c.PipelineMultiplex == 0 {
-		c.PipelineMultiplex = multiplex.DefaultPipelineMultiplex
+	if c.Conn.PipelineMultiplex == 0 {
+		c.Conn.PipelineMultiplex = multiplex.DefaultPipelineMultiplex
 	}
 }
 
@@ -302,10 +327,10 @@ func (c *Config) fill() {
 // not fill defaults; New does that first.
 func (c *Config) Validate() error {
 	switch {
-	case len(c.Masters) == 0 && len(c.Clusters) == 0:
+	case len(c.Masters) == 0 && len(c.Clusters) == 0 && len(c.Sentinels) == 0:
 		return fmt.Errorf("engine: Config.Masters is empty: at least one master is needed")
-	case len(c.Masters)+len(c.Clusters) > MaxMasters:
-		return fmt.Errorf("engine: Config.Masters and Clusters have %d votes, at most %d are supported", len(c.Masters)+len(c.Clusters), MaxMasters)
+	case c.votes() > MaxMasters:
+		return fmt.Errorf("engine: Config.Masters, Clusters and Sentinels have %d votes, at most %d are supported", c.votes(), MaxMasters)
 	case c.TTL <= 0:
 		return fmt.Errorf("engine: Config.TTL must be > 0, got %s", c.TTL)
 	case c.TTL%time.Millisecond != 0:
@@ -322,27 +347,27 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("engine: Config.Quarantine %d is not a policy (off, observed, always)", c.Quarantine)
 	case c.MaxTTL < c.TTL && c.MaxTTL != 0:
 		return fmt.Errorf("engine: Config.MaxTTL (%s) is below TTL (%s)", c.MaxTTL, c.TTL)
-	case c.RetryDelayMin < 0:
-		return fmt.Errorf("engine: Config.RetryDelayMin must be >= 0, got %s", c.RetryDelayMin)
-	case c.RetryDelayMax < c.RetryDelayMin:
-		return fmt.Errorf("engine: Config.RetryDelayMax (%s) is below RetryDelayMin (%s)", c.RetryDelayMax, c.RetryDelayMin)
+	case c.Wait.RetryDelayMin < 0:
+		return fmt.Errorf("engine: Config.Wait.RetryDelayMin must be >= 0, got %s", c.Wait.RetryDelayMin)
+	case c.Wait.RetryDelayMax < c.Wait.RetryDelayMin:
+		return fmt.Errorf("engine: Config.Wait.RetryDelayMax (%s) is below RetryDelayMin (%s)", c.Wait.RetryDelayMax, c.Wait.RetryDelayMin)
 	case c.ExtendEvery < 0 || (c.AutoExtend && c.ExtendEvery >= c.TTL):
 		return fmt.Errorf("engine: Config.ExtendEvery (%s) must be in (0, TTL %s)", c.ExtendEvery, c.TTL)
 	case c.MaxExtensions < 0:
 		return fmt.Errorf("engine: Config.MaxExtensions must be >= 0, got %d", c.MaxExtensions)
-	case c.FallbackMin < 0:
-		return fmt.Errorf("engine: Config.FallbackMin must be >= 0, got %s", c.FallbackMin)
-	case c.FallbackMax < c.FallbackMin:
-		return fmt.Errorf("engine: Config.FallbackMax (%s) is below FallbackMin (%s)", c.FallbackMax, c.FallbackMin)
-	case c.DialTimeout < 0:
-		return fmt.Errorf("engine: Config.DialTimeout must be >= 0, got %s", c.DialTimeout)
-	case c.ConnTimeout < 0:
-		return fmt.Errorf("engine: Config.ConnTimeout must be >= 0, got %s", c.ConnTimeout)
-	case c.PipelineMultiplex > rueidis.MaxPipelineMultiplex:
-		return fmt.Errorf("engine: Config.PipelineMultiplex must be <= %d, got %d", rueidis.MaxPipelineMultiplex, c.PipelineMultiplex)
+	case c.Wait.FallbackMin < 0:
+		return fmt.Errorf("engine: Config.Wait.FallbackMin must be >= 0, got %s", c.Wait.FallbackMin)
+	case c.Wait.FallbackMax < c.Wait.FallbackMin:
+		return fmt.Errorf("engine: Config.Wait.FallbackMax (%s) is below FallbackMin (%s)", c.Wait.FallbackMax, c.Wait.FallbackMin)
+	case c.Conn.DialTimeout < 0:
+		return fmt.Errorf("engine: Config.Conn.DialTimeout must be >= 0, got %s", c.Conn.DialTimeout)
+	case c.Conn.ConnTimeout < 0:
+		return fmt.Errorf("engine: Config.Conn.ConnTimeout must be >= 0, got %s", c.Conn.ConnTimeout)
+	case c.Conn.PipelineMultiplex > rueidis.MaxPipelineMultiplex:
+		return fmt.Errorf("engine: Config.Conn.PipelineMultiplex must be <= %d, got %d", rueidis.MaxPipelineMultiplex, c.Conn.PipelineMultiplex)
 	}
 	if len(c.Masters) == 0 {
-		return c.validateClusters()
+		return cmp.Or(c.validateClusters(), c.validateSentinels())
 	}
 	if err := addrcheck.Masters(c.Masters); err != nil {
 		var ae *addrcheck.AddrError
@@ -354,7 +379,7 @@ func (c *Config) Validate() error {
 		}
 		return fmt.Errorf("engine: Config.Masters[%d] %q: %s", ae.Index, ae.Addr, ae.Reason)
 	}
-	return c.validateClusters()
+	return cmp.Or(c.validateClusters(), c.validateSentinels())
 }
 
 // drift is the allowance a validity of ttl leaves for the masters'

@@ -15,13 +15,12 @@ func FuzzConfigValidate(f *testing.F) {
 	f.Add("a:1,a:1", int64(time.Millisecond), math.Copysign(0, -1), int64(time.Hour), int64(0), int64(0), 9, uint8(2))
 	f.Fuzz(func(t *testing.T, masters string, ttl int64, drift float64, nodeTimeout, retryMin, retryMax int64, pm int, q uint8) {
 		c := Config{
-			TTL:               time.Duration(ttl),
-			DriftFactor:       drift,
-			NodeTimeout:       time.Duration(nodeTimeout),
-			RetryDelayMin:     time.Duration(retryMin),
-			RetryDelayMax:     time.Duration(retryMax),
-			PipelineMultiplex: pm,
-			Quarantine:        QuarantinePolicy(q),
+			TTL:         time.Duration(ttl),
+			DriftFactor: drift,
+			NodeTimeout: time.Duration(nodeTimeout),
+			Wait:        WaitOptions{RetryDelayMin: time.Duration(retryMin), RetryDelayMax: time.Duration(retryMax)},
+			Conn:        ConnOptions{PipelineMultiplex: pm},
+			Quarantine:  QuarantinePolicy(q),
 		}
 		if masters != "" {
 			c.Masters = strings.Split(masters, ",")

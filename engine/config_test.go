@@ -29,8 +29,8 @@ func TestConfigValidation(t *testing.T) {
 		{"drift one", func(c *engine.Config) { c.DriftFactor = 1 }, "DriftFactor must be in [0, 1), got 1"},
 		{"node timeout too long", func(c *engine.Config) { c.NodeTimeout = 6 * time.Second }, "NodeTimeout (6s) must be below half the TTL (10s)"},
 		{"node timeout negative", func(c *engine.Config) { c.NodeTimeout = -1 }, "NodeTimeout must be > 0"},
-		{"retry delays reversed", func(c *engine.Config) { c.RetryDelayMin = time.Second; c.RetryDelayMax = time.Millisecond }, "RetryDelayMax (1ms) is below RetryDelayMin (1s)"},
-		{"pipeline multiplex", func(c *engine.Config) { c.PipelineMultiplex = 9 }, "PipelineMultiplex must be <= 8, got 9"},
+		{"retry delays reversed", func(c *engine.Config) { c.Wait.RetryDelayMin = time.Second; c.Wait.RetryDelayMax = time.Millisecond }, "RetryDelayMax (1ms) is below RetryDelayMin (1s)"},
+		{"pipeline multiplex", func(c *engine.Config) { c.Conn.PipelineMultiplex = 9 }, "PipelineMultiplex must be <= 8, got 9"},
 		{"too many masters", func(c *engine.Config) {
 			c.Masters = nil
 			for i := 1; i <= 64; i++ {

@@ -12,7 +12,7 @@ import (
 	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
-// dialCounter is a Config.DialContext that dials with next (nil: TCP)
+// dialCounter is a Config.Conn.DialContext that dials with next (nil: TCP)
 // and counts the connections it opened per address.
 type dialCounter struct {
 	next  func(ctx context.Context, addr string) (net.Conn, error)
@@ -36,8 +36,8 @@ func (d *dialCounter) DialContext(ctx context.Context, addr string) (net.Conn, e
 
 // wrap wraps c's DialContext, as set so far, to count its dials.
 func (d *dialCounter) wrap(c *engine.Config) {
-	d.next = c.DialContext
-	c.DialContext = d.DialContext
+	d.next = c.Conn.DialContext
+	c.Conn.DialContext = d.DialContext
 }
 
 func (d *dialCounter) count(addr string) int {
@@ -46,8 +46,8 @@ func (d *dialCounter) count(addr string) int {
 	return d.dials[addr]
 }
 
-// Config.DialContext opens every connection the engine makes, the pool's
-// and the release notifications', with TLS on top when Config.TLS is set:
+// Config.Conn.DialContext opens every connection the engine makes, the pool's
+// and the release notifications', with TLS on top when Config.Conn.TLS is set:
 // a Lock waiter is woken by the release's notification over it.
 func TestDialContextOpensEveryConnection(t *testing.T) {
 	t.Parallel()
@@ -66,15 +66,15 @@ func TestDialContextOpensEveryConnection(t *testing.T) {
 	ctx := context.Background()
 	for _, s := range []authSetup{
 		{"tcp", redistest.Options{}, func(*engine.Config) {}},
-		{"tls", redistest.Options{TLS: serverTLS}, func(c *engine.Config) { c.TLS = clientTLS }},
+		{"tls", redistest.Options{TLS: serverTLS}, func(c *engine.Config) { c.Conn.TLS = clientTLS }},
 	} {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
 			c := redistest.StartT(t, 3, s.server)
 			var holderDials, waiterDials dialCounter
-			slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second }
-			holderL := authLocker(t, c, s.client, slow, func(c *engine.Config) { c.DialContext = holderDials.DialContext })
-			waiterL := authLocker(t, c, s.client, slow, func(c *engine.Config) { c.DialContext = waiterDials.DialContext })
+			slow := func(c *engine.Config) { c.Wait.FallbackMin, c.Wait.FallbackMax = 20*time.Second, 20*time.Second }
+			holderL := authLocker(t, c, s.client, slow, func(c *engine.Config) { c.Conn.DialContext = holderDials.DialContext })
+			waiterL := authLocker(t, c, s.client, slow, func(c *engine.Config) { c.Conn.DialContext = waiterDials.DialContext })
 			holder, err := holderL.TryLock(ctx, "dialctx")
 			if err != nil {
 				t.Fatal(err)

@@ -33,7 +33,7 @@
 // hand-off, lost lease and node state change; the module
 // github.com/redlock-bench/redlock/engine/otelredlock turns them into
 // OpenTelemetry metrics and spans, so that engine itself needs no
-// telemetry dependency. Config.Username, Password and TLS reach every
+// telemetry dependency. Config.Conn.Username, Password and TLS reach every
 // connection to the masters.
 //
 // The files follow the paths a reader looks for: locker.go (New, Close),

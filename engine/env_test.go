@@ -209,7 +209,7 @@ func (e *env) stalledLocker(ttl, maxTTL time.Duration) (*engine.Locker, []*stall
 			c.MaxTTL = maxTTL
 		}
 		c.NodeTimeout = 100 * time.Millisecond
-		c.ConnTimeout = time.Second
+		c.Conn.ConnTimeout = time.Second
 	}), sp
 }
 

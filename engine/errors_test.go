@@ -79,7 +79,7 @@ func TestErrorMessagesReadAsOneLine(t *testing.T) {
 	e.kill(1)
 	e.kill(2)
 	cfg := engine.DefaultConfig(e.addrs...)
-	cfg.DialTimeout = 500 * time.Millisecond
+	cfg.Conn.DialTimeout = 500 * time.Millisecond
 	_, err = engine.New(ctx, cfg)
 	checkMessage(t, "New with a quorum down", err)
 	if !errors.Is(err, engine.ErrUnreachable) {
@@ -122,7 +122,7 @@ func TestUnreachableMastersGroupedByCause(t *testing.T) {
 		}
 	}
 	cfg := engine.DefaultConfig(c.Addrs()...)
-	cfg.Password = "wrong"
+	cfg.Conn.Password = "wrong"
 	_, err := engine.New(context.Background(), cfg)
 	checkMessage(t, "New with a wrong password", err)
 	msg := err.Error()

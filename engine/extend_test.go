@@ -56,7 +56,7 @@ func TestExtend(t *testing.T) {
 func TestExtendScriptOnRealMasters(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.MaxTTL = 2 * c.TTL; roomy(c) })
+	l := e.locker(func(c *engine.Config) { c.MaxTTL = 2 * c.TTL; patient(c) })
 	le, err := l.TryLock(context.Background(), "extend")
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ package engine
 var faults struct {
 	AcquireAllPartial        fault
 	AcquireIgnoresValidity   fault
+	ClockErrorIgnored        fault
 	ClusterGuessOnce         fault
 	ClusterKeysUntagged      fault
 	ClusterMigrationNoResend fault

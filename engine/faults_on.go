@@ -8,6 +8,7 @@ import "github.com/redlock-bench/redlock/internal/mutation"
 var faults = struct {
 	AcquireAllPartial        *mutation.Switch
 	AcquireIgnoresValidity   *mutation.Switch
+	ClockErrorIgnored        *mutation.Switch
 	ClusterGuessOnce         *mutation.Switch
 	ClusterKeysUntagged      *mutation.Switch
 	ClusterMigrationNoResend *mutation.Switch
@@ -44,6 +45,7 @@ var faults = struct {
 }{
 	AcquireAllPartial:        mutation.AcquireAllPartial,
 	AcquireIgnoresValidity:   mutation.AcquireIgnoresValidity,
+	ClockErrorIgnored:        mutation.ClockErrorIgnored,
 	ClusterGuessOnce:         mutation.ClusterGuessOnce,
 	ClusterKeysUntagged:      mutation.ClusterKeysUntagged,
 	ClusterMigrationNoResend: mutation.ClusterMigrationNoResend,

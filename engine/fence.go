@@ -47,7 +47,7 @@ import (
 //     no master's clock steps back by MaxTTL or more. A counter so lives
 //     about MaxTTL after its name's last fenced acquisition (plus how far
 //     ahead of this master's clock the token was: the masters' skew, below
-//     MaxTTL/2 by New's check), instead of forever; the deadline costs one
+//     MaxTTL by the assumption), instead of forever; the deadline costs one
 //     more write in the fence round's script, no round trip. Lockers that
 //     share masters set each other's deadlines: each one's MaxTTL must
 //     cover the clocks' steps back.
@@ -173,11 +173,12 @@ func (l *Locker) fenceKeep() string {
 	return l.maxTTLStr
 }
 
-// maxClockSkew is how far a master's clock may be from the others' when
-// a new connection measures it (a restart, a reconnect), with Fencing:
-// MaxTTL/2, as New checks at start. Farther, its votes are kept out
-// until it comes back within: a restarted master forgot its counters, and
-// its clock alone then stands for them (see the top of this file).
+// maxClockSkew is how far a master's clock may provably be from the
+// others' when a new connection measures it (a restart, a reconnect),
+// with Fencing: MaxTTL/2, as New checks at start (see checkClocks).
+// Farther, its votes are kept out until a new connection finds it not
+// provably so: a restarted master forgot its counters, and its clock
+// alone then stands for them (see the top of this file).
 // Without fencing nothing depends on the masters' wall clocks.
 func maxClockSkew(cfg Config) time.Duration {
 	if !cfg.Fencing {
@@ -188,26 +189,55 @@ func maxClockSkew(cfg Config) time.Duration {
 
 // checkClocks holds the clock assumption of fencing (see the top of this
 // file) to a margin: the masters' wall clocks, as measured at connect,
-// must agree within MaxTTL/2, half of what the argument needs, leaving
-// the rest for drift while the Locker runs.
+// must not be provably MaxTTL/2 or more apart, half of what the argument
+// needs, leaving the rest for the readings' uncertainty and for drift
+// while the Locker runs.
+//
+// A reading is off by up to its uncertainty u, half its round trip (the
+// master read its clock somewhere within it), so two masters are refused
+// only when their readings' difference d is provably MaxTTL/2 or more:
+// |d| - (u1 + u2) >= MaxTTL/2. A master whose clock agrees is never
+// refused for a slow round trip (a loaded host can take hundreds of ms
+// over one at connect). Nor is a far one let through on a reading too
+// vague to tell when a sharper one can be had: the pool reads a clock
+// again at connect while its reading is uncertain by a quarter of the
+// bound or more, and keeps the sharpest. Clocks let through are, in
+// truth, less than MaxTTL/2 + 2(u1 + u2) apart: within MaxTTL, as the
+// argument needs, while u1 + u2 < MaxTTL/4; round trips on a LAN (µs to
+// ms) leave the margin nearly whole for drift. Nodes() shows each
+// reading's uncertainty (ClockErrorMS).
 func checkClocks(pool *multiplex.Pool, maxTTL time.Duration) error {
-	var lo, hi *multiplex.NodeStatus
-	var loOff, hiOff time.Duration
-	for _, n := range pool.Status() {
+	// ahead is the master whose clock is at least latest (the lowest its
+	// reading allows is highest), behind the one at most earliest.
+	var ahead, behind *multiplex.NodeStatus
+	var aheadLo, behindHi time.Duration
+	nodes := pool.Status()
+	for i := range nodes {
+		n := &nodes[i]
 		if !n.ClockKnown {
 			continue
 		}
-		off := time.Duration(n.ClockOffsetMS * float64(time.Millisecond))
-		if lo == nil || off < loOff {
-			lo, loOff = &n, off
+		off, u := msDuration(n.ClockOffsetMS), msDuration(n.ClockErrorMS)
+		if faults.ClockErrorIgnored.On() {
+			u = 0
 		}
-		if hi == nil || off > hiOff {
-			hi, hiOff = &n, off
+		if ahead == nil || off-u > aheadLo {
+			ahead, aheadLo = n, off-u
+		}
+		if behind == nil || off+u < behindHi {
+			behind, behindHi = n, off+u
 		}
 	}
-	if lo != nil && hiOff-loOff >= maxTTL/2 {
-		return fmt.Errorf("engine: Config.Fencing: the masters' clocks differ by %s (%s is %s from this host, %s is %s): fencing tokens need them within MaxTTL/2 (%s)",
-			hiOff-loOff, hi.Addr, hiOff, lo.Addr, loOff, maxTTL/2)
+	if ahead != nil && aheadLo-behindHi >= maxTTL/2 {
+		// Not one master: the lowest and highest one reading allows are
+		// never apart.
+		r := func(ms float64) time.Duration { return msDuration(ms).Round(100 * time.Microsecond) }
+		return fmt.Errorf("engine: Config.Fencing: the masters' clocks differ by %s or more (%s is %s ±%s from this host, %s is %s ±%s): fencing tokens need them within MaxTTL/2 (%s)",
+			(aheadLo - behindHi).Round(100*time.Microsecond), ahead.Addr, r(ahead.ClockOffsetMS), r(ahead.ClockErrorMS),
+			behind.Addr, r(behind.ClockOffsetMS), r(behind.ClockErrorMS), maxTTL/2)
 	}
 	return nil
 }
+
+// msDuration is ms milliseconds.
+func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }

@@ -136,7 +136,7 @@ func (s *fenceSim) locker(name string) *engine.Locker {
 	cfg.TTL = time.Second
 	cfg.Fencing = true
 	cfg.DisableTracking = true // the simulated masters have no CLIENT TRACKING
-	cfg.DialContext = s.n.Dialer(name)
+	cfg.Conn.DialContext = s.n.Dialer(name)
 	l, err := engine.New(context.Background(), cfg)
 	if err != nil {
 		s.t.Fatal(err)

@@ -44,7 +44,7 @@ func TestFencedAcquireKeepsARoundSpanOfValidity(t *testing.T) {
 					c.Fencing = true
 					c.TTL = 2 * time.Second
 					c.NodeTimeout = 950 * time.Millisecond // a round span of 975 ms
-					c.ConnTimeout = 10 * time.Second
+					c.Conn.ConnTimeout = 10 * time.Second
 				})
 				if span := l.RoundSpan(); span != 975*time.Millisecond {
 					t.Fatalf("set-up: round span %s, want 975ms", span)

@@ -12,8 +12,8 @@ import (
 func TestHandoffPassesTheLeaseInProcess(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
-	l := e.locker(func(c *engine.Config) { c.Fencing = true; patientNodes(c) })
-	other := e.locker(patientNodes)
+	l := e.locker(func(c *engine.Config) { c.Fencing = true; patient(c) })
+	other := e.locker(patient)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	first, err := l.Lock(ctx, "handoff")
@@ -84,7 +84,7 @@ func TestHandoffPassesTheLeaseInProcess(t *testing.T) {
 func TestHandoffsAreCapped(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.MaxHandoffs = 2; patientNodes(c) })
+	l := e.locker(func(c *engine.Config) { c.Wait.MaxHandoffs = 2; patient(c) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	le, err := l.Lock(ctx, "capped-handoff")

@@ -17,12 +17,6 @@ import (
 // every run.
 var steadyMasters = simredis.MasterOptions{Uptime: time.Hour, Latency: simredis.Latency{Min: 100 * time.Microsecond}}
 
-// patientNodes gives a Locker on real masters the longest node timeout
-// its TTL allows (just under half of it), set last: a loaded machine
-// that answers late must not turn an outcome a test asserts (acquired,
-// refused, released) into an outage.
-func patientNodes(c *engine.Config) { c.NodeTimeout = c.TTL/2 - time.Millisecond }
-
 // sent is the number of commands l has sent to the masters (every vote
 // counted, whatever its outcome).
 func sent(l *engine.Locker) int64 {
@@ -72,7 +66,7 @@ func withAndWithoutFencing(t *testing.T, f func(t *testing.T, fencing bool, cfg 
 		t.Run(fmt.Sprintf("fencing=%v", fencing), func(t *testing.T) {
 			f(t, fencing, func(c *engine.Config) {
 				c.Fencing = fencing
-				c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
+				c.Wait.FallbackMin, c.Wait.FallbackMax = 20*time.Second, 20*time.Second
 			})
 		})
 	}
@@ -194,7 +188,7 @@ func TestWaitersOutliveTheFirstWaiter(t *testing.T) {
 func waitersOutliveTheFirstWaiter(t *testing.T, e *env, how string) {
 	const fallback = 100 * time.Millisecond
 	queue := "\xffredlock:queue:" + e.key("gone") // the resource's queue on each master
-	cfg := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = fallback, fallback }
+	cfg := func(c *engine.Config) { c.Wait.FallbackMin, c.Wait.FallbackMax = fallback, fallback }
 	holderL := e.locker(cfg)
 	// The first waiter reaches the masters through proxies, which
 	// "killed" cuts.

@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// Config.Rand makes Lock's random delays reproducible: two Lockers seeded
+// Config.Wait.Rand makes Lock's random delays reproducible: two Lockers seeded
 // alike draw the same delays, and the delays stay within their bounds.
 func TestConfigRandSeedsTheDelays(t *testing.T) {
 	draw := func(seed uint64) []time.Duration {
-		l := &Locker{cfg: Config{Rand: rand.New(rand.NewPCG(seed, 0))}}
+		l := &Locker{cfg: Config{Wait: WaitOptions{Rand: rand.New(rand.NewPCG(seed, 0))}}}
 		var ds []time.Duration
 		for range 50 {
 			d := l.jitter(5*time.Millisecond, 50*time.Millisecond)

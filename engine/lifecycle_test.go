@@ -479,13 +479,13 @@ func newLifecycle(rt *rapid.T, e *lcEnv, opts lcOptions, collect *[]lcViolation)
 			c = e.env.config()
 		}
 		if e.sim() {
-			c.Rand = rand.New(rand.NewPCG(seed, i))
+			c.Wait.Rand = rand.New(rand.NewPCG(seed, i))
 		}
 		c.TTL, c.MaxTTL = lcTTL, lcTTL
 		c.Quarantine = engine.QuarantineAlways
 		c.Fencing = true
-		c.RetryDelayMin, c.RetryDelayMax = 2*time.Millisecond, 20*time.Millisecond
-		c.FallbackMin, c.FallbackMax = 10*time.Millisecond, 60*time.Millisecond
+		c.Wait.RetryDelayMin, c.Wait.RetryDelayMax = 2*time.Millisecond, 20*time.Millisecond
+		c.Wait.FallbackMin, c.Wait.FallbackMax = 10*time.Millisecond, 60*time.Millisecond
 		return c
 	}
 	// L0: fenced, auto-extending. L1: fenced, extended only by hand. Both

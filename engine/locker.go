@@ -58,7 +58,7 @@ type Locker struct {
 	// drains what was posted.
 	tmu     sync.Mutex
 	tickets map[*ticket]string
-	randMu  sync.Mutex // Config.Rand is not safe for concurrent use
+	randMu  sync.Mutex // Config.Wait.Rand is not safe for concurrent use
 	nodes   *nodeWatch // for Observer.NodeState
 	// id and seq name this Locker's waiters in the masters' queues.
 	id  string
@@ -71,6 +71,7 @@ type Locker struct {
 func New(ctx context.Context, cfg Config) (*Locker, error) {
 	cfg.Masters = append([]string(nil), cfg.Masters...)
 	cfg.Clusters = cloneClusters(cfg.Clusters)
+	cfg.Sentinels = cloneSentinels(cfg.Sentinels)
 	cfg.fill()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -78,21 +79,22 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 	pool, err := multiplex.Dial(ctx, multiplex.Options{
 		Addrs:             cfg.Masters,
 		Clusters:          cfg.Clusters,
+		Sentinels:         sentinelOptions(cfg.Sentinels),
 		NodeTimeout:       cfg.NodeTimeout,
-		DialTimeout:       cfg.DialTimeout,
-		ConnTimeout:       cfg.ConnTimeout,
-		MaxFlushDelay:     cfg.MaxFlushDelay,
-		PipelineMultiplex: cfg.PipelineMultiplex,
+		DialTimeout:       cfg.Conn.DialTimeout,
+		ConnTimeout:       cfg.Conn.ConnTimeout,
+		MaxFlushDelay:     cfg.Conn.MaxFlushDelay,
+		PipelineMultiplex: cfg.Conn.PipelineMultiplex,
 		Scripts:           append(allScripts[:len(allScripts):len(allScripts)], multiScripts...),
 		Quarantine:        cfg.Quarantine,
 		MaxTTL:            cfg.MaxTTL,
-		DisableCoalesce:   cfg.DisableCoalesce,
+		DisableCoalesce:   cfg.Conn.DisableCoalesce,
 		MaxClockSkew:      maxClockSkew(cfg),
-		Username:          cfg.Username,
-		Password:          cfg.Password,
-		TLS:               cfg.TLS,
-		DialContext:       cfg.DialContext,
-		Tune:              cfg.Tune,
+		Username:          cfg.Conn.Username,
+		Password:          cfg.Conn.Password,
+		TLS:               cfg.Conn.TLS,
+		DialContext:       cfg.Conn.DialContext,
+		Tune:              cfg.Conn.Tune,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -105,8 +107,8 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		ttlStr:    itoa(cfg.TTL.Milliseconds()),
 		maxTTLStr: itoa(cfg.MaxTTL.Milliseconds()),
 		drift:     drift(cfg.TTL, cfg.DriftFactor),
-		votes:     len(cfg.Masters) + len(cfg.Clusters),
-		quorum:    (len(cfg.Masters)+len(cfg.Clusters))/2 + 1,
+		votes:     cfg.votes(),
+		quorum:    cfg.votes()/2 + 1,
 		epoch:     time.Now(),
 		setGet:    true,
 		id:        newValue()[:11],
@@ -124,12 +126,12 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 			return nil, err
 		}
 	}
-	if !cfg.DisableGate {
+	if !cfg.Wait.DisableGate {
 		l.gate = newGate()
 		l.semGate = newGate()
 	}
-	if !cfg.DisableNotify {
-		l.notify = newNotifier(pool, l.votes, len(cfg.Masters), cfg.NodeTimeout, cfg.NotifyLinger)
+	if !cfg.Wait.DisableNotify {
+		l.notify = newNotifier(pool, l.votes, len(cfg.Masters), len(cfg.Clusters), cfg.NodeTimeout, cfg.Wait.NotifyLinger)
 	}
 	if !cfg.DisableTracking {
 		l.track = newTracker(pool, cfg.Masters, l.votes, l.quorum, cfg.NodeTimeout)
@@ -160,8 +162,9 @@ const (
 	StateDown        = multiplex.StateDown
 	StateQuarantined = multiplex.StateQuarantined
 	// StateClockSkewed: with Fencing, a master whose clock, measured on a
-	// new connection, is MaxTTL/2 or more from the others' is kept out of
-	// the vote until a new connection finds it within.
+	// new connection, is provably MaxTTL/2 or more from the others' (its
+	// reading's uncertainty counted: NodeStatus.ClockErrorMS) is kept out
+	// of the vote until a new connection finds it not provably so.
 	StateClockSkewed = multiplex.StateClockSkewed
 )
 
@@ -170,7 +173,7 @@ type NodeStatus = multiplex.NodeStatus
 
 // Subscriptions is the number of resources this Locker is subscribed to
 // for release notifications right now: one per resource with waiters, or
-// waited for within Config.NotifyLinger.
+// waited for within Config.Wait.NotifyLinger.
 func (l *Locker) Subscriptions() int {
 	if l.notify == nil {
 		return 0
@@ -277,17 +280,17 @@ func classifyInt(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
 	return multiplex.Refused, n, nil
 }
 
-// jitter is a random delay in [lo, hi), from Config.Rand if set.
+// jitter is a random delay in [lo, hi), from Config.Wait.Rand if set.
 func (l *Locker) jitter(lo, hi time.Duration) time.Duration {
 	if hi <= lo {
 		return lo
 	}
-	if l.cfg.Rand == nil {
+	if l.cfg.Wait.Rand == nil {
 		return lo + mrand.N(hi-lo)
 	}
 	l.randMu.Lock()
 	defer l.randMu.Unlock()
-	return lo + time.Duration(l.cfg.Rand.Int64N(int64(hi-lo)))
+	return lo + time.Duration(l.cfg.Wait.Rand.Int64N(int64(hi-lo)))
 }
 
 // newValue returns 128 random bits, base64url-encoded (22 bytes).

@@ -222,7 +222,7 @@ func runMultiProperty(rt *rapid.T, e *lcEnv) []lcViolation {
 	for i := range 3 {
 		c := e.config()
 		if e.env.sim != nil {
-			c.Rand = rand.New(rand.NewPCG(seed, uint64(i)))
+			c.Wait.Rand = rand.New(rand.NewPCG(seed, uint64(i)))
 		}
 		c.TTL, c.MaxTTL = mpTTL, mpTTL
 		c.Quarantine = engine.QuarantineAlways
@@ -231,10 +231,10 @@ func runMultiProperty(rt *rapid.T, e *lcEnv) []lcViolation {
 		// lease that does not hold them all, and would hide a fault of
 		// the acquire script from the check of exclusion.
 		c.Fencing = i < 2
-		c.RetryDelayMin, c.RetryDelayMax = 2*time.Millisecond, 20*time.Millisecond
-		c.FallbackMin, c.FallbackMax = 20*time.Millisecond, 100*time.Millisecond
+		c.Wait.RetryDelayMin, c.Wait.RetryDelayMax = 2*time.Millisecond, 20*time.Millisecond
+		c.Wait.FallbackMin, c.Wait.FallbackMax = 20*time.Millisecond, 100*time.Millisecond
 		c.AutoExtend = i == 0
-		c.DisableGate = i == 2
+		c.Wait.DisableGate = i == 2
 		l, err := newPropLocker(c)
 		if err != nil {
 			rt.Fatalf("engine.New: %v", err)

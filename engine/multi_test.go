@@ -197,7 +197,7 @@ func TestTryLockAllIsAllOrNothing(t *testing.T) {
 // a release notification.
 func slowFallback(c *engine.Config) {
 	c.TTL = 10 * time.Second
-	c.FallbackMin, c.FallbackMax = 8*time.Second, 9*time.Second
+	c.Wait.FallbackMin, c.Wait.FallbackMax = 8*time.Second, 9*time.Second
 }
 
 type lockResult struct {
@@ -426,7 +426,7 @@ func TestLockAllInOpposedOrdersDoesNotDeadlock(t *testing.T) {
 	e := newEnv(t, 3)
 	fast := func(c *engine.Config) {
 		c.TTL = 2 * time.Minute
-		c.RetryDelayMin, c.RetryDelayMax = time.Millisecond, 5*time.Millisecond
+		c.Wait.RetryDelayMin, c.Wait.RetryDelayMax = time.Millisecond, 5*time.Millisecond
 	}
 	lockers := []*engine.Locker{e.locker(e.steady(fast)), e.locker(e.steady(fast))}
 	sets := [][]string{{"a", "b", "c"}, {"c", "b", "a"}, {"b", "a"}, {"c", "a"}, {"a"}, {"c"}}

@@ -26,8 +26,9 @@ import (
 type notifier struct {
 	pool *multiplex.Pool
 	// masters is how many of the votes are plain masters, which come
-	// first; the rest are cluster votes.
-	masters int
+	// first, then clusters cluster votes; the rest are Sentinel votes,
+	// whose clients reach one master as a plain master's do.
+	masters, clusters int
 	// wait bounds how long a resource's first waiter waits for one master
 	// to confirm a new subscription (the node timeout): a slower master is
 	// left to the others and to the fallback retry.
@@ -43,7 +44,7 @@ type notifier struct {
 	nodes  []*subNode
 	closed bool
 	// linger is how long a topic outlives its last waiter (see
-	// Config.NotifyLinger); lingering counts the topics doing so.
+	// Config.Wait.NotifyLinger); lingering counts the topics doing so.
 	linger    time.Duration
 	lingering int
 }
@@ -175,10 +176,11 @@ type subNode struct {
 }
 
 // newNotifier subscribes for a Locker to its votes' releases: the first
-// masters of them plain masters, the rest cluster votes.
-func newNotifier(pool *multiplex.Pool, votes, masters int, wait, linger time.Duration) *notifier {
+// masters of them plain masters, the next clusters cluster votes, the rest
+// Sentinel votes.
+func newNotifier(pool *multiplex.Pool, votes, masters, clusters int, wait, linger time.Duration) *notifier {
 	ctx, stop := context.WithCancel(context.Background())
-	n := &notifier{pool: pool, masters: masters, wait: wait, ctx: ctx, stop: stop, topics: make(map[string]*topic), linger: linger}
+	n := &notifier{pool: pool, masters: masters, clusters: clusters, wait: wait, ctx: ctx, stop: stop, topics: make(map[string]*topic), linger: linger}
 	n.nodes = make([]*subNode, votes)
 	for i := range n.nodes {
 		n.nodes[i] = &subNode{i: i, dirty: make(map[string]struct{}), kick: make(chan struct{}, 1)}
@@ -349,7 +351,7 @@ func (n *notifier) listening(key string) bool {
 // master without a connection is skipped: its releases are covered by the
 // other masters' and by the fallback retry.
 func (n *notifier) run(sn *subNode) {
-	if sn.i >= n.masters { // a cluster vote
+	if sn.i >= n.masters && sn.i < n.masters+n.clusters { // a cluster vote
 		n.runShards(sn)
 		return
 	}

@@ -25,9 +25,9 @@ func testNotifyStoppedMasterBlocksNobody(t *testing.T, e *env) {
 	const dialTimeout = 3 * time.Second
 	holderL := e.locker(nil)
 	waiterL := e.locker(func(c *engine.Config) {
-		c.DialTimeout = dialTimeout
+		c.Conn.DialTimeout = dialTimeout
 		// Only a notification can wake the waiter on S in time.
-		c.FallbackMin, c.FallbackMax = 8*time.Second, 8*time.Second
+		c.Wait.FallbackMin, c.Wait.FallbackMax = 8*time.Second, 8*time.Second
 	})
 	r, err := holderL.TryLock(context.Background(), "stopped-r")
 	if err != nil {
@@ -133,15 +133,15 @@ func testNotifySubscribeOrder(t *testing.T, e *env, linger time.Duration) {
 	// by the others' notifications and shows only on the masters.
 	const fallback = 30 * time.Second
 	waiterL := e.locker(func(c *engine.Config) {
-		c.DisableGate = true
-		c.NotifyLinger = linger
-		c.FallbackMin, c.FallbackMax = fallback, fallback
+		c.Wait.DisableGate = true
+		c.Wait.NotifyLinger = linger
+		c.Wait.FallbackMin, c.Wait.FallbackMax = fallback, fallback
 		// Waiters wait for the subscription's confirmation, rather than
 		// mark before they listen.
-		patientNodes(c)
+		patient(c)
 	})
 	// The holders' own waits must not leave a subscription behind either.
-	holderL := e.locker(func(c *engine.Config) { c.NotifyLinger = -1; patientNodes(c) })
+	holderL := e.locker(func(c *engine.Config) { c.Wait.NotifyLinger = -1; patient(c) })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
@@ -229,8 +229,8 @@ func TestNotifyMasterRejoins(t *testing.T) {
 	simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
 		holderL := e.locker(nil)
 		waiterL := e.locker(func(c *engine.Config) {
-			c.DialTimeout = time.Second
-			c.FallbackMin, c.FallbackMax = 30*time.Second, 30*time.Second
+			c.Conn.DialTimeout = time.Second
+			c.Wait.FallbackMin, c.Wait.FallbackMax = 30*time.Second, 30*time.Second
 		})
 		const res = "rejoin"
 		channel := "redlock:released:" + e.key(res)
@@ -294,8 +294,8 @@ func TestSubscriptionLingers(t *testing.T) {
 		channel := "redlock:released:" + e.key("linger")
 		holderL := e.locker(nil)
 		waiterL := e.locker(func(c *engine.Config) {
-			c.NotifyLinger = linger
-			c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
+			c.Wait.NotifyLinger = linger
+			c.Wait.FallbackMin, c.Wait.FallbackMax = 20*time.Second, 20*time.Second
 		})
 		wait := func(round int) engine.WaitInfo {
 			le := wokenByRelease(t, e, holderL, waiterL, "linger")

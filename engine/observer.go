@@ -326,7 +326,7 @@ type WaitEvent struct {
 type HandoffEvent struct {
 	Resource string
 	// InARow counts the hand-offs in a row, this one included (at most
-	// Config.MaxHandoffs).
+	// Config.Wait.MaxHandoffs).
 	InARow int
 	// Held is the time from the start of the acquisition that set the
 	// keys to the hand-off: the keys stay, so it spans every hand-off in

@@ -37,7 +37,7 @@ func observerEventsDoNotAllocate(t *testing.T) {
 	}
 	cfg := DefaultConfig(addrs...)
 	cfg.Quarantine, cfg.Observer = QuarantineObserved, nop
-	cfg.DialContext, cfg.DisableTracking = nw.Dialer("c1"), true
+	cfg.Conn.DialContext, cfg.DisableTracking = nw.Dialer("c1"), true
 	l, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -15,14 +15,14 @@ import (
 // A proxy stands between Lockers and one master and decides what
 // happens to each connection's bytes. Against real masters it listens on
 // a free loopback port; against simulated ones (simTest) it has an
-// address that only the env's dialer knows (Config.DialContext) and
+// address that only the env's dialer knows (Config.Conn.DialContext) and
 // carries each connection over an in-memory pipe, which a synctest
 // bubble can wait on. The proxy and every connection it opened close
 // with the test.
 type proxy struct {
 	name   string
 	target func(ctx context.Context) (net.Conn, error)
-	serve  func(client, server net.Conn)
+	serve  func(p *proxy, client, server net.Conn)
 
 	mu     sync.Mutex
 	conns  []net.Conn
@@ -39,9 +39,11 @@ var proxySeq atomic.Int64
 var errProxyKilled = &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused (proxy killed)")}
 
 // startProxy starts a proxy to target for e: each connection a Locker
-// opens to it is served by serve, given the Locker's side and a fresh
-// connection to target.
-func startProxy(e *env, target string, serve func(client, server net.Conn)) *proxy {
+// opens to it is served by serve, given the proxy (which the caller's
+// copy of the result, stored after the first connection may be served,
+// is not ordered before), the Locker's side and a fresh connection to
+// target.
+func startProxy(e *env, target string, serve func(p *proxy, client, server net.Conn)) *proxy {
 	e.t.Helper()
 	p := &proxy{
 		target: func(ctx context.Context) (net.Conn, error) { return e.dialMaster(ctx, target) },
@@ -104,7 +106,7 @@ func (p *proxy) connect(ctx context.Context, client net.Conn) error {
 	}
 	p.conns = append(p.conns, client, s)
 	p.mu.Unlock()
-	go p.serve(client, s)
+	go p.serve(p, client, s)
 	return nil
 }
 
@@ -160,41 +162,48 @@ func newLatencyProxy(e *env, target string, delay time.Duration, rewrite func([]
 	e.t.Helper()
 	p := &latencyProxy{}
 	p.delay.Store(int64(delay))
-	p.proxy = startProxy(e, target, func(c, s net.Conn) {
+	p.proxy = startProxy(e, target, func(pp *proxy, c, s net.Conn) {
 		go pump(c, s, rewrite)
-		type chunk struct {
-			at time.Time
-			b  []byte
-		}
-		q := make(chan chunk, 1024)
-		go func() {
-			defer s.Close()
-			for ch := range q {
-				// Not past the proxy's end: a goroutine asleep would
-				// outlive a simulated test's bubble.
-				select {
-				case <-time.After(time.Until(ch.at)):
-				case <-p.killed:
-					return
-				}
-				if _, err := s.Write(ch.b); err != nil {
-					return
-				}
+		pp.hold(s, c, func([]byte) time.Duration { return time.Duration(p.delay.Load()) })
+	})
+	return p
+}
+
+// hold copies from src (a client) to dst (the master), each chunk held
+// back for what delay says of it, order kept, until either side fails
+// or the proxy is killed.
+func (p *proxy) hold(dst, src net.Conn, delay func([]byte) time.Duration) {
+	type chunk struct {
+		at time.Time
+		b  []byte
+	}
+	q := make(chan chunk, 1024)
+	go func() {
+		defer dst.Close()
+		for ch := range q {
+			// Not past the proxy's end: a goroutine asleep would
+			// outlive a simulated test's bubble.
+			select {
+			case <-time.After(time.Until(ch.at)):
+			case <-p.killed:
+				return
 			}
-		}()
-		defer close(q)
-		for {
-			buf := make([]byte, 32<<10)
-			n, err := c.Read(buf)
-			if n > 0 {
-				q <- chunk{time.Now().Add(time.Duration(p.delay.Load())), buf[:n]}
-			}
-			if err != nil {
+			if _, err := dst.Write(ch.b); err != nil {
 				return
 			}
 		}
-	})
-	return p
+	}()
+	defer close(q)
+	for {
+		buf := make([]byte, 32<<10)
+		n, err := src.Read(buf)
+		if n > 0 {
+			q <- chunk{time.Now().Add(delay(buf[:n])), buf[:n]}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // dropProxy: once armed with a needle, the first chunk toward the master
@@ -210,7 +219,7 @@ type dropProxy struct {
 func newDropProxy(e *env, target string) *dropProxy {
 	e.t.Helper()
 	p := &dropProxy{}
-	p.proxy = startProxy(e, target, func(c, s net.Conn) {
+	p.proxy = startProxy(e, target, func(_ *proxy, c, s net.Conn) {
 		go pump(c, s, nil)
 		pump(s, c, func(b []byte) []byte {
 			if nd := p.needle.Load(); nd != nil && !p.dropped.Load() && bytes.Contains(b, *nd) {
@@ -248,7 +257,7 @@ type stalledConn struct {
 func newStallProxy(e *env, target string) *stallProxy {
 	e.t.Helper()
 	p := &stallProxy{}
-	p.proxy = startProxy(e, target, func(c, s net.Conn) {
+	p.proxy = startProxy(e, target, func(_ *proxy, c, s net.Conn) {
 		sc := &stalledConn{client: c, server: s}
 		p.mu.Lock()
 		if p.broken {

@@ -22,7 +22,7 @@ func amnesia(t *testing.T, e *env, policy engine.QuarantinePolicy, secondBeforeR
 	e.set(4, res, "someone")
 	// The holder trusts the fresh masters; the second client's policy is
 	// what is under test.
-	holder := e.locker(func(c *engine.Config) { c.Quarantine = engine.QuarantineObserved; roomy(c) })
+	holder := e.locker(func(c *engine.Config) { c.Quarantine = engine.QuarantineObserved; patient(c) })
 	lease, err := holder.TryLock(context.Background(), res)
 	if err != nil {
 		t.Fatalf("holder: %v", err)
@@ -36,7 +36,7 @@ func amnesia(t *testing.T, e *env, policy engine.QuarantinePolicy, secondBeforeR
 	e.del(3, res)
 	e.del(4, res)
 	mk := func() *engine.Locker {
-		return e.locker(func(c *engine.Config) { c.Quarantine = policy; roomy(c) })
+		return e.locker(func(c *engine.Config) { c.Quarantine = policy; patient(c) })
 	}
 	if secondBeforeRestart {
 		second = mk()

@@ -53,9 +53,9 @@ func testSplitVoteLeavesNoStaleQueueEntry(t *testing.T, e *env, handoff bool) {
 	const res = "split"
 	slow := []*latencyProxy{newLatencyProxy(e, e.addrs[1], 0, nil), newLatencyProxy(e, e.addrs[2], 0, nil)}
 	cfg := func(c *engine.Config) {
-		c.NotifyLinger = time.Minute
+		c.Wait.NotifyLinger = time.Minute
 		c.NodeTimeout = time.Second
-		c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
+		c.Wait.FallbackMin, c.Wait.FallbackMax = 20*time.Second, 20*time.Second
 	}
 	lA := e.locker(func(c *engine.Config) {
 		cfg(c)
@@ -201,7 +201,7 @@ func lingerOn(t *testing.T, e *env, holderL, l *engine.Locker, resource string) 
 // masters, whose types are the point.
 func TestLingeringFirstAttemptEdges(t *testing.T) {
 	withAndWithoutFencing(t, func(t *testing.T, fencing bool, base func(*engine.Config)) {
-		cfg := func(c *engine.Config) { base(c); c.NotifyLinger = time.Minute }
+		cfg := func(c *engine.Config) { base(c); c.Wait.NotifyLinger = time.Minute }
 		t.Run("free", func(t *testing.T) {
 			simTest(t, 3, func(t *testing.T, e *env) { lingeringFirstAttemptOnAFreeKey(t, e, fencing, cfg) })
 		})
@@ -252,7 +252,7 @@ func lingeringFirstAttemptOnAFreeKey(t *testing.T, e *env, fencing bool, cfg fun
 func lingeringFirstAttemptOnAWrongType(t *testing.T, e *env, base func(*engine.Config)) {
 	// Keys and queues outlive the test's waits (the queue expires two
 	// TTLs after a join): only a release or a leave empties them in time.
-	cfg := func(c *engine.Config) { base(c); c.TTL = time.Minute; patientNodes(c) }
+	cfg := func(c *engine.Config) { base(c); c.TTL = time.Minute; patient(c) }
 	holderL, l := e.locker(cfg), e.locker(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -309,9 +309,9 @@ func testLingeringContention(t *testing.T, e *env) {
 		}
 		k++
 		c.Fencing = true
-		c.DisableGate = true
+		c.Wait.DisableGate = true
 		c.TTL = 2 * time.Second
-		c.FallbackMin, c.FallbackMax = 5*time.Second, 5*time.Second
+		c.Wait.FallbackMin, c.Wait.FallbackMax = 5*time.Second, 5*time.Second
 	}
 	ls := []*engine.Locker{e.locker(cfg), e.locker(cfg), e.locker(cfg), e.locker(cfg)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -401,8 +401,8 @@ func TestNoGoroutineLeakAfterCloseWithLingering(t *testing.T) {
 	e := newEnv(t, 3)
 	base := e.goroutines()
 	cfg := e.config()
-	cfg.NotifyLinger = time.Minute
-	patientNodes(&cfg)
+	cfg.Wait.NotifyLinger = time.Minute
+	patient(&cfg)
 	var ls []*engine.Locker
 	for range 2 {
 		l, err := engine.New(context.Background(), cfg)
@@ -453,7 +453,7 @@ func TestTurnTokensOfAGoneWaiterDoNotWaitForTheFallback(t *testing.T) {
 	simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
 		const fallback = 5 * time.Second
 		const tokenLife = 50 * time.Millisecond
-		l := e.locker(func(c *engine.Config) { c.FallbackMin, c.FallbackMax = fallback, fallback })
+		l := e.locker(func(c *engine.Config) { c.Wait.FallbackMin, c.Wait.FallbackMax = fallback, fallback })
 		for i, c := range e.direct {
 			if err := c.Do(context.Background(), c.B().Set().Key(e.key("gone-turn")).Value("~ghost").Px(tokenLife).Build()).Error(); err != nil {
 				t.Fatalf("SET on node %d: %v", i, err)
@@ -502,7 +502,7 @@ func testWokenWaiterThatGivesUpPassesTheTurn(t *testing.T, e *env) {
 	}
 	cfg := func(c *engine.Config) {
 		c.Fencing = true
-		c.FallbackMin, c.FallbackMax = fallback, fallback
+		c.Wait.FallbackMin, c.Wait.FallbackMax = fallback, fallback
 	}
 	lA := e.locker(func(c *engine.Config) {
 		cfg(c)
@@ -583,7 +583,7 @@ func testExpiredLeaseLeavesTheQueueOnRelease(t *testing.T, e *env, cfg func(*eng
 	slow := func(c *engine.Config) {
 		cfg(c)
 		c.TTL = 300 * time.Millisecond
-		c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
+		c.Wait.FallbackMin, c.Wait.FallbackMax = 20*time.Second, 20*time.Second
 	}
 	holderL, aL, cL, dL := e.locker(slow), e.locker(slow), e.locker(slow), e.locker(slow)
 
@@ -679,12 +679,12 @@ func TestEndedLeaseLeavesTheQueue(t *testing.T) {
 			// Short enough to wait out; its node timeout (just under 2.5 s)
 			// long enough for any reply of a loaded machine.
 			const ttl = 5 * time.Second
-			cfg := func(c *engine.Config) { c.TTL = ttl; patientNodes(c) }
+			cfg := func(c *engine.Config) { c.TTL = ttl; patient(c) }
 			holderL, aL := e.locker(cfg), e.locker(func(c *engine.Config) {
 				cfg(c)
 				// Without the gate and auto-extension, nothing but the
 				// queue needs the lease's expiry watch.
-				c.DisableGate = how == "expired unwatched, gate off"
+				c.Wait.DisableGate = how == "expired unwatched, gate off"
 			})
 			held, err := holderL.TryLock(ctx, res)
 			if err != nil {
@@ -771,7 +771,7 @@ func testLostLeaseStillHeldReleasesToTheNextWaiter(t *testing.T, e *env) {
 		c.TTL, c.AutoExtend, c.ExtendEvery = 2*time.Second, true, 300*time.Millisecond
 		c.NodeTimeout = 100 * time.Millisecond
 	})
-	slowCfg := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second }
+	slowCfg := func(c *engine.Config) { c.Wait.FallbackMin, c.Wait.FallbackMax = 20*time.Second, 20*time.Second }
 	holderL, bL := e.locker(slowCfg), e.locker(slowCfg)
 
 	// A acquires through the queue, so that its lease has a place there.

@@ -7,6 +7,8 @@ import (
 	"math/bits"
 	"time"
 
+	"github.com/redlock-bench/redlock/internal/enginelua"
+
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/multiplex"
 )
@@ -174,10 +176,7 @@ if v == value .. "` + waitMark + `" then
 end
 return 0`).Coalesce()
 
-// ReleaseScript returns the Lua every Release runs on every master (one
-// key; its ARGV[1] is the lease's value), for tools that measure what the
-// masters can sustain, or that load it ahead.
-func ReleaseScript() string { return releaseScript.Body }
+func init() { enginelua.Release = releaseScript.Body }
 
 // releaseCommand deletes the lease's key on nodes with script: releaseScript
 // for a Release, undoScript for clean-up.
@@ -215,7 +214,7 @@ func (le *Lease) handOff(ctx context.Context) (bool, error) {
 	// nobody holds, must still be deleted before the pool closes.
 	l.remote.Add(1)
 	defer l.remote.Add(-1)
-	if l.closed.Load() || l.cfg.MaxHandoffs < 0 || le.handoffs >= l.cfg.MaxHandoffs || l.gate.waiting(le.resource) == 0 {
+	if l.closed.Load() || l.cfg.Wait.MaxHandoffs < 0 || le.handoffs >= l.cfg.Wait.MaxHandoffs || l.gate.waiting(le.resource) == 0 {
 		return false, nil
 	}
 	if !le.canHandOff(l.cfg.TTL / 2) {
@@ -347,7 +346,7 @@ func (u *undoReplies) Late(node int, v multiplex.Vote) {
 // its master is sent again after a back-off, within the keys' lifetime.
 func (l *Locker) retryUndo(le *Lease, again *uint64, node int, v multiplex.Vote, send func(uint64)) {
 	// Past the key's lifetime a SET can no longer be waiting to run.
-	if l.closed.Load() || time.Since(le.start) > l.cfg.TTL+l.cfg.ConnTimeout {
+	if l.closed.Load() || time.Since(le.start) > l.cfg.TTL+l.cfg.Conn.ConnTimeout {
 		return
 	}
 	bit := uint64(1) << node
@@ -358,11 +357,11 @@ func (l *Locker) retryUndo(le *Lease, again *uint64, node int, v multiplex.Vote,
 		*again &^= bit
 		le.mu.Unlock()
 		if later {
-			time.AfterFunc(min(l.cfg.ConnTimeout, l.cfg.TTL/2), func() { send(bit) })
+			time.AfterFunc(min(l.cfg.Conn.ConnTimeout, l.cfg.TTL/2), func() { send(bit) })
 		}
 		return
 	}
-	time.AfterFunc(l.jitter(l.cfg.RetryDelayMin, l.cfg.RetryDelayMax)+l.cfg.NodeTimeout, func() { send(bit) })
+	time.AfterFunc(l.jitter(l.cfg.Wait.RetryDelayMin, l.cfg.Wait.RetryDelayMax)+l.cfg.NodeTimeout, func() { send(bit) })
 }
 
 // mayHaveRun: an error that is not a reply from Redis (a dropped

@@ -51,7 +51,7 @@ func testLateYes(t *testing.T, pipelineMultiplex int) {
 		// Nodes 0 and 2 must answer within it, however loaded the
 		// machine, or the attempt is no contention but an outage.
 		c.NodeTimeout = 2 * time.Second
-		c.PipelineMultiplex = pipelineMultiplex
+		c.Conn.PipelineMultiplex = pipelineMultiplex
 	})
 	const res = "late-yes"
 	e.set(0, res, "other-owner")
@@ -86,8 +86,8 @@ func TestReleaseOfExpiredOrForeignLockChangesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
 	// Short enough to wait out, with the longest node timeout it allows.
-	l := e.locker(func(c *engine.Config) { c.TTL = 2 * time.Second; patientNodes(c) })
-	other := e.locker(patientNodes)
+	l := e.locker(func(c *engine.Config) { c.TTL = 2 * time.Second; patient(c) })
+	other := e.locker(patient)
 
 	le, err := l.TryLock(context.Background(), "expired")
 	if err != nil {
@@ -159,7 +159,7 @@ func TestReacquireRightAfterRelease(t *testing.T) {
 	// 1 s, all at once, on two busy cores): a node timeout far beyond any
 	// reply, and a TTL that allows it. A delete overtaken by the next SET
 	// shows as a refusal.
-	l := e.locker(func(c *engine.Config) { c.TTL = time.Minute; patientNodes(c) })
+	l := e.locker(func(c *engine.Config) { c.TTL = time.Minute; patient(c) })
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	var once sync.Once
@@ -241,7 +241,7 @@ func TestReleaseAfterABrokenAcquireConnection(t *testing.T) {
 		cfg := e.config()
 		cfg.Masters = []string{px.addr(), e.addrs[1], e.addrs[2]}
 		cfg.TTL = time.Minute
-		cfg.ConnTimeout = connTimeout
+		cfg.Conn.ConnTimeout = connTimeout
 		l, err := engine.New(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -36,7 +36,7 @@ func TestRemoteValidityOfReadWriteLeasesOnSimulatedMasters(t *testing.T) {
 					cfg := engine.DefaultConfig(addrs...)
 					cfg.TTL, cfg.MaxTTL = ttl, time.Minute
 					cfg.DisableTracking = true
-					cfg.DialContext = n.Dialer(client)
+					cfg.Conn.DialContext = n.Dialer(client)
 					l, err := engine.New(context.Background(), cfg)
 					if err != nil {
 						t.Fatal(err)

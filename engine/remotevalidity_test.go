@@ -87,7 +87,7 @@ func TestRemoteValidityOfEndedLeases(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
 	ctx := context.Background()
-	l := e.locker(roomy)
+	l := e.locker(patient)
 	le, err := l.TryLock(ctx, "ended")
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func TestRemoteValidityOfEndedLeases(t *testing.T) {
 		t.Fatalf("lost: %v", err)
 	}
 
-	c := e.locker(roomy)
+	c := e.locker(patient)
 	le, err = c.TryLock(ctx, "closed")
 	if err != nil {
 		t.Fatal(err)

@@ -608,9 +608,9 @@ func (w *rwWaiter) nextWait() (d time.Duration, cause WakeCause, at bool) {
 		w.join()
 		return 0, WakeNone, true
 	case held:
-		return l.jitter(cfg.FallbackMin, min(cfg.FallbackMax, cfg.TTL)), WakeFallback, false
+		return l.jitter(cfg.Wait.FallbackMin, min(cfg.Wait.FallbackMax, cfg.TTL)), WakeFallback, false
 	}
-	backoff := l.jitter(cfg.RetryDelayMin, cfg.RetryDelayMax)
+	backoff := l.jitter(cfg.Wait.RetryDelayMin, cfg.Wait.RetryDelayMax)
 	if d, ok := l.quarantineWait(ve, backoff); ok {
 		return d, WakeBackoff, false
 	}

@@ -296,15 +296,15 @@ func runRWProperty(rt *rapid.T, e *lcEnv, kinds []string) ([]lcViolation, int) {
 	for i := range 3 {
 		c := e.config()
 		if e.env.sim != nil {
-			c.Rand = rand.New(rand.NewPCG(seed, uint64(i)))
+			c.Wait.Rand = rand.New(rand.NewPCG(seed, uint64(i)))
 		}
 		c.TTL, c.MaxTTL = rwpTTL, rwpTTL
 		c.Quarantine = engine.QuarantineAlways
 		c.Fencing = i < 2
-		c.RetryDelayMin, c.RetryDelayMax = 2*time.Millisecond, 20*time.Millisecond
-		c.FallbackMin, c.FallbackMax = 20*time.Millisecond, 100*time.Millisecond
+		c.Wait.RetryDelayMin, c.Wait.RetryDelayMax = 2*time.Millisecond, 20*time.Millisecond
+		c.Wait.FallbackMin, c.Wait.FallbackMax = 20*time.Millisecond, 100*time.Millisecond
 		c.AutoExtend = i == 0
-		c.DisableGate = i == 2
+		c.Wait.DisableGate = i == 2
 		l, err := newPropLocker(c)
 		if err != nil {
 			rt.Fatalf("engine.New: %v", err)

@@ -23,7 +23,7 @@ func rwLocker(e *env, mutate func(*engine.Config)) *engine.Locker {
 		c.TTL = 30 * time.Second
 		c.NodeTimeout = 10 * time.Second
 		c.Fencing = true
-		c.RetryDelayMin, c.RetryDelayMax = 2*time.Millisecond, 10*time.Millisecond
+		c.Wait.RetryDelayMin, c.Wait.RetryDelayMax = 2*time.Millisecond, 10*time.Millisecond
 		if mutate != nil {
 			mutate(c)
 		}
@@ -207,7 +207,7 @@ func TestRWMutexWaitingWriterGoesFirst(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
 	ctx := context.Background()
-	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = time.Minute, time.Minute }
+	slow := func(c *engine.Config) { c.Wait.FallbackMin, c.Wait.FallbackMax = time.Minute, time.Minute }
 	lr, lw := rwLocker(e, slow), rwLocker(e, slow)
 	mr, mw := rwMutex(t, lr, "first"), rwMutex(t, lw, "first")
 	r, err := mr.TryRLock(ctx)
@@ -275,7 +275,7 @@ func TestRWMutexWriterThatGivesUpLetsReadersIn(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
 	ctx := context.Background()
-	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = time.Minute, time.Minute }
+	slow := func(c *engine.Config) { c.Wait.FallbackMin, c.Wait.FallbackMax = time.Minute, time.Minute }
 	l1, l2 := rwLocker(e, slow), rwLocker(e, slow)
 	m1, m2 := rwMutex(t, l1, "giveup"), rwMutex(t, l2, "giveup")
 	r, err := m1.TryRLock(ctx)
@@ -557,7 +557,7 @@ func TestRWMutexLingeringWaiterMarksAtOnceOnRealMasters(t *testing.T) {
 // intent must be on a quorum within prompt of its Lock call.
 func rwLingering(t *testing.T, e *env, fallback, prompt time.Duration) {
 	ctx := context.Background()
-	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = fallback, fallback }
+	slow := func(c *engine.Config) { c.Wait.FallbackMin, c.Wait.FallbackMax = fallback, fallback }
 	mr, mw := rwMutex(t, rwLocker(e, slow), "linger"), rwMutex(t, rwLocker(e, slow), "linger")
 	for round := range 2 {
 		r, err := mr.TryRLock(ctx)

@@ -27,12 +27,6 @@ func closed(ch <-chan struct{}) bool {
 	}
 }
 
-// roomy gives a Locker on real masters (with a TTL of 10 s or more) a
-// node timeout that no round reaches, even on a loaded machine, so that
-// only the masters' answers decide; tests that time rounds run in
-// virtual time instead.
-func roomy(c *engine.Config) { c.NodeTimeout = 3 * time.Second }
-
 // checkEnded asserts what every ended lease must show at once.
 func checkEnded(t *testing.T, what string, le *engine.Lease) {
 	t.Helper()
@@ -158,7 +152,7 @@ func lostLeaseReleased(t *testing.T, e *env) (twoHolders string) {
 func TestFailedExtendEndsTheLease(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(roomy)
+	l := e.locker(patient)
 	ctx := context.Background()
 	le, err := l.TryLock(ctx, "extend-lost")
 	if err != nil {
@@ -400,7 +394,7 @@ func TestFailedFencedAcquireLeavesNoKey(t *testing.T) {
 		}
 	}
 	// A locker without fencing is not refused by a key left behind.
-	plain := e.locker(roomy)
+	plain := e.locker(patient)
 	le, err := plain.TryLock(context.Background(), res)
 	if err != nil {
 		t.Fatalf("a plain locker after the failed fenced attempt: %v", err)
@@ -508,7 +502,7 @@ func TestHandedOffSuccessorIsExtendedInTime(t *testing.T) {
 func TestExtendRefusesATTLAboveMaxTTL(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.TTL = 10 * time.Second; c.MaxTTL = 20 * time.Second; roomy(c) })
+	l := e.locker(func(c *engine.Config) { c.TTL = 10 * time.Second; c.MaxTTL = 20 * time.Second; patient(c) })
 	le, err := l.TryLock(context.Background(), "max-ttl")
 	if err != nil {
 		t.Fatal(err)
@@ -638,7 +632,7 @@ func TestUndoAfterABrokenConnectionIsRetried(t *testing.T) {
 		px := newStallProxy(e, e.addrs[0])
 		l := e.locker(func(c *engine.Config) {
 			c.Masters = []string{px.addr(), e.addrs[1], e.addrs[2]}
-			c.ConnTimeout = time.Second
+			c.Conn.ConnTimeout = time.Second
 		})
 		px.stall.Store(true)
 		if _, err := l.TryLock(context.Background(), res); !errors.Is(err, engine.ErrNotAcquired) {

@@ -811,12 +811,12 @@ func (w *semWaiter) nextWait() (d time.Duration, cause WakeCause, at bool) {
 		w.sub = l.notify.subscribe(w.ctx, s.base, "")
 		return 0, WakeNone, true
 	case full:
-		return l.jitter(cfg.FallbackMin, min(cfg.FallbackMax, cfg.TTL)), WakeFallback, false
+		return l.jitter(cfg.Wait.FallbackMin, min(cfg.Wait.FallbackMax, cfg.TTL)), WakeFallback, false
 	}
 	if slot, split := splitSlot(w.last); split {
 		w.first = slot
 	}
-	backoff := l.jitter(cfg.RetryDelayMin, cfg.RetryDelayMax)
+	backoff := l.jitter(cfg.Wait.RetryDelayMin, cfg.Wait.RetryDelayMax)
 	if d, ok := l.quarantineWait(ve, backoff); ok {
 		return d, WakeBackoff, false
 	}
@@ -1014,7 +1014,7 @@ func (l *Locker) quarantineWait(ve *VotesError, backoff time.Duration) (time.Dur
 	d := max(time.Until(until), 0)
 	if !ve.quarantineAlone() {
 		cfg := &l.cfg
-		d = min(d, l.jitter(cfg.FallbackMin, min(cfg.FallbackMax, cfg.TTL)))
+		d = min(d, l.jitter(cfg.Wait.FallbackMin, min(cfg.Wait.FallbackMax, cfg.TTL)))
 	}
 	return d + backoff, true
 }

@@ -231,13 +231,13 @@ func newSpMachine(rt *rapid.T, e *lcEnv, opts spOptions, collect *[]lcViolation)
 	for li := 0; li < 3; li++ {
 		c := e.config()
 		if e.env.sim != nil {
-			c.Rand = rand.New(rand.NewPCG(seed, uint64(li)))
+			c.Wait.Rand = rand.New(rand.NewPCG(seed, uint64(li)))
 		}
 		c.TTL, c.MaxTTL = spTTL, spTTL
 		c.Quarantine = engine.QuarantineAlways
 		c.Fencing = li < 2 && !opts.noFencing
-		c.RetryDelayMin, c.RetryDelayMax = 2*time.Millisecond, 20*time.Millisecond
-		c.FallbackMin, c.FallbackMax = 10*time.Millisecond, 60*time.Millisecond
+		c.Wait.RetryDelayMin, c.Wait.RetryDelayMax = 2*time.Millisecond, 20*time.Millisecond
+		c.Wait.FallbackMin, c.Wait.FallbackMax = 10*time.Millisecond, 60*time.Millisecond
 		if li == 0 {
 			c.AutoExtend, c.ExtendEvery = true, 150*time.Millisecond
 		}

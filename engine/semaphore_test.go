@@ -506,7 +506,7 @@ func TestSemaphoreAcquireIsWokenByAReleaseOnRealMasters(t *testing.T) {
 // semWokenByARelease runs the scenario on e with the waiter's fallback;
 // prompt, when set, bounds the time from the release to the acquisition.
 func semWokenByARelease(t *testing.T, e *env, fallback, prompt time.Duration) {
-	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = fallback, fallback }
+	slow := func(c *engine.Config) { c.Wait.FallbackMin, c.Wait.FallbackMax = fallback, fallback }
 	holder, waiter := e.locker(e.steady(slow)), e.locker(e.steady(slow))
 	const name = "woken"
 	hs, _ := holder.Semaphore(name, 2)
@@ -702,7 +702,7 @@ func testSemaphoreAttemptUnderABrokenConnectionIsSwept(t *testing.T, e *env) {
 	px := newStallProxy(e, e.addrs[0])
 	l := e.locker(e.steady(func(c *engine.Config) {
 		c.Masters = []string{px.addr(), e.addrs[1], e.addrs[2]}
-		c.ConnTimeout = time.Second
+		c.Conn.ConnTimeout = time.Second
 	}))
 	s, err := l.Semaphore(name, 2)
 	if err != nil {

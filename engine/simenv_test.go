@@ -73,7 +73,7 @@ func (e *env) simConfig(cfg *engine.Config) {
 	client := fmt.Sprintf("c%d", e.clients)
 	e.mu.Unlock()
 	direct := e.net.Dialer(client)
-	cfg.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
+	cfg.Conn.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
 		e.mu.Lock()
 		p := e.proxies[addr]
 		e.mu.Unlock()

@@ -58,7 +58,7 @@ type gatedConn struct {
 func newGateProxy(e *env, target string) *gateProxy {
 	e.t.Helper()
 	g := &gateProxy{}
-	g.proxy = startProxy(e, target, func(c, s net.Conn) {
+	g.proxy = startProxy(e, target, func(_ *proxy, c, s net.Conn) {
 		gc := &gatedConn{server: s}
 		g.mu.Lock()
 		g.conns = append(g.conns, gc)
@@ -145,7 +145,7 @@ func (e *env) gatedLocker(mutate func(*engine.Config)) (*engine.Locker, []*gateP
 // in time.
 func undoWakeConfig(c *engine.Config) {
 	c.TTL, c.MaxTTL = undoFallback, undoFallback
-	c.FallbackMin, c.FallbackMax = undoFallback, undoFallback
+	c.Wait.FallbackMin, c.Wait.FallbackMax = undoFallback, undoFallback
 	c.NodeTimeout = 5 * time.Second
 	c.Fencing = false
 }

@@ -464,7 +464,7 @@ func (t *tracker) serve(tn *trackNode, dc rueidis.DedicatedClient, errs <-chan e
 		}
 		sent := time.Now()
 		// No deadline of its own: a master that stops answering has its
-		// connection closed after Config.ConnTimeout, and shut cancels.
+		// connection closed after Config.Conn.ConnTimeout, and shut cancels.
 		res := dc.DoMulti(t.ctx, cmds...)
 		var vals []rueidis.RedisMessage
 		var err error

@@ -309,7 +309,7 @@ func TestLossOnAMinorityIsNoLoss(t *testing.T) {
 func TestUnwatchedLeasesCostTheMastersNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
-	l := e.locker(roomy)
+	l := e.locker(patient)
 	ctx := context.Background()
 	le, err := l.TryLock(ctx, "unwatched")
 	if err != nil {
@@ -333,7 +333,7 @@ func TestUnwatchedLeasesCostTheMastersNothing(t *testing.T) {
 	if n := l.TrackedKeys(); n != 0 {
 		t.Fatalf("%d keys still watched after the Release", n)
 	}
-	off := e.locker(func(c *engine.Config) { c.DisableTracking = true; roomy(c) })
+	off := e.locker(func(c *engine.Config) { c.DisableTracking = true; patient(c) })
 	le, err = off.TryLock(ctx, "off")
 	if err != nil {
 		t.Fatal(err)

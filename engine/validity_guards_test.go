@@ -37,7 +37,7 @@ func acquireAfterAdmissionWait(t *testing.T) (*engine.Lease, error, bool) {
 		cfg := engine.DefaultConfig(addrs...)
 		cfg.TTL, cfg.NodeTimeout = time.Second, 490*time.Millisecond
 		cfg.DisableTracking = true // the simulated masters have no CLIENT TRACKING
-		cfg.DialContext = n.Dialer(name)
+		cfg.Conn.DialContext = n.Dialer(name)
 		l, err := engine.New(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -174,7 +174,7 @@ func (w *waiter) nextWait(err error) (d time.Duration, cause WakeCause, now bool
 	cfg := &w.l.cfg
 	var ve *VotesError
 	held := errors.As(err, &ve) && ve.Kind == ErrNotAcquired && ve.heldByOne()
-	fallback := w.l.jitter(cfg.FallbackMin, min(cfg.FallbackMax, cfg.TTL))
+	fallback := w.l.jitter(cfg.Wait.FallbackMin, min(cfg.Wait.FallbackMax, cfg.TTL))
 	switch {
 	case held && w.l.notify != nil && w.sub == nil:
 		// Subscribe, then try again at once, marking the holder's value:
@@ -186,11 +186,11 @@ func (w *waiter) nextWait(err error) (d time.Duration, cause WakeCause, now bool
 		// The waiters given the turn may be gone (a killed process): back
 		// off until their tokens have expired, rather than wait for the
 		// fallback, unless a release wakes us first.
-		return min(turnGrace+w.l.jitter(cfg.RetryDelayMin, cfg.RetryDelayMax), fallback), WakeBackoff, false
+		return min(turnGrace+w.l.jitter(cfg.Wait.RetryDelayMin, cfg.Wait.RetryDelayMax), fallback), WakeBackoff, false
 	case held:
 		return fallback, WakeFallback, false
 	}
-	backoff := w.l.jitter(cfg.RetryDelayMin, cfg.RetryDelayMax)
+	backoff := w.l.jitter(cfg.Wait.RetryDelayMin, cfg.Wait.RetryDelayMax)
 	if ve != nil {
 		// Masters in the restart quarantine vote at a known time: wait
 		// until then instead of asking them every few milliseconds. Not

@@ -51,7 +51,10 @@ func TestWaiterWakesOnReleaseNotification(t *testing.T) {
 	e := newEnv(t, 5)
 	// A fallback far beyond the test's patience: only a notification can
 	// wake the waiter (and wokenByRelease checks that it did).
-	slow := func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second; patientNodes(c) }
+	slow := func(c *engine.Config) {
+		c.Wait.FallbackMin, c.Wait.FallbackMax = 20*time.Second, 20*time.Second
+		patient(c)
+	}
 	holderL, waiterL := e.locker(slow), e.locker(slow)
 	wokenByRelease(t, e, holderL, waiterL, "notify").Release(context.Background())
 	// After the default linger (1 s).
@@ -64,7 +67,7 @@ func TestFallbackCoversExpiryWithoutNotification(t *testing.T) {
 	simTestWith(t, 3, steadyMasters, func(t *testing.T, e *env) {
 		const ttl, fallbackMax = 300 * time.Millisecond, 40 * time.Millisecond
 		holderL := e.locker(func(c *engine.Config) { c.TTL = ttl })
-		waiterL := e.locker(func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 20*time.Millisecond, fallbackMax })
+		waiterL := e.locker(func(c *engine.Config) { c.Wait.FallbackMin, c.Wait.FallbackMax = 20*time.Millisecond, fallbackMax })
 		start := time.Now()
 		if _, err := holderL.TryLock(context.Background(), "expiry"); err != nil {
 			t.Fatal(err)
@@ -90,7 +93,7 @@ func TestFallbackCoversExpiryWithoutNotification(t *testing.T) {
 func TestGateIsFIFO(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(patientNodes)
+	l := e.locker(patient)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	first, err := l.Lock(ctx, "fifo")
@@ -136,7 +139,7 @@ func TestGateIsFIFO(t *testing.T) {
 func TestGateCanBeTurnedOff(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
-	l := e.locker(func(c *engine.Config) { c.DisableGate = true; patientNodes(c) })
+	l := e.locker(func(c *engine.Config) { c.Wait.DisableGate = true; patient(c) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	first, err := l.Lock(ctx, "nogate")
@@ -281,7 +284,7 @@ func TestFencingTokensStrictlyIncrease(t *testing.T) {
 	fenced := func(c *engine.Config) {
 		c.Fencing = true
 		c.TTL = ttl
-		c.RetryDelayMin, c.RetryDelayMax = time.Millisecond, 5*time.Millisecond
+		c.Wait.RetryDelayMin, c.Wait.RetryDelayMax = time.Millisecond, 5*time.Millisecond
 	}
 	lockers := []*engine.Locker{e.locker(fenced), e.locker(fenced), e.locker(fenced)}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -340,12 +343,12 @@ func TestFencingTokensStrictlyIncrease(t *testing.T) {
 func TestNoLeaksAfterCloseWithWaiters(t *testing.T) {
 	e := newEnv(t, 3)
 	base := e.goroutines()
-	l := e.locker(func(c *engine.Config) { c.AutoExtend = true; patientNodes(c) })
+	l := e.locker(func(c *engine.Config) { c.AutoExtend = true; patient(c) })
 	holder, err := l.TryLock(context.Background(), "busy")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := e.locker(patientNodes)
+	other := e.locker(patient)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i := 0; i < 20; i++ {
@@ -380,7 +383,7 @@ func TestNoLeaksAfterCloseWithWaiters(t *testing.T) {
 func TestReleasePublishesOnlyForMarkedHolders(t *testing.T) {
 	withAndWithoutFencing(t, func(t *testing.T, fencing bool, base func(*engine.Config)) {
 		e := ownEnv(t, 5)
-		cfg := func(c *engine.Config) { base(c); patientNodes(c) }
+		cfg := func(c *engine.Config) { base(c); patient(c) }
 		holderL, waiterL := e.locker(cfg), e.locker(cfg)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -463,8 +466,8 @@ func TestSplitVoteBacksOff(t *testing.T) {
 				const retryMax = 20 * time.Millisecond
 				l := e.locker(func(c *engine.Config) {
 					c.Fencing = fencing
-					c.FallbackMin, c.FallbackMax = 20*time.Second, 20*time.Second
-					c.RetryDelayMin, c.RetryDelayMax = 10*time.Millisecond, retryMax
+					c.Wait.FallbackMin, c.Wait.FallbackMax = 20*time.Second, 20*time.Second
+					c.Wait.RetryDelayMin, c.Wait.RetryDelayMax = 10*time.Millisecond, retryMax
 				})
 				const res, split = "split", 300 * time.Millisecond
 				set := time.Now()

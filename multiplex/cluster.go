@@ -46,9 +46,9 @@ type member struct {
 	primary bool
 	// slots are those it served then, by its own view.
 	slots []slotRange
-	// clock is the node's clock offset as its last accepted connection
-	// measured it, when clockKnown (see judgeMemberClock).
-	clock      time.Duration
+	// clock is the node's clock as its last accepted connection read it,
+	// when clockKnown (see judgeMemberClock).
+	clock      clockReading
 	clockKnown bool
 }
 
@@ -166,11 +166,12 @@ func (p *Pool) observeMember(n *node, addr string, info serverInfo) (demoted []s
 }
 
 // judgeMemberClock refuses a connection to a cluster's node whose clock,
-// as the connection measured it, is MaxClockSkew or more from the median
-// of the other nodes' (the masters', and every cluster node's last
-// accepted reading), and records its reading otherwise. Each shard's
-// primary answers for its own slots' fencing tokens with its own clock
-// once it has forgotten its counters, so each is judged, as a master is.
+// as the connection measured it, is provably MaxClockSkew or more from
+// the median of the other nodes' (the masters', and every cluster node's
+// last accepted reading; see clockReading.apart), and records its
+// reading otherwise. Each shard's primary answers for its own slots'
+// fencing tokens with its own clock once it has forgotten its counters,
+// so each is judged, as a master is.
 // Refused, the node's slots fail their votes (it cannot be reached) until
 // a new connection finds it within; the other shards vote. The vote's
 // own clock, for the masters' judgement and Status, is the median of its
@@ -182,13 +183,16 @@ func (p *Pool) judgeMemberClock(n *node, addr string, info serverInfo) error {
 	p.ids.Lock()
 	defer p.ids.Unlock()
 	m := n.members[addr]
-	if d, ok := offMedian(info.ClockOffset, p.clockRefs(n, addr)); ok && (d >= p.maxSkew || -d >= p.maxSkew) {
-		m.clockKnown = false
-		n.members[addr] = m
-		p.setVoteClock(n)
-		return fmt.Errorf("%s of %s: %w: its clock is %s from the others' (at most %s)", addr, n.Addr, ErrClockSkew, d.Round(time.Millisecond), p.maxSkew)
+	if ref, ok := medianClock(p.clockRefs(n, addr)); ok {
+		if d, beyond := info.clock().apart(ref, p.maxSkew); beyond {
+			m.clockKnown = false
+			n.members[addr] = m
+			p.setVoteClock(n)
+			return fmt.Errorf("%s of %s: %w: its clock is %s from the others' (±%s as read; at most %s)", addr, n.Addr, ErrClockSkew,
+				d.Round(time.Millisecond), (info.ClockError + ref.err).Round(100*time.Microsecond), p.maxSkew)
+		}
 	}
-	m.clock, m.clockKnown = info.ClockOffset, true
+	m.clock, m.clockKnown = info.clock(), true
 	n.members[addr] = m
 	p.setVoteClock(n)
 	return nil
@@ -216,7 +220,8 @@ func (p *Pool) rejudgeClocks() {
 			if !m.clockKnown {
 				continue
 			}
-			if d, ok := offMedian(m.clock, p.clockRefs(n, addr)); ok && (d >= p.maxSkew || -d >= p.maxSkew) {
+			ref, ok := medianClock(p.clockRefs(n, addr))
+			if _, beyond := m.clock.apart(ref, p.maxSkew); ok && beyond {
 				m.clockKnown = false
 				n.members[addr] = m
 				cut = append(cut, off{n, addr})
@@ -233,12 +238,12 @@ func (p *Pool) rejudgeClocks() {
 // clockRefs are the clock readings the node at addr of vote n is judged
 // against: the masters' that vote, and every other accepted cluster
 // node's. The caller holds p.ids.
-func (p *Pool) clockRefs(n *node, addr string) []time.Duration {
-	var refs []time.Duration
+func (p *Pool) clockRefs(n *node, addr string) []clockReading {
+	var refs []clockReading
 	for _, o := range p.nodes {
 		if o.seeds == nil {
 			if oi := o.Info(); oi.ClockKnown && o.skew.Load() == nil {
-				refs = append(refs, oi.ClockOffset)
+				refs = append(refs, oi.clock())
 			}
 			continue
 		}
@@ -251,31 +256,18 @@ func (p *Pool) clockRefs(n *node, addr string) []time.Duration {
 	return refs
 }
 
-// offMedian is x minus the median of refs; false when there are none.
-func offMedian(x time.Duration, refs []time.Duration) (time.Duration, bool) {
-	if len(refs) == 0 {
-		return 0, false
-	}
-	slices.Sort(refs)
-	median := refs[len(refs)/2]
-	if len(refs)%2 == 0 {
-		median = (refs[len(refs)/2-1] + median) / 2
-	}
-	return x - median, true
-}
-
 // setVoteClock makes cluster vote n's clock the median of its accepted
-// primaries' readings. The caller holds p.ids.
+// primaries' readings (see medianClock). The caller holds p.ids.
 func (p *Pool) setVoteClock(n *node) {
-	var readings []time.Duration
+	var readings []clockReading
 	for _, m := range n.members {
 		if m.clockKnown && m.primary {
 			readings = append(readings, m.clock)
 		}
 	}
-	if d, ok := offMedian(0, readings); ok {
+	if r, ok := medianClock(readings); ok {
 		n.mu.Lock()
-		n.info.ClockOffset, n.info.ClockKnown = -d, true
+		n.info.ClockOffset, n.info.ClockError, n.info.ClockKnown = r.off, r.err, true
 		n.mu.Unlock()
 	}
 }

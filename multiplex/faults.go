@@ -9,6 +9,9 @@ package multiplex
 // compiler removes with the code it guards, and internal/mutation is not
 // linked.
 var faults struct {
+	ClockErrorIgnored         fault
+	ClockJudgedLate           fault
+	ClockReadOnce             fault
 	ClusterClockUnjudged      fault
 	ClusterDemotedConnKept    fault
 	ClusterFailoverTrusted    fault

@@ -6,6 +6,9 @@ import "github.com/redlock-bench/redlock/internal/mutation"
 
 // faults are the fault points, switched by the tests (see faults.go).
 var faults = struct {
+	ClockErrorIgnored         *mutation.Switch
+	ClockJudgedLate           *mutation.Switch
+	ClockReadOnce             *mutation.Switch
 	ClusterClockUnjudged      *mutation.Switch
 	ClusterDemotedConnKept    *mutation.Switch
 	ClusterFailoverTrusted    *mutation.Switch
@@ -15,6 +18,9 @@ var faults = struct {
 	CoalesceAcrossSlots       *mutation.Switch
 	CoalesceFirstKeyOnly      *mutation.Switch
 }{
+	ClockErrorIgnored:         mutation.ClockErrorIgnored,
+	ClockJudgedLate:           mutation.ClockJudgedLate,
+	ClockReadOnce:             mutation.ClockReadOnce,
 	ClusterClockUnjudged:      mutation.ClusterClockUnjudged,
 	ClusterDemotedConnKept:    mutation.ClusterDemotedConnKept,
 	ClusterFailoverTrusted:    mutation.ClusterFailoverTrusted,

@@ -367,8 +367,9 @@ func TestClockOffsetOfALocalServer(t *testing.T) {
 	if off := first.ClockOffset; off <= -time.Second || off >= time.Second {
 		t.Fatalf("offset of a server on this host: %v", off)
 	}
-	if st := p.Status()[0]; !st.ClockKnown || st.ClockOffsetMS != float64(first.ClockOffset)/1e6 {
-		t.Fatalf("status %+v, info offset %v", st, first.ClockOffset)
+	if st := p.Status()[0]; !st.ClockKnown || st.ClockOffsetMS != float64(first.ClockOffset)/1e6 ||
+		first.ClockError <= 0 || st.ClockErrorMS != float64(first.ClockError)/1e6 {
+		t.Fatalf("status %+v, info offset %v ±%v", st, first.ClockOffset, first.ClockError)
 	}
 	// A new connection measures again.
 	time.Sleep(5 * time.Millisecond)

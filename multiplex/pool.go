@@ -103,6 +103,20 @@ type Options struct {
 	// the shard that owns its slot, so every key of one command must
 	// share a slot. No address may appear twice in Addrs and Clusters.
 	Clusters [][]string
+	// Sentinels are votes that are masters Redis Sentinel manages, each
+	// given by the name the sentinels monitor it under and the host:port
+	// of some of the sentinels (the client learns the others); they vote
+	// after Clusters, in order. The vote is whichever server the
+	// sentinels name the master: after a failover a promoted replica,
+	// which may lack the writes the old master took just before, so its
+	// new run_id quarantines the vote as a restart does. The sentinels
+	// are reached as the masters are (TLS, DialContext) but without
+	// credentials: Tune may set the rueidis.ClientOption's Sentinel
+	// ones. An element's type is the same as engine.SentinelVote's.
+	Sentinels []struct {
+		Master string
+		Addrs  []string
+	}
 	// NodeTimeout bounds how long a round waits for replies; a watchdog
 	// checks it every quarter of it (at most 25ms), so that a round ends
 	// up to that much after it. Default:
@@ -133,13 +147,21 @@ type Options struct {
 	// this old). Required unless Quarantine is quarantine.Off.
 	MaxTTL time.Duration
 	// MaxClockSkew, when set, keeps out of the vote a node whose wall
-	// clock, measured on a new connection (server_time_usec), is this far
-	// or more from the median of the other nodes' clocks (those not kept
-	// out for theirs): its yes votes
-	// fail with ErrClockSkew until a later connection finds it within. A
-	// master that restarted, or whose clock was stepped, with a clock far
-	// off, would break what callers derive from the masters' clocks
-	// (fencing tokens); only new connections are measured. Default: off.
+	// clock, measured on a new connection (server_time_usec), is provably
+	// this far or more from the median of the other nodes' clocks (those
+	// not kept out for theirs): its yes votes fail with ErrClockSkew until
+	// a later connection finds it not provably so. Provably: each reading
+	// is off by up to its uncertainty (half its round trip,
+	// NodeStatus.ClockErrorMS), and the difference less both readings'
+	// uncertainties must reach MaxClockSkew, so that a slow round trip
+	// never keeps a healthy node out; a reading uncertain by a quarter of
+	// MaxClockSkew or more is read again, at most twice, and the sharpest
+	// kept, so that a far clock is not let in on a reading slowed for a
+	// moment. A node let in may be off by up to MaxClockSkew plus twice
+	// the two uncertainties. A master that restarted, or whose clock was
+	// stepped, with a clock far off, would break what callers derive from
+	// the masters' clocks (fencing tokens); only new connections are
+	// measured. Default: off.
 	MaxClockSkew time.Duration
 	// DisableCoalesce sends every script command as its own EVALSHA, even
 	// when a node's queue holds several of the same script with a Multi.
@@ -260,8 +282,16 @@ type node struct {
 	Addr string
 	// seeds are a cluster vote's addresses, nil for a master; builder is
 	// its client's, whose commands carry a slot.
-	seeds   []string
-	builder rueidis.Builder
+	seeds []string
+	// sentinels and master are a Sentinel vote's sentinel addresses and
+	// master name; nil and empty for others. A Sentinel vote is a master
+	// everywhere else (seeds is nil).
+	sentinels []string
+	master    string
+	// masterAddr is where a Sentinel vote's last accepted connection
+	// went: the master the sentinels named then. Under mu.
+	masterAddr string
+	builder    rueidis.Builder
 	// Under Pool.ids: the nodes a cluster vote's dialer saw, by address,
 	// and whether its first topology was read (see enumerate).
 	members     map[string]member
@@ -312,11 +342,14 @@ type serverInfo struct {
 	// ServerTime is server_time_usec (Redis 7.0 or later); zero when absent.
 	ServerTime time.Time
 	// ClockOffset is the server's wall clock minus this process's, taken
-	// against the middle of the round trip that read ServerTime, so it is
-	// off by at most half that round trip plus the server's processing.
-	// ClockKnown says whether it was measured; parseServerInfo alone never
-	// sets it.
+	// against the middle of the round trip that read ServerTime, and
+	// ClockError its uncertainty: the server read its clock somewhere
+	// within that round trip, so the true offset is within ClockError
+	// (half the round trip, plus the microsecond ServerTime is truncated
+	// to) of ClockOffset. ClockKnown says whether it was measured;
+	// parseServerInfo alone never sets it.
 	ClockOffset time.Duration
+	ClockError  time.Duration
 	ClockKnown  bool
 	// view is a cluster node's CLUSTER NODES, read with its INFO on a
 	// new connection; nil for a master, or when the node did not answer
@@ -324,8 +357,8 @@ type serverInfo struct {
 	view *clusterView
 }
 
-// measureClock sets ClockOffset from ServerTime, read on a request sent at
-// sent whose reply arrived at received.
+// measureClock sets ClockOffset and ClockError from ServerTime, read on
+// a request sent at sent whose reply arrived at received.
 func (si *serverInfo) measureClock(sent, received time.Time) {
 	if si.ServerTime.IsZero() {
 		return
@@ -333,6 +366,14 @@ func (si *serverInfo) measureClock(sent, received time.Time) {
 	mid := sent.Add(received.Sub(sent) / 2)
 	// ServerTime has no monotonic reading, so Sub compares wall clocks.
 	si.ClockOffset, si.ClockKnown = si.ServerTime.Sub(mid), true
+	// ServerTime, truncated to the microsecond, is up to one behind what
+	// the server read.
+	si.ClockError = received.Sub(mid) + time.Microsecond
+}
+
+// clock is si's clock reading.
+func (si *serverInfo) clock() clockReading {
+	return clockReading{off: si.ClockOffset, err: si.ClockError}
 }
 
 // Dial connects to every master at once. A minority may be down: those are
@@ -341,7 +382,11 @@ func (si *serverInfo) measureClock(sent, received time.Time) {
 // reach the same server, or one reaches a replica, Dial fails with
 // ErrNotIndependent naming them.
 func Dial(ctx context.Context, o Options) (*Pool, error) {
-	if err := addrcheck.Votes(o.Addrs, o.Clusters); err != nil {
+	sentinels := make([]addrcheck.Sentinel, len(o.Sentinels))
+	for i, v := range o.Sentinels {
+		sentinels[i] = addrcheck.Sentinel(v)
+	}
+	if err := addrcheck.AllVotes(o.Addrs, o.Clusters, sentinels); err != nil {
 		return nil, err
 	}
 	if o.NodeTimeout <= 0 {
@@ -392,7 +437,7 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		maxTTL:      o.MaxTTL,
 		maxSkew:     o.MaxClockSkew,
 		epoch:       time.Now(),
-		quorum:      (len(o.Addrs)+len(o.Clusters))/2 + 1,
+		quorum:      (len(o.Addrs)+len(o.Clusters)+len(o.Sentinels))/2 + 1,
 		coalesce:    !o.DisableCoalesce,
 		timeout:     o.NodeTimeout,
 		scripts:     make(map[string]*Script, len(o.Scripts)),
@@ -411,13 +456,17 @@ func Dial(ctx context.Context, o Options) (*Pool, error) {
 		p.slots[i].wake = make(chan struct{}, 1)
 		p.free <- int32(i)
 	}
-	p.nodes = make([]*node, 0, len(o.Addrs)+len(o.Clusters))
+	p.nodes = make([]*node, 0, len(o.Addrs)+len(o.Clusters)+len(o.Sentinels))
 	for _, a := range o.Addrs {
 		p.nodes = append(p.nodes, &node{Index: len(p.nodes), Addr: a, wakeup: make(chan struct{}, p.nodeWorkers)})
 	}
 	for _, seeds := range o.Clusters {
 		p.nodes = append(p.nodes, &node{Index: len(p.nodes), Addr: clusterLabel(seeds), seeds: slices.Clone(seeds),
 			wakeup: make(chan struct{}, p.nodeWorkers)})
+	}
+	for _, v := range o.Sentinels {
+		p.nodes = append(p.nodes, &node{Index: len(p.nodes), Addr: sentinelLabel(v.Master, v.Addrs), master: v.Master,
+			sentinels: slices.Clone(v.Addrs), wakeup: make(chan struct{}, p.nodeWorkers)})
 	}
 	n := len(p.nodes)
 	p.rounds.New = func() any { return newRound(n) }
@@ -529,8 +578,23 @@ func (p *Pool) connect(ctx context.Context, node *node, o Options) error {
 		// One connection per node of the cluster, as per master.
 		opt.InitAddress, opt.ForceSingleClient = node.seeds, false
 	}
+	if node.sentinels != nil {
+		// rueidis asks the sentinels for the master, connects to it,
+		// and follows their +switch-master events to the next one.
+		opt.InitAddress, opt.ForceSingleClient = node.sentinels, false
+		opt.Sentinel = rueidis.SentinelOption{
+			MasterSet:               node.master,
+			Dialer:                  opt.Dialer,
+			TLSConfig:               o.TLS,
+			ClientName:              "redlock",
+			TopologyRefreshInterval: sentinelRefresh,
+		}
+	}
 	if o.Tune != nil {
 		o.Tune(&opt)
+	}
+	if node.sentinels != nil {
+		markSentinelDialer(&opt.Sentinel.Dialer)
 	}
 	// Set after Tune, so that the restart check cannot be tuned away; it
 	// reads TLS and credentials from the tuned options.
@@ -592,13 +656,22 @@ func (p *Pool) connect(ctx context.Context, node *node, o Options) error {
 		r.c.Close()
 		return err
 	}
+	if node.seeds == nil && info.ClockKnown {
+		// The dialer read the clock on this connection moments before:
+		// the sharper reading of the two, and sharper still if it can
+		// be had (sharpenClock).
+		if prev := node.Info(); prev.ClockKnown && prev.ClockError < info.ClockError {
+			info.ServerTime, info.ClockOffset, info.ClockError = prev.ServerTime, prev.ClockOffset, prev.ClockError
+		}
+		info = p.sharpenClock(r.c, info)
+	}
 	node.mu.Lock()
 	// run_id, uptime and role come from the dialer, which decided whether
 	// the node may vote; the clock offset is refreshed.
 	node.info.Version = info.Version
 	if info.ClockKnown && (node.seeds == nil || p.maxSkew <= 0) {
 		// A cluster vote's, judged, is its nodes' median (judgeMemberClock).
-		node.info.ServerTime, node.info.ClockOffset, node.info.ClockKnown = info.ServerTime, info.ClockOffset, true
+		node.info.ServerTime, node.info.ClockOffset, node.info.ClockError, node.info.ClockKnown = info.ServerTime, info.ClockOffset, info.ClockError, true
 	}
 	node.mu.Unlock()
 	node.down.Store(false)
@@ -660,13 +733,10 @@ func loadNode(ctx context.Context, c rueidis.Client, scripts []*Script) (serverI
 			}
 		}
 	}
-	sent := time.Now()
-	txt, err := c.Do(ctx, c.B().Info().Section("server").Build()).ToString()
+	info, err := readClock(ctx, c)
 	if err != nil {
 		return serverInfo{}, fmt.Errorf("INFO server: %w", err)
 	}
-	info := parseServerInfo(txt)
-	info.measureClock(sent, time.Now())
 	return info, nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,15 +66,22 @@ type NodeStatus struct {
 	// out of the vote (a shard's primary restarted or failed over), until
 	// QuarantinedUntil at the latest; its other slots vote. State is
 	// StateQuarantined while there are any.
-	QuarantinedSlots int    `json:"quarantined_slots,omitempty"`
-	RunID            string `json:"run_id,omitempty"`
-	Version          string `json:"version,omitempty"`
+	QuarantinedSlots int `json:"quarantined_slots,omitempty"`
+	// Master, for a Sentinel vote, is the address of the master its
+	// sentinels named when it last connected; it changes with a failover.
+	Master  string `json:"master,omitempty"`
+	RunID   string `json:"run_id,omitempty"`
+	Version string `json:"version,omitempty"`
 	// Role is "master", or what INFO replication says instead.
 	Role string `json:"role,omitempty"`
 	// ClockOffsetMS is the master's wall clock minus this process's, in
-	// milliseconds, at the node's last new connection; meaningful only
-	// when ClockKnown (Redis 7.0 or later).
+	// milliseconds, as last read (on the node's last new connection, or
+	// when another's was judged); meaningful only when ClockKnown (Redis
+	// 7.0 or later). ClockErrorMS is that reading's uncertainty: the true
+	// offset was within it of ClockOffsetMS (half the reading's round
+	// trip; for a cluster vote, its nodes' median's).
 	ClockOffsetMS float64 `json:"clock_offset_ms"`
+	ClockErrorMS  float64 `json:"clock_error_ms"`
 	ClockKnown    bool    `json:"clock_known"`
 	// Restarts counts run_id changes this pool observed.
 	Restarts int64  `json:"restarts"`
@@ -94,8 +100,14 @@ func (p *Pool) Status() []NodeStatus {
 		info := n.Info()
 		s := NodeStatus{Addr: n.Addr, State: StateUp, RunID: info.RunID, Version: info.Version, Role: info.Role,
 			ClockKnown: info.ClockKnown, Restarts: n.restarts.Load()}
+		if n.sentinels != nil {
+			n.mu.Lock()
+			s.Master = n.masterAddr
+			n.mu.Unlock()
+		}
 		if info.ClockKnown {
 			s.ClockOffsetMS = float64(info.ClockOffset) / float64(time.Millisecond)
+			s.ClockErrorMS = float64(info.ClockError) / float64(time.Millisecond)
 		}
 		s.OK, s.Refused, s.Failed, s.TimedOut = n.Counts()
 		if err := n.Err(); err != nil {
@@ -198,6 +210,14 @@ func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Co
 			case <-ctx.Done():
 			}
 		}()
+		if n.sentinels != nil && isSentinelDialer(d) {
+			// A sentinel: nothing to check, but Close cuts it too.
+			raw, err := dial(ctx, addr, d, tc, custom)
+			if err != nil {
+				return nil, err
+			}
+			return p.track(raw, n, addr), nil
+		}
 		raw, err := dial(ctx, addr, d, tc, custom)
 		if err != nil {
 			if n.seeds == nil { // one node of a cluster is not the vote
@@ -295,6 +315,11 @@ func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Co
 				n.setErr(err)
 				return nil, err
 			}
+		}
+		if n.sentinels != nil {
+			n.mu.Lock()
+			n.masterAddr = addr
+			n.mu.Unlock()
 		}
 		if n.client.Load() != nil {
 			n.setErr(nil)
@@ -415,15 +440,25 @@ func (p *Pool) observe(n *node, info serverInfo) error {
 	return nil
 }
 
-// judgeClock checks n's clock, as its new connection measured it, against
-// the other masters' clocks read again at once (see refreshClocks), in the
-// background: the dialer must not wait on the other masters' connections,
-// which may be dialling too. Meanwhile n votes as before; a master that
-// restarted, the case that matters (it forgot its counters), is in its
-// restart quarantine for MaxTTL, far longer than the check takes.
+// judgeClock checks n's clock, as its new connection measured it,
+// against the other masters' clocks read again at once (see
+// refreshClocks, two node timeouts at most), in the background: the
+// dialer must not wait on the other masters' connections, which may be
+// dialling too. First, at once, it keeps n out when the reading is
+// provably too far from the others' last readings (see suspectSkew), so
+// that no yes of a far clock counts while the background check runs: a
+// master first seen on a reconnect (down when New checked the clocks,
+// and old enough that no quarantine keeps it out) would otherwise hand
+// a far token to its quorum's counters. Otherwise n votes as before
+// meanwhile. A vague reading that the check lets through is taken again
+// once the new connection is up, and judged again (see sharpenClock).
+// The caller holds p.ids.
 func (p *Pool) judgeClock(n *node, info serverInfo) {
 	if p.maxSkew <= 0 || !info.ClockKnown {
 		return
+	}
+	if !faults.ClockJudgedLate.On() {
+		p.suspectSkew(n, info)
 	}
 	p.gate.RLock()
 	defer p.gate.RUnlock()
@@ -435,20 +470,46 @@ func (p *Pool) judgeClock(n *node, info serverInfo) {
 	go func() {
 		defer p.clockChecks.Done()
 		p.refreshClocks(n)
-		p.ids.Lock()
-		defer p.ids.Unlock()
-		// A newer connection of n's is judged on its own reading.
-		if n.clockGen.Load() == gen {
-			p.checkSkew(n, info)
+		if !p.judgeReading(n, gen, info, false) || !p.vague(info) {
+			return
+		}
+		// Vague, and not provably off: read it again on the new
+		// connection, which the client reaches once its dial is done (a
+		// first connection's is read again by connect), and judge the
+		// sharper reading.
+		if c := n.Client(); c != nil {
+			if sharp := p.sharpenClock(c, info); sharp.ClockError < info.ClockError {
+				p.judgeReading(n, gen, sharp, true)
+			}
 		}
 	}()
 }
 
+// judgeReading judges n's clock reading (checkSkew), unless a newer
+// connection of n's has been measured since the one of gen (see
+// judgeClock), and records it as n's when record is set; false when
+// newer. The caller holds no lock.
+func (p *Pool) judgeReading(n *node, gen uint64, info serverInfo, record bool) bool {
+	p.ids.Lock()
+	defer p.ids.Unlock()
+	if n.clockGen.Load() != gen {
+		return false
+	}
+	if record {
+		n.mu.Lock()
+		n.info.ServerTime, n.info.ClockOffset, n.info.ClockError = info.ServerTime, info.ClockOffset, info.ClockError
+		n.mu.Unlock()
+	}
+	p.checkSkew(n, info)
+	return n.skew.Load() == nil
+}
+
 // refreshClocks measures again, at once, the clocks of the masters
 // other than n that vote (INFO server on their open connections, within
-// the node timeout, all at once), for checkSkew to judge n's new reading
-// against readings of the same moment; a master that does not answer in
-// time keeps its earlier reading. Only with MaxClockSkew.
+// the node timeout, all at once, each sharpened: see sharpenClock), for
+// checkSkew to judge n's new reading against readings of the same
+// moment; a master that does not answer in time keeps its earlier
+// reading. Only with MaxClockSkew.
 func (p *Pool) refreshClocks(n *node) {
 	var wg sync.WaitGroup
 	for _, o := range p.nodes {
@@ -460,58 +521,125 @@ func (p *Pool) refreshClocks(n *node) {
 		go func() {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
-			defer cancel()
-			sent := time.Now()
-			txt, err := c.Do(ctx, c.B().Info().Section("server").Build()).ToString()
-			if err != nil {
+			fresh, err := readClock(ctx, c)
+			cancel()
+			if err != nil || !fresh.ClockKnown {
 				return
 			}
-			fresh := parseServerInfo(txt)
-			fresh.measureClock(sent, time.Now())
-			if !fresh.ClockKnown {
-				return
-			}
+			fresh = p.sharpenClock(c, fresh)
 			o.mu.Lock()
-			o.info.ServerTime, o.info.ClockOffset = fresh.ServerTime, fresh.ClockOffset
+			o.info.ServerTime, o.info.ClockOffset, o.info.ClockError = fresh.ServerTime, fresh.ClockOffset, fresh.ClockError
 			o.mu.Unlock()
 		}()
 	}
 	wg.Wait()
 }
 
+// readClock reads the clock of c's server (INFO server).
+func readClock(ctx context.Context, c rueidis.Client) (serverInfo, error) {
+	sent := time.Now()
+	txt, err := c.Do(ctx, c.B().Info().Section("server").Build()).ToString()
+	if err != nil {
+		return serverInfo{}, err
+	}
+	info := parseServerInfo(txt)
+	info.measureClock(sent, time.Now())
+	return info, nil
+}
+
+// sharpenClock reads the clock of c's server again while r, its reading,
+// is vague (uncertain by a quarter of MaxClockSkew or more), at most
+// twice, and returns the least uncertain reading: NTP's minimum-delay
+// filter, so that a round trip slowed for a moment (a loaded host) does
+// not leave the judgement to a vague reading where a sharp one can be
+// had. Two readings sharper than that let clocks through (see checkSkew)
+// only when they are less than twice MaxClockSkew apart. The reads wait
+// a node timeout in all, and each no longer than the best round trip so
+// far, a slower one being no better. Only readings moments apart are
+// compared: one kept from an earlier connection or refresh could hide a
+// clock's step behind its uncertainty, and claim a precision it no
+// longer has.
+func (p *Pool) sharpenClock(c rueidis.Client, r serverInfo) serverInfo {
+	deadline := time.Now().Add(p.timeout)
+	for range 2 {
+		if !p.vague(r) {
+			break
+		}
+		dl := time.Now().Add(2 * r.ClockError)
+		if deadline.Before(dl) {
+			dl = deadline
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), dl)
+		fresh, err := readClock(ctx, c)
+		cancel()
+		if err == nil && fresh.ClockKnown && fresh.ClockError < r.ClockError {
+			r.ServerTime, r.ClockOffset, r.ClockError = fresh.ServerTime, fresh.ClockOffset, fresh.ClockError
+		}
+	}
+	return r
+}
+
+// vague reports whether reading r is worth taking again (sharpenClock):
+// uncertain by a quarter of MaxClockSkew or more.
+func (p *Pool) vague(r serverInfo) bool {
+	if faults.ClockReadOnce.On() {
+		return false
+	}
+	return p.maxSkew > 0 && r.ClockKnown && r.ClockError >= p.maxSkew/4
+}
+
 // checkSkew keeps n out of the vote while its clock, as a new connection
-// measured it, is MaxClockSkew or more from the median of the other
-// nodes' (as their last connections measured them), and lets it back
-// once a new connection finds it within. Nodes kept out for their own
-// clocks are not among the others: with three masters the median of the
-// two others is their mean, and one bad clock would move it far enough
-// to keep out every healthy master that reconnects. The caller holds
-// p.ids.
+// measured it, is provably MaxClockSkew or more from the median of the
+// other nodes' (as last read; see clockReading.apart), and lets it back
+// once a new connection finds it within or cannot tell. Nodes kept out
+// for their own clocks are not among the others: with three masters the
+// median of the two others is their mean, and one bad clock would move
+// it far enough to keep out every healthy master that reconnects. The
+// caller holds p.ids.
 func (p *Pool) checkSkew(n *node, info serverInfo) {
 	if p.maxSkew <= 0 || !info.ClockKnown {
 		return
 	}
-	var others []time.Duration
+	var others []clockReading
 	for _, o := range p.nodes {
 		if oi := o.Info(); o != n && oi.ClockKnown && o.skew.Load() == nil {
-			others = append(others, oi.ClockOffset)
+			others = append(others, oi.clock())
 		}
 	}
-	if len(others) == 0 {
+	ref, ok := medianClock(others)
+	if !ok {
 		return
 	}
-	slices.Sort(others)
-	median := others[len(others)/2]
-	if len(others)%2 == 0 {
-		median = (others[len(others)/2-1] + median) / 2
-	}
-	d := info.ClockOffset - median
-	if d >= p.maxSkew || -d >= p.maxSkew {
-		err := fmt.Errorf("%w: its clock is %s from theirs (at most %s)", ErrClockSkew, d.Round(time.Millisecond), p.maxSkew)
+	if d, beyond := info.clock().apart(ref, p.maxSkew); beyond {
+		err := fmt.Errorf("%w: its clock is %s from theirs (±%s as read; at most %s)", ErrClockSkew,
+			d.Round(time.Millisecond), (info.ClockError + ref.err).Round(100*time.Microsecond), p.maxSkew)
 		n.skew.Store(&err)
 		return
 	}
 	n.skew.Store(nil)
+}
+
+// suspectSkew keeps n out of the vote, as checkSkew does, when its
+// reading is provably MaxClockSkew or more from the median of the other
+// nodes' last readings, taken before this moment; it never lets n back
+// in, which only a judgement against readings of the same moment does
+// (checkSkew after refreshClocks). The caller holds p.ids.
+func (p *Pool) suspectSkew(n *node, info serverInfo) {
+	var others []clockReading
+	for _, o := range p.nodes {
+		if oi := o.Info(); o != n && oi.ClockKnown && o.skew.Load() == nil {
+			others = append(others, oi.clock())
+		}
+	}
+	ref, ok := medianClock(others)
+	if !ok {
+		return
+	}
+	if d, beyond := info.clock().apart(ref, p.maxSkew); beyond {
+		err := fmt.Errorf("%w: its clock is %s from theirs as last read (±%s; at most %s)", ErrClockSkew,
+			d.Round(time.Millisecond), (info.ClockError + ref.err).Round(100*time.Microsecond), p.maxSkew)
+		n.skew.Store(&err)
+	}
 }
 
 // rawInfo sends INFO server and INFO replication (one section each, which

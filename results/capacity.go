@@ -630,6 +630,12 @@ func reproduce(cmd string, c map[string]any, local bool, slo *SLO) string {
 			continue // run refuses a connection flag, even false, without --masters
 		case k == "duration" && configString(c, "ops") != "0" && configString(c, "ops") != "":
 			continue
+		case k == "sentinel":
+			// A repeatable flag: one --sentinel per vote.
+			for _, vote := range strings.Fields(v) {
+				args = append(args, "--sentinel="+shellQuote(vote))
+			}
+			continue
 		}
 		args = append(args, "--"+strings.ReplaceAll(k, "_", "-")+"="+shellQuote(v))
 	}

@@ -530,6 +530,11 @@ func (c *RunConfig) merge(o RunConfig) (notes []string) {
 			notes = append(notes, fmt.Sprintf("config %s differs between runs: %s", f.name, *f.into))
 		}
 	}
+	if c.Sentinel != o.Sentinel {
+		// Votes separated by spaces, each with commas of its own.
+		c.Sentinel = strings.Join(union(strings.Fields(c.Sentinel), strings.Fields(o.Sentinel)), " ")
+		notes = append(notes, fmt.Sprintf("config sentinel differs between runs: %s", c.Sentinel))
+	}
 	for _, f := range []struct {
 		name      string
 		kept, add any

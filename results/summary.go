@@ -593,6 +593,9 @@ func (p printer) header(s *Summary) {
 			p("cluster %-4d %s\n", len(s.Masters)+i, strings.Join(seeds, ", "))
 		}
 	}
+	for i, vote := range strings.Fields(s.Config.Sentinel) {
+		p("sentinel %-3d %s\n", len(s.Masters)+len(s.Clusters)+i, vote)
+	}
 	if st := s.Server; st != nil && len(st.Nodes) > 0 && s.Acquired > 0 {
 		a := float64(s.Acquired)
 		cpu, calls := st.cpuS()
@@ -861,15 +864,20 @@ type RunConfig struct {
 	Rate             float64 `json:"rate"`
 	Resources        int     `json:"resources"`
 	Seed             uint64  `json:"seed"`
-	SNI              string  `json:"sni"`
-	StartAt          string  `json:"start_at"`
-	TLS              bool    `json:"tls"`
-	TTL              string  `json:"ttl"`
-	NodeTimeout      string  `json:"node_timeout,omitempty"`
-	User             string  `json:"user"`
-	WaitTimeout      string  `json:"wait_timeout"`
-	Warmup           string  `json:"warmup"`
-	Workers          int     `json:"workers"`
+	// Sentinel is the votes that are Sentinel-managed masters (--sentinel,
+	// repeatable), after masters and clusters: each as the flag takes it,
+	// MASTER@HOST:PORT,HOST:PORT, the votes separated by spaces. Absent
+	// without Sentinel votes.
+	Sentinel    string `json:"sentinel,omitempty"`
+	SNI         string `json:"sni"`
+	StartAt     string `json:"start_at"`
+	TLS         bool   `json:"tls"`
+	TTL         string `json:"ttl"`
+	NodeTimeout string `json:"node_timeout,omitempty"`
+	User        string `json:"user"`
+	WaitTimeout string `json:"wait_timeout"`
+	Warmup      string `json:"warmup"`
+	Workers     int    `json:"workers"`
 }
 
 // Map is the config as the map that sweep.json and compare.json hold

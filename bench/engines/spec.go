@@ -142,20 +142,30 @@ func (q Quarantine) Policy() engine.QuarantinePolicy {
 type Votes struct {
 	Masters  []string
 	Clusters [][]string
+	// Sentinels are the votes that are masters Redis Sentinel manages,
+	// after the clusters.
+	Sentinels []SentinelVote
 }
 
-// Len is the number of votes.
-func (v Votes) Len() int { return len(v.Masters) + len(v.Clusters) }
+// SentinelVote is a vote that is a master Redis Sentinel manages
+// (--sentinel): the name the sentinels monitor it under, and some of
+// their addresses.
+type SentinelVote = engine.SentinelVote
 
-// First is the first n votes, masters first.
+// Len is the number of votes.
+func (v Votes) Len() int { return len(v.Masters) + len(v.Clusters) + len(v.Sentinels) }
+
+// First is the first n votes: masters, then clusters, then Sentinel votes.
 func (v Votes) First(n int) Votes {
-	if n >= v.Len() {
+	switch {
+	case n >= v.Len():
 		return v
-	}
-	if n <= len(v.Masters) {
+	case n <= len(v.Masters):
 		return Votes{Masters: v.Masters[:n]}
+	case n <= len(v.Masters)+len(v.Clusters):
+		return Votes{Masters: v.Masters, Clusters: v.Clusters[:n-len(v.Masters)]}
 	}
-	return Votes{Masters: v.Masters, Clusters: v.Clusters[:n-len(v.Masters)]}
+	return Votes{Masters: v.Masters, Clusters: v.Clusters, Sentinels: v.Sentinels[:n-len(v.Masters)-len(v.Clusters)]}
 }
 
 // StandIns are n votes that stand in for local masters (clusters, with
@@ -178,6 +188,16 @@ func StandIns(n int, clustered bool) Votes {
 // ParseMasters reads --masters, host:port,host:port,..., none twice, as
 // the engine checks its masters.
 func ParseMasters(list string) ([]string, error) { return engine.ParseMasters(list) }
+
+// formatSentinels writes the Sentinel votes as --sentinel reads each,
+// separated by spaces.
+func formatSentinels(vs []SentinelVote) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.Master + "@" + strings.Join(v.Addrs, ",")
+	}
+	return strings.Join(out, " ")
+}
 
 // clusterSep separates the votes of --clusters. Neither a host name nor an
 // address holds it, and a shell or make reads it as it is.
@@ -273,6 +293,7 @@ func (s Spec) engineConfig(v Votes, votesFlag string) (engine.Config, error) {
 	}{
 		{votesFlag, strings.Join(v.Masters, ","), func(c *engine.Config) { c.Masters = v.Masters }},
 		{"clusters", FormatClusters(v.Clusters), func(c *engine.Config) { c.Clusters = v.Clusters }},
+		{"sentinel", formatSentinels(v.Sentinels), func(c *engine.Config) { c.Sentinels = v.Sentinels }},
 		{"ttl", s.TTL, func(c *engine.Config) { c.TTL = s.TTL }},
 		{"node-timeout", s.NodeTimeout, func(c *engine.Config) { c.NodeTimeout = s.NodeTimeout }},
 	}
@@ -282,7 +303,7 @@ func (s Spec) engineConfig(v Votes, votesFlag string) (engine.Config, error) {
 	c := engine.DefaultConfig()
 	for _, st := range stages {
 		st.set(&c)
-		if len(c.Masters)+len(c.Clusters) == 0 {
+		if len(c.Masters)+len(c.Clusters)+len(c.Sentinels) == 0 {
 			continue // the votes come with the next stage
 		}
 		if serr := c.Validate(); serr != nil {
@@ -299,17 +320,18 @@ func (s Spec) engineConfig(v Votes, votesFlag string) (engine.Config, error) {
 func (s Spec) build(v Votes) engine.Config {
 	ec := engine.DefaultConfig(v.Masters...)
 	ec.Clusters = v.Clusters
+	ec.Sentinels = v.Sentinels
 	ec.TTL = s.TTL
 	ec.NodeTimeout = s.NodeTimeout
 	ec.Quarantine = s.Quarantine.Policy()
 	ec.AutoExtend = s.Extend
 	ec.Fencing = s.Fencing
-	ec.DisableGate = s.DisableGate
-	ec.DisableNotify = s.DisableNotify
-	ec.DisableCoalesce = s.Engine.Base == RedlockPerCommand
+	ec.Wait.DisableGate = s.DisableGate
+	ec.Wait.DisableNotify = s.DisableNotify
+	ec.Conn.DisableCoalesce = s.Engine.Base == RedlockPerCommand
 	ec.Observer = s.Observer
-	ec.Username, ec.Password, ec.TLS = s.Conn.Username, s.Conn.Password, s.Conn.TLS
-	ec.DialContext = s.Conn.Dial
+	ec.Conn.Username, ec.Conn.Password, ec.Conn.TLS = s.Conn.Username, s.Conn.Password, s.Conn.TLS
+	ec.Conn.DialContext = s.Conn.Dial
 	return ec
 }
 

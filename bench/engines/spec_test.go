@@ -84,7 +84,7 @@ func TestEngineConfigNamesTheFlag(t *testing.T) {
 	s.TTL, s.NodeTimeout, s.Quarantine, s.Extend, s.Fencing = 2*time.Second, 30*time.Millisecond, QuarantineObserved, true, true
 	ec, err := s.EngineConfig(three)
 	if err != nil || ec.TTL != 2*time.Second || ec.NodeTimeout != 30*time.Millisecond || ec.Quarantine != engine.QuarantineObserved ||
-		!ec.AutoExtend || !ec.Fencing || !ec.DisableCoalesce || len(ec.Masters) != 3 {
+		!ec.AutoExtend || !ec.Fencing || !ec.Conn.DisableCoalesce || len(ec.Masters) != 3 {
 		t.Errorf("EngineConfig: %+v, %v", ec, err)
 	}
 }

@@ -155,7 +155,7 @@ func runClusterFailover(ctx context.Context, e *env) (outcome, error) {
 	set := func(policy engine.QuarantinePolicy) func(*engine.Config) {
 		return func(c *engine.Config) {
 			c.Masters, c.Clusters = nil, seeds
-			c.TTL, c.Quarantine, c.AutoExtend, c.DisableNotify = ttl, policy, false, true
+			c.TTL, c.Quarantine, c.AutoExtend, c.Wait.DisableNotify = ttl, policy, false, true
 		}
 	}
 	// The holder trusts the clusters; the second client's policy is what

@@ -2,7 +2,9 @@
 // Redlock failure modes behind `redlock-bench scenario NAME`: a master that
 // restarts with amnesia, a minority or a majority of masters down, a slow
 // master, a holder paused past its TTL, a client partitioned from a
-// majority, and a master that answers with errors (OOM).
+// majority, a master that answers with errors (OOM), and masters replaced
+// by replicas that lack a lock (a promoted replica, a cluster shard's, a
+// Sentinel failover's).
 //
 // Each scenario starts its own masters (real redis-server processes, on
 // free 127.0.0.1 ports, through internal/redisproc) and, where it acts on

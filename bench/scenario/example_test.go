@@ -24,4 +24,5 @@ func ExampleList() {
 	// failover [Quarantine]
 	// clock-jump [Fencing]
 	// cluster-failover [Quarantine]
+	// sentinel-failover [Quarantine]
 }

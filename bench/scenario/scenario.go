@@ -22,7 +22,7 @@ type Options struct {
 	// created. Empty writes nothing (the caller may call Result.Write).
 	Out string
 	// Quarantine is the restart policy under test in restart-amnesia,
-	// failover and cluster-failover:
+	// failover, cluster-failover and sentinel-failover:
 	// QuarantineOff expects a double grant, QuarantineObserved and
 	// QuarantineAlways expect none. Zero selects QuarantineAlways, the
 	// engine's default. Other scenarios set their own policy.
@@ -101,6 +101,8 @@ var table = []scenario{
 		Summary: "the clock of one master in the holder's exact quorum jumps forward past the TTL, so its key expires early; a second client then asks for the resource"}, runClockJump},
 	{Info{Name: "cluster-failover", Options: []string{"Quarantine"}, expect: expectClusterFailover,
 		Summary: "3 Redis Cluster votes with replicas; the holder's shard fails over to a replica that never got its lock, and a second client then asks for the resource"}, runClusterFailover},
+	{Info{Name: "sentinel-failover", Options: []string{"Quarantine"}, expect: expectSentinelFailover,
+		Summary: "2 masters and a vote that Redis Sentinel manages; the holder sits on exactly a quorum including it, the sentinels fail over to a replica that never got its lock, and a second client then asks for the resource"}, runSentinelFailover},
 }
 
 // List returns every scenario, in a fixed order.

@@ -88,11 +88,11 @@ const (
 
 func boundsOf(ec engine.Config) Bounds {
 	span := ec.NodeTimeout + min(max(ec.NodeTimeout/4, time.Millisecond), 25*time.Millisecond)
-	backoff := engineTurnGrace + ec.RetryDelayMax
+	backoff := engineTurnGrace + ec.Wait.RetryDelayMax
 	return Bounds{
 		Span:       span,
 		Tight:      2*backoff + 5*span,
-		Loose:      ec.FallbackMax + 2*backoff + 6*span,
+		Loose:      ec.Wait.FallbackMax + 2*backoff + 6*span,
 		Close:      4 * span,
 		Quarantine: ec.MaxTTL,
 		Settle:     quietBefore,

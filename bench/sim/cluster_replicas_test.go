@@ -49,7 +49,7 @@ func newOverClusterFailing(t *testing.T, count int) (failed error) {
 		for i := range count {
 			cfg := engine.DefaultConfig()
 			cfg.Masters, cfg.Clusters = nil, [][]string{cl.Seeds()}
-			cfg.DialContext = n.Dialer("c" + strconv.Itoa(i))
+			cfg.Conn.DialContext = n.Dialer("c" + strconv.Itoa(i))
 			l, err := engine.New(context.Background(), cfg)
 			if err != nil {
 				failed = fmt.Errorf("Locker %d: %w", i, err)

@@ -38,7 +38,7 @@ func TestCloseWithAHungMasterKeepsItsBound(t *testing.T) {
 		newLocker := func(name string) *engine.Locker {
 			cfg := engine.DefaultConfig(addrs...)
 			cfg.TTL = time.Second
-			cfg.DialContext = n.Dialer(name)
+			cfg.Conn.DialContext = n.Dialer(name)
 			l, err := engine.New(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -80,7 +80,7 @@ func TestFenceCutByTheDeadlineIsNotAnOutage(t *testing.T) {
 		cfg := engine.DefaultConfig(addrs...)
 		cfg.TTL = time.Second
 		cfg.Fencing = true
-		cfg.DialContext = n.Dialer("c0")
+		cfg.Conn.DialContext = n.Dialer("c0")
 		l, err := engine.New(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -20,7 +20,7 @@
 //   - the workload (sim.go): several Lockers with every feature on
 //     (fencing, but for c0 in a third of the seeds; auto-extension with a
 //     cap, the gate and hand-offs, release notifications and waiter
-//     queues, coalescing, lingering, Config.Rand seeded) whose workers
+//     queues, coalescing, lingering, Config.Wait.Rand seeded) whose workers
 //     Lock (with timeouts) or TryLock a few resources, one or several at
 //     once (LockAll, TryLockAll), or take a semaphore's permits (Acquire,
 //     TryAcquire), in shares the seed draws; hold, Extend (shorter, then
@@ -43,7 +43,7 @@
 // Every choice of the simulation derives from the seed: the masters'
 // clocks and run_ids, each connection's delays (a stream per client,
 // master and connection number), each worker's operations (a stream per
-// worker), the Lockers' random delays (Config.Rand), the fault schedule;
+// worker), the Lockers' random delays (Config.Wait.Rand), the fault schedule;
 // crypto/rand, which makes lease values and waiter ids, is seeded by the
 // tests (cryptotest.SetGlobalRandom), and each seed runs at GOMAXPROCS=1.
 // What is not: the order in which the Go scheduler runs goroutines ready

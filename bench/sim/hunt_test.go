@@ -131,6 +131,11 @@ var notSimulated = map[string]string{
 	// An attempt sent past its validity waits behind MaxRounds (1024)
 	// rounds in flight; the simulated workload never makes that many.
 	mutation.AcquireIgnoresValidity.Name(): "the workers never put 1024 rounds in flight, behind which an attempt waits past its validity; TestAcquireIgnoresValidityControl (engine, simulated masters) catches it",
+	// Clock readings at connect: what the checkers judge is the locks,
+	// not New's refusal or a master kept out.
+	mutation.ClockErrorIgnored.Name(): "a healthy master refused or kept out for a slow round trip breaks no invariant the checkers judge; TestFencingAcceptsAgreeingClocksBehindALongRoundTripControl and TestMasterReconnectingOverALongRoundTripControl (engine, simulated masters) catch it",
+	mutation.ClockReadOnce.Name():     "the simulated masters' clocks stay within ±20 ms of each other, which no reading mistakes for MaxTTL/2; TestFencingReadsAVagueClockAgainControl and TestMasterReconnectingWithAVagueReadingControl (engine, simulated masters) catch it",
+	mutation.ClockJudgedLate.Name():   "the simulator checks no master's clock against MaxTTL/2, and its masters' clocks stay within ±20 ms of each other; TestFirstSeenMasterWithAFarClockControl (engine, simulated masters) catches it",
 }
 
 // companions are switches a hunt turns on with the one it hunts: a second

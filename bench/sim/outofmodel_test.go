@@ -46,7 +46,7 @@ func (e *oomEnv) locker(name string) *engine.Locker {
 	cfg := engine.DefaultConfig(e.addrs...)
 	cfg.TTL = time.Second
 	cfg.Fencing = e.fencing
-	cfg.DialContext = e.net.Dialer(name)
+	cfg.Conn.DialContext = e.net.Dialer(name)
 	l, err := engine.New(context.Background(), cfg)
 	if err != nil {
 		e.t.Fatal(err)

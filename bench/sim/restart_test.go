@@ -28,7 +28,7 @@ func TestMasterRestartSeenByEngine(t *testing.T) {
 		cfg := engine.DefaultConfig(addrs...)
 		cfg.TTL = time.Second
 		cfg.Quarantine = engine.QuarantineObserved
-		cfg.DialContext = n.Dialer("c0")
+		cfg.Conn.DialContext = n.Dialer("c0")
 		l, err := engine.New(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -592,22 +592,22 @@ func (c *client) engineConfig() engine.Config {
 	ec.MaxExtensions = 3
 	// A waiter that misses its wake-up sleeps a whole TTL, so that the
 	// liveness checker's tight bound sees it (see Bounds).
-	ec.FallbackMin, ec.FallbackMax = cfg.TTL, cfg.TTL
+	ec.Wait.FallbackMin, ec.Wait.FallbackMax = cfg.TTL, cfg.TTL
 	// The simulated masters (miniredis) have no CLIENT TRACKING; the
 	// tracker's extra connection would only shift the connections'
 	// numbers, and with them the hunted schedules.
 	ec.DisableTracking = true
-	ec.DialContext = c.network.Dialer(c.name)
+	ec.Conn.DialContext = c.network.Dialer(c.name)
 	// Smaller buffers: restarts and breaks make many connections, and
 	// rueidis's half a MiB each way is much of a connection's cost here,
 	// for in-memory connections whose writes are a few KiB at most. (Its
 	// ring of in-flight commands keeps its size: fewer slots would make
 	// callers wait behind a hung master that they do not wait for in
 	// production.)
-	ec.Tune = func(o *rueidis.ClientOption) {
+	ec.Conn.Tune = func(o *rueidis.ClientOption) {
 		o.ReadBufferEachConn, o.WriteBufferEachConn = 64<<10, 64<<10
 	}
-	ec.Rand = rand.New(rand.NewPCG(cfg.Seed, streamLockers+uint64(c.idx)<<8+uint64(c.gen)))
+	ec.Wait.Rand = rand.New(rand.NewPCG(cfg.Seed, streamLockers+uint64(c.idx)<<8+uint64(c.gen)))
 	if cfg.Control == SplitPrefix && c.idx%2 == 1 {
 		ec.KeyPrefix = "split:"
 	}

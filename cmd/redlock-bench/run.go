@@ -29,6 +29,7 @@ type runOptions struct {
 	localMasters int
 	clusters     string
 	shards       int
+	sentinels    []string
 	engine       string
 	workers      int
 	clients      int
@@ -79,6 +80,7 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 	fs.StringVar(&o.masters, "masters", "", "Redis masters, host:port,host:port,... (default: start --local-masters locally)")
 	fs.IntVar(&o.localMasters, "local-masters", d.LocalMasters, "with no --masters: start this many redis-server on free 127.0.0.1 ports, stopped at exit")
 	fs.StringVar(&o.clusters, "clusters", "", "votes that are Redis Clusters, after --masters, one per cluster, \"/\" between them, each some of its nodes: host:port,host:port/host:port,... (redlock)")
+	fs.StringArrayVar(&o.sentinels, "sentinel", nil, "a vote that is a master Redis Sentinel manages, after --masters and --clusters: MASTER@HOST:PORT,HOST:PORT (its name as the sentinels monitor it, then some of them); repeat for more (redlock)")
 	fs.IntVar(&o.shards, "cluster-shards", 0, fmt.Sprintf("with --local-masters N: start N local Redis Clusters of this many shards (1..%d), one vote each, instead of N redis-server (redlock)", bench.MaxClusterShards))
 	fs.StringVar(&o.engine, "engine", d.Engine.String(), "lock engine (nolock grants everything without Redis: a control for the oracle): "+engines.NamesHelp())
 	fs.IntVar(&o.workers, "workers", d.Workers, fmt.Sprintf("concurrent workers (goroutines), at most %d", bench.MaxWorkers))
@@ -293,7 +295,17 @@ func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 		}
 		c.Clusters = cl
 	}
-	conn, err := o.conn.Settings(fs.Changed("masters") || fs.Changed("clusters"))
+	for _, s := range o.sentinels {
+		v, err := bench.ParseSentinel(s)
+		if err != nil {
+			return badFlag("sentinel", s, err.Error())
+		}
+		if fs.Changed("local-masters") {
+			return badFlag("local-masters", strconv.Itoa(o.localMasters), "cannot be combined with --sentinel: give the other votes with --masters or --clusters")
+		}
+		c.Sentinels = append(c.Sentinels, v)
+	}
+	conn, err := o.conn.Settings(fs.Changed("masters") || fs.Changed("clusters") || fs.Changed("sentinel"))
 	if err != nil {
 		return &usageError{msg: err.Error()}
 	}

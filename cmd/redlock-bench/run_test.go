@@ -97,7 +97,7 @@ func TestParseRunFlagsBad(t *testing.T) {
 		{[]string{"extra"}, `run: unexpected argument "extra" (flags only)`},
 		{[]string{"--ttl", "1ms"}, "--ttl: the engine refuses it: Config.TTL (1ms) leaves no validity after drift (2.01ms), got 1ms"},
 		{[]string{"--ttl", "1500us"}, "--ttl: the engine refuses it: Config.TTL must be whole milliseconds (PX), got 1.5ms"},
-		{[]string{"--local-masters", "64"}, "--local-masters: the engine refuses it: Config.Masters and Clusters have 64 votes, at most 63 are supported, got 64"},
+		{[]string{"--local-masters", "64"}, "--local-masters: the engine refuses it: Config.Masters, Clusters and Sentinels have 64 votes, at most 63 are supported, got 64"},
 		{[]string{"--metrics-addr", "foo"}, "--metrics-addr: want [HOST]:PORT such as :9464 or 127.0.0.1:9464, got foo"},
 		{[]string{"--metrics-addr", ":99999"}, "--metrics-addr: port must be 0-65535 (0: any free port), got :99999"},
 		{[]string{"--metrics-addr", "localhost:x"}, "--metrics-addr: port must be 0-65535 (0: any free port), got localhost:x"},

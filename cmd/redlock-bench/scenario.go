@@ -27,7 +27,7 @@ type scenarioOptions struct {
 func newScenarioFlags(o *scenarioOptions) *pflag.FlagSet {
 	fs := newFlagSet("scenario")
 	fs.StringVar(&o.out, "out", "", "directory for scenario.json and scenario.txt (default results/runs/<UTC timestamp>-scenario-<name>)")
-	fs.StringVar(&o.quarantine, "quarantine", "", "restart-amnesia, failover, cluster-failover: the restart quarantine under test, off, observed or always (default always, the engine's)")
+	fs.StringVar(&o.quarantine, "quarantine", "", "restart-amnesia, failover, cluster-failover, sentinel-failover: the restart quarantine under test, off, observed or always (default always, the engine's)")
 	fs.BoolVar(&o.fencing, "fencing", false, "paused-holder, clock-jump: fencing tokens on, so that the stale holder's writes are rejected")
 	fs.BoolVar(&o.short, "short", false, "shorten every phase (same verdicts, noisier figures)")
 	fs.BoolVar(&o.names, "names", false, "list: print the names only, one per line")

@@ -49,7 +49,7 @@ func TestScenarioBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"scenario"}, "scenario: want one scenario name or list, got 0 arguments (see redlock-bench scenario --help)"},
-		{[]string{"scenario", "meteor-strike"}, `scenario: unknown scenario "meteor-strike" (known: restart-amnesia, minority-down, majority-down, slow-node, paused-holder, partition, oom-node, failover, clock-jump, cluster-failover)`},
+		{[]string{"scenario", "meteor-strike"}, `scenario: unknown scenario "meteor-strike" (known: restart-amnesia, minority-down, majority-down, slow-node, paused-holder, partition, oom-node, failover, clock-jump, cluster-failover, sentinel-failover)`},
 		{[]string{"scenario", "restart-amnesia", "--quarantine", "maybe"}, "--quarantine: must be off, observed or always, got maybe"},
 		{[]string{"scenario", "restart-amnesia", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"scenario", "restart-amnesia", "--names"}, "--names: applies to scenario list only"},

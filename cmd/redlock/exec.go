@@ -288,7 +288,7 @@ func acquire(ctx context.Context, o *execOptions, stderr io.Writer) (*engine.Loc
 	cfg.ExtendEvery = o.extendEvery
 	cfg.Fencing = o.fencing
 	cfg.Quarantine = o.quarantine
-	cfg.Username, cfg.Password, cfg.TLS = o.conn.Username, o.conn.Password, o.conn.TLS
+	cfg.Conn.Username, cfg.Conn.Password, cfg.Conn.TLS = o.conn.Username, o.conn.Password, o.conn.TLS
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, usageErrorf("exec: %s", engineText(err))
 	}

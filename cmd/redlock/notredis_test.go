@@ -80,7 +80,7 @@ func TestNotARedisServerSaidAlike(t *testing.T) {
 
 			cfg := engine.DefaultConfig(c.addr)
 			if c.tls {
-				cfg.TLS = &tls.Config{RootCAs: roots}
+				cfg.Conn.TLS = &tls.Config{RootCAs: roots}
 			}
 			l, err := engine.New(context.Background(), cfg)
 			if err == nil {

@@ -481,7 +481,7 @@ func TestLockGivingUpIsAFailure(t *testing.T) {
 	tm := newTelemetry(t)
 	// A fallback longer than the deadline: the deadline ends a wait, not
 	// an attempt, however slow the machine.
-	l := tm.locker(t, func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 2*time.Second, 2*time.Second })
+	l := tm.locker(t, func(c *engine.Config) { c.Wait.FallbackMin, c.Wait.FallbackMax = 2*time.Second, 2*time.Second })
 	other := otherLocker(t, 5*time.Second)
 	held, err := other.TryLock(context.Background(), "given-up")
 	if err != nil {
@@ -607,7 +607,7 @@ func TestCloseEndsAWaitAsClosed(t *testing.T) {
 	tm := newTelemetry(t)
 	// After its refused attempt the Lock sleeps until a release is
 	// announced, which none is: Close finds it asleep.
-	l := tm.locker(t, func(c *engine.Config) { c.FallbackMin, c.FallbackMax = 10*time.Second, 10*time.Second })
+	l := tm.locker(t, func(c *engine.Config) { c.Wait.FallbackMin, c.Wait.FallbackMax = 10*time.Second, 10*time.Second })
 	other := otherLocker(t, 20*time.Second)
 	held, err := other.TryLock(context.Background(), "closing")
 	if err != nil {

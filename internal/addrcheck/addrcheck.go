@@ -119,8 +119,45 @@ func (e *ClusterAddrError) Error() string {
 // one vote, the masters as Masters wants, each cluster with
 // addresses, none of them bad or given twice anywhere (a cluster's bad
 // address is a *ClusterAddrError).
-func Votes(addrs []string, clusters [][]string) error {
-	if len(clusters) == 0 || len(addrs) > 0 {
+func Votes(addrs []string, clusters [][]string) error { return AllVotes(addrs, clusters, nil) }
+
+// Sentinel is a vote that is a master Redis Sentinel manages: the name
+// the sentinels monitor it under, and some of the sentinels' addresses.
+type Sentinel struct {
+	Master string
+	Addrs  []string
+}
+
+// SentinelError is a Sentinel vote that cannot be used: a bad master
+// name, no sentinel addresses, a bad address, an address given twice (in
+// the vote, or also as a master or a cluster's node: a sentinel is
+// neither), or a master named twice through the same sentinels.
+type SentinelError struct {
+	Vote int // Sentinels[Vote]
+	// Sentinel is the address's position in the vote's Addrs, -1 when the
+	// fault is the vote's.
+	Sentinel int
+	Addr     string
+	// Reason is what is wrong, without the vote's position.
+	Reason string
+}
+
+func (e *SentinelError) Error() string {
+	if e.Sentinel < 0 {
+		return fmt.Sprintf("Sentinels[%d]: %s", e.Vote, e.Reason)
+	}
+	return fmt.Sprintf("Sentinels[%d].Addrs[%d] %q: %s", e.Vote, e.Sentinel, e.Addr, e.Reason)
+}
+
+// AllVotes checks masters, cluster votes and Sentinel votes as
+// multiplex.Dial does: Votes's rules, and each Sentinel vote with a
+// master name (no spaces) and sentinel addresses, none bad, none given
+// twice in the vote or also as a master or a cluster's node. Two Sentinel
+// votes may share sentinels (one sentinel set may watch many masters),
+// but not with the same master name: that is one master twice. A bad
+// Sentinel vote is a *SentinelError.
+func AllVotes(addrs []string, clusters [][]string, sentinels []Sentinel) error {
+	if (len(clusters) == 0 && len(sentinels) == 0) || len(addrs) > 0 {
 		if err := Masters(addrs); err != nil {
 			return err
 		}
@@ -141,6 +178,30 @@ func Votes(addrs []string, clusters [][]string) error {
 				return &ClusterAddrError{Cluster: c, Seed: s, Addr: a, Dup: where, Reason: "given twice"}
 			}
 			seen[a] = fmt.Sprintf("Clusters[%d][%d]", c, s)
+		}
+	}
+	for v, st := range sentinels {
+		switch {
+		case st.Master == "" || strings.ContainsAny(st.Master, " \t\r\n"):
+			return &SentinelError{Vote: v, Sentinel: -1, Reason: fmt.Sprintf("master name %q: want a name without spaces", st.Master)}
+		case len(st.Addrs) == 0:
+			return &SentinelError{Vote: v, Sentinel: -1, Reason: "no sentinel addresses: give one or more of the sentinels that monitor " + strconv.Quote(st.Master)}
+		}
+		for i, a := range st.Addrs {
+			if why := addrProblem(a); why != "" {
+				return &SentinelError{Vote: v, Sentinel: i, Addr: a, Reason: why}
+			}
+			if where, dup := seen[a]; dup {
+				return &SentinelError{Vote: v, Sentinel: i, Addr: a, Reason: "also given as " + where + ": a sentinel is not a master"}
+			}
+			if j := slices.Index(st.Addrs[:i], a); j >= 0 {
+				return &SentinelError{Vote: v, Sentinel: i, Addr: a, Reason: fmt.Sprintf("given twice (Addrs[%d])", j)}
+			}
+		}
+		for w, o := range sentinels[:v] {
+			if o.Master == st.Master && slices.ContainsFunc(o.Addrs, func(a string) bool { return slices.Contains(st.Addrs, a) }) {
+				return &SentinelError{Vote: v, Sentinel: -1, Reason: fmt.Sprintf("master %q through the same sentinels as Sentinels[%d]: one master cannot vote twice", st.Master, w)}
+			}
 		}
 	}
 	return nil

@@ -245,6 +245,22 @@ var (
 	// sorted set fails everywhere: the lease is ended as lost, and its
 	// entry, unwatched, keeps writers out until its TTL.
 	RWRemoteValidityAsPlain = &Switch{name: "rw-remote-validity-as-plain"}
+	// ClockErrorIgnored: the masters' clocks are judged (New's check with
+	// Fencing, MaxClockSkew on a new connection) by their readings'
+	// offsets alone, without the readings' uncertainty: a master whose
+	// round trip was slow at connect (a loaded host) is refused, or kept
+	// out, for what its reading cannot tell, its clock in agreement.
+	ClockErrorIgnored = &Switch{name: "clock-error-ignored"}
+	// ClockReadOnce: a clock reading too uncertain to tell whether the
+	// clock is too far is judged as it is, not read again: a clock too far
+	// behind, read through a slow round trip, is let through.
+	ClockReadOnce = &Switch{name: "clock-read-once"}
+	// ClockJudgedLate: a master's new connection is judged only in the
+	// background, against the others' clocks read again: until then a
+	// master first seen on a reconnect (down when New checked the
+	// clocks) votes with a clock however far off, and its token lands on
+	// its quorum's counters.
+	ClockJudgedLate = &Switch{name: "clock-judged-late"}
 )
 
 // All is every switch, for flags and tables.
@@ -255,7 +271,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
 	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, LockAllHogsTurns,
 	ClusterMigrationNoResend, ClusterGuessOnce, ClusterInfoAnyNode, FenceCounterExpiresEarly, ValidityIgnoresDrift,
-	AcquireIgnoresValidity, SemCheckStampedOnSend, RWRemoteValidityAsPlain}
+	AcquireIgnoresValidity, SemCheckStampedOnSend, RWRemoteValidityAsPlain, ClockErrorIgnored, ClockReadOnce, ClockJudgedLate}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

@@ -112,6 +112,9 @@ type Node struct {
 	// cluster holds the cluster-enabled settings of a RedisCluster's
 	// node; nil for a plain server.
 	cluster *ClusterOptions
+	// sentinelConf is a sentinel's configuration file (which it rewrites
+	// as it learns the group); empty for a data node.
+	sentinelConf string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -248,6 +251,11 @@ func freePort(host string) (int, error) {
 }
 
 func (n *Node) args() []string {
+	if n.sentinelConf != "" {
+		return []string{n.sentinelConf, "--sentinel", "--port", strconv.Itoa(n.Port),
+			"--bind", n.opts.Host, "--dir", n.Dir, "--daemonize", "no", "--pidfile", n.pidFile(),
+			"--protected-mode", "no", "--logfile", "redis.log"}
+	}
 	a := []string{"--port", strconv.Itoa(n.Port)}
 	if t := n.opts.TLS; t != nil {
 		a = []string{"--port", "0", "--tls-port", strconv.Itoa(n.Port),

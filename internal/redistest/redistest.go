@@ -17,11 +17,13 @@ import (
 // The types are redisproc's, so that a test can hand a cluster to code that
 // takes a *redisproc.Cluster or *redisproc.Node.
 type (
-	Options        = redisproc.Options
-	Cluster        = redisproc.Cluster
-	Node           = redisproc.Node
-	RedisCluster   = redisproc.RedisCluster
-	ClusterOptions = redisproc.ClusterOptions
+	Options         = redisproc.Options
+	Cluster         = redisproc.Cluster
+	Node            = redisproc.Node
+	RedisCluster    = redisproc.RedisCluster
+	ClusterOptions  = redisproc.ClusterOptions
+	SentinelGroup   = redisproc.SentinelGroup
+	SentinelOptions = redisproc.SentinelOptions
 )
 
 // ErrNoServer reports that the redis-server binary could not be found.
@@ -48,6 +50,21 @@ func StartT(t testing.TB, n int, opts ...Options) *Cluster {
 	}
 	t.Cleanup(func() { c.Stop() })
 	return c
+}
+
+// StartSentinelsT starts a master with replicas under sentinels, shaped by
+// so, for a test, and stops them in t.Cleanup, whether or not the test
+// passes. It fails the test when redis-server is missing.
+func StartSentinelsT(t testing.TB, so SentinelOptions) *SentinelGroup {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	g, err := redisproc.StartSentinels(ctx, so, Options{})
+	if err != nil {
+		t.Fatalf("start a sentinel group: %v", err)
+	}
+	t.Cleanup(func() { g.Stop() })
+	return g
 }
 
 // StartClustersT starts n Redis Clusters shaped by co for a test, all at

@@ -27,7 +27,7 @@ func engineScripts(t *testing.T) []string {
 		defer m.Close()
 		cfg := engine.DefaultConfig(m.Addr)
 		cfg.TTL = time.Second
-		cfg.DialContext = n.Dialer("c0")
+		cfg.Conn.DialContext = n.Dialer("c0")
 		l, err := engine.New(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)

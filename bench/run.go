@@ -112,7 +112,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	var cl clients
 	defer cl.close()
-	if err := cl.connect(ctx, cfg, engines.Votes{Masters: site.dial, Clusters: site.clusters}); err != nil {
+	if err := cl.connect(ctx, cfg, engines.Votes{Masters: site.dial, Clusters: site.clusters, Sentinels: cfg.Sentinels}); err != nil {
 		return nil, err
 	}
 	if err := awaitQuorum(ctx, cfg, cl, progress, logf); err != nil {

@@ -50,14 +50,14 @@ func TestEngineConfigNamesTheFlag(t *testing.T) {
 		{"node timeout of half the ttl", func(s *Spec) { s.TTL, s.NodeTimeout = time.Second, 500*time.Millisecond }, three,
 			"node-timeout", "--node-timeout: the engine refuses it: Config.NodeTimeout (500ms) must be below half the TTL (1s), got 500ms"},
 		{"too many masters", func(s *Spec) {}, many,
-			"masters", "--masters: the engine refuses it: Config.Masters and Clusters have 64 votes, at most 63 are supported, got "},
+			"masters", "--masters: the engine refuses it: Config.Masters, Clusters and Sentinels have 64 votes, at most 63 are supported, got "},
 		{"a cluster twice", func(s *Spec) {}, Votes{Clusters: [][]string{{"a:1"}, {"a:1"}}},
 			"clusters", `--clusters: the engine refuses it: Config.Clusters[1][0] "a:1" duplicates Config.Clusters[0][0]: votes must be distinct, got a:1/a:1`},
 		{"a cluster node as a master", func(s *Spec) {}, Votes{Masters: []string{"a:1"}, Clusters: [][]string{{"a:1"}}},
 			"clusters", `--clusters: the engine refuses it: Config.Clusters[0][0] "a:1" duplicates Config.Masters[0]: votes must be distinct, got a:1`},
 		// A bad TTL on bad votes: the votes are named first.
 		{"votes before ttl", func(s *Spec) { s.TTL = time.Millisecond }, many,
-			"masters", "--masters: the engine refuses it: Config.Masters and Clusters have 64 votes"},
+			"masters", "--masters: the engine refuses it: Config.Masters, Clusters and Sentinels have 64 votes"},
 	} {
 		s := DefaultSpec()
 		c.set(&s)
@@ -75,7 +75,7 @@ func TestEngineConfigNamesTheFlag(t *testing.T) {
 		t.Errorf("local masters, ttl 1ms: %v", err)
 	}
 	if err := DefaultSpec().Validate(StandIns(64, true), "local-masters"); err == nil ||
-		!strings.HasPrefix(err.Error(), "--local-masters: the engine refuses it: Config.Masters and Clusters have 64 votes, at most 63 are supported, got 64") {
+		!strings.HasPrefix(err.Error(), "--local-masters: the engine refuses it: Config.Masters, Clusters and Sentinels have 64 votes, at most 63 are supported, got 64") {
 		t.Errorf("64 local clusters: %v", err)
 	}
 	// What the engine accepts comes back whole: every field a flag sets.

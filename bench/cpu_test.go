@@ -74,8 +74,10 @@ func TestRunRecordsCPUPerAcquisitionAndNodeTimeout(t *testing.T) {
 		cfg.NodeTimeout = tc.nodeTimeout
 		s := run(t, cfg).Summary
 		requireLive(t, s, false)
+		// The figures themselves may be 0: a short window on a kernel
+		// that accounts CPU time by the tick can see none.
 		cpu := s.CPU
-		if cpu == nil || cpu.ClientS <= 0 || cpu.ClientUsPerOp <= 0 || cpu.MastersS == nil || cpu.MastersUsPerOp == nil || *cpu.MastersUsPerOp <= 0 {
+		if cpu == nil || cpu.WindowS <= 0 || cpu.MastersS == nil || cpu.MastersUsPerOp == nil || cpu.BusiestMasterS == nil {
 			t.Errorf("%s: cpu %+v", tc.lock, cpu)
 			continue
 		}
@@ -84,7 +86,7 @@ func TestRunRecordsCPUPerAcquisitionAndNodeTimeout(t *testing.T) {
 		}
 		var b bytes.Buffer
 		results.WriteText(&b, s)
-		if !strings.Contains(b.String(), "cpu          per acquisition: client ") {
+		if !strings.Contains(b.String(), "cpu          per acquisition: ") {
 			t.Errorf("%s: summary.txt:\n%s", tc.lock, b.String())
 		}
 		t.Logf("%s: client %.1f µs, masters %.1f µs per acquisition (%s)", tc.lock, cpu.ClientUsPerOp, *cpu.MastersUsPerOp, cpu.Busy(s.Machine))

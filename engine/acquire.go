@@ -13,11 +13,16 @@ import (
 // TryLock makes one attempt to acquire resource. On failure the attempt is
 // undone on every master where it may have taken, and the error says why
 // (see VotesError). TryLock does not queue at the in-process gate.
-func (l *Locker) TryLock(ctx context.Context, resource string) (*Lease, error) {
-	if l.cfg.Observer != nil {
-		return l.tryLockObserved(ctx, resource)
+// Options (WithTTL, WithOwner) apply to this acquisition only.
+func (l *Locker) TryLock(ctx context.Context, resource string, opts ...LockOption) (*Lease, error) {
+	o, err := l.resolve("acquire", resource, opts)
+	if err != nil {
+		return nil, err
 	}
-	le, err := l.try(ctx, resource, nil)
+	if l.cfg.Observer != nil {
+		return l.tryLockObserved(ctx, resource, o)
+	}
+	le, err := l.try(ctx, resource, nil, o)
 	if err != nil {
 		return nil, err
 	}
@@ -28,7 +33,7 @@ func (l *Locker) TryLock(ctx context.Context, resource string) (*Lease, error) {
 // try makes one attempt. tk is for a waiter subscribed to the resource's
 // releases: where the key is taken, the attempt marks the holder's value,
 // which makes the holder's release publish, and queues the waiter.
-func (l *Locker) try(ctx context.Context, resource string, tk *ticket) (*Lease, error) {
+func (l *Locker) try(ctx context.Context, resource string, tk *ticket, o acquireOpts) (*Lease, error) {
 	// Close waits for attempts under way (see remote), so that the undo of
 	// one that succeeds after Close began reaches the masters.
 	l.remote.Add(1)
@@ -39,7 +44,7 @@ func (l *Locker) try(ctx context.Context, resource string, tk *ticket) (*Lease, 
 	if err := l.checkResource("acquire", resource); err != nil {
 		return nil, err
 	}
-	le := l.newLease(resource, tk)
+	le := l.newLease(resource, tk, o)
 	cmd, classify := l.acquireCommand(le, tk)
 	le.start = time.Now()
 	t := l.pool.Fanout(ctx, cmd, classify, (*acquireReplies)(le), le.votes)
@@ -52,16 +57,21 @@ func (l *Locker) try(ctx context.Context, resource string, tk *ticket) (*Lease, 
 }
 
 // newLease is an attempt's lease, not yet held: a fresh value, which for a
-// waiter in the queue starts with its id (see ticket).
-func (l *Locker) newLease(resource string, tk *ticket) *Lease {
+// waiter in the queue starts with its id (see ticket), and which ends
+// with the owner metadata, if any (see WithOwner).
+func (l *Locker) newLease(resource string, tk *ticket, o acquireOpts) *Lease {
 	le := &Lease{
 		l:        l,
 		resource: resource,
 		key:      l.key(resource),
 		value:    newValue(),
+		ttlMS:    o.ttlMS,
 	}
-	if tk != nil {
-		le.value = tk.id + idEnd + le.value
+	switch {
+	case tk != nil:
+		le.value = tk.id + idEnd + le.value + o.suffix
+	case o.suffix != "":
+		le.value += o.suffix
 	}
 	le.initVotes(l.votes)
 	return le
@@ -76,13 +86,13 @@ func (l *Locker) acquireCommand(le *Lease, tk *ticket) (multiplex.Command, multi
 	classify := classifyAcquireGet
 	switch {
 	case l.cfg.Fencing:
-		cmd, classify = acquireFenceCall(le.key, le.value, l.ttlStr, tk), classifyFenced
+		cmd, classify = acquireFenceCall(le.key, le.value, le.ttlArg(), tk), classifyFenced
 	case tk != nil:
-		cmd = scriptCall(acquireMarkScript, le.key, le.value, l.ttlStr, tk.score, tk.id)
+		cmd = scriptCall(acquireMarkScript, le.key, le.value, le.ttlArg(), tk.score, tk.id)
 	case l.setGet:
-		cmd = plainCall("SET", le.key, le.value, "NX", "GET", "PX", l.ttlStr)
+		cmd = plainCall("SET", le.key, le.value, "NX", "GET", "PX", le.ttlArg())
 	default:
-		cmd, classify = plainCall("SET", le.key, le.value, "NX", "PX", l.ttlStr), classifyAcquireSet
+		cmd, classify = plainCall("SET", le.key, le.value, "NX", "PX", le.ttlArg()), classifyAcquireSet
 	}
 	// A waiter's attempt goes to every master even once decided, so that
 	// it is queued on all of them: masters whose queues differ would each
@@ -102,7 +112,7 @@ func (le *Lease) decide(ctx context.Context, t multiplex.Tally) error {
 		le.record(i, v)
 	}
 	if ok {
-		le.validUntil = le.start.Add(l.validity())
+		le.validUntil = le.start.Add(l.validityFor(le.ttlMS))
 	}
 	le.mu.Unlock()
 	if !ok {

@@ -69,7 +69,7 @@ type attempt struct {
 
 // goAttempt runs f on its own goroutine; its result comes on the channel,
 // and touched closes when f first looks at its context (see touchedCtx).
-func goAttempt(f func(context.Context) (*engine.Lease, error)) (result <-chan attempt, touched <-chan struct{}) {
+func goAttempt(f func(context.Context, ...engine.LockOption) (*engine.Lease, error)) (result <-chan attempt, touched <-chan struct{}) {
 	c := make(chan attempt, 1)
 	ctx := &touchedCtx{Context: context.Background(), touched: make(chan struct{})}
 	go func() {

@@ -130,6 +130,12 @@ type Config struct {
 	// KeyPrefix is prepended to every resource name to form the key.
 	// Default: none.
 	KeyPrefix string
+	// Owner is the owner metadata attached to every lease of this Locker
+	// unless WithOwner gives another for the acquisition: a short label
+	// ("host=a pid=12") that Locker.Inspect shows next to the holder's
+	// value. At most MaxOwnerLen bytes of valid UTF-8. Default: none,
+	// which adds nothing to the value.
+	Owner string
 	// Observer receives every acquire, release, extend, wait, hand-off,
 	// lost lease and node state change, for metrics and traces (see
 	// Observer and package otelredlock). Default: none, which costs nothing.
@@ -363,6 +369,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("engine: Config.Conn.DialTimeout must be >= 0, got %s", c.Conn.DialTimeout)
 	case c.Conn.ConnTimeout < 0:
 		return fmt.Errorf("engine: Config.Conn.ConnTimeout must be >= 0, got %s", c.Conn.ConnTimeout)
+	case checkOwner(c.Owner) != nil:
+		return fmt.Errorf("engine: Config.Owner: %v", checkOwner(c.Owner))
 	case c.Conn.PipelineMultiplex > rueidis.MaxPipelineMultiplex:
 		return fmt.Errorf("engine: Config.Conn.PipelineMultiplex must be <= %d, got %d", rueidis.MaxPipelineMultiplex, c.Conn.PipelineMultiplex)
 	}

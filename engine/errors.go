@@ -63,6 +63,9 @@ var (
 	// (RWMutex) was asked for, or the other way round. The message names
 	// both uses; the error also matches ErrWrongType.
 	ErrWrongKind = errors.New("name in use as another kind of lock")
+	// ErrInvalidOption: a LockOption (WithTTL, WithOwner) was out of
+	// range; the message names it and why. Nothing was sent.
+	ErrInvalidOption = errors.New("invalid lock option")
 	// ErrUnreachable: New could not reach enough masters for a quorum;
 	// the error names each address and its cause.
 	ErrUnreachable = multiplex.ErrUnreachable

@@ -217,7 +217,7 @@ func (le *Lease) autoExtend() {
 	// No deadline from the validity read here: an Extend of the holder's
 	// may move it on before this one gets opMu. extend bounds its round by
 	// the validity it finds then.
-	err := le.extend(context.Background(), le.l.cfg.TTL, true)
+	err := le.extend(context.Background(), le.lifetime(), true)
 	if err != nil {
 		return
 	}
@@ -225,7 +225,7 @@ func (le *Lease) autoExtend() {
 	defer le.mu.Unlock()
 	le.extensions++
 	if le.endErr == nil && (le.l.cfg.MaxExtensions == 0 || le.extensions < le.l.cfg.MaxExtensions) {
-		le.extendTimer.Reset(le.l.cfg.ExtendEvery)
+		le.extendTimer.Reset(le.extendEvery())
 	}
 }
 

@@ -53,12 +53,16 @@ type Lease struct {
 	// Locker.tickets). kept: masters where the acquiring waiter stayed
 	// in the queue behind a marked lock of someone else (see leaveScript);
 	// the release takes it out there, in case no release there popped it.
-	kept        uint64
-	tk          *ticket
-	failed      bool // the attempt did not acquire
-	released    bool
-	gated       bool
-	rw          bool  // a read/write lock's reader or writer: its scripts are rwForm's
+	kept     uint64
+	tk       *ticket
+	failed   bool // the attempt did not acquire
+	released bool
+	gated    bool
+	rw       bool // a read/write lock's reader or writer: its scripts are rwForm's
+	// ttlMS is the lease's TTL in ms when an option (WithTTL) set one
+	// other than Config.TTL, 0 for the Locker's: a uint32 beside the
+	// bools, where it keeps the Lease in its allocation size class.
+	ttlMS       uint32
 	endErr      error // why the lease stopped being trustworthy
 	endedAt     time.Time
 	successor   *Lease // the lease was passed on: late replies go there
@@ -373,7 +377,8 @@ func (le *Lease) arm() {
 		// A handed-off lease has less validity than a fresh one: extend
 		// while as much is left as a fresh lease has at its first
 		// extension, or ExtendEvery could outlast it.
-		d := min(cfg.ExtendEvery, max(time.Until(le.validUntil)-(cfg.TTL-cfg.ExtendEvery), 0))
+		every := le.extendEvery()
+		d := min(every, max(time.Until(le.validUntil)-(le.lifetime()-every), 0))
 		le.extendTimer = time.AfterFunc(d, le.autoExtend)
 	}
 }
@@ -487,4 +492,30 @@ func (le *Lease) setValidUntil(t time.Time) {
 	if w := le.w; w != nil && w.expiry != nil {
 		w.expiry.Reset(time.Until(t))
 	}
+}
+
+// lifetime is the lease's TTL: WithTTL's, or Config.TTL.
+func (le *Lease) lifetime() time.Duration {
+	if le.ttlMS != 0 {
+		return time.Duration(le.ttlMS) * time.Millisecond
+	}
+	return le.l.cfg.TTL
+}
+
+// ttlArg is lifetime in milliseconds, as PX and the scripts take it.
+func (le *Lease) ttlArg() string {
+	if le.ttlMS != 0 {
+		return itoa(int64(le.ttlMS))
+	}
+	return le.l.ttlStr
+}
+
+// extendEvery is the lease's auto-extension period: Config.ExtendEvery,
+// scaled by its TTL's share of Config.TTL when WithTTL set another.
+func (le *Lease) extendEvery() time.Duration {
+	cfg := &le.l.cfg
+	if le.ttlMS == 0 {
+		return cfg.ExtendEvery
+	}
+	return time.Duration(float64(cfg.ExtendEvery) * float64(le.lifetime()) / float64(cfg.TTL))
 }

@@ -23,6 +23,9 @@ type Locker struct {
 	pool   *multiplex.Pool
 	addrs  []string
 	ttlStr string // TTL in ms, formatted once
+	// ownerSuffix is Config.Owner encoded as a lease value's suffix (see
+	// encodeOwner), once.
+	ownerSuffix string
 	// maxTTLStr is MaxTTL in ms, formatted once: how long a fencing
 	// counter outlives its value on its master's clock (see fence.go).
 	maxTTLStr string
@@ -100,20 +103,21 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	l := &Locker{
-		cfg:       cfg,
-		pool:      pool,
-		addrs:     voteNames(pool),
-		clustered: len(cfg.Clusters) > 0,
-		ttlStr:    itoa(cfg.TTL.Milliseconds()),
-		maxTTLStr: itoa(cfg.MaxTTL.Milliseconds()),
-		drift:     drift(cfg.TTL, cfg.DriftFactor),
-		votes:     cfg.votes(),
-		quorum:    cfg.votes()/2 + 1,
-		epoch:     time.Now(),
-		setGet:    true,
-		id:        newValue()[:11],
-		done:      make(chan struct{}),
-		tickets:   make(map[*ticket]string),
+		cfg:         cfg,
+		pool:        pool,
+		addrs:       voteNames(pool),
+		clustered:   len(cfg.Clusters) > 0,
+		ttlStr:      itoa(cfg.TTL.Milliseconds()),
+		ownerSuffix: encodeOwner(cfg.Owner),
+		maxTTLStr:   itoa(cfg.MaxTTL.Milliseconds()),
+		drift:       drift(cfg.TTL, cfg.DriftFactor),
+		votes:       cfg.votes(),
+		quorum:      cfg.votes()/2 + 1,
+		epoch:       time.Now(),
+		setGet:      true,
+		id:          newValue()[:11],
+		done:        make(chan struct{}),
+		tickets:     make(map[*ticket]string),
 	}
 	for _, n := range pool.Status() {
 		if v := n.Version; v != "" && !atLeast(v, 7, 0) {
@@ -238,11 +242,19 @@ func (l *Locker) Close() error {
 
 // validity is how long a lease acquired now is trusted from its
 // attempt's start: the TTL less the drift allowance (see drift).
-func (l *Locker) validity() time.Duration {
-	if faults.ValidityIgnoresDrift.On() {
-		return l.cfg.TTL - DriftFloor
+func (l *Locker) validity() time.Duration { return l.validityFor(0) }
+
+// validityFor is validity for a lease whose TTL is ttlMS ms (0:
+// Config.TTL).
+func (l *Locker) validityFor(ttlMS uint32) time.Duration {
+	if ttlMS == 0 {
+		if faults.ValidityIgnoresDrift.On() {
+			return l.cfg.TTL - DriftFloor
+		}
+		return l.cfg.TTL - l.drift
 	}
-	return l.cfg.TTL - l.drift
+	ttl := time.Duration(ttlMS) * time.Millisecond
+	return ttl - drift(ttl, l.cfg.DriftFactor)
 }
 
 // roundSpan is the longest a round can go on counting votes.

@@ -450,11 +450,14 @@ func acquireAllBody(floor, partial bool) string {
 `
 	}
 	guard := "held == 0"
+	fast := ""
 	if partial {
 		guard = "true"
+	} else {
+		fast = fastAllLua
 	}
 	return `local value, ttl, fence, waiter, ticket, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local function name(k)
+` + fast + `local function name(k)
   return (string.gsub(k, "%c", "?"))
 end
 local turn, m = "` + turnPrefix + `" .. tostring(id), ""
@@ -531,6 +534,29 @@ end
 return {held, vals[held]}`
 }
 
+// fastAllLua is acquireAllScript's way for a TryLockAll without fencing,
+// the common attempt: a SET NX PX of each key, the lock's own acquire,
+// instead of a GET of every key and then a SET of each (a master runs
+// half the calls). If a key is taken, it deletes the keys it set, which
+// nobody saw (the script runs alone), and goes on as the script would
+// have from the start: its checks and its answer are the same.
+const fastAllLua = `if waiter == "0" and fence ~= "1" then
+  local n = 0
+  for i = 1, #KEYS do
+    if not redis.call("SET", KEYS[i], value, "NX", "PX", ttl) then
+      break
+    end
+    n = i
+  end
+  if n == #KEYS then
+    return false
+  end
+  for i = 1, n do
+    redis.call("DEL", KEYS[i])
+  end
+end
+`
+
 // zremScript takes waiter ARGV[1] out of the key's queue, and does no more:
 // the leave of a lease whose Locker closes (see Close).
 var zremScript = multiplex.NewScript(`return redis.call("ZREM", "` + queuePrefixLua + `" .. KEYS[1], ARGV[1])`)
@@ -540,10 +566,31 @@ var zremScript = multiplex.NewScript(`return redis.call("ZREM", "` + queuePrefix
 var allKeysForm = func() map[*multiplex.Script]*multiplex.Script {
 	m := make(map[*multiplex.Script]*multiplex.Script)
 	for _, s := range []*multiplex.Script{releaseScript, releaseScriptGhost, undoScript, extendScript, fenceScript, leaveScript, quitScript, zremScript} {
-		m[s] = allKeys(s)
+		m[s] = allKeys(s, "")
 	}
+	m[releaseScript] = allKeys(releaseScript, releaseMineLua)
 	return m
 }()
+
+// releaseMineLua is the release's way where every key holds the lease's
+// value, unmarked, the common release: there releaseScript's body would
+// GET each key and DEL it, answering 1 for each, so one MGET and one DEL
+// do the same (a master runs two calls, not 2K). A key marked, gone,
+// another's or of another type (MGET answers nil for it) sends every key
+// the whole way.
+const releaseMineLua = `local vals = redis.call("MGET", unpack(KEYS))
+local mine = true
+for i = 1, #KEYS do
+  if vals[i] ~= ARGV[1] then
+    mine = false
+    break
+  end
+end
+if mine then
+  redis.call("DEL", unpack(KEYS))
+  return 1
+end
+`
 
 // multiScripts are the multi-resource lock's scripts that every master
 // loads at connect (the mutations' are sent as EVAL when used).
@@ -558,11 +605,12 @@ var multiScripts = []*multiplex.Script{acquireAllScript, allKeysForm[releaseScri
 // keys' common answer, or 0 when they differ: a master agrees to a
 // release, extension or fencing raise only when it did so for all the
 // keys (their answer is then 1, 1 and the token). The form coalesces
-// (CoalesceKeys), as the single-key script does.
-func allKeys(s *multiplex.Script) *multiplex.Script {
+// (CoalesceKeys), as the single-key script does. A prologue, if any,
+// runs first over all the keys, and may answer for them all.
+func allKeys(s *multiplex.Script, prologue string) *multiplex.Script {
 	return multiplex.NewScript("local function one(KEYS, ARGV) " + s.Body + `
 end
-local out, same, failed = nil, true, nil
+` + prologue + `local out, same, failed = nil, true, nil
 for i = 1, #KEYS do
   local ok, r = pcall(one, {KEYS[i]}, ARGV)
   if not ok then

@@ -376,9 +376,9 @@ func findVotes(err error) *VotesError {
 }
 
 // tryLockObserved is TryLock with an Observer.
-func (l *Locker) tryLockObserved(ctx context.Context, resource string) (*Lease, error) {
+func (l *Locker) tryLockObserved(ctx context.Context, resource string, o acquireOpts) (*Lease, error) {
 	start := time.Now()
-	le, err := l.try(ctx, resource, nil)
+	le, err := l.try(ctx, resource, nil, o)
 	if err == nil {
 		le.arm()
 	}
@@ -387,10 +387,10 @@ func (l *Locker) tryLockObserved(ctx context.Context, resource string) (*Lease, 
 }
 
 // lockObserved is Lock with an Observer.
-func (l *Locker) lockObserved(ctx context.Context, resource string) (*Lease, error) {
+func (l *Locker) lockObserved(ctx context.Context, resource string, o acquireOpts) (*Lease, error) {
 	start := time.Now()
 	var w WaitInfo
-	le, err := l.lock(ctx, resource, &w)
+	le, err := l.lock(ctx, resource, &w, o)
 	l.observeAcquire(ctx, OpLock, resource, start, le, err, w.Attempts)
 	return le, err
 }

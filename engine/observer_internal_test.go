@@ -44,7 +44,7 @@ func observerEventsDoNotAllocate(t *testing.T) {
 	}
 	defer l.Close()
 	synctest.Wait()
-	le := l.newLease("r", nil)
+	le := l.newLease("r", nil, acquireOpts{})
 	le.start = time.Now()
 	for i := range le.votes {
 		le.votes[i] = multiplex.Vote{Outcome: multiplex.OK}

@@ -113,28 +113,43 @@ func (m *RWMutex) Name() string { return m.name }
 
 // TryRLock makes one attempt to hold the lock for reading: refused
 // (ErrNotAcquired) while a writer holds it or waits for it.
-func (m *RWMutex) TryRLock(ctx context.Context) (*Lease, error) { return m.tryLock(ctx, false) }
+func (m *RWMutex) TryRLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return m.tryLock(ctx, false, opts)
+}
 
 // TryLock makes one attempt to hold the lock for writing: refused
 // (ErrNotAcquired) while a reader or a writer holds it. It registers no
 // intent: only Lock waits.
-func (m *RWMutex) TryLock(ctx context.Context) (*Lease, error) { return m.tryLock(ctx, true) }
+func (m *RWMutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return m.tryLock(ctx, true, opts)
+}
 
 // RLock holds the lock for reading, waiting as long as ctx allows while a
 // writer holds it or waits for it. Lease.Wait tells how the wait went.
-func (m *RWMutex) RLock(ctx context.Context) (*Lease, error) { return m.lock(ctx, false) }
+func (m *RWMutex) RLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return m.lock(ctx, false, opts)
+}
 
 // Lock holds the lock for writing, waiting as long as ctx allows; from
 // its second attempt on, no new reader is admitted until it has held the
 // lock or given up (see RWMutex). Lease.Wait tells how the wait went.
-func (m *RWMutex) Lock(ctx context.Context) (*Lease, error) { return m.lock(ctx, true) }
+//
+// Each of the four takes options (WithTTL, WithOwner) for this
+// acquisition only.
+func (m *RWMutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return m.lock(ctx, true, opts)
+}
 
-func (m *RWMutex) tryLock(ctx context.Context, writer bool) (*Lease, error) {
+func (m *RWMutex) tryLock(ctx context.Context, writer bool, opts []LockOption) (*Lease, error) {
+	o, err := m.l.resolve(rwOp(writer), m.name, opts)
+	if err != nil {
+		return nil, err
+	}
 	var start time.Time
 	if m.l.cfg.Observer != nil {
 		start = time.Now()
 	}
-	le, err := m.try(ctx, writer, nil)
+	le, err := m.try(ctx, writer, nil, o)
 	if err == nil {
 		le.arm()
 	}
@@ -144,10 +159,14 @@ func (m *RWMutex) tryLock(ctx context.Context, writer bool) (*Lease, error) {
 	return le, err
 }
 
-func (m *RWMutex) lock(ctx context.Context, writer bool) (*Lease, error) {
+func (m *RWMutex) lock(ctx context.Context, writer bool, opts []LockOption) (*Lease, error) {
+	o, err := m.l.resolve(rwOp(writer), m.name, opts)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	var w WaitInfo
-	le, err := m.wait(ctx, writer, start, &w)
+	le, err := m.wait(ctx, writer, start, &w, o)
 	if err == nil {
 		w.Waited = time.Since(start)
 		le.wait = w
@@ -169,7 +188,7 @@ func rwOp(writer bool) string {
 
 // try makes one attempt; w is a waiter that has joined (its attempts
 // mark the masters, and a writer's register its intent), or nil.
-func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter) (*Lease, error) {
+func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter, o acquireOpts) (*Lease, error) {
 	l := m.l
 	// Close waits for attempts under way, so that their undo is sent.
 	l.remote.Add(1)
@@ -177,10 +196,13 @@ func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter) (*Lease, er
 	if l.closed.Load() {
 		return nil, fmt.Errorf("engine: %s %q: %w", rwOp(writer), m.name, ErrClosed)
 	}
-	le := &Lease{l: l, resource: m.name, key: m.key, value: newValue(), rw: true}
+	le := &Lease{l: l, resource: m.name, key: m.key, value: newValue(), rw: true, ttlMS: o.ttlMS}
+	if o.suffix != "" {
+		le.value += o.suffix
+	}
 	le.initVotes(l.votes)
 	check := m.checkDue()
-	cmd := m.acquireCommand(le.value, writer, w, check != 0)
+	cmd := m.acquireCommand(le.value, writer, w, check != 0, le.ttlArg())
 	le.start = time.Now()
 	t := l.pool.Fanout(ctx, cmd, classifyRW, (*acquireReplies)(le), le.votes)
 	if check != 0 {
@@ -231,7 +253,7 @@ const (
 
 // acquireCommand is the attempt's rwAcquireScript call; check: it marks
 // the name as a read/write lock's (see checkDue).
-func (m *RWMutex) acquireCommand(value string, writer bool, w *rwWaiter, check bool) multiplex.Command {
+func (m *RWMutex) acquireCommand(value string, writer bool, w *rwWaiter, check bool, ttl string) multiplex.Command {
 	bits, fence, id := 0, 0, ""
 	if writer {
 		bits |= rwWriter
@@ -256,7 +278,7 @@ func (m *RWMutex) acquireCommand(value string, writer bool, w *rwWaiter, check b
 	if check {
 		bits |= rwRefresh
 	}
-	cmd := scriptCall(rwAcquire(), m.key, value, m.l.ttlStr, rwModes[bits][fence], id, m.semKey, m.metaTTL)
+	cmd := scriptCall(rwAcquire(), m.key, value, ttl, rwModes[bits][fence], id, m.semKey, m.metaTTL)
 	// A waiter's attempt reaches every master, so that its mark and
 	// intent are on all of them.
 	cmd.SkipIfFailed = w == nil
@@ -300,7 +322,7 @@ func (m *RWMutex) decide(ctx context.Context, le *Lease, t multiplex.Tally, writ
 		le.record(i, v)
 	}
 	if ok {
-		le.validUntil = le.start.Add(l.validity())
+		le.validUntil = le.start.Add(l.validityFor(le.ttlMS))
 	}
 	le.mu.Unlock()
 	if !ok {
@@ -492,12 +514,12 @@ type rwWaiter struct {
 // wait is RLock and Lock: an attempt at once, then, if the lock is held
 // or a writer waits, a wait on the masters (a writer's behind the other
 // writers of this Locker at the in-process gate).
-func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *WaitInfo) (le *Lease, err error) {
+func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *WaitInfo, o acquireOpts) (le *Lease, err error) {
 	l := m.l
 	l.remote.Add(1)
 	defer l.remote.Add(-1)
 	info.Attempts++
-	le, err = m.try(ctx, writer, nil)
+	le, err = m.try(ctx, writer, nil, o)
 	if err == nil {
 		return le, nil
 	}
@@ -538,7 +560,7 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 		}
 		now = false
 		info.Attempts++
-		le, err = m.try(ctx, writer, w)
+		le, err = m.try(ctx, writer, w, o)
 		if err == nil {
 			w.acquired()
 			return le, nil
@@ -803,11 +825,15 @@ func rwAcquireBody(readerGuard, writerGuard, intentGuard, share bool) string {
 		intents = "false"
 	}
 	readersBlock := "false"
+	fast := ""
 	if !share {
 		readersBlock = `redis.call("ZCOUNT", k, "(" .. ns, "+inf") > 0`
 	}
+	if readerGuard && intentGuard && share {
+		fast = rwFastReadLua
+	}
 	return `local value, ttl, mode, id, semkey, keep = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local function has(c)
+` + fast + `local function has(c)
   return string.find(mode, c, 1, true) ~= nil
 end
 local writer, intent, mark, refresh, floor = has("w"), has("q"), has("n"), has("m"), has("f")
@@ -905,6 +931,31 @@ end
 return c`
 }
 
+// rwFastReadLua is rwAcquireScript's way for a reader that finds no
+// writer, the common attempt: one ZRANGE tells the key is the lock's (or
+// absent) and holds no writer's entry, live or expired (those score below
+// rwMember's 0), and an EXISTS that no writer's intent is registered,
+// before the entry is added; anything else (a writer's entry, an intent,
+// another kind's key, the name's kind to mark) takes the script's whole
+// way, which decides as before. It spares the master the kind check's
+// second call and the counts' range scans.
+const rwFastReadLua = `if mode == "r" or mode == "rn" then
+  local k = KEYS[1]
+  local low = redis.pcall("ZRANGE", k, 0, 0)
+  if low.err == nil and (low[1] == nil or low[1] == "` + rwMember + `") and redis.call("EXISTS", "` + rwPrefixLua + `" .. k) == 0 then
+` + rwNowLua + rwHoldLua + `    local score = string.format("%.0f", now + tonumber(ttl) * 1000)
+    if low[1] == nil then
+      redis.call("ZADD", k, "0", "` + rwMember + `", score, value)
+      redis.call("PEXPIRE", k, tonumber(ttl) + 1)
+    else
+      redis.call("ZADD", k, score, value)
+      hold(k, ttl)
+    end
+    return 1
+  end
+end
+`
+
 // rwReleaseScript takes the lease's entry out (ARGV[1], its value); if
 // that leaves no live holder, the key goes, and it publishes on the
 // intents' channel while a writer's intent lives (the writers go first),
@@ -918,12 +969,18 @@ var rwReleaseScript = multiplex.NewScript(rwReleaseBody(true)).Coalesce()
 var rwUndoScript = multiplex.NewScript(rwReleaseBody(false)).Coalesce()
 
 func rwReleaseBody(publish bool) string {
-	wake := ""
+	// The key goes with the last live holder; a release also takes the
+	// readers' mark with it (one DEL), unless a writer's intent lives.
+	// The key is there to delete (rwMember stays while it lives), so a
+	// DEL that answers 2 found the mark.
+	wake := `  redis.call("DEL", k)
+`
 	if publish {
 		wake = `  local q = "` + rwPrefixLua + `" .. k
   if redis.call("ZCOUNT", q, "(" .. ns, "+inf") > 0 then
+    redis.call("DEL", k)
     redis.call("PUBLISH", "` + releasedPrefix + `" .. q, "")
-  elseif redis.call("DEL", "` + rwMarkPrefixLua + `" .. k) == 1 then
+  elseif redis.call("DEL", k, "` + rwMarkPrefixLua + `" .. k) == 2 then
     redis.call("PUBLISH", "` + releasedPrefix + `" .. k, "")
   end
 `
@@ -937,10 +994,12 @@ end
 redis.call("ZREM", k, value)
 ` + rwNowLua + `local free = redis.call("ZCARD", k) <= 1
 if not free then
-  free = redis.call("ZCOUNT", k, "-inf", "(-" .. ns) == 0 and redis.call("ZCOUNT", k, "(" .. ns, "+inf") == 0
+  -- A live reader scores highest, above now; else a live writer, lowest,
+  -- scores below minus now.
+  local high = redis.call("ZRANGE", k, -1, -1, "WITHSCORES")
+  free = tonumber(high[2]) <= now and redis.call("ZCOUNT", k, "-inf", "(-" .. ns) == 0
 end
 if free then
-  redis.call("DEL", k)
 ` + wake + `end
 s = tonumber(s)
 if s > now or s < -now then

@@ -186,12 +186,18 @@ func (le *Lease) Permit() int {
 // ErrNoQuorum only when failed masters made a quorum impossible. The
 // permit is a Lease: Release gives it back. It may make up to three
 // attempts, the later ones only after a split vote.
-func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
+//
+// Options (WithTTL, WithOwner) apply to this permit only.
+func (s *Semaphore) TryAcquire(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	o, err := s.l.resolve("acquire", s.name, opts)
+	if err != nil {
+		return nil, err
+	}
 	var start time.Time
 	if s.l.cfg.Observer != nil {
 		start = time.Now()
 	}
-	le, tries, err := s.tryAcquire(ctx)
+	le, tries, err := s.tryAcquire(ctx, o)
 	if err == nil {
 		le.arm()
 	}
@@ -206,10 +212,16 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
 // covers expiries), for a random back-off after a split vote or an
 // outage. Lease.Wait tells how the wait went. Goroutines of this Locker
 // that wait for the same semaphore queue at an in-process gate.
-func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
+//
+// Options (WithTTL, WithOwner) apply to this permit only.
+func (s *Semaphore) Acquire(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	o, err := s.l.resolve("acquire", s.name, opts)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	var w WaitInfo
-	le, err := s.acquire(ctx, start, &w)
+	le, err := s.acquire(ctx, start, &w, o)
 	if err == nil {
 		w.Waited = time.Since(start)
 		le.wait = w
@@ -223,12 +235,12 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
 
 // tryAcquire is TryAcquire's attempts, with their number: a probe of
 // the drawn slot (see probing), then script attempts from the next one.
-func (s *Semaphore) tryAcquire(ctx context.Context) (le *Lease, tries int, err error) {
+func (s *Semaphore) tryAcquire(ctx context.Context, o acquireOpts) (le *Lease, tries int, err error) {
 	first := s.draw()
 	probed := s.probing()
 	if probed {
 		tries++
-		le, err = s.try(ctx, first, false, true)
+		le, err = s.try(ctx, first, false, true, o)
 		if err == nil || ctx.Err() != nil || !errors.Is(err, ErrNotAcquired) {
 			return le, tries, err
 		}
@@ -237,7 +249,7 @@ func (s *Semaphore) tryAcquire(ctx context.Context) (le *Lease, tries int, err e
 	}
 	for scripts := 1; ; scripts++ {
 		tries++
-		le, err = s.try(ctx, first, false, false)
+		le, err = s.try(ctx, first, false, false, o)
 		if err == nil && !probed && scripts == 1 && le.Permit() == first {
 			// The slot it drew was free: probes may hit again.
 			s.scan.Store(false)
@@ -298,7 +310,7 @@ type semAttempt struct {
 // try makes one attempt, starting at slot first; waiter: marks the
 // holders' values where every slot is taken (see Semaphore); probe: sets
 // slot first alone (see probing).
-func (s *Semaphore) try(ctx context.Context, first int, waiter, probe bool) (*Lease, error) {
+func (s *Semaphore) try(ctx context.Context, first int, waiter, probe bool, o acquireOpts) (*Lease, error) {
 	l := s.l
 	// Close waits for attempts under way, so that their undo is sent.
 	l.remote.Add(1)
@@ -309,15 +321,19 @@ func (s *Semaphore) try(ctx context.Context, first int, waiter, probe bool) (*Le
 	a := &semAttempt{s: s, won: -1, probe: -1}
 	le := &a.le
 	le.l, le.resource, le.value = l, s.name, newValue()
+	if o.suffix != "" {
+		le.value += o.suffix
+	}
+	le.ttlMS = o.ttlMS
 	le.initVotes(l.votes)
 	var cmd multiplex.Command
 	classify := classifySem
 	if probe && !waiter {
 		a.probe = first
-		cmd, classify = s.probeCommand(le.value, first)
+		cmd, classify = s.probeCommand(le.value, first, le.ttlArg())
 	} else {
 		a.check = s.checkDue()
-		cmd = s.acquireCommand(le.value, first, waiter, a.check != 0)
+		cmd = s.acquireCommand(le.value, first, waiter, a.check != 0, le.ttlArg())
 	}
 	le.start = time.Now()
 	t := l.pool.Fanout(ctx, cmd, classify, (*semReplies)(a), le.votes)
@@ -343,20 +359,20 @@ var semModes = func() (m [2][2][2][3]string) {
 
 // probeCommand sets slot alone, as a lock's acquire does (SET NX GET PX,
 // or SET NX PX on masters older than Redis 7.0).
-func (s *Semaphore) probeCommand(value string, slot int) (multiplex.Command, multiplex.Classifier) {
+func (s *Semaphore) probeCommand(value string, slot int, ttl string) (multiplex.Command, multiplex.Classifier) {
 	if s.l.setGet {
-		cmd := plainCall("SET", s.keys[slot], value, "NX", "GET", "PX", s.l.ttlStr)
+		cmd := plainCall("SET", s.keys[slot], value, "NX", "GET", "PX", ttl)
 		cmd.SkipIfFailed = true
 		return cmd, classifyAcquireGet
 	}
-	cmd := plainCall("SET", s.keys[slot], value, "NX", "PX", s.l.ttlStr)
+	cmd := plainCall("SET", s.keys[slot], value, "NX", "PX", ttl)
 	cmd.SkipIfFailed = true
 	return cmd, classifyAcquireSet
 }
 
 // acquireCommand is an attempt's semAcquireScript call; check: it checks
 // the permit count (see checkDue).
-func (s *Semaphore) acquireCommand(value string, first int, waiter, check bool) multiplex.Command {
+func (s *Semaphore) acquireCommand(value string, first int, waiter, check bool, ttl string) multiplex.Command {
 	r, o, w, f := 0, 0, 0, 0
 	if check {
 		r = 1
@@ -373,7 +389,7 @@ func (s *Semaphore) acquireCommand(value string, first int, waiter, check bool) 
 			f = 2
 		}
 	}
-	cmd := scriptCall(semAcquireScript, s.base, value, s.l.ttlStr, s.pstr, itoa(int64(first)), semModes[r][o][w][f], s.metaTTL)
+	cmd := scriptCall(semAcquireScript, s.base, value, ttl, s.pstr, itoa(int64(first)), semModes[r][o][w][f], s.metaTTL)
 	// A permit needs a quorum on one slot.
 	cmd.Agree = permitMask
 	if faults.SemaphoreSplitVote.On() {
@@ -411,7 +427,7 @@ func (a *semAttempt) decide(ctx context.Context, t multiplex.Tally) (*Lease, err
 	if ok {
 		a.won = int(slot)
 		le.key, le.permit = s.keys[a.won], a.won+1
-		le.validUntil = le.start.Add(l.validity())
+		le.validUntil = le.start.Add(l.validityFor(le.ttlMS))
 	} else {
 		le.failed = true
 	}
@@ -704,21 +720,22 @@ type semWaiter struct {
 	sleeper
 	s     *Semaphore
 	first int
-	last  error // the last attempt that was decided
+	last  error       // the last attempt that was decided
+	o     acquireOpts // the acquisition's options
 }
 
 // acquire is Acquire: attempts at once as TryAcquire's, then, with every
 // permit held, a wait at the gate and on the masters.
-func (s *Semaphore) acquire(ctx context.Context, start time.Time, info *WaitInfo) (*Lease, error) {
+func (s *Semaphore) acquire(ctx context.Context, start time.Time, info *WaitInfo, o acquireOpts) (*Lease, error) {
 	l := s.l
 	l.remote.Add(1)
 	defer l.remote.Add(-1)
-	le, tries, err := s.tryAcquire(ctx)
+	le, tries, err := s.tryAcquire(ctx, o)
 	info.Attempts += tries
 	if err == nil {
 		return le, nil
 	}
-	w := &semWaiter{sleeper: sleeper{ctx: ctx, info: info}, s: s, first: s.draw()}
+	w := &semWaiter{sleeper: sleeper{ctx: ctx, info: info}, s: s, first: s.draw(), o: o}
 	defer w.stop()
 	if stop := w.noRetry(err); stop != nil {
 		return nil, stop
@@ -759,7 +776,7 @@ func (w *semWaiter) wait(now bool) (*Lease, error) {
 		}
 		now = false
 		w.info.Attempts++
-		le, err := w.s.try(w.ctx, w.first, w.sub != nil, false)
+		le, err := w.s.try(w.ctx, w.first, w.sub != nil, false, w.o)
 		if err == nil {
 			return le, nil
 		}
@@ -865,14 +882,23 @@ if mode ~= "" then
 end
 local function count()
   local meta = KEYS[1] .. "permits"
-  local have = redis.pcall("GET", meta)
+  local have
+  if old then
+    have = redis.pcall("GET", meta)
+  else
+    -- A missing count is set in the same call that reads it; a count
+    -- there (another type: an error) is left alone.
+    have = redis.pcall("SET", meta, permits, "NX", "GET", "PX", keep)
+  end
   if type(have) == "table" then
     return redis.error_reply("WRONGTYPE redlock: the semaphore's permit count holds the wrong type")
   end
   if have and have ~= permits then
     return redis.error_reply("ERR ` + semCountErr + `" .. have)
   end
-  if refresh or not have then
+  if have and refresh then
+    redis.call("PEXPIRE", meta, keep)
+  elseif old and (refresh or not have) then
     redis.call("SET", meta, permits, "PX", keep)
   end
 end

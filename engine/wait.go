@@ -17,15 +17,26 @@ import (
 // expiries and lost notifications. A split vote or an outage backs off for
 // a random RetryDelayMin..RetryDelayMax. Lease.Wait tells how the wait
 // went.
-func (l *Locker) Lock(ctx context.Context, resource string) (*Lease, error) {
+//
+// Options (WithTTL, WithOwner) apply to this acquisition only. A Lock
+// whose options differ from the Locker's defaults (a TTL other than
+// Config.TTL, owner metadata other than Config.Owner) does not queue at
+// the in-process gate, and its lease is never handed on there: a lease
+// handed on keeps its value and TTL, which would carry the first
+// holder's metadata and lifetime to the next.
+func (l *Locker) Lock(ctx context.Context, resource string, opts ...LockOption) (*Lease, error) {
+	o, err := l.resolve("lock", resource, opts)
+	if err != nil {
+		return nil, err
+	}
 	if l.cfg.Observer != nil {
-		return l.lockObserved(ctx, resource)
+		return l.lockObserved(ctx, resource, o)
 	}
 	var w WaitInfo
-	return l.lock(ctx, resource, &w)
+	return l.lock(ctx, resource, &w, o)
 }
 
-func (l *Locker) lock(ctx context.Context, resource string, w *WaitInfo) (*Lease, error) {
+func (l *Locker) lock(ctx context.Context, resource string, w *WaitInfo, o acquireOpts) (*Lease, error) {
 	l.remote.Add(1)
 	defer l.remote.Add(-1)
 	start := time.Now()
@@ -33,7 +44,7 @@ func (l *Locker) lock(ctx context.Context, resource string, w *WaitInfo) (*Lease
 		return nil, err
 	}
 	gated := false
-	if l.gate != nil {
+	if l.gate != nil && l.isDefault(o) {
 		waited, inherited, err := l.gate.enter(ctx, resource)
 		l.observeGate(resource, start, waited, inherited != nil, err)
 		switch {
@@ -53,7 +64,7 @@ func (l *Locker) lock(ctx context.Context, resource string, w *WaitInfo) (*Lease
 		}
 		gated, w.Gated = true, waited
 	}
-	le, err := l.lockRemote(ctx, resource, start, w)
+	le, err := l.lockRemote(ctx, resource, start, w, o)
 	if err != nil {
 		if gated {
 			l.gate.leave(resource)
@@ -70,7 +81,7 @@ func (l *Locker) lock(ctx context.Context, resource string, w *WaitInfo) (*Lease
 // lockRemote is the head of the gate's wait on the masters: attempts
 // until one acquires or ctx ends, and sleeps between them until a
 // release notification, a fallback or a back-off wakes it.
-func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Time, info *WaitInfo) (le *Lease, err error) {
+func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Time, info *WaitInfo, o acquireOpts) (le *Lease, err error) {
 	w := &waiter{sleeper: sleeper{ctx: ctx, info: info}, l: l, resource: resource, start: start}
 	defer func() { w.leave(err) }()
 	// A resource this Locker waited for lately (its subscription lingers)
@@ -81,7 +92,7 @@ func (l *Locker) lockRemote(ctx context.Context, resource string, start time.Tim
 	}
 	for {
 		info.Attempts++
-		le, err := l.try(ctx, resource, w.tk)
+		le, err := l.try(ctx, resource, w.tk, o)
 		if err == nil {
 			w.acquired(le)
 			return le, nil

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
-	"github.com/redlock-bench/redlock/cmd/internal/connflags"
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/spf13/pflag"
 )
@@ -24,10 +24,17 @@ const execUsage = `Usage: redlock exec [flags] RESOURCE -- COMMAND [ARG...]
 Acquires the lock RESOURCE on a quorum of the masters, runs COMMAND while
 extending the lock, and releases it when COMMAND exits. A distributed
 flock(1): at most one COMMAND per RESOURCE runs at a time across every host
-that uses the same masters. Processes that COMMAND leaves running in the
-background when it exits are not waited for: they run on without the lock.
-The release waits at most 1s for the masters: what a stalled master still
-holds expires within --ttl.
+that uses the same masters. With --permits P, COMMAND holds one of the P
+permits of the semaphore RESOURCE instead, so that at most P run at a
+time; with --shared, it holds the read/write lock RESOURCE for reading,
+beside any number of other --shared and no --exclusive (a writer, which
+excludes both); a waiting --exclusive goes first, before --shared that
+come after it. One name is one kind: the lock, a semaphore (of one
+permit count) or a read/write lock; a run that meets another kind exits
+78. Processes that COMMAND leaves running in the background when it
+exits are not waited for: they run on without the lock. The release
+waits at most 1s for the masters: what a stalled master still holds
+expires within --ttl.
 
 If the lock is lost while COMMAND runs (an extension misses the quorum, or
 the lock's validity runs out), COMMAND's process group gets SIGTERM, and
@@ -63,10 +70,17 @@ Environment:
                           inherits it with the rest of the environment:
                           withhold it with -- env -u REDISCLI_AUTH COMMAND
   REDLOCK_RESOURCE        set for COMMAND: the resource it holds
+  REDLOCK_LEASE_VALUE     set for COMMAND: the lease's value on the masters,
+                          which 'redlock status' shows as the holder's and
+                          'redlock unlock --value' takes; it ends with the
+                          owner (--owner) after a '|': quote it
+  REDLOCK_PERMIT          set for COMMAND with --permits: the permit's slot,
+                          0 to P-1, which no other holder has meanwhile
   REDLOCK_FENCING_TOKEN   set for COMMAND with --fencing: the lock's fencing
                           token, larger than that of every earlier holder;
                           pass it to what the lock protects, and have that
                           reject a token lower than one it has seen
+                          (not with --shared: readers get no token)
 
 Exit status:
   COMMAND's status, or 128+N if COMMAND died of signal N, or one of:
@@ -76,10 +90,12 @@ Exit status:
        (no lock taken; the message says which, until when, and the flags
        that change it)
   70   any other failure of redlock's own
-  75   not acquired: RESOURCE is held by another owner (after --wait)
+  75   not acquired: RESOURCE is held by another owner, all its permits
+       are, or a writer holds or awaits it (after --wait)
   78   the masters or the key cannot be used as configured: masters that
        are not independent, clocks too far apart for --fencing, a key
-       holding another type
+       holding another type, RESOURCE in use as another kind of lock or
+       with another --permits
   124  the lock was lost: COMMAND was stopped (or had finished after the
        loss)
   126  COMMAND cannot be run
@@ -88,6 +104,9 @@ Exit status:
 
 Example (crontab: one run at a time across hosts, skipped while another runs):
   */5 * * * * REDLOCK_MASTERS=r1:6379,r2:6379,r3:6379 redlock exec --ttl 30s backup -- /usr/local/bin/backup.sh
+
+Example (at most 4 encoders at a time across hosts):
+  redlock exec --permits 4 --wait 1h encoders -- ./encode.sh "$FILE"
 `
 
 // Bounds of --ttl. Below the minimum, the default node timeout (TTL/10)
@@ -106,17 +125,17 @@ const (
 const releaseTimeout = time.Second
 
 type execOptions struct {
-	masters     []string
+	masterOptions
 	ttl         time.Duration
 	maxTTL      time.Duration
 	wait        time.Duration
 	grace       time.Duration
 	extendEvery time.Duration
 	fencing     bool
+	mode        lockMode
+	permits     int // with modePermit
+	owner       string
 	quarantine  engine.QuarantinePolicy
-	conn        connflags.Settings
-	authWarning string // printed before anything else (see connflags.Flags.Warning)
-	passFrom    string // where the password came from: "-a/--pass", "REDISCLI_AUTH" or ""
 	resource    string
 	argv        []string
 }
@@ -126,40 +145,59 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 	fs := pflag.NewFlagSet("redlock exec", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.SortFlags = false
-	masters := fs.String("masters", "", "comma-separated host:port of the independent Redis masters (default $REDLOCK_MASTERS)")
+	mf := registerMasters(fs)
 	ttl := fs.Duration("ttl", 30*time.Second, "the lock's lifetime on the masters, renewed while COMMAND runs (100ms to 24h, whole milliseconds)")
 	longest := fs.Duration("max-ttl", 0, "the longest --ttl of any run on these masters, which the restart quarantine lasts (default --ttl)")
 	wait := fs.Duration("wait", 0, "how long to wait for RESOURCE while it is held, or for the masters' restart quarantine to end (0: one attempt)")
 	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM (or the forwarded signal) and SIGKILL")
 	extendEvery := fs.Duration("extend-every", 0, "how often the lock is renewed, from TTL/100 (default TTL/3)")
 	fencing := fs.Bool("fencing", false, "give COMMAND a fencing token in $REDLOCK_FENCING_TOKEN")
+	permits := fs.Int("permits", 0, fmt.Sprintf("hold one permit of the semaphore RESOURCE of this many permits (1 to %d), instead of the lock", engine.MaxPermits))
+	shared := fs.Bool("shared", false, "hold the read/write lock RESOURCE for reading: shared with other --shared, excluding --exclusive")
+	exclusive := fs.Bool("exclusive", false, "hold the read/write lock RESOURCE for writing: excluding --shared and other --exclusive")
+	owner := fs.String("owner", "", "who holds the lock, as 'redlock status' shows it, at most 256 bytes (default host=HOSTNAME,pid=PID of redlock; --owner= for none)")
 	quarantine := fs.String("quarantine", "always", "votes of a master younger than --max-ttl: always ignored until it is --max-ttl old, after an observed restart only (observed), or counted (off)")
-	conn := connflags.Register(fs)
+	mf.registerConn()
 	// Taken before the flags are parsed (see run); listed here.
 	fs.Bool("version", false, "print redlock's version and exit, whatever the other flags")
 	fs.SetInterspersed(true)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprintf(stdout, execUsage, fs.FlagUsages())
-			return nil, nil
-		}
-		// pflag quotes no argument: one with a line break would split
-		// the message.
-		msg := strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace(err.Error())
-		return nil, usageErrorf("exec: %s (see 'redlock exec --help')", msg)
+	if ok, err := parseFlags(fs, "exec", execUsage, args, stdout); !ok {
+		return nil, err
 	}
-	o := &execOptions{ttl: *ttl, maxTTL: *longest, wait: *wait, grace: *grace, extendEvery: *extendEvery, fencing: *fencing}
+	o := &execOptions{ttl: *ttl, maxTTL: *longest, wait: *wait, grace: *grace, extendEvery: *extendEvery, fencing: *fencing, owner: *owner}
+	if !fs.Changed("owner") {
+		o.owner = defaultOwner()
+	}
+	if len(o.owner) > engine.MaxOwnerLen || !utf8.ValidString(o.owner) {
+		return nil, usageErrorf("exec: --owner: want at most %d bytes of UTF-8, got %d bytes", engine.MaxOwnerLen, len(o.owner))
+	}
+	var modes []string
+	if fs.Changed("permits") {
+		o.mode, o.permits = modePermit, *permits
+		modes = append(modes, "--permits")
+	}
+	if *shared {
+		o.mode = modeShared
+		modes = append(modes, "--shared")
+	}
+	if *exclusive {
+		o.mode = modeExclusive
+		modes = append(modes, "--exclusive")
+	}
+	switch {
+	case len(modes) > 1:
+		return nil, usageErrorf("exec: %s: give one at most", strings.Join(modes, " and "))
+	case o.mode == modePermit && (o.permits < 1 || o.permits > engine.MaxPermits):
+		return nil, usageErrorf("exec: --permits %d is out of range: want 1 to %d", o.permits, engine.MaxPermits)
+	case o.mode == modeShared && o.fencing:
+		// A reader's lease has token 0: readers write nothing a fence
+		// protects, so the engine issues them none.
+		return nil, usageErrorf("exec: --fencing with --shared: readers get no fencing token (only --exclusive writers do)")
+	}
 
-	list, from := *masters, "--masters"
-	if !fs.Changed("masters") {
-		list, from = os.Getenv("REDLOCK_MASTERS"), "REDLOCK_MASTERS"
-		if strings.TrimSpace(list) == "" {
-			return nil, usageErrorf("exec: no masters: give --masters host:port,... or set REDLOCK_MASTERS")
-		}
-	}
 	var err error
-	if o.masters, err = engine.ParseMasters(list); err != nil {
-		return nil, usageErrorf("exec: %s: %v", from, err)
+	if o.masterOptions, err = mf.parse("exec"); err != nil {
+		return nil, err
 	}
 	switch {
 	case o.ttl < minTTL || o.ttl > maxTTL:
@@ -184,16 +222,6 @@ func parseExec(args []string, stdout io.Writer) (*execOptions, error) {
 	}
 	if o.quarantine, err = engine.ParseQuarantinePolicy(*quarantine); err != nil {
 		return nil, usageErrorf("exec: --quarantine: %v", err)
-	}
-	if o.conn, err = conn.Settings(true); err != nil {
-		return nil, usageErrorf("exec: %v", err)
-	}
-	o.authWarning = conn.Warning()
-	switch {
-	case fs.Changed("pass"):
-		o.passFrom = "-a/--pass"
-	case o.conn.Password != "":
-		o.passFrom = connflags.EnvPassword
 	}
 
 	rest, dash := fs.Args(), fs.ArgsLenAtDash()
@@ -288,30 +316,22 @@ func acquire(ctx context.Context, o *execOptions, stderr io.Writer) (*engine.Loc
 	cfg.ExtendEvery = o.extendEvery
 	cfg.Fencing = o.fencing
 	cfg.Quarantine = o.quarantine
-	cfg.Conn.Username, cfg.Conn.Password, cfg.Conn.TLS = o.conn.Username, o.conn.Password, o.conn.TLS
-	if err := cfg.Validate(); err != nil {
-		return nil, nil, usageErrorf("exec: %s", engineText(err))
-	}
-	l, err := engine.New(ctx, cfg)
+	cfg.Owner = o.owner
+	l, err := connect(ctx, "exec", o.masterOptions, cfg)
 	if err != nil {
-		switch {
-		case errors.Is(err, engine.ErrUnreachable):
-			msg := engineText(err)
-			if fix := connectionFix(msg, o.conn.Username, o.passFrom); fix != "" {
-				msg += "; " + fix
-			}
-			return nil, nil, statusErrorf(exitUnavailable, "exec: %s", msg)
-		case ctx.Err() != nil:
-			return nil, nil, err // interrupted: the caller reports the signal
-		}
-		return nil, nil, statusErrorf(exitConfig, "exec: masters cannot be used: %s", engineText(err))
+		return nil, nil, err // or, interrupted, the context's: the caller reports the signal
 	}
 	// --wait bounds the wait for a holder, not the first attempt, which a
 	// --wait shorter than a round trip would cut short ("no quorum
 	// answered") however free the resource.
 	deadline := time.Now().Add(o.wait)
 	waited := false // the wait went on past the first attempt
-	le, err := l.TryLock(ctx, o.resource)
+	try, lock, err := o.target(l)
+	if err != nil {
+		finish(l, nil)
+		return nil, nil, usageErrorf("exec: RESOURCE %q: %s", o.resource, engineText(err))
+	}
+	le, err := try(ctx)
 	var ve *engine.VotesError
 	if err != nil && o.wait > 0 && ctx.Err() == nil && (errors.Is(err, engine.ErrNotAcquired) || errors.Is(err, engine.ErrNoQuorum)) {
 		until := time.Time{}
@@ -334,7 +354,7 @@ func acquire(ctx context.Context, o *execOptions, stderr io.Writer) (*engine.Loc
 			waited = true
 			if rest := time.Until(deadline); rest > 0 && ctx.Err() == nil {
 				wctx, cancel := context.WithTimeout(ctx, rest)
-				lle, lerr := l.Lock(wctx, o.resource)
+				lle, lerr := lock(wctx)
 				cancel()
 				// A Lock whose deadline came before any verdict says less
 				// than the first attempt did.
@@ -362,10 +382,15 @@ func acquire(ctx context.Context, o *execOptions, stderr io.Writer) (*engine.Loc
 	switch {
 	case ctx.Err() != nil:
 		return nil, nil, err
+	case errors.Is(err, engine.ErrWrongKind):
+		// The engine's message names both uses of the name.
+		return nil, nil, statusErrorf(exitConfig, "exec: %s", engineText(err))
 	case errors.Is(err, engine.ErrWrongType):
-		return nil, nil, statusErrorf(exitConfig, "exec: %q cannot be a lock: %s", o.resource, engineText(err))
+		return nil, nil, statusErrorf(exitConfig, "exec: %q cannot be %s: %s", o.resource, o.mode.noun(), engineText(err))
+	case errors.Is(err, engine.ErrPermitCount):
+		return nil, nil, statusErrorf(exitConfig, "exec: --permits %d: %s", o.permits, engineText(err))
 	case errors.Is(err, engine.ErrNotAcquired):
-		return nil, nil, statusErrorf(exitNotAcquired, "exec: not acquired: %q is held by another owner%s", o.resource, after)
+		return nil, nil, statusErrorf(exitNotAcquired, "exec: not acquired: %s%s", o.heldText(), after)
 	case errors.Is(err, engine.ErrNoQuorum):
 		return nil, nil, statusErrorf(exitUnavailable, "exec: no quorum for %q%s: %s", o.resource, after, detail)
 	case errors.Is(err, context.DeadlineExceeded):
@@ -374,6 +399,80 @@ func acquire(ctx context.Context, o *execOptions, stderr io.Writer) (*engine.Loc
 		return nil, nil, usageErrorf("exec: RESOURCE %q: %s", o.resource, detail)
 	}
 	return nil, nil, fmt.Errorf("exec: acquire %q: %s", o.resource, detail)
+}
+
+// defaultOwner is --owner's default: this host and redlock's pid, which
+// tell an operator where to look for a holder that seems stuck.
+func defaultOwner() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "?"
+	}
+	return fmt.Sprintf("host=%s,pid=%d", host, os.Getpid())
+}
+
+// lockMode is what exec holds on RESOURCE.
+type lockMode int
+
+const (
+	modeLock      lockMode = iota // the lock (Locker.TryLock)
+	modePermit                    // a permit of a Semaphore (--permits)
+	modeShared                    // an RWMutex, for reading (--shared)
+	modeExclusive                 // an RWMutex, for writing (--exclusive)
+)
+
+// noun is what the mode holds, for messages.
+func (m lockMode) noun() string {
+	switch m {
+	case modePermit:
+		return "a semaphore"
+	case modeShared, modeExclusive:
+		return "a read/write lock"
+	}
+	return "a lock"
+}
+
+// acquireFunc is an acquisition: Locker.TryLock's, Semaphore.Acquire's...
+type acquireFunc = func(context.Context, ...engine.LockOption) (*engine.Lease, error)
+
+// target is the first attempt on what o holds, and the wait for it.
+func (o *execOptions) target(l *engine.Locker) (try, lock acquireFunc, err error) {
+	switch o.mode {
+	case modePermit:
+		s, err := l.Semaphore(o.resource, o.permits)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s.TryAcquire, s.Acquire, nil
+	case modeShared, modeExclusive:
+		m, err := l.RWMutex(o.resource)
+		if err != nil {
+			return nil, nil, err
+		}
+		if o.mode == modeShared {
+			return m.TryRLock, m.RLock, nil
+		}
+		return m.TryLock, m.Lock, nil
+	}
+	return func(ctx context.Context, opts ...engine.LockOption) (*engine.Lease, error) {
+			return l.TryLock(ctx, o.resource, opts...)
+		},
+		func(ctx context.Context, opts ...engine.LockOption) (*engine.Lease, error) {
+			return l.Lock(ctx, o.resource, opts...)
+		}, nil
+}
+
+// heldText says who keeps exec from RESOURCE when it is not acquired.
+func (o *execOptions) heldText() string {
+	switch o.mode {
+	case modePermit:
+		return fmt.Sprintf("all %d permits of %q are held", o.permits, o.resource)
+	case modeShared:
+		return fmt.Sprintf("%q is held by a writer, or a writer waits for it", o.resource)
+	case modeExclusive:
+		return fmt.Sprintf("%q is held by readers or a writer", o.resource)
+	}
+	return fmt.Sprintf("%q is held by another owner", o.resource)
 }
 
 // sleep waits for d, or until ctx ends.
@@ -392,7 +491,7 @@ func runHolding(o *execOptions, path string, l *engine.Locker, le *engine.Lease,
 	cmd := exec.Command(path, o.argv[1:]...)
 	cmd.Args[0] = o.argv[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = commandEnv(os.Environ(), o.resource, le.Token(), o.fencing)
+	cmd.Env = commandEnv(os.Environ(), o, le.Value(), le.Token(), le.Permit())
 	cmd.SysProcAttr = commandAttr()
 	// Ctrl-Z stops redlock's process group, not COMMAND's: redlock stops
 	// COMMAND with itself, or COMMAND would run on while the lease runs
@@ -518,19 +617,25 @@ loop:
 	return &statusError{code: status}
 }
 
-// commandEnv is env with REDLOCK_RESOURCE and, with fencing, the token;
-// values inherited from an enclosing redlock are dropped.
-func commandEnv(env []string, resource string, token int64, fencing bool) []string {
-	out := make([]string, 0, len(env)+2)
+// commandEnv is env with REDLOCK_RESOURCE, the lease's value, with
+// fencing its token, and with --permits the permit's slot; values
+// inherited from an enclosing redlock are dropped.
+func commandEnv(env []string, o *execOptions, value string, token int64, permit int) []string {
+	out := make([]string, 0, len(env)+4)
 	for _, kv := range env {
-		if strings.HasPrefix(kv, "REDLOCK_RESOURCE=") || strings.HasPrefix(kv, "REDLOCK_FENCING_TOKEN=") {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "REDLOCK_RESOURCE", "REDLOCK_LEASE_VALUE", "REDLOCK_FENCING_TOKEN", "REDLOCK_PERMIT":
 			continue
 		}
 		out = append(out, kv)
 	}
-	out = append(out, "REDLOCK_RESOURCE="+resource)
-	if fencing {
+	out = append(out, "REDLOCK_RESOURCE="+o.resource, "REDLOCK_LEASE_VALUE="+value)
+	if o.fencing {
 		out = append(out, "REDLOCK_FENCING_TOKEN="+strconv.FormatInt(token, 10))
+	}
+	if o.mode == modePermit {
+		out = append(out, "REDLOCK_PERMIT="+strconv.Itoa(permit))
 	}
 	return out
 }

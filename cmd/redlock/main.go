@@ -1,5 +1,6 @@
-// Command redlock runs commands under a Redlock lock: a distributed
-// flock(1). See 'redlock help exec'.
+// Command redlock runs commands under a Redlock lock, a distributed
+// flock(1), and shows and clears the locks on the masters. See 'redlock
+// help'.
 package main
 
 import (
@@ -16,16 +17,20 @@ import (
 )
 
 const usage = `redlock runs commands under a distributed lock (Redlock) held on
-independent Redis masters.
+independent Redis masters, and shows and clears those locks.
 
 Usage:
   redlock exec [flags] RESOURCE -- COMMAND [ARG...]   run COMMAND while holding RESOURCE
-  redlock help [exec]                                 this help, or exec's
+                                                      (a lock, --permits P, --shared, --exclusive)
+  redlock status [flags] RESOURCE...                  who holds each RESOURCE, until when, who waits
+  redlock list [flags] [--prefix P]                   the names held on the masters
+  redlock unlock [flags] RESOURCE --value V           release RESOURCE for its holder V
+  redlock help [COMMAND]                              this help, or COMMAND's
   redlock version                                     the version, VCS revision and Go version
                                                       (also --version, alone or among exec's flags)
 
-Run 'redlock help exec' (or 'redlock exec --help') for exec's flags and exit
-statuses.
+Run 'redlock help COMMAND' ('redlock help exec', or 'redlock exec --help')
+for a command's flags and exit statuses.
 `
 
 // Exit statuses of redlock's own outcomes. Everything else is the
@@ -36,6 +41,7 @@ const (
 	exitUsage       = 64  // EX_USAGE: bad flags, arguments or environment
 	exitUnavailable = 69  // EX_UNAVAILABLE: masters unreachable, no quorum
 	exitSoftware    = 70  // EX_SOFTWARE: any other failure of redlock's own
+	exitNoHolder    = 66  // EX_NOINPUT: unlock: no such holder
 	exitNotAcquired = 75  // EX_TEMPFAIL: the resource is held by another
 	exitConfig      = 78  // EX_CONFIG: masters or key unusable as configured
 	exitLost        = 124 // the lock was lost, and the command stopped
@@ -67,6 +73,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		err = execCommand(args[1:], stdout, stderr)
+	case "status":
+		err = statusCommand(args[1:], stdout, stderr)
+	case "list":
+		err = listCommand(args[1:], stdout, stderr)
+	case "unlock":
+		err = unlockCommand(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		err = help(args[1:], stdout)
 	case "version", "--version":
@@ -76,12 +88,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stdout, version.Get().Line("redlock"))
 	default:
-		err = usageErrorf("unknown command %q (known: exec, help, version)", args[0])
+		err = usageErrorf("unknown command %q (known: exec, status, list, unlock, help, version)", args[0])
 	}
 	return exitCode(err, stderr)
 }
 
-// help prints the help on topic (none, "help" or "exec").
+// help prints the help on topic (none, "help" or a command).
 func help(topic []string, stdout io.Writer) error {
 	switch {
 	case len(topic) > 1:
@@ -92,8 +104,17 @@ func help(topic []string, stdout io.Writer) error {
 	case topic[0] == "exec":
 		_, err := parseExec([]string{"--help"}, stdout)
 		return err
+	case topic[0] == "status":
+		_, err := parseStatus([]string{"--help"}, stdout)
+		return err
+	case topic[0] == "list":
+		_, err := parseList([]string{"--help"}, stdout)
+		return err
+	case topic[0] == "unlock":
+		_, err := parseUnlock([]string{"--help"}, stdout)
+		return err
 	}
-	return usageErrorf("unknown help topic %q (known: exec)", topic[0])
+	return usageErrorf("unknown help topic %q (known: exec, status, list, unlock)", topic[0])
 }
 
 // quoteAll quotes each argument, so that one with a space or a line

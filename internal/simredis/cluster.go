@@ -302,7 +302,7 @@ func commandKeys(args []string) []string {
 			return nil
 		}
 		return a[2 : 2+n]
-	case "DEL", "EXISTS", "SSUBSCRIBE", "SUNSUBSCRIBE":
+	case "DEL", "EXISTS", "MGET", "SSUBSCRIBE", "SUNSUBSCRIBE":
 		return a
 	}
 	if len(a) == 0 {

@@ -136,6 +136,20 @@ func (s *store) exec(args []string) reply {
 			return errWrongType
 		}
 		return bulkReply(e.str)
+	case "MGET":
+		if len(a) < 1 {
+			return errArgs("mget")
+		}
+		out := make([]reply, len(a))
+		for i, k := range a {
+			// Redis answers nil for a key of another type, not an error.
+			if e := s.get(k); e != nil && e.z == nil {
+				out[i] = bulkReply(e.str)
+			} else {
+				out[i] = nilReply
+			}
+		}
+		return arrayReply(out)
 	case "SET":
 		return s.set(a)
 	case "DEL":

@@ -98,7 +98,7 @@ func TestStoreMatchesRedis(t *testing.T) {
 	}
 	gen := func() []string {
 		k := pick(keys)
-		switch r.IntN(19) {
+		switch r.IntN(20) {
 		case 0:
 			a := []string{"SET", k, pick(values)}
 			if r.IntN(2) == 0 {
@@ -151,6 +151,9 @@ func TestStoreMatchesRedis(t *testing.T) {
 			return []string{"PEXPIREAT", k, strconv.Itoa(1 + r.IntN(1000))}
 		case 16:
 			return []string{"PEXPIREAT", k, strconv.FormatInt(st.now.Add(100*time.Second).UnixMilli(), 10)}
+		case 17:
+			// A multi-resource lease's release reads all its keys at once.
+			return []string{"MGET", k, pick(keys)}
 		}
 		// A script, on one key or coalesced over several.
 		body := pick(scripts)

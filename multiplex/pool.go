@@ -109,10 +109,13 @@ type Options struct {
 	// after Clusters, in order. The vote is whichever server the
 	// sentinels name the master: after a failover a promoted replica,
 	// which may lack the writes the old master took just before, so its
-	// new run_id quarantines the vote as a restart does. The sentinels
-	// are reached as the masters are (TLS, DialContext) but without
-	// credentials: Tune may set the rueidis.ClientOption's Sentinel
-	// ones. An element's type is the same as engine.SentinelVote's.
+	// new run_id quarantines the vote as a restart does, and each new
+	// connection to the master asks the sentinels when it became master
+	// and keeps the vote out until MaxTTL after that (docs/library.md,
+	// "Sentinel-managed votes"). The sentinels are reached as the
+	// masters are (TLS, DialContext) but without credentials: Tune may
+	// set the rueidis.ClientOption's Sentinel ones. An element's type is
+	// the same as engine.SentinelVote's.
 	Sentinels []struct {
 		Master string
 		Addrs  []string

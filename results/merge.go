@@ -472,7 +472,8 @@ func (s *Summary) Merge(o *Summary) (notes []string) {
 	s.Faults = append(s.Faults, o.Faults...)
 	s.Nodes = mergeNodes(s.Nodes, o.Nodes)
 	// Each generator read the nodes over its own window, and its own
-	// process alone: the readings do not add up to the merged run's.
+	// process alone: the readings do not add up to the merged run's
+	// (mergeDropped).
 	s.Server, s.CPU = nil, nil
 	return notes
 }
@@ -655,13 +656,17 @@ func (m *Merged) raw(runs []*RunDir) (map[string]any, error) {
 	return out, nil
 }
 
+// mergeDropped are the summary.json fields Summary.Merge leaves out on
+// purpose: they are known, so they must not come back merged as unknown.
+var mergeDropped = []string{"server", "cpu"}
+
 // unknownKeys are the sources' summary.json fields that Summary lacks, in
 // a stable order; merged_from and overlap_s are the merge's own.
 func unknownKeys(runs []*RunDir, known map[string]any) []string {
 	var keys []string
 	for _, r := range runs {
 		for k := range r.Raw {
-			if _, ok := known[k]; !ok && k != "merged_from" && k != "overlap_s" && !slices.Contains(keys, k) {
+			if _, ok := known[k]; !ok && k != "merged_from" && k != "overlap_s" && !slices.Contains(mergeDropped, k) && !slices.Contains(keys, k) {
 				keys = append(keys, k)
 			}
 		}

@@ -50,7 +50,7 @@ func TestOutputFlagsBad(t *testing.T) {
 		{[]string{"run", "--json", "-q"}, "--quiet: cannot be combined with --json"},
 		{[]string{"compare", "-q", "--json"}, "--quiet: cannot be combined with --json"},
 		{[]string{"sweep", "--workers", "1,2", "-q", "--json"}, "--quiet: cannot be combined with --json"},
-		{[]string{"sweep", "--workers", "1,2", "--slo", "errors<1%"}, `--slo: slo "errors<1%": unknown percentile "errors": want PERCENTILE<LIMIT`},
+		{[]string{"sweep", "--workers", "1,2", "--slo", "errors<1"}, `--slo: slo "errors<1": errors take a percentage such as 0.1%`},
 		{[]string{"report", "x", "--slo", "throughput>fast"}, `--slo: slo "throughput>fast": "fast" is not a plain positive number`},
 	} {
 		var stdout, stderr bytes.Buffer

@@ -67,6 +67,7 @@ const (
 // The causes of ErrNotSent.
 var (
 	errSkipped      = fmt.Errorf("%w: the round had already failed", ErrNotSent)
+	errStale        = fmt.Errorf("%w: the node was still behind when the round's node timeout ran out", ErrNotSent)
 	errNotConnected = fmt.Errorf("%w: not connected", ErrNotSent)
 	errOverloaded   = fmt.Errorf("%w: overloaded, too many commands in flight", ErrNotSent)
 )
@@ -84,7 +85,8 @@ var (
 	// ErrTimeout: the node did not answer within the node timeout.
 	ErrTimeout = errors.New("no reply within the node timeout")
 	// ErrNotSent: the command never left this process, so it cannot have
-	// run: the round failed before its turn (Command.SkipIfFailed), the
+	// run: the round failed before its turn, or its node was still behind
+	// when the round's node timeout ran out (Command.SkipIfFailed), the
 	// node is not connected, or its queue is full (it has stopped
 	// answering, or is far behind).
 	ErrNotSent = errors.New("not sent")

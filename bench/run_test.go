@@ -510,6 +510,11 @@ func TestFreshMastersQuarantineIsWaitedOut(t *testing.T) {
 	cfg.TTL = 2 * time.Second
 	cfg.Workers, cfg.Resources, cfg.Hold = 4, 64, Hold{}
 	cfg.Warmup = 0
+	// Once the wait ends, three masters may vote and a quorum needs all
+	// three: with the default node timeout (50 ms here) one slow answer
+	// on a loaded machine fails the attempt. A quarter of the TTL lets
+	// the run measure the quarantine's effect, not the machine's speed.
+	cfg.NodeTimeout = cfg.TTL / 4
 	byCount(&cfg, 300)
 	var log, progress bytes.Buffer
 	cfg.Log, cfg.Progress = &log, &progress
@@ -534,8 +539,15 @@ func TestFreshMastersQuarantineIsWaitedOut(t *testing.T) {
 	if !strings.Contains(progress.String(), "[quarantine] ") || !strings.Contains(progress.String(), " left before a quorum") {
 		t.Errorf("no countdown line:\n%s", progress.String())
 	}
-	if s.Acquired == 0 || s.Errors["no_quorum"] != 0 {
-		t.Errorf("after the wait: acquired %d, errors %v", s.Acquired, s.Errors)
+	// No attempt failed for want of voters: a no_quorum the quarantine
+	// caused has no vote that failed; one a stalled master caused has
+	// (with three voters, every such attempt had one).
+	var failedVotes int64
+	for _, n := range s.Nodes {
+		failedVotes += n.TimedOut + n.Failed
+	}
+	if s.Acquired == 0 || s.Errors["no_quorum"] > failedVotes {
+		t.Errorf("after the wait: acquired %d, errors %v, %d votes timed out or failed (%v)", s.Acquired, s.Errors, failedVotes, s.ErrorExamples)
 	}
 	// The wait ends when a quorum votes; a master started a little later
 	// may still sit out the rest of its own quarantine.

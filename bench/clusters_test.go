@@ -4,25 +4,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/internal/redistest"
 )
-
-func TestParseClustersRoundTrips(t *testing.T) {
-	for _, list := range []string{"a:1", "a:1,a:2/b:1", "[::1]:7000,[::1]:7001/h.example:7000"} {
-		cl, err := ParseClusters(list)
-		if err != nil {
-			t.Fatalf("%q: %v", list, err)
-		}
-		if got := FormatClusters(cl); got != list {
-			t.Errorf("FormatClusters(ParseClusters(%q)) = %q", list, got)
-		}
-	}
-	for _, bad := range []string{"", " ", "a:1/", "/a:1", "a", "a:1,a:1", "a:0"} {
-		if _, err := ParseClusters(bad); err == nil {
-			t.Errorf("ParseClusters(%q) accepted it", bad)
-		}
-	}
-}
 
 // A contended run on three local Redis Clusters of two shards each, one
 // vote per cluster: the oracle finds no overlapping holds, and the summary
@@ -74,7 +58,7 @@ func TestRunOnGivenMastersAndClusterIsSafe(t *testing.T) {
 		t.Errorf("masters %v clusters %v shards %d local %v nodes %d: want the given 2 masters and 1 cluster",
 			s.Masters, s.Clusters, s.ClusterShards, s.LocalMasters, len(s.Nodes))
 	}
-	if s.Config.Clusters != FormatClusters(cfg.Clusters) {
+	if s.Config.Clusters != engines.FormatClusters(cfg.Clusters) {
 		t.Errorf("config clusters %q", s.Config.Clusters)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-bench/redlock/bench/engines"
+	"github.com/redlock-bench/redlock/bench/masters"
 	"github.com/redlock-bench/redlock/results"
 )
 
@@ -31,68 +33,6 @@ const (
 	DefaultCeilingRequests = 200000
 )
 
-// DefaultCompareEngines are compared by default: ours, then the redsync
-// baselines, so that every ratio is against ours.
-func DefaultCompareEngines() []string {
-	return []string{"redlock", engineRedsyncRueidis, engineRedsyncGoredis}
-}
-
-// DefaultCompareEnginesFor are compared by default on lock: for a
-// semaphore, this engine's variants alone (no baseline has a semaphore);
-// for a read/write lock, ours and the same operations on our mutex (no
-// baseline has a read/write lock); for a multi-resource lease, ours, ours
-// as K mutexes in turn, and the redsync baselines (K redsync mutexes in
-// turn); for a mutex, DefaultCompareEngines.
-func DefaultCompareEnginesFor(l Lock) []string {
-	switch l.Kind {
-	case LockSemaphore:
-		return []string{"redlock", EnginePerCommand}
-	case LockRW:
-		return []string{"redlock", EngineMutex}
-	case LockMulti:
-		return []string{"redlock", EngineSequential, engineRedsyncRueidis, engineRedsyncGoredis}
-	}
-	return DefaultCompareEngines()
-}
-
-// compareNotes say how the engines take the lock where they differ, or
-// why no peer runs.
-func compareNotes(l Lock, engines []string) []string {
-	switch l.Kind {
-	case LockSemaphore:
-		return []string{fmt.Sprintf("%s has no peer: none of the baselines (redsync, rueidislock, bsm/redislock) has a semaphore, "+
-			"and we know of no Go semaphore over N independent masters, so only this engine's variants can run", l)}
-	case LockRW:
-		var notes []string
-		for _, e := range engines {
-			if exclusiveRW(e) {
-				notes = append(notes, fmt.Sprintf("%s takes %s on redlock's mutex: the same operations on the same resources, every one exclusive, reads too", e, l))
-			}
-		}
-		return append(notes, "none of the baselines (redsync, rueidislock, bsm/redislock) has a read/write lock, "+
-			"and we know of no Go one over N independent masters: our mutex is the comparison")
-	case LockMulti:
-		var seq, own []string
-		for _, e := range engines {
-			if sequentialMulti(e) {
-				seq = append(seq, e)
-			} else {
-				own = append(own, e)
-			}
-		}
-		var notes []string
-		if len(seq) > 0 {
-			notes = append(notes, fmt.Sprintf("%s take %s as %d mutexes one after another, in name order (so that none deadlocks), released newest first",
-				strings.Join(seq, ", "), l, l.K))
-		}
-		if len(own) > 0 {
-			notes = append(notes, fmt.Sprintf("%s take %s as one lease (TryLockAll, LockAll)", strings.Join(own, ", "), l))
-		}
-		return notes
-	}
-	return nil
-}
-
 // CompareConfig describes a comparison. Every run is Base with its own
 // Engine, Label and KeyPrefix.
 type CompareConfig struct {
@@ -101,8 +41,8 @@ type CompareConfig struct {
 	// Its Progress, Log and IntervalLog are replaced per run.
 	Base Config
 	// Engines run in this order in every round (--engines); the first is
-	// the reference of the ratios. Default DefaultCompareEngines.
-	Engines []string
+	// the reference of the ratios. Default engines.Peers of the lock.
+	Engines []engines.Engine
 	// Rounds is how many times each engine runs (--rounds). Default 3, at
 	// least MinCompareRounds.
 	Rounds int
@@ -135,39 +75,12 @@ type CompareConfig struct {
 // DeriveCompareLabel names a comparison after its workload, without the
 // engine: "w256-r100000-try".
 func DeriveCompareLabel(base Config) string {
-	return strings.TrimPrefix(DeriveLabel(base), base.Engine+"-")
-}
-
-// ParseEngines parses a comma-separated list of engine names, each known
-// and listed once.
-func ParseEngines(s string) ([]string, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, errors.New("empty list")
-	}
-	var out []string
-	seen := map[string]bool{}
-	for _, e := range strings.Split(s, ",") {
-		e = strings.TrimSpace(e)
-		if _, _, err := splitEngine(e); errors.Is(err, errUnknownEngine) {
-			return nil, fmt.Errorf("unknown engine %q (known: %s)", e, EngineNamesHelp())
-		} else if err != nil {
-			return nil, fmt.Errorf("engine %q: %v", e, err)
-		}
-		if seen[e] {
-			return nil, fmt.Errorf("engine %q is listed twice", e)
-		}
-		seen[e] = true
-		out = append(out, e)
-	}
-	return out, nil
+	return strings.TrimPrefix(DeriveLabel(base), labelSafe(base.Engine.String())+"-")
 }
 
 func (cc *CompareConfig) fill() {
 	if len(cc.Engines) == 0 {
-		cc.Engines = DefaultCompareEnginesFor(cc.Base.Lock)
-		if cc.Base.clusterVotes() {
-			cc.Engines = DefaultCompareEnginesOnClusters(cc.Base.Lock)
-		}
+		cc.Engines = engines.Peers(cc.Base.Lock, cc.Base.clusterVotes())
 	}
 	if cc.Rounds == 0 {
 		cc.Rounds = DefaultCompareRounds
@@ -186,12 +99,13 @@ func (cc *CompareConfig) fill() {
 // directory is made.
 func (cc *CompareConfig) Validate() error {
 	cc.fill()
-	if _, err := ParseEngines(strings.Join(cc.Engines, ",")); err != nil {
-		return cfgErr("engines", strings.Join(cc.Engines, ","), "%v", err)
+	list := engines.JoinNames(cc.Engines)
+	if _, err := engines.ParseList(list); err != nil {
+		return cfgErr("engines", list, "%v", err)
 	}
 	for _, e := range cc.Engines {
-		if n, have := engineVoters(e), cc.Base.masterCount(); n > have {
-			return cfgErr("engines", strings.Join(cc.Engines, ","), "%s votes on the first %d masters, and the comparison has %d", e, n, have)
+		if n, have := e.FixedVoters(), cc.Base.masterCount(); n > have {
+			return cfgErr("engines", list, "%s votes on the first %d masters, and the comparison has %d", e, n, have)
 		}
 	}
 	if cc.Rounds < MinCompareRounds {
@@ -213,9 +127,9 @@ func (cc *CompareConfig) Validate() error {
 		return cfgErr("limit", true, "measures plain masters only, and the votes are Redis Clusters (--clusters, --cluster-shards)")
 	}
 	if cc.Limit && !cc.usesRedis() {
-		return cfgErr("limit", true, "needs Redis masters, and none of --engines %s uses them", strings.Join(cc.Engines, ","))
+		return cfgErr("limit", true, "needs Redis masters, and none of --engines %s uses them", list)
 	}
-	if b := cc.Base; cc.Limit && (b.TLS != nil || b.Username != "" || b.Password != "") {
+	if b := cc.Base; cc.Limit && (b.Conn.TLS != nil || b.Conn.Username != "" || b.Conn.Password != "") {
 		return cfgErr("limit", true, "is not available with --user, --pass or --tls: redis-benchmark would need them on its command line")
 	}
 	for i, e := range cc.Engines {
@@ -231,7 +145,7 @@ func (cc *CompareConfig) Validate() error {
 func (cc *CompareConfig) runConfig(round, i int) Config {
 	c := cc.Base
 	c.Engine = cc.Engines[i]
-	c.Label = fmt.Sprintf("%s-%d-%s", cc.Label, round, labelSafe(c.Engine))
+	c.Label = fmt.Sprintf("%s-%d-%s", cc.Label, round, labelSafe(c.Engine.String()))
 	// Each run locks names of its own, so that a key another run left
 	// behind (a late SET that outlived its release, a release cut short at
 	// the end) is not contention in this one. The prefix has the same
@@ -275,7 +189,7 @@ func RunCompare(ctx context.Context, cc CompareConfig) (*results.Comparison, err
 		if err != nil {
 			return nil, err
 		}
-		defer stopClusters(clusters)
+		defer masters.StopClusters(clusters)
 		c.local = true
 	default:
 		cluster, err := shareLocalMasters(ctx, &cc.Base, "comparison", c.logf)
@@ -300,7 +214,7 @@ func RunCompare(ctx context.Context, cc CompareConfig) (*results.Comparison, err
 // usesRedis reports whether any of the engines compared needs masters.
 func (cc *CompareConfig) usesRedis() bool {
 	for _, e := range cc.Engines {
-		if needsRedis(e) {
+		if e.NeedsRedis() {
 			return true
 		}
 	}
@@ -327,13 +241,21 @@ func (c *comparer) start() {
 	if base.Mode == ModeWait {
 		c.latency = results.Wait
 	}
+	names := make([]string, len(cc.Engines))
+	for i, e := range cc.Engines {
+		names[i] = e.String()
+	}
+	notes := engines.PeerNotes(base.Lock, cc.Engines)
+	if base.clusterVotes() && len(base.Masters) == 0 {
+		notes = append(notes, engines.ClusterNotes(cc.Engines, base.masterCount())...)
+	}
 	cmp := &results.Comparison{
 		Kind:         "compare",
 		Label:        cc.Label,
-		Engines:      append([]string{}, cc.Engines...),
+		Engines:      names,
 		Rounds:       cc.Rounds,
 		Lock:         base.Lock.String(),
-		Notes:        append(compareNotes(base.Lock, cc.Engines), clusterCompareNotes(*base, cc.Engines)...),
+		Notes:        notes,
 		Mode:         string(base.Mode),
 		LoadModel:    "closed",
 		Latency:      c.latency.String(),
@@ -348,7 +270,7 @@ func (c *comparer) start() {
 	if base.Rate > 0 {
 		cmp.LoadModel = "open"
 	}
-	cmp.Config["engine"] = strings.Join(cc.Engines, ",")
+	cmp.Config["engine"] = engines.JoinNames(cc.Engines)
 	cmp.Config["label"] = cc.Label
 	cmp.Config["rounds"] = cc.Rounds
 	cmp.Config["limit"] = cc.Limit
@@ -387,7 +309,7 @@ func (c *comparer) rounds(ctx context.Context) (goOn bool, err error) {
 // summary, and the run's error unless ctx was cancelled.
 func (c *comparer) runOne(ctx context.Context, round, i int) (*results.Summary, error) {
 	cc, cmp := c.cc, c.cmp
-	eng := cc.Engines[i]
+	eng := cc.Engines[i].String()
 	cfg := cc.runConfig(round, i)
 	name := fmt.Sprintf("%d-%s", round, labelSafe(eng))
 	n := (round-1)*len(cc.Engines) + i + 1

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/results"
 )
@@ -21,7 +22,7 @@ import (
 func TestCompareOnLocalClusters(t *testing.T) {
 	noLeaks(t)
 	base := shortConfig("redlock", nil)
-	base.Quarantine = ""
+	base.Quarantine = engines.QuarantineDefault
 	base.LocalMasters, base.ClusterShards = 3, 2
 	base.Resources = 64
 	// Each run ends after its operations, not after a time: on a loaded
@@ -32,7 +33,7 @@ func TestCompareOnLocalClusters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"redlock", "redlock@1", engineRueidislock}; !slices.Equal(cmp.Engines, want) {
+	if want := []string{"redlock", "redlock@1", engines.Rueidislock.String()}; !slices.Equal(cmp.Engines, want) {
 		t.Fatalf("engines %v, want %v by default on clusters", cmp.Engines, want)
 	}
 	if len(cmp.Clusters) != 3 || cmp.ClusterShards != 2 || !cmp.LocalMasters || len(cmp.Masters) != 0 {
@@ -42,7 +43,7 @@ func TestCompareOnLocalClusters(t *testing.T) {
 	if len(cmp.Runs) != 9 {
 		t.Fatalf("%d runs, want 9", len(cmp.Runs))
 	}
-	wantVotes := map[string]int{"redlock": 3, "redlock@1": 1, engineRueidislock: 1}
+	wantVotes := map[string]int{"redlock": 3, "redlock@1": 1, engines.Rueidislock.String(): 1}
 	for _, r := range cmp.Runs {
 		s := readSummaryFile(t, filepath.Join(cc.Dir, r.Dir))
 		if s.Violations != 0 || s.Acquired == 0 {
@@ -100,11 +101,11 @@ func TestCompareOnClustersValidate(t *testing.T) {
 		limit   bool
 		want    string
 	}{
-		{[]string{"redlock", engineRedsyncRueidis}, false, "redsync-rueidis: --engine: cannot vote on Redis Clusters"},
-		{[]string{"redlock", engineBsmRedislock}, false, "bsm-redislock: --engine: cannot vote on Redis Clusters"},
+		{[]string{"redlock", engines.RedsyncRueidis.String()}, false, "redsync-rueidis: --engine: cannot vote on Redis Clusters"},
+		{[]string{"redlock", engines.BsmRedislock.String()}, false, "bsm-redislock: --engine: cannot vote on Redis Clusters"},
 		{nil, true, "--limit: measures plain masters only"},
 	} {
-		cc := CompareConfig{Base: base, Engines: c.engines, Limit: c.limit, Dir: t.TempDir()}
+		cc := CompareConfig{Base: base, Engines: engineList(c.engines...), Limit: c.limit, Dir: t.TempDir()}
 		if err := cc.Validate(); err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("engines %v limit %v: %v, want %q...", c.engines, c.limit, err, c.want)
 		}
@@ -115,7 +116,7 @@ func TestCompareOnClustersValidate(t *testing.T) {
 	if err := cc.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"redlock", "redlock@1", engineRueidislock}; !slices.Equal(cc.Engines, want) {
+	if want := engineList("redlock", "redlock@1", "rueidislock"); !slices.Equal(cc.Engines, want) {
 		t.Errorf("engines %v on --clusters, want %v", cc.Engines, want)
 	}
 }

@@ -15,8 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-bench/redlock/bench/masters"
 	"github.com/redlock-bench/redlock/internal/enginelua"
-
 	"github.com/redlock-bench/redlock/internal/redisproc"
 	"github.com/redlock-bench/redlock/results"
 )
@@ -70,10 +70,10 @@ func findRedisBenchmark() (string, error) {
 
 // measureCeiling runs the SET test on every master at once, then the
 // EVALSHA test, and returns each master's rates and the ceiling.
-func measureCeiling(ctx context.Context, binary string, masters []string, requests int, keyPrefix string) (*results.Ceiling, error) {
+func measureCeiling(ctx context.Context, binary string, addrs []string, requests int, keyPrefix string) (*results.Ceiling, error) {
 	sha := releaseScriptSHA()
-	for _, a := range masters {
-		reply, err := redisproc.Do(ctx, a, probeTimeout, "SCRIPT", "LOAD", releaseScript())
+	for _, a := range addrs {
+		reply, err := redisproc.Do(ctx, a, masters.ProbeTimeout, "SCRIPT", "LOAD", releaseScript())
 		if err != nil {
 			return nil, fmt.Errorf("%s: SCRIPT LOAD: %w", a, err)
 		}
@@ -82,16 +82,16 @@ func measureCeiling(ctx context.Context, binary string, masters []string, reques
 		}
 	}
 	key := keyPrefix + "__rand_int__"
-	set, err := benchmarkAll(ctx, binary, masters, requests, "SET", key, "v", "PX", "10000")
+	set, err := benchmarkAll(ctx, binary, addrs, requests, "SET", key, "v", "PX", "10000")
 	if err != nil {
 		return nil, fmt.Errorf("SET: %w", err)
 	}
-	evalsha, err := benchmarkAll(ctx, binary, masters, requests, "EVALSHA", sha, "1", key, "v")
+	evalsha, err := benchmarkAll(ctx, binary, addrs, requests, "EVALSHA", sha, "1", key, "v")
 	if err != nil {
 		return nil, fmt.Errorf("EVALSHA: %w", err)
 	}
-	ms := make([]results.CeilingMaster, len(masters))
-	for i, a := range masters {
+	ms := make([]results.CeilingMaster, len(addrs))
+	for i, a := range addrs {
 		ms[i] = results.CeilingMaster{Addr: a, SetPerSec: set[i], EvalshaPerSec: evalsha[i]}
 	}
 	return results.NewCeiling(ceilingTool, requests, ms), nil

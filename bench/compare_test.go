@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/results"
 )
@@ -31,7 +32,7 @@ func (f *fakeRuns) run(ctx context.Context, cfg Config) (*Result, error) {
 	f.configs = append(f.configs, cfg)
 	f.mu.Unlock()
 	s := &results.Summary{
-		Engine: cfg.Engine, Label: cfg.Label, Config: cfg.Flags(), Mode: string(cfg.Mode),
+		Engine: cfg.Engine.String(), Label: cfg.Label, Config: cfg.Flags(), Mode: string(cfg.Mode),
 		// As Run does: masters a sweep or comparison started count as local.
 		Masters: cfg.Masters, LocalMasters: cfg.sharedLocal && len(cfg.Masters) > 0,
 		DurationS: 1, Attempts: 100, Acquired: int64(90 + n), Contended: 10,
@@ -48,10 +49,19 @@ func (f *fakeRuns) run(ctx context.Context, cfg Config) (*Result, error) {
 	return r, nil
 }
 
-func compareConfig(t *testing.T, f *fakeRuns, engines ...string) CompareConfig {
+func compareConfig(t *testing.T, f *fakeRuns, names ...string) CompareConfig {
 	base := DefaultConfig()
 	base.LocalMasters = 3
-	return CompareConfig{Base: base, Engines: engines, Dir: t.TempDir(), Label: "t", run: f.run}
+	return CompareConfig{Base: base, Engines: engineList(names...), Dir: t.TempDir(), Label: "t", run: f.run}
+}
+
+// engineList parses names, known to be good.
+func engineList(names ...string) []engines.Engine {
+	var out []engines.Engine
+	for _, n := range names {
+		out = append(out, engines.MustParse(n))
+	}
+	return out
 }
 
 func readComparison(t *testing.T, dir string) *results.Comparison {
@@ -73,7 +83,7 @@ func readComparison(t *testing.T, dir string) *results.Comparison {
 func TestCompareAlternatesOnSharedMasters(t *testing.T) {
 	noLeaks(t)
 	f := &fakeRuns{}
-	cc := compareConfig(t, f, "redlock", engineRedsyncGoredis, "nolock")
+	cc := compareConfig(t, f, "redlock", engines.RedsyncGoredis.String(), "nolock")
 	cmp, err := RunCompare(context.Background(), cc)
 	if err != nil {
 		t.Fatal(err)
@@ -81,12 +91,12 @@ func TestCompareAlternatesOnSharedMasters(t *testing.T) {
 	var order []string
 	prefixes := map[string]bool{}
 	for _, c := range f.configs {
-		order = append(order, c.Engine)
+		order = append(order, c.Engine.String())
 		prefixes[c.KeyPrefix] = true
-		if c.Engine != "nolock" && strings.Join(c.Masters, ",") != strings.Join(f.configs[0].Masters, ",") {
+		if c.Engine.NeedsRedis() && strings.Join(c.Masters, ",") != strings.Join(f.configs[0].Masters, ",") {
 			t.Errorf("%s ran on %v, the first run on %v", c.Label, c.Masters, f.configs[0].Masters)
 		}
-		if c.Quarantine != "observed" {
+		if c.Quarantine != engines.QuarantineObserved {
 			t.Errorf("%s: quarantine %q on masters the comparison started", c.Label, c.Quarantine)
 		}
 	}
@@ -225,9 +235,8 @@ func TestCompareValidate(t *testing.T) {
 		want   string
 	}{
 		{func(cc *CompareConfig) { cc.Rounds = 2 }, "--rounds: must be >= 3: a median of fewer runs is one noisy run, got 2"},
-		{func(cc *CompareConfig) { cc.Engines = []string{"redlock", "redlock"} }, `--engines: engine "redlock" is listed twice, got redlock,redlock`},
-		{func(cc *CompareConfig) { cc.Engines = []string{"zk"} }, `--engines: unknown engine "zk" (known: redlock, redlock-percmd, redlock-sequential, redlock-mutex, nolock, redsync-rueidis, redsync-goredis, rueidislock, bsm-redislock; a quorum engine as NAME@N votes on the first N masters only, e.g. redlock@1), got zk`},
-		{func(cc *CompareConfig) { cc.Engines, cc.Limit = []string{"nolock"}, true }, "--limit: needs Redis masters, and none of --engines nolock uses them, got true"},
+		{func(cc *CompareConfig) { cc.Engines = engineList("redlock", "redlock") }, `--engines: engine "redlock" is listed twice, got redlock,redlock`},
+		{func(cc *CompareConfig) { cc.Engines, cc.Limit = engineList("nolock"), true }, "--limit: needs Redis masters, and none of --engines nolock uses them, got true"},
 		{func(cc *CompareConfig) { cc.Label = "a b" }, `--label: may hold only letters, digits, '.', '_' and '-', got "a b"`},
 		{func(cc *CompareConfig) { cc.Base.Workers = 0 }, "redlock: --workers: must be > 0, got 0"},
 	} {
@@ -256,8 +265,8 @@ func TestReleaseScriptIsTheEngines(t *testing.T) {
 		t.Fatal("the script is loaded before any client connected")
 	}
 	cfg := DefaultConfig()
-	cfg.Quarantine = "off"
-	e, err := newEngine(context.Background(), "redlock", c.Addrs(), cfg)
+	cfg.Quarantine = engines.QuarantineOff
+	e, err := engines.Open(context.Background(), cfg.Spec, engines.Votes{Masters: c.Addrs()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,18 +1,17 @@
 package bench
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/bench/fault"
-	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/redisproc"
 	"github.com/redlock-bench/redlock/results"
 )
@@ -21,10 +20,19 @@ import (
 // valid. Each field corresponds to a flag of `redlock-bench run`, named in
 // its comment, and errors from Validate name that flag.
 type Config struct {
-	// Engine is the lock implementation (--engine): a name of EngineNames,
-	// or a quorum engine's NAME@N, which votes on the first N masters
-	// only. Default "redlock".
-	Engine string
+	// Spec is how the run takes its locks (engines.Spec): the engine
+	// (--engine; a quorum engine's NAME@N votes on the first N masters
+	// only), the lock (--lock), the TTL (--ttl), the node timeout
+	// (--node-timeout), the restart quarantine (--quarantine; by default
+	// observed for local masters, which this process started empty, so
+	// that none of them can have forgotten a lock, and the engine's own
+	// always for --masters, where a young master may be one that just
+	// restarted), --extend, --fencing, --gate, --notify, --key-prefix, the
+	// connection (--user, -a/--pass or REDISCLI_AUTH, --tls and its files:
+	// only with Masters, local masters are plain; never written to the
+	// results) and the engine's Observer (--metrics-addr). Default: the
+	// redlock engine taking mutexes with a TTL of 10s, key prefix "rlb:".
+	engines.Spec
 	// Masters are host:port addresses (--masters). Default: none, so
 	// LocalMasters servers are started for engines that need Redis. An
 	// engine that votes on fewer (NAME@N, a single-master baseline) uses
@@ -44,10 +52,7 @@ type Config struct {
 	// Sentinels are votes that are masters Redis Sentinel manages
 	// (--sentinel), as engine.Config.Sentinels: they vote after Masters
 	// and Clusters. Redlock engines only. Default: none.
-	Sentinels []engine.SentinelVote
-	// clusterSeeds are the clusters the engine votes on, set by Run: the
-	// first of Clusters (givenVoted), or the local ones it started.
-	clusterSeeds [][]string
+	Sentinels []engines.SentinelVote
 	// sharedLocal: the caller (a sweep, a comparison) started the masters
 	// named in Masters, or the clusters in Clusters, so the summary
 	// counts them as local; sharedShards is the clusters' shards each.
@@ -65,10 +70,6 @@ type Config struct {
 	// Distribution picks which resource each operation locks
 	// (--distribution). Default uniform.
 	Distribution Distribution
-	// Lock is what each operation takes (--lock): a mutex of one
-	// resource, a permit of its semaphore, or one lease on K resources.
-	// Default: the mutex.
-	Lock Lock
 	// Mode is ModeTry (one attempt) or ModeWait (--mode). Default try.
 	Mode Mode
 	// WaitTimeout bounds each Lock in mode wait (--wait-timeout).
@@ -76,8 +77,6 @@ type Config struct {
 	WaitTimeout time.Duration
 	// Hold is how long a lock is held before release (--hold). Default 0.
 	Hold Hold
-	// TTL is the lock TTL (--ttl). Default 10s.
-	TTL time.Duration
 	// Duration is the measured window (--duration), after Warmup.
 	// Default 10s. Ignored when Ops > 0.
 	Duration time.Duration
@@ -97,27 +96,6 @@ type Config struct {
 	Label string
 	// Seed seeds the per-worker random sources (--seed). Default 1.
 	Seed uint64
-	// KeyPrefix is prepended to every lock name (--key-prefix).
-	// Default "rlb:".
-	KeyPrefix string
-	// Quarantine is the engine's restart-quarantine policy: "off",
-	// "observed" or "always" (--quarantine). Default "": "observed" for
-	// local masters, which this process started empty, so that none of
-	// them can have forgotten a lock; the engine's own default ("always")
-	// for --masters, where a young master may be one that just restarted.
-	Quarantine string
-	// Extend turns on the engine's auto-extension (--extend): a lease
-	// re-extends itself to the TTL every TTL/3 while it is held, so that a
-	// hold may outlast the TTL. Default off. Engines without it ignore it.
-	Extend bool
-	// Fencing gives every lease a fencing token (--fencing), and the oracle
-	// then also checks that tokens increase per resource. Default off.
-	// Engines without tokens ignore it.
-	Fencing bool
-	// DisableGate turns off the engine's in-process gate (--gate=false),
-	// DisableNotify its release notifications (--notify=false), so that
-	// their effect can be measured. Default: both on.
-	DisableGate, DisableNotify bool
 	// Faults are injected into the masters during the run (--fault). Every
 	// action needs masters this run started, except stall. Default: none.
 	Faults fault.Schedule
@@ -126,13 +104,6 @@ type Config struct {
 	// masters are started and connected before it. It must not be more
 	// than a second in the past. Default: start at once.
 	StartAt time.Time
-	// Username and Password authenticate every connection to the masters
-	// (--user, -a/--pass or REDISCLI_AUTH), TLS makes them TLS (--tls and
-	// its files), for every engine: the redlock engine, the redsync
-	// baselines, and the run's own probes and clean-up. Only with Masters:
-	// local masters are plain. Never written to the results.
-	Username, Password string
-	TLS                *tls.Config
 	// NoWaitQuarantine makes a run whose masters cannot yet form a quorum
 	// (the engine keeps young or restarted masters out of the vote) fail
 	// at start instead of waiting the quarantine out
@@ -149,20 +120,15 @@ type Config struct {
 	// IntervalLog receives the HdrHistogram interval log, one interval per
 	// second of the measured window; nil for none.
 	IntervalLog io.Writer
-	// Observer is set as the redlock engine's Config.Observer (see
-	// MetricsServer, --metrics-addr); nil for none.
-	Observer *engine.Observer
 }
 
 // Defaults of Config. The flag defaults of redlock-bench come from here.
 const (
-	DefaultEngine       = "redlock"
 	DefaultLocalMasters = 5
 	DefaultWorkers      = 64
 	DefaultClients      = 1
 	DefaultResources    = 1000
 	DefaultWaitTimeout  = 5 * time.Second
-	DefaultTTL          = 10 * time.Second
 	DefaultDuration     = 10 * time.Second
 	DefaultWarmup       = time.Second
 	DefaultSeed         = 1
@@ -173,38 +139,26 @@ const (
 // chosen resources, one attempt each, for 10s after a 1s warm-up, against
 // five local masters, with the oracle on.
 func DefaultConfig() Config {
+	spec := engines.DefaultSpec()
+	spec.KeyPrefix = DefaultKeyPrefix
 	return Config{
-		Engine:       DefaultEngine,
+		Spec:         spec,
 		LocalMasters: DefaultLocalMasters,
 		Workers:      DefaultWorkers,
 		Clients:      DefaultClients,
 		Resources:    DefaultResources,
 		Mode:         ModeTry,
 		WaitTimeout:  DefaultWaitTimeout,
-		TTL:          DefaultTTL,
 		Duration:     DefaultDuration,
 		Warmup:       DefaultWarmup,
 		Check:        true,
 		Seed:         DefaultSeed,
-		KeyPrefix:    DefaultKeyPrefix,
 	}
 }
 
-// ConfigError is a bad configuration value. Its message names the flag and
-// the value, e.g. "--workers: must be > 0, got 0".
-type ConfigError struct {
-	Flag   string // without the leading dashes
-	Value  string
-	Reason string
-}
-
-func (e *ConfigError) Error() string {
-	v := e.Value
-	if v == "" || strings.ContainsAny(v, " \t\r\n\"") {
-		v = strconv.Quote(v)
-	}
-	return fmt.Sprintf("--%s: %s, got %s", e.Flag, e.Reason, v)
-}
+// ConfigError is a bad configuration value, naming the flag and the
+// value: engines.ConfigError, which the lock client's checks return too.
+type ConfigError = engines.ConfigError
 
 func cfgErr(flag string, value any, format string, a ...any) error {
 	return &ConfigError{Flag: flag, Value: fmt.Sprint(value), Reason: fmt.Sprintf(format, a...)}
@@ -213,8 +167,8 @@ func cfgErr(flag string, value any, format string, a ...any) error {
 // Validate checks every field and returns a *ConfigError for the first bad
 // one.
 func (c *Config) Validate() error {
-	if _, _, err := splitEngine(c.Engine); err != nil {
-		return cfgErr("engine", c.Engine, "%v", err)
+	if c.Engine.Base == 0 {
+		return cfgErr("engine", c.Engine, "no engine (known: %s)", engines.NamesHelp())
 	}
 	if err := c.validateClusters(); err != nil {
 		return err
@@ -223,29 +177,29 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if len(c.Masters) > 0 {
-		if _, err := engine.ParseMasters(strings.Join(c.Masters, ",")); err != nil {
+		if _, err := engines.ParseMasters(strings.Join(c.Masters, ",")); err != nil {
 			return cfgErr("masters", strings.Join(c.Masters, ","), "%v", err)
 		}
 	} else if len(c.Clusters) > 0 || len(c.Sentinels) > 0 {
 		// Votes given: nothing is started.
 	} else if c.LocalMasters <= 0 {
 		return cfgErr("local-masters", c.LocalMasters, "must be > 0")
-	} else if c.LocalMasters > MaxMasters && !IsRedlock(c.Engine) {
-		// The redlock engine names its own limit, the same (validateEngine).
+	} else if c.LocalMasters > MaxMasters && !c.Engine.IsRedlock() {
+		// The redlock engine names its own limit, the same (Spec.Validate).
 		return cfgErr("local-masters", c.LocalMasters, "must be at most %d", MaxMasters)
 	} else {
 		switch {
-		case c.TLS != nil:
+		case c.Conn.TLS != nil:
 			return cfgErr("tls", true, "applies to --masters only: local masters are plain TCP")
-		case c.Username != "" || c.Password != "":
+		case c.Conn.Username != "" || c.Conn.Password != "":
 			// The value stays out of the message: it may be the password.
 			return cfgErr("pass", "(hidden)", "applies to --masters only: local masters want no password")
 		}
 	}
-	if len(c.Masters) > MaxMasters && !IsRedlock(c.Engine) {
+	if len(c.Masters) > MaxMasters && !c.Engine.IsRedlock() {
 		return cfgErr("masters", len(c.Masters), "must name at most %d masters", MaxMasters)
 	}
-	if n, have := engineVoters(c.Engine), c.masterCount(); n > have {
+	if n, have := c.Engine.FixedVoters(), c.masterCount(); n > have {
 		return cfgErr("engine", c.Engine, "votes on the first %d masters, and the run has %d", n, have)
 	}
 	if c.Workers <= 0 {
@@ -302,7 +256,7 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"duration", c.Duration}, {"warmup", c.Warmup}, {"ttl", c.TTL}, {"wait-timeout", c.WaitTimeout}} {
+	}{{"duration", c.Duration}, {"warmup", c.Warmup}, {"ttl", c.TTL}, {"wait-timeout", c.WaitTimeout}, {"node-timeout", c.NodeTimeout}} {
 		if d.v > MaxTime {
 			return cfgErr(d.flag, d.v, "must be at most %s", MaxTime)
 		}
@@ -318,11 +272,6 @@ func (c *Config) Validate() error {
 			return cfgErr("label", c.Label, "%v", err)
 		}
 	}
-	if c.Quarantine != "" {
-		if _, err := ParseQuarantine(c.Quarantine); err != nil {
-			return cfgErr("quarantine", c.Quarantine, "%v", err)
-		}
-	}
 	if strings.ContainsAny(c.KeyPrefix, " \r\n") {
 		return cfgErr("key-prefix", c.KeyPrefix, "must not contain spaces or line breaks")
 	}
@@ -333,7 +282,7 @@ func (c *Config) Validate() error {
 		return cfgErr("fault", len(c.Faults), "must have at most %d items", MaxFaults)
 	}
 	if len(c.Faults) > 0 {
-		if !needsRedis(c.Engine) {
+		if !c.Engine.NeedsRedis() {
 			return cfgErr("fault", c.Faults, "engine %s uses no Redis masters to inject faults into", c.Engine)
 		}
 		// Faults name the masters the engine votes on: the run has no
@@ -346,7 +295,7 @@ func (c *Config) Validate() error {
 			return cfgErr("fault", c.Faults, "%v", err)
 		}
 	}
-	if err := c.validateEngine(); err != nil {
+	if err := c.validateSpec(); err != nil {
 		return err
 	}
 	if !c.StartAt.IsZero() && time.Until(c.StartAt) < -time.Second {
@@ -365,22 +314,13 @@ func (c *Config) Validate() error {
 // for it.
 func (c *Config) validateLock() error {
 	l := c.Lock
-	if err := l.validate(); err != nil {
+	if err := l.Check(); err != nil {
 		return cfgErr("lock", l, "%v", err)
 	}
-	if err := l.checkEngine(c.Engine); err != nil {
+	if err := l.Takes(c.Engine); err != nil {
 		return cfgErr("lock", l, "%v", err)
 	}
-	if l.Kind == LockSemaphore && int64(c.Resources)*int64(c.Clients)*int64(l.Permits+4) > MaxSemaphoreSlots {
-		return cfgErr("lock", l, "--resources × --clients × (P+4) must be at most %d (each client keeps a handle per semaphore, about 50 bytes per permit and 200 more)", MaxSemaphoreSlots)
-	}
-	if l.Kind == LockRW && !exclusiveRW(c.Engine) && int64(c.Resources)*int64(c.Clients) > MaxRWHandles {
-		return cfgErr("lock", l, "--resources × --clients must be at most %d (each client keeps a handle per read/write lock, about 220 bytes)", MaxRWHandles)
-	}
-	if l.Kind == LockMulti && l.K > c.Resources {
-		return cfgErr("lock", l, "a lease on K distinct resources needs K <= --resources (%d)", c.Resources)
-	}
-	return nil
+	return l.CheckHandles(c.Engine, c.Resources, c.Clients)
 }
 
 // masterCount is how many votes the run has: --masters and --clusters, or
@@ -400,98 +340,43 @@ func (c *Config) givenVotes() bool {
 
 // voters is how many masters the engine votes on: the first voters() of
 // the run's (NAME@N, or a single-master baseline), else all of them.
-func (c *Config) voters() int {
-	if n := engineVoters(c.Engine); n > 0 && n < c.masterCount() {
-		return n
-	}
-	return c.masterCount()
-}
+func (c *Config) voters() int { return c.Engine.Voters(c.masterCount()) }
 
-// engineConfig is the redlock engine's configuration for this run, on the
-// given master addresses.
-func (c *Config) engineConfig(masters []string) engine.Config {
-	ec := engine.DefaultConfig(masters...)
-	ec.Clusters = c.clusterSeeds
-	ec.Sentinels = c.Sentinels
-	ec.TTL = c.TTL
-	if c.Quarantine != "" {
-		ec.Quarantine, _ = ParseQuarantine(c.Quarantine) // checked by Validate
-	}
-	ec.AutoExtend = c.Extend
-	ec.Fencing = c.Fencing
-	ec.Wait.DisableGate = c.DisableGate
-	ec.Wait.DisableNotify = c.DisableNotify
-	ec.Observer = c.Observer
-	ec.Conn.Username, ec.Conn.Password, ec.Conn.TLS = c.Username, c.Password, c.TLS
-	return ec
+// givenVoted are the given votes (--masters, then --clusters, then --sentinel) the engine
+// votes on: the first voters() of them.
+func (c *Config) givenVoted() engines.Votes {
+	return engines.Votes{Masters: c.Masters, Clusters: c.Clusters, Sentinels: c.Sentinels}.First(c.voters())
 }
 
 // conn is how the run's probes and clean-up reach the masters.
 func (c *Config) conn() redisproc.Conn {
-	return redisproc.Conn{Username: c.Username, Password: c.Password, TLS: c.TLS}
+	return redisproc.Conn{Username: c.Conn.Username, Password: c.Conn.Password, TLS: c.Conn.TLS}
 }
 
-// validateEngine asks the redlock engine whether it would accept this
-// run's configuration, so that a TTL too short for the clock drift (and
-// every other rule the engine has) is refused at flag-parse time, before
-// any master starts, and the rules live in the engine alone. Local
-// masters' addresses are not known yet: placeholders stand in for them.
-func (c *Config) validateEngine() error {
-	if !IsRedlock(c.Engine) {
-		return nil
+// validateSpec checks the lock client's spec on the votes the engine will
+// have, so that a TTL too short for the clock drift (and every other rule
+// the engine has) is refused at flag-parse time, before any master starts,
+// and the rules live in the engine alone. Local masters' addresses are not
+// known yet: stand-ins take their places (engines.StandIns).
+func (c *Config) validateSpec() error {
+	if c.givenVotes() {
+		return c.Spec.Validate(c.givenVoted(), "masters")
 	}
-	masters, flag, value := c.Masters, "masters", any(strings.Join(c.Masters, ","))
-	var clusters [][]string
-	switch {
-	case c.givenVotes():
-		masters, clusters = c.givenVoted()
-		if len(clusters) > 0 {
-			value = FormatClusters(c.Clusters)
-		}
-	default:
-		flag, value = "local-masters", c.LocalMasters
-		for i := range c.voters() {
-			addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(i+1))
-			if c.ClusterShards > 0 {
-				clusters = append(clusters, []string{addr})
-			} else {
-				masters = append(masters, addr)
-			}
-		}
-	}
-	ec := c.engineConfig(masters)
-	ec.Clusters = clusters
-	err := ec.Validate()
-	if err == nil {
-		return nil
-	}
-	// Name the flag behind the engine field at fault; the TTL sets every
-	// duration the bench does not set itself.
-	msg := strings.TrimPrefix(err.Error(), "engine: ")
-	switch {
-	case strings.HasPrefix(msg, "Config.Sentinels"):
-		flag, value = "sentinel", FormatSentinel(c.Sentinels[0])
-	case strings.HasPrefix(msg, "Config.Masters, Clusters and Sentinels"):
-	case strings.HasPrefix(msg, "Config.Masters"):
-	case strings.HasPrefix(msg, "Config.Clusters"):
-		flag, value = "clusters", FormatClusters(c.Clusters)
-	case strings.HasPrefix(msg, "Config.ExtendEvery") && c.Extend:
-		flag, value = "ttl", c.TTL
-		msg += " (with --extend)"
-	default:
-		flag, value = "ttl", c.TTL
-	}
-	// ConfigError adds the value itself.
-	msg = strings.TrimSuffix(msg, ", got "+fmt.Sprint(value))
-	return cfgErr(flag, value, "the engine refuses it: %s", msg)
+	return c.Spec.Validate(engines.StandIns(c.voters(), c.ClusterShards > 0), "local-masters")
 }
 
 // Warnings are the settings that are valid but make a run measure
 // something other than what it seems to: a hold longer than the TTL
-// without --extend loses every lease.
+// without --extend loses every lease; more workers than the CPUs serve
+// (WorkersPerCPU) time out waiting for a CPU.
 func (c *Config) Warnings() []string {
-	if c.Extend || selfExtending(c.Engine) {
-		return nil
+	var out []string
+	if procs := runtime.GOMAXPROCS(0); c.Workers > WorkersPerCPU*procs {
+		out = append(out, fmt.Sprintf("--workers %d on %d CPUs: more than %d workers a CPU wait for it longer than an attempt may take, and the run may measure errors or nothing; --workers %d or fewer measure capacity (sweep --workers finds the most this machine serves)",
+			c.Workers, procs, WorkersPerCPU, WorkersPerCPU*procs))
+	}
+	if c.Extend || c.Engine.SelfExtending() {
+		return out
 	}
 	var every, some bool
 	switch c.Hold.Kind {
@@ -505,19 +390,14 @@ func (c *Config) Warnings() []string {
 	}
 	switch {
 	case every:
-		return []string{fmt.Sprintf("--hold %s is not below --ttl %s and --extend is off: every lease expires before its release, so every one is counted lost; add --extend or raise --ttl",
-			c.Hold, c.TTL)}
+		out = append(out, fmt.Sprintf("--hold %s is not below --ttl %s and --extend is off: every lease expires before its release, so every one is counted lost; add --extend or raise --ttl",
+			c.Hold, c.TTL))
 	case some:
-		return []string{fmt.Sprintf("--hold %s may reach --ttl %s and --extend is off: some leases expire before their release and are counted lost; add --extend or raise --ttl",
-			c.Hold, c.TTL)}
+		out = append(out, fmt.Sprintf("--hold %s may reach --ttl %s and --extend is off: some leases expire before their release and are counted lost; add --extend or raise --ttl",
+			c.Hold, c.TTL))
 	}
-	return nil
+	return out
 }
-
-// ParseMasters reads --masters, host:port,host:port,..., none twice, as
-// the engine checks its masters (engine.ParseMasters), so that the
-// command need not reach the engine itself.
-func ParseMasters(list string) ([]string, error) { return engine.ParseMasters(list) }
 
 // ParseStartAt parses --start-at: an RFC 3339 time such as
 // 2025-01-02T15:04:05Z (fractional seconds allowed).
@@ -722,7 +602,7 @@ func ValidateLabel(s string) error {
 // "redlock-w64-r1000-zipf1.1-wait-hold1ms".
 func DeriveLabel(c Config) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s-w%d-r%d%s", c.Engine, c.Workers, c.Resources, c.Lock.labelPart())
+	fmt.Fprintf(&b, "%s-w%d-r%d%s", c.Engine, c.Workers, c.Resources, lockLabel(c.Lock))
 	if c.Clients > 1 {
 		fmt.Fprintf(&b, "-c%d", c.Clients)
 	}
@@ -747,6 +627,15 @@ func DeriveLabel(c Config) string {
 	return labelSafe(b.String())
 }
 
+// lockLabel is the lock in a derived label: "" for the mutex, so that the
+// labels of runs before --lock stay as they were.
+func lockLabel(l engines.Lock) string {
+	if l.Kind == engines.LockMutex {
+		return ""
+	}
+	return "-" + strings.ReplaceAll(l.String(), ":", "")
+}
+
 // labelSafe turns what the label alphabet lacks into '_': a "+" in an
 // exponent, the "@" of redlock@1.
 func labelSafe(s string) string {
@@ -764,31 +653,41 @@ func (c Config) RunConfig() results.RunConfig {
 	if !c.StartAt.IsZero() {
 		startAt = c.StartAt.UTC().Format(time.RFC3339Nano)
 	}
-	sni := ""
-	if c.TLS != nil {
-		sni = c.TLS.ServerName
+	sni, tls := "", c.Conn.TLS
+	if tls != nil {
+		sni = tls.ServerName
 	}
-	clusters, shards := FormatClusters(c.Clusters), c.ClusterShards
+	clusters, shards := engines.FormatClusters(c.Clusters), c.ClusterShards
 	if c.sharedLocal && c.sharedShards > 0 {
 		// Local clusters a comparison started: recorded as the flags
 		// that start them.
 		clusters, shards = "", c.sharedShards
 	}
 	return results.RunConfig{
-		Engine: c.Engine, Masters: strings.Join(c.Masters, ","), LocalMasters: c.LocalMasters,
+		Engine: c.Engine.String(), Masters: strings.Join(c.Masters, ","), LocalMasters: c.LocalMasters,
 		Clusters: clusters, ClusterShards: shards,
 		Workers: c.Workers, Clients: c.Clients, Resources: c.Resources,
 		Distribution: c.Distribution.String(), Lock: c.Lock.String(), Mode: string(c.Mode),
 		WaitTimeout: c.WaitTimeout.String(), Hold: c.Hold.String(), TTL: c.TTL.String(),
-		Duration: c.Duration.String(), Ops: c.Ops, Warmup: c.Warmup.String(), Rate: c.Rate,
+		NodeTimeout: nodeTimeoutFlag(c.NodeTimeout),
+		Duration:    c.Duration.String(), Ops: c.Ops, Warmup: c.Warmup.String(), Rate: c.Rate,
 		Check: c.Check, Label: c.Label, Seed: c.Seed, KeyPrefix: c.KeyPrefix,
-		Quarantine: c.Quarantine, Extend: c.Extend, Fencing: c.Fencing,
+		Quarantine: c.Quarantine.String(), Extend: c.Extend, Fencing: c.Fencing,
 		Gate: !c.DisableGate, Notify: !c.DisableNotify, Fault: c.Faults.String(),
 		StartAt: startAt, NoWaitQuarantine: c.NoWaitQuarantine,
-		User: c.Username, TLS: c.TLS != nil,
-		SNI: sni, Insecure: c.TLS != nil && c.TLS.InsecureSkipVerify,
+		User: c.Conn.Username, TLS: tls != nil,
+		SNI: sni, Insecure: tls != nil && tls.InsecureSkipVerify,
 		Sentinel: formatSentinels(c.Sentinels),
 	}
+}
+
+// nodeTimeoutFlag is --node-timeout as the config records it: "" for the
+// engine's default.
+func nodeTimeoutFlag(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
 }
 
 // Flags is the run's config as summary.json holds it: RunConfig.

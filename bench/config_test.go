@@ -3,10 +3,12 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/bench/fault"
 )
 
@@ -79,7 +81,6 @@ func TestValidateNamesTheFlagAndValue(t *testing.T) {
 		{func(c *Config) { c.Clients = 65 }, "--clients: must be <= --workers (64)"},
 		{func(c *Config) { c.Resources = 0 }, "--resources: must be > 0, got 0"},
 		{func(c *Config) { c.LocalMasters = 0 }, "--local-masters: must be > 0, got 0"},
-		{func(c *Config) { c.Engine = "zookeeper" }, "--engine: unknown engine"},
 		{func(c *Config) { c.TTL = 0 }, "--ttl: must be > 0, got 0s"},
 		{func(c *Config) { c.Duration = -time.Second }, "--duration: must be > 0, got -1s"},
 		{func(c *Config) { c.Warmup = -time.Second }, "--warmup: must be >= 0, got -1s"},
@@ -90,7 +91,6 @@ func TestValidateNamesTheFlagAndValue(t *testing.T) {
 		{func(c *Config) { c.Masters = []string{"nohost"} }, "--masters: address \"nohost\""},
 		{func(c *Config) { c.Distribution = Distribution{Zipf: true, S: 0.5} }, "--distribution: zipf exponent"},
 		{func(c *Config) { c.Hold = Hold{Kind: HoldExp} }, "--hold: exp mean must be > 0"},
-		{func(c *Config) { c.Quarantine = "never" }, "--quarantine: must be off, observed or always, got never"},
 	} {
 		cfg := DefaultConfig()
 		c.change(&cfg)
@@ -215,7 +215,7 @@ func TestValidateAsksTheEngine(t *testing.T) {
 	}
 	// The other engines have rules of their own; a short TTL is theirs to judge.
 	cfg := DefaultConfig()
-	cfg.Engine, cfg.TTL = "nolock", time.Millisecond
+	cfg.Engine, cfg.TTL = engines.MustParse("nolock"), time.Millisecond
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("nolock with --ttl 1ms: %v", err)
 	}
@@ -255,5 +255,21 @@ func TestWarningsNameHoldsBeyondTheTTL(t *testing.T) {
 		case c.want != "" && (len(w) != 1 || !strings.Contains(w[0], c.want) || !strings.Contains(w[0], "add --extend or raise --ttl")):
 			t.Errorf("--hold %s extend %v: warnings %q, want one with %q", c.hold, c.extend, w, c.want)
 		}
+	}
+}
+
+// More workers than the CPUs serve are warned about at start, with the
+// most that measure capacity here; as many as they serve are not.
+func TestWarningOfMoreWorkersThanTheCPUsServe(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	cfg := DefaultConfig()
+	cfg.Workers = WorkersPerCPU * procs
+	if w := cfg.Warnings(); len(w) != 0 {
+		t.Errorf("%d workers on %d CPUs: warnings %q", cfg.Workers, procs, w)
+	}
+	cfg.Workers++
+	w := cfg.Warnings()
+	if want := fmt.Sprintf("--workers %d or fewer measure capacity", WorkersPerCPU*procs); len(w) != 1 || !strings.Contains(w[0], want) {
+		t.Errorf("%d workers on %d CPUs: warnings %q, want one with %q", cfg.Workers, procs, w, want)
 	}
 }

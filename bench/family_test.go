@@ -2,17 +2,16 @@ package bench
 
 import (
 	"bytes"
-	"errors"
 	"testing"
 	"time"
 
-	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/results"
 )
 
 // familyConfig is shortConfig taking lock.
-func familyConfig(engine string, masters []string, lock Lock) Config {
+func familyConfig(engine string, masters []string, lock engines.Lock) Config {
 	c := shortConfig(engine, masters)
 	c.Lock = lock
 	return c
@@ -37,7 +36,7 @@ func TestNolockSemaphoreTripsTheOracle(t *testing.T) {
 	// By time, not by count: refused in mode try, a worker retries at
 	// once, and a count of attempts could be spent before any holder
 	// woke from its hold to let go.
-	cfg := familyConfig("nolock", nil, Lock{Kind: LockSemaphore, Permits: 2})
+	cfg := familyConfig("nolock", nil, engines.Lock{Kind: engines.LockSemaphore, Permits: 2})
 	s := run(t, cfg).Summary
 	requireLive(t, s, true)
 	if s.Violations == 0 || len(s.ViolationExamples) == 0 {
@@ -58,50 +57,13 @@ func TestNolockSemaphoreTripsTheOracle(t *testing.T) {
 // only a worker that registers each of the K resources sees overlap.
 func TestNolockMultiTripsTheOracle(t *testing.T) {
 	noLeaks(t)
-	cfg := familyConfig("nolock", nil, Lock{Kind: LockMulti, K: 3})
+	cfg := familyConfig("nolock", nil, engines.Lock{Kind: engines.LockMulti, K: 3})
 	cfg.Resources = 6 // by time, as the semaphore's control
 	s := run(t, cfg).Summary
 	requireLive(t, s, true)
 	if s.Violations == 0 {
 		t.Fatalf("a control that leaves the last resource of each lease unguarded: no violations; the oracle is blind")
 	}
-}
-
-// The control's read/write lock is wrong by exactly one: a writer comes in
-// beside one reader, never beside two nor beside a writer, and readers
-// share with readers but not with a writer.
-func TestNolockRWAdmitsAWriterBesideOneReader(t *testing.T) {
-	ctx := t.Context()
-	rw := newNolock(time.Second).rwLocks([]string{"a"})
-	take := func(read bool) Lease {
-		t.Helper()
-		le, err := rw.tryLock(ctx, 0, read)
-		if err != nil {
-			t.Fatalf("read %v: %v", read, err)
-		}
-		return le
-	}
-	refused := func(read bool, why string) {
-		t.Helper()
-		if _, err := rw.tryLock(ctx, 0, read); !errors.Is(err, engine.ErrNotAcquired) {
-			t.Errorf("read %v %s: %v, want ErrNotAcquired", read, why, err)
-		}
-	}
-	r1 := take(true)
-	w := take(false) // the breach: a writer beside one reader
-	refused(true, "beside a writer")
-	refused(false, "beside a writer")
-	w.Release(ctx)
-	r2 := take(true)
-	refused(false, "beside two readers")
-	r1.Release(ctx)
-	r1.Release(ctx) // a second release takes nothing more off
-	w = take(false)
-	w.Release(ctx)
-	r2.Release(ctx)
-	w = take(false)
-	refused(false, "beside a writer, with no reader")
-	w.Release(ctx)
 }
 
 // The read/write check can fail, and only where it must: the control's
@@ -118,7 +80,7 @@ func TestNolockRWTripsTheOracle(t *testing.T) {
 		mode       Mode
 		violations bool
 	}{{1, ModeTry, false}, {0, ModeWait, false}, {0.5, ModeWait, true}} {
-		cfg := familyConfig("nolock", nil, Lock{Kind: LockRW, ReadFraction: c.f})
+		cfg := familyConfig("nolock", nil, engines.Lock{Kind: engines.LockRW, ReadFraction: c.f})
 		cfg.Mode = c.mode
 		byCount(&cfg, 2000)
 		s := run(t, cfg).Summary
@@ -141,8 +103,8 @@ func TestRedlockRWRun(t *testing.T) {
 	for _, r := range []struct {
 		engine string
 		mode   Mode
-	}{{"redlock", ModeTry}, {"redlock", ModeWait}, {EngineMutex, ModeWait}} {
-		cfg := familyConfig(r.engine, c.Addrs(), Lock{Kind: LockRW, ReadFraction: 0.7})
+	}{{"redlock", ModeTry}, {"redlock", ModeWait}, {engines.RedlockMutex.String(), ModeWait}} {
+		cfg := familyConfig(r.engine, c.Addrs(), engines.Lock{Kind: engines.LockRW, ReadFraction: 0.7})
 		cfg.Resources, cfg.Mode, cfg.Fencing = 2, r.mode, true
 		cfg.KeyPrefix = labelSafe(r.engine) + "-" + string(r.mode) + ":"
 		loadProof(&cfg)
@@ -154,7 +116,7 @@ func TestRedlockRWRun(t *testing.T) {
 		}
 		// Only writers carry tokens: some of each kind held (tokens
 		// count the warm-up too; the acquisitions do not).
-		if r.engine == EngineMutex && s.TokensChecked < s.Acquired || r.engine != EngineMutex && (s.TokensChecked == 0 || s.TokensChecked >= s.Acquired) {
+		if r.engine == engines.RedlockMutex.String() && s.TokensChecked < s.Acquired || r.engine != engines.RedlockMutex.String() && (s.TokensChecked == 0 || s.TokensChecked >= s.Acquired) {
 			t.Errorf("%s %s: %d tokens checked for %d holds", r.engine, r.mode, s.TokensChecked, s.Acquired)
 		}
 		if e := s.ErrorTotal(); e*100 > s.Attempts {
@@ -173,7 +135,7 @@ func TestRedlockSemaphoreRun(t *testing.T) {
 	noLeaks(t)
 	c := redistest.StartT(t, 5)
 	for _, mode := range []Mode{ModeTry, ModeWait} {
-		cfg := familyConfig("redlock", c.Addrs(), Lock{Kind: LockSemaphore, Permits: 3})
+		cfg := familyConfig("redlock", c.Addrs(), engines.Lock{Kind: engines.LockSemaphore, Permits: 3})
 		cfg.Resources, cfg.Mode, cfg.Fencing = 2, mode, true
 		cfg.KeyPrefix = "sem-" + string(mode) + ":"
 		loadProof(&cfg)
@@ -201,12 +163,12 @@ func TestMultiRun(t *testing.T) {
 		engine string
 		mode   Mode
 	}{
-		{"redlock", ModeTry}, {"redlock", ModeWait}, {EngineSequential, ModeTry}, {EngineSequential, ModeWait},
-		{engineRedsyncRueidis, ModeTry},
+		{"redlock", ModeTry}, {"redlock", ModeWait}, {engines.RedlockSequential.String(), ModeTry}, {engines.RedlockSequential.String(), ModeWait},
+		{engines.RedsyncRueidis.String(), ModeTry},
 	} {
-		cfg := familyConfig(r.engine, c.Addrs(), Lock{Kind: LockMulti, K: 3})
+		cfg := familyConfig(r.engine, c.Addrs(), engines.Lock{Kind: engines.LockMulti, K: 3})
 		cfg.Resources, cfg.Mode = 6, r.mode
-		cfg.Fencing = IsRedlock(r.engine)
+		cfg.Fencing = engines.MustParse(r.engine).IsRedlock()
 		cfg.KeyPrefix = labelSafe(r.engine) + "-" + string(r.mode) + ":"
 		loadProof(&cfg)
 		byCount(&cfg, 200)
@@ -227,7 +189,7 @@ func TestMultiRun(t *testing.T) {
 // A run's results say what it took: summary.json's lock, the line of -q,
 // and the safety line of summary.txt.
 func TestSummaryRecordsTheLock(t *testing.T) {
-	cfg := familyConfig("nolock", nil, Lock{Kind: LockSemaphore, Permits: 4})
+	cfg := familyConfig("nolock", nil, engines.Lock{Kind: engines.LockSemaphore, Permits: 4})
 	cfg.Workers, cfg.Duration, cfg.Warmup = 2, 100*time.Millisecond, 0
 	s := run(t, cfg).Summary
 	var b bytes.Buffer

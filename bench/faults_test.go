@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/bench/fault"
 )
 
@@ -109,7 +110,7 @@ func TestFaultValidation(t *testing.T) {
 		{"stall on --masters", func(c *Config) { c.Masters = []string{"a:1", "a:2", "a:3"}; c.Faults = stall }, ""},
 		{"kill on local masters", func(c *Config) { c.Faults = kill }, ""},
 		{"node out of range", func(c *Config) { c.Faults = far }, "node 7 out of range: 5 masters"},
-		{"no Redis", func(c *Config) { c.Engine = "nolock"; c.Faults = kill }, "engine nolock uses no Redis masters"},
+		{"no Redis", func(c *Config) { c.Engine = engines.MustParse("nolock"); c.Faults = kill }, "engine nolock uses no Redis masters"},
 		{"start-at in the past", func(c *Config) { c.StartAt = time.Now().Add(-2 * time.Second) }, "--start-at: is more than a second in the past"},
 		{"start-at just now", func(c *Config) { c.StartAt = time.Now().Add(-500 * time.Millisecond) }, ""},
 	} {

@@ -6,6 +6,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/results"
 )
 
@@ -81,7 +82,7 @@ func mib(n uint64) float64 { return float64(n) / (1 << 20) }
 // it (nil for nothing).
 func runnerBytes(set func(*Config), also func(*runner) any) uint64 {
 	c := DefaultConfig()
-	c.Engine = "nolock"
+	c.Engine = engines.MustParse("nolock")
 	set(&c)
 	return allocated(func() any {
 		r := newRunner(c, nil)
@@ -98,7 +99,7 @@ func runnerBytes(set func(*Config), also func(*runner) any) uint64 {
 func TestRunnerFootprintPerResource(t *testing.T) {
 	size := func(resources int) uint64 {
 		return runnerBytes(func(c *Config) { c.Resources = resources },
-			func(r *runner) any { return newOracle(time.Now(), r.names, Lock{}) })
+			func(r *runner) any { return newOracle(time.Now(), r.names, engines.Lock{}) })
 	}
 	a, b := size(1000), size(1_001_000)
 	per := (b - a) / 1_000_000

@@ -27,7 +27,7 @@ const MetricsPath = "/metrics"
 // MetricsPath (--metrics-addr), through the OpenTelemetry adapter
 // (package otelredlock) and OpenTelemetry's Prometheus exporter, so that a
 // dashboard can watch a long run as it goes. Set Observer as the run's
-// Config.Observer (or ChaosConfig.Observer).
+// Config.Observer (or chaos.Config.Observer).
 type MetricsServer struct {
 	// Observer feeds the served metrics.
 	Observer *engine.Observer

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/bench/check"
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/results"
 )
 
@@ -44,7 +45,7 @@ type holdSpec struct {
 	// token is the fencing token; 0 for none.
 	token int64
 	// live is set when the lease's validity may move while it is held.
-	live Lease
+	live engines.Lease
 	// permit is a semaphore permit's slot plus one; 0 when unknown.
 	permit int
 	// shared marks a read lock's hold, which may overlap other shared
@@ -55,10 +56,10 @@ type holdSpec struct {
 // newOracle is the oracle of the resources names, each a lock, or with
 // --lock semaphore:P a semaphore of P permits. A multi-resource lease is
 // registered on each of its resources; a read lock's hold is shared.
-func newOracle(base time.Time, names []string, lock Lock) *oracle {
+func newOracle(base time.Time, names []string, lock engines.Lock) *oracle {
 	o := check.New(base, names)
-	if lock.Kind == LockSemaphore {
-		o = check.NewSemaphores(base, names, lock.Permits)
+	if p := lock.Holders(); p > 0 {
+		o = check.NewSemaphores(base, names, p)
 	}
 	return &oracle{o: o, names: names, count: violationCount{o}}
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redlock-bench/redlock/bench/engines"
 )
 
 func TestOracle(t *testing.T) {
@@ -49,7 +51,7 @@ func TestOracle(t *testing.T) {
 		}, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			o := newOracle(base, []string{"r0", "r1", "r2"}, Lock{})
+			o := newOracle(base, []string{"r0", "r1", "r2"}, engines.Lock{})
 			c.run(o)
 			n, ex := o.violations()
 			if n != c.want {
@@ -64,7 +66,7 @@ func TestOracle(t *testing.T) {
 
 func TestOracleKeepsFewExamples(t *testing.T) {
 	base := time.Now()
-	o := newOracle(base, []string{"r"}, Lock{})
+	o := newOracle(base, []string{"r"}, engines.Lock{})
 	for i := 0; i < 100; i++ {
 		o.acquire(0, i, base.Add(time.Duration(i)), base.Add(time.Hour))
 	}
@@ -76,7 +78,7 @@ func TestOracleKeepsFewExamples(t *testing.T) {
 
 func TestOracleConcurrentDisjointResources(t *testing.T) {
 	names := make([]string, 8)
-	o := newOracle(time.Now(), names, Lock{})
+	o := newOracle(time.Now(), names, engines.Lock{})
 	var wg sync.WaitGroup
 	for w := 0; w < 8; w++ {
 		wg.Add(1)
@@ -97,7 +99,7 @@ func TestOracleConcurrentDisjointResources(t *testing.T) {
 
 func BenchmarkOracle(b *testing.B) {
 	names := make([]string, 1000)
-	o := newOracle(time.Now(), names, Lock{})
+	o := newOracle(time.Now(), names, engines.Lock{})
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
@@ -143,7 +145,7 @@ func TestOracleStaleTokens(t *testing.T) {
 		{"no tokens, no check", []step{{0, 1, 0, 100, 0, 10}, {0, 2, 11, 111, 0, 20}}, 0, 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			o := newOracle(base, []string{"r0", "r1"}, Lock{})
+			o := newOracle(base, []string{"r0", "r1"}, engines.Lock{})
 			for _, s := range c.steps {
 				o.begin(s.res, s.worker, holdSpec{start: at(s.start), until: at(s.until), token: s.token})
 				if s.release > 0 {
@@ -169,7 +171,7 @@ func TestOracleStaleTokens(t *testing.T) {
 func TestOracleHandoff(t *testing.T) {
 	base := time.Now()
 	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
-	o := newOracle(base, []string{"r0"}, Lock{})
+	o := newOracle(base, []string{"r0"}, engines.Lock{})
 	if _, handed := o.begin(0, 1, holdSpec{start: at(5), until: at(100), asked: at(0)}); handed {
 		t.Error("the first hold of a resource has no handoff")
 	}
@@ -216,7 +218,7 @@ func TestOracleLiveValidity(t *testing.T) {
 	base := time.Now()
 	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
 
-	o := newOracle(base, []string{"r0"}, Lock{})
+	o := newOracle(base, []string{"r0"}, engines.Lock{})
 	le := &movingLease{until: at(100)}
 	o.begin(0, 1, holdSpec{start: at(0), until: at(100), live: le})
 	le.extend(at(200)) // extended at ~70ms
@@ -225,7 +227,7 @@ func TestOracleLiveValidity(t *testing.T) {
 		t.Errorf("second holder at 150ms while the first was extended to 200ms: %d violations, want 1", n)
 	}
 
-	o = newOracle(base, []string{"r0"}, Lock{})
+	o = newOracle(base, []string{"r0"}, engines.Lock{})
 	le = &movingLease{until: at(100)}
 	o.begin(0, 1, holdSpec{start: at(0), until: at(100), live: le})
 	le.extend(at(200))

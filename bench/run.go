@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-bench/redlock/bench/engines"
+	"github.com/redlock-bench/redlock/bench/masters"
 	"github.com/redlock-bench/redlock/internal/redisproc"
 	"github.com/redlock-bench/redlock/results"
 )
@@ -65,10 +68,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// figure, probe, fault and clean-up is about those.
 	site := runSite{masters: cfg.Masters, clusters: cfg.Clusters}
 	var cluster *redisproc.Cluster
-	if needsRedis(cfg.Engine) {
+	if cfg.Engine.NeedsRedis() {
 		switch {
 		case cfg.givenVotes():
-			site.masters, site.clusters = cfg.givenVoted()
+			v := cfg.givenVoted()
+			site.masters, site.clusters = v.Masters, v.Clusters
 			if cfg.sharedLocal && len(site.clusters) > 0 {
 				site.shards = cfg.sharedShards
 			}
@@ -78,12 +82,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				return nil, err
 			}
 			// Stopped on every return path, as the masters below.
-			defer stopClusters(clusters)
-			site.clusters, site.shards, site.local = clusterSeeds(clusters), cfg.ClusterShards, true
-			logf("started %d local Redis Clusters of %d shards: %s", len(clusters), cfg.ClusterShards, FormatClusters(site.clusters))
+			defer masters.StopClusters(clusters)
+			site.clusters, site.shards, site.local = masters.Seeds(clusters), cfg.ClusterShards, true
+			logf("started %d local Redis Clusters of %d shards: %s", len(clusters), cfg.ClusterShards, engines.FormatClusters(site.clusters))
 		default:
 			var err error
-			if cluster, err = startLocalMasters(ctx, cfg.voters()); err != nil {
+			if cluster, err = masters.Start(ctx, cfg.voters()); err != nil {
 				return nil, err
 			}
 			// Stopped on every return path; the signal handler only
@@ -92,7 +96,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			site.masters, site.local = cluster.Addrs(), true
 			logf("started %d local redis-server: %s", len(site.masters), strings.Join(site.masters, ","))
 		}
-		cfg.clusterSeeds = site.clusters
 		if err := site.probe(ctx, &cfg); err != nil {
 			return nil, err
 		}
@@ -109,7 +112,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	var cl clients
 	defer cl.close()
-	if err := cl.connect(ctx, cfg, site.dial); err != nil {
+	if err := cl.connect(ctx, cfg, engines.Votes{Masters: site.dial, Clusters: site.clusters, Sentinels: cfg.Sentinels}); err != nil {
 		return nil, err
 	}
 	if err := awaitQuorum(ctx, cfg, cl, progress, logf); err != nil {
@@ -120,12 +123,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	r := newRunner(cfg, cl)
 	r.faults, r.progress, r.site = rig, progress, site
-	if needsRedis(cfg.Engine) && len(site.dial) > 0 {
-		r.pings = newMasterPings(cfg.conn(), site.dial, probeTimeout)
+	if cfg.Engine.NeedsRedis() && len(site.dial) > 0 {
+		r.pings = newMasterPings(cfg.conn(), site.dial, masters.ProbeTimeout)
 		defer r.pings.close()
 		r.pings.sample()
 	}
-	if needsRedis(cfg.Engine) && rig == nil {
+	if cfg.Engine.NeedsRedis() && rig == nil {
 		// Faults stop, slow and cut off masters: no reading of them.
 		st, err := newServerStats(ctx, cfg.conn(), site)
 		if err != nil {
@@ -142,7 +145,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// masters the user gave, the run's keys are removed once every
 	// release has been answered, so that none outlives the run by a TTL.
 	cl.close()
-	if !site.local && needsRedis(cfg.Engine) {
+	if !site.local && cfg.Engine.NeedsRedis() {
 		cleanupKeys(site.masters, cfg, logf)
 		if len(site.clusters) > 0 && !cfg.sharedLocal {
 			logf("keys under %q on the --clusters votes are left to expire (--ttl): the clean-up reaches plain masters only", cfg.KeyPrefix)
@@ -172,13 +175,8 @@ type runSite struct {
 // for masters the run started empty, always for others) and reads their
 // version.
 func (s *runSite) probe(ctx context.Context, cfg *Config) error {
-	if cfg.Quarantine == "" {
-		cfg.Quarantine = "always"
-		if s.local {
-			cfg.Quarantine = "observed"
-		}
-	}
-	v, err := probeMasters(ctx, cfg.conn(), append(append([]string{}, s.masters...), flatten(s.clusters)...))
+	cfg.Quarantine = cfg.Quarantine.For(s.local)
+	v, err := masters.Probe(ctx, cfg.conn(), append(append([]string{}, s.masters...), masters.Flatten(s.clusters)...))
 	s.redisVersion = v
 	return err
 }
@@ -202,15 +200,15 @@ func setUpFaults(ctx context.Context, cfg Config, masters []string, cluster *red
 	return rig, nil
 }
 
-// clients are a run's engine instances.
-type clients []Engine
+// clients are a run's lock clients.
+type clients []*engines.Client
 
-// connect builds cfg.Clients engine instances that dial dial, each within
-// connectTimeout.
-func (c *clients) connect(ctx context.Context, cfg Config, dial []string) error {
+// connect opens cfg.Clients lock clients on the votes v (the dialled
+// addresses), each within connectTimeout.
+func (c *clients) connect(ctx context.Context, cfg Config, v engines.Votes) error {
 	for i := 0; i < cfg.Clients; i++ {
 		cctx, cancel := context.WithTimeout(ctx, connectTimeout)
-		e, err := newEngine(cctx, cfg.Engine, dial, cfg)
+		e, err := engines.Open(cctx, cfg.Spec, v)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("%s client %d of %d: %w", cfg.Engine, i+1, cfg.Clients, err)
@@ -297,7 +295,7 @@ func runNewDir(ctx context.Context, runFn func(context.Context, Config) (*Result
 // (bounded by cleanupTimeout, even after an interruption), and says how
 // many it removed. Runs lined up with --start-at may share their keys
 // with runs on other machines that are still going: theirs are left.
-func cleanupKeys(masters []string, cfg Config, logf func(string, ...any)) {
+func cleanupKeys(addrs []string, cfg Config, logf func(string, ...any)) {
 	if !cfg.StartAt.IsZero() {
 		logf("keys under %q left on the masters: with --start-at, runs on other machines may still hold them", cfg.KeyPrefix)
 		return
@@ -308,12 +306,21 @@ func cleanupKeys(masters []string, cfg Config, logf func(string, ...any)) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	n, err := deletePrefixed(ctx, cfg.conn(), masters, cfg.KeyPrefix)
+	n, err := masters.DeletePrefixed(ctx, cfg.conn(), addrs, cfg.KeyPrefix)
 	switch {
 	case err != nil:
 		logf("warning: removing the run's keys (%q*) from the masters: removed %d, then: %v", cfg.KeyPrefix, n, err)
 	case n > 0:
 		logf("removed %d keys under %q left on the masters", n, cfg.KeyPrefix)
+	}
+}
+
+// logger writes a line to w, or nothing when w is nil.
+func logger(w io.Writer) func(format string, a ...any) {
+	return func(format string, a ...any) {
+		if w != nil {
+			fmt.Fprintf(w, format+"\n", a...)
+		}
 	}
 }
 
@@ -333,10 +340,10 @@ func machine() results.Machine {
 // runner owns the workers, the recorder and the oracle of one run.
 type runner struct {
 	cfg     Config
-	engines []Engine
-	// locks are how each engine takes cfg.Lock, in engines' order.
-	locks   []clientLocks
+	clients []*engines.Client
 	names   []string
+	// shared: an operation that reads holds its resource shared.
+	shared  bool
 	rec     *recorder
 	oracle  *oracle // nil when the check is off
 	primary results.Kind
@@ -368,9 +375,11 @@ type runner struct {
 	limitHit  chan struct{}
 	limitOnce sync.Once
 
-	// errExamples keeps the first message of each error kind; only the
-	// first failures of a kind pay for formatting one.
-	errExamples [numErrKinds]atomic.Pointer[string]
+	// errExamples keeps the first message of each error kind, of the
+	// measured window's operations and of the warm-up's apart, so that a
+	// kind no counter counted is not shown as if it were; only the first
+	// failures of a kind pay for formatting one.
+	errExamples, warmupErrExamples [numErrKinds]atomic.Pointer[string]
 
 	// opCtx ends acquires when the run stops. It does not derive from the
 	// caller's ctx: the stop must come from the collector, which first
@@ -390,6 +399,8 @@ type runner struct {
 	// read); serverOut is what it read.
 	server    *serverStats
 	serverOut *results.ServerStats
+	// cpu reads the process's and the host's CPU over the measured window.
+	cpu cpuWindow
 	// pings samples each master's round trip once an interval (nil: no
 	// masters).
 	pings *masterPings
@@ -413,24 +424,22 @@ type runner struct {
 	violationsShown        int64
 }
 
-func newRunner(cfg Config, engines []Engine) *runner {
+func newRunner(cfg Config, clients []*engines.Client) *runner {
 	names := make([]string, cfg.Resources)
 	for i := range names {
 		names[i] = cfg.KeyPrefix + strconv.Itoa(i)
 	}
 	r := &runner{
 		cfg:       cfg,
-		engines:   engines,
+		clients:   clients,
 		names:     names,
+		shared:    cfg.Lock.Shared(cfg.Engine),
 		rec:       newRecorder(shardCount(cfg.Workers), cfg.Workers),
 		perWorker: make([]workerCount, cfg.Workers),
 		primary:   results.Acquire,
 		opsCap:    cfg.Ops,
 		done:      make(chan struct{}),
 		limitHit:  make(chan struct{}),
-	}
-	for _, e := range engines {
-		r.locks = append(r.locks, newClientLocks(e, cfg, names))
 	}
 	if cfg.Mode == ModeWait {
 		r.primary = results.Wait
@@ -453,11 +462,16 @@ func (r *runner) stop() {
 
 func (r *runner) limitReached() { r.limitOnce.Do(func() { close(r.limitHit) }) }
 
-// noteError keeps the first message of each error kind.
-func (r *runner) noteError(kind errKind, err error) {
-	if kind < numErrKinds && r.errExamples[kind].Load() == nil {
+// noteError keeps the first message of each error kind, of an operation
+// of the measured window or of the warm-up.
+func (r *runner) noteError(kind errKind, err error, measured bool) {
+	ex := &r.errExamples
+	if !measured {
+		ex = &r.warmupErrExamples
+	}
+	if kind < numErrKinds && ex[kind].Load() == nil {
 		msg := err.Error()
-		r.errExamples[kind].CompareAndSwap(nil, &msg)
+		ex[kind].CompareAndSwap(nil, &msg)
 	}
 }
 
@@ -486,6 +500,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 
 	r.stopAt = time.Now()
 	r.endServerStats()
+	r.cpu.end(r.serverOut)
 	r.backlogEnd = r.backlog(r.stopAt)
 	r.stop()
 	release := time.AfterFunc(releaseGrace, r.cancelRelease)
@@ -515,20 +530,19 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 func (r *runner) startWorkers() {
 	nshards := len(r.rec.shards)
 	r.wg.Add(r.cfg.Workers)
+	k := r.cfg.Lock.Size()
 	for i := 0; i < r.cfg.Workers; i++ {
 		w := &worker{
-			id:    i,
-			r:     r,
-			eng:   r.engines[i%len(r.engines)],
-			locks: r.locks[i%len(r.engines)],
-			sh:    &r.rec.shards[i%nshards],
-			buf:   &r.rec.buffers[i],
-			rng:   newRand(r.cfg.Seed, i),
+			id:       i,
+			r:        r,
+			c:        r.clients[i%len(r.clients)],
+			sh:       &r.rec.shards[i%nshards],
+			buf:      &r.rec.buffers[i],
+			rng:      newRand(r.cfg.Seed, i),
+			set:      make([]int, k),
+			setNames: make([]string, k),
 		}
 		w.zipf = newZipf(w.rng, r.cfg)
-		if k := r.cfg.Lock.K; r.cfg.Lock.Kind == LockMulti {
-			w.set, w.setNames = make([]int, k), make([]string, k)
-		}
 		go w.loop()
 	}
 }
@@ -609,6 +623,7 @@ func (r *runner) beginMeasuring(at time.Time) {
 	r.measureEnd = at.Add(r.cfg.Duration)
 	r.rec.collect(true) // discards the warm-up's tail
 	r.measuring.Store(true)
+	r.cpu.begin()
 	if r.server != nil {
 		r.server.begin(context.Background())
 	}
@@ -650,10 +665,8 @@ func (r *runner) backlog(now time.Time) int64 {
 // subscriptions counts the release subscriptions the clients hold.
 func (r *runner) subscriptions() int {
 	n := 0
-	for _, e := range r.engines {
-		if sc, ok := e.(subscriptionCounter); ok {
-			n += sc.Subscriptions()
-		}
+	for _, c := range r.clients {
+		n += c.Subscriptions()
 	}
 	return n
 }
@@ -713,7 +726,7 @@ func (r *runner) showProgress(iv *interval, now time.Time, warm bool, active []s
 func (r *runner) summary(faultLog []results.FaultEvent) *results.Summary {
 	cfg, tot := &r.cfg, r.rec.total
 	s := &results.Summary{
-		Engine:        cfg.Engine,
+		Engine:        cfg.Engine.String(),
 		Lock:          cfg.Lock.String(),
 		Label:         cfg.Label,
 		Config:        cfg.Flags(),
@@ -744,6 +757,10 @@ func (r *runner) summary(faultLog []results.FaultEvent) *results.Summary {
 		Faults:              faultLog,
 	}
 	s.Machine.RedisVersion = r.site.redisVersion
+	s.CPU = r.cpu.cpu(s.Acquired, s.Machine)
+	if len(r.clients) > 0 {
+		s.NodeTimeoutMs = float64(r.clients[0].NodeTimeout().Microseconds()) / 1e3
+	}
 	if r.measured {
 		s.DurationS = r.stopAt.Sub(r.measureStart).Seconds()
 	} else {
@@ -755,7 +772,7 @@ func (r *runner) summary(faultLog []results.FaultEvent) *results.Summary {
 		counts[i] = r.perWorker[i].n.Load()
 	}
 	s.Fairness = results.FairnessOf(counts)
-	if n := len(r.engines); n > 1 {
+	if n := len(r.clients); n > 1 {
 		perClient := make([]int64, n)
 		for i, c := range counts {
 			perClient[i%n] += c // worker i uses engine i%n
@@ -769,8 +786,14 @@ func (r *runner) summary(faultLog []results.FaultEvent) *results.Summary {
 	s.Errors, s.ErrorExamples = map[string]int64{}, map[string]string{}
 	for i, k := range results.ErrorKinds() {
 		s.Errors[k] = tot.c.errors[i]
-		if m := r.errExamples[i].Load(); m != nil {
+		if m := r.errExamples[i].Load(); m != nil && s.Errors[k] > 0 {
 			s.ErrorExamples[k] = *m
+		}
+		if m := r.warmupErrExamples[i].Load(); m != nil {
+			if s.WarmupErrorExamples == nil {
+				s.WarmupErrorExamples = map[string]string{}
+			}
+			s.WarmupErrorExamples[k] = *m
 		}
 	}
 	if s.DurationS > 0 {
@@ -788,14 +811,10 @@ func (r *runner) summary(faultLog []results.FaultEvent) *results.Summary {
 // that does not report them), each by the address the run was given, with
 // the fault proxy the engine dialled in front of it.
 func (r *runner) nodes() []results.Node {
-	if len(r.engines) == 0 {
+	if len(r.clients) == 0 {
 		return nil
 	}
-	nr, ok := r.engines[0].(nodeReporter)
-	if !ok {
-		return nil
-	}
-	nodes := nr.Nodes()
+	nodes := r.clients[0].Nodes()
 	m, dial := r.site.masters, r.site.dial
 	for i := range nodes {
 		if i < len(m) && i < len(dial) && dial[i] != m[i] {
@@ -838,10 +857,10 @@ func minTime(a, b time.Time) time.Time {
 // no quorum can form: a measured window then would count nothing but
 // errors. It says why and until when, then waits with a line that counts
 // down, or, with cfg.NoWaitQuarantine, fails at once.
-func awaitQuorum(ctx context.Context, cfg Config, engines []Engine, progress *results.ProgressWriter, logf func(string, ...any)) error {
+func awaitQuorum(ctx context.Context, cfg Config, cl clients, progress *results.ProgressWriter, logf func(string, ...any)) error {
 	announced := false
 	for {
-		w := quorumWait(engines, time.Now())
+		w := quorumWait(cl, time.Now())
 		if w.readyAt.IsZero() {
 			if announced {
 				progress.Done()
@@ -886,14 +905,13 @@ type quorumWaitInfo struct {
 // once a quorum is up; while too few are, it can once enough quarantined
 // ones come out. Masters that are down are not waited for: that is not
 // the quarantine's doing.
-func quorumWait(engines []Engine, now time.Time) quorumWaitInfo {
+func quorumWait(cl clients, now time.Time) quorumWaitInfo {
 	var w quorumWaitInfo
-	for _, e := range engines {
-		nr, ok := e.(nodeReporter)
-		if !ok {
+	for _, c := range cl {
+		nodes := c.Nodes()
+		if nodes == nil {
 			continue
 		}
-		nodes := nr.Nodes()
 		quorum, up := len(nodes)/2+1, 0
 		var until []time.Time
 		young, restarted := 0, 0

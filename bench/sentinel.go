@@ -49,7 +49,7 @@ func (c *Config) validateSentinels() error {
 	}
 	value := FormatSentinel(c.Sentinels[0])
 	switch {
-	case !IsRedlock(c.Engine) || engineVoters(c.Engine) > 0:
+	case !c.Engine.IsRedlock() || c.Engine.Votes > 0:
 		return cfgErr("sentinel", value, "only the redlock engines voting on every vote can use a Sentinel vote, not %s", c.Engine)
 	case len(c.Faults) > 0:
 		return cfgErr("fault", c.Faults, "acts on plain masters only, not on Sentinel votes")

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/redistest"
 )
@@ -33,7 +34,7 @@ func TestParseSentinel(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--sentinel") {
 		t.Errorf("redlock@2 with a Sentinel vote: %v", err)
 	}
-	cfg.Engine = "redlock"
+	cfg.Engine = engines.MustParse("redlock")
 	cfg.Sentinels[0].Addrs[0] = "127.0.0.1:1"
 	if err := cfg.Validate(); err == nil || !strings.HasPrefix(err.Error(), "--sentinel: ") || !strings.Contains(err.Error(), "a sentinel is not a master") {
 		t.Errorf("a sentinel that is also a master: %v", err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/redlock-bench/redlock/bench/masters"
 	"github.com/redlock-bench/redlock/internal/redisproc"
 	"github.com/redlock-bench/redlock/results"
 )
@@ -59,7 +60,7 @@ type serverStats struct {
 func newServerStats(ctx context.Context, conn redisproc.Conn, site runSite) (*serverStats, error) {
 	st := &serverStats{}
 	add := func(addr string, vote int) error {
-		c, err := conn.NewClient(addr, probeTimeout)
+		c, err := conn.NewClient(addr, masters.ProbeTimeout)
 		if err != nil {
 			return fmt.Errorf("%s: %w", addr, err)
 		}
@@ -91,11 +92,11 @@ func newServerStats(ctx context.Context, conn redisproc.Conn, site runSite) (*se
 // seeds, from CLUSTER NODES; the seeds themselves when no seed answers it.
 func clusterPrimaries(ctx context.Context, conn redisproc.Conn, seeds []string) []string {
 	for _, seed := range seeds {
-		c, err := conn.NewClient(seed, probeTimeout)
+		c, err := conn.NewClient(seed, masters.ProbeTimeout)
 		if err != nil {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		ctx, cancel := context.WithTimeout(ctx, masters.ProbeTimeout)
 		text, err := c.Do(ctx, c.B().ClusterNodes().Build()).ToString()
 		cancel()
 		c.Close()

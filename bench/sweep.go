@@ -40,8 +40,9 @@ type SweepConfig struct {
 	// Values are the swept values, in the order they run (ascending, from
 	// ParseSweepValues).
 	Values []float64
-	// SLO, when set, picks the highest throughput that meets it.
-	SLO *results.SLO
+	// Objectives, when set, pick the highest throughput that meets every
+	// one (--slo, repeated): any objective a run takes.
+	Objectives []results.Objective
 	// Dir is the sweep's directory, which must exist. Each step writes a
 	// normal run directory inside it, and sweep.json and sweep.txt are
 	// rewritten after every step, so that an interrupted sweep keeps what
@@ -159,7 +160,7 @@ func RunSweep(ctx context.Context, sc SweepConfig) (*results.Sweep, error) {
 	}
 	logf := logger(sc.Log)
 	local := false
-	if needsRedis(sc.Base.Engine) && !sc.Base.givenVotes() {
+	if sc.Base.Engine.NeedsRedis() && !sc.Base.givenVotes() {
 		cluster, err := shareLocalMasters(ctx, &sc.Base, "sweep", logf)
 		if err != nil {
 			return nil, err
@@ -200,16 +201,16 @@ func (sc *SweepConfig) newSweep(local bool) *results.Sweep {
 		Label:        sc.Label,
 		Param:        sc.Param,
 		Values:       append([]float64{}, sc.Values...),
-		Engine:       base.Engine,
+		Engine:       base.Engine.String(),
 		Mode:         string(base.Mode),
 		LoadModel:    "closed",
 		Latency:      sc.primary().String(),
 		Config:       sc.Config,
 		Masters:      append([]string{}, base.Masters...),
 		LocalMasters: local,
-		SLO:          sc.SLO,
 		StartedAt:    time.Now().UTC(),
 	}
+	sw.SetObjectives(sc.Objectives)
 	if sw.Label == "" {
 		sw.Label = DeriveSweepLabel(base, sc.Param)
 	}
@@ -225,7 +226,7 @@ func (sc *SweepConfig) newSweep(local bool) *results.Sweep {
 		sw.Config[sc.Param] = strings.Join(list, ",")
 		sw.Config["label"] = sw.Label
 	}
-	if sw.SLO != nil {
+	if len(sw.Objectives) > 0 {
 		sw.Analyze() // so that an empty sweep.json already says so
 	}
 	return sw
@@ -273,7 +274,9 @@ func (sc *SweepConfig) runStep(ctx context.Context, sw *results.Sweep, i int, et
 	if sw.Machine.Hostname == "" && sw.Machine.CPUs == 0 {
 		sw.Machine = s.Machine
 	}
-	sw.Points = append(sw.Points, results.PointFromSummary(i, sc.Values[i], name, s, sc.primary()))
+	p := results.PointFromSummary(i, sc.Values[i], name, s, sc.primary())
+	sw.CheckStep(&p, s)
+	sw.Points = append(sw.Points, p)
 	if s.Interrupted {
 		sw.Interrupted = true
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/results"
 )
 
@@ -105,7 +106,7 @@ func sweepConfig(t *testing.T, base Config, param string, values ...float64) Swe
 
 func nolockBase() Config {
 	c := DefaultConfig()
-	c.Engine = "nolock"
+	c.Engine = engines.MustParse("nolock")
 	c.Resources = 100000
 	c.Check = false
 	c.Duration = 300 * time.Millisecond
@@ -185,8 +186,11 @@ func TestSweepSharesLocalMasters(t *testing.T) {
 	base.Warmup = 0
 	base.Rate = 0
 	sc := sweepConfig(t, base, SweepRate, 200, 400)
-	slo, _ := results.ParseSLO("p99<2s")
-	sc.SLO = &slo
+	objs, err := results.ParseObjectives([]string{"p99<2s", "errors<50%"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Objectives = objs
 	sw, err := RunSweep(context.Background(), sc)
 	if err != nil {
 		t.Fatal(err)

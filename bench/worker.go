@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -9,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/engine"
 )
 
@@ -18,8 +20,7 @@ import (
 type worker struct {
 	id    int
 	r     *runner
-	eng   Engine
-	locks clientLocks
+	c     *engines.Client
 	sh    *shard
 	buf   *opBuffer
 	rng   *rand.Rand
@@ -27,11 +28,10 @@ type worker struct {
 	timer *time.Timer
 	// wake receives the sleeper's signal (see sleeper.sleep).
 	wake chan struct{}
-	// set and setNames are the resources of the operation under way with
-	// --lock multi:K, sorted by name; one is the resource of any other.
+	// set and setNames are the resources of the operation under way:
+	// one, or K sorted by name with --lock multi:K.
 	set      []int
 	setNames []string
-	one      [1]int
 }
 
 func (w *worker) loop() {
@@ -58,7 +58,6 @@ func (w *worker) loop() {
 
 // op is one operation's place and times.
 type op struct {
-	res int
 	// read: with --lock rw:F, the operation reads (a shared hold).
 	read bool
 	// measured: in the measured window; claimed: one of --ops's.
@@ -77,7 +76,7 @@ func (w *worker) operate() bool {
 	if !ok {
 		return false
 	}
-	lease, waitCtx, err := w.acquire(o.res, o.read)
+	lease, waitCtx, err := w.acquire(o.read)
 	o.t1 = time.Now()
 	if err != nil {
 		return w.failed(o, err, waitCtx)
@@ -112,16 +111,12 @@ func (w *worker) begin() (o op, ok bool) {
 		}
 		o.claimed = true
 	}
-	if w.set != nil {
-		w.pickSet()
-		o.res = w.set[0]
-	} else {
-		o.res = w.pick()
-	}
-	if r.cfg.Lock.Kind == LockRW {
-		// Drawn whether or not the engine reads (EngineMutex does not),
-		// so that its operations fall on the same resources as ours.
-		o.read = w.rng.Float64() < r.cfg.Lock.ReadFraction && w.locks.rw != nil
+	w.pickSet()
+	if f := r.cfg.Lock.Reads(); f > 0 {
+		// Drawn whether or not the engine shares reads (RedlockMutex
+		// does not), so that its operations fall on the same resources
+		// as ours.
+		o.read = w.rng.Float64() < f && r.shared
 	}
 	o.asked = o.t0
 	if r.perOpNs == 0 {
@@ -133,11 +128,11 @@ func (w *worker) begin() (o op, ok bool) {
 	return o, true
 }
 
-// acquire asks for resource res (with --lock multi:K, for w.set; with
-// rw:F, for reading if read): one attempt, or in mode wait until acquired
-// or --wait-timeout. waitCtx, the wait's context (nil in mode try), tells
-// a timeout from other failures.
-func (w *worker) acquire(res int, read bool) (lease Lease, waitCtx context.Context, err error) {
+// acquire takes the lock of the resources w.set (for reading if read):
+// one attempt, or in mode wait until acquired or --wait-timeout. waitCtx,
+// the wait's context (nil in mode try), tells a timeout from other
+// failures.
+func (w *worker) acquire(read bool) (lease engines.Lease, waitCtx context.Context, err error) {
 	r := w.r
 	ctx, wait := r.opCtx, r.cfg.Mode == ModeWait
 	if wait {
@@ -146,35 +141,8 @@ func (w *worker) acquire(res int, read bool) (lease Lease, waitCtx context.Conte
 		defer cancel()
 		ctx = waitCtx
 	}
-	switch kind := r.cfg.Lock.Kind; {
-	case kind == LockSemaphore && wait:
-		lease, err = w.locks.sems.acquire(ctx, res)
-	case kind == LockSemaphore:
-		lease, err = w.locks.sems.tryAcquire(ctx, res)
-	case kind == LockRW && w.locks.rw != nil && wait:
-		lease, err = w.locks.rw.lock(ctx, res, read)
-	case kind == LockRW && w.locks.rw != nil:
-		lease, err = w.locks.rw.tryLock(ctx, res, read)
-	case kind == LockMulti && wait:
-		lease, err = w.locks.multi.LockAll(ctx, w.setNames...)
-	case kind == LockMulti:
-		lease, err = w.locks.multi.TryLockAll(ctx, w.setNames...)
-	case wait:
-		lease, err = w.eng.Lock(ctx, r.names[res])
-	default:
-		lease, err = w.eng.TryLock(ctx, r.names[res])
-	}
+	lease, err = w.c.Take(ctx, engines.Op{Names: w.setNames, Read: read, Wait: wait})
 	return lease, waitCtx, err
-}
-
-// resources are the resources the operation holds: w.set with --lock
-// multi:K, else res alone.
-func (w *worker) resources(res int) []int {
-	if w.set != nil {
-		return w.set
-	}
-	w.one[0] = res
-	return w.one[:]
 }
 
 // failed records an acquire that failed. It reports false when the run
@@ -186,7 +154,7 @@ func (w *worker) failed(o op, err error, waitCtx context.Context) bool {
 	}
 	kind := classify(err, waitCtx)
 	if kind != kindContended {
-		r.noteError(kind, err)
+		r.noteError(kind, err, o.measured)
 	}
 	rec := opRecord{acquireUs: toUs(o.t1.Sub(o.t0)), kind: kind}
 	if o.measured {
@@ -195,6 +163,24 @@ func (w *worker) failed(o op, err error, waitCtx context.Context) bool {
 	w.buf.record(w.sh, rec)
 	w.done(o.claimed)
 	return true
+}
+
+// classify sorts a failed acquire into a counter. waitCtx is the
+// per-operation context of mode wait (nil in mode try); when it ran out,
+// the wait timed out whatever the last attempt said.
+func classify(err error, waitCtx context.Context) errKind {
+	if waitCtx != nil && errors.Is(waitCtx.Err(), context.DeadlineExceeded) {
+		return errTimeout
+	}
+	switch engines.Classify(err) {
+	case engines.Contended:
+		return kindContended
+	case engines.NoQuorum:
+		return errNoQuorum
+	case engines.TimedOut:
+		return errTimeout
+	}
+	return errOther
 }
 
 // held is what became of an acquired lease.
@@ -211,13 +197,13 @@ type held struct {
 
 // hold holds the lease for the hold time, under the oracle's watch, then
 // releases it. A multi-resource lease is a hold of each of its
-// resources, each with its own part (see partedLease).
-func (w *worker) hold(o op, lease Lease) (h held) {
+// resources, each with its own part (engines.Part).
+func (w *worker) hold(o op, lease engines.Lease) (h held) {
 	r, cfg := w.r, &w.r.cfg
-	res := w.resources(o.res)
+	res := w.set
 	if r.oracle != nil {
 		for i, ri := range res {
-			d, handed := r.oracle.begin(ri, w.id, w.holdSpec(o, leasePart(lease, i)))
+			d, handed := r.oracle.begin(ri, w.id, w.holdSpec(o, engines.Part(lease, i)))
 			// A lease on several resources waited for the last of them.
 			if handed && (!h.handed || d < h.handoff) {
 				h.handoff, h.handed = d, true
@@ -231,7 +217,7 @@ func (w *worker) hold(o op, lease Lease) (h held) {
 	}
 	// Unregister before releasing: see oracle.
 	for i, ri := range res {
-		until, lost := w.holdEnd(leasePart(lease, i), h.t2)
+		until, lost := w.holdEnd(engines.Part(lease, i), h.t2)
 		h.lost = h.lost || lost
 		if r.oracle != nil {
 			r.oracle.release(ri, w.id, minTime(h.t2, until))
@@ -240,38 +226,37 @@ func (w *worker) hold(o op, lease Lease) (h held) {
 	rerr := lease.Release(r.relCtx)
 	h.t3 = time.Now()
 	if rerr != nil {
-		if leaseLost(rerr) {
+		if engines.Lost(rerr) {
 			h.lost = true
 		} else {
 			h.releaseFailed = true
-			r.noteError(errRelease, rerr)
+			r.noteError(errRelease, rerr, o.measured)
 		}
 	}
 	return h
 }
 
 // liveLease reports whether lease's validity moves while it is held: ours
-// with --extend, and a baseline's that extends itself
-// (selfExtendingLease).
-func (w *worker) liveLease(lease Lease) bool {
-	if _, ok := lease.(selfExtendingLease); ok {
+// with --extend, and a baseline's that extends itself.
+func (w *worker) liveLease(lease engines.Lease) bool {
+	if _, ok := lease.(engines.SelfExtending); ok {
 		return true
 	}
-	_, detailed := lease.(detailedLease)
+	_, detailed := lease.(engines.Detailed)
 	return detailed && w.r.cfg.Extend
 }
 
 // holdSpec describes to the oracle the hold of a resource by lease, which
 // the operation o acquired.
-func (w *worker) holdSpec(o op, lease Lease) holdSpec {
+func (w *worker) holdSpec(o op, lease engines.Lease) holdSpec {
 	spec := holdSpec{start: o.t1, until: lease.ValidUntil(), shared: o.read}
 	if w.r.cfg.Mode == ModeWait {
 		spec.asked = o.asked
 	}
-	if dl, ok := lease.(detailedLease); ok {
+	if dl, ok := lease.(engines.Detailed); ok {
 		spec.token = dl.Token()
 	}
-	if pl, ok := lease.(permitLease); ok {
+	if pl, ok := lease.(engines.Permitted); ok {
 		spec.permit = pl.Permit() + 1
 	}
 	if w.liveLease(lease) {
@@ -283,21 +268,27 @@ func (w *worker) holdSpec(o op, lease Lease) holdSpec {
 // holdEnd is the validity end of lease when its hold ends at t2, and
 // whether it was lost by then: expired, or its lost-lock signal fired,
 // whatever its validity said.
-func (w *worker) holdEnd(lease Lease, t2 time.Time) (until time.Time, lost bool) {
+func (w *worker) holdEnd(lease engines.Lease, t2 time.Time) (until time.Time, lost bool) {
 	until = lease.ValidUntil()
-	if dl, ok := lease.(detailedLease); ok && w.liveLease(lease) {
+	if dl, ok := lease.(engines.Detailed); ok && w.liveLease(lease) {
 		lost = dl.Err() != nil
 	}
 	return until, lost || !t2.Before(until)
 }
 
-// pickSet chooses the K distinct resources of the next multi-resource
-// operation, each by the distribution, and sorts them by name, the order
-// in which a lease takes them. A resource drawn twice is drawn again; a
-// small pool under a steep Zipf would take long to yield its coldest
-// resources that way, so after 16·K draws the rest are drawn uniformly.
+// pickSet chooses the resources of the next operation: one, or the K
+// distinct ones of a multi-resource lease, each by the distribution,
+// sorted by name, the order in which a lease takes them. A resource drawn
+// twice is drawn again; a small pool under a steep Zipf would take long
+// to yield its coldest resources that way, so after 16·K draws the rest
+// are drawn uniformly.
 func (w *worker) pickSet() {
 	names, set := w.r.names, w.set
+	if len(set) == 1 {
+		set[0] = w.pick()
+		w.setNames[0] = names[set[0]]
+		return
+	}
 	for n, draws := 0, 0; n < len(set); draws++ {
 		var i int
 		if draws < 16*len(set) {
@@ -321,7 +312,7 @@ func (w *worker) pickSet() {
 }
 
 // recordAcquired records an operation that acquired its lease.
-func (w *worker) recordAcquired(o op, lease Lease, h held) {
+func (w *worker) recordAcquired(o op, lease engines.Lease, h held) {
 	r, cfg := w.r, &w.r.cfg
 	wait := cfg.Mode == ModeWait
 	rec := opRecord{acquireUs: toUs(o.t1.Sub(o.t0)), holdUs: toUs(h.t2.Sub(o.t1)), releaseUs: toUs(h.t3.Sub(h.t2)), flags: recAcquired}
@@ -341,7 +332,7 @@ func (w *worker) recordAcquired(o op, lease Lease, h held) {
 		rec.flags |= recHandoff
 		rec.handoffUs = toUs(h.handoff)
 	}
-	if dl, ok := lease.(detailedLease); ok {
+	if dl, ok := lease.(engines.Detailed); ok {
 		if wait {
 			wi := dl.Wait()
 			rec.fallbacks, rec.backoffs = sat16(wi.Fallbacks), sat16(wi.Backoffs)

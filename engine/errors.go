@@ -260,6 +260,14 @@ func quarantineAdvice(qe *quarantine.Error, until time.Time) string {
 		fmt.Fprintf(&b, "; a quarantined master restarted or failed over (its run_id changed) and may have forgotten the locks it granted, so its votes wait MaxTTL (%s)", qe.MaxTTL)
 		return b.String()
 	}
+	if qe.Promoted {
+		how := fmt.Sprintf("its sentinels saw it become master %s ago", qe.PromotedAgo.Round(100*time.Millisecond))
+		if qe.PromotionUnknown {
+			how = "no sentinel could tell when it became master, so it is taken as just promoted"
+		}
+		fmt.Fprintf(&b, "; a quarantined Sentinel vote's master may lack locks the master before it granted (%s), so its votes wait until MaxTTL (%s) after its promotion", how, qe.MaxTTL)
+		return b.String()
+	}
 	fmt.Fprintf(&b, "; a quarantined master was up for less than MaxTTL (%s) when this Locker first saw it, and may have restarted and forgotten locks, so its votes wait until it is MaxTTL old (Config.Quarantine = QuarantineObserved trusts masters first seen young: right for masters just started that hold no locks)", qe.MaxTTL)
 	return b.String()
 }

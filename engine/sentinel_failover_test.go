@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/mutation"
 	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
@@ -122,12 +123,28 @@ func sentinelDoubleGrant(t *testing.T, policy engine.QuarantinePolicy) bool {
 // replica, which has been up for long (a replica usually has: here its
 // uptime is read as a day, through oldMasters), so no run_id change and
 // no youth tells it that the server lacks the keys the old master
-// granted within MaxTTL. Master 1 and the promoted master say yes to B
-// while A's lease is valid.
+// granted within MaxTTL. The sentinels know when they promoted it: B
+// must keep the vote out until MaxTTL after that, so master 1 and the
+// promoted master cannot give B a quorum while A's lease is valid. With
+// sentinel-promotion-unchecked on (the control), B gets a second lease.
 func TestSentinelFailoverSeenFirstByANewProcess(t *testing.T) {
-	t.Skip("known: QuarantineAlways trusts a promoted replica that a new process sees first when it has been up for MaxTTL; " +
-		"neither its run_id nor its uptime tells the promotion. INFO replication's second_repl_offset says it was promoted, " +
-		"not when; the sentinels' SENTINEL MASTER may say when")
+	mutation.Require(t)
+	for _, unchecked := range []bool{false, true} {
+		name := map[bool]string{false: "quarantined", true: "control"}[unchecked]
+		t.Run(name, func(t *testing.T) {
+			defer mutation.SentinelPromotionUnchecked.Set(unchecked)()
+			double := sentinelNewProcessDoubleGrant(t)
+			switch {
+			case !unchecked && double:
+				t.Fatal("B acquired while A held the lease: the promoted master's yes counted")
+			case unchecked && !double:
+				t.Fatal("with sentinel-promotion-unchecked on, B was refused: the test cannot catch it")
+			}
+		})
+	}
+}
+
+func sentinelNewProcessDoubleGrant(t *testing.T) bool {
 	g := redistest.StartSentinelsT(t, redistest.SentinelOptions{})
 	e := newEnv(t, 2)
 	ctx := context.Background()
@@ -139,7 +156,8 @@ func TestSentinelFailoverSeenFirstByANewProcess(t *testing.T) {
 			oldMasters(c)
 		})
 	}
-	// A's Locker trusts the masters at once (they hold no locks yet).
+	// A's Locker trusts the masters at once (they hold no locks yet, and
+	// the sentinels never failed this one over).
 	a := mk(engine.QuarantineObserved)
 	const res = "sentinel-fo-new"
 	held, err := a.TryLock(ctx, res)
@@ -162,15 +180,25 @@ func TestSentinelFailoverSeenFirstByANewProcess(t *testing.T) {
 	}
 	second, err := b.TryLock(ctx, res)
 	if err == nil {
+		t.Logf("B acquired %q while A's lease (validity %s) is valid", res, held.Validity())
 		second.Release(ctx)
-		if held.Validity() > 0 {
-			t.Fatalf("B acquired %q while A's lease (validity %s) is valid: the promoted master's yes counted", res, held.Validity())
+		if held.Validity() <= 0 {
+			t.Fatalf("A's lease of a minute ran out during the test")
 		}
-		t.Fatalf("A's lease of a minute ran out during the test")
+		return true
 	}
-	if !errors.Is(err, engine.ErrQuarantined) {
-		t.Fatalf("B's TryLock: %v, want it refused for the quarantined Sentinel vote", err)
+	var qe *engine.QuarantineError
+	if !errors.As(err, &qe) || !qe.Promoted || qe.PromotionUnknown || qe.PromotedAgo >= time.Minute {
+		t.Fatalf("B's TryLock: %v, want it refused for the Sentinel vote promoted less than MaxTTL ago", err)
 	}
+	t.Logf("B refused: %v", err)
+	if !strings.Contains(err.Error(), "its sentinels saw it become master") {
+		t.Errorf("B's refusal does not say why: %v", err)
+	}
+	if st := b.Nodes()[2]; st.State != engine.StateQuarantined || st.Restarts != 0 {
+		t.Errorf("B's Sentinel vote: %+v, want quarantined with no run_id change seen", st)
+	}
+	return false
 }
 
 // oldMasters makes every master reached through c read as up for a day:
@@ -233,13 +261,30 @@ func (c *uptimeConn) Read(p []byte) (int, error) {
 // through the promoted replica meanwhile. The sentinels then fail back:
 // the old master, which resynced from the promoted one, is master again,
 // under the run_id B last saw, and lacks H's key (a write it had not
-// received). Its master_replid changed with each role change: B must
-// quarantine the vote as for a new server, or master 1 and the old
-// master give B a quorum while H holds the lock.
+// received). The sentinels kill a server's client connections when they
+// change its role, so B reconnects to the old master, and the sentinels
+// say it became master again moments ago: B must keep the vote out until
+// MaxTTL after that, or master 1 and the old master give B a quorum
+// while H holds the lock. With sentinel-promotion-unchecked on (the
+// control), B sees the run_id it knew and gets a second lease.
 func TestSentinelFailbackUnseenKeepsTheVoteOut(t *testing.T) {
-	t.Skip("known: after a failback B never saw the middle of, the old master votes at once under the run_id B last saw " +
-		"(measured: B acquired while H held); comparing master_replid on new connections did not catch it in this schedule, " +
-		"so B's connection to the old master may have lived through its demotion")
+	mutation.Require(t)
+	for _, unchecked := range []bool{false, true} {
+		name := map[bool]string{false: "quarantined", true: "control"}[unchecked]
+		t.Run(name, func(t *testing.T) {
+			defer mutation.SentinelPromotionUnchecked.Set(unchecked)()
+			double := sentinelFailbackDoubleGrant(t)
+			switch {
+			case !unchecked && double:
+				t.Fatal("B acquired while H held the lease: the old master, back after a failback B never saw, voted at once")
+			case unchecked && !double:
+				t.Fatal("with sentinel-promotion-unchecked on, B was refused: the test cannot catch it")
+			}
+		})
+	}
+}
+
+func sentinelFailbackDoubleGrant(t *testing.T) bool {
 	g := redistest.StartSentinelsT(t, redistest.SentinelOptions{})
 	e := newEnv(t, 2)
 	ctx := context.Background()
@@ -296,9 +341,16 @@ func TestSentinelFailbackUnseenKeepsTheVoteOut(t *testing.T) {
 		return errors.As(err, &ve) && (ve.Votes[2].Outcome == engine.OutcomeRefused || errors.Is(ve.Votes[2].Err, engine.ErrQuarantined))
 	})
 	if err == nil {
-		t.Fatalf("B acquired %q while H's lease (validity %s) is valid: the old master, back after a failback B never saw, voted at once (status %+v)", res, held.Validity(), b.Nodes()[2])
+		t.Logf("B acquired %q while H's lease (validity %s) is valid (status %+v)", res, held.Validity(), b.Nodes()[2])
+		if held.Validity() <= 0 {
+			t.Fatalf("H's lease of a minute ran out during the test")
+		}
+		return true
 	}
-	if !errors.Is(err, engine.ErrQuarantined) {
-		t.Fatalf("B's TryLock: %v, want it refused for the quarantined Sentinel vote", err)
+	var qe *engine.QuarantineError
+	if !errors.As(err, &qe) || !qe.Promoted || qe.PromotedAgo >= time.Minute {
+		t.Fatalf("B's TryLock: %v, want it refused for the Sentinel vote promoted less than MaxTTL ago", err)
 	}
+	t.Logf("B refused: %v", qe)
+	return false
 }

@@ -90,7 +90,12 @@ type Command struct {
 	// Failed with ErrNotSent). Right for acquires and extends, whose late
 	// effect would only be undone; wrong for releases, which must reach
 	// every node. A round that reached its quorum still goes to every node,
-	// so that a lease is held on as many masters as possible.
+	// so that a lease is held on as many masters as possible, but for a
+	// node so far behind that the command still waits for it past the
+	// round's node timeout: its vote no longer counts, and a SET run then
+	// would only leave a key to undo behind the same backlog (a slow
+	// minority master gathered tens of thousands, left on it when the
+	// client closed).
 	SkipIfFailed bool
 	// WaitAll makes the round wait for every node addressed (up to the
 	// node timeout) instead of returning at quorum or at impossibility. A release uses it, so
@@ -189,13 +194,17 @@ type round struct {
 	// wake is the admission slot's channel while the gatherer waits.
 	wake chan struct{}
 
-	mu          sync.Mutex
-	votes       []Vote
-	ok          int
-	outstanding int
-	ready       bool // enough replies for a decision
-	decided     bool
-	skipRest    bool // decided without a quorum, and the command allows skipping
+	mu    sync.Mutex
+	votes []Vote
+	// ok and outstanding count votes, one a node: int32 keeps a round in
+	// its size class with deadline.
+	ok, outstanding int32
+	ready           bool // enough replies for a decision
+	decided         bool
+	skipRest        bool // decided without a quorum, and the command allows skipping
+	// deadline is when the round's node timeout ran out, on the pool's
+	// clock (Pool.now); 0 for a Post, which nobody waits on.
+	deadline int64
 }
 
 func newRound(n int) *round { return &round{votes: make([]Vote, n)} }
@@ -245,13 +254,14 @@ func (p *Pool) Fanout(ctx context.Context, cmd Command, classify Classifier, lat
 	r := p.rounds.Get().(*round)
 	r.pool, r.cmd, r.classify, r.late, r.wake = p, cmd, classify, late, sl.wake
 	r.ok, r.ready, r.decided, r.skipRest, r.outstanding = 0, false, false, false, 0
+	r.deadline = p.now() + int64(p.timeout)
 	for i := range r.votes {
 		r.votes[i] = Vote{}
 		if cmd.sendsTo(i) {
 			r.outstanding++
 		}
 	}
-	sent := r.outstanding
+	sent := int(r.outstanding)
 	p.inflight.Add(int64(sent))
 	for i := 0; i < n; i++ {
 		if cmd.sendsTo(i) {
@@ -269,7 +279,7 @@ func (p *Pool) Fanout(ctx context.Context, cmd Command, classify Classifier, lat
 
 	r.mu.Lock()
 	r.decided = true
-	r.skipRest = cmd.SkipIfFailed && r.ok < p.quorum
+	r.skipRest = cmd.SkipIfFailed && int(r.ok) < p.quorum
 	copy(votes, r.votes)
 	free := r.outstanding == 0
 	select { // a second node may have signalled before the decision
@@ -394,7 +404,7 @@ func (p *Pool) Post(cmd Command, classify Classifier, replies LateHandler) {
 	}
 	r := p.rounds.Get().(*round)
 	r.pool, r.cmd, r.classify, r.late = p, cmd, classify, replies
-	r.ok, r.skipRest, r.outstanding = 0, false, 0
+	r.ok, r.skipRest, r.outstanding, r.deadline = 0, false, 0, 0
 	for i := range r.votes {
 		r.votes[i] = Vote{}
 		if cmd.sendsTo(i) {
@@ -416,10 +426,19 @@ func (p *Pool) Post(cmd Command, classify Classifier, replies LateHandler) {
 	}
 }
 
-func (r *round) skippable() bool {
+// skippable reports why a command of r that allows skipping
+// (SkipIfFailed) is not to be sent at now: the round failed, or it was
+// decided and its node timeout has run out; nil when it is to be sent.
+func (r *round) skippable(now int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.skipRest
+	switch {
+	case r.skipRest:
+		return errSkipped
+	case r.decided && r.deadline != 0 && now > r.deadline:
+		return errStale
+	}
+	return nil
 }
 
 // finish classifies node i's reply and records it.
@@ -466,14 +485,14 @@ func (r *round) deliver(i int, v Vote, res *rueidis.RedisResult) {
 		if v.Outcome == OK {
 			if mask := int64(r.cmd.Agree); mask != 0 {
 				// r.ok is the largest agreeing group: only v's grew.
-				r.ok = max(r.ok, agreeing(r.votes, v.Value, mask))
+				r.ok = max(r.ok, int32(agreeing(r.votes, v.Value, mask)))
 			} else {
 				r.ok++
 			}
 		}
 		done := r.outstanding == 0
 		if !r.cmd.WaitAll {
-			done = done || r.ok >= p.quorum || r.ok+r.outstanding < p.quorum
+			done = done || int(r.ok) >= p.quorum || int(r.ok+r.outstanding) < p.quorum
 		}
 		if done && !r.ready {
 			r.ready = true
@@ -607,10 +626,13 @@ type batch struct {
 // Script.Coalesce), which spares the master a script call per key.
 func (p *Pool) runBatch(n *node, b *batch) {
 	b.sent = b.sent[:0]
+	now := p.now()
 	for _, t := range b.tasks {
-		if t.r.cmd.SkipIfFailed && t.r.skippable() {
-			t.r.deliver(t.i, Vote{Outcome: Failed, Err: errSkipped}, nil)
-			continue
+		if t.r.cmd.SkipIfFailed {
+			if err := t.r.skippable(now); err != nil {
+				t.r.deliver(t.i, Vote{Outcome: Failed, Err: err}, nil)
+				continue
+			}
 		}
 		if n.seeds != nil && crossSlot(&t.r.cmd) {
 			t.r.deliver(t.i, Vote{Outcome: Failed, Err: errCrossSlot}, nil)

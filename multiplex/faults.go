@@ -9,17 +9,18 @@ package multiplex
 // compiler removes with the code it guards, and internal/mutation is not
 // linked.
 var faults struct {
-	ClockErrorIgnored         fault
-	ClockJudgedLate           fault
-	ClockReadOnce             fault
-	ClusterClockUnjudged      fault
-	ClusterDemotedConnKept    fault
-	ClusterFailoverTrusted    fault
-	ClusterInfoAnyNode        fault
-	ClusterMigrationUnguarded fault
-	ClusterVotesShareNode     fault
-	CoalesceAcrossSlots       fault
-	CoalesceFirstKeyOnly      fault
+	ClockErrorIgnored          fault
+	ClockJudgedLate            fault
+	ClockReadOnce              fault
+	ClusterClockUnjudged       fault
+	ClusterDemotedConnKept     fault
+	ClusterFailoverTrusted     fault
+	ClusterInfoAnyNode         fault
+	ClusterMigrationUnguarded  fault
+	ClusterVotesShareNode      fault
+	CoalesceAcrossSlots        fault
+	CoalesceFirstKeyOnly       fault
+	SentinelPromotionUnchecked fault
 }
 
 type fault struct{}

@@ -67,6 +67,7 @@ const (
 // The causes of ErrNotSent.
 var (
 	errSkipped      = fmt.Errorf("%w: the round had already failed", ErrNotSent)
+	errStale        = fmt.Errorf("%w: the node was still behind when the round's node timeout ran out", ErrNotSent)
 	errNotConnected = fmt.Errorf("%w: not connected", ErrNotSent)
 	errOverloaded   = fmt.Errorf("%w: overloaded, too many commands in flight", ErrNotSent)
 )
@@ -84,7 +85,8 @@ var (
 	// ErrTimeout: the node did not answer within the node timeout.
 	ErrTimeout = errors.New("no reply within the node timeout")
 	// ErrNotSent: the command never left this process, so it cannot have
-	// run: the round failed before its turn (Command.SkipIfFailed), the
+	// run: the round failed before its turn, or its node was still behind
+	// when the round's node timeout ran out (Command.SkipIfFailed), the
 	// node is not connected, or its queue is full (it has stopped
 	// answering, or is far behind).
 	ErrNotSent = errors.New("not sent")
@@ -107,10 +109,13 @@ type Options struct {
 	// after Clusters, in order. The vote is whichever server the
 	// sentinels name the master: after a failover a promoted replica,
 	// which may lack the writes the old master took just before, so its
-	// new run_id quarantines the vote as a restart does. The sentinels
-	// are reached as the masters are (TLS, DialContext) but without
-	// credentials: Tune may set the rueidis.ClientOption's Sentinel
-	// ones. An element's type is the same as engine.SentinelVote's.
+	// new run_id quarantines the vote as a restart does, and each new
+	// connection to the master asks the sentinels when it became master
+	// and keeps the vote out until MaxTTL after that (docs/library.md,
+	// "Sentinel-managed votes"). The sentinels are reached as the
+	// masters are (TLS, DialContext) but without credentials: Tune may
+	// set the rueidis.ClientOption's Sentinel ones. An element's type is
+	// the same as engine.SentinelVote's.
 	Sentinels []struct {
 		Master string
 		Addrs  []string

@@ -317,6 +317,7 @@ func (p *Pool) dialer(n *node, opt *rueidis.ClientOption, custom func(context.Co
 			}
 		}
 		if n.sentinels != nil {
+			p.judgePromotion(ctx, n, opt, custom, addr, deadline)
 			n.mu.Lock()
 			n.masterAddr = addr
 			n.mu.Unlock()

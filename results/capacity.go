@@ -81,7 +81,7 @@ func analyzed(sw *Sweep, slo *SLO) *Sweep {
 	c := *sw
 	c.Points = append([]SweepPoint{}, sw.Points...)
 	s := *slo
-	c.SLO = &s
+	c.Objectives, c.SLO = nil, &s // the report's replaces the sweep's own
 	c.Analyze()
 	return &c
 }

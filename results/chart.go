@@ -1288,8 +1288,8 @@ func markSweep(p *plot.Plot, sw *Sweep, at func(SweepPoint) plotter.XY) error {
 			}
 		}
 	}
-	if sw.SLOPoint != nil && sw.SLO != nil {
-		if err := mark(*sw.SLOPoint, "best within "+sw.SLO.Text+": "+ParamValue(sw.Param, sw.SLOPoint.Value), draw.SquareGlyph{}, color.RGBA{0x59, 0xa1, 0x4f, 0xff}, 4.5); err != nil {
+	if sw.SLOPoint != nil {
+		if err := mark(*sw.SLOPoint, "best within "+sw.ObjectivesText()+": "+ParamValue(sw.Param, sw.SLOPoint.Value), draw.SquareGlyph{}, color.RGBA{0x59, 0xa1, 0x4f, 0xff}, 4.5); err != nil {
 			return err
 		}
 	}

@@ -408,6 +408,7 @@ func (s *Summary) clone() *Summary {
 	c := *s
 	c.Errors = maps.Clone(s.Errors)
 	c.ErrorExamples = maps.Clone(s.ErrorExamples)
+	c.WarmupErrorExamples = maps.Clone(s.WarmupErrorExamples)
 	c.Masters = slices.Clone(s.Masters)
 	c.ViolationExamples = slices.Clone(s.ViolationExamples)
 	c.StaleTokenExamples = slices.Clone(s.StaleTokenExamples)
@@ -455,14 +456,8 @@ func (s *Summary) Merge(o *Summary) (notes []string) {
 	for k, v := range o.Errors {
 		s.Errors[k] += v
 	}
-	for k, v := range o.ErrorExamples {
-		if _, ok := s.ErrorExamples[k]; !ok {
-			if s.ErrorExamples == nil {
-				s.ErrorExamples = map[string]string{}
-			}
-			s.ErrorExamples[k] = v
-		}
-	}
+	s.ErrorExamples = addExamples(s.ErrorExamples, o.ErrorExamples)
+	s.WarmupErrorExamples = addExamples(s.WarmupErrorExamples, o.WarmupErrorExamples)
 	s.Fairness = Fairness{Min: min(s.Fairness.Min, o.Fairness.Min), Max: max(s.Fairness.Max, o.Fairness.Max)}
 	notes = append(notes, "fairness.jain: left out: Jain's index needs every worker's count, which the runs do not keep")
 	for _, v := range o.ViolationExamples {
@@ -477,9 +472,23 @@ func (s *Summary) Merge(o *Summary) (notes []string) {
 	s.Faults = append(s.Faults, o.Faults...)
 	s.Nodes = mergeNodes(s.Nodes, o.Nodes)
 	// Each generator read the nodes over its own window, and its own
-	// process alone: the readings do not add up to the merged run's.
-	s.Server = nil
+	// process alone: the readings do not add up to the merged run's
+	// (mergeDropped).
+	s.Server, s.CPU = nil, nil
 	return notes
+}
+
+// addExamples adds to into the kinds of from that it lacks.
+func addExamples(into, from map[string]string) map[string]string {
+	for k, v := range from {
+		if _, ok := into[k]; !ok {
+			if into == nil {
+				into = map[string]string{}
+			}
+			into[k] = v
+		}
+	}
+	return into
 }
 
 // Close sets what Merge cannot add, as vegeta's Metrics.Close: the window
@@ -513,7 +522,7 @@ func (c *RunConfig) merge(o RunConfig) (notes []string) {
 	}{
 		{"engine", &c.Engine, o.Engine}, {"masters", &c.Masters, o.Masters}, {"distribution", &c.Distribution, o.Distribution},
 		{"mode", &c.Mode, o.Mode}, {"wait_timeout", &c.WaitTimeout, o.WaitTimeout}, {"hold", &c.Hold, o.Hold},
-		{"ttl", &c.TTL, o.TTL}, {"duration", &c.Duration, o.Duration}, {"warmup", &c.Warmup, o.Warmup},
+		{"ttl", &c.TTL, o.TTL}, {"node_timeout", &c.NodeTimeout, o.NodeTimeout}, {"duration", &c.Duration, o.Duration}, {"warmup", &c.Warmup, o.Warmup},
 		{"key_prefix", &c.KeyPrefix, o.KeyPrefix}, {"quarantine", &c.Quarantine, o.Quarantine}, {"fault", &c.Fault, o.Fault},
 		{"user", &c.User, o.User}, {"sni", &c.SNI, o.SNI},
 	} {
@@ -647,13 +656,17 @@ func (m *Merged) raw(runs []*RunDir) (map[string]any, error) {
 	return out, nil
 }
 
+// mergeDropped are the summary.json fields Summary.Merge leaves out on
+// purpose: they are known, so they must not come back merged as unknown.
+var mergeDropped = []string{"server", "cpu"}
+
 // unknownKeys are the sources' summary.json fields that Summary lacks, in
 // a stable order; merged_from and overlap_s are the merge's own.
 func unknownKeys(runs []*RunDir, known map[string]any) []string {
 	var keys []string
 	for _, r := range runs {
 		for k := range r.Raw {
-			if _, ok := known[k]; !ok && k != "merged_from" && k != "overlap_s" && !slices.Contains(keys, k) {
+			if _, ok := known[k]; !ok && k != "merged_from" && k != "overlap_s" && !slices.Contains(mergeDropped, k) && !slices.Contains(keys, k) {
 				keys = append(keys, k)
 			}
 		}

@@ -67,11 +67,11 @@ func TestMergeHalvesEqualsWhole(t *testing.T) {
 	}
 	ra := mk("pod-0", "load-a", a, 20000, map[string]any{
 		"stale_tokens": 3, "future_counters": map[string]any{"ok": 10, "failed": 1}, "fairness": map[string]any{"jain": 0.91, "min": 10, "max": 30},
-		"future_latency_us": map[string]any{"count": 5, "p50": 10, "p99": 20}, "future_ratio": 0.5,
+		"future_latency_us": map[string]any{"count": 5, "p50": 10, "p99": 20}, "future_ratio": 0.5, "cpu": map[string]any{"window_s": 1, "client_s": 0.5, "host_busy": 1, "saturated": []any{"host"}},
 	})
 	rb := mk("pod-1", "load-b", b, 6667, map[string]any{
 		"stale_tokens": 4, "future_counters": map[string]any{"ok": 5, "failed": 0}, "fairness": map[string]any{"jain": 0.87, "min": 7, "max": 40},
-		"future_latency_us": map[string]any{"count": 7, "p50": 12, "p99": 30}, "future_ratio": 0.25,
+		"future_latency_us": map[string]any{"count": 7, "p50": 12, "p99": 30}, "future_ratio": 0.25, "cpu": map[string]any{"window_s": 1, "client_s": 0.5, "host_busy": 1, "saturated": []any{"host"}},
 	})
 	m, err := Merge([]*RunDir{ra, rb}, MergeOptions{})
 	if err != nil {
@@ -114,6 +114,9 @@ func TestMergeHalvesEqualsWhole(t *testing.T) {
 	// A minimum and a maximum merge as such, not as sums.
 	if f, ok := m.Raw["fairness"].(map[string]any); !ok || f["jain"] != nil || f["min"] != json.Number("7") || f["max"] != json.Number("40") {
 		t.Errorf("fairness %v: a ratio must not be merged, min and max must stay min and max", m.Raw["fairness"])
+	}
+	if v, ok := m.Raw["cpu"]; ok {
+		t.Errorf("cpu %v: Summary.Merge drops it (each source's window and process), so it must not come back merged as unknown", v)
 	}
 	if _, ok := m.Raw["future_latency_us"]; ok {
 		t.Errorf("future_latency_us kept without a histogram: %v", m.Raw["future_latency_us"])

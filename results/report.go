@@ -556,9 +556,9 @@ func sweepTable(sw *Sweep) *sweepView {
 	} else {
 		v.Knee = "not found: " + sw.Knee.Reason + "."
 	}
-	if sw.SLO != nil {
+	if text := sw.ObjectivesText(); text != "" {
 		if sw.SLOPoint != nil {
-			v.SLO = fmt.Sprintf("%s met up to %s acquisitions/s, at %s.", sw.SLO.Text, thousands(sw.SLOPoint.AcquiredPerSec), ParamValue(sw.Param, sw.SLOPoint.Value))
+			v.SLO = fmt.Sprintf("%s met up to %s acquisitions/s, at %s.", text, thousands(sw.SLOPoint.AcquiredPerSec), ParamValue(sw.Param, sw.SLOPoint.Value))
 		} else {
 			v.SLO = SLOMiss(sw) + "."
 		}

@@ -54,7 +54,7 @@ func TestCapacityRenderings(t *testing.T) {
 func TestCapacityPageMatchesMarkdown(t *testing.T) {
 	t.Parallel()
 	sweep, compare, run := reportFixtures(t)
-	slo, _ := ParseSLO("p99<5ms")
+	slo := sloOf(t, "p99<5ms")
 	rep, err := BuildReport(loadInputs(t, sweep, compare, run), ReportOptions{SLO: &slo})
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +124,7 @@ func capacityOf(t *testing.T, sw *Sweep) string {
 // steadily, within the SLO: no knee, and the recommendation is the
 // highest throughput within the SLO, not an early step "past the knee".
 func TestCapacityKneeWhileThroughputGrows(t *testing.T) {
-	slo, _ := ParseSLO("p99<5ms")
+	slo := sloOf(t, "p99<5ms")
 	sw := &Sweep{Label: "growing", Param: "workers", Values: workers6, LoadModel: "closed", Mode: "try", Engine: "redlock", SLO: &slo,
 		Points: points(workers6, []float64{2000, 8000, 23000, 31000, 42000, 55600}, []int64{900, 950, 1100, 1900, 2800, 4100})}
 	md := capacityOf(t, sw)

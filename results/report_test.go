@@ -21,10 +21,7 @@ import (
 // returns their directories.
 func writeReportFixtures(t testing.TB, root string) (sweep, compare, run string) {
 	t.Helper()
-	slo, err := ParseSLO("p99<5ms")
-	if err != nil {
-		t.Fatal(err)
-	}
+	slo := sloOf(t, "p99<5ms")
 	sweep = filepath.Join(root, "sweep")
 	writeSynthSweep(t, sweep, &slo)
 
@@ -280,7 +277,7 @@ func TestCapacityGolden(t *testing.T) {
 	golden(t, "capacity.md", b.Bytes())
 
 	// The same sweep judged against an SLO nothing meets.
-	slo, _ := ParseSLO("p99<1ms")
+	slo := sloOf(t, "p99<1ms")
 	b.Reset()
 	if err := WriteCapacity(&b, ins[:1], &slo); err != nil {
 		t.Fatal(err)
@@ -391,7 +388,7 @@ func TestReportInChromium(t *testing.T) {
 	if d := os.Getenv("REDLOCK_REPORT_DIR"); d != "" {
 		out = d
 	}
-	slo, _ := ParseSLO("p99<5ms")
+	slo := sloOf(t, "p99<5ms")
 	_, html := writeFixtureReport(t, out, ReportOptions{Now: synthStart, SLO: &slo})
 	ids := chartIDs(html)
 	const measure = `<script>

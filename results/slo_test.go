@@ -75,24 +75,6 @@ func TestParseObjective(t *testing.T) {
 	}
 }
 
-// The sweep's objectives are the subset ParseSLO reads: both agree.
-func TestObjectiveSLO(t *testing.T) {
-	for _, in := range []string{"p99<5ms", "p999<=20ms", "p50<800us"} {
-		o, _ := ParseObjective(in)
-		slo, ok := o.SLO()
-		want, err := ParseSLO(in)
-		if !ok || err != nil || slo != want {
-			t.Errorf("%s: %+v %v, ParseSLO %+v %v", in, slo, ok, want, err)
-		}
-	}
-	for _, in := range []string{"p99>5ms", "release.p99<5ms", "max<5ms", "errors<1%"} {
-		o, _ := ParseObjective(in)
-		if _, ok := o.SLO(); ok {
-			t.Errorf("%s became a sweep SLO", in)
-		}
-	}
-}
-
 func TestObjectiveCheck(t *testing.T) {
 	s := fixedSummary() // mode try: acquire latency
 	s.Attempts, s.Acquired, s.DurationS, s.AcquiredPerSec, s.Checked, s.Violations = 1000, 900, 1, 900, true, 0

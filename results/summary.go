@@ -82,9 +82,14 @@ type Summary struct {
 	Contended int64 `json:"contended"`
 	// Errors counts failures by kind (see ErrorKinds); every kind is present.
 	Errors map[string]int64 `json:"errors"`
-	// ErrorExamples holds the first error message seen of each kind that
-	// occurred, so that a failing run says why without a rerun.
+	// ErrorExamples holds the first error message seen in the measured
+	// window of each kind that occurred there, so that a failing run says
+	// why without a rerun.
 	ErrorExamples map[string]string `json:"error_examples"`
+	// WarmupErrorExamples holds the first error message of each kind seen
+	// in the warm-up, which no counter counts; absent when there was
+	// none. A run whose masters were not ready at first shows it here.
+	WarmupErrorExamples map[string]string `json:"warmup_error_examples,omitempty"`
 	// LostLeases counts holds whose lease ran out before release began,
 	// whose lost-lock signal (Done) fired before release, or whose release
 	// found the lock no longer held.
@@ -145,6 +150,18 @@ type Summary struct {
 	// measured window, and the load generator's CPU time; absent when they
 	// were not read (faults, a node refusing INFO, a merged summary).
 	Server *ServerStats `json:"server,omitempty"`
+	// NodeTimeoutMs is how long an attempt waited for the masters' answers
+	// before it counted the silent ones as failed, in ms, as the engine
+	// set it (--node-timeout, or the engine's default); absent for an
+	// engine without one. A master slower than that, for whatever reason
+	// (the network, its own load, a CPU the client or it waited for), is
+	// an error of the attempt: no_quorum when too many were.
+	NodeTimeoutMs float64 `json:"node_timeout_ms,omitempty"`
+	// CPU is the CPU time of the measured window per acquisition, the
+	// load generator's and the masters', and what ran out of CPU; absent
+	// from summaries written before it was recorded, and from merged
+	// ones.
+	CPU *CPU `json:"cpu,omitempty"`
 
 	// The latency histograms, in microseconds.
 	AcquireLatencyUs     Stats `json:"acquire_latency_us"`
@@ -589,6 +606,17 @@ func (p printer) header(s *Summary) {
 		p("server       %s: %.1f µs of CPU (busiest node %.1f µs) and %.2f commands per acquisition; load generator %.1f µs\n",
 			counted(len(st.Nodes), "node"), 1e6*cpu/a, 1e6*busiest/a, float64(calls)/a, 1e6*st.ClientCPUS/a)
 	}
+	if c := s.CPU; c != nil {
+		p("cpu          %s\n", c.Text(s.Machine))
+	}
+	if s.NodeTimeoutMs > 0 {
+		how := "set by --node-timeout"
+		if s.RunConfig().NodeTimeout == "" {
+			how = "the engine's default; --node-timeout sets it"
+		}
+		p("node timeout %s ms (%s): an attempt counts a master silent that long as failed\n",
+			strconv.FormatFloat(s.NodeTimeoutMs, 'f', -1, 64), how)
+	}
 	m := s.Machine
 	p("machine      %s, %s/%s, %d CPUs, GOMAXPROCS %d, %s, redis %s\n",
 		orNA(m.Hostname), m.OS, m.Arch, m.CPUs, m.GOMAXPROCS, m.GoVersion, orNA(m.RedisVersion))
@@ -624,8 +652,22 @@ func (p printer) counters(s *Summary) {
 	}
 	p("  errors       %s\n", strings.Join(errs, ", "))
 	for _, k := range ErrorKinds() {
-		if m, ok := s.ErrorExamples[k]; ok {
+		if m, ok := s.ErrorExamples[k]; ok && s.Errors[k] > 0 {
 			p("    first %s: %s\n", k, m)
+		}
+	}
+	if len(s.WarmupErrorExamples) > 0 {
+		p("  in the warm-up, which no counter counts:\n")
+		for _, k := range ErrorKinds() {
+			if m, ok := s.WarmupErrorExamples[k]; ok {
+				p("    first %s: %s\n", k, m)
+			}
+		}
+	}
+	if s.Violations == 0 && s.StaleTokens == 0 && (s.ErrorTotal() > 0 || s.LostLeases > 0) {
+		p("  DEGRADED     errors or lost leases: the figures include the failed operations\n")
+		if note := s.SaturationNote(); note != "" {
+			p("               %s\n", note)
 		}
 	}
 	if s.LoadModel == "open" {
@@ -831,6 +873,7 @@ type RunConfig struct {
 	StartAt     string `json:"start_at"`
 	TLS         bool   `json:"tls"`
 	TTL         string `json:"ttl"`
+	NodeTimeout string `json:"node_timeout,omitempty"`
 	User        string `json:"user"`
 	WaitTimeout string `json:"wait_timeout"`
 	Warmup      string `json:"warmup"`

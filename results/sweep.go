@@ -53,10 +53,16 @@ type Sweep struct {
 	Points []SweepPoint `json:"points"`
 	// Knee is where throughput stopped growing while latency climbed.
 	Knee Knee `json:"knee"`
-	// SLO is the objective given with --slo, nil without one.
+	// Objectives are the objectives given with --slo, every one of which
+	// a step must meet; absent without any (and from sweeps written
+	// before they were recorded, which had SLO alone).
+	Objectives []Objective `json:"objectives,omitempty"`
+	// SLO is the objective on a percentile of the acquisition latency
+	// among them (the first), which the charts draw; nil without one. A
+	// sweep without Objectives is judged by it alone.
 	SLO *SLO `json:"slo,omitempty"`
-	// SLOPoint is the point of highest throughput that met the SLO; nil
-	// when no point did, or without an SLO.
+	// SLOPoint is the point of highest throughput that met every
+	// objective; nil when no point did, or without objectives.
 	SLOPoint *SweepPoint `json:"slo_point"`
 }
 
@@ -91,8 +97,11 @@ type SweepPoint struct {
 	Interrupted bool `json:"interrupted"`
 	// LatencyUs are the percentiles of the Sweep.Latency histogram.
 	LatencyUs Stats `json:"latency_us"`
-	// MeetsSLO says whether the step met the SLO (absent without one).
+	// MeetsSLO says whether the step met every objective (absent
+	// without any).
 	MeetsSLO *bool `json:"meets_slo,omitempty"`
+	// Misses says, per objective the step missed, why (SLOResult.Why).
+	Misses []string `json:"misses,omitempty"`
 }
 
 // Knee is the saturation point of a sweep. See FindKnee for the rule.
@@ -151,22 +160,80 @@ func PointFromSummary(index int, value float64, dir string, s *Summary, latency 
 	return p
 }
 
-// Analyze fills the knee, and with an SLO each point's MeetsSLO and the
-// SLO point.
+// SetObjectives makes objs the sweep's objectives, and its SLO the first
+// of them on a percentile of the acquisition latency.
+func (sw *Sweep) SetObjectives(objs []Objective) {
+	sw.Objectives, sw.SLO = objs, nil
+	for _, o := range objs {
+		if slo, ok := o.SLO(); ok {
+			sw.SLO = &slo
+			break
+		}
+	}
+}
+
+// CheckStep checks the sweep's objectives on step p's summary, which holds
+// every figure they may name (the points keep a few): MeetsSLO and
+// Misses.
+func (sw *Sweep) CheckStep(p *SweepPoint, s *Summary) {
+	if len(sw.Objectives) == 0 {
+		return
+	}
+	p.Misses = nil
+	for _, r := range CheckObjectives(s, sw.Objectives) {
+		if !r.Met {
+			p.Misses = append(p.Misses, r.Why)
+		}
+	}
+	met := usable(*p) && len(p.Misses) == 0
+	p.MeetsSLO = &met
+}
+
+// Analyze fills the knee, and the SLO point: the point of highest
+// throughput among those that met every objective (CheckStep), or, for a
+// sweep judged by its SLO alone, each point's MeetsSLO by it first.
 func (sw *Sweep) Analyze() {
 	sw.Knee = FindKnee(sw.Points, sw.Param)
 	sw.SLOPoint = nil
-	if sw.SLO == nil {
+	switch {
+	case len(sw.Objectives) > 0:
+	case sw.SLO != nil:
+		for i := range sw.Points {
+			met := usable(sw.Points[i]) && sw.SLO.Met(sw.Points[i].LatencyUs)
+			sw.Points[i].MeetsSLO = &met
+		}
+	default:
 		return
 	}
-	for i := range sw.Points {
-		met := usable(sw.Points[i]) && sw.SLO.Met(sw.Points[i].LatencyUs)
-		sw.Points[i].MeetsSLO = &met
+	best := -1
+	for i, p := range sw.Points {
+		if p.MeetsSLO == nil || !*p.MeetsSLO || !usable(p) {
+			continue
+		}
+		if best < 0 || p.AcquiredPerSec > sw.Points[best].AcquiredPerSec {
+			best = i
+		}
 	}
-	if i, ok := BestUnderSLO(sw.Points, *sw.SLO); ok {
-		p := sw.Points[i]
+	if best >= 0 {
+		p := sw.Points[best]
 		sw.SLOPoint = &p
 	}
+}
+
+// ObjectivesText is the sweep's objectives as given: "p99<5ms,
+// errors<0.1%"; "" without any.
+func (sw *Sweep) ObjectivesText() string {
+	if len(sw.Objectives) == 0 {
+		if sw.SLO != nil {
+			return sw.SLO.Text
+		}
+		return ""
+	}
+	texts := make([]string, len(sw.Objectives))
+	for i, o := range sw.Objectives {
+		texts[i] = o.Text
+	}
+	return strings.Join(texts, ", ")
 }
 
 // Verdict is the step's verdict, as the run's one-line summary gives it:
@@ -334,25 +401,14 @@ func latencyGrowth(a, b SweepPoint) float64 {
 	return float64(b.LatencyUs.P99) / float64(a.LatencyUs.P99)
 }
 
-// BestUnderSLO returns the index into points of the point of highest
-// throughput that meets slo, among points that ran to the end and
-// acquired something; false when none does.
-func BestUnderSLO(points []SweepPoint, slo SLO) (int, bool) {
-	best := -1
-	for i, p := range points {
-		if !usable(p) || !slo.Met(p.LatencyUs) {
-			continue
-		}
-		if best < 0 || p.AcquiredPerSec > points[best].AcquiredPerSec {
-			best = i
-		}
-	}
-	return best, best >= 0
-}
-
-// SLOMiss explains, in one line, why no point met slo: the best value of
-// the percentile seen, and where.
+// SLOMiss explains, in one line, why no point met the objectives: the
+// step that came closest (the fewest objectives missed, then the highest
+// throughput) and what it missed; for a sweep judged by its SLO alone, the
+// best value of the percentile seen, and where.
 func SLOMiss(sw *Sweep) string {
+	if len(sw.Objectives) > 0 {
+		return objectivesMiss(sw)
+	}
 	if sw.SLO == nil {
 		return ""
 	}
@@ -371,6 +427,24 @@ func SLOMiss(sw *Sweep) string {
 	p := sw.Points[best]
 	return fmt.Sprintf("no point met the SLO %s: the lowest %s was %s, at %s (%.0f acquisitions/s)",
 		sw.SLO.Text, sw.SLO.Percentile, FormatUs(sw.SLO.Value(p.LatencyUs)), ParamValue(sw.Param, p.Value), p.AcquiredPerSec)
+}
+
+func objectivesMiss(sw *Sweep) string {
+	best := -1
+	for i, p := range sw.Points {
+		switch {
+		case !usable(p):
+		case best < 0, len(p.Misses) < len(sw.Points[best].Misses),
+			len(p.Misses) == len(sw.Points[best].Misses) && p.AcquiredPerSec > sw.Points[best].AcquiredPerSec:
+			best = i
+		}
+	}
+	if best < 0 {
+		return fmt.Sprintf("no point met the SLO %s: no step completed with acquisitions", sw.ObjectivesText())
+	}
+	p := sw.Points[best]
+	return fmt.Sprintf("no point met the SLO %s: the closest, at %s (%.0f acquisitions/s), missed %s",
+		sw.ObjectivesText(), ParamValue(sw.Param, p.Value), p.AcquiredPerSec, strings.Join(p.Misses, "; "))
 }
 
 // ParamValue renders a swept value with its meaning: "64 workers" or
@@ -457,14 +531,16 @@ func WriteSweepText(w io.Writer, sw *Sweep) error {
 	} else {
 		p("not found: %s\n", sw.Knee.Reason)
 	}
-	if sw.SLO != nil {
-		p("slo          %s: ", sw.SLO.Text)
-		if sw.SLOPoint != nil {
-			sp := sw.SLOPoint
+	if text := sw.ObjectivesText(); text != "" {
+		p("slo          %s: ", text)
+		switch sp := sw.SLOPoint; {
+		case sp == nil:
+			p("%s\n", SLOMiss(sw))
+		case sw.SLO != nil:
 			p("met up to %.1f acquisitions/s, at %s (%s %s)\n", sp.AcquiredPerSec, ParamValue(sw.Param, sp.Value),
 				sw.SLO.Percentile, FormatUs(sw.SLO.Value(sp.LatencyUs)))
-		} else {
-			p("%s\n", SLOMiss(sw))
+		default:
+			p("met up to %.1f acquisitions/s, at %s\n", sp.AcquiredPerSec, ParamValue(sw.Param, sp.Value))
 		}
 	}
 	_, err := io.WriteString(w, b.String())

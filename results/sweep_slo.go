@@ -1,7 +1,6 @@
 package results
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -10,7 +9,9 @@ import (
 )
 
 // SLO is a latency objective on one percentile, such as "p99<5ms": the
-// 99th percentile must stay below 5 ms. Its JSON form is part of sweep.json.
+// 99th percentile must stay below 5 ms. Its JSON form is part of
+// sweep.json. It is made from an Objective (Objective.SLO), whose parser
+// reads every --slo.
 type SLO struct {
 	// Percentile names the percentile: "p50", "p90", "p99" or "p999".
 	Percentile string `json:"percentile"`
@@ -24,40 +25,6 @@ type SLO struct {
 
 // sloPercentiles are the percentiles an SLO may name, each a field of Stats.
 var sloPercentiles = []string{"p50", "p90", "p99", "p999"}
-
-// errSLOSyntax is the shape every SLO parse error explains.
-var errSLOSyntax = errors.New("want PERCENTILE<LIMIT such as p99<5ms: percentile p50, p90, p99 or p999 (p99.9); limit a number with unit µs, us, ms or s, from 1µs to 1h; '<=' is accepted")
-
-// ParseSLO parses an objective such as "p99<5ms", "p999 <= 800us" or
-// "p50<1.5s". Units are µs (or us), ms and s. Errors say what is expected.
-// It reads with ParseObjective's grammar, restricted to the objectives a
-// sweep can search for: a percentile of the acquisition latency below a
-// limit.
-func ParseSLO(s string) (SLO, error) {
-	name, op, value := splitObjective(s)
-	if op != "<" && op != "<=" {
-		return SLO{}, fmt.Errorf("slo %q: %w", s, errSLOSyntax)
-	}
-	typed := name
-	name = canonicalMetric(name)
-	known := false
-	for _, p := range sloPercentiles {
-		known = known || p == name
-	}
-	if !known {
-		return SLO{}, fmt.Errorf("slo %q: unknown percentile %q: %w", s, typed, errSLOSyntax)
-	}
-	if value == "" {
-		return SLO{}, fmt.Errorf("slo %q: no value after %q: %w", s, op, errSLOSyntax)
-	}
-	limit, err := parseLimitUs(value)
-	if err != nil {
-		return SLO{}, fmt.Errorf("slo %q: %v: %w", s, err, errSLOSyntax)
-	}
-	o := SLO{Percentile: name, LimitUs: limit, Inclusive: op == "<="}
-	o.Text = o.String()
-	return o, nil
-}
 
 // parseLimitUs reads "5ms", "800us", "800µs", "1.5s" as microseconds.
 func parseLimitUs(s string) (float64, error) {
@@ -97,8 +64,8 @@ func parseLimitUs(s string) (float64, error) {
 	return us, nil
 }
 
-// String writes the objective so that ParseSLO reads it back unchanged,
-// in the largest unit that keeps the limit exact: "p99<5ms".
+// String writes the objective so that ParseObjective reads it back
+// unchanged, in the largest unit that keeps the limit exact: "p99<5ms".
 func (o SLO) String() string {
 	op := "<"
 	if o.Inclusive {

@@ -162,10 +162,7 @@ func TestFindKneeIgnoresInterruptedPoints(t *testing.T) {
 }
 
 func TestSLOPoint(t *testing.T) {
-	slo, err := ParseSLO("p99<5ms")
-	if err != nil {
-		t.Fatal(err)
-	}
+	slo := sloOf(t, "p99<5ms")
 	sw := &Sweep{Param: "workers", SLO: &slo,
 		Points: points(workers6, []float64{2000, 8000, 32000, 40000, 40000, 38000}, []int64{2300, 2300, 2300, 7400, 29000, 120000})}
 	sw.Analyze()
@@ -187,7 +184,7 @@ func TestSLOPoint(t *testing.T) {
 }
 
 func TestSLONeverMet(t *testing.T) {
-	slo, _ := ParseSLO("p99<1ms")
+	slo := sloOf(t, "p99<1ms")
 	sw := &Sweep{Param: "workers", SLO: &slo,
 		Points: points(workers6, []float64{2000, 8000, 32000, 40000, 40000, 38000}, []int64{2300, 2300, 2300, 7400, 29000, 120000})}
 	sw.Analyze()
@@ -210,7 +207,7 @@ func TestSLONeverMet(t *testing.T) {
 }
 
 func TestSweepJSONRoundTrip(t *testing.T) {
-	slo, _ := ParseSLO("p999<=20ms")
+	slo := sloOf(t, "p999<=20ms")
 	sw := &Sweep{Label: "x", Param: "rate", Values: []float64{1000, 2000}, SLO: &slo,
 		Points: points([]float64{1000, 2000}, []float64{1000, 1990}, []int64{900, 950})}
 	sw.Analyze()
@@ -235,7 +232,9 @@ func TestSweepJSONRoundTrip(t *testing.T) {
 	}
 }
 
-func TestParseSLO(t *testing.T) {
+// The sweep's SLO is an objective's: ParseObjective reads it, and an
+// upper bound on a percentile of the acquisition latency becomes one.
+func TestObjectiveAsSLO(t *testing.T) {
 	for _, c := range []struct {
 		in        string
 		pct       string
@@ -255,22 +254,17 @@ func TestParseSLO(t *testing.T) {
 		{"p99<1000ms", "p99", 1e6, false, "p99<1s"},
 		{"p99<1us", "p99", 1, false, "p99<1µs"},
 		{"p99<3600s", "p99", 3.6e9, false, "p99<3600s"},
+		{"p99<5 ms", "p99", 5000, false, "p99<5ms"},
 	} {
-		got, err := ParseSLO(c.in)
-		if err != nil {
-			t.Errorf("%q: %v", c.in, err)
-			continue
-		}
+		got := sloOf(t, c.in)
 		if got.Percentile != c.pct || got.LimitUs != c.limitUs || got.Inclusive != c.inclusive || got.Text != c.text || got.String() != c.text {
 			t.Errorf("%q: got %+v, want %s %v %v %q", c.in, got, c.pct, c.limitUs, c.inclusive, c.text)
 		}
 	}
 	for _, c := range []struct{ in, want string }{
-		{"", "want PERCENTILE<LIMIT"},
-		{"p99", "want PERCENTILE<LIMIT"},
-		{"p99>5ms", "want PERCENTILE<LIMIT"},
-		{"p95<5ms", `unknown percentile "p95"`},
-		{"avg<5ms", `unknown percentile "avg"`},
+		{"", "no comparison"},
+		{"p99", "no comparison"},
+		{"p95<5ms", `unknown metric "p95"`},
 		{"p99<", `no value after "<"`},
 		{"p99<5", `limit "5" has no unit`},
 		{"p99<5min", `unknown unit "min"`},
@@ -281,20 +275,35 @@ func TestParseSLO(t *testing.T) {
 		{"p99<0.5us", "from 1µs"},
 		{"p99<2h", `unknown unit "h"`},
 		{"p99<3601s", "to 1h"},
-		{"p99<5 ms", ""},
 		{"p99<<5ms", "not a plain positive number"},
 	} {
-		_, err := ParseSLO(c.in)
-		if c.in == "p99<5 ms" { // a space before the unit is accepted
-			if err != nil {
-				t.Errorf("%q: %v", c.in, err)
-			}
-			continue
-		}
-		if err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := ParseObjective(c.in); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want one saying %q", c.in, err, c.want)
 		}
 	}
+	// Objectives that a sweep meets step by step but that are no latency
+	// bound of the acquisition: no SLO of their own.
+	for _, in := range []string{"p99>5ms", "avg<5ms", "release.p99<5ms", "errors<0.1%"} {
+		if o, err := ParseObjective(in); err != nil {
+			t.Errorf("%q: %v", in, err)
+		} else if _, ok := o.SLO(); ok {
+			t.Errorf("%q became a sweep SLO", in)
+		}
+	}
+}
+
+// sloOf is the sweep SLO of the objective s.
+func sloOf(t testing.TB, s string) SLO {
+	t.Helper()
+	o, err := ParseObjective(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slo, ok := o.SLO()
+	if !ok {
+		t.Fatalf("%q is no sweep SLO", s)
+	}
+	return slo
 }
 
 func TestSLOMet(t *testing.T) {
@@ -305,29 +314,29 @@ func TestSLOMet(t *testing.T) {
 	}{
 		{"p99<5ms", false}, {"p99<=5ms", true}, {"p99<5.001ms", true}, {"p50<101us", true}, {"p999<9ms", false}, {"p90<1ms", true},
 	} {
-		o, err := ParseSLO(c.slo)
-		if err != nil {
-			t.Fatal(err)
-		}
+		o := sloOf(t, c.slo)
 		if got := o.Met(st); got != c.want {
 			t.Errorf("%s on %+v: %v, want %v", c.slo, st, got, c.want)
 		}
 	}
-	o, _ := ParseSLO("p99<1s")
-	if o.Met(Stats{}) {
+	if o := sloOf(t, "p99<1s"); o.Met(Stats{}) {
 		t.Error("an empty histogram met an SLO")
 	}
 }
 
-// FuzzParseSLO checks that the parser never panics, that whatever it
+// FuzzObjectiveSLO checks that whatever sweep SLO the objectives' parser
 // accepts is sane, and that String reads back to the same objective.
-func FuzzParseSLO(f *testing.F) {
+func FuzzObjectiveSLO(f *testing.F) {
 	for _, s := range []string{"p99<5ms", "p50<800us", "p999<=1.5s", "p99.9<2µs", "p90 < 0.25ms", "", "p99<", "<5ms", "p99<5e3us", "p99<99999999999s"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		o, err := ParseSLO(s)
+		obj, err := ParseObjective(s)
 		if err != nil {
+			return
+		}
+		o, ok := obj.SLO()
+		if !ok {
 			return
 		}
 		if !(o.LimitUs >= 1 && o.LimitUs <= float64(HighestUs)) || math.IsNaN(o.LimitUs) {
@@ -336,12 +345,78 @@ func FuzzParseSLO(f *testing.F) {
 		if o.Quantile() <= 0 || o.Quantile() >= 1 {
 			t.Fatalf("%q: quantile %v", s, o.Quantile())
 		}
-		back, err := ParseSLO(o.String())
+		back, err := ParseObjective(o.String())
 		if err != nil {
 			t.Fatalf("%q: String %q does not parse: %v", s, o.String(), err)
 		}
-		if back != o {
-			t.Fatalf("%q: round trip %+v != %+v", s, back, o)
+		if slo, ok := back.SLO(); !ok || slo != o {
+			t.Fatalf("%q: round trip %+v != %+v", s, slo, o)
 		}
 	})
+}
+
+// A sweep's objectives may be any of run's: each step is checked on its
+// own summary, which holds every figure they name, and the best step is
+// the one of highest throughput that met them all.
+func TestSweepObjectives(t *testing.T) {
+	var objs []Objective
+	for _, in := range []string{"p99<5ms", "errors<0.1%"} {
+		o, err := ParseObjective(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, o)
+	}
+	sw := &Sweep{Param: "workers",
+		Points: points(workers6, []float64{2000, 8000, 32000, 40000, 40000, 38000}, []int64{2300, 2300, 2300, 2300, 29000, 120000})}
+	sw.SetObjectives(objs)
+	if sw.SLO == nil || sw.SLO.Text != "p99<5ms" {
+		t.Fatalf("SLO %+v, want the latency objective", sw.SLO)
+	}
+	for i := range sw.Points {
+		p := &sw.Points[i]
+		s := &Summary{Attempts: 1000, Acquired: 900, DurationS: 1, AcquiredPerSec: p.AcquiredPerSec, AcquireLatencyUs: p.LatencyUs,
+			Mode: "try", Errors: map[string]int64{"no_quorum": 0}}
+		if p.Value == 64 {
+			s.Errors["no_quorum"] = 5 // 0.5%: the fastest step within the latency bound misses the error bound
+		}
+		sw.CheckStep(p, s)
+	}
+	sw.Analyze()
+	if sw.SLOPoint == nil || sw.SLOPoint.Value != 16 {
+		t.Fatalf("SLO point %+v, want 16 workers: 64 missed the error bound", sw.SLOPoint)
+	}
+	if m := sw.Points[3].Misses; len(m) != 1 || !strings.HasPrefix(m[0], "errors<0.1% missed: error rate was 0.5%") {
+		t.Errorf("64 workers' misses %q", m)
+	}
+	var b bytes.Buffer
+	if err := WriteSweepText(&b, sw); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "slo          p99<5ms, errors<0.1%: met up to 32000.0 acquisitions/s, at 16 workers") {
+		t.Errorf("sweep text:\n%s", b.String())
+	}
+	// Read back, the sweep keeps its verdicts.
+	b.Reset()
+	if err := WriteSweepJSON(&b, sw); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadSweepJSON(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back.Analyze()
+	if back.SLOPoint == nil || back.SLOPoint.Value != 16 || len(back.Objectives) != 2 {
+		t.Errorf("read back: SLO point %+v, objectives %v", back.SLOPoint, back.Objectives)
+	}
+	// None met: the closest step, and what it missed.
+	for i := range sw.Points {
+		sw.Points[i].Misses = append(sw.Points[i].Misses, "x missed")
+		f := false
+		sw.Points[i].MeetsSLO = &f
+	}
+	sw.Analyze()
+	if msg := SLOMiss(sw); sw.SLOPoint != nil || !strings.Contains(msg, "no point met the SLO p99<5ms, errors<0.1%: the closest, at 16 workers (32000 acquisitions/s), missed x missed") {
+		t.Errorf("SLO point %+v, miss %q", sw.SLOPoint, msg)
+	}
 }

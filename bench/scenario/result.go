@@ -71,11 +71,11 @@ func (r *Result) Write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("scenario: %w", err)
 	}
-	js, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return fmt.Errorf("scenario: encode %s: %w", r.Name, err)
+	var js bytes.Buffer
+	if err := r.WriteJSON(&js); err != nil {
+		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "scenario.json"), append(js, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "scenario.json"), js.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("scenario: %w", err)
 	}
 	var txt bytes.Buffer
@@ -86,6 +86,16 @@ func (r *Result) Write(dir string) error {
 		return fmt.Errorf("scenario: %w", err)
 	}
 	return nil
+}
+
+// WriteJSON writes the result as scenario.json holds it.
+func (r *Result) WriteJSON(w io.Writer) error {
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("scenario: encode %s: %w", r.Name, err)
+	}
+	_, err = w.Write(append(js, '\n'))
+	return err
 }
 
 // Verdict is PASS, FAIL, or INTERRUPTED for a scenario stopped before its

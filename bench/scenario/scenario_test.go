@@ -222,7 +222,7 @@ func TestRunUnknown(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
-	want := []string{"restart-amnesia", "minority-down", "majority-down", "slow-node", "paused-holder", "partition", "oom-node", "failover", "clock-jump", "cluster-failover"}
+	want := []string{"restart-amnesia", "minority-down", "majority-down", "slow-node", "paused-holder", "partition", "oom-node", "failover", "clock-jump", "cluster-failover", "sentinel-failover"}
 	got := List()
 	if len(got) != len(want) {
 		t.Fatalf("List has %d scenarios, want %d", len(got), len(want))

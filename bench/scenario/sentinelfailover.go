@@ -136,6 +136,21 @@ func runSentinelFailover(ctx context.Context, e *env) (outcome, error) {
 		if err := awaitOlder(ctx, data, ttl); err != nil {
 			return fail(err)
 		}
+		// It also keeps a Sentinel vote's master out until MaxTTL after
+		// the sentinels saw it become master, or began watching it.
+		e.step("waiting for the sentinels to have watched the master for longer than MaxTTL (%s)", ttl)
+		for {
+			age, err := g.MasterRoleAge(ctx)
+			if err != nil {
+				return fail(err)
+			}
+			if age > ttl {
+				break
+			}
+			if err := sleep(ctx, ttl-age+10*time.Millisecond); err != nil {
+				return fail(err)
+			}
+		}
 	}
 	set := func(policy engine.QuarantinePolicy) func(*engine.Config) {
 		return func(c *engine.Config) {

@@ -402,7 +402,13 @@ type keySpans map[string][][]span
 
 // buildSpans turns the masters' logs into spans, splitting a key's life
 // at its deadline: the key expired then, though the master noticed only
-// when something looked.
+// when something looked. A key holds its value from the command that set
+// it to the next change the master logged, at every instant its master's
+// clock has not passed its deadline: a clock stepped back to before the
+// deadline makes a key that nothing looked at meanwhile live again (a
+// span "revived", until the clock passes the deadline again), as on
+// Redis, which deletes an expired key only when a command finds it; the
+// master logs each such deletion as a change.
 func buildSpans(logs [][]simredis.KeyRecord, clocks []simredis.Clock, start time.Time) keySpans {
 	out := make(keySpans)
 	for m, log := range logs {
@@ -421,26 +427,51 @@ func buildSpans(logs [][]simredis.KeyRecord, clocks []simredis.Clock, start time
 					to = recs[i+1].At
 				}
 				s := span{From: r.At, To: to, Gone: r.Gone, Value: r.Value, Cause: r.Cause, Client: r.Client, Deadline: -1}
-				if r.Scores != nil {
-					s.Members = rwEntries(r.Scores, clocks[m], start, start.Add(r.At))
-				}
-				if !r.Gone && !r.ExpireAt.IsZero() {
-					if v := clocks[m].VirtualAt(r.ExpireAt, start.Add(r.At)); !v.IsZero() {
-						s.Deadline = v.Sub(start)
+				if r.Gone || r.ExpireAt.IsZero() {
+					if r.Scores != nil {
+						s.Members = rwEntries(r.Scores, clocks[m], start, start.Add(r.At))
 					}
-				}
-				if s.Deadline >= 0 && s.Deadline < to {
-					s.To = s.Deadline
 					ss = append(ss, s)
-					ss = append(ss, span{From: s.Deadline, To: to, Gone: true, Cause: "expired", Deadline: -1})
 					continue
 				}
-				ss = append(ss, s)
+				ss = append(ss, lifeSpans(s, r.Scores, r.ExpireAt, clocks[m], start)...)
 			}
 			out[key][m] = ss
 		}
 	}
 	return out
+}
+
+// lifeSpans splits s, the state a command left a key in with deadline
+// expireAt on the master's clock, into the stretches it holds (the first
+// s's own, the later ones "revived" by a clock stepped back) and the
+// stretches it is gone ("expired"), up to s.To.
+func lifeSpans(s span, scores map[string]float64, expireAt time.Time, clock simredis.Clock, start time.Time) []span {
+	var out []span
+	to := s.To
+	for {
+		if scores != nil {
+			s.Members = rwEntries(scores, clock, start, start.Add(s.From))
+		}
+		v := clock.VirtualAt(expireAt, start.Add(s.From))
+		if v.IsZero() {
+			s.To = to
+			return append(out, s)
+		}
+		s.Deadline = v.Sub(start)
+		if s.Deadline >= to {
+			s.To = to
+			return append(out, s)
+		}
+		s.To = s.Deadline
+		out = append(out, s)
+		back := clock.BackBefore(expireAt, v)
+		if back.IsZero() || back.Sub(start) >= to {
+			return append(out, span{From: s.Deadline, To: to, Gone: true, Cause: "expired", Deadline: -1})
+		}
+		out = append(out, span{From: s.Deadline, To: back.Sub(start), Gone: true, Cause: "expired", Deadline: -1})
+		s = span{From: back.Sub(start), Value: s.Value, Cause: "revived", Client: s.Client, Deadline: -1}
+	}
 }
 
 // holds reports whether the span holds lease value v (marked by a waiter
@@ -822,11 +853,20 @@ func CheckTurns(events []Event, grants []Grant, keys keySpans, leaves []simredis
 					continue
 				}
 				// The token from the command that gave it to its end: a
-				// waiter's attempt that finds it marks it ("+") in place.
+				// waiter's attempt that finds it marks it ("+") in place,
+				// and a clock stepped back revives it after it expired.
 				token := strings.TrimSuffix(s.Value, "+")
 				last := i
-				for last+1 < len(ss) && !ss[last+1].Gone && strings.TrimSuffix(ss[last+1].Value, "+") == token {
-					last++
+				for {
+					if last+1 < len(ss) && !ss[last+1].Gone && strings.TrimSuffix(ss[last+1].Value, "+") == token {
+						last++
+						continue
+					}
+					if last+2 < len(ss) && ss[last+1].Cause == "expired" && ss[last+2].Cause == "revived" {
+						last += 2
+						continue
+					}
+					break
 				}
 				end, expired := ss[last].To, last+1 < len(ss) && ss[last+1].Cause == "expired"
 				i = last

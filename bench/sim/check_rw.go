@@ -36,27 +36,60 @@ const (
 )
 
 // rwEntry is one entry of a read/write lock's sorted set: live until
-// Until (virtual time); Writer: a writer's (negative score).
+// Until (virtual time), and in each of Live (the first ending at Until),
+// while it stays in the set; Writer: a writer's (negative score).
 type rwEntry struct {
 	Until  time.Duration
+	Live   []window
 	Writer bool
 }
 
 // rwEntries converts a sorted set's scores to virtual deadlines through
-// the master's clock, as of from (when the record was made).
+// the master's clock, as of from (when the record was made). The scripts
+// compare each entry's score with the master's clock (TIME) and leave an
+// expired one in place until they remove it (a change the master logs),
+// so a clock stepped back to before its score makes it live again, as
+// buildSpans does a key.
 func rwEntries(scores map[string]float64, clock simredis.Clock, start, from time.Time) map[string]rwEntry {
 	out := make(map[string]rwEntry, len(scores))
 	for m, sc := range scores {
 		if m == rwMember {
 			continue
 		}
+		score := time.UnixMicro(int64(math.Abs(sc)))
 		e := rwEntry{Until: never, Writer: sc < 0}
-		if v := clock.VirtualAt(time.UnixMicro(int64(math.Abs(sc))), from); !v.IsZero() {
-			e.Until = v.Sub(start)
+		for at := from; ; {
+			v := clock.VirtualAt(score, at)
+			if v.IsZero() {
+				e.Live = append(e.Live, window{at.Sub(start), never})
+				break
+			}
+			e.Live = append(e.Live, window{at.Sub(start), v.Sub(start)})
+			if at = clock.BackBefore(score, v); at.IsZero() {
+				break
+			}
 		}
+		e.Until = e.Live[0].to
 		out[m] = e
 	}
 	return out
+}
+
+// liveIn is e's stretches of life within span s.
+func (e rwEntry) liveIn(s span) []window {
+	var out []window
+	for _, w := range e.Live {
+		if from, to := max(w.from, s.From), min(w.to, s.To); from < to {
+			out = append(out, window{from, to})
+		}
+	}
+	return out
+}
+
+// liveDuring reports whether e, in span s, was live at some instant of
+// [from, to].
+func (e rwEntry) liveDuring(s span, from, to time.Duration) bool {
+	return slices.ContainsFunc(e.liveIn(s), func(w window) bool { return w.from <= to && w.to > from })
 }
 
 // checkRW runs the read/write lock's checkers.
@@ -158,13 +191,11 @@ func rwLive(kss [][]span, value string) []window {
 			if s.Gone || !ok {
 				continue
 			}
-			to := min(s.To, e.Until)
-			if i+1 < len(ss) && ss[i+1].Cause == "restart" {
-				to = e.Until
+			live := e.liveIn(s)
+			if i+1 < len(ss) && ss[i+1].Cause == "restart" && e.Until > s.From {
+				live = append(live, window{s.From, e.Until})
 			}
-			if to > s.From {
-				own = append(own, window{s.From, to})
-			}
+			own = append(own, live...)
 		}
 		ivs = append(ivs, mergeWindows(own)...)
 	}
@@ -198,21 +229,11 @@ func rwIntents(ss []span) []window {
 		if s.Gone {
 			continue
 		}
-		until := time.Duration(-1)
 		for _, e := range s.Members {
-			until = max(until, e.Until)
-		}
-		to := min(s.To, until)
-		if to <= s.From {
-			continue
-		}
-		if n := len(out); n > 0 && out[n-1].to == s.From {
-			out[n-1].to = to
-		} else {
-			out = append(out, window{s.From, to})
+			out = append(out, e.liveIn(s)...)
 		}
 	}
-	return out
+	return mergeWindows(out)
 }
 
 // CheckRWIntent is checker 4's guard of a waiting writer: no reader is
@@ -395,7 +416,7 @@ func rwEntryDuring(kss [][]span, m int, from, to time.Duration, match func(rwEnt
 			continue
 		}
 		for _, x := range s.Members {
-			if match(x) && x.Until > max(s.From, from) {
+			if match(x) && x.liveDuring(s, from, to) {
 				return true
 			}
 		}
@@ -422,7 +443,7 @@ func rwAnother(grants []Grant, holders [][]span, e Event) bool {
 				continue
 			}
 			for v, x := range s.Members {
-				if v != own && x.Until > max(s.From, e.Called) {
+				if v != own && x.liveDuring(s, e.Called, e.At) {
 					return true
 				}
 			}

@@ -252,3 +252,41 @@ func TestCheckRWErrors(t *testing.T) {
 		}
 	}
 }
+
+// An entry lives at every instant its master's clock has not passed its
+// score, while it stays in the set: the scripts compare scores with
+// TIME and leave an expired entry in place, so a clock stepped back to
+// before its score revives it, and a reader refused by a writer's intent
+// revived so is refused honestly.
+func TestCheckRWErrorsClockStepBack(t *testing.T) {
+	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	ve := &engine.VotesError{Op: "acquire", Resource: "rw0", Kind: engine.ErrNotAcquired, Votes: make([]engine.Vote, 3), Quorum: 2, Refused: 2}
+	ve.Votes[0].Outcome, ve.Votes[1].Outcome = engine.OutcomeRefused, engine.OutcomeRefused
+	call := Event{Op: "tryrlock", Resource: "rw0", Called: ms(100), At: ms(101), Result: "not-acquired", Err: ve, Grant: -1}
+	// The intents of masters 0 and 1 live until 80 ms; their clocks
+	// step back by 100 ms at 90 ms, which revives them until 180 ms.
+	stepped := simredis.VirtualClock(start).Jumped(start.Add(ms(90)), -ms(100))
+	logs := make([][]simredis.KeyRecord, 3)
+	for m := range 2 {
+		logs[m] = []simredis.KeyRecord{rwRecord(start, rwPrefix+"rw0", m, ms(50), map[string]time.Duration{"L:1": ms(80)})}
+	}
+	for _, tc := range []struct {
+		name  string
+		clock simredis.Clock
+		want  int
+	}{
+		{"revived by the step back", stepped, 0},
+		{"no step back", simredis.VirtualClock(start), 1},
+	} {
+		keys := buildSpans(logs, []simredis.Clock{tc.clock, tc.clock, simredis.VirtualClock(start)}, start)
+		if got := CheckRWErrors([]Event{call}, nil, keys, Bounds{}, nil); len(got) != tc.want {
+			t.Errorf("%s: %d violations, want %d: %v", tc.name, len(got), tc.want, got)
+		}
+		if tc.want == 0 {
+			want := []window{{ms(50), ms(80)}, {ms(90), ms(180)}}
+			if got := rwIntents(keys[rwPrefix+"rw0"][0]); !slices.Equal(got, want) {
+				t.Errorf("%s: the intent lives %v, want %v", tc.name, got, want)
+			}
+		}
+	}
+}

@@ -332,6 +332,65 @@ func TestCheckErrors(t *testing.T) {
 	}
 }
 
+// A master's key lives at every instant its clock has not passed the
+// key's deadline, up to the next change the master logged: a clock
+// stepped back to before the deadline revives a key that nothing looked
+// at meanwhile (the master would have logged deleting it), and an
+// attempt refused by it then is honest. Trust is judged as before: a
+// lease is trusted past its keys' expiry from the first instant they
+// expired on fewer than a quorum, whatever a later step back revives.
+func TestCheckErrorsClockStepBack(t *testing.T) {
+	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	token := func(m int) simredis.KeyRecord {
+		return simredis.KeyRecord{At: ms(0), Master: m, Key: "r", Value: turnPrefix + "other:1", ExpireAt: start.Add(ms(100)), Client: "c0"}
+	}
+	// Master 0's clock steps back by 200ms at 150ms: its token, past
+	// its deadline since 100ms, lives again from 150ms to 300ms.
+	clocks := []simredis.Clock{simredis.VirtualClock(start).Jumped(start.Add(ms(150)), -ms(200)), simredis.VirtualClock(start)}
+	refused := &engine.VotesError{Op: "acquire", Resource: "r", Kind: engine.ErrNotAcquired, Votes: make([]engine.Vote, 3), Quorum: 2, Refused: 1}
+	refused.Votes[0].Outcome = engine.OutcomeRefused
+	call := Event{Op: "trylock", Resource: "r", Client: 1, Called: ms(200), At: ms(210), Result: "not-acquired", Err: refused, Grant: -1}
+	for _, tc := range []struct {
+		name   string
+		clocks []simredis.Clock
+		recs   []simredis.KeyRecord
+		want   int
+	}{
+		{"revived by the step back", clocks, []simredis.KeyRecord{token(0)}, 0},
+		{"no step back", []simredis.Clock{simredis.VirtualClock(start)}, []simredis.KeyRecord{token(0)}, 1},
+		{"found expired before the step", clocks, []simredis.KeyRecord{token(0), {At: ms(120), Master: 0, Key: "r", Gone: true, Cause: "EVALSHA acquire"}}, 1},
+	} {
+		logs := make([][]simredis.KeyRecord, len(tc.clocks))
+		for _, r := range tc.recs {
+			logs[r.Master] = append(logs[r.Master], r)
+		}
+		keys := buildSpans(logs, tc.clocks, start)
+		if got := CheckErrors([]Event{call}, nil, keys, nil, Bounds{}); len(got) != tc.want {
+			t.Errorf("%s: violations %v, want %d", tc.name, got, tc.want)
+		}
+	}
+	var lives []window
+	for _, s := range buildSpans([][]simredis.KeyRecord{{token(0)}}, clocks[:1], start)["r"][0] {
+		if !s.Gone {
+			lives = append(lives, window{s.From, s.To})
+		}
+	}
+	if want := []window{{0, ms(100)}, {ms(150), ms(300)}}; !slices.Equal(lives, want) {
+		t.Errorf("the token lives %v, want %v", lives, want)
+	}
+	// A lease on three masters, two of them stepped back after its keys
+	// expired there: it was trusted past its expiry from 100ms on.
+	three := []simredis.Clock{clocks[0], clocks[0], simredis.VirtualClock(start)}
+	var logs [][]simredis.KeyRecord
+	for m := range three {
+		logs = append(logs, []simredis.KeyRecord{{At: ms(0), Master: m, Key: "r", Value: "v", ExpireAt: start.Add(ms(100)), Client: "c0"}})
+	}
+	g := Grant{ID: 0, Resource: "r", Value: "v", Client: 0, Called: ms(0), Granted: ms(1), End: ms(200)}
+	if got := CheckExpiry([]Grant{g}, buildSpans(logs, three, start), 2); len(got) != 1 || got[0].At != ms(100) {
+		t.Errorf("a lease trusted across its keys' expiry and revival: %v, want a violation at 100ms", got)
+	}
+}
+
 // A Lock refused at the in-process gate is honest while another worker of
 // its client holds the resource, or is still in the Release that hands
 // the gate on (its deletes wait for every master), even when that

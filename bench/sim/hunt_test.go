@@ -136,6 +136,9 @@ var notSimulated = map[string]string{
 	mutation.ClockErrorIgnored.Name(): "a healthy master refused or kept out for a slow round trip breaks no invariant the checkers judge; TestFencingAcceptsAgreeingClocksBehindALongRoundTripControl and TestMasterReconnectingOverALongRoundTripControl (engine, simulated masters) catch it",
 	mutation.ClockReadOnce.Name():     "the simulated masters' clocks stay within ±20 ms of each other, which no reading mistakes for MaxTTL/2; TestFencingReadsAVagueClockAgainControl and TestMasterReconnectingWithAVagueReadingControl (engine, simulated masters) catch it",
 	mutation.ClockJudgedLate.Name():   "the simulator checks no master's clock against MaxTTL/2, and its masters' clocks stay within ±20 ms of each other; TestFirstSeenMasterWithAFarClockControl (engine, simulated masters) catches it",
+	// The simulated votes are plain masters and clusters; none is managed
+	// by sentinels.
+	mutation.SentinelPromotionUnchecked.Name(): "the simulator has no Sentinel votes; TestSentinelFailoverSeenFirstByANewProcess and TestSentinelFailbackUnseenKeepsTheVoteOut (engine, real sentinels) catch it",
 }
 
 // companions are switches a hunt turns on with the one it hunts: a second

@@ -521,7 +521,7 @@ func countersRaisedAfterExpiry(logs [][]simredis.KeyRecord, clocks []simredis.Cl
 	for _, byMaster := range buildSpans(fences, clocks, start) {
 		for _, ss := range byMaster {
 			for i := 1; i < len(ss); i++ {
-				if ss[i-1].Gone && ss[i-1].Cause != "restart" && !ss[i].Gone {
+				if ss[i-1].Gone && ss[i-1].Cause != "restart" && !ss[i].Gone && ss[i].Cause != "revived" {
 					n++
 				}
 			}

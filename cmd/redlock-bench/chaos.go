@@ -8,21 +8,26 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/pflag"
 
-	"github.com/redlock-bench/redlock/bench"
+	"github.com/redlock-bench/redlock/bench/chaos"
+	"github.com/redlock-bench/redlock/bench/engines"
+	"github.com/redlock-bench/redlock/bench/fault"
+	"github.com/redlock-bench/redlock/bench/masters"
 	"github.com/redlock-bench/redlock/cmd/internal/connflags"
 )
 
 // chaosOptions are the flags of `redlock-bench chaos`.
 type chaosOptions struct {
-	cfg     bench.ChaosConfig
-	lock    string
-	masters string
-	out     string
-	conn    *connflags.Flags
+	cfg        chaos.Config
+	engine     string
+	lock       string
+	quarantine string
+	masters    string
+	out        string
+	conn       *connflags.Flags
+	output     outputFlags
 
 	metricsAddr string // --metrics-addr
 }
@@ -30,22 +35,23 @@ type chaosOptions struct {
 func newChaosFlags(o *chaosOptions) *pflag.FlagSet {
 	fs := newFlagSet("chaos")
 	c := &o.cfg
-	fs.DurationVar(&c.Duration, "duration", 60*time.Second, fmt.Sprintf("how long the load and the faults run, at most %s", bench.MaxTime))
+	fs.DurationVar(&c.Duration, "duration", chaos.DefaultDuration, fmt.Sprintf("how long the load and the faults run, at most %s", fault.MaxDuration))
 	fs.Uint64Var(&c.Seed, "seed", 0, "seed of the fault schedule and the workers' choices; 0 picks one (always printed, to replay a run)")
-	fs.IntVar(&c.Clients, "clients", 3, "lock clients, each its own engine.Locker with its own connections (1-64)")
-	fs.IntVar(&c.Workers, "workers", 4, "goroutines per client (1-256)")
+	fs.IntVar(&c.Clients, "clients", chaos.DefaultClients, "lock clients, each its own engine.Locker with its own connections (1-64)")
+	fs.IntVar(&c.Workers, "workers", chaos.DefaultWorkers, "goroutines per client (1-256)")
 	fs.IntVar(&c.Resources, "resources", 0, "hot resources all workers contend for (1-1000; default 3, 1 with --lock semaphore:P, 2K with --lock multi:K)")
 	fs.StringVar(&o.lock, "lock", "mutex", "what each worker takes: mutex; semaphore:P, a permit of the resource's semaphore of P permits (in model only); multi:K, one lease on K distinct resources drawn uniformly; rw:F, the resource's read/write lock, each lock a read with probability F")
-	fs.DurationVar(&c.TTL, "ttl", time.Second, "lock TTL (50ms-1m); some holds last longer, kept by auto-extension")
-	fs.StringVar(&c.Class, "class", bench.ChaosInModel, "faults: in-model (Redlock must stay safe) or out-of-model (keys deleted on a majority, clock jumps: fencing must reject stale writes)")
-	fs.StringVar(&c.Engine, "engine", "redlock", "redlock, or nolock: the control that grants every request, which the oracle must catch")
+	fs.DurationVar(&c.TTL, "ttl", chaos.DefaultTTL, "lock TTL (50ms-1m); some holds last longer, kept by auto-extension")
+	fs.StringVar(&c.Class, "class", chaos.InModel, "faults: in-model (Redlock must stay safe) or out-of-model (keys deleted on a majority, clock jumps: fencing must reject stale writes)")
+	fs.StringVar(&o.engine, "engine", "redlock", "redlock, or nolock: the control that grants every request, which the oracle must catch")
 	fs.StringVar(&o.masters, "masters", "", "comma-separated host:port of masters to use instead of starting 5 local ones (no process faults then)")
 	fs.IntVar(&c.LocalMasters, "local-masters", 0, "votes to start when --masters is not given (default 5, 3 with --cluster-shards)")
-	fs.IntVar(&c.ClusterShards, "cluster-shards", 0, fmt.Sprintf("make each local vote a Redis Cluster of S shards, each a primary with one replica (1-%d; 0: plain masters), and add faults inside a cluster: a shard's primary killed or paused, a shard failed over to its replica, a hot slot migrated under load (in model only)", bench.MaxClusterShards))
-	fs.StringVar(&c.Quarantine, "quarantine", "always", "restart quarantine: off, observed or always")
+	fs.IntVar(&c.ClusterShards, "cluster-shards", 0, fmt.Sprintf("make each local vote a Redis Cluster of S shards, each a primary with one replica (1-%d; 0: plain masters), and add faults inside a cluster: a shard's primary killed or paused, a shard failed over to its replica, a hot slot migrated under load (in model only)", masters.MaxClusterShards))
+	fs.StringVar(&o.quarantine, "quarantine", "always", "restart quarantine: off, observed or always; always, the engine's own default, also on the local masters the soak starts, where run defaults to observed: the soak tests the engine as a library user gets it (its first TTL, while the young masters are out of the vote, is load like the rest), a run measures a window that the quarantine would only empty")
 	fs.DurationVar(&c.Jump, "jump", 0, "out-of-model: how far a master's clock jumps, shortening every key's TTL (0: the TTL)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", metricsAddrUsage)
 	fs.StringVar(&o.out, "out", "", "directory for chaos.json, chaos.txt and history.jsonl (default results/runs/<UTC timestamp>-chaos)")
+	o.output.register(fs, "chaos.json", "print one line: the class, the verdict, the locks checked, the faults and the seed")
 	o.conn = connflags.Register(fs)
 	addVersionFlag(fs)
 	return fs
@@ -96,14 +102,25 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := checkMetricsAddr(o.metricsAddr); err != nil {
 		return err
 	}
+	if err := o.output.check(); err != nil {
+		return err
+	}
 	cfg := o.cfg
-	l, err := bench.ParseLock(o.lock)
+	e, err := engines.Parse(o.engine)
+	if err != nil {
+		return badFlag("engine", o.engine, err.Error())
+	}
+	cfg.Engine = e
+	if cfg.Quarantine, err = engines.ParseQuarantine(o.quarantine); err != nil {
+		return badFlag("quarantine", o.quarantine, err.Error())
+	}
+	l, err := engines.ParseLock(o.lock)
 	if err != nil {
 		return badFlag("lock", o.lock, err.Error())
 	}
 	cfg.Lock = l
 	if !fs.Changed("resources") {
-		cfg.Resources = bench.ChaosResources(l)
+		cfg.Resources = chaos.DefaultResources(l)
 	}
 	if o.masters != "" {
 		cfg.Masters = strings.Split(o.masters, ",")
@@ -122,21 +139,21 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return asUsage(err)
 	}
-	cfg.Username, cfg.Password, cfg.TLS = conn.Username, conn.Password, conn.TLS
+	cfg.Conn = engines.Conn{Username: conn.Username, Password: conn.Password, TLS: conn.TLS}
 	if cfg.Jump == 0 {
 		cfg.Jump = cfg.TTL
 	}
 	if err := cfg.Validate(); err != nil {
 		return asUsage(err)
 	}
-	if o.metricsAddr != "" && cfg.Engine != "redlock" {
-		return badFlag("metrics-addr", o.metricsAddr, "applies to --engine redlock only (its metrics are the engine's), not "+cfg.Engine)
+	if o.metricsAddr != "" && !cfg.Engine.IsRedlock() {
+		return badFlag("metrics-addr", o.metricsAddr, "applies to --engine redlock only (its metrics are the engine's), not "+cfg.Engine.String())
 	}
 	if cfg.Seed == 0 {
 		cfg.Seed = newSeed()
 	}
 	sess, err := openSession(stderr, sessionSpec{warning: o.conn.Warning(), metricsAddr: o.metricsAddr,
-		out: o.out, parent: runsDir, label: "chaos", holds: []string{bench.ChaosJSON}})
+		out: o.out, parent: runsDir, label: "chaos", holds: []string{chaos.JSONFile}, quiet: o.output.quiet || o.output.json})
 	if err != nil {
 		return err
 	}
@@ -144,24 +161,33 @@ func chaosCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if m := sess.metrics; m != nil {
 		cfg.Observer = m.Observer
 	}
-	fmt.Fprintf(stdout, "seed: %d\n", cfg.Seed)
+	seedTo := stdout
+	if o.output.json || o.output.quiet {
+		// stdout is the JSON or the one line alone.
+		seedTo = prefixWriter{w: stderr}
+	}
+	fmt.Fprintf(seedTo, "seed: %d\n", cfg.Seed)
 	cfg.Log = sess.log
-	r, err := bench.Chaos(ctx, cfg)
+	r, err := chaos.Run(ctx, cfg)
 	if err != nil {
 		return sess.notStarted(ctx, "chaos soak", err)
 	}
-	if err := bench.WriteChaos(sess.dir, r); err != nil {
+	if err := chaos.Write(sess.dir, r); err != nil {
 		return err
 	}
-	if err := r.WriteText(stdout); err != nil {
+	err = o.output.show(stdout, stderr, sess.dir, shown{
+		json:  r.WriteJSON,
+		lines: func() []string { return []string{r.Line()} },
+		text:  r.WriteText,
+	})
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "results: %s\n", sess.dir)
 	switch {
 	case r.Interrupted:
 		return sess.interrupted()
 	case !r.Passed:
-		return &exitError{code: 1, msg: fmt.Sprintf("chaos: %s (seed %d; see %s)", r.Verdict, r.Seed, filepath.Join(sess.dir, bench.ChaosText))}
+		return &exitError{code: 1, msg: fmt.Sprintf("chaos: %s (seed %d; see %s)", r.Verdict, r.Seed, filepath.Join(sess.dir, chaos.TextFile))}
 	}
 	return nil
 }

@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-bench/redlock/bench"
+	"github.com/redlock-bench/redlock/bench/chaos"
 	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
 // runChaos runs the built command and returns its exit status, stdout and
 // chaos.json.
-func runChaos(t *testing.T, args ...string) (int, string, *bench.ChaosResult) {
+func runChaos(t *testing.T, args ...string) (int, string, *chaos.Result) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "chaos")
 	cmd := command(t, append([]string{"chaos", "--out", out}, args...)...)
@@ -27,23 +27,23 @@ func runChaos(t *testing.T, args ...string) (int, string, *bench.ChaosResult) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	code := exitStatus(err)
-	b, rerr := os.ReadFile(filepath.Join(out, bench.ChaosJSON))
+	b, rerr := os.ReadFile(filepath.Join(out, chaos.JSONFile))
 	if rerr != nil {
 		t.Fatalf("exit %d, no chaos.json: %v\nstdout: %s\nstderr: %s", code, rerr, stdout.String(), stderr.String())
 	}
-	var r bench.ChaosResult
+	var r chaos.Result
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
 	}
 	if code == 1 {
-		if _, err := os.Stat(filepath.Join(out, bench.ChaosHistory)); err != nil {
+		if _, err := os.Stat(filepath.Join(out, chaos.HistoryFile)); err != nil {
 			t.Errorf("a failed soak must leave its history: %v", err)
 		}
 	}
 	return code, stdout.String(), &r
 }
 
-func totalFaults(r *bench.ChaosResult) int {
+func totalFaults(r *chaos.Result) int {
 	n := 0
 	for _, v := range r.Faults {
 		n += v
@@ -180,5 +180,54 @@ func TestChaosInterrupt(t *testing.T) {
 		if pids := serversOnPort(port); len(pids) > 0 {
 			t.Errorf("redis-server on port %s still running: pids %v", port, pids)
 		}
+	}
+}
+
+// --json prints chaos.json on stdout and nothing else (the seed goes to
+// stderr), -q one line with the verdict and the seed, as run's flags do;
+// the two together are refused.
+func TestChaosJSONAndQuiet(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "chaos")
+	cmd := command(t, "chaos", "--engine", "nolock", "--duration", "1s", "--seed", "3", "--out", out, "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if code := exitStatus(cmd.Run()); code != 1 {
+		t.Fatalf("the control: exit %d, want 1\n%s", code, stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, chaos.JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r chaos.Result
+	if stdout.String() != string(b) || json.Unmarshal(stdout.Bytes(), &r) != nil || r.Seed != 3 {
+		t.Errorf("stdout is not chaos.json:\n%s", stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "seed: 3") {
+		t.Errorf("stderr lacks the seed:\n%s", stderr.String())
+	}
+
+	cmd = command(t, "chaos", "--engine", "nolock", "--duration", "1s", "--seed", "3", "--out", t.TempDir(), "-q")
+	stdout.Reset()
+	cmd.Stdout = &stdout
+	cmd.Run()
+	line := stdout.String()
+	if strings.Count(line, "\n") != 1 || !strings.HasPrefix(line, "chaos in-model, nolock mutex: ") || !strings.Contains(line, "seed 3: FAIL") {
+		t.Errorf("-q: %q", line)
+	}
+
+	cmd = command(t, "chaos", "--json", "-q")
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	if code := exitStatus(cmd.Run()); code != 2 || !strings.Contains(stderr.String(), "--quiet: cannot be combined with --json") {
+		t.Errorf("--json -q: exit %d: %s", code, stderr.String())
+	}
+}
+
+// chaos --quarantine defaults to always where run defaults to observed
+// on local masters; the help says why.
+func TestChaosHelpExplainsTheQuarantineDefault(t *testing.T) {
+	help := chaosUsage()
+	if !regexp.MustCompile(`--quarantine string\s+restart quarantine: off, observed or always; always, the engine's own default, also on the local masters the soak starts, where run defaults to observed`).MatchString(help) {
+		t.Errorf("chaos --help does not explain its quarantine default:\n%s", help)
 	}
 }

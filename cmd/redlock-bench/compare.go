@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/redlock-bench/redlock/bench"
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/results"
 )
 
@@ -32,8 +33,13 @@ type compareOptions struct {
 // newCompareFlags is compare's own flags; parseCompareFlags adds run's.
 func newCompareFlags(o *compareOptions) *pflag.FlagSet {
 	fs := newFlagSet("compare")
-	fs.StringVar(&o.engines, "engines", strings.Join(bench.DefaultCompareEngines(), ","),
-		"engines to compare, in the order they run each round; ratios are against the first (known: "+bench.EngineNamesHelp()+"; with --lock semaphore:P the default is redlock,"+bench.EnginePerCommand+", as no baseline has a semaphore, with --lock rw:F redlock,"+bench.EngineMutex+", as no baseline has a read/write lock, and with --lock multi:K redlock,"+bench.EngineSequential+",redsync-rueidis,redsync-goredis; on Redis Clusters, --clusters or --cluster-shards, redlock,redlock@1,rueidislock: ours on every cluster, ours and rueidislock on the first)")
+	peers := func(l engines.Lock, clusters bool) string { return engines.JoinNames(engines.Peers(l, clusters)) }
+	fs.StringVar(&o.engines, "engines", peers(engines.Lock{}, false),
+		"engines to compare, in the order they run each round; ratios are against the first (known: "+engines.NamesHelp()+
+			"; with --lock semaphore:P the default is "+peers(engines.Lock{Kind: engines.LockSemaphore}, false)+", as no baseline has a semaphore, with --lock rw:F "+
+			peers(engines.Lock{Kind: engines.LockRW}, false)+", as no baseline has a read/write lock, and with --lock multi:K "+
+			peers(engines.Lock{Kind: engines.LockMulti}, false)+"; on Redis Clusters, --clusters or --cluster-shards, "+
+			peers(engines.Lock{}, true)+": ours on every cluster, ours and rueidislock on the first)")
 	fs.IntVar(&o.rounds, "rounds", bench.DefaultCompareRounds, fmt.Sprintf("runs of each engine, alternating A B C A B C ...; the figures are their medians (%d to %d)", bench.MinCompareRounds, bench.MaxCompareRounds))
 	fs.BoolVar(&o.limit, "limit", false, "also measure the masters' pipelined SET and EVALSHA ceiling with redis-benchmark -P 16, and each engine's share of it")
 	fs.IntVar(&o.limitN, "limit-requests", bench.DefaultCeilingRequests, fmt.Sprintf("--limit: requests of each redis-benchmark test on each master, at most %d", bench.MaxCeilingRequests))
@@ -74,16 +80,13 @@ func parseCompareFlags(args []string) (bench.CompareConfig, compareOptions, erro
 	}
 	// Without --engines, the lock decides: no baseline has a semaphore or
 	// a read/write lock.
-	cc.Engines = bench.DefaultCompareEnginesFor(base.Lock)
-	if len(base.Clusters) > 0 || base.ClusterShards > 0 {
-		cc.Engines = bench.DefaultCompareEnginesOnClusters(base.Lock)
-	}
+	cc.Engines = engines.Peers(base.Lock, len(base.Clusters) > 0 || base.ClusterShards > 0)
 	if fs.Changed("engines") {
-		if cc.Engines, err = bench.ParseEngines(o.engines); err != nil {
+		if cc.Engines, err = engines.ParseList(o.engines); err != nil {
 			return cc, o, badFlag("engines", o.engines, err.Error())
 		}
 	}
-	if o.run.metricsAddr != "" && !slices.ContainsFunc(cc.Engines, bench.IsRedlock) {
+	if o.run.metricsAddr != "" && !slices.ContainsFunc(cc.Engines, engines.Engine.IsRedlock) {
 		return cc, o, badFlag("metrics-addr", o.run.metricsAddr, "needs the redlock engine among --engines (its metrics are the engine's)")
 	}
 	base.Label = "" // each run is labelled <label>-<round>-<engine>

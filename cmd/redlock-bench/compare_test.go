@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/bench"
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/results"
 )
@@ -22,12 +23,12 @@ func TestParseCompareFlagsGood(t *testing.T) {
 		check func(bench.CompareConfig) bool
 	}{
 		{nil, func(cc bench.CompareConfig) bool {
-			return strings.Join(cc.Engines, ",") == "redlock,redsync-rueidis,redsync-goredis" && cc.Rounds == 3 &&
+			return engines.JoinNames(cc.Engines) == "redlock,redsync-rueidis,redsync-goredis" && cc.Rounds == 3 &&
 				!cc.Limit && cc.Label == "w64-r1000-try" && cc.Base.Workers == 64
 		}},
 		{[]string{"--engines", "redsync-goredis,redlock", "--rounds=5", "--limit", "--workers", "256", "--resources", "100000"},
 			func(cc bench.CompareConfig) bool {
-				return cc.Engines[0] == "redsync-goredis" && cc.Rounds == 5 && cc.Limit &&
+				return cc.Engines[0].String() == "redsync-goredis" && cc.Rounds == 5 && cc.Limit &&
 					cc.Base.Workers == 256 && cc.Label == "w256-r100000-try"
 			}},
 		{[]string{"--limit=false", "--label", "uncontended", "--mode", "wait", "--limit-requests", "1000"}, func(cc bench.CompareConfig) bool {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/bench"
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/results"
 )
 
@@ -27,6 +28,10 @@ func TestParseRunFlagsFeatures(t *testing.T) {
 			return c.Extend && c.TTL == 300*time.Millisecond && c.Hold.D == 700*time.Millisecond
 		}},
 		{[]string{"--fencing"}, func(c bench.Config) bool { return c.Fencing }},
+		{[]string{"--node-timeout", "250ms"}, func(c bench.Config) bool {
+			return c.NodeTimeout == 250*time.Millisecond && c.RunConfig().NodeTimeout == "250ms"
+		}},
+		{nil, func(c bench.Config) bool { return c.NodeTimeout == 0 && c.RunConfig().NodeTimeout == "" }},
 		{[]string{"--gate=false", "--notify=false"}, func(c bench.Config) bool { return c.DisableGate && c.DisableNotify }},
 		{[]string{"--gate=true"}, func(c bench.Config) bool { return !c.DisableGate }},
 		{[]string{"--fault", "kill:2@5s,restart:2@6s,pause:3@10s+4s,slow:1=20ms@0s+10s,cut:4@15s+5s"}, func(c bench.Config) bool {
@@ -34,11 +39,11 @@ func TestParseRunFlagsFeatures(t *testing.T) {
 		}},
 		{[]string{"--fault", "stall:0@1s+2s", "--masters", "a:1,a:2,a:3"}, func(c bench.Config) bool { return len(c.Faults) == 1 }},
 		{[]string{"--start-at", start.Format(time.RFC3339)}, func(c bench.Config) bool { return c.StartAt.Equal(start) }},
-		{[]string{"--quarantine", "off"}, func(c bench.Config) bool { return c.Quarantine == "off" }},
+		{[]string{"--quarantine", "off"}, func(c bench.Config) bool { return c.Quarantine.String() == "off" }},
 		{[]string{"--cpuprofile", "cpu.out"}, func(c bench.Config) bool { return true }},
-		{nil, func(c bench.Config) bool { return c.Engine == "redlock" }},
-		{[]string{"--coalesce=false"}, func(c bench.Config) bool { return c.Engine == bench.EnginePerCommand }},
-		{[]string{"--engine", bench.EnginePerCommand, "--fencing"}, func(c bench.Config) bool { return c.Engine == bench.EnginePerCommand && c.Fencing }},
+		{nil, func(c bench.Config) bool { return c.Engine.String() == "redlock" }},
+		{[]string{"--coalesce=false"}, func(c bench.Config) bool { return c.Engine.Base == engines.RedlockPerCommand }},
+		{[]string{"--engine", engines.RedlockPerCommand.String(), "--fencing"}, func(c bench.Config) bool { return c.Engine.Base == engines.RedlockPerCommand && c.Fencing }},
 	} {
 		cfg, _, err := parseRunFlags(c.args)
 		if err != nil {
@@ -77,6 +82,9 @@ func TestParseRunFlagsFeaturesBad(t *testing.T) {
 			"--metrics-addr: applies to --engine redlock only (its metrics are the engine's), not nolock, got 127.0.0.1:0"},
 		{[]string{"--notify=maybe"}, `--notify: want true or false, got "maybe"`},
 		{[]string{"--quarantine", "sometimes"}, "--quarantine: must be off, observed or always, got sometimes"},
+		{[]string{"--node-timeout", "-1s"}, "--node-timeout: must be >= 0 (0: the engine's default), got -1s"},
+		{[]string{"--node-timeout", "5s", "--ttl", "10s"}, "--node-timeout: the engine refuses it: Config.NodeTimeout (5s) must be below half the TTL (10s), got 5s"},
+		{[]string{"--node-timeout", "50ms", "--engine", "nolock"}, "--node-timeout: applies to the redlock engines and rueidislock (its TryNextAfter) only, not nolock, got 50ms"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), append([]string{"run"}, c.args...), &stdout, &stderr)
@@ -94,7 +102,7 @@ func TestUsageNamesTheNewFlags(t *testing.T) {
 	if code := run(context.Background(), []string{"run", "--help"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("run --help: exit %d", code)
 	}
-	for _, f := range []string{"--extend", "--fencing", "--gate", "--notify", "--fault", "--start-at", "--quarantine"} {
+	for _, f := range []string{"--extend", "--fencing", "--gate", "--notify", "--fault", "--start-at", "--quarantine", "--node-timeout"} {
 		if !strings.Contains(stdout.String(), f) {
 			t.Errorf("run --help lacks %s", f)
 		}

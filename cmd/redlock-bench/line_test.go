@@ -30,6 +30,10 @@ func TestQuietLineShowsADegradedRun(t *testing.T) {
 	unchecked.Checked = false
 	interrupted := base()
 	interrupted.Interrupted = true
+	saturated := base()
+	saturated.Errors["no_quorum"] = 20
+	saturated.Machine = results.Machine{CPUs: 2, GOMAXPROCS: 2}
+	saturated.CPU = results.NewCPU(results.CPUReading{WindowS: 10, ClientS: 19, HostBusy: 0.98}, 1000, saturated.Machine)
 	for _, c := range []struct {
 		s    *results.Summary
 		want string
@@ -41,6 +45,8 @@ func TestQuietLineShowsADegradedRun(t *testing.T) {
 		{stale, "redlock: 31234.5 acquisitions/s, p50=0.18 ms p99=0.57 ms, 0 errors, 0 violations, 1 STALE TOKENS: UNSAFE"},
 		{unchecked, "redlock: 31234.5 acquisitions/s, p50=0.18 ms p99=0.57 ms, 0 errors, safety unchecked (--check=false)"},
 		{interrupted, "redlock: 31234.5 acquisitions/s, p50=0.18 ms p99=0.57 ms, 0 errors, 0 violations (interrupted)"},
+		{saturated, "redlock: 31234.5 acquisitions/s, p50=0.18 ms p99=0.57 ms, 20 errors (no_quorum 20), 0 violations: DEGRADED, " +
+			"CPU-saturated: host, client (client 1.90 CPUs, host 98% of 2 CPUs)"},
 	} {
 		if got := quietLine(c.s); got != c.want {
 			t.Errorf("\n got %q\nwant %q", got, c.want)

@@ -9,21 +9,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redlock-bench/redlock/bench"
+	"github.com/redlock-bench/redlock/bench/engines"
 )
 
 // --lock reaches every command that takes run's flags.
 func TestParseLockFlag(t *testing.T) {
 	c, _, err := parseRunFlags([]string{"--lock", "semaphore:8"})
-	if err != nil || c.Lock != (bench.Lock{Kind: bench.LockSemaphore, Permits: 8}) || c.Label != "redlock-w64-r1000-semaphore8-try" {
+	if err != nil || c.Lock != (engines.Lock{Kind: engines.LockSemaphore, Permits: 8}) || c.Label != "redlock-w64-r1000-semaphore8-try" {
 		t.Errorf("run --lock semaphore:8: %+v %q, %v", c.Lock, c.Label, err)
 	}
 	c, _, err = parseRunFlags(nil)
-	if err != nil || c.Lock != (bench.Lock{}) {
+	if err != nil || c.Lock != (engines.Lock{}) {
 		t.Errorf("run without --lock: %+v, %v; want the mutex", c.Lock, err)
 	}
 	sc, _, err := parseSweepFlags([]string{"--workers", "1,4", "--lock", "multi:3"})
-	if err != nil || sc.Base.Lock != (bench.Lock{Kind: bench.LockMulti, K: 3}) {
+	if err != nil || sc.Base.Lock != (engines.Lock{Kind: engines.LockMulti, K: 3}) {
 		t.Errorf("sweep --lock multi:3: %+v, %v", sc.Base.Lock, err)
 	}
 	for _, c := range []struct {
@@ -37,7 +37,7 @@ func TestParseLockFlag(t *testing.T) {
 		{[]string{"--lock", "multi:3", "--engines", "redlock,redsync-goredis"}, "redlock,redsync-goredis"},
 	} {
 		cc, _, err := parseCompareFlags(c.args)
-		if err != nil || strings.Join(cc.Engines, ",") != c.engines {
+		if err != nil || engines.JoinNames(cc.Engines) != c.engines {
 			t.Errorf("compare %q: engines %v, %v; want %s", c.args, cc.Engines, err, c.engines)
 		}
 	}

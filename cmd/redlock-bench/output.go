@@ -114,6 +114,8 @@ type figures struct {
 	violations, stale int64
 	// notes go in parentheses at the end.
 	notes []string
+	// degradedWhy follows a DEGRADED verdict: what may explain it.
+	degradedWhy string
 }
 
 // line is "redlock: 31234.5 acquisitions/s, p50=0.18 ms p99=0.57 ms, 0
@@ -150,6 +152,9 @@ func (f figures) line() string {
 		b.WriteString(": UNSAFE")
 	case f.errors > 0 || f.lost > 0:
 		b.WriteString(": DEGRADED")
+		if f.degradedWhy != "" {
+			b.WriteString(", " + f.degradedWhy)
+		}
 	}
 	return b.String()
 }

@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/redlock-bench/redlock/bench"
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/bench/fault"
 	"github.com/redlock-bench/redlock/cmd/internal/connflags"
 	"github.com/redlock-bench/redlock/results"
@@ -38,6 +40,7 @@ type runOptions struct {
 	waitTimeout  time.Duration
 	hold         string
 	ttl          time.Duration
+	nodeTimeout  time.Duration
 	duration     time.Duration
 	ops          int64
 	warmup       time.Duration
@@ -79,16 +82,17 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 	fs.StringVar(&o.clusters, "clusters", "", "votes that are Redis Clusters, after --masters, one per cluster, \"/\" between them, each some of its nodes: host:port,host:port/host:port,... (redlock)")
 	fs.StringArrayVar(&o.sentinels, "sentinel", nil, "a vote that is a master Redis Sentinel manages, after --masters and --clusters: MASTER@HOST:PORT,HOST:PORT (its name as the sentinels monitor it, then some of them); repeat for more (redlock)")
 	fs.IntVar(&o.shards, "cluster-shards", 0, fmt.Sprintf("with --local-masters N: start N local Redis Clusters of this many shards (1..%d), one vote each, instead of N redis-server (redlock)", bench.MaxClusterShards))
-	fs.StringVar(&o.engine, "engine", d.Engine, "lock engine (nolock grants everything without Redis: a control for the oracle): "+bench.EngineNamesHelp())
+	fs.StringVar(&o.engine, "engine", d.Engine.String(), "lock engine (nolock grants everything without Redis: a control for the oracle): "+engines.NamesHelp())
 	fs.IntVar(&o.workers, "workers", d.Workers, fmt.Sprintf("concurrent workers (goroutines), at most %d", bench.MaxWorkers))
 	fs.IntVar(&o.clients, "clients", d.Clients, fmt.Sprintf("independent engine instances with their own connections, shared round-robin by the workers, at most %d", bench.MaxClients))
 	fs.IntVar(&o.resources, "resources", d.Resources, fmt.Sprintf("number of distinct lock names, at most %d", bench.MaxResources))
 	fs.StringVar(&o.distribution, "distribution", d.Distribution.String(), "which resource each operation locks: uniform, or zipf:S (S > 1) for hot keys")
-	fs.StringVar(&o.lock, "lock", d.Lock.String(), "what each operation takes: mutex; semaphore:P, a permit of the resource's semaphore of P permits (redlock); multi:K, one lease on K distinct resources drawn by --distribution (K mutexes one after another for an engine without one, and for "+bench.EngineSequential+"); rw:F, the resource's read/write lock, each operation a read with probability F (redlock; "+bench.EngineMutex+" takes every operation on its mutex)")
+	fs.StringVar(&o.lock, "lock", d.Lock.String(), "what each operation takes: mutex; semaphore:P, a permit of the resource's semaphore of P permits (redlock); multi:K, one lease on K distinct resources drawn by --distribution (K mutexes one after another for an engine without one, and for "+engines.RedlockSequential.String()+"); rw:F, the resource's read/write lock, each operation a read with probability F (redlock; "+engines.RedlockMutex.String()+" takes every operation on its mutex)")
 	fs.StringVar(&o.mode, "mode", string(d.Mode), "try (one attempt) or wait (Lock until acquired or --wait-timeout)")
 	fs.DurationVar(&o.waitTimeout, "wait-timeout", d.WaitTimeout, "mode wait: give up on a Lock after this long")
 	fs.StringVar(&o.hold, "hold", d.Hold.String(), "time held before release: 0, a duration, exp:MEAN or uniform:MIN-MAX")
 	fs.DurationVar(&o.ttl, "ttl", d.TTL, "lock TTL")
+	fs.DurationVar(&o.nodeTimeout, "node-timeout", d.NodeTimeout, "how long an attempt waits for the masters' answers before it counts the silent ones as failed (no_quorum, release errors); 0: the engine's default, TTL/100 but at least min(50ms, TTL/10) for redlock, 20ms for rueidislock (redlock, rueidislock)")
 	fs.DurationVar(&o.duration, "duration", d.Duration, fmt.Sprintf("measured duration, after the warm-up (or use --ops); every duration is at most %s", bench.MaxTime))
 	fs.Int64Var(&o.ops, "ops", 0, fmt.Sprintf("measure this many acquire attempts instead of a duration, at most %d", bench.MaxOps))
 	fs.DurationVar(&o.warmup, "warmup", d.Warmup, "warm-up before the measured window, excluded from the results")
@@ -104,7 +108,7 @@ func newRunFlags(o *runOptions) *pflag.FlagSet {
 	fs.BoolVar(&o.fencing, "fencing", d.Fencing, "fencing tokens; the oracle also checks they increase per resource (redlock)")
 	fs.BoolVar(&o.gate, "gate", !d.DisableGate, "in-process gate: a client's workers queue locally for a resource (--gate=false to compare; redlock)")
 	fs.BoolVar(&o.notify, "notify", !d.DisableNotify, "release notifications wake waiters (--notify=false: jittered polling only; redlock)")
-	fs.BoolVar(&o.coalesce, "coalesce", true, "send a master's queued script calls of one kind as one call over many keys (--coalesce=false is --engine "+bench.EnginePerCommand+")")
+	fs.BoolVar(&o.coalesce, "coalesce", true, "send a master's queued script calls of one kind as one call over many keys (--coalesce=false is --engine "+engines.RedlockPerCommand.String()+")")
 	fs.StringVar(&o.fault, "fault", "", fmt.Sprintf("faults to inject, ACTION:NODE[=ARG]@AT[+FOR],... (at most %d) with AT from the start of the run: kill:2@5s, restart:2@6s, pause:3@10s+4s, slow:1=20ms@0s+10s, cut:4@15s+5s (local masters only), stall:0@3s+2s (also --masters)", bench.MaxFaults))
 	fs.StringVar(&o.startAt, "start-at", "", "wait until this RFC 3339 time (e.g. 2025-01-02T15:04:05Z) before the warm-up, to line up runs on several machines")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -183,18 +187,18 @@ func (o *runOptions) build(fs *pflag.FlagSet) (bench.Config, error) {
 	// The engine features exist in the redlock engine only; asking another
 	// engine for them is a mistake, not a no-op.
 	if !o.coalesce {
-		if c.Engine != "redlock" {
-			return c, badFlag("coalesce", "false", "applies to --engine redlock only, not "+c.Engine)
+		if c.Engine != (engines.Engine{Base: engines.Redlock}) {
+			return c, badFlag("coalesce", "false", "applies to --engine redlock only, not "+c.Engine.String())
 		}
-		c.Engine = bench.EnginePerCommand
+		c.Engine.Base = engines.RedlockPerCommand
 	}
-	if !bench.IsRedlock(c.Engine) {
+	if !c.Engine.IsRedlock() {
 		if o.metricsAddr != "" {
-			return c, badFlag("metrics-addr", o.metricsAddr, "applies to --engine redlock only (its metrics are the engine's), not "+c.Engine)
+			return c, badFlag("metrics-addr", o.metricsAddr, "applies to --engine redlock only (its metrics are the engine's), not "+c.Engine.String())
 		}
 		for _, f := range []string{"extend", "fencing", "gate", "notify"} {
 			if fs.Changed(f) {
-				return c, badFlag(f, fs.Lookup(f).Value.String(), "applies to --engine redlock only, not "+c.Engine)
+				return c, badFlag(f, fs.Lookup(f).Value.String(), "applies to --engine redlock only, not "+c.Engine.String())
 			}
 		}
 	}
@@ -235,7 +239,6 @@ func measurable(c bench.Config, objs []results.Objective) error {
 // config is the configuration of the flags that need no parsing.
 func (o *runOptions) config() bench.Config {
 	c := bench.DefaultConfig()
-	c.Engine = o.engine
 	c.LocalMasters = o.localMasters
 	c.ClusterShards = o.shards
 	c.Workers = o.workers
@@ -243,6 +246,7 @@ func (o *runOptions) config() bench.Config {
 	c.Resources = o.resources
 	c.WaitTimeout = o.waitTimeout
 	c.TTL = o.ttl
+	c.NodeTimeout = o.nodeTimeout
 	c.Duration = o.duration
 	c.Warmup = o.warmup
 	c.Rate = o.rate
@@ -250,7 +254,6 @@ func (o *runOptions) config() bench.Config {
 	c.Label = o.label
 	c.Seed = o.seed
 	c.KeyPrefix = o.keyPrefix
-	c.Quarantine = o.quarantine
 	c.NoWaitQuarantine = o.noWait
 	c.Extend = o.extend
 	c.Fencing = o.fencing
@@ -262,8 +265,18 @@ func (o *runOptions) config() bench.Config {
 // parseValues parses into c the flags whose values have a syntax of their
 // own, and those that exclude each other.
 func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
+	e, err := engines.Parse(o.engine)
+	if err != nil {
+		return badFlag("engine", o.engine, err.Error())
+	}
+	c.Engine = e
+	if fs.Changed("quarantine") {
+		if c.Quarantine, err = engines.ParseQuarantine(o.quarantine); err != nil {
+			return badFlag("quarantine", o.quarantine, err.Error())
+		}
+	}
 	if fs.Changed("masters") {
-		m, err := bench.ParseMasters(o.masters)
+		m, err := engines.ParseMasters(o.masters)
 		if err != nil {
 			return badFlag("masters", o.masters, err.Error())
 		}
@@ -273,7 +286,7 @@ func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 		c.Masters = m
 	}
 	if fs.Changed("clusters") {
-		cl, err := bench.ParseClusters(o.clusters)
+		cl, err := engines.ParseClusters(o.clusters)
 		if err != nil {
 			return badFlag("clusters", o.clusters, err.Error())
 		}
@@ -296,7 +309,7 @@ func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 	if err != nil {
 		return &usageError{msg: err.Error()}
 	}
-	c.Username, c.Password, c.TLS = conn.Username, conn.Password, conn.TLS
+	c.Conn = engines.Conn{Username: conn.Username, Password: conn.Password, TLS: conn.TLS}
 	o.authWarning = o.conn.Warning()
 	if err := checkMetricsAddr(o.metricsAddr); err != nil {
 		return err
@@ -313,7 +326,7 @@ func (o *runOptions) parseValues(fs *pflag.FlagSet, c *bench.Config) error {
 	if c.Distribution, err = bench.ParseDistribution(o.distribution); err != nil {
 		return badFlag("distribution", o.distribution, err.Error())
 	}
-	if c.Lock, err = bench.ParseLock(o.lock); err != nil {
+	if c.Lock, err = engines.ParseLock(o.lock); err != nil {
 		return badFlag("lock", o.lock, err.Error())
 	}
 	if c.Mode, err = bench.ParseMode(o.mode); err != nil {
@@ -427,7 +440,8 @@ func quietLine(s *results.Summary) string {
 		st = s.WaitLatencyUs
 	}
 	f := figures{name: engineLock(s.Engine, s.LockKind()), perSec: s.AcquiredPerSec, p50Us: float64(st.P50), p99Us: float64(st.P99),
-		errors: s.ErrorTotal(), kinds: errorKinds(s), lost: s.LostLeases, unchecked: !s.Checked, violations: s.Violations, stale: s.StaleTokens}
+		errors: s.ErrorTotal(), kinds: errorKinds(s), lost: s.LostLeases, unchecked: !s.Checked, violations: s.Violations, stale: s.StaleTokens,
+		degradedWhy: s.SaturationNote()}
 	if s.Interrupted {
 		f.notes = append(f.notes, "interrupted")
 	}
@@ -447,13 +461,25 @@ func engineLock(engine, lock string) string {
 // service: it acquired nothing, or half or more of its attempts were
 // errors. Empty for a run that measured what it was asked to.
 func measuredNothing(s *results.Summary) string {
+	what, top := measuredNothingWhy(s)
+	if what == "" {
+		return ""
+	}
+	if h := whatToChange(s, top); h != "" {
+		what += "; " + h
+	}
+	return what
+}
+
+// measuredNothingWhy is measuredNothing's reason, without what to change,
+// and the commonest error kind ("" for none).
+func measuredNothingWhy(s *results.Summary) (what, top string) {
 	errs := s.ErrorTotal()
-	var what string
 	switch {
 	case s.Attempts == 0:
-		return "the run made no attempt in its measured window"
+		return "the run made no attempt in its measured window", ""
 	case s.Acquired == 0 && errs == 0:
-		return fmt.Sprintf("the run acquired nothing in %d attempts: all %d were refused (contended)", s.Attempts, s.Contended)
+		return fmt.Sprintf("the run acquired nothing in %d attempts: all %d were refused (contended)", s.Attempts, s.Contended), ""
 	case s.Acquired == 0:
 		what = fmt.Sprintf("the run acquired nothing in %d attempts", s.Attempts)
 		if s.Contended > 0 {
@@ -462,10 +488,10 @@ func measuredNothing(s *results.Summary) string {
 	case errs*2 >= s.Attempts:
 		what = fmt.Sprintf("%d of the run's %d attempts were errors", errs, s.Attempts)
 	default:
-		return ""
+		return "", ""
 	}
 	// The most frequent kind, with the first message seen of it.
-	top, n := "", int64(0)
+	n := int64(0)
 	for _, k := range results.ErrorKinds() {
 		if s.Errors[k] > n {
 			top, n = k, s.Errors[k]
@@ -479,7 +505,32 @@ func measuredNothing(s *results.Summary) string {
 	if ex := s.ErrorExamples[top]; ex != "" {
 		what += ": " + ex
 	}
-	return what
+	return what, top
+}
+
+// whatToChange says which flags would let a run that measured nothing
+// measure: fewer workers where they outnumber what the CPUs serve, more
+// resources where they outnumber those, a longer node timeout where the
+// masters were silent past it. "" when none applies.
+func whatToChange(s *results.Summary, top string) string {
+	cfg := s.RunConfig()
+	var hints []string
+	cpus := s.Machine.CPUs
+	if p := s.Machine.GOMAXPROCS; p > 0 && (cpus == 0 || p < cpus) {
+		cpus = p
+	}
+	if cpus > 0 && cfg.Workers > bench.WorkersPerCPU*cpus {
+		hints = append(hints, fmt.Sprintf("%d workers on %d CPUs wait for a CPU longer than an attempt may take: try --workers %d or fewer (sweep --workers finds the most this machine serves)",
+			cfg.Workers, cpus, bench.WorkersPerCPU*cpus))
+	}
+	if s.Attempts > 0 && s.Contended*2 >= s.Attempts && cfg.Resources > 0 && cfg.Workers > cfg.Resources {
+		hints = append(hints, fmt.Sprintf("%d workers share %d resources, so most attempts find the lock held: raise --resources or lower --workers", cfg.Workers, cfg.Resources))
+	}
+	if (top == "no_quorum" || top == "timeout" || top == "release") && s.NodeTimeoutMs > 0 && len(hints) == 0 {
+		hints = append(hints, fmt.Sprintf("the masters were silent past the node timeout (%s ms): lower the load or raise --node-timeout",
+			strconv.FormatFloat(s.NodeTimeoutMs, 'f', -1, 64)))
+	}
+	return strings.Join(hints, "; ")
 }
 
 // startCPUProfile starts a CPU profile into path (--cpuprofile) and

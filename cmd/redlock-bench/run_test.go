@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/bench"
+	"github.com/redlock-bench/redlock/bench/chaos"
 	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/results"
 )
@@ -28,12 +29,12 @@ func TestParseRunFlagsGood(t *testing.T) {
 	}{
 		{nil, func(c bench.Config) bool {
 			d := bench.DefaultConfig()
-			return c.Workers == d.Workers && c.Resources == d.Resources && c.Engine == "redlock" &&
+			return c.Workers == d.Workers && c.Resources == d.Resources && c.Engine.String() == "redlock" &&
 				c.Check && c.Duration == 10*time.Second && c.Label == "redlock-w64-r1000-try"
 		}},
 		{[]string{"--masters", "127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002"}, func(c bench.Config) bool { return len(c.Masters) == 3 }},
 		{[]string{"--engine", "nolock", "--workers", "8", "--clients", "2"}, func(c bench.Config) bool {
-			return c.Engine == "nolock" && c.Workers == 8 && c.Clients == 2
+			return c.Engine.String() == "nolock" && c.Workers == 8 && c.Clients == 2
 		}},
 		{[]string{"--distribution", "zipf:1.2", "--mode", "wait", "--hold", "exp:1ms"}, func(c bench.Config) bool {
 			return c.Distribution.Zipf && c.Distribution.S == 1.2 && c.Mode == bench.ModeWait && c.Hold.Kind == bench.HoldExp
@@ -216,13 +217,13 @@ func start(t *testing.T, cmd *exec.Cmd) io.Reader {
 }
 
 // readChaos reads the result a chaos run left in dir.
-func readChaos(t *testing.T, dir string) *bench.ChaosResult {
+func readChaos(t *testing.T, dir string) *chaos.Result {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, bench.ChaosJSON))
+	b, err := os.ReadFile(filepath.Join(dir, chaos.JSONFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r bench.ChaosResult
+	var r chaos.Result
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
 	}

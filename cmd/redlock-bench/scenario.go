@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/redlock-bench/redlock/bench"
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/bench/scenario"
 )
 
@@ -21,6 +21,7 @@ type scenarioOptions struct {
 	fencing    bool
 	short      bool
 	names      bool
+	output     outputFlags
 }
 
 func newScenarioFlags(o *scenarioOptions) *pflag.FlagSet {
@@ -30,6 +31,7 @@ func newScenarioFlags(o *scenarioOptions) *pflag.FlagSet {
 	fs.BoolVar(&o.fencing, "fencing", false, "paused-holder, clock-jump: fencing tokens on, so that the stale holder's writes are rejected")
 	fs.BoolVar(&o.short, "short", false, "shorten every phase (same verdicts, noisier figures)")
 	fs.BoolVar(&o.names, "names", false, "list: print the names only, one per line")
+	o.output.register(fs, "scenario.json", "print one line: the verdict (verdict: NAME: PASS)")
 	// --lock is refused by name, rather than as an unknown flag: the
 	// scenarios script the mutex's failure modes, and run and chaos take it.
 	fs.StringVar(&o.lock, "lock", "", "")
@@ -40,7 +42,7 @@ func newScenarioFlags(o *scenarioOptions) *pflag.FlagSet {
 
 const scenarioUsageHead = `Usage:
   redlock-bench scenario list [--names]
-  redlock-bench scenario NAME [--out DIR] [--quarantine off|observed|always] [--fencing] [--short]
+  redlock-bench scenario NAME [--out DIR] [--quarantine off|observed|always] [--fencing] [--short] [--json | -q]
 
 Runs a scripted, self-checking reproduction of a Redlock failure mode on
 masters it starts itself, prints the verdict and writes scenario.json and
@@ -75,18 +77,22 @@ func scenarioCommand(ctx context.Context, args []string, stdout, stderr io.Write
 	if o.names {
 		return usageErrorf("--names: applies to scenario list only")
 	}
+	if err := o.output.check(); err != nil {
+		return err
+	}
 	if !knownScenario(name) {
 		return usageErrorf("scenario: unknown scenario %q (known: %s)", name, strings.Join(scenarioNames(), ", "))
 	}
 	opts := scenario.Options{Fencing: o.fencing, Short: o.short}
 	if fs.Changed("quarantine") {
-		q, err := bench.ParseQuarantine(o.quarantine)
+		q, err := engines.ParseQuarantine(o.quarantine)
 		if err != nil {
 			return usageErrorf("--quarantine: %v, got %s", err, o.quarantine)
 		}
-		opts.Quarantine = q
+		opts.Quarantine = q.Policy()
 	}
-	sess, err := openSession(stderr, sessionSpec{out: o.out, parent: runsDir, label: "scenario-" + name, holds: []string{"scenario.json"}})
+	sess, err := openSession(stderr, sessionSpec{out: o.out, parent: runsDir, label: "scenario-" + name, holds: []string{"scenario.json"},
+		quiet: o.output.quiet || o.output.json})
 	if err != nil {
 		return err
 	}
@@ -94,19 +100,27 @@ func scenarioCommand(ctx context.Context, args []string, stdout, stderr io.Write
 	opts.Out, opts.Log = sess.dir, sess.log
 
 	r, runErr := scenario.Run(ctx, name, opts)
-	if r != nil {
-		if err := r.WriteText(stdout); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "\nresults: %s\n", sess.dir)
-	}
 	verdict := "FAIL"
 	if r != nil {
 		verdict = r.Verdict()
 	} else if ctx.Err() != nil {
 		verdict = "INTERRUPTED"
 	}
-	fmt.Fprintf(stdout, "verdict: %s: %s\n", name, verdict)
+	verdictLine := fmt.Sprintf("verdict: %s: %s", name, verdict)
+	switch {
+	case r != nil:
+		err := o.output.show(stdout, stderr, sess.dir, shown{
+			json:  r.WriteJSON,
+			lines: func() []string { return []string{verdictLine} },
+			text:  r.WriteText,
+			after: verdictLine + "\n",
+		})
+		if err != nil {
+			return err
+		}
+	case !o.output.json:
+		fmt.Fprintln(stdout, verdictLine)
+	}
 	switch {
 	case runErr != nil && r == nil:
 		return sess.notStarted(ctx, "scenario", runErr)
@@ -139,9 +153,8 @@ func listScenarios(w io.Writer, namesOnly bool) error {
 		for _, opt := range s.Options {
 			switch opt {
 			case "Quarantine":
-				for _, q := range []string{"observed", "off"} {
-					p, _ := bench.ParseQuarantine(q)
-					fmt.Fprintf(&b, "  with --quarantine %s: %s\n", q, s.Expected(scenario.Options{Quarantine: p}))
+				for _, q := range []engines.Quarantine{engines.QuarantineObserved, engines.QuarantineOff} {
+					fmt.Fprintf(&b, "  with --quarantine %s: %s\n", q, s.Expected(scenario.Options{Quarantine: q.Policy()}))
 				}
 			case "Fencing":
 				fmt.Fprintf(&b, "  with --fencing: %s\n", s.Expected(scenario.Options{Fencing: true}))

@@ -53,6 +53,7 @@ func TestScenarioBadInput(t *testing.T) {
 		{[]string{"scenario", "restart-amnesia", "--quarantine", "maybe"}, "--quarantine: must be off, observed or always, got maybe"},
 		{[]string{"scenario", "restart-amnesia", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"scenario", "restart-amnesia", "--names"}, "--names: applies to scenario list only"},
+		{[]string{"scenario", "restart-amnesia", "--json", "-q"}, "--quiet: cannot be combined with --json, got true"},
 	} {
 		var stdout, stderr bytes.Buffer
 		t.Chdir(t.TempDir())
@@ -92,6 +93,32 @@ func TestScenarioRestartAmnesiaShort(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "scenario.txt")); err != nil {
 		t.Error(err)
+	}
+}
+
+// --json prints scenario.json on stdout and nothing else, as run --json
+// prints summary.json; where the results are goes to stderr.
+func TestScenarioJSON(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "sc")
+	cmd := command(t, "scenario", "restart-amnesia", "--short", "--quarantine", "off", "--out", out, "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", exitStatus(err), stdout.String(), stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, "scenario.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stdout.String() != string(b) {
+		t.Errorf("stdout is not scenario.json:\n%s", stdout.String())
+	}
+	var r scenario.Result
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil || !r.Passed {
+		t.Errorf("stdout: %v, passed %v", err, r.Passed)
+	}
+	if !strings.Contains(stderr.String(), "results: "+out) {
+		t.Errorf("stderr does not say where the results are:\n%s", stderr.String())
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 type sweepOptions struct {
 	workers string
 	rate    string
-	slo     string
+	slo     sloFlags
 	out     string
 	label   string
 
@@ -32,7 +32,7 @@ func newSweepFlags(o *sweepOptions) *pflag.FlagSet {
 	fs := newFlagSet("sweep")
 	fs.StringVar(&o.workers, "workers", "", "closed loop: the worker counts to sweep, e.g. 1,4,16,64,256,1024 or 1:1024:x4; a single number fixes the workers of a --rate sweep")
 	fs.StringVar(&o.rate, "rate", "", "open loop: the arrival rates to sweep (acquisitions/s), e.g. 1000:50000:x2, 1000:10000:+1000 or 1000,5000,20000")
-	fs.StringVar(&o.slo, "slo", "", "latency objective, e.g. 'p99<5ms' (p50, p90, p99, p999; µs, us, ms, s): report the highest throughput that meets it, exit 3 if none does")
+	o.slo.register(fs, "an `OBJECTIVE` every step is checked on, as run's --slo: report the highest throughput that meets every one, exit 3 if no step does; repeat for several: 'p99<5ms', 'errors<0.1%', 'release.p99<=2ms' (a latency bound on p50, p90, p99 or p999 of the acquisition is drawn on the charts)")
 	fs.StringVar(&o.out, "out", "", "sweep directory, one run directory per step inside (default results/sweeps/<UTC timestamp>-<label>)")
 	fs.StringVar(&o.label, "label", "", "a name for the sweep; steps are named <label>-w<N> or <label>-rate<R> (default: derived from the flags)")
 	o.run.output.register(fs, "sweep.json", "print a line per step (throughput, p50, p99, errors), then the knee and the SLO's verdict (progress only on a terminal)")
@@ -85,13 +85,6 @@ func parseSweepFlags(args []string) (bench.SweepConfig, sweepOptions, error) {
 	if len(sc.Values) < 2 {
 		return sc, o, usageErrorf("--%s: a sweep needs at least two values, got %q", sc.Param, spec)
 	}
-	if fs.Changed("slo") {
-		slo, err := results.ParseSLO(o.slo)
-		if err != nil {
-			return sc, o, usageErrorf("--slo: %v", err)
-		}
-		sc.SLO = &slo
-	}
 	if fs.Changed("label") {
 		if err := bench.ValidateLabel(o.label); err != nil {
 			return sc, o, usageErrorf("--label: %v, got %q", err, o.label)
@@ -105,6 +98,10 @@ func parseSweepFlags(args []string) (bench.SweepConfig, sweepOptions, error) {
 	if err := o.run.output.check(); err != nil {
 		return sc, o, err
 	}
+	if err := o.slo.parse(base); err != nil {
+		return sc, o, err
+	}
+	sc.Objectives = o.slo.objectives
 	base.Label = o.label
 	sc.Base = base
 	sc.Label = o.label
@@ -118,9 +115,9 @@ func parseSweepFlags(args []string) (bench.SweepConfig, sweepOptions, error) {
 // ones sweep replaces.
 func sweepUsage() string {
 	var b strings.Builder
-	b.WriteString("Usage: redlock-bench sweep (--workers LIST | --rate LIST) [--slo OBJECTIVE] [run flags]\n\n")
+	b.WriteString("Usage: redlock-bench sweep (--workers LIST | --rate LIST) [--slo OBJECTIVE]... [run flags]\n\n")
 	b.WriteString("Runs one benchmark per value on the same masters (started once), finds the saturation\n")
-	b.WriteString("knee and, with --slo, the highest throughput that meets the objective.\n\n")
+	b.WriteString("knee and, with --slo, the highest throughput that meets every objective.\n\n")
 	b.WriteString("LIST is 1,4,16,64 or START:END:xFACTOR (geometric) or START:END:+STEP (arithmetic);\n")
 	fmt.Fprintf(&b, "END is always the last value; at most %d values.\n\nSweep flags:\n", bench.MaxSweepSteps)
 	own := newSweepFlags(&sweepOptions{})
@@ -179,7 +176,7 @@ func sweepCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return violated(violations, "", sc.Base.Lock.String(), strings.Join(bad, ", "))
 	case sw.Interrupted:
 		return sess.interrupted()
-	case sw.SLO != nil && sw.SLOPoint == nil:
+	case (len(sw.Objectives) > 0 || sw.SLO != nil) && sw.SLOPoint == nil:
 		return &exitError{code: exitSLOMissed, msg: results.SLOMiss(sw)}
 	}
 	return nil

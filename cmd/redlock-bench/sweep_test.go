@@ -22,11 +22,16 @@ func TestParseSweepFlagsGood(t *testing.T) {
 		check func(bench.SweepConfig) bool
 	}{
 		{[]string{"--workers", "1,4,16"}, func(sc bench.SweepConfig) bool {
-			return sc.Param == "workers" && reflect.DeepEqual(sc.Values, []float64{1, 4, 16}) && sc.SLO == nil &&
+			return sc.Param == "workers" && reflect.DeepEqual(sc.Values, []float64{1, 4, 16}) && sc.Objectives == nil &&
 				sc.Label == "sweep-workers-redlock-r1000-try" && sc.Base.Label == ""
 		}},
 		{[]string{"--workers=1:64:x4", "--slo", "p99<5ms", "--resources", "10"}, func(sc bench.SweepConfig) bool {
-			return reflect.DeepEqual(sc.Values, []float64{1, 4, 16, 64}) && sc.SLO != nil && sc.SLO.Text == "p99<5ms" && sc.Base.Resources == 10
+			return reflect.DeepEqual(sc.Values, []float64{1, 4, 16, 64}) && len(sc.Objectives) == 1 && sc.Objectives[0].Text == "p99<5ms" && sc.Base.Resources == 10
+		}},
+		// Any objective a run takes, and every --slo given, in order.
+		{[]string{"--workers", "1,4", "--slo", "errors<0.1%", "--slo", "p99<5ms", "--slo", "throughput>=100/s"}, func(sc bench.SweepConfig) bool {
+			return len(sc.Objectives) == 3 && sc.Objectives[0].Text == "errors<0.1%" && sc.Objectives[1].Text == "p99<5ms" &&
+				sc.Objectives[2].Text == "throughput>=100/s"
 		}},
 		{[]string{"--rate", "1000:4000:x2", "--workers", "32", "--label", "open"}, func(sc bench.SweepConfig) bool {
 			return sc.Param == "rate" && reflect.DeepEqual(sc.Values, []float64{1000, 2000, 4000}) && sc.Base.Workers == 32 &&
@@ -61,7 +66,8 @@ func TestParseSweepFlagsBad(t *testing.T) {
 		{[]string{"--workers", "1,x"}, `--workers: "x" is not a number`},
 		{[]string{"--workers", "1,1"}, "--workers: value 1 is listed twice"},
 		{[]string{"--workers", "4:4:x2"}, "a sweep needs at least two values"},
-		{[]string{"--workers", "1,2", "--slo", "p95<1ms"}, `--slo: slo "p95<1ms": unknown percentile`},
+		{[]string{"--workers", "1,2", "--slo", "p95<1ms"}, `--slo: slo "p95<1ms": unknown metric "p95"`},
+		{[]string{"--workers", "1,2", "--slo", "wait.p99<1ms"}, "--slo: mode try measures no wait latency (--mode wait does), got wait.p99<1ms"},
 		{[]string{"--workers", "1,2", "--ttl", "-1s"}, "--ttl: must be > 0, got -1s"},
 		{[]string{"--workers", "1,2", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"--workers", "1,2", "extra"}, `sweep: unexpected argument "extra"`},
@@ -167,7 +173,7 @@ func TestSweepSLONeverMet(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
 	last := lines[len(lines)-1]
-	if !strings.HasPrefix(last, "redlock-bench: no point met the SLO p50<1µs: the lowest p50 was ") {
+	if !strings.HasPrefix(last, "redlock-bench: no point met the SLO p50<1µs: the closest, at ") || !strings.Contains(last, "missed p50<1µs missed: acquire p50 was ") {
 		t.Errorf("last line %q", last)
 	}
 	b, err := os.ReadFile(filepath.Join("s", results.SweepJSON))

@@ -89,7 +89,7 @@ func parseFlags(fs *pflag.FlagSet, cmd, usage string, args []string, stdout io.W
 // unreachable masters are 69 (with the fix for a credential or TLS
 // mistake), masters unusable as configured 78.
 func connect(ctx context.Context, cmd string, o masterOptions, cfg engine.Config) (*engine.Locker, error) {
-	o.conn.Apply(&cfg)
+	cfg.Conn.Username, cfg.Conn.Password, cfg.Conn.TLS = o.conn.Username, o.conn.Password, o.conn.TLS
 	if err := cfg.Validate(); err != nil {
 		return nil, usageErrorf("%s: %s", cmd, engineText(err))
 	}

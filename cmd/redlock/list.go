@@ -79,16 +79,10 @@ func listCommand(args []string, stdout, stderr io.Writer) error {
 	if err != nil || o == nil {
 		return err
 	}
-	if o.authWarning != "" {
-		fmt.Fprintf(stderr, "redlock: %s\n", o.authWarning)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	l, err := connect(ctx, "list", o.masterOptions, opsConfig(o.masters))
+	l, err := opsConnect(ctx, "list", o.masterOptions, o.timeout, stderr)
 	if err != nil {
-		if ctx.Err() != nil {
-			return statusErrorf(exitUnavailable, "list: no quorum of the masters answered within --timeout %s", shortDuration(o.timeout))
-		}
 		return err
 	}
 	defer closeWithin(l)

@@ -99,21 +99,29 @@ func opsConfig(masters []string) engine.Config {
 	return cfg
 }
 
+// opsConnect connects status, list or unlock (cmd) to the masters
+// within ctx, which --timeout bounds, after the connection flags'
+// warning.
+func opsConnect(ctx context.Context, cmd string, o masterOptions, timeout time.Duration, stderr io.Writer) (*engine.Locker, error) {
+	if o.authWarning != "" {
+		fmt.Fprintf(stderr, "redlock: %s\n", o.authWarning)
+	}
+	l, err := connect(ctx, cmd, o, opsConfig(o.masters))
+	if err != nil && ctx.Err() != nil {
+		return nil, statusErrorf(exitUnavailable, "%s: no quorum of the masters answered within --timeout %s", cmd, shortDuration(timeout))
+	}
+	return l, err
+}
+
 func statusCommand(args []string, stdout, stderr io.Writer) error {
 	o, err := parseStatus(args, stdout)
 	if err != nil || o == nil {
 		return err
 	}
-	if o.authWarning != "" {
-		fmt.Fprintf(stderr, "redlock: %s\n", o.authWarning)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	l, err := connect(ctx, "status", o.masterOptions, opsConfig(o.masters))
+	l, err := opsConnect(ctx, "status", o.masterOptions, o.timeout, stderr)
 	if err != nil {
-		if ctx.Err() != nil {
-			return statusErrorf(exitUnavailable, "status: no quorum of the masters answered within --timeout %s", shortDuration(o.timeout))
-		}
 		return err
 	}
 	defer closeWithin(l)

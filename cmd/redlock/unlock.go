@@ -135,16 +135,10 @@ func unlockCommand(args []string, stdout, stderr io.Writer) error {
 	if err != nil || o == nil {
 		return err
 	}
-	if o.authWarning != "" {
-		fmt.Fprintf(stderr, "redlock: %s\n", o.authWarning)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	l, err := connect(ctx, "unlock", o.masterOptions, opsConfig(o.masters))
+	l, err := opsConnect(ctx, "unlock", o.masterOptions, o.timeout, stderr)
 	if err != nil {
-		if ctx.Err() != nil {
-			return statusErrorf(exitUnavailable, "unlock: no quorum of the masters answered within --timeout %s", shortDuration(o.timeout))
-		}
 		return err
 	}
 	defer closeWithin(l)

@@ -261,6 +261,12 @@ var (
 	// clocks) votes with a clock however far off, and its token lands on
 	// its quorum's counters.
 	ClockJudgedLate = &Switch{name: "clock-judged-late"}
+	// SentinelPromotionUnchecked: a Sentinel vote's master is judged by
+	// its run_id and uptime alone, not by when the sentinels saw it become
+	// master: a process that starts after a failover counts the promoted
+	// replica's yes at once, though it may lack locks the old master
+	// granted that are still valid.
+	SentinelPromotionUnchecked = &Switch{name: "sentinel-promotion-unchecked"}
 )
 
 // All is every switch, for flags and tables.
@@ -271,7 +277,8 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
 	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, LockAllHogsTurns,
 	ClusterMigrationNoResend, ClusterGuessOnce, ClusterInfoAnyNode, FenceCounterExpiresEarly, ValidityIgnoresDrift,
-	AcquireIgnoresValidity, SemCheckStampedOnSend, RWRemoteValidityAsPlain, ClockErrorIgnored, ClockReadOnce, ClockJudgedLate}
+	AcquireIgnoresValidity, SemCheckStampedOnSend, RWRemoteValidityAsPlain, ClockErrorIgnored, ClockReadOnce, ClockJudgedLate,
+	SentinelPromotionUnchecked}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

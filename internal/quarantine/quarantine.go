@@ -12,8 +12,8 @@ import (
 )
 
 // ErrQuarantined is a node's vote while its yes cannot be counted: its
-// run_id changed (or, with Always, it was young when first seen) less
-// than MaxTTL ago. *Error says until when and why.
+// run_id changed (or, with Always, it was young when first seen; or, a
+// Sentinel vote, its master was promoted) less than MaxTTL ago. *Error says until when and why.
 var ErrQuarantined = errors.New("quarantined")
 
 // Policy says when a restarted master's votes are ignored. A
@@ -76,12 +76,26 @@ type Error struct {
 	Restarted bool
 	Uptime    time.Duration
 	MaxTTL    time.Duration
+	// Promoted: the node is a Sentinel vote whose master the sentinels
+	// saw become master (a failover, or when they began watching it)
+	// PromotedAgo before the check; a promoted replica may lack the
+	// locks the old master granted, which expire within MaxTTL of the
+	// promotion. With PromotionUnknown no sentinel could tell when, and
+	// it was taken as just promoted.
+	Promoted         bool
+	PromotedAgo      time.Duration
+	PromotionUnknown bool
 }
 
 func (e *Error) Error() string {
 	until := e.Until.Round(0).Format("15:04:05.000")
-	if e.Restarted {
+	switch {
+	case e.Restarted:
 		return "quarantined until " + until + ": its run_id changed (a restart or failover)"
+	case e.Promoted && e.PromotionUnknown:
+		return "quarantined until " + until + ": no sentinel could tell when its master became master, so it is taken as just promoted"
+	case e.Promoted:
+		return fmt.Sprintf("quarantined until %s: promoted %s ago by Sentinel, under MaxTTL %s", until, e.PromotedAgo.Round(100*time.Millisecond), e.MaxTTL)
 	}
 	return fmt.Sprintf("quarantined until %s: up %s when first seen, under MaxTTL %s", until, e.Uptime, e.MaxTTL)
 }

@@ -207,8 +207,8 @@ func (g *SentinelGroup) knows(ctx context.Context, s *Node) error {
 	return nil
 }
 
-// sentinelMaps sends SENTINEL sub master to sentinel n and returns the
-// reply's entries as maps.
+// sentinelMaps sends SENTINEL sub master (sub alone when master is
+// empty) to sentinel n and returns the reply's entries as maps.
 func (n *Node) sentinelMaps(ctx context.Context, sub, master string) ([]map[string]string, error) {
 	const timeout = 2 * time.Second
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -218,7 +218,11 @@ func (n *Node) sentinelMaps(ctx context.Context, sub, master string) ([]map[stri
 		return nil, fmt.Errorf("redisproc: sentinel %s: %w", n.Addr(), err)
 	}
 	defer cl.Close()
-	arr, err := cl.Do(ctx, cl.B().Arbitrary("SENTINEL", sub, master).Build()).ToArray()
+	args := []string{sub, master}
+	if master == "" { // MASTERS takes none
+		args = args[:1]
+	}
+	arr, err := cl.Do(ctx, cl.B().Arbitrary("SENTINEL").Args(args...).Build()).ToArray()
 	if err != nil {
 		return nil, fmt.Errorf("redisproc: sentinel %s: SENTINEL %s %s: %w", n.Addr(), sub, master, err)
 	}
@@ -279,6 +283,45 @@ func (n *Node) masterAddr(ctx context.Context, master string) (string, error) {
 		return "", fmt.Errorf("redisproc: sentinel %s: GET-MASTER-ADDR-BY-NAME %s: %v %v", n.Addr(), master, hp, err)
 	}
 	return net.JoinHostPort(hp[0], hp[1]), nil
+}
+
+// MasterRoleAge is how long every running sentinel has seen the master
+// in its role (SENTINEL MASTER's role-reported-time: since it saw the
+// server become master, or began watching it), the shortest of theirs.
+// A client that judges a Sentinel vote's master by when it became master
+// keeps it out until MaxTTL after that.
+func (g *SentinelGroup) MasterRoleAge(ctx context.Context) (time.Duration, error) {
+	age := time.Duration(-1)
+	for _, s := range g.Sentinels {
+		if !s.Running() {
+			continue
+		}
+		m, err := s.sentinelMaps(ctx, "MASTERS", "")
+		if err != nil {
+			return 0, err
+		}
+		found := false
+		for _, e := range m {
+			if e["name"] != g.Master {
+				continue
+			}
+			ms, err := strconv.ParseInt(e["role-reported-time"], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("redisproc: sentinel %s: role-reported-time %q", s.Addr(), e["role-reported-time"])
+			}
+			if d := time.Duration(ms) * time.Millisecond; age < 0 || d < age {
+				age = d
+			}
+			found = true
+		}
+		if !found {
+			return 0, fmt.Errorf("redisproc: sentinel %s does not monitor %s", s.Addr(), g.Master)
+		}
+	}
+	if age < 0 {
+		return 0, fmt.Errorf("redisproc: no sentinel of %s runs", g.Master)
+	}
+	return age, nil
 }
 
 // DataNode returns the data node at addr, or nil.

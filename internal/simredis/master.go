@@ -1063,8 +1063,34 @@ func VirtualClock(start time.Time) Clock {
 	return Clock{[]clockSeg{{from: start, base: start, rate: 1}}}
 }
 
+// Jumped is c moved by d (back, if negative) at virtual instant at, as
+// Master.JumpClock moves a master's clock: for tests of the checkers.
+func (c Clock) Jumped(at time.Time, d time.Duration) Clock {
+	last := c.segs[len(c.segs)-1]
+	return Clock{append(slices.Clone(c.segs), clockSeg{from: at, base: last.at(at).Add(d), rate: last.rate})}
+}
+
 // VirtualAt is Master.VirtualAt on the clock as it ran.
 func (c Clock) VirtualAt(t, from time.Time) time.Time { return virtualAt(c.segs, t, from) }
+
+// BackBefore is the first virtual instant after from at which the clock,
+// having passed t, is stepped back to before it (zero: never, as far as
+// it ran): when a key with deadline t that nothing looked at meanwhile
+// lives again, as Redis's does when its clock steps back, since it
+// deletes an expired key only when a command finds it (and the master
+// logs that deletion). Between steps the clock only moves forward, so
+// only a step's first instant can be one.
+func (c Clock) BackBefore(t, from time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	for _, s := range c.segs {
+		if s.from.After(from) && s.base.Before(t) {
+			return s.from
+		}
+	}
+	return time.Time{}
+}
 
 // Commands returns how many times the master ran each command (see
 // Master.commands).

@@ -77,6 +77,57 @@ func TestMasterClock(t *testing.T) {
 	})
 }
 
+// A clock stepped back to before a key's deadline makes the key live
+// again if no command found it expired meanwhile, as on Redis, which
+// deletes an expired key only when a command (or its sampling) finds it;
+// one a command found expired stays gone, and its deletion is logged.
+// The clock as it ran says when each lives again (BackBefore).
+func TestMasterClockStepBackRevivesKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := NewNetwork(1)
+		m := NewMaster(n, 1, 0, "m0:6379", MasterOptions{})
+		defer m.Close()
+		_, c := dialT(t, n, m)
+		start := time.Now()
+		do(t, c, "SET", "quiet", "v", "PX", "100")
+		do(t, c, "SET", "seen", "v", "PX", "100")
+		deadline := m.Now().Add(100 * time.Millisecond)
+		time.Sleep(150 * time.Millisecond)
+		if r := do(t, c, "GET", "seen"); r != nilBulk {
+			t.Fatalf("GET past the deadline: %q, want nil", r)
+		}
+		stepped := time.Now()
+		m.JumpClock(-200 * time.Millisecond)
+		left := deadline.Sub(m.Now()) // the bubble's time stands still meanwhile
+		if r := do(t, c, "GET", "quiet"); r != bulk("v") {
+			t.Errorf("GET of a key nothing looked at, after the step back: %q, want v", r)
+		}
+		if r := do(t, c, "GET", "seen"); r != nilBulk {
+			t.Errorf("GET of a key found expired before the step back: %q, want nil", r)
+		}
+		gone := 0
+		for _, r := range m.KeyLog() {
+			if r.Key == "seen" && r.Gone {
+				gone++
+			}
+		}
+		if gone != 1 {
+			t.Errorf("the log has %d deletions of the key found expired, want 1", gone)
+		}
+		clock := m.Clock()
+		passed := clock.VirtualAt(deadline, start)
+		if back := clock.BackBefore(deadline, passed); !back.Equal(stepped) {
+			t.Errorf("BackBefore: %v after start, want the step at %v", back.Sub(start), stepped.Sub(start))
+		}
+		if again := clock.VirtualAt(deadline, stepped); left <= 0 || again.Sub(stepped) != left {
+			t.Errorf("the deadline passes again %v after the step, want %v", again.Sub(stepped), left)
+		}
+		if back := clock.BackBefore(deadline, stepped); !back.IsZero() {
+			t.Errorf("BackBefore after the only step: %v, want never", back.Sub(start))
+		}
+	})
+}
+
 // A restart forgets keys and scripts, breaks the connections, and comes
 // back with a new run_id and no uptime.
 func TestMasterRestartAmnesia(t *testing.T) {

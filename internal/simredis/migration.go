@@ -136,7 +136,11 @@ func (c *Cluster) moveKey(mg *migration) bool {
 	delete(from.st.keys, k)
 	if !live {
 		// Past its deadline: Redis would drop it, not move it. The
-		// vote's log holds the deadline, which has passed.
+		// drop is logged, as a command's finding it expired is: a
+		// clock stepped back later does not bring it back.
+		from.cause, from.client = "migrate", ""
+		from.changedKey(k)
+		from.cause = ""
 		return true
 	}
 	old := to.st.keys[k]

@@ -15,8 +15,6 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
-
-	"github.com/redlock-bench/redlock/engine"
 )
 
 // EnvPassword is the environment variable the password is taken from when
@@ -166,20 +164,4 @@ func pathErr(err error) error {
 		return fmt.Errorf("%s: %w", pe.Path, pe.Err)
 	}
 	return err
-}
-
-// Apply sets the engine's credentials and TLS from the settings.
-func (s Settings) Apply(c *engine.Config) {
-	c.Conn.Username, c.Conn.Password, c.Conn.TLS = s.Username, s.Password, s.TLS
-}
-
-// Apply checks the flags for the user's masters and sets c's credentials
-// and TLS from them.
-func (f *Flags) Apply(c *engine.Config) error {
-	s, err := f.Settings(true)
-	if err != nil {
-		return err
-	}
-	s.Apply(c)
-	return nil
 }

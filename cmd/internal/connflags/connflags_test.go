@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/redlock-bench/redlock/cmd/internal/connflags"
-	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/redisproc"
 )
 
@@ -69,9 +68,8 @@ func TestSettings(t *testing.T) {
 		}
 	}
 
-	var ec engine.Config
-	if err := parse(t, "--user", "u", "--tls", "--insecure").Apply(&ec); err != nil || ec.Conn.Username != "u" || ec.Conn.Password != "from-env" || ec.Conn.TLS == nil {
-		t.Errorf("Apply: %+v, %v", ec, err)
+	if s, err := parse(t, "--user", "u", "--tls", "--insecure").Settings(true); err != nil || s.Username != "u" || s.Password != "from-env" || s.TLS == nil {
+		t.Errorf("Settings: %+v, %v", s, err)
 	}
 
 	bad := filepath.Join(t.TempDir(), "notpem")

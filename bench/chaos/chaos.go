@@ -1,4 +1,4 @@
-package bench
+package chaos
 
 import (
 	"context"
@@ -15,27 +15,50 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/bench/check"
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/bench/fault"
+	"github.com/redlock-bench/redlock/bench/masters"
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/redisproc"
+	"github.com/redlock-bench/redlock/results"
 )
 
 // The fault classes of the chaos soak.
 const (
-	// ChaosInModel faults are those Redlock claims to survive: a minority
+	// InModel faults are those Redlock claims to survive: a minority
 	// of masters killed and restarted without persistence (the quarantine
 	// covers the amnesia), stopped, slowed, cut off or dropping their
 	// connections, and clients frozen past their leases.
-	ChaosInModel = "in-model"
-	// ChaosOutOfModel faults break Redlock's assumptions: the keys deleted
+	InModel = "in-model"
+	// OutOfModel faults break Redlock's assumptions: the keys deleted
 	// on a majority, a master's clock jumping forward. Redlock alone cannot
 	// prevent the overlap; fencing must reject every stale write.
-	ChaosOutOfModel = "out-of-model"
+	OutOfModel = "out-of-model"
 )
 
-// ChaosConfig configures a chaos soak. Zero values take the defaults
-// named on each field.
-type ChaosConfig struct {
+// Config configures a chaos soak. Zero values take the defaults named on
+// each field.
+type Config struct {
+	// Spec is how the soak's clients take their locks. Engine is
+	// redlock (default) or nolock, the control that grants every request
+	// and must make the oracle fire. Lock is what each worker takes: a
+	// mutex (default), a permit of the resource's semaphore, one lease on
+	// K distinct resources drawn uniformly, or the resource's read/write
+	// lock, for reading with probability F; every shape is judged by its
+	// rule (see check), a permit's writes go to a store per permit slot,
+	// where its tokens increase, and a reader writes nothing. TTL
+	// defaults to 1s. Quarantine defaults to always, the engine's own
+	// default, whether the soak starts its masters or is given them: the
+	// soak tests the engine as a library user gets it (run's default of
+	// observed on the masters it starts spares its measured window the
+	// quarantine of a TTL; the soak's first TTL is load like the rest).
+	// Conn reaches Masters, as in a run (local masters are plain); the
+	// engine dials the masters through local proxies, so a TLS config
+	// without ServerName verifies the masters' host, which must then be
+	// one for all. Observer is set as every client's engine
+	// Config.Observer (--metrics-addr). The soak sets the rest: every
+	// engine feature on (auto-extension, fencing), its own key prefix.
+	engines.Spec
 	// Duration is how long the load and the faults run. Default 60s.
 	Duration time.Duration
 	// Seed drives the fault schedule and every worker's choices, so that a
@@ -47,23 +70,10 @@ type ChaosConfig struct {
 	// Workers is the number of goroutines per client. Default 4.
 	Workers int
 	// Resources is the number of hot resources all workers contend for.
-	// Default 3; with a semaphore 1, with a lease on K resources 2K (at
-	// least 3), so that leases share some of their resources.
+	// Default DefaultResources.
 	Resources int
-	// Lock is what each worker takes: a mutex (default), a permit of the
-	// resource's semaphore, one lease on K distinct resources drawn
-	// uniformly, or the resource's read/write lock, for reading with
-	// probability F. Every shape is judged by its rule (see check); a
-	// permit's writes go to a store per permit slot, where its tokens
-	// increase; a reader writes nothing.
-	Lock Lock
-	// TTL is the lock TTL. Default 1s.
-	TTL time.Duration
-	// Class is ChaosInModel (default) or ChaosOutOfModel.
+	// Class is InModel (default) or OutOfModel.
 	Class string
-	// Engine is "redlock" (default) or "nolock", the control that grants
-	// every request and must make the oracle fire.
-	Engine string
 	// Masters are masters to use instead of starting LocalMasters; on them
 	// only the faults that need no process control run (slow, cut, drop,
 	// client pauses, and the out-of-model ones).
@@ -77,47 +87,43 @@ type ChaosConfig struct {
 	// or paused, a shard failed over to its replica, a slot of a hot
 	// resource migrated under load. In model only.
 	ClusterShards int
-	// Quarantine is the restart policy: off, observed or always (default,
-	// the engine's).
-	Quarantine string
-	// Username, Password and TLS reach Masters, as in Config (local
-	// masters are plain). The engine dials the masters through local
-	// proxies, so a TLS config without ServerName verifies the masters'
-	// host, which must then be one for all.
-	Username, Password string
-	TLS                *tls.Config
 	// Jump is how much a clock jump shortens every key's TTL on the master.
 	// Default TTL.
 	Jump time.Duration
 	// Log receives progress lines. Default: none.
 	Log io.Writer
-	// Observer is set as every client's engine Config.Observer (see
-	// MetricsServer); nil for none.
-	Observer *engine.Observer
 }
 
-// fill sets the defaults of zero fields.
-func (c *ChaosConfig) fill() {
+// Defaults of Config.
+const (
+	DefaultDuration = 60 * time.Second
+	DefaultClients  = 3
+	DefaultWorkers  = 4
+	DefaultTTL      = time.Second
+)
+
+// fill sets the defaults of zero fields, and what the soak sets itself.
+func (c *Config) fill() {
 	if c.Duration == 0 {
-		c.Duration = 60 * time.Second
+		c.Duration = DefaultDuration
 	}
 	if c.Clients == 0 {
-		c.Clients = 3
+		c.Clients = DefaultClients
 	}
 	if c.Workers == 0 {
-		c.Workers = 4
+		c.Workers = DefaultWorkers
 	}
 	if c.Resources == 0 {
-		c.Resources = ChaosResources(c.Lock)
+		c.Resources = DefaultResources(c.Lock)
 	}
 	if c.TTL == 0 {
-		c.TTL = time.Second
+		c.TTL = DefaultTTL
 	}
 	if c.Class == "" {
-		c.Class = ChaosInModel
+		c.Class = InModel
 	}
-	if c.Engine == "" {
-		c.Engine = "redlock"
+	if c.Engine.Base == 0 {
+		c.Engine = engines.Engine{Base: engines.Redlock}
 	}
 	if c.LocalMasters == 0 && len(c.Masters) == 0 {
 		c.LocalMasters = 5
@@ -125,35 +131,33 @@ func (c *ChaosConfig) fill() {
 			c.LocalMasters = 3
 		}
 	}
-	if c.Quarantine == "" {
-		c.Quarantine = "always"
+	if c.Quarantine == engines.QuarantineDefault {
+		c.Quarantine = engines.QuarantineAlways
 	}
 	if c.Jump == 0 {
 		c.Jump = c.TTL
 	}
+	c.Extend, c.Fencing, c.KeyPrefix = true, true, keyPrefix
 }
 
-// ChaosResources is the soak's default number of resources for lock: 3;
+// DefaultResources is the soak's default number of resources for lock: 3;
 // 1 for a semaphore, whose permits the workers then share; 2K (at least
 // 3) for a lease on K resources, so that leases share some of theirs.
-func ChaosResources(l Lock) int {
-	switch l.Kind {
-	case LockSemaphore:
+func DefaultResources(l engines.Lock) int {
+	if l.Holders() > 0 {
 		return 1
-	case LockMulti:
-		return max(3, 2*l.K)
 	}
-	return 3
+	return max(3, 2*l.Size())
 }
 
-// Validate checks the configuration as given (Chaos fills the defaults of
-// zero fields first); errors are *ConfigError naming the flag.
-func (c *ChaosConfig) Validate() error {
+// Validate checks the configuration as given (Run fills the defaults of
+// zero fields first); errors are *engines.ConfigError naming the flag.
+func (c *Config) Validate() error {
 	switch {
 	case c.Duration <= 0:
 		return cfgErr("duration", c.Duration, "must be positive")
-	case c.Duration > MaxTime:
-		return cfgErr("duration", c.Duration, "must be in 1ns..%s", MaxTime)
+	case c.Duration > fault.MaxDuration:
+		return cfgErr("duration", c.Duration, "must be in 1ns..%s", fault.MaxDuration)
 	case c.Clients < 1 || c.Clients > 64:
 		return cfgErr("clients", c.Clients, "must be in 1..64")
 	case c.Workers < 1 || c.Workers > 256:
@@ -162,27 +166,24 @@ func (c *ChaosConfig) Validate() error {
 		return cfgErr("resources", c.Resources, "must be in 1..1000")
 	case c.TTL < 50*time.Millisecond || c.TTL > time.Minute:
 		return cfgErr("ttl", c.TTL, "must be in 50ms..1m")
-	case c.Class != ChaosInModel && c.Class != ChaosOutOfModel:
-		return cfgErr("class", c.Class, "must be %s or %s", ChaosInModel, ChaosOutOfModel)
-	case c.Engine != "redlock" && c.Engine != "nolock":
+	case c.Class != InModel && c.Class != OutOfModel:
+		return cfgErr("class", c.Class, "must be %s or %s", InModel, OutOfModel)
+	case c.Engine != engines.Engine{Base: engines.Redlock} && c.Engine != engines.Engine{Base: engines.Nolock}:
 		return cfgErr("engine", c.Engine, "must be redlock or nolock")
-	case len(c.Masters) == 0 && (c.LocalMasters < 1 || c.LocalMasters > engine.MaxMasters):
-		return cfgErr("local-masters", c.LocalMasters, "must be in 1..%d", engine.MaxMasters)
+	case len(c.Masters) == 0 && (c.LocalMasters < 1 || c.LocalMasters > engines.MaxMasters):
+		return cfgErr("local-masters", c.LocalMasters, "must be in 1..%d", engines.MaxMasters)
 	case c.Jump <= 0:
 		return cfgErr("jump", c.Jump, "must be positive")
-	case c.Jump > MaxTime:
-		return cfgErr("jump", c.Jump, "must be in 1ns..%s", MaxTime)
+	case c.Jump > fault.MaxDuration:
+		return cfgErr("jump", c.Jump, "must be in 1ns..%s", fault.MaxDuration)
 	}
 	if len(c.Masters) > 0 {
-		if _, err := engine.ParseMasters(strings.Join(c.Masters, ",")); err != nil {
+		if _, err := engines.ParseMasters(strings.Join(c.Masters, ",")); err != nil {
 			return cfgErr("masters", strings.Join(c.Masters, ","), "%v", err)
 		}
-		if len(c.Masters) > MaxMasters {
-			return cfgErr("masters", len(c.Masters), "must name at most %d masters", MaxMasters)
+		if len(c.Masters) > engines.MaxMasters {
+			return cfgErr("masters", len(c.Masters), "must name at most %d masters", engines.MaxMasters)
 		}
-	}
-	if _, err := ParseQuarantine(c.Quarantine); err != nil {
-		return cfgErr("quarantine", c.Quarantine, "%v", err)
 	}
 	if err := c.validateClusters(); err != nil {
 		return err
@@ -191,40 +192,47 @@ func (c *ChaosConfig) Validate() error {
 		return err
 	}
 	switch {
-	case len(c.Masters) == 0 && c.TLS != nil:
+	case len(c.Masters) == 0 && c.Conn.TLS != nil:
 		return cfgErr("tls", true, "applies to --masters only: local masters are plain TCP")
-	case len(c.Masters) == 0 && (c.Username != "" || c.Password != ""):
+	case len(c.Masters) == 0 && (c.Conn.Username != "" || c.Conn.Password != ""):
 		return cfgErr("pass", "(hidden)", "applies to --masters only: local masters want no password")
-	case c.TLS != nil && c.TLS.ServerName == "" && !c.TLS.InsecureSkipVerify:
+	case c.Conn.TLS != nil && c.Conn.TLS.ServerName == "" && !c.Conn.TLS.InsecureSkipVerify:
 		if _, err := c.serverName(); err != nil {
 			return err
 		}
 	}
-	return nil
+	if len(c.Masters) > 0 {
+		return c.Spec.Validate(engines.Votes{Masters: c.Masters}, "masters")
+	}
+	return c.Spec.Validate(engines.StandIns(c.LocalMasters, c.ClusterShards > 0), "local-masters")
 }
 
 // validateLock checks --lock against the soak.
-func (c *ChaosConfig) validateLock() error {
+func (c *Config) validateLock() error {
 	l := c.Lock
-	switch err := l.validate(); {
-	case err != nil:
+	if err := l.Check(); err != nil {
 		return cfgErr("lock", l, "%v", err)
-	case l.Kind == LockMulti && l.K > c.Resources:
-		return cfgErr("lock", l, "a lease on K distinct resources needs K <= --resources (%d)", c.Resources)
-	case l.Kind == LockSemaphore && c.Resources*c.Clients*(l.Permits+4) > MaxSemaphoreSlots:
-		return cfgErr("lock", l, "--resources × --clients × (P+4) must be at most %d (each client keeps a handle per semaphore, about 50 bytes per permit and 200 more)", MaxSemaphoreSlots)
-	case l.Kind == LockSemaphore && c.Class == ChaosOutOfModel:
+	}
+	if err := l.CheckHandles(c.Engine, c.Resources, c.Clients); err != nil {
+		return err
+	}
+	if l.Holders() > 0 && c.Class == OutOfModel {
 		// The out-of-model faults act on the lock keys by name; a
 		// semaphore's slot keys are the engine's own, in its internal
 		// namespace.
-		return cfgErr("lock", l, "a semaphore is not available with --class %s: its faults act on the lock keys by name, and a semaphore's slots are the engine's internal keys", ChaosOutOfModel)
+		return cfgErr("lock", l, "a semaphore is not available with --class %s: its faults act on the lock keys by name, and a semaphore's slots are the engine's internal keys", OutOfModel)
 	}
 	return nil
 }
 
+// cfgErr is the *engines.ConfigError of flag's value.
+func cfgErr(flag string, value any, format string, a ...any) error {
+	return &engines.ConfigError{Flag: flag, Value: fmt.Sprint(value), Reason: fmt.Sprintf(format, a...)}
+}
+
 // serverName is the one host of the masters, which TLS verifies when no
 // ServerName is set: the engine dials the masters' proxies on 127.0.0.1.
-func (c *ChaosConfig) serverName() (string, error) {
+func (c *Config) serverName() (string, error) {
 	var name string
 	for _, m := range c.Masters {
 		host, _, _ := net.SplitHostPort(m)
@@ -238,12 +246,12 @@ func (c *ChaosConfig) serverName() (string, error) {
 
 // conn is how the soak's probes and faults reach the masters.
 func (ch *chaos) conn() redisproc.Conn {
-	return redisproc.Conn{Username: ch.cfg.Username, Password: ch.cfg.Password, TLS: ch.cfg.TLS}
+	return redisproc.Conn{Username: ch.cfg.Conn.Username, Password: ch.cfg.Conn.Password, TLS: ch.cfg.Conn.TLS}
 }
 
-// ChaosEvent is one line of the soak's history: an acquire, a write, a
+// Event is one line of the soak's history: an acquire, a write, a
 // Done, a release, or a fault applied or lifted.
-type ChaosEvent struct {
+type Event struct {
 	// AtMs is milliseconds since the soak started.
 	AtMs     float64 `json:"at_ms"`
 	Kind     string  `json:"kind"`
@@ -256,8 +264,8 @@ type ChaosEvent struct {
 	Detail  string  `json:"detail,omitempty"`
 }
 
-// ChaosResult is what a soak found.
-type ChaosResult struct {
+// Result is what a soak found.
+type Result struct {
 	Seed      uint64   `json:"seed"`
 	Class     string   `json:"class"`
 	Engine    string   `json:"engine"`
@@ -325,31 +333,27 @@ type ChaosResult struct {
 	Verdict  string `json:"verdict"`
 	// Window is the stretch of history around the first failure (or, out
 	// of model, the first overlap), also written to history.jsonl.
-	Window       []ChaosEvent `json:"-"`
-	WindowFromMs float64      `json:"window_from_ms,omitempty"`
-	WindowToMs   float64      `json:"window_to_ms,omitempty"`
-	WindowReason string       `json:"window_reason,omitempty"`
+	Window       []Event `json:"-"`
+	WindowFromMs float64 `json:"window_from_ms,omitempty"`
+	WindowToMs   float64 `json:"window_to_ms,omitempty"`
+	WindowReason string  `json:"window_reason,omitempty"`
 }
 
 // expected is the outcome a class must show.
-func chaosExpected(class string, l Lock) string {
-	if class == ChaosOutOfModel {
+func expected(class string, l engines.Lock) string {
+	if class == OutOfModel {
 		return "Redlock alone cannot prevent overlapping holds when keys vanish from a majority or a master's clock jumps; " +
 			"fencing must reject every stale write: stale writes accepted = 0"
 	}
-	rule := "no two holds of a resource overlap within reported validity"
-	switch l.Kind {
-	case LockSemaphore:
-		rule = fmt.Sprintf("never more than %d holders of a semaphore at once within reported validity; tokens increase per permit slot", l.Permits)
-	case LockMulti:
-		rule = "no two holds of a resource overlap within reported validity, a lease on several holding each of them"
-	case LockRW:
-		rule = "no writer's hold overlaps another hold of its resource within reported validity, readers sharing theirs"
+	rule := results.SafetyRule(l.String()) + " within reported validity"
+	if l.Holders() > 0 {
+		rule += "; tokens increase per permit slot"
 	}
 	return "0 violations (" + rule + "), 0 stale tokens, 0 stale writes accepted"
 }
 
-// chaosLease is what a worker needs of a lease.
+// chaosLease is what a worker needs of a lease: *engine.Lease has it
+// all; the control's leases tell nothing (plainLease).
 type chaosLease interface {
 	ValidUntil() time.Time
 	Release(ctx context.Context) error
@@ -361,70 +365,50 @@ type chaosLease interface {
 	Permit() int
 }
 
-// nolockChaosLease is the control's lease: no token, no Done.
-type nolockChaosLease struct{ until time.Time }
+// plainLease is a lease that tells nothing but its validity: the
+// control's. No token, no Done, no slot.
+type plainLease struct{ engines.Lease }
 
-func (l nolockChaosLease) ValidUntil() time.Time       { return l.until }
-func (nolockChaosLease) Release(context.Context) error { return nil }
+func (plainLease) Token() int64          { return 0 }
+func (plainLease) Done() <-chan struct{} { return nil }
+func (plainLease) Err() error            { return nil }
+func (plainLease) Extensions() int       { return 0 }
+func (plainLease) Wait() engine.WaitInfo { return engine.WaitInfo{} }
+func (plainLease) Permit() int           { return -1 }
 
-func (nolockChaosLease) Token() int64          { return 0 }
-func (nolockChaosLease) Done() <-chan struct{} { return nil }
-func (nolockChaosLease) Err() error            { return nil }
-func (nolockChaosLease) Extensions() int       { return 0 }
-func (nolockChaosLease) Wait() engine.WaitInfo { return engine.WaitInfo{} }
-func (nolockChaosLease) Permit() int           { return -1 }
-
-// chaosClient is one lock client: its Locker (or the control), and the
-// proxies its connections go through, so that it can be frozen alone.
-type chaosClient struct {
+// client is one lock client, and the proxies its connections go through,
+// so that it can be frozen alone.
+type client struct {
 	id      int
-	l       *engine.Locker
-	ttl     time.Duration
+	c       *engines.Client
 	proxies *fault.Proxies
-	// sems are the client's semaphore handles, by resource, with --lock
-	// semaphore:P; rws its read/write locks with --lock rw:F.
-	sems []*engine.Semaphore
-	rws  []*engine.RWMutex
 	// frozenUntil, nanoseconds since the start, is set during a client
 	// pause: the client's goroutines do nothing until then.
 	frozenUntil atomic.Int64
 }
 
-// lock takes what l says of the resources set (one, or K for a lease on
-// several; a read/write lock for reading if read), waiting as ctx allows.
-func (c *chaosClient) lock(ctx context.Context, l Lock, names []string, set []int, read bool) (chaosLease, error) {
-	if c.l == nil {
-		return nolockChaosLease{until: time.Now().Add(c.ttl)}, nil
+// lock takes the soak's lock of the resources set, by their keys (one,
+// or K for a lease on several; a read/write lock for reading if read),
+// waiting as ctx allows. live reports a lease whose validity moves while
+// it is held (auto-extended) and which tells at once when it is lost.
+func (c *client) lock(ctx context.Context, keys []string, set []int, read bool) (le chaosLease, live bool, err error) {
+	ns := make([]string, len(set))
+	for i, r := range set {
+		ns[i] = keys[r]
 	}
-	var le *engine.Lease
-	var err error
-	switch l.Kind {
-	case LockSemaphore:
-		le, err = c.sems[set[0]].Acquire(ctx)
-	case LockRW:
-		if read {
-			le, err = c.rws[set[0]].RLock(ctx)
-		} else {
-			le, err = c.rws[set[0]].Lock(ctx)
-		}
-	case LockMulti:
-		ns := make([]string, len(set))
-		for i, r := range set {
-			ns[i] = names[r]
-		}
-		le, err = c.l.LockAll(ctx, ns...)
-	default:
-		le, err = c.l.Lock(ctx, names[set[0]])
-	}
+	l, err := c.c.Take(ctx, engines.Op{Names: ns, Read: read, Wait: true})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return le, nil
+	if cl, ok := l.(chaosLease); ok {
+		return cl, true, nil
+	}
+	return plainLease{l}, false, nil
 }
 
 // chaos is one soak in progress.
 type chaos struct {
-	cfg     ChaosConfig
+	cfg     Config
 	start   time.Time
 	names   []string
 	keys    []string
@@ -437,14 +421,14 @@ type chaos struct {
 	clusters    []*redisproc.RedisCluster
 	voteProxies [][]int
 	proxied     []string
-	// tls is the engine's TLS set-up: ChaosConfig.TLS, verifying the
+	// tls is the engine's TLS set-up: Config.Conn.TLS, verifying the
 	// masters' host through the proxies.
 	tls     *tls.Config
-	clients []*chaosClient
+	clients []*client
 	// hazard are the out-of-model soak's own two clients, which hold
 	// across each delete on a majority (see deleteUnderHold); nil in
 	// model.
-	hazard [2]*chaosClient
+	hazard [2]*client
 	// hazardMu makes the deletes' hazards one at a time: they share the
 	// hazard's clients.
 	hazardMu sync.Mutex
@@ -456,7 +440,7 @@ type chaos struct {
 	staleImports atomic.Int64
 
 	histMu  sync.Mutex
-	history []ChaosEvent
+	history []Event
 
 	faultMu     sync.Mutex
 	faults      map[string]int
@@ -479,7 +463,7 @@ const maxHistory = 2_000_000
 
 func (ch *chaos) since(t time.Time) float64 { return float64(t.Sub(ch.start).Microseconds()) / 1e3 }
 
-func (ch *chaos) event(e ChaosEvent) {
+func (ch *chaos) event(e Event) {
 	ch.histMu.Lock()
 	if len(ch.history) < maxHistory {
 		ch.history = append(ch.history, e)
@@ -493,13 +477,13 @@ func (ch *chaos) logf(format string, a ...any) {
 	}
 }
 
-// Chaos runs a seeded nemesis soak: several clients lock a few hot
+// Run runs a seeded nemesis soak: several clients lock a few hot
 // resources with every engine feature on, while a schedule drawn from the
 // seed injects faults, and the oracle (package check) judges every hold,
 // token and write. It returns the result (partial when ctx was cancelled)
 // and an error only when the soak could not run. Every master it started
 // is stopped before it returns.
-func Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
+func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.fill()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -510,27 +494,27 @@ func Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
 	ch := &chaos{cfg: cfg, faults: map[string]int{}, skipped: map[string]int{}}
 	for i := range cfg.Resources {
 		ch.names = append(ch.names, "r"+strconv.Itoa(i))
-		ch.keys = append(ch.keys, chaosKeyPrefix+"r"+strconv.Itoa(i))
+		ch.keys = append(ch.keys, keyPrefix+"r"+strconv.Itoa(i))
 	}
 	ch.masters = cfg.Masters
-	if ch.tls = cfg.TLS; ch.tls != nil && ch.tls.ServerName == "" {
+	if ch.tls = cfg.Conn.TLS; ch.tls != nil && ch.tls.ServerName == "" {
 		name, _ := cfg.serverName() // checked by Validate
 		ch.tls = ch.tls.Clone()
 		ch.tls.ServerName = name
 	}
 	switch {
-	case cfg.ClusterShards > 0 && cfg.Engine != "nolock":
-		cs, err := startChaosClusters(ctx, cfg.LocalMasters, cfg.ClusterShards)
+	case cfg.ClusterShards > 0 && cfg.Engine.NeedsRedis():
+		cs, err := startClusters(ctx, cfg.LocalMasters, cfg.ClusterShards)
 		if err != nil {
 			return nil, err
 		}
 		ch.clusters = cs
 		// Stopped on every return path; the signal handler only cancels
 		// ctx, which ends the soak and lands here.
-		defer stopClusters(cs)
-		ch.logf("started %d local Redis Clusters of %d shards with a replica each: %s", len(cs), cfg.ClusterShards, FormatClusters(ch.clusterNodes()))
-	case len(ch.masters) == 0 && cfg.Engine != "nolock":
-		c, err := startLocalMasters(ctx, cfg.LocalMasters)
+		defer masters.StopClusters(cs)
+		ch.logf("started %d local Redis Clusters of %d shards with a replica each: %s", len(cs), cfg.ClusterShards, engines.FormatClusters(ch.clusterNodes()))
+	case len(ch.masters) == 0 && cfg.Engine.NeedsRedis():
+		c, err := masters.Start(ctx, cfg.LocalMasters)
 		if err != nil {
 			return nil, err
 		}
@@ -539,8 +523,8 @@ func Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
 		ch.masters = c.Addrs()
 		ch.logf("started %d local redis-server: %s", len(ch.masters), strings.Join(ch.masters, ","))
 	}
-	if cfg.Engine != "nolock" {
-		if _, err := probeMasters(ctx, ch.conn(), ch.allAddrs()); err != nil {
+	if cfg.Engine.NeedsRedis() {
+		if _, err := masters.Probe(ctx, ch.conn(), ch.allAddrs()); err != nil {
 			return nil, err
 		}
 	}
@@ -550,12 +534,12 @@ func Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
 		return nil, err
 	}
 	sched := ch.plan()
-	res := &ChaosResult{Seed: cfg.Seed, Class: cfg.Class, Engine: cfg.Engine, Masters: ch.masters,
+	res := &Result{Seed: cfg.Seed, Class: cfg.Class, Engine: cfg.Engine.String(), Masters: ch.masters,
 		ClusterShards: cfg.ClusterShards, Clusters: ch.clusterNodes(),
 		Clients: cfg.Clients, Workers: cfg.Workers, Resources: cfg.Resources, Lock: cfg.Lock.String(), TTLMs: cfg.TTL.Milliseconds(),
-		LocalMasters: len(cfg.Masters) == 0, Quarantine: cfg.Quarantine, User: cfg.Username, TLS: cfg.TLS != nil,
-		Expected: chaosExpected(cfg.Class, cfg.Lock)}
-	if cfg.Class == ChaosOutOfModel {
+		LocalMasters: len(cfg.Masters) == 0, Quarantine: cfg.Quarantine.String(), User: cfg.Conn.Username, TLS: cfg.Conn.TLS != nil,
+		Expected: expected(cfg.Class, cfg.Lock)}
+	if cfg.Class == OutOfModel {
 		res.JumpMs = cfg.Jump.Milliseconds()
 	}
 	for _, s := range sched {
@@ -564,8 +548,8 @@ func Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
 
 	ch.start = time.Now()
 	ch.or = check.New(ch.start, ch.names)
-	if cfg.Lock.Kind == LockSemaphore {
-		ch.or = check.NewSemaphores(ch.start, ch.names, cfg.Lock.Permits)
+	if p := cfg.Lock.Holders(); p > 0 {
+		ch.or = check.NewSemaphores(ch.start, ch.names, p)
 	}
 	for range len(ch.names) * ch.storesPer() {
 		ch.stores = append(ch.stores, check.NewStore(ch.start, false))
@@ -631,39 +615,40 @@ func (ch *chaos) staleAccepted() int64 {
 	return n
 }
 
-// chaosKeyPrefix keeps the soak's keys apart, so that the out-of-model
+// keyPrefix keeps the soak's keys apart, so that the out-of-model
 // faults touch nothing else (the engine's fencing counters among them).
-const chaosKeyPrefix = "chaos:"
+const keyPrefix = "chaos:"
 
 func (ch *chaos) startClients(ctx context.Context) error {
 	ch.cuts = make([][]int, ch.cfg.Clients)
 	for i := range ch.cfg.Clients {
-		c := &chaosClient{id: i, ttl: ch.cfg.TTL}
+		c := &client{id: i}
 		ch.clients = append(ch.clients, c)
 		ch.cuts[i] = make([]int, ch.votes())
-		if ch.cfg.Engine == "nolock" {
-			continue
+		var v engines.Votes
+		spec := ch.spec()
+		if ch.cfg.Engine.NeedsRedis() {
+			px, err := fault.NewProxies(ctx, ch.proxied)
+			if err != nil {
+				return fmt.Errorf("chaos: client %d: start proxies: %w", i, err)
+			}
+			c.proxies = px
+			v = engines.Votes{Masters: px.Addrs()}
+			if ch.clusters != nil {
+				v, spec.Conn.Dial = ch.clusterVotes(px)
+			}
 		}
-		px, err := fault.NewProxies(ctx, ch.proxied)
-		if err != nil {
-			return fmt.Errorf("chaos: client %d: start proxies: %w", i, err)
-		}
-		c.proxies = px
-		ec := engine.DefaultConfig(px.Addrs()...)
-		if ch.clusters != nil {
-			ec = ch.clusterConfig(px)
-		}
-		if err := ch.connect(ctx, c, ec); err != nil {
+		if err := ch.connect(ctx, c, spec, v); err != nil {
 			return fmt.Errorf("chaos: client %d: %w", i, err)
 		}
 	}
-	if ch.cfg.Class == ChaosOutOfModel && ch.cfg.Engine != "nolock" {
+	if ch.cfg.Class == OutOfModel && ch.cfg.Engine.NeedsRedis() {
 		// The hazard's clients dial the masters themselves: no fault of
 		// this class acts on a client's links.
 		for i := range ch.hazard {
-			c := &chaosClient{id: ch.cfg.Clients + i, ttl: ch.cfg.TTL}
+			c := &client{id: ch.cfg.Clients + i}
 			ch.hazard[i] = c
-			if err := ch.connect(ctx, c, engine.DefaultConfig(ch.masters...)); err != nil {
+			if err := ch.connect(ctx, c, ch.spec(), engines.Votes{Masters: ch.masters}); err != nil {
 				return fmt.Errorf("chaos: %s: %w", hazardWho[i], err)
 			}
 		}
@@ -671,47 +656,28 @@ func (ch *chaos) startClients(ctx context.Context) error {
 	return nil
 }
 
-// connect gives c its Locker on ec's votes, with every feature the soak
-// tests on, and its handles per resource.
-func (ch *chaos) connect(ctx context.Context, c *chaosClient, ec engine.Config) error {
-	ec.TTL = ch.cfg.TTL
-	ec.AutoExtend = true
-	ec.Fencing = true
-	ec.KeyPrefix = chaosKeyPrefix
-	ec.Quarantine, _ = ParseQuarantine(ch.cfg.Quarantine)
-	ec.Observer = ch.cfg.Observer
-	ec.Conn.Username, ec.Conn.Password, ec.Conn.TLS = ch.cfg.Username, ch.cfg.Password, ch.tls
-	l, err := engine.New(ctx, ec)
+// spec is the soak's lock clients' spec: the configuration's, with TLS
+// verifying the masters' host through the proxies.
+func (ch *chaos) spec() engines.Spec {
+	spec := ch.cfg.Spec
+	spec.Conn.TLS = ch.tls
+	return spec
+}
+
+// connect gives c its lock client of spec on the votes v.
+func (ch *chaos) connect(ctx context.Context, c *client, spec engines.Spec, v engines.Votes) error {
+	cl, err := engines.Open(ctx, spec, v)
 	if err != nil {
 		return err
 	}
-	c.l = l
-	for _, n := range ch.names {
-		switch ch.cfg.Lock.Kind {
-		case LockSemaphore:
-			sem, err := l.Semaphore(n, ch.cfg.Lock.Permits)
-			if err != nil {
-				return err
-			}
-			c.sems = append(c.sems, sem)
-		case LockRW:
-			rw, err := l.RWMutex(n)
-			if err != nil {
-				return err
-			}
-			c.rws = append(c.rws, rw)
-		}
-	}
+	c.c = cl
 	return nil
 }
 
 // storesPer is how many fenced stores each resource has: one per permit
 // slot of a semaphore, whose tokens increase per slot; else one.
 func (ch *chaos) storesPer() int {
-	if ch.cfg.Lock.Kind == LockSemaphore {
-		return ch.cfg.Lock.Permits
-	}
-	return 1
+	return max(ch.cfg.Lock.Holders(), 1)
 }
 
 // store is the fenced store that resource r's holder of permit slot
@@ -724,7 +690,7 @@ func (ch *chaos) store(r, permit int) *check.Store {
 // distinct ones for a lease on several, uniformly.
 func (ch *chaos) pickSet(rng *rand.Rand, set []int) []int {
 	set = set[:0]
-	for len(set) < max(ch.cfg.Lock.K, 1) {
+	for len(set) < ch.cfg.Lock.Size() {
 		if r := rng.IntN(len(ch.names)); !slices.Contains(set, r) {
 			set = append(set, r)
 		}
@@ -735,9 +701,9 @@ func (ch *chaos) pickSet(rng *rand.Rand, set []int) []int {
 // closeClients closes the engines, then their proxies (see fault.Proxies).
 func (ch *chaos) closeClients() {
 	for _, c := range append(ch.clients, ch.hazard[:]...) {
-		if c != nil && c.l != nil {
-			c.l.Close()
-			c.l = nil
+		if c != nil && c.c != nil {
+			c.c.Close()
+			c.c = nil
 		}
 	}
 	for _, c := range ch.clients {
@@ -753,7 +719,7 @@ func (ch *chaos) closeClients() {
 // writing), write to the fenced store (a writer; a reader writes
 // nothing), hold for a random time (now and then past the TTL, kept by
 // auto-extension), write again, let go.
-func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
+func (ch *chaos) work(ctx context.Context, c *client, w int) {
 	ttl := ch.cfg.TTL
 	who := "c" + strconv.Itoa(c.id) + ".w" + strconv.Itoa(w)
 	id := c.id*ch.cfg.Workers + w
@@ -762,11 +728,12 @@ func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
 	for ctx.Err() == nil {
 		ch.thaw(ctx, c)
 		set = ch.pickSet(rng, set)
-		read := ch.cfg.Lock.Kind == LockRW && rng.Float64() < ch.cfg.Lock.ReadFraction
+		f := ch.cfg.Lock.Reads()
+		read := f > 0 && rng.Float64() < f
 		ch.attempts.Add(1)
 		wctx, cancel := context.WithTimeout(ctx, 2*ttl)
 		t0 := time.Now()
-		le, err := c.lock(wctx, ch.cfg.Lock, ch.names, set, read)
+		le, live, err := c.lock(wctx, ch.keys, set, read)
 		cancel()
 		t1 := time.Now()
 		if err != nil {
@@ -799,12 +766,12 @@ func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
 				wrs = append(wrs, ch.store(r, permit).OpenSpan(who, tok, began, t1))
 			}
 			h := check.Hold{Start: t1, Until: until, Token: tok, Done: done, Permit: permit + 1, Shared: read}
-			if c.l != nil {
+			if live {
 				h.Live = le
 			}
 			ch.or.Begin(r, id, h)
 		}
-		ev := ChaosEvent{AtMs: ch.since(t1), Kind: "acquire", Who: who, Resource: res, Token: tok,
+		ev := Event{AtMs: ch.since(t1), Kind: "acquire", Who: who, Resource: res, Token: tok,
 			ValidMs: float64(until.Sub(t1).Microseconds()) / 1e3}
 		switch {
 		case permit >= 0:
@@ -838,7 +805,7 @@ func (ch *chaos) work(ctx context.Context, c *chaosClient, w int) {
 			ch.or.End(r, id, end)
 		}
 		ch.extensions.Add(int64(le.Extensions()))
-		ch.event(ChaosEvent{AtMs: ch.since(t2), Kind: "release", Who: who, Resource: res, Token: tok,
+		ch.event(Event{AtMs: ch.since(t2), Kind: "release", Who: who, Resource: res, Token: tok,
 			ValidMs: float64(vu.Sub(t2).Microseconds()) / 1e3})
 		rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
 		le.Release(rctx)
@@ -862,7 +829,7 @@ func (ch *chaos) watchDone(le chaosLease, who, res string) func() (time.Time, bo
 		select {
 		case <-done:
 			doneAt = time.Now()
-			ch.event(ChaosEvent{AtMs: ch.since(doneAt), Kind: "done", Who: who, Resource: res, Token: le.Token(), Detail: errText(le.Err())})
+			ch.event(Event{AtMs: ch.since(doneAt), Kind: "done", Who: who, Resource: res, Token: le.Token(), Detail: errText(le.Err())})
 		case <-over:
 		}
 	}()
@@ -938,13 +905,13 @@ func (ch *chaos) write(wr *check.Writer, res string) {
 		if w.Stale {
 			detail = "stale, " + detail
 		}
-		ch.event(ChaosEvent{AtMs: w.AtMs, Kind: "write", Who: w.Who, Resource: res, Token: w.Token,
+		ch.event(Event{AtMs: w.AtMs, Kind: "write", Who: w.Who, Resource: res, Token: w.Token,
 			Detail: fmt.Sprintf("%s (highest seen %d)", detail, w.Highest)})
 	}
 }
 
 // thaw waits while the client is frozen.
-func (ch *chaos) thaw(ctx context.Context, c *chaosClient) {
+func (ch *chaos) thaw(ctx context.Context, c *client) {
 	if u := c.frozenUntil.Load(); u > 0 {
 		if d := time.Until(ch.start.Add(time.Duration(u))); d > 0 {
 			sleep(ctx, d)

@@ -1,4 +1,4 @@
-package bench
+package engines
 
 import (
 	"context"
@@ -20,9 +20,9 @@ func TestBsmRedislockLease(t *testing.T) {
 	noLeaks(t)
 	c := redistest.StartT(t, 1)
 	ctx := context.Background()
-	cfg := DefaultConfig()
+	cfg := testSpec()
 	cfg.TTL = 2 * time.Second
-	e, err := newEngine(ctx, engineBsmRedislock, c.Addrs(), cfg)
+	e, err := openT(ctx, BsmRedislock.String(), c.Addrs(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,8 +44,8 @@ func TestBsmRedislockLease(t *testing.T) {
 	if ms, err := strconv.Atoi(strings.TrimPrefix(reply, ":")); err != nil || ms < 1800 || ms > 2000 {
 		t.Errorf("key's PTTL %s, want about 2000 (ms)", reply)
 	}
-	if _, err := e.TryLock(ctx, "lease"); classify(err, nil) != kindContended {
-		t.Errorf("second TryLock of a held resource: %v, classified %d", err, classify(err, nil))
+	if _, err := e.TryLock(ctx, "lease"); Classify(err) != Contended {
+		t.Errorf("second TryLock of a held resource: %v, classified %d", err, Classify(err))
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Errorf("release: %v", err)
@@ -57,8 +57,8 @@ func TestBsmRedislockLease(t *testing.T) {
 	if _, err := redistest.Do(c.Addrs()[0], 10*time.Second, "DEL", "lease"); err != nil {
 		t.Fatal(err)
 	}
-	if err := l2.Release(ctx); err == nil || !leaseLost(err) {
-		t.Errorf("release of a deleted key: %v, lost %v", err, leaseLost(err))
+	if err := l2.Release(ctx); err == nil || !Lost(err) {
+		t.Errorf("release of a deleted key: %v, lost %v", err, Lost(err))
 	}
 }
 
@@ -67,7 +67,7 @@ func TestBsmRedislockLockWaitsForRelease(t *testing.T) {
 	noLeaks(t)
 	c := redistest.StartT(t, 1)
 	ctx := context.Background()
-	e, err := newEngine(ctx, engineBsmRedislock, c.Addrs(), DefaultConfig())
+	e, err := openT(ctx, BsmRedislock.String(), c.Addrs(), testSpec())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,8 +96,8 @@ func TestBsmRedislockLockWaitsForRelease(t *testing.T) {
 	defer l3.Release(ctx)
 	wctx, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	if _, err := e.Lock(wctx, "held"); classify(err, wctx) != errTimeout {
-		t.Errorf("wait on a held resource: %v, classified %d", err, classify(err, wctx))
+	if _, err := e.Lock(wctx, "held"); Classify(err) != TimedOut {
+		t.Errorf("wait on a held resource: %v, classified %d", err, Classify(err))
 	}
 }
 
@@ -108,17 +108,17 @@ func TestBsmRedislockErrorClassification(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		err  error
-		want errKind
+		want Outcome
 	}{
-		{"held by another", redislock.ErrNotObtained, kindContended},
-		{"master gone", errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), errNoQuorum},
-		{"its own deadline", context.DeadlineExceeded, errNoQuorum},
+		{"held by another", redislock.ErrNotObtained, Contended},
+		{"master gone", errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), NoQuorum},
+		{"its own deadline", context.DeadlineExceeded, NoQuorum},
 	} {
 		err := e.acquireError(live, c.err)
-		if got := classify(err, nil); got != c.want {
+		if got := Classify(err); got != c.want {
 			t.Errorf("%s: classified %d, want %d (%v)", c.name, got, c.want, err)
 		}
-		if !strings.HasPrefix(err.Error(), engineBsmRedislock+": ") || !errors.Is(err, c.err) {
+		if !strings.HasPrefix(err.Error(), BsmRedislock.String()+": ") || !errors.Is(err, c.err) {
 			t.Errorf("%s: %q does not wrap redislock's error", c.name, err)
 		}
 	}

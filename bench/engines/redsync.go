@@ -1,4 +1,4 @@
-package bench
+package engines
 
 import (
 	"context"
@@ -57,18 +57,12 @@ import (
 // after its first seconds). Our engine sends every SET before it returns,
 // releases where the SET was answered, and deletes a yes that arrives late.
 
-// Engine names of the baselines.
-const (
-	engineRedsyncRueidis = "redsync-rueidis"
-	engineRedsyncGoredis = "redsync-goredis"
-)
-
 // redsyncTimeoutFactor is redsync's default timeout factor: each attempt,
 // and here each release, gets this fraction of the TTL. Release has no
 // timeout of its own in redsync; a bench must not hang on a dead master.
 const redsyncTimeoutFactor = 0.05
 
-// redsyncEngine adapts a *redsync.Redsync to Engine.
+// redsyncEngine adapts a *redsync.Redsync.
 type redsyncEngine struct {
 	name    string
 	rs      *redsync.Redsync
@@ -82,33 +76,34 @@ type redsyncEngine struct {
 // newRedsync builds one redsync client of the named flavour: one client
 // library connection pool per master. It fails, naming the address, if a
 // master does not answer a PING within ctx.
-func newRedsync(ctx context.Context, name string, masters []string, cfg Config) (Engine, error) {
+func newRedsync(ctx context.Context, spec Spec, masters []string) (*redsyncEngine, error) {
+	name, conn := spec.Engine.Base, spec.Conn
 	e := &redsyncEngine{
-		name:    name,
+		name:    name.String(),
 		masters: len(masters),
 		quorum:  len(masters)/2 + 1,
-		release: time.Duration(float64(cfg.TTL) * redsyncTimeoutFactor),
-		opts:    []redsync.Option{redsync.WithExpiry(cfg.TTL), redsync.WithFailFast(true)},
+		release: time.Duration(float64(spec.TTL) * redsyncTimeoutFactor),
+		opts:    []redsync.Option{redsync.WithExpiry(spec.TTL), redsync.WithFailFast(true)},
 	}
 	pools := make([]redsyncredis.Pool, 0, len(masters))
 	for _, addr := range masters {
 		var pool redsyncredis.Pool
 		switch name {
-		case engineRedsyncRueidis:
+		case RedsyncRueidis:
 			// A plain client with rueidis's defaults (auto-pipelining);
 			// the client-side cache is off because nothing reads through it.
 			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true,
-				Username: cfg.Username, Password: cfg.Password, TLSConfig: cfg.TLS})
+				Username: conn.Username, Password: conn.Password, TLSConfig: conn.TLS})
 			if err != nil {
 				e.Close()
 				return nil, fmt.Errorf("%s: connect %s: %w", name, addr, err)
 			}
 			e.closers = append(e.closers, func() error { c.Close(); return nil })
 			pool = redsyncrueidis.NewPool(rueidiscompat.NewAdapter(c))
-		case engineRedsyncGoredis:
+		case RedsyncGoredis:
 			c := goredis.NewClient(&goredis.Options{
 				Addr:     addr,
-				Username: cfg.Username, Password: cfg.Password, TLSConfig: cfg.TLS,
+				Username: conn.Username, Password: conn.Password, TLSConfig: conn.TLS,
 				// Maintenance notifications are for Redis Enterprise and
 				// Redis Cloud; on other servers the handshake only adds noise.
 				MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
@@ -122,7 +117,7 @@ func newRedsync(ctx context.Context, name string, masters []string, cfg Config) 
 			pool = redsyncgoredis.NewPool(c)
 		default:
 			e.Close()
-			return nil, &ConfigError{Flag: "engine", Value: name, Reason: "unknown engine"}
+			return nil, flagErr("engine", name, "unknown engine")
 		}
 		pools = append(pools, pool)
 	}

@@ -1,4 +1,4 @@
-package bench
+package chaos
 
 import (
 	"context"
@@ -75,7 +75,7 @@ func (s nemStep) String() string {
 // with a second's margin for the start), and one client at a time is frozen.
 // Out of model, the keys vanish from a majority, or a master's clock jumps.
 func (ch *chaos) plan() []nemStep {
-	if ch.cfg.Engine == "nolock" {
+	if !ch.cfg.Engine.NeedsRedis() {
 		return nil // no masters to act on
 	}
 	rng := rand.New(rand.NewPCG(ch.cfg.Seed, 0x6e656d65))
@@ -93,7 +93,7 @@ func (ch *chaos) plan() []nemStep {
 	// faults a seed draws stay those it drew before the hazard.
 	held := rand.New(rand.NewPCG(ch.cfg.Seed, 0x686f6c64))
 	for at := ttl + dur(0, 1); at < ch.cfg.Duration; at += dur(0.3, 1.2) {
-		if ch.cfg.Class == ChaosOutOfModel {
+		if ch.cfg.Class == OutOfModel {
 			if rng.IntN(2) == 0 {
 				steps = append(steps, nemStep{Kind: nemDelete, At: at, Nodes: pick(rng, n, n/2+1), Res: held.IntN(len(ch.names))})
 			} else {
@@ -194,14 +194,14 @@ func (ch *chaos) inject(ctx, soak context.Context, s nemStep) {
 		return
 	}
 	if !ch.occupy(s) {
-		ch.event(ChaosEvent{AtMs: ch.since(time.Now()), Kind: "skip", Detail: s.String() + ": another vote is still affected"})
+		ch.event(Event{AtMs: ch.since(time.Now()), Kind: "skip", Detail: s.String() + ": another vote is still affected"})
 		return
 	}
 	defer ch.release(s)
 	ch.faultMu.Lock()
 	ch.faults[s.Kind]++
 	ch.faultMu.Unlock()
-	ch.event(ChaosEvent{AtMs: ch.since(time.Now()), Kind: "fault", Detail: s.String()})
+	ch.event(Event{AtMs: ch.since(time.Now()), Kind: "fault", Detail: s.String()})
 	var err error
 	var what string
 	if ch.clusters != nil && (s.Kind == nemRestart || s.Kind == nemPause || strings.HasPrefix(s.Kind, "cluster-")) {
@@ -295,7 +295,7 @@ func (ch *chaos) inject(ctx, soak context.Context, s nemStep) {
 		ch.faultMu.Unlock()
 	}
 	if s.For > 0 || err != nil || what != "" {
-		ch.event(ChaosEvent{AtMs: ch.since(time.Now()), Kind: "heal", Detail: detail})
+		ch.event(Event{AtMs: ch.since(time.Now()), Kind: "heal", Detail: detail})
 	}
 }
 
@@ -318,7 +318,7 @@ var hazardWho = [2]string{"nemesis.a", "nemesis.b"}
 func (ch *chaos) deleteUnderHold(soak context.Context, s nemStep) error {
 	ch.hazardMu.Lock()
 	defer ch.hazardMu.Unlock()
-	set := make([]int, max(ch.cfg.Lock.K, 1))
+	set := make([]int, ch.cfg.Lock.Size())
 	for i := range set {
 		set[i] = (s.Res + i) % len(ch.names)
 	}
@@ -365,7 +365,7 @@ func (ch *chaos) hazardHold(ctx context.Context, i int, set []int) (*hazardLease
 	ch.attempts.Add(1)
 	lctx, cancel := context.WithTimeout(ctx, hazardTimeout)
 	t0 := time.Now()
-	le, err := c.lock(lctx, ch.cfg.Lock, ch.names, set, false)
+	le, _, err := c.lock(lctx, ch.keys, set, false)
 	cancel()
 	t1 := time.Now()
 	if err != nil {
@@ -380,7 +380,7 @@ func (ch *chaos) hazardHold(ctx context.Context, i int, set []int) (*hazardLease
 		ch.or.Begin(r, h.id, check.Hold{Start: t1, Until: until, Token: tok, Done: le.Done(), Live: le})
 	}
 	res := ch.resourceNames(set)
-	ch.event(ChaosEvent{AtMs: ch.since(t1), Kind: "acquire", Who: h.who, Resource: res, Token: tok,
+	ch.event(Event{AtMs: ch.since(t1), Kind: "acquire", Who: h.who, Resource: res, Token: tok,
 		ValidMs: float64(until.Sub(t1).Microseconds()) / 1e3})
 	h.doneAt = ch.watchDone(le, h.who, res)
 	h.write()
@@ -406,7 +406,7 @@ func (h *hazardLease) end() {
 		ch.or.End(r, h.id, end)
 	}
 	ch.extensions.Add(int64(h.le.Extensions()))
-	ch.event(ChaosEvent{AtMs: ch.since(t2), Kind: "release", Who: h.who, Resource: ch.resourceNames(h.set), Token: h.le.Token(),
+	ch.event(Event{AtMs: ch.since(t2), Kind: "release", Who: h.who, Resource: ch.resourceNames(h.set), Token: h.le.Token(),
 		ValidMs: float64(h.le.ValidUntil().Sub(t2).Microseconds()) / 1e3})
 	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	h.le.Release(rctx)

@@ -1,4 +1,4 @@
-package bench
+package chaos
 
 import (
 	"bufio"
@@ -10,18 +10,20 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/redlock-bench/redlock/bench/engines"
 )
 
 // Files a chaos soak writes.
 const (
-	ChaosJSON    = "chaos.json"
-	ChaosText    = "chaos.txt"
-	ChaosHistory = "history.jsonl"
+	JSONFile    = "chaos.json"
+	TextFile    = "chaos.txt"
+	HistoryFile = "history.jsonl"
 )
 
 // finish fills the result from the oracle, the stores and the history,
 // and judges it.
-func (ch *chaos) finish(r *ChaosResult) {
+func (ch *chaos) finish(r *Result) {
 	r.Attempts, r.Acquired, r.Reads, r.Failed = ch.attempts.Load(), ch.acquired.Load(), ch.reads.Load(), ch.failed.Load()
 	r.Lost, r.Handoffs, r.Extensions = ch.lost.Load(), ch.handoffs.Load(), ch.extensions.Load()
 	r.Violations, r.ViolationExamples = ch.or.Violations()
@@ -50,12 +52,12 @@ func (ch *chaos) finish(r *ChaosResult) {
 	}
 	ch.faultMu.Unlock()
 
-	if r.Class == ChaosOutOfModel {
+	if r.Class == OutOfModel {
 		r.Passed = r.Store.StaleAccepted == 0
 	} else {
 		r.Passed = r.Violations == 0 && r.StaleTokens == 0 && r.Store.StaleAccepted == 0
 	}
-	r.Verdict = chaosVerdict(r)
+	r.Verdict = verdict(r)
 
 	// The window: around the first failure, or out of model around the
 	// first overlap, which is the hazard fencing answers.
@@ -102,12 +104,12 @@ func (ch *chaos) holder(id int) string {
 	return fmt.Sprintf("c%d.w%d", id/ch.cfg.Workers, id%ch.cfg.Workers)
 }
 
-func chaosVerdict(r *ChaosResult) string {
+func verdict(r *Result) string {
 	switch {
-	case r.Class == ChaosOutOfModel && r.Passed:
+	case r.Class == OutOfModel && r.Passed:
 		return fmt.Sprintf("PASS: fencing rejected every stale write (%d stale, 0 accepted); the lock itself let %d overlapping holds through, as expected out of model",
 			r.Store.Stale, r.Violations)
-	case r.Class == ChaosOutOfModel:
+	case r.Class == OutOfModel:
 		return fmt.Sprintf("FAIL: %d stale writes accepted by the fenced store", r.Store.StaleAccepted)
 	case r.Passed && strings.HasPrefix(r.Lock, "semaphore:"):
 		return "PASS: never more holders than permits, no stale tokens, no stale write accepted"
@@ -119,12 +121,41 @@ func chaosVerdict(r *ChaosResult) string {
 	return fmt.Sprintf("FAIL: %d violations, %d stale tokens, %d stale writes accepted", r.Violations, r.StaleTokens, r.Store.StaleAccepted)
 }
 
+// WriteJSON writes the result as chaos.json holds it.
+func (r *Result) WriteJSON(w io.Writer) error {
+	j, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(j, '\n'))
+	return err
+}
+
+// Line is the result in one line: the soak, its verdict, what it checked
+// and the seed that replays it.
+func (r *Result) Line() string {
+	lock := r.Lock
+	if lock == "" {
+		lock = "mutex"
+	}
+	faults := 0
+	for _, n := range r.Faults {
+		faults += n
+	}
+	line := fmt.Sprintf("chaos %s, %s %s: %d locks checked, %d faults, %d violations, %d stale tokens, %d stale writes accepted, seed %d: %s",
+		r.Class, r.Engine, lock, r.Acquired, faults, r.Violations, r.StaleTokens, r.Store.StaleAccepted, r.Seed, r.Verdict)
+	if r.Interrupted {
+		line += " (interrupted)"
+	}
+	return line
+}
+
 // WriteText writes the summary a person reads.
-func (r *ChaosResult) WriteText(w io.Writer) error {
+func (r *Result) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos %s, engine %s, seed %d\n", r.Class, r.Engine, r.Seed)
 	if r.ClusterShards > 0 {
-		fmt.Fprintf(&b, "clusters   %d votes of %d shards with a replica each: %s\n", len(r.Clusters), r.ClusterShards, FormatClusters(r.Clusters))
+		fmt.Fprintf(&b, "clusters   %d votes of %d shards with a replica each: %s\n", len(r.Clusters), r.ClusterShards, engines.FormatClusters(r.Clusters))
 	} else {
 		fmt.Fprintf(&b, "masters    %s\n", strings.Join(r.Masters, " "))
 	}
@@ -186,7 +217,7 @@ func (r *ChaosResult) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "verdict    %s\n", r.Verdict)
 	if r.WindowReason != "" {
 		fmt.Fprintf(&b, "\nhistory %.1fms..%.1fms around the %s (%d events; all in %s):\n",
-			r.WindowFromMs, r.WindowToMs, r.WindowReason, len(r.Window), ChaosHistory)
+			r.WindowFromMs, r.WindowToMs, r.WindowReason, len(r.Window), HistoryFile)
 		shown := 0
 		for _, e := range r.Window {
 			if e.Kind == "fault" || e.Kind == "heal" || aboutResource(r.WindowReason, e.Resource) {
@@ -218,7 +249,7 @@ func aboutResource(reason, resources string) bool {
 // Replay is the chaos command's flags that replay this soak's schedule.
 // On given masters it names them, and the user and --tls; the password
 // and the TLS files are to be given again.
-func (r *ChaosResult) Replay() string {
+func (r *Result) Replay() string {
 	s := fmt.Sprintf("--seed %d --class %s --engine %s --clients %d --workers %d --resources %d --ttl %dms --duration %.0fs",
 		r.Seed, r.Class, r.Engine, r.Clients, r.Workers, r.Resources, r.TTLMs, r.DurationS)
 	if r.Lock != "" && r.Lock != "mutex" {
@@ -248,25 +279,25 @@ func (r *ChaosResult) Replay() string {
 	return s
 }
 
-// WriteChaos writes chaos.json, chaos.txt and, when there is a window,
+// Write writes chaos.json, chaos.txt and, when there is a window,
 // history.jsonl into dir.
-func WriteChaos(dir string, r *ChaosResult) error {
-	j, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
+func Write(dir string, r *Result) error {
+	var j strings.Builder
+	if err := r.WriteJSON(&j); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, ChaosJSON), append(j, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, JSONFile), []byte(j.String()), 0o644); err != nil {
 		return fmt.Errorf("write chaos result: %w", err)
 	}
 	var t strings.Builder
 	r.WriteText(&t)
-	if err := os.WriteFile(filepath.Join(dir, ChaosText), []byte(t.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, TextFile), []byte(t.String()), 0o644); err != nil {
 		return fmt.Errorf("write chaos result: %w", err)
 	}
 	if len(r.Window) == 0 {
 		return nil
 	}
-	f, err := os.Create(filepath.Join(dir, ChaosHistory))
+	f, err := os.Create(filepath.Join(dir, HistoryFile))
 	if err != nil {
 		return fmt.Errorf("write chaos history: %w", err)
 	}

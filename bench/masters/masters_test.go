@@ -1,4 +1,4 @@
-package bench
+package masters
 
 import (
 	"context"
@@ -60,7 +60,7 @@ func TestProbeNamesANonRedisServer(t *testing.T) {
 		{"https --tls", secure.Listener.Addr().String(), redisproc.Conn{TLS: insecure}, []string{"not a Redis server", `"HTTP/1.1 400 Bad Request"`, "an HTTPS server"}},
 		{"ssh", bannerServer(t, "SSH-2.0-OpenSSH_9.6\r\n"), redisproc.Conn{}, []string{"not a Redis server", `"SSH-2.0-OpenSSH_9.6"`}},
 	} {
-		_, err := probeMasters(context.Background(), c.conn, []string{c.addr})
+		_, err := Probe(context.Background(), c.conn, []string{c.addr})
 		if err == nil {
 			t.Errorf("%s: probe succeeded", c.name)
 			continue

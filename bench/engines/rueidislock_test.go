@@ -1,4 +1,4 @@
-package bench
+package engines
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func TestRueidislockNeedsOneMasterOrACluster(t *testing.T) {
 	if !strings.Contains(strings.ToLower(err.Error()), "cluster") {
 		t.Errorf("want rueidis to refuse for want of a cluster, got %v", err)
 	}
-	if _, err := newEngine(context.Background(), engineRueidislock, c.Addrs(), DefaultConfig()); err == nil {
+	if _, err := openT(context.Background(), Rueidislock.String(), c.Addrs(), testSpec()); err == nil {
 		t.Error("newRueidislock accepted two masters")
 	}
 }
@@ -41,10 +41,10 @@ func TestRueidislockLease(t *testing.T) {
 	noLeaks(t)
 	c := redistest.StartT(t, 1)
 	ctx := context.Background()
-	cfg := DefaultConfig()
+	cfg := testSpec()
 	cfg.TTL = 2 * time.Second
 	cfg.KeyPrefix = "rl:"
-	e, err := newEngine(ctx, engineRueidislock, c.Addrs(), cfg)
+	e, err := openT(ctx, Rueidislock.String(), c.Addrs(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestRueidislockLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := l.(selfExtendingLease); !ok {
+	if _, ok := l.(SelfExtending); !ok {
 		t.Error("a rueidislock lease is not live: the worker would read its validity once")
 	}
 	until := l.ValidUntil()
@@ -66,8 +66,8 @@ func TestRueidislockLease(t *testing.T) {
 	if n, _ := redistest.Do(c.Addrs()[0], 10*time.Second, "EVAL", "return #redis.call('KEYS', ARGV[1])", "0", "rl:*"); n != ":1" {
 		t.Errorf("%s keys under the run's prefix, want rueidislock's one", n)
 	}
-	if _, err := e.TryLock(ctx, "rl:lease"); classify(err, nil) != kindContended {
-		t.Errorf("second TryLock of a held resource: %v, classified %d", err, classify(err, nil))
+	if _, err := e.TryLock(ctx, "rl:lease"); Classify(err) != Contended {
+		t.Errorf("second TryLock of a held resource: %v, classified %d", err, Classify(err))
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Errorf("release: %v", err)
@@ -89,9 +89,9 @@ func TestRueidislockLostLease(t *testing.T) {
 	noLeaks(t)
 	c := redistest.StartT(t, 1)
 	ctx := context.Background()
-	cfg := DefaultConfig()
+	cfg := testSpec()
 	cfg.KeyPrefix = "rl:"
-	e, err := newEngine(ctx, engineRueidislock, c.Addrs(), cfg)
+	e, err := openT(ctx, Rueidislock.String(), c.Addrs(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,60 +116,37 @@ func TestRueidislockLostLease(t *testing.T) {
 	if v := l.ValidUntil(); v.Before(deleted) {
 		t.Errorf("validity ended at %v, before the key's deletion was sent at %v", v, deleted)
 	}
-	if err := l.Release(ctx); err == nil || !leaseLost(err) {
-		t.Errorf("release of a lost lease: %v, lost %v", err, leaseLost(err))
-	}
-}
-
-// rueidislock extends its key while the lock is held, so a hold longer
-// than the TTL keeps its lease: the worker must read the validity again at
-// the end of the hold (selfExtendingLease). Read once, as for a lease of
-// fixed validity, every such hold would count as lost.
-func TestRueidislockHoldsPastTheTTL(t *testing.T) {
-	noLeaks(t)
-	c := redistest.StartT(t, 1)
-	cfg := shortConfig(engineRueidislock, c.Addrs())
-	cfg.TTL = 300 * time.Millisecond
-	cfg.Hold = Hold{D: 450 * time.Millisecond}
-	cfg.Workers = 4
-	cfg.Resources = 2
-	cfg.Warmup = 0
-	cfg.Duration = 1500 * time.Millisecond
-	s := run(t, cfg).Summary
-	if s.Violations != 0 {
-		t.Fatalf("%d violations: %+v", s.Violations, s.ViolationExamples)
-	}
-	if s.Acquired < 2 || s.LostLeases != 0 {
-		t.Errorf("%d acquired, %d leases lost; want holds past the TTL kept (errors %v %v)", s.Acquired, s.LostLeases, s.Errors, s.ErrorExamples)
+	if err := l.Release(ctx); err == nil || !Lost(err) {
+		t.Errorf("release of a lost lease: %v, lost %v", err, Lost(err))
 	}
 }
 
 // The classification of rueidislock's errors, as rueidislock builds them.
 func TestRueidislockErrorClassification(t *testing.T) {
-	e := &rueidislockEngine{}
+	e := &rueidislockEngine{tryNextAfter: rueidislockTryNextAfter}
 	live := context.Background()
 	for _, c := range []struct {
 		name string
 		err  error
-		want errKind
+		want Outcome
 	}{
-		{"held by another", fmt.Errorf("%w: key rl:0:x is held by others", rueidislock.ErrNotLocked), kindContended},
-		{"no majority of keys", fmt.Errorf("%w: failed to acquire the majority of keys (0/1)", rueidislock.ErrNotLocked), kindContended},
-		{"per-key timeout", context.DeadlineExceeded, errNoQuorum},
-		{"master gone", errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), errNoQuorum},
-		{"closed", rueidislock.ErrLockerClosed, errOther},
+		{"held by another", fmt.Errorf("%w: key rl:0:x is held by others", rueidislock.ErrNotLocked), Contended},
+		{"no majority of keys", fmt.Errorf("%w: failed to acquire the majority of keys (0/1)", rueidislock.ErrNotLocked), Contended},
+		{"per-key timeout", context.DeadlineExceeded, NoQuorum},
+		{"master gone", errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), NoQuorum},
+		{"closed", rueidislock.ErrLockerClosed, Failed},
 	} {
 		err := e.acquireError(live, c.err)
-		if got := classify(err, nil); got != c.want {
+		if got := Classify(err); got != c.want {
 			t.Errorf("%s: classified %d, want %d (%v)", c.name, got, c.want, err)
 		}
-		if !strings.HasPrefix(err.Error(), engineRueidislock+": ") || !errors.Is(err, c.err) {
+		if !strings.HasPrefix(err.Error(), Rueidislock.String()+": ") || !errors.Is(err, c.err) {
 			t.Errorf("%s: %q does not wrap rueidislock's error", c.name, err)
 		}
 	}
 	// Its own per-key deadline is named: a bare "context deadline exceeded"
 	// reads as the run's.
-	if err := e.acquireError(live, context.DeadlineExceeded); !strings.Contains(err.Error(), rueidislockTryNextAfter.String()+" (TryNextAfter)") {
+	if err := e.acquireError(live, context.DeadlineExceeded); !strings.Contains(err.Error(), e.tryNextAfter.String()+" (TryNextAfter)") {
 		t.Errorf("per-key timeout: %q does not name TryNextAfter", err)
 	}
 	// A wait that ran out is a timeout, whatever rueidislock said.
@@ -177,8 +154,8 @@ func TestRueidislockErrorClassification(t *testing.T) {
 	defer cancel()
 	<-ctx.Done()
 	err := e.acquireError(ctx, context.Canceled)
-	if classify(err, ctx) != errTimeout || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("ctx deadline: %v classified %d", err, classify(err, ctx))
+	if Classify(err) != TimedOut || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("ctx deadline: %v classified %d", err, Classify(err))
 	}
 }
 
@@ -193,7 +170,7 @@ func TestRueidislockErrorClassification(t *testing.T) {
 func TestRueidislockWaitersWakeAfterATimedOutAttempt(t *testing.T) {
 	noLeaks(t)
 	c := redistest.StartT(t, 1)
-	cfg := DefaultConfig()
+	cfg := testSpec()
 	cfg.TTL = 5 * time.Second
 	for _, noLoop := range []bool{false, true} {
 		opt := rueidislockOption(c.Addrs(), false, cfg)

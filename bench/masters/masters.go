@@ -1,4 +1,4 @@
-package bench
+package masters
 
 import (
 	"context"
@@ -20,14 +20,15 @@ import (
 	"github.com/redlock-bench/redlock/internal/resp"
 )
 
-// probeTimeout bounds the pre-flight check of each master, so that an
-// unreachable master fails the run within a few seconds.
-const probeTimeout = 2 * time.Second
+// ProbeTimeout bounds the pre-flight check of each master, so that an
+// unreachable master fails the run within a few seconds, and every other
+// short exchange with one.
+const ProbeTimeout = 2 * time.Second
 
-// startLocalMasters starts n redis-server processes on free loopback ports,
-// each in its own temporary directory. The caller must Stop the cluster on
-// every exit path; the processes also die with this one (Pdeathsig).
-func startLocalMasters(ctx context.Context, n int) (*redisproc.Cluster, error) {
+// Start starts n redis-server processes on free loopback ports, each in
+// its own temporary directory. The caller must Stop the cluster on every
+// exit path; the processes also die with this one (Pdeathsig).
+func Start(ctx context.Context, n int) (*redisproc.Cluster, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	c, err := redisproc.Start(ctx, n, redisproc.Options{})
@@ -37,39 +38,68 @@ func startLocalMasters(ctx context.Context, n int) (*redisproc.Cluster, error) {
 	return c, nil
 }
 
-// shareLocalMasters starts the local masters once for a series of runs
-// (a sweep, a comparison) and points cfg at them; the caller stops the
-// cluster. As in Run, the quarantine defaults to observed: masters this
-// process started hold no locks.
-func shareLocalMasters(ctx context.Context, cfg *Config, series string, logf func(string, ...any)) (*redisproc.Cluster, error) {
-	if cfg.ClusterShards > 0 {
-		return nil, cfgErr("cluster-shards", cfg.ClusterShards, "applies to run only: a %s starts plain masters", series)
+// MaxClusterShards bounds the shards of a local Redis Cluster
+// (--cluster-shards): every shard of every local cluster is a
+// redis-server process of its own (two with a replica).
+const MaxClusterShards = 16
+
+// StartClusters starts n Redis Clusters shaped by co on free loopback
+// ports, all at once, within timeout; on error it stops those it started.
+// The caller stops them (StopClusters) on every exit path; the processes
+// also die with this one (Pdeathsig).
+func StartClusters(ctx context.Context, n int, co redisproc.ClusterOptions, timeout time.Duration) ([]*redisproc.RedisCluster, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out := make([]*redisproc.RedisCluster, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range out {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], errs[i] = redisproc.StartRedisCluster(ctx, co, redisproc.Options{})
+		}()
 	}
-	cluster, err := startLocalMasters(ctx, cfg.LocalMasters)
-	if err != nil {
-		return nil, err
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		StopClusters(out)
+		return nil, fmt.Errorf("start %d local Redis Clusters of %d shards: %w", n, co.Shards, err)
 	}
-	cfg.Masters = cluster.Addrs()
-	logf("started %d local redis-server for the whole %s: %s", len(cfg.Masters), series, strings.Join(cfg.Masters, ","))
-	if cfg.Quarantine == "" {
-		cfg.Quarantine = "observed"
-	}
-	return cluster, nil
+	return out, nil
 }
 
-// logger writes a line to w, or nothing when w is nil.
-func logger(w io.Writer) func(format string, a ...any) {
-	return func(format string, a ...any) {
-		if w != nil {
-			fmt.Fprintf(w, format+"\n", a...)
+// StopClusters stops every cluster started; nil entries are skipped.
+func StopClusters(cs []*redisproc.RedisCluster) {
+	for _, c := range cs {
+		if c != nil {
+			c.Stop()
 		}
 	}
 }
 
-// probeMasters checks that every master answers and returns the server
+// Seeds are the clusters' addresses as the engine takes them: every
+// primary of each.
+func Seeds(cs []*redisproc.RedisCluster) [][]string {
+	out := make([][]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Seeds()
+	}
+	return out
+}
+
+// Flatten lists the addresses of every cluster, for the probe.
+func Flatten(clusters [][]string) []string {
+	var out []string
+	for _, seeds := range clusters {
+		out = append(out, seeds...)
+	}
+	return out
+}
+
+// Probe checks that every master answers and returns the server
 // versions found ("7.0.15", or "7.0.15,7.2.4" when they differ). It fails
 // naming every address that cannot be used, and why.
-func probeMasters(ctx context.Context, conn redisproc.Conn, addrs []string) (string, error) {
+func Probe(ctx context.Context, conn redisproc.Conn, addrs []string) (string, error) {
 	type answer struct {
 		version string
 		err     error
@@ -124,9 +154,9 @@ func probeMasters(ctx context.Context, conn redisproc.Conn, addrs []string) (str
 // reset connection. A master that refuses INFO (a narrow ACL user) is up:
 // its version is "unknown".
 func probeMaster(ctx context.Context, conn redisproc.Conn, addr string) (string, error) {
-	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	pctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	defer cancel()
-	c, err := conn.NewClient(addr, probeTimeout)
+	c, err := conn.NewClient(addr, ProbeTimeout)
 	if _, ok := rueidis.IsRedisErr(err); ok && conn.Password != "" {
 		// The connection's one command is AUTH.
 		if strings.Contains(err.Error(), "without any password configured") {
@@ -139,7 +169,7 @@ func probeMaster(ctx context.Context, conn redisproc.Conn, addr string) (string,
 		info, err = c.Do(pctx, c.B().Info().Section("server").Build()).ToString()
 		c.Close()
 		if err == nil {
-			return parseVersion(info), nil
+			return redisproc.ParseVersion(info), nil
 		}
 	}
 	if re, ok := rueidis.IsRedisErr(err); ok {
@@ -156,7 +186,7 @@ func probeMaster(ctx context.Context, conn redisproc.Conn, addr string) (string,
 	}
 	timedOut := errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)
 	if timedOut {
-		err = fmt.Errorf("no reply within %s: %w", probeTimeout, os.ErrDeadlineExceeded)
+		err = fmt.Errorf("no reply within %s: %w", ProbeTimeout, os.ErrDeadlineExceeded)
 	}
 	// "connection refused" rather than "dial tcp <addr>: connect: ...":
 	// the message names the address already.
@@ -244,15 +274,11 @@ func speaksTLS(ctx context.Context, addr string) bool {
 	return errors.As(err, &op) && op.Op == "remote error"
 }
 
-// parseVersion is redisproc.ParseVersion, the one INFO version parser
-// outside multiplex.
-var parseVersion = redisproc.ParseVersion
-
-// deletePrefixed removes every key that starts with prefix from each
+// DeletePrefixed removes every key that starts with prefix from each
 // master (SCAN MATCH, then UNLINK), until ctx ends, and returns how many
 // it removed. The prefix's glob characters are escaped, so that no key
 // outside it matches.
-func deletePrefixed(ctx context.Context, conn redisproc.Conn, masters []string, prefix string) (int64, error) {
+func DeletePrefixed(ctx context.Context, conn redisproc.Conn, masters []string, prefix string) (int64, error) {
 	pattern := globEscape(prefix) + "*"
 	var (
 		mu    sync.Mutex
@@ -278,7 +304,7 @@ func deletePrefixed(ctx context.Context, conn redisproc.Conn, masters []string, 
 }
 
 func deletePrefixedOn(ctx context.Context, conn redisproc.Conn, addr, pattern string) (int64, error) {
-	c, err := conn.NewClient(addr, probeTimeout)
+	c, err := conn.NewClient(addr, ProbeTimeout)
 	if err != nil {
 		return 0, err
 	}

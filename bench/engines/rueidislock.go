@@ -1,4 +1,4 @@
-package bench
+package engines
 
 import (
 	"context"
@@ -47,7 +47,7 @@ import (
 //     validity is cut to that context's deadline), while a bench's acquire
 //     context ends when the acquire returns. The wait still ends with the
 //     caller's context.
-//   - gives a live validity (selfExtendingLease): while the lock's context
+//   - gives a live validity (SelfExtending): while the lock's context
 //     lives the holder may trust it, so ValidUntil stays a TTL ahead of
 //     now; once cancelled, the validity ended when it was. The oracle reads
 //     it whenever another holder begins and when the hold ends, so it
@@ -58,31 +58,44 @@ import (
 //     error); a lock whose context was cancelled before is lost.
 
 // rueidislockTryNextAfter is rueidislock's default bound on one key
-// attempt, set explicitly so that an error can name it. A variable only so
-// that the package's tests can allow more on a loaded machine (TestMain).
-var rueidislockTryNextAfter = 20 * time.Millisecond
+// attempt (TryNextAfter), set explicitly so that an error can name it. A
+// node timeout (Spec.NodeTimeout, --node-timeout) replaces it: the bound
+// on one attempt's wait for the master.
+const rueidislockTryNextAfter = 20 * time.Millisecond
 
-// rueidislockEngine adapts a rueidislock.Locker to Engine.
+// rueidislockEngine adapts a rueidislock.Locker.
 type rueidislockEngine struct {
 	l   rueidislock.Locker
 	ttl time.Duration
+	// tryNextAfter is the Locker's TryNextAfter.
+	tryNextAfter time.Duration
+}
+
+// tryNextAfter is spec's bound on one key attempt: its node timeout, or
+// rueidislock's default.
+func tryNextAfter(spec Spec) time.Duration {
+	if spec.NodeTimeout > 0 {
+		return spec.NodeTimeout
+	}
+	return rueidislockTryNextAfter
 }
 
 // newRueidislock builds one Locker on the one vote it runs on: a master,
-// or a Redis Cluster (its seeds in cfg.clusterSeeds). It fails, naming
+// or a Redis Cluster (given by its seeds). It fails, naming
 // the addresses, if they do not answer.
-func newRueidislock(masters []string, cfg Config) (Engine, error) {
-	cluster := len(masters) == 0 && len(cfg.clusterSeeds) == 1
+func newRueidislock(spec Spec, v Votes) (*rueidislockEngine, error) {
+	masters := v.Masters
+	cluster := len(masters) == 0 && len(v.Clusters) == 1
 	if cluster {
-		masters = cfg.clusterSeeds[0]
-	} else if len(masters) != 1 || len(cfg.clusterSeeds) > 0 {
-		return nil, fmt.Errorf("%s: runs on one master or one cluster, got %d masters and %d clusters", engineRueidislock, len(masters), len(cfg.clusterSeeds))
+		masters = v.Clusters[0]
+	} else if len(masters) != 1 || len(v.Clusters) > 0 {
+		return nil, fmt.Errorf("%s: runs on one master or one cluster, got %d masters and %d clusters", Rueidislock, len(masters), len(v.Clusters))
 	}
-	l, err := rueidislock.NewLocker(rueidislockOption(masters, cluster, cfg))
+	l, err := rueidislock.NewLocker(rueidislockOption(masters, cluster, spec))
 	if err != nil {
-		return nil, fmt.Errorf("%s: connect %s: %w", engineRueidislock, strings.Join(masters, ","), err)
+		return nil, fmt.Errorf("%s: connect %s: %w", Rueidislock, strings.Join(masters, ","), err)
 	}
-	return &rueidislockEngine{l: l, ttl: cfg.TTL}, nil
+	return &rueidislockEngine{l: l, ttl: spec.TTL, tryNextAfter: tryNextAfter(spec)}, nil
 }
 
 // rueidislockClusterMajority is KeyMajority on a Redis Cluster:
@@ -93,17 +106,17 @@ const rueidislockClusterMajority = 2
 
 // rueidislockOption is the Locker's configuration on masters: one master,
 // or a cluster's seeds.
-func rueidislockOption(masters []string, cluster bool, cfg Config) rueidislock.LockerOption {
+func rueidislockOption(masters []string, cluster bool, spec Spec) rueidislock.LockerOption {
 	majority := int32(1)
 	if cluster {
 		majority = rueidislockClusterMajority
 	}
 	return rueidislock.LockerOption{
 		ClientOption: rueidis.ClientOption{InitAddress: masters,
-			Username: cfg.Username, Password: cfg.Password, TLSConfig: cfg.TLS},
-		KeyPrefix:    rueidislockPrefix(cfg.KeyPrefix),
-		KeyValidity:  cfg.TTL,
-		TryNextAfter: rueidislockTryNextAfter,
+			Username: spec.Conn.Username, Password: spec.Conn.Password, TLSConfig: spec.Conn.TLS},
+		KeyPrefix:    rueidislockPrefix(spec.KeyPrefix),
+		KeyValidity:  spec.TTL,
+		TryNextAfter: tryNextAfter(spec),
 		KeyMajority:  majority,
 		// NoLoopTracking stays off, though the README suggests it: with it
 		// the client hears no invalidation of its own DEL, and after a key
@@ -164,7 +177,7 @@ func (e *rueidislockEngine) Close() error {
 // all, is an outage of the one master, as our engine labels a vote its
 // masters did not answer. A closed Locker is neither.
 func (e *rueidislockEngine) acquireError(ctx context.Context, err error) error {
-	be := &baselineError{engine: engineRueidislock, err: err, ctxErr: ctx.Err()}
+	be := &baselineError{engine: Rueidislock.String(), err: err, ctxErr: ctx.Err()}
 	switch {
 	case be.ctxErr != nil:
 		// cut short: the context's error says why
@@ -173,7 +186,7 @@ func (e *rueidislockEngine) acquireError(ctx context.Context, err error) error {
 	case errors.Is(err, rueidislock.ErrLockerClosed):
 	case errors.Is(err, context.DeadlineExceeded):
 		be.category = engine.ErrNoQuorum
-		be.err = fmt.Errorf("no answer within a key attempt's %s (TryNextAfter): %w", rueidislockTryNextAfter, err)
+		be.err = fmt.Errorf("no answer within a key attempt's %s (TryNextAfter): %w", e.tryNextAfter, err)
 	default:
 		be.category = engine.ErrNoQuorum
 	}
@@ -191,7 +204,7 @@ type rueidislockLease struct {
 	ended atomic.Pointer[time.Time]
 }
 
-func (*rueidislockLease) selfExtending() {}
+func (*rueidislockLease) SelfExtending() {}
 
 // end records when the lock's context ended; the first caller wins.
 func (l *rueidislockLease) end() {
@@ -216,7 +229,7 @@ func (l *rueidislockLease) Release(context.Context) error {
 	l.cancel()
 	l.detach()
 	if lost {
-		return &baselineError{engine: engineRueidislock, category: engine.ErrNotHeld,
+		return &baselineError{engine: Rueidislock.String(), category: engine.ErrNotHeld,
 			err: errors.New("the lock's context was cancelled before its release: its key was lost")}
 	}
 	return nil

@@ -1,22 +1,20 @@
-package bench
+package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/redlock-bench/redlock/internal/keyslot"
-
+	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/bench/fault"
-	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/bench/masters"
+	"github.com/redlock-bench/redlock/internal/keyslot"
 	"github.com/redlock-bench/redlock/internal/redisproc"
 )
 
-// The chaos soak over cluster votes (ChaosConfig.ClusterShards): each vote
+// The chaos soak over cluster votes (Config.ClusterShards): each vote
 // is a local Redis Cluster, each shard a primary with one replica. The
 // faults on whole votes act on every node of the vote (every node's proxy,
 // every node's process); the faults inside a cluster act on one shard or
@@ -44,55 +42,41 @@ const (
 	nemMigrate = "cluster-migrate"
 )
 
-// chaosNodeTimeout is the clusters' cluster-node-timeout: kills and pauses
+// clusterNodeTimeout is the clusters' cluster-node-timeout: kills and pauses
 // up to 4 TTLs of 1s outlast it now and then, so that replicas take over
 // on their own as well as on command.
-const chaosNodeTimeout = 2 * time.Second
+const clusterNodeTimeout = 2 * time.Second
 
-// chaosHealTimeout bounds the wait for a cluster to be whole after a fault.
-const chaosHealTimeout = 30 * time.Second
+// healTimeout bounds the wait for a cluster to be whole after a fault.
+const healTimeout = 30 * time.Second
 
 // validateClusters checks ClusterShards against the rest of the soak.
-func (c *ChaosConfig) validateClusters() error {
+func (c *Config) validateClusters() error {
 	switch {
 	case c.ClusterShards == 0:
 		return nil
-	case c.ClusterShards < 0 || c.ClusterShards > MaxClusterShards:
-		return cfgErr("cluster-shards", c.ClusterShards, "must be in 0..%d (0: plain masters)", MaxClusterShards)
+	case c.ClusterShards < 0 || c.ClusterShards > masters.MaxClusterShards:
+		return cfgErr("cluster-shards", c.ClusterShards, "must be in 0..%d (0: plain masters)", masters.MaxClusterShards)
 	case len(c.Masters) > 0:
 		return cfgErr("cluster-shards", c.ClusterShards, "applies to local votes only, not --masters")
-	case c.Class != ChaosInModel:
+	case c.Class != InModel:
 		// The out-of-model faults act on the masters' keys by name.
-		return cfgErr("cluster-shards", c.ClusterShards, "applies to --class %s only", ChaosInModel)
+		return cfgErr("cluster-shards", c.ClusterShards, "applies to --class %s only", InModel)
 	case c.LocalMasters > 7:
 		return cfgErr("local-masters", c.LocalMasters, "must be in 1..7 with --cluster-shards: every shard is two processes")
 	}
 	return nil
 }
 
-// startChaosClusters starts n Redis Clusters of shards primaries with a
+// startClusters starts n Redis Clusters of shards primaries with a
 // replica each, all at once; on error it stops those it started. The
-// caller stops them (stopClusters) on every exit path.
-func startChaosClusters(ctx context.Context, n, shards int) ([]*redisproc.RedisCluster, error) {
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	out := make([]*redisproc.RedisCluster, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range out {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i], errs[i] = redisproc.StartRedisCluster(ctx,
-				redisproc.ClusterOptions{Shards: shards, Replicas: 1, NodeTimeout: chaosNodeTimeout}, redisproc.Options{})
-		}()
+// caller stops them (masters.StopClusters) on every exit path.
+func startClusters(ctx context.Context, n, shards int) ([]*redisproc.RedisCluster, error) {
+	cs, err := masters.StartClusters(ctx, n, redisproc.ClusterOptions{Shards: shards, Replicas: 1, NodeTimeout: clusterNodeTimeout}, 90*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: %w", err)
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		stopClusters(out)
-		return nil, fmt.Errorf("chaos: start %d local Redis Clusters of %d shards: %w", n, shards, err)
-	}
-	return out, nil
+	return cs, nil
 }
 
 // votes is the number of votes.
@@ -124,7 +108,7 @@ func (ch *chaos) allAddrs() []string {
 	if ch.clusters == nil {
 		return ch.masters
 	}
-	return flatten(ch.clusterNodes())
+	return masters.Flatten(ch.clusterNodes())
 }
 
 // setVotes fills voteProxies and proxied, and the affected marks.
@@ -147,26 +131,25 @@ func (ch *chaos) setVotes() {
 	}
 }
 
-// clusterConfig is a client's engine configuration on the clusters: the
-// votes are the clusters, and every connection to a node, wherever the
-// cluster's topology names it, goes through that node's proxy in px.
-func (ch *chaos) clusterConfig(px *fault.Proxies) engine.Config {
+// clusterVotes are a client's votes on the clusters, and the dialer that
+// sends every connection to a node, wherever the cluster's topology names
+// it, through that node's proxy in px.
+func (ch *chaos) clusterVotes(px *fault.Proxies) (engines.Votes, func(context.Context, string) (net.Conn, error)) {
 	via := make(map[string]string, len(ch.proxied))
 	for i, a := range px.Addrs() {
 		via[ch.proxied[i]] = a
 	}
-	ec := engine.DefaultConfig()
+	var v engines.Votes
 	for _, c := range ch.clusters {
-		ec.Clusters = append(ec.Clusters, c.Seeds())
+		v.Clusters = append(v.Clusters, c.Seeds())
 	}
-	ec.Conn.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
+	return v, func(ctx context.Context, addr string) (net.Conn, error) {
 		if p, ok := via[addr]; ok {
 			addr = p
 		}
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", addr)
 	}
-	return ec
 }
 
 // occupy marks the votes of s affected for as long as it acts; false when
@@ -174,7 +157,7 @@ func (ch *chaos) clusterConfig(px *fault.Proxies) engine.Config {
 // affected, or a minority of the others already is), and s is then
 // skipped. Out of model every fault goes in: that is the class's point.
 func (ch *chaos) occupy(s nemStep) bool {
-	if s.Kind == nemClientPause || len(ch.affected) == 0 || ch.cfg.Class == ChaosOutOfModel {
+	if s.Kind == nemClientPause || len(ch.affected) == 0 || ch.cfg.Class == OutOfModel {
 		return true
 	}
 	ch.faultMu.Lock()
@@ -230,7 +213,7 @@ func (ch *chaos) injectCluster(ctx context.Context, s nemStep) (string, error) {
 	bg := context.WithoutCancel(ctx)
 	lift := func() { waitUntilCtx(ctx, ch.start.Add(s.At+s.For)) }
 	healOnce := func() error {
-		hctx, cancel := context.WithTimeout(bg, chaosHealTimeout)
+		hctx, cancel := context.WithTimeout(bg, healTimeout)
 		defer cancel()
 		var err error
 		for _, n := range c.Nodes() {
@@ -254,7 +237,7 @@ func (ch *chaos) injectCluster(ctx context.Context, s nemStep) (string, error) {
 		}
 		if len(cleared) > 0 {
 			ch.staleImports.Add(int64(len(cleared)))
-			ch.event(ChaosEvent{AtMs: ch.since(time.Now()), Kind: "heal",
+			ch.event(Event{AtMs: ch.since(time.Now()), Kind: "heal",
 				Detail: fmt.Sprintf("vote %d: stale IMPORTING mark of slot(s) %v cleared", s.Nodes[0], cleared)})
 		}
 		if e := c.WaitHealthy(hctx); e != nil && err == nil {
@@ -328,7 +311,7 @@ func (ch *chaos) injectCluster(ctx context.Context, s nemStep) (string, error) {
 		if p == nil || replica == nil {
 			return "", heal(fmt.Errorf("shard %d has no primary or no replica", s.Shard))
 		}
-		fctx, cancel := context.WithTimeout(bg, chaosHealTimeout)
+		fctx, cancel := context.WithTimeout(bg, healTimeout)
 		defer cancel()
 		err := c.Failover(fctx, replica)
 		return p.Addr() + " -> " + replica.Addr(), heal(err)
@@ -343,9 +326,14 @@ func (ch *chaos) injectCluster(ctx context.Context, s nemStep) (string, error) {
 // migration stays open For before the keys move.
 func (ch *chaos) migrate(ctx context.Context, c *redisproc.RedisCluster, s nemStep, lift func(), heal func(error) error) (string, error) {
 	bg := context.WithoutCancel(ctx)
-	mctx, cancel := context.WithTimeout(bg, chaosHealTimeout)
+	mctx, cancel := context.WithTimeout(bg, healTimeout)
 	defer cancel()
-	key := ch.clusterKey(s.Res)
+	// A lock key without a hash tag of its own, as the soak's are, lives
+	// on a cluster vote in the slot of the key itself (the engine puts a
+	// tag of that slot in front: docs/library.md, "Cluster masters"); how the
+	// engine spells it is the engine's. The key itself, in that slot,
+	// finds the primary that serves it.
+	key := ch.keys[s.Res]
 	slot := keyslot.KeySlot(key)
 	from, fromShard := ch.slotPrimary(mctx, c, key)
 	if from == nil {
@@ -368,18 +356,8 @@ func (ch *chaos) migrate(ctx context.Context, c *redisproc.RedisCluster, s nemSt
 	return fmt.Sprintf("%s, %d keys", detail, moved), heal(err)
 }
 
-// clusterKey is resource r's lock key on a cluster vote, as the engine
-// names it: a tag of its own slot in front.
-func (ch *chaos) clusterKey(r int) string {
-	k := ch.keys[r]
-	if keyslot.HasTag(k) {
-		return k
-	}
-	return "{" + keyslot.SlotTag(keyslot.KeySlot(k)) + "}" + k
-}
-
 // slotPrimary is the primary that serves key's slot, and its shard: the
-// one that answers for the key rather than redirecting.
+// one that answers for the key rather than redirecting (MOVED).
 func (ch *chaos) slotPrimary(ctx context.Context, c *redisproc.RedisCluster, key string) (*redisproc.Node, int) {
 	for s := range c.Shards {
 		p := c.Primary(ctx, s)

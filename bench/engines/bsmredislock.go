@@ -1,4 +1,4 @@
-package bench
+package engines
 
 import (
 	"context"
@@ -41,7 +41,7 @@ const (
 	bsmBackoffMax = 256 * time.Millisecond
 )
 
-// bsmRedislockEngine adapts a redislock.Client to Engine.
+// bsmRedislockEngine adapts a redislock.Client.
 type bsmRedislockEngine struct {
 	rc      *goredis.Client
 	c       *redislock.Client
@@ -52,23 +52,23 @@ type bsmRedislockEngine struct {
 // newBsmRedislock builds one client on the one master it runs on. It
 // fails, naming the address, if the master does not answer a PING within
 // ctx.
-func newBsmRedislock(ctx context.Context, masters []string, cfg Config) (Engine, error) {
+func newBsmRedislock(ctx context.Context, spec Spec, masters []string) (*bsmRedislockEngine, error) {
 	if len(masters) != 1 {
-		return nil, fmt.Errorf("%s: runs on one master, got %d", engineBsmRedislock, len(masters))
+		return nil, fmt.Errorf("%s: runs on one master, got %d", BsmRedislock, len(masters))
 	}
 	rc := goredis.NewClient(&goredis.Options{
 		Addr:     masters[0],
-		Username: cfg.Username, Password: cfg.Password, TLSConfig: cfg.TLS,
+		Username: spec.Conn.Username, Password: spec.Conn.Password, TLSConfig: spec.Conn.TLS,
 		// As for redsync-goredis: the handshake is for Redis Enterprise.
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
 	// go-redis dials lazily: ping so that a dead master fails here.
 	if err := rc.Ping(ctx).Err(); err != nil {
 		rc.Close()
-		return nil, fmt.Errorf("%s: connect %s: %w", engineBsmRedislock, masters[0], err)
+		return nil, fmt.Errorf("%s: connect %s: %w", BsmRedislock, masters[0], err)
 	}
-	return &bsmRedislockEngine{rc: rc, c: redislock.New(rc), ttl: cfg.TTL,
-		release: time.Duration(float64(cfg.TTL) * redsyncTimeoutFactor)}, nil
+	return &bsmRedislockEngine{rc: rc, c: redislock.New(rc), ttl: spec.TTL,
+		release: time.Duration(float64(spec.TTL) * redsyncTimeoutFactor)}, nil
 }
 
 func (e *bsmRedislockEngine) TryLock(ctx context.Context, resource string) (Lease, error) {
@@ -96,7 +96,7 @@ func (e *bsmRedislockEngine) Close() error { return e.rc.Close() }
 // answer, an outage, as our engine labels a vote its masters did not
 // answer.
 func (e *bsmRedislockEngine) acquireError(ctx context.Context, err error) error {
-	be := &baselineError{engine: engineBsmRedislock, err: err, ctxErr: ctx.Err()}
+	be := &baselineError{engine: BsmRedislock.String(), err: err, ctxErr: ctx.Err()}
 	switch {
 	case be.ctxErr != nil:
 		// cut short: the context's error says why
@@ -127,7 +127,7 @@ func (l *bsmRedislockLease) Release(ctx context.Context) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, redislock.ErrLockNotHeld):
-		return &baselineError{engine: engineBsmRedislock, category: engine.ErrNotHeld, err: err}
+		return &baselineError{engine: BsmRedislock.String(), category: engine.ErrNotHeld, err: err}
 	}
-	return &baselineError{engine: engineBsmRedislock, err: err, ctxErr: ctx.Err()}
+	return &baselineError{engine: BsmRedislock.String(), err: err, ctxErr: ctx.Err()}
 }

@@ -1,0 +1,178 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/bench/engines"
+	"github.com/redlock-bench/redlock/internal/redisproc"
+	"github.com/redlock-bench/redlock/internal/redistest"
+)
+
+// baselines are the redsync flavours, run end to end: the same workers
+// and oracle as our engine.
+var baselines = []string{engines.RedsyncRueidis.String(), engines.RedsyncGoredis.String()}
+
+// The baselines pass the same end-to-end check as our engine: the same
+// workers and oracle, under heavy contention, with zero violations.
+//
+// The TTL is short because redsync with fail-fast leaks keys under
+// contention: it releases a failed attempt as soon as the vote is decided,
+// and a SET still on its way lands after the release and holds that
+// master until the TTL. Enough of those split every later vote, so with
+// a long TTL the measured window would see no acquisition at all, and a
+// check without acquisitions proves nothing.
+func TestBaselinesHoldMutualExclusion(t *testing.T) {
+	noLeaks(t)
+	c := redistest.StartT(t, 5)
+	for i, name := range baselines {
+		for _, mode := range []Mode{ModeTry, ModeWait} {
+			t.Run(name+"/"+string(mode), func(t *testing.T) {
+				cfg := shortConfig(name, c.Addrs())
+				cfg.TTL = 500 * time.Millisecond
+				cfg.Resources = 8
+				cfg.Mode = mode
+				cfg.Duration = time.Second
+				if mode == ModeWait {
+					cfg.Duration = 600 * time.Millisecond
+					cfg.WaitTimeout = time.Second
+				}
+				// Each run its own keys: another run's leaked keys would
+				// only add contention, but keep the runs independent.
+				cfg.KeyPrefix = fmt.Sprintf("rs%d%s:", i, mode)
+				s := run(t, cfg).Summary
+				if s.Violations != 0 {
+					t.Fatalf("%d violations: %+v", s.Violations, s.ViolationExamples)
+				}
+				// Without contention the check would prove nothing: in mode
+				// try it shows as refusals, in mode wait as Locks that had
+				// to retry (redsync waits at least 50ms between tries).
+				if s.Acquired == 0 || (mode == ModeTry && s.Contended == 0) ||
+					(mode == ModeWait && s.WaitLatencyUs.Max < 50_000) {
+					t.Fatalf("want acquisitions under contention, got %d acquired, %d contended of %d attempts, wait max %d µs (errors %v %v)",
+						s.Acquired, s.Contended, s.Attempts, s.WaitLatencyUs.Max, s.Errors, s.ErrorExamples)
+				}
+				// Every redsync failure falls in a category. Timeouts are
+				// not checked: redsync gives each attempt 5% of the TTL
+				// (25ms here), which a loaded 2-core machine under -race
+				// misses now and then, and that is redsync doing its job.
+				if s.Errors["other"] > 0 {
+					t.Errorf("unclassified errors: %v: %v", s.Errors, s.ErrorExamples)
+				}
+				if e := s.ErrorTotal(); e > 0 {
+					t.Logf("errors on healthy masters: %v of %d attempts", s.Errors, s.Attempts)
+				}
+			})
+		}
+	}
+}
+
+// The engines that run on one master: the single-Redis baselines, and our
+// engine in the same shape beside them.
+var oneMasterEngines = []string{engines.Rueidislock.String(), engines.BsmRedislock.String(), "redlock@1"}
+
+// The one-master engines pass the same end-to-end check as every engine,
+// the same workers and oracle under heavy contention, with zero
+// violations; and, given three masters, they lock on the first only, which
+// is the master their summary names.
+func TestOneMasterEnginesHoldMutualExclusion(t *testing.T) {
+	noLeaks(t)
+	c := redistest.StartT(t, 3)
+	for i, name := range oneMasterEngines {
+		for _, mode := range []Mode{ModeTry, ModeWait} {
+			t.Run(name+"/"+string(mode), func(t *testing.T) {
+				cfg := shortConfig(name, c.Addrs())
+				cfg.TTL = 500 * time.Millisecond
+				cfg.Resources = 8
+				cfg.Mode = mode
+				cfg.Duration = time.Second
+				if mode == ModeWait {
+					cfg.Duration = 600 * time.Millisecond
+					cfg.WaitTimeout = time.Second
+				}
+				cfg.KeyPrefix = fmt.Sprintf("om%d%s:", i, mode)
+				s := run(t, cfg).Summary
+				if s.Violations != 0 {
+					t.Fatalf("%d violations: %+v", s.Violations, s.ViolationExamples)
+				}
+				// Without contention the check would prove nothing: in mode
+				// try it shows as refusals, in mode wait as waits longer
+				// than a hold (200µs).
+				if s.Acquired == 0 || (mode == ModeTry && s.Contended == 0) ||
+					(mode == ModeWait && s.WaitLatencyUs.Max < 1000) {
+					t.Fatalf("want acquisitions under contention, got %d acquired, %d contended of %d attempts, wait max %d µs (errors %v %v)",
+						s.Acquired, s.Contended, s.Attempts, s.WaitLatencyUs.Max, s.Errors, s.ErrorExamples)
+				}
+				// Holds of 200µs on a healthy master with a 500ms TTL: a
+				// lease lost is the adapter's doing (a lock tied to the
+				// acquire's context ends with it).
+				if s.LostLeases > 0 {
+					t.Errorf("%d leases lost on a healthy master", s.LostLeases)
+				}
+				if s.Errors["other"] > 0 {
+					t.Errorf("unclassified errors: %v: %v", s.Errors, s.ErrorExamples)
+				}
+				if e := s.ErrorTotal(); e > 0 {
+					t.Logf("errors on a healthy master: %v of %d attempts: %v", s.Errors, s.Attempts, s.ErrorExamples)
+				}
+				if strings.Join(s.Masters, ",") != c.Addrs()[0] {
+					t.Errorf("summary masters %v, want the first only, %s", s.Masters, c.Addrs()[0])
+				}
+			})
+		}
+	}
+	// Every lock was taken on the first master: the others saw no write
+	// and no script.
+	for i, a := range c.Addrs() {
+		stats := commandStats(t, a)
+		wrote := strings.Contains(stats, "cmdstat_evalsha:") || strings.Contains(stats, "cmdstat_eval:") ||
+			strings.Contains(stats, "cmdstat_set:") || strings.Contains(stats, "cmdstat_fcall:")
+		if i == 0 && !wrote {
+			t.Errorf("the first master %s ran no lock command:\n%s", a, stats)
+		}
+		if i > 0 && wrote {
+			t.Errorf("master %d (%s) ran lock commands, though every engine runs on the first:\n%s", i, a, stats)
+		}
+	}
+}
+
+// commandStats is the master's INFO commandstats.
+func commandStats(t *testing.T, addr string) string {
+	t.Helper()
+	c, err := redisproc.NewClient(addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Do(context.Background(), c.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// rueidislock extends its key while the lock is held, so a hold longer
+// than the TTL keeps its lease: the worker must read the validity again at
+// the end of the hold (engines.SelfExtending). Read once, as for a lease of
+// fixed validity, every such hold would count as lost.
+func TestRueidislockHoldsPastTheTTL(t *testing.T) {
+	noLeaks(t)
+	c := redistest.StartT(t, 1)
+	cfg := shortConfig(engines.Rueidislock.String(), c.Addrs())
+	cfg.TTL = 300 * time.Millisecond
+	cfg.Hold = Hold{D: 450 * time.Millisecond}
+	cfg.Workers = 4
+	cfg.Resources = 2
+	cfg.Warmup = 0
+	cfg.Duration = 1500 * time.Millisecond
+	s := run(t, cfg).Summary
+	if s.Violations != 0 {
+		t.Fatalf("%d violations: %+v", s.Violations, s.ViolationExamples)
+	}
+	if s.Acquired < 2 || s.LostLeases != 0 {
+		t.Errorf("%d acquired, %d leases lost; want holds past the TTL kept (errors %v %v)", s.Acquired, s.LostLeases, s.Errors, s.ErrorExamples)
+	}
+}

@@ -111,7 +111,7 @@ type amnesiaRun struct {
 }
 
 func (r *amnesiaRun) config(policy engine.QuarantinePolicy) func(*engine.Config) {
-	return func(c *engine.Config) { c.TTL, c.Quarantine = r.ttl, policy }
+	return func(c *engine.Config) { c.TTL, c.Quarantine = r.ttl, policy; patient(c) }
 }
 
 func runRestartAmnesia(ctx context.Context, e *env) (outcome, error) {

@@ -59,7 +59,7 @@ func TestClusterFailover(t *testing.T) {
 func clusterFailoverHeld() clusterFailoverObs {
 	return clusterFailoverObs{Clusters: 3, Shards: 2, Quorum: 2, HolderVotes: []int{0, 1}, HolderOnPrimary: true,
 		PrimaryKilled: true, Promoted: true, LinksCut: 1, OtherShardGranted: true,
-		probeObs: probeObs{DiscountedVotes: 3, AfterReleaseAcquired: true, AfterRelease: "acquired"}}
+		probeObs: probeObs{HolderLeftAtProbeMs: 3500, DiscountedVotes: 3, AfterReleaseAcquired: true, AfterRelease: "acquired"}}
 }
 
 func TestJudgeClusterFailover(t *testing.T) {
@@ -88,6 +88,8 @@ func TestJudgeClusterFailover(t *testing.T) {
 			with(engine.QuarantineAlways, func(o *clusterFailoverObs) { o.HolderVotes = []int{0, 1, 2} })},
 		{"holder's quorum without the failed cluster", false, "set-up failed",
 			with(engine.QuarantineAlways, func(o *clusterFailoverObs) { o.HolderVotes, o.HolderOnPrimary = []int{1, 2}, false })},
+		{"lease ran out before the probe", false, "too short for this machine",
+			with(engine.QuarantineOff, func(o *clusterFailoverObs) { lost(o); o.HolderLeftAtProbeMs = -90 })},
 		{"off, lost", true, "voted at once", with(engine.QuarantineOff, lost)},
 		{"off, kept: not reproduced", false, "not reproduced", with(engine.QuarantineOff, nil)},
 	})

@@ -48,11 +48,15 @@ const (
 	failoverLinkWait = 10 * time.Second
 )
 
+// failoverTTL is the lock's TTL, and MaxTTL: each holder's lease must
+// outlast a restart or promotion and the second client's attempts, which
+// on a loaded 2-core machine take seconds. A longer TTL costs only the
+// wait for the servers to be older than MaxTTL under QuarantineAlways.
 func failoverTTL(short bool) time.Duration {
 	if short {
-		return 2 * time.Second
+		return 5 * time.Second
 	}
-	return 4 * time.Second
+	return 6 * time.Second
 }
 
 func expectFailover(o Options) string {
@@ -162,7 +166,7 @@ func runFailover(ctx context.Context, e *env) (outcome, error) {
 		}
 	}
 	set := func(policy engine.QuarantinePolicy) func(*engine.Config) {
-		return func(c *engine.Config) { c.TTL, c.Quarantine, c.AutoExtend = ttl, policy, false }
+		return func(c *engine.Config) { c.TTL, c.Quarantine, c.AutoExtend = ttl, policy, false; patient(c) }
 	}
 
 	single := newOracle(e.start)
@@ -333,6 +337,14 @@ func failoverRedlockPath(ctx context.Context, e *env, cluster *redisproc.Cluster
 		return fmt.Errorf("holder on Redlock: %w", err)
 	}
 	defer holder.Close()
+	// The second client sees the failover happen, as a running client
+	// does. It connects before the holder acquires: connecting takes time
+	// the holder's lease need not spend.
+	second, err := e.locker(ctx, addrs, set(q))
+	if err != nil {
+		return fmt.Errorf("second client on Redlock: %w", err)
+	}
+	defer second.Close()
 	lease, nodes, err := holdExactQuorum(ctx, holder, addrs, failoverRedlock, []int{3, 4})
 	obs.HolderNodes = nodes
 	if err != nil {
@@ -342,12 +354,6 @@ func failoverRedlockPath(ctx context.Context, e *env, cluster *redisproc.Cluster
 	or.acquire(failoverRedlock, "holder", got, lease.ValidUntil())
 	e.step("holder acquired on Redlock masters %v, valid for %s; masters 3 and 4 freed", nodes, lease.Validity().Round(time.Millisecond))
 
-	// The second client sees the failover happen, as a running client does.
-	second, err := e.locker(ctx, addrs, set(q))
-	if err != nil {
-		return fmt.Errorf("second client on Redlock: %w", err)
-	}
-	defer second.Close()
 	t0 := time.Now()
 	if err := cluster.Nodes[failoverNode].Restart(ctx); err != nil {
 		return fmt.Errorf("fail over master %d: %w", failoverNode, err)
@@ -449,6 +455,8 @@ func judgeFailover(obs failoverObs, q engine.QuarantinePolicy) (bool, string) {
 		return false, fmt.Sprintf("set-up failed: the Redlock holder sat on masters %v, not on exactly a quorum of %d including master %d", r.HolderNodes, r.Quorum, r.FailedNode)
 	case !r.FailedOver:
 		return false, fmt.Sprintf("set-up failed: Redlock master %d was not failed over", r.FailedNode)
+	case r.HolderLeftAtProbeMs <= 0:
+		return false, fmt.Sprintf("set-up failed: the Redlock holder's lease ran out before the second client began (the failover took %.0f ms): its attempts test nothing; the TTL is too short for this machine", r.FailoverMs)
 	case s.DoubleGrants == 0:
 		return false, fmt.Sprintf("The single master with a replica did not lose the lock: no double grant after the promotion (second client: %s). The hazard was not reproduced.",
 			strings.Join(s.SecondAttempts, "; "))

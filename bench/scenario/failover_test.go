@@ -93,7 +93,7 @@ func failoverLost() failoverObs {
 		Single: failoverSingleObs{LinkUp: true, HolderOnMaster: true, MasterKilled: true, Promoted: true,
 			LinksCut: 1, Granted: true, HolderLeftMs: 1900, DoubleGrants: 1, SecondAttempts: []string{"acquired"}},
 		Redlock: failoverRedlockObs{Masters: 5, Quorum: 3, HolderNodes: []int{0, 1, 2}, FailedOver: true,
-			probeObs: probeObs{DiscountedVotes: 3, AfterReleaseAcquired: true, AfterRelease: "acquired"}},
+			probeObs: probeObs{HolderLeftAtProbeMs: 1500, DiscountedVotes: 3, AfterReleaseAcquired: true, AfterRelease: "acquired"}},
 	}
 }
 
@@ -121,6 +121,8 @@ func TestJudgeFailover(t *testing.T) {
 			with(engine.QuarantineAlways, func(o *failoverObs) { o.Redlock.HolderNodes = []int{0, 1, 2, 3} })},
 		{"Redlock holder's quorum without the failed node", false, "set-up failed",
 			with(engine.QuarantineAlways, func(o *failoverObs) { o.Redlock.HolderNodes = []int{1, 2, 3} })},
+		{"Redlock lease ran out before the probe", false, "too short for this machine",
+			with(engine.QuarantineAlways, func(o *failoverObs) { o.Redlock.HolderLeftAtProbeMs = 0 })},
 		{"off, both lost", true, "lost it as well", with(engine.QuarantineOff, redlockLost)},
 		{"off, Redlock kept: control not reproduced", false, "did not reproduce", with(engine.QuarantineOff, nil)},
 	})

@@ -211,6 +211,12 @@ func TestJudgePausedHolder(t *testing.T) {
 		{"no fencing, late write rejected: impossible", false, "broken", with(pausedObsFor(false, false), nil)},
 		{"signal never fired", false, "never fired", with(pausedObsFor(true, false), func(o *pausedObs) { o.DoneFired = false })},
 		{"signal fired late", false, "from the validity end", with(pausedObsFor(true, false), func(o *pausedObs) { o.DoneLagMs = 400 })},
+		{"signal late as the host's timers were", true, "rejected",
+			with(pausedObsFor(true, false), func(o *pausedObs) { o.DoneLagMs, o.TimerLagMs = 400, 390 })},
+		{"signal late beyond the host's timer lag", false, "from the validity end",
+			with(pausedObsFor(true, false), func(o *pausedObs) { o.DoneLagMs, o.TimerLagMs = 400, 250 })},
+		{"signal early, timers late", false, "from the validity end",
+			with(pausedObsFor(true, false), func(o *pausedObs) { o.DoneLagMs, o.TimerLagMs = -5, 300 })},
 		{"signal with the wrong error", false, "want ErrLeaseExpired", with(pausedObsFor(true, false), func(o *pausedObs) {
 			o.DoneExpired, o.DoneErr = false, "engine: lease released"
 		})},

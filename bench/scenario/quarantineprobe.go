@@ -14,8 +14,12 @@ import (
 // primary replaced by a lagging replica): while the holder's lease lived,
 // and once it was released.
 type probeObs struct {
-	Attempts []failoverAttempt `json:"attempts"`
-	Granted  bool              `json:"second_granted"`
+	// HolderLeftAtProbeMs is what was left of the holder's validity when
+	// the second client began: at most 0 when the failover outlasted the
+	// lease, and the attempts then test nothing.
+	HolderLeftAtProbeMs float64           `json:"holder_left_at_probe_ms"`
+	Attempts            []failoverAttempt `json:"attempts"`
+	Granted             bool              `json:"second_granted"`
 	// HolderLeftMs is what was left of the holder's validity at the grant.
 	HolderLeftMs float64 `json:"holder_left_at_grant_ms,omitempty"`
 	// DiscountedVotes counts refusals in which the failed vote was the
@@ -44,6 +48,7 @@ type probe struct {
 // holder's lease ends. since is when the failover completed.
 func (p probe) whileHeld(ctx context.Context, lease *engine.Lease, since time.Time, obs *probeObs) error {
 	tries := cmp.Or(p.tries, failoverAttempts)
+	obs.HolderLeftAtProbeMs = ms(lease.Validity())
 	for len(obs.Attempts) < tries && lease.Validity() > 0 {
 		le, err := p.second.TryLock(ctx, p.res)
 		at := time.Now()

@@ -271,6 +271,25 @@ func (e *env) locker(ctx context.Context, addrs []string, set func(*engine.Confi
 	return l, nil
 }
 
+// patientDial bounds a patient Locker's connecting to each master at
+// New: the masters are up, so only a machine far too slow to run the
+// scenario at all waits this long.
+const patientDial = 20 * time.Second
+
+// patient makes a Locker wait for a healthy master's answer on a loaded
+// machine, where one can take longer than the engine's default node
+// timeout (TTL/100, at least 50 ms): a step that needs the answer (a
+// holder's acquire on masters it must win, a second client's attempt a
+// verdict counts) would otherwise read a slow yes as a timeout, and the
+// scenario would fail or judge the wrong thing. A quarter of the TTL is
+// the most that still leaves the lease three quarters of its validity
+// when a master is really gone, and stays below the engine's TTL/2 limit.
+// Call it after the TTL is set.
+func patient(c *engine.Config) {
+	c.NodeTimeout = c.TTL / 4
+	c.Conn.DialTimeout = patientDial
+}
+
 // sleep waits d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
@@ -283,8 +302,10 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// directTimeout bounds the set-up commands sent to a master directly.
-const directTimeout = 2 * time.Second
+// directTimeout bounds the set-up commands sent to a master directly:
+// the masters are up, so only a machine far too slow to run the scenario
+// waits this long (2 s was seen exceeded on a loaded 2-core host).
+const directTimeout = 10 * time.Second
 
 // direct sends one set-up command to a master over a fresh connection,
 // bypassing the engine.

@@ -156,6 +156,7 @@ func runSentinelFailover(ctx context.Context, e *env) (outcome, error) {
 		return func(c *engine.Config) {
 			c.Sentinels = []engine.SentinelVote{{Master: g.Master, Addrs: g.SentinelAddrs()}}
 			c.TTL, c.Quarantine, c.AutoExtend = ttl, policy, false
+			patient(c)
 		}
 	}
 	// The holder trusts the votes; the second client's policy is what is

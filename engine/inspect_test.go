@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
@@ -339,13 +340,21 @@ func TestLockOptionErrors(t *testing.T) {
 	if _, err := engine.New(ctx, cfg); err == nil || !strings.Contains(err.Error(), "Config.Owner") {
 		t.Fatalf("New with a long Owner: %v", err)
 	}
-	le, err := l.TryLock(ctx, "opt", engine.WithTTL(2*time.Second), engine.WithOwner(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := e.pttl(0, e.key("opt")); p > 2000 || p <= 0 || engine.OwnerOf(le.Value()) != "" {
-		t.Fatalf("WithTTL(2s): PTTL %d, owner %q", p, engine.OwnerOf(le.Value()))
-	}
+	// A good option is used: in virtual time, where the keys' PTTL is
+	// read once every master has answered (TryLock returns at a quorum)
+	// and before any time passed.
+	simTest(t, 3, func(t *testing.T, e *env) {
+		le, err := e.locker(nil).TryLock(ctx, "opt", engine.WithTTL(2*time.Second), engine.WithOwner(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		for i := range e.direct {
+			if p := e.pttl(i, e.key("opt")); p > 2000 || p <= 0 || engine.OwnerOf(le.Value()) != "" {
+				t.Fatalf("WithTTL(2s): PTTL %d on master %d, owner %q", p, i, engine.OwnerOf(le.Value()))
+			}
+		}
+	})
 }
 
 // awaitOnAll waits until every master holds value (marked or not) at

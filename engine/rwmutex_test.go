@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -124,6 +125,12 @@ func (e *env) count(key string) int {
 		}
 	}
 	return n
+}
+
+// semCount is the permit count key of the semaphore name for e's Lockers,
+// which a read/write lock of the name marks as its own.
+func (e *env) semCount(name string) string {
+	return fmt.Sprintf("\xffredlock:sem:%s{%s}:permits", e.prefix, name)
 }
 
 // rwIntents is the key of the read/write lock name's waiting writers'
@@ -328,12 +335,25 @@ func TestRWMutexWriterThatGivesUpLetsReadersIn(t *testing.T) {
 // One name is one kind of lock: a plain lock and a read/write lock of the
 // same name refuse each other, each way, as do a semaphore and a
 // read/write lock; each error names the resource and both uses.
+//
+// Each error is what the masters that answered first say, so each use is
+// on every master before the other is asked for: an acquire returns at a
+// quorum, and its write on the third master may come after the other
+// use's attempt there, which that master grants. And each pair of uses
+// has a name of its own: an attempt decided without one master's answer
+// may still run there after the use that refused it is released (the
+// engine undoes it once that answer arrives), so a later step on the
+// same name could find it there, on one master, and be refused by it.
 func TestRWMutexRefusesANameUsedOtherwise(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
 	ctx := context.Background()
 	l := rwLocker(e, nil)
 	plain := rwLocker(e, func(c *engine.Config) { c.Fencing = false })
+	onEvery := func(what, key string) {
+		t.Helper()
+		eventually(t, 30*time.Second, what+" on every master", func() bool { return e.count(key) == len(e.direct) })
+	}
 	check := func(what string, err error, uses ...string) {
 		t.Helper()
 		if !errors.Is(err, engine.ErrWrongKind) || !errors.Is(err, engine.ErrWrongType) {
@@ -348,17 +368,23 @@ func TestRWMutexRefusesANameUsedOtherwise(t *testing.T) {
 			t.Errorf("%s: not one line starting engine: once: %v", what, err)
 		}
 	}
-	for _, lk := range []*engine.Locker{l, plain} {
+	for _, c := range []struct {
+		lk          *engine.Locker
+		first, then string // the names of the plain lock first, of the read/write lock first
+	}{{l, "plain-fenced", "rw-fenced"}, {plain, "plain", "rw"}} {
+		lk := c.lk
 		// A plain lock held, then the read/write lock asked for.
-		le, err := lk.TryLock(ctx, "shared")
+		le, err := lk.TryLock(ctx, c.first)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := rwMutex(t, l, "shared")
+		onEvery("the plain lock", e.key(c.first))
+		m := rwMutex(t, l, c.first)
+		name := strconv.Quote(c.first)
 		_, err = m.TryRLock(ctx)
-		check("read/write lock on a plain lock", err, `"shared"`, "plain lock", "read/write lock")
+		check("read/write lock on a plain lock", err, name, "plain lock", "read/write lock")
 		_, err = m.TryLock(ctx)
-		check("writer on a plain lock", err, `"shared"`, "plain lock", "read/write lock")
+		check("writer on a plain lock", err, name, "plain lock", "read/write lock")
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		_, err = m.Lock(wctx)
 		cancel()
@@ -366,14 +392,16 @@ func TestRWMutexRefusesANameUsedOtherwise(t *testing.T) {
 		release(t, le)
 
 		// The read/write lock held, then a plain lock asked for.
-		r, err := m.TryRLock(ctx)
+		r, err := rwMutex(t, l, c.then).TryRLock(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = lk.TryLock(ctx, "shared")
-		check("plain lock on a read/write lock", err, `"shared"`, "plain lock", "read/write lock")
+		onEvery("the reader", e.key(c.then))
+		name = strconv.Quote(c.then)
+		_, err = lk.TryLock(ctx, c.then)
+		check("plain lock on a read/write lock", err, name, "plain lock", "read/write lock")
 		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, err = lk.Lock(lctx, "shared")
+		_, err = lk.Lock(lctx, c.then)
 		cancel()
 		check("Lock on a read/write lock", err, "read/write lock")
 		release(t, r)
@@ -388,6 +416,7 @@ func TestRWMutexRefusesANameUsedOtherwise(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	onEvery("the semaphore's permit count", e.semCount("pool"))
 	m := rwMutex(t, l, "pool")
 	_, err = m.TryRLock(ctx)
 	check("read/write lock on a semaphore", err, `"pool"`, "semaphore", "read/write lock")
@@ -399,6 +428,8 @@ func TestRWMutexRefusesANameUsedOtherwise(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	onEvery("the reader", e.key("gate"))
+	onEvery("the read/write lock's mark of the permit count", e.semCount("gate"))
 	s2, err := l.Semaphore("gate", 2)
 	if err != nil {
 		t.Fatal(err)

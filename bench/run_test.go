@@ -52,10 +52,13 @@ func byCount(cfg *Config, ops int64) {
 // being slow: it ends after 2000 attempts (byCount), and its TTL is a
 // minute, which sets the engine's node timeout to 600 ms
 // (TTL/DefaultNodeTimeoutDivisor): only a stall of that length counts a
-// healthy master as timed out.
+// healthy master as timed out. In mode wait a Lock gives up after a
+// minute, not the default 5 s: with 16 workers queued on a few resources
+// a loaded machine makes the turns come slowly, but they come.
 func loadProof(cfg *Config) {
 	byCount(cfg, 2000)
 	cfg.TTL = time.Minute
+	cfg.WaitTimeout = time.Minute
 }
 
 // noLeaks fails the test if goroutines started during it are still running

@@ -130,6 +130,9 @@ func TestReleaseOfExpiredOrForeignLockChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// TryLock returns at a quorum: a SET still on its way would land over
+	// the intruder's key.
+	awaitOnAll(t, e, "foreign", le3.Value())
 	for i := 0; i < 3; i++ {
 		e.set(i, e.key("foreign"), "intruder")
 	}

@@ -22,6 +22,28 @@ func holdUntil(dir, name string) []string {
 		dir, name}
 }
 
+// readyOnAll is readyLine for a lock on resource, once every master
+// holds it: exec runs COMMAND when a quorum does, and the last master's
+// SET may land after.
+func readyOnAll(t *testing.T, p *proc, resource string) (value, token string) {
+	t.Helper()
+	value, token, _ = readyLine(t, p)
+	waitFor(t, "the lock on every master", func() bool {
+		for _, a := range masters {
+			r, err := redisproc.Do(context.Background(), a, 10*time.Second, "EVAL",
+				`local v = redis.call("GET", KEYS[1]); return v and string.sub(v, 1, #ARGV[1]) == ARGV[1] and 1 or 0`, "1", resource, value)
+			if err != nil {
+				t.Fatalf("GET on %s: %v", a, err)
+			}
+			if r != ":1" {
+				return false
+			}
+		}
+		return true
+	})
+	return value, token
+}
+
 // readyLine is the fields of the line holdUntil prints: value, token and
 // permit ("-" where unset).
 func readyLine(t *testing.T, p *proc) (value, token, permit string) {

@@ -55,7 +55,7 @@ func TestStatusShowsHolder(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	holder := start(t, exec1(append([]string{"--fencing", "shown", "--"}, holdUntil(dir, "go")...)...)...)
-	value, token, _ := readyLine(t, holder)
+	value, token := readyOnAll(t, holder, "shown")
 	waiter := start(t, exec1("--wait", "30s", "shown", "--", "echo", "waiter ran")...)
 	waitQueued(t, "shown", 1)
 

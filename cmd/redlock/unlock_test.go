@@ -80,7 +80,7 @@ func TestUnlockByValue(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	holder := start(t, exec1(append([]string{"--fencing", "stuck", "--"}, holdUntil(dir, "never")...)...)...)
-	value, _, _ := readyLine(t, holder)
+	value, _ := readyOnAll(t, holder, "stuck")
 
 	for _, c := range []struct {
 		args []string
@@ -126,16 +126,7 @@ func TestUnlockByValue(t *testing.T) {
 	if status != 0 || stderr != "" {
 		t.Fatalf("unlock --value: status %d, stdout %q, stderr %q", status, stdout, stderr)
 	}
-	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
-	if len(lines) != 1+len(masters) || lines[0] != fmt.Sprintf("stuck %s: released on 3 of 3 masters (quorum 2)", value) {
-		t.Errorf("unlock's report:\n%s", stdout)
-	} else {
-		for i, a := range masters {
-			if f := strings.Fields(lines[1+i]); len(f) != 2 || f[0] != a || f[1] != "released" {
-				t.Errorf("unlock's report on %s: %q", a, lines[1+i])
-			}
-		}
-	}
+	checkUnlockReport(t, stdout, "stuck", value)
 	// The release hands the turn to the first waiter and publishes its id,
 	// as the holder's own release would.
 	select {
@@ -165,7 +156,7 @@ func TestUnlockByTokenAndForce(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	holder := start(t, exec1(append([]string{"--fencing", "tok", "--"}, holdUntil(dir, "never")...)...)...)
-	value, token, _ := readyLine(t, holder)
+	value, token := readyOnAll(t, holder, "tok")
 
 	status, _, stderr := runRedlock(t, ops("unlock", "tok", "--token", "1")...)
 	if status != exitNoHolder || !strings.Contains(stderr, `no holder of "tok" has token 1 on a quorum (`+value+" has token "+token+")") {
@@ -180,24 +171,35 @@ func TestUnlockByTokenAndForce(t *testing.T) {
 		Released int
 		Masters  []struct{ Addr, Outcome string }
 	}
-	if err := json.Unmarshal([]byte(stdout), &u); status != 0 || err != nil || u.Value != value || u.Released != len(masters) {
+	if err := json.Unmarshal([]byte(stdout), &u); status != 0 || err != nil || u.Value != value || u.Released < quorum() {
 		t.Errorf("--token %s: status %d, %+v (%v); stderr %q", token, status, u, err, stderr)
 	}
+	released := 0
 	for i, m := range u.Masters {
-		if m.Addr != masters[i] || m.Outcome != "ok" {
-			t.Errorf("--json: master %d: %+v, want %s ok", i, m, masters[i])
+		if m.Outcome == "ok" {
+			released++
+		}
+		// See checkUnlockReport: the holder's own release may win on
+		// the last masters.
+		if m.Addr != masters[i] || (m.Outcome != "ok" && m.Outcome != "refused") {
+			t.Errorf("--json: master %d: %+v, want %s ok (or refused)", i, m, masters[i])
 		}
 	}
+	if released != u.Released {
+		t.Errorf("--json: %d masters ok, released %d", released, u.Released)
+	}
+	waitFor(t, "no master holding tok", func() bool { return keys(t, "tok") == 0 })
 	if s := holder.wait(t, 30*time.Second); s != exitLost {
 		t.Errorf("holder after unlock: status %d, want %d", s, exitLost)
 	}
 
 	holder = start(t, exec1(append([]string{"forced", "--"}, holdUntil(dir, "never")...)...)...)
-	value, _, _ = readyLine(t, holder)
+	value, _ = readyOnAll(t, holder, "forced")
 	status, stdout, stderr = runRedlock(t, ops("unlock", "forced", "--force", "forced")...)
-	if status != 0 || !strings.HasPrefix(stdout, "forced "+value+": released on 3 of 3 masters") {
+	if status != 0 {
 		t.Errorf("--force: status %d, stdout %q, stderr %q", status, stdout, stderr)
 	}
+	checkUnlockReport(t, stdout, "forced", value)
 	if s := holder.wait(t, 30*time.Second); s != exitLost {
 		t.Errorf("holder after --force: status %d, want %d", s, exitLost)
 	}
@@ -216,6 +218,43 @@ func TestUnlockByTokenAndForce(t *testing.T) {
 	if s := sem.wait(t, 30*time.Second); s != 0 {
 		t.Errorf("semaphore holder: status %d; stderr %s", s, sem.stderr)
 	}
+}
+
+// quorum is a quorum of the test's masters.
+func quorum() int { return len(masters)/2 + 1 }
+
+// checkUnlockReport checks unlock's report of value's release: released
+// on a quorum at least, each master "released" or "not held by" value,
+// and afterwards no master holds the resource. The holder's own process
+// sees its keys go on the first masters (CLIENT TRACKING), ends its
+// lease and releases it itself, so on the last masters its release may
+// come before unlock's, which then finds the key gone.
+func checkUnlockReport(t *testing.T, stdout, resource, value string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	var n int
+	if len(lines) != 1+len(masters) {
+		t.Fatalf("unlock's report:\n%s", stdout)
+	}
+	rest, ok := strings.CutPrefix(lines[0], resource+" "+value+": ")
+	if _, err := fmt.Sscanf(rest, "released on %d of 3 masters (quorum 2)", &n); !ok || err != nil || n < quorum() {
+		t.Errorf("unlock's report: %q, want %s %s released on a quorum", lines[0], resource, value)
+	}
+	released := 0
+	for i, a := range masters {
+		line := strings.TrimSpace(lines[1+i])
+		switch {
+		case line == a+"  released":
+			released++
+		case line == a+"  not held by "+value:
+		default:
+			t.Errorf("unlock's report on %s: %q", a, lines[1+i])
+		}
+	}
+	if released != n {
+		t.Errorf("unlock's report: %d masters released, the summary says %d:\n%s", released, n, stdout)
+	}
+	waitFor(t, "no master holding "+resource, func() bool { return keys(t, resource) == 0 })
 }
 
 // Each command's help lists its flags and exit statuses.

@@ -30,17 +30,17 @@ func requireLive(t *testing.T, s *results.Summary, contended bool) {
 }
 
 // nolockFromTheStart measures a control's run from its first attempt and
-// for 2000 attempts, not for a time after a warm-up: on a loaded machine
-// a window of a second after the warm-up counted nothing at all. From the
-// start, the first attempt on each resource is granted; and the 16
-// workers' first attempts, made as they start, mostly before any 200 µs
-// hold ends, put four or more on some resource (16 workers, 4 or 6
-// resources): the contention, and the overlap the oracle must see. Refused in mode try a
-// worker retries at once; the count is of attempts, so the run ends
-// however long the holders take to let go.
+// for 100,000 attempts, not for a time after a warm-up: on a loaded
+// machine a window of a second after the warm-up counted nothing at all.
+// From the start, the first attempt on each resource is a measured
+// acquisition. Refused in mode try a worker retries at once, so the
+// count must outlast many holds of 200 µs, each a chance of the overlap
+// the oracle must see: 2000 attempts were spent within one hold and
+// missed it now and then on an idle machine; 100,000 take tens of
+// milliseconds idle, seconds under load, and span many holds on both.
 func nolockFromTheStart(cfg *Config) {
 	cfg.Warmup = 0
-	byCount(cfg, 2000)
+	byCount(cfg, 100_000)
 }
 
 // The semaphore's check can fail: the control admits one holder too many,

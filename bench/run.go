@@ -490,12 +490,14 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		r.sleeper = newSleeper()
 		defer r.sleeper.close()
 	}
-	r.startWorkers()
 	r.warmEnd, r.tick = r.start.Add(r.cfg.Warmup), r.start
 	r.logKinds = r.loggedKinds()
 	if r.cfg.Warmup == 0 {
+		// Before the workers start: their first operations are the
+		// window's too, not a warm-up of no length that no count keeps.
 		r.beginMeasuring(r.start)
 	}
+	r.startWorkers()
 	r.collect(ctx)
 
 	r.stopAt = time.Now()

@@ -238,9 +238,12 @@ func (st *serverStats) end(ctx context.Context) (*results.ServerStats, error) {
 	if st.startAt.IsZero() {
 		return nil, nil
 	}
+	// The start readings first: taken in the background, on a loaded
+	// machine they can come late, and an end reading taken before them
+	// read every counter as having gone down, so zero.
+	st.wg.Wait()
 	at, client := time.Now(), processCPU()
 	end, err := st.read(ctx)
-	st.wg.Wait()
 	if err == nil {
 		err = st.startErr
 	}

@@ -48,6 +48,8 @@ func TestRunRecordsServerStats(t *testing.T) {
 	cfg := shortConfig("redlock", nil)
 	cfg.LocalMasters, cfg.ClusterShards = 2, 2
 	cfg.Resources = 1000
+	// By count: under load a window of a second can see next to nothing.
+	loadProof(&cfg)
 	s := run(t, cfg).Summary
 	st := s.Server
 	if st == nil {
@@ -72,6 +74,7 @@ func TestRunRecordsServerStats(t *testing.T) {
 	primaries := clusters[0].Seeds()
 	cfg = shortConfig("redlock", nil)
 	cfg.Clusters = [][]string{primaries[:1]}
+	loadProof(&cfg)
 	s = run(t, cfg).Summary
 	if s.Server == nil {
 		t.Fatal("no server readings on a given cluster")

@@ -340,11 +340,10 @@ func readTree(root, rev, tmp string) (*tree, error) {
 		if err != nil {
 			return nil, err
 		}
+		index = strings.TrimSpace(index)
 		tmpIndex := filepath.Join(tmp, "index")
-		if b, err := os.ReadFile(strings.TrimSpace(index)); err == nil {
-			if err := os.WriteFile(tmpIndex, b, 0o600); err != nil {
-				return nil, err
-			}
+		if err := copyIndex(index, tmpIndex); err != nil {
+			return nil, err
 		}
 		env := []string{"GIT_INDEX_FILE=" + tmpIndex}
 		if _, err := gitOutput(root, env, "add", "-A"); err != nil {
@@ -380,6 +379,36 @@ func readTree(root, rev, tmp string) (*tree, error) {
 		}
 	}
 	return t, nil
+}
+
+// copyIndex copies the git index at from, if there is one, to to, keeping
+// its mtime: git trusts an entry's stat (to the second, in some builds)
+// only if the index was written after the file, so a copy written now
+// would hide a same-size rewrite made in the second the index was, as
+// require's rewrites of a just-committed tree are.
+func copyIndex(from, to string) error {
+	f, err := os.Open(from)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// The open file's stat: git replaces the index by renaming a new one
+	// over it, so these are the bytes this mtime belongs to.
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		return err
+	}
+	return os.Chtimes(to, fi.ModTime(), fi.ModTime())
 }
 
 // extract writes the tree's files under dir.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMain clears the variables by which git finds a repository, so that
@@ -199,6 +200,39 @@ func TestCheckSeesWorkingTree(t *testing.T) {
 	}
 	if out, err := runIn(dir, "HEAD", "check"); err != nil {
 		t.Fatalf("check of HEAD, without lib2.go: %v\n%s", err, out)
+	}
+}
+
+// TestReadTreeSeesRacyRewrite rewrites a go.mod as require does, same
+// size, within the second the index recorded it in: git then trusts the
+// file's stat only if the index was written in a later second, so the
+// index copy readTree stages into must keep the index's mtime.
+// core.trustctime=false makes the ctime second, which a test cannot set,
+// not matter.
+func TestReadTreeSeesRacyRewrite(t *testing.T) {
+	dir := writeRepo(t, fakeRepo())
+	git(t, dir, "config", "core.trustctime", "false")
+	// The index records tool/go.mod at a second well before this run's,
+	// so that the index copy is written in a later second.
+	name := filepath.Join(dir, "tool", "go.mod")
+	mtime := time.Now().Add(-time.Hour).Truncate(time.Second)
+	if err := os.Chtimes(name, mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+	git(t, dir, "update-index", "--refresh")
+	writeFiles(t, dir, map[string]string{"tool/go.mod": strings.Replace(fakeRepo()["tool/go.mod"], "v0.1.0", "v0.2.0", 1)})
+	// As if rewritten, and the index written, in the same second.
+	for _, p := range []string{name, filepath.Join(dir, ".git", "index")} {
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, err := readTree(dir, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := tr.data("tool/go.mod"); !strings.Contains(string(b), "example.com/lib v0.2.0") {
+		t.Fatalf("readTree of the working tree: tool/go.mod is\n%s\nwant it to require v0.2.0 as on disk", b)
 	}
 }
 

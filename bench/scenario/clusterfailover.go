@@ -255,21 +255,12 @@ func clusterFailoverPath(ctx context.Context, e *env, clusters []*redisproc.Redi
 			return err
 		}
 	}
-	// The window of asynchronous replication, held open.
-	if err := replica.Pause(); err != nil {
+	win, err := holdReplicationOpen(ctx, primary, replica)
+	if err != nil {
 		return err
 	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			replica.Resume()
-		}
-	}()
-	line, err := redisproc.Do(ctx, primary.Addr(), directTimeout, "CLIENT", "KILL", "TYPE", "replica")
-	if err != nil {
-		return fmt.Errorf("CLIENT KILL TYPE replica on %s: %w", primary.Addr(), err)
-	}
-	fmt.Sscanf(strings.TrimPrefix(line, ":"), "%d", &obs.LinksCut)
+	defer win.resume()
+	obs.LinksCut = win.linksCut
 	e.step("cluster %d shard 0: replica %s stopped; primary %s dropped %d replication link(s)", cfVote, replica.Addr(), primary.Addr(), obs.LinksCut)
 
 	if err := direct(shard0(busy), "SET", key, "someone-else"); err != nil {
@@ -289,11 +280,10 @@ func clusterFailoverPath(ctx context.Context, e *env, clusters []*redisproc.Redi
 			lease.Release(ctx)
 		}
 	}()
-	for deadline := time.Now().Add(5 * time.Second); holder.Nodes()[busy].Refused < 1; {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("cluster %d never answered the holder", busy)
-		}
-		time.Sleep(2 * time.Millisecond)
+	// TryLock returns at quorum: wait until the busy vote has refused as
+	// well, or its SET could land after it is freed.
+	if err := awaitRefused(holder, busy, fmt.Sprintf("cluster %d", busy)); err != nil {
+		return err
 	}
 	for i := range clusters {
 		v, err := get(shard0(i), key)
@@ -314,10 +304,9 @@ func clusterFailoverPath(ctx context.Context, e *env, clusters []*redisproc.Redi
 		return err
 	}
 	obs.PrimaryKilled = true
-	if err := replica.Resume(); err != nil {
+	if err := win.resume(); err != nil {
 		return err
 	}
-	resumed = true
 	t0 := time.Now()
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err = forceFailover(fctx, clusters[cfVote], replica)

@@ -231,6 +231,52 @@ func linkStatus(addr string) (string, error) {
 	return strings.TrimPrefix(line, "+"), nil
 }
 
+// awaitRefused waits until vote (what, in the error) has refused l's
+// holder once: TryLock returns at a quorum, and the SET still on its way
+// to vote could land after the key there is freed.
+func awaitRefused(l *engine.Locker, vote int, what string) error {
+	for deadline := time.Now().Add(5 * time.Second); l.Nodes()[vote].Refused < 1; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s never answered the holder", what)
+		}
+	}
+	return nil
+}
+
+// replicationWindow is the window of asynchronous replication, held
+// open: the replica stopped and the master's links to it dropped, so that
+// a write acknowledged by the master never reaches the replica.
+type replicationWindow struct {
+	replica  *redisproc.Node
+	linksCut int // the links CLIENT KILL TYPE replica closed
+	resumed  bool
+}
+
+// holdReplicationOpen opens the window on master and its replica; the
+// caller resumes the replica (resume, also deferred for the error paths).
+func holdReplicationOpen(ctx context.Context, master, replica *redisproc.Node) (*replicationWindow, error) {
+	if err := replica.Pause(); err != nil {
+		return nil, err
+	}
+	w := &replicationWindow{replica: replica}
+	line, err := redisproc.Do(ctx, master.Addr(), directTimeout, "CLIENT", "KILL", "TYPE", "replica")
+	if err != nil {
+		w.resume()
+		return nil, fmt.Errorf("CLIENT KILL TYPE replica on %s: %w", master.Addr(), err)
+	}
+	fmt.Sscanf(strings.TrimPrefix(line, ":"), "%d", &w.linksCut)
+	return w, nil
+}
+
+// resume lets the replica run again, once.
+func (w *replicationWindow) resume() error {
+	if w.resumed {
+		return nil
+	}
+	w.resumed = true
+	return w.replica.Resume()
+}
+
 // failoverSinglePath runs the single master with its replica: pair.Nodes[0]
 // is the master, [1] the replica.
 func failoverSinglePath(ctx context.Context, e *env, pair *redisproc.Cluster, or *oracle, set func(*engine.Config), obs *failoverSingleObs) error {
@@ -241,22 +287,12 @@ func failoverSinglePath(ctx context.Context, e *env, pair *redisproc.Cluster, or
 	}
 	defer holder.Close()
 
-	// The window of asynchronous replication, held open: the replica is
-	// stopped and its link dropped, so the SET stays in the master.
-	if err := replica.Pause(); err != nil {
+	win, err := holdReplicationOpen(ctx, master, replica)
+	if err != nil {
 		return err
 	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			replica.Resume()
-		}
-	}()
-	line, err := redisproc.Do(ctx, master.Addr(), directTimeout, "CLIENT", "KILL", "TYPE", "replica")
-	if err != nil {
-		return fmt.Errorf("CLIENT KILL TYPE replica on %s: %w", master.Addr(), err)
-	}
-	fmt.Sscanf(strings.TrimPrefix(line, ":"), "%d", &obs.LinksCut)
+	defer win.resume()
+	obs.LinksCut = win.linksCut
 	e.step("replica stopped; the master dropped %d replication link(s)", obs.LinksCut)
 
 	lease, err := holder.TryLock(ctx, failoverSingle)
@@ -276,10 +312,9 @@ func failoverSinglePath(ctx context.Context, e *env, pair *redisproc.Cluster, or
 	}
 	obs.MasterKilled = true
 	e.step("holder acquired on the master (valid for %.0f ms), whose SET was acknowledged; the master is killed", obs.HolderValidMs)
-	if err := replica.Resume(); err != nil {
+	if err := win.resume(); err != nil {
 		return err
 	}
-	resumed = true
 
 	t0 := time.Now()
 	if err := direct(replica.Addr(), "REPLICAOF", "NO", "ONE"); err != nil {

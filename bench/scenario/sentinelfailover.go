@@ -236,22 +236,12 @@ func sentinelFailoverPath(ctx context.Context, e *env, masters *redisproc.Cluste
 	obs.OldMaster, obs.Replica = master.Addr(), replica.Addr()
 	busy := masters.Nodes[sfBusy].Addr()
 
-	// The window of asynchronous replication, held open: the replica is
-	// stopped and its link dropped, so the SET stays in the master.
-	if err := replica.Pause(); err != nil {
+	win, err := holdReplicationOpen(ctx, master, replica)
+	if err != nil {
 		return err
 	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			replica.Resume()
-		}
-	}()
-	line, err := redisproc.Do(ctx, master.Addr(), directTimeout, "CLIENT", "KILL", "TYPE", "replica")
-	if err != nil {
-		return fmt.Errorf("CLIENT KILL TYPE replica on %s: %w", master.Addr(), err)
-	}
-	fmt.Sscanf(strings.TrimPrefix(line, ":"), "%d", &obs.LinksCut)
+	defer win.resume()
+	obs.LinksCut = win.linksCut
 	e.step("replica %s stopped; master %s dropped %d replication link(s)", replica.Addr(), master.Addr(), obs.LinksCut)
 
 	if err := direct(busy, "SET", sfRes, "someone-else"); err != nil {
@@ -273,11 +263,8 @@ func sentinelFailoverPath(ctx context.Context, e *env, masters *redisproc.Cluste
 	}()
 	// TryLock returns at quorum: wait until master 1 has refused as
 	// well, or its SET could land after it is freed.
-	for deadline := time.Now().Add(5 * time.Second); holder.Nodes()[sfBusy].Refused < 1; {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("master %d never answered the holder", sfBusy)
-		}
-		time.Sleep(2 * time.Millisecond)
+	if err := awaitRefused(holder, sfBusy, fmt.Sprintf("master %d", sfBusy)); err != nil {
+		return err
 	}
 	for i, a := range append(masters.Addrs(), master.Addr()) {
 		v, err := get(a, sfRes)
@@ -298,10 +285,9 @@ func sentinelFailoverPath(ctx context.Context, e *env, masters *redisproc.Cluste
 		return err
 	}
 	obs.MasterKilled = true
-	if err := replica.Resume(); err != nil {
+	if err := win.resume(); err != nil {
 		return err
 	}
-	resumed = true
 	t0 := time.Now()
 	fctx, cancel := context.WithTimeout(ctx, sfFailoverWait)
 	obs.Promoted, err = g.Failover(fctx)

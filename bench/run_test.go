@@ -358,22 +358,34 @@ func TestOpenLoopSchedule(t *testing.T) {
 }
 
 // A schedule the workers cannot keep: latency must include the time an
-// operation waited for its turn, and the backlog must show.
+// operation waited for its turn, and the backlog must show. In virtual
+// time, where the run is exactly the schedule and the holds: the n-th of
+// 500 operations is due at n·0.5 ms and begun at n·2 ms, so its latency is
+// n·1.5 ms (the p99 about 740 ms), and at the stop, 1 s in, 2000 are due
+// and 500 begun.
 func TestOpenLoopCountsQueueingDelay(t *testing.T) {
-	noLeaks(t)
-	cfg := shortConfig("nolock", nil)
-	cfg.Workers = 1
-	cfg.Resources = 1
-	cfg.Rate = 2000                          // one every 500 µs...
-	cfg.Hold = Hold{D: 2 * time.Millisecond} // ...but each takes 2 ms
-	cfg.Warmup = 0
-	s := run(t, cfg).Summary
-	if s.AcquireLatencyUs.P99 < 100_000 {
-		t.Errorf("acquire p99 = %d µs; a schedule 4x over capacity must show queueing delay", s.AcquireLatencyUs.P99)
-	}
-	if s.BacklogEnd < 500 {
-		t.Errorf("backlog at end = %d, want about 1500", s.BacklogEnd)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		cfg := shortConfig("nolock", nil)
+		cfg.runtimeTimers = true
+		cfg.Workers = 1
+		cfg.Resources = 1
+		cfg.Rate = 2000                          // one every 500 µs...
+		cfg.Hold = Hold{D: 2 * time.Millisecond} // ...but each takes 2 ms
+		cfg.Warmup = 0
+		byCount(&cfg, 500)
+		s := run(t, cfg).Summary
+		if s.Attempts != cfg.Ops {
+			t.Fatalf("%d attempts, want the %d asked for", s.Attempts, cfg.Ops)
+		}
+		if s.AcquireLatencyUs.P99 < 100_000 {
+			t.Errorf("acquire p99 = %d µs; a schedule 4x over capacity must show queueing delay", s.AcquireLatencyUs.P99)
+		}
+		if s.BacklogEnd < 500 {
+			t.Errorf("backlog at end = %d, want about 1500", s.BacklogEnd)
+		}
+		t.Logf("%d attempts in %.3fs, acquire p99 %d µs, backlog at most %d, %d at the end",
+			s.Attempts, s.DurationS, s.AcquireLatencyUs.P99, s.BacklogMax, s.BacklogEnd)
+	})
 }
 
 func TestIntervalLogHasOneIntervalPerSecond(t *testing.T) {

@@ -166,6 +166,8 @@ func TestRedlockWaitMode(t *testing.T) {
 	cfg.Resources = 2
 	cfg.Workers = 8
 	cfg.Hold = Hold{D: time.Millisecond}
+	loadProof(&cfg)
+	byCount(&cfg, 500)
 	s := run(t, cfg).Summary
 	if s.Violations != 0 {
 		t.Fatalf("redlock wait: %d violations: %+v", s.Violations, s.ViolationExamples)
@@ -611,16 +613,34 @@ func TestNoWaitQuarantineStopsTheRun(t *testing.T) {
 }
 
 // The progress line's figures are the interval's, as intervals.json has
-// them, not running totals, and the line says so.
+// them, not running totals, and the line says so. The run is stopped once
+// three measured intervals have been shown, however long they took: a
+// single one would be its own running total.
 func TestProgressFiguresArePerInterval(t *testing.T) {
 	noLeaks(t)
 	c := redistest.StartT(t, 3)
 	cfg := shortConfig("redlock", c.Addrs())
-	cfg.Duration, cfg.Warmup = 3*time.Second, 0
+	// A node timeout of 600 ms, as loadProof's: errors are figures here.
+	cfg.TTL = time.Minute
+	cfg.Duration, cfg.Warmup = time.Hour, 0
 	cfg.Hold = Hold{Kind: HoldUniform, Min: 0, Max: 2 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	var progress bytes.Buffer
-	cfg.Progress = &progress
-	res := run(t, cfg)
+	shown := 0
+	cfg.Progress = writerFunc(func(p []byte) {
+		progress.Write(p)
+		if shown += bytes.Count(p, []byte("] last ")); shown == 3 {
+			cancel()
+		}
+	})
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shown < 3 {
+		t.Fatalf("the run ended after %d progress lines:\n%s", shown, progress.String())
+	}
 	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
 	if len(lines) != len(res.Intervals) {
 		t.Fatalf("%d progress lines, %d intervals:\n%s", len(lines), len(res.Intervals), progress.String())

@@ -2,9 +2,12 @@ package engine
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,7 +25,60 @@ type Listed struct {
 	// Masters is how many masters held a key for it when Walk asked
 	// them: at least a quorum.
 	Masters int
+	at      *listAt
 }
+
+// Cursor is where the walk was when it yielded this name: WalkFrom
+// resumes it just after the name. It is printable (base64url), and
+// about a hundred bytes plus the name.
+func (n Listed) Cursor() string {
+	if n.at == nil {
+		return ""
+	}
+	c := listCursor{V: 1, Prefix: n.at.prefix, Votes: len(n.at.pos), Pos: slices.Clone(n.at.pos)}
+	c.Pos[n.at.m].After = n.Name
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// listAt is the walk's position when a batch of master m's names was
+// yielded: each master's, as far as the names yielded before it went.
+type listAt struct {
+	prefix string
+	m      int
+	pos    []walkPos
+}
+
+// walkPos is where the walk of one master is: which keys (the locks',
+// then the semaphores' slots), which node (a cluster vote's shards one
+// after the other, by address), which SCAN cursor.
+type walkPos struct {
+	State  int    `json:"s,omitempty"` // posNew, posWalking or posDone
+	Sem    bool   `json:"p,omitempty"` // in the semaphores' slot keys
+	Node   string `json:"n,omitempty"` // the node's address
+	Cursor uint64 `json:"c,omitempty"` // the SCAN cursor of the batch
+	Fin    bool   `json:"f,omitempty"` // Node is walked to the end
+	After  string `json:"a,omitempty"` // the batch's last name yielded
+}
+
+// The states of a master's walk.
+const (
+	posNew     = iota // not walked
+	posWalking        // walked, from walkPos on
+	posDone           // walked to the end
+)
+
+// listCursor is what Listed.Cursor encodes.
+type listCursor struct {
+	V      int       `json:"v"`
+	Prefix string    `json:"p"`
+	Votes  int       `json:"n"`
+	Pos    []walkPos `json:"m"`
+}
+
+// ErrBadCursor: WalkFrom was given what is not a Listed.Cursor of a
+// walk of the same prefix on as many masters.
+var ErrBadCursor = errors.New("not a cursor of a walk of this prefix on these masters")
 
 // ListBatch is the COUNT Walk asks of each SCAN call, and the most names
 // it asks a master about at once: how many keys a master looks at per
@@ -36,10 +92,10 @@ const ListBatch = 1000
 // MATCH, never KEYS, ListBatch keys per call, so that a master with
 // millions of keys answers its other clients between calls; and it holds
 // at most one batch per master it walks, plus the batch being yielded,
-// whatever the number of keys. Breaking out of the loop stops the walk.
-// The engine's internal keys (queues, fencing counters, marks) are
-// skipped; a semaphore is one name. Glob characters (*?[\) in prefix are
-// matched literally.
+// whatever the number of keys. Breaking out of the loop stops the walk;
+// the last name's Cursor resumes it (WalkFrom). The engine's internal
+// keys (queues, fencing counters, marks) are skipped; a semaphore is one
+// name. Glob characters (*?[\) in prefix are matched literally.
 //
 // A name held on a quorum throughout the walk is yielded, once; one
 // taken or released meanwhile may or may not be. A name may be yielded
@@ -52,29 +108,51 @@ const ListBatch = 1000
 // at least one key of each name on a quorum), and each batch of names
 // found costs each other master one read-only script call over them.
 func (l *Locker) Walk(ctx context.Context, prefix string) iter.Seq2[Listed, error] {
+	return l.WalkFrom(ctx, prefix, "")
+}
+
+// WalkFrom is Walk resumed just after the name whose Listed.Cursor is
+// cursor ("": from the start), with the same prefix and masters: each
+// master's walk goes on where it was, and the names yielded before are
+// not yielded again, unless the batch a master's SCAN gives at that
+// point changed meanwhile (its names are yielded again then: a name is
+// never skipped for it). A cursor of another walk fails with
+// ErrBadCursor.
+func (l *Locker) WalkFrom(ctx context.Context, prefix, cursor string) iter.Seq2[Listed, error] {
 	return func(yield func(Listed, error) bool) {
 		if l.closed.Load() {
 			yield(Listed{}, fmt.Errorf("engine: list: %w", ErrClosed))
 			return
 		}
+		w, err := l.newWalk(prefix, cursor)
+		if err != nil {
+			yield(Listed{}, err)
+			return
+		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		w := l.newWalk(prefix)
-		out := make(chan []Listed)
-		var err error
+		out := make(chan listBatch)
 		go func() {
 			err = w.run(ctx, out)
 			close(out)
 		}()
+		at := slices.Clone(w.start) // as far as the names yielded went
 		stopped := false
 		for b := range out {
-			for _, n := range b {
-				if !stopped && !yield(n, nil) {
-					stopped = true
-					cancel() // the walkers stop at their next call or send
+			if !stopped && len(b.names) > 0 {
+				snap := &listAt{prefix: prefix, m: b.m, pos: slices.Clone(at)}
+				snap.pos[b.m] = b.pos
+				for _, n := range b.names {
+					n.at = snap
+					if !yield(n, nil) {
+						stopped = true
+						cancel() // the walkers stop at their next call or send
+						break
+					}
 				}
 			}
-			w.release(len(b))
+			at[b.m] = b.next
+			w.release(len(b.names))
 		}
 		if !stopped && err != nil {
 			yield(Listed{}, err)
@@ -106,18 +184,26 @@ type walk struct {
 	batch    int
 	lockPat  string
 	semPat   string
+	start    []walkPos     // where each master's walk begins
 	walked   []atomic.Bool // master i's keys are (or were) walked
 	dead     []atomic.Bool // master i failed a call: it holds nothing now
 	pending  atomic.Int64  // keys read and names not yet yielded
 	mu       sync.Mutex
-	next     int // the master that takes a failed walked master's place
+	spares   []int // the masters that take a failed walked master's place
 	failures []error
 }
 
-func (l *Locker) newWalk(prefix string) *walk {
-	w := &walk{l: l, prefix: prefix, batch: ListBatch,
-		walked: make([]atomic.Bool, l.votes), dead: make([]atomic.Bool, l.votes),
-		next: l.votes - l.quorum + 1}
+// listBatch is a batch of master m's names, and its walk's position
+// before and after it; a batch without names only moves the position.
+type listBatch struct {
+	m         int
+	pos, next walkPos
+	names     []Listed
+}
+
+func (l *Locker) newWalk(prefix, cursor string) (*walk, error) {
+	w := &walk{l: l, prefix: prefix, batch: ListBatch, start: make([]walkPos, l.votes),
+		walked: make([]atomic.Bool, l.votes), dead: make([]atomic.Bool, l.votes)}
 	if l.listBatch > 0 {
 		w.batch = l.listBatch
 	}
@@ -127,10 +213,38 @@ func (l *Locker) newWalk(prefix string) *walk {
 		w.lockPat = "*" + w.lockPat // a slot tag may come first (see key)
 		w.semPat = globEscape(semPrefix) + "*"
 	}
-	for i := range w.next {
-		w.walked[i].Store(true)
+	if cursor != "" {
+		var c listCursor
+		b, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err == nil {
+			err = json.Unmarshal(b, &c)
+		}
+		if err != nil || c.V != 1 || c.Prefix != prefix || c.Votes != l.votes || len(c.Pos) != l.votes {
+			return nil, fmt.Errorf("engine: list %q: %w", prefix, ErrBadCursor)
+		}
+		w.start = c.Pos
 	}
-	return w
+	// A cursor holds votes − quorum + 1 masters under way or done, less
+	// any that failed: the first others make up for them.
+	walked := 0
+	for _, p := range w.start {
+		if p.State != posNew {
+			walked++
+		}
+	}
+	for i := range w.start {
+		switch {
+		case w.start[i].State != posNew:
+			w.walked[i].Store(true)
+		case walked < l.votes-l.quorum+1:
+			w.start[i] = walkPos{State: posWalking}
+			w.walked[i].Store(true)
+			walked++
+		default:
+			w.spares = append(w.spares, i)
+		}
+	}
+	return w, nil
 }
 
 // hold counts n more keys or names held, for the tests' bound.
@@ -144,33 +258,37 @@ func (w *walk) hold(n int) {
 // release counts n keys or names let go.
 func (w *walk) release(n int) { w.pending.Add(-int64(n)) }
 
-// run walks votes − quorum + 1 masters at once, each sending its
-// batches of names to out, until each has walked to the end.
-func (w *walk) run(ctx context.Context, out chan<- []Listed) error {
+// run walks the masters whose walk is under way at once, each sending
+// its batches to out, until each has walked to the end; a spare master
+// takes a failed one's place.
+func (w *walk) run(ctx context.Context, out chan<- listBatch) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
 	var failed atomic.Bool
-	for m := range w.l.votes - w.l.quorum + 1 {
+	for m, from := range w.start {
+		if from.State != posWalking {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				err := w.walkMaster(ctx, m, out)
+				err := w.walkMaster(ctx, m, from, out)
 				if err == nil || ctx.Err() != nil {
 					return
 				}
 				w.dead[m].Store(true)
 				w.mu.Lock()
 				w.failures = append(w.failures, fmt.Errorf("%s: %w", w.l.addrs[m], err))
-				if w.next == w.l.votes {
+				if len(w.spares) == 0 {
 					w.mu.Unlock()
 					failed.Store(true)
 					cancel()
 					return
 				}
-				m = w.next
-				w.next++
+				m, w.spares = w.spares[0], w.spares[1:]
+				from = walkPos{State: posWalking}
 				w.walked[m].Store(true)
 				w.mu.Unlock()
 			}
@@ -185,37 +303,58 @@ func (w *walk) run(ctx context.Context, out chan<- []Listed) error {
 }
 
 // walkMaster walks master m's lock keys, then its semaphores' slot keys,
-// a batch at a time, and sends each batch's names that a quorum holds.
-func (w *walk) walkMaster(ctx context.Context, m int, out chan<- []Listed) error {
+// from where from says, a batch at a time, and sends each batch's names
+// that a quorum holds.
+func (w *walk) walkMaster(ctx context.Context, m int, from walkPos, out chan<- listBatch) error {
 	c := w.l.pool.Client(m)
 	if c == nil {
 		return errors.New("not connected")
 	}
+	send := func(b listBatch) error {
+		select {
+		case out <- b:
+			return nil
+		case <-ctx.Done():
+			w.release(len(b.names))
+			return ctx.Err()
+		}
+	}
 	for _, sem := range []bool{false, true} {
+		if from.Sem && !sem {
+			continue
+		}
 		pat := w.lockPat
 		if sem {
 			pat = w.semPat
 		}
-		err := scanNodes(ctx, c, pat, w.batch, func(keys []string) error {
+		var start *walkPos
+		if from.Sem == sem {
+			start = &from
+		}
+		err := scanNodes(ctx, c, pat, w.batch, start, func(node string, cursor, next uint64, keys []string) error {
 			w.hold(len(keys))
 			names, err := w.quorumOf(ctx, m, sem, keys)
+			if err == nil && start != nil && start.After != "" && node == start.Node && cursor == start.Cursor {
+				// The batch the cursor's name was yielded from: go on
+				// after it, or, if it is not there (the batch changed),
+				// yield the batch again.
+				if i := slices.IndexFunc(names, func(n Listed) bool { return n.Name == start.After }); i >= 0 {
+					names = names[i+1:]
+				}
+			}
 			w.release(len(keys) - len(names))
-			if err != nil || len(names) == 0 {
+			if err != nil {
 				return err
 			}
-			select {
-			case out <- names:
-				return nil
-			case <-ctx.Done():
-				w.release(len(names))
-				return ctx.Err()
-			}
+			return send(listBatch{m: m, names: names,
+				pos:  walkPos{State: posWalking, Sem: sem, Node: node, Cursor: cursor},
+				next: walkPos{State: posWalking, Sem: sem, Node: node, Cursor: next, Fin: next == 0}})
 		})
 		if err != nil {
 			return err
 		}
 	}
-	return nil
+	return send(listBatch{m: m, next: walkPos{State: posDone}})
 }
 
 // listCand is a name a batch of master m's keys holds.
@@ -458,11 +597,23 @@ func firstSorted(names []string, limit int) []string {
 }
 
 // scanNodes runs SCAN MATCH pat COUNT count to the end on every node
-// that c reaches (one for a master; each primary for a cluster), calling
-// f with each call's keys; f's error stops it.
-func scanNodes(ctx context.Context, c rueidis.Client, pat string, count int, f func([]string) error) error {
-	for _, n := range c.Nodes() {
+// that c reaches (one for a master; each primary for a cluster, in the
+// order of their addresses), from where from says (nil: the start),
+// calling f with each call's node, cursor, next cursor and keys; f's
+// error stops it.
+func scanNodes(ctx context.Context, c rueidis.Client, pat string, count int, from *walkPos, f func(node string, cursor, next uint64, keys []string) error) error {
+	nodes := c.Nodes()
+	for _, a := range slices.Sorted(maps.Keys(nodes)) {
 		cursor := uint64(0)
+		if from != nil && from.Node != "" {
+			if a < from.Node || a == from.Node && from.Fin {
+				continue
+			}
+			if a == from.Node {
+				cursor = from.Cursor
+			}
+		}
+		n := nodes[a]
 		for {
 			e, err := n.Do(ctx, n.B().Scan().Cursor(cursor).Match(pat).Count(int64(count)).Build()).AsScanEntry()
 			if err != nil {
@@ -474,7 +625,7 @@ func scanNodes(ctx context.Context, c rueidis.Client, pat string, count int, f f
 				}
 				return err
 			}
-			if err := f(e.Elements); err != nil {
+			if err := f(a, cursor, e.Cursor, e.Elements); err != nil {
 				return err
 			}
 			cursor = e.Cursor

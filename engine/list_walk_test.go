@@ -213,3 +213,59 @@ func TestWalkMasterDown(t *testing.T) {
 		t.Errorf("two of three masters down: %v, want ErrNoQuorum", err)
 	}
 }
+
+// TestWalkResume: a walk broken off every 37 names and resumed from the
+// last name's cursor yields, over its pages, each name a quorum of three
+// masters holds exactly once (the keys do not change meanwhile, so each
+// master's SCAN gives the same batches again); a cursor of another
+// prefix fails with ErrBadCursor.
+func TestWalkResume(t *testing.T) {
+	t.Parallel()
+	e := ownEnv(t, 3)
+	ctx := context.Background()
+	l := e.locker(nil)
+	l.SetListBatch(8, nil)
+	const n, page = 800, 37
+	name := func(i int) string { return "r:" + strconv.Itoa(i) }
+	on := func(i int) uint { return uint(i%7) + 1 }
+	e.setNames(n, name, on)
+	seen := map[string]int{}
+	cursor, pages := "", 0
+	for {
+		got, last := 0, ""
+		for x, err := range l.WalkFrom(ctx, "r:", cursor) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[x.Name]++
+			if got++; got == page {
+				last = x.Cursor()
+				break
+			}
+		}
+		pages++
+		if last == "" {
+			break
+		}
+		cursor = last
+	}
+	want := 0
+	for i := range n {
+		if popcount(on(i)) >= 2 {
+			want++
+			if seen[name(i)] != 1 {
+				t.Errorf("%q (on masters %03b) yielded %d times over the pages, want once", name(i), on(i), seen[name(i)])
+			}
+		} else if seen[name(i)] != 0 {
+			t.Errorf("%q (on masters %03b) yielded, on a minority", name(i), on(i))
+		}
+	}
+	if len(seen) != want || pages < want/page {
+		t.Errorf("%d names in %d pages, want %d in %d or more", len(seen), pages, want, want/page)
+	}
+	for _, err := range l.WalkFrom(ctx, "other:", cursor) {
+		if !errors.Is(err, engine.ErrBadCursor) {
+			t.Errorf("a cursor of another prefix: %v, want ErrBadCursor", err)
+		}
+	}
+}

@@ -22,8 +22,8 @@ type Listed struct {
 	// Name is the lock's, semaphore's or read/write lock's name, as it
 	// was acquired: KeyPrefix and a cluster vote's slot tag taken off.
 	Name string
-	// Masters is how many masters held a key for it when Walk asked
-	// them: at least a quorum.
+	// Masters is how many masters Walk found holding it: at least a
+	// quorum (it stops asking once a quorum does, see Walk).
 	Masters int
 	at      *listAt
 }
@@ -87,8 +87,9 @@ const ListBatch = 1000
 
 // Walk yields, as it finds them, the names of the locks, semaphores and
 // read/write locks whose key starts with KeyPrefix + prefix and that a
-// quorum of the masters holds a key for: in the order the masters' SCAN
-// returns them, not sorted. It walks the masters' keys with SCAN and
+// quorum of the masters holds: a lock's (or read/write lock's) key, or
+// a semaphore's slot; in the order the masters' SCAN returns them, not
+// sorted. It walks the masters' keys with SCAN and
 // MATCH, never KEYS, ListBatch keys per call, so that a master with
 // millions of keys answers its other clients between calls; and it holds
 // at most one batch per master it walks, plus the batch being yielded,
@@ -100,13 +101,15 @@ const ListBatch = 1000
 // A name held on a quorum throughout the walk is yielded, once; one
 // taken or released meanwhile may or may not be. A name may be yielded
 // twice when a master's key table shrinks during the walk (SCAN returns
-// some keys twice then), or after a master failed and another took its
-// place. The walk ends with an error yielded once: ErrNoQuorum when more
+// some keys twice then), after a master failed and another took its
+// place, or when it is held on a quorum both as a lock and as a
+// semaphore (once per kind). The walk ends with an error yielded once: ErrNoQuorum when more
 // than votes − quorum masters could not be walked, or ctx's.
 //
 // Cost: votes − quorum + 1 masters' keys are walked (any that many hold
-// at least one key of each name on a quorum), and each batch of names
-// found costs each other master one read-only script call over them.
+// at least one key of each name on a quorum), and each name found costs
+// each other master an EXISTS, pipelined a batch at a time (a
+// semaphore: a read-only script call per 64 of them).
 func (l *Locker) Walk(ctx context.Context, prefix string) iter.Seq2[Listed, error] {
 	return l.WalkFrom(ctx, prefix, "")
 }
@@ -172,8 +175,8 @@ func (l *Locker) WalkFrom(ctx context.Context, prefix, cursor string) iter.Seq2[
 // filters after the walk, so each part costs a walk of every key.
 // Instead: any votes − quorum + 1 masters hold a key of each name that a
 // quorum holds, so walking those finds every such name; for each batch
-// one read-only call per other master tells which of the batch's names
-// it holds, so the count is known at once and nothing waits. A name
+// one pipeline per other master tells which of the batch's names it
+// holds, so the count is known at once and nothing waits. A name
 // found on walked master i is left to an earlier walked master that
 // holds it too, whose own walk yields it: each name once.
 
@@ -392,38 +395,61 @@ func (w *walk) quorumOf(ctx context.Context, m int, sem bool, keys []string) ([]
 	if len(cands) == 0 {
 		return nil, nil
 	}
-	// First, which names are this master's to yield: not held on an
-	// earlier walked master, and, for a semaphore, found by its first
-	// held slot and not also a lock here (each master's walk reports a
-	// name once: the lock walk did).
-	var asks []int
-	for j := range m {
-		if w.walked[j].Load() && !w.dead[j].Load() {
-			asks = append(asks, j)
-		}
-	}
+	// First, which names are this master's to yield: a semaphore found
+	// by its first held slot here, and a name no earlier walked master
+	// holds (its walk yields it), asking those one at a time about the
+	// names still kept.
 	if sem {
-		asks = append(asks, m)
-	}
-	if len(asks) > 0 {
-		keep, err := w.ask(ctx, m, asks, cands, func(j int, has bool) bool { return has == (j == m) })
+		has, err := w.holds(ctx, m, cands, true)
 		if err != nil {
 			return nil, err
 		}
-		i := 0
-		cands = slices.DeleteFunc(cands, func(listCand) bool { i++; return !keep[i-1] })
+		cands = keepIf(cands, has, true)
 	}
-	// Then count the others.
-	asks = asks[:0]
+	for j := range m {
+		if len(cands) > 0 && w.walked[j].Load() && !w.dead[j].Load() {
+			if has := w.ask(ctx, []int{j}, cands)[0]; has != nil {
+				cands = keepIf(cands, has, false)
+			}
+		}
+	}
+	// Then count the other masters' votes, asking at once as many as the
+	// names still undecided need, so that a batch that the first ones
+	// settle costs the others nothing.
+	var rest []int
 	for j := range l.votes {
-		if j != m && !(j < m && w.walked[j].Load()) && !w.dead[j].Load() {
-			asks = append(asks, j)
+		if j != m && !(j < m && w.walked[j].Load()) {
+			rest = append(rest, j)
 		}
 	}
-	if len(cands) > 0 && len(asks) > 0 {
-		if _, err := w.ask(ctx, m, asks, cands, nil); err != nil {
-			return nil, err
+	for len(rest) > 0 && len(cands) > 0 {
+		var open []int // undecided: not yet on a quorum, and may still be
+		need := 0
+		for i, c := range cands {
+			if c.held < l.quorum && c.held+len(rest) >= l.quorum {
+				open = append(open, i)
+				need = max(need, l.quorum-c.held)
+			}
 		}
+		if len(open) == 0 {
+			break
+		}
+		wave := rest[:need]
+		rest = rest[need:]
+		asked := make([]listCand, len(open))
+		for k, i := range open {
+			asked[k] = cands[i]
+		}
+		for _, has := range w.ask(ctx, wave, asked) {
+			for k, i := range open {
+				if has != nil && has[k] {
+					cands[i].held++
+				}
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	var names []Listed
 	for _, c := range cands {
@@ -434,134 +460,136 @@ func (w *walk) quorumOf(ctx context.Context, m int, sem bool, keys []string) ([]
 	return names, nil
 }
 
-// ask asks each master in asks at once which of cands it holds. With
-// keepIf nil, each holder adds to a candidate's held count; otherwise
-// it returns which candidates every master's answer keeps. A master
-// other than m that fails is dead for the rest of the walk (it holds
-// nothing); m's failure is the walk's.
-func (w *walk) ask(ctx context.Context, m int, asks []int, cands []listCand, keepIf func(j int, has bool) bool) ([]bool, error) {
-	answers := make([][]bool, len(asks))
-	errs := make([]error, len(asks))
+// keepIf is the candidates whose answer is want.
+func keepIf(cands []listCand, has []bool, want bool) []listCand {
+	i := 0
+	return slices.DeleteFunc(cands, func(listCand) bool { i++; return has[i-1] != want })
+}
+
+// ask asks the masters js at once which of cands they hold, each an
+// answer per candidate: nil for a master that is dead or failed (it is
+// dead for the rest of the walk then, and holds nothing).
+func (w *walk) ask(ctx context.Context, js []int, cands []listCand) [][]bool {
+	answers := make([][]bool, len(js))
 	var wg sync.WaitGroup
-	for a, j := range asks {
+	for a, j := range js {
+		if w.dead[j].Load() {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			slot := j == m // m is asked about its own keys' slots
-			answers[a], errs[a] = w.holds(ctx, j, cands, slot)
-			if errs[a] != nil && j != m {
-				w.dead[j].Store(true)
+			has, err := w.holds(ctx, j, cands, false)
+			if err != nil {
+				if ctx.Err() == nil {
+					w.dead[j].Store(true)
+				}
+				return
 			}
+			answers[a] = has
 		}()
 	}
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	var keep []bool
-	if keepIf != nil {
-		keep = make([]bool, len(cands))
-		for i := range keep {
-			keep[i] = true
-		}
-	}
-	for a, j := range asks {
-		if errs[a] != nil {
-			if j == m {
-				return nil, errs[a]
-			}
-			continue // dead: holds nothing
-		}
-		for i := range cands {
-			has := answers[a][i]
-			if keepIf == nil {
-				if has {
-					cands[i].held++
-				}
-			} else if !keepIf(j, has) {
-				keep[i] = false
-			}
-		}
-	}
-	return keep, nil
+	return answers
 }
 
-// holdsScript answers, for each name, whether the master holds a key of
-// it: KEYS are, per name, its lock key and its semaphore's permit-count
-// key (whose name less "permits" is the slots' base); ARGV per name is
-// −1, or the slot its key on this master was found as, and then the
-// answer is whether that slot is the name's first key here (no lock key,
-// no lower slot). It only reads, each name's few keys.
-var holdsScript = rueidis.NewLuaScript(`local out = {}
-for i = 1, #KEYS, 2 do
-  local slot, r = tonumber(ARGV[(i + 1) / 2]), 0
-  local base = string.sub(KEYS[i + 1], 1, -8)
-  if slot < 0 then
-    if redis.call("EXISTS", KEYS[i]) == 1 then
-      r = 1
-    else
-      local n = redis.pcall("GET", KEYS[i + 1])
-      n = type(n) == "string" and tonumber(n)
-      for s = 0, (n or 0) - 1 do
-        if redis.call("EXISTS", base .. s) == 1 then r = 1 break end
-      end
-    end
-  else
-    r = 1
-    if redis.call("EXISTS", KEYS[i]) == 1 then r = 0 end
-    for s = 0, slot - 1 do
-      if r == 1 and redis.call("EXISTS", base .. s) == 1 then r = 0 end
-    end
+// semFirstScript answers, for each semaphore whose permit-count key is
+// a KEYS entry (its name less "permits" is the slots' base), its first
+// held slot, −1 for none. It only reads, each semaphore's slots up to
+// its first held one.
+var semFirstScript = rueidis.NewLuaScript(`local out = {}
+for i = 1, #KEYS do
+  local first, base = -1, string.sub(KEYS[i], 1, -8)
+  local n = redis.pcall("GET", KEYS[i])
+  n = type(n) == "string" and tonumber(n) or 0
+  for s = 0, n - 1 do
+    if redis.call("EXISTS", base .. s) == 1 then first = s break end
   end
-  out[#out + 1] = r
+  out[i] = first
 end
 return out`)
 
-// holds runs holdsScript on master j for cands: in one call on a plain
-// master, one per name on a cluster vote (whose names' keys are in
-// different slots, each on its shard). With slot, it asks about each
-// candidate's own slot (see holdsScript).
-func (w *walk) holds(ctx context.Context, j int, cands []listCand, slot bool) ([]bool, error) {
+// semAsk is the most semaphores one semFirstScript call reads: each
+// may read up to its permit count of slots.
+const semAsk = 64
+
+// holds asks master j which of cands it holds: a lock's (or read/write
+// lock's) key, with EXISTS, one command per name pipelined, so that the
+// master serves its other clients between them; a semaphore's slots,
+// with semFirstScript. With own (j is the master whose keys cands are),
+// a lock is held (its key was just found there), and a semaphore is
+// when the slot it was found as is its first held one there: each
+// master's walk reports a semaphore once.
+func (w *walk) holds(ctx context.Context, j int, cands []listCand, own bool) ([]bool, error) {
 	c := w.l.pool.Client(j)
 	if c == nil {
 		return nil, errors.New("not connected")
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.l.cfg.NodeTimeout)
 	defer cancel()
-	keys := make([]string, 0, 2*len(cands))
-	args := make([]string, 0, len(cands))
-	for _, cd := range cands {
-		keys = append(keys, w.l.key(cd.name), w.l.semBase(cd.name)+"permits")
-		s := -1
-		if slot {
-			s = cd.slot
-		}
-		args = append(args, strconv.Itoa(s))
-	}
 	out := make([]bool, len(cands))
-	if !w.l.clustered {
-		res, err := holdsScript.Exec(ctx, c, keys, args).AsIntSlice()
-		if err != nil {
-			return nil, err
+	var locks rueidis.Commands
+	var lockAt, sems []int
+	first := map[string]int{} // a semaphore's first held slot here
+	var semKeys, semNames []string
+	for i, cd := range cands {
+		switch {
+		case cd.slot >= 0:
+			sems = append(sems, i)
+			if _, ok := first[cd.name]; !ok {
+				first[cd.name] = -1
+				semKeys = append(semKeys, w.l.semBase(cd.name)+"permits")
+				semNames = append(semNames, cd.name)
+			}
+		case own:
+			out[i] = true
+		default:
+			locks = append(locks, c.B().Exists().Key(w.l.key(cd.name)).Build())
+			lockAt = append(lockAt, i)
 		}
-		if len(res) != len(cands) {
-			return nil, fmt.Errorf("list: %d answers for %d names", len(res), len(cands))
-		}
-		for i, r := range res {
-			out[i] = r == 1
-		}
-		return out, nil
 	}
-	execs := make([]rueidis.LuaExec, len(cands))
-	for i := range cands {
-		execs[i] = rueidis.LuaExec{Keys: keys[2*i : 2*i+2], Args: args[i : i+1]}
-	}
-	for i, r := range holdsScript.ExecMulti(ctx, c, execs...) {
-		res, err := r.AsIntSlice()
-		if err != nil {
-			return nil, err
+	if len(locks) > 0 {
+		for k, r := range c.DoMulti(ctx, locks...) {
+			n, err := r.AsInt64()
+			if err != nil {
+				return nil, err
+			}
+			out[lockAt[k]] = n == 1
 		}
-		out[i] = len(res) == 1 && res[0] == 1
+	}
+	for len(semKeys) > 0 {
+		keys, names := semKeys[:min(len(semKeys), semAsk)], semNames
+		semKeys, semNames = semKeys[len(keys):], semNames[len(keys):]
+		var firsts []int64
+		if !w.l.clustered {
+			res, err := semFirstScript.Exec(ctx, c, keys, nil).AsIntSlice()
+			if err != nil {
+				return nil, err
+			}
+			firsts = res
+		} else { // each semaphore's keys are in its own slot
+			execs := make([]rueidis.LuaExec, len(keys))
+			for i := range keys {
+				execs[i] = rueidis.LuaExec{Keys: keys[i : i+1]}
+			}
+			for _, r := range semFirstScript.ExecMulti(ctx, c, execs...) {
+				res, err := r.AsIntSlice()
+				if err != nil {
+					return nil, err
+				}
+				firsts = append(firsts, res...)
+			}
+		}
+		if len(firsts) != len(keys) {
+			return nil, fmt.Errorf("list: %d answers for %d semaphores", len(firsts), len(keys))
+		}
+		for i, f := range firsts {
+			first[names[i]] = int(f)
+		}
+	}
+	for _, i := range sems {
+		f := first[cands[i].name]
+		out[i] = f >= 0 && (!own || f == cands[i].slot)
 	}
 	return out, nil
 }

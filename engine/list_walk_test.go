@@ -47,11 +47,11 @@ func (p *maxOf) see(n int) {
 
 // TestWalkQuorumOnce: on five masters, a name of each of the 32 sets of
 // masters that may hold it, many times over: Walk yields each name that
-// three or more hold exactly once, with its count, and none that two or
-// fewer hold; a semaphore (slots on several masters) once. Its batches
-// are small, and the keys and names it holds at once stay within one
-// SCAN answer per walked master and one being yielded, far fewer than
-// the names: memory does not grow with the keyspace.
+// three or more hold exactly once, vouched for by a quorum of them, and
+// none that two or fewer hold; a semaphore (slots on several masters)
+// once. Its batches are small, and the keys and names it holds at once
+// stay within one SCAN answer per walked master and one being yielded,
+// far fewer than the names: memory does not grow with the keyspace.
 func TestWalkQuorumOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
@@ -85,8 +85,8 @@ func TestWalkQuorumOnce(t *testing.T) {
 			continue
 		}
 		i, _ := strconv.Atoi(n.Name[2:4])
-		if want := popcount(uint(i)); n.Masters != want {
-			t.Errorf("%q on %d masters, want %d", n.Name, n.Masters, want)
+		if on := popcount(uint(i)); n.Masters < 3 || n.Masters > on {
+			t.Errorf("%q vouched for by %d masters, want 3 to %d", n.Name, n.Masters, on)
 		}
 	}
 	want := 1

@@ -3,7 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"iter"
@@ -35,10 +35,9 @@ func (n Listed) Cursor() string {
 	if n.at == nil {
 		return ""
 	}
-	c := listCursor{V: 1, Prefix: n.at.prefix, Votes: len(n.at.pos), Pos: slices.Clone(n.at.pos)}
-	c.Pos[n.at.m].After = n.Name
-	b, _ := json.Marshal(c)
-	return base64.RawURLEncoding.EncodeToString(b)
+	pos := slices.Clone(n.at.pos)
+	pos[n.at.m].After = n.Name
+	return encodeCursor(n.at.prefix, pos)
 }
 
 // listAt is the walk's position when a batch of master m's names was
@@ -53,12 +52,12 @@ type listAt struct {
 // then the semaphores' slots), which node (a cluster vote's shards one
 // after the other, by address), which SCAN cursor.
 type walkPos struct {
-	State  int    `json:"s,omitempty"` // posNew, posWalking or posDone
-	Sem    bool   `json:"p,omitempty"` // in the semaphores' slot keys
-	Node   string `json:"n,omitempty"` // the node's address
-	Cursor uint64 `json:"c,omitempty"` // the SCAN cursor of the batch
-	Fin    bool   `json:"f,omitempty"` // Node is walked to the end
-	After  string `json:"a,omitempty"` // the batch's last name yielded
+	State  byte   // posNew, posWalking or posDone
+	Sem    bool   // in the semaphores' slot keys
+	Node   string // the node's address
+	Cursor uint64 // the SCAN cursor of the batch
+	Fin    bool   // Node is walked to the end
+	After  string // the batch's last name yielded
 }
 
 // The states of a master's walk.
@@ -67,14 +66,6 @@ const (
 	posWalking        // walked, from walkPos on
 	posDone           // walked to the end
 )
-
-// listCursor is what Listed.Cursor encodes.
-type listCursor struct {
-	V      int       `json:"v"`
-	Prefix string    `json:"p"`
-	Votes  int       `json:"n"`
-	Pos    []walkPos `json:"m"`
-}
 
 // ErrBadCursor: WalkFrom was given what is not a Listed.Cursor of a
 // walk of the same prefix on as many masters.
@@ -87,9 +78,9 @@ const ListBatch = 1000
 
 // Walk yields, as it finds them, the names of the locks, semaphores and
 // read/write locks whose key starts with KeyPrefix + prefix and that a
-// quorum of the masters holds: a lock's (or read/write lock's) key, or
-// a semaphore's slot; in the order the masters' SCAN returns them, not
-// sorted. It walks the masters' keys with SCAN and
+// quorum of the masters holds as one kind: a lock's (or read/write
+// lock's) key, or a slot of a semaphore's; in the order the masters'
+// SCAN returns them, not sorted. It walks the masters' keys with SCAN and
 // MATCH, never KEYS, ListBatch keys per call, so that a master with
 // millions of keys answers its other clients between calls; and it holds
 // at most one batch per master it walks, plus the batch being yielded,
@@ -102,9 +93,10 @@ const ListBatch = 1000
 // taken or released meanwhile may or may not be. A name may be yielded
 // twice when a master's key table shrinks during the walk (SCAN returns
 // some keys twice then), after a master failed and another took its
-// place, or when it is held on a quorum both as a lock and as a
-// semaphore (once per kind). The walk ends with an error yielded once: ErrNoQuorum when more
-// than votes − quorum masters could not be walked, or ctx's.
+// place, or when a quorum holds it both as a lock and as a semaphore
+// (once per kind). The walk ends with an error yielded once:
+// ErrNoQuorum when more than votes − quorum masters could not be
+// walked, or ctx's.
 //
 // Cost: votes − quorum + 1 masters' keys are walked (any that many hold
 // at least one key of each name on a quorum), and each name found costs
@@ -217,15 +209,11 @@ func (l *Locker) newWalk(prefix, cursor string) (*walk, error) {
 		w.semPat = globEscape(semPrefix) + "*"
 	}
 	if cursor != "" {
-		var c listCursor
-		b, err := base64.RawURLEncoding.DecodeString(cursor)
-		if err == nil {
-			err = json.Unmarshal(b, &c)
+		pos, err := decodeCursor(cursor, prefix, l.votes)
+		if err != nil {
+			return nil, err
 		}
-		if err != nil || c.V != 1 || c.Prefix != prefix || c.Votes != l.votes || len(c.Pos) != l.votes {
-			return nil, fmt.Errorf("engine: list %q: %w", prefix, ErrBadCursor)
-		}
-		w.start = c.Pos
+		w.start = pos
 	}
 	// A cursor holds votes − quorum + 1 masters under way or done, less
 	// any that failed: the first others make up for them.
@@ -248,6 +236,83 @@ func (l *Locker) newWalk(prefix, cursor string) (*walk, error) {
 		}
 	}
 	return w, nil
+}
+
+// cursorVersion starts a cursor, so that another encoding is told apart.
+const cursorVersion = 1
+
+// encodeCursor is prefix and the masters' positions in bytes (uvarints
+// and length-prefixed strings, which a name of any bytes survives), in
+// base64url.
+func encodeCursor(prefix string, pos []walkPos) string {
+	b := []byte{cursorVersion}
+	str := func(s string) { b = append(binary.AppendUvarint(b, uint64(len(s))), s...) }
+	str(prefix)
+	b = binary.AppendUvarint(b, uint64(len(pos)))
+	for _, p := range pos {
+		flags := p.State
+		if p.Sem {
+			flags |= 4
+		}
+		if p.Fin {
+			flags |= 8
+		}
+		b = append(b, flags)
+		str(p.Node)
+		b = binary.AppendUvarint(b, p.Cursor)
+		str(p.After)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodeCursor is the masters' positions in cursor, a Listed.Cursor of
+// a walk of prefix on votes masters.
+func decodeCursor(cursor, prefix string, votes int) ([]walkPos, error) {
+	bad := fmt.Errorf("engine: list %q: %w", prefix, ErrBadCursor)
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil || len(b) == 0 || b[0] != cursorVersion {
+		return nil, bad
+	}
+	b = b[1:]
+	ok := true
+	num := func() uint64 {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			ok = false
+			return 0
+		}
+		b = b[n:]
+		return v
+	}
+	str := func() string {
+		n := num()
+		if !ok || n > uint64(len(b)) {
+			ok = false
+			return ""
+		}
+		s := string(b[:n])
+		b = b[n:]
+		return s
+	}
+	if str() != prefix || num() != uint64(votes) || !ok {
+		return nil, bad
+	}
+	pos := make([]walkPos, votes)
+	for i := range pos {
+		if len(b) == 0 || b[0]&^(4|8) > posDone {
+			return nil, bad
+		}
+		flags := b[0]
+		b = b[1:]
+		pos[i] = walkPos{State: flags &^ (4 | 8), Sem: flags&4 != 0, Fin: flags&8 != 0}
+		pos[i].Node = str()
+		pos[i].Cursor = num()
+		pos[i].After = str()
+	}
+	if !ok || len(b) != 0 {
+		return nil, bad
+	}
+	return pos, nil
 }
 
 // hold counts n more keys or names held, for the tests' bound.

@@ -56,10 +56,15 @@ func TestStatusShowsHolder(t *testing.T) {
 	dir := t.TempDir()
 	holder := start(t, exec1(append([]string{"--fencing", "shown", "--"}, holdUntil(dir, "go")...)...)...)
 	value, token := readyOnAll(t, holder, "shown")
+	beforeWaiter := time.Now()
 	waiter := start(t, exec1("--wait", "30s", "shown", "--", "echo", "waiter ran")...)
 	waitQueued(t, "shown", 1)
 
 	in := inspect(t, "shown", "shown-free")
+	// The waiter began after beforeWaiter and had queued before status
+	// read the masters' clocks, all one machine's clock: its age is
+	// positive and at most the time since beforeWaiter.
+	sinceWaiter := time.Since(beforeWaiter)
 	got := in[0]
 	if got.Resource != "shown" || got.Kind != engine.KindMutex || len(got.Holders) != 1 || !got.Agree || got.Quorum != 2 {
 		t.Fatalf("status of a held lock: %+v", got)
@@ -77,6 +82,8 @@ func TestStatusShowsHolder(t *testing.T) {
 	}
 	if len(got.Waiters) != 1 || got.Waiters[0].Masters != len(masters) {
 		t.Errorf("waiters %+v: want the one waiting exec, on every master", got.Waiters)
+	} else if age := got.Waiters[0].Age; age <= 0 || age > sinceWaiter {
+		t.Errorf("waiter's age %s: want in (0, %s], the time since it was started", age, sinceWaiter)
 	}
 	if in[1].Kind != engine.KindFree || len(in[1].Holders) != 0 {
 		t.Errorf("status of a free name: %+v", in[1])

@@ -119,6 +119,40 @@ func TestStatusShowsHolder(t *testing.T) {
 	}
 }
 
+// A holder taken without fencing has no token: status shows "-", and
+// the JSON no token.
+func TestStatusUnfencedHolderHasNoToken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	holder := start(t, exec1(append([]string{"unfenced", "--"}, holdUntil(dir, "go")...)...)...)
+	value, token := readyOnAll(t, holder, "unfenced")
+	if token != "-" {
+		t.Fatalf("exec without --fencing gave COMMAND token %q", token)
+	}
+	status, stdout, stderr := runRedlock(t, ops("status", "unfenced")...)
+	lines := strings.Split(stdout, "\n")
+	if status != 0 || stderr != "" || len(lines) < 2 {
+		t.Fatalf("status: %d, stderr %q, stdout:\n%s", status, stderr, stdout)
+	}
+	if f := strings.Fields(lines[1]); len(f) != 7 || f[0] != "unfenced" || f[2]+"|"+f[3] != value || f[4] != "-" {
+		t.Errorf("holder row %q: want unfenced, its value, TOKEN -", lines[1])
+	}
+	status, stdout, stderr = runRedlock(t, ops("status", "--json", "unfenced")...)
+	var raw []struct {
+		Holders []map[string]json.RawMessage `json:"holders"`
+	}
+	if status != 0 || stderr != "" || json.Unmarshal([]byte(stdout), &raw) != nil || len(raw) != 1 || len(raw[0].Holders) != 1 {
+		t.Fatalf("status --json: %d, stderr %q, stdout:\n%s", status, stderr, stdout)
+	}
+	if tok, ok := raw[0].Holders[0]["token"]; ok {
+		t.Errorf("JSON holder has token %s: want none", tok)
+	}
+	touch(t, dir, "go")
+	if s := holder.wait(t, 30*time.Second); s != 0 {
+		t.Errorf("status %d; stderr %s", s, holder.stderr)
+	}
+}
+
 // A key on one master only is no lock: the name is free, and the masters'
 // disagreement is shown, per master.
 func TestStatusShowsDisagreement(t *testing.T) {

@@ -397,6 +397,43 @@ func (g *SentinelGroup) Failover(ctx context.Context) (string, error) {
 	return addr, err
 }
 
+// WaitSettled waits until the group is whole again after a failover:
+// every data node but the master the sentinels name replicates from it
+// with its link up, and every running sentinel knows every replica in
+// sync and the other sentinels. The sentinels demote an old master that
+// still runs some seconds after the failover (Failover); until then a
+// next Failover would have no replica of the new master to promote.
+func (g *SentinelGroup) WaitSettled(ctx context.Context) error {
+	return g.await(ctx, "the sentinels of "+g.Master+" to settle", func() error {
+		m, err := g.MasterAddr(ctx)
+		if err != nil {
+			return err
+		}
+		_, port, _ := net.SplitHostPort(m)
+		for _, n := range g.Data {
+			if n.Addr() == m {
+				continue
+			}
+			repl, err := n.cmd1(ctx, "INFO", "replication")
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(repl, "master_port:"+port+"\r\n") || !strings.Contains(repl, "master_link_status:up") {
+				return fmt.Errorf("%s: not yet a replica of %s with its link up", n.Addr(), m)
+			}
+		}
+		for _, s := range g.Sentinels {
+			if !s.Running() {
+				continue
+			}
+			if err := g.knows(ctx, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // backoffStop ends an await at once with its error.
 type backoffStop struct{ error }
 

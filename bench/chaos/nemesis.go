@@ -55,6 +55,8 @@ func (s nemStep) String() string {
 		fmt.Fprintf(&b, " client %d", s.Client)
 	case s.Kind == nemMigrate:
 		fmt.Fprintf(&b, " vote %s slot of r%d", strings.Join(ns, ","), s.Res)
+	case s.Kind == nemSentinelFailover:
+		fmt.Fprintf(&b, " vote %s", strings.Join(ns, ","))
 	case s.Kind == nemDelete:
 		fmt.Fprintf(&b, " master %s under a hold of r%d", strings.Join(ns, ","), s.Res)
 	case strings.HasPrefix(s.Kind, "cluster-"):
@@ -111,6 +113,9 @@ func (ch *chaos) plan() []nemStep {
 			kinds = append(kinds[:len(kinds)-3], nemPause, nemPrimaryKill, nemPrimaryKill, nemPrimaryPause, nemPrimaryPause,
 				nemFailover, nemFailover, nemMigrate, nemMigrate)
 		}
+		if ch.sentinels != nil {
+			kinds = append(kinds, nemSentinelFailover, nemSentinelFailover)
+		}
 		kind := kinds[rng.IntN(len(kinds))]
 		if kind == nemClientPause {
 			if clientBusy > at {
@@ -132,6 +137,13 @@ func (ch *chaos) plan() []nemStep {
 		if len(busy) >= minority || len(free) == 0 {
 			continue
 		}
+		if ch.sentinels != nil {
+			// Without Sentinel votes every vote is eligible, and the
+			// draws are those of a soak before them.
+			if free = ch.eligible(kind, free); len(free) == 0 {
+				continue
+			}
+		}
 		node := free[rng.IntN(len(free))]
 		s := nemStep{Kind: kind, At: at, Nodes: []int{node}, Clustered: clustered}
 		switch kind {
@@ -142,6 +154,8 @@ func (ch *chaos) plan() []nemStep {
 		case nemFailover:
 			s.Shard = rng.IntN(ch.cfg.ClusterShards)
 			busyUntil[node] = at + 3*time.Second
+		case nemSentinelFailover:
+			busyUntil[node] = at + sentinelSettle
 		case nemMigrate:
 			if ch.cfg.ClusterShards < 2 {
 				continue
@@ -277,6 +291,8 @@ func (ch *chaos) inject(ctx, soak context.Context, s nemStep) {
 				}
 			}
 		}
+	case nemSentinelFailover:
+		what, err = ch.failover(ctx, s.Nodes[0])
 	case nemDelete:
 		err = ch.deleteUnderHold(soak, s)
 	case nemClockJump:
@@ -428,7 +444,10 @@ return n`
 // voteAddrs are the addresses of vote v's servers: its master, or every
 // node of its cluster.
 func (ch *chaos) voteAddrs(v int) []string {
-	if ch.clusters == nil {
+	switch {
+	case ch.isSentinel(v):
+		return ch.sentinelNodes()[v-len(ch.masters)]
+	case ch.clusters == nil:
 		return []string{ch.masters[v]}
 	}
 	return ch.clusterNodes()[v]

@@ -159,6 +159,17 @@ func (r *Result) WriteText(w io.Writer) error {
 	} else {
 		fmt.Fprintf(&b, "masters    %s\n", strings.Join(r.Masters, " "))
 	}
+	for i, v := range r.Sentinels {
+		nodes := ""
+		if i < len(r.SentinelNodes) {
+			nodes = " (data nodes " + strings.Join(r.SentinelNodes[i], " ") + ")"
+		}
+		seen := ""
+		if i < len(r.SentinelRunIDChanges) {
+			seen = fmt.Sprintf(", its master's run_id changed at least %d time(s) for every client", r.SentinelRunIDChanges[i])
+		}
+		fmt.Fprintf(&b, "sentinel   %s%s%s\n", v, nodes, seen)
+	}
 	lock := r.Lock
 	if lock == "" {
 		lock = "mutex"
@@ -263,6 +274,9 @@ func (r *Result) Replay() string {
 		if len(r.Clusters) > 0 {
 			s += fmt.Sprintf(" --local-masters %d", len(r.Clusters))
 		}
+	}
+	if r.SentinelVotes > 0 {
+		s += fmt.Sprintf(" --sentinel-votes %d --local-masters %d", r.SentinelVotes, len(r.Masters)+r.SentinelVotes)
 	}
 	if r.JumpMs > 0 {
 		s += fmt.Sprintf(" --jump %dms", r.JumpMs)

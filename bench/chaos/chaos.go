@@ -309,10 +309,13 @@ type Result struct {
 	// one, and the quarantine (unless off) kept the promoted master out
 	// of that client's vote for MaxTTL after each.
 	SentinelRunIDChanges []int64 `json:"sentinel_run_id_changes,omitempty"`
-	Quarantine           string  `json:"quarantine"`
-	JumpMs               int64   `json:"jump_ms,omitempty"`
-	User                 string  `json:"user,omitempty"`
-	TLS                  bool    `json:"tls,omitempty"`
+	// SentinelLostWrites counts the outcomes of the sentinel-lost-write
+	// faults (see LostWrites).
+	SentinelLostWrites *LostWrites `json:"sentinel_lost_writes,omitempty"`
+	Quarantine         string      `json:"quarantine"`
+	JumpMs             int64       `json:"jump_ms,omitempty"`
+	User               string      `json:"user,omitempty"`
+	TLS                bool        `json:"tls,omitempty"`
 	// Interrupted is set when the soak was cut short (Ctrl-C).
 	Interrupted bool `json:"interrupted,omitempty"`
 	// Schedule is the faults planned from the seed, in order.
@@ -443,7 +446,10 @@ type chaos struct {
 	clusters []*redisproc.RedisCluster
 	// sentinels are the Sentinel votes (Config.SentinelVotes), after the
 	// plain masters.
-	sentinels   []*redisproc.SentinelGroup
+	sentinels []*redisproc.SentinelGroup
+	// sentinelHaz is the soak's own clients of the Sentinel votes, which
+	// hold across each nemSentinelLostWrite; nil without Sentinel votes.
+	sentinelHaz *sentinelHazard
 	voteProxies [][]int
 	proxied     []string
 	// tls is the engine's TLS set-up: Config.Conn.TLS, verifying the
@@ -593,6 +599,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if p := cfg.Lock.Holders(); p > 0 {
 		ch.or = check.NewSemaphores(ch.start, ch.names, p)
 	}
+	if ch.sentinelHaz != nil {
+		ch.sentinelHaz.or = check.New(ch.start, []string{sentinelHazardName})
+	}
 	for range len(ch.names) * ch.storesPer() {
 		ch.stores = append(ch.stores, check.NewStore(ch.start, false))
 	}
@@ -701,6 +710,11 @@ func (ch *chaos) startClients(ctx context.Context) error {
 			}
 		}
 	}
+	if ch.sentinels != nil {
+		if err := ch.startSentinelHazard(ctx); err != nil {
+			return fmt.Errorf("chaos: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -753,6 +767,9 @@ func (ch *chaos) closeClients() {
 			c.c.Close()
 			c.c = nil
 		}
+	}
+	if ch.sentinelHaz != nil {
+		ch.sentinelHaz.close()
 	}
 	for _, c := range ch.clients {
 		if c.proxies != nil {

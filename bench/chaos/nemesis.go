@@ -55,7 +55,7 @@ func (s nemStep) String() string {
 		fmt.Fprintf(&b, " client %d", s.Client)
 	case s.Kind == nemMigrate:
 		fmt.Fprintf(&b, " vote %s slot of r%d", strings.Join(ns, ","), s.Res)
-	case s.Kind == nemSentinelFailover:
+	case s.Kind == nemSentinelFailover || s.Kind == nemSentinelLostWrite:
 		fmt.Fprintf(&b, " vote %s", strings.Join(ns, ","))
 	case s.Kind == nemDelete:
 		fmt.Fprintf(&b, " master %s under a hold of r%d", strings.Join(ns, ","), s.Res)
@@ -114,7 +114,7 @@ func (ch *chaos) plan() []nemStep {
 				nemFailover, nemFailover, nemMigrate, nemMigrate)
 		}
 		if ch.sentinels != nil {
-			kinds = append(kinds, nemSentinelFailover, nemSentinelFailover)
+			kinds = append(kinds, nemSentinelFailover, nemSentinelLostWrite)
 		}
 		kind := kinds[rng.IntN(len(kinds))]
 		if kind == nemClientPause {
@@ -156,6 +156,8 @@ func (ch *chaos) plan() []nemStep {
 			busyUntil[node] = at + 3*time.Second
 		case nemSentinelFailover:
 			busyUntil[node] = at + sentinelSettle
+		case nemSentinelLostWrite:
+			busyUntil[node] = at + sentinelHazardTTL + sentinelSettle
 		case nemMigrate:
 			if ch.cfg.ClusterShards < 2 {
 				continue
@@ -293,6 +295,8 @@ func (ch *chaos) inject(ctx, soak context.Context, s nemStep) {
 		}
 	case nemSentinelFailover:
 		what, err = ch.failover(ctx, s.Nodes[0])
+	case nemSentinelLostWrite:
+		what, err = ch.lostWrite(ctx, soak, s.Nodes[0])
 	case nemDelete:
 		err = ch.deleteUnderHold(soak, s)
 	case nemClockJump:

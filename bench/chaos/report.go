@@ -29,6 +29,22 @@ func (ch *chaos) finish(r *Result) {
 	r.Violations, r.ViolationExamples = ch.or.Violations()
 	r.TokensChecked, r.StaleTokens, r.StaleExamples = ch.or.StaleTokens()
 	r.DoneLate, r.DoneLateExamples = ch.or.DoneLate()
+	if h := ch.sentinelHaz; h != nil {
+		h.mu.Lock()
+		lw := h.counts
+		h.mu.Unlock()
+		r.SentinelLostWrites = &lw
+	}
+	if h := ch.sentinelHaz; h != nil && h.or != nil {
+		// The hazard's resource is judged as the workers' are.
+		n, ex := h.or.Violations()
+		r.Violations += n
+		r.ViolationExamples = append(r.ViolationExamples, ex...)
+		checked, stale, sex := h.or.StaleTokens()
+		r.TokensChecked += checked
+		r.StaleTokens += stale
+		r.StaleExamples = append(r.StaleExamples, sex...)
+	}
 	for _, s := range ch.stores {
 		n := s.Counts()
 		r.Store.Writes += n.Writes
@@ -98,7 +114,9 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
 
 // holder names worker number id as the history does.
 func (ch *chaos) holder(id int) string {
-	if i := id - ch.cfg.Clients*ch.cfg.Workers; i >= 0 {
+	if i := id - ch.cfg.Clients*ch.cfg.Workers; i >= len(hazardWho) {
+		return sentinelHazardWho[i-len(hazardWho)]
+	} else if i >= 0 {
 		return hazardWho[i]
 	}
 	return fmt.Sprintf("c%d.w%d", id/ch.cfg.Workers, id%ch.cfg.Workers)
@@ -194,6 +212,10 @@ func (r *Result) WriteText(w io.Writer) error {
 			sk = append(sk, fmt.Sprintf("%s %d", k, r.FaultsSkipped[k]))
 		}
 		fmt.Fprintf(&b, "           skipped, another vote still affected: %s\n", strings.Join(sk, ", "))
+	}
+	if lw := r.SentinelLostWrites; lw != nil && lw.SetUp > 0 {
+		fmt.Fprintf(&b, "           %d failover(s) lost a hold's write: the second client granted it while the first held %d time(s), refused with the promoted master quarantined %d\n",
+			lw.SetUp, lw.Granted, lw.Quarantined)
 	}
 	if r.StaleImportsCleared > 0 {
 		fmt.Fprintf(&b, "           heals cleared %d stale IMPORTING mark(s) of slots\n", r.StaleImportsCleared)

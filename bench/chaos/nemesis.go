@@ -445,8 +445,8 @@ for _, k in ipairs(KEYS) do
 end
 return n`
 
-// voteAddrs are the addresses of vote v's servers: its master, or every
-// node of its cluster.
+// voteAddrs are the addresses of vote v's servers: its master, every
+// node of its cluster, or every data node of a Sentinel vote.
 func (ch *chaos) voteAddrs(v int) []string {
 	switch {
 	case ch.isSentinel(v):

@@ -49,7 +49,7 @@ const sentinelSettle = 25 * time.Second
 
 // sentinelHealTimeout bounds a failover and the wait for its vote to
 // settle; past it the fault is reported as failed.
-const sentinelHealTimeout = 2 * time.Minute
+const sentinelHealTimeout = 3 * time.Minute
 
 // maxSentinelVotes bounds SentinelVotes: each vote is five processes.
 const maxSentinelVotes = 4

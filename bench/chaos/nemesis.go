@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -297,6 +298,10 @@ func (ch *chaos) inject(ctx, soak context.Context, s nemStep) {
 		what, err = ch.failover(ctx, s.Nodes[0])
 	case nemSentinelLostWrite:
 		what, err = ch.lostWrite(ctx, soak, s.Nodes[0])
+		if errors.Is(err, errNotSetUp) {
+			ch.notInjected(s, err)
+			return
+		}
 	case nemDelete:
 		err = ch.deleteUnderHold(soak, s)
 	case nemClockJump:
@@ -317,6 +322,19 @@ func (ch *chaos) inject(ctx, soak context.Context, s nemStep) {
 	if s.For > 0 || err != nil || what != "" {
 		ch.event(Event{AtMs: ch.since(time.Now()), Kind: "heal", Detail: detail})
 	}
+}
+
+// notInjected counts s, which inject counted as injected, as skipped
+// instead: it did not begin, for why.
+func (ch *chaos) notInjected(s nemStep, why error) {
+	ch.faultMu.Lock()
+	ch.faults[s.Kind]--
+	if ch.faults[s.Kind] == 0 {
+		delete(ch.faults, s.Kind)
+	}
+	ch.skipped[s.Kind]++
+	ch.faultMu.Unlock()
+	ch.event(Event{AtMs: ch.since(time.Now()), Kind: "skip", Detail: s.String() + ": " + why.Error()})
 }
 
 // hazardTimeout bounds each acquisition of a delete's hazard. The holds

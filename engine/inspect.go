@@ -136,11 +136,14 @@ type MasterHolder struct {
 // slot key base. It answers the master's clock (µs), the lock key's type,
 // its holders (value, PTTL ms, permit or mode) flattened, its fencing
 // counters (one per slot for a semaphore) and its waiters with their
-// tickets (µs), each part a flat array of strings.
+// tickets (µs), each part a flat array of strings. The clock goes back
+// as TIME's digits: Lua 5.1's tostring writes a number with 14
+// significant digits, which a clock in µs (16) does not fit.
 var inspectScript = rueidis.NewLuaScript(`local key, fence, queue, intents, permits = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local base = ARGV[1]
 local tm = redis.call("TIME")
-local now = tonumber(tm[1] .. string.sub("00000" .. tm[2], -6))
+local clock = tm[1] .. string.sub("00000" .. tm[2], -6)
+local now = tonumber(clock)
 local t = redis.call("TYPE", key).ok
 local holders, fences, waiters = {}, {}, {}
 local function counter(k)
@@ -197,7 +200,7 @@ else
     end
   end
 end
-return {tostring(now), kind, holders, fences, waiters, tostring(npermits)}`)
+return {clock, kind, holders, fences, waiters, tostring(npermits)}`)
 
 // masterRead is one master's answer to inspectScript.
 type masterRead struct {
@@ -261,7 +264,10 @@ func (l *Locker) readMaster(ctx context.Context, i int, keys []string, base stri
 		return masterRead{err: fmt.Errorf("inspect: %d parts in the answer", len(res))}
 	}
 	var r masterRead
-	r.now, _ = res[0].AsInt64()
+	if r.now, err = res[0].AsInt64(); err != nil {
+		// Without its clock no waiter's age can be told.
+		return masterRead{err: fmt.Errorf("inspect: the master's clock: %w", err)}
+	}
 	k, _ := res[1].ToString()
 	r.kind = Kind(k)
 	hs, _ := res[2].AsStrSlice()

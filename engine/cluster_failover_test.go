@@ -95,7 +95,11 @@ func failoverDoubleGrant(t *testing.T, trusted bool) bool {
 	cfg.KeyPrefix = ce.prefix
 	a, b := newLockerT(t, cfg), newLockerT(t, cfg)
 	fo, other := shardNamesUnder(ce.prefix, "fo")
-	for _, name := range []string{fo, other} {
+	// B sees both shards before the failover, on resources of their
+	// own: a release is sent without waiting for it, and one of fo or
+	// other still on its way would refuse A's lock, or B's, on a cluster.
+	warm0, warm1 := shardNamesUnder(ce.prefix, "fo-warm")
+	for _, name := range []string{warm0, warm1} {
 		if le, err := b.TryLock(ctx, name); err != nil {
 			t.Fatal(err)
 		} else {
@@ -107,7 +111,10 @@ func failoverDoubleGrant(t *testing.T, trusted bool) bool {
 		t.Fatal(err)
 	}
 	key := ce.key(fo)
-	eventually(t, 30*time.Second, "A's key on cluster 2", func() bool { return ce.get(1, key) == held.Value() })
+	// TryLock returns at a quorum: A's SET on cluster 2 may still be on
+	// its way. Once every cluster has answered, the DEL cannot be
+	// overtaken by it.
+	awaitAnswered(t, held)
 	ce.do(1, "DEL", key)
 	replica := c0.Shards[0].Nodes[1]
 	if err := c0.Failover(ctx, replica); err != nil {

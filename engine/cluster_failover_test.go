@@ -115,6 +115,17 @@ func failoverDoubleGrant(t *testing.T, trusted bool) bool {
 	// its way. Once every cluster has answered, the DEL cannot be
 	// overtaken by it.
 	awaitAnswered(t, held)
+	// The scenario needs A's key on clusters 0 and 1: B would otherwise
+	// get a quorum without any failover's help.
+	primary, err := directClient(c0.Shards[0].Nodes[0].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := primary.Do(ctx, primary.B().Get().Key(key).Build()).ToString()
+	primary.Close()
+	if err != nil || v != held.Value() || ce.get(0, key) != held.Value() {
+		t.Fatalf("set-up: A's key not on clusters 0 and 1 once they answered (cluster 0: %q, %v; cluster 1: %q)", v, err, ce.get(0, key))
+	}
 	ce.do(1, "DEL", key)
 	replica := c0.Shards[0].Nodes[1]
 	if err := c0.Failover(ctx, replica); err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/bench/masters"
+	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/redisproc"
 	"github.com/redlock-bench/redlock/results"
 )
@@ -306,7 +307,7 @@ func cleanupKeys(addrs []string, cfg Config, logf func(string, ...any)) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	n, err := masters.DeletePrefixed(ctx, cfg.conn(), addrs, cfg.KeyPrefix)
+	n, err := masters.DeletePrefixed(ctx, cfg.conn(), addrs, engine.KeyPrefixes("", cfg.KeyPrefix)...)
 	switch {
 	case err != nil:
 		logf("warning: removing the run's keys (%q*) from the masters: removed %d, then: %v", cfg.KeyPrefix, n, err)
@@ -486,7 +487,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	if r.faults != nil {
 		r.faults.start(r.start)
 	}
-	if !r.cfg.Hold.Zero() || r.cfg.Rate > 0 {
+	if (!r.cfg.Hold.Zero() || r.cfg.Rate > 0) && !r.cfg.runtimeTimers {
 		r.sleeper = newSleeper()
 		defer r.sleeper.close()
 	}

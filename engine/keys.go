@@ -63,6 +63,23 @@ const (
 	rwMarkPrefixLua = `\255redlock:rwmark:`
 )
 
+// KeyPrefixes returns the prefixes of every key the engine keeps on a
+// master for the resources whose names start with namePrefix, under
+// keyPrefix (Config.KeyPrefix): their lock keys, their semaphores' slots
+// and counts, and for each of those its fencing counter, waiter queue and
+// read/write intents and mark, in the engine's internal namespace. Each
+// of those keys expires on its own; a tool that clears its keys from
+// shared masters at once (a benchmark's clean-up) removes every key that
+// starts with one of them. On a Redis Cluster vote a key may carry a hash
+// tag in front, and is not covered.
+func KeyPrefixes(keyPrefix, namePrefix string) []string {
+	var out []string
+	for _, k := range []string{keyPrefix + namePrefix, semPrefix + keyPrefix + "{" + namePrefix} {
+		out = append(out, k, fencePrefix+k, queuePrefix+k, rwPrefix+k, rwMarkPrefix+k)
+	}
+	return out
+}
+
 // releasedPrefix names the channel a release publishes on, so that waiters
 // retry at once instead of polling.
 const releasedPrefix = "redlock:released:"

@@ -274,12 +274,15 @@ func speaksTLS(ctx context.Context, addr string) bool {
 	return errors.As(err, &op) && op.Op == "remote error"
 }
 
-// DeletePrefixed removes every key that starts with prefix from each
-// master (SCAN MATCH, then UNLINK), until ctx ends, and returns how many
-// it removed. The prefix's glob characters are escaped, so that no key
-// outside it matches.
-func DeletePrefixed(ctx context.Context, conn redisproc.Conn, masters []string, prefix string) (int64, error) {
-	pattern := globEscape(prefix) + "*"
+// DeletePrefixed removes every key that starts with one of prefixes from
+// each master (SCAN MATCH, then UNLINK), until ctx ends, and returns how
+// many it removed. The prefixes' glob characters are escaped, so that no
+// key outside them matches.
+func DeletePrefixed(ctx context.Context, conn redisproc.Conn, masters []string, prefixes ...string) (int64, error) {
+	patterns := make([]string, len(prefixes))
+	for i, p := range prefixes {
+		patterns[i] = globEscape(p) + "*"
+	}
 	var (
 		mu    sync.Mutex
 		total int64
@@ -290,7 +293,15 @@ func DeletePrefixed(ctx context.Context, conn redisproc.Conn, masters []string, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n, err := deletePrefixedOn(ctx, conn, addr, pattern)
+			var n int64
+			var err error
+			for _, pattern := range patterns {
+				var k int64
+				k, err = deletePrefixedOn(ctx, conn, addr, pattern)
+				if n += k; err != nil {
+					break
+				}
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			total += n
@@ -331,13 +342,15 @@ func deletePrefixedOn(ctx context.Context, conn redisproc.Conn, addr, pattern st
 }
 
 // globEscape quotes the characters that SCAN MATCH reads as a pattern.
+// It works on bytes: the engine's internal keys start with 0xFF, which is
+// not UTF-8 and must reach the master unchanged.
 func globEscape(s string) string {
 	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\^-`, r) {
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(`*?[]\^-`, s[i]) >= 0 {
 			b.WriteByte('\\')
 		}
-		b.WriteRune(r)
+		b.WriteByte(s[i])
 	}
 	return b.String()
 }

@@ -869,6 +869,7 @@ func CheckTurns(events []Event, grants []Grant, keys keySpans, leaves []simredis
 					break
 				}
 				end, expired := ss[last].To, last+1 < len(ss) && ss[last+1].Cause == "expired"
+				first := i
 				i = last
 				if s.Cause == "restart" || anyOverlap(all, s.From-b.Settle, end+1) {
 					continue
@@ -888,7 +889,7 @@ func CheckTurns(events []Event, grants []Grant, keys keySpans, leaves []simredis
 				}
 				switch {
 				case own:
-				case other != nil && (s.Cause == "EVALSHA release" || s.Cause == "EVAL release") && i > 0 && lateLock(ss[i-1]) &&
+				case other != nil && (s.Cause == "EVALSHA release" || s.Cause == "EVAL release") && first > 0 && lateLock(ss[first-1]) &&
 					queuedBefore(keys[queuePrefix+r], m, other.Called, s.From, other.Value) && leftBefore(leaves, m, r, other.Called, s.From, other.Value):
 					out = append(out, Violation{Checker: CheckerTurn, At: s.From, Resource: r, Client: -1, Leases: []Grant{*other},
 						Detail: fmt.Sprintf("master%d gave %s's turn to waiter %s while lease#%d of c%d/w%d, queued there, held it", m, r, id, other.ID, other.Client, other.Worker)})

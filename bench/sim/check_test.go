@@ -278,6 +278,17 @@ func TestCheckTurnsLateRelease(t *testing.T) {
 		if got := CheckTurns(nil, []Grant{holder}, keys, leaves, nil, b); len(got) != tc.want {
 			t.Errorf("queue %s: violations %v, want %d", tc.queue, got, tc.want)
 		}
+		// The waiter's attempt then finds the token and marks it: the
+		// verdict is the release's, whatever became of the token after.
+		marked := spansOf(start, 1,
+			rec(0, ms(0), "r", "old+", "EVALSHA acquire"),
+			rec(0, ms(50), queuePrefix+"r", tc.queue, "EVALSHA acquire"),
+			rec(0, ms(150), queuePrefix+"r", tc.then, "EVALSHA leave"),
+			rec(0, ms(200), "r", "~w:1", "EVALSHA release"),
+			rec(0, ms(300), "r", "~w:1+", "EVALSHA acquire"))
+		if got := CheckTurns(nil, []Grant{holder}, marked, leaves, nil, b); len(got) != tc.want {
+			t.Errorf("queue %s, the token marked later: violations %v, want %d", tc.queue, got, tc.want)
+		}
 		// Before the holder's leave reached the master, the release may
 		// pass it on the wire: not judged.
 		leaves[0].At = ms(250)

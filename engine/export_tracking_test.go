@@ -29,3 +29,7 @@ func LeaseKeys(le *Lease) []string {
 // LeaseValue is the lease's value: a read/write holder's member at its
 // key.
 func LeaseValue(le *Lease) string { return le.value }
+
+// RWIntentsKey is the key of a read/write lock's waiting writers' intents,
+// for the lock whose key is key.
+func RWIntentsKey(key string) string { return rwPrefix + key }

@@ -25,6 +25,9 @@ import (
 // the later one, where a connection broke under it. ttl may not exceed
 // Config.MaxTTL, which the restart quarantine relies on.
 func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+	if le != nil && le.joined() {
+		return le.extendJoined(ctx, ttl)
+	}
 	return le.extend(ctx, ttl, false)
 }
 

@@ -47,6 +47,10 @@ type Locker struct {
 	semGate *gate
 	notify  *notifier
 	track   *tracker // nil with DisableTracking
+	// shares are this Locker's readers' shared entries, by lock key (see
+	// rwShare); nil with the gate off.
+	shareMu sync.Mutex
+	shares  map[string]*rwShare
 	closed  atomic.Bool
 	// done closes with Close: Lock callers asleep between attempts wake.
 	done chan struct{}
@@ -133,6 +137,7 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 	if !cfg.Wait.DisableGate {
 		l.gate = newGate()
 		l.semGate = newGate()
+		l.shares = make(map[string]*rwShare)
 	}
 	if !cfg.Wait.DisableNotify {
 		l.notify = newNotifier(pool, l.votes, len(cfg.Masters), len(cfg.Clusters), cfg.NodeTimeout, cfg.Wait.NotifyLinger)

@@ -51,7 +51,13 @@ import (
 // retry covers expiries.
 // Goroutines of one Locker that Lock the same RWMutex queue at an
 // in-process gate: one writer waits on the masters per process. Readers
-// do not queue: they can all hold at once.
+// do not queue: they can all hold at once, and share one entry on the
+// masters: a reader that finds this Locker's entry for the lock live
+// joins it after asking the masters whether a writer waits, and the last
+// of them to release takes it off (see rwShare). A joined reader's lease
+// is the entry's: its Value, its validity (Extend extends it for every
+// reader on it, auto-extension counts MaxExtensions from the entry's
+// acquisition), its loss. Config.Wait.DisableGate turns sharing off.
 //
 // Fencing. A writer's token is larger than the token of every earlier
 // writer (and holder of a plain lock of the same name): the acquire
@@ -196,6 +202,11 @@ func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter, o acquireOp
 	if l.closed.Load() {
 		return nil, fmt.Errorf("engine: %s %q: %w", rwOp(writer), m.name, ErrClosed)
 	}
+	if !writer && l.shares != nil {
+		if h := m.join(ctx, o); h != nil {
+			return h, nil
+		}
+	}
 	le := &Lease{l: l, resource: m.name, key: m.key, value: newValue(), rw: true, ttlMS: o.ttlMS}
 	if o.suffix != "" {
 		le.value += o.suffix
@@ -216,6 +227,9 @@ func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter, o acquireOp
 	if err := m.decide(ctx, le, t, writer); err != nil {
 		l.undo(le)
 		return nil, err
+	}
+	if !writer && l.shares != nil {
+		return m.shareBase(le, o), nil
 	}
 	return le, nil
 }

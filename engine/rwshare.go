@@ -1,0 +1,316 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/redlock-bench/redlock/multiplex"
+)
+
+// Readers of one Locker share one remote read entry per lock. A reader
+// admitted by the masters (rwAcquireScript) becomes the base of a share:
+// the entry's *Lease, which no caller holds, and the reader gets a joined
+// lease on it. While the share is live, with validity well above a floor
+// (see rwShare.roomLocked), a later RLock or TryRLock of the same lock in
+// this Locker, with the same TTL and owner, joins it instead of running
+// the acquire script: it asks every master, with one native EXISTS on the
+// writers' intents key, whether a waiting writer's intent is there, and
+// joins on a quorum of "none" (a local count); otherwise it goes the
+// normal way. The last joined lease's Release releases the entry on the
+// masters. Config.Wait.DisableGate turns sharing off with the gate.
+//
+// Why it is safe:
+//
+//   - Mutual exclusion with writers. A joined lease is trusted only while
+//     the base is: its validity is the base's, never more (it is copied,
+//     and moved with every change of the base's, under the base's mu), and
+//     it ends when the base ends. The base is a reader's lease like any
+//     other, with the lock's guarantee: while it is valid its entry is live
+//     on a quorum, and a master admits no writer while a live entry of a
+//     reader is there, so no writer holds. The join itself writes nothing
+//     and needs no admission: only the intent is asked.
+//   - Writer preference. A waiting writer's intent stops joins as it stops
+//     new readers: a master that holds an intent answers EXISTS 1 (an
+//     expired intent whose key is still there counts too: the check errs
+//     towards the normal way), and a join needs a quorum of masters that
+//     answered 0, which shares a master with any quorum that held the
+//     intent throughout the join. The writer then waits only for the
+//     leases admitted or joined before, whose last Release frees the
+//     entry and publishes, as a reader's release does.
+//   - Validity, Done, Extend. The joined lease's validity follows the
+//     base's (Extend and auto-extension of the base, a shorter Extend or a
+//     RemoteValidity that shortens it). Done closes when the base ends
+//     (lost, expired), with the base's error, or when the joined lease is
+//     released. Extend of a joined lease extends the shared entry, for
+//     every holder; auto-extension is the base's, MaxExtensions counted
+//     from the entry's acquisition: a join needs one left.
+//   - Release. The count of joined leases not yet released is kept under
+//     the base's mu; the Release that takes it to zero closes the share to
+//     joins before it releases the entry, so that a join racing it finds
+//     the share closed and goes the normal way.
+//   - Turns, queue, hand-off. Readers take no turn in the masters' queue
+//     and are never handed on at the gate (writers queue at semGate):
+//     joining changes neither.
+//   - Close. A join runs as an attempt does (counted in Locker.remote) and
+//     is refused once Close began; a joined lease's Release after Close
+//     sends nothing, as any lease's.
+//   - Cancellation. The intent check runs under the caller's context; an
+//     ended context fails its quorum, and the normal way then reports it.
+//   - A master restart or quarantine. A quarantined master's answer does
+//     not count (the pool fails its vote), so a master that lost its
+//     intents cannot make up a quorum of "none"; the base's entry is
+//     judged by the quarantine as any lease's.
+//   - Cluster votes. The intents key shares the lock key's slot; each vote
+//     answers for the slot's primary, as an acquire's does.
+type rwShare struct {
+	base   *Lease
+	suffix string // the owner suffix of the base's value
+	// closed: no more joins (the last Release began, or the base ended).
+	closed atomic.Bool
+	// Under base.mu: the joined leases not yet released.
+	n       int
+	sharers map[*Lease]struct{}
+}
+
+// joined reports whether le is a joined lease on a share's base.
+func (le *Lease) joined() bool { return le.share != nil && le.share.base != le }
+
+// isBase reports whether le is a share's base, held by no caller.
+func (le *Lease) isBase() bool { return le.share != nil && le.share.base == le }
+
+// shareBase makes base, a reader's lease just admitted on the masters, the
+// base of a new share, and returns the caller's joined lease on it. The
+// share becomes the lock's in this Locker (a newer base has more validity
+// than an older one).
+func (m *RWMutex) shareBase(base *Lease, o acquireOpts) *Lease {
+	l := m.l
+	s := &rwShare{base: base, suffix: o.suffix, sharers: make(map[*Lease]struct{}, 4)}
+	base.share = s
+	base.mu.Lock()
+	h := s.joinLocked(base.start)
+	base.mu.Unlock()
+	base.arm()
+	l.shareMu.Lock()
+	l.shares[m.key] = s
+	l.shareMu.Unlock()
+	return h
+}
+
+// joinLocked makes a joined lease on s's base. The caller holds base.mu.
+func (s *rwShare) joinLocked(start time.Time) *Lease {
+	b := s.base
+	h := &Lease{l: b.l, resource: b.resource, key: b.key, value: b.value, start: start, rw: true, ttlMS: b.ttlMS,
+		share: s, validUntil: b.validUntil}
+	h.initVotes(len(b.votes))
+	s.n++
+	s.sharers[h] = struct{}{}
+	return h
+}
+
+// roomLocked: the base can take a join at now: not ended, at least half
+// its lifetime of validity left, and with auto-extension, an extension
+// left. The caller holds base.mu.
+func (s *rwShare) roomLocked(now time.Time) bool {
+	b := s.base
+	cfg := &b.l.cfg
+	if s.closed.Load() || b.endErr != nil || b.released {
+		return false
+	}
+	if cfg.AutoExtend && cfg.MaxExtensions > 0 && b.extensions >= cfg.MaxExtensions {
+		return false
+	}
+	return b.validUntil.Sub(now) >= b.lifetime()/2
+}
+
+// join tries to join the lock's share in this Locker: nil when there is
+// none to join, or a waiting writer's intent may be on the masters, or
+// the check did not reach a quorum; the caller then goes the normal way.
+func (m *RWMutex) join(ctx context.Context, o acquireOpts) *Lease {
+	l := m.l
+	l.shareMu.Lock()
+	s := l.shares[m.key]
+	l.shareMu.Unlock()
+	if s == nil || s.suffix != o.suffix || s.base.ttlMS != o.ttlMS {
+		return nil
+	}
+	start := time.Now()
+	b := s.base
+	b.mu.Lock()
+	room := s.roomLocked(start)
+	b.mu.Unlock()
+	if !room || !m.noIntent(ctx) {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !s.roomLocked(time.Now()) || l.closed.Load() {
+		return nil
+	}
+	return s.joinLocked(start)
+}
+
+// noIntent asks every master whether a waiting writer's intent is there
+// (EXISTS on the intents key): true when a quorum answered that none is.
+func (m *RWMutex) noIntent(ctx context.Context) bool {
+	if faults.RWJoinIgnoresIntent.On() {
+		return true
+	}
+	l := m.l
+	var buf [5]multiplex.Vote
+	votes := buf[:0]
+	if l.votes <= len(buf) {
+		votes = buf[:l.votes]
+	} else {
+		votes = make([]multiplex.Vote, l.votes)
+	}
+	cmd := plainCall("EXISTS", m.intents)
+	cmd.SkipIfFailed = true
+	t := l.pool.Fanout(ctx, cmd, classifyNoIntent, nil, votes)
+	return t.Reached() && t.Err == nil
+}
+
+// classifyNoIntent reads EXISTS on the intents key: OK when none is there.
+func classifyNoIntent(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
+	n, err := res.AsInt64()
+	switch {
+	case err != nil:
+		return multiplex.Failed, 0, err
+	case n == 0:
+		return multiplex.OK, 0, nil
+	}
+	return multiplex.Refused, n, nil
+}
+
+// dropShare forgets s as its lock's share, if it still is.
+func (l *Locker) dropShare(s *rwShare) {
+	l.shareMu.Lock()
+	if l.shares[s.base.key] == s {
+		delete(l.shares, s.base.key)
+	}
+	l.shareMu.Unlock()
+}
+
+// baseEnded ends every joined lease with the base's error: the entry is no
+// longer trusted (lost, expired, or released after the last of them).
+func (s *rwShare) baseEnded(err error) {
+	s.closed.Store(true)
+	b := s.base
+	b.l.dropShare(s)
+	b.mu.Lock()
+	hs := make([]*Lease, 0, len(s.sharers))
+	for h := range s.sharers {
+		hs = append(hs, h)
+	}
+	b.mu.Unlock()
+	for _, h := range hs {
+		h.end(err, false)
+	}
+}
+
+// followLocked moves every joined lease's validity to the base's t. The
+// caller holds base.mu; a joined lease's mu is taken inside it, never the
+// other way round.
+func (s *rwShare) followLocked(t time.Time) {
+	for h := range s.sharers {
+		h.mu.Lock()
+		if h.endErr == nil {
+			h.setValidUntil(t)
+		}
+		h.mu.Unlock()
+	}
+}
+
+// releaseJoined is Release of a joined lease: it ends the lease; the last
+// one not yet released closes the share and releases the entry on the
+// masters, with that release's result. Another's Release reports the
+// base's end if the entry is no longer trusted.
+func (le *Lease) releaseJoined(ctx context.Context) (err error) {
+	if le.l.cfg.Observer != nil {
+		defer le.observeRelease(ctx, time.Now(), &err)
+	}
+	s := le.share
+	b := s.base
+	le.mu.Lock()
+	if le.released {
+		le.mu.Unlock()
+		return fmt.Errorf("engine: release %q: %w: already released", le.resource, ErrNotHeld)
+	}
+	le.released = true
+	ended := le.endErr
+	if ended == nil && !time.Now().Before(le.validUntil) {
+		ended = ErrLeaseExpired
+	}
+	le.mu.Unlock()
+	le.end(ErrReleased, false)
+	b.mu.Lock()
+	delete(s.sharers, le)
+	s.n--
+	last := s.n == 0
+	if last {
+		s.closed.Store(true)
+	}
+	b.mu.Unlock()
+	if last {
+		b.l.dropShare(s)
+		return b.release(ctx, false)
+	}
+	switch {
+	case ended == nil:
+		return nil
+	case errors.Is(ended, ErrLeaseExpired):
+		return fmt.Errorf("engine: release %q: %w", le.resource, ErrLeaseExpired)
+	}
+	return errorf("release %q: %v: %v", le.resource, ErrNotHeld, ended)
+}
+
+// extendJoined is Extend of a joined lease: it extends the shared entry,
+// which moves every joined lease's validity.
+func (le *Lease) extendJoined(ctx context.Context, ttl time.Duration) error {
+	if err := le.checkTTL(ttl); err != nil {
+		return err
+	}
+	if _, _, err := le.extendable(time.Now()); err != nil {
+		return err
+	}
+	return le.share.base.extend(ctx, ttl, false)
+}
+
+// remoteValidityJoined is RemoteValidity of a joined lease: the shared
+// entry's.
+func (le *Lease) remoteValidityJoined(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	le.mu.Lock()
+	released, validUntil, ended := le.released, le.validUntil, le.endErr
+	le.mu.Unlock()
+	switch {
+	case ended != nil:
+		return 0, errorf("remote validity %q: %v", le.resource, ended)
+	case released:
+		return 0, fmt.Errorf("engine: remote validity %q: %w", le.resource, ErrReleased)
+	case !start.Before(validUntil):
+		le.Err()
+		return 0, fmt.Errorf("engine: remote validity %q: %w", le.resource, ErrLeaseExpired)
+	}
+	if _, err := le.share.base.RemoteValidity(ctx); err != nil {
+		return 0, err
+	}
+	if v := le.Validity(); v > 0 {
+		return v, nil
+	}
+	if err := le.Err(); err != nil {
+		return 0, errorf("remote validity %q: %v", le.resource, err)
+	}
+	return 0, fmt.Errorf("engine: remote validity %q: %w", le.resource, ErrLeaseExpired)
+}
+
+// trackBase has the tracker watch a joined lease's base (a loss of the
+// entry ends the base, and every joined lease with it). Not under le.mu:
+// the base's mu is taken first, never inside a joined lease's.
+func (le *Lease) trackBase() {
+	b := le.share.base
+	b.inspect(b.trackLocked)
+}

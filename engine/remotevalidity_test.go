@@ -264,7 +264,7 @@ func (e *env) entries(key, value string) int {
 	e.t.Helper()
 	n := 0
 	for i, c := range e.direct {
-		_, err := c.Do(context.Background(), c.B().Zscore().Key(key).Member(value).Build()).ToFloat64()
+		_, err := c.Do(context.Background(), c.B().Zscore().Key(key).Member(value).Build()).AsFloat64()
 		switch {
 		case err == nil:
 			n++

@@ -206,6 +206,13 @@ func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter, o acquireOp
 		if h := m.join(ctx, o); h != nil {
 			return h, nil
 		}
+		h, done := m.flight(ctx, o)
+		if h != nil {
+			return h, nil
+		}
+		if done != nil {
+			defer done()
+		}
 	}
 	le := &Lease{l: l, resource: m.name, key: m.key, value: newValue(), rw: true, ttlMS: o.ttlMS}
 	if o.suffix != "" {

@@ -48,10 +48,16 @@ import (
 //     released. Extend of a joined lease extends the shared entry, for
 //     every holder; auto-extension is the base's, MaxExtensions counted
 //     from the entry's acquisition: a join needs one left.
-//   - Release. The count of joined leases not yet released is kept under
-//     the base's mu; the Release that takes it to zero closes the share to
-//     joins before it releases the entry, so that a join racing it finds
-//     the share closed and goes the normal way.
+//   - Release. The count of joined leases not yet released, and of joins
+//     asking the masters, is kept under the base's mu; the Release (or
+//     refused join) that takes it to zero closes the share to joins before
+//     it releases the entry, so that a join racing it finds the share
+//     closed and goes the normal way.
+//   - Readers that find no share while another reader of this Locker
+//     acquires the lock on the masters wait for that attempt (see flight),
+//     then join what it acquired, asking for intents as any join does: the
+//     attempt's own admission is not taken as their check, since it may
+//     have run on the masters before they were called.
 //   - Turns, queue, hand-off. Readers take no turn in the masters' queue
 //     and are never handed on at the gate (writers queue at semGate):
 //     joining changes neither.
@@ -129,6 +135,9 @@ func (s *rwShare) roomLocked(now time.Time) bool {
 // join tries to join the lock's share in this Locker: nil when there is
 // none to join, or a waiting writer's intent may be on the masters, or
 // the check did not reach a quorum; the caller then goes the normal way.
+// The join counts on the share while it asks, so that the entry stays
+// for it; refused, it gives that back, and releases the entry on the
+// masters if the others let go meanwhile.
 func (m *RWMutex) join(ctx context.Context, o acquireOpts) *Lease {
 	l := m.l
 	l.shareMu.Lock()
@@ -141,16 +150,62 @@ func (m *RWMutex) join(ctx context.Context, o acquireOpts) *Lease {
 	b := s.base
 	b.mu.Lock()
 	room := s.roomLocked(start)
+	if room {
+		s.n++
+	}
 	b.mu.Unlock()
-	if !room || !m.noIntent(ctx) {
+	if !room {
 		return nil
 	}
+	ok := m.noIntent(ctx)
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !s.roomLocked(time.Now()) || l.closed.Load() {
-		return nil
+	if ok && s.roomLocked(time.Now()) && !l.closed.Load() {
+		h := s.joinLocked(start)
+		s.n-- // joinLocked counted it again
+		b.mu.Unlock()
+		return h
 	}
-	return s.joinLocked(start)
+	s.n--
+	last := s.n == 0
+	if last {
+		s.closed.Store(true)
+	}
+	b.mu.Unlock()
+	if last {
+		l.dropShare(s)
+		b.release(ctx, false)
+	}
+	return nil
+}
+
+// flight has the caller wait while another reader of this Locker
+// acquires the lock on the masters, and then try to join what it
+// acquired: it returns the joined lease, or nil and, if no other reader
+// was acquiring, a function that the caller, now the one acquiring, calls
+// once its share (if any) is registered.
+func (m *RWMutex) flight(ctx context.Context, o acquireOpts) (*Lease, func()) {
+	l := m.l
+	l.shareMu.Lock()
+	ch, other := l.flights[m.key]
+	if !other {
+		ch = make(chan struct{})
+		l.flights[m.key] = ch
+	}
+	l.shareMu.Unlock()
+	if !other {
+		return nil, func() {
+			l.shareMu.Lock()
+			delete(l.flights, m.key)
+			l.shareMu.Unlock()
+			close(ch)
+		}
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		return nil, nil
+	}
+	return m.join(ctx, o), nil
 }
 
 // noIntent asks every master whether a waiting writer's intent is there
@@ -161,7 +216,7 @@ func (m *RWMutex) noIntent(ctx context.Context) bool {
 	}
 	l := m.l
 	var buf [5]multiplex.Vote
-	votes := buf[:0]
+	var votes []multiplex.Vote
 	if l.votes <= len(buf) {
 		votes = buf[:l.votes]
 	} else {

@@ -379,3 +379,126 @@ func TestRWShareClose(t *testing.T) {
 		t.Fatalf("the last Release after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestRWShareJoinKeepsTheEntryWhileItAsks, in virtual time: a join whose
+// intent check is held at the gates counts on the share, so the other
+// reader's Release, the last but for it, sends nothing; once the check
+// comes back with no intent the reader joins the entry still on every
+// master; with an intent on a quorum it gives the entry up, as the last
+// reader on it, and is refused.
+func TestRWShareJoinKeepsTheEntryWhileItAsks(t *testing.T) {
+	for _, intent := range []bool{false, true} {
+		simTest(t, 5, func(t *testing.T, e *env) {
+			ctx := context.Background()
+			l, gates := e.gatedLocker(nil)
+			m := rwMutex(t, l, "share-ask")
+			r1 := mustRLock(t, m, false)
+			key, value := engine.LeaseKeys(r1)[0], engine.LeaseValue(r1)
+			eventually(t, 5*time.Second, "the entry on every master", func() bool { return e.entries(key, value) == 5 })
+			if intent {
+				for _, c := range e.direct[:3] {
+					score := float64(time.Now().Add(time.Hour).UnixMicro())
+					if err := c.Do(ctx, c.B().Zadd().Key(engine.RWIntentsKey(key)).ScoreMember().ScoreMember(score, "w").Build()).Error(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for _, g := range gates {
+				g.close()
+			}
+			type result struct {
+				le  *engine.Lease
+				err error
+			}
+			got := make(chan result, 1)
+			go func() {
+				le, err := m.TryRLock(ctx)
+				got <- result{le, err}
+			}()
+			eventually(t, 5*time.Second, "the join's check held at every gate", func() bool {
+				for _, g := range gates {
+					if !g.holding() {
+						return false
+					}
+				}
+				return true
+			})
+			if err := r1.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := e.entries(key, value); n != 5 {
+				t.Fatalf("released while a join asked: the entry on %d masters, want 5", n)
+			}
+			for _, g := range gates {
+				g.open()
+			}
+			r := <-got
+			if !intent {
+				if r.err != nil || engine.LeaseValue(r.le) != value {
+					t.Fatalf("no intent: the reader did not join (%v)", r.err)
+				}
+				if err := r.le.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			} else if !errors.Is(r.err, engine.ErrNotAcquired) {
+				t.Fatalf("an intent on a quorum: the reader got %v, want ErrNotAcquired", r.err)
+			}
+			eventually(t, 5*time.Second, "the entry off every master", func() bool { return e.entries(key, value) == 0 })
+		})
+	}
+}
+
+// TestRWShareReadersWaitForOneAttempt, in virtual time: readers of one
+// Locker that find no entry while one of them acquires the lock on the
+// masters wait for it and join what it acquired: one entry on every
+// master, not one each.
+func TestRWShareReadersWaitForOneAttempt(t *testing.T) {
+	simTest(t, 5, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		l, gates := e.gatedLocker(nil)
+		m := rwMutex(t, l, "share-flight")
+		for _, g := range gates {
+			g.close()
+		}
+		const readers = 3
+		got := make(chan *engine.Lease, readers)
+		for range readers {
+			go func() {
+				le, err := m.TryRLock(ctx)
+				if err != nil {
+					t.Errorf("reader: %v", err)
+				}
+				got <- le
+			}()
+		}
+		eventually(t, 5*time.Second, "an attempt held at every gate", func() bool {
+			for _, g := range gates {
+				if !g.holding() {
+					return false
+				}
+			}
+			return true
+		})
+		for _, g := range gates {
+			g.open()
+		}
+		var les []*engine.Lease
+		for range readers {
+			les = append(les, <-got)
+		}
+		key := engine.LeaseKeys(les[0])[0]
+		for i, le := range les {
+			if engine.LeaseValue(le) != engine.LeaseValue(les[0]) {
+				t.Fatalf("reader %d holds an entry of its own", i)
+			}
+		}
+		for i, n := range e.readersOn(key) {
+			if n != 1 {
+				t.Fatalf("master %d holds %d readers' entries, want 1", i, n)
+			}
+		}
+		for _, le := range les {
+			le.Release(ctx)
+		}
+	})
+}

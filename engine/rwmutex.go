@@ -212,6 +212,9 @@ func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter, o acquireOp
 		}
 		if done != nil {
 			defer done()
+		} else if l.closed.Load() {
+			// Close began while this attempt waited for another's.
+			return nil, fmt.Errorf("engine: %s %q: %w", rwOp(writer), m.name, ErrClosed)
 		}
 	}
 	le := &Lease{l: l, resource: m.name, key: m.key, value: newValue(), rw: true, ttlMS: o.ttlMS}

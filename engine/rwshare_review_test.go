@@ -1,0 +1,67 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/engine"
+)
+
+// Adversarial tests of the readers' share (engine/rwshare.go): each
+// schedules an interleaving that breaks a claim the share makes, or one
+// the read/write lock made before it.
+
+// TestRWShareStreamKeepsTheSemaphoreMark, in virtual time: a stream of
+// overlapping readers of one handle (each a fresh TryRLock, held 1 s, one
+// every 500 ms, auto-extended) keeps the handle in use for 6 MaxTTL; a
+// Semaphore of the same name (another Locker) must still be refused with
+// ErrWrongKind ("One name, one kind": the permit count is marked by the
+// read/write lock while a handle of it is in use, by its first attempt
+// and one every MaxTTL/2 after, for 2 MaxTTL). Without the share every
+// reader is an attempt, and the due ones mark; with it every reader after
+// the first joins the auto-extended entry and sends no attempt, so the
+// mark expires 2 MaxTTL after the first and the semaphore is admitted on
+// a name whose readers hold.
+func TestRWShareStreamKeepsTheSemaphoreMark(t *testing.T) {
+	simTest(t, 5, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		cfg := func(c *engine.Config) {
+			c.TTL, c.MaxTTL, c.AutoExtend = time.Second, 2*time.Second, true
+		}
+		l := e.locker(cfg)
+		m := rwMutex(t, l, "share-kind")
+		var held []*engine.Lease
+		joined := 0
+		for i := range 24 { // 12 s = 6 MaxTTL
+			r := mustRLock(t, m, false)
+			if len(held) > 0 && engine.LeaseValue(r) == engine.LeaseValue(held[len(held)-1]) {
+				joined++
+			}
+			held = append(held, r)
+			if i >= 2 {
+				if err := held[i-2].Release(ctx); err != nil {
+					t.Fatalf("reader %d's release: %v", i-2, err)
+				}
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Logf("%d of 23 readers joined the previous one's entry", joined)
+		s, err := e.locker(cfg).Semaphore("share-kind", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.TryAcquire(ctx)
+		if err == nil {
+			p.Release(ctx)
+			t.Fatal("a semaphore of the name was admitted while the read/write lock's readers hold it and its handle takes a read lock every 500 ms")
+		}
+		if !errors.Is(err, engine.ErrWrongKind) {
+			t.Fatalf("the semaphore: %v, want ErrWrongKind", err)
+		}
+		for _, r := range held[len(held)-2:] {
+			r.Release(ctx)
+		}
+	})
+}

@@ -65,3 +65,42 @@ func TestRWShareStreamKeepsTheSemaphoreMark(t *testing.T) {
 		}
 	})
 }
+
+// TestRWShareNoJoinAfterUnlock, on real masters: a reader of Locker A is
+// stuck (TTL one minute, no auto-extension, nobody watches its Done); an
+// operator clears its entry with Unlock, as documented for a stuck lock;
+// a writer of Locker B is then admitted. A new TryRLock of A, begun after
+// the writer holds, must be refused ("a writer holds it"), as it is
+// without the share, where it is an attempt of its own. With the share it
+// joins the cleared entry (nothing tells A it went: only the intents key
+// is asked, and the writer's TryLock left no intent) and is granted while
+// the writer holds.
+func TestRWShareNoJoinAfterUnlock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 5)
+	ctx := context.Background()
+	cfg := func(c *engine.Config) { c.TTL, c.MaxTTL = time.Minute, time.Minute }
+	a, b := e.locker(cfg), e.locker(cfg)
+	m, wm := rwMutex(t, a, "share-unlock"), rwMutex(t, b, "share-unlock")
+	stuck := mustRLock(t, m, false)
+	key, value := engine.LeaseKeys(stuck)[0], stuck.Value()
+	eventually(t, 5*time.Second, "the entry on every master", func() bool { return e.entries(key, value) == 5 })
+	u, err := b.Unlock(ctx, "share-unlock", value)
+	if err != nil || u.Released != 5 {
+		t.Fatalf("Unlock: %+v, %v", u, err)
+	}
+	w, err := wm.TryLock(ctx)
+	if err != nil {
+		t.Fatalf("the writer, once the stuck reader was cleared: %v", err)
+	}
+	defer w.Release(ctx)
+	r, err := m.TryRLock(ctx)
+	if err == nil {
+		defer r.Release(ctx)
+		t.Fatalf("a reader begun while a writer holds was granted (joined the cleared entry: %v), validity %s",
+			r.Value() == value, r.Validity())
+	}
+	if !errors.Is(err, engine.ErrNotAcquired) {
+		t.Fatalf("the reader: %v, want ErrNotAcquired", err)
+	}
+}

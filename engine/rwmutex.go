@@ -202,7 +202,10 @@ func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter, o acquireOp
 	if l.closed.Load() {
 		return nil, fmt.Errorf("engine: %s %q: %w", rwOp(writer), m.name, ErrClosed)
 	}
-	if !writer && l.shares != nil {
+	// A reader whose attempt would mark the name as a read/write lock's
+	// (see checkDue) makes it: a join sends no attempt, so joins alone
+	// would let the mark expire while readers hold.
+	if !writer && l.shares != nil && !m.markDue() {
 		if h := m.join(ctx, o); h != nil {
 			return h, nil
 		}
@@ -319,6 +322,12 @@ func (m *RWMutex) checkDue() int64 {
 		return now
 	}
 	return 0
+}
+
+// markDue reports whether an attempt made now would carry the mark (see
+// checkDue), without taking the moment.
+func (m *RWMutex) markDue() bool {
+	return m.checked.due(m.l.mono(time.Now()), m.l.cfg.MaxTTL/2)
 }
 
 // semaphoreNamed reports whether a master refused the attempt because a

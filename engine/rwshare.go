@@ -80,6 +80,15 @@ type rwShare struct {
 	// Under base.mu: the joined leases not yet released.
 	n       int
 	sharers map[*Lease]struct{}
+	// live, under base.mu: the masters that admitted or extended the
+	// entry in the round that set the base's validity (shortenings
+	// aside, which keep it): where the entry, if still there, lives at
+	// least as long as that validity (see join).
+	live uint64
+	// expiry drops the share from its Locker once the base's validity
+	// has ended, for a base that no auto-extension watches; nil for one
+	// that is.
+	expiry *time.Timer
 }
 
 // joined reports whether le is a joined lease on a share's base.
@@ -97,13 +106,37 @@ func (m *RWMutex) shareBase(base *Lease, o acquireOpts) *Lease {
 	s := &rwShare{base: base, suffix: o.suffix, sharers: make(map[*Lease]struct{}, 4)}
 	base.share = s
 	base.mu.Lock()
+	s.live = base.held
 	h := s.joinLocked(base.start)
+	if !l.cfg.AutoExtend {
+		// Its readers may expire unwatched and be dropped without
+		// Release: nothing else would take the share out of the map.
+		s.expiry = time.AfterFunc(time.Until(base.validUntil), s.expired)
+	}
 	base.mu.Unlock()
 	base.arm()
 	l.shareMu.Lock()
 	l.shares[m.key] = s
 	l.shareMu.Unlock()
 	return h
+}
+
+// expired is the expiry timer's: it drops the share once the base's
+// validity has ended (an auto-extended base ends then, and baseEnded
+// drops it), and waits again if an Extend moved the validity on.
+func (s *rwShare) expired() {
+	b := s.base
+	b.mu.Lock()
+	left := time.Until(b.validUntil)
+	wait := left > 0 && b.endErr == nil && !s.closed.Load()
+	if wait {
+		s.expiry.Reset(left)
+	}
+	b.mu.Unlock()
+	if !wait {
+		s.closed.Store(true)
+		b.l.dropShare(s)
+	}
 }
 
 // joinLocked makes a joined lease on s's base. The caller holds base.mu.
@@ -240,8 +273,12 @@ func classifyNoIntent(res rueidis.RedisResult) (multiplex.Outcome, int64, error)
 	return multiplex.Refused, n, nil
 }
 
-// dropShare forgets s as its lock's share, if it still is.
+// dropShare forgets s as its lock's share, if it still is, and stops its
+// expiry timer, which would hold it until the validity ends.
 func (l *Locker) dropShare(s *rwShare) {
+	if s.expiry != nil {
+		s.expiry.Stop()
+	}
 	l.shareMu.Lock()
 	if l.shares[s.base.key] == s {
 		delete(l.shares, s.base.key)

@@ -202,10 +202,7 @@ func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter, o acquireOp
 	if l.closed.Load() {
 		return nil, fmt.Errorf("engine: %s %q: %w", rwOp(writer), m.name, ErrClosed)
 	}
-	// A reader whose attempt would mark the name as a read/write lock's
-	// (see checkDue) makes it: a join sends no attempt, so joins alone
-	// would let the mark expire while readers hold.
-	if !writer && l.shares != nil && !m.markDue() {
+	if !writer && l.shares != nil {
 		if h := m.join(ctx, o); h != nil {
 			return h, nil
 		}

@@ -166,13 +166,20 @@ func (s *rwShare) roomLocked(now time.Time) bool {
 }
 
 // join tries to join the lock's share in this Locker: nil when there is
-// none to join, or a waiting writer's intent may be on the masters, or
-// the check did not reach a quorum; the caller then goes the normal way.
+// none to join, or the attempt would mark the name's kind, or a waiting
+// writer's intent may be on the masters, or the check did not reach a
+// quorum; the caller then goes the normal way.
 // The join counts on the share while it asks, so that the entry stays
 // for it; refused, it gives that back, and releases the entry on the
 // masters if the others let go meanwhile.
 func (m *RWMutex) join(ctx context.Context, o acquireOpts) *Lease {
 	l := m.l
+	if m.markDue() {
+		// The attempt would mark the name as a read/write lock's (see
+		// checkDue), which a join cannot: joins alone would let the mark
+		// expire while readers hold.
+		return nil
+	}
 	l.shareMu.Lock()
 	s := l.shares[m.key]
 	l.shareMu.Unlock()

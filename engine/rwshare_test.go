@@ -216,13 +216,16 @@ func TestRWShareExtend(t *testing.T) {
 // auto-extension carries every reader on it, the first one released or
 // not, up to MaxExtensions counted from the entry's acquisition; with
 // none left, a reader takes an entry of its own, and the joined readers
-// end when the entry expires.
+// end when the entry expires. MaxTTL is long enough that no reader's
+// attempt is due to mark the name's kind (every MaxTTL/2), which a join
+// would leave to an attempt of its own.
 func TestRWShareAutoExtend(t *testing.T) {
 	simTest(t, 5, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		const ttl = time.Second
 		l := e.locker(func(c *engine.Config) {
 			c.TTL, c.AutoExtend, c.ExtendEvery, c.MaxExtensions = ttl, true, ttl/3, 3
+			c.MaxTTL = 4 * ttl
 		})
 		m := rwMutex(t, l, "share-auto")
 		r1, r2 := mustRLock(t, m, false), mustRLock(t, m, false)

@@ -181,6 +181,9 @@ func (le *Lease) applyExtend(t multiplex.Tally, until, validUntil time.Time) err
 		// another holder came and went. Then the yes there does not
 		// show the lease held throughout, and this check refuses it.
 		if le.endErr == nil && time.Now().Before(le.validUntil) {
+			if le.isBase() {
+				le.share.extendedLocked(t.Votes)
+			}
 			le.setValidUntil(until)
 			le.mu.Unlock()
 			return nil

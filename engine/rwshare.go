@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -17,11 +18,15 @@ import (
 // lease on it. While the share is live, with validity well above a floor
 // (see rwShare.roomLocked), a later RLock or TryRLock of the same lock in
 // this Locker, with the same TTL and owner, joins it instead of running
-// the acquire script: it asks every master, with one native EXISTS on the
-// writers' intents key, whether a waiting writer's intent is there, and
-// joins on a quorum of "none" (a local count); otherwise it goes the
-// normal way. The last joined lease's Release releases the entry on the
-// masters. Config.Wait.DisableGate turns sharing off with the gate.
+// the acquire script: it asks the masters, in one round of two native
+// commands each, whether the entry is still there (ZSCORE) and whether a
+// waiting writer's intent is (EXISTS on the writers' intents key), and
+// joins when a quorum of the masters that set the entry's validity still
+// hold it and a quorum answered "none" (local counts); otherwise it goes
+// the normal way, as it does when its attempt would mark the name's kind
+// (see RWMutex.checkDue). The last joined lease's Release releases the
+// entry on the masters. Config.Wait.DisableGate turns sharing off with
+// the gate.
 //
 // Why it is safe:
 //
@@ -31,8 +36,20 @@ import (
 //     it ends when the base ends. The base is a reader's lease like any
 //     other, with the lock's guarantee: while it is valid its entry is live
 //     on a quorum, and a master admits no writer while a live entry of a
-//     reader is there, so no writer holds. The join itself writes nothing
-//     and needs no admission: only the intent is asked.
+//     reader is there, so no writer holds. That guarantee assumes the
+//     entry stays, and a join must not extend it to a reader that begins
+//     after the entry went (an operator's Unlock of a stuck reader,
+//     FLUSHDB, eviction), which the base may not see: the join counts a
+//     master only if it answered the entry's score and is one of those
+//     (rwShare.live) whose admission or extension set the validity the
+//     join takes. There the entry was set to live past that validity and
+//     was still there during the round; it is never re-created once gone
+//     (rwExtendScript), and a writer's attempt takes an expired entry out
+//     before it is admitted, so no writer held there at the round and
+//     none is admitted there before the validity ends. A master that
+//     missed the last extension may hold the entry expired, which a
+//     writer would clear: it is not counted. The join writes nothing and
+//     needs no admission.
 //   - Writer preference. A waiting writer's intent stops joins as it stops
 //     new readers: a master that holds an intent answers EXISTS 1 (an
 //     expired intent whose key is still there counts too: the check errs
@@ -58,6 +75,15 @@ import (
 //     then join what it acquired, asking for intents as any join does: the
 //     attempt's own admission is not taken as their check, since it may
 //     have run on the masters before they were called.
+//   - One name, one kind. A join sends no attempt, so it cannot mark the
+//     Semaphore's permit count: a reader whose attempt would mark it
+//     (until a quorum answered a mark, then every MaxTTL/2) makes the
+//     attempt, and becomes the new base. A join thus comes within MaxTTL/2
+//     of a mark, which lives 2 MaxTTL, as an attempt that skips it does.
+//   - Memory. A share leaves the Locker when its last joined lease is
+//     released, its base ends (auto-extension's watch), or, for a base no
+//     auto-extension watches, when its validity ends (rwShare.expiry):
+//     readers dropped without Release leave nothing behind.
 //   - Turns, queue, hand-off. Readers take no turn in the masters' queue
 //     and are never handed on at the gate (writers queue at semGate):
 //     joining changes neither.
@@ -166,9 +192,9 @@ func (s *rwShare) roomLocked(now time.Time) bool {
 }
 
 // join tries to join the lock's share in this Locker: nil when there is
-// none to join, or the attempt would mark the name's kind, or a waiting
-// writer's intent may be on the masters, or the check did not reach a
-// quorum; the caller then goes the normal way.
+// none to join, or the attempt would mark the name's kind, or the entry
+// may be gone or a waiting writer's intent there, or the check did not
+// reach a quorum; the caller then goes the normal way.
 // The join counts on the share while it asks, so that the entry stays
 // for it; refused, it gives that back, and releases the entry on the
 // masters if the others let go meanwhile.
@@ -193,12 +219,17 @@ func (m *RWMutex) join(ctx context.Context, o acquireOpts) *Lease {
 	if room {
 		s.n++
 	}
+	live := s.live
 	b.mu.Unlock()
 	if !room {
 		return nil
 	}
-	ok := m.noIntent(ctx)
+	present, ok := m.confirm(ctx, b.value, live)
 	b.mu.Lock()
+	// The masters counted are those where the entry was there during the
+	// round and that admitted or extended it in the round that set the
+	// validity the join takes, read now with it (see rwShare).
+	ok = ok && bits.OnesCount64(present&s.live) >= l.Quorum()
 	if ok && s.roomLocked(time.Now()) && !l.closed.Load() {
 		h := s.joinLocked(start)
 		s.n-- // joinLocked counted it again
@@ -248,24 +279,63 @@ func (m *RWMutex) flight(ctx context.Context, o acquireOpts) (*Lease, func()) {
 	return m.join(ctx, o), nil
 }
 
-// noIntent asks every master whether a waiting writer's intent is there
-// (EXISTS on the intents key): true when a quorum answered that none is.
-func (m *RWMutex) noIntent(ctx context.Context) bool {
-	if faults.RWJoinIgnoresIntent.On() {
-		return true
-	}
+// confirm asks the masters, in one round of two native commands sent at
+// once, whether the share's entry (value) is still there and whether a
+// waiting writer's intent is: ZSCORE of the entry in the lock key, on the
+// masters of live only, and EXISTS of the intents key, on every master.
+// It returns the masters that answered a score, and whether a quorum
+// answered that no intent is there.
+func (m *RWMutex) confirm(ctx context.Context, value string, live uint64) (present uint64, noIntent bool) {
 	l := m.l
-	var buf [5]multiplex.Vote
-	var votes []multiplex.Vote
-	if l.votes <= len(buf) {
-		votes = buf[:l.votes]
-	} else {
-		votes = make([]multiplex.Vote, l.votes)
+	if live == 0 {
+		return 0, false // a Command's Nodes 0 would be every master
 	}
-	cmd := plainCall("EXISTS", m.intents)
-	cmd.SkipIfFailed = true
-	t := l.pool.Fanout(ctx, cmd, classifyNoIntent, nil, votes)
-	return t.Reached() && t.Err == nil
+	var buf [10]multiplex.Vote
+	var votes []multiplex.Vote
+	if 2*l.votes <= len(buf) {
+		votes = buf[:2*l.votes]
+	} else {
+		votes = make([]multiplex.Vote, 2*l.votes)
+	}
+	pv, iv := votes[:l.votes], votes[l.votes:]
+	ask := !faults.RWJoinIgnoresIntent.On()
+	done := make(chan struct{})
+	if ask {
+		go func() {
+			defer close(done)
+			cmd := plainCall("EXISTS", m.intents)
+			cmd.SkipIfFailed = true
+			t := l.pool.Fanout(ctx, cmd, classifyNoIntent, nil, iv)
+			noIntent = t.Reached() && t.Err == nil
+		}()
+	} else {
+		noIntent = true
+		close(done)
+	}
+	cmd := plainCall("ZSCORE", m.key, value)
+	cmd.SkipIfFailed, cmd.Nodes = true, live
+	t := l.pool.Fanout(ctx, cmd, classifyPresent, nil, pv)
+	if t.Err == nil {
+		for i, v := range t.Votes {
+			if v.Outcome == multiplex.OK {
+				present |= 1 << i
+			}
+		}
+	}
+	<-done
+	return present, noIntent
+}
+
+// classifyPresent reads ZSCORE of an entry: OK when it is there.
+func classifyPresent(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
+	_, err := res.AsFloat64()
+	switch {
+	case rueidis.IsRedisNil(err):
+		return multiplex.Refused, 0, nil
+	case err != nil:
+		return multiplex.Failed, 0, err
+	}
+	return multiplex.OK, 0, nil
 }
 
 // classifyNoIntent reads EXISTS on the intents key: OK when none is there.
@@ -307,6 +377,17 @@ func (s *rwShare) baseEnded(err error) {
 	b.mu.Unlock()
 	for _, h := range hs {
 		h.end(err, false)
+	}
+}
+
+// extendedLocked notes the masters that extended the entry in the round
+// that sets the base's validity. The caller holds base.mu.
+func (s *rwShare) extendedLocked(votes []multiplex.Vote) {
+	s.live = 0
+	for i, v := range votes {
+		if v.Outcome == multiplex.OK {
+			s.live |= 1 << i
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
+	"github.com/redlock-bench/redlock/internal/simredis"
 )
 
 // Adversarial tests of the readers' share (engine/rwshare.go): each
@@ -124,6 +125,62 @@ func TestRWShareForgetsExpiredEntries(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		if n := l.RWShares(); n != 0 {
 			t.Fatalf("%d names' shares kept after all their readers expired and were dropped, want 0", n)
+		}
+	})
+}
+
+// TestRWShareNoJoinOnExpiredEntries, in virtual time: a join must count
+// only masters where the entry lives as long as the validity it takes.
+// Locker A's reader (TTL 1 s) is admitted on all five masters; its
+// Extend to 3 s reaches masters 0-2 only (3 and 4 refuse connections), so
+// there the entry keeps its first expiry, 1 s. The entry is then cleared
+// on masters 0 and 1 (an operator, FLUSHDB, eviction), and Locker C's
+// reader, admitted at 0.5 s, keeps the key on every master past 1 s. At
+// 1.1 s the entry is still on masters 2-4, a quorum, but expired on 3 and
+// 4: a new reader of A that joined on those three answers would take the
+// base's validity (to 3 s), yet once C's reader releases, which takes the
+// key off every master where no live entry is left (0, 1, 3, 4), a
+// writer of Locker B is admitted there. The new reader must be refused
+// the join (and go the normal way, its own entry keeping the writer
+// out).
+func TestRWShareNoJoinOnExpiredEntries(t *testing.T) {
+	simTest(t, 5, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		cfg := func(c *engine.Config) { c.TTL, c.MaxTTL = time.Second, 4*time.Second }
+		a, b, c := e.locker(cfg), e.locker(cfg), e.locker(cfg)
+		m := rwMutex(t, a, "share-stale")
+		r1 := mustRLock(t, m, false)
+		defer r1.Release(ctx)
+		key := engine.LeaseKeys(r1)[0]
+		time.Sleep(100 * time.Millisecond)
+		e.sim[3].Partition(simredis.Refuse)
+		e.sim[4].Partition(simredis.Refuse)
+		if err := r1.Extend(ctx, 3*time.Second); err != nil {
+			t.Fatalf("the Extend on masters 0-2: %v", err)
+		}
+		e.sim[3].Partition(simredis.Connected)
+		e.sim[4].Partition(simredis.Connected)
+		e.del(0, key)
+		e.del(1, key)
+		time.Sleep(400 * time.Millisecond)
+		other := mustRLock(t, rwMutex(t, c, "share-stale"), false)
+		time.Sleep(600 * time.Millisecond)
+		r2, err := m.TryRLock(ctx)
+		if err != nil {
+			t.Fatalf("the second reader: %v", err)
+		}
+		defer r2.Release(ctx)
+		if err := other.Release(ctx); err != nil {
+			t.Fatalf("Locker C's reader: %v", err)
+		}
+		w, err := rwMutex(t, b, "share-stale").TryLock(ctx)
+		if err == nil {
+			defer w.Release(ctx)
+			t.Fatalf("a writer was admitted while a reader holds (it joined: %v, validity %s)",
+				r2.Value() == r1.Value(), r2.Validity())
+		}
+		if !errors.Is(err, engine.ErrNotAcquired) {
+			t.Fatalf("the writer: %v, want ErrNotAcquired", err)
 		}
 	})
 }

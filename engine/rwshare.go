@@ -19,7 +19,7 @@ import (
 // (see rwShare.roomLocked), a later RLock or TryRLock of the same lock in
 // this Locker, with the same TTL and owner, joins it instead of running
 // the acquire script: it asks the masters, in one round of two native
-// commands each, whether the entry is still there (ZSCORE) and whether a
+// commands each, whether the entry is still there (ZRANK) and whether a
 // waiting writer's intent is (EXISTS on the writers' intents key), and
 // joins when a quorum of the masters that set the entry's validity still
 // hold it and a quorum answered "none" (local counts); otherwise it goes
@@ -40,7 +40,7 @@ import (
 //     entry stays, and a join must not extend it to a reader that begins
 //     after the entry went (an operator's Unlock of a stuck reader,
 //     FLUSHDB, eviction), which the base may not see: the join counts a
-//     master only if it answered the entry's score and is one of those
+//     master only if it found the entry there and is one of those
 //     (rwShare.live) whose admission or extension set the validity the
 //     join takes. There the entry was set to live past that validity and
 //     was still there during the round; it is never re-created once gone
@@ -281,9 +281,9 @@ func (m *RWMutex) flight(ctx context.Context, o acquireOpts) (*Lease, func()) {
 
 // confirm asks the masters, in one round of two native commands sent at
 // once, whether the share's entry (value) is still there and whether a
-// waiting writer's intent is: ZSCORE of the entry in the lock key, on the
+// waiting writer's intent is: ZRANK of the entry in the lock key, on the
 // masters of live only, and EXISTS of the intents key, on every master.
-// It returns the masters that answered a score, and whether a quorum
+// It returns the masters that found the entry, and whether a quorum
 // answered that no intent is there.
 func (m *RWMutex) confirm(ctx context.Context, value string, live uint64) (present uint64, noIntent bool) {
 	l := m.l
@@ -312,7 +312,7 @@ func (m *RWMutex) confirm(ctx context.Context, value string, live uint64) (prese
 		noIntent = true
 		close(done)
 	}
-	cmd := plainCall("ZSCORE", m.key, value)
+	cmd := plainCall("ZRANK", m.key, value)
 	cmd.SkipIfFailed, cmd.Nodes = true, live
 	t := l.pool.Fanout(ctx, cmd, classifyPresent, nil, pv)
 	if t.Err == nil {
@@ -326,9 +326,11 @@ func (m *RWMutex) confirm(ctx context.Context, value string, live uint64) (prese
 	return present, noIntent
 }
 
-// classifyPresent reads ZSCORE of an entry: OK when it is there.
+// classifyPresent reads ZRANK of an entry: OK when it is there. ZRANK,
+// not ZSCORE: the score is not read, and an integer reply costs the
+// master less than a double's (BenchmarkMasterCostRW, join-entry).
 func classifyPresent(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
-	_, err := res.AsFloat64()
+	_, err := res.AsInt64()
 	switch {
 	case rueidis.IsRedisNil(err):
 		return multiplex.Refused, 0, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -77,9 +78,10 @@ type rwShare struct {
 	suffix string // the owner suffix of the base's value
 	// closed: no more joins (the last Release began, or the base ended).
 	closed atomic.Bool
-	// Under base.mu: the joined leases not yet released.
+	// Under base.mu: the joined leases not yet released (and joins asking
+	// the masters, in n), in no order.
 	n       int
-	sharers map[*Lease]struct{}
+	sharers []*Lease
 }
 
 // joined reports whether le is a joined lease on a share's base.
@@ -94,7 +96,7 @@ func (le *Lease) isBase() bool { return le.share != nil && le.share.base == le }
 // than an older one).
 func (m *RWMutex) shareBase(base *Lease, o acquireOpts) *Lease {
 	l := m.l
-	s := &rwShare{base: base, suffix: o.suffix, sharers: make(map[*Lease]struct{}, 4)}
+	s := &rwShare{base: base, suffix: o.suffix}
 	base.share = s
 	base.mu.Lock()
 	h := s.joinLocked(base.start)
@@ -113,7 +115,7 @@ func (s *rwShare) joinLocked(start time.Time) *Lease {
 		share: s, validUntil: b.validUntil}
 	h.initVotes(len(b.votes))
 	s.n++
-	s.sharers[h] = struct{}{}
+	s.sharers = append(s.sharers, h)
 	return h
 }
 
@@ -256,10 +258,7 @@ func (s *rwShare) baseEnded(err error) {
 	b := s.base
 	b.l.dropShare(s)
 	b.mu.Lock()
-	hs := make([]*Lease, 0, len(s.sharers))
-	for h := range s.sharers {
-		hs = append(hs, h)
-	}
+	hs := slices.Clone(s.sharers)
 	b.mu.Unlock()
 	for _, h := range hs {
 		h.end(err, false)
@@ -270,7 +269,7 @@ func (s *rwShare) baseEnded(err error) {
 // caller holds base.mu; a joined lease's mu is taken inside it, never the
 // other way round.
 func (s *rwShare) followLocked(t time.Time) {
-	for h := range s.sharers {
+	for _, h := range s.sharers {
 		h.mu.Lock()
 		if h.endErr == nil {
 			h.setValidUntil(t)
@@ -302,7 +301,12 @@ func (le *Lease) releaseJoined(ctx context.Context) (err error) {
 	le.mu.Unlock()
 	le.end(ErrReleased, false)
 	b.mu.Lock()
-	delete(s.sharers, le)
+	if i := slices.Index(s.sharers, le); i >= 0 {
+		last := len(s.sharers) - 1
+		s.sharers[i] = s.sharers[last]
+		s.sharers[last] = nil
+		s.sharers = s.sharers[:last]
+	}
 	s.n--
 	last := s.n == 0
 	if last {

@@ -58,6 +58,11 @@ type Config struct {
 	// counts them as local; sharedShards is the clusters' shards each.
 	sharedLocal  bool
 	sharedShards int
+	// runtimeTimers: holds and open-loop starts sleep on the runtime's
+	// timers, not the sleeper's kernel timer, which a testing/synctest
+	// bubble's virtual clock does not move (and a goroutine blocked on its
+	// fd would keep the bubble's clock from moving at all).
+	runtimeTimers bool
 	// Workers is the number of concurrent goroutines (--workers). Default 64.
 	Workers int
 	// Clients is the number of independent engine instances, each with its

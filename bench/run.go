@@ -487,7 +487,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	if r.faults != nil {
 		r.faults.start(r.start)
 	}
-	if !r.cfg.Hold.Zero() || r.cfg.Rate > 0 {
+	if (!r.cfg.Hold.Zero() || r.cfg.Rate > 0) && !r.cfg.runtimeTimers {
 		r.sleeper = newSleeper()
 		defer r.sleeper.close()
 	}

@@ -166,6 +166,8 @@ func TestRedlockWaitMode(t *testing.T) {
 	cfg.Resources = 2
 	cfg.Workers = 8
 	cfg.Hold = Hold{D: time.Millisecond}
+	loadProof(&cfg)
+	byCount(&cfg, 500)
 	s := run(t, cfg).Summary
 	if s.Violations != 0 {
 		t.Fatalf("redlock wait: %d violations: %+v", s.Violations, s.ViolationExamples)
@@ -358,22 +360,34 @@ func TestOpenLoopSchedule(t *testing.T) {
 }
 
 // A schedule the workers cannot keep: latency must include the time an
-// operation waited for its turn, and the backlog must show.
+// operation waited for its turn, and the backlog must show. In virtual
+// time, where the run is exactly the schedule and the holds: the n-th of
+// 500 operations is due at n·0.5 ms and begun at n·2 ms, so its latency is
+// n·1.5 ms (the p99 about 740 ms), and at the stop, 1 s in, 2000 are due
+// and 500 begun.
 func TestOpenLoopCountsQueueingDelay(t *testing.T) {
-	noLeaks(t)
-	cfg := shortConfig("nolock", nil)
-	cfg.Workers = 1
-	cfg.Resources = 1
-	cfg.Rate = 2000                          // one every 500 µs...
-	cfg.Hold = Hold{D: 2 * time.Millisecond} // ...but each takes 2 ms
-	cfg.Warmup = 0
-	s := run(t, cfg).Summary
-	if s.AcquireLatencyUs.P99 < 100_000 {
-		t.Errorf("acquire p99 = %d µs; a schedule 4x over capacity must show queueing delay", s.AcquireLatencyUs.P99)
-	}
-	if s.BacklogEnd < 500 {
-		t.Errorf("backlog at end = %d, want about 1500", s.BacklogEnd)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		cfg := shortConfig("nolock", nil)
+		cfg.runtimeTimers = true
+		cfg.Workers = 1
+		cfg.Resources = 1
+		cfg.Rate = 2000                          // one every 500 µs...
+		cfg.Hold = Hold{D: 2 * time.Millisecond} // ...but each takes 2 ms
+		cfg.Warmup = 0
+		byCount(&cfg, 500)
+		s := run(t, cfg).Summary
+		if s.Attempts != cfg.Ops {
+			t.Fatalf("%d attempts, want the %d asked for", s.Attempts, cfg.Ops)
+		}
+		if s.AcquireLatencyUs.P99 < 100_000 {
+			t.Errorf("acquire p99 = %d µs; a schedule 4x over capacity must show queueing delay", s.AcquireLatencyUs.P99)
+		}
+		if s.BacklogEnd < 500 {
+			t.Errorf("backlog at end = %d, want about 1500", s.BacklogEnd)
+		}
+		t.Logf("%d attempts in %.3fs, acquire p99 %d µs, backlog at most %d, %d at the end",
+			s.Attempts, s.DurationS, s.AcquireLatencyUs.P99, s.BacklogMax, s.BacklogEnd)
+	})
 }
 
 func TestIntervalLogHasOneIntervalPerSecond(t *testing.T) {
@@ -599,16 +613,34 @@ func TestNoWaitQuarantineStopsTheRun(t *testing.T) {
 }
 
 // The progress line's figures are the interval's, as intervals.json has
-// them, not running totals, and the line says so.
+// them, not running totals, and the line says so. The run is stopped once
+// three measured intervals have been shown, however long they took: a
+// single one would be its own running total.
 func TestProgressFiguresArePerInterval(t *testing.T) {
 	noLeaks(t)
 	c := redistest.StartT(t, 3)
 	cfg := shortConfig("redlock", c.Addrs())
-	cfg.Duration, cfg.Warmup = 3*time.Second, 0
+	// A node timeout of 600 ms, as loadProof's: errors are figures here.
+	cfg.TTL = time.Minute
+	cfg.Duration, cfg.Warmup = time.Hour, 0
 	cfg.Hold = Hold{Kind: HoldUniform, Min: 0, Max: 2 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	var progress bytes.Buffer
-	cfg.Progress = &progress
-	res := run(t, cfg)
+	shown := 0
+	cfg.Progress = writerFunc(func(p []byte) {
+		progress.Write(p)
+		if shown += bytes.Count(p, []byte("] last ")); shown == 3 {
+			cancel()
+		}
+	})
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shown < 3 {
+		t.Fatalf("the run ended after %d progress lines:\n%s", shown, progress.String())
+	}
 	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
 	if len(lines) != len(res.Intervals) {
 		t.Fatalf("%d progress lines, %d intervals:\n%s", len(lines), len(res.Intervals), progress.String())
@@ -619,7 +651,13 @@ func TestProgressFiguresArePerInterval(t *testing.T) {
 		if !strings.Contains(l, "] last ") {
 			t.Errorf("line %d does not say its span: %q", i, l)
 		}
-		if want := fmt.Sprintf("p99 %s  errors %d", results.FormatUs(iv.P99Us), iv.Errors); !strings.Contains(l, want) {
+		// An interval that acquired nothing (a loaded machine can stall
+		// a whole second) has no p99 to show.
+		p99 := "-"
+		if iv.P99Us > 0 || iv.Acquired > 0 {
+			p99 = results.FormatUs(iv.P99Us)
+		}
+		if want := fmt.Sprintf("p99 %s  errors %d", p99, iv.Errors); !strings.Contains(l, want) {
 			t.Errorf("line %d %q: want the interval's %q", i, l, want)
 		}
 		// Each master's PING round trip, once an interval.

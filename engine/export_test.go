@@ -39,3 +39,8 @@ var UndoScriptBody = undoScript.Body
 // RoundSpan is the longest a round of the Locker's can go on counting
 // votes: its node timeout, plus the watchdog's period that notices it.
 func (l *Locker) RoundSpan() time.Duration { return l.roundSpan() }
+
+// SetListBatch makes Walk ask SCAN for n keys a call, and call pending
+// with the number of keys and names it holds each time that grows. Set
+// before the Locker's first Walk.
+func (l *Locker) SetListBatch(n int, pending func(int)) { l.listBatch, l.listPending = n, pending }

@@ -136,11 +136,14 @@ type MasterHolder struct {
 // slot key base. It answers the master's clock (µs), the lock key's type,
 // its holders (value, PTTL ms, permit or mode) flattened, its fencing
 // counters (one per slot for a semaphore) and its waiters with their
-// tickets (µs), each part a flat array of strings.
+// tickets (µs), each part a flat array of strings. The clock goes back
+// as TIME's digits: Lua 5.1's tostring writes a number with 14
+// significant digits, which a clock in µs (16) does not fit.
 var inspectScript = rueidis.NewLuaScript(`local key, fence, queue, intents, permits = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local base = ARGV[1]
 local tm = redis.call("TIME")
-local now = tonumber(tm[1] .. string.sub("00000" .. tm[2], -6))
+local clock = tm[1] .. string.sub("00000" .. tm[2], -6)
+local now = tonumber(clock)
 local t = redis.call("TYPE", key).ok
 local holders, fences, waiters = {}, {}, {}
 local function counter(k)
@@ -197,7 +200,7 @@ else
     end
   end
 end
-return {tostring(now), kind, holders, fences, waiters, tostring(npermits)}`)
+return {clock, kind, holders, fences, waiters, tostring(npermits)}`)
 
 // masterRead is one master's answer to inspectScript.
 type masterRead struct {
@@ -261,7 +264,10 @@ func (l *Locker) readMaster(ctx context.Context, i int, keys []string, base stri
 		return masterRead{err: fmt.Errorf("inspect: %d parts in the answer", len(res))}
 	}
 	var r masterRead
-	r.now, _ = res[0].AsInt64()
+	if r.now, err = res[0].AsInt64(); err != nil {
+		// Without its clock no waiter's age can be told.
+		return masterRead{err: fmt.Errorf("inspect: the master's clock: %w", err)}
+	}
 	k, _ := res[1].ToString()
 	r.kind = Kind(k)
 	hs, _ := res[2].AsStrSlice()
@@ -626,184 +632,3 @@ func (l *Locker) locate(ctx context.Context, op, name, value string) (*Lease, er
 
 // MarshalText is the outcome's name, as String.
 func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
-
-// List returns up to limit names (limit <= 0: no limit) of locks,
-// semaphores and read/write locks whose key starts with KeyPrefix +
-// prefix and that a quorum of the masters holds a key for, sorted. It
-// walks each master's keys with SCAN and MATCH, never KEYS, in batches
-// of ListBatch, so that no master is blocked for long: the cost is spread
-// over many short calls, and a master with millions of keys answers
-// other clients between them. The engine's internal keys (queues,
-// fencing counters, marks) are skipped; a semaphore is listed by its
-// name once. Names whose key holds a glob character (*?[\) in prefix
-// are matched literally. It fails with ErrNoQuorum when fewer than a
-// quorum of masters could be walked to the end.
-func (l *Locker) List(ctx context.Context, prefix string, limit int) ([]string, error) {
-	if l.closed.Load() {
-		return nil, fmt.Errorf("engine: list: %w", ErrClosed)
-	}
-	lists := make([][]string, l.votes)
-	errs := make([]error, l.votes)
-	var wg sync.WaitGroup
-	for i := range lists {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lists[i], errs[i] = l.scanMaster(ctx, i, prefix)
-		}()
-	}
-	wg.Wait()
-	var all []string
-	walked := 0
-	for i, s := range lists {
-		if errs[i] == nil {
-			walked++
-			all = append(all, s...)
-		}
-		lists[i] = nil
-	}
-	if walked < l.quorum {
-		return nil, errorf("list %q: %v: %d of %d masters walked, %d needed: %v", prefix, ErrNoQuorum, walked, len(lists), l.quorum, errors.Join(errs...))
-	}
-	// Each master's list has each name once: a name is on a quorum when
-	// it occurs quorum times in their concatenation.
-	slices.Sort(all)
-	var names []string
-	for i := 0; i < len(all); {
-		j := i + 1
-		for j < len(all) && all[j] == all[i] {
-			j++
-		}
-		if j-i >= l.quorum {
-			names = append(names, all[i])
-			if limit > 0 && len(names) == limit {
-				break
-			}
-		}
-		i = j
-	}
-	return names, nil
-}
-
-// ListBatch is the COUNT List asks of each SCAN call: how many keys a
-// master looks at per call, which bounds how long one call holds it.
-const ListBatch = 1000
-
-// scanMaster walks master i's keys that may belong to names starting
-// with prefix: lock keys and semaphores' slot keys.
-func (l *Locker) scanMaster(ctx context.Context, i int, prefix string) ([]string, error) {
-	c := l.pool.Client(i)
-	if c == nil {
-		return nil, errors.New("not connected")
-	}
-	var names []string
-	sems := map[string]struct{}{} // a semaphore's slots share its name
-	lockPat := globEscape(l.cfg.KeyPrefix+prefix) + "*"
-	semPat := globEscape(semPrefix+l.cfg.KeyPrefix+"{"+prefix) + "*"
-	if l.clustered {
-		lockPat = "*" + lockPat // a slot tag may come first (see key)
-		semPat = globEscape(semPrefix) + "*"
-	}
-	for _, pat := range []string{lockPat, semPat} {
-		err := scanNodes(ctx, c, pat, func(k string) {
-			n, ok := l.nameOf(k, prefix)
-			switch {
-			case !ok:
-			case strings.HasPrefix(k, internalPrefix):
-				sems[n] = struct{}{}
-			default:
-				names = append(names, n)
-			}
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	for n := range sems {
-		names = append(names, n)
-	}
-	// Once per master, so that List's count is of masters (a lock and a
-	// semaphore of one name, say, are one name).
-	slices.Sort(names)
-	return slices.Compact(names), nil
-}
-
-// scanNodes runs SCAN MATCH pat to the end on every node that c reaches
-// (one for a master; each primary for a cluster), calling f per key.
-func scanNodes(ctx context.Context, c rueidis.Client, pat string, f func(string)) error {
-	for _, n := range c.Nodes() {
-		cursor := uint64(0)
-		for {
-			e, err := n.Do(ctx, n.B().Scan().Cursor(cursor).Match(pat).Count(ListBatch).Build()).AsScanEntry()
-			if err != nil {
-				if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-					return err
-				}
-				if strings.Contains(err.Error(), "READONLY") || strings.Contains(err.Error(), "MOVED") {
-					break // a replica of a cluster: its primary is walked
-				}
-				return err
-			}
-			for _, k := range e.Elements {
-				f(k)
-			}
-			cursor = e.Cursor
-			if cursor == 0 {
-				break
-			}
-		}
-	}
-	return nil
-}
-
-// nameOf is the name key belongs to, if it is a lock's, a read/write
-// lock's or a semaphore slot's key under KeyPrefix + prefix.
-func (l *Locker) nameOf(key, prefix string) (string, bool) {
-	kp := l.cfg.KeyPrefix
-	if strings.HasPrefix(key, internalPrefix) {
-		rest, ok := strings.CutPrefix(key, semPrefix)
-		if !ok {
-			return "", false
-		}
-		if l.clustered && strings.HasPrefix(rest, "{") {
-			rest = rest[strings.IndexByte(rest, '}')+1:]
-		}
-		rest, ok = strings.CutPrefix(rest, kp+"{")
-		if !ok {
-			return "", false
-		}
-		j := strings.LastIndex(rest, "}:")
-		if j < 0 || rest[j+2:] == "permits" || !strings.HasPrefix(rest[:j], prefix) {
-			return "", false
-		}
-		return rest[:j], true
-	}
-	k := key
-	if l.clustered && strings.HasPrefix(k, "{") {
-		if j := strings.IndexByte(k, '}'); j > 0 {
-			if n, ok := strings.CutPrefix(k[j+1:], kp); ok && l.key(n) == key {
-				k = k[j+1:]
-			}
-		}
-	}
-	n, ok := strings.CutPrefix(k, kp)
-	if !ok || n == "" || !strings.HasPrefix(n, prefix) || (l.clustered && l.key(n) != key) {
-		return "", false
-	}
-	return n, true
-}
-
-// globEscape escapes SCAN MATCH's glob characters in s.
-func globEscape(s string) string {
-	if !strings.ContainsAny(s, `*?[]\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if strings.IndexByte(`*?[]\`, s[i]) >= 0 {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -103,9 +104,10 @@ type rwShare struct {
 	suffix string // the owner suffix of the base's value
 	// closed: no more joins (the last Release began, or the base ended).
 	closed atomic.Bool
-	// Under base.mu: the joined leases not yet released.
+	// Under base.mu: the joined leases not yet released (and joins asking
+	// the masters, in n), in no order.
 	n       int
-	sharers map[*Lease]struct{}
+	sharers []*Lease
 	// live, under base.mu: the masters that admitted or extended the
 	// entry in the round that set the base's validity (shortenings
 	// aside, which keep it): where the entry, if still there, lives at
@@ -129,7 +131,7 @@ func (le *Lease) isBase() bool { return le.share != nil && le.share.base == le }
 // than an older one).
 func (m *RWMutex) shareBase(base *Lease, o acquireOpts) *Lease {
 	l := m.l
-	s := &rwShare{base: base, suffix: o.suffix, sharers: make(map[*Lease]struct{}, 4)}
+	s := &rwShare{base: base, suffix: o.suffix}
 	base.share = s
 	base.mu.Lock()
 	s.live = base.held
@@ -172,7 +174,7 @@ func (s *rwShare) joinLocked(start time.Time) *Lease {
 		share: s, validUntil: b.validUntil}
 	h.initVotes(len(b.votes))
 	s.n++
-	s.sharers[h] = struct{}{}
+	s.sharers = append(s.sharers, h)
 	return h
 }
 
@@ -372,10 +374,7 @@ func (s *rwShare) baseEnded(err error) {
 	b := s.base
 	b.l.dropShare(s)
 	b.mu.Lock()
-	hs := make([]*Lease, 0, len(s.sharers))
-	for h := range s.sharers {
-		hs = append(hs, h)
-	}
+	hs := slices.Clone(s.sharers)
 	b.mu.Unlock()
 	for _, h := range hs {
 		h.end(err, false)
@@ -397,7 +396,7 @@ func (s *rwShare) extendedLocked(votes []multiplex.Vote) {
 // caller holds base.mu; a joined lease's mu is taken inside it, never the
 // other way round.
 func (s *rwShare) followLocked(t time.Time) {
-	for h := range s.sharers {
+	for _, h := range s.sharers {
 		h.mu.Lock()
 		if h.endErr == nil {
 			h.setValidUntil(t)
@@ -429,7 +428,12 @@ func (le *Lease) releaseJoined(ctx context.Context) (err error) {
 	le.mu.Unlock()
 	le.end(ErrReleased, false)
 	b.mu.Lock()
-	delete(s.sharers, le)
+	if i := slices.Index(s.sharers, le); i >= 0 {
+		last := len(s.sharers) - 1
+		s.sharers[i] = s.sharers[last]
+		s.sharers[last] = nil
+		s.sharers = s.sharers[:last]
+	}
 	s.n--
 	last := s.n == 0
 	if last {

@@ -663,7 +663,7 @@ func rawInfo(conn net.Conn, deadline time.Time, user, pass string, topology bool
 		if user != "" {
 			args = []string{"AUTH", user, pass}
 		}
-		if _, err := conn.Write(respCommand(args...)); err != nil {
+		if err := writeOrAlert(conn, respCommand(args...)); err != nil {
 			return serverInfo{}, fmt.Errorf("AUTH: %w", err)
 		}
 		line, err := readReply(conn)
@@ -687,8 +687,8 @@ func rawInfo(conn net.Conn, deadline time.Time, user, pass string, topology bool
 	if topology {
 		out = append(out, respCommand("CLUSTER", "NODES")...)
 	}
-	if _, err := conn.Write(out); err != nil {
-		return serverInfo{}, err
+	if err := writeOrAlert(conn, out); err != nil {
+		return serverInfo{}, during("INFO server", err)
 	}
 	server, err := readBulk(conn)
 	if err != nil {
@@ -711,6 +711,28 @@ func rawInfo(conn net.Conn, deadline time.Time, user, pass string, topology bool
 		}
 	}
 	return info, nil
+}
+
+// writeOrAlert writes b to conn; when the write fails, it returns the TLS
+// alert the master sent before it closed, if one is waiting, rather than
+// the write's error. A TLS 1.3 master judges the client's certificate only
+// after the client's side of the handshake is over: it sends its alert
+// ("certificate required", "unknown certificate authority") and resets
+// the connection, and whether the first write after the handshake comes
+// before the reset or after it (then failing with "connection reset by
+// peer", which says nothing of the certificate) is a matter of timing. The
+// alert arrived before the reset, so it can still be read.
+func writeOrAlert(conn net.Conn, b []byte) error {
+	_, err := conn.Write(b)
+	if err == nil {
+		return nil
+	}
+	var one [1]byte
+	_, rerr := conn.Read(one[:])
+	if op := (*net.OpError)(nil); errors.As(rerr, &op) && op.Op == "remote error" {
+		return rerr
+	}
+	return err
 }
 
 // readBulk reads one bulk-string reply, of at most 1 MiB.

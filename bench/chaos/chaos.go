@@ -87,6 +87,13 @@ type Config struct {
 	// or paused, a shard failed over to its replica, a slot of a hot
 	// resource migrated under load. In model only.
 	ClusterShards int
+	// SentinelVotes, when positive, makes that many of the LocalMasters
+	// votes (the last ones) masters Redis Sentinel manages, each a master
+	// with one replica under 3 sentinels, which the clients find through
+	// the sentinels, and adds forced failovers of them to the schedule
+	// (see nemSentinelFailover); restarts and pauses stay on the plain
+	// masters. In model, with the redlock engine, on local votes only.
+	SentinelVotes int
 	// Jump is how much a clock jump shortens every key's TTL on the master.
 	// Default TTL.
 	Jump time.Duration
@@ -188,6 +195,9 @@ func (c *Config) Validate() error {
 	if err := c.validateClusters(); err != nil {
 		return err
 	}
+	if err := c.validateSentinels(); err != nil {
+		return err
+	}
 	if err := c.validateLock(); err != nil {
 		return err
 	}
@@ -287,10 +297,25 @@ type Result struct {
 	// each its nodes' addresses, and Masters is empty.
 	ClusterShards int        `json:"cluster_shards,omitempty"`
 	Clusters      [][]string `json:"clusters,omitempty"`
-	Quarantine    string     `json:"quarantine"`
-	JumpMs        int64      `json:"jump_ms,omitempty"`
-	User          string     `json:"user,omitempty"`
-	TLS           bool       `json:"tls,omitempty"`
+	// SentinelVotes is set when that many of the local votes were masters
+	// Redis Sentinel manages (a replica and 3 sentinels each), after the
+	// plain Masters; Sentinels are those votes as --sentinel reads each,
+	// and SentinelNodes each one's data nodes.
+	SentinelVotes int        `json:"sentinel_votes,omitempty"`
+	Sentinels     []string   `json:"sentinels,omitempty"`
+	SentinelNodes [][]string `json:"sentinel_nodes,omitempty"`
+	// SentinelRunIDChanges is, per Sentinel vote, the fewest changes of
+	// its master's run_id any client saw: each failover it followed is
+	// one, and the quarantine (unless off) kept the promoted master out
+	// of that client's vote for MaxTTL after each.
+	SentinelRunIDChanges []int64 `json:"sentinel_run_id_changes,omitempty"`
+	// SentinelLostWrites counts the outcomes of the sentinel-lost-write
+	// faults (see LostWrites).
+	SentinelLostWrites *LostWrites `json:"sentinel_lost_writes,omitempty"`
+	Quarantine         string      `json:"quarantine"`
+	JumpMs             int64       `json:"jump_ms,omitempty"`
+	User               string      `json:"user,omitempty"`
+	TLS                bool        `json:"tls,omitempty"`
 	// Interrupted is set when the soak was cut short (Ctrl-C).
 	Interrupted bool `json:"interrupted,omitempty"`
 	// Schedule is the faults planned from the seed, in order.
@@ -418,7 +443,13 @@ type chaos struct {
 	// Cluster; masters is then empty. voteProxies are, per vote, the
 	// indexes of its nodes' proxies in each client's Proxies (a master's
 	// own index without clusters), and proxied the addresses proxied.
-	clusters    []*redisproc.RedisCluster
+	clusters []*redisproc.RedisCluster
+	// sentinels are the Sentinel votes (Config.SentinelVotes), after the
+	// plain masters.
+	sentinels []*redisproc.SentinelGroup
+	// sentinelHaz is the soak's own clients of the Sentinel votes, which
+	// hold across each nemSentinelLostWrite; nil without Sentinel votes.
+	sentinelHaz *sentinelHazard
 	voteProxies [][]int
 	proxied     []string
 	// tls is the engine's TLS set-up: Config.Conn.TLS, verifying the
@@ -514,7 +545,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		defer masters.StopClusters(cs)
 		ch.logf("started %d local Redis Clusters of %d shards with a replica each: %s", len(cs), cfg.ClusterShards, engines.FormatClusters(ch.clusterNodes()))
 	case len(ch.masters) == 0 && cfg.Engine.NeedsRedis():
-		c, err := masters.Start(ctx, cfg.LocalMasters)
+		c, err := masters.Start(ctx, cfg.LocalMasters-cfg.SentinelVotes)
 		if err != nil {
 			return nil, err
 		}
@@ -522,6 +553,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		defer c.Stop()
 		ch.masters = c.Addrs()
 		ch.logf("started %d local redis-server: %s", len(ch.masters), strings.Join(ch.masters, ","))
+		if cfg.SentinelVotes > 0 {
+			gs, err := startSentinels(ctx, cfg.SentinelVotes)
+			if err != nil {
+				return nil, err
+			}
+			ch.sentinels = gs
+			defer stopSentinels(gs)
+			for _, v := range ch.sentinelVotes() {
+				ch.logf("started a Sentinel vote, a master with a replica under 3 sentinels: %s", formatSentinel(v))
+			}
+		}
 	}
 	if cfg.Engine.NeedsRedis() {
 		if _, err := masters.Probe(ctx, ch.conn(), ch.allAddrs()); err != nil {
@@ -535,7 +577,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	sched := ch.plan()
 	res := &Result{Seed: cfg.Seed, Class: cfg.Class, Engine: cfg.Engine.String(), Masters: ch.masters,
-		ClusterShards: cfg.ClusterShards, Clusters: ch.clusterNodes(),
+		ClusterShards: cfg.ClusterShards, Clusters: ch.clusterNodes(), SentinelVotes: len(ch.sentinels),
 		Clients: cfg.Clients, Workers: cfg.Workers, Resources: cfg.Resources, Lock: cfg.Lock.String(), TTLMs: cfg.TTL.Milliseconds(),
 		LocalMasters: len(cfg.Masters) == 0, Quarantine: cfg.Quarantine.String(), User: cfg.Conn.Username, TLS: cfg.Conn.TLS != nil,
 		Expected: expected(cfg.Class, cfg.Lock)}
@@ -545,11 +587,20 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for _, s := range sched {
 		res.Schedule = append(res.Schedule, s.String())
 	}
+	if ch.sentinels != nil {
+		for _, v := range ch.sentinelVotes() {
+			res.Sentinels = append(res.Sentinels, formatSentinel(v))
+		}
+		res.SentinelNodes = ch.sentinelNodes()
+	}
 
 	ch.start = time.Now()
 	ch.or = check.New(ch.start, ch.names)
 	if p := cfg.Lock.Holders(); p > 0 {
 		ch.or = check.NewSemaphores(ch.start, ch.names, p)
+	}
+	if ch.sentinelHaz != nil {
+		ch.sentinelHaz.or = check.New(ch.start, []string{sentinelHazardName})
 	}
 	for range len(ch.names) * ch.storesPer() {
 		ch.stores = append(ch.stores, check.NewStore(ch.start, false))
@@ -576,9 +627,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	ch.progress(runCtx)
 	wg.Wait()
-	nem.Wait() // every fault lifted
+	// The load's length: the heals that follow check nothing, and a
+	// replay's --duration is the load's.
 	res.DurationS = time.Since(ch.start).Seconds()
+	nem.Wait() // every fault lifted
 	res.Interrupted = ctx.Err() != nil
+	res.SentinelRunIDChanges = ch.sentinelRunIDChanges()
 	ch.closeClients()
 
 	ch.finish(res)
@@ -637,6 +691,9 @@ func (ch *chaos) startClients(ctx context.Context) error {
 			if ch.clusters != nil {
 				v, spec.Conn.Dial = ch.clusterVotes(px)
 			}
+			if ch.sentinels != nil {
+				v, spec.Conn.Dial = ch.sentinelClientVotes(px)
+			}
 		}
 		if err := ch.connect(ctx, c, spec, v); err != nil {
 			return fmt.Errorf("chaos: client %d: %w", i, err)
@@ -651,6 +708,11 @@ func (ch *chaos) startClients(ctx context.Context) error {
 			if err := ch.connect(ctx, c, ch.spec(), engines.Votes{Masters: ch.masters}); err != nil {
 				return fmt.Errorf("chaos: %s: %w", hazardWho[i], err)
 			}
+		}
+	}
+	if ch.sentinels != nil {
+		if err := ch.startSentinelHazard(ctx); err != nil {
+			return fmt.Errorf("chaos: %w", err)
 		}
 	}
 	return nil
@@ -705,6 +767,9 @@ func (ch *chaos) closeClients() {
 			c.c.Close()
 			c.c = nil
 		}
+	}
+	if ch.sentinelHaz != nil {
+		ch.sentinelHaz.close()
 	}
 	for _, c := range ch.clients {
 		if c.proxies != nil {

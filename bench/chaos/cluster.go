@@ -84,7 +84,7 @@ func (ch *chaos) votes() int {
 	if ch.clusters != nil {
 		return len(ch.clusters)
 	}
-	return len(ch.masters)
+	return len(ch.masters) + len(ch.sentinels)
 }
 
 // clusterNodes are the clusters' nodes' addresses, per vote; nil without
@@ -102,10 +102,14 @@ func (ch *chaos) clusterNodes() [][]string {
 	return out
 }
 
-// allAddrs is every server the soak votes on: the masters, or every node
-// of every cluster.
+// allAddrs is every server the soak votes on: the masters, every node
+// of every cluster, or the plain masters and every Sentinel vote's data
+// node.
 func (ch *chaos) allAddrs() []string {
-	if ch.clusters == nil {
+	switch {
+	case ch.sentinels != nil:
+		return ch.probeAddrs()
+	case ch.clusters == nil:
 		return ch.masters
 	}
 	return masters.Flatten(ch.clusterNodes())
@@ -119,6 +123,13 @@ func (ch *chaos) setVotes() {
 	if ch.clusters == nil {
 		for i := range ch.masters {
 			ch.voteProxies[i] = []int{i}
+		}
+		i := len(ch.masters)
+		for j, nodes := range ch.sentinelNodes() {
+			for range nodes {
+				ch.voteProxies[len(ch.masters)+j] = append(ch.voteProxies[len(ch.masters)+j], i)
+				i++
+			}
 		}
 		return
 	}

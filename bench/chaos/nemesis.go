@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -55,6 +56,8 @@ func (s nemStep) String() string {
 		fmt.Fprintf(&b, " client %d", s.Client)
 	case s.Kind == nemMigrate:
 		fmt.Fprintf(&b, " vote %s slot of r%d", strings.Join(ns, ","), s.Res)
+	case s.Kind == nemSentinelFailover || s.Kind == nemSentinelLostWrite:
+		fmt.Fprintf(&b, " vote %s", strings.Join(ns, ","))
 	case s.Kind == nemDelete:
 		fmt.Fprintf(&b, " master %s under a hold of r%d", strings.Join(ns, ","), s.Res)
 	case strings.HasPrefix(s.Kind, "cluster-"):
@@ -111,6 +114,9 @@ func (ch *chaos) plan() []nemStep {
 			kinds = append(kinds[:len(kinds)-3], nemPause, nemPrimaryKill, nemPrimaryKill, nemPrimaryPause, nemPrimaryPause,
 				nemFailover, nemFailover, nemMigrate, nemMigrate)
 		}
+		if ch.sentinels != nil {
+			kinds = append(kinds, nemSentinelFailover, nemSentinelLostWrite)
+		}
 		kind := kinds[rng.IntN(len(kinds))]
 		if kind == nemClientPause {
 			if clientBusy > at {
@@ -132,6 +138,13 @@ func (ch *chaos) plan() []nemStep {
 		if len(busy) >= minority || len(free) == 0 {
 			continue
 		}
+		if ch.sentinels != nil {
+			// Without Sentinel votes every vote is eligible, and the
+			// draws are those of a soak before them.
+			if free = ch.eligible(kind, free); len(free) == 0 {
+				continue
+			}
+		}
 		node := free[rng.IntN(len(free))]
 		s := nemStep{Kind: kind, At: at, Nodes: []int{node}, Clustered: clustered}
 		switch kind {
@@ -142,6 +155,10 @@ func (ch *chaos) plan() []nemStep {
 		case nemFailover:
 			s.Shard = rng.IntN(ch.cfg.ClusterShards)
 			busyUntil[node] = at + 3*time.Second
+		case nemSentinelFailover:
+			busyUntil[node] = at + sentinelSettle
+		case nemSentinelLostWrite:
+			busyUntil[node] = at + sentinelHazardTTL + sentinelSettle
 		case nemMigrate:
 			if ch.cfg.ClusterShards < 2 {
 				continue
@@ -277,6 +294,14 @@ func (ch *chaos) inject(ctx, soak context.Context, s nemStep) {
 				}
 			}
 		}
+	case nemSentinelFailover:
+		what, err = ch.failover(ctx, s.Nodes[0])
+	case nemSentinelLostWrite:
+		what, err = ch.lostWrite(ctx, soak, s.Nodes[0])
+		if errors.Is(err, errNotSetUp) {
+			ch.notInjected(s, err)
+			return
+		}
 	case nemDelete:
 		err = ch.deleteUnderHold(soak, s)
 	case nemClockJump:
@@ -297,6 +322,19 @@ func (ch *chaos) inject(ctx, soak context.Context, s nemStep) {
 	if s.For > 0 || err != nil || what != "" {
 		ch.event(Event{AtMs: ch.since(time.Now()), Kind: "heal", Detail: detail})
 	}
+}
+
+// notInjected counts s, which inject counted as injected, as skipped
+// instead: it did not begin, for why.
+func (ch *chaos) notInjected(s nemStep, why error) {
+	ch.faultMu.Lock()
+	ch.faults[s.Kind]--
+	if ch.faults[s.Kind] == 0 {
+		delete(ch.faults, s.Kind)
+	}
+	ch.skipped[s.Kind]++
+	ch.faultMu.Unlock()
+	ch.event(Event{AtMs: ch.since(time.Now()), Kind: "skip", Detail: s.String() + ": " + why.Error()})
 }
 
 // hazardTimeout bounds each acquisition of a delete's hazard. The holds
@@ -425,10 +463,13 @@ for _, k in ipairs(KEYS) do
 end
 return n`
 
-// voteAddrs are the addresses of vote v's servers: its master, or every
-// node of its cluster.
+// voteAddrs are the addresses of vote v's servers: its master, every
+// node of its cluster, or every data node of a Sentinel vote.
 func (ch *chaos) voteAddrs(v int) []string {
-	if ch.clusters == nil {
+	switch {
+	case ch.isSentinel(v):
+		return ch.sentinelNodes()[v-len(ch.masters)]
+	case ch.clusters == nil:
 		return []string{ch.masters[v]}
 	}
 	return ch.clusterNodes()[v]

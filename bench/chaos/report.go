@@ -29,6 +29,22 @@ func (ch *chaos) finish(r *Result) {
 	r.Violations, r.ViolationExamples = ch.or.Violations()
 	r.TokensChecked, r.StaleTokens, r.StaleExamples = ch.or.StaleTokens()
 	r.DoneLate, r.DoneLateExamples = ch.or.DoneLate()
+	if h := ch.sentinelHaz; h != nil {
+		h.mu.Lock()
+		lw := h.counts
+		h.mu.Unlock()
+		r.SentinelLostWrites = &lw
+	}
+	if h := ch.sentinelHaz; h != nil && h.or != nil {
+		// The hazard's resource is judged as the workers' are.
+		n, ex := h.or.Violations()
+		r.Violations += n
+		r.ViolationExamples = append(r.ViolationExamples, ex...)
+		checked, stale, sex := h.or.StaleTokens()
+		r.TokensChecked += checked
+		r.StaleTokens += stale
+		r.StaleExamples = append(r.StaleExamples, sex...)
+	}
 	for _, s := range ch.stores {
 		n := s.Counts()
 		r.Store.Writes += n.Writes
@@ -98,7 +114,9 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
 
 // holder names worker number id as the history does.
 func (ch *chaos) holder(id int) string {
-	if i := id - ch.cfg.Clients*ch.cfg.Workers; i >= 0 {
+	if i := id - ch.cfg.Clients*ch.cfg.Workers; i >= len(hazardWho) {
+		return sentinelHazardWho[i-len(hazardWho)]
+	} else if i >= 0 {
 		return hazardWho[i]
 	}
 	return fmt.Sprintf("c%d.w%d", id/ch.cfg.Workers, id%ch.cfg.Workers)
@@ -159,6 +177,17 @@ func (r *Result) WriteText(w io.Writer) error {
 	} else {
 		fmt.Fprintf(&b, "masters    %s\n", strings.Join(r.Masters, " "))
 	}
+	for i, v := range r.Sentinels {
+		nodes := ""
+		if i < len(r.SentinelNodes) {
+			nodes = " (data nodes " + strings.Join(r.SentinelNodes[i], " ") + ")"
+		}
+		seen := ""
+		if i < len(r.SentinelRunIDChanges) {
+			seen = fmt.Sprintf(", its master's run_id changed at least %d time(s) for every client", r.SentinelRunIDChanges[i])
+		}
+		fmt.Fprintf(&b, "sentinel   %s%s%s\n", v, nodes, seen)
+	}
 	lock := r.Lock
 	if lock == "" {
 		lock = "mutex"
@@ -183,6 +212,10 @@ func (r *Result) WriteText(w io.Writer) error {
 			sk = append(sk, fmt.Sprintf("%s %d", k, r.FaultsSkipped[k]))
 		}
 		fmt.Fprintf(&b, "           skipped, another vote still affected: %s\n", strings.Join(sk, ", "))
+	}
+	if lw := r.SentinelLostWrites; lw != nil && lw.SetUp > 0 {
+		fmt.Fprintf(&b, "           %d failover(s) lost a hold's write: the second client granted it while the first held %d time(s), refused with the promoted master quarantined %d\n",
+			lw.SetUp, lw.Granted, lw.Quarantined)
 	}
 	if r.StaleImportsCleared > 0 {
 		fmt.Fprintf(&b, "           heals cleared %d stale IMPORTING mark(s) of slots\n", r.StaleImportsCleared)
@@ -263,6 +296,9 @@ func (r *Result) Replay() string {
 		if len(r.Clusters) > 0 {
 			s += fmt.Sprintf(" --local-masters %d", len(r.Clusters))
 		}
+	}
+	if r.SentinelVotes > 0 {
+		s += fmt.Sprintf(" --sentinel-votes %d --local-masters %d", r.SentinelVotes, len(r.Masters)+r.SentinelVotes)
 	}
 	if r.JumpMs > 0 {
 		s += fmt.Sprintf(" --jump %dms", r.JumpMs)

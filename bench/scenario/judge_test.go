@@ -151,6 +151,8 @@ func TestJudgeMajorityDown(t *testing.T) {
 		})},
 		{"an attempt hung", false, "hung", with(func(o *outageObs) { o.Phases[1].Failed.MaxUs = 2_000_000 })},
 		{"hung while recovering", false, "hung", with(func(o *outageObs) { o.Phases[2].Failed.MaxUs = 150_000 })},
+		{"slow as the host lagged", true, "ErrNoQuorum", with(func(o *outageObs) { o.Phases[1].Failed.MaxUs, o.HostLagMs = 1_794_000, 1700 })},
+		{"slow beyond the host's lag", false, "hung", with(func(o *outageObs) { o.Phases[1].Failed.MaxUs, o.HostLagMs = 1_794_000, 1600 })},
 		{"never recovered", false, "did not recover", with(func(o *outageObs) { o.Recovered = false })},
 		{"recovered too late", false, "to recover", with(func(o *outageObs) { o.RecoveryMs = 9000 })},
 		{"no attempts in the outage", false, "no attempt", with(func(o *outageObs) { o.Phases[1] = PhaseStats{Phase: "outage"} })},

@@ -164,6 +164,7 @@ func TestMajorityDown(t *testing.T) {
 	if !r.Passed {
 		t.Fatalf("verdict FAIL: %s", r.Observed)
 	}
+	t.Log(r.Observed)
 	obs := r.Figures.(outageObs)
 	if out, _ := phase(obs.Phases, "outage"); out.NoQuorum == 0 {
 		t.Fatalf("no ErrNoQuorum during the outage: %+v", out)

@@ -47,6 +47,7 @@ func newChaosFlags(o *chaosOptions) *pflag.FlagSet {
 	fs.StringVar(&o.masters, "masters", "", "comma-separated host:port of masters to use instead of starting 5 local ones (no process faults then)")
 	fs.IntVar(&c.LocalMasters, "local-masters", 0, "votes to start when --masters is not given (default 5, 3 with --cluster-shards)")
 	fs.IntVar(&c.ClusterShards, "cluster-shards", 0, fmt.Sprintf("make each local vote a Redis Cluster of S shards, each a primary with one replica (1-%d; 0: plain masters), and add faults inside a cluster: a shard's primary killed or paused, a shard failed over to its replica, a hot slot migrated under load (in model only)", masters.MaxClusterShards))
+	fs.IntVar(&c.SentinelVotes, "sentinel-votes", 0, "make the last K of the local votes masters Redis Sentinel manages, each a master with one replica under 3 sentinels, which the clients find through the sentinels, and add forced failovers of them (SENTINEL FAILOVER), some losing a hold's write, to the schedule; restarts and pauses stay on the plain masters (1 to --local-masters less 1, at most 4; in model, local votes only)")
 	fs.StringVar(&o.quarantine, "quarantine", "always", "restart quarantine: off, observed or always; always, the engine's own default, also on the local masters the soak starts, where run defaults to observed: the soak tests the engine as a library user gets it (its first TTL, while the young masters are out of the vote, is load like the rest), a run measures a window that the quarantine would only empty")
 	fs.DurationVar(&c.Jump, "jump", 0, "out-of-model: how far a master's clock jumps, shortening every key's TTL (0: the TTL)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", metricsAddrUsage)
@@ -72,8 +73,14 @@ persistence, stopped (SIGSTOP), slowed, cut off, dropping connections, and
 clients frozen past their TTL. With --cluster-shards S each vote is a local
 Redis Cluster (a replica per primary) and, besides those faults on whole
 votes, a shard's primary is killed or stopped, a shard fails over to its
-replica, or a hot resource's slot migrates under load; a minority of votes
-is affected at any time. Expected: 0 violations, 0 stale tokens, 0
+replica, or a hot resource's slot migrates under load. With
+--sentinel-votes K the last K votes are masters Redis Sentinel manages
+(a replica and 3 sentinels each), and the sentinels fail one over to its
+replica now and then, some of the failovers losing a hold's write on
+exactly a quorum (the soak's own two clients, sentinel.a and sentinel.b):
+the restart quarantine keeps the promoted master out for a TTL, and with
+--quarantine off the second client is granted the lock the first holds.
+A minority of votes is affected at any time. Expected: 0 violations, 0 stale tokens, 0
 stale writes accepted.
 Out of model (--class out-of-model): the keys deleted on a majority, a
 master's clock jumping forward. Redlock alone cannot prevent the overlap;

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redlock-bench/redlock/engine"
@@ -15,30 +19,38 @@ import (
 const listUsage = `Usage: redlock list [flags]
 
 Lists the names of the locks, semaphores and read/write locks that a
-quorum of the masters holds a key for, starting with --prefix, sorted,
-one per line: at most --limit of them, then, on stderr, how to ask for
-the next page (--after the last name shown). It walks each master's keys
-with SCAN (never KEYS), a batch at a time, so that a master with millions
-of keys keeps answering its other clients meanwhile; 'redlock status'
+quorum of the masters holds a key for, starting with --prefix, one per
+line, as it finds them (in the masters' order, not sorted): at most
+--limit of them, then, on stderr, how to ask for the next page
+(--cursor, naming where the walk was). It walks the masters' keys with
+SCAN (never KEYS), a batch at a time, so that a master with millions of
+keys keeps answering its other clients meanwhile, and it holds a few
+batches of names at a time, however many there are. --sorted (or
+--after) lists them sorted instead, after --after: it walks every key
+before it prints, and holds up to twice --limit names. 'redlock status'
 tells what holds each name.
 
 Flags:
 %s
 Exit status:
   0    listed (none, if nothing matches)
-  64   usage: bad flags, arguments or addresses
+  64   usage: bad flags, arguments or addresses, or a --cursor of another listing
   69   unavailable: fewer than a quorum of the masters could be walked
+       (the names printed before stand)
   70   any other failure of redlock's own
   78   the masters cannot be used as configured (not independent)
 `
 
-// maxListLimit bounds --limit: what one page holds in memory and prints.
+// maxListLimit bounds --limit: what one page prints (and, sorted, holds
+// in memory).
 const maxListLimit = 1_000_000
 
 type listOptions struct {
 	masterOptions
 	prefix  string
 	after   string
+	cursor  string
+	sorted  bool
 	limit   int
 	json    bool
 	timeout time.Duration
@@ -50,15 +62,18 @@ func parseList(args []string, stdout io.Writer) (*listOptions, error) {
 	fs.SortFlags = false
 	mf := registerMasters(fs)
 	prefix := fs.String("prefix", "", "list the names that start with this")
-	after := fs.String("after", "", "list the names that sort after this one: the last of the previous page")
+	cursor := fs.String("cursor", "", "go on where the previous page stopped (stderr named it)")
+	sorted := fs.Bool("sorted", false, "list the names sorted: after a walk of every key")
+	after := fs.String("after", "", "list the names that sort after this one, sorted: the last of the previous page")
 	limit := fs.Int("limit", 1000, fmt.Sprintf("list at most this many names (1 to %d)", maxListLimit))
-	asJSON := fs.Bool("json", false, `print a JSON object: {"names": [...], "more": true if --limit cut the list}`)
+	asJSON := fs.Bool("json", false, `print a JSON object: {"names": [...], "more": true if --limit cut the list, "cursor": the next page's}`)
 	timeout := fs.Duration("timeout", time.Minute, "how long to wait for the masters' walk, connecting included")
 	mf.registerConn()
 	if ok, err := parseFlags(fs, "list", listUsage, args, stdout); !ok {
 		return nil, err
 	}
-	o := &listOptions{prefix: *prefix, after: *after, limit: *limit, json: *asJSON, timeout: *timeout}
+	o := &listOptions{prefix: *prefix, after: *after, cursor: *cursor, sorted: *sorted || *after != "",
+		limit: *limit, json: *asJSON, timeout: *timeout}
 	var err error
 	if o.masterOptions, err = mf.parse("list"); err != nil {
 		return nil, err
@@ -70,6 +85,8 @@ func parseList(args []string, stdout io.Writer) (*listOptions, error) {
 		return nil, usageErrorf("list: --limit %d is out of range: want 1 to %d", o.limit, maxListLimit)
 	case o.timeout <= 0:
 		return nil, usageErrorf("list: --timeout must be > 0, got %s", o.timeout)
+	case o.cursor != "" && o.sorted:
+		return nil, usageErrorf("list: --cursor pages the listing in the masters' order, --sorted and --after sorted: take one")
 	}
 	return o, nil
 }
@@ -86,29 +103,89 @@ func listCommand(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeWithin(l)
-	// One more than a page tells whether there is a next one. Past
-	// --after, the names before it count too: List pages by count only.
-	want := o.limit + 1
-	if o.after != "" {
-		want = 0
+	if o.sorted {
+		err = listSorted(ctx, l, o, stdout, stderr)
+	} else {
+		err = listStream(ctx, l, o, stdout, stderr)
 	}
-	names, err := l.List(ctx, o.prefix, want)
 	switch {
 	case err == nil:
+		return nil
 	case errors.Is(err, engine.ErrNoQuorum):
 		return statusErrorf(exitUnavailable, "list: %s", engineText(err))
+	case errors.Is(err, engine.ErrBadCursor):
+		return usageErrorf("list: --cursor: %s", engineText(err))
 	case ctx.Err() != nil:
 		return statusErrorf(exitUnavailable, "list: the masters' walk did not end within --timeout %s", shortDuration(o.timeout))
 	default:
 		return fmt.Errorf("list: %s", engineText(err))
 	}
-	if o.after != "" {
-		i := 0
-		for i < len(names) && names[i] <= o.after {
-			i++
-		}
-		names = names[i:]
+}
+
+// listStream prints the names as the walk finds them, a few at a time
+// (see flushing), and stops the walk at --limit.
+func listStream(ctx context.Context, l *engine.Locker, o *listOptions, stdout, stderr io.Writer) error {
+	w := newFlushing(stdout, 100*time.Millisecond)
+	defer w.stop()
+	n, last, more := 0, engine.Listed{}, false
+	if o.json {
+		w.print(`{"names":[`)
 	}
+	for x, err := range l.WalkFrom(ctx, o.prefix, o.cursor) {
+		if err != nil {
+			w.stop()
+			return err
+		}
+		if n == o.limit {
+			more = true // one past the page: there is a next one
+			break
+		}
+		switch {
+		case !o.json:
+			w.print(quoteName(x.Name), "\n")
+		case n == 0:
+			w.print(jsonString(x.Name))
+		default:
+			w.print(",", jsonString(x.Name))
+		}
+		n, last = n+1, x
+	}
+	next := ""
+	if more {
+		next = last.Cursor()
+	}
+	if o.json {
+		w.print(`],"more":`, strconv.FormatBool(more))
+		if more {
+			w.print(`,"cursor":`, jsonString(next))
+		}
+		w.print("}\n")
+	}
+	w.stop()
+	if more && !o.json {
+		fmt.Fprintf(stderr, "redlock: list: --limit %d reached: the next page is --cursor %s\n", o.limit, next)
+	}
+	return nil
+}
+
+// listSorted prints the first --limit names after --after, sorted, once
+// the walk has ended, keeping no more than about twice --limit names.
+func listSorted(ctx context.Context, l *engine.Locker, o *listOptions, stdout, stderr io.Writer) error {
+	keep := o.limit + 1 // one more than a page tells whether there is a next one
+	var names []string
+	for x, err := range l.Walk(ctx, o.prefix) {
+		if err != nil {
+			return err
+		}
+		if o.after != "" && x.Name <= o.after {
+			continue
+		}
+		names = append(names, x.Name)
+		if len(names) >= 2*keep {
+			names = firstSorted(names, keep)
+		}
+	}
+	names = firstSorted(names, keep)
 	more := len(names) > o.limit
 	if more {
 		names = names[:o.limit]
@@ -124,13 +201,80 @@ func listCommand(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%s\n", b)
 		return nil
 	}
+	w := bufio.NewWriter(stdout)
 	for _, n := range names {
-		fmt.Fprintln(stdout, quoteName(n))
+		w.WriteString(quoteName(n))
+		w.WriteByte('\n')
 	}
+	w.Flush()
 	if more {
 		fmt.Fprintf(stderr, "redlock: list: --limit %d reached: the next page is --after %s\n", o.limit, shellQuote(names[len(names)-1]))
 	}
 	return nil
+}
+
+// firstSorted is the first n of names, sorted and each once.
+func firstSorted(names []string, n int) []string {
+	slices.Sort(names)
+	names = slices.Compact(names)
+	if len(names) > n {
+		clear(names[n:])
+		names = names[:n]
+	}
+	return names
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// flushing buffers what is printed, and writes it out every period: a
+// listing of a million names costs a few hundred writes rather than a
+// million, and a name found after a pause in the walk is shown within a
+// period all the same.
+type flushing struct {
+	mu   sync.Mutex
+	w    *bufio.Writer
+	done chan struct{}
+	once sync.Once
+}
+
+func newFlushing(out io.Writer, period time.Duration) *flushing {
+	f := &flushing{w: bufio.NewWriterSize(out, 64<<10), done: make(chan struct{})}
+	go func() {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				f.mu.Lock()
+				f.w.Flush()
+				f.mu.Unlock()
+			case <-f.done:
+				return
+			}
+		}
+	}()
+	return f
+}
+
+func (f *flushing) print(s ...string) {
+	f.mu.Lock()
+	for _, x := range s {
+		f.w.WriteString(x)
+	}
+	f.mu.Unlock()
+}
+
+// stop writes out what is left and stops the ticker; again, nothing.
+func (f *flushing) stop() {
+	f.once.Do(func() {
+		close(f.done)
+		f.mu.Lock()
+		f.w.Flush()
+		f.mu.Unlock()
+	})
 }
 
 // shellQuote is s as one shell word.

@@ -29,7 +29,11 @@ nothing. One table, a row per holder:
             the owner, in $REDLOCK_LEASE_VALUE)
   OWNER     the owner metadata the holder attached, if any ('redlock exec'
             attaches its host and pid: see its --owner)
-  TOKEN     the holder's fencing token (0: none)
+  TOKEN     the highest fencing token the holder's masters issued: its
+            own when it was acquired with fencing ('redlock exec
+            --fencing'); -: none issued (an unfenced holder that follows
+            a fenced one shows that one's while its counter lives, about
+            the TTL)
   VALID     how long a quorum still vouches for the holder: the quorum's
             shortest remaining TTL, less the clock drift allowance
   MASTERS   how many of the masters hold it
@@ -187,8 +191,8 @@ func printStatus(w io.Writer, ins []*engine.Inspection) {
 			continue
 		}
 		for _, h := range in.Holders {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\n", quoteName(in.Resource), holderKind(in, h), bareValue(h.Value),
-				orDash(quoteOwner(h.Owner)), h.Token, validityText(h.Validity), h.Masters, n)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\n", quoteName(in.Resource), holderKind(in, h), bareValue(h.Value),
+				orDash(quoteOwner(h.Owner)), tokenText(h.Token), validityText(h.Validity), h.Masters, n)
 		}
 	}
 	tw.Flush()
@@ -275,6 +279,15 @@ func holderKind(in *engine.Inspection, h engine.Holder) string {
 		return string(in.Kind) + " " + h.Mode
 	}
 	return string(in.Kind)
+}
+
+// tokenText is a holder's TOKEN: "-" when no token was issued (Holder.Token
+// 0, which JSON omits), as for an unfenced holder; 0 is no token.
+func tokenText(t int64) string {
+	if t == 0 {
+		return "-"
+	}
+	return strconv.FormatInt(t, 10)
 }
 
 // validityText is a holder's validity: -1 for a key without a TTL.

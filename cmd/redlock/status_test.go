@@ -56,10 +56,15 @@ func TestStatusShowsHolder(t *testing.T) {
 	dir := t.TempDir()
 	holder := start(t, exec1(append([]string{"--fencing", "shown", "--"}, holdUntil(dir, "go")...)...)...)
 	value, token := readyOnAll(t, holder, "shown")
+	beforeWaiter := time.Now()
 	waiter := start(t, exec1("--wait", "30s", "shown", "--", "echo", "waiter ran")...)
 	waitQueued(t, "shown", 1)
 
 	in := inspect(t, "shown", "shown-free")
+	// The waiter began after beforeWaiter and had queued before status
+	// read the masters' clocks, all one machine's clock: its age is
+	// positive and at most the time since beforeWaiter.
+	sinceWaiter := time.Since(beforeWaiter)
 	got := in[0]
 	if got.Resource != "shown" || got.Kind != engine.KindMutex || len(got.Holders) != 1 || !got.Agree || got.Quorum != 2 {
 		t.Fatalf("status of a held lock: %+v", got)
@@ -77,6 +82,8 @@ func TestStatusShowsHolder(t *testing.T) {
 	}
 	if len(got.Waiters) != 1 || got.Waiters[0].Masters != len(masters) {
 		t.Errorf("waiters %+v: want the one waiting exec, on every master", got.Waiters)
+	} else if age := got.Waiters[0].Age; age <= 0 || age > sinceWaiter {
+		t.Errorf("waiter's age %s: want in (0, %s], the time since it was started", age, sinceWaiter)
 	}
 	if in[1].Kind != engine.KindFree || len(in[1].Holders) != 0 {
 		t.Errorf("status of a free name: %+v", in[1])
@@ -109,6 +116,40 @@ func TestStatusShowsHolder(t *testing.T) {
 		if s := p.wait(t, 30*time.Second); s != 0 {
 			t.Errorf("status %d; stderr %s", s, p.stderr)
 		}
+	}
+}
+
+// A holder taken without fencing has no token: status shows "-", and
+// the JSON no token.
+func TestStatusUnfencedHolderHasNoToken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	holder := start(t, exec1(append([]string{"unfenced", "--"}, holdUntil(dir, "go")...)...)...)
+	value, token := readyOnAll(t, holder, "unfenced")
+	if token != "-" {
+		t.Fatalf("exec without --fencing gave COMMAND token %q", token)
+	}
+	status, stdout, stderr := runRedlock(t, ops("status", "unfenced")...)
+	lines := strings.Split(stdout, "\n")
+	if status != 0 || stderr != "" || len(lines) < 2 {
+		t.Fatalf("status: %d, stderr %q, stdout:\n%s", status, stderr, stdout)
+	}
+	if f := strings.Fields(lines[1]); len(f) != 7 || f[0] != "unfenced" || f[2]+"|"+f[3] != value || f[4] != "-" {
+		t.Errorf("holder row %q: want unfenced, its value, TOKEN -", lines[1])
+	}
+	status, stdout, stderr = runRedlock(t, ops("status", "--json", "unfenced")...)
+	var raw []struct {
+		Holders []map[string]json.RawMessage `json:"holders"`
+	}
+	if status != 0 || stderr != "" || json.Unmarshal([]byte(stdout), &raw) != nil || len(raw) != 1 || len(raw[0].Holders) != 1 {
+		t.Fatalf("status --json: %d, stderr %q, stdout:\n%s", status, stderr, stdout)
+	}
+	if tok, ok := raw[0].Holders[0]["token"]; ok {
+		t.Errorf("JSON holder has token %s: want none", tok)
+	}
+	touch(t, dir, "go")
+	if s := holder.wait(t, 30*time.Second); s != 0 {
+		t.Errorf("status %d; stderr %s", s, holder.stderr)
 	}
 }
 

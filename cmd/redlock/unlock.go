@@ -245,6 +245,10 @@ func holdersText(in *engine.Inspection) string {
 		if i > 0 {
 			s += ", "
 		}
+		if h.Token == 0 {
+			s += h.Value + " has no fencing token"
+			continue
+		}
 		s += fmt.Sprintf("%s has token %d", h.Value, h.Token)
 	}
 	return s

@@ -276,3 +276,19 @@ func TestOpsHelpListsExitStatuses(t *testing.T) {
 		}
 	}
 }
+
+// --token against a holder that took no fencing token says so, rather
+// than naming a token 0 it never had.
+func TestUnlockByTokenOfAnUnfencedHolder(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	holder := start(t, exec1(append([]string{"plain", "--"}, holdUntil(dir, "never")...)...)...)
+	value, _ := readyOnAll(t, holder, "plain")
+	status, _, stderr := runRedlock(t, ops("unlock", "plain", "--token", "1")...)
+	if status != exitNoHolder || !strings.Contains(stderr, `(`+value+" has no fencing token)") {
+		t.Errorf("--token 1: status %d, want %d; stderr %q", status, exitNoHolder, stderr)
+	}
+	if keys(t, "plain") != len(masters) {
+		t.Fatal("a wrong token released the lock")
+	}
+}

@@ -397,6 +397,58 @@ func (g *SentinelGroup) Failover(ctx context.Context) (string, error) {
 	return addr, err
 }
 
+// WaitSettled waits until the group is whole again after a failover:
+// every data node but the master the sentinels name replicates from it
+// with its link up, and every running sentinel knows every replica in
+// sync and the other sentinels. The sentinels demote an old master that
+// still runs some seconds after the failover (Failover); until then a
+// next Failover would have no replica of the new master to promote. It
+// waits as long as ctx allows, at most settleWait.
+func (g *SentinelGroup) WaitSettled(ctx context.Context) error {
+	return g.awaitUntil(ctx, time.Now().Add(settleWait), "the sentinels of "+g.Master+" to settle", func() error {
+		m, err := g.MasterAddr(ctx)
+		if err != nil {
+			return err
+		}
+		_, port, _ := net.SplitHostPort(m)
+		for _, n := range g.Data {
+			if n.Addr() == m {
+				continue
+			}
+			repl, err := n.cmd1(ctx, "INFO", "replication")
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(repl, "master_port:"+port+"\r\n") || !strings.Contains(repl, "master_link_status:up") {
+				return fmt.Errorf("%s: not yet a replica of %s with its link up (%s)", n.Addr(), m, replicationState(repl))
+			}
+		}
+		for _, s := range g.Sentinels {
+			if !s.Running() {
+				continue
+			}
+			if err := g.knows(ctx, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// replicationState is the lines of INFO replication that say what a node
+// replicates from: its role, and a replica's master and link.
+func replicationState(info string) string {
+	var out []string
+	for _, line := range strings.Split(info, "\r\n") {
+		k, _, _ := strings.Cut(line, ":")
+		switch k {
+		case "role", "master_host", "master_port", "master_link_status":
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
 // backoffStop ends an await at once with its error.
 type backoffStop struct{ error }
 
@@ -407,7 +459,17 @@ func (b backoffStop) Unwrap() error { return b.error }
 // longer) has passed: the sentinels gossip and fail over in their own
 // time, which a loaded machine stretches.
 func (g *SentinelGroup) await(ctx context.Context, what string, check func() error) error {
-	deadline := time.Now().Add(max(g.Data[0].opts.StartTimeout, awaitCluster))
+	return g.awaitUntil(ctx, time.Now().Add(max(g.Data[0].opts.StartTimeout, awaitCluster)), what, check)
+}
+
+// settleWait bounds WaitSettled. The demotion takes some twenty seconds
+// (the sentinels wait 8s after seeing the old master claim the role, and
+// read a replica's INFO every 10s); a sentinel whose timer stalled for
+// over 2s, as on a starved machine, stops acting for 30s (TILT).
+const settleWait = 2 * time.Minute
+
+// awaitUntil is await with its own deadline.
+func (g *SentinelGroup) awaitUntil(ctx context.Context, deadline time.Time, what string, check func() error) error {
 	for {
 		err := check()
 		if err == nil {

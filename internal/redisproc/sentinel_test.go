@@ -37,6 +37,14 @@ func TestSentinelGroupFailsOver(t *testing.T) {
 	if now, err := g.MasterAddr(ctx); err != nil || now != got {
 		t.Fatalf("after the failover the sentinels report %q (%v), want %s", now, err, got)
 	}
+	// The old master, demoted, replicates from the new one: a second
+	// failover fails back to it.
+	if err := g.WaitSettled(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if back, err := g.Failover(ctx); err != nil || back != first {
+		t.Fatalf("second failover promoted %q (%v), want the old master %s", back, err, first)
+	}
 	var pids []int
 	for _, n := range append(g.Data, g.Sentinels...) {
 		pids = append(pids, n.PID())

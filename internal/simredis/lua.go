@@ -45,6 +45,7 @@ func newLuaRunner(s *store) *luaRunner {
 		L.Push(lua.LString(lib.name))
 		L.Call(1, 0)
 	}
+	L.SetGlobal("tostring", L.NewFunction(luaToString))
 	r := &luaRunner{L: L, s: s}
 	redis := L.NewTable()
 	L.SetField(redis, "call", L.NewFunction(func(L *lua.LState) int { return r.call(L, true) }))
@@ -69,6 +70,25 @@ func newLuaRunner(s *store) *luaRunner {
 	L.SetGlobal("redis", redis)
 	return r
 }
+
+// luaToString is tostring as Redis's Lua 5.1 has it: a number is
+// written with "%.14g" (LUA_NUMBER_FMT), so a clock in microseconds
+// (16 digits) loses its last two, 1796560175187641 becoming
+// "1.7965601751876e+15"; gopher-lua writes an integral number whole. A
+// script that answers such a number as text must fail here as it does on
+// Redis. (Concatenation, which gopher-lua formats in its VM, still
+// writes it whole.)
+func luaToString(L *lua.LState) int {
+	if n, ok := L.Get(1).(lua.LNumber); ok {
+		L.Push(lua.LString(luaNumberText(float64(n))))
+		return 1
+	}
+	L.Push(L.ToStringMeta(L.CheckAny(1)))
+	return 1
+}
+
+// luaNumberText is n as Lua 5.1's lua_number2str writes it.
+func luaNumberText(n float64) string { return strconv.FormatFloat(n, 'g', 14, 64) }
 
 // protos caches compiled scripts by body, for every master: a
 // FunctionProto does not change once compiled.

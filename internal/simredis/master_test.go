@@ -163,3 +163,23 @@ func TestMasterRestartAmnesia(t *testing.T) {
 		}
 	})
 }
+
+// tostring writes numbers as Redis's Lua 5.1 does, "%.14g": a clock in
+// microseconds loses its last digits, as redis-server 7.0.15 answers
+// EVAL "return tostring(1796560175187641)" 0 with "1.7965601751876e+15".
+func TestLuaToStringAsRedis(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := NewNetwork(1)
+		m := NewMaster(n, 1, 0, "m0:6379", MasterOptions{})
+		defer m.Close()
+		_, c := dialT(t, n, m)
+		got, err := parseBulks(do(t, c, "EVAL", "return {tostring(1796560175187641), tostring(1000), tostring(12.5), tostring(-3), tostring('s'), tostring(nil)}", "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"1.7965601751876e+15", "1000", "12.5", "-3", "s", "nil"}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("tostring: %q, want %q", got, want)
+		}
+	})
+}

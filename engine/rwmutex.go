@@ -53,8 +53,10 @@ import (
 // in-process gate: one writer waits on the masters per process. Readers
 // do not queue: they can all hold at once, and share one entry on the
 // masters: a reader that finds this Locker's entry for the lock live
-// joins it after asking the masters whether a writer waits, and the last
-// of them to release takes it off (see rwShare). A joined reader's lease
+// joins it after asking the masters whether the entry is still there and
+// whether a writer waits (a reader due to mark the name's kind, below,
+// makes an attempt instead), and the last of them to release takes it
+// off (see rwShare). A joined reader's lease
 // is the entry's: its Value, its validity (Extend extends it for every
 // reader on it, auto-extension counts MaxExtensions from the entry's
 // acquisition), its loss. Config.Wait.DisableGate turns sharing off.

@@ -267,7 +267,9 @@ func TestRWShareAutoExtend(t *testing.T) {
 // writer gets the lock once the readers released.
 func rwShareIntent(t *testing.T, e *env) error {
 	ctx := context.Background()
-	cfg := func(c *engine.Config) { c.TTL = 2 * time.Second }
+	// A TTL that outlasts the test on a loaded machine: were r1 to
+	// expire first, the writer would take the lock and its intent go.
+	cfg := func(c *engine.Config) { c.TTL = time.Minute }
 	a, b := e.locker(cfg), e.locker(cfg)
 	m, wm := rwMutex(t, a, "share-intent"), rwMutex(t, b, "share-intent")
 	r1 := mustRLock(t, m, false)
@@ -282,7 +284,7 @@ func rwShareIntent(t *testing.T, e *env) error {
 		}
 		got <- err
 	}()
-	eventually(t, 10*time.Second, "the writer's intent on every master", func() bool { return e.intentOn(key) == 5 })
+	eventually(t, 30*time.Second, "the writer's intent on every master", func() bool { return e.intentOn(key) == 5 })
 	r2, err := m.TryRLock(ctx)
 	if err == nil {
 		r2.Release(ctx)

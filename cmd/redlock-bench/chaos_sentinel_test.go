@@ -26,6 +26,7 @@ const chaosSentinelSeed = "266"
 // failover (its master's run_id changes), every failover settles, and no
 // process is left running.
 func TestChaosSentinelFailover(t *testing.T) {
+	t.Parallel() // a soak in a process of its own that mostly waits for sentinels
 	code, stdout, r := runChaos(t, "--sentinel-votes", "2", "--duration", "4s", "--ttl", "500ms", "--seed", chaosSentinelSeed)
 	if code != 0 || !r.Passed {
 		t.Fatalf("exit %d, verdict %s\n%s", code, r.Verdict, stdout)
@@ -83,21 +84,24 @@ func TestChaosSentinelLostWriteNeedsTheQuarantine(t *testing.T) {
 		{"off", true}, // the control
 		{"observed", false},
 	} {
-		code, stdout, r := runChaos(t, "--sentinel-votes", "1", "--local-masters", "3", "--quarantine", c.quarantine,
-			"--duration", "2s", "--ttl", "500ms", "--seed", "1")
-		lw := r.SentinelLostWrites
-		if r.Faults["sentinel-lost-write"] != 1 || len(r.FaultErrors) > 0 || lw == nil || lw.SetUp != 1 {
-			t.Fatalf("--quarantine %s: faults %v, errors %v, lost writes %+v: want the hazard set up once\n%s", c.quarantine, r.Faults, r.FaultErrors, lw, stdout)
-		}
-		if c.double {
-			if code != 1 || r.Passed || r.Violations < 1 || lw.Granted != 1 || len(r.ViolationExamples) == 0 || r.ViolationExamples[0].Resource != "sentinel-hazard" {
-				t.Errorf("--quarantine off: exit %d, violations %d %+v, lost writes %+v: want the hazard's double grant\n%s", code, r.Violations, r.ViolationExamples, lw, stdout)
+		t.Run(c.quarantine, func(t *testing.T) {
+			t.Parallel() // each soak in a process of its own, mostly waiting for sentinels
+			code, stdout, r := runChaos(t, "--sentinel-votes", "1", "--local-masters", "3", "--quarantine", c.quarantine,
+				"--duration", "2s", "--ttl", "500ms", "--seed", "1")
+			lw := r.SentinelLostWrites
+			if r.Faults["sentinel-lost-write"] != 1 || len(r.FaultErrors) > 0 || lw == nil || lw.SetUp != 1 {
+				t.Fatalf("faults %v, errors %v, lost writes %+v: want the hazard set up once\n%s", r.Faults, r.FaultErrors, lw, stdout)
 			}
-			continue
-		}
-		if code != 0 || !r.Passed || r.Violations != 0 || lw.Granted != 0 || lw.Quarantined != 1 {
-			t.Errorf("--quarantine %s: exit %d, violations %d, lost writes %+v: want the second client refused by the quarantine\n%s", c.quarantine, code, r.Violations, lw, stdout)
-		}
+			if c.double {
+				if code != 1 || r.Passed || r.Violations < 1 || lw.Granted != 1 || len(r.ViolationExamples) == 0 || r.ViolationExamples[0].Resource != "sentinel-hazard" {
+					t.Errorf("exit %d, violations %d %+v, lost writes %+v: want the hazard's double grant\n%s", code, r.Violations, r.ViolationExamples, lw, stdout)
+				}
+				return
+			}
+			if code != 0 || !r.Passed || r.Violations != 0 || lw.Granted != 0 || lw.Quarantined != 1 {
+				t.Errorf("exit %d, violations %d, lost writes %+v: want the second client refused by the quarantine\n%s", code, r.Violations, lw, stdout)
+			}
+		})
 	}
 }
 

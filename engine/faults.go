@@ -28,6 +28,7 @@ var faults struct {
 	LossNoticedLate          fault
 	QuitKeepsTurn            fault
 	RWIntentIgnored          fault
+	RWReaderUndoSilent       fault
 	RWReaderIgnoresWriter    fault
 	RWReadersExclude         fault
 	RWRemoteValidityAsPlain  fault

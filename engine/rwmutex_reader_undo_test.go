@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,4 +168,119 @@ func rwReaderUndoSplit(t *testing.T, e *env) bool {
 	case <-time.After(undoPrompt):
 		return false
 	}
+}
+
+// TestRWBareQuorumReaderKeepsWaitersQuiet: a reader holds the lock on
+// exactly a quorum (masters 0 to 2); three writers wait, refused there by
+// it, and two readers wait, refused there by the writers' intents. Woken
+// at once by a publish on masters 3 and 4, they collide there: the
+// writers are refused by the holder on a quorum and sleep, the readers by
+// the intents; a reader's undo that frees a master where a writer's
+// intent lives wakes the writers, but nothing a writer does wakes a
+// reader, so they settle: a few attempts each, as with a writer holding
+// (TestRWBareQuorumHolderKeepsWritersQuiet). The control turns on
+// rw-undo-wakes: every undo publishes as a release does, and the writers
+// wake each other for as long as the reader holds.
+func TestRWBareQuorumReaderKeepsWaitersQuiet(t *testing.T) {
+	for _, wakes := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rw-undo-wakes=%v", wakes), func(t *testing.T) {
+			if wakes {
+				mutation.Require(t)
+			}
+			defer mutation.RWUndoWakes.Set(wakes)()
+			// As in TestRWBareQuorumHolderKeepsWritersQuiet: the control
+			// passes the bound in a tenth of the window.
+			window := stormFor
+			if wakes {
+				window = stormFor / 10
+			}
+			simTestWith(t, 5, steadyMasters, func(t *testing.T, e *env) {
+				attempts := rwBareQuorumReaderAttempts(t, e, window)
+				t.Logf("attempts per writer, then per reader, in %s: %v", window, attempts)
+				most := slices.Max(attempts[:3])
+				switch {
+				case wakes && most <= stormBound:
+					t.Errorf("attempts %v with the undos waking the waiters: the scenario cannot fail", attempts)
+				case !wakes && slices.Max(attempts) > stormBound:
+					t.Errorf("attempts %v in %s while one reader held the lock on a bare quorum: want at most %d each", attempts, window, stormBound)
+				}
+			})
+		})
+	}
+}
+
+// rwBareQuorumReaderAttempts runs TestRWBareQuorumReaderKeepsWaitersQuiet's
+// scenario for window and returns each writer's attempts, then each
+// reader's.
+func rwBareQuorumReaderAttempts(t *testing.T, e *env, window time.Duration) []int {
+	const name = "bare-quorum-reader"
+	ctx := context.Background()
+	live := strconv.FormatInt(time.Now().Add(time.Minute).UnixMicro(), 10)
+	for i := 0; i < 3; i++ {
+		c := e.direct[i]
+		if err := c.Do(ctx, c.B().Arbitrary("ZADD").Keys(e.key(name)).Args("0", "#rwlock", live, "holder").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, window)
+	defer cancel()
+	lock, intents := e.key(name), "\xffredlock:rw:"+e.key(name)
+	waitFor := func(channel string, n int64) {
+		eventually(t, window/4, fmt.Sprintf("%d waiters subscribed to %q on every master", n, channel), func() bool {
+			for i := range e.direct {
+				if e.subscribers(i, "redlock:released:"+channel) != n {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	type result struct {
+		writer bool
+		err    error
+	}
+	errs := make(chan result, 5)
+	for i := range 5 {
+		writer := i < 3
+		m := rwMutex(t, e.locker(undoWakeConfig), name)
+		go func() {
+			var err error
+			if writer {
+				_, err = m.Lock(wctx)
+			} else {
+				_, err = m.RLock(wctx)
+			}
+			errs <- result{writer, err}
+		}()
+		if i == 2 {
+			// The writers' intents are in before the readers come.
+			waitFor(intents, 3)
+		}
+	}
+	waitFor(lock, 2)
+	for i := 3; i < 5; i++ {
+		c := e.direct[i]
+		for _, ch := range []string{intents, lock} {
+			if err := c.Do(ctx, c.B().Publish().Channel("redlock:released:"+ch).Message("").Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	attempts := make([]int, 0, 5)
+	var readers []int
+	for range 5 {
+		r := <-errs
+		var n int
+		if i := strings.Index(fmt.Sprint(r.err), "gave up after "); r.err == nil || i < 0 {
+			t.Fatalf("a waiter's lock while the reader held: %v", r.err)
+		} else if _, serr := fmt.Sscanf(fmt.Sprint(r.err)[i:], "gave up after %d attempts", &n); serr != nil {
+			t.Fatalf("attempts in %q: %v", r.err, serr)
+		}
+		if r.writer {
+			attempts = append(attempts, n)
+		} else {
+			readers = append(readers, n)
+		}
+	}
+	return append(attempts, readers...)
 }

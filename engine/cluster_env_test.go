@@ -317,6 +317,9 @@ func clientList(addr string) (string, error) {
 func patientVotes(c *engine.Config) {
 	c.TTL = max(c.TTL, time.Minute)
 	c.NodeTimeout = 25 * time.Second
+	// New dials every node of every cluster: under load that took more
+	// than the default 2 s.
+	c.Conn.DialTimeout = 30 * time.Second
 }
 
 // waitsForNotification makes a Locker's waiters wake for a release's

@@ -95,7 +95,11 @@ func failoverDoubleGrant(t *testing.T, trusted bool) bool {
 	cfg.KeyPrefix = ce.prefix
 	a, b := newLockerT(t, cfg), newLockerT(t, cfg)
 	fo, other := shardNamesUnder(ce.prefix, "fo")
-	for _, name := range []string{fo, other} {
+	// B sees both shards before the failover, on resources of their
+	// own: a release is sent without waiting for it, and one of fo or
+	// other still on its way would refuse A's lock, or B's, on a cluster.
+	warm0, warm1 := shardNamesUnder(ce.prefix, "fo-warm")
+	for _, name := range []string{warm0, warm1} {
 		if le, err := b.TryLock(ctx, name); err != nil {
 			t.Fatal(err)
 		} else {
@@ -107,7 +111,21 @@ func failoverDoubleGrant(t *testing.T, trusted bool) bool {
 		t.Fatal(err)
 	}
 	key := ce.key(fo)
-	eventually(t, 30*time.Second, "A's key on cluster 2", func() bool { return ce.get(1, key) == held.Value() })
+	// TryLock returns at a quorum: A's SET on cluster 2 may still be on
+	// its way. Once every cluster has answered, the DEL cannot be
+	// overtaken by it.
+	awaitAnswered(t, held)
+	// The scenario needs A's key on clusters 0 and 1: B would otherwise
+	// get a quorum without any failover's help.
+	primary, err := directClient(c0.Shards[0].Nodes[0].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := primary.Do(ctx, primary.B().Get().Key(key).Build()).ToString()
+	primary.Close()
+	if err != nil || v != held.Value() || ce.get(0, key) != held.Value() {
+		t.Fatalf("set-up: A's key not on clusters 0 and 1 once they answered (cluster 0: %q, %v; cluster 1: %q)", v, err, ce.get(0, key))
+	}
 	ce.do(1, "DEL", key)
 	replica := c0.Shards[0].Nodes[1]
 	if err := c0.Failover(ctx, replica); err != nil {

@@ -1,5 +1,7 @@
 package engine
 
+import "math/bits"
+
 // TrackedKeys is the number of keys the Locker's tracker watches.
 func (l *Locker) TrackedKeys() int {
 	if l.track == nil {
@@ -29,3 +31,37 @@ func LeaseKeys(le *Lease) []string {
 // LeaseValue is the lease's value: a read/write holder's member at its
 // key.
 func LeaseValue(le *Lease) string { return le.value }
+
+// AnsweredEverywhere reports whether every vote has answered le's
+// acquire: its SET has run on every master, so that nothing a test
+// writes there after can be overtaken by it.
+func AnsweredEverywhere(le *Lease) bool {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	return bits.OnesCount64(le.answered) == le.l.votes
+}
+
+// TrackerGone is how many masters the tracker's last reads of le's keys
+// found one of them gone or another's on, and whether the tracker has
+// settled: every master's tracking connection up (or refused), no key
+// left to read there and no read under way. A read judged counts in gone
+// before its batch ends the leases it found lost; once settled, every
+// batch has ended them.
+func TrackerGone(le *Lease) (gone int, settled bool) {
+	le.mu.Lock()
+	tr := le.trk
+	le.mu.Unlock()
+	if tr == nil {
+		return 0, false
+	}
+	t := le.l.track
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	settled = true
+	for _, tn := range t.nodes {
+		if tn.state != trackOff && (tn.state != trackUp || tn.busy || len(tn.dirty) > 0) {
+			settled = false
+		}
+	}
+	return bits.OnesCount64(tr.gone), settled
+}

@@ -29,7 +29,6 @@ func rwEntryExpired(t *testing.T, e *env, writer bool) error {
 	if err != nil {
 		t.Fatal(err)
 	}
-	from := l.TrackerReads()
 	take := m.TryRLock
 	if writer {
 		take = m.TryLock
@@ -39,15 +38,16 @@ func rwEntryExpired(t *testing.T, e *env, writer bool) error {
 		t.Fatal(err)
 	}
 	defer le.Release(context.Background())
+	awaitAnswered(t, le)
 	done := le.Done()
-	awaitReads(t, l, from, len(e.direct))
+	awaitTracked(t, le)
+	from := l.TrackerReads()
 	key, value := engine.LeaseKeys(le)[0], engine.LeaseValue(le)
 	past := time.Now().Add(-time.Second).UnixMicro() // expired a second ago
 	score := strconv.FormatInt(past, 10)
 	if writer {
 		score = "-" + score
 	}
-	from = l.TrackerReads()
 	for i := range l.Quorum() {
 		c := e.direct[i]
 		if err := c.Do(context.Background(), c.B().Arbitrary("ZADD").Keys(key).Args("XX", score, value).Build()).Error(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"regexp"
@@ -90,6 +91,12 @@ func sentinelDoubleGrant(t *testing.T, policy engine.QuarantinePolicy) bool {
 	directDo(t, promoted, func(b rueidis.Builder) rueidis.Completed { return b.Del().Key(key).Build() })
 	// The event: B's client follows the sentinels to the promoted master.
 	eventually(t, time.Minute, "B's Sentinel vote on the promoted master", func() bool { return b.Nodes()[2].Master == promoted })
+	// The vote names the promoted master once its connection there is
+	// accepted, and the client swaps that connection in a moment later:
+	// until then B's commands still reach the old master, a master until
+	// the sentinels demote it, and A's key there refuses B, whatever the
+	// quarantine (which only keeps a yes from counting).
+	awaitSentinelVoteOn(t, e, b, promoted)
 	second, err := b.TryLock(ctx, res)
 	if err == nil {
 		t.Logf("B acquired %q while A's lease (validity %s) is valid", res, held.Validity())
@@ -99,6 +106,7 @@ func sentinelDoubleGrant(t *testing.T, policy engine.QuarantinePolicy) bool {
 	if !errors.Is(err, engine.ErrNotAcquired) && !errors.Is(err, engine.ErrNoQuorum) {
 		t.Fatalf("B's TryLock: %v", err)
 	}
+	t.Logf("B refused: %v", err)
 	if policy != engine.QuarantineOff {
 		if !errors.Is(err, engine.ErrQuarantined) {
 			t.Errorf("B's refusal does not name the quarantine: %v", err)
@@ -116,6 +124,37 @@ func sentinelDoubleGrant(t *testing.T, policy engine.QuarantinePolicy) bool {
 		}
 	}
 	return false
+}
+
+// awaitSentinelVoteOn waits until l's commands on its Sentinel vote
+// (vote 2 of e's two masters and the vote) reach the master at addr: a
+// lock l takes on a fresh resource is set there. Each probe is
+// answered by every vote (its SET there has run, or failed) before the
+// key is looked for. A quarantined vote's SET runs too: the quarantine
+// keeps its yes from counting.
+func awaitSentinelVoteOn(t *testing.T, e *env, l *engine.Locker, addr string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := directClient(addr)
+	if err != nil {
+		t.Fatalf("direct client %s: %v", addr, err)
+	}
+	defer c.Close()
+	probes := 0
+	eventually(t, time.Minute, "B's commands on the Sentinel vote reaching "+addr, func() bool {
+		// A name of its own each time: the last probe's release may
+		// still be on its way.
+		probes++
+		probe := fmt.Sprintf("sentinel-probe-%d", probes)
+		le, err := l.TryLock(ctx, probe)
+		if err != nil {
+			t.Fatalf("probe on the masters, free: %v", err)
+		}
+		defer le.Release(ctx)
+		awaitAnswered(t, le)
+		v, err := c.Do(ctx, c.B().Get().Key(e.key(probe)).Build()).ToString()
+		return err == nil && v == le.Value()
+	})
 }
 
 // The same hazard, seen by a process that starts after the failover: B's

@@ -130,6 +130,10 @@ type trackNode struct {
 	again map[string]*reread
 	// kick wakes run when a key turns dirty; room for one.
 	kick chan struct{}
+	// busy: a batch of reads is under way (taken, not yet judged, its
+	// lost leases not yet ended). Under tracker.mu; for the tests, which
+	// wait for the tracker to settle.
+	busy bool
 }
 
 // mark has key read on the node's next batch, with its TTL if changed.
@@ -296,6 +300,7 @@ func (t *tracker) run(tn *trackNode) {
 		}
 		t.mu.Lock()
 		tn.state = trackDown
+		tn.busy = false
 		if off {
 			tn.state = trackOff
 		}
@@ -410,6 +415,8 @@ func (t *tracker) serve(tn *trackNode, dc rueidis.DedicatedClient, errs <-chan e
 				break
 			}
 		}
+		// The previous batch, if any, is over: its leases have ended.
+		tn.busy = len(keys) > 0
 		// A read/write lock's holder is a member of the sorted set at its
 		// key: a ZSCORE of it reads (and tracks) the key, and tells
 		// whether the member is there, whatever the other holders do. A

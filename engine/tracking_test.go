@@ -18,7 +18,10 @@ import (
 // waiters or a minority of outside writes do to them. CLIENT TRACKING is
 // Redis's: these tests run on real masters, and wait for the tracker's
 // reads (TrackerReads counts a read once the leases it found lost have
-// ended) or for Done, not for durations.
+// ended; they count from a settled tracker, see awaitTracked) or for
+// Done, not for durations. An acquire returns once a quorum answered: a
+// test waits for every master's answer (awaitAnswered) before it changes
+// the keys, or a late SET could land after its change and undo it.
 
 const (
 	// lossTTL: the leases here would learn of a loss from their next
@@ -89,6 +92,8 @@ var rwLossKinds = []lossKind{
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { other.Release(context.Background()) })
+		// Its late ZADD would be a change of the key the tracker reads.
+		awaitAnswered(t, other)
 		le, err := m.TryRLock(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -131,9 +136,30 @@ func (k lossKind) locker(e *env, mutate func(*engine.Config)) *engine.Locker {
 	return e.locker(func(c *engine.Config) {
 		c.TTL = lossTTL
 		c.AutoExtend = k.auto
+		// Every master answers the acquire, and the dials at New, however
+		// loaded the machine.
+		everyVoteAnswered(c)
 		if mutate != nil {
 			mutate(c)
 		}
+	})
+}
+
+// awaitAnswered waits until every master has answered le's acquire, so
+// that no SET of it is still on its way to undo a change the test makes.
+func awaitAnswered(t *testing.T, le *engine.Lease) {
+	t.Helper()
+	eventually(t, lossBound, "the acquire answered by every master", func() bool { return engine.AnsweredEverywhere(le) })
+}
+
+// awaitTracked waits until the tracker, watching le, has settled with
+// every master holding its keys: it has read them on each, and asked
+// each to push their next change.
+func awaitTracked(t *testing.T, le *engine.Lease) {
+	t.Helper()
+	eventually(t, lossBound, "the tracker settled with the lease's keys on every master", func() bool {
+		gone, settled := engine.TrackerGone(le)
+		return settled && gone == 0
 	})
 }
 
@@ -147,7 +173,10 @@ func awaitReads(t *testing.T, l *engine.Locker, from int64, n int) {
 // or done closed, and says whether done closed. A change of a watched key
 // on a master is pushed to the tracker, which reads the key there once:
 // once it has judged the reads of a change on a quorum, a lease they
-// found lost has ended.
+// found lost has ended. The count holds when from was taken with the
+// tracker settled (awaitTracked) and every acquire answered: no other
+// read (a late answer's, a late SET's push) is left to stand in for the
+// change's.
 func readsEnded(t *testing.T, l *engine.Locker, from int64, n int, done <-chan struct{}) bool {
 	t.Helper()
 	eventually(t, lossBound, fmt.Sprintf("%d tracker reads or the lease's end", n), func() bool {
@@ -162,15 +191,15 @@ func readsEnded(t *testing.T, l *engine.Locker, from int64, n int, done <-chan s
 // reads there, with Err as it should be.
 func noticed(t *testing.T, e *env, k lossKind, resource string) error {
 	l := k.locker(e, nil)
-	from := l.TrackerReads()
 	le := k.take(t, l, resource)
+	awaitAnswered(t, le)
 	done := le.Done()
 	keys := engine.LeaseKeys(le)
 	// The first reads tell the tracker the keys are the lease's, and ask
 	// the masters to push their next change.
-	awaitReads(t, l, from, len(keys)*len(e.direct))
+	awaitTracked(t, le)
 	key := keys[len(keys)/2]
-	from = l.TrackerReads()
+	from := l.TrackerReads()
 	for i := range l.Quorum() {
 		k.drop(e, i, le, key)
 	}
@@ -246,13 +275,13 @@ func TestLossNoticedForEachChange(t *testing.T) {
 		}},
 	}
 	for _, c := range changes {
-		from := l.TrackerReads()
 		le, err := l.TryLock(context.Background(), "change:"+c.name)
 		if err != nil {
 			t.Fatal(err)
 		}
+		awaitAnswered(t, le)
 		done := le.Done()
-		awaitReads(t, l, from, len(e.direct))
+		awaitTracked(t, le)
 		for i := range l.Quorum() {
 			c.change(i, "change:"+c.name)
 		}
@@ -276,14 +305,14 @@ func TestLossOnAMinorityIsNoLoss(t *testing.T) {
 	e := newEnv(t, 5)
 	for _, k := range trackedKinds {
 		l := k.locker(e, nil)
-		from := l.TrackerReads()
 		le := k.take(t, l, "minority:"+k.name)
+		awaitAnswered(t, le)
 		done := le.Done()
 		keys := engine.LeaseKeys(le)
-		awaitReads(t, l, from, len(keys)*len(e.direct))
+		awaitTracked(t, le)
 		// One key gone on master 0, another overwritten on master 1: two
 		// masters no longer hold every key, three still do.
-		from = l.TrackerReads()
+		from := l.TrackerReads()
 		k.drop(e, 0, le, keys[0])
 		e.set(1, keys[len(keys)-1], "stranger")
 		awaitReads(t, l, from, 2)
@@ -352,13 +381,13 @@ func TestUnwatchedLeasesCostTheMastersNothing(t *testing.T) {
 func TestLossNoticedAcrossABrokenConnection(t *testing.T) {
 	e := ownEnv(t, 5)
 	l := e.locker(func(c *engine.Config) { c.TTL = lossTTL })
-	from := l.TrackerReads()
 	le, err := l.TryLock(context.Background(), "broken")
 	if err != nil {
 		t.Fatal(err)
 	}
+	awaitAnswered(t, le)
 	done := le.Done()
-	awaitReads(t, l, from, len(e.direct))
+	awaitTracked(t, le)
 	for i, c := range e.direct {
 		if err := c.Do(context.Background(), c.B().ClientKill().TypeNormal().SkipmeYes().Build()).Error(); err != nil {
 			t.Fatalf("CLIENT KILL on master %d: %v", i, err)
@@ -387,13 +416,13 @@ func TestObserverSeesTrackedLoss(t *testing.T) {
 		c.Observer = r.observer()
 		c.TTL = lossTTL
 	})
-	from := l.TrackerReads()
 	le, err := l.TryLock(context.Background(), "observed")
 	if err != nil {
 		t.Fatal(err)
 	}
+	awaitAnswered(t, le)
 	done := le.Done()
-	awaitReads(t, l, from, len(e.direct))
+	awaitTracked(t, le)
 	for i := range l.Quorum() {
 		e.del(i, e.key("observed"))
 	}

@@ -258,8 +258,8 @@ const strayValue = "stray!"
 type sentinelHazard struct {
 	// a trusts the votes it finds (QuarantineObserved), so that it holds
 	// on the vote before the failover; b has the soak's quarantine, the
-	// policy under test. Neither extends.
-	a, b *engine.Locker
+	// policy under test. Neither extends; both take mutexes.
+	a, b *engines.Client
 	or   *check.Oracle
 	mu   sync.Mutex // one hazard at a time: they share a and b
 	// counts are the hazards' outcomes, under mu.
@@ -283,21 +283,21 @@ type LostWrites struct {
 // startSentinelHazard connects the hazard's clients straight to the votes
 // (no proxy: the faults on the network are the workers').
 func (ch *chaos) startSentinelHazard(ctx context.Context) error {
-	ec, err := ch.spec().EngineConfig(engines.Votes{Masters: ch.masters, Sentinels: ch.sentinelVotes()})
-	if err != nil {
-		return err
-	}
-	ec.TTL, ec.AutoExtend, ec.Conn.DialContext = sentinelHazardTTL, false, nil
+	v := engines.Votes{Masters: ch.masters, Sentinels: ch.sentinelVotes()}
+	spec := ch.spec()
+	spec.Lock = engines.Lock{Kind: engines.LockMutex}
+	spec.TTL, spec.Extend, spec.Conn.Dial = sentinelHazardTTL, false, nil
 	// Patient: a loaded machine must not time a master's answer out.
-	ec.NodeTimeout = sentinelHazardTTL / 4
+	spec.NodeTimeout = sentinelHazardTTL / 4
 	h := &sentinelHazard{}
 	ch.sentinelHaz = h
-	a, b := ec, ec
-	a.Quarantine = engine.QuarantineObserved
-	if h.a, err = engine.New(ctx, a); err != nil {
+	a, b := spec, spec
+	a.Quarantine = engines.QuarantineObserved
+	var err error
+	if h.a, err = engines.Open(ctx, a, v); err != nil {
 		return fmt.Errorf("%s: %w", sentinelHazardWho[0], err)
 	}
-	if h.b, err = engine.New(ctx, b); err != nil {
+	if h.b, err = engines.Open(ctx, b, v); err != nil {
 		return fmt.Errorf("%s: %w", sentinelHazardWho[1], err)
 	}
 	return nil
@@ -305,9 +305,9 @@ func (ch *chaos) startSentinelHazard(ctx context.Context) error {
 
 // close closes the hazard's clients.
 func (h *sentinelHazard) close() {
-	for _, l := range []*engine.Locker{h.a, h.b} {
-		if l != nil {
-			l.Close()
+	for _, c := range []*engines.Client{h.a, h.b} {
+		if c != nil {
+			c.Close()
 		}
 	}
 }
@@ -342,7 +342,7 @@ func (ch *chaos) lostWrite(ctx, soak context.Context, v int) (string, error) {
 		ch.faultMu.Lock()
 		defer ch.faultMu.Unlock()
 		for u, st := range h.a.Nodes() {
-			if st.State != engine.StateUp || u != v && ch.affected[u] {
+			if st.State != string(engine.StateUp) || u != v && ch.affected[u] {
 				return false
 			}
 		}
@@ -432,8 +432,8 @@ func (ch *chaos) lostWrite(ctx, soak context.Context, v int) (string, error) {
 	// B asks once its vote follows the sentinels to the promoted master,
 	// until A's lease ends.
 	until := la.le.ValidUntil()
-	followed := func() bool { return h.b.Nodes()[v].Master == promoted || time.Now().After(until) }
-	if err := pollUntil(hctx, followed); err != nil || h.b.Nodes()[v].Master != promoted {
+	followed := func() bool { return h.b.SentinelMasters()[v] == promoted || time.Now().After(until) }
+	if err := pollUntil(hctx, followed); err != nil || h.b.SentinelMasters()[v] != promoted {
 		return detail, fmt.Errorf("set-up: %s's vote %d did not follow the sentinels to %s while %s held (%v)", sentinelHazardWho[1], v, promoted, sentinelHazardWho[0], err)
 	}
 	bctx, bcancel := context.WithDeadline(soak, until)
@@ -445,11 +445,11 @@ func (ch *chaos) lostWrite(ctx, soak context.Context, v int) (string, error) {
 		h.counts.Granted++
 		detail += ", " + sentinelHazardWho[1] + " granted it while " + sentinelHazardWho[0] + " held"
 		lb.end()
-	case st == engine.StateQuarantined:
+	case st == string(engine.StateQuarantined):
 		h.counts.Quarantined++
 		detail += ", " + sentinelHazardWho[1] + " refused while " + sentinelHazardWho[0] + " held, the promoted master quarantined"
 	default:
-		detail += ", " + sentinelHazardWho[1] + " refused while " + sentinelHazardWho[0] + " held, its vote " + string(st)
+		detail += ", " + sentinelHazardWho[1] + " refused while " + sentinelHazardWho[0] + " held, its vote " + st
 	}
 	la.end()
 	return detail, g.WaitSettled(hctx)
@@ -505,9 +505,18 @@ func (ch *chaos) clearStrays(ctx context.Context, key string, strays []strayVote
 // sentinelLease is a hold of one of the hazard's clients.
 type sentinelLease struct {
 	ch  *chaos
-	le  *engine.Lease
+	le  sentinelHazardLease
 	id  int
 	who string
+}
+
+// sentinelHazardLease is what the hazard needs of its clients' leases:
+// the oracle's token and Done, and the value the hazard looks for on the
+// masters. The redlock engine's leases (*engine.Lease) have it all.
+type sentinelHazardLease interface {
+	engines.Watched
+	engines.Valued
+	Token() int64
 }
 
 // sentinelHold takes key with the hazard's client i (A: at once; B:
@@ -516,17 +525,22 @@ type sentinelLease struct {
 func (ch *chaos) sentinelHold(ctx context.Context, i int, key string) (*sentinelLease, error) {
 	h := ch.sentinelHaz
 	ch.attempts.Add(1)
-	var le *engine.Lease
-	var err error
-	if i == 0 {
-		le, err = h.a.TryLock(ctx, key)
-	} else {
-		le, err = h.b.Lock(ctx, key)
-	}
+	c := [2]*engines.Client{h.a, h.b}[i]
+	l, err := c.Take(ctx, engines.Op{Names: []string{key}, Wait: i == 1})
 	t1 := time.Now()
 	if err != nil {
 		ch.failed.Add(1)
 		return nil, fmt.Errorf("%s: %w", sentinelHazardWho[i], err)
+	}
+	le, ok := l.(sentinelHazardLease)
+	if !ok {
+		// Not the redlock engine (validateSentinels allows no other):
+		// give the lock back and count the attempt failed.
+		ch.failed.Add(1)
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		l.Release(rctx)
+		cancel()
+		return nil, fmt.Errorf("%s: a %T tells no token, Done or value", sentinelHazardWho[i], l)
 	}
 	ch.acquired.Add(1)
 	s := &sentinelLease{ch: ch, le: le, id: ch.sentinelHazardID(i), who: sentinelHazardWho[i]}

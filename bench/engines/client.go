@@ -47,6 +47,13 @@ type (
 	// Permitted is a semaphore's permit that says its slot
 	// (*engine.Lease; -1 for another lock).
 	Permitted interface{ Permit() int }
+	// Valued is a lease that says the value it stored at its key
+	// (*engine.Lease), so that a driver can look for the lease on a
+	// master itself.
+	Valued interface {
+		Lease
+		Value() string
+	}
 	// SelfExtending is a baseline's lease that extends itself while held,
 	// whatever --extend says, so that its ValidUntil moves: an oracle
 	// reads it again when the hold ends.
@@ -211,6 +218,23 @@ func (c *Client) Nodes() []results.Node {
 		return r.nodes()
 	}
 	return nil
+}
+
+// SentinelMasters is, per vote in vote order, the address of the master
+// a Sentinel vote's sentinels named when this client last connected to
+// it, which changes with a failover; "" for the other votes. nil for an
+// implementation that does not report it.
+func (c *Client) SentinelMasters() []string {
+	r, ok := c.m.(*redlock)
+	if !ok {
+		return nil
+	}
+	st := r.l.Nodes()
+	out := make([]string, len(st))
+	for i, n := range st {
+		out[i] = n.Master
+	}
+	return out
 }
 
 // Subscriptions is the number of resources this client is subscribed to

@@ -251,7 +251,7 @@ func clusterFailoverPath(ctx context.Context, e *env, clusters []*redisproc.Redi
 	// all, and cluster 0's replica, before the window opens, or a
 	// cluster keeps the second client's own old key and refuses.
 	for i := range clusters {
-		if err := settle(ctx, shard0(i), key, i == cfVote); err != nil {
+		if err := settle(ctx, shard0(i), key, i == cfVote, time.Duration(obs.TTLMs)*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -386,13 +386,17 @@ func forceFailover(ctx context.Context, c *redisproc.RedisCluster, replica *redi
 
 // settle waits until key is gone from the primary at addr and, if
 // replicated, its replica has every write it made (its replication offset
-// is the primary's).
-func settle(ctx context.Context, addr, key string, replicated bool) error {
+// is the primary's). The key is a lock taken with ttl before the call: it
+// is gone by then at the latest, released or expired, so settle fails
+// only if the master does not delete it, or the replica does not catch
+// up, within ttl (a release goes to a cluster only once it has answered
+// the acquire, which a loaded machine can put off for seconds).
+func settle(ctx context.Context, addr, key string, replicated bool, ttl time.Duration) error {
 	const script = `local info = redis.call('INFO', 'replication')
 local mine = string.match(info, 'master_repl_offset:(%d+)')
 local theirs = string.match(info, 'slave0:[^\r\n]*offset=(%d+)')
 return {ok = (redis.call('EXISTS', KEYS[1]) == 0 and (ARGV[1] == '0' or mine == theirs)) and 'settled' or 'not'}`
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(ttl); ; {
 		repl := "0"
 		if replicated {
 			repl = "1"
@@ -405,7 +409,7 @@ return {ok = (redis.call('EXISTS', KEYS[1]) == 0 and (ARGV[1] == '0' or mine == 
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: %s still there, or its replica behind, after 5s", addr, key)
+			return fmt.Errorf("%s: %s still there, or its replica behind, after %s", addr, key, ttl)
 		}
 		if err := sleep(ctx, 5*time.Millisecond); err != nil {
 			return err

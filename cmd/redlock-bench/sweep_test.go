@@ -216,8 +216,11 @@ func TestMergeCommand(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var stdout bytes.Buffer
+			// By count, with holds: each window has attempts however slow
+			// the machine, and lasts at least 500 ms (2000 holds of 1 ms
+			// by 4 workers), so that the two pods' windows overlap.
 			codes[i] = run(context.Background(), []string{"run", "--engine", "nolock", "--workers", "4", "--resources", "100000",
-				"--check=false", "--duration", "500ms", "--warmup", "100ms", "--start-at", start,
+				"--check=false", "--ops", "2000", "--hold", "1ms", "--warmup", "100ms", "--start-at", start,
 				"--label", "pod-" + string(rune('0'+i)), "--out", "pod-" + string(rune('0'+i))}, &stdout, &outs[i])
 		}()
 	}

@@ -142,9 +142,22 @@ func findBin(bin string) (string, error) {
 }
 
 // form joins the started nodes into one cluster and waits until it is
-// whole.
+// whole. Each node is given a configuration epoch of its own first, as
+// redis-cli --cluster create does: nodes that start at the same epoch
+// settle it among themselves over the bus, and a replica attached
+// meanwhile keeps its epoch. One left equal to its primary's and the
+// highest would, taking over from that primary dead (CLUSTER FAILOVER
+// TAKEOVER takes a new epoch only when its own is not the highest),
+// claim the slots at the epoch the dead primary holds them at: the other
+// nodes keep them with the dead primary, and never report
+// cluster_state:ok.
 func (c *RedisCluster) form(ctx context.Context) error {
 	nodes := c.Nodes()
+	for i, n := range nodes {
+		if _, err := n.cmd1(ctx, "CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(i+1)); err != nil {
+			return err
+		}
+	}
 	first := nodes[0]
 	host := first.opts.Host
 	for _, n := range nodes[1:] {
@@ -202,7 +215,7 @@ func (c *RedisCluster) WaitHealthy(ctx context.Context) error {
 				return err
 			}
 			if !strings.Contains(info, "cluster_state:ok") {
-				return fmt.Errorf("%s: not cluster_state:ok", n.Addr())
+				return fmt.Errorf("%s: not cluster_state:ok (%s)", n.Addr(), clusterInfoFields(info))
 			}
 			slots, err := n.cmd1(ctx, "CLUSTER", "NODES")
 			if err != nil {
@@ -227,6 +240,22 @@ func (c *RedisCluster) WaitHealthy(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// clusterInfoFields is what of CLUSTER INFO tells why a node's state is
+// not ok: the slots it sees served, failing or failed, the primaries
+// serving slots, and the epochs.
+func clusterInfoFields(info string) string {
+	var out []string
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		for _, f := range []string{"cluster_state", "cluster_slots_ok", "cluster_slots_pfail", "cluster_slots_fail", "cluster_size", "cluster_current_epoch", "cluster_my_epoch"} {
+			if strings.HasPrefix(line, f+":") {
+				out = append(out, line)
+			}
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // primaries is the CLUSTER NODES text reduced to its primaries not known

@@ -164,7 +164,9 @@ type WaitOptions struct {
 	FallbackMin, FallbackMax time.Duration
 	// DisableGate turns off the in-process gate: by default, goroutines of
 	// one Locker that Lock the same resource queue locally in FIFO order
-	// and only the head competes for it on the masters.
+	// and only the head competes for it on the masters. It also turns off
+	// the readers' share: by default, read locks of one RWMutex name in one
+	// Locker share one entry on the masters (see RWMutex).
 	DisableGate bool
 	// MaxHandoffs caps how many times in a row a lease is passed from one
 	// goroutine of this Locker to the next one queued at the gate, without

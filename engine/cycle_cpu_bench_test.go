@@ -15,7 +15,7 @@ import (
 )
 
 // BenchmarkCycleCPU is the CPU one acquire-and-release costs, by lock
-// kind, uncontended, from 64 × GOMAXPROCS callers (each master's commands
+// kind, uncontended (but joined), from 64 × GOMAXPROCS callers (each master's commands
 // batch and coalesce, as under load): client-µs/op is this process's CPU
 // (user + sys, the benchmark's own loop included), masters-µs/op the five
 // masters' (INFO cpu, used_cpu_user + used_cpu_sys), total-µs/op their
@@ -23,16 +23,23 @@ import (
 // mutex's says how far it can scale beside the mutex; the CPU figures
 // hold on a loaded machine better than ns/op does. Kinds: mutex (TryLock),
 // read and write (an RWMutex's TryRLock and TryLock), semaphore (a permit
-// of a semaphore of 8), multi3 (TryLockAll of three names) and
-// sequential3 (three TryLocks, then their Releases). Compare kinds within
+// of a semaphore of 8), multi3 (TryLockAll of three names),
+// sequential3 (three TryLocks, then their Releases) and joined (a
+// TryRLock that joins the entry another reader of the Locker holds
+// throughout, auto-extended: its intent check and a local release). Compare kinds within
 // one run, over -count runs: the machine's noise moves them together.
 func BenchmarkCycleCPU(b *testing.B) {
 	l := benchLocker(b, nil)
+	lj := benchLocker(b, func(c *engine.Config) { c.AutoExtend = true })
 	direct := directClients(b, exampleMasters)
-	for _, kind := range []string{"mutex", "read", "write", "semaphore", "multi3", "sequential3"} {
+	for _, kind := range []string{"mutex", "read", "write", "semaphore", "multi3", "sequential3", "joined"} {
 		b.Run(kind, func(b *testing.B) {
 			callers := 64 * runtime.GOMAXPROCS(0)
-			cycles := kindCycles(b, l, kind, callers)
+			kl := l
+			if kind == "joined" {
+				kl = lj
+			}
+			cycles := kindCycles(b, kl, kind, callers)
 			var seq atomic.Int64
 			b.ReportAllocs()
 			b.SetParallelism(64)
@@ -74,7 +81,7 @@ func kindCycles(b *testing.B, l *engine.Locker, kind string, n int) []func(int) 
 		switch kind {
 		case "mutex":
 			take = func(i int) (*engine.Lease, error) { return l.TryLock(ctx, names[i]) }
-		case "read", "write":
+		case "read", "write", "joined":
 			ms := make([]*engine.RWMutex, 64)
 			for i := range ms {
 				m, err := l.RWMutex(names[i])
@@ -82,6 +89,13 @@ func kindCycles(b *testing.B, l *engine.Locker, kind string, n int) []func(int) 
 					b.Fatal(err)
 				}
 				ms[i] = m
+				if kind == "joined" {
+					holder, err := m.TryRLock(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { holder.Release(ctx) })
+				}
 			}
 			take = func(i int) (*engine.Lease, error) { return ms[i].TryRLock(ctx) }
 			if kind == "write" {

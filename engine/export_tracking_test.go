@@ -65,3 +65,7 @@ func TrackerGone(le *Lease) (gone int, settled bool) {
 	}
 	return bits.OnesCount64(tr.gone), settled
 }
+
+// RWIntentsKey is the key of a read/write lock's waiting writers' intents,
+// for the lock whose key is key.
+func RWIntentsKey(key string) string { return rwPrefix + key }

@@ -25,6 +25,9 @@ import (
 // the later one, where a connection broke under it. ttl may not exceed
 // Config.MaxTTL, which the restart quarantine relies on.
 func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+	if le != nil && le.joined() {
+		return le.extendJoined(ctx, ttl)
+	}
 	return le.extend(ctx, ttl, false)
 }
 
@@ -178,6 +181,9 @@ func (le *Lease) applyExtend(t multiplex.Tally, until, validUntil time.Time) err
 		// another holder came and went. Then the yes there does not
 		// show the lease held throughout, and this check refuses it.
 		if le.endErr == nil && time.Now().Before(le.validUntil) {
+			if le.isBase() {
+				le.share.extendedLocked(t.Votes)
+			}
 			le.setValidUntil(until)
 			le.mu.Unlock()
 			return nil

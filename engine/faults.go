@@ -28,6 +28,7 @@ var faults struct {
 	LossNoticedLate          fault
 	QuitKeepsTurn            fault
 	RWIntentIgnored          fault
+	RWJoinIgnoresIntent      fault
 	RWReaderUndoSilent       fault
 	RWReaderIgnoresWriter    fault
 	RWReadersExclude         fault

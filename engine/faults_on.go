@@ -25,6 +25,7 @@ var faults = struct {
 	LossNoticedLate          *mutation.Switch
 	QuitKeepsTurn            *mutation.Switch
 	RWIntentIgnored          *mutation.Switch
+	RWJoinIgnoresIntent      *mutation.Switch
 	RWReaderIgnoresWriter    *mutation.Switch
 	RWReadersExclude         *mutation.Switch
 	RWRemoteValidityAsPlain  *mutation.Switch
@@ -63,6 +64,7 @@ var faults = struct {
 	LossNoticedLate:          mutation.LossNoticedLate,
 	QuitKeepsTurn:            mutation.QuitKeepsTurn,
 	RWIntentIgnored:          mutation.RWIntentIgnored,
+	RWJoinIgnoresIntent:      mutation.RWJoinIgnoresIntent,
 	RWReaderIgnoresWriter:    mutation.RWReaderIgnoresWriter,
 	RWReadersExclude:         mutation.RWReadersExclude,
 	RWRemoteValidityAsPlain:  mutation.RWRemoteValidityAsPlain,

@@ -59,14 +59,17 @@ type Lease struct {
 	released bool
 	gated    bool
 	rw       bool // a read/write lock's reader or writer: its scripts are rwForm's
+	gateDone bool // this lease's turn at the gate was handed on
 	// ttlMS is the lease's TTL in ms when an option (WithTTL) set one
 	// other than Config.TTL, 0 for the Locker's: a uint32 beside the
 	// bools, where it keeps the Lease in its allocation size class.
-	ttlMS       uint32
-	endErr      error // why the lease stopped being trustworthy
-	endedAt     time.Time
-	successor   *Lease // the lease was passed on: late replies go there
-	gateDone    bool   // this lease's turn at the gate was handed on
+	ttlMS     uint32
+	endErr    error // why the lease stopped being trustworthy
+	endedAt   time.Time
+	successor *Lease // the lease was passed on: late replies go there
+	// share is a reader's shared entry (see rwShare): set on its base and
+	// on each lease joined to it.
+	share       *rwShare
 	w           *watch
 	extendTimer *time.Timer
 	extensions  int
@@ -197,6 +200,9 @@ func (le *Lease) Extensions() int {
 	if le == nil {
 		return 0
 	}
+	if le.joined() {
+		return le.share.base.Extensions()
+	}
 	le.mu.Lock()
 	defer le.mu.Unlock()
 	return le.extensions
@@ -243,6 +249,9 @@ func (le *Lease) Done() <-chan struct{} {
 	if le == nil {
 		return closedChan
 	}
+	if le.joined() {
+		le.trackBase()
+	}
 	var done chan struct{}
 	le.inspect(func() {
 		done = le.watchLocked().done
@@ -260,6 +269,9 @@ func (le *Lease) Context() context.Context {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		cancel(errNilLease)
 		return ctx
+	}
+	if le.joined() {
+		le.trackBase()
 	}
 	var ctx context.Context
 	le.inspect(func() {
@@ -333,7 +345,7 @@ func (le *Lease) inspectAt(f func(now time.Time)) {
 // other holders coming and going, and its extensions, leave it there.
 // The caller holds le.mu.
 func (le *Lease) trackLocked() {
-	if le.trk == nil && le.endErr == nil && le.l.track != nil {
+	if le.trk == nil && !le.joined() && le.endErr == nil && le.l.track != nil {
 		le.trk = le.l.track.add(le)
 	}
 }
@@ -365,6 +377,9 @@ func (le *Lease) watchLocked() *watch {
 // holder never releases it, and of one with a place in the masters'
 // queue, which must leave it (see ended).
 func (le *Lease) arm() {
+	if le.joined() {
+		return // its base was armed, and carries it
+	}
 	cfg := &le.l.cfg
 	le.mu.Lock()
 	defer le.mu.Unlock()
@@ -401,6 +416,19 @@ func (le *Lease) end(err error, leaveGate bool) {
 // freeEnded); the Observer hears of it.
 func (le *Lease) ended(first bool, err error) {
 	if !first {
+		return
+	}
+	switch {
+	case le.joined():
+		// Its entry is the base's: nothing of its own on the masters.
+		le.observeEnd(true, err)
+		return
+	case le.isBase():
+		// Held by no caller: its joined leases end, and report, instead.
+		le.share.baseEnded(err)
+		if !errors.Is(err, ErrReleased) {
+			le.freeEnded()
+		}
 		return
 	}
 	if !errors.Is(err, ErrReleased) && !faults.GhostInQueue.On() {
@@ -491,6 +519,9 @@ func (le *Lease) setValidUntil(t time.Time) {
 	}
 	if w := le.w; w != nil && w.expiry != nil {
 		w.expiry.Reset(time.Until(t))
+	}
+	if le.isBase() {
+		le.share.followLocked(t)
 	}
 }
 

@@ -47,6 +47,13 @@ type Locker struct {
 	semGate *gate
 	notify  *notifier
 	track   *tracker // nil with DisableTracking
+	// shares are this Locker's readers' shared entries, by lock key (see
+	// rwShare); nil with the gate off.
+	shareMu sync.Mutex
+	shares  map[string]*rwShare
+	// flights are the lock keys a reader of this Locker is acquiring on
+	// the masters, closed when it is done (see RWMutex.flight).
+	flights map[string]chan struct{}
 	closed  atomic.Bool
 	// done closes with Close: Lock callers asleep between attempts wake.
 	done chan struct{}
@@ -137,6 +144,8 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 	if !cfg.Wait.DisableGate {
 		l.gate = newGate()
 		l.semGate = newGate()
+		l.shares = make(map[string]*rwShare)
+		l.flights = make(map[string]chan struct{})
 	}
 	if !cfg.Wait.DisableNotify {
 		l.notify = newNotifier(pool, l.votes, len(cfg.Masters), len(cfg.Clusters), cfg.NodeTimeout, cfg.Wait.NotifyLinger)

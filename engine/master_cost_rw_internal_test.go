@@ -13,7 +13,8 @@ import (
 // lock's reader on a fresh name, its acquire and its release, each
 // coalesced 32 to a call as under load, beside the mutex's SET NX GET PX
 // and its release: what each costs the master, whatever the client's
-// time (ns/op).
+// time (ns/op); and a join's check, its two commands (join-intent,
+// join-entry) on names a reader holds, each pipelined 64 to a round trip.
 func BenchmarkMasterCostRW(b *testing.B) {
 	c := redistest.StartT(b, 1)
 	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Addrs(), ForceSingleClient: true,
@@ -43,6 +44,7 @@ func BenchmarkMasterCostRW(b *testing.B) {
 		}
 	}
 	val := func(i int) string { return "v" + strconv.Itoa(i) }
+	readers := coalesced(rwAcquireScript.Multi.SHA, func(i int) []string { return []string{val(i), "10000", "r", "", "", "20000"} })
 	for _, o := range []struct {
 		name  string
 		group int
@@ -59,6 +61,12 @@ func BenchmarkMasterCostRW(b *testing.B) {
 		}), nil},
 		{"read-release/coalesced", 32, coalesced(rwReleaseScript.Multi.SHA, func(i int) []string { return []string{val(i)} }),
 			coalesced(rwAcquireScript.Multi.SHA, func(i int) []string { return []string{val(i), "10000", "r", "", "", "20000"} })},
+		// A join's check (see RWMutex.confirm), among the readers' keys:
+		// EXISTS of the intents key, and ZRANK of the shared entry (beside
+		// ZSCORE, which answers the same with a double to format).
+		{"join-intent", 1, func(i, _ int) []string { return []string{"EXISTS", rwPrefix + key(i)} }, readers},
+		{"join-entry", 1, func(i, _ int) []string { return []string{"ZRANK", key(i), val(i)} }, readers},
+		{"join-entry-zscore", 1, func(i, _ int) []string { return []string{"ZSCORE", key(i), val(i)} }, readers},
 	} {
 		b.Run(o.name, func(b *testing.B) {
 			if err := cl.Do(ctx, cl.B().Flushall().Build()).Error(); err != nil {

@@ -21,6 +21,9 @@ import (
 // The deletes are sent even if ctx has ended; then Release does not wait
 // for them.
 func (le *Lease) Release(ctx context.Context) (err error) {
+	if le != nil && le.joined() {
+		return le.releaseJoined(ctx)
+	}
 	return le.release(ctx, false)
 }
 
@@ -33,7 +36,7 @@ func (le *Lease) release(ctx context.Context, force bool) (err error) {
 	}
 	le.opMu.Lock()
 	defer le.opMu.Unlock()
-	if le.l.cfg.Observer != nil {
+	if le.l.cfg.Observer != nil && !le.isBase() {
 		defer le.observeRelease(ctx, time.Now(), &err)
 	}
 	le.mu.Lock()

@@ -41,6 +41,9 @@ func (le *Lease) RemoteValidity(ctx context.Context) (time.Duration, error) {
 	if le == nil {
 		return 0, fmt.Errorf("engine: remote validity of a nil *Lease: %w", ErrNotHeld)
 	}
+	if le.joined() {
+		return le.remoteValidityJoined(ctx)
+	}
 	le.opMu.Lock()
 	defer le.opMu.Unlock()
 	start := time.Now()

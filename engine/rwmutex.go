@@ -51,7 +51,15 @@ import (
 // retry covers expiries.
 // Goroutines of one Locker that Lock the same RWMutex queue at an
 // in-process gate: one writer waits on the masters per process. Readers
-// do not queue: they can all hold at once.
+// do not queue: they can all hold at once, and share one entry on the
+// masters: a reader that finds this Locker's entry for the lock live
+// joins it after asking the masters whether the entry is still there and
+// whether a writer waits (a reader due to mark the name's kind, below,
+// makes an attempt instead), and the last of them to release takes it
+// off (see rwShare). A joined reader's lease
+// is the entry's: its Value, its validity (Extend extends it for every
+// reader on it, auto-extension counts MaxExtensions from the entry's
+// acquisition), its loss. Config.Wait.DisableGate turns sharing off.
 //
 // Fencing. A writer's token is larger than the token of every earlier
 // writer (and holder of a plain lock of the same name): the acquire
@@ -196,6 +204,21 @@ func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter, o acquireOp
 	if l.closed.Load() {
 		return nil, fmt.Errorf("engine: %s %q: %w", rwOp(writer), m.name, ErrClosed)
 	}
+	if !writer && l.shares != nil {
+		if h := m.join(ctx, o); h != nil {
+			return h, nil
+		}
+		h, done := m.flight(ctx, o)
+		if h != nil {
+			return h, nil
+		}
+		if done != nil {
+			defer done()
+		} else if l.closed.Load() {
+			// Close began while this attempt waited for another's.
+			return nil, fmt.Errorf("engine: %s %q: %w", rwOp(writer), m.name, ErrClosed)
+		}
+	}
 	le := &Lease{l: l, resource: m.name, key: m.key, value: newValue(), rw: true, ttlMS: o.ttlMS}
 	if o.suffix != "" {
 		le.value += o.suffix
@@ -216,6 +239,9 @@ func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter, o acquireOp
 	if err := m.decide(ctx, le, t, writer); err != nil {
 		l.undo(le)
 		return nil, err
+	}
+	if !writer && l.shares != nil {
+		return m.shareBase(le, o), nil
 	}
 	return le, nil
 }
@@ -295,6 +321,12 @@ func (m *RWMutex) checkDue() int64 {
 		return now
 	}
 	return 0
+}
+
+// markDue reports whether an attempt made now would carry the mark (see
+// checkDue), without taking the moment.
+func (m *RWMutex) markDue() bool {
+	return m.checked.due(m.l.mono(time.Now()), m.l.cfg.MaxTTL/2)
 }
 
 // semaphoreNamed reports whether a master refused the attempt because a

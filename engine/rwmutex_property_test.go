@@ -41,6 +41,13 @@ import (
 //   - remote validity: asked mid-hold, RemoteValidity never finds a
 //     lease lost in a run where no master was killed (a quorum keeps
 //     its entry).
+//
+// Readers of one Locker with the gate share one entry (engine/rwshare.go):
+// a step "rjoin" holds a read lease (TryRLock) while the same goroutine
+// takes a second of the same lock and Locker, which joins the first's
+// entry unless a writer waits. The runs count the readers that joined
+// another's entry (its value); the checks above hold for them as for any
+// reader, and over the runs some must have joined.
 const (
 	rwpMasters = 5
 	rwpTTL     = 400 * time.Millisecond
@@ -80,10 +87,11 @@ func TestRWMutexProperty(t *testing.T) {
 		f.Value.Set(strconv.Itoa(rwpChecks))
 		t.Cleanup(func() { f.Value.Set(old) })
 	}
-	shared := 0
+	shared, joined := 0, 0
 	rapid.Check(t, func(rt *rapid.T) {
-		vs, n := runRWProperty(rt, e, rwKinds)
+		vs, n, j := runRWProperty(rt, e, rwKinds)
 		shared += n
+		joined += j
 		if len(vs) > 0 {
 			for _, v := range vs {
 				rt.Logf("VIOLATION %s: %s", v.kind, v.msg)
@@ -91,9 +99,12 @@ func TestRWMutexProperty(t *testing.T) {
 			rt.Fatalf("%s (details in the log above)", vs[0].kind)
 		}
 	})
-	t.Logf("readers held together %d times over the runs", shared)
+	t.Logf("readers held together %d times over the runs, %d joined another's entry", shared, joined)
 	if shared == 0 {
 		t.Error("no two readers ever held a lock together: the runs do not exercise sharing")
+	}
+	if joined == 0 {
+		t.Error("no reader joined another's entry: the runs do not exercise joins")
 	}
 }
 
@@ -107,13 +118,14 @@ func TestRWMutexProperty(t *testing.T) {
 func TestRWMutexPropertyInVirtualTime(t *testing.T) {
 	lcRapidDefaults(t)
 	lcRapidFlags(t, map[string]string{"rapid.checks": strconv.Itoa(rwpChecks)})
-	shared := 0
+	shared, joined := 0, 0
 	rapid.Check(t, func(rt *rapid.T) {
 		rapid.SyncTest(rt, func(rt *rapid.T) {
 			e := newSimLifecycleEnv(t, rt)
 			defer e.close()
-			vs, n := runRWProperty(rt, e, rwKinds)
+			vs, n, j := runRWProperty(rt, e, rwKinds)
 			shared += n
+			joined += j
 			if len(vs) > 0 {
 				for _, v := range vs {
 					rt.Logf("VIOLATION %s: %s", v.kind, v.msg)
@@ -122,9 +134,12 @@ func TestRWMutexPropertyInVirtualTime(t *testing.T) {
 			}
 		})
 	})
-	t.Logf("readers held together %d times over the runs", shared)
+	t.Logf("readers held together %d times over the runs, %d joined another's entry", shared, joined)
 	if shared == 0 {
 		t.Error("no two readers ever held a lock together: the runs do not exercise sharing")
+	}
+	if joined == 0 {
+		t.Error("no reader joined another's entry: the runs do not exercise joins")
 	}
 }
 
@@ -168,7 +183,7 @@ func rwControl(t *testing.T, sw *mutation.Switch) {
 		for seed := 1; seed <= rwpControlSeeds; seed++ {
 			var found []lcViolation
 			rapid.Custom(func(rt *rapid.T) bool {
-				found, _ = runRWProperty(rt, e, kinds)
+				found, _, _ = runRWProperty(rt, e, kinds)
 				return true
 			}).Example(seed)
 			for _, v := range found {
@@ -258,11 +273,12 @@ var rwpRun = 0
 
 // rwKinds are the calls a plan draws from, a name given twice drawn twice
 // as often.
-var rwKinds = []string{"tryrlock", "rlock", "rlock", "trylock", "lock"}
+var rwKinds = []string{"tryrlock", "rlock", "rlock", "trylock", "lock", "rjoin"}
 
 // runRWProperty draws a plan of kinds of calls, runs it, and returns what
-// it violated and how many pairs of readers held a lock together.
-func runRWProperty(rt *rapid.T, e *lcEnv, kinds []string) ([]lcViolation, int) {
+// it violated, how many pairs of readers held a lock together, and how
+// many readers joined another's entry.
+func runRWProperty(rt *rapid.T, e *lcEnv, kinds []string) ([]lcViolation, int, int) {
 	rwpRun++
 	names := []string{fmt.Sprintf("rwp-%d-a", rwpRun), fmt.Sprintf("rwp-%d-b", rwpRun)}
 	plans := make([][]rwOp, rwpWorkers)
@@ -346,11 +362,23 @@ func runRWProperty(rt *rapid.T, e *lcEnv, kinds []string) ([]lcViolation, int) {
 	}
 	for w, plan := range plans {
 		wg.Go(func() {
-			for _, op := range plan {
-				c := runRWOp(rt, mutexes[op.locker][op.lock], op, w, start, kill, e.slack(mpSlack), violate)
+			record := func(c *rwCall) {
 				mu.Lock()
 				calls = append(calls, c)
 				mu.Unlock()
+			}
+			for _, op := range plan {
+				m := mutexes[op.locker][op.lock]
+				var inner func()
+				if op.kind == "rjoin" {
+					// The second reader, taken and let go while the first
+					// holds, for half the first's hold.
+					op.kind = "tryrlock"
+					second := op
+					second.hold, second.extend, second.release = op.hold/2, false, true
+					inner = func() { record(runRWOp(rt, m, second, w, start, kill, e.slack(mpSlack), violate, nil)) }
+				}
+				record(runRWOp(rt, m, op, w, start, kill, e.slack(mpSlack), violate, inner))
 			}
 		})
 	}
@@ -360,7 +388,7 @@ func runRWProperty(rt *rapid.T, e *lcEnv, kinds []string) ([]lcViolation, int) {
 	case <-done:
 	case <-time.After(60 * time.Second):
 		violate(mpHang, "the goroutines did not finish within 60s")
-		return violations, 0
+		return violations, 0, 0
 	}
 	// Every lease has ended by the time its validity runs out: read the
 	// end of its trust then.
@@ -381,8 +409,19 @@ func runRWProperty(rt *rapid.T, e *lcEnv, kinds []string) ([]lcViolation, int) {
 		}
 	}
 	shared := checkRWCalls(calls, e.slack(rwSlack), violate)
-	rt.Logf("run: %d calls, leases %v, readers together %d times, a master killed: %v", len(calls), leases, shared, kill)
-	return violations, shared
+	// A reader whose value an earlier reader's lease has joined its entry.
+	values, joined := map[string]bool{}, 0
+	for _, c := range calls {
+		if c.le == nil || c.op.writer() {
+			continue
+		}
+		if values[c.le.Value()] {
+			joined++
+		}
+		values[c.le.Value()] = true
+	}
+	rt.Logf("run: %d calls, leases %v, readers together %d times, %d joined, a master killed: %v", len(calls), leases, shared, joined, kill)
+	return violations, shared, joined
 }
 
 func drawRWOp(rt *rapid.T, kinds []string) rwOp {
@@ -396,12 +435,16 @@ func drawRWOp(rt *rapid.T, kinds []string) rwOp {
 	}
 	// The auto-extending Locker's leases would be extended for ever.
 	op.release = op.locker == 0 || rapid.IntRange(0, 3).Draw(rt, "abandon") > 0
+	if op.kind == "rjoin" {
+		op.locker %= 2 // a Locker with the gate, where readers share
+	}
 	return op
 }
 
 // runRWOp runs op on m for worker w; kill: a master is killed in this
-// run; slack: how late past its deadline a wait may return.
-func runRWOp(rt *rapid.T, m *engine.RWMutex, op rwOp, w int, start time.Time, kill bool, slack time.Duration, violate func(kind, format string, args ...any)) *rwCall {
+// run; slack: how late past its deadline a wait may return; inner, if
+// set, runs once the lease is held.
+func runRWOp(rt *rapid.T, m *engine.RWMutex, op rwOp, w int, start time.Time, kill bool, slack time.Duration, violate func(kind, format string, args ...any), inner func()) *rwCall {
 	wait := op.wait
 	if op.kind == "tryrlock" || op.kind == "trylock" {
 		wait = 5 * time.Second
@@ -430,6 +473,9 @@ func runRWOp(rt *rapid.T, m *engine.RWMutex, op rwOp, w int, start time.Time, ki
 		return c
 	}
 	rt.Logf("%s: w%d %s: acquired, token %d", at, w, op, c.le.Token())
+	if inner != nil {
+		inner()
+	}
 	time.Sleep(op.hold / 2)
 	remoteValidity(rt, c, w, start, kill, violate)
 	if op.extend {

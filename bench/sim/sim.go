@@ -202,6 +202,9 @@ type Coverage struct {
 	// and were raised again later in the run: where a token stood on the
 	// masters' clocks alone.
 	CountersRaisedAfterExpiry int
+	// RWJoins counts the read leases granted on another's entry (its
+	// value): readers of one Locker share an entry (engine/rwshare.go).
+	RWJoins int
 }
 
 func (c Coverage) String() string {
@@ -214,7 +217,7 @@ func (c Coverage) String() string {
 	for _, k := range []string{"EVALSHA", "EVALSHA+", "EVAL", "SET", "PUBLISH", "SUBSCRIBE", "SPUBLISH", "SSUBSCRIBE", "CLUSTER", "FAILOVER", "MIGRATE", "ASKING", "SETSLOT", "ZADD", "ZPOPMIN", "PEXPIRE", "PEXPIREAT"} {
 		fmt.Fprintf(&b, " %s=%d", k, c.Commands[k])
 	}
-	fmt.Fprintf(&b, "; counters raised after expiry: %d", c.CountersRaisedAfterExpiry)
+	fmt.Fprintf(&b, "; counters raised after expiry: %d; rw joins: %d", c.CountersRaisedAfterExpiry, c.RWJoins)
 	return b.String()
 }
 
@@ -474,9 +477,16 @@ func Run(cfg Config) (*Result, error) {
 		bounds:    boundsOf(clients[0].cfgUsed),
 	}
 	cov := Coverage{Wakes: make(map[string]int), Commands: make(map[string]int)}
+	entries := make(map[string]bool)
 	for _, g := range h.Grants() {
 		if g.Wake != "" {
 			cov.Wakes[g.Wake]++
+		}
+		if g.RW == "read" {
+			if entries[g.Value] {
+				cov.RWJoins++
+			}
+			entries[g.Value] = true
 		}
 	}
 	for _, m := range masters {

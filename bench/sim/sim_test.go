@@ -140,7 +140,7 @@ func stalled(seed uint64) {
 // and prints the shrunk case's replay command.
 func TestSimulation(t *testing.T) {
 	var virtual, wall time.Duration
-	seeds, ops, violations := 0, 0, 0
+	seeds, ops, violations, joins := 0, 0, 0, 0
 	began := time.Now()
 	ranged := false
 	flag.Visit(func(f *flag.Flag) { ranged = ranged || f.Name == "sim.seeds" || f.Name == "sim.first" })
@@ -217,6 +217,7 @@ func TestSimulation(t *testing.T) {
 			took := time.Since(start)
 			seeds++
 			virtual, wall, ops, violations = virtual+res.Virtual, wall+took, ops+res.Ops, violations+len(res.Violations)
+			joins += res.Coverage.RWJoins
 			t.Logf("seed %d: %d ops, %d leases, %d faults (%s), %s virtual in %s (%.0fx), history %016x",
 				seed, res.Ops, len(res.History.Grants()), len(res.Faults), Profile(seed), res.Virtual.Round(time.Millisecond), took.Round(time.Millisecond),
 				float64(res.Virtual)/float64(took), res.History.Hash())
@@ -237,8 +238,8 @@ func TestSimulation(t *testing.T) {
 			seeds, ops, violations, virtual.Round(time.Millisecond), wall.Round(time.Millisecond), float64(virtual)/float64(wall))
 	}
 	if *flagSummary {
-		fmt.Printf("SIM seeds=%d virtual_ms=%d wall_ms=%d ops=%d violations=%d\n",
-			seeds, virtual.Milliseconds(), wall.Milliseconds(), ops, violations)
+		fmt.Printf("SIM seeds=%d virtual_ms=%d wall_ms=%d ops=%d violations=%d rw_joins=%d\n",
+			seeds, virtual.Milliseconds(), wall.Milliseconds(), ops, violations, joins)
 	}
 }
 

@@ -137,6 +137,11 @@ var (
 	// RWIntentIgnored: a read/write lock's master admits new readers while
 	// a writer waits for it: a stream of readers starves the writer.
 	RWIntentIgnored = &Switch{name: "rw-intent-ignored"}
+	// RWJoinIgnoresIntent: a reader joins its Locker's shared read entry
+	// without asking the masters for a waiting writer's intent, so that
+	// readers of one Locker keep a waiting writer out for as long as they
+	// keep overlapping.
+	RWJoinIgnoresIntent = &Switch{name: "rw-join-ignores-intent"}
 	// RWReadersExclude: a read/write lock's master refuses a reader while
 	// other readers hold it: readers no longer share.
 	RWReadersExclude = &Switch{name: "rw-readers-exclude"}
@@ -283,7 +288,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, RWReaderUndoSilent, LockAllHogsTurns,
 	ClusterMigrationNoResend, ClusterGuessOnce, ClusterInfoAnyNode, FenceCounterExpiresEarly, ValidityIgnoresDrift,
 	AcquireIgnoresValidity, SemCheckStampedOnSend, RWRemoteValidityAsPlain, ClockErrorIgnored, ClockReadOnce, ClockJudgedLate,
-	SentinelPromotionUnchecked}
+	SentinelPromotionUnchecked, RWJoinIgnoresIntent}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

@@ -364,6 +364,25 @@ func (s *store) exec(args []string) reply {
 			return nilReply
 		}
 		return bulkReply(formatScore(sc))
+	case "ZRANK":
+		// The readers' share asks whether its entry is there: an
+		// integer reply, cheaper for the master than ZSCORE's double.
+		if len(a) != 2 {
+			return errArgs("zrank")
+		}
+		z, bad := s.zsetOf(a[0])
+		if bad {
+			return errWrongType
+		}
+		if z == nil {
+			return nilReply
+		}
+		sc, ok := z.byMember[a[1]]
+		if !ok {
+			return nilReply
+		}
+		i, _ := slices.BinarySearchFunc(z.sorted, zmember{sc, a[1]}, z.cmp)
+		return intReply(int64(i))
 	case "PUBLISH":
 		if len(a) != 2 {
 			return errArgs("publish")

@@ -154,6 +154,9 @@ func TestStoreMatchesRedis(t *testing.T) {
 		case 17:
 			// A multi-resource lease's release reads all its keys at once.
 			return []string{"MGET", k, pick(keys)}
+		case 18:
+			// A reader's join asks whether its entry is there.
+			return []string{"ZRANK", k, pick(ids)}
 		}
 		// A script, on one key or coalesced over several.
 		body := pick(scripts)

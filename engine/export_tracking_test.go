@@ -36,6 +36,7 @@ func LeaseValue(le *Lease) string { return le.value }
 // acquire: its SET has run on every master, so that nothing a test
 // writes there after can be overtaken by it.
 func AnsweredEverywhere(le *Lease) bool {
+	le = remote(le)
 	le.mu.Lock()
 	defer le.mu.Unlock()
 	return bits.OnesCount64(le.answered) == le.l.votes
@@ -48,6 +49,7 @@ func AnsweredEverywhere(le *Lease) bool {
 // before its batch ends the leases it found lost; once settled, every
 // batch has ended them.
 func TrackerGone(le *Lease) (gone int, settled bool) {
+	le = remote(le)
 	le.mu.Lock()
 	tr := le.trk
 	le.mu.Unlock()
@@ -64,6 +66,15 @@ func TrackerGone(le *Lease) (gone int, settled bool) {
 		}
 	}
 	return bits.OnesCount64(tr.gone), settled
+}
+
+// remote is the lease that holds le's keys on the masters: le, or the
+// base of the share a reader's lease joined.
+func remote(le *Lease) *Lease {
+	if le.share != nil {
+		return le.share.base
+	}
+	return le
 }
 
 // RWIntentsKey is the key of a read/write lock's waiting writers' intents,

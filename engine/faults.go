@@ -29,6 +29,7 @@ var faults struct {
 	QuitKeepsTurn            fault
 	RWIntentIgnored          fault
 	RWJoinIgnoresIntent      fault
+	RWReaderUndoSilent       fault
 	RWReaderIgnoresWriter    fault
 	RWReadersExclude         fault
 	RWRemoteValidityAsPlain  fault

@@ -33,6 +33,7 @@ var faults = struct {
 	RWTrackedAsPlain         *mutation.Switch
 	RWTrackedByPresence      *mutation.Switch
 	RWUndoWakes              *mutation.Switch
+	RWReaderUndoSilent       *mutation.Switch
 	RWWonUndoSilent          *mutation.Switch
 	RWWriterIgnoresReaders   *mutation.Switch
 	ReleaseKeepsTurn         *mutation.Switch
@@ -71,6 +72,7 @@ var faults = struct {
 	RWTrackedAsPlain:         mutation.RWTrackedAsPlain,
 	RWTrackedByPresence:      mutation.RWTrackedByPresence,
 	RWUndoWakes:              mutation.RWUndoWakes,
+	RWReaderUndoSilent:       mutation.RWReaderUndoSilent,
 	RWWonUndoSilent:          mutation.RWWonUndoSilent,
 	RWWriterIgnoresReaders:   mutation.RWWriterIgnoresReaders,
 	ReleaseKeepsTurn:         mutation.ReleaseKeepsTurn,

@@ -747,12 +747,20 @@ func rwForm(s *multiplex.Script) *multiplex.Script {
 	case releaseScript, releaseScriptGhost:
 		return rwReleaseScript
 	case undoScript:
-		// Silent: writers that split the masters back off and try again
-		// (see rwWaiter.nextWait), and an undo that woke the waiters would
-		// have those that collide where a holder on a bare quorum left
-		// masters free wake each other until it releases.
-		if faults.RWUndoWakes.On() {
+		// Silent for a writer's entry: writers that split the masters back
+		// off and try again (see rwWaiter.nextWait), and an undo that woke
+		// the waiters would have those that collide where a holder on a
+		// bare quorum left masters free wake each other until it releases.
+		// A reader's entry that frees a master where a writer's intent
+		// lives wakes the writers, as a release does: a writer refused
+		// there by it registered its intent and sleeps for its going
+		// (rwHeld); it wakes writers alone, never readers, so no two
+		// waiters wake each other.
+		switch {
+		case faults.RWUndoWakes.On():
 			return rwReleaseScript
+		case faults.RWReaderUndoSilent.On():
+			return rwUndoSilentScript
 		}
 		return rwUndoScript
 	case semReleaseScript:
@@ -771,7 +779,7 @@ func rwForm(s *multiplex.Script) *multiplex.Script {
 // lock load nothing for it, and the simulator's masters (bench/sim),
 // which model the commands the loaded scripts use, need no sorted-set
 // counts.
-var rwScripts = []*multiplex.Script{rwAcquireScript, rwReleaseScript, rwUndoScript, rwExtendScript, rwFenceScript, rwQuitScript, rwKindScript}
+var rwScripts = []*multiplex.Script{rwAcquireScript, rwReleaseScript, rwUndoScript, rwUndoSilentScript, rwExtendScript, rwFenceScript, rwQuitScript, rwKindScript}
 
 // rwAcquire is the acquire script, or a mutation's.
 func rwAcquire() *multiplex.Script {
@@ -994,20 +1002,41 @@ end
 // else, if a reader marked the lock, on the lock's channel. It
 // answers 1 if the entry was live, else 0 (gone, expired, or the key is
 // another kind's).
-var rwReleaseScript = multiplex.NewScript(rwReleaseBody(true)).Coalesce()
+var rwReleaseScript = multiplex.NewScript(rwReleaseBody(rwWakeAll)).Coalesce()
 
-// rwUndoScript is rwReleaseScript without the publish: it undoes an
-// attempt, whose maker tries again anyway, as semUndoScript does.
-var rwUndoScript = multiplex.NewScript(rwReleaseBody(false)).Coalesce()
+// rwUndoScript undoes an attempt, whose maker tries again anyway, as
+// semUndoScript does: rwReleaseScript that publishes only for a live
+// reader's entry, and only to the writers, while an intent lives.
+var rwUndoScript = multiplex.NewScript(rwReleaseBody(rwWakeWriters)).Coalesce()
 
-func rwReleaseBody(publish bool) string {
+// rwUndoSilentScript is rwUndoScript that never publishes
+// (internal/mutation's RWReaderUndoSilent).
+var rwUndoSilentScript = multiplex.NewScript(rwReleaseBody(rwWakeNone)).Coalesce()
+
+// Whom rwReleaseBody's removal wakes when it frees the master.
+const (
+	rwWakeNone    = iota
+	rwWakeWriters // the writers, if the entry was a live reader's and an intent lives
+	rwWakeAll     // the writers while an intent lives, else the readers that marked
+)
+
+func rwReleaseBody(wakes int) string {
 	// The key goes with the last live holder; a release also takes the
 	// readers' mark with it (one DEL), unless a writer's intent lives.
 	// The key is there to delete (rwMember stays while it lives), so a
 	// DEL that answers 2 found the mark.
 	wake := `  redis.call("DEL", k)
 `
-	if publish {
+	switch wakes {
+	case rwWakeWriters:
+		// s is the entry's score: a live reader's is above now.
+		wake = `  redis.call("DEL", k)
+  local q = "` + rwPrefixLua + `" .. k
+  if tonumber(s) > now and redis.call("ZCOUNT", q, "(" .. ns, "+inf") > 0 then
+    redis.call("PUBLISH", "` + releasedPrefix + `" .. q, "")
+  end
+`
+	case rwWakeAll:
 		wake = `  local q = "` + rwPrefixLua + `" .. k
   if redis.call("ZCOUNT", q, "(" .. ns, "+inf") > 0 then
     redis.call("DEL", k)

@@ -75,6 +75,8 @@ var rwCases = []struct {
 		"readers": "refused 0", "none": "refused 0", "plain-lock": "refused 0", "reader-ours-marked": "ok 1"}},
 	{scriptCase{"undo", rwUndoScript, []string{"V"}, classifyInt}, map[string]string{
 		"reader-ours": "ok 1", "reader-ours-marked": "ok 1"}},
+	{scriptCase{"undo-silent", rwUndoSilentScript, []string{"V"}, classifyInt}, map[string]string{
+		"reader-ours": "ok 1", "reader-ours-marked": "ok 1"}},
 	{scriptCase{"extend", rwExtendScript, []string{"V", "90000"}, classifyInt}, map[string]string{
 		"reader-ours": "ok 1", "writer-ours": "ok 1", "reader-ours-expired": "refused 0", "writer-ours-expired": "refused 0",
 		"none": "refused 0", "readers": "refused 0", "plain-lock": "refused 0"}},
@@ -305,6 +307,59 @@ func TestRWHeldTellsASplitFromAHolder(t *testing.T) {
 		}
 		if got := rwHeld(ve); got != c.held {
 			t.Errorf("%s: held %v, want %v", c.name, got, c.held)
+		}
+	}
+}
+
+// TestRWUndoPublishes: an undo publishes only where it frees the master
+// from a live reader's entry while a writer's intent lives, and then on
+// the intents' channel alone (the writers'); a writer's undo, a reader's
+// where no intent lives or another reader holds on, publish nothing.
+func TestRWUndoPublishes(t *testing.T) {
+	c := redistest.StartT(t, 1)
+	cl := direct(t, c.Nodes[0].Addr())
+	published := subscribe(t, c.Nodes[0].Addr())
+	ctx := context.Background()
+	for _, s := range []*multiplex.Script{rwUndoScript, rwUndoSilentScript} {
+		must(t, cl, "SCRIPT", "LOAD", s.Body)
+	}
+	for i, tc := range []struct {
+		script *multiplex.Script
+		state  [][]string
+		want   bool
+	}{
+		{rwUndoScript, [][]string{{"ZADD", "K", "0", rwMember, "+", "V"}, {"ZADD", "Q", "+", "other"}}, true},
+		{rwUndoScript, [][]string{{"ZADD", "K", "0", rwMember, "-+", "V"}, {"ZADD", "Q", "+", "other"}}, false},
+		{rwUndoScript, [][]string{{"ZADD", "K", "0", rwMember, "+", "V", "+", "r1"}, {"ZADD", "Q", "+", "other"}}, false},
+		{rwUndoScript, [][]string{{"ZADD", "K", "0", rwMember, "+", "V"}, {"ZADD", "Q", "-", "other"}, {"SET", "M", "1"}}, false},
+		{rwUndoSilentScript, [][]string{{"ZADD", "K", "0", rwMember, "+", "V"}, {"ZADD", "Q", "+", "other"}}, false},
+	} {
+		k := fmt.Sprintf("undo-publishes:%d", i)
+		before := published()
+		for _, cmd := range tc.state {
+			must(t, cl, rwSetup(cmd, k, 0)...)
+		}
+		if err := cl.Do(ctx, cl.B().Evalsha().Sha1(tc.script.SHA).Numkeys(1).Key(k).Arg("v0").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		// What this undo published: the cumulative list, less before.
+		var got []string
+		for _, m := range published() {
+			if j := slices.Index(before, m); j >= 0 {
+				before = slices.Delete(before, j, j+1)
+			} else {
+				got = append(got, m)
+			}
+		}
+		want := []string(nil)
+		if tc.want {
+			want = []string{releasedPrefix + rwPrefix + k + "="}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("undo of %v: published %q, want %q", tc.state, got, want)
+		}
+		for _, r := range []string{k, rwPrefix + k, rwMarkPrefix + k} {
+			must(t, cl, "DEL", r)
 		}
 	}
 }

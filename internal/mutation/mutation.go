@@ -219,6 +219,11 @@ var (
 	// nothing: the waiters that it refused, taking it for the holder,
 	// sleep until their fallback, the lock free.
 	RWWonUndoSilent = &Switch{name: "rw-won-undo-silent"}
+	// RWReaderUndoSilent: the undo of a reader's attempt that frees a
+	// master where a writer's intent lives publishes nothing: a writer
+	// refused on a quorum by readers whose attempts then failed sleeps
+	// until its fallback, the lock free.
+	RWReaderUndoSilent = &Switch{name: "rw-reader-undo-silent"}
 	// LockAllHogsTurns: a LockAll waiter refused by a lock on one key keeps
 	// its places in the queues of its other keys, where it takes each turn
 	// it cannot use and passes it back and forth with the other waiters: a
@@ -280,7 +285,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	LateReleaseWakesOlder, SemaphoreSplitVote, ReleaseKeepsTurn, ClusterVotesShareNode, ClusterKeysUntagged,
 	CoalesceAcrossSlots, CoalesceFirstKeyOnly, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
-	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, LockAllHogsTurns,
+	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, RWReaderUndoSilent, LockAllHogsTurns,
 	ClusterMigrationNoResend, ClusterGuessOnce, ClusterInfoAnyNode, FenceCounterExpiresEarly, ValidityIgnoresDrift,
 	AcquireIgnoresValidity, SemCheckStampedOnSend, RWRemoteValidityAsPlain, ClockErrorIgnored, ClockReadOnce, ClockJudgedLate,
 	SentinelPromotionUnchecked, RWJoinIgnoresIntent}

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -274,6 +275,12 @@ func rwShareIntent(t *testing.T, e *env) error {
 	m, wm := rwMutex(t, a, "share-intent"), rwMutex(t, b, "share-intent")
 	r1 := mustRLock(t, m, false)
 	key := engine.LeaseKeys(r1)[0]
+	// The entry on every master before the writer comes: where it were
+	// not yet, the writer would be admitted and undo, leaving no intent
+	// there, and sleep (refused by readers on a quorum) until a release.
+	eventually(t, 30*time.Second, "the reader's entry on every master", func() bool {
+		return !slices.Contains(e.readersOn(key), 0)
+	})
 	got := make(chan error, 1)
 	go func() {
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,6 +87,12 @@ func TestRWMutexReadersShareAndWritersExclude(t *testing.T) {
 	if !errors.Is(err, engine.ErrNotAcquired) || !strings.Contains(err.Error(), "a writer holds it") {
 		t.Fatalf("reader while a writer holds: %v", err)
 	}
+	// The refused reader's undo reaches the masters it was admitted on
+	// after TryRLock returns; a writer's attempt there before it would be
+	// refused by that reader's entry too.
+	eventually(t, 30*time.Second, "the refused reader's entries undone", func() bool {
+		return !slices.ContainsFunc(e.readersOn(e.key("doc")), func(n int64) bool { return n != 0 })
+	})
 	_, err = ms[2].TryLock(ctx)
 	if !errors.Is(err, engine.ErrNotAcquired) || !strings.Contains(err.Error(), "a writer holds it") {
 		t.Fatalf("writer while a writer holds: %v", err)

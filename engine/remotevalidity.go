@@ -47,18 +47,11 @@ func (le *Lease) RemoteValidity(ctx context.Context) (time.Duration, error) {
 	le.opMu.Lock()
 	defer le.opMu.Unlock()
 	start := time.Now()
-	le.mu.Lock()
-	released, validUntil, ended := le.released, le.validUntil, le.endErr
-	le.mu.Unlock()
-	switch {
-	case ended != nil:
-		return 0, errorf("remote validity %q: %v", le.resource, ended)
-	case released:
-		return 0, fmt.Errorf("engine: remote validity %q: %w", le.resource, ErrReleased)
-	case !start.Before(validUntil):
-		le.Err() // ends the lease now, as any look at it does
-		return 0, fmt.Errorf("engine: remote validity %q: %w", le.resource, ErrLeaseExpired)
-	case le.l.closed.Load():
+	validUntil, err := le.remoteValidityAsked(start)
+	if err != nil {
+		return 0, err
+	}
+	if le.l.closed.Load() {
 		return 0, fmt.Errorf("engine: remote validity %q: %w", le.resource, ErrClosed)
 	}
 	cmd := scriptCall(validityScript, le.key, le.value)
@@ -186,3 +179,22 @@ if left <= 0 then
   return -2
 end
 return left`)
+
+// remoteValidityAsked is the lease's validity when RemoteValidity is
+// asked at start, or why there is none to ask the masters about: ended,
+// released or expired.
+func (le *Lease) remoteValidityAsked(start time.Time) (time.Time, error) {
+	le.mu.Lock()
+	released, validUntil, ended := le.released, le.validUntil, le.endErr
+	le.mu.Unlock()
+	switch {
+	case ended != nil:
+		return validUntil, errorf("remote validity %q: %v", le.resource, ended)
+	case released:
+		return validUntil, fmt.Errorf("engine: remote validity %q: %w", le.resource, ErrReleased)
+	case !start.Before(validUntil):
+		le.Err() // ends the lease now, as any look at it does
+		return validUntil, fmt.Errorf("engine: remote validity %q: %w", le.resource, ErrLeaseExpired)
+	}
+	return validUntil, nil
+}

@@ -468,18 +468,8 @@ func (le *Lease) extendJoined(ctx context.Context, ttl time.Duration) error {
 // remoteValidityJoined is RemoteValidity of a joined lease: the shared
 // entry's.
 func (le *Lease) remoteValidityJoined(ctx context.Context) (time.Duration, error) {
-	start := time.Now()
-	le.mu.Lock()
-	released, validUntil, ended := le.released, le.validUntil, le.endErr
-	le.mu.Unlock()
-	switch {
-	case ended != nil:
-		return 0, errorf("remote validity %q: %v", le.resource, ended)
-	case released:
-		return 0, fmt.Errorf("engine: remote validity %q: %w", le.resource, ErrReleased)
-	case !start.Before(validUntil):
-		le.Err()
-		return 0, fmt.Errorf("engine: remote validity %q: %w", le.resource, ErrLeaseExpired)
+	if _, err := le.remoteValidityAsked(time.Now()); err != nil {
+		return 0, err
 	}
 	if _, err := le.share.base.RemoteValidity(ctx); err != nil {
 		return 0, err

@@ -348,9 +348,11 @@ func (s *store) exec(args []string) reply {
 			s.dropEmpty(a[0], z, len(in) > 0)
 		}
 		return intReply(int64(len(in)))
-	case "ZSCORE":
+	case "ZSCORE", "ZRANK":
+		// The readers' share asks with ZRANK whether its entry is there:
+		// an integer reply, cheaper for the master than ZSCORE's double.
 		if len(a) != 2 {
-			return errArgs("zscore")
+			return errArgs(strings.ToLower(cmd))
 		}
 		z, bad := s.zsetOf(a[0])
 		if bad {
@@ -363,23 +365,8 @@ func (s *store) exec(args []string) reply {
 		if !ok {
 			return nilReply
 		}
-		return bulkReply(formatScore(sc))
-	case "ZRANK":
-		// The readers' share asks whether its entry is there: an
-		// integer reply, cheaper for the master than ZSCORE's double.
-		if len(a) != 2 {
-			return errArgs("zrank")
-		}
-		z, bad := s.zsetOf(a[0])
-		if bad {
-			return errWrongType
-		}
-		if z == nil {
-			return nilReply
-		}
-		sc, ok := z.byMember[a[1]]
-		if !ok {
-			return nilReply
+		if cmd == "ZSCORE" {
+			return bulkReply(formatScore(sc))
 		}
 		i, _ := slices.BinarySearchFunc(z.sorted, zmember{sc, a[1]}, z.cmp)
 		return intReply(int64(i))

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"net"
 	"testing"
 	"time"
 
@@ -16,12 +15,7 @@ import (
 func TestMasterPings(t *testing.T) {
 	noLeaks(t)
 	c := redistest.StartT(t, 2)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone := ln.Addr().String()
-	ln.Close() // nothing listens there any more
+	gone := redistest.DeadAddr(t)
 	// A timeout no test waits for: close must end the paused master's PING.
 	m := newMasterPings(redisproc.Conn{}, append(c.Addrs(), gone), time.Hour)
 	defer m.close()

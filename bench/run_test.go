@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"regexp"
 	"runtime"
 	"strings"
@@ -206,16 +205,10 @@ func TestLocalMastersAreStartedAndStopped(t *testing.T) {
 func TestUnreachableMastersFailFastNamingThem(t *testing.T) {
 	noLeaks(t)
 	c := redistest.StartT(t, 1)
-	// A port that was free a moment ago and has nothing listening now.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := l.Addr().String()
-	l.Close()
+	dead := redistest.DeadAddr(t)
 	cfg := shortConfig("redlock", []string{c.Addrs()[0], dead})
 	start := time.Now()
-	_, err = Run(context.Background(), cfg)
+	_, err := Run(context.Background(), cfg)
 	if err == nil {
 		t.Fatal("want an error for an unreachable master")
 	}

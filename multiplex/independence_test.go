@@ -107,18 +107,6 @@ func (f *forwarder) relay(c net.Conn) {
 	f.mu.Unlock()
 }
 
-// deadAddr is a loopback address nothing listens on.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := ln.Addr().String()
-	ln.Close()
-	return a
-}
-
 func classifySet(res rueidis.RedisResult) (multiplex.Outcome, int64, error) {
 	s, err := res.ToString()
 	switch {
@@ -234,7 +222,7 @@ func waitNotIndependent(t *testing.T, p *multiplex.Pool, i int, want string) {
 func TestLateDependentNodeIsKeptOut(t *testing.T) {
 	c := redistest.StartT(t, 5) // 0-1: masters, 2: later a replica, 3-4: free masters
 	replicaOf(t, c.Nodes[2], c.Nodes[0].Addr())
-	fwd := startForwarder(t, deadAddr(t))
+	fwd := startForwarder(t, redistest.DeadAddr(t))
 	addrs := []string{c.Nodes[0].Addr(), c.Nodes[1].Addr(), fwd.Addr()}
 	p, err := multiplex.Dial(context.Background(), multiplex.Tuned(multiplex.Options{Addrs: addrs, Quarantine: quarantine.Off,
 		DialTimeout: time.Second, NodeTimeout: time.Second}, 20*time.Millisecond, 0, 0))

@@ -2,7 +2,6 @@ package engines
 
 import (
 	"context"
-	"net"
 	"runtime"
 	"testing"
 	"time"
@@ -48,16 +47,4 @@ func noLeaks(t *testing.T) {
 			time.Sleep(20 * time.Millisecond) // polling the count: no event says a goroutine has exited
 		}
 	})
-}
-
-// deadAddr is a loopback address where nothing listens: a port that was
-// free a moment ago.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

@@ -49,7 +49,7 @@ func TestOneMasterOutageIsNoQuorum(t *testing.T) {
 
 func TestNewOneMasterEngineNamesADeadMaster(t *testing.T) {
 	noLeaks(t)
-	dead := deadAddr(t)
+	dead := redistest.DeadAddr(t)
 	for _, name := range oneMasterEngines {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		cfg := testSpec()

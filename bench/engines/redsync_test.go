@@ -110,7 +110,7 @@ func TestRedsyncOutageIsNoQuorum(t *testing.T) {
 func TestNewRedsyncNamesADeadMaster(t *testing.T) {
 	noLeaks(t)
 	c := redistest.StartT(t, 1)
-	dead := deadAddr(t)
+	dead := redistest.DeadAddr(t)
 	for _, name := range baselines {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		_, err := openT(ctx, name, []string{c.Addrs()[0], dead}, testSpec())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redlock-bench/redlock/bench"
 	"github.com/redlock-bench/redlock/bench/engines"
+	"github.com/redlock-bench/redlock/internal/redistest"
 	"github.com/redlock-bench/redlock/results"
 )
 
@@ -115,7 +116,7 @@ func TestUsageNamesTheNewFlags(t *testing.T) {
 // --fault kill on masters the run did not start: exit 2 before anything
 // runs, one line, nothing written.
 func TestKillOnGivenMastersExitsTwo(t *testing.T) {
-	dead := deadAddrs(t, 3)
+	dead := redistest.DeadAddrs(t, 3)
 	cmd := command(t, "run", "--masters", strings.Join(dead, ","), "--fault", "kill:0@1s")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

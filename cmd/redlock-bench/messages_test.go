@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
 // An error is printed as one line with one prefix, whatever the error's
@@ -40,7 +42,7 @@ func TestExitCodePrintsOneLine(t *testing.T) {
 // name stacked after the command's: "redlock-bench: 3 of 3 masters
 // unreachable", not "redlock-bench: bench: 3 of 3 ...".
 func TestFailureHasNoStackedPrefix(t *testing.T) {
-	dead := deadAddrs(t, 3)
+	dead := redistest.DeadAddrs(t, 3)
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"run", "--masters", strings.Join(dead, ","), "--duration", "1s", "--out", t.TempDir() + "/run"}, &stdout, &stderr)
 	last := lastLine(stderr.String())

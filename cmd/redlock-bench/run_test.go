@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -401,23 +400,8 @@ func serversOnPort(port string) []string {
 	return pids
 }
 
-// deadAddrs returns n loopback addresses where nothing listens: ports that
-// were free a moment ago.
-func deadAddrs(t *testing.T, n int) []string {
-	var out []string
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, l.Addr().String())
-		defer l.Close()
-	}
-	return out
-}
-
 func TestUnreachableMastersFailFast(t *testing.T) {
-	dead := deadAddrs(t, 3)
+	dead := redistest.DeadAddrs(t, 3)
 	cmd := command(t, "run", "--masters", strings.Join(dead, ","), "--duration", "1s")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

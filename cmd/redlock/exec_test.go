@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -436,21 +435,9 @@ func TestFencingTokenIncreases(t *testing.T) {
 	}
 }
 
-// closedAddr is a loopback address nothing listens on.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 func TestUnreachableMasters(t *testing.T) {
 	t.Parallel()
-	down := []string{closedAddr(t), closedAddr(t)}
+	down := []string{redistest.DeadAddr(t), redistest.DeadAddr(t)}
 	status, stdout, stderr := runRedlock(t, "exec", "--masters", masters[0]+","+strings.Join(down, ","), "--ttl", "1s",
 		"unreachable", "--", "sh", "-c", "echo must-not-run")
 	if status != exitUnavailable || stdout != "" {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlock-bench/redlock/internal/redisproc"
+	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
 // setOn sets key on the masters at idx for a minute, as a lock's holder
@@ -139,7 +140,7 @@ func TestListErrors(t *testing.T) {
 			t.Errorf("%q: status %d, stdout %q, stderr %q; want %d and %q", c.args, status, stdout, stderr, exitUsage, c.want)
 		}
 	}
-	down := []string{closedAddr(t), closedAddr(t)}
+	down := []string{redistest.DeadAddr(t), redistest.DeadAddr(t)}
 	status, _, stderr := runRedlock(t, "list", "--masters", masters[0]+","+strings.Join(down, ","))
 	if status != exitUnavailable || !strings.HasPrefix(stderr, "redlock: list: too many masters unreachable for a quorum: ") {
 		t.Errorf("unreachable: status %d, stderr %q", status, stderr)

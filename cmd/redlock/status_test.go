@@ -13,6 +13,7 @@ import (
 
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/redisproc"
+	"github.com/redlock-bench/redlock/internal/redistest"
 )
 
 // ops is the arguments of an operator's command cmd on the test masters.
@@ -175,7 +176,7 @@ func TestStatusShowsDisagreement(t *testing.T) {
 
 func TestStatusErrors(t *testing.T) {
 	t.Parallel()
-	down := []string{closedAddr(t), closedAddr(t)}
+	down := []string{redistest.DeadAddr(t), redistest.DeadAddr(t)}
 	status, stdout, stderr := runRedlock(t, "status", "--masters", masters[0]+","+strings.Join(down, ","), "r")
 	if status != exitUnavailable || stdout != "" || !strings.HasPrefix(stderr, "redlock: status: too many masters unreachable for a quorum: ") ||
 		!strings.Contains(stderr, down[0]) || strings.Count(stderr, "\n") != 1 {
@@ -206,7 +207,7 @@ func TestStatusErrors(t *testing.T) {
 func TestOneMasterDown(t *testing.T) {
 	t.Parallel()
 	setOn(t, "onedown", 0, 1)
-	down := closedAddr(t)
+	down := redistest.DeadAddr(t)
 	m := masters[0] + "," + masters[1] + "," + down
 	status, stdout, stderr := runRedlock(t, "status", "--masters", m, "onedown")
 	lines := strings.Split(stdout, "\n")

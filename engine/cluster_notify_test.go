@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -370,13 +371,17 @@ func failedOverWaiterWoken(t *testing.T, kill bool) bool {
 	return w.woken(t)
 }
 
+// steadyProbes numbers steadyOnShard's probes.
+var steadyProbes atomic.Int64
+
 // steadyOnShard returns once l takes and releases a lock in key's slot
 // five times in a row, 50 ms apart: after a failover its client may still
 // know the old primary, whose connections the Locker cuts once it reaches
 // the promoted one, and until the client learns the new slot map a
 // command it routes to the old primary fails ("is a replica"). A probe
 // taken on the promoted primary whose release went that way stays held
-// for l's TTL, longer than this waits: each try takes a lock of its own.
+// for l's TTL, longer than this waits: each try, of any call's, takes a
+// lock of its own.
 func steadyOnShard(t *testing.T, l *engine.Locker, key string) {
 	t.Helper()
 	ctx := context.Background()
@@ -385,7 +390,7 @@ func steadyOnShard(t *testing.T, l *engine.Locker, key string) {
 	var last error
 	if !within(60*time.Second, func() bool {
 		try++
-		p, err := l.TryLock(ctx, fmt.Sprintf("{%s}probe-%d", tag, try))
+		p, err := l.TryLock(ctx, fmt.Sprintf("{%s}probe-%d", tag, steadyProbes.Add(1)))
 		if err == nil {
 			err = p.Release(ctx)
 		}

@@ -231,7 +231,8 @@ end
 local n = redis.call("PEXPIRE", KEYS[1], ttl)
 local have = redis.pcall("GET", count)
 if type(have) == "string" and have ~= "` + rwSemMark + `" then
-  redis.call("PEXPIRE", count, keep)
+  -- pcall: the key is extended, and the answer must say so.
+  redis.pcall("PEXPIRE", count, keep)
 end
 return n`).Coalesce()
 

@@ -1094,7 +1094,8 @@ redis.call("ZADD", k, "XX", score, value)
 hold(k, ttl)
 local have = redis.pcall("GET", semkey)
 if have == false or have == "` + rwSemMark + `" then
-  redis.call("SET", semkey, "` + rwSemMark + `", "PX", keep)
+  -- pcall: the entry is extended, and the answer must say so.
+  redis.pcall("SET", semkey, "` + rwSemMark + `", "PX", keep)
 end
 return 1`).Coalesce()
 

@@ -208,22 +208,34 @@ func (le *Lease) applyExtend(t multiplex.Tally, until, validUntil time.Time) err
 // semaphore's count) for 2 MaxTTL where they extended: while the lease is
 // extended the other kind of the name stays out, however long ago its
 // handle last checked (see RWMutex, Semaphore).
+//
+// A fenced lease also passes its token and MaxTTL: its counter is kept
+// past the key's new TTL (fenceHoldLua). An unfenced one passes token
+// "0", or nothing when no argument follows.
 func (le *Lease) extendCommand(ttl time.Duration) multiplex.Command {
 	ms := itoa(ttl.Milliseconds())
+	token, fenceKeep := "0", ""
+	if le.token > 0 {
+		token, fenceKeep = itoa(le.token), le.l.fenceKeep()
+	}
 	if !le.rw && le.permit == 0 {
+		if le.token > 0 {
+			return le.call(extendScript, le.value, ms, token, fenceKeep)
+		}
 		return le.call(extendScript, le.value, ms)
 	}
 	count, keep := le.l.semBase(le.resource)+"permits", itoa((2 * le.l.cfg.MaxTTL).Milliseconds())
 	if le.rw {
-		return le.call(extendScript, le.value, ms, count, keep)
+		return le.call(extendScript, le.value, ms, token, fenceKeep, count, keep)
 	}
-	return scriptCall(semExtendScript, le.key, le.value, ms, count, keep)
+	return scriptCall(semExtendScript, le.key, le.value, ms, token, fenceKeep, count, keep)
 }
 
 // semExtendScript is extendScript for a semaphore's permit: where it
-// extended, it keeps the permit count (ARGV[3]) for ARGV[4] ms, unless it
-// is missing or a read/write lock's mark.
-var semExtendScript = multiplex.NewScript(`local value, ttl, count, keep = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+// extended, it keeps the permit count (ARGV[5]) for ARGV[6] ms, unless it
+// is missing or a read/write lock's mark, and the permit's fencing
+// counter as extendScript does (ARGV[3], ARGV[4]).
+var semExtendScript = multiplex.NewScript(`local value, ttl, token, keep, count, ckeep = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local v = redis.call("GET", KEYS[1])
 if v ~= value and v ~= value .. "` + waitMark + `" then
   return 0
@@ -232,16 +244,19 @@ local n = redis.call("PEXPIRE", KEYS[1], ttl)
 local have = redis.pcall("GET", count)
 if type(have) == "string" and have ~= "` + rwSemMark + `" then
   -- pcall: the key is extended, and the answer must say so.
-  redis.pcall("PEXPIRE", count, keep)
+  redis.pcall("PEXPIRE", count, ckeep)
 end
-return n`).Coalesce()
+` + fenceHoldLua("KEYS[1]") + `return n`).Coalesce()
 
-// extendScript sets a new TTL (ms) on the key where it holds our value,
-// marked by a waiter or not, and never re-creates a missing key.
-var extendScript = multiplex.NewScript(`local value, ttl = ARGV[1], ARGV[2]
+// extendScript sets a new TTL (ms, ARGV[2]) on the key where it holds
+// our value (ARGV[1]), marked by a waiter or not, and never re-creates a
+// missing key. A fenced lease also passes its token and MaxTTL (ARGV[3],
+// ARGV[4]): its counter is kept past the key's new TTL (fenceHoldLua).
+var extendScript = multiplex.NewScript(`local value, ttl, token, keep = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local v = redis.call("GET", KEYS[1])
 if v == value or v == value .. "` + waitMark + `" then
-  return redis.call("PEXPIRE", KEYS[1], ttl)
+  local n = redis.call("PEXPIRE", KEYS[1], ttl)
+` + fenceHoldLua("KEYS[1]") + `  return n
 end
 return 0`).Coalesce()
 

@@ -73,8 +73,9 @@ type Holder struct {
 	Owner string `json:"owner,omitempty"`
 	// Token is the highest fencing counter on the masters that hold the
 	// lease's key: its token when it was acquired with Config.Fencing
-	// (a fenced lease raises its counters while its key is there, and
-	// nobody else can then), zero or an earlier holder's when it was not.
+	// (a fenced lease raises its counters while its key is there, its
+	// extensions keep them, and nobody else can raise them then), zero or
+	// an earlier holder's when it was not.
 	// Readers of a read/write lock take no token.
 	Token int64 `json:"token,omitempty"`
 	// Permit is a semaphore permit's slot, −1 for the other kinds.

@@ -1075,9 +1075,11 @@ return 0`
 // expire ARGV[2] ms from now, and the key with it; it never revives an
 // entry that expired, nor re-creates one that is gone. Where it extended,
 // it marks the name as a read/write lock's at the permit count key
-// (ARGV[3]) for ARGV[4] ms, as an attempt's refresh does, unless a
-// semaphore's count is there. It answers 1 when it extended, else 0.
-var rwExtendScript = multiplex.NewScript(`local value, ttl, semkey, keep = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+// (ARGV[5]) for ARGV[6] ms, as an attempt's refresh does, unless a
+// semaphore's count is there, and keeps a fenced writer's counter as
+// extendScript keeps a lock's (ARGV[3], ARGV[4]). It answers 1 when it
+// extended, else 0.
+var rwExtendScript = multiplex.NewScript(`local value, ttl, token, keep, semkey, ckeep = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local k = KEYS[1]
 local s = redis.pcall("ZSCORE", k, value)
 if type(s) ~= "string" then
@@ -1095,9 +1097,9 @@ hold(k, ttl)
 local have = redis.pcall("GET", semkey)
 if have == false or have == "` + rwSemMark + `" then
   -- pcall: the entry is extended, and the answer must say so.
-  redis.pcall("SET", semkey, "` + rwSemMark + `", "PX", keep)
+  redis.pcall("SET", semkey, "` + rwSemMark + `", "PX", ckeep)
 end
-return 1`).Coalesce()
+` + fenceHoldLua("k") + `return 1`).Coalesce()
 
 // rwFenceScript is fenceScript for a writer: it raises the name's fencing
 // counter to the token (ARGV[1]) only where the writer (ARGV[2], its

@@ -73,10 +73,12 @@ type Locker struct {
 	// id and seq name this Locker's waiters in the masters' queues.
 	id  string
 	seq atomic.Uint64
-	// listBatch (0: ListBatch) and listPending are the tests' handles on
-	// Walk's batches and its memory (export_test.go).
+	// listBatch (0: ListBatch), listPending and listScan are the tests'
+	// handles on Walk's batches, its memory and the keys SCAN answers
+	// (export_test.go).
 	listBatch   int
 	listPending func(int)
+	listScan    func(m int, keys []string) []string
 }
 
 // New validates cfg, connects to every master and loads the scripts. A

@@ -31,6 +31,14 @@ batches of names at a time, however many there are. --sorted (or
 before it prints, and holds up to twice --limit names. 'redlock status'
 tells what holds each name.
 
+Each name is printed once, even one held both as a lock and as a
+semaphore, and one a master's SCAN answers twice (after its key table
+shrank: caught unless its keys fell more than about 1000-fold between
+two SCAN calls). It may come twice when a master fails during the walk
+and another takes its place (the names printed are not kept: memory
+stays a few batches), or when its keys change as the walk goes by;
+--sorted prints each once regardless.
+
 --json prints one JSON object, on one line, whatever happens once the
 masters answered: {"names": [...], "more": true if --limit cut the
 list, "cursor": the next page's}. A walk that fails ends it with the

@@ -49,3 +49,8 @@ func (l *Locker) SetListBatch(n int, pending func(int)) { l.listBatch, l.listPen
 // keys) instead, as a master that repeats keys would answer. Set before
 // the Locker's first Walk.
 func (l *Locker) SetListScan(scan func(m int, keys []string) []string) { l.listScan = scan }
+
+// SetListAsk makes Walk's question to master j, which of a batch's
+// names it holds, fail with ask(j) when that is not nil. Set before the
+// Locker's first Walk.
+func (l *Locker) SetListAsk(ask func(j int) error) { l.listAsk = ask }

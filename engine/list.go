@@ -103,7 +103,9 @@ const ListBatch = 1000
 // fell more than about ListBatch-fold between two calls (a table shrinks
 // to the power of two at or above its keys). Left: a name yielded again
 // after a walked master failed and another took its place (the names
-// the failed one yielded are not kept), and a repeat past that bound.
+// the failed one yielded are not kept), a repeat past that bound, and
+// the names of a batch whose question to a walked master failed (a
+// timeout: that batch only is yielded by both).
 // The walk ends with an error yielded once:
 // ErrNoQuorum when more than votes − quorum masters could not be
 // walked, or ctx's.
@@ -595,8 +597,12 @@ func keepIf(cands []listCand, has []bool, want bool) []listCand {
 }
 
 // ask asks the masters js at once which of cands they hold, each an
-// answer per candidate: nil for a master that is dead or failed (it is
-// dead for the rest of the walk then, and holds nothing).
+// answer per candidate: nil for a master that is dead or failed. A
+// master that failed is dead for the rest of the walk then, and holds
+// nothing, unless its keys are walked: its walker's own calls tell
+// whether it failed, since taking it for dead on one slow answer would
+// have the other walkers yield, for the rest of the walk, the names its
+// walk yields too (it holds nothing for this batch only).
 func (w *walk) ask(ctx context.Context, js []int, cands []listCand) [][]bool {
 	answers := make([][]bool, len(js))
 	var wg sync.WaitGroup
@@ -609,7 +615,7 @@ func (w *walk) ask(ctx context.Context, js []int, cands []listCand) [][]bool {
 			defer wg.Done()
 			has, err := w.holds(ctx, j, cands, false)
 			if err != nil {
-				if ctx.Err() == nil {
+				if ctx.Err() == nil && !w.walked[j].Load() {
 					w.dead[j].Store(true)
 				}
 				return
@@ -652,6 +658,11 @@ func (w *walk) holds(ctx context.Context, j int, cands []listCand, own bool) ([]
 	c := w.l.pool.Client(j)
 	if c == nil {
 		return nil, errors.New("not connected")
+	}
+	if w.l.listAsk != nil {
+		if err := w.l.listAsk(j); err != nil {
+			return nil, err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.l.cfg.NodeTimeout)
 	defer cancel()

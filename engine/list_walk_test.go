@@ -286,6 +286,53 @@ func TestWalkNameOfTwoKinds(t *testing.T) {
 	}
 }
 
+// TestWalkAskFailsOnce: one question to a walked master that fails (a
+// timeout on a loaded master, say) costs the walk that batch's
+// decision, not the master's part in the rest of the walk. Masters 0 and
+// 1 are walked, and every name is on all three, so master 0 yields them
+// all and master 1 leaves each to it, asking master 0; its second
+// question to master 0 fails. Each name is yielded, and no more than
+// one batch of them twice (master 1 yields the batch it could not
+// settle); were master 0 taken for dead then, master 1 would yield
+// every name of its later batches again.
+func TestWalkAskFailsOnce(t *testing.T) {
+	t.Parallel()
+	e := ownEnv(t, 3)
+	ctx := context.Background()
+	l := e.locker(nil)
+	const batch, n = 8, 300
+	l.SetListBatch(batch, nil)
+	var asked atomic.Int64
+	l.SetListAsk(func(j int) error {
+		if j == 0 && asked.Add(1) == 2 {
+			return errors.New("injected: no answer")
+		}
+		return nil
+	})
+	name := func(i int) string { return "f:" + strconv.Itoa(i) }
+	e.setNames(n, name, func(int) uint { return 0b111 })
+	seen := map[string]int{}
+	for x, err := range l.Walk(ctx, "f:") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[x.Name]++
+	}
+	twice := 0
+	for i := range n {
+		switch c := seen[name(i)]; {
+		case c == 0 || c > 2:
+			t.Errorf("%q yielded %d times, want once (twice if in the batch master 1 could not settle)", name(i), c)
+		case c == 2:
+			twice++
+		}
+	}
+	// A SCAN answer is less than 3·batch keys (see TestWalkQuorumOnce).
+	if twice > 3*batch || asked.Load() < 2 {
+		t.Errorf("%d names yielded twice, want at most one batch's (%d); %d questions to master 0", twice, 3*batch, asked.Load())
+	}
+}
+
 // TestWalkResume: a walk broken off every 37 names and resumed from the
 // last name's cursor yields, over its pages, each name a quorum of three
 // masters holds exactly once (the keys do not change meanwhile, so each

@@ -556,11 +556,14 @@ type MasterOutcome struct {
 // and wakes the waiters, as a release does (a lock's first queued
 // waiter; a semaphore's or read/write lock's waiters). It is how an
 // operator clears a stuck lock (the CLI's `redlock unlock`): first make
-// sure its holder stopped (see Resume). It first reads, as Inspect
-// does, where the value is held, then releases it there. It reports each
-// master's outcome; the error is nil when a quorum released it, and
-// otherwise matches ErrNotHeld (the value held on fewer masters, which
-// were still cleared) or ErrNoQuorum.
+// sure its holder stopped (see Resume). A reader's value may be held by
+// every reader of the lock in one Locker (they share one entry, see
+// RWMutex): unlocking it lets a writer in beside all of them, so stop
+// them all first. It first reads, as Inspect does, where the value is
+// held, then releases it there. It reports each master's outcome; the
+// error is nil when a quorum released it, and otherwise matches
+// ErrNotHeld (the value held on fewer masters, which were still
+// cleared) or ErrNoQuorum.
 func (l *Locker) Unlock(ctx context.Context, resource, value string) (*Unlocked, error) {
 	if err := l.checkResource("unlock", resource); err != nil {
 		return nil, err

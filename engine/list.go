@@ -71,6 +71,11 @@ const (
 // walk of the same prefix on as many masters.
 var ErrBadCursor = errors.New("not a cursor of a walk of this prefix on these masters")
 
+// ErrIncomplete: a master failed during a walk that a quorum still
+// answered, so a name a bare quorum held with that master may be
+// missing from what the walk yielded.
+var ErrIncomplete = errors.New("a master failed during the walk: names a bare quorum holds with it may be missing")
+
 // ListBatch is the COUNT Walk asks of each SCAN call, and the most names
 // it asks a master about at once: how many keys a master looks at per
 // call, which bounds how long one call holds it.
@@ -108,7 +113,8 @@ const ListBatch = 1000
 // timeout: that batch only is yielded by both).
 // The walk ends with an error yielded once:
 // ErrNoQuorum when more than votes − quorum masters could not be
-// walked, or ctx's.
+// walked; ErrIncomplete, after every name the others prove, when fewer
+// failed (walked, or asked twice about one batch); or ctx's.
 //
 // Cost: votes − quorum + 1 masters' keys are walked (any that many hold
 // at least one key of each name on a quorum), and each name found costs
@@ -380,7 +386,15 @@ func (w *walk) run(ctx context.Context, out chan<- listBatch) error {
 		return errorf("list %q: %v: %d of %d masters could not be walked, %d may fail: %v", w.prefix, ErrNoQuorum,
 			len(w.failures), w.l.votes, w.l.votes-w.l.quorum, errors.Join(w.failures...))
 	}
-	return context.Cause(ctx)
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.failures) > 0 {
+		return errorf("list %q: %v: %v", w.prefix, ErrIncomplete, errors.Join(w.failures...))
+	}
+	return nil
 }
 
 // walkMaster walks master m's lock keys, then its semaphores' slot keys,
@@ -598,8 +612,9 @@ func keepIf(cands []listCand, has []bool, want bool) []listCand {
 
 // ask asks the masters js at once which of cands they hold, each an
 // answer per candidate: nil for a master that is dead or failed. A
-// master that failed is dead for the rest of the walk then, and holds
-// nothing, unless its keys are walked: its walker's own calls tell
+// master that failed twice on one batch is dead for the rest of the walk
+// then (a failure of the walk: ErrIncomplete), and holds nothing, unless
+// its keys are walked: its walker's own calls tell
 // whether it failed, since taking it for dead on one slow answer would
 // have the other walkers yield, for the rest of the walk, the names its
 // walk yields too (it holds nothing for this batch only).
@@ -614,10 +629,17 @@ func (w *walk) ask(ctx context.Context, js []int, cands []listCand) [][]bool {
 		go func() {
 			defer wg.Done()
 			has, err := w.holds(ctx, j, cands, false)
-			if err != nil {
-				if ctx.Err() == nil && !w.walked[j].Load() {
-					w.dead[j].Store(true)
+			if err != nil && ctx.Err() == nil && !w.walked[j].Load() {
+				// Asked again once: a loaded master may miss one node
+				// timeout, and the names of the batch need its answer.
+				has, err = w.holds(ctx, j, cands, false)
+				if err != nil && ctx.Err() == nil && !w.dead[j].Swap(true) {
+					w.mu.Lock()
+					w.failures = append(w.failures, fmt.Errorf("%s: %w", w.l.addrs[j], err))
+					w.mu.Unlock()
 				}
+			}
+			if err != nil {
 				return
 			}
 			answers[a] = has

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -176,8 +177,9 @@ func scanCalls(t *testing.T, e *env, i int) int {
 // TestWalkMasterDown: with the first of three masters down, the walk
 // takes the third in its place: names on the two others are yielded
 // once, a name the dead master shared with one other is not (one
-// answering master holds it), and with a second master down the walk
-// fails with ErrNoQuorum.
+// answering master holds it) and the walk ends with ErrIncomplete, which
+// names the dead master; with a second master down the walk fails with
+// ErrNoQuorum.
 func TestWalkMasterDown(t *testing.T) {
 	t.Parallel()
 	e := ownEnv(t, 3)
@@ -190,11 +192,16 @@ func TestWalkMasterDown(t *testing.T) {
 	e.setNames(n, name, on)
 	e.kill(0)
 	seen := map[string]int{}
+	var end error
 	for x, err := range l.Walk(ctx, "d:") {
 		if err != nil {
-			t.Fatal(err)
+			end = err
+			break
 		}
 		seen[x.Name]++
+	}
+	if !errors.Is(end, engine.ErrIncomplete) || !strings.Contains(end.Error(), e.addrs[0]) {
+		t.Errorf("walk with master 0 down ended with %v, want ErrIncomplete naming %s", end, e.addrs[0])
 	}
 	for i := range n {
 		want := 0
@@ -385,6 +392,56 @@ func TestWalkResume(t *testing.T) {
 	for _, err := range l.WalkFrom(ctx, "other:", cursor) {
 		if !errors.Is(err, engine.ErrBadCursor) {
 			t.Errorf("a cursor of another prefix: %v, want ErrBadCursor", err)
+		}
+	}
+}
+
+// TestWalkAskedMasterFails: of three masters, 0 and 1 are walked and 2 is
+// only asked. A question master 2 fails once is asked again, and every
+// name a quorum holds is yielded; when it fails every time, the walk
+// yields what the other two prove and ends with ErrIncomplete naming it,
+// never silently short.
+func TestWalkAskedMasterFails(t *testing.T) {
+	t.Parallel()
+	e := ownEnv(t, 3)
+	ctx := context.Background()
+	const n = 300
+	name := func(i int) string { return "g:" + strconv.Itoa(i) }
+	on := func(i int) uint { return []uint{0b011, 0b110, 0b101, 0b111}[i%4] }
+	e.setNames(n, name, on)
+	for _, always := range []bool{false, true} {
+		l := e.locker(nil)
+		l.SetListBatch(8, nil)
+		var asked atomic.Int64
+		l.SetListAsk(func(j int) error {
+			if j == 2 && (always || asked.Add(1) == 1) {
+				return errors.New("injected: no answer")
+			}
+			return nil
+		})
+		seen := map[string]int{}
+		var end error
+		for x, err := range l.Walk(ctx, "g:") {
+			if err != nil {
+				end = err
+				break
+			}
+			seen[x.Name]++
+		}
+		switch {
+		case !always && end != nil:
+			t.Errorf("one failed question: the walk ended with %v", end)
+		case always && (!errors.Is(end, engine.ErrIncomplete) || !strings.Contains(end.Error(), e.addrs[2])):
+			t.Errorf("master 2 failing: the walk ended with %v, want ErrIncomplete naming %s", end, e.addrs[2])
+		}
+		for i := range n {
+			want := 1
+			if always && on(i)&0b011 != 0b011 {
+				want = 0 // only master 2 could prove it
+			}
+			if seen[name(i)] != want {
+				t.Errorf("always=%v: %q (on masters %03b) yielded %d times, want %d", always, name(i), on(i), seen[name(i)], want)
+			}
 		}
 	}
 }

@@ -53,8 +53,9 @@ Flags:
 Exit status:
   0    listed (none, if nothing matches)
   64   usage: bad flags, arguments or addresses, or a --cursor of another listing
-  69   unavailable: fewer than a quorum of the masters could be walked
-       (the names printed before stand)
+  69   unavailable: fewer than a quorum of the masters could be walked,
+       or a master failed during the walk, so that a name a bare quorum
+       held with it may be missing (the names printed stand)
   70   any other failure of redlock's own
   78   the masters cannot be used as configured (not independent)
 `
@@ -134,7 +135,7 @@ func listError(ctx context.Context, o *listOptions, err error) error {
 	// One line: the engine joins the masters' failures with newlines.
 	text := strings.ReplaceAll(engineText(err), "\n", "; ")
 	switch {
-	case errors.Is(err, engine.ErrNoQuorum):
+	case errors.Is(err, engine.ErrNoQuorum), errors.Is(err, engine.ErrIncomplete):
 		return statusErrorf(exitUnavailable, "list: %s", text)
 	case errors.Is(err, engine.ErrBadCursor):
 		return usageErrorf("list: --cursor: %s", engineText(err))

@@ -79,10 +79,77 @@ func TestRemoteValidityOfReadWriteLeasesOnSimulatedMasters(t *testing.T) {
 				if !errors.Is(err, engine.ErrLockLost) {
 					t.Fatalf("%s whose entry expired on a quorum (the clocks stepped past it): RemoteValidity %s, %v; want ErrLockLost", kind, v, err)
 				}
+				if !rwRemoteLost(err) {
+					t.Fatalf("%s: the property does not count a loss RemoteValidity's round found: %v", kind, err)
+				}
 				select {
 				case <-le.Done():
 				default:
 					t.Fatalf("%s: lost, Done still open", kind)
+				}
+			})
+		})
+	}
+}
+
+// A lease of an auto-extending Locker whose auto-extension misses the
+// quorum while RemoteValidity waits for it, with no master killed: three
+// of five simulated masters stop answering (paused, as a loaded machine's
+// masters answer past the node timeout) once a reader (a joined lease on
+// its Locker's share) and a writer are held. The auto-extension's round
+// holds the lease's operations until the node timeout, and ends the lease
+// (ErrLockLost, as Config.AutoExtend says); RemoteValidity, called during
+// that round on a lease whose Err is still nil, waits for it and answers
+// that end. No master said the entry was gone, so the error matches
+// ErrNoQuorum and not ErrNotHeld, which is what TestRWMutexProperty's
+// remote-validity check tells apart (rwRemoteLost).
+func TestRemoteValidityDuringAFailingAutoExtension(t *testing.T) {
+	for _, writer := range []bool{false, true} {
+		kind := "reader"
+		if writer {
+			kind = "writer"
+		}
+		t.Run(kind, func(t *testing.T) {
+			simTest(t, 5, func(t *testing.T, e *env) {
+				const every = time.Second
+				l := e.locker(func(c *engine.Config) {
+					c.TTL, c.MaxTTL = 3*time.Second, 3*time.Second
+					c.NodeTimeout = 100 * time.Millisecond
+					c.AutoExtend, c.ExtendEvery = true, every
+				})
+				m, err := l.RWMutex("rv-auto-" + kind)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx := context.Background()
+				var le *engine.Lease
+				if writer {
+					le, err = m.TryLock(ctx)
+				} else {
+					le, err = m.TryRLock(ctx)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait() // every master has answered the acquire
+				for i := range 3 {
+					e.pause(i)
+				}
+				// The auto-extension fires within ExtendEvery of the
+				// acquisition and waits for the paused masters until the
+				// node timeout.
+				time.Sleep(every)
+				synctest.Wait()
+				ended := le.Err()
+				if ended != nil {
+					t.Fatalf("set-up: the lease ended before RemoteValidity is asked: %v", ended)
+				}
+				v, err := le.RemoteValidity(ctx)
+				if !errors.Is(err, engine.ErrLockLost) || !errors.Is(err, engine.ErrNoQuorum) || errors.Is(err, engine.ErrNotHeld) {
+					t.Fatalf("%s: RemoteValidity during an auto-extension that timed out on 3 of 5 masters: %s, %v; want ErrLockLost from ErrNoQuorum, not ErrNotHeld", kind, v, err)
+				}
+				if rwRemoteLost(err) {
+					t.Fatalf("%s: the property counts the auto-extension's missed quorum as a loss RemoteValidity found: %v", kind, err)
 				}
 			})
 		})

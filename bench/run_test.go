@@ -393,61 +393,61 @@ func TestOpenLoopCountsQueueingDelay(t *testing.T) {
 	})
 }
 
+// The interval log has one interval a second of the measured window,
+// tiling it, and together they hold every acquisition the summary counts.
+// In virtual time, where the collector wakes on the second: on a real
+// clock it wakes late on a loaded machine, and the intervals with it.
 func TestIntervalLogHasOneIntervalPerSecond(t *testing.T) {
-	noLeaks(t)
-	cfg := shortConfig("nolock", nil)
-	cfg.Duration = 2 * time.Second
-	cfg.Warmup = 300 * time.Millisecond
-	cfg.Hold = Hold{}
-	var hlog, progress bytes.Buffer
-	cfg.IntervalLog = &hlog
-	cfg.Progress = &progress
-	res := run(t, cfg)
-	tagged, err := results.ReadIntervalLog(&hlog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// An interval a second, or longer where the collector woke late (a
-	// loaded machine): each but the last lasts at least a second, and
-	// together they tile the measured window, losing nothing.
-	var ivs []interface {
-		StartTimeMs() int64
-		EndTimeMs() int64
-	}
-	var acquired int64
-	for _, tg := range tagged {
-		if tg.Tag == "acquire" {
-			ivs = append(ivs, tg.Histogram)
-			acquired += tg.Histogram.TotalCount()
+	synctest.Test(t, func(t *testing.T) {
+		cfg := shortConfig("nolock", nil)
+		cfg.runtimeTimers = true
+		cfg.Duration = 2 * time.Second
+		cfg.Warmup = 300 * time.Millisecond
+		// A hold lets the virtual clock move (a worker that never blocks
+		// would stop it); few workers keep the virtual seconds cheap.
+		cfg.Workers, cfg.Hold = 4, Hold{D: time.Millisecond}
+		var hlog, progress bytes.Buffer
+		cfg.IntervalLog = &hlog
+		cfg.Progress = &progress
+		start := time.Now()
+		res := run(t, cfg)
+		tagged, err := results.ReadIntervalLog(&hlog)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if len(ivs) < 1 || len(ivs) > 3 {
-		t.Fatalf("%d acquire intervals in a 2s run", len(ivs))
-	}
-	var spans []string
-	for i, h := range ivs {
-		spans = append(spans, fmt.Sprintf("%d-%d", h.StartTimeMs(), h.EndTimeMs()))
-		if i > 0 && abs(h.StartTimeMs()-ivs[i-1].EndTimeMs()) > 1 {
-			t.Errorf("interval %d starts at %d ms, the one before ended at %d ms", i, h.StartTimeMs(), ivs[i-1].EndTimeMs())
+		var ivs []interface {
+			StartTimeMs() int64
+			EndTimeMs() int64
 		}
-		if i < len(ivs)-1 && h.EndTimeMs()-h.StartTimeMs() < 999 {
-			t.Errorf("interval %d lasts %d ms, less than a second", i, h.EndTimeMs()-h.StartTimeMs())
+		var acquired int64
+		for _, tg := range tagged {
+			if tg.Tag == "acquire" {
+				ivs = append(ivs, tg.Histogram)
+				acquired += tg.Histogram.TotalCount()
+			}
 		}
-	}
-	window := ivs[len(ivs)-1].EndTimeMs() - ivs[0].StartTimeMs()
-	if d := int64(res.Summary.DurationS * 1000); abs(window-d) > int64(len(ivs)) {
-		t.Errorf("intervals %v cover %d ms, the measured window %d ms", spans, window, d)
-	}
-	if acquired != res.Summary.Acquired {
-		t.Errorf("intervals hold %d acquisitions, the summary %d", acquired, res.Summary.Acquired)
-	}
-	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
-	if len(lines) < 2 || !strings.Contains(lines[0], "warm-up") || !strings.Contains(lines[len(lines)-1], "acquired/s") {
-		t.Errorf("progress lines:\n%s", progress.String())
-	}
+		// The window starts when the warm-up ends and lasts two seconds.
+		from := start.Add(cfg.Warmup).UnixMilli()
+		var spans []string
+		for _, h := range ivs {
+			spans = append(spans, fmt.Sprintf("%d-%d", h.StartTimeMs()-from, h.EndTimeMs()-from))
+		}
+		if want := "[0-1000 1000-2000]"; fmt.Sprint(spans) != want {
+			t.Errorf("acquire intervals %v ms into the window, want %s", spans, want)
+		}
+		if res.Summary.DurationS != cfg.Duration.Seconds() {
+			t.Errorf("measured window %vs, want %s", res.Summary.DurationS, cfg.Duration)
+		}
+		if acquired == 0 || acquired != res.Summary.Acquired {
+			t.Errorf("intervals hold %d acquisitions, the summary %d", acquired, res.Summary.Acquired)
+		}
+		// A line for the warm-up, then one a measured second.
+		lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
+		if len(lines) != 3 || !strings.Contains(lines[0], "warm-up") || !measuredLine.MatchString(lines[1]) || !measuredLine.MatchString(lines[2]) {
+			t.Errorf("progress lines:\n%s", progress.String())
+		}
+	})
 }
-
-func abs(x int64) int64 { return max(x, -x) }
 
 func TestZipfPrefersLowResources(t *testing.T) {
 	cfg := DefaultConfig()

@@ -235,7 +235,7 @@ func TestInterruptGivesPartialResults(t *testing.T) {
 		cfg := shortConfig("nolock", nil)
 		cfg.runtimeTimers = true
 		// Few operations a virtual second: each costs real time.
-		cfg.Workers, cfg.Hold = 4, Hold{D: time.Millisecond}
+		cfg.Workers, cfg.Hold = 2, Hold{D: 10 * time.Millisecond}
 		cfg.Duration = time.Hour
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -408,7 +408,7 @@ func TestIntervalLogHasOneIntervalPerSecond(t *testing.T) {
 		cfg.Warmup = 300 * time.Millisecond
 		// A hold lets the virtual clock move (a worker that never blocks
 		// would stop it); few workers keep the virtual seconds cheap.
-		cfg.Workers, cfg.Hold = 4, Hold{D: time.Millisecond}
+		cfg.Workers, cfg.Hold = 2, Hold{D: 10 * time.Millisecond}
 		var hlog, progress bytes.Buffer
 		cfg.IntervalLog = &hlog
 		cfg.Progress = &progress

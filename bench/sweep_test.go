@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,7 +110,8 @@ func nolockBase() Config {
 	c.Engine = engines.MustParse("nolock")
 	c.Resources = 100000
 	c.Check = false
-	c.Duration = 300 * time.Millisecond
+	// Each step ends by count: a loaded machine slows it, never empties it.
+	byCount(&c, 300)
 	c.Warmup = 0
 	return c
 }
@@ -217,11 +219,11 @@ func TestSweepSharesLocalMasters(t *testing.T) {
 
 func TestSweepStopsWhenCancelled(t *testing.T) {
 	noLeaks(t)
-	base := nolockBase()
-	base.Duration = 400 * time.Millisecond
-	sc := sweepConfig(t, base, SweepWorkers, 1, 2, 3, 4, 5)
+	sc := sweepConfig(t, nolockBase(), SweepWorkers, 1, 2, 3, 4, 5)
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(600*time.Millisecond, cancel)
+	defer cancel()
+	// Cancelled as the second step begins: the event, not a moment.
+	sc.Log = &onLine{match: "(sweep ETA ", nth: 2, do: cancel}
 	sw, err := RunSweep(ctx, sc)
 	if err != nil {
 		t.Fatal(err)
@@ -269,4 +271,24 @@ func TestDeriveSweepLabel(t *testing.T) {
 	if got := DeriveSweepLabel(c, SweepRate); got != "sweep-rate-redlock-w64-r1000-try" {
 		t.Errorf("rate: %q", got)
 	}
+}
+
+// onLine is a log writer that calls do once, at the nth write that
+// contains match.
+type onLine struct {
+	mu    sync.Mutex
+	match string
+	nth   int
+	do    func()
+}
+
+func (o *onLine) Write(b []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if bytes.Contains(b, []byte(o.match)) {
+		if o.nth--; o.nth == 0 {
+			o.do()
+		}
+	}
+	return len(b), nil
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -370,24 +371,35 @@ func failedOverWaiterWoken(t *testing.T, kill bool) bool {
 	return w.woken(t)
 }
 
+// steadyProbes numbers steadyOnShard's probes.
+var steadyProbes atomic.Int64
+
 // steadyOnShard returns once l takes and releases a lock in key's slot
 // five times in a row, 50 ms apart: after a failover its client may still
 // know the old primary, whose connections the Locker cuts once it reaches
-// the promoted one.
+// the promoted one, and until the client learns the new slot map a
+// command it routes to the old primary fails ("is a replica"). A probe
+// taken on the promoted primary whose release went that way stays held
+// for l's TTL, longer than this waits: each try, of any call's, takes a
+// lock of its own.
 func steadyOnShard(t *testing.T, l *engine.Locker, key string) {
 	t.Helper()
 	ctx := context.Background()
-	probe := "{" + keyslot.SlotTag(keyslot.KeySlot(key)) + "}probe" // in the resource's slot
-	ok := 0
-	eventually(t, 60*time.Second, "the Locker reaching the shard steadily", func() bool {
-		p, err := l.TryLock(ctx, probe)
+	tag := keyslot.SlotTag(keyslot.KeySlot(key)) // the resource's slot
+	ok, try := 0, 0
+	var last error
+	if !within(60*time.Second, func() bool {
+		try++
+		p, err := l.TryLock(ctx, fmt.Sprintf("{%s}probe-%d", tag, steadyProbes.Add(1)))
 		if err == nil {
 			err = p.Release(ctx)
 		}
 		if ok++; err != nil {
-			ok = 0
+			ok, last = 0, err
 		}
 		time.Sleep(50 * time.Millisecond) // spaced, so that a refresh of the client's, under way, shows
 		return ok >= 5
-	})
+	}) {
+		t.Fatalf("not within 1m: the Locker reaching the shard steadily (%d tries; the last failed: %v)", try, last)
+	}
 }

@@ -253,6 +253,25 @@ func (e *env) pttl(i int, key string) int64 {
 	return ms
 }
 
+// scan returns the keys on master i that match pattern.
+func (e *env) scan(i int, pattern string) []string {
+	e.t.Helper()
+	c := e.direct[i]
+	var keys []string
+	var cursor uint64
+	for {
+		se, err := c.Do(context.Background(), c.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			e.t.Fatalf("SCAN on master%d: %v", i, err)
+		}
+		keys = append(keys, se.Elements...)
+		if se.Cursor == 0 {
+			return keys
+		}
+		cursor = se.Cursor
+	}
+}
+
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()

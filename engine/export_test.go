@@ -44,3 +44,13 @@ func (l *Locker) RoundSpan() time.Duration { return l.roundSpan() }
 // with the number of keys and names it holds each time that grows. Set
 // before the Locker's first Walk.
 func (l *Locker) SetListBatch(n int, pending func(int)) { l.listBatch, l.listPending = n, pending }
+
+// SetListScan makes Walk take master m's SCAN answer keys as scan(m,
+// keys) instead, as a master that repeats keys would answer. Set before
+// the Locker's first Walk.
+func (l *Locker) SetListScan(scan func(m int, keys []string) []string) { l.listScan = scan }
+
+// SetListAsk makes Walk's question to master j, which of a batch's
+// names it holds, fail with ask(j) when that is not nil. Set before the
+// Locker's first Walk.
+func (l *Locker) SetListAsk(ask func(j int) error) { l.listAsk = ask }

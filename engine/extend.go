@@ -130,7 +130,7 @@ func (le *Lease) shortenFirst(start time.Time, ttl, capTTL time.Duration, validU
 // out. An auto-extension, which nobody waits on with a deadline, is
 // bounded so even in the admission queue.
 func (le *Lease) extendRound(ctx context.Context, ttl time.Duration, auto bool, start, limit time.Time) multiplex.Tally {
-	cmd := le.call(extendScript, le.value, itoa(ttl.Milliseconds()))
+	cmd := le.extendCommand(ttl)
 	cmd.SkipIfFailed, cmd.WaitAll = true, true
 	rctx := ctx
 	if stop := limit.Add(-limit.Sub(start) / 10); auto || stop.Before(start.Add(le.l.roundSpan())) {
@@ -202,12 +202,61 @@ func (le *Lease) applyExtend(t multiplex.Tally, until, validUntil time.Time) err
 	return err
 }
 
-// extendScript sets a new TTL (ms) on the key where it holds our value,
-// marked by a waiter or not, and never re-creates a missing key.
-var extendScript = multiplex.NewScript(`local value, ttl = ARGV[1], ARGV[2]
+// extendCommand is the extension's script call. A read/write lock's
+// reader or writer, and a semaphore's permit, also keep their kind's key
+// at the name's permit count (the read/write lock's mark, the
+// semaphore's count) for 2 MaxTTL where they extended: while the lease is
+// extended the other kind of the name stays out, however long ago its
+// handle last checked (see RWMutex, Semaphore).
+//
+// A fenced lease also passes its token and MaxTTL: its counter is kept
+// past the key's new TTL (fenceHoldLua). An unfenced one passes token
+// "0", or nothing when no argument follows.
+func (le *Lease) extendCommand(ttl time.Duration) multiplex.Command {
+	ms := itoa(ttl.Milliseconds())
+	token, fenceKeep := "0", ""
+	if le.token > 0 {
+		token, fenceKeep = itoa(le.token), le.l.fenceKeep()
+	}
+	if !le.rw && le.permit == 0 {
+		if le.token > 0 {
+			return le.call(extendScript, le.value, ms, token, fenceKeep)
+		}
+		return le.call(extendScript, le.value, ms)
+	}
+	count, keep := le.l.semBase(le.resource)+"permits", itoa((2 * le.l.cfg.MaxTTL).Milliseconds())
+	if le.rw {
+		return le.call(extendScript, le.value, ms, token, fenceKeep, count, keep)
+	}
+	return scriptCall(semExtendScript, le.key, le.value, ms, token, fenceKeep, count, keep)
+}
+
+// semExtendScript is extendScript for a semaphore's permit: where it
+// extended, it keeps the permit count (ARGV[5]) for ARGV[6] ms, unless it
+// is missing or a read/write lock's mark, and the permit's fencing
+// counter as extendScript does (ARGV[3], ARGV[4]).
+var semExtendScript = multiplex.NewScript(`local value, ttl, token, keep, count, ckeep = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local v = redis.call("GET", KEYS[1])
+if v ~= value and v ~= value .. "` + waitMark + `" then
+  return 0
+end
+local n = redis.call("PEXPIRE", KEYS[1], ttl)
+local have = redis.pcall("GET", count)
+if type(have) == "string" and have ~= "` + rwSemMark + `" then
+  -- pcall: the key is extended, and the answer must say so.
+  redis.pcall("PEXPIRE", count, ckeep)
+end
+` + fenceHoldLua("KEYS[1]") + `return n`).Coalesce()
+
+// extendScript sets a new TTL (ms, ARGV[2]) on the key where it holds
+// our value (ARGV[1]), marked by a waiter or not, and never re-creates a
+// missing key. A fenced lease also passes its token and MaxTTL (ARGV[3],
+// ARGV[4]): its counter is kept past the key's new TTL (fenceHoldLua).
+var extendScript = multiplex.NewScript(`local value, ttl, token, keep = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local v = redis.call("GET", KEYS[1])
 if v == value or v == value .. "` + waitMark + `" then
-  return redis.call("PEXPIRE", KEYS[1], ttl)
+  local n = redis.call("PEXPIRE", KEYS[1], ttl)
+` + fenceHoldLua("KEYS[1]") + `  return n
 end
 return 0`).Coalesce()
 

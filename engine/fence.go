@@ -47,8 +47,10 @@ import (
 //     no master's clock steps back by MaxTTL or more. A counter so lives
 //     about MaxTTL after its name's last fenced acquisition (plus how far
 //     ahead of this master's clock the token was: the masters' skew, below
-//     MaxTTL by the assumption), instead of forever; the deadline costs one
-//     more write in the fence round's script, no round trip. Lockers that
+//     MaxTTL by the assumption), or MaxTTL past the TTL of the lease's
+//     last extension, whichever is later (fenceHoldLua), instead of
+//     forever; the deadline costs one more write in the fence round's
+//     script, no round trip. Lockers that
 //     share masters set each other's deadlines: each one's MaxTTL must
 //     cover the clocks' steps back.
 //   - As a second line: a fenced lease is handed out only if more validity
@@ -160,6 +162,37 @@ return c`).Coalesce()
 // until the year 2255).
 func fenceExpiryLua(key string) string {
 	return `  redis.call("PEXPIREAT", ` + key + `, string.format("%.0f", math.floor(t / 1000) + 1 + tonumber(keep)))
+`
+}
+
+// fenceHoldLua, in an extension's script where the lease's key (the Lua
+// expression key) is ours and its TTL was just set to ttl ms, keeps a
+// fenced lease's counter (token set, not "0") past that TTL: its
+// deadline becomes at least keep (ms) past the later of the instant the
+// master's clock reads the token and the key's new expiry, and it is
+// raised to the token if it expired or fell below it. Without this a
+// counter would expire about MaxTTL into a long-held lease, and Inspect
+// and Unlock by token would no longer find the holder's token. Both
+// writes keep the argument at the top of this file: a deadline only
+// moves later, still at least keep past the token, and a raise where the
+// key is ours is the fence round's own.
+func fenceHoldLua(key string) string {
+	return `  if token and token ~= "0" then
+    local f = "` + fencePrefixLua + `" .. ` + key + `
+    local t = tonumber(token)
+    local tm = redis.call("TIME")
+    local nowms = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+    local at = math.max(math.floor(t / 1000) + 1, nowms + tonumber(ttl)) + tonumber(keep)
+    if t > tonumber(redis.call("GET", f) or "0") then
+      redis.call("SET", f, token)
+      redis.call("PEXPIREAT", f, string.format("%.0f", at))
+    else
+      local left = redis.call("PTTL", f)
+      if left >= 0 and nowms + left < at then
+        redis.call("PEXPIREAT", f, string.format("%.0f", at))
+      end
+    end
+  end
 `
 }
 

@@ -329,3 +329,99 @@ func TestFenceCounterExpiresEarlyControl(t *testing.T) {
 		t.Logf("caught: token %d after %d", after, before)
 	})
 }
+
+// A lease held far past MaxTTL keeps its counters: each extension moves
+// their deadlines past the keys' new TTL, so that Inspect (and an
+// operator's Unlock by token) still finds the holder's token. Once the
+// lease is released they expire as before, MaxTTL past the last TTL.
+func TestFenceCounterLivesWhileItsLeaseIsHeld(t *testing.T) {
+	for _, k := range fencedKinds {
+		t.Run(k.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newFenceSim(t, 0, 30*time.Millisecond, -30*time.Millisecond, 10*time.Millisecond, -10*time.Millisecond)
+				l := s.locker("c0")
+				ctx := context.Background()
+				le, err := k.take(ctx, l, "order:1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				token := le.Token()
+				maxTTL := l.Config().MaxTTL
+				// Five MaxTTLs, extended every third of the TTL.
+				for range 15 {
+					time.Sleep(time.Second / 3)
+					if err := le.Extend(ctx, time.Second); err != nil {
+						t.Fatalf("extend: %v", err)
+					}
+				}
+				for m := range s.ms {
+					cs := s.counters(m)
+					if len(cs) == 0 {
+						t.Errorf("master%d keeps no counter for a lease held %s past MaxTTL", m, 5*maxTTL)
+					}
+					for key, c := range cs {
+						if c.value != token {
+							t.Errorf("master%d: %q = %d, want the holder's token %d", m, key, c.value, token)
+						}
+					}
+				}
+				name := "order:1"
+				if k.name == "lockall" {
+					name += ":a"
+				}
+				in, err := l.Inspect(ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(in.Holders) != 1 || in.Holders[0].Token != token {
+					t.Errorf("inspect %s: holders %+v, want one with token %d", name, in.Holders, token)
+				}
+				le.Release(ctx)
+				time.Sleep(time.Second + maxTTL + 50*time.Millisecond)
+				for m := range s.ms {
+					if cs := s.counters(m); len(cs) > 0 {
+						t.Errorf("master%d still keeps %v MaxTTL past the lease's last TTL", m, cs)
+					}
+				}
+			})
+		})
+	}
+}
+
+// On real masters, an extension moves every fencing counter of the lease
+// past its key's new TTL. The test lets the masters' clocks pass the
+// token's instant before it extends (the sleep below), so that without
+// the counters' move the keys would outlive them.
+func TestFenceCounterOutlivesAnExtendedKey(t *testing.T) {
+	for _, k := range fencedKinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, 3)
+			l := e.locker(func(c *engine.Config) { c.Fencing = true })
+			ctx := context.Background()
+			le, err := k.take(ctx, l, "held")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer le.Release(ctx)
+			// Time, not an event: the key's new TTL must end later than
+			// the counter's first deadline, MaxTTL past the token.
+			time.Sleep(20 * time.Millisecond)
+			if err := le.Extend(ctx, l.Config().MaxTTL); err != nil {
+				t.Fatal(err)
+			}
+			for i := range e.addrs {
+				counters := e.scan(i, fenceKeyPrefix+"*"+e.prefix+"*held*")
+				if len(counters) == 0 {
+					t.Fatalf("master%d: no fencing counter for %s", i, e.prefix+"held")
+				}
+				for _, f := range counters {
+					key := strings.TrimPrefix(f, fenceKeyPrefix)
+					if fp, kp := e.pttl(i, f), e.pttl(i, key); fp <= kp {
+						t.Errorf("master%d: counter %q lives %d ms, its key %q %d ms", i, f, fp, key, kp)
+					}
+				}
+			}
+		})
+	}
+}

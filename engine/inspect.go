@@ -73,8 +73,9 @@ type Holder struct {
 	Owner string `json:"owner,omitempty"`
 	// Token is the highest fencing counter on the masters that hold the
 	// lease's key: its token when it was acquired with Config.Fencing
-	// (a fenced lease raises its counters while its key is there, and
-	// nobody else can then), zero or an earlier holder's when it was not.
+	// (a fenced lease raises its counters while its key is there, its
+	// extensions keep them, and nobody else can raise them then), zero or
+	// an earlier holder's when it was not.
 	// Readers of a read/write lock take no token.
 	Token int64 `json:"token,omitempty"`
 	// Permit is a semaphore permit's slot, −1 for the other kinds.
@@ -556,11 +557,14 @@ type MasterOutcome struct {
 // and wakes the waiters, as a release does (a lock's first queued
 // waiter; a semaphore's or read/write lock's waiters). It is how an
 // operator clears a stuck lock (the CLI's `redlock unlock`): first make
-// sure its holder stopped (see Resume). It first reads, as Inspect
-// does, where the value is held, then releases it there. It reports each
-// master's outcome; the error is nil when a quorum released it, and
-// otherwise matches ErrNotHeld (the value held on fewer masters, which
-// were still cleared) or ErrNoQuorum.
+// sure its holder stopped (see Resume). A reader's value may be held by
+// every reader of the lock in one Locker (they share one entry, see
+// RWMutex): unlocking it lets a writer in beside all of them, so stop
+// them all first. It first reads, as Inspect does, where the value is
+// held, then releases it there. It reports each master's outcome; the
+// error is nil when a quorum released it, and otherwise matches
+// ErrNotHeld (the value held on fewer masters, which were still
+// cleared) or ErrNoQuorum.
 func (l *Locker) Unlock(ctx context.Context, resource, value string) (*Unlocked, error) {
 	if err := l.checkResource("unlock", resource); err != nil {
 		return nil, err

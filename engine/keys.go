@@ -16,9 +16,10 @@ import (
 const internalPrefix = "\xffredlock:"
 
 // fencePrefix names each resource's fencing counter, on every master. A
-// counter expires MaxTTL after its master's clock passes its value, about
-// MaxTTL after the resource's last fenced acquisition (see fence.go), so
-// that names fenced once do not stay on the masters forever.
+// counter expires MaxTTL after its master's clock passes its value or its
+// lease's last extended TTL ends, whichever is later: about MaxTTL after
+// the resource's last fenced lease (see fence.go), so that names fenced
+// once do not stay on the masters forever.
 // fencePrefixLua is the same in a Lua string literal.
 const (
 	fencePrefix    = internalPrefix + "fence:"

@@ -422,6 +422,13 @@ func (le *Lease) ended(first bool, err error) {
 	case le.joined():
 		// Its entry is the base's: nothing of its own on the masters.
 		le.observeEnd(true, err)
+		if errors.Is(err, ErrLeaseExpired) {
+			// The base's validity, which it shares, ran out too: a look
+			// ends the base (no timer watches it without auto-extension),
+			// whose clean-up frees the entry and wakes the writers, as a
+			// lone reader's expiry does.
+			le.share.base.Err()
+		}
 		return
 	case le.isBase():
 		// Held by no caller: its joined leases end, and report, instead.

@@ -71,6 +71,11 @@ const (
 // walk of the same prefix on as many masters.
 var ErrBadCursor = errors.New("not a cursor of a walk of this prefix on these masters")
 
+// ErrIncomplete: a master failed during a walk that a quorum still
+// answered, so a name a bare quorum held with that master may be
+// missing from what the walk yielded.
+var ErrIncomplete = errors.New("a master failed during the walk: names a bare quorum holds with it may be missing")
+
 // ListBatch is the COUNT Walk asks of each SCAN call, and the most names
 // it asks a master about at once: how many keys a master looks at per
 // call, which bounds how long one call holds it.
@@ -83,25 +88,39 @@ const ListBatch = 1000
 // SCAN returns them, not sorted. It walks the masters' keys with SCAN and
 // MATCH, never KEYS, ListBatch keys per call, so that a master with
 // millions of keys answers its other clients between calls; and it holds
-// at most one batch per master it walks, plus the batch being yielded,
-// whatever the number of keys. Breaking out of the loop stops the walk;
+// at most one batch per master it walks and the names of the one before
+// it (see below), plus the batch being yielded, whatever the number of
+// keys. Breaking out of the loop stops the walk;
 // the last name's Cursor resumes it (WalkFrom). The engine's internal
 // keys (queues, fencing counters, marks) are skipped; a semaphore is one
 // name. Glob characters (*?[\) in prefix are matched literally.
 //
-// A name held on a quorum throughout the walk is yielded, once; one
-// taken or released meanwhile may or may not be. A name may be yielded
-// twice when a master's key table shrinks during the walk (SCAN returns
-// some keys twice then), after a master failed and another took its
-// place, or when a quorum holds it both as a lock and as a semaphore
-// (once per kind). The walk ends with an error yielded once:
+// A name held on a quorum throughout the walk is yielded, once, whatever
+// it is held as: one a quorum holds both as a lock and as a semaphore is
+// yielded by the walk of the lock keys. One taken or released meanwhile
+// may or may not be (and may be twice, if it changed kind). SCAN answers
+// a key again when the master's key table shrank between two calls: the
+// keys SCAN's earlier calls found in the old buckets that fold into the
+// bucket it resumes at, which it visited in a row (Redis's cursor runs
+// through the high bits first). Each walked master's batch skips the
+// names of its previous batch, which holds all of those unless that run
+// of buckets held more than ListBatch keys: unless the master's keys
+// fell more than about ListBatch-fold between two calls (a table shrinks
+// to the power of two at or above its keys). Left: a name yielded again
+// after a walked master failed and another took its place (the names
+// the failed one yielded are not kept), a repeat past that bound, and
+// the names of a batch whose question to a walked master failed (a
+// timeout: that batch only is yielded by both).
+// The walk ends with an error yielded once:
 // ErrNoQuorum when more than votes − quorum masters could not be
-// walked, or ctx's.
+// walked; ErrIncomplete, after every name the others prove, when fewer
+// failed (walked, or asked twice about one batch); or ctx's.
 //
 // Cost: votes − quorum + 1 masters' keys are walked (any that many hold
 // at least one key of each name on a quorum), and each name found costs
 // each other master an EXISTS, pipelined a batch at a time (a
-// semaphore: a read-only script call per 64 of them).
+// semaphore: a read-only script call per 64 of them, and an EXISTS on
+// each master for its lock key).
 func (l *Locker) Walk(ctx context.Context, prefix string) iter.Seq2[Listed, error] {
 	return l.WalkFrom(ctx, prefix, "")
 }
@@ -367,7 +386,15 @@ func (w *walk) run(ctx context.Context, out chan<- listBatch) error {
 		return errorf("list %q: %v: %d of %d masters could not be walked, %d may fail: %v", w.prefix, ErrNoQuorum,
 			len(w.failures), w.l.votes, w.l.votes-w.l.quorum, errors.Join(w.failures...))
 	}
-	return context.Cause(ctx)
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.failures) > 0 {
+		return errorf("list %q: %v: %v", w.prefix, ErrIncomplete, errors.Join(w.failures...))
+	}
+	return nil
 }
 
 // walkMaster walks master m's lock keys, then its semaphores' slot keys,
@@ -387,6 +414,10 @@ func (w *walk) walkMaster(ctx context.Context, m int, from walkPos, out chan<- l
 			return ctx.Err()
 		}
 	}
+	// The names of the node's previous batch, which a repeat of SCAN's
+	// (see Walk) brings again in this one: they are not yielded twice.
+	prev, prevNode := map[string]struct{}{}, ""
+	defer func() { w.release(len(prev)) }()
 	for _, sem := range []bool{false, true} {
 		if from.Sem && !sem {
 			continue
@@ -399,7 +430,12 @@ func (w *walk) walkMaster(ctx context.Context, m int, from walkPos, out chan<- l
 		if from.Sem == sem {
 			start = &from
 		}
+		w.release(len(prev))
+		clear(prev)
 		err := scanNodes(ctx, c, pat, w.batch, start, func(node string, cursor, next uint64, keys []string) error {
+			if w.l.listScan != nil {
+				keys = w.l.listScan(m, keys)
+			}
 			w.hold(len(keys))
 			names, err := w.quorumOf(ctx, m, sem, keys)
 			if err == nil && start != nil && start.After != "" && node == start.Node && cursor == start.Cursor {
@@ -410,10 +446,22 @@ func (w *walk) walkMaster(ctx context.Context, m int, from walkPos, out chan<- l
 					names = names[i+1:]
 				}
 			}
+			if node != prevNode {
+				w.release(len(prev))
+				clear(prev)
+				prevNode = node
+			}
+			names = slices.DeleteFunc(names, func(n Listed) bool { _, seen := prev[n.Name]; return seen })
 			w.release(len(keys) - len(names))
 			if err != nil {
 				return err
 			}
+			w.release(len(prev))
+			clear(prev)
+			for _, n := range names {
+				prev[n.Name] = struct{}{}
+			}
+			w.hold(len(prev))
 			return send(listBatch{m: m, names: names,
 				pos:  walkPos{State: posWalking, Sem: sem, Node: node, Cursor: cursor},
 				next: walkPos{State: posWalking, Sem: sem, Node: node, Cursor: next, Fin: next == 0}})
@@ -522,7 +570,38 @@ func (w *walk) quorumOf(ctx context.Context, m int, sem bool, keys []string) ([]
 			names = append(names, Listed{Name: c.name, Masters: c.held})
 		}
 	}
+	if sem && len(names) > 0 {
+		return w.notLocks(ctx, names)
+	}
 	return names, nil
+}
+
+// notLocks is the semaphores' names that no quorum holds as a lock's
+// (or read/write lock's) key too: the walk of the lock keys yields
+// those, and a name is yielded once, whatever it is held as. It asks
+// every master at once, an EXISTS per name.
+func (w *walk) notLocks(ctx context.Context, names []Listed) ([]Listed, error) {
+	cands := make([]listCand, len(names))
+	for i, n := range names {
+		cands[i] = listCand{name: n.Name, slot: -1}
+	}
+	all := make([]int, w.l.votes)
+	for j := range all {
+		all[j] = j
+	}
+	held := make([]int, len(names))
+	for _, has := range w.ask(ctx, all, cands) {
+		for i := range has {
+			if has[i] {
+				held[i]++
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	i := 0
+	return slices.DeleteFunc(names, func(Listed) bool { i++; return held[i-1] >= w.l.quorum }), nil
 }
 
 // keepIf is the candidates whose answer is want.
@@ -532,8 +611,13 @@ func keepIf(cands []listCand, has []bool, want bool) []listCand {
 }
 
 // ask asks the masters js at once which of cands they hold, each an
-// answer per candidate: nil for a master that is dead or failed (it is
-// dead for the rest of the walk then, and holds nothing).
+// answer per candidate: nil for a master that is dead or failed. A
+// master that failed twice on one batch is dead for the rest of the walk
+// then (a failure of the walk: ErrIncomplete), and holds nothing, unless
+// its keys are walked: its walker's own calls tell
+// whether it failed, since taking it for dead on one slow answer would
+// have the other walkers yield, for the rest of the walk, the names its
+// walk yields too (it holds nothing for this batch only).
 func (w *walk) ask(ctx context.Context, js []int, cands []listCand) [][]bool {
 	answers := make([][]bool, len(js))
 	var wg sync.WaitGroup
@@ -545,10 +629,17 @@ func (w *walk) ask(ctx context.Context, js []int, cands []listCand) [][]bool {
 		go func() {
 			defer wg.Done()
 			has, err := w.holds(ctx, j, cands, false)
-			if err != nil {
-				if ctx.Err() == nil {
-					w.dead[j].Store(true)
+			if err != nil && ctx.Err() == nil && !w.walked[j].Load() {
+				// Asked again once: a loaded master may miss one node
+				// timeout, and the names of the batch need its answer.
+				has, err = w.holds(ctx, j, cands, false)
+				if err != nil && ctx.Err() == nil && !w.dead[j].Swap(true) {
+					w.mu.Lock()
+					w.failures = append(w.failures, fmt.Errorf("%s: %w", w.l.addrs[j], err))
+					w.mu.Unlock()
 				}
+			}
+			if err != nil {
 				return
 			}
 			answers[a] = has
@@ -589,6 +680,11 @@ func (w *walk) holds(ctx context.Context, j int, cands []listCand, own bool) ([]
 	c := w.l.pool.Client(j)
 	if c == nil {
 		return nil, errors.New("not connected")
+	}
+	if w.l.listAsk != nil {
+		if err := w.l.listAsk(j); err != nil {
+			return nil, err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.l.cfg.NodeTimeout)
 	defer cancel()

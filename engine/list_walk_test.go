@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -50,7 +53,7 @@ func (p *maxOf) see(n int) {
 // three or more hold exactly once, vouched for by a quorum of them, and
 // none that two or fewer hold; a semaphore (slots on several masters)
 // once. Its batches are small, and the keys and names it holds at once
-// stay within one SCAN answer per walked master and one being yielded,
+// stay within two SCAN answers per walked master and one being yielded,
 // far fewer than the names: memory does not grow with the keyspace.
 func TestWalkQuorumOnce(t *testing.T) {
 	t.Parallel()
@@ -103,11 +106,12 @@ func TestWalkQuorumOnce(t *testing.T) {
 	if seen["w:sem"] != 1 || len(seen) != want {
 		t.Errorf("semaphore yielded %d times; %d names, want %d", seen["w:sem"], len(seen), want)
 	}
-	// Three masters walked (5 − 3 + 1) hold a SCAN answer each, and the
+	// Three masters walked (5 − 3 + 1) hold a SCAN answer each and the
+	// names of the answer before it (against SCAN's repeats), and the
 	// batch being yielded is one more. SCAN's COUNT stops at the first
 	// bucket that reaches batch keys, so an answer is batch plus that
 	// bucket's chain (less than 3·batch at Redis's load factor <= 1).
-	bound := int64((3 + 1) * 4 * batch)
+	bound := int64((2*3 + 1) * 4 * batch)
 	if p := peak.v.Load(); p == 0 || p > bound {
 		t.Errorf("Walk held up to %d keys and names at once, want 1 to %d (of %d names)", p, bound, 32*perSet)
 	}
@@ -173,8 +177,9 @@ func scanCalls(t *testing.T, e *env, i int) int {
 // TestWalkMasterDown: with the first of three masters down, the walk
 // takes the third in its place: names on the two others are yielded
 // once, a name the dead master shared with one other is not (one
-// answering master holds it), and with a second master down the walk
-// fails with ErrNoQuorum.
+// answering master holds it) and the walk ends with ErrIncomplete, which
+// names the dead master; with a second master down the walk fails with
+// ErrNoQuorum.
 func TestWalkMasterDown(t *testing.T) {
 	t.Parallel()
 	e := ownEnv(t, 3)
@@ -187,11 +192,16 @@ func TestWalkMasterDown(t *testing.T) {
 	e.setNames(n, name, on)
 	e.kill(0)
 	seen := map[string]int{}
+	var end error
 	for x, err := range l.Walk(ctx, "d:") {
 		if err != nil {
-			t.Fatal(err)
+			end = err
+			break
 		}
 		seen[x.Name]++
+	}
+	if !errors.Is(end, engine.ErrIncomplete) || !strings.Contains(end.Error(), e.addrs[0]) {
+		t.Errorf("walk with master 0 down ended with %v, want ErrIncomplete naming %s", end, e.addrs[0])
 	}
 	for i := range n {
 		want := 0
@@ -211,6 +221,122 @@ func TestWalkMasterDown(t *testing.T) {
 	}
 	if !errors.Is(err, engine.ErrNoQuorum) {
 		t.Errorf("two of three masters down: %v, want ErrNoQuorum", err)
+	}
+}
+
+// TestWalkRepeatedKeys: SCAN may answer a key again in the call after
+// the one that answered it, when the master's key table shrank between
+// the calls (Redis's SCAN guarantee: a key present throughout is
+// returned at least once, maybe more). Each walked master's answers here
+// repeat the previous call's keys (the worst such a shrink does, see
+// Walk): Walk still yields each name once.
+func TestWalkRepeatedKeys(t *testing.T) {
+	t.Parallel()
+	e := ownEnv(t, 3)
+	ctx := context.Background()
+	l := e.locker(nil)
+	l.SetListBatch(8, nil)
+	var mu sync.Mutex
+	prev := map[int][]string{}
+	l.SetListScan(func(m int, keys []string) []string {
+		mu.Lock()
+		defer mu.Unlock()
+		repeated := append(slices.Clone(keys), prev[m]...)
+		prev[m] = keys
+		return repeated
+	})
+	const n = 300
+	name := func(i int) string { return "k:" + strconv.Itoa(i) }
+	on := func(i int) uint { return []uint{0b011, 0b110, 0b101, 0b111}[i%4] }
+	e.setNames(n, name, on)
+	seen := map[string]int{}
+	for x, err := range l.Walk(ctx, "k:") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[x.Name]++
+	}
+	for i := range n {
+		if seen[name(i)] != 1 {
+			t.Errorf("%q (on masters %03b) yielded %d times, want once", name(i), on(i), seen[name(i)])
+		}
+	}
+}
+
+// TestWalkNameOfTwoKinds: a name held on a quorum both as a lock and as
+// a semaphore is yielded once (by the walk of the lock keys), and a
+// semaphore's name that is no lock's once too.
+func TestWalkNameOfTwoKinds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	l := e.locker(nil)
+	e.setNames(1, func(int) string { return "t:both" }, func(int) uint { return 0b111 })
+	for _, name := range []string{"t:both", "t:sem"} {
+		s, err := l.Semaphore(name, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.TryAcquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]int{}
+	for x, err := range l.Walk(ctx, "t:") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[x.Name]++
+	}
+	if seen["t:both"] != 1 || seen["t:sem"] != 1 || len(seen) != 2 {
+		t.Errorf("yielded %v, want t:both and t:sem once each", seen)
+	}
+}
+
+// TestWalkAskFailsOnce: one question to a walked master that fails (a
+// timeout on a loaded master, say) costs the walk that batch's
+// decision, not the master's part in the rest of the walk. Masters 0 and
+// 1 are walked, and every name is on all three, so master 0 yields them
+// all and master 1 leaves each to it, asking master 0; its second
+// question to master 0 fails. Each name is yielded, and no more than
+// one batch of them twice (master 1 yields the batch it could not
+// settle); were master 0 taken for dead then, master 1 would yield
+// every name of its later batches again.
+func TestWalkAskFailsOnce(t *testing.T) {
+	t.Parallel()
+	e := ownEnv(t, 3)
+	ctx := context.Background()
+	l := e.locker(nil)
+	const batch, n = 8, 300
+	l.SetListBatch(batch, nil)
+	var asked atomic.Int64
+	l.SetListAsk(func(j int) error {
+		if j == 0 && asked.Add(1) == 2 {
+			return errors.New("injected: no answer")
+		}
+		return nil
+	})
+	name := func(i int) string { return "f:" + strconv.Itoa(i) }
+	e.setNames(n, name, func(int) uint { return 0b111 })
+	seen := map[string]int{}
+	for x, err := range l.Walk(ctx, "f:") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[x.Name]++
+	}
+	twice := 0
+	for i := range n {
+		switch c := seen[name(i)]; {
+		case c == 0 || c > 2:
+			t.Errorf("%q yielded %d times, want once (twice if in the batch master 1 could not settle)", name(i), c)
+		case c == 2:
+			twice++
+		}
+	}
+	// A SCAN answer is less than 3·batch keys (see TestWalkQuorumOnce).
+	if twice > 3*batch || asked.Load() < 2 {
+		t.Errorf("%d names yielded twice, want at most one batch's (%d); %d questions to master 0", twice, 3*batch, asked.Load())
 	}
 }
 
@@ -266,6 +392,56 @@ func TestWalkResume(t *testing.T) {
 	for _, err := range l.WalkFrom(ctx, "other:", cursor) {
 		if !errors.Is(err, engine.ErrBadCursor) {
 			t.Errorf("a cursor of another prefix: %v, want ErrBadCursor", err)
+		}
+	}
+}
+
+// TestWalkAskedMasterFails: of three masters, 0 and 1 are walked and 2 is
+// only asked. A question master 2 fails once is asked again, and every
+// name a quorum holds is yielded; when it fails every time, the walk
+// yields what the other two prove and ends with ErrIncomplete naming it,
+// never silently short.
+func TestWalkAskedMasterFails(t *testing.T) {
+	t.Parallel()
+	e := ownEnv(t, 3)
+	ctx := context.Background()
+	const n = 300
+	name := func(i int) string { return "g:" + strconv.Itoa(i) }
+	on := func(i int) uint { return []uint{0b011, 0b110, 0b101, 0b111}[i%4] }
+	e.setNames(n, name, on)
+	for _, always := range []bool{false, true} {
+		l := e.locker(nil)
+		l.SetListBatch(8, nil)
+		var asked atomic.Int64
+		l.SetListAsk(func(j int) error {
+			if j == 2 && (always || asked.Add(1) == 1) {
+				return errors.New("injected: no answer")
+			}
+			return nil
+		})
+		seen := map[string]int{}
+		var end error
+		for x, err := range l.Walk(ctx, "g:") {
+			if err != nil {
+				end = err
+				break
+			}
+			seen[x.Name]++
+		}
+		switch {
+		case !always && end != nil:
+			t.Errorf("one failed question: the walk ended with %v", end)
+		case always && (!errors.Is(end, engine.ErrIncomplete) || !strings.Contains(end.Error(), e.addrs[2])):
+			t.Errorf("master 2 failing: the walk ended with %v, want ErrIncomplete naming %s", end, e.addrs[2])
+		}
+		for i := range n {
+			want := 1
+			if always && on(i)&0b011 != 0b011 {
+				want = 0 // only master 2 could prove it
+			}
+			if seen[name(i)] != want {
+				t.Errorf("always=%v: %q (on masters %03b) yielded %d times, want %d", always, name(i), on(i), seen[name(i)], want)
+			}
 		}
 	}
 }

@@ -73,10 +73,13 @@ type Locker struct {
 	// id and seq name this Locker's waiters in the masters' queues.
 	id  string
 	seq atomic.Uint64
-	// listBatch (0: ListBatch) and listPending are the tests' handles on
-	// Walk's batches and its memory (export_test.go).
+	// listBatch (0: ListBatch), listPending, listScan and listAsk are the
+	// tests' handles on Walk's batches, its memory, the keys SCAN answers
+	// and the other masters' answers (export_test.go).
 	listBatch   int
 	listPending func(int)
+	listScan    func(m int, keys []string) []string
+	listAsk     func(j int) error
 }
 
 // New validates cfg, connects to every master and loads the scripts. A

@@ -76,7 +76,9 @@ import (
 // masters has answered one (those made while the first is on its way
 // included), and one every MaxTTL/2 after, mark the count's key as a
 // read/write lock's for 2 MaxTTL, or find it a semaphore's and are
-// refused.
+// refused; each extension of a reader or writer marks it again where it
+// extended, so that a lease held longer keeps the semaphore out, as a
+// permit's extension keeps the semaphore's count.
 //
 // An Observer sees an RWMutex's acquisitions as TryLock and Lock of its
 // name.
@@ -1071,9 +1073,13 @@ return 0`
 
 // rwExtendScript moves the lease's live entry (ARGV[1], its value) to
 // expire ARGV[2] ms from now, and the key with it; it never revives an
-// entry that expired, nor re-creates one that is gone. It answers 1 when
-// it extended, else 0.
-var rwExtendScript = multiplex.NewScript(`local value, ttl = ARGV[1], ARGV[2]
+// entry that expired, nor re-creates one that is gone. Where it extended,
+// it marks the name as a read/write lock's at the permit count key
+// (ARGV[5]) for ARGV[6] ms, as an attempt's refresh does, unless a
+// semaphore's count is there, and keeps a fenced writer's counter as
+// extendScript keeps a lock's (ARGV[3], ARGV[4]). It answers 1 when it
+// extended, else 0.
+var rwExtendScript = multiplex.NewScript(`local value, ttl, token, keep, semkey, ckeep = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local k = KEYS[1]
 local s = redis.pcall("ZSCORE", k, value)
 if type(s) ~= "string" then
@@ -1088,7 +1094,12 @@ elseif s <= now then
 end
 redis.call("ZADD", k, "XX", score, value)
 hold(k, ttl)
-return 1`).Coalesce()
+local have = redis.pcall("GET", semkey)
+if have == false or have == "` + rwSemMark + `" then
+  -- pcall: the entry is extended, and the answer must say so.
+  redis.pcall("SET", semkey, "` + rwSemMark + `", "PX", ckeep)
+end
+` + fenceHoldLua("k") + `return 1`).Coalesce()
 
 // rwFenceScript is fenceScript for a writer: it raises the name's fencing
 // counter to the token (ARGV[1]) only where the writer (ARGV[2], its

@@ -77,7 +77,7 @@ var rwCases = []struct {
 		"reader-ours": "ok 1", "reader-ours-marked": "ok 1"}},
 	{scriptCase{"undo-silent", rwUndoSilentScript, []string{"V"}, classifyInt}, map[string]string{
 		"reader-ours": "ok 1", "reader-ours-marked": "ok 1"}},
-	{scriptCase{"extend", rwExtendScript, []string{"V", "90000"}, classifyInt}, map[string]string{
+	{scriptCase{"extend", rwExtendScript, []string{"V", "90000", "0", "", "S", "60000"}, classifyInt}, map[string]string{
 		"reader-ours": "ok 1", "writer-ours": "ok 1", "reader-ours-expired": "refused 0", "writer-ours-expired": "refused 0",
 		"none": "refused 0", "readers": "refused 0", "plain-lock": "refused 0"}},
 	{scriptCase{"fence", rwFenceScript, []string{"9000000000000005", "V", "60000"}, classifyInt}, map[string]string{

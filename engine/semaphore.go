@@ -74,7 +74,9 @@ import (
 // MaxTTL/2 after, and every attempt that finds all permits taken check
 // it, and fail with ErrPermitCount if it differs. Create a handle once
 // and share it: its later attempts skip the check while permits are free. The count is one small key per
-// semaphore on every master, kept 2 MaxTTL after its last check: many
+// semaphore on every master, kept 2 MaxTTL after its last check or a
+// permit's last extension (which keeps a read/write lock of the name
+// out while the permit is held, see RWMutex): many
 // thousands of semaphores in use make every command on the masters
 // somewhat dearer (see BenchmarkSemaphoreAcquireReleaseParallel). What the check cannot see (a count
 // whose keys expired while a permit of it is still extended) is bounded

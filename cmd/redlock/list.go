@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,13 +31,31 @@ batches of names at a time, however many there are. --sorted (or
 before it prints, and holds up to twice --limit names. 'redlock status'
 tells what holds each name.
 
+Each name is printed once, even one held both as a lock and as a
+semaphore, and one a master's SCAN answers twice (after its key table
+shrank: caught unless its keys fell more than about 1000-fold between
+two SCAN calls). It may come twice when a master fails during the walk
+and another takes its place (the names printed are not kept: memory
+stays a few batches), or when its keys change as the walk goes by;
+--sorted prints each once regardless.
+
+--json prints one JSON object, on one line, whatever happens once the
+masters answered: {"names": [...], "more": true if --limit cut the
+list, "cursor": the next page's}. A walk that fails ends it with the
+names printed so far, "more": false, "error": what stderr says, and
+(unsorted, after a name) "cursor": the last name's, which resumes the
+walk after it; the exit status is the failure's (69 or 70). So
+'redlock list --json | jq' always parses, and a listing cut short has
+an "error" (jq -e '.error == null' fails on it).
+
 Flags:
 %s
 Exit status:
   0    listed (none, if nothing matches)
   64   usage: bad flags, arguments or addresses, or a --cursor of another listing
-  69   unavailable: fewer than a quorum of the masters could be walked
-       (the names printed before stand)
+  69   unavailable: fewer than a quorum of the masters could be walked,
+       or a master failed during the walk, so that a name a bare quorum
+       held with it may be missing (the names printed stand)
   70   any other failure of redlock's own
   78   the masters cannot be used as configured (not independent)
 `
@@ -103,28 +122,41 @@ func listCommand(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeWithin(l)
+	failed := func(err error) error { return listError(ctx, o, err) }
 	if o.sorted {
-		err = listSorted(ctx, l, o, stdout, stderr)
-	} else {
-		err = listStream(ctx, l, o, stdout, stderr)
+		return listSorted(ctx, l, o, stdout, stderr, failed)
 	}
+	return listStream(ctx, l, o, stdout, stderr, failed)
+}
+
+// listError is the walk's failure err in redlock's words, with its exit
+// status.
+func listError(ctx context.Context, o *listOptions, err error) error {
+	// One line: the engine joins the masters' failures with newlines.
+	text := strings.ReplaceAll(engineText(err), "\n", "; ")
 	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, engine.ErrNoQuorum):
-		return statusErrorf(exitUnavailable, "list: %s", engineText(err))
+	case errors.Is(err, engine.ErrNoQuorum), errors.Is(err, engine.ErrIncomplete):
+		return statusErrorf(exitUnavailable, "list: %s", text)
 	case errors.Is(err, engine.ErrBadCursor):
 		return usageErrorf("list: --cursor: %s", engineText(err))
 	case ctx.Err() != nil:
 		return statusErrorf(exitUnavailable, "list: the masters' walk did not end within --timeout %s", shortDuration(o.timeout))
 	default:
-		return fmt.Errorf("list: %s", engineText(err))
+		return statusErrorf(exitSoftware, "list: %s", text)
 	}
 }
 
+// jsonError is the "error" member that ends a --json listing the walk's
+// failure err cut short: the message stderr shows, less "list: ".
+func jsonError(err error) string {
+	return `,"error":` + jsonString(strings.TrimPrefix(err.Error(), "list: "))
+}
+
 // listStream prints the names as the walk finds them, a few at a time
-// (see flushing), and stops the walk at --limit.
-func listStream(ctx context.Context, l *engine.Locker, o *listOptions, stdout, stderr io.Writer) error {
+// (see flushing), and stops the walk at --limit. With --json, a walk
+// that fails ends the object it began: the names printed, "more"
+// false, the last one's cursor, and the error.
+func listStream(ctx context.Context, l *engine.Locker, o *listOptions, stdout, stderr io.Writer, failed func(error) error) error {
 	w := newFlushing(stdout, 100*time.Millisecond)
 	defer w.stop()
 	n, last, more := 0, engine.Listed{}, false
@@ -133,6 +165,14 @@ func listStream(ctx context.Context, l *engine.Locker, o *listOptions, stdout, s
 	}
 	for x, err := range l.WalkFrom(ctx, o.prefix, o.cursor) {
 		if err != nil {
+			err = failed(err)
+			if o.json {
+				w.print(`],"more":false`)
+				if n > 0 {
+					w.print(`,"cursor":`, jsonString(last.Cursor()))
+				}
+				w.print(jsonError(err), "}\n")
+			}
 			w.stop()
 			return err
 		}
@@ -170,11 +210,16 @@ func listStream(ctx context.Context, l *engine.Locker, o *listOptions, stdout, s
 
 // listSorted prints the first --limit names after --after, sorted, once
 // the walk has ended, keeping no more than about twice --limit names.
-func listSorted(ctx context.Context, l *engine.Locker, o *listOptions, stdout, stderr io.Writer) error {
+// With --json, a walk that fails prints no names, and the error.
+func listSorted(ctx context.Context, l *engine.Locker, o *listOptions, stdout, stderr io.Writer, failed func(error) error) error {
 	keep := o.limit + 1 // one more than a page tells whether there is a next one
 	var names []string
 	for x, err := range l.Walk(ctx, o.prefix) {
 		if err != nil {
+			err = failed(err)
+			if o.json {
+				fmt.Fprintf(stdout, `{"names":[],"more":false%s}`+"\n", jsonError(err))
+			}
 			return err
 		}
 		if o.after != "" && x.Name <= o.after {

@@ -146,3 +146,32 @@ func TestListErrors(t *testing.T) {
 		t.Errorf("unreachable: status %d, stderr %q", status, stderr)
 	}
 }
+
+// A name held both as a lock and as a semaphore is one name to status
+// and unlock: list prints it once, as it does --sorted.
+func TestListNameOfTwoKinds(t *testing.T) {
+	t.Parallel()
+	setOn(t, "lk2:both", 0, 1, 2)
+	setOn(t, "lk2:lock", 0, 1, 2)
+	dir := t.TempDir()
+	for _, name := range []string{"lk2:both", "lk2:sem"} {
+		sem := start(t, exec1(append([]string{"--permits", "2", name, "--"}, holdUntil(dir, "go")...)...)...)
+		readyLine(t, sem)
+		t.Cleanup(func() {
+			touch(t, dir, "go")
+			if s := sem.wait(t, 30*time.Second); s != 0 {
+				t.Errorf("semaphore holder of %q: status %d; stderr %s", name, s, sem.stderr)
+			}
+		})
+	}
+	want := []string{"lk2:both", "lk2:lock", "lk2:sem"}
+	status, stdout, stderr := runRedlock(t, ops("list", "--prefix", "lk2:")...)
+	if got := strings.Fields(stdout); status != 0 || !sameNames(got, want) || stderr != "" {
+		t.Errorf("list: status %d, stdout %q, stderr %q; want %q in any order", status, stdout, stderr, want)
+	}
+	status, stdout, _ = runRedlock(t, ops("list", "--prefix", "lk2:", "--json")...)
+	var page struct{ Names []string }
+	if err := json.Unmarshal([]byte(stdout), &page); status != 0 || err != nil || !sameNames(page.Names, want) {
+		t.Errorf("list --json: status %d, stdout %q, %v; want %q in any order", status, stdout, err, want)
+	}
+}

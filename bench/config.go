@@ -12,6 +12,7 @@ import (
 
 	"github.com/redlock-bench/redlock/bench/engines"
 	"github.com/redlock-bench/redlock/bench/fault"
+	"github.com/redlock-bench/redlock/bench/masters"
 	"github.com/redlock-bench/redlock/internal/redisproc"
 	"github.com/redlock-bench/redlock/results"
 )
@@ -63,6 +64,12 @@ type Config struct {
 	// bubble's virtual clock does not move (and a goroutine blocked on its
 	// fd would keep the bubble's clock from moving at all).
 	runtimeTimers bool
+	// probeTimeout bounds the pre-flight probe of each master and the
+	// interval pings; zero is masters.ProbeTimeout. Tests give it a
+	// minute: a loaded machine can keep a live master's answer for a
+	// good part of the product's bound, and a probe that times out
+	// fails the run.
+	probeTimeout time.Duration
 	// Workers is the number of concurrent goroutines (--workers). Default 64.
 	Workers int
 	// Clients is the number of independent engine instances, each with its
@@ -351,6 +358,15 @@ func (c *Config) voters() int { return c.Engine.Voters(c.masterCount()) }
 // votes on: the first voters() of them.
 func (c *Config) givenVoted() engines.Votes {
 	return engines.Votes{Masters: c.Masters, Clusters: c.Clusters, Sentinels: c.Sentinels}.First(c.voters())
+}
+
+// probeWithin is how long each master has to answer a probe or a ping:
+// masters.ProbeTimeout unless a test set probeTimeout.
+func (c *Config) probeWithin() time.Duration {
+	if c.probeTimeout > 0 {
+		return c.probeTimeout
+	}
+	return masters.ProbeTimeout
 }
 
 // conn is how the run's probes and clean-up reach the masters.

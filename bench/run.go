@@ -125,7 +125,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	r := newRunner(cfg, cl)
 	r.faults, r.progress, r.site = rig, progress, site
 	if cfg.Engine.NeedsRedis() && len(site.dial) > 0 {
-		r.pings = newMasterPings(cfg.conn(), site.dial, masters.ProbeTimeout)
+		r.pings = newMasterPings(cfg.conn(), site.dial, cfg.probeWithin())
 		defer r.pings.close()
 		r.pings.sample()
 	}
@@ -177,7 +177,7 @@ type runSite struct {
 // version.
 func (s *runSite) probe(ctx context.Context, cfg *Config) error {
 	cfg.Quarantine = cfg.Quarantine.For(s.local)
-	v, err := masters.Probe(ctx, cfg.conn(), append(append([]string{}, s.masters...), masters.Flatten(s.clusters)...))
+	v, err := masters.ProbeWithin(ctx, cfg.conn(), append(append([]string{}, s.masters...), masters.Flatten(s.clusters)...), cfg.probeWithin())
 	s.redisVersion = v
 	return err
 }

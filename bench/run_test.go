@@ -30,6 +30,9 @@ func shortConfig(engine string, masters []string) Config {
 	c.TTL = 5 * time.Second
 	// The test's masters were just started, empty: nothing to forget.
 	c.Quarantine = engines.QuarantineObserved
+	// A live master answers the probe however loaded the machine; the
+	// product's 2 s bound is TestProbeNamesAMasterThatDoesNotAnswer's.
+	c.probeTimeout = time.Minute
 	if c.Engine.Base == engines.Rueidislock {
 		// rueidislock gives up a key attempt after 20 ms by default, as
 		// the bench runs it: beside other work a healthy master can take
@@ -202,54 +205,64 @@ func TestLocalMastersAreStartedAndStopped(t *testing.T) {
 	}
 }
 
+// An unreachable master fails the run at the pre-flight probe, named
+// alone, before any engine client dials it. Fast is shown by the path, not
+// a clock: the error is the probe's, so no client waited out its connect
+// timeout, and its cause is the refusal, so the probe did not wait out
+// its own.
 func TestUnreachableMastersFailFastNamingThem(t *testing.T) {
 	noLeaks(t)
 	c := redistest.StartT(t, 1)
 	dead := redistest.DeadAddr(t)
 	cfg := shortConfig("redlock", []string{c.Addrs()[0], dead})
-	start := time.Now()
 	_, err := Run(context.Background(), cfg)
 	if err == nil {
 		t.Fatal("want an error for an unreachable master")
 	}
-	if !strings.Contains(err.Error(), dead) || strings.Contains(err.Error(), c.Addrs()[0]+" (") {
-		t.Errorf("error must name the unreachable master %s only: %v", dead, err)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("took %s to fail", d)
+	if want := "1 of 2 masters unreachable: " + dead + " (connect: connection refused)"; err.Error() != want {
+		t.Errorf("error %q, want %q: the probe's, naming the unreachable master only, refused at once", err, want)
 	}
 }
 
+// Cancelling a run stops it at once with the partial results. In virtual
+// time, where the run's clock is exact: the run is cancelled at its first
+// measured progress line, a second into a window of an hour, and stopping
+// may wait for a hold in flight at most (it cuts them short); a run that
+// waited for the window's end, its release grace or its drain timeout
+// would show it here, however fast or slow the machine.
 func TestInterruptGivesPartialResults(t *testing.T) {
-	noLeaks(t)
-	cfg := shortConfig("nolock", nil)
-	cfg.Duration = time.Minute
-	// Interrupted once a second of the measured window has acquired: its
-	// progress line says so, however slow the machine.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stopped time.Time
-	cfg.Progress = writerFunc(func(p []byte) {
-		if stopped.IsZero() && measuredLine.Match(p) {
-			stopped = time.Now()
-			cancel()
+	synctest.Test(t, func(t *testing.T) {
+		cfg := shortConfig("nolock", nil)
+		cfg.runtimeTimers = true
+		// Few operations a virtual second: each costs real time.
+		cfg.Workers, cfg.Hold = 2, Hold{D: 10 * time.Millisecond}
+		cfg.Duration = time.Hour
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var stopped time.Time
+		cfg.Progress = writerFunc(func(p []byte) {
+			if stopped.IsZero() && measuredLine.Match(p) {
+				stopped = time.Now()
+				cancel()
+			}
+		})
+		start := time.Now()
+		res, err := Run(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stopped.IsZero() {
+			t.Fatal("the run ended without a measured progress line")
+		}
+		if d := time.Since(stopped); d > cfg.Hold.D {
+			t.Errorf("stopping took %s, more than the %s hold in flight", d, cfg.Hold.D)
+		}
+		s := res.Summary
+		// The window ran from the warm-up's end to the cancel.
+		if want := stopped.Sub(start) - cfg.Warmup; !s.Interrupted || s.DurationS != want.Seconds() || s.Acquired == 0 {
+			t.Errorf("interrupted %v duration %vs acquired %d; want interrupted, %vs, acquisitions", s.Interrupted, s.DurationS, s.Acquired, want.Seconds())
 		}
 	})
-	res, err := Run(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if stopped.IsZero() {
-		t.Fatal("the run ended without a measured progress line")
-	}
-	// Well before the minute the run would otherwise last.
-	if d := time.Since(stopped); d > 30*time.Second {
-		t.Errorf("stopping took %s", d)
-	}
-	s := res.Summary
-	if !s.Interrupted || s.DurationS <= 0 || s.DurationS > 30 || s.Acquired == 0 {
-		t.Errorf("interrupted %v duration %v acquired %d", s.Interrupted, s.DurationS, s.Acquired)
-	}
 }
 
 // measuredLine matches a progress line of the measured window that counted
@@ -383,61 +396,61 @@ func TestOpenLoopCountsQueueingDelay(t *testing.T) {
 	})
 }
 
+// The interval log has one interval a second of the measured window,
+// tiling it, and together they hold every acquisition the summary counts.
+// In virtual time, where the collector wakes on the second: on a real
+// clock it wakes late on a loaded machine, and the intervals with it.
 func TestIntervalLogHasOneIntervalPerSecond(t *testing.T) {
-	noLeaks(t)
-	cfg := shortConfig("nolock", nil)
-	cfg.Duration = 2 * time.Second
-	cfg.Warmup = 300 * time.Millisecond
-	cfg.Hold = Hold{}
-	var hlog, progress bytes.Buffer
-	cfg.IntervalLog = &hlog
-	cfg.Progress = &progress
-	res := run(t, cfg)
-	tagged, err := results.ReadIntervalLog(&hlog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// An interval a second, or longer where the collector woke late (a
-	// loaded machine): each but the last lasts at least a second, and
-	// together they tile the measured window, losing nothing.
-	var ivs []interface {
-		StartTimeMs() int64
-		EndTimeMs() int64
-	}
-	var acquired int64
-	for _, tg := range tagged {
-		if tg.Tag == "acquire" {
-			ivs = append(ivs, tg.Histogram)
-			acquired += tg.Histogram.TotalCount()
+	synctest.Test(t, func(t *testing.T) {
+		cfg := shortConfig("nolock", nil)
+		cfg.runtimeTimers = true
+		cfg.Duration = 2 * time.Second
+		cfg.Warmup = 300 * time.Millisecond
+		// A hold lets the virtual clock move (a worker that never blocks
+		// would stop it); few workers keep the virtual seconds cheap.
+		cfg.Workers, cfg.Hold = 2, Hold{D: 10 * time.Millisecond}
+		var hlog, progress bytes.Buffer
+		cfg.IntervalLog = &hlog
+		cfg.Progress = &progress
+		start := time.Now()
+		res := run(t, cfg)
+		tagged, err := results.ReadIntervalLog(&hlog)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if len(ivs) < 1 || len(ivs) > 3 {
-		t.Fatalf("%d acquire intervals in a 2s run", len(ivs))
-	}
-	var spans []string
-	for i, h := range ivs {
-		spans = append(spans, fmt.Sprintf("%d-%d", h.StartTimeMs(), h.EndTimeMs()))
-		if i > 0 && abs(h.StartTimeMs()-ivs[i-1].EndTimeMs()) > 1 {
-			t.Errorf("interval %d starts at %d ms, the one before ended at %d ms", i, h.StartTimeMs(), ivs[i-1].EndTimeMs())
+		var ivs []interface {
+			StartTimeMs() int64
+			EndTimeMs() int64
 		}
-		if i < len(ivs)-1 && h.EndTimeMs()-h.StartTimeMs() < 999 {
-			t.Errorf("interval %d lasts %d ms, less than a second", i, h.EndTimeMs()-h.StartTimeMs())
+		var acquired int64
+		for _, tg := range tagged {
+			if tg.Tag == "acquire" {
+				ivs = append(ivs, tg.Histogram)
+				acquired += tg.Histogram.TotalCount()
+			}
 		}
-	}
-	window := ivs[len(ivs)-1].EndTimeMs() - ivs[0].StartTimeMs()
-	if d := int64(res.Summary.DurationS * 1000); abs(window-d) > int64(len(ivs)) {
-		t.Errorf("intervals %v cover %d ms, the measured window %d ms", spans, window, d)
-	}
-	if acquired != res.Summary.Acquired {
-		t.Errorf("intervals hold %d acquisitions, the summary %d", acquired, res.Summary.Acquired)
-	}
-	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
-	if len(lines) < 2 || !strings.Contains(lines[0], "warm-up") || !strings.Contains(lines[len(lines)-1], "acquired/s") {
-		t.Errorf("progress lines:\n%s", progress.String())
-	}
+		// The window starts when the warm-up ends and lasts two seconds.
+		from := start.Add(cfg.Warmup).UnixMilli()
+		var spans []string
+		for _, h := range ivs {
+			spans = append(spans, fmt.Sprintf("%d-%d", h.StartTimeMs()-from, h.EndTimeMs()-from))
+		}
+		if want := "[0-1000 1000-2000]"; fmt.Sprint(spans) != want {
+			t.Errorf("acquire intervals %v ms into the window, want %s", spans, want)
+		}
+		if res.Summary.DurationS != cfg.Duration.Seconds() {
+			t.Errorf("measured window %vs, want %s", res.Summary.DurationS, cfg.Duration)
+		}
+		if acquired == 0 || acquired != res.Summary.Acquired {
+			t.Errorf("intervals hold %d acquisitions, the summary %d", acquired, res.Summary.Acquired)
+		}
+		// A line for the warm-up, then one a measured second.
+		lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
+		if len(lines) != 3 || !strings.Contains(lines[0], "warm-up") || !measuredLine.MatchString(lines[1]) || !measuredLine.MatchString(lines[2]) {
+			t.Errorf("progress lines:\n%s", progress.String())
+		}
+	})
 }
-
-func abs(x int64) int64 { return max(x, -x) }
 
 func TestZipfPrefersLowResources(t *testing.T) {
 	cfg := DefaultConfig()
@@ -582,26 +595,38 @@ func TestFreshMastersQuarantineIsWaitedOut(t *testing.T) {
 }
 
 // --no-wait-quarantine: the same masters stop the run at once, with the
-// reason and the time the quarantine ends.
+// reason and the time the quarantine ends. At once is shown by the path:
+// the refusal is the one awaitQuorum gives before its first wait. The TTL
+// is an hour so that the masters are young however long they took to
+// start, and so is the node timeout (a hundredth of it) that reads their
+// uptime.
 func TestNoWaitQuarantineStopsTheRun(t *testing.T) {
 	noLeaks(t)
 	c := redistest.StartT(t, 3)
 	cfg := shortConfig("redlock", c.Addrs())
 	cfg.Quarantine = engines.QuarantineAlways
-	cfg.TTL = 30 * time.Second
+	cfg.TTL = time.Hour
 	cfg.NoWaitQuarantine = true
-	start := time.Now()
-	_, err := Run(context.Background(), cfg)
+	// A wait would draw its countdown line first: that line ends it, so
+	// that the test fails at once rather than after the hour.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var progress bytes.Buffer
+	cfg.Progress = writerFunc(func(p []byte) {
+		progress.Write(p)
+		cancel()
+	})
+	_, err := Run(ctx, cfg)
 	if err == nil {
 		t.Fatal("a run on quarantined masters started")
 	}
-	for _, want := range []string{"quorum in quarantine until", "3 of 3 masters have been up for less than the TTL (30s)", "--no-wait-quarantine"} {
+	for _, want := range []string{"quorum in quarantine until", "3 of 3 masters have been up for less than the TTL (1h0m0s)", "; not waiting (--no-wait-quarantine)"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
 	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("took %s to refuse", d)
+	if progress.Len() != 0 {
+		t.Errorf("the run waited before refusing:\n%s", progress.String())
 	}
 }
 
@@ -689,9 +714,18 @@ func TestRunRemovesItsKeysFromGivenMasters(t *testing.T) {
 	cfg.KeyPrefix = "t*x:"
 	cfg.TTL = time.Hour
 	cfg.Hold = Hold{D: 50 * time.Millisecond}
-	cfg.Duration = time.Minute
+	cfg.Duration = time.Hour
 	var log bytes.Buffer
 	cfg.Log = &log
+	// Interrupted once the run has measured acquisitions, however long
+	// the machine took to get there.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg.Progress = writerFunc(func(p []byte) {
+		if measuredLine.Match(p) {
+			cancel()
+		}
+	})
 	for _, a := range c.Addrs() {
 		for _, kv := range [][2]string{{"t*x:left-by-an-earlier-run", "v"}, {"tAx:1", "other"}, {"other", "other"}} {
 			if _, err := redistest.Do(a, 10*time.Second, "SET", kv[0], kv[1], "PX", "3600000"); err != nil {
@@ -699,8 +733,6 @@ func TestRunRemovesItsKeysFromGivenMasters(t *testing.T) {
 			}
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(800*time.Millisecond, cancel)
 	res, err := Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -96,10 +96,15 @@ func Flatten(clusters [][]string) []string {
 	return out
 }
 
-// Probe checks that every master answers and returns the server
-// versions found ("7.0.15", or "7.0.15,7.2.4" when they differ). It fails
-// naming every address that cannot be used, and why.
+// Probe checks that every master answers within ProbeTimeout and returns
+// the server versions found ("7.0.15", or "7.0.15,7.2.4" when they
+// differ). It fails naming every address that cannot be used, and why.
 func Probe(ctx context.Context, conn redisproc.Conn, addrs []string) (string, error) {
+	return ProbeWithin(ctx, conn, addrs, ProbeTimeout)
+}
+
+// ProbeWithin is Probe giving each master timeout to answer.
+func ProbeWithin(ctx context.Context, conn redisproc.Conn, addrs []string, timeout time.Duration) (string, error) {
 	type answer struct {
 		version string
 		err     error
@@ -110,7 +115,7 @@ func Probe(ctx context.Context, conn redisproc.Conn, addrs []string) (string, er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v, err := probeMaster(ctx, conn, a)
+			v, err := probeMaster(ctx, conn, a, timeout)
 			answers[i] = answer{v, err}
 		}()
 	}
@@ -153,10 +158,10 @@ func Probe(ctx context.Context, conn redisproc.Conn, addrs []string) (string, er
 // or TLS on one side only, which would otherwise read as a timeout or a
 // reset connection. A master that refuses INFO (a narrow ACL user) is up:
 // its version is "unknown".
-func probeMaster(ctx context.Context, conn redisproc.Conn, addr string) (string, error) {
-	pctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+func probeMaster(ctx context.Context, conn redisproc.Conn, addr string, timeout time.Duration) (string, error) {
+	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c, err := conn.NewClient(addr, ProbeTimeout)
+	c, err := conn.NewClient(addr, timeout)
 	if _, ok := rueidis.IsRedisErr(err); ok && conn.Password != "" {
 		// The connection's one command is AUTH.
 		if strings.Contains(err.Error(), "without any password configured") {
@@ -186,7 +191,7 @@ func probeMaster(ctx context.Context, conn redisproc.Conn, addr string) (string,
 	}
 	timedOut := errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)
 	if timedOut {
-		err = fmt.Errorf("no reply within %s: %w", ProbeTimeout, os.ErrDeadlineExceeded)
+		err = fmt.Errorf("no reply within %s: %w", timeout, os.ErrDeadlineExceeded)
 	}
 	// "connection refused" rather than "dial tcp <addr>: connect: ...":
 	// the message names the address already.

@@ -76,3 +76,40 @@ func TestProbeNamesANonRedisServer(t *testing.T) {
 		}
 	}
 }
+
+// A master that accepts connections but never answers (a stopped process,
+// a wedged server) fails the probe on its timeout, named with that cause.
+// The listener never answers, so the probe fails however fast or slow the
+// machine is; the test takes ProbeTimeout.
+func TestProbeNamesAMasterThatDoesNotAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c) // read by the test once Accept has failed
+		}
+	}()
+	addr := ln.Addr().String()
+	_, err = Probe(context.Background(), redisproc.Conn{}, []string{addr})
+	ln.Close()
+	<-accepted
+	want := "1 of 1 masters unreachable: " + addr + " (no reply within " + ProbeTimeout.String() + ": i/o timeout)"
+	if err == nil || err.Error() != want {
+		t.Errorf("probe of a silent master: %v, want %q", err, want)
+	}
+}

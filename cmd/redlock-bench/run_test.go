@@ -400,23 +400,21 @@ func serversOnPort(port string) []string {
 	return pids
 }
 
+// Unreachable masters fail the run at the pre-flight probe, all named in
+// one line. Fast is shown by the path, not a clock: the error is the
+// probe's, so no engine client waited out its connect timeout, and its
+// cause is the refusal, so the probe did not wait out its own.
 func TestUnreachableMastersFailFast(t *testing.T) {
 	dead := redistest.DeadAddrs(t, 3)
 	cmd := command(t, "run", "--masters", strings.Join(dead, ","), "--duration", "1s")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	start := time.Now()
 	err := cmd.Run()
 	if exitStatus(err) != 1 {
 		t.Errorf("exit %d, want 1", exitStatus(err))
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("took %s", d)
-	}
-	for _, a := range dead {
-		if !strings.Contains(stderr.String(), a) {
-			t.Errorf("error does not name %s: %s", a, stderr.String())
-		}
+	if want := "redlock-bench: 3 of 3 masters unreachable: " + strings.Join(dead, ", ") + " (connect: connection refused)"; lastLine(stderr.String()) != want {
+		t.Errorf("stderr %q, want its last line %q", stderr.String(), want)
 	}
 	if runs, _ := filepath.Glob(filepath.Join(cmd.Dir, "results", "runs", "*")); len(runs) != 0 {
 		t.Errorf("a run that never started left %v", runs)
@@ -475,10 +473,11 @@ func TestFreshMastersRunWaitsOutTheQuarantine(t *testing.T) {
 }
 
 // --no-wait-quarantine: a clear one-line refusal, a non-zero exit, and
-// no results.
+// no results. The TTL is an hour so that the masters are young however
+// long they and the command took to start.
 func TestNoWaitQuarantineExitsNonZero(t *testing.T) {
 	c := freshMasters(t, 3)
-	cmd := command(t, "run", "--masters", strings.Join(c.Addrs(), ","), "--ttl", "20s", "--duration", "1s", "--no-wait-quarantine")
+	cmd := command(t, "run", "--masters", strings.Join(c.Addrs(), ","), "--ttl", "1h", "--duration", "1s", "--no-wait-quarantine")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
@@ -487,7 +486,7 @@ func TestNoWaitQuarantineExitsNonZero(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
 	last := lines[len(lines)-1]
-	for _, want := range []string{"quorum in quarantine until", "3 of 3 masters have been up for less than the TTL (20s)", "not waiting (--no-wait-quarantine)"} {
+	for _, want := range []string{"quorum in quarantine until", "3 of 3 masters have been up for less than the TTL (1h0m0s)", "not waiting (--no-wait-quarantine)"} {
 		if !strings.Contains(last, want) {
 			t.Errorf("last line lacks %q: %q", want, last)
 		}

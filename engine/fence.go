@@ -167,31 +167,28 @@ func fenceExpiryLua(key string) string {
 
 // fenceHoldLua, in an extension's script where the lease's key (the Lua
 // expression key) is ours and its TTL was just set to ttl ms, keeps a
-// fenced lease's counter (token set, not "0") past that TTL: its
-// deadline becomes at least keep (ms) past the later of the instant the
-// master's clock reads the token and the key's new expiry, and it is
-// raised to the token if it expired or fell below it. Without this a
-// counter would expire about MaxTTL into a long-held lease, and Inspect
-// and Unlock by token would no longer find the holder's token. Both
-// writes keep the argument at the top of this file: a deadline only
-// moves later, still at least keep past the token, and a raise where the
-// key is ours is the fence round's own.
+// fenced lease's counter (token set, not "0") past that TTL: raised to
+// the token if it expired or fell below it, its deadline is set to keep
+// (ms) past the later of the instant the master's clock reads its value
+// and the key's new expiry. Without this a counter would expire about
+// MaxTTL into a long-held lease, and Inspect and Unlock by token would no
+// longer find the holder's token. Both writes keep the argument at the
+// top of this file: the deadline is still at least keep past the
+// counter's value (a shorter extension may bring it earlier than the
+// last one set, never below that), and a raise where the key is ours is
+// the fence round's own. It uses no command the fence round does not.
 func fenceHoldLua(key string) string {
 	return `  if token and token ~= "0" then
     local f = "` + fencePrefixLua + `" .. ` + key + `
     local t = tonumber(token)
-    local tm = redis.call("TIME")
-    local nowms = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-    local at = math.max(math.floor(t / 1000) + 1, nowms + tonumber(ttl)) + tonumber(keep)
-    if t > tonumber(redis.call("GET", f) or "0") then
+    local c = tonumber(redis.call("GET", f) or "0")
+    if t > c then
       redis.call("SET", f, token)
-      redis.call("PEXPIREAT", f, string.format("%.0f", at))
-    else
-      local left = redis.call("PTTL", f)
-      if left >= 0 and nowms + left < at then
-        redis.call("PEXPIREAT", f, string.format("%.0f", at))
-      end
+      c = t
     end
+    local tm = redis.call("TIME")
+    local at = math.max(math.floor(c / 1000) + 1, tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000) + tonumber(ttl)) + tonumber(keep)
+    redis.call("PEXPIREAT", f, string.format("%.0f", at))
   end
 `
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -70,6 +71,12 @@ const (
 // ErrBadCursor: WalkFrom was given what is not a Listed.Cursor of a
 // walk of the same prefix on as many masters.
 var ErrBadCursor = errors.New("not a cursor of a walk of this prefix on these masters")
+
+// listAskTimeout bounds each question of a walk to one master: the node
+// timeout, but at least a second. A listing is an operator's command,
+// which a loaded master may answer slowly without harm, while a question
+// it misses twice costs the walk that master (ErrIncomplete).
+func (l *Locker) listAskTimeout() time.Duration { return max(l.cfg.NodeTimeout, time.Second) }
 
 // ErrIncomplete: a master failed during a walk that a quorum still
 // answered, so a name a bare quorum held with that master may be
@@ -612,9 +619,9 @@ func keepIf(cands []listCand, has []bool, want bool) []listCand {
 
 // ask asks the masters js at once which of cands they hold, each an
 // answer per candidate: nil for a master that is dead or failed. A
-// master that failed twice on one batch is dead for the rest of the walk
-// then (a failure of the walk: ErrIncomplete), and holds nothing, unless
-// its keys are walked: its walker's own calls tell
+// question that fails is asked again once. A master that failed twice on
+// one batch is dead for the rest of the walk then (a failure of the
+// walk: ErrIncomplete), and holds nothing, unless its keys are walked: its walker's own calls tell
 // whether it failed, since taking it for dead on one slow answer would
 // have the other walkers yield, for the rest of the walk, the names its
 // walk yields too (it holds nothing for this batch only).
@@ -629,17 +636,17 @@ func (w *walk) ask(ctx context.Context, js []int, cands []listCand) [][]bool {
 		go func() {
 			defer wg.Done()
 			has, err := w.holds(ctx, j, cands, false)
-			if err != nil && ctx.Err() == nil && !w.walked[j].Load() {
-				// Asked again once: a loaded master may miss one node
+			if err != nil && ctx.Err() == nil {
+				// Asked again once: a loaded master may miss one
 				// timeout, and the names of the batch need its answer.
 				has, err = w.holds(ctx, j, cands, false)
-				if err != nil && ctx.Err() == nil && !w.dead[j].Swap(true) {
+			}
+			if err != nil {
+				if ctx.Err() == nil && !w.walked[j].Load() && !w.dead[j].Swap(true) {
 					w.mu.Lock()
 					w.failures = append(w.failures, fmt.Errorf("%s: %w", w.l.addrs[j], err))
 					w.mu.Unlock()
 				}
-			}
-			if err != nil {
 				return
 			}
 			answers[a] = has
@@ -686,7 +693,7 @@ func (w *walk) holds(ctx context.Context, j int, cands []listCand, own bool) ([]
 			return nil, err
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, w.l.cfg.NodeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, w.l.listAskTimeout())
 	defer cancel()
 	out := make([]bool, len(cands))
 	var locks rueidis.Commands

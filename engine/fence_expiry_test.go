@@ -389,9 +389,9 @@ func TestFenceCounterLivesWhileItsLeaseIsHeld(t *testing.T) {
 }
 
 // On real masters, an extension moves every fencing counter of the lease
-// past its key's new TTL. The test lets the masters' clocks pass the
-// token's instant before it extends (the sleep below), so that without
-// the counters' move the keys would outlive them.
+// past its key's new TTL. The test waits until every master's clock reads
+// past the token's instant before it extends, so that without the
+// counters' move the keys would outlive them.
 func TestFenceCounterOutlivesAnExtendedKey(t *testing.T) {
 	for _, k := range fencedKinds {
 		t.Run(k.name, func(t *testing.T) {
@@ -404,9 +404,23 @@ func TestFenceCounterOutlivesAnExtendedKey(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer le.Release(ctx)
-			// Time, not an event: the key's new TTL must end later than
-			// the counter's first deadline, MaxTTL past the token.
-			time.Sleep(20 * time.Millisecond)
+			// The key's new TTL must end later than the counter's first
+			// deadline, MaxTTL past the token (µs, rounded up to a ms).
+			eventually(t, time.Minute, "every master's clock 2 ms past the token", func() bool {
+				for i := range e.addrs {
+					c := e.direct[i]
+					tm, err := c.Do(ctx, c.B().Time().Build()).AsStrSlice()
+					if err != nil || len(tm) != 2 {
+						return false
+					}
+					sec, _ := strconv.ParseInt(tm[0], 10, 64)
+					us, _ := strconv.ParseInt(tm[1], 10, 64)
+					if sec*1_000_000+us <= le.Token()+2000 {
+						return false
+					}
+				}
+				return true
+			})
 			if err := le.Extend(ctx, l.Config().MaxTTL); err != nil {
 				t.Fatal(err)
 			}

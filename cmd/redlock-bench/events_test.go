@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"os"
@@ -21,6 +22,38 @@ import (
 // awaitTimeout bounds each wait: it is reached only when the event cannot
 // come.
 const awaitTimeout = time.Minute
+
+// runWithin runs cmd to its end and returns its error, as cmd.Run; it
+// kills cmd and fails the test after awaitTimeout. For a command that
+// must fail at once: how fast is not the test's to judge (the machine's
+// load decides), only that it ends, and what it printed on the way.
+func runWithin(t *testing.T, cmd *exec.Cmd) error {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(awaitTimeout):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("%q still running after %s", cmd.Args[1:], awaitTimeout)
+		return nil
+	}
+}
+
+// runRefused runs the command args in this process, for arguments it
+// must refuse before it starts anything. Were it to start the work
+// instead, the context ends it after awaitTimeout (status 130), rather
+// than after the work's --duration.
+func runRefused(args []string, stdout, stderr io.Writer) int {
+	ctx, cancel := context.WithTimeout(context.Background(), awaitTimeout)
+	defer cancel()
+	return run(ctx, args, stdout, stderr)
+}
 
 // stderrLines sends the lines of r on the channel it returns, closed at
 // EOF. The caller drains it (drain) once it has what it needs.

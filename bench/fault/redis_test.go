@@ -87,8 +87,10 @@ func wait(t *testing.T, done <-chan []results.FaultEvent) []results.FaultEvent {
 			}
 		}
 		return log
-	case <-time.After(20 * time.Second):
-		t.Fatal("Run did not return within 20s")
+	case <-time.After(time.Minute):
+		// Reached only when Run cannot return: every schedule here ends
+		// (or is cancelled) well before.
+		t.Fatal("Run did not return within a minute")
 		return nil
 	}
 }
@@ -229,7 +231,11 @@ func TestSlow(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	done, events := startRun(t, context.Background(), mustParse(t, "slow:1=150ms@0s+1500ms"), Config{Addrs: c.Addrs(), Nodes: procs(c), Proxies: px})
+	// The latency holds until both PINGs are back, however slow the
+	// machine: a minute, cut short once they are.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done, events := startRun(t, ctx, mustParse(t, "slow:1=150ms@0s+1m"), Config{Addrs: c.Addrs(), Nodes: procs(c), Proxies: px})
 	waitApplied(t, events, 1)
 	start := time.Now()
 	if err := open.ping(5 * time.Second); err != nil {
@@ -245,7 +251,8 @@ func TestSlow(t *testing.T) {
 	if rtt := time.Since(start); rtt < latency {
 		t.Errorf("PING on a new connection took %s, want at least %s", rtt, latency)
 	}
-	if log := wait(t, done); len(log) != 1 || log[0].Arg != "150ms" {
+	cancel()
+	if log := wait(t, done); len(log) != 1 || log[0].Arg != "150ms" || !log[0].Early {
 		t.Errorf("log = %+v", log)
 	}
 	// The latency is gone, and the connection that lived through it works.
@@ -328,15 +335,14 @@ func TestCancelHealsEverything(t *testing.T) {
 	c, px := proxied(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	spec := "pause:0@0s+1m,cut:1@0s+1m,slow:2=3s@0s+1m,kill:0@50s,stall:2@55s+1s"
+	spec := "pause:0@0s+1m,cut:1@0s+1m,slow:2=1m@0s+1m,kill:0@50s,stall:2@55s+1s"
 	done, events := startRun(t, ctx, mustParse(t, spec), Config{Addrs: c.Addrs(), Nodes: procs(c), Proxies: px})
 	waitApplied(t, events, 3)
 	cancel()
-	start := time.Now()
+	// Run returned on the cancel, not at the schedule's end: the log
+	// holds the three faults applied, each lifted early, and neither the
+	// kill at 50s nor the stall at 55s.
 	log := wait(t, done)
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("Run took %s to return after cancel", d)
-	}
 	if len(log) != 3 {
 		t.Fatalf("log has %d events, want the 3 applied: %+v", len(log), log)
 	}
@@ -348,9 +354,10 @@ func TestCancelHealsEverything(t *testing.T) {
 	if c.Nodes[0].Paused() || !c.Nodes[0].Running() {
 		t.Error("node 0 left paused or killed")
 	}
-	// Through every proxy, well inside the 3s latency that slow had set.
+	// Through every proxy, well inside the minute of latency that slow
+	// had set.
 	for i, addr := range px.Addrs() {
-		if err := redistest.Ping(addr, 2*time.Second); err != nil {
+		if err := redistest.Ping(addr, 20*time.Second); err != nil {
 			t.Errorf("node %d through its proxy after cancel: %v", i, err)
 		}
 	}

@@ -38,7 +38,10 @@ func TestDurationsAsFlags(t *testing.T) {
 // observed would trust: the advice is to wait, and names them once.
 func TestQuarantineAdviceAfterRestart(t *testing.T) {
 	t.Parallel()
-	until := time.Now().Add(9*time.Second + 500*time.Millisecond)
+	// Half a minute from a whole number of minutes: the advice rounds the
+	// time left up to the minute, 3m, however long the test is held up
+	// before it reads the clock (under 30s).
+	until := time.Now().Add(2*time.Minute + 30*time.Second)
 	q := func() engine.Vote {
 		return engine.Vote{Outcome: engine.OutcomeFailed, Err: &engine.QuarantineError{Until: until, Restarted: true, MaxTTL: 30 * time.Second}}
 	}
@@ -47,7 +50,7 @@ func TestQuarantineAdviceAfterRestart(t *testing.T) {
 		Addrs: []string{"a:1", "b:2", "c:3"}}
 	got := votesText(ve) + quarantineAdvice(ve, 0)
 	for _, want := range []string{"a:1, c:3: restarted or failed over (run_id changed), quarantined", "until " + until.Format("15:04:05.000"),
-		"--max-ttl 30s after that", "--wait 10s waits for it"} {
+		"--max-ttl 30s after that", "--wait 3m waits for it"} {
 		if strings.Count(got, want) != 1 {
 			t.Errorf("%q: want %q once", got, want)
 		}

@@ -130,11 +130,13 @@ func TestKillOnGivenMastersExitsTwo(t *testing.T) {
 }
 
 // A pause on a local master: recorded in summary.json with its times, and
-// in the intervals it was active in; safety holds.
+// in the intervals it was active in; safety holds. The times are the
+// machine's: never before the schedule's, and the pause lasted its
+// length, but how late the fault's timers fired is the load's.
 func TestPauseFaultIsRecorded(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := command(t, "run", "--local-masters", "3", "--workers", "8", "--resources", "8", "--ttl", "2s",
-		"--warmup", "0", "--duration", "1s", "--fault", "pause:1@300ms+300ms", "--out", out)
+		"--warmup", "0", "--duration", "2s", "--fault", "pause:1@300ms+300ms", "--out", out)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -150,8 +152,10 @@ func TestPauseFaultIsRecorded(t *testing.T) {
 	}
 	f := faults[0].(map[string]any)
 	applied, ended := f["applied_s"].(float64), f["ended_s"].(float64)
+	// Applied and lifted within the 2 s run, 1.4 s of it to spare for
+	// late timers: seconds, not milliseconds, and not lifted at the end.
 	if f["fault"] != "pause:1@300ms+300ms" || f["ended"] != true || f["error"] != nil ||
-		applied < 0.3 || applied > 0.5 || ended < 0.6 || ended > 0.8 {
+		applied < 0.3 || ended < applied+0.3 || ended > 2 {
 		t.Errorf("fault event %v", f)
 	}
 	if nodes, _ := s["nodes"].([]any); len(nodes) != 3 {
@@ -165,8 +169,15 @@ func TestPauseFaultIsRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ivs) == 0 || len(ivs[0].FaultsActive) != 1 || ivs[0].FaultsActive[0] != "pause:1@300ms+300ms" {
-		t.Errorf("the first second must show the pause: %+v", ivs)
+	// The interval the pause began in shows it.
+	shown := false
+	for _, iv := range ivs {
+		if iv.TS <= applied && applied < iv.TS+iv.LengthS {
+			shown = len(iv.FaultsActive) == 1 && iv.FaultsActive[0] == "pause:1@300ms+300ms"
+		}
+	}
+	if !shown {
+		t.Errorf("the interval of %.3fs must show the pause applied then: %+v", applied, ivs)
 	}
 	if !strings.Contains(stderr.String(), "faults pause:1@300ms+300ms") {
 		t.Errorf("the progress line does not show the fault:\n%s", stderr.String())

@@ -204,7 +204,9 @@ func TestRunCancelled(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the context's deadline", err)
 	}
-	if took := time.Since(start); took > 5*time.Second {
+	// A hang guard: that the scenario stopped on the context, not at its
+	// end, is its error and its failed result below.
+	if took := time.Since(start); took > time.Minute {
 		t.Fatalf("took %s to stop after the context ended", took)
 	}
 	if r == nil || r.Passed || r.Error == "" {

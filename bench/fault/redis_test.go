@@ -179,7 +179,9 @@ func TestKill(t *testing.T) {
 func TestPauseResume(t *testing.T) {
 	c := redistest.StartT(t, 3)
 	addr := c.Nodes[0].Addr()
-	done, events := startRun(t, context.Background(), mustParse(t, "pause:0@0s+1s"), Config{Addrs: c.Addrs(), Nodes: procs(c)})
+	// Three seconds: the PING below must time out inside the pause, which
+	// leaves 2.7s for this goroutine to run late after it began.
+	done, events := startRun(t, context.Background(), mustParse(t, "pause:0@0s+3s"), Config{Addrs: c.Addrs(), Nodes: procs(c)})
 	waitApplied(t, events, 1)
 	if err := redistest.Ping(addr, 300*time.Millisecond); !timedOut(err) {
 		t.Errorf("PING to a paused node: %v, want a timeout", err)
@@ -191,8 +193,8 @@ func TestPauseResume(t *testing.T) {
 	if c.Nodes[0].Paused() {
 		t.Error("node 0 still paused")
 	}
-	if len(log) != 1 || log[0].EndedS < 1 {
-		t.Errorf("log = %+v, want one pause lifted after 1s", log)
+	if len(log) != 1 || log[0].EndedS < 3 {
+		t.Errorf("log = %+v, want one pause lifted after 3s", log)
 	}
 }
 
@@ -268,7 +270,9 @@ func TestCutHeal(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	done, events := startRun(t, context.Background(), mustParse(t, "cut:1@0s+1s"), Config{Addrs: c.Addrs(), Nodes: procs(c), Proxies: px})
+	// Three seconds: the four PINGs below must be done inside the cut,
+	// which leaves 2.4s for this goroutine to run late after it began.
+	done, events := startRun(t, context.Background(), mustParse(t, "cut:1@0s+3s"), Config{Addrs: c.Addrs(), Nodes: procs(c), Proxies: px})
 	waitApplied(t, events, 1)
 	// A partition drops: the client waits out its own timeout, no reset.
 	if err := open.ping(300 * time.Millisecond); !timedOut(err) {
@@ -538,7 +542,9 @@ func TestProxiesUnderTraffic(t *testing.T) {
 
 func TestKillThenRestart(t *testing.T) {
 	c := redistest.StartT(t, 3)
-	done, events := startRun(t, context.Background(), mustParse(t, "kill:2@0s,restart:2@500ms"), Config{Addrs: c.Addrs(), Nodes: procs(c)})
+	// The restart 3s after the kill: the PING below must come between
+	// them, which leaves 2.8s for this goroutine to run late.
+	done, events := startRun(t, context.Background(), mustParse(t, "kill:2@0s,restart:2@3s"), Config{Addrs: c.Addrs(), Nodes: procs(c)})
 	if e := <-events; e.Action != string(Kill) || !e.Ended {
 		t.Fatalf("first event %+v, want the kill", e)
 	}

@@ -270,8 +270,9 @@ func TestCutHeal(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Three seconds: the four PINGs below must be done inside the cut,
-	// which leaves 2.4s for this goroutine to run late after it began.
+	// Three seconds: the two PINGs through the cut proxy below must time
+	// out inside the cut, which leaves 2.4s for this goroutine to run
+	// late after it began.
 	done, events := startRun(t, context.Background(), mustParse(t, "cut:1@0s+3s"), Config{Addrs: c.Addrs(), Nodes: procs(c), Proxies: px})
 	waitApplied(t, events, 1)
 	// A partition drops: the client waits out its own timeout, no reset.

@@ -936,9 +936,15 @@ func TestQuarantineSpeaksExecFlags(t *testing.T) {
 // the command.
 func TestWaitThroughQuarantine(t *testing.T) {
 	t.Parallel()
+	begun := time.Now()
 	c := redistest.StartT(t, 3)
-	status, stdout, stderr := runRedlock(t, "exec", "--masters", strings.Join(c.Addrs(), ","), "--ttl", "3s", "--wait", "15s",
-		"fresh", "--", "echo", "ran")
+	// Started moments ago means younger than the TTL when redlock asks: a
+	// TTL of the time the masters took to start (seconds on a loaded
+	// machine) and 3 s more for redlock to start and ask; the wait covers
+	// it with 10 s to spare.
+	ttl := time.Since(begun).Truncate(time.Second) + 3*time.Second
+	status, stdout, stderr := runRedlock(t, "exec", "--masters", strings.Join(c.Addrs(), ","), "--ttl", ttl.String(),
+		"--wait", (ttl + 10*time.Second).String(), "fresh", "--", "echo", "ran")
 	if status != 0 || stdout != "ran\n" {
 		t.Errorf("status %d, stdout %q; want 0 and the command's output; stderr %q", status, stdout, stderr)
 	}

@@ -134,22 +134,26 @@ func listCommand(args []string, stdout, stderr io.Writer) error {
 func listError(ctx context.Context, o *listOptions, err error) error {
 	// One line: the engine joins the masters' failures with newlines.
 	text := strings.ReplaceAll(engineText(err), "\n", "; ")
+	// The engine's walk errors begin "list PREFIX:" already.
+	if !strings.HasPrefix(text, "list ") {
+		text = "list: " + text
+	}
 	switch {
 	case errors.Is(err, engine.ErrNoQuorum), errors.Is(err, engine.ErrIncomplete):
-		return statusErrorf(exitUnavailable, "list: %s", text)
+		return statusErrorf(exitUnavailable, "%s", text)
 	case errors.Is(err, engine.ErrBadCursor):
 		return usageErrorf("list: --cursor: %s", engineText(err))
 	case ctx.Err() != nil:
 		return statusErrorf(exitUnavailable, "list: the masters' walk did not end within --timeout %s", shortDuration(o.timeout))
 	default:
-		return statusErrorf(exitSoftware, "list: %s", text)
+		return statusErrorf(exitSoftware, "%s", text)
 	}
 }
 
 // jsonError is the "error" member that ends a --json listing the walk's
-// failure err cut short: the message stderr shows, less "list: ".
+// failure err cut short: the message stderr shows after "redlock: ".
 func jsonError(err error) string {
-	return `,"error":` + jsonString(strings.TrimPrefix(err.Error(), "list: "))
+	return `,"error":` + jsonString(err.Error())
 }
 
 // listStream prints the names as the walk finds them, a few at a time

@@ -86,10 +86,10 @@ func TestListJSONFailureStaysJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &page); err != nil {
 		t.Fatalf("stdout is not one JSON object: %v\nits end: %q", err, stdout[max(0, len(stdout)-200):])
 	}
-	msg, _ := strings.CutPrefix(stderr.String(), "redlock: list: ")
+	msg, _ := strings.CutPrefix(stderr.String(), "redlock: ")
 	msg, _ = strings.CutSuffix(msg, "\n")
-	if status != exitUnavailable || !strings.Contains(msg, "no quorum") || strings.Contains(msg, "\n") {
-		t.Errorf("status %d, stderr %q; want %d, no quorum, on one line", status, stderr.String(), exitUnavailable)
+	if status != exitUnavailable || !strings.HasPrefix(msg, `list "lf:": `) || !strings.Contains(msg, "no quorum") || strings.Contains(msg, "\n") {
+		t.Errorf("status %d, stderr %q; want %d, `list \"lf:\": ` once, no quorum, on one line", status, stderr.String(), exitUnavailable)
 	}
 	if len(page.Names) == 0 || len(page.Names) >= listNames || page.More == nil || *page.More ||
 		page.Cursor == "" || page.Error != msg {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -442,19 +444,24 @@ func TestClusterVotesKeyEachNameApart(t *testing.T) {
 }
 
 // Close leaves no connection open on any node of any cluster: none of
-// the connections the Locker dialed is in a node's CLIENT LIST.
+// the connections the Locker dialed is in the CLIENT LIST of the node it
+// was dialed to. (Other tests' clients of the shared clusters are in the
+// lists too, and one to another node may have the local port of one of
+// ours: the kernel picks a connection's port per destination.)
 func TestClusterVotesCloseLeavesNoConnections(t *testing.T) {
 	t.Parallel()
 	e := sharedClusters(t)
 	var mu sync.Mutex
-	dialed := map[string]string{} // the connections' local addresses: the node's address
+	// The connections, as {the node's address, the local address}: two
+	// to different nodes may share a local port.
+	dialed := map[[2]string]bool{}
 	l := e.locker(func(c *engine.Config) {
 		c.Conn.DialContext = func(ctx context.Context, addr string) (net.Conn, error) {
 			var d net.Dialer
 			conn, err := d.DialContext(ctx, "tcp", addr)
 			if err == nil {
 				mu.Lock()
-				dialed[conn.LocalAddr().String()] = addr
+				dialed[[2]string{addr, conn.LocalAddr().String()}] = true
 				mu.Unlock()
 			}
 			return conn, err
@@ -483,6 +490,19 @@ func TestClusterVotesCloseLeavesNoConnections(t *testing.T) {
 	if len(dialed) == 0 {
 		t.Fatal("the Locker dialed nothing: the test proves nothing")
 	}
+	// Every address dialed is a node's, as the nodes name themselves, so
+	// that each connection is looked for in the list where it would be.
+	nodes := map[string]bool{}
+	for _, c := range e.clusters {
+		for _, n := range c.Nodes() {
+			nodes[n.Addr()] = true
+		}
+	}
+	for c := range dialed {
+		if !nodes[c[0]] {
+			t.Fatalf("set-up: the Locker dialed %s, which is none of the clusters' nodes %v", c[0], slices.Sorted(maps.Keys(nodes)))
+		}
+	}
 	// A closed connection leaves the node's list once the node reads the
 	// close.
 	eventually(t, 30*time.Second, "none of the Locker's connections on any node", func() bool {
@@ -494,7 +514,7 @@ func TestClusterVotesCloseLeavesNoConnections(t *testing.T) {
 				}
 				for _, line := range strings.Split(list, "\n") {
 					for _, f := range strings.Fields(line) {
-						if a, ok := strings.CutPrefix(f, "addr="); ok && dialed[a] != "" {
+						if a, ok := strings.CutPrefix(f, "addr="); ok && dialed[[2]string{n.Addr(), a}] {
 							return false
 						}
 					}

@@ -16,8 +16,8 @@ func ExampleConfig_autoExtend() {
 	ctx := context.Background()
 	cfg := engine.DefaultConfig(exampleMasters...)
 	cfg.Quarantine = engine.QuarantineObserved // fresh test masters, see Example
-	cfg.TTL = 600 * time.Millisecond
-	cfg.NodeTimeout = 250 * time.Millisecond // a busy test machine, see Example; under TTL/2
+	cfg.TTL = 2 * time.Second
+	cfg.NodeTimeout = 900 * time.Millisecond // a busy test machine, see Example; under TTL/2
 	cfg.AutoExtend = true                    // every TTL/3 by default
 	locker, err := engine.New(ctx, cfg)
 	if err != nil {
@@ -31,7 +31,7 @@ func ExampleConfig_autoExtend() {
 	}
 	defer lease.Release(context.Background())
 
-	work := time.After(1500 * time.Millisecond) // longer than the TTL
+	work := time.After(3 * time.Second) // longer than the TTL
 	select {
 	case <-lease.Done():
 		fmt.Println("lock lost, stopping:", lease.Err())
@@ -107,6 +107,7 @@ func ExampleLease_WithContext() {
 	ctx := context.Background()
 	cfg := engine.DefaultConfig(exampleMasters...)
 	cfg.Quarantine = engine.QuarantineObserved // fresh test masters, see Example
+	cfg.NodeTimeout = time.Second              // a busy test machine, see Example
 	locker, err := engine.New(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)

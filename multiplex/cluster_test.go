@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/redlock-bench/redlock/internal/addrcheck"
 	"github.com/redlock-bench/redlock/internal/keyslot"
@@ -30,7 +29,7 @@ func TestClusterVoteRoutesBySlot(t *testing.T) {
 	cl := redistest.StartClustersT(t, 1, redistest.ClusterOptions{Shards: 3})[0]
 	masters := redistest.StartT(t, 2)
 	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: masters.Addrs(), Clusters: [][]string{cl.Seeds()[:1]},
-		Quarantine: quarantine.Off, NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{add, both, count}})
+		Quarantine: quarantine.Off, NodeTimeout: patientTimeout, DialTimeout: patientTimeout, Scripts: []*multiplex.Script{add, both, count}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +109,7 @@ func TestCoalesceAcrossSlotsControl(t *testing.T) {
 	cl := redistest.StartClustersT(t, 1, redistest.ClusterOptions{Shards: 3})[0]
 	defer mutation.CoalesceAcrossSlots.Set(true)()
 	p, err := multiplex.Dial(context.Background(), multiplex.Options{Clusters: [][]string{cl.Seeds()},
-		Quarantine: quarantine.Off, NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{add}})
+		Quarantine: quarantine.Off, NodeTimeout: patientTimeout, DialTimeout: patientTimeout, Scripts: []*multiplex.Script{add}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +165,7 @@ func TestClusterVoteIndependence(t *testing.T) {
 			[]string{master.Addrs()[0], "not in cluster mode"}},
 	} {
 		p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: tc.addrs, Clusters: tc.clusters,
-			Quarantine: quarantine.Off, DialTimeout: 2 * time.Second})
+			Quarantine: quarantine.Off, DialTimeout: patientTimeout})
 		if err == nil {
 			p.Close()
 			t.Errorf("%s: Dial accepted it", tc.name)

@@ -358,7 +358,7 @@ end
 return s`).CoalesceKeys()
 	cl := redistest.StartClustersT(t, 1, redistest.ClusterOptions{Shards: 3})[0]
 	p, err := multiplex.Dial(context.Background(), multiplex.Options{Clusters: [][]string{cl.Seeds()},
-		Quarantine: quarantine.Off, NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{incrAll}})
+		Quarantine: quarantine.Off, NodeTimeout: patientTimeout, DialTimeout: patientTimeout, Scripts: []*multiplex.Script{incrAll}})
 	if err != nil {
 		t.Fatal(err)
 	}

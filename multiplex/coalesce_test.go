@@ -30,7 +30,7 @@ return KEYS[1] .. "=" .. ARGV[1]`).Coalesce()
 		t.Fatal(err)
 	}
 	p, err := multiplex.Dial(context.Background(), multiplex.Options{Addrs: c.Addrs(), Quarantine: quarantine.Off,
-		NodeTimeout: 2 * time.Second, Scripts: []*multiplex.Script{add, echo}})
+		NodeTimeout: patientTimeout, Scripts: []*multiplex.Script{add, echo}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func TestDialContextOpensEveryConnection(t *testing.T) {
 	c := redistest.StartT(t, 3)
 	var d countingDialer
 	p, err := multiplex.Dial(context.Background(), multiplex.Options{
-		Addrs: c.Addrs(), Quarantine: quarantine.Observed, MaxTTL: time.Minute,
+		Addrs: c.Addrs(), Quarantine: quarantine.Observed, MaxTTL: time.Minute, NodeTimeout: patientTimeout,
 		Scripts: []*multiplex.Script{incrScript}, DialContext: d.DialContext,
 	})
 	if err != nil {

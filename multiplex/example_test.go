@@ -45,6 +45,10 @@ func Example() {
 		// out of the vote until it is MaxTTL old.
 		Quarantine: quarantine.Observed,
 		MaxTTL:     10 * time.Second,
+		// WaitAll below waits for every master up to the node timeout:
+		// far past a round trip here, so that a busy host cannot turn a
+		// slow yes into a timeout and change the counts printed.
+		NodeTimeout: 30 * time.Second,
 	})
 	if err != nil {
 		log.Fatal(err)

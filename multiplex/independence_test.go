@@ -225,7 +225,7 @@ func TestLateDependentNodeIsKeptOut(t *testing.T) {
 	fwd := startForwarder(t, redistest.DeadAddr(t))
 	addrs := []string{c.Nodes[0].Addr(), c.Nodes[1].Addr(), fwd.Addr()}
 	p, err := multiplex.Dial(context.Background(), multiplex.Tuned(multiplex.Options{Addrs: addrs, Quarantine: quarantine.Off,
-		DialTimeout: time.Second, NodeTimeout: time.Second}, 20*time.Millisecond, 0, 0))
+		DialTimeout: patientTimeout, NodeTimeout: patientTimeout}, 20*time.Millisecond, 0, 0))
 	if err != nil {
 		t.Fatalf("Dial with node 2 down: %v", err)
 	}
@@ -290,7 +290,7 @@ func TestAddressMovedToLongRunningServerIsQuarantined(t *testing.T) {
 			fwd := startForwarder(t, c.Nodes[0].Addr())
 			p, err := multiplex.Dial(context.Background(), multiplex.Options{
 				Addrs: []string{fwd.Addr(), c.Nodes[2].Addr(), c.Nodes[3].Addr()}, Quarantine: policy, MaxTTL: maxTTL,
-				NodeTimeout: time.Second,
+				NodeTimeout: patientTimeout,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -321,8 +321,11 @@ func TestAddressMovedToLongRunningServerIsQuarantined(t *testing.T) {
 					}
 					break
 				}
-				if time.Since(moved) > maxTTL {
-					t.Fatalf("no quarantined vote within MaxTTL of the move: last %+v", v)
+				// The event: the client redials through the moved address.
+				// How long that takes is the host's; the quarantine then
+				// runs a full MaxTTL from it, checked below.
+				if time.Since(moved) > time.Minute {
+					t.Fatalf("no quarantined vote within a minute of the move: last %+v", v)
 				}
 				time.Sleep(10 * time.Millisecond)
 			}

@@ -25,7 +25,7 @@ func TestLaunchOnATakenPortFails(t *testing.T) {
 	n := &Node{opts: o, Dir: t.TempDir(), Port: other.Nodes[0].Port}
 	err = n.launch(ctx)
 	if err == nil {
-		n.Kill()
+		n.stop()
 		t.Fatalf("a server launched on %s, which another server holds, was taken for started", n.Addr())
 	}
 	if !strings.Contains(err.Error(), "exited at start") {

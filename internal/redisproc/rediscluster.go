@@ -344,7 +344,7 @@ func (c *RedisCluster) Primary(ctx context.Context, s int) *Node {
 func (c *RedisCluster) Stop() error {
 	var errs []error
 	for _, n := range c.Nodes() {
-		if err := n.Kill(); err != nil {
+		if err := n.stop(); err != nil {
 			errs = append(errs, err)
 		}
 	}

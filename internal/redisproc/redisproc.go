@@ -120,6 +120,9 @@ type Node struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	paused bool
+	// held are sockets bound to the node's ports while Kill keeps it
+	// down (see holdPorts).
+	held []int
 }
 
 // Start launches n servers, each on a free port in its own directory under a
@@ -170,7 +173,7 @@ func (c *Cluster) Addrs() []string {
 func (c *Cluster) Stop() error {
 	var errs []error
 	for _, n := range c.Nodes {
-		if err := n.Kill(); err != nil {
+		if err := n.stop(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -330,18 +333,19 @@ func (n *Node) launch(ctx context.Context) error {
 	deadline := time.Now().Add(n.opts.StartTimeout)
 	for {
 		if err := n.Conn().Ping(n.Addr(), 200*time.Millisecond); err == nil && n.ours(cmd.Process.Pid) {
+			n.release()
 			return nil
 		}
 		select {
 		case <-exited:
 			return fmt.Errorf("redisproc: redis-server on %s exited at start: %s", n.Addr(), n.logTail())
 		case <-ctx.Done():
-			n.Kill()
+			n.kill()
 			return fmt.Errorf("redisproc: start %s: %w", n.Addr(), ctx.Err())
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			n.Kill()
+			n.kill()
 			return fmt.Errorf("redisproc: %s did not answer PING within %s", n.Addr(), n.opts.StartTimeout)
 		}
 	}
@@ -360,8 +364,70 @@ func (n *Node) logTail() string {
 }
 
 // Kill sends SIGKILL and waits for the process to exit. Killing a node that
-// is not running is not an error.
+// is not running is not an error. Until Restart or Stop the node's ports
+// stay its own: a connection is refused, as by a stopped server, and no
+// other server can be given them (see holdPorts).
 func (n *Node) Kill() error {
+	if err := n.kill(); err != nil {
+		return err
+	}
+	n.holdPorts()
+	return nil
+}
+
+// stop kills the node for good: its ports go back to the kernel.
+func (n *Node) stop() error {
+	err := n.kill()
+	n.release()
+	return err
+}
+
+// holdPorts binds the ports of a node that was started and is now down,
+// without listening, so that they stay the node's until it starts again.
+// A port merely left free could be handed by the kernel to a server
+// another test starts meanwhile (its port picker avoids only ports in
+// use), and a client that redials the address would then find a live
+// master where the test killed one, and Restart could not bind it. With
+// SO_REUSEADDR on both sides the node's own server binds and listens on
+// it over the held socket, which leaves when it answers. If the port is
+// already taken, nothing is held.
+func (n *Node) holdPorts() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.held != nil {
+		return
+	}
+	ip := net.ParseIP(n.opts.Host).To4()
+	for _, port := range []int{n.Port, n.BusPort} {
+		if port == 0 {
+			continue
+		}
+		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		sa := &syscall.SockaddrInet4{Port: port}
+		copy(sa.Addr[:], ip)
+		if syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1) != nil || syscall.Bind(fd, sa) != nil {
+			syscall.Close(fd)
+			continue
+		}
+		n.held = append(n.held, fd)
+	}
+}
+
+// release gives back the ports holdPorts bound.
+func (n *Node) release() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, fd := range n.held {
+		syscall.Close(fd)
+	}
+	n.held = nil
+}
+
+// kill sends SIGKILL and waits for the process to exit.
+func (n *Node) kill() error {
 	n.mu.Lock()
 	cmd, exited := n.cmd, n.exited
 	n.mu.Unlock()

@@ -495,7 +495,7 @@ func (g *SentinelGroup) awaitUntil(ctx context.Context, deadline time.Time, what
 func (g *SentinelGroup) Stop() error {
 	var errs []error
 	for _, n := range append(append([]*Node(nil), g.Sentinels...), g.Data...) {
-		if err := n.Kill(); err != nil {
+		if err := n.stop(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -481,7 +481,11 @@ func fenceOf(r masterRead, j int) int64 {
 // or when the resource it guards checks fencing tokens, which keep a
 // stale holder's writes out whoever holds the value. Two processes that
 // both Extend and Release one lease see each other's effects: a Release
-// by one ends the lock for both.
+// by one ends the lock for both. Readers of one Locker share an entry
+// (see RWMutex), and a reader's value is that entry's: a Release
+// of it resumed elsewhere ends the read lock of every reader sharing it.
+// Hand on a reader from a Locker with Config.Wait.DisableGate set, where
+// each reader has its own entry.
 func (l *Locker) Resume(ctx context.Context, resource, value string, token int64) (*Lease, error) {
 	if err := l.checkResource("resume", resource); err != nil {
 		return nil, err

@@ -558,6 +558,9 @@ func TestInterruptWhileWaiting(t *testing.T) {
 	t.Parallel()
 	holder := start(t, exec1("waiting", "--", "sh", "-c", `echo ready; sleep 300`)...)
 	holder.waitOutput(t, "ready")
+	// The holder's acquire returned at a quorum: were its last SET still
+	// on its way, the waiter could take that master first.
+	waitFor(t, "the holder's key on every master", func() bool { return keys(t, "waiting") == len(masters) })
 	waiter := start(t, exec1("--wait", "20s", "waiting", "--", "sh", "-c", "echo must-not-run")...)
 	waitFor(t, "the waiter queued", func() bool { return keys(t, "\xffredlock:queue:waiting") == len(masters) })
 	waiter.cmd.Process.Signal(syscall.SIGINT)

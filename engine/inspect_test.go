@@ -90,6 +90,10 @@ func TestResumeAndUnlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Unlock must release on every master: the last SET may still be on
+	// its way (TryLock returns at a quorum), on a's connection, which b's
+	// deletes could overtake.
+	awaitOnAll(t, e, "u", le2.Value())
 	u, err := b.Unlock(ctx, "u", "wrong")
 	if !errors.Is(err, engine.ErrNotHeld) || u.Released != 0 {
 		t.Fatalf("Unlock with a wrong value: %+v, %v", u, err)

@@ -81,7 +81,7 @@ func TestRWShareNoJoinAfterUnlock(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
 	ctx := context.Background()
-	cfg := func(c *engine.Config) { c.TTL, c.MaxTTL = time.Minute, time.Minute }
+	cfg := func(c *engine.Config) { c.TTL, c.MaxTTL = time.Minute, time.Minute; patient(c) }
 	a, b := e.locker(cfg), e.locker(cfg)
 	m, wm := rwMutex(t, a, "share-unlock"), rwMutex(t, b, "share-unlock")
 	stuck := mustRLock(t, m, false)

@@ -190,7 +190,7 @@ func TestRemoteValidityKeepsReadWriteLeases(t *testing.T) {
 		key, value := engine.LeaseKeys(le)[0], engine.LeaseValue(le)
 		// The acquire returned at quorum: the entry may still be on its
 		// way to the last masters.
-		eventually(t, 5*time.Second, "the entry on every master", func() bool {
+		eventually(t, 30*time.Second, "the entry on every master", func() bool {
 			return e.entries(key, value) == 5
 		})
 

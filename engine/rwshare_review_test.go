@@ -86,7 +86,7 @@ func TestRWShareNoJoinAfterUnlock(t *testing.T) {
 	m, wm := rwMutex(t, a, "share-unlock"), rwMutex(t, b, "share-unlock")
 	stuck := mustRLock(t, m, false)
 	key, value := engine.LeaseKeys(stuck)[0], stuck.Value()
-	eventually(t, 5*time.Second, "the entry on every master", func() bool { return e.entries(key, value) == 5 })
+	eventually(t, 30*time.Second, "the entry on every master", func() bool { return e.entries(key, value) == 5 })
 	u, err := b.Unlock(ctx, "share-unlock", value)
 	if err != nil || u.Released != 5 {
 		t.Fatalf("Unlock: %+v, %v", u, err)

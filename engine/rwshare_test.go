@@ -73,7 +73,7 @@ func TestRWShareJoinAndRelease(t *testing.T) {
 	m, wm := rwMutex(t, l, "share-join"), rwMutex(t, other, "share-join")
 	r1 := mustRLock(t, m, false)
 	key, value := engine.LeaseKeys(r1)[0], engine.LeaseValue(r1)
-	eventually(t, 5*time.Second, "the entry on every master", func() bool { return e.entries(key, value) == 5 })
+	eventually(t, 30*time.Second, "the entry on every master", func() bool { return e.entries(key, value) == 5 })
 	r2, r3 := mustRLock(t, m, false), mustRLock(t, m, true)
 	for i, r := range []*engine.Lease{r2, r3} {
 		if engine.LeaseValue(r) != value {
@@ -112,7 +112,7 @@ func TestRWShareJoinAndRelease(t *testing.T) {
 	if err := r3.Release(ctx); err != nil {
 		t.Fatalf("last release: %v", err)
 	}
-	eventually(t, 5*time.Second, "the entry off every master", func() bool { return e.entries(key, value) == 0 })
+	eventually(t, 30*time.Second, "the entry off every master", func() bool { return e.entries(key, value) == 0 })
 	w, err := wm.TryLock(ctx)
 	if err != nil {
 		t.Fatalf("writer after the last release: %v", err)
@@ -155,7 +155,7 @@ func TestRWShareLost(t *testing.T) {
 	if engine.LeaseValue(r2) != value {
 		t.Fatal("the second reader did not join")
 	}
-	eventually(t, 5*time.Second, "the entry on every master", func() bool { return e.entries(key, value) == 5 })
+	eventually(t, 30*time.Second, "the entry on every master", func() bool { return e.entries(key, value) == 5 })
 	done := r2.Done()
 	for i := range 3 {
 		rwLossKinds[0].drop(e, i, r1, key)

@@ -62,7 +62,7 @@ func TestResumeAndUnlock(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
 	ctx := context.Background()
-	a, b := e.locker(patient), e.locker(patientDownTo(8*time.Second)) // b extends to 8 s
+	a, b := e.locker(patient), e.locker(patient)
 	le, err := a.TryLock(ctx, "r")
 	if err != nil {
 		t.Fatal(err)
@@ -386,7 +386,7 @@ func TestResumeAndUnlockKinds(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
 	ctx := context.Background()
-	a, b := e.locker(patient), e.locker(patientDownTo(5*time.Second)) // b extends to 5 s
+	a, b := e.locker(patient), e.locker(patient)
 	s, err := a.Semaphore("ks", 1)
 	if err != nil {
 		t.Fatal(err)

@@ -353,6 +353,20 @@ func (e *clusterEnv) otherSlot(name, base string) string {
 	return b
 }
 
+// sameShard reports whether keys a and b are served by one shard in any
+// of the env's clusters.
+func (e *clusterEnv) sameShard(a, b string) bool {
+	sa, sb := int(keyslot.KeySlot(a)), int(keyslot.KeySlot(b))
+	for _, c := range e.clusters {
+		for _, sh := range c.Shards {
+			if sh.First <= sa && sa <= sh.Last && sh.First <= sb && sb <= sh.Last {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // do sends a command whose first argument is its key to cluster i,
 // through its cluster client.
 func (e *clusterEnv) do(i int, args ...string) {

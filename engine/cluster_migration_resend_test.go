@@ -160,18 +160,25 @@ func TestClusterMigrationReleaseSkipsTheRefusingVote(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := func() int { return scriptsSeen(t, from.Addr()) + scriptsSeen(t, to.Addr()) }
-	before := seen()
+	beforeTo := scriptsSeen(t, to.Addr())
 	held, err := a.TryLock(ctx, "mnr")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The masters' quorum decides; the cluster's refusal may come after.
-	eventually(t, 30*time.Second, "the cluster's refusal of the acquire", func() bool { return seen() > before })
+	// The masters' quorum decides; the cluster's refusals may come after.
+	// Two rounds go to every vote: the acquire and the fence round (which
+	// returns at the masters' quorum too). Each goes to the source, which
+	// sends it on (ASK), then to the target, which refuses it (TRYAGAIN):
+	// the target's count ends each round, and one refusal there may be
+	// the acquire's alone, with the fence round's two hops to come.
+	eventually(t, 30*time.Second, "the cluster's refusals of the acquire and of the fence round", func() bool {
+		return scriptsSeen(t, to.Addr())-beforeTo >= 2
+	})
 	// The source sends on (ASK) a command for a key it does not have.
 	if out, err := redistest.Do(from.Addr(), 5*time.Second, "EXISTS", key); err == nil || !strings.HasPrefix(err.Error(), "ASK") {
 		t.Fatalf("EXISTS on the source: %q, %v; want ASK, the lock nowhere on the cluster", out, err)
 	}
-	before = seen()
+	before := seen()
 	if err := held.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}

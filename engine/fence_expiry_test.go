@@ -397,7 +397,7 @@ func TestFenceCounterOutlivesAnExtendedKey(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, 3)
-			l := e.locker(func(c *engine.Config) { c.Fencing = true })
+			l := e.locker(func(c *engine.Config) { c.Fencing = true; patient(c) })
 			ctx := context.Background()
 			le, err := k.take(ctx, l, "held")
 			if err != nil {

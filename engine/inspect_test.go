@@ -19,7 +19,11 @@ func TestInspectMutex(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
 	ctx := context.Background()
-	l := e.locker(func(c *engine.Config) { c.Fencing = true; c.Owner = "host=a pid=1" })
+	l := e.locker(func(c *engine.Config) {
+		c.Fencing = true
+		c.Owner = "host=a pid=1"
+		patientDownTo(5 * time.Second)(c) // for the WithTTL below
+	})
 	le, err := l.TryLock(ctx, "m", engine.WithTTL(5*time.Second), engine.WithOwner("host=b.example pid=2 req=x+y%"))
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +62,7 @@ func TestResumeAndUnlock(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
 	ctx := context.Background()
-	a, b := e.locker(nil), e.locker(nil)
+	a, b := e.locker(patient), e.locker(patient)
 	le, err := a.TryLock(ctx, "r")
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +94,10 @@ func TestResumeAndUnlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Unlock must release on every master: the last SET may still be on
+	// its way (TryLock returns at a quorum), on a's connection, which b's
+	// deletes could overtake.
+	awaitOnAll(t, e, "u", le2.Value())
 	u, err := b.Unlock(ctx, "u", "wrong")
 	if !errors.Is(err, engine.ErrNotHeld) || u.Released != 0 {
 		t.Fatalf("Unlock with a wrong value: %+v, %v", u, err)
@@ -112,7 +120,7 @@ func TestList(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
 	ctx := context.Background()
-	l := e.locker(func(c *engine.Config) { c.Fencing = true })
+	l := e.locker(func(c *engine.Config) { c.Fencing = true; patient(c) })
 	for _, n := range []string{"job:a", "job:b", "other"} {
 		if _, err := l.TryLock(ctx, n); err != nil {
 			t.Fatal(err)
@@ -161,7 +169,7 @@ func TestInspectKinds(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
 	ctx := context.Background()
-	l := e.locker(nil)
+	l := e.locker(patientDownTo(3 * time.Second)) // for p2's WithTTL
 	s, err := l.Semaphore("sem", 3)
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +212,7 @@ func TestInspectKinds(t *testing.T) {
 	if _, err := m.TryRLock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	other := e.locker(nil)
+	other := e.locker(patient)
 	om, err := other.RWMutex("rw")
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +250,7 @@ func TestInspectDisagreement(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
 	ctx := context.Background()
-	l := e.locker(func(c *engine.Config) { c.DisableTracking = true })
+	l := e.locker(func(c *engine.Config) { c.DisableTracking = true; patient(c) })
 	le, err := l.TryLock(ctx, "d")
 	if err != nil {
 		t.Fatal(err)
@@ -275,13 +283,14 @@ func TestUnlockWakesWaiter(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
 	ctx := context.Background()
-	holder := e.locker(nil)
+	holder := e.locker(patient)
 	// A fallback far beyond the test's life: only a notification wakes.
 	waiter := e.locker(func(c *engine.Config) {
 		c.Wait.FallbackMin, c.Wait.FallbackMax = time.Hour, time.Hour
 		c.TTL = time.Hour
+		patient(c)
 	})
-	operator := e.locker(nil)
+	operator := e.locker(patient)
 	le, err := holder.TryLock(ctx, "stuck", engine.WithOwner("host=h pid=9"))
 	if err != nil {
 		t.Fatal(err)
@@ -381,7 +390,7 @@ func TestResumeAndUnlockKinds(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
 	ctx := context.Background()
-	a, b := e.locker(nil), e.locker(nil)
+	a, b := e.locker(patient), e.locker(patient)
 	s, err := a.Semaphore("ks", 1)
 	if err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ func TestWalkQuorumOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
 	ctx := context.Background()
-	l := e.locker(nil)
+	l := e.locker(patient)
 	const batch, perSet = 8, 40
 	var peak maxOf
 	l.SetListBatch(batch, peak.see)
@@ -134,7 +134,7 @@ func TestWalkStopsEarly(t *testing.T) {
 	t.Parallel()
 	e := ownEnv(t, 3)
 	ctx := context.Background()
-	l := e.locker(nil)
+	l := e.locker(patient)
 	l.SetListBatch(8, nil)
 	const n = 5000
 	e.setNames(n, func(i int) string { return "s:" + strconv.Itoa(i) }, func(int) uint { return 0b111 })
@@ -184,7 +184,7 @@ func TestWalkMasterDown(t *testing.T) {
 	t.Parallel()
 	e := ownEnv(t, 3)
 	ctx := context.Background()
-	l := e.locker(nil)
+	l := e.locker(patient)
 	l.SetListBatch(8, nil)
 	const n = 300
 	name := func(i int) string { return "d:" + strconv.Itoa(i) }
@@ -234,7 +234,7 @@ func TestWalkRepeatedKeys(t *testing.T) {
 	t.Parallel()
 	e := ownEnv(t, 3)
 	ctx := context.Background()
-	l := e.locker(nil)
+	l := e.locker(patient)
 	l.SetListBatch(8, nil)
 	var mu sync.Mutex
 	prev := map[int][]string{}
@@ -270,7 +270,7 @@ func TestWalkNameOfTwoKinds(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
 	ctx := context.Background()
-	l := e.locker(nil)
+	l := e.locker(patient)
 	e.setNames(1, func(int) string { return "t:both" }, func(int) uint { return 0b111 })
 	for _, name := range []string{"t:both", "t:sem"} {
 		s, err := l.Semaphore(name, 2)
@@ -306,7 +306,7 @@ func TestWalkAskFailsOnce(t *testing.T) {
 	t.Parallel()
 	e := ownEnv(t, 3)
 	ctx := context.Background()
-	l := e.locker(nil)
+	l := e.locker(patient)
 	const batch, n = 8, 300
 	l.SetListBatch(batch, nil)
 	var asked atomic.Int64
@@ -349,7 +349,7 @@ func TestWalkResume(t *testing.T) {
 	t.Parallel()
 	e := ownEnv(t, 3)
 	ctx := context.Background()
-	l := e.locker(nil)
+	l := e.locker(patient)
 	l.SetListBatch(8, nil)
 	const n, page = 800, 37
 	name := func(i int) string { return "r:" + strconv.Itoa(i) }
@@ -410,7 +410,7 @@ func TestWalkAskedMasterFails(t *testing.T) {
 	on := func(i int) uint { return []uint{0b011, 0b110, 0b101, 0b111}[i%4] }
 	e.setNames(n, name, on)
 	for _, always := range []bool{false, true} {
-		l := e.locker(nil)
+		l := e.locker(patient)
 		l.SetListBatch(8, nil)
 		var asked atomic.Int64
 		l.SetListAsk(func(j int) error {

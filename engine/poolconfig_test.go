@@ -33,6 +33,13 @@ func (e *env) steady(mutate func(*engine.Config)) func(*engine.Config) {
 // Tests that time rounds run in virtual time instead.
 func patient(c *engine.Config) { c.NodeTimeout = c.TTL/2 - time.Millisecond }
 
+// patientDownTo is patient for a Locker that takes leases as short as
+// ttl (WithTTL, which must exceed twice the node timeout): the longest
+// node timeout such a lease allows.
+func patientDownTo(ttl time.Duration) func(*engine.Config) {
+	return func(c *engine.Config) { c.NodeTimeout = ttl/2 - time.Millisecond }
+}
+
 // everyVoteAnswered is patient, with a dial timeout (30 s) that only a
 // master that cannot answer reaches, for Lockers that dial while the
 // machine is loaded.

@@ -29,6 +29,9 @@ func TestRemoteValidity(t *testing.T) {
 		}
 		l := k.locker(e, func(c *engine.Config) { c.DisableTracking = true })
 		le := k.take(t, l, "remote:"+k.name)
+		// The acquire returned at a quorum: a SET still on its way would
+		// land after the changes below and undo them.
+		awaitAnswered(t, le)
 		keys := engine.LeaseKeys(le)
 
 		v, err := le.RemoteValidity(ctx)
@@ -150,11 +153,11 @@ func TestRemoteValidityOfEndedLeases(t *testing.T) {
 func TestRemoteValidityKeepsReadWriteLeases(t *testing.T) {
 	e := newEnv(t, 5)
 	ctx := context.Background()
-	l := e.locker(func(c *engine.Config) { c.TTL = lossTTL; c.DisableTracking = true })
-	other := e.locker(nil)
+	l := e.locker(func(c *engine.Config) { c.TTL = lossTTL; c.DisableTracking = true; patient(c) })
+	other := e.locker(patient)
 	// The other reader is another Locker's: readers of one Locker share
 	// one entry (see rwshare_test.go), and this test wants two.
-	third := e.locker(nil)
+	third := e.locker(patient)
 	for _, writer := range []bool{false, true} {
 		name, kind := "rv-read", "read lease"
 		if writer {
@@ -187,7 +190,7 @@ func TestRemoteValidityKeepsReadWriteLeases(t *testing.T) {
 		key, value := engine.LeaseKeys(le)[0], engine.LeaseValue(le)
 		// The acquire returned at quorum: the entry may still be on its
 		// way to the last masters.
-		eventually(t, 5*time.Second, "the entry on every master", func() bool {
+		eventually(t, 30*time.Second, "the entry on every master", func() bool {
 			return e.entries(key, value) == 5
 		})
 

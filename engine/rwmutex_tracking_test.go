@@ -20,7 +20,7 @@ import (
 // Another Locker's holder of the other kind is then admitted there.
 func rwEntryExpired(t *testing.T, e *env, writer bool) error {
 	t.Helper()
-	l := e.locker(func(c *engine.Config) { c.TTL = lossTTL })
+	l := e.locker(func(c *engine.Config) { c.TTL = lossTTL; everyVoteAnswered(c) })
 	name := "rw-expired-reader"
 	if writer {
 		name = "rw-expired-writer"
@@ -55,7 +55,7 @@ func rwEntryExpired(t *testing.T, e *env, writer bool) error {
 		}
 	}
 	ended := readsEnded(t, l, from, l.Quorum(), done)
-	other := e.locker(func(c *engine.Config) { c.TTL = lossTTL })
+	other := e.locker(func(c *engine.Config) { c.TTL = lossTTL; patient(c) })
 	om, err := other.RWMutex(name)
 	if err != nil {
 		t.Fatal(err)

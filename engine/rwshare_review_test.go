@@ -81,12 +81,12 @@ func TestRWShareNoJoinAfterUnlock(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
 	ctx := context.Background()
-	cfg := func(c *engine.Config) { c.TTL, c.MaxTTL = time.Minute, time.Minute }
+	cfg := func(c *engine.Config) { c.TTL, c.MaxTTL = time.Minute, time.Minute; patient(c) }
 	a, b := e.locker(cfg), e.locker(cfg)
 	m, wm := rwMutex(t, a, "share-unlock"), rwMutex(t, b, "share-unlock")
 	stuck := mustRLock(t, m, false)
 	key, value := engine.LeaseKeys(stuck)[0], stuck.Value()
-	eventually(t, 5*time.Second, "the entry on every master", func() bool { return e.entries(key, value) == 5 })
+	eventually(t, 30*time.Second, "the entry on every master", func() bool { return e.entries(key, value) == 5 })
 	u, err := b.Unlock(ctx, "share-unlock", value)
 	if err != nil || u.Released != 5 {
 		t.Fatalf("Unlock: %+v, %v", u, err)

@@ -69,11 +69,11 @@ func TestRWShareJoinAndRelease(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
 	ctx := context.Background()
-	l, other := e.locker(nil), e.locker(nil)
+	l, other := e.locker(patient), e.locker(patient)
 	m, wm := rwMutex(t, l, "share-join"), rwMutex(t, other, "share-join")
 	r1 := mustRLock(t, m, false)
 	key, value := engine.LeaseKeys(r1)[0], engine.LeaseValue(r1)
-	eventually(t, 5*time.Second, "the entry on every master", func() bool { return e.entries(key, value) == 5 })
+	eventually(t, 30*time.Second, "the entry on every master", func() bool { return e.entries(key, value) == 5 })
 	r2, r3 := mustRLock(t, m, false), mustRLock(t, m, true)
 	for i, r := range []*engine.Lease{r2, r3} {
 		if engine.LeaseValue(r) != value {
@@ -112,7 +112,7 @@ func TestRWShareJoinAndRelease(t *testing.T) {
 	if err := r3.Release(ctx); err != nil {
 		t.Fatalf("last release: %v", err)
 	}
-	eventually(t, 5*time.Second, "the entry off every master", func() bool { return e.entries(key, value) == 0 })
+	eventually(t, 30*time.Second, "the entry off every master", func() bool { return e.entries(key, value) == 0 })
 	w, err := wm.TryLock(ctx)
 	if err != nil {
 		t.Fatalf("writer after the last release: %v", err)
@@ -130,7 +130,7 @@ func TestRWShareJoinAndRelease(t *testing.T) {
 func TestRWShareOffWithoutGate(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
-	l := e.locker(func(c *engine.Config) { c.Wait.DisableGate = true })
+	l := e.locker(func(c *engine.Config) { c.Wait.DisableGate = true; patient(c) })
 	m := rwMutex(t, l, "share-off")
 	r1, r2 := mustRLock(t, m, false), mustRLock(t, m, false)
 	defer r1.Release(context.Background())
@@ -148,14 +148,14 @@ func TestRWShareLost(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
 	ctx := context.Background()
-	l := e.locker(nil)
+	l := e.locker(patient)
 	m := rwMutex(t, l, "share-lost")
 	r1, r2 := mustRLock(t, m, false), mustRLock(t, m, false)
 	key, value := engine.LeaseKeys(r1)[0], engine.LeaseValue(r1)
 	if engine.LeaseValue(r2) != value {
 		t.Fatal("the second reader did not join")
 	}
-	eventually(t, 5*time.Second, "the entry on every master", func() bool { return e.entries(key, value) == 5 })
+	eventually(t, 30*time.Second, "the entry on every master", func() bool { return e.entries(key, value) == 5 })
 	done := r2.Done()
 	for i := range 3 {
 		rwLossKinds[0].drop(e, i, r1, key)
@@ -270,7 +270,7 @@ func rwShareIntent(t *testing.T, e *env) error {
 	ctx := context.Background()
 	// A TTL that outlasts the test on a loaded machine: were r1 to
 	// expire first, the writer would take the lock and its intent go.
-	cfg := func(c *engine.Config) { c.TTL = time.Minute }
+	cfg := e.steady(func(c *engine.Config) { c.TTL = time.Minute })
 	a, b := e.locker(cfg), e.locker(cfg)
 	m, wm := rwMutex(t, a, "share-intent"), rwMutex(t, b, "share-intent")
 	r1 := mustRLock(t, m, false)
@@ -377,7 +377,7 @@ func TestRWShareFloor(t *testing.T) {
 func TestRWShareClose(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
-	l := e.locker(nil)
+	l := e.locker(patient)
 	m := rwMutex(t, l, "share-close")
 	r1, r2 := mustRLock(t, m, false), mustRLock(t, m, false)
 	l.Close()

@@ -411,7 +411,7 @@ func TestResourceNamesCannotReachTheCounters(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3)
 	x := e.key("x")
-	l := e.locker(func(c *engine.Config) { c.Fencing, c.KeyPrefix = true, "" })
+	l := e.locker(func(c *engine.Config) { c.Fencing, c.KeyPrefix = true, ""; patient(c) })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	le, err := l.Lock(ctx, x)

@@ -380,7 +380,7 @@ func TestUnwatchedLeasesCostTheMastersNothing(t *testing.T) {
 // masters of its own: CLIENT KILL.
 func TestLossNoticedAcrossABrokenConnection(t *testing.T) {
 	e := ownEnv(t, 5)
-	l := e.locker(func(c *engine.Config) { c.TTL = lossTTL })
+	l := e.locker(func(c *engine.Config) { c.TTL = lossTTL; everyVoteAnswered(c) })
 	le, err := l.TryLock(context.Background(), "broken")
 	if err != nil {
 		t.Fatal(err)
@@ -415,6 +415,7 @@ func TestObserverSeesTrackedLoss(t *testing.T) {
 	l := e.locker(func(c *engine.Config) {
 		c.Observer = r.observer()
 		c.TTL = lossTTL
+		everyVoteAnswered(c)
 	})
 	le, err := l.TryLock(context.Background(), "observed")
 	if err != nil {

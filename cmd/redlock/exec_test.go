@@ -380,12 +380,21 @@ func TestSignalStopsCommandAndReleases(t *testing.T) {
 			continue
 		}
 		resource := "signal-" + signalName(sig)
+		dir := t.TempDir()
 		p := start(t, "exec", "--masters", strings.Join(masters, ","), "--ttl", "10s", "--quarantine", "observed",
-			resource, "--", "sh", "-c", `echo ready; sleep 300`)
+			resource, "--", "sh", "-c", `echo $$ >"$0/pid"; echo ready; exec sleep 300`, dir)
 		p.waitOutput(t, "ready")
-		if n := keys(t, resource); n != len(masters) {
-			t.Fatalf("%s: held on %d masters, want all %d", resource, n, len(masters))
-		}
+		// The signal must find sleep running: dash catches SIGINT under
+		// -c, and a SIGINT it caught before the exec is lost with it,
+		// while sleep runs on (as one caught by a forked child was).
+		command := readPid(t, filepath.Join(dir, "pid"))
+		waitFor(t, "the command's sleep running", func() bool {
+			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", command))
+			return string(comm) == "sleep\n"
+		})
+		// The acquire returned at a quorum: the last master's SET may
+		// still be on its way.
+		waitFor(t, fmt.Sprintf("%s held on all %d masters", resource, len(masters)), func() bool { return keys(t, resource) == len(masters) })
 		p.cmd.Process.Signal(sig)
 		if status := p.wait(t, 30*time.Second); status != 128+int(sig) {
 			t.Errorf("%s: status %d, want %d; stderr %s", signalName(sig), status, 128+int(sig), p.stderr)
@@ -549,6 +558,9 @@ func TestInterruptWhileWaiting(t *testing.T) {
 	t.Parallel()
 	holder := start(t, exec1("waiting", "--", "sh", "-c", `echo ready; sleep 300`)...)
 	holder.waitOutput(t, "ready")
+	// The holder's acquire returned at a quorum: were its last SET still
+	// on its way, the waiter could take that master first.
+	waitFor(t, "the holder's key on every master", func() bool { return keys(t, "waiting") == len(masters) })
 	waiter := start(t, exec1("--wait", "20s", "waiting", "--", "sh", "-c", "echo must-not-run")...)
 	waitFor(t, "the waiter queued", func() bool { return keys(t, "\xffredlock:queue:waiting") == len(masters) })
 	waiter.cmd.Process.Signal(syscall.SIGINT)

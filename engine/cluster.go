@@ -152,14 +152,18 @@ func voteNames(pool *multiplex.Pool) []string {
 }
 
 // A script that a cluster vote refused because the resource's slot was
-// migrating (ErrSlotMigrating) did not run there. A caller that waits
+// migrating (ErrSlotMigrating) did not run there; nor did one that the
+// vote's client routed to a replica, whose connection the vote refuses
+// (multiplex.ErrReplica): right after a failover, until the client has
+// refreshed its slot map, the shard's old primary. A caller that waits
 // (an acquire, an extend) counts the vote as failed, and the other votes
 // decide. A quit, a leave or a release is sent without waiting for it:
 // lost there, it would leave a gone waiter queued on that vote, given a
 // turn at each release that nobody uses while the next waiter sleeps
 // until its fallback, or a released lock in place until it expires. So
 // such a script is sent again to that vote a little later, until the
-// slot is handed over: resend is its multiplex.LateHandler.
+// slot is handed over or the client routes it to the new primary:
+// resend is its multiplex.LateHandler.
 type resend struct {
 	l   *Locker
 	cmd multiplex.Command
@@ -200,9 +204,10 @@ func (r *resend) decided(votes []multiplex.Vote) {
 	}
 }
 
-// Late sends the script again to a vote whose slot was migrating.
+// Late sends the script again to a vote that did not run it for now
+// (see resend).
 func (r *resend) Late(node int, v multiplex.Vote) {
-	if !errors.Is(v.Err, ErrSlotMigrating) || r.l.closed.Load() || time.Now().After(r.until) {
+	if !refusedForNow(v.Err) || r.l.closed.Load() || time.Now().After(r.until) {
 		return
 	}
 	time.AfterFunc(r.l.jitter(r.l.cfg.Wait.RetryDelayMin, r.l.cfg.Wait.RetryDelayMax)+r.l.cfg.NodeTimeout, func() {
@@ -210,4 +215,10 @@ func (r *resend) Late(node int, v multiplex.Vote) {
 		cmd.Nodes = uint64(1) << node
 		r.l.pool.Post(cmd, classifyInt, r)
 	})
+}
+
+// refusedForNow: a cluster vote did not run the script, for a reason
+// that passes (see resend).
+func refusedForNow(err error) bool {
+	return errors.Is(err, ErrSlotMigrating) || errors.Is(err, multiplex.ErrReplica) && !faults.ClusterReplicaNoResend.On()
 }

@@ -16,6 +16,7 @@ var faults struct {
 	ClusterKeysUntagged      fault
 	ClusterMigrationNoResend fault
 	ClusterNotifyStaleShard  fault
+	ClusterReplicaNoResend   fault
 	ExpiredLeaseKeepsKey     fault
 	FenceCounterExpiresEarly fault
 	FenceRefusalIsContention fault

@@ -13,6 +13,7 @@ var faults = struct {
 	ClusterKeysUntagged      *mutation.Switch
 	ClusterMigrationNoResend *mutation.Switch
 	ClusterNotifyStaleShard  *mutation.Switch
+	ClusterReplicaNoResend   *mutation.Switch
 	ExpiredLeaseKeepsKey     *mutation.Switch
 	FenceCounterExpiresEarly *mutation.Switch
 	FenceRefusalIsContention *mutation.Switch
@@ -52,6 +53,7 @@ var faults = struct {
 	ClusterKeysUntagged:      mutation.ClusterKeysUntagged,
 	ClusterMigrationNoResend: mutation.ClusterMigrationNoResend,
 	ClusterNotifyStaleShard:  mutation.ClusterNotifyStaleShard,
+	ClusterReplicaNoResend:   mutation.ClusterReplicaNoResend,
 	ExpiredLeaseKeepsKey:     mutation.ExpiredLeaseKeepsKey,
 	FenceCounterExpiresEarly: mutation.FenceCounterExpiresEarly,
 	FenceRefusalIsContention: mutation.FenceRefusalIsContention,

@@ -40,6 +40,21 @@ import (
 // a cluster to route by slot. Dial fails with it, naming the address.
 var ErrWrongMode = errors.New("server mode does not match the vote")
 
+// ErrReplica: a cluster vote's client routed a command to a node that is
+// a replica, whose connection the vote refuses (it talks to primaries
+// only): after a failover, the demoted primary, until the client has
+// refreshed its slot map. The command was not sent: the error is
+// ErrNotSent too.
+var ErrReplica = errors.New("routed to a replica")
+
+// replicaError is a cluster vote's refusal of a connection to a replica.
+type replicaError struct{ addr, vote string }
+
+func (e *replicaError) Error() string {
+	return e.addr + " of " + e.vote + " is a replica: a cluster vote talks to primaries only"
+}
+func (e *replicaError) Unwrap() []error { return []error{ErrReplica, ErrNotSent} }
+
 // member is what a cluster vote's dialer last saw of one node.
 type member struct {
 	runID   string
@@ -135,7 +150,7 @@ func (p *Pool) observeMember(n *node, addr string, info serverInfo) (demoted []s
 	}
 	n.members[addr] = member{runID: info.RunID, primary: primary, slots: slots}
 	if !primary {
-		return nil, fmt.Errorf("%s of %s is a replica: a cluster vote talks to primaries only", addr, n.Addr)
+		return nil, &replicaError{addr, n.Addr}
 	}
 	failover := known && !prev.primary
 	promoted := (failover || !known && n.established) && !faults.ClusterFailoverTrusted.On()

@@ -170,6 +170,13 @@ var (
 	// a gone waiter stays queued there and is given turns it cannot use,
 	// and a released lock stays until it expires.
 	ClusterMigrationNoResend = &Switch{name: "cluster-migration-no-resend"}
+	// ClusterReplicaNoResend: a quit, leave or release that a cluster
+	// vote's client routed to a replica (the demoted primary, right after
+	// a failover, until the client refreshes its slot map), whose
+	// connection the vote refuses, is not sent again: a gone waiter stays
+	// queued on the promoted replica, and a released lock stays there
+	// until it expires.
+	ClusterReplicaNoResend = &Switch{name: "cluster-replica-no-resend"}
 	// ClusterGuessOnce: a slot's first SSUBSCRIBE goes to one node the
 	// cluster client knows, at random, replicas included: a replica's
 	// connection is refused, and the slot waits for the retry, a pause in
@@ -286,7 +293,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	CoalesceAcrossSlots, CoalesceFirstKeyOnly, ClusterFailoverTrusted, RWReaderIgnoresWriter, RWWriterIgnoresReaders,
 	RWIntentIgnored, RWReadersExclude, ClusterMigrationUnguarded, ClusterDemotedConnKept, ClusterClockUnjudged,
 	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, RWReaderUndoSilent, LockAllHogsTurns,
-	ClusterMigrationNoResend, ClusterGuessOnce, ClusterInfoAnyNode, FenceCounterExpiresEarly, ValidityIgnoresDrift,
+	ClusterMigrationNoResend, ClusterReplicaNoResend, ClusterGuessOnce, ClusterInfoAnyNode, FenceCounterExpiresEarly, ValidityIgnoresDrift,
 	AcquireIgnoresValidity, SemCheckStampedOnSend, RWRemoteValidityAsPlain, ClockErrorIgnored, ClockReadOnce, ClockJudgedLate,
 	SentinelPromotionUnchecked, RWJoinIgnoresIntent}
 

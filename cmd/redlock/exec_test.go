@@ -52,7 +52,7 @@ func testMain(m *testing.M) int {
 	defer cluster.Stop()
 	masters = cluster.Addrs()
 	// The default restart quarantine ignores a master younger than the
-	// TTL (1s in most tests); uptime_in_seconds counts whole seconds.
+	// TTL (1s with execShortTTL); uptime_in_seconds counts whole seconds.
 	time.Sleep(2 * time.Second)
 	return m.Run()
 }
@@ -155,7 +155,26 @@ func runRedlock(t *testing.T, args ...string) (status int, stdout, stderr string
 	return status, p.stdout.String(), p.stderr.String()
 }
 
+// execTTL is exec1's TTL, the CLI's default: its node timeout (300ms)
+// and extension period (10s) let a holder ride out a machine stall of a
+// few hundred ms, where with a 1s TTL (50ms, 333ms) an extension round
+// timed out on every master and the holder lost its lock mid-test. The
+// masters are seconds old, younger than it: --quarantine observed.
+const execTTL = 30 * time.Second
+
+// exec1 is the arguments of an exec on the test masters that holds its
+// lock through stalls; the lock is released by the holder, never left
+// to expire.
 func exec1(args ...string) []string {
+	return append([]string{"exec", "--masters", strings.Join(masters, ","), "--ttl", execTTL.String(), "--quarantine", "observed"}, args...)
+}
+
+// execShortTTL is exec with a 1s TTL and the default quarantine, for the
+// tests whose point is the TTL: a lock that expires after its holder was
+// killed or stopped, one held past its TTL, the quarantine of masters
+// younger than --max-ttl. Its holders are stall-sensitive (their node
+// timeout is 50ms): only these tests use it.
+func execShortTTL(args ...string) []string {
 	return append([]string{"exec", "--masters", strings.Join(masters, ","), "--ttl", "1s"}, args...)
 }
 
@@ -255,7 +274,7 @@ func TestHeldByAnother(t *testing.T) {
 func TestHoldsPastTTL(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	holder := start(t, exec1("extended", "--", "sh", "-c",
+	holder := start(t, execShortTTL("extended", "--", "sh", "-c",
 		`echo ready; while [ ! -e "$0/go" ]; do sleep 0.02; done`, dir)...)
 	holder.waitOutput(t, "ready")
 	probes := 0
@@ -288,7 +307,8 @@ func TestTinyWaitOnFreeResource(t *testing.T) {
 }
 
 // deleteKey deletes key on every master, as a majority losing its keys
-// would: the next extension misses the quorum.
+// would: the holder's tracker sees it at once (its next extension, at
+// the latest, misses the quorum).
 func deleteKey(t *testing.T, key string) {
 	t.Helper()
 	for _, a := range masters {
@@ -477,11 +497,11 @@ func TestQuarantinedMastersAreNoQuorum(t *testing.T) {
 // masters here are seconds old: too young for --max-ttl 1h.
 func TestMaxTTLQuarantines(t *testing.T) {
 	t.Parallel()
-	status, _, stderr := runRedlock(t, exec1("maxttl", "--", "true")...)
+	status, _, stderr := runRedlock(t, execShortTTL("maxttl", "--", "true")...)
 	if status != 0 {
 		t.Fatalf("--ttl 1s alone: status %d; stderr %q", status, stderr)
 	}
-	status, _, stderr = runRedlock(t, exec1("--max-ttl", "1h", "maxttl", "--", "true")...)
+	status, _, stderr = runRedlock(t, execShortTTL("--max-ttl", "1h", "maxttl", "--", "true")...)
 	if status != exitUnavailable || !strings.Contains(stderr, `no quorum for "maxttl"`) {
 		t.Errorf("--max-ttl 1h: status %d, want %d; stderr %q", status, exitUnavailable, stderr)
 	}
@@ -673,7 +693,7 @@ func readPid(t *testing.T, file string) int {
 func TestSuspendStopsCommand(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	p := start(t, exec1("--grace", "10s", "suspend", "--", "sh", "-c",
+	p := start(t, execShortTTL("--grace", "10s", "suspend", "--", "sh", "-c",
 		`trap 'echo term; exit 3' TERM; echo $$ >"$0/pid"; echo ready; while :; do sleep 0.02; done`, dir)...)
 	p.waitOutput(t, "ready")
 	command := readPid(t, filepath.Join(dir, "pid"))
@@ -757,7 +777,7 @@ func TestClosedStderr(t *testing.T) {
 func TestKilledRedlockStopsCommand(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	p := start(t, exec1("killed", "--", "sh", "-c",
+	p := start(t, execShortTTL("killed", "--", "sh", "-c",
 		`trap 'echo term >"$0/term"; exit 3' TERM; echo $$ >"$0/pid"; echo ready; while :; do sleep 0.02; done`, dir)...)
 	p.waitOutput(t, "ready")
 	command := readPid(t, filepath.Join(dir, "pid"))

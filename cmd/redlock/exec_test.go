@@ -171,9 +171,9 @@ func exec1(args ...string) []string {
 
 // execShortTTL is exec with a 1s TTL and the default quarantine, for the
 // tests whose point is the TTL: a lock that expires after its holder was
-// killed or stopped, one held past its TTL, the quarantine of masters
-// younger than --max-ttl. Its holders are stall-sensitive (their node
-// timeout is 50ms): only these tests use it.
+// killed or stopped, the quarantine of masters younger than --max-ttl.
+// Its holders are stall-sensitive (their node timeout is 50ms): only
+// these tests use it.
 func execShortTTL(args ...string) []string {
 	return append([]string{"exec", "--masters", strings.Join(masters, ","), "--ttl", "1s"}, args...)
 }
@@ -270,17 +270,23 @@ func TestHeldByAnother(t *testing.T) {
 
 // The lock is extended while the command runs: past its TTL, every
 // other attempt finds it held, and the holder ends with its own status
-// (fails with auto-extension off: the lock expires after the 1s TTL).
+// (fails with auto-extension off: the lock expires after the 2s TTL).
+// The TTL is short, for the probes to outlast it, and its extensions'
+// node timeout 50ms (as at any TTL up to 5s): a stall that outlasts it
+// in an extension round still loses the lock. With 2s, 1.3s of validity
+// (less the acquire's own time) is left when an extension starts; 1s
+// left 0.7s, which a stall on a loaded machine used up ("lease expired").
 func TestHoldsPastTTL(t *testing.T) {
 	t.Parallel()
+	const ttl = 2 * time.Second
 	dir := t.TempDir()
-	holder := start(t, execShortTTL("extended", "--", "sh", "-c",
-		`echo ready; while [ ! -e "$0/go" ]; do sleep 0.02; done`, dir)...)
+	holder := start(t, "exec", "--masters", strings.Join(masters, ","), "--ttl", ttl.String(), "--quarantine", "observed",
+		"extended", "--", "sh", "-c", `echo ready; while [ ! -e "$0/go" ]; do sleep 0.02; done`, dir)
 	holder.waitOutput(t, "ready")
 	probes := 0
 	// Paced, so that the probes do not starve the holder's extensions of
 	// CPU on a loaded machine (their node timeout is 50ms).
-	for end := time.Now().Add(1600 * time.Millisecond); time.Now().Before(end); probes++ {
+	for end := time.Now().Add(ttl * 8 / 5); time.Now().Before(end); probes++ {
 		status, stdout, stderr := runRedlock(t, exec1("extended", "--", "echo", "must-not-run")...)
 		if status != exitNotAcquired || stdout != "" {
 			t.Fatalf("probe %d while held: status %d, stdout %q, stderr %q", probes, status, stdout, stderr)

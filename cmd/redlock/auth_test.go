@@ -40,7 +40,9 @@ func TestExecWithAuthAndTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop()
-	base := []string{"exec", "--masters", strings.Join(c.Addrs(), ","), "--ttl", "1s", "--quarantine", "observed",
+	// exec1's TTL: with 1s, a stall timed the release out (its node
+	// timeout 50ms), which added a line to stderr.
+	base := []string{"exec", "--masters", strings.Join(c.Addrs(), ","), "--ttl", execTTL.String(), "--quarantine", "observed",
 		"--user", "job", "--tls", "--cacert", certs.CAFile, "--cert", certs.ClientCert}
 	for _, tc := range []struct {
 		name   string

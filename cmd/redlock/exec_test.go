@@ -219,7 +219,7 @@ func TestStatusPassesThrough(t *testing.T) {
 
 func TestMastersFromEnvironment(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(binary, "exec", "--ttl", "1s", "env", "--", "sh", "-c", "echo held")
+	cmd := exec.Command(binary, "exec", "--ttl", execTTL.String(), "--quarantine", "observed", "env", "--", "sh", "-c", "echo held")
 	cmd.Env = append(os.Environ(), "REDLOCK_MASTERS="+strings.Join(masters, ","))
 	out, err := cmd.CombinedOutput()
 	if err != nil || string(out) != "held\n" {

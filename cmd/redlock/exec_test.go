@@ -271,17 +271,19 @@ func TestHeldByAnother(t *testing.T) {
 // The lock is extended while the command runs: past its TTL, every
 // other attempt finds it held, and the holder ends with its own status
 // (fails with auto-extension off: the lock expires after the 2s TTL).
-// The TTL is short, for the probes to outlast it, and its extensions'
-// node timeout 50ms (as at any TTL up to 5s): a stall that outlasts it
-// in an extension round still loses the lock. With 2s, 1.3s of validity
-// (less the acquire's own time) is left when an extension starts; 1s
-// left 0.7s, which a stall on a loaded machine used up ("lease expired").
+// The TTL is short, for the probes to outlast it, and so its extensions'
+// node timeout is 50ms (as at any TTL up to 5s): a stall that outlasts
+// it in an extension round still loses the lock (the test is
+// stall-sensitive). 2s extended every 1s: 1s of validity (less the
+// acquire's own time) is left when an extension starts, where 1s every
+// 333ms left 0.7s, which a stall on a loaded machine used up ("lease
+// expired"); and three rounds in the probes' 3.2s, not five in 1.6s.
 func TestHoldsPastTTL(t *testing.T) {
 	t.Parallel()
 	const ttl = 2 * time.Second
 	dir := t.TempDir()
-	holder := start(t, "exec", "--masters", strings.Join(masters, ","), "--ttl", ttl.String(), "--quarantine", "observed",
-		"extended", "--", "sh", "-c", `echo ready; while [ ! -e "$0/go" ]; do sleep 0.02; done`, dir)
+	holder := start(t, "exec", "--masters", strings.Join(masters, ","), "--ttl", ttl.String(), "--extend-every", (ttl / 2).String(),
+		"--quarantine", "observed", "extended", "--", "sh", "-c", `echo ready; while [ ! -e "$0/go" ]; do sleep 0.02; done`, dir)
 	holder.waitOutput(t, "ready")
 	probes := 0
 	// Paced, so that the probes do not starve the holder's extensions of

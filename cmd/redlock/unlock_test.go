@@ -2,13 +2,17 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlock-bench/redlock/internal/redisproc"
 )
 
 // subscribe subscribes to channel on addr and returns what it publishes,
@@ -113,6 +117,19 @@ func TestUnlockByValue(t *testing.T) {
 
 	waiter := start(t, exec1("--wait", "1m", "stuck", "--", "echo", "waiter ran")...)
 	waitQueued(t, "stuck", 1)
+	// The waiter marks the holder's key (asks its release to wake it) only
+	// once it listens, after it queued; a key not yet marked on masters[0]
+	// would be deleted there without a publish.
+	// The mark appends "+" to the holder's value: one byte more.
+	marked := ":" + strconv.Itoa(len(value)+1)
+	waitFor(t, "the waiter's mark on every master", func() bool {
+		for _, a := range masters {
+			if n, err := redisproc.Do(context.Background(), a, 10*time.Second, "STRLEN", "stuck"); err != nil || n != marked {
+				return false
+			}
+		}
+		return true
+	})
 	in := inspect(t, "stuck")[0]
 	if len(in.Waiters) != 1 {
 		t.Fatalf("waiters %+v", in.Waiters)

@@ -306,7 +306,19 @@ func TestUnlockWakesWaiter(t *testing.T) {
 		}
 		got <- w
 	}()
-	eventually(t, 30*time.Second, "the waiter subscribed and queued", func() bool { return waiter.Subscriptions() == 1 && e.queued("stuck", 1) })
+	// The waiter queues and listens, then marks the holder's value with
+	// its next attempt, which returns at a quorum.
+	eventually(t, 30*time.Second, "the waiter subscribed, queued and marked on every master", func() bool {
+		if waiter.Subscriptions() != 1 || !e.queued("stuck", 1) {
+			return false
+		}
+		for i := range e.direct {
+			if e.get(i, e.key("stuck")) != le.Value()+"+" {
+				return false
+			}
+		}
+		return true
+	})
 	in, err := operator.Inspect(ctx, "stuck")
 	if err != nil || len(in.Waiters) != 1 || in.Holders[0].Owner != "host=h pid=9" {
 		t.Fatalf("Inspect: %+v, %v", in, err)

@@ -61,13 +61,7 @@ func TestClusterReleaseRefusedByTheDemotedPrimaryResentInVirtualTime(t *testing.
 					t.Fatal(err)
 				}
 				key := clusterKey("fr")
-				exists := func(m *simredis.Master) bool {
-					n, err := e.do(m, "EXISTS", key).AsInt64()
-					if err != nil {
-						t.Fatalf("EXISTS on %s: %v", m.Addr, err)
-					}
-					return n == 1
-				}
+				exists := func(m *simredis.Master) bool { return e.exists(m, key) }
 				cut.set(p.Addr, true)
 				cut.set(r.Addr, true)
 				// A's client sees its connection to P end (a release on it

@@ -147,13 +147,7 @@ func simReleaseDuringMigration(t *testing.T, e *simClusterEnv, mg *simMigration)
 		t.Fatal(err)
 	}
 	key := clusterKey("mr")
-	exists := func(m *simredis.Master) bool {
-		n, err := e.do(m, "EXISTS", key).AsInt64()
-		if err != nil {
-			t.Fatalf("EXISTS on %s: %v", m.Addr, err)
-		}
-		return n == 1
-	}
+	exists := func(m *simredis.Master) bool { return e.exists(m, key) }
 	from := e.primary(0, keyslot.KeySlot(key))
 	for !(exists(e.masters[0]) && exists(e.masters[1]) && exists(from)) {
 		time.Sleep(time.Millisecond)

@@ -167,6 +167,16 @@ func (e *simClusterEnv) queueLen(m *simredis.Master, key string) int64 {
 	return n
 }
 
+// exists reports whether node m holds key.
+func (e *simClusterEnv) exists(m *simredis.Master, key string) bool {
+	e.t.Helper()
+	n, err := e.do(m, "EXISTS", key).AsInt64()
+	if err != nil {
+		e.t.Fatalf("EXISTS on %s: %v", m.Addr, err)
+	}
+	return n == 1
+}
+
 // steady returns once l takes and releases a lock in key's slot five
 // times in a row, a virtual 50 ms apart: after a failover its client may
 // still know the old primary, and a release that fails is not tried

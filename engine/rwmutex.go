@@ -33,8 +33,10 @@ import (
 // waiting writer out: once its intent is on a quorum, no reader that
 // begins later is granted until the writer has held the lock (or given
 // up), and the writer waits only for the readers admitted before. An
-// intent lives one TTL from the writer's last attempt, so a writer that
-// dies blocks new readers for a TTL at most, as a dead holder does.
+// intent lives a TTL and the writer's longest fallback sleep (at most
+// another TTL) from its last attempt: the writer renews it before it can
+// lapse, even on a master whose clock runs fast, and a writer that dies
+// blocks new readers for that long at most.
 // Waiting writers can keep readers out for as long as writers keep
 // coming: readers are not guaranteed a turn under a steady stream of
 // writers.
@@ -543,6 +545,13 @@ type rwWaiter struct {
 	joined bool
 	id     string
 	last   error // the last attempt that was decided
+	// fallback is the longest sleep between attempts while the lock is
+	// held. A writer's intent lives its attempts' TTL plus fallback from
+	// each attempt, so that the next one renews it even where a master's
+	// clock runs fast and the attempt is a round trip late; intent is
+	// that life in ms, which starts the writer's id (see rwAcquireBody).
+	fallback time.Duration
+	intent   int64
 }
 
 // wait is RLock and Lock: an attempt at once, then, if the lock is held
@@ -558,6 +567,15 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 		return le, nil
 	}
 	w := &rwWaiter{sleeper: sleeper{ctx: ctx, info: info}, m: m, writer: writer}
+	w.fallback = min(l.cfg.Wait.FallbackMax, l.cfg.TTL)
+	if writer {
+		ttl := l.cfg.TTL
+		if o.ttlMS != 0 {
+			ttl = time.Duration(o.ttlMS) * time.Millisecond
+		}
+		w.fallback = min(w.fallback, ttl)
+		w.intent = (ttl + w.fallback).Milliseconds()
+	}
 	defer func() { w.leave(err) }()
 	if stop := w.noRetry(err); stop != nil {
 		return nil, stop
@@ -613,7 +631,7 @@ func (w *rwWaiter) join() {
 		w.sub = l.notify.subscribe(w.ctx, w.channel(), "")
 	}
 	if w.writer && w.id == "" {
-		w.id = l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)
+		w.id = strconv.FormatInt(w.intent, 10) + "/" + l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)
 	}
 	w.joined = true
 }
@@ -664,7 +682,7 @@ func (w *rwWaiter) nextWait() (d time.Duration, cause WakeCause, at bool) {
 		w.join()
 		return 0, WakeNone, true
 	case held:
-		return l.jitter(cfg.Wait.FallbackMin, min(cfg.Wait.FallbackMax, cfg.TTL)), WakeFallback, false
+		return l.jitter(min(cfg.Wait.FallbackMin, w.fallback), w.fallback), WakeFallback, false
 	}
 	backoff := l.jitter(cfg.Wait.RetryDelayMin, cfg.Wait.RetryDelayMax)
 	if d, ok := l.quarantineWait(ve, backoff); ok {
@@ -826,10 +844,11 @@ end
 
 // rwAcquireScript admits a reader or a writer, for ttl ms, on one master.
 // ARGV: the lease's value, ttl, the mode (rwModes), a waiting writer's id,
-// the permit count key of a Semaphore of the name, and how long (ms) a
-// refresh keeps the name marked there. Mode: "r" a reader, "w" a writer;
-// "q" a waiting writer, which registers its intent (id) where refused
-// and takes it out where admitted; "n" a subscribed waiter, which marks
+// the permit count key of a Semaphore of the name, how long (ms) a
+// refresh keeps the name marked there. A writer's id starts with how long
+// its intent lives (ms) and a "/" (ttl without). Mode: "r" a reader, "w" a writer; "q" a
+// waiting writer, which registers its intent (id) where refused and
+// takes it out where admitted; "n" a subscribed waiter, which marks
 // the lock where refused, so that the release that frees it publishes;
 // "m" marks the name as a read/write lock's at the permit count key, and
 // refuses a semaphore's; "f" a fenced writer, answered max(the fencing
@@ -946,8 +965,11 @@ if refused then
     redis.call("SET", "` + rwMarkPrefixLua + `" .. k, "1", "PX", ttl)
   end
   if intent then
-    redis.call("ZADD", q, string.format("%.0f", now + tonumber(ttl) * 1000), id)
-    redis.call("PEXPIRE", q, ttl)
+    -- The intent outlives the writer's fallback: its life (ms) starts
+    -- its id (see rwWaiter).
+    local life = tonumber(string.match(id, "^(%d+)/") or ttl)
+    redis.call("ZADD", q, string.format("%.0f", now + life * 1000), id)
+    redis.call("PEXPIRE", q, life)
   end
   return refused
 end

@@ -966,10 +966,12 @@ if refused then
   end
   if intent then
     -- The intent outlives the writer's fallback: its life (ms) starts
-    -- its id (see rwWaiter).
+    -- its id (see rwWaiter). The key lives as long as its latest intent:
+    -- a writer with a shorter one must not cut another's short.
     local life = tonumber(string.match(id, "^(%d+)/") or ttl)
     redis.call("ZADD", q, string.format("%.0f", now + life * 1000), id)
-    redis.call("PEXPIRE", q, life)
+    local last = redis.call("ZRANGE", q, -1, -1, "WITHSCORES")[2]
+    redis.call("PEXPIRE", q, math.ceil((tonumber(last) - now) / 1000) + 1)
   end
   return refused
 end

@@ -88,3 +88,89 @@ func TestRWWriterIntentOutlivesItsFallback(t *testing.T) {
 		})
 	}
 }
+
+// Waiting writers of one lock share its intents' key on each master, so
+// that key must live as long as its longest-lived intent: one writer's
+// intent, shorter than another's (a shorter per-call TTL), must not cut
+// the other's short. Here a reader holds, writer A waits with a long TTL
+// and writer B with a short one, then B's process stops (its connections
+// frozen, so it neither renews nor takes its intent out); a reader of
+// another Locker keeps trying, and none of its attempts may be granted
+// until A has held the lock. In virtual time.
+func TestRWShortIntentKeepsAnothersAlive(t *testing.T) {
+	simTest(t, 3, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		cfg := func(c *engine.Config) {
+			c.TTL = time.Second
+			c.MaxTTL = 10 * time.Second
+			c.AutoExtend = true
+			c.Wait.FallbackMin, c.Wait.FallbackMax = time.Second, time.Second
+		}
+		// Lockers are the network's clients c1, c2 ... in the order made.
+		holderL, aL, bL, readerL := e.locker(e.steady(cfg)), e.locker(e.steady(cfg)), e.locker(e.steady(cfg)), e.locker(e.steady(cfg))
+		const bClient = "c3"
+		const name = "intents-share-a-key"
+		held, err := rwMutex(t, holderL, name).RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var aHeld atomic.Bool
+		lock := func(l *engine.Locker, ctx context.Context, ttl time.Duration, held *atomic.Bool) <-chan error {
+			done := make(chan error, 1)
+			go func() {
+				le, err := rwMutex(t, l, name).Lock(ctx, engine.WithTTL(ttl))
+				if err == nil {
+					held.Store(true)
+					le.Release(context.Background())
+				}
+				done <- err
+			}()
+			return done
+		}
+		actx, cancelA := context.WithTimeout(ctx, 20*time.Second)
+		defer cancelA()
+		aDone := lock(aL, actx, 5*time.Second, &aHeld)
+		time.Sleep(100 * time.Millisecond) // A's intent is in (virtual time)
+		bctx, cancelB := context.WithCancel(ctx)
+		var bHeld atomic.Bool
+		bDone := lock(bL, bctx, 200*time.Millisecond, &bHeld)
+		time.Sleep(150 * time.Millisecond) // and B's, renewed since
+		select {
+		case err := <-bDone:
+			t.Fatalf("B ended while a reader held: %v", err)
+		default:
+		}
+		e.net.Freeze(bClient)
+		release := time.AfterFunc(4*time.Second, func() { held.Release(ctx) })
+		defer release.Stop()
+		rm := rwMutex(t, readerL, name)
+		tries := 0
+		for done := false; !done; {
+			select {
+			case err := <-aDone:
+				if err != nil {
+					t.Fatalf("A did not acquire: %v", err)
+				}
+				if tries < 1000 {
+					t.Fatalf("only %d reader attempts while A waited: the test proves nothing", tries)
+				}
+				done = true
+				continue
+			default:
+			}
+			tries++
+			if le, err := rm.TryRLock(ctx); err == nil {
+				if !aHeld.Load() {
+					t.Fatalf("a reader was granted while A's intent lived, before A held (attempt %d)", tries)
+				}
+				le.Release(ctx)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		cancelB()
+		e.net.Thaw(bClient)
+		if err := <-bDone; err == nil || bHeld.Load() {
+			t.Fatalf("B, frozen, acquired: %v", err)
+		}
+	})
+}

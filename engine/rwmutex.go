@@ -551,10 +551,12 @@ type rwWaiter struct {
 	// writer's intent, and a reader's mark, live the attempts' TTL plus
 	// fallback from each attempt, so that the next one renews it even
 	// where a master's clock runs fast and the attempt is a round trip
-	// late. life is that in ms and a "/", in front of a writer's id and
-	// as a reader's (see rwAcquireBody).
+	// late. life is that in ms and a "/": a reader's id, and the front
+	// of a writer's, "life/start/locker:seq", start in µs (see
+	// rwAcquireBody, and waiterID, which reads start for Inspect).
 	fallback time.Duration
 	life     string
+	start    time.Time // when the wait began, which a writer's id carries
 }
 
 // wait is RLock and Lock: an attempt at once, then, if the lock is held
@@ -576,6 +578,7 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 	}
 	w.fallback = min(l.cfg.Wait.FallbackMax, l.cfg.TTL, ttl)
 	w.life = strconv.FormatInt((ttl+w.fallback).Milliseconds(), 10) + "/"
+	w.start = start
 	defer func() { w.leave(err) }()
 	if stop := w.noRetry(err); stop != nil {
 		return nil, stop
@@ -631,7 +634,7 @@ func (w *rwWaiter) join() {
 		w.sub = l.notify.subscribe(w.ctx, w.channel(), "")
 	}
 	if w.writer && w.id == "" {
-		w.id = w.life + l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)
+		w.id = w.life + strconv.FormatInt(w.start.UnixMicro(), 10) + "/" + l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)
 	}
 	w.joined = true
 }

@@ -518,7 +518,11 @@ func (p *Pool) enumerate(ctx context.Context, n *node, c rueidis.Client, o Optio
 }
 
 // probe reads INFO on a connection of its own to addr, as the dialer
-// does, and closes it.
+// does, and closes it. The connection is not the pool's, which Close
+// cuts: it ends with ctx instead, so that a node that took it and does
+// not answer (stopped, or behind a partition that holds what is sent)
+// holds up neither a reconnect's Close nor its ctx's end until the dial
+// timeout.
 func (p *Pool) probe(ctx context.Context, addr string, o Options) (serverInfo, error) {
 	d := &net.Dialer{Timeout: o.DialTimeout}
 	conn, err := dial(ctx, addr, d, o.TLS, o.DialContext)
@@ -526,6 +530,7 @@ func (p *Pool) probe(ctx context.Context, addr string, o Options) (serverInfo, e
 		return serverInfo{}, err
 	}
 	defer conn.Close()
+	defer context.AfterFunc(ctx, func() { conn.Close() })()
 	deadline := time.Now().Add(o.DialTimeout)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl

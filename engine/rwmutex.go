@@ -41,7 +41,9 @@ import (
 //
 // Waiting. RLock and Lock wait for a release instead of polling: after an
 // attempt refused on a quorum they subscribe and try again, a reader
-// leaving a mark on the masters, a writer its intent. The release (or
+// leaving a mark on the masters, a writer its intent; a reader of a lock
+// this Locker's readers waited for lately (their subscription lingers)
+// subscribes before its first attempt, which marks. The release (or
 // expiry clean-up of a watched lease) that leaves a master with no live
 // holder publishes there: on the writers' channel while a writer's
 // intent lives, which wakes the waiting writers of every Locker and
@@ -552,13 +554,29 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 	l := m.l
 	l.remote.Add(1)
 	defer l.remote.Add(-1)
+	var w *rwWaiter
+	defer func() {
+		if w != nil {
+			w.leave(err)
+		}
+	}()
+	// A reader of a lock this Locker's readers waited for lately (their
+	// subscription lingers) expects a writer in the way: it subscribes
+	// first, so that its first attempt, if refused, is the marked one it
+	// then sleeps on, not a refusal that only leads to it.
+	early := !writer && l.notify != nil && l.notify.listening(m.key)
+	if early {
+		w = &rwWaiter{sleeper: sleeper{ctx: ctx, info: info}, m: m, writer: writer}
+		w.join()
+	}
 	info.Attempts++
-	le, err = m.try(ctx, writer, nil, o)
+	le, err = m.try(ctx, writer, w, o)
 	if err == nil {
 		return le, nil
 	}
-	w := &rwWaiter{sleeper: sleeper{ctx: ctx, info: info}, m: m, writer: writer}
-	defer func() { w.leave(err) }()
+	if w == nil {
+		w = &rwWaiter{sleeper: sleeper{ctx: ctx, info: info}, m: m, writer: writer}
+	}
 	if stop := w.noRetry(err); stop != nil {
 		return nil, stop
 	}
@@ -579,7 +597,7 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 	// A lock waited for lately (its subscription lingers) is likely
 	// held: the next attempt goes at once, and marks (and registers a
 	// writer's intent), as after a first refusal.
-	if l.notify != nil && l.notify.listening(w.channel()) {
+	if !early && l.notify != nil && l.notify.listening(w.channel()) {
 		w.join()
 		now = true
 	}

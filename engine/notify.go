@@ -63,6 +63,9 @@ type topic struct {
 	lingering bool
 	idleSince time.Time
 	idle      *time.Timer
+	// delivered counts the messages delivered on the topic (see
+	// notifier.since).
+	delivered uint64
 }
 
 // done records that master i confirmed the subscription or cannot.
@@ -94,6 +97,10 @@ type subscription struct {
 	// resource, which share C (see subscribeAll); nil for Lock's. A
 	// pointer, so that Lock's subscription stays small.
 	group *[]*subscription
+	// topic is the topic the subscription joined (nil: none, the
+	// notifier closed), with its delivered count then.
+	topic  *topic
+	joined uint64
 }
 
 // settleTurns bounds how long a woken waiter waits for more masters to
@@ -231,8 +238,22 @@ func (n *notifier) add(key, id string, c chan struct{}) (*subscription, *topic) 
 		n.lingering--
 	}
 	t.waiters[s] = struct{}{}
+	s.topic, s.joined = t, t.delivered
 	n.mu.Unlock()
 	return s, t
+}
+
+// since is s's topic and its delivered count now: a subscription s2
+// with s2.topic == t and s2.joined <= count was among the topic's
+// waiters before every message delivered after this call (each delivery
+// counts), so it gets every release published after it that s would.
+func (n *notifier) since(s *subscription) (t *topic, count uint64) {
+	if s.topic == nil {
+		return nil, 0
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return s.topic, s.topic.delivered
 }
 
 // ready returns once the masters have confirmed topic t's subscription
@@ -515,6 +536,7 @@ func (n *notifier) deliver(m rueidis.PubSubMessage) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if t := n.topics[m.Channel]; t != nil {
+		t.delivered++
 		for s := range t.waiters {
 			if s.id != m.Message {
 				continue // the release named another waiter

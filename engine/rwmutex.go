@@ -200,7 +200,7 @@ func rwOp(writer bool) string {
 
 // try makes one attempt; w is a waiter that has joined (its attempts
 // mark the masters, and a writer's register its intent), or nil.
-func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter, o acquireOpts) (*Lease, error) {
+func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter, o acquireOpts) (_ *Lease, err error) {
 	l := m.l
 	// Close waits for attempts under way, so that their undo is sent.
 	l.remote.Add(1)
@@ -208,17 +208,21 @@ func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter, o acquireOp
 	if l.closed.Load() {
 		return nil, fmt.Errorf("engine: %s %q: %w", rwOp(writer), m.name, ErrClosed)
 	}
+	var f *rwFlight
 	if !writer && l.shares != nil {
 		if h := m.join(ctx, o); h != nil {
 			return h, nil
 		}
-		h, done := m.flight(ctx, o)
-		if h != nil {
+		h, own, refused := m.flight(ctx, o, w)
+		switch {
+		case h != nil:
 			return h, nil
-		}
-		if done != nil {
-			defer done()
-		} else if l.closed.Load() {
+		case refused != nil:
+			return nil, refused
+		case own != nil:
+			f = own
+			defer func() { f.land(m, err) }()
+		case l.closed.Load():
 			// Close began while this attempt waited for another's.
 			return nil, fmt.Errorf("engine: %s %q: %w", rwOp(writer), m.name, ErrClosed)
 		}
@@ -230,6 +234,9 @@ func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter, o acquireOp
 	le.initVotes(l.votes)
 	check := m.checkDue()
 	cmd := m.acquireCommand(le.value, writer, w, check != 0, le.ttlArg())
+	if f != nil {
+		f.send(w)
+	}
 	le.start = time.Now()
 	t := l.pool.Fanout(ctx, cmd, classifyRW, (*acquireReplies)(le), le.votes)
 	if check != 0 {

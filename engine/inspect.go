@@ -216,6 +216,15 @@ type masterRead struct {
 	permits int
 }
 
+// waiterID is a queued waiter's id, without the life a waiting writer's
+// intent carries in front of it (see rwWaiter).
+func waiterID(id string) string {
+	if life, rest, ok := strings.Cut(id, "/"); ok && life != "" && strings.Trim(life, "0123456789") == "" {
+		return rest
+	}
+	return id
+}
+
 // Inspect reports what the masters hold for name, whatever its kind: its
 // holders and the validity a quorum vouches for, the highest fencing
 // token issued, the waiters queued and each master's view. It only
@@ -300,7 +309,7 @@ func (l *Locker) readMaster(ctx context.Context, i int, keys []string, base stri
 	ws, _ := res[4].AsStrSlice()
 	for j := 0; j+1 < len(ws); j += 2 {
 		t, _ := strconv.ParseFloat(ws[j+1], 64)
-		r.waiters = append(r.waiters, ws[j])
+		r.waiters = append(r.waiters, waiterID(ws[j]))
 		r.tickets = append(r.tickets, int64(t))
 	}
 	p, _ := res[5].ToString()

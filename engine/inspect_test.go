@@ -233,6 +233,11 @@ func TestInspectKinds(t *testing.T) {
 	if in.Kind != engine.KindRWMutex || len(in.Holders) != 2 || len(in.Waiters) != 1 || in.Waiters[0].Mode != "write" {
 		t.Fatalf("rwmutex: %+v", in)
 	}
+	// The intent's life, in front of the writer's id on the masters, is
+	// not part of the id.
+	if id := in.Waiters[0].ID; strings.Contains(id, "/") || !strings.Contains(id, ":") {
+		t.Fatalf("waiting writer's id %q, want the Locker's id, ':', a number", id)
+	}
 	for _, h := range in.Holders {
 		if h.Mode != "read" || (h.Value == r1.Value()) != (h.Owner == "reader") {
 			t.Fatalf("rwmutex holder %+v", h)

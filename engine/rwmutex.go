@@ -33,8 +33,10 @@ import (
 // waiting writer out: once its intent is on a quorum, no reader that
 // begins later is granted until the writer has held the lock (or given
 // up), and the writer waits only for the readers admitted before. An
-// intent lives one TTL from the writer's last attempt, so a writer that
-// dies blocks new readers for a TTL at most, as a dead holder does.
+// intent lives a TTL and the writer's longest fallback sleep (at most
+// another TTL) from its last attempt: the writer renews it before it can
+// lapse, even on a master whose clock runs fast, and a writer that dies
+// blocks new readers for that long at most.
 // Waiting writers can keep readers out for as long as writers keep
 // coming: readers are not guaranteed a turn under a steady stream of
 // writers.
@@ -552,6 +554,13 @@ type rwWaiter struct {
 	joined bool
 	id     string
 	last   error // the last attempt that was decided
+	// fallback is the longest sleep between attempts while the lock is
+	// held. A writer's intent lives its attempts' TTL plus fallback from
+	// each attempt, so that the next one renews it even where a master's
+	// clock runs fast and the attempt is a round trip late; intent is
+	// that life in ms, which starts the writer's id (see rwAcquireBody).
+	fallback time.Duration
+	intent   int64
 }
 
 // wait is RLock and Lock: an attempt at once, then, if the lock is held
@@ -573,7 +582,7 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 	// then sleeps on, not a refusal that only leads to it.
 	early := !writer && l.notify != nil && l.notify.listening(m.key)
 	if early {
-		w = &rwWaiter{sleeper: sleeper{ctx: ctx, info: info}, m: m, writer: writer}
+		w = m.newWaiter(ctx, writer, info, o)
 		w.join()
 	}
 	info.Attempts++
@@ -582,7 +591,7 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 		return le, nil
 	}
 	if w == nil {
-		w = &rwWaiter{sleeper: sleeper{ctx: ctx, info: info}, m: m, writer: writer}
+		w = m.newWaiter(ctx, writer, info, o)
 	}
 	if stop := w.noRetry(err); stop != nil {
 		return nil, stop
@@ -630,6 +639,23 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 	}
 }
 
+// newWaiter is a wait of RLock's or Lock's on the masters, not yet
+// joined.
+func (m *RWMutex) newWaiter(ctx context.Context, writer bool, info *WaitInfo, o acquireOpts) *rwWaiter {
+	l := m.l
+	w := &rwWaiter{sleeper: sleeper{ctx: ctx, info: info}, m: m, writer: writer}
+	w.fallback = min(l.cfg.Wait.FallbackMax, l.cfg.TTL)
+	if writer {
+		ttl := l.cfg.TTL
+		if o.ttlMS != 0 {
+			ttl = time.Duration(o.ttlMS) * time.Millisecond
+		}
+		w.fallback = min(w.fallback, ttl)
+		w.intent = (ttl + w.fallback).Milliseconds()
+	}
+	return w
+}
+
 // join makes the waiter's next attempts mark the masters, subscribed to
 // the lock's releases, and register a writer's intent.
 func (w *rwWaiter) join() {
@@ -638,7 +664,7 @@ func (w *rwWaiter) join() {
 		w.sub = l.notify.subscribe(w.ctx, w.channel(), "")
 	}
 	if w.writer && w.id == "" {
-		w.id = l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)
+		w.id = strconv.FormatInt(w.intent, 10) + "/" + l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)
 	}
 	w.joined = true
 }
@@ -689,7 +715,7 @@ func (w *rwWaiter) nextWait() (d time.Duration, cause WakeCause, at bool) {
 		w.join()
 		return 0, WakeNone, true
 	case held:
-		return l.jitter(cfg.Wait.FallbackMin, min(cfg.Wait.FallbackMax, cfg.TTL)), WakeFallback, false
+		return l.jitter(min(cfg.Wait.FallbackMin, w.fallback), w.fallback), WakeFallback, false
 	}
 	backoff := l.jitter(cfg.Wait.RetryDelayMin, cfg.Wait.RetryDelayMax)
 	if d, ok := l.quarantineWait(ve, backoff); ok {
@@ -851,10 +877,11 @@ end
 
 // rwAcquireScript admits a reader or a writer, for ttl ms, on one master.
 // ARGV: the lease's value, ttl, the mode (rwModes), a waiting writer's id,
-// the permit count key of a Semaphore of the name, and how long (ms) a
-// refresh keeps the name marked there. Mode: "r" a reader, "w" a writer;
-// "q" a waiting writer, which registers its intent (id) where refused
-// and takes it out where admitted; "n" a subscribed waiter, which marks
+// the permit count key of a Semaphore of the name, how long (ms) a
+// refresh keeps the name marked there. A writer's id starts with how long
+// its intent lives (ms) and a "/" (ttl without). Mode: "r" a reader, "w" a writer; "q" a
+// waiting writer, which registers its intent (id) where refused and
+// takes it out where admitted; "n" a subscribed waiter, which marks
 // the lock where refused, so that the release that frees it publishes;
 // "m" marks the name as a read/write lock's at the permit count key, and
 // refuses a semaphore's; "f" a fenced writer, answered max(the fencing
@@ -971,8 +998,13 @@ if refused then
     redis.call("SET", "` + rwMarkPrefixLua + `" .. k, "1", "PX", ttl)
   end
   if intent then
-    redis.call("ZADD", q, string.format("%.0f", now + tonumber(ttl) * 1000), id)
-    redis.call("PEXPIRE", q, ttl)
+    -- The intent outlives the writer's fallback: its life (ms) starts
+    -- its id (see rwWaiter). The key lives as long as its latest intent:
+    -- a writer with a shorter one must not cut another's short.
+    local life = tonumber(string.match(id, "^(%d+)/") or ttl)
+    redis.call("ZADD", q, string.format("%.0f", now + life * 1000), id)
+    local last = redis.call("ZRANGE", q, -1, -1, "WITHSCORES")[2]
+    redis.call("PEXPIRE", q, math.ceil((tonumber(last) - now) / 1000) + 1)
   end
   return refused
 end

@@ -67,7 +67,7 @@ func newFlightEnv(t *testing.T) *flightEnv {
 	lr.shareMu.Lock()
 	lr.flights[mr.key] = e.f
 	lr.shareMu.Unlock()
-	e.maker = &rwWaiter{sleeper: sleeper{ctx: ctx, info: &WaitInfo{}}, m: mr}
+	e.maker = mr.newWaiter(ctx, false, &WaitInfo{}, acquireOpts{})
 	e.maker.join()
 	t.Cleanup(func() { e.maker.leave(nil) })
 	return e

@@ -158,7 +158,8 @@ type WaitOptions struct {
 	// FallbackMin and FallbackMax bound the random wait of a Lock waiter
 	// between attempts when the resource is held: the retry that covers a
 	// missed notification (or an expiry, which publishes nothing). Capped
-	// at the TTL. Zero selects 50ms and 250ms (the wait is usually ended
+	// at the TTL (a read/write lock's waiters: at the call's TTL too, half
+	// of it the lowest). Zero selects 50ms and 250ms (the wait is usually ended
 	// by the notification long before); with DisableNotify, zero selects
 	// RetryDelayMin/Max.
 	FallbackMin, FallbackMax time.Duration

@@ -312,6 +312,7 @@ func (m *RWMutex) acquireCommand(value string, writer bool, w *rwWaiter, check b
 		// rwReleaseBody).
 		if w.sub != nil && !writer {
 			bits |= rwMark
+			id = w.life
 		}
 	}
 	if check {
@@ -555,12 +556,14 @@ type rwWaiter struct {
 	id     string
 	last   error // the last attempt that was decided
 	// fallback is the longest sleep between attempts while the lock is
-	// held. A writer's intent lives its attempts' TTL plus fallback from
-	// each attempt, so that the next one renews it even where a master's
-	// clock runs fast and the attempt is a round trip late; intent is
-	// that life in ms, which starts the writer's id (see rwAcquireBody).
+	// held: FallbackMax, capped at the Locker's TTL and the attempts'. A
+	// writer's intent, and a reader's mark, live the attempts' TTL plus
+	// fallback from each attempt, so that the next one renews it even
+	// where a master's clock runs fast and the attempt is a round trip
+	// late. life is that in ms and a "/", in front of a writer's id and
+	// as a reader's (see rwAcquireBody).
 	fallback time.Duration
-	intent   int64
+	life     string
 }
 
 // wait is RLock and Lock: an attempt at once, then, if the lock is held
@@ -644,15 +647,12 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 func (m *RWMutex) newWaiter(ctx context.Context, writer bool, info *WaitInfo, o acquireOpts) *rwWaiter {
 	l := m.l
 	w := &rwWaiter{sleeper: sleeper{ctx: ctx, info: info}, m: m, writer: writer}
-	w.fallback = min(l.cfg.Wait.FallbackMax, l.cfg.TTL)
-	if writer {
-		ttl := l.cfg.TTL
-		if o.ttlMS != 0 {
-			ttl = time.Duration(o.ttlMS) * time.Millisecond
-		}
-		w.fallback = min(w.fallback, ttl)
-		w.intent = (ttl + w.fallback).Milliseconds()
+	ttl := l.cfg.TTL
+	if o.ttlMS != 0 {
+		ttl = time.Duration(o.ttlMS) * time.Millisecond
 	}
+	w.fallback = min(l.cfg.Wait.FallbackMax, l.cfg.TTL, ttl)
+	w.life = strconv.FormatInt((ttl+w.fallback).Milliseconds(), 10) + "/"
 	return w
 }
 
@@ -664,7 +664,7 @@ func (w *rwWaiter) join() {
 		w.sub = l.notify.subscribe(w.ctx, w.channel(), "")
 	}
 	if w.writer && w.id == "" {
-		w.id = strconv.FormatInt(w.intent, 10) + "/" + l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)
+		w.id = w.life + l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)
 	}
 	w.joined = true
 }
@@ -715,7 +715,11 @@ func (w *rwWaiter) nextWait() (d time.Duration, cause WakeCause, at bool) {
 		w.join()
 		return 0, WakeNone, true
 	case held:
-		return l.jitter(min(cfg.Wait.FallbackMin, w.fallback), w.fallback), WakeFallback, false
+		lo := cfg.Wait.FallbackMin
+		if lo > w.fallback {
+			lo = w.fallback / 2 // capped below FallbackMin: keep a spread
+		}
+		return l.jitter(lo, w.fallback), WakeFallback, false
 	}
 	backoff := l.jitter(cfg.Wait.RetryDelayMin, cfg.Wait.RetryDelayMax)
 	if d, ok := l.quarantineWait(ve, backoff); ok {
@@ -995,7 +999,12 @@ elseif ` + intents + ` then
 end
 if refused then
   if mark then
-    redis.call("SET", "` + rwMarkPrefixLua + `" .. k, "1", "PX", ttl)
+    -- The mark outlives the reader's fallback: its life (ms) is ARGV[4]
+    -- (see rwWaiter). Waiting readers share it: never cut it short.
+    local m, life = "` + rwMarkPrefixLua + `" .. k, tonumber(string.match(id, "^(%d+)/") or ttl)
+    if redis.call("PTTL", m) < life then
+      redis.call("SET", m, "1", "PX", life)
+    end
   end
   if intent then
     -- The intent outlives the writer's fallback: its life (ms) starts

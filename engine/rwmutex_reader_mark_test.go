@@ -1,0 +1,86 @@
+package engine_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redlock-bench/redlock/engine"
+)
+
+// A waiting reader is woken by the release that frees the lock only if
+// its mark (one key per lock, shared by its waiting readers) is still
+// there when the release runs. The mark must outlive the reader's sleep
+// between attempts, which a per-call TTL shorter than the Locker's
+// undercut, and a reader with a shorter TTL must not cut it short for
+// the others: as the writers' intents (TestRWWriterIntentOutlivesItsFallback,
+// TestRWShortIntentKeepsAnothersAlive). Here a writer holds
+// (auto-extended, so no expiry frees the lock), a reader waits with the
+// longest fallback, and the writer releases well within it: the reader
+// must be woken by that release. In virtual time.
+func TestRWReaderMarkOutlivesItsFallback(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// short: a reader of another Locker with a 200 ms TTL marks after
+		// the waiting reader did, then gives up.
+		short bool
+		opts  []engine.LockOption
+	}{
+		{"the Locker's TTL alone", false, nil},
+		{"per-call TTL", false, []engine.LockOption{engine.WithTTL(200 * time.Millisecond)}},
+		{"another reader's shorter TTL", true, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			simTest(t, 3, func(t *testing.T, e *env) {
+				ctx := context.Background()
+				cfg := func(c *engine.Config) {
+					c.TTL = time.Second
+					c.AutoExtend = true
+					c.Wait.FallbackMin, c.Wait.FallbackMax = time.Second, time.Second
+				}
+				writerL, readerL, shortL := e.locker(e.steady(cfg)), e.locker(e.steady(cfg)), e.locker(e.steady(cfg))
+				const name = "reader-mark"
+				w, err := rwMutex(t, writerL, name).TryLock(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				type result struct {
+					le  *engine.Lease
+					err error
+				}
+				got := make(chan result, 1)
+				go func() {
+					rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					defer cancel()
+					le, err := rwMutex(t, readerL, name).RLock(rctx, c.opts...)
+					got <- result{le, err}
+				}()
+				// Virtual time: the reader's two attempts (the second
+				// marks) are done long before this.
+				time.Sleep(50 * time.Millisecond)
+				if c.short {
+					sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+					_, err := rwMutex(t, shortL, name).RLock(sctx, engine.WithTTL(200*time.Millisecond))
+					cancel()
+					if err == nil {
+						t.Fatal("the short reader acquired while the writer held")
+					}
+				}
+				time.Sleep(400 * time.Millisecond)
+				released := time.Now()
+				if err := w.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				r := <-got
+				if r.err != nil {
+					t.Fatalf("reader: %v", r.err)
+				}
+				defer r.le.Release(ctx)
+				if wi := r.le.Wait(); wi.Cause != engine.WakeNotified || time.Since(released) > 50*time.Millisecond {
+					t.Fatalf("reader in %s after the release that freed the lock, woken by %s (%+v): its mark had lapsed",
+						time.Since(released), wi.Cause, wi)
+				}
+			})
+		})
+	}
+}

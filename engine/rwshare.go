@@ -80,9 +80,10 @@ import (
 //     refused by what publishes when it goes takes that refusal as its
 //     own, and sleeps, only if its subscription was among the topic's
 //     waiters before any message was delivered after the attempt was sent
-//     (rwFlight.adopts): the release that takes the attempt's mark
-//     publishes after the attempt ran, so it reaches this reader as it
-//     reaches the attempt's maker. Any other reader makes its own attempt.
+//     (rwFlight.adopts), and its mark lives as long as the attempt's: the
+//     release that takes the attempt's mark publishes after the attempt
+//     ran, so it reaches this reader as it reaches the attempt's maker.
+//     Any other reader makes its own attempt.
 //   - One name, one kind. A join sends no attempt, so it cannot mark the
 //     Semaphore's permit count: a reader whose attempt would mark it
 //     (until a quorum answered a mark, then every MaxTTL/2) makes the
@@ -267,6 +268,8 @@ type rwFlight struct {
 	// notifier.since); nil for an attempt that does not mark.
 	topic *topic
 	count uint64
+	// life is the maker's (rwWaiter.life): how long its mark lives.
+	life string
 	// refused is the attempt's error, when it was refused on a quorum by
 	// what will publish when it goes (rwHeld); set before done closes.
 	refused error
@@ -309,13 +312,15 @@ func (m *RWMutex) flight(ctx context.Context, o acquireOpts, w *rwWaiter) (*Leas
 // topic's waiters before any message delivered after the attempt was
 // sent (the topic's delivered count no higher then): every release that
 // publishes for that mark reaches w as it reaches the attempt's maker.
-// w's own marked attempt would have been refused as well, but for a
-// release in between, which publishes to w.
+// The mark lives as long as w's own would (the same life), so it outlasts
+// w's sleep as it outlasts the maker's. w's own marked attempt would have
+// been refused as well, but for a release in between, which publishes to
+// w.
 func (f *rwFlight) adopts(w *rwWaiter) bool {
 	if f.refused == nil || f.topic == nil || w == nil || w.writer || w.sub == nil {
 		return false
 	}
-	return w.sub.topic == f.topic && w.sub.joined <= f.count
+	return w.sub.topic == f.topic && w.sub.joined <= f.count && w.life == f.life
 }
 
 // send notes, before the flight's attempt goes, whether it marks: made by
@@ -323,6 +328,7 @@ func (f *rwFlight) adopts(w *rwWaiter) bool {
 func (f *rwFlight) send(w *rwWaiter) {
 	if w != nil && !w.writer && w.sub != nil {
 		f.topic, f.count = w.m.l.notify.since(w.sub)
+		f.life = w.life
 	}
 }
 

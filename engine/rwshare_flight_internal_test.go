@@ -26,10 +26,12 @@ type flightEnv struct {
 	mr      *RWMutex
 	writer  *Lease
 	f       *rwFlight
-	maker   *rwWaiter
+	// maker makes the flight's attempt, with makerOpts.
+	maker     *rwWaiter
+	makerOpts []LockOption
 }
 
-func newFlightEnv(t *testing.T) *flightEnv {
+func newFlightEnv(t *testing.T, makerTTL time.Duration) *flightEnv {
 	ctx := context.Background()
 	nw := simredis.NewNetwork(1)
 	masters, addrs := simredis.NewMasters(nw, 3, simredis.MasterOptions{Uptime: time.Hour})
@@ -64,10 +66,17 @@ func newFlightEnv(t *testing.T) *flightEnv {
 	}
 	time.Sleep(time.Second) // the writer's attempt and fence reach every master
 	e := &flightEnv{masters: masters, mr: mr, writer: w, f: &rwFlight{done: make(chan struct{})}}
+	if makerTTL != 0 {
+		e.makerOpts = []LockOption{WithTTL(makerTTL)}
+	}
+	o, err := lr.resolve(rwOp(false), mr.name, e.makerOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	lr.shareMu.Lock()
 	lr.flights[mr.key] = e.f
 	lr.shareMu.Unlock()
-	e.maker = mr.newWaiter(ctx, false, &WaitInfo{}, acquireOpts{})
+	e.maker = mr.newWaiter(ctx, false, &WaitInfo{}, o)
 	e.maker.join()
 	t.Cleanup(func() { e.maker.leave(nil) })
 	return e
@@ -115,7 +124,7 @@ func (e *flightEnv) attempt(t *testing.T, send bool) error {
 	l.shareMu.Lock()
 	delete(l.flights, e.mr.key)
 	l.shareMu.Unlock()
-	o, err := l.resolve(rwOp(false), e.mr.name, nil)
+	o, err := l.resolve(rwOp(false), e.mr.name, e.makerOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +170,7 @@ func acquired(t *testing.T, got <-chan *Lease, n int, since time.Time) {
 // of their own, and the writer's release wakes them.
 func TestRWReadersTakeTheirFlightsRefusal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newFlightEnv(t)
+		e := newFlightEnv(t, 0)
 		before := e.marks()
 		const n = 4
 		got := e.readers(t, n)
@@ -187,7 +196,7 @@ func TestRWReadersTakeTheirFlightsRefusal(t *testing.T) {
 // and nothing would wake the reader but its fallback.
 func TestRWReaderAfterADeliveryTriesItself(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newFlightEnv(t)
+		e := newFlightEnv(t, 0)
 		refused := e.attempt(t, true)
 		if err := e.writer.Release(context.Background()); err != nil {
 			t.Fatal(err)
@@ -197,5 +206,24 @@ func TestRWReaderAfterADeliveryTriesItself(t *testing.T) {
 		landed := time.Now()
 		e.land(refused)
 		acquired(t, got, 1, landed)
+	})
+}
+
+// A reader whose mark would live longer than the flight's (here the
+// flight's maker asked a shorter TTL: its mark lives 10 s + 10 s, the
+// reader's 30 s + 30 s) makes an attempt of its own: the flight's mark
+// may be gone before the release that frees the lock, which would then
+// publish nothing, and the reader would wait for its fallback.
+func TestRWReaderThatOutlivesItsFlightsMarkTriesItself(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newFlightEnv(t, 10*time.Second)
+		got := e.readers(t, 1)
+		e.land(e.attempt(t, true))
+		time.Sleep(25 * time.Second) // the flight's mark has expired
+		released := time.Now()
+		if err := e.writer.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		acquired(t, got, 1, released)
 	})
 }

@@ -272,9 +272,10 @@ func TestTLSToAPlainMasterFailsAtTheDialTimeout(t *testing.T) {
 	})
 }
 
-// aclCommands are the commands the README says a narrow ACL user needs.
+// aclCommands are the commands docs/auth-tls.md says a narrow ACL user needs.
 var aclCommands = []string{"hello", "auth", "info", "script|load", "evalsha", "eval", "set", "subscribe", "unsubscribe",
-	"get", "del", "append", "pexpire", "pexpireat", "type", "time", "publish", "ping", "zadd", "zrem", "zpopmin", "zrange"}
+	"get", "del", "append", "pexpire", "pexpireat", "type", "time", "publish", "ping", "zadd", "zrem", "zpopmin", "zrange",
+	"zscore", "zcount", "zremrangebyscore", "zcard", "zrank", "exists", "pttl", "mget"}
 
 // An ACL user allowed only the commands the README lists can do
 // everything: lock, wait on a notification, extend, release, fence. The
@@ -340,5 +341,50 @@ func TestNarrowACLUser(t *testing.T) {
 	}
 	if err := le.Release(ctx); err == nil || !strings.Contains(err.Error(), "can't run this command") {
 		t.Errorf("release without DEL: %v, want the ACL's refusal", err)
+	}
+}
+
+// The narrow ACL user takes every kind of lock, not only the plain one:
+// a read/write lock's reader and writer, a permit and a lease on several
+// resources, each released, and asks a quorum for a lease's validity.
+func TestNarrowACLUserEveryKind(t *testing.T) {
+	t.Parallel()
+	r := []string{"~*", "&*", "-@all"}
+	for _, c := range aclCommands {
+		r = append(r, "+"+c)
+	}
+	c := redistest.StartT(t, 3, redistest.Options{User: "narrow", Password: "pw", UserRules: r})
+	l := authLocker(t, c, func(c *engine.Config) {
+		c.Conn.Username, c.Conn.Password = "narrow", "pw"
+		c.Fencing = true
+	})
+	ctx := context.Background()
+	m, err := l.RWMutex("narrow-rw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sem, err := l.Semaphore("narrow-sem", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []struct {
+		name string
+		take func() (*engine.Lease, error)
+	}{
+		{"read lock", func() (*engine.Lease, error) { return m.TryRLock(ctx) }},
+		{"write lock", func() (*engine.Lease, error) { return m.TryLock(ctx) }},
+		{"permit", func() (*engine.Lease, error) { return sem.TryAcquire(ctx) }},
+		{"several resources", func() (*engine.Lease, error) { return l.TryLockAll(ctx, "narrow-a", "narrow-b") }},
+	} {
+		le, err := k.take()
+		if err != nil {
+			t.Fatalf("%s as the narrow ACL user: %v", k.name, err)
+		}
+		if _, err := le.RemoteValidity(ctx); err != nil {
+			t.Errorf("%s's RemoteValidity as the narrow ACL user: %v", k.name, err)
+		}
+		if err := le.Release(ctx); err != nil {
+			t.Errorf("%s's release as the narrow ACL user: %v", k.name, err)
+		}
 	}
 }

@@ -216,14 +216,24 @@ type masterRead struct {
 	permits int
 }
 
-// waiterID is a queued waiter's id, without the life a waiting writer's
-// intent carries in front of it (see rwWaiter).
-func waiterID(id string) string {
-	if life, rest, ok := strings.Cut(id, "/"); ok && life != "" && strings.Trim(life, "0123456789") == "" {
-		return rest
+// waiterID is a queued waiter's id and, for a waiting writer, when it
+// began to wait (µs of its clock; else 0): a writer's intent is scored by
+// its expiry, and carries its life and its start in front of its id (see
+// rwWaiter), "life/start/id".
+func waiterID(id string) (string, int64) {
+	life, rest, ok := strings.Cut(id, "/")
+	if !ok || !digits(life) {
+		return id, 0
 	}
-	return id
+	start, rest, ok := strings.Cut(rest, "/")
+	if !ok || !digits(start) {
+		return id, 0
+	}
+	us, _ := strconv.ParseInt(start, 10, 64)
+	return rest, us
 }
+
+func digits(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }
 
 // Inspect reports what the masters hold for name, whatever its kind: its
 // holders and the validity a quorum vouches for, the highest fencing
@@ -309,8 +319,12 @@ func (l *Locker) readMaster(ctx context.Context, i int, keys []string, base stri
 	ws, _ := res[4].AsStrSlice()
 	for j := 0; j+1 < len(ws); j += 2 {
 		t, _ := strconv.ParseFloat(ws[j+1], 64)
-		r.waiters = append(r.waiters, waiterID(ws[j]))
-		r.tickets = append(r.tickets, int64(t))
+		id, began := waiterID(ws[j])
+		if began == 0 {
+			began = int64(t)
+		}
+		r.waiters = append(r.waiters, id)
+		r.tickets = append(r.tickets, began)
 	}
 	p, _ := res[5].ToString()
 	r.permits, _ = strconv.Atoi(p)

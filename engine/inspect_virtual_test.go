@@ -63,3 +63,43 @@ func TestInspectValidityAndAgesVirtual(t *testing.T) {
 		<-done
 	})
 }
+
+// A read/write lock's waiting writer is listed by Inspect with its Age,
+// how long ago it began to wait, as a lock's queued waiter is (above),
+// though the intents' set scores each writer by its intent's expiry: the
+// writer's id carries when it began. Here a reader holds and a writer
+// waits 2 s: its Age must be about 2 s. In virtual time.
+func TestInspectRWWriterAgeVirtual(t *testing.T) {
+	t.Parallel()
+	simTest(t, 3, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		cfg := func(c *engine.Config) { c.TTL = time.Second; c.AutoExtend = true }
+		a, b := e.locker(e.steady(cfg)), e.locker(e.steady(cfg))
+		const name = "rw-age"
+		r, err := rwMutex(t, a, name).TryRLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Release(ctx)
+		waitCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, err := rwMutex(t, b, name).Lock(waitCtx)
+			done <- err
+		}()
+		time.Sleep(2 * time.Second)
+		in, err := a.Inspect(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(in.Waiters) != 1 || in.Waiters[0].Mode != "write" {
+			t.Fatalf("waiters %+v, want the waiting writer", in.Waiters)
+		}
+		if age := in.Waiters[0].Age; age < 0 || age < 2*time.Second-50*time.Millisecond || age > 2*time.Second+50*time.Millisecond {
+			t.Fatalf("waiting writer's Age %s after waiting 2s, want about 2s", age)
+		}
+		cancel()
+		<-done
+	})
+}

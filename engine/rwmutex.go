@@ -560,10 +560,12 @@ type rwWaiter struct {
 	// writer's intent, and a reader's mark, live the attempts' TTL plus
 	// fallback from each attempt, so that the next one renews it even
 	// where a master's clock runs fast and the attempt is a round trip
-	// late. life is that in ms and a "/", in front of a writer's id and
-	// as a reader's (see rwAcquireBody).
+	// late. life is that in ms and a "/": a reader's id, and the front
+	// of a writer's, "life/start/locker:seq", start in µs (see
+	// rwAcquireBody, and waiterID, which reads start for Inspect).
 	fallback time.Duration
 	life     string
+	start    time.Time // when the wait began, which a writer's id carries
 }
 
 // wait is RLock and Lock: an attempt at once, then, if the lock is held
@@ -585,7 +587,7 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 	// then sleeps on, not a refusal that only leads to it.
 	early := !writer && l.notify != nil && l.notify.listening(m.key)
 	if early {
-		w = m.newWaiter(ctx, writer, info, o)
+		w = m.newWaiter(ctx, writer, start, info, o)
 		w.join()
 	}
 	info.Attempts++
@@ -594,7 +596,7 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 		return le, nil
 	}
 	if w == nil {
-		w = m.newWaiter(ctx, writer, info, o)
+		w = m.newWaiter(ctx, writer, start, info, o)
 	}
 	if stop := w.noRetry(err); stop != nil {
 		return nil, stop
@@ -644,9 +646,9 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 
 // newWaiter is a wait of RLock's or Lock's on the masters, not yet
 // joined.
-func (m *RWMutex) newWaiter(ctx context.Context, writer bool, info *WaitInfo, o acquireOpts) *rwWaiter {
+func (m *RWMutex) newWaiter(ctx context.Context, writer bool, start time.Time, info *WaitInfo, o acquireOpts) *rwWaiter {
 	l := m.l
-	w := &rwWaiter{sleeper: sleeper{ctx: ctx, info: info}, m: m, writer: writer}
+	w := &rwWaiter{sleeper: sleeper{ctx: ctx, info: info}, m: m, writer: writer, start: start}
 	ttl := l.cfg.TTL
 	if o.ttlMS != 0 {
 		ttl = time.Duration(o.ttlMS) * time.Millisecond
@@ -664,7 +666,7 @@ func (w *rwWaiter) join() {
 		w.sub = l.notify.subscribe(w.ctx, w.channel(), "")
 	}
 	if w.writer && w.id == "" {
-		w.id = w.life + l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)
+		w.id = w.life + strconv.FormatInt(w.start.UnixMicro(), 10) + "/" + l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)
 	}
 	w.joined = true
 }

@@ -76,7 +76,7 @@ func newFlightEnv(t *testing.T, makerTTL time.Duration) *flightEnv {
 	lr.shareMu.Lock()
 	lr.flights[mr.key] = e.f
 	lr.shareMu.Unlock()
-	e.maker = mr.newWaiter(ctx, false, &WaitInfo{}, o)
+	e.maker = mr.newWaiter(ctx, false, time.Now(), &WaitInfo{}, o)
 	e.maker.join()
 	t.Cleanup(func() { e.maker.leave(nil) })
 	return e

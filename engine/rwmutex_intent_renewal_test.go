@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/redlock-bench/redlock/engine"
 	"github.com/redlock-bench/redlock/internal/simredis"
 )
@@ -173,4 +174,194 @@ func TestRWShortIntentKeepsAnothersAlive(t *testing.T) {
 			t.Fatalf("B, frozen, acquired: %v", err)
 		}
 	})
+}
+
+// TestRWWriterIntentOutlivesItsFallbackOnRealMasters is the per-call TTL
+// case on real masters: a reader holds, a writer waits with a TTL a
+// quarter of the Locker's (whose fallback is the Locker's TTL), and a
+// reader of another Locker tries over and over while the writer renews
+// its intent. It waits for events, not durations: the writer's intent
+// on a quorum, then two renewals of it on one master (an intent that
+// lapsed before its writer's next attempt lets the trying reader in
+// before the first); only then does the holder release. A machine stall
+// longer than half the intent's life between two of the writer's
+// attempts is what could fail it falsely.
+func TestRWWriterIntentOutlivesItsFallbackOnRealMasters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	const ttl = 2 * time.Second
+	cfg := func(c *engine.Config) {
+		c.TTL = 4 * ttl
+		c.AutoExtend = true
+		c.Wait.FallbackMin, c.Wait.FallbackMax = c.TTL, c.TTL
+		patientDownTo(ttl)(c)
+	}
+	holderL, writerL, readerL := e.locker(cfg), e.locker(cfg), e.locker(cfg)
+	const name = "intent-renewal"
+	intents := "\xffredlock:rw:" + e.key(name)
+	held, err := rwMutex(t, holderL, name).RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(ctx)
+	wrote := make(chan error, 1)
+	var writerHeld atomic.Bool
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	go func() {
+		le, err := rwMutex(t, writerL, name).Lock(wctx, engine.WithTTL(ttl))
+		if err == nil {
+			writerHeld.Store(true)
+			le.Release(ctx)
+		}
+		wrote <- err
+	}()
+	score := func(i int) float64 {
+		c := e.direct[i]
+		zs, err := c.Do(ctx, c.B().Zrange().Key(intents).Min("0").Max("-1").Withscores().Build()).AsZScores()
+		if err != nil || len(zs) != 1 {
+			return 0
+		}
+		return zs[0].Score
+	}
+	// The intent is registered where the writer is refused: on a
+	// quorum, not on a master the holder's entry missed.
+	on := -1
+	eventually(t, 30*time.Second, "the writer's intent on a quorum", func() bool {
+		select {
+		case err := <-wrote:
+			t.Fatalf("the writer returned while the reader held: %v", err)
+		default:
+		}
+		n := 0
+		for i := range e.direct {
+			if score(i) > 0 {
+				n, on = n+1, i
+			}
+		}
+		return n >= 2
+	})
+	rm := rwMutex(t, readerL, name)
+	renewals, last, tries := 0, score(on), 0
+	for renewals < 2 {
+		select {
+		case err := <-wrote:
+			t.Fatalf("the writer returned while the reader held: %v", err)
+		default:
+		}
+		tries++
+		if le, err := rm.TryRLock(ctx); err == nil {
+			le.Release(ctx)
+			t.Fatalf("a reader that began after the writer's intent was granted while the writer waited (attempt %d, after %d renewals)", tries, renewals)
+		}
+		if s := score(on); s > last {
+			renewals, last = renewals+1, s
+		}
+		time.Sleep(time.Millisecond) // a poll's pace, to spare the shared masters
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-wrote; err != nil || !writerHeld.Load() {
+		t.Fatalf("the writer did not acquire once the reader released: %v", err)
+	}
+}
+
+// TestRWShortIntentKeepsAnothersAliveOnRealMasters is the shared intents
+// key on real masters: writer A waits with the Locker's long TTL, writer
+// B (a Locker that reaches masters 1 and 2 through proxies) with a short
+// per-call TTL, then B's commands to masters 1 and 2 are held back, so
+// it neither renews nor takes out its intent there. A reader of another
+// Locker tries until A has renewed its intent on master 1 twice since;
+// had B's last attempt cut the key to B's life, A's intent would have
+// gone with it on masters 1 and 2, a quorum, and the reader got in.
+func TestRWShortIntentKeepsAnothersAliveOnRealMasters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	cfg := func(c *engine.Config) {
+		c.TTL = 4 * time.Second
+		c.AutoExtend = true
+		c.Wait.FallbackMin, c.Wait.FallbackMax = time.Second, 2*time.Second
+		patient(c)
+	}
+	holderL, aL, readerL := e.locker(cfg), e.locker(cfg), e.locker(cfg)
+	bL, sp := e.stalledLocker(4*time.Second, 0)
+	const name = "intents-share-a-key"
+	intents := "\xffredlock:rw:" + e.key(name)
+	held, err := rwMutex(t, holderL, name).RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(ctx)
+	members := func(i int) []rueidis.ZScore {
+		c := e.direct[i]
+		zs, _ := c.Do(ctx, c.B().Zrange().Key(intents).Min("0").Max("-1").Withscores().Build()).AsZScores()
+		return zs
+	}
+	lock := func(l *engine.Locker, ctx context.Context, opts ...engine.LockOption) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			le, err := rwMutex(t, l, name).Lock(ctx, opts...)
+			if err == nil {
+				le.Release(context.Background())
+			}
+			done <- err
+		}()
+		return done
+	}
+	actx, cancelA := context.WithTimeout(ctx, time.Minute)
+	defer cancelA()
+	aDone := lock(aL, actx)
+	eventually(t, 30*time.Second, "A's intent on masters 1 and 2", func() bool {
+		return len(members(1)) == 1 && len(members(2)) == 1
+	})
+	bctx, cancelB := context.WithCancel(ctx)
+	defer cancelB()
+	bDone := lock(bL, bctx, engine.WithTTL(300*time.Millisecond))
+	eventually(t, 30*time.Second, "B's intent beside A's on masters 1 and 2", func() bool {
+		return len(members(1)) == 2 && len(members(2)) == 2
+	})
+	for _, p := range sp {
+		p.stall.Store(true)
+	}
+	defer func() {
+		for _, p := range sp {
+			p.breakStalled()
+			p.resume()
+		}
+	}()
+	aScore := func() float64 {
+		var s float64
+		for _, z := range members(1) {
+			s = max(s, z.Score)
+		}
+		return s
+	}
+	rm := rwMutex(t, readerL, name)
+	renewals, last := 0, aScore()
+	for renewals < 2 {
+		select {
+		case err := <-aDone:
+			t.Fatalf("A returned while the reader held: %v", err)
+		default:
+		}
+		if le, err := rm.TryRLock(ctx); err == nil {
+			le.Release(ctx)
+			t.Fatalf("a reader was granted while A waited (after %d of A's renewals): B's intent cut the key short", renewals)
+		}
+		if s := aScore(); s > last {
+			renewals, last = renewals+1, s
+		}
+		time.Sleep(time.Millisecond) // a poll's pace, to spare the shared masters
+	}
+	cancelB()
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-aDone; err != nil {
+		t.Fatalf("A did not acquire once the reader released: %v", err)
+	}
+	<-bDone
 }

@@ -84,3 +84,78 @@ func TestRWReaderMarkOutlivesItsFallback(t *testing.T) {
 		})
 	}
 }
+
+// TestRWReaderMarkOutlivesItsFallbackOnRealMasters is the per-call TTL
+// case on real masters: a writer holds, a reader waits with a TTL a
+// quarter of the Locker's (whose fallback is the Locker's TTL), and the
+// reader's mark must stay on the masters that refused it all along. It
+// waits for events, not durations: the mark on a quorum, then two
+// renewals of it on one master (a mark that lapses before the reader's
+// next attempt is gone first); then the writer releases, and the reader
+// acquires. A machine stall longer than half the mark's life between two
+// of the reader's attempts is what could fail it falsely.
+func TestRWReaderMarkOutlivesItsFallbackOnRealMasters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	const ttl = 2 * time.Second
+	cfg := func(c *engine.Config) {
+		c.TTL = 4 * ttl
+		c.AutoExtend = true
+		c.Wait.FallbackMin, c.Wait.FallbackMax = c.TTL, c.TTL
+		patientDownTo(ttl)(c)
+	}
+	writerL, readerL := e.locker(cfg), e.locker(cfg)
+	const name = "reader-mark"
+	mark := "\xffredlock:rwmark:" + e.key(name)
+	w, err := rwMutex(t, writerL, name).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Release(ctx)
+	got := make(chan error, 1)
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	go func() {
+		le, err := rwMutex(t, readerL, name).RLock(rctx, engine.WithTTL(ttl))
+		if err == nil {
+			le.Release(ctx)
+		}
+		got <- err
+	}()
+	// The mark is set where the reader is refused: on a quorum, not on a
+	// master the writer's entry missed.
+	on := -1
+	eventually(t, 30*time.Second, "the reader's mark on a quorum", func() bool {
+		select {
+		case err := <-got:
+			t.Fatalf("the reader returned while the writer held: %v", err)
+		default:
+		}
+		n := 0
+		for i := range e.direct {
+			if e.pttl(i, mark) > 0 {
+				n, on = n+1, i
+			}
+		}
+		return n >= 2
+	})
+	renewals, last := 0, e.pttl(on, mark)
+	for renewals < 2 {
+		p := e.pttl(on, mark)
+		if p <= 0 {
+			t.Fatalf("the waiting reader's mark lapsed on master %d after %d renewals (PTTL %d)", on, renewals, p)
+		}
+		if p > last {
+			renewals++
+		}
+		last = p
+		time.Sleep(time.Millisecond) // a poll's pace, to spare the shared masters
+	}
+	if err := w.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the reader did not acquire once the writer released: %v", err)
+	}
+}

@@ -101,6 +101,22 @@ type subscription struct {
 	// notifier closed), with its delivered count then.
 	topic  *topic
 	joined uint64
+	// revived is when the topic this subscription took out of lingering
+	// had gone idle (zero: it did not); passing marks a subscription
+	// that never waited (see pass): its close gives that idle spell
+	// back instead of starting a new one.
+	revived time.Time
+	passing bool
+}
+
+// pass marks s as one that never waited: a reader subscribed ahead of an
+// attempt that was admitted. Its close lets a topic it revived from
+// lingering go on lingering from when it went idle, so that readers
+// that never wait do not keep a lock "waited for lately" forever.
+func (s *subscription) pass() {
+	if s != nil {
+		s.passing = true
+	}
 }
 
 // settleTurns bounds how long a woken waiter waits for more masters to
@@ -236,6 +252,7 @@ func (n *notifier) add(key, id string, c chan struct{}) (*subscription, *topic) 
 	if t.lingering {
 		t.lingering = false
 		n.lingering--
+		s.revived = t.idleSince
 	}
 	t.waiters[s] = struct{}{}
 	s.topic, s.joined = t, t.delivered
@@ -317,12 +334,17 @@ func (s *subscription) close() {
 		return
 	}
 	if n.linger > 0 && n.lingering < MaxLingering {
-		t.lingering, t.idleSince = true, time.Now()
+		idle := time.Now()
+		if s.passing && !s.revived.IsZero() {
+			idle = s.revived
+		}
+		t.lingering, t.idleSince = true, idle
 		n.lingering++
+		d := max(n.linger-time.Since(idle), 0)
 		if t.idle == nil {
-			t.idle = time.AfterFunc(n.linger, func() { n.expire(s.channel, t) })
+			t.idle = time.AfterFunc(d, func() { n.expire(s.channel, t) })
 		} else {
-			t.idle.Reset(n.linger)
+			t.idle.Reset(d)
 		}
 		return
 	}

@@ -320,8 +320,11 @@ func (m *RWMutex) acquireCommand(value string, writer bool, w *rwWaiter, check b
 	}
 	cmd := scriptCall(rwAcquire(), m.key, value, ttl, rwModes[bits][fence], id, m.semKey, m.metaTTL)
 	// A waiter's attempt reaches every master, so that its mark and
-	// intent are on all of them.
-	cmd.SkipIfFailed = w == nil
+	// intent are on all of them; but a reader's first attempt, made
+	// subscribed ahead (see wait), is mostly admitted at once, and skips
+	// a master left behind as any first attempt does, lest such a master
+	// be sent every read.
+	cmd.SkipIfFailed = w == nil || w.ahead
 	return cmd
 }
 
@@ -566,6 +569,9 @@ type rwWaiter struct {
 	fallback time.Duration
 	life     string
 	start    time.Time // when the wait began, which a writer's id carries
+	// ahead: the next attempt is a reader's first, made subscribed ahead
+	// of it (see wait).
+	ahead bool
 }
 
 // wait is RLock and Lock: an attempt at once, then, if the lock is held
@@ -589,10 +595,17 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 	if early {
 		w = m.newWaiter(ctx, writer, start, info, o)
 		w.join()
+		w.ahead = true
 	}
 	info.Attempts++
 	le, err = m.try(ctx, writer, w, o)
+	if w != nil {
+		w.ahead = false
+	}
 	if err == nil {
+		if w != nil {
+			w.sub.pass() // admitted at once: it never waited
+		}
 		return le, nil
 	}
 	if w == nil {

@@ -315,7 +315,9 @@ func (m *RWMutex) flight(ctx context.Context, o acquireOpts, w *rwWaiter) (*Leas
 // The mark lives as long as w's own would (the same life), so it outlasts
 // w's sleep as it outlasts the maker's. w's own marked attempt would have
 // been refused as well, but for a release in between, which publishes to
-// w.
+// w, or a change that publishes nothing (an expiry nobody cleaned up, a
+// writer's silent undo), which the maker sleeps through too, until the
+// fallback that covers such changes.
 func (f *rwFlight) adopts(w *rwWaiter) bool {
 	if f.refused == nil || f.topic == nil || w == nil || w.writer || w.sub == nil {
 		return false

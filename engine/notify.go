@@ -63,6 +63,9 @@ type topic struct {
 	lingering bool
 	idleSince time.Time
 	idle      *time.Timer
+	// delivered counts the messages delivered on the topic (see
+	// notifier.since).
+	delivered uint64
 }
 
 // done records that master i confirmed the subscription or cannot.
@@ -94,6 +97,26 @@ type subscription struct {
 	// resource, which share C (see subscribeAll); nil for Lock's. A
 	// pointer, so that Lock's subscription stays small.
 	group *[]*subscription
+	// topic is the topic the subscription joined (nil: none, the
+	// notifier closed), with its delivered count then.
+	topic  *topic
+	joined uint64
+	// revived is when the topic this subscription took out of lingering
+	// had gone idle (zero: it did not); passing marks a subscription
+	// that never waited (see pass): its close gives that idle spell
+	// back instead of starting a new one.
+	revived time.Time
+	passing bool
+}
+
+// pass marks s as one that never waited: a reader subscribed ahead of an
+// attempt that was admitted. Its close lets a topic it revived from
+// lingering go on lingering from when it went idle, so that readers
+// that never wait do not keep a lock "waited for lately" forever.
+func (s *subscription) pass() {
+	if s != nil {
+		s.passing = true
+	}
 }
 
 // settleTurns bounds how long a woken waiter waits for more masters to
@@ -229,10 +252,25 @@ func (n *notifier) add(key, id string, c chan struct{}) (*subscription, *topic) 
 	if t.lingering {
 		t.lingering = false
 		n.lingering--
+		s.revived = t.idleSince
 	}
 	t.waiters[s] = struct{}{}
+	s.topic, s.joined = t, t.delivered
 	n.mu.Unlock()
 	return s, t
+}
+
+// since is s's topic and its delivered count now: a subscription s2
+// with s2.topic == t and s2.joined <= count was among the topic's
+// waiters before every message delivered after this call (each delivery
+// counts), so it gets every release published after it that s would.
+func (n *notifier) since(s *subscription) (t *topic, count uint64) {
+	if s.topic == nil {
+		return nil, 0
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return s.topic, s.topic.delivered
 }
 
 // ready returns once the masters have confirmed topic t's subscription
@@ -296,12 +334,17 @@ func (s *subscription) close() {
 		return
 	}
 	if n.linger > 0 && n.lingering < MaxLingering {
-		t.lingering, t.idleSince = true, time.Now()
+		idle := time.Now()
+		if s.passing && !s.revived.IsZero() {
+			idle = s.revived
+		}
+		t.lingering, t.idleSince = true, idle
 		n.lingering++
+		d := max(n.linger-time.Since(idle), 0)
 		if t.idle == nil {
-			t.idle = time.AfterFunc(n.linger, func() { n.expire(s.channel, t) })
+			t.idle = time.AfterFunc(d, func() { n.expire(s.channel, t) })
 		} else {
-			t.idle.Reset(n.linger)
+			t.idle.Reset(d)
 		}
 		return
 	}
@@ -515,6 +558,7 @@ func (n *notifier) deliver(m rueidis.PubSubMessage) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if t := n.topics[m.Channel]; t != nil {
+		t.delivered++
 		for s := range t.waiters {
 			if s.id != m.Message {
 				continue // the release named another waiter

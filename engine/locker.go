@@ -52,8 +52,8 @@ type Locker struct {
 	shareMu sync.Mutex
 	shares  map[string]*rwShare
 	// flights are the lock keys a reader of this Locker is acquiring on
-	// the masters, closed when it is done (see RWMutex.flight).
-	flights map[string]chan struct{}
+	// the masters, with that attempt (see RWMutex.flight).
+	flights map[string]*rwFlight
 	closed  atomic.Bool
 	// done closes with Close: Lock callers asleep between attempts wake.
 	done chan struct{}
@@ -148,7 +148,7 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		l.gate = newGate()
 		l.semGate = newGate()
 		l.shares = make(map[string]*rwShare)
-		l.flights = make(map[string]chan struct{})
+		l.flights = make(map[string]*rwFlight)
 	}
 	if !cfg.Wait.DisableNotify {
 		l.notify = newNotifier(pool, l.votes, len(cfg.Masters), len(cfg.Clusters), cfg.NodeTimeout, cfg.Wait.NotifyLinger)

@@ -50,6 +50,7 @@ type notifier struct {
 }
 
 type topic struct {
+	channel string
 	waiters map[*subscription]struct{}
 	// awaited has bit i set while master i has yet to confirm the
 	// subscription or fail; ready closes when it is empty. A waiter marks
@@ -63,6 +64,14 @@ type topic struct {
 	lingering bool
 	idleSince time.Time
 	idle      *time.Timer
+	// revived is the idle spell a waiter interrupted when it took the
+	// topic out of lingering, while only subscriptions that never waited
+	// have come and gone since (zero otherwise): the last of them to go
+	// gives it back rather than starting a new one.
+	revived time.Time
+	// delivered counts the messages delivered on the topic (see
+	// notifier.since).
+	delivered uint64
 }
 
 // done records that master i confirmed the subscription or cannot.
@@ -83,17 +92,33 @@ func (t *topic) done(i int) {
 // retrying. That second retry is needed: the first can reach a master
 // whose delete is still on its way, and be refused there.
 type subscription struct {
-	n       *notifier
-	channel string
-	id      string // the waiter's id in the resource's queue
-	C       chan struct{}
+	n  *notifier
+	id string // the waiter's id in the resource's queue
+	C  chan struct{}
 	// turns counts the masters that gave this waiter the turn since it
 	// last woke (see awaitTurns).
 	turns atomic.Int32
+	// passing marks a subscription that never waited (see pass).
+	passing bool
 	// group are the other subscriptions of a LockAll waiter, one per
 	// resource, which share C (see subscribeAll); nil for Lock's. A
 	// pointer, so that Lock's subscription stays small.
 	group *[]*subscription
+	// topic is the topic the subscription joined (nil: none, the
+	// notifier closed), with its delivered count then.
+	topic  *topic
+	joined uint64
+}
+
+// pass marks s as one that never waited: a reader subscribed ahead of an
+// attempt that was admitted. A topic that only such subscriptions took
+// out of lingering goes on lingering from when it went idle (see
+// topic.revived), so that readers that never wait do not keep a lock
+// "waited for lately" forever.
+func (s *subscription) pass() {
+	if s != nil {
+		s.passing = true
+	}
 }
 
 // settleTurns bounds how long a woken waiter waits for more masters to
@@ -201,16 +226,17 @@ func (n *notifier) subscribe(ctx context.Context, key, id string) *subscription 
 // add registers waiter id for resource key's releases, which signal c,
 // and returns its topic (nil once the notifier is closed) for ready.
 func (n *notifier) add(key, id string, c chan struct{}) (*subscription, *topic) {
-	s := &subscription{n: n, channel: releasedPrefix + key, id: id, C: c}
+	s := &subscription{n: n, id: id, C: c}
+	channel := releasedPrefix + key
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
 		return s, nil
 	}
-	t := n.topics[s.channel]
+	t := n.topics[channel]
 	if t == nil {
-		t = &topic{waiters: make(map[*subscription]struct{}), ready: make(chan struct{}), deadline: time.Now().Add(n.wait)}
-		n.topics[s.channel] = t
+		t = &topic{channel: channel, waiters: make(map[*subscription]struct{}), ready: make(chan struct{}), deadline: time.Now().Add(n.wait)}
+		n.topics[channel] = t
 		for _, sn := range n.nodes {
 			if sn.state == nodeIdle {
 				sn.state = nodeConnecting
@@ -220,7 +246,7 @@ func (n *notifier) add(key, id string, c chan struct{}) (*subscription, *topic) 
 			if sn.state != nodeDown {
 				t.awaited |= 1 << sn.i
 			}
-			n.touch(sn, s.channel)
+			n.touch(sn, channel)
 		}
 		if t.awaited == 0 {
 			close(t.ready)
@@ -229,10 +255,25 @@ func (n *notifier) add(key, id string, c chan struct{}) (*subscription, *topic) 
 	if t.lingering {
 		t.lingering = false
 		n.lingering--
+		t.revived = t.idleSince
 	}
 	t.waiters[s] = struct{}{}
+	s.topic, s.joined = t, t.delivered
 	n.mu.Unlock()
 	return s, t
+}
+
+// since is s's topic and its delivered count now: a subscription s2
+// with s2.topic == t and s2.joined <= count was among the topic's
+// waiters before every message delivered after this call (each delivery
+// counts), so it gets every release published after it that s would.
+func (n *notifier) since(s *subscription) (t *topic, count uint64) {
+	if s.topic == nil {
+		return nil, 0
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return s.topic, s.topic.delivered
 }
 
 // ready returns once the masters have confirmed topic t's subscription
@@ -280,32 +321,44 @@ func (s *subscription) close() {
 			g.close()
 		}
 	}
+	if s.topic == nil {
+		return // the notifier was closed when it subscribed
+	}
 	n := s.n
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	t := n.topics[s.channel]
+	channel := s.topic.channel
+	t := n.topics[channel]
 	if t == nil {
 		return
 	}
 	delete(t.waiters, s)
+	if !s.passing {
+		t.revived = time.Time{}
+	}
 	if len(t.waiters) > 0 {
 		return
 	}
 	if n.closed {
-		delete(n.topics, s.channel)
+		delete(n.topics, channel)
 		return
 	}
 	if n.linger > 0 && n.lingering < MaxLingering {
-		t.lingering, t.idleSince = true, time.Now()
+		idle := time.Now()
+		if !t.revived.IsZero() {
+			idle, t.revived = t.revived, time.Time{}
+		}
+		t.lingering, t.idleSince = true, idle
 		n.lingering++
+		d := max(n.linger-time.Since(idle), 0)
 		if t.idle == nil {
-			t.idle = time.AfterFunc(n.linger, func() { n.expire(s.channel, t) })
+			t.idle = time.AfterFunc(d, func() { n.expire(channel, t) })
 		} else {
-			t.idle.Reset(n.linger)
+			t.idle.Reset(d)
 		}
 		return
 	}
-	n.drop(s.channel)
+	n.drop(channel)
 }
 
 // expire ends topic t on channel once it has lingered without a waiter for
@@ -515,6 +568,7 @@ func (n *notifier) deliver(m rueidis.PubSubMessage) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if t := n.topics[m.Channel]; t != nil {
+		t.delivered++
 		for s := range t.waiters {
 			if s.id != m.Message {
 				continue // the release named another waiter

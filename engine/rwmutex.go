@@ -43,7 +43,9 @@ import (
 //
 // Waiting. RLock and Lock wait for a release instead of polling: after an
 // attempt refused on a quorum they subscribe and try again, a reader
-// leaving a mark on the masters, a writer its intent. The release (or
+// leaving a mark on the masters, a writer its intent; a reader of a lock
+// this Locker's readers waited for lately (their subscription lingers)
+// subscribes before its first attempt, which marks. The release (or
 // expiry clean-up of a watched lease) that leaves a master with no live
 // holder publishes there: on the writers' channel while a writer's
 // intent lives, which wakes the waiting writers of every Locker and
@@ -200,7 +202,7 @@ func rwOp(writer bool) string {
 
 // try makes one attempt; w is a waiter that has joined (its attempts
 // mark the masters, and a writer's register its intent), or nil.
-func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter, o acquireOpts) (*Lease, error) {
+func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter, o acquireOpts) (_ *Lease, err error) {
 	l := m.l
 	// Close waits for attempts under way, so that their undo is sent.
 	l.remote.Add(1)
@@ -208,17 +210,21 @@ func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter, o acquireOp
 	if l.closed.Load() {
 		return nil, fmt.Errorf("engine: %s %q: %w", rwOp(writer), m.name, ErrClosed)
 	}
+	var f *rwFlight
 	if !writer && l.shares != nil {
 		if h := m.join(ctx, o); h != nil {
 			return h, nil
 		}
-		h, done := m.flight(ctx, o)
-		if h != nil {
+		h, own, refused := m.flight(ctx, o, w)
+		switch {
+		case h != nil:
 			return h, nil
-		}
-		if done != nil {
-			defer done()
-		} else if l.closed.Load() {
+		case refused != nil:
+			return nil, refused
+		case own != nil:
+			f = own
+			defer func() { f.land(m, err) }()
+		case l.closed.Load():
 			// Close began while this attempt waited for another's.
 			return nil, fmt.Errorf("engine: %s %q: %w", rwOp(writer), m.name, ErrClosed)
 		}
@@ -230,6 +236,9 @@ func (m *RWMutex) try(ctx context.Context, writer bool, w *rwWaiter, o acquireOp
 	le.initVotes(l.votes)
 	check := m.checkDue()
 	cmd := m.acquireCommand(le.value, writer, w, check != 0, le.ttlArg())
+	if f != nil {
+		f.send(w)
+	}
 	le.start = time.Now()
 	t := l.pool.Fanout(ctx, cmd, classifyRW, (*acquireReplies)(le), le.votes)
 	if check != 0 {
@@ -311,8 +320,11 @@ func (m *RWMutex) acquireCommand(value string, writer bool, w *rwWaiter, check b
 	}
 	cmd := scriptCall(rwAcquire(), m.key, value, ttl, rwModes[bits][fence], id, m.semKey, m.metaTTL)
 	// A waiter's attempt reaches every master, so that its mark and
-	// intent are on all of them.
-	cmd.SkipIfFailed = w == nil
+	// intent are on all of them; but a reader's first attempt, made
+	// subscribed ahead (see wait), is mostly admitted at once, and skips
+	// a master left behind as any first attempt does, lest such a master
+	// be sent every read.
+	cmd.SkipIfFailed = w == nil || w.ahead
 	return cmd
 }
 
@@ -557,6 +569,9 @@ type rwWaiter struct {
 	fallback time.Duration
 	life     string
 	start    time.Time // when the wait began, which a writer's id carries
+	// ahead: the next attempt is a reader's first, made subscribed ahead
+	// of it (see wait).
+	ahead bool
 }
 
 // wait is RLock and Lock: an attempt at once, then, if the lock is held
@@ -566,20 +581,36 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 	l := m.l
 	l.remote.Add(1)
 	defer l.remote.Add(-1)
+	var w *rwWaiter
+	defer func() {
+		if w != nil {
+			w.leave(err)
+		}
+	}()
+	// A reader of a lock this Locker's readers waited for lately (their
+	// subscription lingers) expects a writer in the way: it subscribes
+	// first, so that its first attempt, if refused, is the marked one it
+	// then sleeps on, not a refusal that only leads to it.
+	early := !writer && l.notify != nil && l.notify.listening(m.key)
+	if early {
+		w = m.newWaiter(ctx, writer, start, info, o)
+		w.join()
+		w.ahead = true
+	}
 	info.Attempts++
-	le, err = m.try(ctx, writer, nil, o)
+	le, err = m.try(ctx, writer, w, o)
+	if w != nil {
+		w.ahead = false
+	}
 	if err == nil {
+		if w != nil {
+			w.sub.pass() // admitted at once: it never waited
+		}
 		return le, nil
 	}
-	w := &rwWaiter{sleeper: sleeper{ctx: ctx, info: info}, m: m, writer: writer}
-	ttl := l.cfg.TTL
-	if o.ttlMS != 0 {
-		ttl = time.Duration(o.ttlMS) * time.Millisecond
+	if w == nil {
+		w = m.newWaiter(ctx, writer, start, info, o)
 	}
-	w.fallback = min(l.cfg.Wait.FallbackMax, l.cfg.TTL, ttl)
-	w.life = strconv.FormatInt((ttl+w.fallback).Milliseconds(), 10) + "/"
-	w.start = start
-	defer func() { w.leave(err) }()
 	if stop := w.noRetry(err); stop != nil {
 		return nil, stop
 	}
@@ -600,7 +631,7 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 	// A lock waited for lately (its subscription lingers) is likely
 	// held: the next attempt goes at once, and marks (and registers a
 	// writer's intent), as after a first refusal.
-	if l.notify != nil && l.notify.listening(w.channel()) {
+	if !early && l.notify != nil && l.notify.listening(w.channel()) {
 		w.join()
 		now = true
 	}
@@ -624,6 +655,20 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 			return nil, stop
 		}
 	}
+}
+
+// newWaiter is a wait of RLock's or Lock's on the masters, not yet
+// joined.
+func (m *RWMutex) newWaiter(ctx context.Context, writer bool, start time.Time, info *WaitInfo, o acquireOpts) *rwWaiter {
+	l := m.l
+	w := &rwWaiter{sleeper: sleeper{ctx: ctx, info: info}, m: m, writer: writer, start: start}
+	ttl := l.cfg.TTL
+	if o.ttlMS != 0 {
+		ttl = time.Duration(o.ttlMS) * time.Millisecond
+	}
+	w.fallback = min(l.cfg.Wait.FallbackMax, l.cfg.TTL, ttl)
+	w.life = strconv.FormatInt((ttl+w.fallback).Milliseconds(), 10) + "/"
+	return w
 }
 
 // join makes the waiter's next attempts mark the masters, subscribed to

@@ -76,6 +76,14 @@ import (
 //     then join what it acquired, asking for intents as any join does: the
 //     attempt's own admission is not taken as their check, since it may
 //     have run on the masters before they were called.
+//   - No lost wake-up. A waiting reader whose flight's marked attempt was
+//     refused by what publishes when it goes takes that refusal as its
+//     own, and sleeps, only if its subscription was among the topic's
+//     waiters before any message was delivered after the attempt was sent
+//     (rwFlight.adopts), and its mark lives as long as the attempt's: the
+//     release that takes the attempt's mark publishes after the attempt
+//     ran, so it reaches this reader as it reaches the attempt's maker.
+//     Any other reader makes its own attempt.
 //   - One name, one kind. A join sends no attempt, so it cannot mark the
 //     Semaphore's permit count: a reader whose attempt would mark it
 //     (until a quorum answered a mark, then every MaxTTL/2) makes the
@@ -251,34 +259,93 @@ func (m *RWMutex) join(ctx context.Context, o acquireOpts) *Lease {
 	return nil
 }
 
+// rwFlight is a reader's attempt on the masters that other readers of
+// its Locker wait for (see RWMutex.flight).
+type rwFlight struct {
+	done chan struct{} // closed when the attempt is decided
+	// For a marked attempt (its maker subscribed), set before it is sent:
+	// the subscription's topic and its delivered count then (see
+	// notifier.since); nil for an attempt that does not mark.
+	topic *topic
+	count uint64
+	// life is the maker's (rwWaiter.life): how long its mark lives.
+	life string
+	// refused is the attempt's error, when it was refused on a quorum by
+	// what will publish when it goes (rwHeld); set before done closes.
+	refused error
+}
+
 // flight has the caller wait while another reader of this Locker
 // acquires the lock on the masters, and then try to join what it
-// acquired: it returns the joined lease, or nil and, if no other reader
-// was acquiring, a function that the caller, now the one acquiring, calls
-// once its share (if any) is registered.
-func (m *RWMutex) flight(ctx context.Context, o acquireOpts) (*Lease, func()) {
+// acquired: it returns the joined lease; or nil and, if no other reader
+// was acquiring, the caller's own flight, on which it calls send before
+// its attempt goes and land once its share (if any) is registered; or
+// the other's refusal, which a waiting reader w takes as its own
+// attempt's (see adopts).
+func (m *RWMutex) flight(ctx context.Context, o acquireOpts, w *rwWaiter) (*Lease, *rwFlight, error) {
 	l := m.l
 	l.shareMu.Lock()
-	ch, other := l.flights[m.key]
+	f, other := l.flights[m.key]
 	if !other {
-		ch = make(chan struct{})
-		l.flights[m.key] = ch
+		f = &rwFlight{done: make(chan struct{})}
+		l.flights[m.key] = f
 	}
 	l.shareMu.Unlock()
 	if !other {
-		return nil, func() {
-			l.shareMu.Lock()
-			delete(l.flights, m.key)
-			l.shareMu.Unlock()
-			close(ch)
-		}
+		return nil, f, nil
 	}
 	select {
-	case <-ch:
+	case <-f.done:
 	case <-ctx.Done():
-		return nil, nil
+		return nil, nil, nil
 	}
-	return m.join(ctx, o), nil
+	if f.adopts(w) {
+		return nil, nil, f.refused
+	}
+	return m.join(ctx, o), nil, nil
+}
+
+// adopts reports whether a waiting reader w takes the flight's refusal as
+// its own attempt's, and sleeps on it without an attempt of its own. The
+// attempt was refused on a quorum by what publishes when it goes, it
+// marked the masters that refused it, and w's subscription was among its
+// topic's waiters before any message delivered after the attempt was
+// sent (the topic's delivered count no higher then): every release that
+// publishes for that mark reaches w as it reaches the attempt's maker.
+// The mark lives as long as w's own would (the same life), so it outlasts
+// w's sleep as it outlasts the maker's. w's own marked attempt would have
+// been refused as well, but for a release in between, which publishes to
+// w, or a change that publishes nothing (an expiry nobody cleaned up, a
+// writer's silent undo), which the maker sleeps through too, until the
+// fallback that covers such changes.
+func (f *rwFlight) adopts(w *rwWaiter) bool {
+	if f.refused == nil || f.topic == nil || w == nil || w.writer || w.sub == nil {
+		return false
+	}
+	return w.sub.topic == f.topic && w.sub.joined <= f.count && w.life == f.life
+}
+
+// send notes, before the flight's attempt goes, whether it marks: made by
+// a waiter w subscribed to the lock's releases.
+func (f *rwFlight) send(w *rwWaiter) {
+	if w != nil && !w.writer && w.sub != nil {
+		f.topic, f.count = w.m.l.notify.since(w.sub)
+		f.life = w.life
+	}
+}
+
+// land ends the flight: err is its attempt's error, kept for the readers
+// waiting on it if the attempt was refused by what publishes when it
+// goes.
+func (f *rwFlight) land(m *RWMutex, err error) {
+	if ve := findVotes(err); ve != nil && ve.Kind == ErrNotAcquired && rwHeld(ve) {
+		f.refused = err
+	}
+	l := m.l
+	l.shareMu.Lock()
+	delete(l.flights, m.key)
+	l.shareMu.Unlock()
+	close(f.done)
 }
 
 // confirm asks the masters, in one round of two native commands sent at

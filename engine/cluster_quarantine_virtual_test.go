@@ -111,3 +111,80 @@ func TestClusterFailbackKeepsTheOldPrimaryOutInVirtualTime(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterRestartMidMigrationKeepsTheHandedOverSlotOut, in virtual
+// time: two masters and a simulated cluster of two shards are the votes.
+// A holds a resource on all three; its key is then deleted from master 1.
+// The resource's slot begins to migrate from its primary P to the other
+// shard's primary Q, its keys still on P; P restarts (empty), and the slot
+// is handed over to Q without A's key, which P lost. B, a Locker that saw
+// the cluster before, reaches P again only now, through its stale slot
+// map: P's view no longer shows the slot, but P served it when it
+// restarted, so the slot sits out MaxTTL, and B is refused for the
+// quarantine. With cluster-restart-slots-as-seen on (the control), Q's
+// yes counts at once, and with master 1's makes B a second holder.
+func TestClusterRestartMidMigrationKeepsTheHandedOverSlotOut(t *testing.T) {
+	mutation.Require(t)
+	for _, asSeen := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fixed", true: "control"}[asSeen], func(t *testing.T) {
+			defer mutation.ClusterRestartSlotsAsSeen.Set(asSeen)()
+			simClusterTest(t, simClusterOptions{Masters: 2, Clusters: 1, Shards: 2}, func(t *testing.T, e *simClusterEnv) {
+				config := func(c *engine.Config) {
+					c.TTL = 10 * time.Second
+					c.Wait.DisableNotify = true
+				}
+				ctx := context.Background()
+				b := e.locker(config)
+				a := e.locker(config)
+				held, err := a.TryLock(ctx, "mr")
+				if err != nil {
+					t.Fatal(err)
+				}
+				key := clusterKey("mr")
+				m1 := e.masters[1]
+				// TryLock returned at quorum: the last vote's reply may be on its way.
+				for !e.exists(m1, key) {
+					time.Sleep(time.Millisecond)
+				}
+				if n, err := e.do(m1, "DEL", key).AsInt64(); err != nil || n != 1 {
+					t.Fatalf("DEL A's key on master 1: %d, %v", n, err)
+				}
+				mg := &simMigration{e: e}
+				mg.begin(t, keyslot.KeySlot(key))
+				if !e.exists(mg.from, key) {
+					t.Fatal("A's key is not on the slot's primary: the test proves nothing")
+				}
+				// P down: its connections break, and B's cluster client
+				// refreshes its slot map (the slot is still P's) within a
+				// second; none is left to run once P is back.
+				mg.from.Kill()
+				time.Sleep(2 * time.Second)
+				mg.from.Start()
+				mg.finish()
+				if e.exists(mg.to, key) {
+					t.Fatal("A's key reached Q: the test proves nothing")
+				}
+				second, err := b.TryLock(ctx, "mr")
+				switch {
+				case err == nil && held.Validity() > 0:
+					second.Release(ctx)
+					if !asSeen {
+						t.Fatalf("B acquired while A's lease (validity %s) is valid: Q voted for the slot P lost", held.Validity())
+					}
+					t.Logf("control: B acquired while A holds")
+				case err == nil:
+					t.Fatal("A's lease ran out before B's attempt: the test proves nothing")
+				case asSeen:
+					t.Fatalf("with %s on, B was refused (%v): the test cannot catch it", mutation.ClusterRestartSlotsAsSeen.Name(), err)
+				case !errors.Is(err, engine.ErrQuarantined):
+					t.Fatalf("B's TryLock: %v, want refused for the quarantine", err)
+				default:
+					t.Logf("B refused: %v", err)
+				}
+				if r := b.Nodes()[2].Restarts; r != 1 {
+					t.Errorf("B saw %d restarts of the cluster, want 1 (P's, through its stale slot map)", r)
+				}
+			})
+		})
+	}
+}

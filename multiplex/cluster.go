@@ -157,9 +157,17 @@ func (p *Pool) observeMember(n *node, addr string, info serverInfo) (demoted []s
 	switch {
 	case known && prev.runID != info.RunID, promoted:
 		n.restarts.Add(1)
-		p.quarantineSlots(n, info, p.maxTTL, quarantine.Error{Restarted: true})
+		// A restart lost what the node held when it went down: the slots
+		// it served then, as last seen, too. A migration under way may
+		// have handed one over since, without the keys the node had not
+		// moved yet: the new owner serves it without them.
+		var lost []slotRange
+		if known && !faults.ClusterRestartSlotsAsSeen.On() {
+			lost = prev.slots
+		}
+		p.quarantineSlots(n, info, lost, p.maxTTL, quarantine.Error{Restarted: true})
 	case !known && p.policy == quarantine.Always && info.Uptime < p.maxTTL:
-		p.quarantineSlots(n, info, p.maxTTL-info.Uptime, quarantine.Error{Uptime: info.Uptime})
+		p.quarantineSlots(n, info, nil, p.maxTTL-info.Uptime, quarantine.Error{Uptime: info.Uptime})
 	}
 	if !promoted || faults.ClusterDemotedConnKept.On() {
 		return nil, nil
@@ -362,14 +370,16 @@ type slotQuarantine struct {
 }
 
 // quarantineSlots keeps the slots a node serves, as its view read with
-// info says, out of cluster vote n for d from now; e says why. A node
-// whose view is unknown keeps the whole vote out. The caller holds p.ids.
-func (p *Pool) quarantineSlots(n *node, info serverInfo, d time.Duration, e quarantine.Error) {
+// info says, and the slots in also, out of cluster vote n for d from now;
+// e says why. A node whose view is unknown keeps the whole vote out. The
+// caller holds p.ids.
+func (p *Pool) quarantineSlots(n *node, info serverInfo, also []slotRange, d time.Duration, e quarantine.Error) {
 	if info.view == nil {
 		p.quarantineFor(n, d, e)
 		return
 	}
-	if d <= 0 || p.policy == quarantine.Off || len(info.view.slots) == 0 {
+	slots := append(slices.Clip(info.view.slots), also...)
+	if d <= 0 || p.policy == quarantine.Off || len(slots) == 0 {
 		return
 	}
 	now := p.now()
@@ -385,7 +395,7 @@ func (p *Pool) quarantineSlots(n *node, info serverInfo, d time.Duration, e quar
 			}
 		}
 	}
-	for _, r := range info.view.slots {
+	for _, r := range slots {
 		next = append(next, slotQuarantine{r, until, &e})
 	}
 	n.slotq.Store(&next)
@@ -508,7 +518,11 @@ func (p *Pool) enumerate(ctx context.Context, n *node, c rueidis.Client, o Optio
 }
 
 // probe reads INFO on a connection of its own to addr, as the dialer
-// does, and closes it.
+// does, and closes it. The connection is not the pool's, which Close
+// cuts: it ends with ctx instead, so that a node that took it and does
+// not answer (stopped, or behind a partition that holds what is sent)
+// holds up neither a reconnect's Close nor its ctx's end until the dial
+// timeout.
 func (p *Pool) probe(ctx context.Context, addr string, o Options) (serverInfo, error) {
 	d := &net.Dialer{Timeout: o.DialTimeout}
 	conn, err := dial(ctx, addr, d, o.TLS, o.DialContext)
@@ -516,6 +530,7 @@ func (p *Pool) probe(ctx context.Context, addr string, o Options) (serverInfo, e
 		return serverInfo{}, err
 	}
 	defer conn.Close()
+	defer context.AfterFunc(ctx, func() { conn.Close() })()
 	deadline := time.Now().Add(o.DialTimeout)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl

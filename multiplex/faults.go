@@ -17,6 +17,7 @@ var faults struct {
 	ClusterFailoverTrusted     fault
 	ClusterInfoAnyNode         fault
 	ClusterMigrationUnguarded  fault
+	ClusterRestartSlotsAsSeen  fault
 	ClusterVotesShareNode      fault
 	CoalesceAcrossSlots        fault
 	CoalesceFirstKeyOnly       fault

@@ -14,6 +14,7 @@ var faults = struct {
 	ClusterFailoverTrusted     *mutation.Switch
 	ClusterInfoAnyNode         *mutation.Switch
 	ClusterMigrationUnguarded  *mutation.Switch
+	ClusterRestartSlotsAsSeen  *mutation.Switch
 	ClusterVotesShareNode      *mutation.Switch
 	CoalesceAcrossSlots        *mutation.Switch
 	CoalesceFirstKeyOnly       *mutation.Switch
@@ -27,6 +28,7 @@ var faults = struct {
 	ClusterFailoverTrusted:     mutation.ClusterFailoverTrusted,
 	ClusterInfoAnyNode:         mutation.ClusterInfoAnyNode,
 	ClusterMigrationUnguarded:  mutation.ClusterMigrationUnguarded,
+	ClusterRestartSlotsAsSeen:  mutation.ClusterRestartSlotsAsSeen,
 	ClusterVotesShareNode:      mutation.ClusterVotesShareNode,
 	CoalesceAcrossSlots:        mutation.CoalesceAcrossSlots,
 	CoalesceFirstKeyOnly:       mutation.CoalesceFirstKeyOnly,

@@ -128,6 +128,12 @@ var (
 	// (or a primary new to the vote) votes at once, although it may lack
 	// the locks its primary granted: a second holder.
 	ClusterFailoverTrusted = &Switch{name: "cluster-failover-trusted"}
+	// ClusterRestartSlotsAsSeen: a cluster's node seen restarted keeps
+	// out of the vote only the slots its view shows now, not those it
+	// served before: a slot whose migration it was the source of, handed
+	// over after the restart without the keys the node lost, votes at
+	// once from its new owner.
+	ClusterRestartSlotsAsSeen = &Switch{name: "cluster-restart-slots-as-seen"}
 	// RWReaderIgnoresWriter: a read/write lock's master admits a reader
 	// while a writer holds it: a reader and the writer both hold.
 	RWReaderIgnoresWriter = &Switch{name: "rw-reader-ignores-writer"}
@@ -295,7 +301,7 @@ var All = []*Switch{HandOffEndedLease, StaleShorterExtend, LateReleaseWakesNext,
 	LossNoticedLate, RWTrackedAsPlain, RWUndoWakes, RWSplitWaitsFallback, RWTrackedByPresence, SemSplitWaitsFallback, SemUndoWakes, FenceRefusalIsContention, ClusterNotifyStaleShard, RWWonUndoSilent, RWReaderUndoSilent, LockAllHogsTurns,
 	ClusterMigrationNoResend, ClusterReplicaNoResend, ClusterGuessOnce, ClusterInfoAnyNode, FenceCounterExpiresEarly, ValidityIgnoresDrift,
 	AcquireIgnoresValidity, SemCheckStampedOnSend, RWRemoteValidityAsPlain, ClockErrorIgnored, ClockReadOnce, ClockJudgedLate,
-	SentinelPromotionUnchecked, RWJoinIgnoresIntent}
+	SentinelPromotionUnchecked, RWJoinIgnoresIntent, ClusterRestartSlotsAsSeen}
 
 // ByName finds a switch by its name, or nil.
 func ByName(name string) *Switch {

@@ -137,10 +137,17 @@ func (c *Cluster) moveKey(mg *migration) bool {
 	if !live {
 		// Past its deadline: Redis would drop it, not move it. The
 		// drop is logged, as a command's finding it expired is: a
-		// clock stepped back later does not bring it back.
-		from.cause, from.client = "migrate", ""
-		from.changedKey(k)
-		from.cause = ""
+		// clock stepped back later does not bring it back. But where
+		// the target has the key (set there under ASK, the source's
+		// copy expired), the vote's key is the target's, which MIGRATE
+		// leaves alone: the stale copy's drop is no change of the
+		// vote's key space, and logged it would read as the target's
+		// key gone.
+		if to.st.keys[k] == nil {
+			from.cause, from.client = "migrate", ""
+			from.changedKey(k)
+			from.cause = ""
+		}
 		return true
 	}
 	old := to.st.keys[k]

@@ -139,3 +139,60 @@ func TestMigrationRoutesAsRedis(t *testing.T) {
 		}
 	})
 }
+
+// A key expired on a migrating slot's source is sent on to the target
+// (ASK), which sets it anew; the migration then drops the source's stale
+// copy, as MIGRATE skips an expired key. The vote's key is the target's:
+// the drop is not logged, so that the merged log of the cluster's nodes
+// does not read the target's key as gone. A key expired on the source
+// and absent from the target is dropped and logged, as before.
+func TestMigrationDropsAnExpiredCopyTheTargetReplaced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := NewNetwork(1)
+		cl, nodes := NewCluster(n, 1, 0, 2, false, MasterOptions{Uptime: time.Hour})
+		for _, m := range nodes {
+			defer m.Close()
+		}
+		replaced, lapsed := "{x}replaced", "{x}lapsed"
+		slot := keyslot.KeySlot(replaced)
+		src, _ := cl.owner(slot, nil)
+		dst := nodes[0]
+		if dst == src {
+			dst = nodes[1]
+		}
+		_, s := dialT(t, n, src)
+		_, d := dialT(t, n, dst)
+		do(t, s, "SET", replaced, "old", "PX", "10")
+		do(t, s, "SET", lapsed, "old", "PX", "10")
+		time.Sleep(20 * time.Millisecond)
+		mg, why := cl.beginMigration(slot, 0)
+		if mg == nil {
+			t.Fatalf("no migration: %s", why)
+		}
+		ask := "-ASK " + strconv.Itoa(slot) + " " + dst.Addr
+		if r := do(t, s, "SET", replaced, "new", "NX", "PX", "10000"); !strings.HasPrefix(r, ask) {
+			t.Fatalf("source, a key expired there: SET %q, want %s", r, ask)
+		}
+		do(t, d, "ASKING")
+		if r := do(t, d, "SET", replaced, "new", "NX", "PX", "10000"); r != status("OK") {
+			t.Fatalf("target after ASKING: SET %q", r)
+		}
+		for cl.moveKey(mg) {
+		}
+		cl.handOver(mg)
+		if r := do(t, d, "GET", replaced); r != bulk("new") {
+			t.Errorf("new owner: GET %q, want the value set there", r)
+		}
+		var gone []string
+		for _, m := range nodes {
+			for _, r := range m.KeyLog() {
+				if r.Gone && r.Cause == "migrate" {
+					gone = append(gone, r.Key)
+				}
+			}
+		}
+		if len(gone) != 1 || gone[0] != lapsed {
+			t.Errorf("keys logged gone by the migration: %q, want %q alone", gone, lapsed)
+		}
+	})
+}

@@ -34,11 +34,7 @@ func TestRWWriterIntentOutlivesItsFallback(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			simTestWith(t, 3, simredis.MasterOptions{Uptime: time.Hour, Rate: c.rate}, func(t *testing.T, e *env) {
 				ctx := context.Background()
-				cfg := func(c *engine.Config) {
-					c.TTL = time.Second
-					c.AutoExtend = true
-					c.Wait.FallbackMin, c.Wait.FallbackMax = time.Second, time.Second
-				}
+				cfg := fallbackIsTTL(time.Second)
 				holderL, writerL, readerL := e.locker(e.steady(cfg)), e.locker(e.steady(cfg)), e.locker(e.steady(cfg))
 				const name = "intent-renewal"
 				held, err := rwMutex(t, holderL, name).RLock(ctx)
@@ -102,10 +98,8 @@ func TestRWShortIntentKeepsAnothersAlive(t *testing.T) {
 	simTest(t, 3, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		cfg := func(c *engine.Config) {
-			c.TTL = time.Second
+			fallbackIsTTL(time.Second)(c)
 			c.MaxTTL = 10 * time.Second
-			c.AutoExtend = true
-			c.Wait.FallbackMin, c.Wait.FallbackMax = time.Second, time.Second
 		}
 		// Lockers are the network's clients c1, c2 ... in the order made.
 		holderL, aL, bL, readerL := e.locker(e.steady(cfg)), e.locker(e.steady(cfg)), e.locker(e.steady(cfg)), e.locker(e.steady(cfg))
@@ -192,9 +186,7 @@ func TestRWWriterIntentOutlivesItsFallbackOnRealMasters(t *testing.T) {
 	ctx := context.Background()
 	const ttl = 2 * time.Second
 	cfg := func(c *engine.Config) {
-		c.TTL = 4 * ttl
-		c.AutoExtend = true
-		c.Wait.FallbackMin, c.Wait.FallbackMax = c.TTL, c.TTL
+		fallbackIsTTL(4 * ttl)(c)
 		patientDownTo(ttl)(c)
 	}
 	holderL, writerL, readerL := e.locker(cfg), e.locker(cfg), e.locker(cfg)

@@ -33,11 +33,7 @@ func TestRWReaderMarkOutlivesItsFallback(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			simTest(t, 3, func(t *testing.T, e *env) {
 				ctx := context.Background()
-				cfg := func(c *engine.Config) {
-					c.TTL = time.Second
-					c.AutoExtend = true
-					c.Wait.FallbackMin, c.Wait.FallbackMax = time.Second, time.Second
-				}
+				cfg := fallbackIsTTL(time.Second)
 				writerL, readerL, shortL := e.locker(e.steady(cfg)), e.locker(e.steady(cfg)), e.locker(e.steady(cfg))
 				const name = "reader-mark"
 				w, err := rwMutex(t, writerL, name).TryLock(ctx)
@@ -100,9 +96,7 @@ func TestRWReaderMarkOutlivesItsFallbackOnRealMasters(t *testing.T) {
 	ctx := context.Background()
 	const ttl = 2 * time.Second
 	cfg := func(c *engine.Config) {
-		c.TTL = 4 * ttl
-		c.AutoExtend = true
-		c.Wait.FallbackMin, c.Wait.FallbackMax = c.TTL, c.TTL
+		fallbackIsTTL(4 * ttl)(c)
 		patientDownTo(ttl)(c)
 	}
 	writerL, readerL := e.locker(cfg), e.locker(cfg)
@@ -157,5 +151,17 @@ func TestRWReaderMarkOutlivesItsFallbackOnRealMasters(t *testing.T) {
 	}
 	if err := <-got; err != nil {
 		t.Fatalf("the reader did not acquire once the writer released: %v", err)
+	}
+}
+
+// fallbackIsTTL is a Locker's configuration for the wake-up tests of a
+// read/write lock: TTL ttl, auto-extended holders (so that no expiry frees
+// the lock), and a fallback of exactly the TTL, the longest the engine
+// draws, so that a wake-up the test expects cannot come from it.
+func fallbackIsTTL(ttl time.Duration) func(*engine.Config) {
+	return func(c *engine.Config) {
+		c.TTL = ttl
+		c.AutoExtend = true
+		c.Wait.FallbackMin, c.Wait.FallbackMax = ttl, ttl
 	}
 }

@@ -23,6 +23,10 @@ type Locker struct {
 	pool   *multiplex.Pool
 	addrs  []string
 	ttlStr string // TTL in ms, formatted once
+	// rwFallback and rwLife are rwWaitLife for the TTL, formatted once:
+	// every waiting reader of a read/write lock needs them.
+	rwFallback time.Duration
+	rwLife     string
 	// ownerSuffix is Config.Owner encoded as a lease value's suffix (see
 	// encodeOwner), once.
 	ownerSuffix string
@@ -133,6 +137,7 @@ func New(ctx context.Context, cfg Config) (*Locker, error) {
 		done:        make(chan struct{}),
 		tickets:     make(map[*ticket]string),
 	}
+	l.rwFallback, l.rwLife = rwWaitLife(&cfg, cfg.TTL)
 	for _, n := range pool.Status() {
 		if v := n.Version; v != "" && !atLeast(v, 7, 0) {
 			l.setGet = false

@@ -662,13 +662,23 @@ func (m *RWMutex) wait(ctx context.Context, writer bool, start time.Time, info *
 func (m *RWMutex) newWaiter(ctx context.Context, writer bool, start time.Time, info *WaitInfo, o acquireOpts) *rwWaiter {
 	l := m.l
 	w := &rwWaiter{sleeper: sleeper{ctx: ctx, info: info}, m: m, writer: writer, start: start}
-	ttl := l.cfg.TTL
-	if o.ttlMS != 0 {
-		ttl = time.Duration(o.ttlMS) * time.Millisecond
+	switch {
+	case o.ttlMS != 0:
+		w.fallback, w.life = rwWaitLife(&l.cfg, time.Duration(o.ttlMS)*time.Millisecond)
+	case l.rwLife != "":
+		w.fallback, w.life = l.rwFallback, l.rwLife
+	default:
+		w.fallback, w.life = rwWaitLife(&l.cfg, l.cfg.TTL)
 	}
-	w.fallback = min(l.cfg.Wait.FallbackMax, l.cfg.TTL, ttl)
-	w.life = strconv.FormatInt((ttl+w.fallback).Milliseconds(), 10) + "/"
 	return w
+}
+
+// rwWaitLife is a waiter's longest fallback sleep while the lock is held,
+// for attempts of TTL ttl, and how long its mark or intent lives, as
+// rwAcquireScript takes it (see rwWaiter).
+func rwWaitLife(cfg *Config, ttl time.Duration) (time.Duration, string) {
+	fallback := min(cfg.Wait.FallbackMax, cfg.TTL, ttl)
+	return fallback, strconv.FormatInt((ttl+fallback).Milliseconds(), 10) + "/"
 }
 
 // join makes the waiter's next attempts mark the masters, subscribed to
@@ -895,12 +905,12 @@ end
 )
 
 // rwAcquireScript admits a reader or a writer, for ttl ms, on one master.
-// ARGV: the lease's value, ttl, the mode (rwModes), a waiting writer's id,
-// the permit count key of a Semaphore of the name, how long (ms) a
-// refresh keeps the name marked there. A writer's id starts with how long
-// its intent lives (ms) and a "/" (ttl without). Mode: "r" a reader, "w" a writer; "q" a
-// waiting writer, which registers its intent (id) where refused and
-// takes it out where admitted; "n" a subscribed waiter, which marks
+// ARGV: the lease's value, ttl, the mode (rwModes), a waiter's id (see
+// rwWaiter: it starts with how long its mark or intent lives, in ms, and
+// a "/"; without, ttl), the permit count key of a Semaphore of the name,
+// and how long (ms) a refresh keeps the name marked there. Mode: "r" a
+// reader, "w" a writer; "q" a waiting writer, which registers its intent
+// (id) where refused and takes it out where admitted; "n" a subscribed waiter, which marks
 // the lock where refused, so that the release that frees it publishes;
 // "m" marks the name as a read/write lock's at the permit count key, and
 // refuses a semaphore's; "f" a fenced writer, answered max(the fencing
@@ -1013,19 +1023,19 @@ elseif ` + intents + ` then
   refused = "intent"
 end
 if refused then
+  -- A waiter's mark or intent outlives its fallback: its life (ms) starts
+  -- ARGV[4] (see rwWaiter).
+  local life = tonumber(string.match(id, "^(%d+)/") or ttl)
   if mark then
-    -- The mark outlives the reader's fallback: its life (ms) is ARGV[4]
-    -- (see rwWaiter). Waiting readers share it: never cut it short.
-    local m, life = "` + rwMarkPrefixLua + `" .. k, tonumber(string.match(id, "^(%d+)/") or ttl)
+    -- Waiting readers share the mark: never cut it short.
+    local m = "` + rwMarkPrefixLua + `" .. k
     if redis.call("PTTL", m) < life then
       redis.call("SET", m, "1", "PX", life)
     end
   end
   if intent then
-    -- The intent outlives the writer's fallback: its life (ms) starts
-    -- its id (see rwWaiter). The key lives as long as its latest intent:
-    -- a writer with a shorter one must not cut another's short.
-    local life = tonumber(string.match(id, "^(%d+)/") or ttl)
+    -- The key lives as long as its latest intent: a writer with a
+    -- shorter one must not cut another's short.
     redis.call("ZADD", q, string.format("%.0f", now + life * 1000), id)
     local last = redis.call("ZRANGE", q, -1, -1, "WITHSCORES")[2]
     redis.call("PEXPIRE", q, math.ceil((tonumber(last) - now) / 1000) + 1)

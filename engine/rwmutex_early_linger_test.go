@@ -26,26 +26,7 @@ func TestRWReadersThatNeverWaitLetTheSubscriptionEnd(t *testing.T) {
 		})
 		mr := rwMutex(t, lr, "linger-reads")
 		mw := rwMutex(t, rwLocker(e, nil), "linger-reads")
-		w, err := mw.TryLock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Second) // the writer's attempt and fence reach every master
-		got := make(chan *engine.Lease, 1)
-		go func() {
-			le, err := mr.RLock(ctx)
-			if err != nil {
-				t.Error(err)
-			}
-			got <- le
-		}()
-		time.Sleep(time.Second) // the reader subscribed, marked, and sleeps
-		release(t, w)
-		le := <-got
-		if le == nil {
-			t.FailNow()
-		}
-		release(t, le)
+		waitBehindWriter(t, mr, mw)
 		waited := time.Now()
 		for time.Since(waited) < 6*linger {
 			time.Sleep(2 * time.Second)

@@ -29,26 +29,7 @@ func TestFarBehindMasterGetsNoStaleReaderAcquiresOnAWaitedLock(t *testing.T) {
 		})
 		mr := rwMutex(t, lr, name)
 		mw := rwMutex(t, rwLocker(e, func(c *engine.Config) { c.NodeTimeout = 50 * time.Millisecond }), name)
-		w, err := mw.TryLock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Second) // the writer's attempt and fence reach every master
-		got := make(chan *engine.Lease, 1)
-		go func() {
-			le, err := mr.RLock(ctx)
-			if err != nil {
-				t.Error(err)
-			}
-			got <- le
-		}()
-		time.Sleep(time.Second) // the reader subscribed, marked, and sleeps
-		release(t, w)
-		le := <-got
-		if le == nil {
-			t.FailNow()
-		}
-		release(t, le)
+		waitBehindWriter(t, mr, mw)
 		time.Sleep(time.Second)
 		e.sim[0].Pause()
 		logged := len(e.sim[0].KeyLog())

@@ -76,3 +76,32 @@ func TestRWReaderOfAWaitedLockMarksAtFirstAttempt(t *testing.T) {
 		}
 	})
 }
+
+// waitBehindWriter has a reader of mr wait once behind a writer of mw,
+// then both let go: mr's Locker has waited for the lock lately, and its
+// subscription to the lock's releases lingers. In virtual time, where a
+// second is far beyond every round trip.
+func waitBehindWriter(t *testing.T, mr, mw *engine.RWMutex) {
+	t.Helper()
+	ctx := context.Background()
+	w, err := mw.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the writer's attempt and fence reach every master
+	got := make(chan *engine.Lease, 1)
+	go func() {
+		le, err := mr.RLock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- le
+	}()
+	time.Sleep(time.Second) // the reader subscribed, marked, and sleeps
+	release(t, w)
+	le := <-got
+	if le == nil {
+		t.FailNow()
+	}
+	release(t, le)
+}

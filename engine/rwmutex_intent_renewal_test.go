@@ -217,23 +217,7 @@ func TestRWWriterIntentOutlivesItsFallbackOnRealMasters(t *testing.T) {
 		}
 		return zs[0].Score
 	}
-	// The intent is registered where the writer is refused: on a
-	// quorum, not on a master the holder's entry missed.
-	on := -1
-	eventually(t, 30*time.Second, "the writer's intent on a quorum", func() bool {
-		select {
-		case err := <-wrote:
-			t.Fatalf("the writer returned while the reader held: %v", err)
-		default:
-		}
-		n := 0
-		for i := range e.direct {
-			if score(i) > 0 {
-				n, on = n+1, i
-			}
-		}
-		return n >= 2
-	})
+	on := awaitOnQuorum(t, e, "the writer's intent", func(i int) bool { return score(i) > 0 }, wrote, "the writer returned while the reader held")
 	rm := rwMutex(t, readerL, name)
 	renewals, last, tries := 0, score(on), 0
 	for renewals < 2 {

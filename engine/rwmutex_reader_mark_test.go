@@ -117,23 +117,7 @@ func TestRWReaderMarkOutlivesItsFallbackOnRealMasters(t *testing.T) {
 		}
 		got <- err
 	}()
-	// The mark is set where the reader is refused: on a quorum, not on a
-	// master the writer's entry missed.
-	on := -1
-	eventually(t, 30*time.Second, "the reader's mark on a quorum", func() bool {
-		select {
-		case err := <-got:
-			t.Fatalf("the reader returned while the writer held: %v", err)
-		default:
-		}
-		n := 0
-		for i := range e.direct {
-			if e.pttl(i, mark) > 0 {
-				n, on = n+1, i
-			}
-		}
-		return n >= 2
-	})
+	on := awaitOnQuorum(t, e, "the reader's mark", func(i int) bool { return e.pttl(i, mark) > 0 }, got, "the reader returned while the writer held")
 	renewals, last := 0, e.pttl(on, mark)
 	for renewals < 2 {
 		p := e.pttl(on, mark)
@@ -164,4 +148,29 @@ func fallbackIsTTL(ttl time.Duration) func(*engine.Config) {
 		c.AutoExtend = true
 		c.Wait.FallbackMin, c.Wait.FallbackMax = ttl, ttl
 	}
+}
+
+// awaitOnQuorum waits until has holds on a quorum of e's masters, what
+// it names, and returns one where it does; a value on ended first fails
+// the test with gone (the waiter it watches returned too soon). A mark
+// or an intent is left where a waiter was refused: a quorum, not every
+// master (one that missed the holder's entry admits the waiter there).
+func awaitOnQuorum(t *testing.T, e *env, what string, has func(i int) bool, ended <-chan error, gone string) int {
+	t.Helper()
+	on := -1
+	eventually(t, 30*time.Second, what+" on a quorum", func() bool {
+		select {
+		case err := <-ended:
+			t.Fatalf("%s: %v", gone, err)
+		default:
+		}
+		n := 0
+		for i := range e.direct {
+			if has(i) {
+				n, on = n+1, i
+			}
+		}
+		return n > len(e.direct)/2
+	})
+	return on
 }
